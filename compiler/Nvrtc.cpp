@@ -1,0 +1,289 @@
+// NVRTC through dlopen: <nvrtc.h> supplies the types only, so nothing links against libnvrtc and
+// a binary without the toolkit still starts (and serves from the disk cache).
+#include "compiler/Nvrtc.h"
+
+#include <dlfcn.h>
+#include <nvrtc.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <type_traits>
+
+#include "ssmjit/error.h"
+
+namespace ssmjit {
+namespace {
+
+struct NvrtcApi {
+  decltype(&::nvrtcVersion) version = nullptr;
+  decltype(&::nvrtcGetErrorString) getErrorString = nullptr;
+  decltype(&::nvrtcCreateProgram) createProgram = nullptr;
+  decltype(&::nvrtcDestroyProgram) destroyProgram = nullptr;
+  decltype(&::nvrtcCompileProgram) compileProgram = nullptr;
+  decltype(&::nvrtcGetProgramLogSize) getProgramLogSize = nullptr;
+  decltype(&::nvrtcGetProgramLog) getProgramLog = nullptr;
+  decltype(&::nvrtcGetPTXSize) getPTXSize = nullptr;
+  decltype(&::nvrtcGetPTX) getPTX = nullptr;
+  decltype(&::nvrtcGetCUBINSize) getCUBINSize = nullptr;
+  decltype(&::nvrtcGetCUBIN) getCUBIN = nullptr;
+  std::string error;      // why loading failed; empty on success
+  std::string libPath;    // the name dlopen succeeded with
+  std::string versionStr; // "13.0"
+};
+
+std::vector<std::string> candidateLibs() {
+  // The soname first (ldconfig / LD_LIBRARY_PATH), then the toolkit's own directories, so that a
+  // toolkit outside the loader path still works when CUDA_HOME points at it.
+  std::vector<std::string> c = {"libnvrtc.so.13", "libnvrtc.so"};
+  std::vector<std::string> roots;
+  if (const char* home = std::getenv("CUDA_HOME"); home && *home) roots.push_back(home);
+  if (const char* path = std::getenv("CUDA_PATH"); path && *path) roots.push_back(path);
+  roots.push_back("/usr/local/cuda");
+  for (const auto& r : roots)
+    for (const char* sub : {"/lib64/", "/lib/"})
+      for (const char* lib : {"libnvrtc.so.13", "libnvrtc.so"}) c.push_back(r + sub + lib);
+  return c;
+}
+
+const NvrtcApi& nvrtcApi() {
+  static NvrtcApi api;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    void* h = nullptr;
+    std::string tried;
+    for (const auto& name : candidateLibs()) {
+      h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (h) {
+        api.libPath = name;
+        break;
+      }
+      const char* e = dlerror();
+      tried += "\n  " + name + ": " + (e ? e : "unknown dlopen error");
+    }
+    if (!h) {
+      api.error = "libnvrtc not found (set CUDA_HOME or LD_LIBRARY_PATH); tried:" + tried;
+      return;
+    }
+    std::string missing;
+    auto sym = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
+      if (!fn) missing += std::string(missing.empty() ? "" : ", ") + name;
+    };
+    sym(api.version, "nvrtcVersion");
+    sym(api.getErrorString, "nvrtcGetErrorString");
+    sym(api.createProgram, "nvrtcCreateProgram");
+    sym(api.destroyProgram, "nvrtcDestroyProgram");
+    sym(api.compileProgram, "nvrtcCompileProgram");
+    sym(api.getProgramLogSize, "nvrtcGetProgramLogSize");
+    sym(api.getProgramLog, "nvrtcGetProgramLog");
+    sym(api.getPTXSize, "nvrtcGetPTXSize");
+    sym(api.getPTX, "nvrtcGetPTX");
+    sym(api.getCUBINSize, "nvrtcGetCUBINSize");
+    sym(api.getCUBIN, "nvrtcGetCUBIN");
+    if (!missing.empty()) {
+      api.error = api.libPath + " lacks the entry points " + missing + " (NVRTC >= 11.1 needed)";
+      return;
+    }
+    int major = 0, minor = 0;
+    if (nvrtcResult r = api.version(&major, &minor); r != NVRTC_SUCCESS) {
+      api.error = api.libPath + ": nvrtcVersion failed: " + api.getErrorString(r);
+      return;
+    }
+    api.versionStr = std::to_string(major) + "." + std::to_string(minor);
+    // The handle stays open for the life of the process: programs may be compiled until exit.
+  });
+  return api;
+}
+
+const NvrtcApi& requireApi() {
+  const NvrtcApi& api = nvrtcApi();
+  if (!api.error.empty()) throw Error(Error::Kind::Unavailable, "NVRTC unavailable: " + api.error);
+  return api;
+}
+
+void checkNvrtc(const NvrtcApi& api, nvrtcResult r, const char* what, const std::string& name) {
+  if (r != NVRTC_SUCCESS)
+    throw Error(Error::Kind::Compile,
+                std::string(what) + " for " + name + " failed: " + api.getErrorString(r));
+}
+
+// The first `maxLines` lines of `src`, numbered as NVRTC's log numbers them.
+std::string numberedSource(const std::string& src, int maxLines) {
+  std::string out;
+  int line = 1;
+  size_t pos = 0;
+  while (pos < src.size() && line <= maxLines) {
+    size_t end = src.find('\n', pos);
+    if (end == std::string::npos) end = src.size();
+    char num[16];
+    std::snprintf(num, sizeof num, "%5d | ", line);
+    out += num;
+    out.append(src, pos, end - pos);
+    out += '\n';
+    pos = end + 1;
+    ++line;
+  }
+  if (pos < src.size()) out += "  ... (source continues)\n";
+  return out;
+}
+
+// Reads the number before `unit` in `line` ("Used 40 registers" -> 40 for unit " registers").
+bool numberBefore(const std::string& line, const char* unit, int* value) {
+  size_t at = line.find(unit);
+  if (at == std::string::npos || at == 0) return false;
+  size_t b = at;
+  while (b > 0 && std::isdigit(static_cast<unsigned char>(line[b - 1]))) --b;
+  if (b == at) return false;
+  *value = std::atoi(line.c_str() + b);
+  return true;
+}
+
+}  // namespace
+
+bool nvrtcAvailable(std::string* why) {
+  try {
+    const NvrtcApi& api = nvrtcApi();
+    if (!api.error.empty()) {
+      if (why) *why = api.error;
+      return false;
+    }
+    return true;
+  } catch (const std::exception& e) {  // never throws, whatever the loader does
+    if (why) *why = e.what();
+    return false;
+  }
+}
+
+std::string nvrtcVersion() { return requireApi().versionStr; }
+
+// ptxas -v prints, per entry function:
+//   ptxas info    : Compiling entry function 'k' for 'sm_90a'
+//   ptxas info    : Function properties for k
+//   ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+//   ptxas info    : Used 10 registers, used 1 barriers, 256 bytes smem, 364 bytes cmem[0]
+// Non-inlined device functions get a "Function properties" block too; only entries count. With
+// several entries the maximum of each figure is reported (the conservative one for occupancy).
+ResourceUsage parsePtxasResources(const std::string& log) {
+  ResourceUsage ru;
+  std::set<std::string> entries;
+  bool inEntryProps = false;
+  std::istringstream in(log);
+  std::string line;
+  auto takeMax = [](int& dst, int v) { dst = dst < v ? v : dst; };
+  while (std::getline(in, line)) {
+    if (size_t at = line.find("Compiling entry function '"); at != std::string::npos) {
+      size_t b = at + std::strlen("Compiling entry function '");
+      size_t e = line.find('\'', b);
+      if (e != std::string::npos) entries.insert(line.substr(b, e - b));
+      continue;
+    }
+    if (size_t at = line.find("Function properties for "); at != std::string::npos) {
+      std::string fn = line.substr(at + std::strlen("Function properties for "));
+      while (!fn.empty() && std::isspace(static_cast<unsigned char>(fn.back()))) fn.pop_back();
+      inEntryProps = entries.count(fn) > 0;
+      continue;
+    }
+    int v = 0;
+    if (line.find("bytes stack frame") != std::string::npos) {
+      if (inEntryProps) {
+        if (numberBefore(line, " bytes stack frame", &v)) takeMax(ru.localBytes, v);
+        if (numberBefore(line, " bytes spill stores", &v)) takeMax(ru.spillStoreBytes, v);
+        if (numberBefore(line, " bytes spill loads", &v)) takeMax(ru.spillLoadBytes, v);
+      }
+      inEntryProps = false;
+      continue;
+    }
+    if (numberBefore(line, " registers", &v) && line.find("Used ") != std::string::npos) {
+      takeMax(ru.registers, v);
+      // ptxas omits "smem" when the kernel uses none.
+      int smem = 0;
+      numberBefore(line, " bytes smem", &smem);
+      takeMax(ru.sharedBytes, smem);
+    }
+  }
+  return ru;
+}
+
+NvrtcResult nvrtcCompile(const std::string& source, const std::string& name, const std::string& arch,
+                         const std::vector<std::pair<std::string, std::string>>& headers,
+                         const std::vector<std::string>& extraOptions) {
+  const NvrtcApi& api = requireApi();
+  const bool realArch = arch.rfind("sm_", 0) == 0;
+  if (!realArch && arch.rfind("compute_", 0) != 0)
+    throw Error(Error::Kind::InvalidArgument, "nvrtcCompile(" + name + "): arch '" + arch +
+                                                  "' is invalid (expected sm_XX[a] or compute_XX[a])");
+
+  std::vector<const char*> hdrSrc, hdrName;
+  for (const auto& h : headers) {
+    hdrName.push_back(h.first.c_str());
+    hdrSrc.push_back(h.second.c_str());
+  }
+  nvrtcProgram prog = nullptr;
+  checkNvrtc(api,
+             api.createProgram(&prog, source.c_str(), name.c_str(), static_cast<int>(headers.size()),
+                               hdrSrc.data(), hdrName.data()),
+             "nvrtcCreateProgram", name);
+  // Destroys the program on every path out, including throws.
+  struct Guard {
+    const NvrtcApi& api;
+    nvrtcProgram* prog;
+    ~Guard() { api.destroyProgram(prog); }
+  } guard{api, &prog};
+
+  std::vector<std::string> opts = {"--gpu-architecture=" + arch, "-std=c++17", "-default-device"};
+  // ptxas' verbose report is how we learn registers, shared memory and spills.
+  if (realArch) opts.push_back("-Xptxas=-v");
+  opts.insert(opts.end(), extraOptions.begin(), extraOptions.end());
+  std::vector<const char*> optPtrs;
+  for (const auto& o : opts) optPtrs.push_back(o.c_str());
+
+  nvrtcResult cr = api.compileProgram(prog, static_cast<int>(optPtrs.size()), optPtrs.data());
+
+  NvrtcResult out;
+  size_t logSize = 0;
+  checkNvrtc(api, api.getProgramLogSize(prog, &logSize), "nvrtcGetProgramLogSize", name);
+  if (logSize > 1) {
+    out.log.resize(logSize);
+    checkNvrtc(api, api.getProgramLog(prog, &out.log[0]), "nvrtcGetProgramLog", name);
+    out.log.resize(logSize - 1);  // drop the terminating NUL
+  }
+
+  if (cr != NVRTC_SUCCESS) {
+    std::string optLine;
+    for (const auto& o : opts) optLine += " " + o;
+    throw Error(Error::Kind::Compile,
+                "NVRTC failed to compile " + name + " for " + arch + " (" + api.getErrorString(cr) +
+                    ")\noptions:" + optLine + "\n--- log ---\n" + out.log +
+                    (out.log.empty() || out.log.back() == '\n' ? "" : "\n") +
+                    "--- source (first 60 lines) ---\n" + numberedSource(source, 60));
+  }
+
+  size_t ptxSize = 0;
+  checkNvrtc(api, api.getPTXSize(prog, &ptxSize), "nvrtcGetPTXSize", name);
+  if (ptxSize > 1) {
+    out.ptx.resize(ptxSize);
+    checkNvrtc(api, api.getPTX(prog, &out.ptx[0]), "nvrtcGetPTX", name);
+    out.ptx.resize(ptxSize - 1);
+  }
+  if (out.ptx.empty())
+    throw Error(Error::Kind::Compile, "NVRTC compiled " + name + " for " + arch + " but produced no PTX");
+
+  if (realArch) {
+    size_t cubinSize = 0;
+    checkNvrtc(api, api.getCUBINSize(prog, &cubinSize), "nvrtcGetCUBINSize", name);
+    if (cubinSize == 0)
+      throw Error(Error::Kind::Compile,
+                  "NVRTC compiled " + name + " for " + arch + " but produced no CUBIN (expected SASS for a sm_ target)");
+    out.cubin.resize(cubinSize);
+    checkNvrtc(api, api.getCUBIN(prog, out.cubin.data()), "nvrtcGetCUBIN", name);
+    out.resources = parsePtxasResources(out.log);
+  }
+  return out;
+}
+
+}  // namespace ssmjit

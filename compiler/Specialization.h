@@ -1,0 +1,40 @@
+// What a kernel is compiled for: the values bound at the call. Plain C++ (no MLIR), shared by the
+// DSL, the compiler, the cache and the runtime.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ssmjit {
+
+// Storage dtypes of tensors. Math is always fp32 (float types) or the index type (integers).
+enum class ScalarType : int { F32 = 0, F16 = 1, BF16 = 2, I32 = 3, I64 = 4 };
+const char* scalarTypeName(ScalarType t);
+int scalarTypeBytes(ScalarType t);
+
+// Binding names follow one convention, so every pass reads them the same way:
+//   "<arg>"        a kernel argument (size, stride or flag) bound to a constant;
+//   "dtype:<ptr>"  storage dtype (ScalarType) of a pointer argument;
+//   "align:<ptr>"  alignment class in bytes (16, 8, 4, 2, 1) of a *data* pointer, never metadata;
+//   "div:<arg>"    divisibility class (16 or 1) of an integer argument left dynamic;
+//   "meta:<name>"  a build-time constant of the kernel definition (block sizes, index bits, warps).
+struct Specialization {
+  std::string kernel;                                   // name in the kernel registry
+  std::vector<std::pair<std::string, int64_t>> values;  // kept in insertion order
+  std::string arch = "sm_90a";                          // NVRTC target: sm_80, sm_90, sm_90a, ...
+
+  Specialization& set(const std::string& name, int64_t v);
+  const int64_t* find(const std::string& name) const;
+  int64_t get(const std::string& name) const;  // throws if absent
+  int64_t get(const std::string& name, int64_t dflt) const;
+  std::string canonical() const;               // stable text: the identity used in cache keys
+  bool operator==(const Specialization& o) const;
+  size_t hash() const;
+};
+
+struct SpecializationHash {
+  size_t operator()(const Specialization& s) const { return s.hash(); }
+};
+
+}  // namespace ssmjit

@@ -1,0 +1,88 @@
+// ssmjit device library: the small set of helpers generated kernels call. Embedded in libssmjit
+// and handed to NVRTC as an in-memory header; its hash is part of every cache key. Needs no CUDA
+// headers (NVRTC's built-ins only).
+#pragma once
+
+struct ssm_f16 { unsigned short x; };
+struct ssm_bf16 { unsigned short x; };
+
+// ---- conversions: storage <-> compute (fp32 math; round to nearest even on the way out) ------
+__device__ __forceinline__ float ssm_to_float(float v) { return v; }
+__device__ __forceinline__ float ssm_to_float(ssm_bf16 v) { return __uint_as_float(((unsigned)v.x) << 16); }
+__device__ __forceinline__ float ssm_to_float(ssm_f16 v) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v.x));
+  return f;
+}
+template <typename T> __device__ __forceinline__ T ssm_from_float(float v);
+template <> __device__ __forceinline__ float ssm_from_float<float>(float v) { return v; }
+template <> __device__ __forceinline__ ssm_bf16 ssm_from_float<ssm_bf16>(float v) {
+  unsigned u = __float_as_uint(v);
+  ssm_bf16 r;
+  if ((u & 0x7fffffffu) > 0x7f800000u) { r.x = 0x7fc0; return r; }  // NaN stays NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  r.x = (unsigned short)(u >> 16);
+  return r;
+}
+template <> __device__ __forceinline__ ssm_f16 ssm_from_float<ssm_f16>(float v) {
+  ssm_f16 r;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r.x) : "f"(v));
+  return r;
+}
+
+// ---- scalar accesses ----------------------------------------------------------------------
+template <typename T> __device__ __forceinline__ float ssm_load(const T* p) { return ssm_to_float(*p); }
+__device__ __forceinline__ long long ssm_load(const long long* p) { return *p; }
+__device__ __forceinline__ int ssm_load(const int* p) { return *p; }
+template <typename T, typename V> __device__ __forceinline__ void ssm_store(T* p, V v) {
+  *p = ssm_from_float<T>((float)v);
+}
+template <typename V> __device__ __forceinline__ void ssm_store(long long* p, V v) { *p = (long long)v; }
+template <typename V> __device__ __forceinline__ void ssm_store(int* p, V v) { *p = (int)v; }
+
+// ---- vector accesses: V consecutive elements in one instruction (the vectorizer proved the
+// address aligned to V * sizeof(T)) ----------------------------------------------------------
+template <int Bytes> struct ssm_raw;
+template <> struct ssm_raw<16> { typedef uint4 type; };
+template <> struct ssm_raw<8> { typedef uint2 type; };
+template <> struct ssm_raw<4> { typedef unsigned int type; };
+template <> struct ssm_raw<2> { typedef unsigned short type; };
+
+template <typename T> struct ssm_bits { typedef T type; };
+
+template <int V, typename D, typename T>
+__device__ __forceinline__ void ssm_ld(D* dst, const T* p) {
+  if constexpr (V == 1) {
+    dst[0] = (D)ssm_load(p);
+  } else {
+  typedef typename ssm_raw<V * sizeof(T)>::type R;
+  union { R r; T e[V]; } u;
+  u.r = *reinterpret_cast<const R*>(p);
+#pragma unroll
+  for (int k = 0; k < V; ++k) dst[k] = (D)ssm_load(&u.e[k]);
+  }
+}
+
+template <int V, typename T, typename S>
+__device__ __forceinline__ void ssm_st(T* p, const S* src) {
+  if constexpr (V == 1) {
+    ssm_store(p, src[0]);
+  } else {
+  typedef typename ssm_raw<V * sizeof(T)>::type R;
+  union { R r; T e[V]; } u;
+#pragma unroll
+  for (int k = 0; k < V; ++k) ssm_store(&u.e[k], src[k]);
+  *reinterpret_cast<R*>(p) = u.r;
+  }
+}
+
+// ---- device-side error record: err[0..3] = code, a, b, c; the first error wins --------------
+__device__ __forceinline__ void ssm_report_error(long long* err, long long code, long long a,
+                                                 long long b, long long c) {
+  if (threadIdx.x != 0) return;
+  if (atomicCAS(reinterpret_cast<unsigned long long*>(err), 0ull, (unsigned long long)code) == 0ull) {
+    err[1] = a;
+    err[2] = b;
+    err[3] = c;
+  }
+}

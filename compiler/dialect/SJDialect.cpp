@@ -1,0 +1,116 @@
+#include "compiler/dialect/SJDialect.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace ssmjit::sj;
+
+#include "compiler/dialect/SJDialect.cpp.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "compiler/dialect/SJTypes.cpp.inc"
+
+#define GET_OP_CLASSES
+#include "compiler/dialect/SJOps.cpp.inc"
+
+void SJDialect::initialize() {
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "compiler/dialect/SJTypes.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "compiler/dialect/SJOps.cpp.inc"
+      >();
+}
+
+void ssmjit::sj::registerDialects(MLIRContext& ctx) {
+  ctx.loadDialect<SJDialect, func::FuncDialect, arith::ArithDialect, math::MathDialect,
+                  scf::SCFDialect>();
+}
+
+static ArrayRef<int64_t> shapeOf(Type t) {
+  if (auto r = dyn_cast<RankedTensorType>(t)) return r.getShape();
+  return {};
+}
+
+LogicalResult ExpandDimsOp::verify() {
+  auto src = shapeOf(getSrc().getType());
+  auto res = shapeOf(getResult().getType());
+  int axis = getAxis();
+  if (axis < 0 || axis > (int)src.size() || res.size() != src.size() + 1 || res[axis] != 1)
+    return emitOpError("expects the result to be the source with a unit axis at ") << axis;
+  return success();
+}
+
+LogicalResult BroadcastOp::verify() {
+  auto src = shapeOf(getSrc().getType());
+  auto res = shapeOf(getResult().getType());
+  if (src.size() != res.size()) return emitOpError("expects equal ranks");
+  for (size_t d = 0; d < src.size(); ++d)
+    if (src[d] != res[d] && src[d] != 1)
+      return emitOpError("can only repeat unit axes; axis ") << d << " is " << src[d];
+  return success();
+}
+
+OpFoldResult BroadcastOp::fold(FoldAdaptor) {
+  if (getSrc().getType() == getResult().getType()) return getSrc();
+  return {};
+}
+
+OpFoldResult SplatOp::fold(FoldAdaptor adaptor) {
+  // splat(constant) -> dense constant tile, so arith folding sees through it.
+  if (auto c = dyn_cast_or_null<TypedAttr>(adaptor.getSrc()))
+    if (isa<IntegerAttr, FloatAttr>(c))
+      return DenseElementsAttr::get(cast<ShapedType>(getResult().getType()), c);
+  return {};
+}
+
+static Type elementOf(Type t) {
+  if (auto s = dyn_cast<ShapedType>(t)) return s.getElementType();
+  return t;
+}
+
+static LogicalResult checkShapes(Operation* op, Value offsets, Value v, const char* what) {
+  if (shapeOf(offsets.getType()) != shapeOf(v.getType()))
+    return op->emitOpError("expects ") << what << " to have the offsets' shape";
+  return success();
+}
+
+LogicalResult LoadOp::verify() {
+  Type storage = cast<PtrType>(getPtr().getType()).getElementType();
+  Type res = elementOf(getResult().getType());
+  if (isa<FloatType>(storage) && !res.isF32())
+    return emitOpError("loads of float storage give f32");
+  if (isa<IntegerType>(storage) && res != elementOf(getOffsets().getType()))
+    return emitOpError("loads of integer storage give the offsets' integer type");
+  if (failed(checkShapes(*this, getOffsets(), getResult(), "the result"))) return failure();
+  if (getMask() && failed(checkShapes(*this, getOffsets(), getMask(), "the mask"))) return failure();
+  if (getOther() && getOther().getType() != getResult().getType())
+    return emitOpError("expects `other` to have the result's type");
+  return success();
+}
+
+LogicalResult StoreOp::verify() {
+  if (failed(checkShapes(*this, getOffsets(), getValue(), "the value"))) return failure();
+  if (getMask() && failed(checkShapes(*this, getOffsets(), getMask(), "the mask"))) return failure();
+  return success();
+}
+
+LogicalResult ReduceOp::verify() {
+  auto src = shapeOf(getSrc().getType());
+  int axis = getAxis();
+  if (axis < 0 || axis >= (int)src.size()) return emitOpError("axis out of range");
+  auto res = shapeOf(getResult().getType());
+  if (res.size() + 1 != src.size()) return emitOpError("expects the result to drop the axis");
+  StringRef k = getKind();
+  if (k != "sum" && k != "max" && k != "min") return emitOpError("kind must be sum, max or min");
+  return success();
+}

@@ -1,0 +1,21 @@
+// The sj dialect (see SJOps.td). Include this to use its ops and types.
+#pragma once
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "compiler/dialect/SJDialect.h.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "compiler/dialect/SJTypes.h.inc"
+
+#define GET_OP_CLASSES
+#include "compiler/dialect/SJOps.h.inc"
+
+namespace ssmjit::sj {
+// Registers sj with the upstream dialects the pipeline uses (func, arith, math, scf).
+void registerDialects(mlir::MLIRContext& ctx);
+}  // namespace ssmjit::sj

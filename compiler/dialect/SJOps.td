@@ -1,0 +1,124 @@
+// The sj dialect: Triton-style block programs over tiles. Tiles are builtin ranked tensors of
+// static shape; elementwise math uses arith and math on tensors. These ops add what those lack:
+// program ids, ranges, broadcasting, typed pointers with masked gathers and scatters, reductions.
+#ifndef SSMJIT_SJ_OPS
+#define SSMJIT_SJ_OPS
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/BuiltinAttributes.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def SJ_Dialect : Dialect {
+  let name = "sj";
+  let cppNamespace = "::ssmjit::sj";
+  let summary = "ssmjit block programs over tiles";
+  let useDefaultTypePrinterParser = 1;
+}
+
+class SJ_Type<string name, string typeMnemonic> : TypeDef<SJ_Dialect, name> {
+  let mnemonic = typeMnemonic;
+}
+
+// A pointer to a tensor's storage. The element type is the storage dtype (f32, f16, bf16, i32,
+// i64); loads widen floats to f32 and stores narrow from f32, so math is always fp32.
+def SJ_PtrType : SJ_Type<"Ptr", "ptr"> {
+  let summary = "pointer to tensor storage";
+  let parameters = (ins "::mlir::Type":$elementType);
+  let assemblyFormat = "`<` $elementType `>`";
+}
+
+def SJ_Ptr : Type<CPred<"::llvm::isa<::ssmjit::sj::PtrType>($_self)">, "sj pointer">;
+def SJ_Int : AnyTypeOf<[I1, I32, I64, TensorOf<[I1, I32, I64]>]>;
+def SJ_Index : AnyTypeOf<[I32, I64, TensorOf<[I32, I64]>]>;
+def SJ_Float : AnyTypeOf<[F32, TensorOf<[F32]>]>;
+def SJ_Mask : AnyTypeOf<[I1, TensorOf<[I1]>]>;
+def SJ_Value : AnyTypeOf<[I1, I32, I64, F32, TensorOf<[I1, I32, I64, F32]>]>;
+
+class SJ_Op<string mnemonic, list<Trait> traits = []> : Op<SJ_Dialect, mnemonic, traits>;
+
+def SJ_ProgramIdOp : SJ_Op<"program_id", [Pure]> {
+  let summary = "index of this program along a grid axis";
+  let arguments = (ins I32Attr:$axis);
+  let results = (outs I32:$result);
+  let assemblyFormat = "$axis attr-dict `:` type($result)";
+}
+
+def SJ_RangeOp : SJ_Op<"range", [Pure]> {
+  let summary = "the tile [0, 1, ..., n-1] (n = the result's size)";
+  let results = (outs TensorOf<[I32, I64]>:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
+def SJ_SplatOp : SJ_Op<"splat", [Pure]> {
+  let summary = "a tile with every element equal to a scalar";
+  let arguments = (ins AnyTypeOf<[I1, I32, I64, F32]>:$src);
+  let results = (outs TensorOf<[I1, I32, I64, F32]>:$result);
+  let assemblyFormat = "$src attr-dict `:` type($src) `->` type($result)";
+  let hasFolder = 1;
+}
+
+def SJ_ExpandDimsOp : SJ_Op<"expand_dims", [Pure]> {
+  let summary = "insert a unit axis";
+  let arguments = (ins TensorOf<[I1, I32, I64, F32]>:$src, I32Attr:$axis);
+  let results = (outs TensorOf<[I1, I32, I64, F32]>:$result);
+  let assemblyFormat = "$src attr-dict `:` type($src) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def SJ_BroadcastOp : SJ_Op<"broadcast", [Pure]> {
+  let summary = "repeat unit axes up to the result's shape";
+  let arguments = (ins TensorOf<[I1, I32, I64, F32]>:$src);
+  let results = (outs TensorOf<[I1, I32, I64, F32]>:$result);
+  let assemblyFormat = "$src attr-dict `:` type($src) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def SJ_LoadOp : SJ_Op<"load", [MemoryEffects<[MemRead]>, AttrSizedOperandSegments]> {
+  let summary = "gather ptr[offsets] where mask, else `other` (0 by default)";
+  let description = [{
+    Offsets are in elements. Float storage is widened to f32; integer storage is converted to
+    the offsets' integer type. A scalar offset gives a scalar.
+  }];
+  let arguments = (ins SJ_Ptr:$ptr, SJ_Index:$offsets, Optional<SJ_Mask>:$mask,
+                       Optional<SJ_Value>:$other);
+  let results = (outs SJ_Value:$result);
+  let assemblyFormat = [{
+    $ptr `[` $offsets `]` (`mask` $mask^)? (`other` $other^)? attr-dict `:`
+    type($ptr) `,` type($offsets) (`,` type($mask)^)? (`,` type($other)^)? `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def SJ_StoreOp : SJ_Op<"store", [MemoryEffects<[MemWrite]>]> {
+  let summary = "scatter value into ptr[offsets] where mask (narrowing to the storage dtype)";
+  let arguments = (ins SJ_Ptr:$ptr, SJ_Index:$offsets, SJ_Value:$value, Optional<SJ_Mask>:$mask);
+  let assemblyFormat = [{
+    $ptr `[` $offsets `]` `,` $value (`mask` $mask^)? attr-dict `:`
+    type($ptr) `,` type($offsets) `,` type($value) (`,` type($mask)^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def SJ_ReduceOp : SJ_Op<"reduce", [Pure]> {
+  let summary = "reduce a tile along one axis (sum, max or min)";
+  let arguments = (ins TensorOf<[F32, I32, I64]>:$src, I32Attr:$axis, StrAttr:$kind);
+  let results = (outs AnyTypeOf<[F32, I32, I64, TensorOf<[F32, I32, I64]>]>:$result);
+  let assemblyFormat = "$src attr-dict `:` type($src) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def SJ_ReportErrorOp : SJ_Op<"report_error", [MemoryEffects<[MemWrite]>]> {
+  let summary = "record the first device-side error: err[0..3] = code, a, b, c (first wins)";
+  let arguments = (ins SJ_Ptr:$err, I64:$code, I64:$a, I64:$b, I64:$c);
+  let assemblyFormat = "$err `,` $code `,` $a `,` $b `,` $c attr-dict `:` type($err)";
+}
+
+def SJ_ReturnIfOp : SJ_Op<"return_if", [MemoryEffects<[MemWrite]>]> {
+  let summary = "end this program if the (uniform) condition holds";
+  let arguments = (ins I1:$cond);
+  let assemblyFormat = "$cond attr-dict";
+}
+
+#endif

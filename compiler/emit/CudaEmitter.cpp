@@ -1,0 +1,613 @@
+#include "compiler/emit/CudaEmitter.h"
+
+#include <map>
+#include <sstream>
+
+#include "compiler/dialect/SJDialect.h"
+#include "compiler/passes/Layout.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "ssmjit/error.h"
+
+namespace ssmjit {
+using namespace mlir;
+using layout::Kind;
+
+namespace {
+
+[[noreturn]] void fail(Operation* op, const std::string& msg) {
+  std::string where;
+  if (op) where = " (at '" + op->getName().getStringRef().str() + "')";
+  throw Error(Error::Kind::Compile, "cuda emitter: " + msg + where);
+}
+
+std::string cType(Type t) {
+  t = getElementTypeOrSelf(t);
+  if (t.isF32()) return "float";
+  if (t.isInteger(1)) return "bool";
+  if (t.isInteger(32)) return "int";
+  if (t.isInteger(64)) return "long long";
+  fail(nullptr, "no C type for a value type");
+}
+std::string storageCType(Type t) {
+  if (t.isF32()) return "float";
+  if (t.isF16()) return "ssm_f16";
+  if (t.isBF16()) return "ssm_bf16";
+  if (t.isInteger(32)) return "int";
+  if (t.isInteger(64)) return "long long";
+  fail(nullptr, "no storage type");
+}
+std::string floatLit(double v) {
+  if (std::isinf(v)) return v > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)";
+  std::ostringstream s;
+  s.precision(9);
+  s << std::scientific << (float)v << "f";
+  return s.str();
+}
+std::vector<int64_t> shapeOf(Value v) {
+  if (auto t = dyn_cast<RankedTensorType>(v.getType())) return {t.getShape().begin(), t.getShape().end()};
+  return {};
+}
+
+class Emitter {
+ public:
+  explicit Emitter(func::FuncOp f) : f_(f) {
+    if (auto p = f->getAttrOfType<StringAttr>("sj.parent")) layout::Parent::parse(p.str(), P_);
+    warps_ = f->getAttrOfType<IntegerAttr>("sj.num_warps").getInt();
+  }
+
+  EmittedKernel run() {
+    EmittedKernel k;
+    k.entry = f_.getSymName().str();
+    k.numThreads = (int)(warps_ * 32);
+    std::ostringstream sig;
+    for (unsigned i = 0; i < f_.getNumArguments(); ++i) {
+      BlockArgument a = f_.getArgument(i);
+      std::string name = f_.getArgAttrOfType<StringAttr>(i, "sj.name").str();
+      std::string cname = "p_" + name;
+      names_[a.getAsOpaquePointer()] = cname;
+      if (i) sig << ",\n    ";
+      if (auto p = dyn_cast<sj::PtrType>(a.getType())) {
+        sig << storageCType(p.getElementType()) << "* __restrict__ " << cname;
+        k.params.push_back({name, KernelParam::Kind::Ptr});
+      } else if (a.getType().isF32()) {
+        sig << "float " << cname;
+        k.params.push_back({name, KernelParam::Kind::F32});
+      } else if (a.getType().isInteger(32)) {
+        sig << "int " << cname;
+        k.params.push_back({name, KernelParam::Kind::I32});
+      } else if (a.getType().isInteger(64)) {
+        sig << "long long " << cname;
+        k.params.push_back({name, KernelParam::Kind::I64});
+      } else {
+        fail(nullptr, "argument '" + name + "' has a type no kernel parameter can take (unbound flag?)");
+      }
+    }
+    os_ << "#include \"ssmjit_device.cuh\"\n\n";
+    os_ << "// parent layout: " << P_.str() << ", " << warps_ << " warps\n";
+    os_ << "extern \"C\" __global__ void __launch_bounds__(" << k.numThreads << ") " << k.entry
+        << "(\n    " << sig.str() << ") {\n";
+    ind_ = 1;
+    line("const int ssm_lane = threadIdx.x & 31, ssm_warp = threadIdx.x >> 5;");
+    line("const int ssm_t0 = (ssm_warp / " + std::to_string(P_.wpc[1]) + ") * " + std::to_string(P_.tpw[0]) +
+         " + ssm_lane / " + std::to_string(P_.tpw[1]) + ";");
+    line("const int ssm_t1 = (ssm_warp % " + std::to_string(P_.wpc[1]) + ") * " + std::to_string(P_.tpw[1]) +
+         " + ssm_lane % " + std::to_string(P_.tpw[1]) + ";");
+    line("(void)ssm_t0; (void)ssm_t1;");
+    emitBlock(f_.getBody().front());
+    os_ << "}\n";
+    k.source = os_.str();
+    return k;
+  }
+
+ private:
+  func::FuncOp f_;
+  layout::Parent P_;
+  int64_t warps_ = 4;
+  std::ostringstream os_;
+  int ind_ = 0;
+  int counter_ = 0;
+  std::map<void*, std::string> names_;
+  std::map<void*, Kind> kinds_;  // layout of array-valued tiles
+
+  void line(const std::string& s) { os_ << std::string(2 * ind_, ' ') << s << "\n"; }
+  std::string fresh() { return "v" + std::to_string(counter_++); }
+  static std::string I(int64_t v) { return std::to_string(v); }
+
+  // ---- layout arithmetic -------------------------------------------------------------------
+  int64_t n(int d, int64_t S) const { return layout::perThread(P_, d, S); }
+  // Coordinate along parent dim d of local index j (an expression) for extent S.
+  std::string coord(int d, int64_t S, const std::string& j) const {
+    const int64_t T = P_.threads(d), spt = P_.spt[d];
+    const std::string t = d == 0 ? "ssm_t0" : "ssm_t1";
+    if (S >= T * spt)
+      return "((" + j + ") / " + I(spt) + " * " + I(T * spt) + " + " + t + " * " + I(spt) + " + (" + j + ") % " + I(spt) + ")";
+    if (S >= T) return "(" + t + " * " + I(S / T) + " + (" + j + "))";
+    return "(" + t + " % " + I(S) + ")";
+  }
+  // Is this thread the canonical owner of its elements (no replica with a smaller thread id)?
+  std::string owner(Kind k, const std::vector<int64_t>& shape) const {
+    std::vector<std::string> c;
+    auto dimOwner = [&](int d, int64_t S) {
+      if (S < P_.threads(d)) c.push_back(std::string(d == 0 ? "ssm_t0" : "ssm_t1") + " < " + I(S));
+    };
+    if (k == Kind::Blocked) dimOwner(0, shape[0]), dimOwner(1, shape[1]);
+    if (k == Kind::Slice0 || k == Kind::Slice1) {
+      int d = layout::sliceDim(k);
+      dimOwner(d, shape[0]);
+      c.push_back(std::string(d == 0 ? "ssm_t1" : "ssm_t0") + " == 0");
+    }
+    if (c.empty()) return "";
+    std::string s = c[0];
+    for (size_t i = 1; i < c.size(); ++i) s += " && " + c[i];
+    return s;
+  }
+  int64_t regs(Kind k, const std::vector<int64_t>& s) const {
+    if (k == Kind::Blocked) return n(0, s[0]) * n(1, s[1]);
+    if (k == Kind::Slice0 || k == Kind::Slice1) return n(layout::sliceDim(k), s[0]);
+    return 1;
+  }
+  // Coordinates (per tile axis) of register r.
+  std::vector<std::string> coords(Kind k, const std::vector<int64_t>& s, const std::string& r) const {
+    if (k == Kind::Blocked) {
+      int64_t n1 = n(1, s[1]);
+      return {coord(0, s[0], "(" + r + ") / " + I(n1)), coord(1, s[1], "(" + r + ") % " + I(n1))};
+    }
+    return {coord(layout::sliceDim(k), s[0], r)};
+  }
+
+  Kind layoutOf(Value v) {
+    auto it = kinds_.find(v.getAsOpaquePointer());
+    if (it != kinds_.end()) return it->second;
+    int r = (int)shapeOf(v).size();
+    if (r == 0) return Kind::Scalar;
+    if (r == 2) return Kind::Blocked;
+    if (Operation* d = v.getDefiningOp())
+      if (auto ls = d->getAttrOfType<ArrayAttr>("sj.layouts")) {
+        auto s = cast<StringAttr>(ls[cast<OpResult>(v).getResultNumber()]).str();
+        if (s != "any") return layout::parseKind(s);
+      }
+    return Kind::Slice0;
+  }
+  // The layout an op works in: that of its first tile operand/result with a definite layout.
+  Kind opLayout(Operation* op) {
+    for (Value v : op->getResults())
+      if (!shapeOf(v).empty() && !isRemat(v)) return layoutOf(v);
+    for (Value v : op->getOperands())
+      if (!shapeOf(v).empty() && !isRemat(v)) return layoutOf(v);
+    for (Value v : op->getOperands())
+      if (!shapeOf(v).empty()) return shapeOf(v).size() == 2 ? Kind::Blocked : Kind::Slice0;
+    return Kind::Scalar;
+  }
+  static bool isRemat(Value v) {
+    Operation* d = v.getDefiningOp();
+    return d && (isa<sj::RangeOp, sj::SplatOp>(d) || isa<arith::ConstantOp>(d));
+  }
+
+  // Element r of value v, seen in layout k (scalars ignore r).
+  std::string E(Value v, Kind k, const std::string& r) {
+    auto shape = shapeOf(v);
+    if (shape.empty()) return name(v);
+    Operation* d = v.getDefiningOp();
+    if (d && isa<sj::SplatOp>(d)) return name(cast<sj::SplatOp>(d).getSrc());
+    if (d && isa<arith::ConstantOp>(d)) return constLiteral(cast<arith::ConstantOp>(d));
+    if (d && isa<sj::RangeOp>(d)) {
+      if (k == Kind::Blocked) fail(d, "a 1-D range used as a 2-D tile");
+      return "(" + cType(v.getType()) + ")" + coords(k, shape, r)[0];
+    }
+    Kind have = layoutOf(v);
+    if (have != k) fail(d, std::string("a tile in layout ") + layout::kindName(have) + " is used as " + layout::kindName(k));
+    return name(v) + "[" + r + "]";
+  }
+  std::string name(Value v) {
+    auto it = names_.find(v.getAsOpaquePointer());
+    if (it == names_.end()) fail(v.getDefiningOp(), "use of a value with no name");
+    return it->second;
+  }
+  std::string constLiteral(arith::ConstantOp c) {
+    Attribute a = c.getValue();
+    if (auto d = dyn_cast<DenseElementsAttr>(a)) {
+      if (!d.isSplat()) fail(c, "non-splat tile constant");
+      a = d.getSplatValue<Attribute>();
+    }
+    if (auto fa = dyn_cast<FloatAttr>(a)) return floatLit(fa.getValueAsDouble());
+    if (auto ia = dyn_cast<IntegerAttr>(a)) {
+      if (ia.getType().isInteger(1)) return ia.getValue().getBoolValue() ? "true" : "false";
+      if (ia.getType().isInteger(64)) return I(ia.getValue().getSExtValue()) + "LL";
+      return I(ia.getValue().getSExtValue());
+    }
+    fail(c, "unsupported constant");
+  }
+
+  // Declares the result of op (array or scalar) and returns its name.
+  std::string declare(Value v, Kind k, bool isConst = false) {
+    std::string nm = fresh();
+    names_[v.getAsOpaquePointer()] = nm;
+    auto s = shapeOf(v);
+    if (s.empty()) {
+      if (!isConst) line(cType(v.getType()) + " " + nm + ";");
+      return nm;
+    }
+    kinds_[v.getAsOpaquePointer()] = k;
+    line(cType(v.getType()) + " " + nm + "[" + I(regs(k, s)) + "];");
+    return nm;
+  }
+  void forRegs(int64_t R, const std::function<void()>& body, int64_t step = 1) {
+    line("#pragma unroll");
+    line("for (int r = 0; r < " + I(R) + "; r += " + I(step) + ") {");
+    ++ind_;
+    body();
+    --ind_;
+    line("}");
+  }
+
+  // ---- ops ----------------------------------------------------------------------------------
+  void emitBlock(Block& b) {
+    for (Operation& op : b) emitOp(&op);
+  }
+
+  std::string exprOf(Operation* op, const std::vector<std::string>& a) {
+    if (isa<arith::AddIOp, arith::AddFOp>(op)) return "(" + a[0] + " + " + a[1] + ")";
+    if (isa<arith::SubIOp, arith::SubFOp>(op)) return "(" + a[0] + " - " + a[1] + ")";
+    if (isa<arith::MulIOp, arith::MulFOp>(op)) return "(" + a[0] + " * " + a[1] + ")";
+    if (isa<arith::DivSIOp, arith::DivFOp>(op)) return "(" + a[0] + " / " + a[1] + ")";
+    if (isa<arith::RemSIOp>(op)) return "(" + a[0] + " % " + a[1] + ")";
+    if (isa<arith::AndIOp>(op)) return "(" + a[0] + " & " + a[1] + ")";
+    if (isa<arith::OrIOp>(op)) return "(" + a[0] + " | " + a[1] + ")";
+    if (isa<arith::XOrIOp>(op)) return "(" + a[0] + " ^ " + a[1] + ")";
+    if (isa<arith::MaxNumFOp, arith::MaximumFOp>(op)) return "fmaxf(" + a[0] + ", " + a[1] + ")";
+    if (isa<arith::MinNumFOp, arith::MinimumFOp>(op)) return "fminf(" + a[0] + ", " + a[1] + ")";
+    if (isa<arith::MaxSIOp>(op)) return "max(" + a[0] + ", " + a[1] + ")";
+    if (isa<arith::MinSIOp>(op)) return "min(" + a[0] + ", " + a[1] + ")";
+    if (isa<arith::NegFOp>(op)) return "(-" + a[0] + ")";
+    if (isa<arith::SelectOp>(op)) return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")";
+    if (isa<math::ExpOp>(op)) return "expf(" + a[0] + ")";
+    if (isa<math::LogOp>(op)) return "logf(" + a[0] + ")";
+    if (isa<math::Log1pOp>(op)) return "log1pf(" + a[0] + ")";
+    if (auto c = dyn_cast<arith::CmpIOp>(op)) {
+      static const std::map<arith::CmpIPredicate, const char*> m = {
+          {arith::CmpIPredicate::slt, "<"}, {arith::CmpIPredicate::sle, "<="}, {arith::CmpIPredicate::sgt, ">"},
+          {arith::CmpIPredicate::sge, ">="}, {arith::CmpIPredicate::eq, "=="}, {arith::CmpIPredicate::ne, "!="}};
+      auto it = m.find(c.getPredicate());
+      if (it == m.end()) fail(op, "unsupported integer comparison");
+      return "(" + a[0] + " " + it->second + " " + a[1] + ")";
+    }
+    if (auto c = dyn_cast<arith::CmpFOp>(op)) {
+      static const std::map<arith::CmpFPredicate, const char*> m = {
+          {arith::CmpFPredicate::OLT, "<"}, {arith::CmpFPredicate::OLE, "<="}, {arith::CmpFPredicate::OGT, ">"},
+          {arith::CmpFPredicate::OGE, ">="}, {arith::CmpFPredicate::OEQ, "=="}, {arith::CmpFPredicate::UNE, "!="}};
+      auto it = m.find(c.getPredicate());
+      if (it == m.end()) fail(op, "unsupported float comparison");
+      return "(" + a[0] + " " + it->second + " " + a[1] + ")";
+    }
+    if (isa<arith::ExtSIOp, arith::TruncIOp, arith::SIToFPOp>(op))
+      return "((" + cType(op->getResult(0).getType()) + ")" + a[0] + ")";
+    if (isa<arith::ExtUIOp, arith::UIToFPOp>(op))  // only from i1 here
+      return "((" + cType(op->getResult(0).getType()) + ")(" + a[0] + " ? 1 : 0))";
+    return "";
+  }
+
+  void emitOp(Operation* op) {
+    if (isa<func::ReturnOp, scf::YieldOp>(op)) return;  // yields are handled by their parents
+    if (auto c = dyn_cast<arith::ConstantOp>(op)) {
+      if (shapeOf(c.getResult()).empty()) {
+        std::string nm = fresh();
+        names_[c.getResult().getAsOpaquePointer()] = nm;
+        line("const " + cType(c.getType()) + " " + nm + " = " + constLiteral(c) + ";");
+      }
+      return;  // tile constants are rematerialised at each use
+    }
+    if (isa<sj::RangeOp, sj::SplatOp>(op)) return;  // rematerialised at each use
+    if (auto p = dyn_cast<sj::ProgramIdOp>(op)) {
+      static const char* axes[] = {"blockIdx.x", "blockIdx.y", "blockIdx.z"};
+      std::string nm = fresh();
+      names_[p.getResult().getAsOpaquePointer()] = nm;
+      line("const int " + nm + " = (int)" + std::string(axes[p.getAxis()]) + ";");
+      return;
+    }
+    if (auto e = dyn_cast<sj::ExpandDimsOp>(op)) return emitExpand(e);
+    if (auto b = dyn_cast<sj::BroadcastOp>(op)) return emitBroadcast(b);
+    if (auto l = dyn_cast<sj::LoadOp>(op)) return emitLoad(l);
+    if (auto s = dyn_cast<sj::StoreOp>(op)) return emitStore(s);
+    if (auto r = dyn_cast<sj::ReduceOp>(op)) return emitReduce(r);
+    if (auto r = dyn_cast<sj::ReturnIfOp>(op)) return line("if (" + name(r.getCond()) + ") return;");
+    if (auto r = dyn_cast<sj::ReportErrorOp>(op))
+      return line("ssm_report_error(" + name(r.getErr()) + ", " + name(r.getCode()) + ", " + name(r.getA()) +
+                  ", " + name(r.getB()) + ", " + name(r.getC()) + ");");
+    if (auto i = dyn_cast<scf::IfOp>(op)) return emitIf(i);
+    if (auto fo = dyn_cast<scf::ForOp>(op)) return emitFor(fo);
+    // Elementwise.
+    if (op->getNumResults() == 1 && !exprOf(op, std::vector<std::string>(op->getNumOperands(), "x")).empty()) {
+      Value res = op->getResult(0);
+      if (shapeOf(res).empty()) {
+        std::vector<std::string> a;
+        for (Value v : op->getOperands()) a.push_back(name(v));
+        std::string nm = fresh();
+        names_[res.getAsOpaquePointer()] = nm;
+        line("const " + cType(res.getType()) + " " + nm + " = " + exprOf(op, a) + ";");
+        return;
+      }
+      Kind k = opLayout(op);
+      std::string nm = declare(res, k);
+      forRegs(regs(k, shapeOf(res)), [&] {
+        std::vector<std::string> a;
+        for (Value v : op->getOperands()) a.push_back(E(v, k, "r"));
+        line(nm + "[r] = " + exprOf(op, a) + ";");
+      });
+      return;
+    }
+    fail(op, "operation not supported by the CUDA emitter");
+  }
+
+  void emitExpand(sj::ExpandDimsOp e) {
+    auto rs = shapeOf(e.getResult());
+    if (rs.size() != 2) fail(e, "expand_dims must give a 2-D tile");
+    Kind src = e.getAxis() == 0 ? Kind::Slice0 : Kind::Slice1;
+    std::string nm = declare(e.getResult(), Kind::Blocked);
+    // The unit axis holds one register, so register r of the result is register r of the source.
+    forRegs(regs(Kind::Blocked, rs), [&] { line(nm + "[r] = " + E(e.getSrc(), src, "r") + ";"); });
+  }
+
+  void emitBroadcast(sj::BroadcastOp b) {
+    auto ss = shapeOf(b.getSrc()), rs = shapeOf(b.getResult());
+    Kind k = rs.size() == 2 ? Kind::Blocked : layoutOf(b.getResult());
+    std::string nm = declare(b.getResult(), k);
+    forRegs(regs(k, rs), [&] {
+      std::string idx;
+      if (rs.size() == 2) {
+        int64_t n1 = n(1, rs[1]), sn1 = n(1, ss[1]);
+        std::string j0 = ss[0] == 1 ? "0" : "(r / " + I(n1) + ")";
+        std::string j1 = ss[1] == 1 ? "0" : "(r % " + I(n1) + ")";
+        idx = j0 + " * " + I(sn1) + " + " + j1;
+      } else {
+        idx = "0";
+      }
+      line(nm + "[r] = " + E(b.getSrc(), k, idx) + ";");
+    });
+  }
+
+  std::string ptrName(Value p) { return name(p); }
+
+  void emitLoad(sj::LoadOp l) {
+    Value res = l.getResult();
+    Type storage = cast<sj::PtrType>(l.getPtr().getType()).getElementType();
+    bool isFloat = isa<FloatType>(storage);
+    std::string other = l.getOther() ? "" : (isFloat ? "0.0f" : "0");
+    if (shapeOf(res).empty()) {
+      std::string nm = fresh();
+      names_[res.getAsOpaquePointer()] = nm;
+      std::string load = "ssm_load(" + ptrName(l.getPtr()) + " + " + name(l.getOffsets()) + ")";
+      if (!isFloat) load = "(" + cType(res.getType()) + ")" + load;
+      if (l.getMask())
+        load = name(l.getMask()) + " ? " + load + " : " + (l.getOther() ? name(l.getOther()) : other);
+      line("const " + cType(res.getType()) + " " + nm + " = " + load + ";");
+      return;
+    }
+    Kind k = layoutOf(res);
+    int64_t vec = l->getAttrOfType<IntegerAttr>("sj.vec") ? l->getAttrOfType<IntegerAttr>("sj.vec").getInt() : 1;
+    std::string nm = declare(res, k);
+    std::string fill = [&] {
+      return l.getOther() ? E(l.getOther(), k, "r + ssm_k") : other;
+    }();
+    forRegs(regs(k, shapeOf(res)), [&] {
+      std::string addr = ptrName(l.getPtr()) + " + " + E(l.getOffsets(), k, "r");
+      std::string ld = "ssm_ld<" + I(vec) + ">(&" + nm + "[r], " + addr + ");";
+      if (l.getMask()) {
+        line("if (" + E(l.getMask(), k, "r") + ") " + ld);
+        line("else {");
+        line("  #pragma unroll");
+        line("  for (int ssm_k = 0; ssm_k < " + I(vec) + "; ++ssm_k) " + nm + "[r + ssm_k] = " + fill + ";");
+        line("}");
+      } else {
+        line(ld);
+      }
+    }, vec);
+  }
+
+  void emitStore(sj::StoreOp s) {
+    Value v = s.getValue();
+    if (shapeOf(v).empty()) {
+      std::string st = "ssm_store(" + ptrName(s.getPtr()) + " + " + name(s.getOffsets()) + ", " + name(v) + ");";
+      // A scalar store is uniform: one thread writes it.
+      std::string cond = "threadIdx.x == 0";
+      if (s.getMask()) cond += " && " + name(s.getMask());
+      line("if (" + cond + ") " + st);
+      return;
+    }
+    Kind k = opLayout(s);
+    auto shape = shapeOf(v);
+    int64_t vec = s->getAttrOfType<IntegerAttr>("sj.vec") ? s->getAttrOfType<IntegerAttr>("sj.vec").getInt() : 1;
+    std::string own = owner(k, shape);
+    if (!own.empty()) {
+      line("if (" + own + ") {");
+      ++ind_;
+    }
+    // Gather the value registers of one vector, then store them together.
+    forRegs(regs(k, shape), [&] {
+      line("float ssm_v[" + I(vec) + "];");
+      line("#pragma unroll");
+      line("for (int ssm_k = 0; ssm_k < " + I(vec) + "; ++ssm_k) ssm_v[ssm_k] = (float)" + E(v, k, "r + ssm_k") + ";");
+      std::string st = "ssm_st<" + I(vec) + ">(" + ptrName(s.getPtr()) + " + " + E(s.getOffsets(), k, "r") + ", ssm_v);";
+      if (s.getMask()) line("if (" + E(s.getMask(), k, "r") + ") " + st);
+      else line(st);
+    }, vec);
+    if (!own.empty()) {
+      --ind_;
+      line("}");
+    }
+  }
+
+  void emitReduce(sj::ReduceOp r) {
+    auto ss = shapeOf(r.getSrc());
+    int axis = r.getAxis();
+    std::string kind = r.getKind().str();
+    std::string ty = cType(r.getResult().getType());
+    auto combine = [&](const std::string& a, const std::string& b) {
+      if (kind == "sum") return a + " + " + b;
+      if (ty == "float") return std::string(kind == "max" ? "fmaxf(" : "fminf(") + a + ", " + b + ")";
+      return std::string(kind == "max" ? "max(" : "min(") + a + ", " + b + ")";
+    };
+    // The parent dim reduced over, the source's layout and registers per kept position.
+    Kind srcK = ss.size() == 2 ? Kind::Blocked : layoutOf(r.getSrc());
+    int pd;              // parent dim reduced
+    int64_t Sa;          // extent along it
+    int64_t nKept, nRed; // registers along the kept axis and along the reduced axis
+    std::function<std::string(const std::string&, const std::string&)> srcIdx;
+    Kind outK;
+    if (ss.size() == 2) {
+      pd = axis;
+      Sa = ss[axis];
+      int64_t n0 = n(0, ss[0]), n1 = n(1, ss[1]);
+      nKept = axis == 0 ? n1 : n0;
+      nRed = axis == 0 ? n0 : n1;
+      srcIdx = [=](const std::string& kept, const std::string& red) {
+        return axis == 0 ? "(" + red + ") * " + I(n1) + " + " + kept : "(" + kept + ") * " + I(n1) + " + " + red;
+      };
+      outK = axis == 0 ? Kind::Slice0 : Kind::Slice1;
+    } else {
+      pd = layout::sliceDim(srcK);
+      Sa = ss[0];
+      nKept = 1;
+      nRed = n(pd, ss[0]);
+      srcIdx = [](const std::string&, const std::string& red) { return red; };
+      outK = Kind::Scalar;
+    }
+    if (Sa < P_.threads(pd)) fail(r, "reduction over fewer elements than threads along the axis");
+    std::string src = name(r.getSrc());
+    if (srcK != layoutOf(r.getSrc()) || isRemat(r.getSrc())) fail(r, "reduction of a rematerialised tile");
+    std::string nm = fresh();
+    names_[r.getResult().getAsOpaquePointer()] = nm;
+    bool scalar = outK == Kind::Scalar;
+    if (!scalar) kinds_[r.getResult().getAsOpaquePointer()] = outK;
+    line(ty + " " + nm + (scalar ? "" : "[" + I(nKept) + "]") + ";");
+    std::string out = scalar ? nm : nm + "[j]";
+    line("#pragma unroll");
+    line("for (int j = 0; j < " + I(nKept) + "; ++j) {");
+    ++ind_;
+    line(ty + " acc = " + src + "[" + srcIdx("j", "0") + "];");
+    line("#pragma unroll");
+    line("for (int i = 1; i < " + I(nRed) + "; ++i) acc = " + combine("acc", src + "[" + srcIdx("j", "i") + "]") + ";");
+    // Across the lanes along pd: lane = l0 * tpw1 + l1.
+    int64_t laneStride = pd == 1 ? 1 : P_.tpw[1];
+    for (int64_t o = 1; o < P_.tpw[pd]; o *= 2)
+      line("acc = " + combine("acc", "__shfl_xor_sync(0xffffffffu, acc, " + I(o * laneStride) + ")") + ";");
+    line(out + " = acc;");
+    --ind_;
+    line("}");
+    if (P_.wpc[pd] > 1) {
+      // Across the warps along pd, through shared memory.
+      int64_t W = P_.wpc[pd];
+      int64_t keptExtent = scalar ? 1 : ss[1 - axis];
+      std::string sm = "ssm_red" + I(counter_++);
+      std::string warpPos = pd == 0 ? "(ssm_warp / " + I(P_.wpc[1]) + ")" : "(ssm_warp % " + I(P_.wpc[1]) + ")";
+      std::string lanePos = pd == 0 ? "(ssm_lane / " + I(P_.tpw[1]) + ")" : "(ssm_lane % " + I(P_.tpw[1]) + ")";
+      line("__shared__ " + ty + " " + sm + "[" + I(W * keptExtent) + "];");
+      std::string keptCoord = scalar ? "0" : coord(1 - pd, keptExtent, "j");
+      std::string own = "";
+      if (!scalar && keptExtent < P_.threads(1 - pd))
+        own = std::string(" && ") + (pd == 0 ? "ssm_t1" : "ssm_t0") + " < " + I(keptExtent);
+      line("#pragma unroll");
+      line("for (int j = 0; j < " + I(nKept) + "; ++j)");
+      line("  if (" + lanePos + " == 0" + own + ") " + sm + "[" + warpPos + " * " + I(keptExtent) + " + " + keptCoord + "] = " + out + ";");
+      line("__syncthreads();");
+      line("#pragma unroll");
+      line("for (int j = 0; j < " + I(nKept) + "; ++j) {");
+      ++ind_;
+      line(ty + " acc = " + sm + "[" + keptCoord + "];");
+      line("#pragma unroll");
+      line("for (int w = 1; w < " + I(W) + "; ++w) acc = " + combine("acc", sm + "[w * " + I(keptExtent) + " + " + keptCoord + "]") + ";");
+      line(out + " = acc;");
+      --ind_;
+      line("}");
+      line("__syncthreads();");
+    }
+  }
+
+  // Copies the yielded values into the result variables.
+  void assignYield(scf::YieldOp y, const std::vector<std::string>& targets, const std::vector<Value>& results) {
+    // Compute into temporaries first: a yield may read a value another target is about to change.
+    std::vector<std::string> tmps;
+    for (size_t i = 0; i < targets.size(); ++i) {
+      Value res = results[i];
+      auto s = shapeOf(res);
+      std::string t = fresh();
+      tmps.push_back(t);
+      if (s.empty()) {
+        line(cType(res.getType()) + " " + t + " = " + name(y.getOperand(i)) + ";");
+      } else {
+        Kind k = layoutOf(res);
+        line(cType(res.getType()) + " " + t + "[" + I(regs(k, s)) + "];");
+        forRegs(regs(k, s), [&] { line(t + "[r] = " + E(y.getOperand(i), k, "r") + ";"); });
+      }
+    }
+    for (size_t i = 0; i < targets.size(); ++i) {
+      auto s = shapeOf(results[i]);
+      if (s.empty()) line(targets[i] + " = " + tmps[i] + ";");
+      else forRegs(regs(layoutOf(results[i]), s), [&] { line(targets[i] + "[r] = " + tmps[i] + "[r];"); });
+    }
+  }
+
+  std::vector<std::string> declareResults(Operation* op) {
+    std::vector<std::string> out;
+    auto ls = op->getAttrOfType<ArrayAttr>("sj.layouts");
+    for (Value r : op->getResults()) {
+      Kind k = Kind::Scalar;
+      if (!shapeOf(r).empty()) {
+        std::string s = ls ? cast<StringAttr>(ls[cast<OpResult>(r).getResultNumber()]).str() : "slice0";
+        k = shapeOf(r).size() == 2 ? Kind::Blocked : layout::parseKind(s == "any" ? "slice0" : s);
+      }
+      out.push_back(declare(r, k));
+    }
+    return out;
+  }
+
+  void emitIf(scf::IfOp i) {
+    auto targets = declareResults(i);
+    std::vector<Value> results(i.getResults().begin(), i.getResults().end());
+    line("if (" + name(i.getCondition()) + ") {");
+    ++ind_;
+    emitBlock(*i.thenBlock());
+    assignYield(i.thenYield(), targets, results);
+    --ind_;
+    if (i.elseBlock() && !i.elseBlock()->empty()) {
+      line("} else {");
+      ++ind_;
+      emitBlock(*i.elseBlock());
+      assignYield(i.elseYield(), targets, results);
+      --ind_;
+    }
+    line("}");
+  }
+
+  void emitFor(scf::ForOp fo) {
+    auto targets = declareResults(fo);
+    std::vector<Value> results(fo.getResults().begin(), fo.getResults().end());
+    // Carried values live in the result variables; the body's block arguments alias them.
+    for (size_t k = 0; k < targets.size(); ++k) {
+      Value init = fo.getInitArgs()[k];
+      auto s = shapeOf(init);
+      if (s.empty()) line(targets[k] + " = " + name(init) + ";");
+      else forRegs(regs(layoutOf(results[k]), s), [&] { line(targets[k] + "[r] = " + E(init, layoutOf(results[k]), "r") + ";"); });
+      names_[fo.getRegionIterArgs()[k].getAsOpaquePointer()] = targets[k];
+      if (!s.empty()) kinds_[fo.getRegionIterArgs()[k].getAsOpaquePointer()] = layoutOf(results[k]);
+    }
+    std::string iv = fresh();
+    names_[fo.getInductionVar().getAsOpaquePointer()] = iv;
+    std::string t = cType(fo.getInductionVar().getType());
+    line("for (" + t + " " + iv + " = " + name(fo.getLowerBound()) + "; " + iv + " < " + name(fo.getUpperBound()) +
+         "; " + iv + " += " + name(fo.getStep()) + ") {");
+    ++ind_;
+    emitBlock(*fo.getBody());
+    assignYield(cast<scf::YieldOp>(fo.getBody()->getTerminator()), targets, results);
+    --ind_;
+    line("}");
+  }
+};
+
+}  // namespace
+
+EmittedKernel emitCuda(func::FuncOp kernel) { return Emitter(kernel).run(); }
+
+}  // namespace ssmjit

@@ -1,0 +1,194 @@
+// assign-layouts: picks the kernel's parent blocked layout and gives every tile a layout.
+// 2-D tiles take the parent; 1-D tiles become slices of it, inferred from how they meet 2-D tiles
+// (expand_dims at axis a, or the result of a reduction along a) and unified through elementwise
+// ops, loads, stores and control flow. Ranges, splats and constants are "any": the emitter
+// materialises them in whatever layout each use needs, so they never force a conversion.
+#include <map>
+
+#include "compiler/dialect/SJDialect.h"
+#include "compiler/passes/Layout.h"
+#include "compiler/passes/Passes.h"
+#include "llvm/ADT/EquivalenceClasses.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+namespace ssmjit {
+namespace layout {
+std::string Parent::str() const {
+  auto p = [](const int64_t* a) { return "[" + std::to_string(a[0]) + "," + std::to_string(a[1]) + "]"; };
+  return "spt=" + p(spt) + " tpw=" + p(tpw) + " wpc=" + p(wpc);
+}
+bool Parent::parse(const std::string& s, Parent& o) {
+  return sscanf(s.c_str(), "spt=[%ld,%ld] tpw=[%ld,%ld] wpc=[%ld,%ld]", &o.spt[0], &o.spt[1],
+                &o.tpw[0], &o.tpw[1], &o.wpc[0], &o.wpc[1]) == 6;
+}
+}  // namespace layout
+
+namespace passes {
+using namespace mlir;
+using layout::Kind;
+
+namespace {
+
+bool isRemat(Value v) {
+  Operation* d = v.getDefiningOp();
+  return d && (isa<sj::RangeOp, sj::SplatOp>(d) || isa<arith::ConstantOp>(d));
+}
+int rankOf(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t ? (int)t.getRank() : 0;
+}
+int storageBytes(Value ptr) {
+  Type e = cast<sj::PtrType>(ptr.getType()).getElementType();
+  return (int)e.getIntOrFloatBitWidth() / 8;
+}
+
+struct AssignLayoutsPass : PassWrapper<AssignLayoutsPass, OperationPass<ModuleOp>> {
+  StringRef getArgument() const override { return "assign-layouts"; }
+  void runOnOperation() override {
+    for (auto f : getOperation().getOps<func::FuncOp>())
+      if (failed(assign(f))) return signalPassFailure();
+  }
+
+  static layout::Parent chooseParent(func::FuncOp f) {
+    int64_t warps = f->getAttrOfType<IntegerAttr>("sj.num_warps").getInt();
+    int64_t S0 = 1, S1 = 1;
+    bool any2d = false;
+    int minBytes = 4;
+    f.walk([&](Operation* op) {
+      for (Value r : op->getResults())
+        if (auto t = dyn_cast<RankedTensorType>(r.getType()))
+          if (t.getRank() == 2 && t.getNumElements() > S0 * S1) {
+            S0 = t.getDimSize(0), S1 = t.getDimSize(1), any2d = true;
+          }
+      if (auto l = dyn_cast<sj::LoadOp>(op); l && rankOf(l.getOffsets()) == 2)
+        minBytes = std::min(minBytes, storageBytes(l.getPtr()));
+      if (auto s = dyn_cast<sj::StoreOp>(op); s && rankOf(s.getOffsets()) == 2)
+        minBytes = std::min(minBytes, storageBytes(s.getPtr()));
+    });
+    if (!any2d) {  // 1-D kernel: every thread along the fastest dim
+      f.walk([&](Operation* op) {
+        for (Value r : op->getResults())
+          if (auto t = dyn_cast<RankedTensorType>(r.getType())) S1 = std::max(S1, t.getDimSize(0));
+      });
+    }
+    layout::Parent p;
+    int64_t vec = std::max<int64_t>(1, 16 / minBytes);
+    p.spt[1] = std::min(vec, S1);
+    p.tpw[1] = std::min<int64_t>(32, S1 / p.spt[1]);
+    p.tpw[0] = 32 / p.tpw[1];
+    p.wpc[0] = any2d ? std::min<int64_t>(warps, std::max<int64_t>(1, S0 / p.tpw[0])) : 1;
+    p.wpc[1] = warps / p.wpc[0];
+    return p;
+  }
+
+  LogicalResult assign(func::FuncOp f) {
+    layout::Parent parent = chooseParent(f);
+    f->setAttr("sj.parent", StringAttr::get(f.getContext(), parent.str()));
+
+    // Union-find over 1-D non-rematerialisable values; each class collects required kinds.
+    llvm::EquivalenceClasses<void*> classes;
+    std::map<void*, Kind> required;  // value -> kind forced on it
+    LogicalResult result = success();
+    auto key = [](Value v) { return v.getAsOpaquePointer(); };
+    auto track = [&](Value v) -> bool {
+      if (rankOf(v) != 1 || isRemat(v)) return false;
+      classes.insert(key(v));
+      return true;
+    };
+    auto unite = [&](Value a, Value b) {
+      if (track(a) && track(b)) classes.unionSets(key(a), key(b));
+    };
+    auto require = [&](Value v, Kind k, Operation* at) {
+      if (!track(v)) return;
+      auto it = required.find(key(v));
+      if (it != required.end() && it->second != k) {
+        at->emitError("assign-layouts: a 1-D tile is needed as both ")
+            << layout::kindName(it->second) << " and " << layout::kindName(k)
+            << " (layout conversion is not supported yet)";
+        result = failure();
+      }
+      required[key(v)] = k;
+    };
+
+    f.walk([&](Operation* op) {
+      if (auto e = dyn_cast<sj::ExpandDimsOp>(op)) {
+        if (rankOf(e.getSrc()) == 1) require(e.getSrc(), e.getAxis() == 0 ? Kind::Slice0 : Kind::Slice1, op);
+        return;
+      }
+      if (auto r = dyn_cast<sj::ReduceOp>(op)) {
+        if (rankOf(r.getResult()) == 1) require(r.getResult(), r.getAxis() == 0 ? Kind::Slice0 : Kind::Slice1, op);
+        return;
+      }
+      if (auto y = dyn_cast<scf::YieldOp>(op)) {
+        Operation* parentOp = y->getParentOp();
+        for (unsigned i = 0; i < y.getNumOperands(); ++i) {
+          unite(y.getOperand(i), parentOp->getResult(i));
+          if (auto fo = dyn_cast<scf::ForOp>(parentOp)) {
+            unite(fo.getRegionIterArgs()[i], parentOp->getResult(i));
+            unite(fo.getInitArgs()[i], parentOp->getResult(i));
+          }
+        }
+        return;
+      }
+      if (isa<scf::ForOp, scf::IfOp>(op)) return;
+      // Elementwise ops, loads and stores: all 1-D tile operands and results share a layout.
+      Value first;
+      auto visit = [&](Value v) {
+        if (rankOf(v) != 1 || isRemat(v)) return;
+        if (!first) first = v, track(v);
+        else unite(first, v);
+      };
+      for (Value v : op->getOperands()) visit(v);
+      for (Value v : op->getResults()) visit(v);
+    });
+    if (failed(result)) return failure();
+
+    // Resolve each class's kind.
+    std::map<void*, Kind> leaderKind;
+    for (auto& [v, k] : required) {
+      void* leader = classes.getLeaderValue(v);
+      auto it = leaderKind.find(leader);
+      if (it != leaderKind.end() && it->second != k)
+        return f.emitError("assign-layouts: conflicting layouts for one 1-D tile (")
+               << layout::kindName(it->second) << " vs " << layout::kindName(k)
+               << "); layout conversion is not supported yet";
+      leaderKind[leader] = k;
+    }
+    auto kindOf = [&](Value v) -> std::string {
+      int r = rankOf(v);
+      if (r == 0) return "scalar";
+      if (r == 2) return "blocked";
+      if (r > 2) return "unsupported";
+      if (isRemat(v)) return "any";
+      auto lit = classes.findLeader(key(v));
+      if (lit == classes.member_end()) return layout::kindName(Kind::Slice0);
+      auto it = leaderKind.find(*lit);
+      return layout::kindName(it == leaderKind.end() ? Kind::Slice0 : it->second);
+    };
+
+    bool bad = false;
+    f.walk([&](Operation* op) {
+      if (op->getNumResults() == 0) return;
+      SmallVector<Attribute> ls;
+      for (Value r : op->getResults()) {
+        std::string k = kindOf(r);
+        if (k == "unsupported") {
+          op->emitError("assign-layouts: tiles of rank > 2 are not supported");
+          bad = true;
+        }
+        ls.push_back(StringAttr::get(f.getContext(), k));
+      }
+      op->setAttr("sj.layouts", ArrayAttr::get(f.getContext(), ls));
+    });
+    return bad ? failure() : success();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> createAssignLayoutsPass() { return std::make_unique<AssignLayoutsPass>(); }
+
+}  // namespace passes
+}  // namespace ssmjit

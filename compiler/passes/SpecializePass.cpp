@@ -1,0 +1,111 @@
+// specialize: binds the values a call observed. Bound sizes, strides and flags become constants
+// (then folded: dead branches go, shapes of loops become static); pointer arguments get their
+// storage dtype; data pointers get their alignment class and dynamic integers their divisibility
+// class as argument attributes (sj.align, sj.div) for the vectorizer. Metadata pointers are never
+// specialised on alignment. Arguments left unused are dropped from the signature.
+#include "compiler/dialect/SJDialect.h"
+#include "compiler/passes/Passes.h"
+#include "llvm/ADT/BitVector.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace ssmjit::passes {
+using namespace mlir;
+
+namespace {
+
+Type storageType(MLIRContext* ctx, ScalarType t) {
+  switch (t) {
+    case ScalarType::F32: return Float32Type::get(ctx);
+    case ScalarType::F16: return Float16Type::get(ctx);
+    case ScalarType::BF16: return BFloat16Type::get(ctx);
+    case ScalarType::I32: return IntegerType::get(ctx, 32);
+    case ScalarType::I64: return IntegerType::get(ctx, 64);
+  }
+  return {};
+}
+
+// Greedy canonicalisation with every loaded dialect's patterns (folds constants, drops dead
+// scf.if arms and unused ops).
+LogicalResult canonicalize(Operation* op) {
+  RewritePatternSet patterns(op->getContext());
+  for (Dialect* d : op->getContext()->getLoadedDialects()) d->getCanonicalizationPatterns(patterns);
+  for (RegisteredOperationName n : op->getContext()->getRegisteredOperations())
+    n.getCanonicalizationPatterns(patterns, op->getContext());
+  return applyPatternsGreedily(op, std::move(patterns));
+}
+
+struct SpecializePass : PassWrapper<SpecializePass, OperationPass<ModuleOp>> {
+  Specialization spec;
+  explicit SpecializePass(Specialization s) : spec(std::move(s)) {}
+  StringRef getArgument() const override { return "specialize"; }
+
+  void runOnOperation() override {
+    for (auto f : getOperation().getOps<func::FuncOp>())
+      if (failed(specialize(f))) return signalPassFailure();
+  }
+
+  LogicalResult specialize(func::FuncOp f) {
+    MLIRContext* ctx = f.getContext();
+    Block& entry = f.getBody().front();
+    OpBuilder b(ctx);
+    b.setInsertionPointToStart(&entry);
+    const unsigned n = f.getNumArguments();
+    std::vector<bool> typedPtr(n, false);
+    for (unsigned i = 0; i < n; ++i) {
+      BlockArgument arg = f.getArgument(i);
+      std::string name = f.getArgAttrOfType<StringAttr>(i, "sj.name").str();
+      std::string role = f.getArgAttrOfType<StringAttr>(i, "sj.role").str();
+      if (role == "int" || role == "flag") {
+        if (const int64_t* v = spec.find(name)) {
+          auto c = arith::ConstantOp::create(b, f.getLoc(), IntegerAttr::get(arg.getType(), *v));
+          arg.replaceAllUsesWith(c);
+        } else if (role == "flag") {
+          return f.emitError("specialize: flag '") << name << "' must be bound";
+        } else if (const int64_t* d = spec.find("div:" + name)) {
+          f.setArgAttr(i, "sj.div", b.getI64IntegerAttr(*d));
+        }
+      } else if (role == "data" || role == "metadata") {
+        if (const int64_t* dt = spec.find("dtype:" + name)) {
+          Type elem = storageType(ctx, static_cast<ScalarType>(*dt));
+          bool wantFloat = isa<FloatType>(cast<sj::PtrType>(arg.getType()).getElementType());
+          if (!elem || wantFloat != isa<FloatType>(elem))
+            return f.emitError("specialize: pointer '") << name << "' bound to dtype "
+                                                          << scalarTypeName((ScalarType)*dt)
+                                                          << ", which its kernel cannot take";
+          arg.setType(sj::PtrType::get(ctx, elem));
+          typedPtr[i] = true;
+        }
+        if (role == "data")
+          if (const int64_t* a = spec.find("align:" + name))
+            f.setArgAttr(i, "sj.align", b.getI64IntegerAttr(*a));
+      }
+    }
+    f.setType(FunctionType::get(ctx, entry.getArgumentTypes(), {}));
+    if (failed(canonicalize(f))) return f.emitError("specialize: canonicalisation did not converge");
+
+    llvm::BitVector erase(n);
+    for (unsigned i = 0; i < n; ++i) {
+      BlockArgument arg = f.getArgument(i);
+      if (arg.use_empty()) {
+        erase.set(i);
+        continue;
+      }
+      if (isa<sj::PtrType>(arg.getType()) && !typedPtr[i])
+        return f.emitError("specialize: pointer '")
+               << f.getArgAttrOfType<StringAttr>(i, "sj.name").getValue()
+               << "' is used but has no dtype binding";
+    }
+    if (failed(f.eraseArguments(erase))) return failure();
+    return success();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> createSpecializePass(const Specialization& spec) {
+  return std::make_unique<SpecializePass>(spec);
+}
+
+}  // namespace ssmjit::passes

@@ -1,0 +1,181 @@
+// vectorize-accesses: how many consecutive elements each load and store may move in one
+// instruction (sj.vec), from a small contiguity/divisibility analysis in the spirit of Triton's
+// AxisInfo, along the fastest (last) axis only:
+//   contig  runs of this length, aligned in coordinates, increase by 1;
+//   div     a power of two dividing the first value of every run;
+//   cnst    runs of this length hold one value;
+//   all     a power of two dividing every value.
+// Width = min(layout's register run, contiguity of offsets, 16 bytes, offsets' divisibility,
+// pointer alignment, constancy of the mask).
+#include <map>
+
+#include "compiler/dialect/SJDialect.h"
+#include "compiler/passes/Layout.h"
+#include "compiler/passes/Passes.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+namespace ssmjit::passes {
+using namespace mlir;
+
+namespace {
+
+constexpr int64_t kMaxDiv = int64_t(1) << 30;
+
+int64_t pow2Divisor(int64_t v) {
+  if (v == 0) return kMaxDiv;
+  int64_t p = 1;
+  while ((v % (p * 2)) == 0 && p < kMaxDiv) p *= 2;
+  return p;
+}
+int64_t gcd2(int64_t a, int64_t b) { return std::min(a, b); }  // both powers of two
+
+struct Info {
+  int64_t contig = 1, div = 1, cnst = 1, all = 1;
+};
+
+struct Analysis {
+  std::map<void*, Info> infos;
+
+  static int64_t lastDim(Value v) {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    return t ? t.getShape().back() : 1;
+  }
+  Info get(Value v) {
+    auto it = infos.find(v.getAsOpaquePointer());
+    if (it != infos.end()) return it->second;
+    Info i;
+    if (auto arg = dyn_cast<BlockArgument>(v))
+      if (auto f = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()))
+        if (auto d = f.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "sj.div"))
+          i.all = i.div = d.getInt();
+    i.cnst = lastDim(v) == 1 ? 1 : i.cnst;
+    return i;
+  }
+  void set(Value v, Info i) { infos[v.getAsOpaquePointer()] = i; }
+
+  void visit(Operation* op) {
+    if (op->getNumResults() != 1) return;
+    Value r = op->getResult(0);
+    Type e = getElementTypeOrSelf(r.getType());
+    if (!e.isIntOrIndex()) return;
+    int64_t S = lastDim(r);
+    Info o;
+    if (auto c = dyn_cast<arith::ConstantOp>(op)) {
+      int64_t v = 0;
+      if (auto ia = dyn_cast<IntegerAttr>(c.getValue())) v = ia.getValue().getSExtValue();
+      else if (auto da = dyn_cast<DenseIntElementsAttr>(c.getValue()); da && da.isSplat())
+        v = da.getSplatValue<APInt>().getSExtValue();
+      else return;
+      o.all = o.div = pow2Divisor(v), o.cnst = S;
+    } else if (isa<sj::RangeOp>(op)) {
+      o.contig = S, o.div = kMaxDiv, o.cnst = 1, o.all = 1;
+    } else if (auto s = dyn_cast<sj::SplatOp>(op)) {
+      Info a = get(s.getSrc());
+      o.all = o.div = a.all, o.cnst = S;
+    } else if (auto x = dyn_cast<sj::ExpandDimsOp>(op)) {
+      Info a = get(x.getSrc());
+      if (x.getAxis() == (int)cast<RankedTensorType>(r.getType()).getRank() - 1)
+        o.all = o.div = a.all, o.cnst = 1, o.contig = 1;
+      else
+        o = a;
+    } else if (auto bc = dyn_cast<sj::BroadcastOp>(op)) {
+      Info a = get(bc.getSrc());
+      if (lastDim(bc.getSrc()) == 1 && S > 1) o.all = o.div = a.all, o.cnst = S, o.contig = 1;
+      else o = a;
+    } else if (isa<arith::AddIOp, arith::SubIOp>(op)) {
+      Info a = get(op->getOperand(0)), b = get(op->getOperand(1));
+      o.contig = std::max(gcd2(a.contig, b.cnst), gcd2(a.cnst, b.contig));
+      o.div = gcd2(a.div, b.div);
+      o.cnst = gcd2(a.cnst, b.cnst);
+      o.all = gcd2(a.all, b.all);
+    } else if (isa<arith::MulIOp>(op)) {
+      Info a = get(op->getOperand(0)), b = get(op->getOperand(1));
+      o.contig = 1;
+      // Products are not runs (contig 1): every element starts one, so div is what divides all.
+      o.cnst = gcd2(a.cnst, b.cnst);
+      o.all = o.div = std::min(kMaxDiv, a.all * b.all);
+    } else if (auto cmp = dyn_cast<arith::CmpIOp>(op)) {
+      Info a = get(cmp.getLhs()), b = get(cmp.getRhs());
+      o.cnst = gcd2(a.cnst, b.cnst);
+      // Runs of a contiguous, aligned lhs against a constant rhs divisible by the run length
+      // compare the same way throughout the run.
+      if (b.cnst >= S) o.cnst = std::max(o.cnst, gcd2(gcd2(a.contig, a.div), b.all));
+      if (a.cnst >= S) o.cnst = std::max(o.cnst, gcd2(gcd2(b.contig, b.div), a.all));
+    } else if (isa<arith::AndIOp, arith::OrIOp, arith::XOrIOp>(op)) {
+      Info a = get(op->getOperand(0)), b = get(op->getOperand(1));
+      o.cnst = gcd2(a.cnst, b.cnst);
+    } else if (isa<arith::ExtSIOp, arith::ExtUIOp, arith::TruncIOp>(op)) {
+      o = get(op->getOperand(0));
+    } else {
+      return;
+    }
+    o.contig = std::min(o.contig, S);
+    o.cnst = std::min(o.cnst, S);
+    set(r, o);
+  }
+};
+
+int64_t accessWidth(Analysis& an, const layout::Parent& parent, Value ptr, Value offsets, Value mask,
+                    StringRef lay) {
+  auto t = dyn_cast<RankedTensorType>(offsets.getType());
+  if (!t) return 1;
+  // Only the parent's dim 1 holds consecutive registers (blocked tiles, and slice0 1-D tiles).
+  if (!(lay == "blocked" || lay == "slice0" || lay == "any")) return 1;
+  int64_t S = t.getShape().back();
+  int64_t w = layout::runLength(parent, 1, S);
+  Type elem = cast<sj::PtrType>(ptr.getType()).getElementType();
+  int64_t bytes = elem.getIntOrFloatBitWidth() / 8;
+  w = std::min(w, 16 / bytes);
+  Info o = an.get(offsets);
+  w = std::min({w, o.contig, o.div});
+  int64_t align = bytes;
+  if (auto arg = dyn_cast<BlockArgument>(ptr))
+    if (auto f = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()))
+      if (auto a = f.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "sj.align"))
+        align = a.getInt();
+  w = std::min(w, std::max<int64_t>(1, align / bytes));
+  if (mask) w = std::min(w, an.get(mask).cnst);
+  int64_t p = 1;
+  while (p * 2 <= w) p *= 2;
+  return p;
+}
+
+struct VectorizeAccessesPass : PassWrapper<VectorizeAccessesPass, OperationPass<ModuleOp>> {
+  StringRef getArgument() const override { return "vectorize-accesses"; }
+  void runOnOperation() override {
+    for (auto f : getOperation().getOps<func::FuncOp>()) {
+      layout::Parent parent;
+      if (auto p = f->getAttrOfType<StringAttr>("sj.parent")) layout::Parent::parse(p.str(), parent);
+      Analysis an;
+      f.walk([&](Operation* op) { an.visit(op); });  // defs precede uses (pre-order of blocks)
+      auto layoutOf = [](Operation* op, Value v) -> StringRef {
+        if (Operation* d = v.getDefiningOp())
+          if (auto ls = d->getAttrOfType<ArrayAttr>("sj.layouts"))
+            return cast<StringAttr>(ls[cast<OpResult>(v).getResultNumber()]).getValue();
+        return "";
+      };
+      OpBuilder b(f.getContext());
+      f.walk([&](sj::LoadOp l) {
+        StringRef lay = layoutOf(l, l.getResult());
+        l->setAttr("sj.vec", b.getI64IntegerAttr(
+                                 accessWidth(an, parent, l.getPtr(), l.getOffsets(), l.getMask(), lay)));
+      });
+      f.walk([&](sj::StoreOp s) {
+        StringRef lay = layoutOf(s, s.getValue());
+        if (lay == "any") lay = layoutOf(s, s.getOffsets());
+        s->setAttr("sj.vec", b.getI64IntegerAttr(
+                                 accessWidth(an, parent, s.getPtr(), s.getOffsets(), s.getMask(), lay)));
+      });
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> createVectorizeAccessesPass() {
+  return std::make_unique<VectorizeAccessesPass>();
+}
+
+}  // namespace ssmjit::passes

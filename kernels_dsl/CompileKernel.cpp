@@ -1,0 +1,24 @@
+#include "kernels_dsl/CompileKernel.h"
+
+#include "compiler/dialect/SJDialect.h"
+#include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/Registry.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+
+namespace ssmjit {
+
+CompiledKernel compileKernel(const Specialization& spec, const PipelineOptions& options) {
+  const dsl::KernelDef& def = dsl::findKernel(spec.kernel);
+  // One context per compile: compiles run in parallel threads and share nothing.
+  mlir::MLIRContext ctx(mlir::MLIRContext::Threading::DISABLED);
+  sj::registerDialects(ctx);
+  dsl::KernelBuilder kb(&ctx, spec.kernel, (int)spec.get("meta:index_bits", 32),
+                        (int)spec.get("meta:num_warps", 4));
+  def.build(kb, spec);
+  auto module = mlir::cast<mlir::ModuleOp>(static_cast<mlir::Operation*>(kb.finish()));
+  mlir::OwningOpRef<mlir::ModuleOp> owner(module);
+  return runPipeline(module, spec, options);
+}
+
+}  // namespace ssmjit

@@ -1,0 +1,424 @@
+// The DSL builder: records a kernel as sj/arith/math/scf ops in a func.func.
+#include "kernels_dsl/Dsl.h"
+
+#include "compiler/dialect/SJDialect.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Verifier.h"
+#include "ssmjit/error.h"
+
+namespace ssmjit::dsl {
+using namespace mlir;
+
+struct KernelBuilder::Impl {
+  MLIRContext* ctx;
+  OpBuilder b;
+  Location loc;
+  ModuleOp module;
+  func::FuncOp func;
+  Block* entry;
+  Type indexTy;
+  std::vector<Type> argTypes;
+  std::vector<std::pair<std::string, std::string>> argAttrs;  // (name, role)
+  std::vector<std::string> argDtypeClass;                     // "float", "int" or ""
+
+  Impl(MLIRContext* c) : ctx(c), b(c), loc(UnknownLoc::get(c)) {}
+};
+
+namespace {
+[[noreturn]] void fail(const std::string& msg) {
+  throw Error(Error::Kind::Internal, "kernel DSL: " + msg);
+}
+mlir::Value unwrap(dsl::Value v) {
+  if (!v.valid()) fail("use of an undefined value");
+  return mlir::Value::getFromOpaquePointer(v.raw());
+}
+ArrayRef<int64_t> shapeOfType(Type t) {
+  if (auto r = dyn_cast<RankedTensorType>(t)) return r.getShape();
+  return {};
+}
+Type elemOf(Type t) {
+  if (auto s = dyn_cast<ShapedType>(t)) return s.getElementType();
+  return t;
+}
+Type withShape(Type elem, ArrayRef<int64_t> shape) {
+  if (shape.empty()) return elem;
+  return RankedTensorType::get(shape, elem);
+}
+bool isPow2(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
+}  // namespace
+
+std::vector<int64_t> Value::shape() const {
+  auto s = shapeOfType(unwrap(*this).getType());
+  return {s.begin(), s.end()};
+}
+bool Value::isFloat() const { return isa<FloatType>(elemOf(unwrap(*this).getType())); }
+bool Value::isBool() const { return elemOf(unwrap(*this).getType()).isInteger(1); }
+
+KernelBuilder::KernelBuilder(void* mlirContext, const std::string& name, int indexBits,
+                             int numWarps)
+    : impl_(std::make_unique<Impl>(static_cast<MLIRContext*>(mlirContext))) {
+  auto& I = *impl_;
+  if (indexBits != 32 && indexBits != 64) fail("index bits must be 32 or 64");
+  I.indexTy = IntegerType::get(I.ctx, indexBits);
+  I.module = ModuleOp::create(I.loc);
+  I.b.setInsertionPointToEnd(I.module.getBody());
+  I.func = func::FuncOp::create(I.b, I.loc, name, FunctionType::get(I.ctx, {}, {}));
+  I.func->setAttr("sj.kernel", UnitAttr::get(I.ctx));
+  I.func->setAttr("sj.num_warps", I.b.getI32IntegerAttr(numWarps));
+  I.func->setAttr("sj.index_bits", I.b.getI32IntegerAttr(indexBits));
+  I.entry = I.func.addEntryBlock();
+  I.b.setInsertionPointToStart(I.entry);
+}
+KernelBuilder::~KernelBuilder() = default;
+
+static dsl::Value wrap(KernelBuilder* kb, mlir::Value v) { return {kb, v.getAsOpaquePointer()}; }
+#define W(v) wrap(this, (v))
+#define B impl_->b
+#define L impl_->loc
+
+dsl::Value KernelBuilder::ptrArg(const std::string& name, PtrClass cls, PtrRole role) {
+  // The generic storage type is a placeholder (f32 / the index type); specialise binds the dtype.
+  Type elem = cls == PtrClass::Float ? Type(B.getF32Type()) : impl_->indexTy;
+  Type t = sj::PtrType::get(impl_->ctx, elem);
+  impl_->argTypes.push_back(t);
+  impl_->argAttrs.push_back({name, role == PtrRole::Data ? "data" : "metadata"});
+  impl_->argDtypeClass.push_back(cls == PtrClass::Float ? "float" : "int");
+  return W(impl_->entry->addArgument(t, L));
+}
+dsl::Value KernelBuilder::intArg(const std::string& name) {
+  impl_->argTypes.push_back(impl_->indexTy);
+  impl_->argAttrs.push_back({name, "int"});
+  impl_->argDtypeClass.push_back("");
+  return W(impl_->entry->addArgument(impl_->indexTy, L));
+}
+dsl::Value KernelBuilder::floatArg(const std::string& name) {
+  impl_->argTypes.push_back(B.getF32Type());
+  impl_->argAttrs.push_back({name, "float"});
+  impl_->argDtypeClass.push_back("");
+  return W(impl_->entry->addArgument(B.getF32Type(), L));
+}
+dsl::Value KernelBuilder::flagArg(const std::string& name) {
+  impl_->argTypes.push_back(B.getI1Type());
+  impl_->argAttrs.push_back({name, "flag"});
+  impl_->argDtypeClass.push_back("");
+  return W(impl_->entry->addArgument(B.getI1Type(), L));
+}
+
+dsl::Value KernelBuilder::programId(int axis) {
+  mlir::Value v = sj::ProgramIdOp::create(B, L, B.getI32Type(), axis);
+  return toIndex(W(v));
+}
+dsl::Value KernelBuilder::range(int64_t n) {
+  if (!isPow2(n)) fail("range size must be a power of two, got " + std::to_string(n));
+  return W(sj::RangeOp::create(B, L, RankedTensorType::get({n}, impl_->indexTy)));
+}
+dsl::Value KernelBuilder::constInt(int64_t v) {
+  return W(arith::ConstantOp::create(B, L, IntegerAttr::get(impl_->indexTy, v)));
+}
+dsl::Value KernelBuilder::constFloat(double v) {
+  return W(arith::ConstantOp::create(B, L, B.getF32FloatAttr((float)v)));
+}
+dsl::Value KernelBuilder::constBool(bool v) {
+  return W(arith::ConstantOp::create(B, L, B.getBoolAttr(v)));
+}
+
+dsl::Value KernelBuilder::splat(dsl::Value s, const std::vector<int64_t>& shape) {
+  mlir::Value v = unwrap(s);
+  if (isa<RankedTensorType>(v.getType())) fail("splat of a tile");
+  if (shape.empty()) return s;
+  return W(sj::SplatOp::create(B, L, RankedTensorType::get(shape, v.getType()), v));
+}
+dsl::Value KernelBuilder::expandDims(dsl::Value t, int axis) {
+  mlir::Value v = unwrap(t);
+  auto s = shapeOfType(v.getType());
+  if (s.empty()) fail("expandDims of a scalar");
+  std::vector<int64_t> ns(s.begin(), s.end());
+  ns.insert(ns.begin() + axis, 1);
+  return W(sj::ExpandDimsOp::create(B, L, RankedTensorType::get(ns, elemOf(v.getType())), v,
+                                    axis));
+}
+dsl::Value KernelBuilder::broadcastTo(dsl::Value t, const std::vector<int64_t>& shape) {
+  mlir::Value v = unwrap(t);
+  auto s = shapeOfType(v.getType());
+  if (s.empty()) return splat(t, shape);
+  while (s.size() < shape.size()) {  // NumPy: pad leading unit axes
+    t = expandDims(t, 0);
+    v = unwrap(t);
+    s = shapeOfType(v.getType());
+  }
+  if (std::vector<int64_t>(s.begin(), s.end()) == shape) return t;
+  return W(sj::BroadcastOp::create(B, L, RankedTensorType::get(shape, elemOf(v.getType())), v));
+}
+
+// Brings operands to one shape (NumPy rules).
+static std::vector<int64_t> broadcastShape(const std::vector<std::vector<int64_t>>& shapes) {
+  size_t rank = 0;
+  for (auto& s : shapes) rank = std::max(rank, s.size());
+  std::vector<int64_t> out(rank, 1);
+  for (auto& s : shapes)
+    for (size_t i = 0; i < s.size(); ++i) {
+      int64_t& o = out[rank - s.size() + i];
+      if (s[i] == 1) continue;
+      if (o != 1 && o != s[i]) fail("shapes do not broadcast");
+      o = s[i];
+    }
+  return out;
+}
+
+static std::pair<dsl::Value, dsl::Value> unify(KernelBuilder* kb, dsl::Value a, dsl::Value b) {
+  auto shape = broadcastShape({a.shape(), b.shape()});
+  if (shape.empty()) return {a, b};
+  return {kb->broadcastTo(a, shape), kb->broadcastTo(b, shape)};
+}
+
+template <typename FOp, typename IOp>
+static dsl::Value arith2(KernelBuilder* kb, OpBuilder& b, Location loc, dsl::Value x,
+                         dsl::Value y, const char* what) {
+  auto [p, q] = unify(kb, x, y);
+  mlir::Value u = unwrap(p), v = unwrap(q);
+  if (elemOf(u.getType()) != elemOf(v.getType()))
+    fail(std::string(what) + " of mismatched element types (convert explicitly)");
+  if (isa<FloatType>(elemOf(u.getType()))) {
+    if constexpr (std::is_same_v<FOp, void>) fail(std::string(what) + " of floats");
+    else return wrap(kb, FOp::create(b, loc, u, v));
+  } else {
+    if constexpr (std::is_same_v<IOp, void>) fail(std::string(what) + " of integers");
+    else return wrap(kb, IOp::create(b, loc, u, v));
+  }
+}
+
+dsl::Value KernelBuilder::add(dsl::Value a, dsl::Value b) { return arith2<arith::AddFOp, arith::AddIOp>(this, B, L, a, b, "add"); }
+dsl::Value KernelBuilder::sub(dsl::Value a, dsl::Value b) { return arith2<arith::SubFOp, arith::SubIOp>(this, B, L, a, b, "sub"); }
+dsl::Value KernelBuilder::mul(dsl::Value a, dsl::Value b) { return arith2<arith::MulFOp, arith::MulIOp>(this, B, L, a, b, "mul"); }
+dsl::Value KernelBuilder::div(dsl::Value a, dsl::Value b) { return arith2<arith::DivFOp, arith::DivSIOp>(this, B, L, a, b, "div"); }
+dsl::Value KernelBuilder::rem(dsl::Value a, dsl::Value b) { return arith2<void, arith::RemSIOp>(this, B, L, a, b, "rem"); }
+dsl::Value KernelBuilder::maximum(dsl::Value a, dsl::Value b) { return arith2<arith::MaxNumFOp, arith::MaxSIOp>(this, B, L, a, b, "maximum"); }
+dsl::Value KernelBuilder::minimum(dsl::Value a, dsl::Value b) { return arith2<arith::MinNumFOp, arith::MinSIOp>(this, B, L, a, b, "minimum"); }
+dsl::Value KernelBuilder::logicalAnd(dsl::Value a, dsl::Value b) { return arith2<void, arith::AndIOp>(this, B, L, a, b, "and"); }
+dsl::Value KernelBuilder::logicalOr(dsl::Value a, dsl::Value b) { return arith2<void, arith::OrIOp>(this, B, L, a, b, "or"); }
+
+static dsl::Value compare(KernelBuilder* kb, OpBuilder& b, Location loc, dsl::Value x,
+                          dsl::Value y, arith::CmpFPredicate fp, arith::CmpIPredicate ip) {
+  auto [p, q] = unify(kb, x, y);
+  mlir::Value u = unwrap(p), v = unwrap(q);
+  if (elemOf(u.getType()) != elemOf(v.getType())) fail("comparison of mismatched types");
+  if (isa<FloatType>(elemOf(u.getType()))) return wrap(kb, arith::CmpFOp::create(b, loc, fp, u, v));
+  return wrap(kb, arith::CmpIOp::create(b, loc, ip, u, v));
+}
+dsl::Value KernelBuilder::lt(dsl::Value a, dsl::Value b) { return compare(this, B, L, a, b, arith::CmpFPredicate::OLT, arith::CmpIPredicate::slt); }
+dsl::Value KernelBuilder::le(dsl::Value a, dsl::Value b) { return compare(this, B, L, a, b, arith::CmpFPredicate::OLE, arith::CmpIPredicate::sle); }
+dsl::Value KernelBuilder::gt(dsl::Value a, dsl::Value b) { return compare(this, B, L, a, b, arith::CmpFPredicate::OGT, arith::CmpIPredicate::sgt); }
+dsl::Value KernelBuilder::ge(dsl::Value a, dsl::Value b) { return compare(this, B, L, a, b, arith::CmpFPredicate::OGE, arith::CmpIPredicate::sge); }
+dsl::Value KernelBuilder::eq(dsl::Value a, dsl::Value b) { return compare(this, B, L, a, b, arith::CmpFPredicate::OEQ, arith::CmpIPredicate::eq); }
+dsl::Value KernelBuilder::ne(dsl::Value a, dsl::Value b) { return compare(this, B, L, a, b, arith::CmpFPredicate::UNE, arith::CmpIPredicate::ne); }
+
+dsl::Value KernelBuilder::logicalNot(dsl::Value a) {
+  if (!a.isBool()) fail("logical not of a non-boolean");
+  return W(arith::XOrIOp::create(B, L, unwrap(a), unwrap(broadcastTo(constBool(true), a.shape()))));
+}
+dsl::Value KernelBuilder::select(dsl::Value c, dsl::Value a, dsl::Value b) {
+  auto shape = broadcastShape({c.shape(), a.shape(), b.shape()});
+  c = broadcastTo(c, shape);
+  a = broadcastTo(a, shape);
+  b = broadcastTo(b, shape);
+  return W(arith::SelectOp::create(B, L, unwrap(c), unwrap(a), unwrap(b)));
+}
+dsl::Value KernelBuilder::neg(dsl::Value a) {
+  if (a.isFloat()) return W(arith::NegFOp::create(B, L, unwrap(a)));
+  return sub(literalLike(a, 0), a);
+}
+dsl::Value KernelBuilder::exp(dsl::Value a) { return W(math::ExpOp::create(B, L, unwrap(a))); }
+dsl::Value KernelBuilder::log(dsl::Value a) { return W(math::LogOp::create(B, L, unwrap(a))); }
+dsl::Value KernelBuilder::log1p(dsl::Value a) { return W(math::Log1pOp::create(B, L, unwrap(a))); }
+
+dsl::Value KernelBuilder::toFloat(dsl::Value a) {
+  mlir::Value v = unwrap(a);
+  if (a.isFloat()) return a;
+  Type t = withShape(B.getF32Type(), shapeOfType(v.getType()));
+  if (a.isBool()) return W(arith::UIToFPOp::create(B, L, t, v));
+  return W(arith::SIToFPOp::create(B, L, t, v));
+}
+dsl::Value KernelBuilder::toIndex(dsl::Value a) {
+  mlir::Value v = unwrap(a);
+  Type e = elemOf(v.getType());
+  if (isa<FloatType>(e)) fail("toIndex of a float");
+  Type t = withShape(impl_->indexTy, shapeOfType(v.getType()));
+  unsigned w = e.getIntOrFloatBitWidth(), iw = impl_->indexTy.getIntOrFloatBitWidth();
+  if (w == iw) return a;
+  if (w == 1) return W(arith::ExtUIOp::create(B, L, t, v));
+  if (w < iw) return W(arith::ExtSIOp::create(B, L, t, v));
+  return W(arith::TruncIOp::create(B, L, t, v));
+}
+dsl::Value KernelBuilder::literalLike(dsl::Value like, double v) {
+  if (like.isFloat()) return constFloat(v);
+  if (like.isBool()) return constBool(v != 0);
+  if (v != (double)(int64_t)v) fail("fractional literal with an integer operand");
+  return constInt((int64_t)v);
+}
+
+dsl::Value KernelBuilder::load(dsl::Value ptr, dsl::Value offsets, dsl::Value mask,
+                               dsl::Value other) {
+  mlir::Value p = unwrap(ptr), off = unwrap(offsets);
+  auto shape = shapeOfType(off.getType());
+  Type storage = cast<sj::PtrType>(p.getType()).getElementType();
+  Type resElem = isa<FloatType>(storage) ? Type(B.getF32Type()) : elemOf(off.getType());
+  std::vector<int64_t> s(shape.begin(), shape.end());
+  mlir::Value m, o;
+  if (mask.valid()) m = unwrap(broadcastTo(mask, s));
+  if (other.valid()) o = unwrap(broadcastTo(other, s));
+  return W(sj::LoadOp::create(B, L, withShape(resElem, shape), p, off, m, o));
+}
+void KernelBuilder::store(dsl::Value ptr, dsl::Value offsets, dsl::Value value, dsl::Value mask) {
+  mlir::Value p = unwrap(ptr), off = unwrap(offsets);
+  std::vector<int64_t> s = offsets.shape();
+  mlir::Value v = unwrap(broadcastTo(value, s));
+  mlir::Value m;
+  if (mask.valid()) m = unwrap(broadcastTo(mask, s));
+  sj::StoreOp::create(B, L, p, off, v, m);
+}
+dsl::Value KernelBuilder::reduce(dsl::Value t, int axis, const std::string& kind) {
+  mlir::Value v = unwrap(t);
+  auto s = shapeOfType(v.getType());
+  if (axis < 0 || axis >= (int)s.size()) fail("reduce axis out of range");
+  std::vector<int64_t> rs(s.begin(), s.end());
+  rs.erase(rs.begin() + axis);
+  return W(sj::ReduceOp::create(B, L, withShape(elemOf(v.getType()), rs), v, axis, kind));
+}
+
+void KernelBuilder::ifThen(dsl::Value cond, const std::function<void()>& body) {
+  auto op = scf::IfOp::create(B, L, unwrap(cond), /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard g(B);
+  B.setInsertionPoint(op.thenBlock()->getTerminator());
+  body();
+}
+std::vector<dsl::Value> KernelBuilder::ifElse(
+    dsl::Value cond, const std::function<std::vector<dsl::Value>()>& thenBody,
+    const std::function<std::vector<dsl::Value>()>& elseBody) {
+  // Build both arms in a detached region first, to learn the result types.
+  auto build = [&](Block* blk, const std::function<std::vector<dsl::Value>()>& fn) {
+    OpBuilder::InsertionGuard g(B);
+    B.setInsertionPointToEnd(blk);
+    std::vector<mlir::Value> vs;
+    for (auto& v : fn()) vs.push_back(unwrap(v));
+    scf::YieldOp::create(B, L, vs);
+    return vs;
+  };
+  auto tmpThen = std::make_unique<Block>(), tmpElse = std::make_unique<Block>();
+  auto tv = build(tmpThen.get(), thenBody);
+  auto ev = build(tmpElse.get(), elseBody);
+  if (tv.size() != ev.size()) fail("ifElse arms yield different counts");
+  std::vector<Type> types;
+  for (size_t i = 0; i < tv.size(); ++i) {
+    if (tv[i].getType() != ev[i].getType()) fail("ifElse arms yield different types");
+    types.push_back(tv[i].getType());
+  }
+  auto op = scf::IfOp::create(B, L, types, unwrap(cond), /*addThenBlock=*/false,
+                              /*addElseBlock=*/false);
+  op.getThenRegion().push_back(tmpThen.release());
+  op.getElseRegion().push_back(tmpElse.release());
+  std::vector<dsl::Value> out;
+  for (auto r : op.getResults()) out.push_back(W(r));
+  return out;
+}
+std::vector<dsl::Value> KernelBuilder::forLoop(
+    dsl::Value lo, dsl::Value hi, dsl::Value step, const std::vector<dsl::Value>& inits,
+    const std::function<std::vector<dsl::Value>(dsl::Value, const std::vector<dsl::Value>&)>& body) {
+  std::vector<mlir::Value> iv;
+  for (auto& v : inits) iv.push_back(unwrap(v));
+  auto op = scf::ForOp::create(
+      B, L, unwrap(lo), unwrap(hi), unwrap(step), iv,
+      [&](OpBuilder& nb, Location, mlir::Value i, ValueRange iters) {
+        OpBuilder::InsertionGuard g(B);
+        B.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+        std::vector<dsl::Value> args;
+        for (auto a : iters) args.push_back(W(a));
+        std::vector<mlir::Value> next;
+        for (auto& v : body(W(i), args)) next.push_back(unwrap(v));
+        if (next.size() != iv.size()) fail("forLoop body yields the wrong number of values");
+        for (size_t k = 0; k < next.size(); ++k)
+          if (next[k].getType() != iv[k].getType()) fail("forLoop body changes a carried type");
+        scf::YieldOp::create(B, L, next);
+      });
+  std::vector<dsl::Value> out;
+  for (auto r : op.getResults()) out.push_back(W(r));
+  return out;
+}
+void KernelBuilder::returnIf(dsl::Value cond) { sj::ReturnIfOp::create(B, L, unwrap(cond)); }
+void KernelBuilder::reportError(dsl::Value err, dsl::Value code, dsl::Value a, dsl::Value b,
+                                dsl::Value c) {
+  auto i64 = [&](dsl::Value v) -> mlir::Value {
+    mlir::Value x = unwrap(v);
+    if (x.getType().isInteger(64)) return x;
+    return arith::ExtSIOp::create(B, L, B.getI64Type(), x);
+  };
+  sj::ReportErrorOp::create(B, L, unwrap(err), i64(code), i64(a), i64(b), i64(c));
+}
+
+void* KernelBuilder::finish() {
+  auto& I = *impl_;
+  OpBuilder::InsertionGuard g(I.b);
+  I.b.setInsertionPointToEnd(I.entry);
+  func::ReturnOp::create(I.b, I.loc);
+  I.func.setType(FunctionType::get(I.ctx, I.argTypes, {}));
+  for (size_t i = 0; i < I.argTypes.size(); ++i) {
+    I.func.setArgAttr(i, "sj.name", I.b.getStringAttr(I.argAttrs[i].first));
+    I.func.setArgAttr(i, "sj.role", I.b.getStringAttr(I.argAttrs[i].second));
+  }
+  if (failed(mlir::verify(I.module))) fail("the built kernel does not verify");
+  return I.module.getOperation();
+}
+#undef W
+#undef B
+#undef L
+
+// ---- composite math and operators -----------------------------------------------------------
+Value sigmoid(Value x) { auto* b = x.builder(); return 1.0 / (1.0 + b->exp(-x)); }
+Value silu(Value x) { return x * sigmoid(x); }
+Value softplus(Value x) {
+  auto* b = x.builder();
+  return b->select(x > 20.0, x, b->log1p(b->exp(x)));
+}
+Value cdiv(Value a, Value b) { return (a + b - 1) / b; }
+
+Value operator+(Value a, Value b) { return a.builder()->add(a, b); }
+Value operator-(Value a, Value b) { return a.builder()->sub(a, b); }
+Value operator*(Value a, Value b) { return a.builder()->mul(a, b); }
+Value operator/(Value a, Value b) { return a.builder()->div(a, b); }
+Value operator%(Value a, Value b) { return a.builder()->rem(a, b); }
+Value operator-(Value a) { return a.builder()->neg(a); }
+Value operator<(Value a, Value b) { return a.builder()->lt(a, b); }
+Value operator<=(Value a, Value b) { return a.builder()->le(a, b); }
+Value operator>(Value a, Value b) { return a.builder()->gt(a, b); }
+Value operator>=(Value a, Value b) { return a.builder()->ge(a, b); }
+Value operator==(Value a, Value b) { return a.builder()->eq(a, b); }
+Value operator!=(Value a, Value b) { return a.builder()->ne(a, b); }
+Value operator&&(Value a, Value b) { return a.builder()->logicalAnd(a, b); }
+Value operator||(Value a, Value b) { return a.builder()->logicalOr(a, b); }
+Value operator!(Value a) { return a.builder()->logicalNot(a); }
+
+#define SSMJIT_DSL_LITERAL_IMPL(T)                                                              \
+  Value operator+(Value a, T b) { return a + a.builder()->literalLike(a, (double)b); }          \
+  Value operator+(T a, Value b) { return b.builder()->literalLike(b, (double)a) + b; }          \
+  Value operator-(Value a, T b) { return a - a.builder()->literalLike(a, (double)b); }          \
+  Value operator-(T a, Value b) { return b.builder()->literalLike(b, (double)a) - b; }          \
+  Value operator*(Value a, T b) { return a * a.builder()->literalLike(a, (double)b); }          \
+  Value operator*(T a, Value b) { return b.builder()->literalLike(b, (double)a) * b; }          \
+  Value operator/(Value a, T b) { return a / a.builder()->literalLike(a, (double)b); }          \
+  Value operator/(T a, Value b) { return b.builder()->literalLike(b, (double)a) / b; }          \
+  Value operator%(Value a, T b) { return a % a.builder()->literalLike(a, (double)b); }          \
+  Value operator<(Value a, T b) { return a < a.builder()->literalLike(a, (double)b); }          \
+  Value operator<=(Value a, T b) { return a <= a.builder()->literalLike(a, (double)b); }        \
+  Value operator>(Value a, T b) { return a > a.builder()->literalLike(a, (double)b); }          \
+  Value operator>=(Value a, T b) { return a >= a.builder()->literalLike(a, (double)b); }        \
+  Value operator==(Value a, T b) { return a == a.builder()->literalLike(a, (double)b); }        \
+  Value operator!=(Value a, T b) { return a != a.builder()->literalLike(a, (double)b); }
+SSMJIT_DSL_LITERAL_IMPL(int)
+SSMJIT_DSL_LITERAL_IMPL(int64_t)
+SSMJIT_DSL_LITERAL_IMPL(double)
+#undef SSMJIT_DSL_LITERAL_IMPL
+
+}  // namespace ssmjit::dsl

@@ -1,0 +1,153 @@
+// The ssmjit kernel DSL: Triton-style block programs over tiles, written once in C++ against
+// symbolic sizes, strides and flags. Building a kernel yields the generic IR (sj dialect); the
+// compiler, not the author, maps tiles onto threads. No MLIR or CUDA in this header.
+//
+// Tiles have static power-of-two shapes (from "meta:*" block sizes). Scalars are uniform per
+// program. Binary operators broadcast like NumPy (scalar with tile, unit axes); C++ literals
+// take the other operand's element type. Integer math uses the kernel's index type (i32, or i64
+// when meta:index_bits = 64); float math is f32; conditions are i1.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ssmjit::dsl {
+
+class KernelBuilder;
+
+class Value {
+ public:
+  Value() = default;
+  Value(KernelBuilder* b, void* v) : b_(b), v_(v) {}
+  bool valid() const { return v_ != nullptr; }
+  KernelBuilder* builder() const { return b_; }
+  void* raw() const { return v_; }
+  std::vector<int64_t> shape() const;  // {} for a scalar
+  bool isFloat() const;
+  bool isBool() const;
+
+ private:
+  KernelBuilder* b_ = nullptr;
+  void* v_ = nullptr;  // an mlir::Value as an opaque pointer
+};
+
+// Storage class of a pointer argument; its exact dtype is bound by specialisation.
+enum class PtrClass { Float, Int };
+// Data pointers may be specialised on their alignment; metadata pointers (indices, cu_seqlens,
+// status records) never are.
+enum class PtrRole { Data, Metadata };
+
+class KernelBuilder {
+ public:
+  // `mlirContext` is an mlir::MLIRContext* with the sj dialects loaded (sj::registerDialects).
+  KernelBuilder(void* mlirContext, const std::string& name, int indexBits, int numWarps);
+  ~KernelBuilder();
+  KernelBuilder(const KernelBuilder&) = delete;
+  KernelBuilder& operator=(const KernelBuilder&) = delete;
+
+  // Kernel arguments, in order. Names are what the runtime fills by name.
+  Value ptrArg(const std::string& name, PtrClass cls, PtrRole role = PtrRole::Data);
+  Value intArg(const std::string& name);    // a size or a stride (index type)
+  Value floatArg(const std::string& name);  // an f32 scalar
+  Value flagArg(const std::string& name);   // an i1 flag, always bound by specialisation
+
+  Value programId(int axis);
+  Value range(int64_t n);                    // [0, n), n a power of two
+  Value constInt(int64_t v);                 // index type
+  Value constFloat(double v);
+  Value constBool(bool v);
+
+  Value splat(Value scalar, const std::vector<int64_t>& shape);
+  Value expandDims(Value t, int axis);
+  Value broadcastTo(Value t, const std::vector<int64_t>& shape);
+
+  Value load(Value ptr, Value offsets, Value mask = {}, Value other = {});
+  void store(Value ptr, Value offsets, Value value, Value mask = {});
+  Value reduce(Value t, int axis, const std::string& kind);  // "sum", "max", "min"
+
+  // Elementwise.
+  Value add(Value a, Value b);
+  Value sub(Value a, Value b);
+  Value mul(Value a, Value b);
+  Value div(Value a, Value b);   // float division, or signed integer division
+  Value rem(Value a, Value b);   // signed integer remainder
+  Value maximum(Value a, Value b);
+  Value minimum(Value a, Value b);
+  Value lt(Value a, Value b);
+  Value le(Value a, Value b);
+  Value gt(Value a, Value b);
+  Value ge(Value a, Value b);
+  Value eq(Value a, Value b);
+  Value ne(Value a, Value b);
+  Value logicalAnd(Value a, Value b);
+  Value logicalOr(Value a, Value b);
+  Value logicalNot(Value a);
+  Value select(Value c, Value a, Value b);
+  Value neg(Value a);
+  Value exp(Value a);
+  Value log(Value a);
+  Value log1p(Value a);
+  Value toFloat(Value a);  // index -> f32
+  Value toIndex(Value a);  // i32/i64/i1 -> index type
+  Value literalLike(Value like, double v);
+
+  // Control flow. Conditions are scalars (uniform per program).
+  void ifThen(Value cond, const std::function<void()>& body);
+  std::vector<Value> ifElse(Value cond, const std::function<std::vector<Value>()>& thenBody,
+                            const std::function<std::vector<Value>()>& elseBody);
+  // for (iv = lo; iv < hi; iv += step) with loop-carried values; body returns the next values.
+  std::vector<Value> forLoop(Value lo, Value hi, Value step, const std::vector<Value>& inits,
+                             const std::function<std::vector<Value>(Value iv,
+                                                                    const std::vector<Value>&)>& body);
+  void returnIf(Value cond);
+  void reportError(Value errPtr, Value code, Value a, Value b, Value c);
+
+  // Finishes the kernel and returns its module (an mlir::ModuleOp) as an opaque pointer owned by
+  // the caller's MLIRContext. Used by compileKernel.
+  void* finish();
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Composite math, written once for every kernel.
+Value sigmoid(Value x);
+Value silu(Value x);
+Value softplus(Value x);  // x > 20 ? x : log1p(exp(x)), as mamba_ssm computes it
+Value cdiv(Value a, Value b);
+
+// Operators (NumPy broadcasting; literals take the other side's type).
+Value operator+(Value a, Value b);
+Value operator-(Value a, Value b);
+Value operator*(Value a, Value b);
+Value operator/(Value a, Value b);
+Value operator%(Value a, Value b);
+Value operator-(Value a);
+Value operator<(Value a, Value b);
+Value operator<=(Value a, Value b);
+Value operator>(Value a, Value b);
+Value operator>=(Value a, Value b);
+Value operator==(Value a, Value b);
+Value operator!=(Value a, Value b);
+Value operator&&(Value a, Value b);
+Value operator||(Value a, Value b);
+Value operator!(Value a);
+#define SSMJIT_DSL_LITERAL_OPS(T)                                                             \
+  Value operator+(Value a, T b);  Value operator+(T a, Value b);                               \
+  Value operator-(Value a, T b);  Value operator-(T a, Value b);                               \
+  Value operator*(Value a, T b);  Value operator*(T a, Value b);                               \
+  Value operator/(Value a, T b);  Value operator/(T a, Value b);                               \
+  Value operator%(Value a, T b);                               \
+  Value operator<(Value a, T b);  Value operator<=(Value a, T b);                              \
+  Value operator>(Value a, T b);  Value operator>=(Value a, T b);                              \
+  Value operator==(Value a, T b); Value operator!=(Value a, T b);
+SSMJIT_DSL_LITERAL_OPS(int)
+SSMJIT_DSL_LITERAL_OPS(int64_t)
+SSMJIT_DSL_LITERAL_OPS(double)
+#undef SSMJIT_DSL_LITERAL_OPS
+
+}  // namespace ssmjit::dsl

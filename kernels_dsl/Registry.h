@@ -1,0 +1,27 @@
+// The kernel definitions written in the DSL, by name. MLIR-free.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "compiler/Specialization.h"
+
+namespace ssmjit::dsl {
+class KernelBuilder;
+
+struct KernelDef {
+  std::string name;
+  // Builds the generic kernel. Reads only "meta:*" values of the specialisation (block sizes,
+  // warps, index bits): everything else stays symbolic until the specialise pass binds it.
+  std::function<void(KernelBuilder&, const Specialization&)> build;
+  // Fills the "meta:*" values a call did not set (block sizes by heuristic). Cheap: runs per call.
+  std::function<void(Specialization&)> chooseMeta;
+};
+
+// Throws ssmjit::Error(InvalidArgument) naming the unknown kernel and listing the known ones.
+const KernelDef& findKernel(const std::string& name);
+std::vector<std::string> kernelNames();
+// findKernel(spec.kernel).chooseMeta(spec).
+void completeSpecialization(Specialization& spec);
+
+}  // namespace ssmjit::dsl

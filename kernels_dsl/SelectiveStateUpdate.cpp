@@ -1,0 +1,146 @@
+// Selective state update (Mamba-1 and Mamba-2 decode), one or L tokens per sequence, written once
+// in the DSL. Algorithm 1 of the speculative-decoding design: load the state tile once, run the L
+// tokens with the state in registers, write y per token, store the state once (or per token, or
+// not at all). See SelectiveStateUpdate.h for the argument contract.
+#include "kernels_dsl/SelectiveStateUpdate.h"
+
+#include <algorithm>
+
+#include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/Registry.h"
+
+namespace ssmjit::kernels {
+using namespace dsl;
+
+namespace {
+
+int64_t nextPow2(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+void build(KernelBuilder& k, const Specialization& spec) {
+  const int64_t BP = spec.get("meta:BLOCK_P"), BN = spec.get("meta:BLOCK_N");
+  auto F = PtrClass::Float;
+  Value state = k.ptrArg("state", F), x = k.ptrArg("x", F), dt = k.ptrArg("dt", F),
+        A = k.ptrArg("A", F), Bp = k.ptrArg("B", F), Cp = k.ptrArg("C", F),
+        Dp = k.ptrArg("D", F), z = k.ptrArg("z", F), dtBias = k.ptrArg("dt_bias", F),
+        out = k.ptrArg("out", F);
+  Value stateIdx = k.ptrArg("state_idx", PtrClass::Int, PtrRole::Metadata);
+  Value dstIdx = k.ptrArg("dst_idx", PtrClass::Int, PtrRole::Metadata);
+  Value err = k.ptrArg("err", PtrClass::Int, PtrRole::Metadata);
+  Value batch = k.intArg("batch"), nslots = k.intArg("nslots"), H = k.intArg("H"),
+        P = k.intArg("P"), N = k.intArg("N"), G = k.intArg("G"), L = k.intArg("L");
+  (void)batch;
+  Value dtMin = k.floatArg("dt_min"), dtMax = k.floatArg("dt_max");
+  auto I = [&](const char* n) { return k.intArg(n); };
+  Value sStSlot = I("s_state_slot"), sStH = I("s_state_h"), sStP = I("s_state_p"),
+        sStN = I("s_state_n");
+  Value sXb = I("s_x_b"), sXl = I("s_x_l"), sXh = I("s_x_h"), sXp = I("s_x_p");
+  Value sDtb = I("s_dt_b"), sDtl = I("s_dt_l"), sDth = I("s_dt_h"), sDtp = I("s_dt_p");
+  Value sAh = I("s_A_h"), sAp = I("s_A_p"), sAn = I("s_A_n");
+  Value sBb = I("s_B_b"), sBl = I("s_B_l"), sBg = I("s_B_g"), sBn = I("s_B_n");
+  Value sCb = I("s_C_b"), sCl = I("s_C_l"), sCg = I("s_C_g"), sCn = I("s_C_n");
+  Value sDh = I("s_D_h"), sDp = I("s_D_p");
+  Value sZb = I("s_z_b"), sZl = I("s_z_l"), sZh = I("s_z_h"), sZp = I("s_z_p");
+  Value sBiasH = I("s_dtb_h"), sBiasP = I("s_dtb_p");
+  Value sOb = I("s_out_b"), sOl = I("s_out_l"), sOh = I("s_out_h"), sOp = I("s_out_p");
+  Value sIdxB = I("s_idx_b"), sDstB = I("s_dst_b"), sDstL = I("s_dst_l");
+  Value hasD = k.flagArg("has_D"), hasZ = k.flagArg("has_z"), hasBias = k.flagArg("has_dt_bias"),
+        softplusOn = k.flagArg("dt_softplus"), hasClamp = k.flagArg("has_clamp"),
+        hasIdx = k.flagArg("has_state_idx"), perHead = k.flagArg("per_head");
+  Value stateWrite = k.intArg("state_write");
+
+  Value pidP = k.programId(0), b = k.programId(1), h = k.programId(2);
+
+  // Which slot this sequence reads; -1 is a pad row, skipped with its outputs untouched.
+  Value slot = k.ifElse(hasIdx, [&] { return std::vector<Value>{k.load(stateIdx, b * sIdxB)}; },
+                        [&] { return std::vector<Value>{b}; })[0];
+  k.returnIf(slot == -1);
+  Value badSlot = (slot < 0) || (slot >= nslots);
+  k.ifThen(badSlot, [&] {
+    k.reportError(err, k.constInt(kErrSlotOutOfRange), b, slot, nslots);
+  });
+  k.returnIf(badSlot);
+
+  Value offsP = pidP * BP + k.range(BP);
+  Value offsN = k.range(BN);
+  Value maskP = offsP < P, maskN = offsN < N;
+  Value mask2 = k.expandDims(maskP, 1) && k.expandDims(maskN, 0);
+  Value g = h / (H / G);
+
+  auto stateOffsets = [&](Value s) {
+    return s * sStSlot + h * sStH + k.expandDims(offsP, 1) * sStP + k.expandDims(offsN, 0) * sStN;
+  };
+  Value st = k.load(state, stateOffsets(slot), mask2, k.constFloat(0));
+
+  // Loop invariants: A (per element, or one value per head), D, dt_bias.
+  Value Av = k.ifElse(perHead,
+                      [&] { return std::vector<Value>{k.splat(k.load(A, h * sAh), {BP, BN})}; },
+                      [&] {
+                        return std::vector<Value>{k.load(
+                            A, h * sAh + k.expandDims(offsP, 1) * sAp + k.expandDims(offsN, 0) * sAn,
+                            mask2, k.constFloat(0))};
+                      })[0];
+  Value zeroP = k.splat(k.constFloat(0), {BP});
+  Value biasV = k.ifElse(hasBias,
+                         [&] { return std::vector<Value>{k.load(dtBias, h * sBiasH + offsP * sBiasP, maskP, k.constFloat(0))}; },
+                         [&] { return std::vector<Value>{zeroP}; })[0];
+  Value Dv = k.ifElse(hasD,
+                      [&] { return std::vector<Value>{k.load(Dp, h * sDh + offsP * sDp, maskP, k.constFloat(0))}; },
+                      [&] { return std::vector<Value>{zeroP}; })[0];
+
+  Value finalState = k.forLoop(k.constInt(0), L, k.constInt(1), {st}, [&](Value t, const std::vector<Value>& carried) {
+    Value s = carried[0];
+    Value xv = k.load(x, b * sXb + t * sXl + h * sXh + offsP * sXp, maskP, k.constFloat(0));
+    Value dtv = k.load(dt, b * sDtb + t * sDtl + h * sDth + offsP * sDtp, maskP, k.constFloat(0));
+    dtv = dtv + biasV;
+    dtv = k.ifElse(softplusOn, [&] { return std::vector<Value>{softplus(dtv)}; },
+                   [&] { return std::vector<Value>{dtv}; })[0];
+    dtv = k.ifElse(hasClamp, [&] { return std::vector<Value>{k.minimum(k.maximum(dtv, dtMin), dtMax)}; },
+                   [&] { return std::vector<Value>{dtv}; })[0];
+    Value Bv = k.load(Bp, b * sBb + t * sBl + g * sBg + offsN * sBn, maskN, k.constFloat(0));
+    Value Cv = k.load(Cp, b * sCb + t * sCl + g * sCg + offsN * sCn, maskN, k.constFloat(0));
+    Value dt2 = k.expandDims(dtv, 1);
+    s = s * k.exp(Av * dt2) + k.expandDims(Bv, 0) * k.expandDims(dtv * xv, 1);
+    Value y = k.reduce(s * k.expandDims(Cv, 0), 1, "sum");
+    y = y + xv * Dv;
+    y = k.ifElse(hasZ, [&] {
+          Value zv = k.load(z, b * sZb + t * sZl + h * sZh + offsP * sZp, maskP, k.constFloat(0));
+          return std::vector<Value>{y * silu(zv)};
+        }, [&] { return std::vector<Value>{y}; })[0];
+    k.store(out, b * sOb + t * sOl + h * sOh + offsP * sOp, y, maskP);
+    // Per-token snapshots: the state after token t into slot dst_idx[b, t] (-1: none).
+    k.ifThen(stateWrite == 2, [&] {
+      Value dslot = k.load(dstIdx, b * sDstB + t * sDstL);
+      Value bad = (dslot != -1) && ((dslot < 0) || (dslot >= nslots));
+      k.ifThen(bad, [&] { k.reportError(err, k.constInt(kErrDstSlotOutOfRange), b, dslot, nslots); });
+      k.ifThen((dslot != -1) && !bad, [&] { k.store(state, stateOffsets(dslot), s, mask2); });
+    });
+    return std::vector<Value>{s};
+  })[0];
+
+  k.ifThen(stateWrite == 0, [&] { k.store(state, stateOffsets(slot), finalState, mask2); });
+}
+
+// Block sizes: the whole state row (N) in one tile; enough rows of P that each thread holds about
+// 16 state values with 4 warps, keeping the state in registers across all L tokens.
+void chooseMeta(Specialization& s) {
+  const int64_t P = s.get("P"), N = s.get("N");
+  if (!s.find("meta:BLOCK_N")) s.set("meta:BLOCK_N", std::max<int64_t>(4, nextPow2(N)));
+  const int64_t BN = s.get("meta:BLOCK_N");
+  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);
+  if (!s.find("meta:BLOCK_P")) {
+    int64_t bp = std::max<int64_t>(1, 2048 / BN);
+    bp = std::min(bp, std::max<int64_t>(1, nextPow2(P)));
+    s.set("meta:BLOCK_P", bp);
+  }
+  if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
+}
+
+}  // namespace
+
+KernelDef selectiveStateUpdateKernel() { return {kSsuKernel, build, chooseMeta}; }
+
+}  // namespace ssmjit::kernels
