@@ -114,3 +114,11 @@ LogicalResult ReduceOp::verify() {
   if (k != "sum" && k != "max" && k != "min") return emitOpError("kind must be sum, max or min");
   return success();
 }
+
+Operation* SJDialect::materializeConstant(OpBuilder& builder, Attribute value, Type type,
+                                          Location loc) {
+  if (auto typed = dyn_cast<TypedAttr>(value))
+    if (arith::ConstantOp::isBuildableWith(typed, type))
+      return arith::ConstantOp::create(builder, loc, type, typed);
+  return nullptr;
+}

@@ -14,6 +14,8 @@ def SJ_Dialect : Dialect {
   let cppNamespace = "::ssmjit::sj";
   let summary = "ssmjit block programs over tiles";
   let useDefaultTypePrinterParser = 1;
+  // Folders (splat of a constant) produce attributes; arith.constant materialises them.
+  let hasConstantMaterializer = 1;
 }
 
 class SJ_Type<string name, string typeMnemonic> : TypeDef<SJ_Dialect, name> {

@@ -1,0 +1,81 @@
+// The JIT pipeline on the CPU: DSL -> generic IR -> specialised IR -> CUDA C++ -> NVRTC.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "compiler/Nvrtc.h"
+#include "kernels_dsl/CompileKernel.h"
+#include "kernels_dsl/Registry.h"
+#include "kernels_dsl/SelectiveStateUpdate.h"
+#include "ssmjit/error.h"
+
+namespace ssmjit {
+namespace {
+
+// A Mamba-2 2.7B decode specialisation as the op builds it (contiguous tensors, batch dynamic).
+Specialization mamba2Spec(int L, ScalarType stateDtype, bool hasZ, const std::string& arch) {
+  Specialization s;
+  s.kernel = kernels::kSsuKernel;
+  s.arch = arch;
+  const int64_t H = 80, P = 64, N = 128, G = 1;
+  for (auto [k, v] : std::map<std::string, int64_t>{{"H", H}, {"P", P}, {"N", N}, {"G", G}, {"L", L}})
+    s.set(k, v);
+  s.set("has_D", 1).set("has_z", hasZ).set("has_dt_bias", 1).set("dt_softplus", 1).set("has_clamp", 0);
+  s.set("has_state_idx", 1).set("per_head", 1).set("state_write", 0);
+  s.set("s_state_n", 1).set("s_x_p", 1).set("s_dt_p", 0).set("s_dt_h", 1).set("s_A_p", 0).set("s_A_n", 0);
+  s.set("s_A_h", 1).set("s_B_n", 1).set("s_C_n", 1).set("s_D_p", 0).set("s_D_h", 1).set("s_z_p", 1);
+  s.set("s_dtb_p", 0).set("s_dtb_h", 1).set("s_out_p", 1).set("s_idx_b", 1);
+  for (const char* d : {"s_state_slot", "s_state_h", "s_state_p", "s_x_b", "s_x_l", "s_x_h", "s_dt_b",
+                        "s_dt_l", "s_B_b", "s_B_l", "s_B_g", "s_C_b", "s_C_l", "s_C_g", "s_z_b", "s_z_l",
+                        "s_z_h", "s_out_b", "s_out_l", "s_out_h", "s_dst_b", "s_dst_l"})
+    s.set(std::string("div:") + d, 16);
+  s.set("dtype:state", (int)stateDtype);
+  for (const char* p : {"x", "dt", "A", "B", "C", "D", "z", "dt_bias", "out"})
+    s.set(std::string("dtype:") + p, (int)ScalarType::F32);
+  s.set("dtype:state_idx", (int)ScalarType::I32).set("dtype:dst_idx", (int)ScalarType::I32);
+  s.set("dtype:err", (int)ScalarType::I64);
+  for (const char* p : {"state", "x", "dt", "A", "B", "C", "D", "z", "dt_bias", "out"})
+    s.set(std::string("align:") + p, 16);
+  dsl::completeSpecialization(s);
+  return s;
+}
+
+TEST(Pipeline, StagesOfTheStateUpdate) {
+  std::map<std::string, std::string> stages;
+  PipelineOptions o;
+  o.runNvrtc = false;
+  o.onStage = [&](const std::string& k, const std::string& v) { stages[k] = v; };
+  CompiledKernel k = compileKernel(mamba2Spec(4, ScalarType::F32, true, "sm_90a"), o);
+  ASSERT_TRUE(stages.count("generic"));
+  EXPECT_NE(stages["generic"].find("sj.load"), std::string::npos);
+  EXPECT_NE(stages["generic"].find("scf.for"), std::string::npos) << "the token loop is generic";
+  EXPECT_NE(stages["generic"].find("has_z"), std::string::npos);
+  // Bound flags and sizes are gone from the signature; batch stays dynamic.
+  EXPECT_EQ(stages["specialize"].find("\"has_z\""), std::string::npos);
+  EXPECT_NE(stages["specialize"].find("\"nslots\""), std::string::npos) << "nslots stays dynamic";
+  EXPECT_EQ(stages["unroll-loops"].find("scf.for"), std::string::npos) << "L = 4 is unrolled";
+  EXPECT_NE(stages["assign-layouts"].find("sj.layouts"), std::string::npos);
+  const std::string& cuda = stages["cuda"];
+  EXPECT_NE(cuda.find("__global__"), std::string::npos);
+  EXPECT_NE(cuda.find("ssm_ld<4>"), std::string::npos) << "fp32 state rows load as 16-byte vectors\n" << cuda;
+  bool hasBatch = false;
+  for (auto& p : k.params) hasBatch |= p.name == "batch";
+  EXPECT_FALSE(hasBatch) << "batch is unused by the kernel body (the grid carries it)";
+}
+
+TEST(Pipeline, CompilesThroughNvrtcForHopperAndAmpere) {
+  std::string why;
+  if (!nvrtcAvailable(&why)) GTEST_SKIP() << "NVRTC not loadable: " << why;
+  for (const char* arch : {"sm_90a", "sm_80"})
+    for (ScalarType st : {ScalarType::F32, ScalarType::BF16, ScalarType::F16})
+      for (int L : {1, 8}) {
+        CompiledKernel k = compileKernel(mamba2Spec(L, st, L == 1, arch));
+        EXPECT_FALSE(k.cubin.empty()) << arch;
+        EXPECT_FALSE(k.ptx.empty()) << arch;
+        EXPECT_GT(k.resources.registers, 0) << k.compileLog;
+        EXPECT_EQ(k.resources.spillStoreBytes, 0) << "spills for " << arch << " L=" << L << "\n" << k.compileLog;
+      }
+}
+
+}  // namespace
+}  // namespace ssmjit
