@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine from an installed tree (default .gpu): the GPU test suite, the
+# compute-sanitizer checks, the demo and the benchmarks. Writes logs under $OUT when set.
+set -uo pipefail
+PREFIX=${1:-.gpu}
+OUT=${OUT:-/tmp/ssmjit-gpu}
+mkdir -p "$OUT"
+export PATH=/usr/local/cuda/bin:$PATH
+export SSMJIT_CACHE_DIR=$(mktemp -d)
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
+status=0
+echo "== GPU tests"
+"$PREFIX/bin/ssmjit_gpu_tests" --gtest_brief=1 2>&1 | tee "$OUT/gpu_tests.log" | tail -25 || status=1
+echo "== CPU tests (on the GPU machine)"
+"$PREFIX/bin/ssmjit_tests" --gtest_brief=1 2>&1 | tee "$OUT/cpu_tests.log" | tail -5 || status=1
+for tool in memcheck racecheck; do
+  echo "== compute-sanitizer $tool"
+  compute-sanitizer --tool $tool --error-exitcode 3 "$PREFIX/bin/ssmjit_gpu_tests" \
+    --gtest_filter="${SANITIZER_FILTER:-*Sanitizer*:*SmallShapes*}" --gtest_brief=1 > "$OUT/sanitizer_$tool.log" 2>&1
+  rc=$?; tail -4 "$OUT/sanitizer_$tool.log"; echo "$tool exit $rc"; [ $rc -eq 0 ] || status=1
+done
+echo "== demo"
+"$PREFIX/bin/ssmjit" demo 2>&1 | tee "$OUT/demo.log" | tail -15 || status=1
+echo "== bench"
+"$PREFIX/bin/ssmjit" bench ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -60 || status=1
+exit $status
