@@ -2,6 +2,7 @@
 // runtime, wrap the buffers as tensor views, call the op on a stream, compare with the float64
 // reference.
 #include <cuda_runtime.h>
+#include <ssmjit/error.h>
 #include <ssmjit/ops.h>
 #include <ssmjit/reference.h>
 

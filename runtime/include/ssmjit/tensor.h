@@ -4,10 +4,6 @@
 #include <initializer_list>
 #include <string>
 
-// DLPack declares DLTensor as a typedef of an anonymous struct, so it cannot be forward-declared;
-// the (header-only, ABI-stable since 0.6) dlpack.h is part of this header's interface.
-#include <dlpack/dlpack.h>
-
 namespace ssmjit {
 
 enum class DType : int { F32 = 0, F16 = 1, BF16 = 2, I32 = 3, I64 = 4 };
@@ -31,7 +27,39 @@ struct TensorView {
                                DeviceKind device = DeviceKind::CUDA, int deviceId = 0);
   // Zero-copy view of a DLPack tensor (kDLCUDA or kDLCPU; float32/16, bfloat16, int32/64).
   // Throws ssmjit::Error naming `argName` for anything else.
-  static TensorView fromDLPack(const DLTensor& t, const char* argName = "tensor");
+  // A template over the DLTensor type because DLPack declares DLTensor as a typedef of an
+  // anonymous struct (it cannot be forward-declared) and dlpack.h is not everywhere: this header
+  // then needs no dlpack.h, and any DLPack from 0.6 on (same field names) works.
+  template <class DLTensorT>
+  static TensorView fromDLPack(const DLTensorT& t, const char* argName = "tensor") {
+    DLPackFields f;
+    f.data = t.data;
+    f.deviceType = static_cast<int>(t.device.device_type);
+    f.deviceId = t.device.device_id;
+    f.ndim = t.ndim;
+    f.dtypeCode = t.dtype.code;
+    f.dtypeBits = t.dtype.bits;
+    f.dtypeLanes = t.dtype.lanes;
+    f.shape = t.shape;
+    f.strides = t.strides;
+    f.byteOffset = t.byte_offset;
+    return fromDLPackFields(f, argName);
+  }
+  // The DLTensor fields fromDLPack reads, with DLPack's numeric codes (kDLCPU = 1, kDLCUDA = 2;
+  // kDLInt = 0, kDLFloat = 2, kDLBfloat = 4).
+  struct DLPackFields {
+    void* data = nullptr;
+    int deviceType = 0;
+    int deviceId = 0;
+    int ndim = 0;
+    int dtypeCode = 0;
+    int dtypeBits = 0;
+    int dtypeLanes = 1;
+    const int64_t* shape = nullptr;
+    const int64_t* strides = nullptr;  // nullptr: compact row-major
+    uint64_t byteOffset = 0;
+  };
+  static TensorView fromDLPackFields(const DLPackFields& f, const char* argName = "tensor");
 
   bool defined() const { return data != nullptr; }
   int64_t numel() const;

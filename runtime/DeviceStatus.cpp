@@ -1,0 +1,93 @@
+// Device status record: one per context, read back and reset by checkDeviceErrors.
+#include "runtime/DeviceStatus.h"
+
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+#include "kernels_dsl/SelectiveStateUpdate.h"
+#include "runtime/Driver.h"
+#include "ssmjit/error.h"
+#include "ssmjit/ops.h"
+
+namespace ssmjit {
+namespace {
+
+std::mutex gMutex;
+std::unordered_map<CUcontext, CUdeviceptr> gRecords;
+
+// The last (context, record) this thread saw: the per-call path skips the mutex.
+thread_local CUcontext tLastCtx = nullptr;
+thread_local CUdeviceptr tLastRecord = 0;
+
+CUdeviceptr recordFor(CUcontext ctx) {
+  if (ctx == tLastCtx && tLastRecord) return tLastRecord;
+  std::lock_guard<std::mutex> lock(gMutex);
+  auto it = gRecords.find(ctx);
+  if (it == gRecords.end()) {
+    const driver::Api& a = driver::api();
+    CUdeviceptr p = 0;
+    CUresult r = a.cuMemAlloc(&p, kDeviceStatusWords * sizeof(int64_t));
+    if (r == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+      driver::check(r, "cuMemAlloc(device status record, 32 bytes) during a CUDA graph capture: "
+                       "run the op once outside capture first");
+    driver::check(r, "cuMemAlloc(device status record, 32 bytes)");
+    // Synchronous copy so that the zeros are in place before any stream can use the record.
+    static const int64_t zeros[kDeviceStatusWords] = {};
+    r = a.cuMemcpyHtoD(p, zeros, sizeof zeros);
+    if (r != CUDA_SUCCESS) {
+      a.cuMemFree(p);
+      driver::check(r, "cuMemcpyHtoD(zero the device status record)");
+    }
+    it = gRecords.emplace(ctx, p).first;
+  }
+  tLastCtx = ctx;
+  tLastRecord = it->second;
+  return it->second;
+}
+
+}  // namespace
+
+void* deviceStatusRecord() {
+  CUcontext ctx = driver::ensureContext();
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(recordFor(ctx)));
+}
+
+std::string deviceStatusMessage(const int64_t rec[kDeviceStatusWords]) {
+  const std::string b = std::to_string(rec[1]);
+  const std::string v = std::to_string(rec[2]);
+  const std::string bound = std::to_string(rec[3]);
+  switch (rec[0]) {
+    case 0:
+      return "no device error";
+    case kernels::kErrSlotOutOfRange:
+      return "selective_state_update: state_batch_indices[" + b + "] = " + v +
+             " is out of range [0, " + bound + ") and not -1 (padding); that row was skipped";
+    case kernels::kErrDstSlotOutOfRange:
+      // The record carries the row b only (kernels_dsl/SelectiveStateUpdate.h), not the token.
+      return "selective_state_update: dst_state_indices[" + b + ", :] holds " + v +
+             ", which is out of range [0, " + bound +
+             ") and not -1 (skip); that token's state write was skipped";
+  }
+  return "device status record holds unknown error code " + std::to_string(rec[0]) + " (row " + b +
+         ", value " + v + ", bound " + bound + ")";
+}
+
+void checkDeviceErrors(Stream stream) {
+  const driver::Api& a = driver::api();
+  CUstream s = static_cast<CUstream>(stream);
+  CUdeviceptr p = reinterpret_cast<uintptr_t>(deviceStatusRecord());
+  // Waits for the kernels queued before this call (a kernel fault surfaces here, named).
+  driver::check(a.cuStreamSynchronize(s), "checkDeviceErrors: cuStreamSynchronize");
+  int64_t rec[kDeviceStatusWords] = {};
+  driver::check(a.cuMemcpyDtoHAsync(rec, p, sizeof rec, s), "checkDeviceErrors: cuMemcpyDtoHAsync(status record)");
+  driver::check(a.cuStreamSynchronize(s), "checkDeviceErrors: cuStreamSynchronize(after copy)");
+  if (rec[0] == 0) return;
+  // Reset before throwing, so that the next check reports only new errors.
+  driver::check(a.cuMemsetD8Async(p, 0, sizeof rec, s), "checkDeviceErrors: cuMemsetD8Async(reset status record)");
+  driver::check(a.cuStreamSynchronize(s), "checkDeviceErrors: cuStreamSynchronize(after reset)");
+  const bool known = rec[0] == kernels::kErrSlotOutOfRange || rec[0] == kernels::kErrDstSlotOutOfRange;
+  throw Error(known ? Error::Kind::InvalidArgument : Error::Kind::Internal, deviceStatusMessage(rec));
+}
+
+}  // namespace ssmjit

@@ -1,0 +1,626 @@
+// selective_state_update and selective_state_update_tokens: one implementation for both ops and
+// both model forms. The arguments are checked once, here at the edge and before anything touches
+// the GPU; then the call is mapped onto the generic kernel's layout (see
+// kernels_dsl/SelectiveStateUpdate.h), specialised, and launched on the caller's stream.
+//
+// Hot path (a repeated call): the check, the ArgValue array, the list of bindings compared with a
+// per-thread memo of recent calls, one cuLaunchKernel. No allocation, no hashing of strings; the
+// Specialization is built (and the loader's cache consulted) only when the bindings change.
+#include <cuda.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "compiler/Specialization.h"
+#include "kernels_dsl/Registry.h"
+#include "kernels_dsl/SelectiveStateUpdate.h"
+#include "runtime/DeviceStatus.h"
+#include "runtime/Driver.h"
+#include "runtime/LoadedKernel.h"
+#include "runtime/ops/SelectiveStateUpdateCheck.h"
+#include "ssmjit/error.h"
+#include "ssmjit/ops.h"
+
+namespace ssmjit {
+namespace detail {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// The check. Cold code: it only builds strings when it throws.
+
+struct Dim {
+  int64_t size;
+  const char* name;
+};
+
+std::string listString(const int64_t* v, int n) {
+  std::string s = "(";
+  for (int i = 0; i < n; ++i) {
+    if (i) s += ", ";
+    s += std::to_string(v[i]);
+  }
+  return s + ")";
+}
+
+std::string dimSizes(const Dim* d, int n) {
+  std::string s = "(";
+  for (int i = 0; i < n; ++i) {
+    if (i) s += ", ";
+    s += std::to_string(d[i].size);
+  }
+  return s + ")";
+}
+
+std::string dimNames(const Dim* d, int n) {
+  std::string s;
+  for (int i = 0; i < n; ++i) {
+    if (i) s += ", ";
+    s += d[i].name;
+  }
+  return s;
+}
+
+std::string hexPtr(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llx",
+                static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p)));
+  return buf;
+}
+
+enum DTypeSet : unsigned { kFloat16Or32 = 0b00111, kF32Only = 0b00001, kIndexTypes = 0b11000 };
+
+bool inSet(DType t, unsigned set) { return (set >> static_cast<int>(t)) & 1u; }
+
+std::string setString(unsigned set) {
+  std::string s;
+  const DType all[] = {DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64};
+  int n = 0, k = 0;
+  for (DType t : all) n += inSet(t, set);
+  for (DType t : all) {
+    if (!inSet(t, set)) continue;
+    if (k) s += (k == n - 1) ? " or " : ", ";
+    s += dtypeName(t);
+    ++k;
+  }
+  return s;
+}
+
+class Checker {
+ public:
+  Checker(const char* op, DeviceKind device) : op_(op), device_(device) {}
+
+  [[noreturn]] void fail(const std::string& msg) const {
+    throw Error(Error::Kind::InvalidArgument, std::string(op_) + ": " + msg);
+  }
+
+  void setForm(const char* form) { form_ = form; }
+
+  void required(const char* name, const TensorView& t) const {
+    if (!t.defined())
+      fail(std::string(name) + " is required, got an undefined tensor (null data pointer)");
+  }
+
+  // Rank first (it decides how the other dims are read), then everything else in one go.
+  void rank(const char* name, const TensorView& t, const Dim* exp, int n) const {
+    if (t.ndim != n)
+      fail(std::string(name) + " has rank " + std::to_string(t.ndim) + " (shape " +
+           t.shapeString() + "), expected rank " + std::to_string(n) + " (" + dimNames(exp, n) +
+           ")" + form_);
+  }
+
+  // `zeroStrideOk`: the tensor may broadcast (stride 0) along axes of size > 1. Only inputs read
+  // once per program (A, D, dt_bias) may: the others are written, or indexed per row where a
+  // broadcast axis means the caller passed the wrong view.
+  void tensor(const char* name, const TensorView& t, const Dim* exp, int n, unsigned dtypes,
+              bool zeroStrideOk) const {
+    rank(name, t, exp, n);
+    for (int i = 0; i < n; ++i) {
+      if (t.shape[i] != exp[i].size)
+        fail(std::string(name) + " has shape " + t.shapeString() + ", expected " +
+             dimSizes(exp, n) + " [" + dimNames(exp, n) + "]: dim " + std::to_string(i) + " (" +
+             exp[i].name + ") is " + std::to_string(t.shape[i]) + ", expected " +
+             std::to_string(exp[i].size) + form_);
+    }
+    if (!inSet(t.dtype, dtypes))
+      fail(std::string(name) + " has dtype " + dtypeName(t.dtype) + ", expected " +
+           setString(dtypes));
+    if (t.device != device_)
+      fail(std::string(name) + " is a " + (t.device == DeviceKind::CUDA ? "CUDA" : "CPU") +
+           " tensor, expected a " + (device_ == DeviceKind::CUDA ? "CUDA" : "CPU") + " tensor");
+    if (device_ == DeviceKind::CUDA && t.deviceId != deviceId_)
+      fail(std::string(name) + " is on CUDA device " + std::to_string(t.deviceId) +
+           ", expected device " + std::to_string(deviceId_) + " (where state is)");
+    for (int i = 0; i < n; ++i) {
+      if (t.strides[i] < 0)
+        fail(std::string(name) + " has strides " + listString(t.strides, n) + " for shape " +
+             t.shapeString() + ": dim " + std::to_string(i) + " (" + exp[i].name +
+             ") has stride " + std::to_string(t.strides[i]) + ", expected a stride >= 0");
+      if (t.strides[i] == 0 && t.shape[i] > 1 && !zeroStrideOk)
+        fail(std::string(name) + " has strides " + listString(t.strides, n) + " for shape " +
+             t.shapeString() + ": dim " + std::to_string(i) + " (" + exp[i].name + ", size " +
+             std::to_string(t.shape[i]) +
+             ") has stride 0, expected a nonzero stride (the kernel takes no broadcast axis "
+             "here)");
+    }
+    const int eb = dtypeBytes(t.dtype);
+    if (reinterpret_cast<uintptr_t>(t.data) % static_cast<uintptr_t>(eb) != 0)
+      fail(std::string(name) + " has data pointer " + hexPtr(t.data) +
+           ", expected a multiple of its element size (" + dtypeName(t.dtype) + ": " +
+           std::to_string(eb) + " bytes)");
+  }
+
+  void optional(const char* name, const TensorView& t, const Dim* exp, int n, unsigned dtypes,
+                bool zeroStrideOk) const {
+    if (t.defined()) tensor(name, t, exp, n, dtypes, zeroStrideOk);
+  }
+
+  void setDeviceId(int id) { deviceId_ = id; }
+
+ private:
+  const char* op_;
+  DeviceKind device_;
+  int deviceId_ = 0;
+  const char* form_ = "";
+};
+
+constexpr int64_t kMaxGrid = 65535;  // gridDim.y (batch) and gridDim.z (heads)
+
+}  // namespace
+
+SsuDims checkSsuArgs(const SelectiveStateUpdateArgs& a, bool tokens, DeviceKind device,
+                     const char* op) {
+  Checker c(op, device);
+  SsuDims d;
+  d.tokens = tokens;
+
+  c.required("state", a.state);
+  if (a.state.ndim != 3 && a.state.ndim != 4)
+    c.fail("state has rank " + std::to_string(a.state.ndim) + " (shape " +
+           a.state.shapeString() +
+           "), expected rank 3 (slots, dim, dstate) for Mamba-1 or 4 (slots, nheads, headdim, "
+           "dstate) for Mamba-2");
+  d.mamba2 = a.state.ndim == 4;
+  c.setForm(d.mamba2 ? " (Mamba-2 form: state has rank 4)" : " (Mamba-1 form: state has rank 3)");
+  c.setDeviceId(a.state.deviceId);
+  d.S = a.state.shape[0];
+  if (d.mamba2) {
+    d.H = a.state.shape[1];
+    d.P = a.state.shape[2];
+    d.N = a.state.shape[3];
+  } else {
+    d.P = a.state.shape[1];
+    d.N = a.state.shape[2];
+  }
+  if (d.H < 1 || d.P < 1 || d.N < 1)
+    c.fail("state has shape " + a.state.shapeString() + ", expected every dim but slots (dim 0) >= 1");
+  if (d.H > kMaxGrid)
+    c.fail("state has nheads = " + std::to_string(d.H) + " (dim 1), expected at most " +
+           std::to_string(kMaxGrid) + " (one grid z row per head)");
+
+  // x fixes batch and the number of tokens; every other tensor is checked against them.
+  const char* pName = d.mamba2 ? "headdim" : "dim";
+  c.required("x", a.x);
+  {
+    Dim e[4];
+    int n = 0;
+    e[n++] = {-1, "batch"};
+    if (tokens) e[n++] = {-1, "tokens"};
+    if (d.mamba2) e[n++] = {-1, "nheads"};
+    e[n++] = {-1, pName};
+    c.rank("x", a.x, e, n);
+  }
+  d.batch = a.x.shape[0];
+  if (tokens) {
+    d.L = a.x.shape[1];
+    if (d.L < 1 || d.L > kMaxTokens)
+      c.fail("x has " + std::to_string(d.L) + " tokens (dim 1 of shape " + a.x.shapeString() +
+             "), expected 1 <= L <= " + std::to_string(kMaxTokens) + " (kMaxTokens)");
+  }
+  if (d.batch > kMaxGrid)
+    c.fail("x has batch = " + std::to_string(d.batch) + " (dim 0 of shape " + a.x.shapeString() +
+           "), expected at most " + std::to_string(kMaxGrid) + " (one grid y row per sequence)");
+
+  // The groups come from B: ngroups must divide nheads.
+  c.required("B", a.B);
+  if (d.mamba2) {
+    Dim e[4];
+    int n = 0;
+    e[n++] = {d.batch, "batch"};
+    if (tokens) e[n++] = {d.L, "tokens"};
+    e[n++] = {-1, "ngroups"};
+    e[n++] = {d.N, "dstate"};
+    c.rank("B", a.B, e, n);
+    d.G = a.B.shape[n - 2];
+    if (d.G < 1 || d.H % d.G != 0)
+      c.fail("B has shape " + a.B.shapeString() + " [" + dimNames(e, n) + "]: dim " +
+             std::to_string(n - 2) + " (ngroups) is " + std::to_string(d.G) +
+             ", expected a divisor of nheads H = " + std::to_string(d.H) + " (state dim 1)");
+  }
+
+  // Expected shapes, built front to back: [batch][tokens] then the per-form trailing dims.
+  auto lead = [&](Dim* e, int& n) {
+    e[n++] = {d.batch, "batch"};
+    if (tokens) e[n++] = {d.L, "tokens"};
+  };
+  Dim eX[4], eDt[3], eBC[4], eA[2], eHead[1], eIdx[1], eDst[2];
+  int nX = 0, nDt = 0, nBC = 0, nA = 0, nHead = 0, nIdx = 0, nDst = 0;
+  lead(eX, nX);
+  lead(eDt, nDt);
+  lead(eBC, nBC);
+  lead(eDst, nDst);
+  eIdx[nIdx++] = {d.batch, "batch"};
+  if (d.mamba2) {
+    eX[nX++] = {d.H, "nheads"};
+    eX[nX++] = {d.P, "headdim"};
+    eDt[nDt++] = {d.H, "nheads"};
+    eBC[nBC++] = {d.G, "ngroups"};
+    eBC[nBC++] = {d.N, "dstate"};
+    eA[nA++] = {d.H, "nheads"};
+    eHead[nHead++] = {d.H, "nheads"};
+  } else {
+    eX[nX++] = {d.P, "dim"};
+    eDt[nDt++] = {d.P, "dim"};
+    eBC[nBC++] = {d.N, "dstate"};
+    eA[nA++] = {d.P, "dim"};
+    eA[nA++] = {d.N, "dstate"};
+    eHead[nHead++] = {d.P, "dim"};
+  }
+  Dim eState[4];
+  int nState = 0;
+  eState[nState++] = {d.S, "slots"};
+  if (d.mamba2) eState[nState++] = {d.H, "nheads"};
+  eState[nState++] = {d.P, pName};
+  eState[nState++] = {d.N, "dstate"};
+
+  c.tensor("state", a.state, eState, nState, kFloat16Or32, false);
+  c.tensor("x", a.x, eX, nX, kFloat16Or32, false);
+  c.required("dt", a.dt);
+  c.tensor("dt", a.dt, eDt, nDt, kFloat16Or32, false);
+  c.required("A", a.A);
+  c.tensor("A", a.A, eA, nA, kF32Only, true);
+  c.tensor("B", a.B, eBC, nBC, kFloat16Or32, false);
+  c.required("C", a.C);
+  c.tensor("C", a.C, eBC, nBC, kFloat16Or32, false);
+  c.optional("D", a.D, eHead, nHead, kF32Only, true);
+  c.optional("z", a.z, eX, nX, kFloat16Or32, false);
+  c.optional("dt_bias", a.dt_bias, eHead, nHead, kF32Only, true);
+  c.required("out", a.out);
+  c.tensor("out", a.out, eX, nX, kFloat16Or32, false);
+  c.optional("state_batch_indices", a.state_batch_indices, eIdx, nIdx, kIndexTypes, false);
+
+  if (!a.state_batch_indices.defined() && d.S != d.batch)
+    c.fail("state has " + std::to_string(d.S) + " slots (dim 0 of shape " +
+           a.state.shapeString() + "), expected batch = " + std::to_string(d.batch) +
+           " when state_batch_indices is not given (sequence b uses slot b)");
+
+  const int sw = static_cast<int>(a.state_write);
+  if (sw < 0 || sw > 2)
+    c.fail("state_write is " + std::to_string(sw) + ", expected Final (0), None (1) or PerToken (2)");
+  if (a.state_write == StateWrite::PerToken) {
+    if (!a.dst_state_indices.defined())
+      c.fail("dst_state_indices is required with state_write = PerToken, got none (expected " +
+             dimSizes(eDst, nDst) + " [" + dimNames(eDst, nDst) + "], int32 or int64)");
+    c.tensor("dst_state_indices", a.dst_state_indices, eDst, nDst, kIndexTypes, false);
+  } else if (a.dst_state_indices.defined()) {
+    c.fail(std::string("dst_state_indices is given (shape ") + a.dst_state_indices.shapeString() +
+           "), expected none: state_write is " +
+           (a.state_write == StateWrite::Final ? "Final" : "None") +
+           " and only PerToken writes to destination slots");
+  }
+
+  if (std::isnan(a.dt_min) || std::isnan(a.dt_max))
+    c.fail("dt_min = " + std::to_string(a.dt_min) + ", dt_max = " + std::to_string(a.dt_max) +
+           ": expected numbers (dt_max <= dt_min disables the clamp)");
+  return d;
+}
+
+}  // namespace detail
+
+// -----------------------------------------------------------------------------------------------
+// The launch.
+namespace {
+
+// Argument indices in kSsuArgNames order; the static_asserts below keep the two lists in step.
+#define SSMJIT_SSU_ARGS(X)                                                                          \
+  X(state) X(x) X(dt) X(A) X(B) X(C) X(D) X(z) X(dt_bias) X(out) X(state_idx) X(dst_idx) X(err)     \
+  X(batch) X(nslots) X(H) X(P) X(N) X(G) X(L) X(dt_min) X(dt_max)                                   \
+  X(s_state_slot) X(s_state_h) X(s_state_p) X(s_state_n)                                            \
+  X(s_x_b) X(s_x_l) X(s_x_h) X(s_x_p)                                                               \
+  X(s_dt_b) X(s_dt_l) X(s_dt_h) X(s_dt_p)                                                           \
+  X(s_A_h) X(s_A_p) X(s_A_n)                                                                        \
+  X(s_B_b) X(s_B_l) X(s_B_g) X(s_B_n)                                                               \
+  X(s_C_b) X(s_C_l) X(s_C_g) X(s_C_n)                                                               \
+  X(s_D_h) X(s_D_p)                                                                                 \
+  X(s_z_b) X(s_z_l) X(s_z_h) X(s_z_p)                                                               \
+  X(s_dtb_h) X(s_dtb_p)                                                                             \
+  X(s_out_b) X(s_out_l) X(s_out_h) X(s_out_p)                                                       \
+  X(s_idx_b) X(s_dst_b) X(s_dst_l)                                                                  \
+  X(has_D) X(has_z) X(has_dt_bias) X(dt_softplus) X(has_clamp) X(has_state_idx) X(per_head)         \
+  X(state_write)
+
+enum Arg : int {
+#define SSMJIT_X(n) a_##n,
+  SSMJIT_SSU_ARGS(SSMJIT_X)
+#undef SSMJIT_X
+  a_count
+};
+
+constexpr bool sameName(const char* a, const char* b) {
+  while (*a && *a == *b) ++a, ++b;
+  return *a == *b;
+}
+
+static_assert(a_count == kernels::kSsuNumArgs, "Arg enum out of step with kSsuArgNames");
+#define SSMJIT_X(n) \
+  static_assert(sameName(kernels::kSsuArgNames[a_##n], #n), "Arg enum out of step: " #n);
+SSMJIT_SSU_ARGS(SSMJIT_X)
+#undef SSMJIT_X
+#undef SSMJIT_SSU_ARGS
+
+// Binding names, built once: "<arg>", "div:<arg>", "dtype:<arg>", "align:<arg>". A binding
+// refers to its name by address, so two calls bind the same names iff the pointers are equal.
+struct BindingNames {
+  std::string plain[kernels::kSsuNumArgs], div[kernels::kSsuNumArgs],
+      dtype[kernels::kSsuNumArgs], align[kernels::kSsuNumArgs];
+  std::string indexBits = "meta:index_bits";
+  BindingNames() {
+    for (int i = 0; i < kernels::kSsuNumArgs; ++i) {
+      plain[i] = kernels::kSsuArgNames[i];
+      div[i] = "div:" + plain[i];
+      dtype[i] = "dtype:" + plain[i];
+      align[i] = "align:" + plain[i];
+    }
+  }
+};
+
+struct Binding {
+  const std::string* name;
+  int64_t value;
+};
+static_assert(sizeof(Binding) == sizeof(void*) + sizeof(int64_t), "Binding is compared with memcmp");
+constexpr int kMaxBindings = 96;
+
+// The last few calls of this thread: their bindings, context and loaded kernel. The
+// specialisation (and so the kernel) is a function of the bindings and the context's arch, so an
+// equal list means the same kernel, found without building the Specialization, hashing it or
+// taking the loader's lock. Loaded kernels are never unloaded (LoadedKernel.h), so the pointers
+// stay valid.
+struct MemoSlot {
+  CUcontext ctx = nullptr;
+  const LoadedKernel* kernel = nullptr;
+  int64_t blockP = 0;
+  int count = 0;
+  Binding bindings[kMaxBindings];
+};
+constexpr int kMemoSlots = 4;
+
+int64_t alignClass(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  if (a % 16 == 0) return 16;
+  if (a % 8 == 0) return 8;
+  if (a % 4 == 0) return 4;
+  if (a % 2 == 0) return 2;
+  return 1;
+}
+
+int64_t nextPow2(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+ScalarType scalarType(DType t) {
+  static_assert(static_cast<int>(DType::F32) == static_cast<int>(ScalarType::F32) &&
+                    static_cast<int>(DType::F16) == static_cast<int>(ScalarType::F16) &&
+                    static_cast<int>(DType::BF16) == static_cast<int>(ScalarType::BF16) &&
+                    static_cast<int>(DType::I32) == static_cast<int>(ScalarType::I32) &&
+                    static_cast<int>(DType::I64) == static_cast<int>(ScalarType::I64),
+                "DType and ScalarType must agree");
+  return static_cast<ScalarType>(static_cast<int>(t));
+}
+
+// Kernel axes: b batch, l token, h head, p head dim (Mamba-1: channel), n state, g group,
+// s slot. A tensor's axes are listed by letter; kernel axes it lacks get stride 0.
+struct Layout {
+  const char* kernelAxes;  // the kernel's axes for this argument, in stride-argument order
+  int firstStride;         // Arg index of its first stride
+};
+
+void mapStrides(const TensorView& t, const char* tensorAxes, const Layout& lay,
+                const detail::SsuDims& d, ArgValue* v) {
+  for (int k = 0; lay.kernelAxes[k]; ++k) {
+    const char ax = lay.kernelAxes[k];
+    int64_t s = 0;
+    if (t.defined())
+      for (int i = 0; tensorAxes[i]; ++i)
+        if (tensorAxes[i] == ax) s = t.strides[i];
+    // A static axis of size 1 is never stepped along: its stride is 0 whatever the view says,
+    // so equal calls get equal specialisations (e.g. G = 1, or L = 1 in the tokens op).
+    int64_t size = 0;
+    switch (ax) {
+      case 'l': size = d.L; break;
+      case 'h': size = d.H; break;
+      case 'p': size = d.P; break;
+      case 'n': size = d.N; break;
+      case 'g': size = d.G; break;
+      default: size = 0; break;  // b and s stay dynamic: their strides are taken as given
+    }
+    if (size == 1) s = 0;
+    v[lay.firstStride + k].i64 = s;
+  }
+}
+
+// Whether 32-bit indexing covers one argument: every stride, and the largest element offset a
+// program can form. Sizes of the tiled axes are rounded up to their tile (tiles are powers of two
+// with BLOCK_P <= nextPow2(P) and BLOCK_N = max(4, nextPow2(N))), since masked lanes still compute
+// their offsets.
+bool offsetsFit32(const Layout& lay, const detail::SsuDims& d, const ArgValue* v) {
+  __int128 reach = 0;
+  for (int k = 0; lay.kernelAxes[k]; ++k) {
+    int64_t size = 1;
+    switch (lay.kernelAxes[k]) {
+      case 'b': size = d.batch; break;
+      case 'l': size = d.L; break;
+      case 'h': size = d.H; break;
+      case 'p': size = nextPow2(d.P); break;
+      case 'n': size = std::max<int64_t>(4, nextPow2(d.N)); break;
+      case 'g': size = d.G; break;
+      case 's': size = d.S; break;
+    }
+    const int64_t stride = v[lay.firstStride + k].i64;
+    if (stride > INT32_MAX) return false;  // passed as an int32 parameter with 32-bit indexing
+    if (size > 0) reach += static_cast<__int128>(size - 1) * stride;
+  }
+  return reach <= INT32_MAX;
+}
+
+void launchSsu(const SelectiveStateUpdateArgs& a, bool tokens, Stream stream) {
+  const char* op = tokens ? "selective_state_update_tokens" : "selective_state_update";
+  const detail::SsuDims d = detail::checkSsuArgs(a, tokens, DeviceKind::CUDA, op);
+  if (d.batch == 0) return;  // nothing to compute; the GPU is not touched
+
+  // ----- argument values, in kSsuArgNames order
+  ArgValue v[kernels::kSsuNumArgs];
+  const bool hasIdx = a.state_batch_indices.defined();
+  v[a_state].ptr = a.state.data;
+  v[a_x].ptr = a.x.data;
+  v[a_dt].ptr = a.dt.data;
+  v[a_A].ptr = a.A.data;
+  v[a_B].ptr = a.B.data;
+  v[a_C].ptr = a.C.data;
+  v[a_D].ptr = a.D.data;
+  v[a_z].ptr = a.z.data;
+  v[a_dt_bias].ptr = a.dt_bias.data;
+  v[a_out].ptr = a.out.data;
+  v[a_state_idx].ptr = a.state_batch_indices.data;
+  v[a_dst_idx].ptr = a.dst_state_indices.data;
+  v[a_batch].i64 = d.batch;
+  v[a_nslots].i64 = d.S;
+  v[a_H].i64 = d.H;
+  v[a_P].i64 = d.P;
+  v[a_N].i64 = d.N;
+  v[a_G].i64 = d.G;
+  v[a_L].i64 = d.L;
+  const bool clamp = a.dt_max > a.dt_min;
+  v[a_dt_min].f32 = a.dt_min;
+  v[a_dt_max].f32 = a.dt_max;
+
+  // Each tensor's axes by letter; the kernel's layouts are in SelectiveStateUpdate.h.
+  const bool m2 = d.mamba2;
+  const char* xAxes = m2 ? (tokens ? "blhp" : "bhp") : (tokens ? "blp" : "bp");
+  const char* dtAxes = m2 ? (tokens ? "blh" : "bh") : xAxes;
+  const char* bcAxes = m2 ? (tokens ? "blgn" : "bgn") : (tokens ? "bln" : "bn");
+  const char* headAxes = m2 ? "h" : "p";  // D, dt_bias (and A for Mamba-2)
+  static const Layout kState{"shpn", a_s_state_slot}, kX{"blhp", a_s_x_b}, kDt{"blhp", a_s_dt_b},
+      kA{"hpn", a_s_A_h}, kB{"blgn", a_s_B_b}, kC{"blgn", a_s_C_b}, kD{"hp", a_s_D_h},
+      kZ{"blhp", a_s_z_b}, kDtb{"hp", a_s_dtb_h}, kOut{"blhp", a_s_out_b}, kIdx{"b", a_s_idx_b},
+      kDst{"bl", a_s_dst_b};
+  mapStrides(a.state, m2 ? "shpn" : "spn", kState, d, v);
+  mapStrides(a.x, xAxes, kX, d, v);
+  mapStrides(a.dt, dtAxes, kDt, d, v);  // Mamba-2: no p axis, so s_dt_p = 0 (dt per head)
+  mapStrides(a.A, m2 ? "h" : "pn", kA, d, v);
+  mapStrides(a.B, bcAxes, kB, d, v);
+  mapStrides(a.C, bcAxes, kC, d, v);
+  mapStrides(a.D, headAxes, kD, d, v);
+  mapStrides(a.z, xAxes, kZ, d, v);
+  mapStrides(a.dt_bias, headAxes, kDtb, d, v);
+  mapStrides(a.out, xAxes, kOut, d, v);
+  mapStrides(a.state_batch_indices, "b", kIdx, d, v);
+  mapStrides(a.dst_state_indices, tokens ? "bl" : "b", kDst, d, v);
+
+  v[a_has_D].i64 = a.D.defined();
+  v[a_has_z].i64 = a.z.defined();
+  v[a_has_dt_bias].i64 = a.dt_bias.defined();
+  v[a_dt_softplus].i64 = a.dt_softplus;
+  v[a_has_clamp].i64 = clamp;
+  v[a_has_state_idx].i64 = hasIdx;
+  v[a_per_head].i64 = m2;
+  v[a_state_write].i64 = static_cast<int64_t>(a.state_write);
+
+  // ----- the bindings: everything the specialisation depends on, in a fixed order
+  static const BindingNames names;
+  Binding bind[kMaxBindings];
+  int nb = 0;
+  auto set = [&](const std::string& name, int64_t value) { bind[nb++] = Binding{&name, value}; };
+  for (int i : {a_H, a_P, a_N, a_G, a_L, a_has_D, a_has_z, a_has_dt_bias, a_dt_softplus,
+                a_has_clamp, a_has_state_idx, a_per_head, a_state_write})
+    set(names.plain[i], v[i].i64);
+  // Storage dtypes; an absent tensor is never read, so it binds a fixed dtype and the
+  // specialisation depends only on its flag.
+  const TensorView* ptrs[] = {&a.state, &a.x, &a.dt, &a.A, &a.B, &a.C, &a.D, &a.z, &a.dt_bias,
+                              &a.out, &a.state_batch_indices, &a.dst_state_indices};
+  for (int i = a_state; i <= a_dst_idx; ++i) {
+    const TensorView& t = *ptrs[i];
+    const DType dflt = i >= a_state_idx ? DType::I32 : DType::F32;
+    set(names.dtype[i], static_cast<int64_t>(scalarType(t.defined() ? t.dtype : dflt)));
+  }
+  // Alignment classes of data pointers only: index arrays and the status record are metadata
+  // whose addresses vary between calls; specialising on them would recompile mid-serving.
+  for (int i = a_state; i <= a_out; ++i) set(names.align[i], alignClass(v[i].ptr));
+  // Strides: 0 and 1 bind (they change the code: broadcast, contiguous); others stay dynamic
+  // with a divisibility class.
+  for (int i = a_s_state_slot; i <= a_s_dst_l; ++i) {
+    const int64_t s = v[i].i64;
+    if (s == 0 || s == 1)
+      set(names.plain[i], s);
+    else
+      set(names.div[i], s % 16 == 0 ? 16 : 1);
+  }
+  bool fits = true;
+  for (const Layout* l : {&kState, &kX, &kDt, &kA, &kB, &kC, &kD, &kZ, &kDtb, &kOut, &kIdx, &kDst})
+    fits = fits && offsetsFit32(*l, d, v);
+  set(names.indexBits, fits ? 32 : 64);
+
+  // ----- the kernel: a memo hit, or specialise, compile/load (cached) and remember
+  CUcontext ctx = driver::ensureContext();
+  thread_local MemoSlot memo[kMemoSlots];
+  thread_local unsigned memoNext = 0;
+  const MemoSlot* hit = nullptr;
+  for (const MemoSlot& m : memo) {
+    if (m.kernel && m.ctx == ctx && m.count == nb &&
+        std::memcmp(m.bindings, bind, sizeof(Binding) * static_cast<size_t>(nb)) == 0) {
+      hit = &m;
+      break;
+    }
+  }
+  if (!hit) {
+    Specialization spec;
+    spec.kernel = kernels::kSsuKernel;
+    spec.arch = driver::currentArch();
+    // Names are distinct by construction: append directly (set() would search for each).
+    spec.values.reserve(static_cast<size_t>(nb) + 8);
+    for (int i = 0; i < nb; ++i) spec.values.emplace_back(*bind[i].name, bind[i].value);
+    dsl::completeSpecialization(spec);
+    static const ArgSchema schema{kernels::kSsuArgNames, kernels::kSsuNumArgs};
+    const LoadedKernel& k = loadedKernel(spec, schema);
+    MemoSlot& m = memo[memoNext++ % kMemoSlots];
+    m.ctx = ctx;
+    m.kernel = &k;
+    m.blockP = spec.get("meta:BLOCK_P");
+    m.count = nb;
+    std::memcpy(m.bindings, bind, sizeof(Binding) * static_cast<size_t>(nb));
+    hit = &m;
+  }
+
+  v[a_err].ptr = deviceStatusRecord();
+  const int64_t bp = hit->blockP;
+  const unsigned grid[3] = {static_cast<unsigned>((d.P + bp - 1) / bp),
+                            static_cast<unsigned>(d.batch), static_cast<unsigned>(d.H)};
+  launchKernel(*hit->kernel, v, grid, static_cast<CUstream>(stream));
+}
+
+}  // namespace
+
+void selective_state_update(const SelectiveStateUpdateArgs& args, Stream stream) {
+  launchSsu(args, /*tokens=*/false, stream);
+}
+
+void selective_state_update_tokens(const SelectiveStateUpdateArgs& args, Stream stream) {
+  launchSsu(args, /*tokens=*/true, stream);
+}
+
+}  // namespace ssmjit

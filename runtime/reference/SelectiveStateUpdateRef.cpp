@@ -1,0 +1,240 @@
+// The float64 CPU reference of the selective-state-update ops (see ssmjit/reference.h).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "runtime/ops/SelectiveStateUpdateCheck.h"
+#include "ssmjit/error.h"
+#include "ssmjit/reference.h"
+
+namespace ssmjit::reference {
+namespace {
+
+// ----- 16-bit floats: `mant` fraction bits, `expo` exponent bits (fp16 10/5, bf16 7/8).
+
+uint16_t encode16(double v, int mant, int expo) {
+  const int bias = (1 << (expo - 1)) - 1;
+  const uint32_t infBits = ((1u << expo) - 1u) << mant;
+  const uint32_t sign = std::signbit(v) ? 0x8000u : 0u;
+  if (std::isnan(v)) return static_cast<uint16_t>(sign | infBits | (1u << (mant - 1)));
+  const double a = std::fabs(v);
+  if (std::isinf(a)) return static_cast<uint16_t>(sign | infBits);
+  if (a == 0) return static_cast<uint16_t>(sign);
+  int e = 0;
+  std::frexp(a, &e);
+  e -= 1;  // a in [2^e, 2^(e+1))
+  if (e > bias) return static_cast<uint16_t>(sign | infBits);
+  const int emin = 1 - bias;
+  // Scale so that one unit is the target's quantum at this exponent (exact: a power of two),
+  // then round to an integer with ties to even.
+  const int quantumExp = std::max(e, emin) - mant;
+  const auto r = static_cast<uint32_t>(std::nearbyint(std::ldexp(a, -quantumExp)));
+  uint32_t bits;
+  if (e < emin)
+    bits = r;  // subnormal; r == 2^mant is the smallest normal, which has the same bits
+  else
+    bits = (static_cast<uint32_t>(e + bias) << mant) + (r - (1u << mant));  // carry may reach inf
+  return static_cast<uint16_t>(sign | bits);
+}
+
+double decode16(uint16_t h, int mant, int expo) {
+  const int bias = (1 << (expo - 1)) - 1;
+  const bool neg = h & 0x8000u;
+  const uint32_t e = (h >> mant) & ((1u << expo) - 1u);
+  const uint32_t m = h & ((1u << mant) - 1u);
+  double v;
+  if (e == (1u << expo) - 1u)
+    v = m ? std::nan("") : INFINITY;
+  else if (e == 0)
+    v = std::ldexp(static_cast<double>(m), 1 - bias - mant);
+  else
+    v = std::ldexp(static_cast<double>(m | (1u << mant)), static_cast<int>(e) - bias - mant);
+  return neg ? -v : v;
+}
+
+// ----- elements as double
+
+double load(const TensorView& t, int64_t off) {
+  const char* p = static_cast<const char*>(t.data) + off * dtypeBytes(t.dtype);
+  switch (t.dtype) {
+    case DType::F32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
+    case DType::F16:
+    case DType::BF16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return t.dtype == DType::F16 ? fromHalfBits(h) : fromBFloat16Bits(h);
+    }
+    case DType::I32: {
+      int32_t i;
+      std::memcpy(&i, p, 4);
+      return i;
+    }
+    case DType::I64: {
+      int64_t i;
+      std::memcpy(&i, p, 8);
+      return static_cast<double>(i);
+    }
+  }
+  throw Error(Error::Kind::Internal, "reference: unknown dtype");
+}
+
+int64_t loadIndex(const TensorView& t, int64_t off) {
+  const char* p = static_cast<const char*>(t.data) + off * dtypeBytes(t.dtype);
+  if (t.dtype == DType::I32) {
+    int32_t i;
+    std::memcpy(&i, p, 4);
+    return i;
+  }
+  int64_t i;
+  std::memcpy(&i, p, 8);
+  return i;
+}
+
+void store(const TensorView& t, int64_t off, double v) {
+  char* p = static_cast<char*>(t.data) + off * dtypeBytes(t.dtype);
+  switch (t.dtype) {
+    case DType::F32: {
+      const auto f = static_cast<float>(v);  // round to nearest even
+      std::memcpy(p, &f, 4);
+      return;
+    }
+    case DType::F16:
+    case DType::BF16: {
+      const uint16_t h = t.dtype == DType::F16 ? toHalfBits(v) : toBFloat16Bits(v);
+      std::memcpy(p, &h, 2);
+      return;
+    }
+    default:
+      throw Error(Error::Kind::Internal, "reference: store to a non-float tensor");
+  }
+}
+
+// ----- the update
+
+void run(const SelectiveStateUpdateArgs& a, bool tokens) {
+  const char* op = tokens ? "reference::selective_state_update_tokens"
+                          : "reference::selective_state_update";
+  const detail::SsuDims d = detail::checkSsuArgs(a, tokens, DeviceKind::CPU, op);
+  const bool m2 = d.mamba2;
+  const bool perToken = a.state_write == StateWrite::PerToken;
+
+  // Offsets by the documented layouts (ops.h): [b][t] lead where present, then per form.
+  auto xOff = [&](const TensorView& t, int64_t b, int64_t tok, int64_t h, int64_t p) {
+    int k = 0;
+    int64_t o = b * t.strides[k++];
+    if (tokens) o += tok * t.strides[k++];
+    if (m2) o += h * t.strides[k++];
+    return o + p * t.strides[k];
+  };
+  auto dtOff = [&](int64_t b, int64_t tok, int64_t h, int64_t p) {
+    const TensorView& t = a.dt;
+    int k = 0;
+    int64_t o = b * t.strides[k++];
+    if (tokens) o += tok * t.strides[k++];
+    return o + (m2 ? h : p) * t.strides[k];
+  };
+  auto bcOff = [&](const TensorView& t, int64_t b, int64_t tok, int64_t g, int64_t n) {
+    int k = 0;
+    int64_t o = b * t.strides[k++];
+    if (tokens) o += tok * t.strides[k++];
+    if (m2) o += g * t.strides[k++];
+    return o + n * t.strides[k];
+  };
+  auto stOff = [&](int64_t slot, int64_t h, int64_t p, int64_t n) {
+    const TensorView& t = a.state;
+    return m2 ? slot * t.strides[0] + h * t.strides[1] + p * t.strides[2] + n * t.strides[3]
+              : slot * t.strides[0] + p * t.strides[1] + n * t.strides[2];
+  };
+  auto dstOff = [&](int64_t b, int64_t tok) {
+    const TensorView& t = a.dst_state_indices;
+    return b * t.strides[0] + (tokens ? tok * t.strides[1] : 0);
+  };
+
+  // Every index first, so that a bad one throws before anything is written.
+  std::vector<int64_t> slots(static_cast<size_t>(d.batch));
+  for (int64_t b = 0; b < d.batch; ++b) {
+    const int64_t s = a.state_batch_indices.defined()
+                          ? loadIndex(a.state_batch_indices, b * a.state_batch_indices.strides[0])
+                          : b;
+    if (s != -1 && (s < 0 || s >= d.S))
+      throw Error(Error::Kind::InvalidArgument,
+                  std::string(op) + ": state_batch_indices[" + std::to_string(b) + "] = " +
+                      std::to_string(s) + ", expected -1 (pad) or a slot in [0, " +
+                      std::to_string(d.S) + ")");
+    slots[static_cast<size_t>(b)] = s;
+    if (s == -1 || !perToken) continue;
+    for (int64_t t = 0; t < d.L; ++t) {
+      const int64_t ds = loadIndex(a.dst_state_indices, dstOff(b, t));
+      if (ds != -1 && (ds < 0 || ds >= d.S))
+        throw Error(Error::Kind::InvalidArgument,
+                    std::string(op) + ": dst_state_indices[" + std::to_string(b) +
+                        (tokens ? ", " + std::to_string(t) : std::string()) + "] = " +
+                        std::to_string(ds) + ", expected -1 (skip) or a slot in [0, " +
+                        std::to_string(d.S) + ")");
+    }
+  }
+
+  const bool clamp = a.dt_max > a.dt_min;
+  const int64_t headsPerGroup = d.H / d.G;
+  std::vector<double> st(static_cast<size_t>(d.N));
+  for (int64_t b = 0; b < d.batch; ++b) {
+    const int64_t slot = slots[static_cast<size_t>(b)];
+    if (slot == -1) continue;  // pad row: nothing read, nothing written
+    for (int64_t h = 0; h < d.H; ++h) {
+      const int64_t g = h / headsPerGroup;
+      for (int64_t p = 0; p < d.P; ++p) {
+        for (int64_t n = 0; n < d.N; ++n) st[n] = load(a.state, stOff(slot, h, p, n));
+        // Per-channel (Mamba-1) or per-head (Mamba-2) parameters: index by p or by h.
+        const int64_t c = m2 ? h : p;
+        for (int64_t t = 0; t < d.L; ++t) {
+          double dt = load(a.dt, dtOff(b, t, h, p));
+          if (a.dt_bias.defined()) dt += load(a.dt_bias, c * a.dt_bias.strides[0]);
+          if (a.dt_softplus) dt = dt > 20.0 ? dt : std::log1p(std::exp(dt));
+          if (clamp) dt = std::min(std::max(dt, double{a.dt_min}), double{a.dt_max});
+          const double x = load(a.x, xOff(a.x, b, t, h, p));
+          const double dAHead = m2 ? std::exp(load(a.A, h * a.A.strides[0]) * dt) : 0.0;
+          double y = 0;
+          for (int64_t n = 0; n < d.N; ++n) {
+            const double dA =
+                m2 ? dAHead : std::exp(load(a.A, p * a.A.strides[0] + n * a.A.strides[1]) * dt);
+            const double Bv = load(a.B, bcOff(a.B, b, t, g, n));
+            st[n] = st[n] * dA + (Bv * dt) * x;
+            y += st[n] * load(a.C, bcOff(a.C, b, t, g, n));
+          }
+          if (a.D.defined()) y += x * load(a.D, c * a.D.strides[0]);
+          if (a.z.defined()) {
+            const double z = load(a.z, xOff(a.z, b, t, h, p));
+            y *= z / (1.0 + std::exp(-z));  // z * sigmoid(z)
+          }
+          store(a.out, xOff(a.out, b, t, h, p), y);
+          if (perToken) {
+            const int64_t ds = loadIndex(a.dst_state_indices, dstOff(b, t));
+            if (ds != -1)
+              for (int64_t n = 0; n < d.N; ++n) store(a.state, stOff(ds, h, p, n), st[n]);
+          }
+        }
+        if (a.state_write == StateWrite::Final)
+          for (int64_t n = 0; n < d.N; ++n) store(a.state, stOff(slot, h, p, n), st[n]);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+uint16_t toHalfBits(double v) { return encode16(v, 10, 5); }
+uint16_t toBFloat16Bits(double v) { return encode16(v, 7, 8); }
+double fromHalfBits(uint16_t bits) { return decode16(bits, 10, 5); }
+double fromBFloat16Bits(uint16_t bits) { return decode16(bits, 7, 8); }
+
+void selective_state_update(const SelectiveStateUpdateArgs& args) { run(args, false); }
+void selective_state_update_tokens(const SelectiveStateUpdateArgs& args) { run(args, true); }
+
+}  // namespace ssmjit::reference

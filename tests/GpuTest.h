@@ -1,0 +1,75 @@
+// Helpers for GPU tests: skip cleanly where there is no GPU (CPU-only CI, this repo's build
+// machines), and compile + load small test kernels without the MLIR pipeline.
+#pragma once
+#include <cuda.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "compiler/Nvrtc.h"
+#include "runtime/CudaGraph.h"
+#include "runtime/DeviceBuffer.h"
+#include "runtime/Driver.h"
+
+// Skips the current test with "no GPU: <reason>" unless the driver loads and a device is present;
+// otherwise makes a context current. Use at the top of a TEST body or in SetUp().
+#define SSMJIT_REQUIRE_GPU()                                            \
+  do {                                                                 \
+    std::string sjWhy_;                                                \
+    if (!::ssmjit::driver::available(&sjWhy_)) {                       \
+      GTEST_SKIP() << "no GPU: " << sjWhy_;                            \
+    }                                                                  \
+    ::ssmjit::driver::ensureContext();                                 \
+  } while (0)
+
+// Skips unless NVRTC loads (GPU tests that build their own kernels need it too).
+#define SSMJIT_REQUIRE_NVRTC()                                          \
+  do {                                                                 \
+    std::string sjWhy_;                                                \
+    if (!::ssmjit::nvrtcAvailable(&sjWhy_)) {                          \
+      GTEST_SKIP() << "NVRTC not loadable: " << sjWhy_;                \
+    }                                                                  \
+  } while (0)
+
+namespace ssmjit::testing {
+
+// A fixture for suites whose every test needs the GPU.
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override { SSMJIT_REQUIRE_GPU(); }
+};
+
+// A hand-written kernel compiled with NVRTC for the current device and loaded (CUBIN, falling back
+// to PTX if the driver refuses the CUBIN). Unloaded on destruction.
+class TestKernel {
+ public:
+  TestKernel(const std::string& source, const std::string& entry) {
+    NvrtcResult r = nvrtcCompile(source, entry + ".cu", driver::currentArch(), {});
+    const driver::Api& a = driver::api();
+    if (a.cuModuleLoadDataEx(&module_, r.cubin.data(), 0, nullptr, nullptr) != CUDA_SUCCESS) {
+      module_ = nullptr;
+      driver::check(a.cuModuleLoadDataEx(&module_, r.ptx.c_str(), 0, nullptr, nullptr),
+                    ("cuModuleLoadDataEx(PTX of " + entry + ")").c_str());
+    }
+    driver::check(a.cuModuleGetFunction(&function_, module_, entry.c_str()),
+                  ("cuModuleGetFunction(" + entry + ")").c_str());
+  }
+  ~TestKernel() {
+    if (module_) driver::api().cuModuleUnload(module_);
+  }
+  TestKernel(const TestKernel&) = delete;
+  TestKernel& operator=(const TestKernel&) = delete;
+
+  // Launches with `args` (pointers to each argument value), checked.
+  void launch(unsigned grid, unsigned block, CUstream stream, void** args) const {
+    driver::check(driver::api().cuLaunchKernel(function_, grid, 1, 1, block, 1, 1, 0, stream, args, nullptr),
+                  "cuLaunchKernel(test kernel)");
+  }
+  CUfunction function() const { return function_; }
+
+ private:
+  CUmodule module_ = nullptr;
+  CUfunction function_ = nullptr;
+};
+
+}  // namespace ssmjit::testing
