@@ -341,6 +341,8 @@ inline SsuProblem makeProblem(SsuCase c) {
 // The outcome of comparing what a run left in one tensor with what the reference left.
 struct Compared {
   double relL2 = 0;         // ||got - ref|| / ||ref|| over the elements that should be written
+  double maxErr = 0;        // max |got - ref| / (|ref| + rms(ref)): catches a few bad elements
+                            // that the L2 norm of a large tensor would hide
   int64_t written = 0;      // elements compared by value
   int64_t violations = 0;   // written elements not finite, or other bytes that changed
   std::string first;        // the first violation, for the failure message
@@ -359,6 +361,11 @@ inline Compared compareTensor(const HostTensor& ref, const std::vector<uint8_t>&
   const int eb = ssmjit::dtypeBytes(rv.dtype);
   std::vector<char> covered(ref.bytes.size(), 0);
   double num = 0, den = 0;
+  auto where = [](int64_t off, const std::vector<int64_t>& i) {
+    std::string s = "element at offset " + std::to_string(off) + " [";
+    for (size_t k = 0; k < i.size(); ++k) s += (k ? ", " : "") + std::to_string(i[k]);
+    return s + "]";
+  };
   forEachElement(rv, [&](int64_t off, const std::vector<int64_t>& i) {
     if (!writtenByFirstIndex[static_cast<size_t>(i[0])]) return;
     const size_t byte = static_cast<size_t>(ref.byteOffset + off * eb);
@@ -366,11 +373,8 @@ inline Compared compareTensor(const HostTensor& ref, const std::vector<uint8_t>&
     const double g = loadValue(gv, off), e = loadValue(rv, off);
     ++r.written;
     if (!std::isfinite(g) || !std::isfinite(e)) {
-      if (r.violations++ == 0) {
-        r.first = "element at offset " + std::to_string(off) + " [";
-        for (size_t k = 0; k < i.size(); ++k) r.first += (k ? ", " : "") + std::to_string(i[k]);
-        r.first += "] is " + std::to_string(g) + ", reference " + std::to_string(e);
-      }
+      if (r.violations++ == 0)
+        r.first = where(off, i) + " is " + std::to_string(g) + ", reference " + std::to_string(e);
       return;
     }
     num += (g - e) * (g - e);
@@ -383,6 +387,19 @@ inline Compared compareTensor(const HostTensor& ref, const std::vector<uint8_t>&
                 std::to_string(ref.bytes[k]) + " to " + std::to_string(got[k]);
   }
   r.relL2 = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  const double rms = r.written ? std::sqrt(den / double(r.written)) : 0.0;
+  std::string worst;
+  forEachElement(rv, [&](int64_t off, const std::vector<int64_t>& i) {
+    if (!writtenByFirstIndex[static_cast<size_t>(i[0])]) return;
+    const double g = loadValue(gv, off), e = loadValue(rv, off);
+    if (!std::isfinite(g) || !std::isfinite(e)) return;
+    const double err = std::fabs(g - e) / (std::fabs(e) + rms + 1e-300);
+    if (err > r.maxErr) {
+      r.maxErr = err;
+      worst = where(off, i) + ": " + std::to_string(g) + ", reference " + std::to_string(e);
+    }
+  });
+  if (r.violations == 0 && !worst.empty()) r.first = "worst " + worst;
   return r;
 }
 

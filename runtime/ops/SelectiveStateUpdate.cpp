@@ -558,6 +558,8 @@ void launchSsu(const SelectiveStateUpdateArgs& a, bool tokens, Stream stream) {
     const DType dflt = i >= a_state_idx ? DType::I32 : DType::F32;
     set(names.dtype[i], static_cast<int64_t>(scalarType(t.defined() ? t.dtype : dflt)));
   }
+  // The device status record is int64[4] by contract (DeviceStatus.h).
+  set(names.dtype[a_err], static_cast<int64_t>(ScalarType::I64));
   // Alignment classes of data pointers only: index arrays and the status record are metadata
   // whose addresses vary between calls; specialising on them would recompile mid-serving.
   for (int i = a_state; i <= a_out; ++i) set(names.align[i], alignClass(v[i].ptr));

@@ -55,6 +55,21 @@ double decode16(uint16_t h, int mant, int expo) {
   return neg ? -v : v;
 }
 
+// Every 16-bit pattern decoded once: the reference reads millions of elements.
+const double* decodeTable(bool bf16) {
+  static const std::vector<double> half = [] {
+    std::vector<double> t(65536);
+    for (uint32_t i = 0; i < 65536; ++i) t[i] = decode16(static_cast<uint16_t>(i), 10, 5);
+    return t;
+  }();
+  static const std::vector<double> bfloat = [] {
+    std::vector<double> t(65536);
+    for (uint32_t i = 0; i < 65536; ++i) t[i] = decode16(static_cast<uint16_t>(i), 7, 8);
+    return t;
+  }();
+  return bf16 ? bfloat.data() : half.data();
+}
+
 // ----- elements as double
 
 double load(const TensorView& t, int64_t off) {
@@ -183,30 +198,49 @@ void run(const SelectiveStateUpdateArgs& a, bool tokens) {
 
   const bool clamp = a.dt_max > a.dt_min;
   const int64_t headsPerGroup = d.H / d.G;
-  std::vector<double> st(static_cast<size_t>(d.N));
+  const size_t LN = static_cast<size_t>(d.L * d.N);
+  // Per row: B and C of every token for the current group, read once (they do not depend on
+  // the head within the group or on p); dt' per token for the current head or channel.
+  std::vector<double> Bs(LN), Cs(LN), dts(static_cast<size_t>(d.L)), st(static_cast<size_t>(d.N));
+  auto dtEff = [&](int64_t b, int64_t t, int64_t h, int64_t p) {
+    const int64_t c = m2 ? h : p;  // per-head (Mamba-2) or per-channel (Mamba-1) parameters
+    double dt = load(a.dt, dtOff(b, t, h, p));
+    if (a.dt_bias.defined()) dt += load(a.dt_bias, c * a.dt_bias.strides[0]);
+    if (a.dt_softplus) dt = dt > 20.0 ? dt : std::log1p(std::exp(dt));
+    if (clamp) dt = std::min(std::max(dt, double{a.dt_min}), double{a.dt_max});
+    return dt;
+  };
   for (int64_t b = 0; b < d.batch; ++b) {
     const int64_t slot = slots[static_cast<size_t>(b)];
     if (slot == -1) continue;  // pad row: nothing read, nothing written
+    int64_t loadedGroup = -1;
     for (int64_t h = 0; h < d.H; ++h) {
       const int64_t g = h / headsPerGroup;
+      if (g != loadedGroup) {
+        for (int64_t t = 0; t < d.L; ++t)
+          for (int64_t n = 0; n < d.N; ++n) {
+            Bs[t * d.N + n] = load(a.B, bcOff(a.B, b, t, g, n));
+            Cs[t * d.N + n] = load(a.C, bcOff(a.C, b, t, g, n));
+          }
+        loadedGroup = g;
+      }
       for (int64_t p = 0; p < d.P; ++p) {
-        for (int64_t n = 0; n < d.N; ++n) st[n] = load(a.state, stOff(slot, h, p, n));
-        // Per-channel (Mamba-1) or per-head (Mamba-2) parameters: index by p or by h.
         const int64_t c = m2 ? h : p;
+        if (!m2 || p == 0)
+          for (int64_t t = 0; t < d.L; ++t) dts[t] = dtEff(b, t, h, p);
+        for (int64_t n = 0; n < d.N; ++n) st[n] = load(a.state, stOff(slot, h, p, n));
         for (int64_t t = 0; t < d.L; ++t) {
-          double dt = load(a.dt, dtOff(b, t, h, p));
-          if (a.dt_bias.defined()) dt += load(a.dt_bias, c * a.dt_bias.strides[0]);
-          if (a.dt_softplus) dt = dt > 20.0 ? dt : std::log1p(std::exp(dt));
-          if (clamp) dt = std::min(std::max(dt, double{a.dt_min}), double{a.dt_max});
+          const double dt = dts[t];
           const double x = load(a.x, xOff(a.x, b, t, h, p));
           const double dAHead = m2 ? std::exp(load(a.A, h * a.A.strides[0]) * dt) : 0.0;
+          const double* Bt = &Bs[t * d.N];
+          const double* Ct = &Cs[t * d.N];
           double y = 0;
           for (int64_t n = 0; n < d.N; ++n) {
             const double dA =
                 m2 ? dAHead : std::exp(load(a.A, p * a.A.strides[0] + n * a.A.strides[1]) * dt);
-            const double Bv = load(a.B, bcOff(a.B, b, t, g, n));
-            st[n] = st[n] * dA + (Bv * dt) * x;
-            y += st[n] * load(a.C, bcOff(a.C, b, t, g, n));
+            st[n] = st[n] * dA + (Bt[n] * dt) * x;
+            y += st[n] * Ct[n];
           }
           if (a.D.defined()) y += x * load(a.D, c * a.D.strides[0]);
           if (a.z.defined()) {
@@ -231,8 +265,8 @@ void run(const SelectiveStateUpdateArgs& a, bool tokens) {
 
 uint16_t toHalfBits(double v) { return encode16(v, 10, 5); }
 uint16_t toBFloat16Bits(double v) { return encode16(v, 7, 8); }
-double fromHalfBits(uint16_t bits) { return decode16(bits, 10, 5); }
-double fromBFloat16Bits(uint16_t bits) { return decode16(bits, 7, 8); }
+double fromHalfBits(uint16_t bits) { return decodeTable(false)[bits]; }
+double fromBFloat16Bits(uint16_t bits) { return decodeTable(true)[bits]; }
 
 void selective_state_update(const SelectiveStateUpdateArgs& args) { run(args, false); }
 void selective_state_update_tokens(const SelectiveStateUpdateArgs& args) { run(args, true); }

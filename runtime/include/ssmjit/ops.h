@@ -47,6 +47,7 @@ constexpr int kMaxTokens = 32;
 // Every argument is checked before anything is launched; a bad one throws Error(InvalidArgument)
 // naming it, e.g. "selective_state_update: C has shape (4, 3, 128), expected (4, 2, 128) [batch,
 // ngroups, dstate]: dim 1 (ngroups) is 3, expected 2 (Mamba-2 form: state has rank 4)".
+// A float64 CPU reference taking the same arguments is in ssmjit/reference.h.
 struct SelectiveStateUpdateArgs {
   TensorView state;                  // updated in place (slots), as state_write says
   TensorView x, dt, A, B, C;

@@ -1,0 +1,499 @@
+// Selective state update on the GPU, against the float64 CPU reference: fresh random inputs
+// (seeded per case; SSMJIT_TEST_SEED changes the base), outputs and layout gaps poisoned with NaN
+// bytes before each run, a shape matrix over both model forms, every state and input dtype, the
+// optional inputs, pad slots, L = 1..32 and the three write modes; then L-token call == L one-token
+// calls, a bad slot reported by checkDeviceErrors() with nothing written for it, and CUDA graph
+// capture and replay. Skips (with the reason) where there is no GPU.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "GpuTest.h"
+#include "SsuTestUtil.h"
+#include "runtime/CudaGraph.h"
+#include "runtime/DeviceBuffer.h"
+#include "runtime/Driver.h"
+#include "ssmjit/error.h"
+#include "ssmjit/ops.h"
+#include "ssmjit/reference.h"
+
+using ssmjit::DeviceBuffer;
+using ssmjit::DType;
+using ssmjit::SelectiveStateUpdateArgs;
+using ssmjit::StateWrite;
+using ssmjit::TensorView;
+using namespace ssutest;
+
+namespace {
+
+uint64_t baseSeed() {
+  static const uint64_t s = [] {
+    const char* v = std::getenv("SSMJIT_TEST_SEED");
+    return v ? std::strtoull(v, nullptr, 10) : uint64_t{20250101};
+  }();
+  return s;
+}
+
+// Tolerances: relative L2 over a tensor (fp32 math against float64 on fp32 data; one 16-bit
+// rounding of the stored state or outputs dominates otherwise), and per element, relative to
+// |ref| + rms(ref) (a few ulp of fp32; one 16-bit ulp is 2^-8 = 3.9e-3).
+double tolerance(const SsuCase& c) { return c.allF32() ? 1e-5 : 1e-2; }
+double elementTolerance(double l2Tol) { return l2Tol < 1e-4 ? 1e-4 : 3e-2; }
+
+// A problem's tensors on the device: the same bytes (gaps and poison included), the same strides.
+struct DeviceProblem {
+  std::vector<DeviceBuffer> bufs;  // SsuProblem::all() order; empty for undefined tensors
+  SelectiveStateUpdateArgs args;
+
+  explicit DeviceProblem(const SsuProblem& p) {
+    args = p.args();
+    TensorView* views[] = {&args.state, &args.x, &args.dt, &args.A, &args.B, &args.C, &args.D,
+                           &args.z, &args.dt_bias, &args.out, &args.state_batch_indices,
+                           &args.dst_state_indices};
+    const auto host = p.all();
+    for (size_t k = 0; k < host.size(); ++k) {
+      bufs.emplace_back();
+      if (!host[k]->defined) continue;
+      bufs[k] = DeviceBuffer(host[k]->bytes.size());
+      views[k]->data = static_cast<char*>(bufs[k].data()) + host[k]->byteOffset;
+      views[k]->device = ssmjit::DeviceKind::CUDA;
+      views[k]->deviceId = 0;
+    }
+    upload(p);
+  }
+  // Copies every tensor's bytes from `p` (resets state, re-poisons out).
+  void upload(const SsuProblem& p) {
+    const auto host = p.all();
+    for (size_t k = 0; k < host.size(); ++k)
+      if (host[k]->defined) bufs[k].uploadBytes(host[k]->bytes.data(), host[k]->bytes.size());
+    // Pageable uploads may still be in flight on the legacy stream; ops may run on another.
+    ssmjit::driver::check(ssmjit::driver::api().cuCtxSynchronize(), "cuCtxSynchronize");
+  }
+  std::vector<uint8_t> download(size_t k) const {
+    std::vector<uint8_t> v(bufs[k].bytes());
+    bufs[k].downloadBytes(v.data(), v.size());
+    return v;
+  }
+  static constexpr size_t kState = 0, kOut = 9;
+};
+
+void runOp(bool tokens, const SelectiveStateUpdateArgs& a, CUstream s = nullptr) {
+  if (tokens)
+    ssmjit::selective_state_update_tokens(a, s);
+  else
+    ssmjit::selective_state_update(a, s);
+}
+
+int64_t countRows(const std::vector<char>& rows) {
+  int64_t n = 0;
+  for (char r : rows) n += r != 0;
+  return n;
+}
+
+// Checks out and state left by a device run against the reference run `ref` of problem `p`
+// (same inputs): written elements within `tol`, no NaN among them, every other byte unchanged.
+void expectMatches(const SsuProblem& p, const SsuProblem& ref, const std::vector<uint8_t>& out,
+                   const std::vector<uint8_t>& state, double tol,
+                   const std::vector<char>& rows, const std::vector<char>& slots) {
+  const Compared co = compareTensor(ref.out, out, rows);
+  EXPECT_EQ(co.violations, 0) << "out: " << co.first;
+  EXPECT_EQ(co.written, p.out.meta.numel() / p.c.batch * countRows(rows)) << "out: elements written";
+  EXPECT_LE(co.relL2, tol) << "out: relative L2 error; " << co.first;
+  EXPECT_LE(co.maxErr, elementTolerance(tol)) << "out: " << co.first;
+  const Compared cs = compareTensor(ref.state, state, slots);
+  EXPECT_EQ(cs.violations, 0) << "state: " << cs.first;
+  EXPECT_LE(cs.relL2, tol) << "state: relative L2 error; " << cs.first;
+  EXPECT_LE(cs.maxErr, elementTolerance(tol)) << "state: " << cs.first;
+}
+
+// ----------------------------------------------------------------------------------------------
+// The shape matrix
+
+std::vector<SsuCase> matrixCases() {
+  std::vector<SsuCase> v;
+  auto add = [&](SsuCase c) {
+    c.seed = baseSeed() + 7919 * (v.size() + 1);  // distinct inputs per case
+    v.push_back(c);
+  };
+  const DType fp[] = {DType::F32, DType::BF16, DType::F16};
+
+  // Mamba-2 2.7B heads (H 80, P 64, N 128, G 1).
+  SsuCase big;
+  big.H = 80;
+  big.P = 64;
+  big.N = 128;
+  big.G = 1;
+  {
+    SsuCase c = big;  // one token, fp32 everything, D, z, dt_bias, softplus
+    c.tokens = false;
+    c.batch = 3;
+    add(c);
+  }
+  {
+    SsuCase c = big;  // the verify shape: bf16 everywhere, 16 tokens, pads
+    c.batch = 16;
+    c.L = 16;
+    c.stateT = c.inT = c.outT = DType::BF16;
+    c.pads = 2;
+    add(c);
+  }
+  {
+    SsuCase c = big;  // batch 64, fp16, clamp, pads, int64 indices (batch 257: smaller heads below)
+    c.tokens = false;
+    c.batch = 64;
+    c.stateT = c.inT = c.outT = DType::F16;
+    c.clamp = true;
+    c.pads = 3;
+    c.idxT = DType::I64;
+    add(c);
+  }
+  {
+    SsuCase c = big;  // per-token snapshots
+    c.batch = 3;
+    c.L = 5;
+    c.write = StateWrite::PerToken;
+    c.inT = DType::BF16;
+    add(c);
+  }
+  {
+    SsuCase c = big;  // one-token op with a destination slot per row
+    c.tokens = false;
+    c.batch = 4;
+    c.write = StateWrite::PerToken;
+    c.stateT = DType::BF16;
+    add(c);
+  }
+
+  // Odd sizes (head dim and state size not powers of two, 3 groups): every state dtype x write
+  // mode, with L, batch, input/output dtypes, optional inputs and layouts varied across them.
+  const int64_t Ls[] = {1, 2, 5, 16, 32};
+  const int64_t batches[] = {1, 3, 257};
+  int k = 0;
+  for (DType st : fp) {
+    for (StateWrite w : {StateWrite::Final, StateWrite::None, StateWrite::PerToken}) {
+      SsuCase c;
+      c.H = 6;
+      c.G = 3;
+      c.P = 17;
+      c.N = 33;
+      c.stateT = st;
+      c.write = w;
+      c.L = Ls[k % 5];
+      c.batch = batches[k % 3];
+      if (w == StateWrite::PerToken && c.batch * c.L > 2048) c.batch = 3;  // slots: batch * L
+      c.inT = fp[(k + 1) % 3];
+      c.outT = fp[(k / 3 + 2) % 3];
+      c.hasD = k % 2 == 0;
+      c.hasZ = k % 3 != 1;
+      c.hasDtBias = k % 4 != 3;
+      c.softplus = k % 2 == 1;
+      c.clamp = k % 3 == 2;
+      c.stateIdx = k % 2 == 0;
+      c.pads = (c.stateIdx && c.batch > 1) ? 1 + k % 2 : 0;
+      c.idxT = k % 4 < 2 ? DType::I32 : DType::I64;
+      c.strided = k % 3 == 0;
+      add(c);
+      ++k;
+    }
+  }
+  {
+    SsuCase c;  // the one-token op on odd sizes, strided
+    c.tokens = false;
+    c.H = 6;
+    c.G = 3;
+    c.P = 17;
+    c.N = 33;
+    c.batch = 3;
+    c.strided = true;
+    c.stateIdx = true;
+    c.pads = 1;
+    add(c);
+  }
+  {
+    SsuCase c;  // no optional input at all
+    c.L = 2;
+    c.batch = 3;
+    c.hasD = c.hasZ = c.hasDtBias = c.softplus = false;
+    add(c);
+  }
+
+  // Mamba-1 (state (slots, dim, dstate), A per element).
+  SsuCase m1;
+  m1.mamba2 = false;
+  m1.N = 16;
+  {
+    SsuCase c = m1;  // D 5, one token, fp32
+    c.P = 5;
+    c.tokens = false;
+    c.batch = 3;
+    add(c);
+  }
+  {
+    SsuCase c = m1;  // D 5, two tokens, bf16 inputs, strided
+    c.P = 5;
+    c.L = 2;
+    c.batch = 1;
+    c.inT = DType::BF16;
+    c.strided = true;
+    add(c);
+  }
+  {
+    SsuCase c = m1;  // D 1536, one token, fp16 state
+    c.P = 1536;
+    c.tokens = false;
+    c.batch = 3;
+    c.stateT = DType::F16;
+    c.outT = DType::F16;
+    add(c);
+  }
+  {
+    SsuCase c = m1;  // D 1536, batch 257, 5 tokens, pads, clamp
+    c.P = 1536;
+    c.batch = 257;
+    c.L = 5;
+    c.inT = DType::BF16;
+    c.pads = 3;
+    c.clamp = true;
+    add(c);
+  }
+  {
+    SsuCase c = m1;  // D 1536, per-token snapshots, bf16 state
+    c.P = 1536;
+    c.batch = 2;
+    c.L = 16;
+    c.stateT = DType::BF16;
+    c.write = StateWrite::PerToken;
+    add(c);
+  }
+  return v;
+}
+
+class SsuGpuMatrix : public ::testing::TestWithParam<SsuCase> {
+ protected:
+  void SetUp() override { SSMJIT_REQUIRE_GPU(); }
+};
+
+TEST_P(SsuGpuMatrix, MatchesFloat64Reference) {
+  const SsuCase& c = GetParam();
+  SCOPED_TRACE("seed " + std::to_string(c.seed) + " (SSMJIT_TEST_SEED=" +
+               std::to_string(baseSeed()) + ")");
+  const SsuProblem p = makeProblem(c);
+  SsuProblem ref = p;
+  runReference(ref);
+
+  DeviceProblem dp(p);
+  ssmjit::checkDeviceErrors();  // nothing stale from earlier tests
+  runOp(c.tokens, dp.args);
+  ASSERT_NO_THROW(ssmjit::checkDeviceErrors());  // synchronises; no bad slot here
+  expectMatches(p, ref, dp.download(DeviceProblem::kOut), dp.download(DeviceProblem::kState),
+                tolerance(c), rowsWritten(p), p.slotMayBeWritten);
+  // Inputs are read only.
+  const auto host = p.all();
+  for (size_t k = 1; k < host.size(); ++k) {
+    if (host[k]->defined && k != DeviceProblem::kOut) {
+      EXPECT_EQ(dp.download(k), host[k]->bytes) << "input #" << k << " was written";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SsuGpuMatrix, ::testing::ValuesIn(matrixCases()),
+                         [](const ::testing::TestParamInfo<SsuCase>& info) {
+                           return "c" + std::to_string(info.index) + "_" + info.param.name();
+                         });
+
+// ----------------------------------------------------------------------------------------------
+// One L-token call == L one-token calls
+
+// Runs the one-token op once per token on `dp`, each on token t's slice of the inputs and out.
+void runAsOneTokenCalls(const SsuCase& c, const DeviceProblem& dp) {
+  for (int64_t t = 0; t < c.L; ++t) {
+    SelectiveStateUpdateArgs a = dp.args;
+    for (TensorView* v : {&a.x, &a.dt, &a.B, &a.C, &a.z, &a.out}) *v = tokenSlice(*v, t);
+    ssmjit::selective_state_update(a);
+  }
+}
+
+TEST(SsuGpu, TokensCallEqualsOneTokenCalls) {
+  SSMJIT_REQUIRE_GPU();
+  // fp32 state: the one-token calls store and reload the state in fp32 between tokens, which is
+  // exact, so only instruction-level differences remain: within 1e-6 relative L2 on out and
+  // state. bf16 state: the one-token calls round the state to bf16 after every token, the fused
+  // call once at the end: within 1e-2.
+  int n = 0;
+  for (bool m2 : {true, false}) {
+    for (DType st : {DType::F32, DType::BF16}) {
+      SsuCase c;
+      c.mamba2 = m2;
+      c.H = 8;
+      c.G = 2;
+      c.P = m2 ? 16 : 40;
+      c.N = 32;
+      c.batch = 5;
+      c.L = 8;
+      c.stateT = st;
+      c.inT = DType::BF16;
+      c.clamp = true;
+      c.stateIdx = true;
+      c.pads = 1;
+      c.seed = baseSeed() + 101 + n++;
+      SCOPED_TRACE(c.name());
+      const SsuProblem p = makeProblem(c);
+      DeviceProblem fused(p), chain(p);
+      runOp(true, fused.args);
+      runAsOneTokenCalls(c, chain);
+      ssmjit::checkDeviceErrors();
+      // The one-token results are the reference here; the fused ones are compared to them.
+      SsuProblem oneTok = p;
+      oneTok.out.bytes = chain.download(DeviceProblem::kOut);
+      oneTok.state.bytes = chain.download(DeviceProblem::kState);
+      const double tol = st == DType::F32 ? 1e-6 : 1e-2;
+      expectMatches(p, oneTok, fused.download(DeviceProblem::kOut),
+                    fused.download(DeviceProblem::kState), tol, rowsWritten(p), p.slotMayBeWritten);
+    }
+  }
+}
+
+// ----------------------------------------------------------------------------------------------
+// Slots out of range: reported, and nothing written for them
+
+SsuCase badSlotCase(StateWrite w, uint64_t seed) {
+  SsuCase c;
+  c.H = 6;
+  c.G = 3;
+  c.P = 17;
+  c.N = 33;
+  c.batch = 6;
+  c.L = 4;
+  c.stateIdx = true;
+  c.pads = 1;
+  c.write = w;
+  c.seed = seed;
+  return c;
+}
+
+TEST(SsuGpu, BadStateSlotIsReportedAndItsRowSkipped) {
+  SSMJIT_REQUIRE_GPU();
+  for (int64_t bad : {int64_t{1000}, int64_t{-3}}) {
+    SsuCase c = badSlotCase(StateWrite::Final, baseSeed() + 201 + (bad < 0));
+    SCOPED_TRACE(c.name() + " slot " + std::to_string(bad));
+    SsuProblem p = makeProblem(c);
+    const int64_t row = 2;  // not a pad (pads are rows 0 and batch - 1)
+    ASSERT_GE(p.readSlot[row], 0);
+    // Expected: the reference with that row as a pad; its original slot is not written.
+    SsuProblem expected = p;
+    storeValue(expected.idx.view(), row * expected.idx.meta.strides[0], -1);
+    runReference(expected);
+    std::vector<char> rows = rowsWritten(p), slots = p.slotMayBeWritten;
+    rows[row] = 0;
+    slots[p.readSlot[row]] = 0;
+
+    storeValue(p.idx.view(), row * p.idx.meta.strides[0], double(bad));
+    DeviceProblem dp(p);
+    ssmjit::checkDeviceErrors();
+    runOp(true, dp.args);
+    try {
+      ssmjit::checkDeviceErrors();
+      ADD_FAILURE() << "checkDeviceErrors() should report the bad slot";
+    } catch (const ssmjit::Error& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(e.kind(), ssmjit::Error::Kind::InvalidArgument) << m;
+      const std::string want = "state_batch_indices[" + std::to_string(row) + "] = " + std::to_string(bad);
+      EXPECT_NE(m.find(want), std::string::npos) << "missing \"" << want << "\" in: " << m;
+      EXPECT_NE(m.find(std::to_string(p.S)), std::string::npos) << "the bound in: " << m;
+    }
+    EXPECT_NO_THROW(ssmjit::checkDeviceErrors()) << "the record is reset after a report";
+    expectMatches(p, expected, dp.download(DeviceProblem::kOut),
+                  dp.download(DeviceProblem::kState), tolerance(c), rows, slots);
+  }
+}
+
+TEST(SsuGpu, BadDestinationSlotIsReportedAndItsWriteSkipped) {
+  SSMJIT_REQUIRE_GPU();
+  SsuCase c = badSlotCase(StateWrite::PerToken, baseSeed() + 211);
+  SsuProblem p = makeProblem(c);
+  const int64_t row = 3, tok = 2;
+  ASSERT_GE(p.readSlot[row], 0);
+  const TensorView dv = p.dst.view();
+  const int64_t off = row * dv.strides[0] + tok * dv.strides[1];
+  const int64_t oldSlot = int64_t(loadValue(dv, off));
+  SsuProblem expected = p;
+  storeValue(expected.dst.view(), off, -1);
+  runReference(expected);
+  std::vector<char> slots = p.slotMayBeWritten;
+  if (oldSlot >= 0) slots[oldSlot] = 0;
+
+  storeValue(dv, off, double(p.S + 5));
+  DeviceProblem dp(p);
+  ssmjit::checkDeviceErrors();
+  runOp(true, dp.args);
+  try {
+    ssmjit::checkDeviceErrors();
+    ADD_FAILURE() << "checkDeviceErrors() should report the bad destination slot";
+  } catch (const ssmjit::Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("dst_state_indices[" + std::to_string(row)), std::string::npos) << m;
+    EXPECT_NE(m.find(std::to_string(p.S + 5)), std::string::npos) << m;
+  }
+  // out is complete (only the one snapshot was skipped).
+  expectMatches(p, expected, dp.download(DeviceProblem::kOut), dp.download(DeviceProblem::kState),
+                tolerance(c), rowsWritten(p), slots);
+}
+
+// ----------------------------------------------------------------------------------------------
+// CUDA graphs
+
+TEST(SsuGpu, GraphCaptureAndReplayMatchDirectLaunch) {
+  SSMJIT_REQUIRE_GPU();
+  SsuCase c;
+  c.H = 80;
+  c.P = 64;
+  c.N = 128;
+  c.G = 1;
+  c.batch = 4;
+  c.L = 4;
+  c.stateT = DType::BF16;
+  c.inT = DType::BF16;
+  c.stateIdx = true;
+  c.pads = 1;
+  c.seed = baseSeed() + 301;
+  const SsuProblem p = makeProblem(c);
+  DeviceProblem dp(p);
+  ssmjit::OwnedStream stream;
+
+  // Direct launch (this also compiles and loads the kernel: not allowed inside a capture).
+  runOp(true, dp.args, stream);
+  stream.synchronize();
+  const auto directOut = dp.download(DeviceProblem::kOut);
+  const auto directState = dp.download(DeviceProblem::kState);
+
+  dp.upload(p);
+  ssmjit::CudaGraph g = ssmjit::CudaGraph::capture(
+      stream, [&](CUstream s) { runOp(true, dp.args, s); }, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  ASSERT_TRUE(g.valid());
+  stream.synchronize();
+  EXPECT_EQ(dp.download(DeviceProblem::kOut), p.out.bytes) << "capturing must not run the op";
+  g.launch(stream);
+  stream.synchronize();
+  EXPECT_EQ(dp.download(DeviceProblem::kOut), directOut) << "replay == direct launch, bit for bit";
+  EXPECT_EQ(dp.download(DeviceProblem::kState), directState);
+
+  // A replay reads whatever the buffers hold now: new inputs give the new reference result.
+  SsuProblem q = p;
+  std::mt19937_64 rng(c.seed + 1);
+  fillUniform(q.x, rng, -1, 1);
+  fillUniform(q.B, rng, -1, 1);
+  dp.upload(q);
+  g.launch(stream);
+  stream.synchronize();
+  ssmjit::checkDeviceErrors(stream);
+  SsuProblem ref = q;
+  runReference(ref);
+  expectMatches(q, ref, dp.download(DeviceProblem::kOut), dp.download(DeviceProblem::kState),
+                tolerance(c), rowsWritten(q), q.slotMayBeWritten);
+}
+
+}  // namespace

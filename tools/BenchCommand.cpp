@@ -1,0 +1,571 @@
+// `ssmjit bench`: GPU time, achieved bandwidth against the device's measured copy bandwidth,
+// fused multi-token against L one-token calls, host overhead per cached call, and compile time.
+//
+// Method. Kernel time comes from CUDA graphs of back-to-back calls replayed between two CUDA
+// events (the median of several trials), so launch overhead does not hide small kernels; the
+// calls rotate over enough independent input sets that the working set exceeds the L2 cache
+// several times, so each call reads from DRAM as it would in serving. Host overhead is measured
+// separately, on the host clock, over eager calls.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels_dsl/CompileKernel.h"
+#include "runtime/CudaGraph.h"
+#include "runtime/DeviceBuffer.h"
+#include "runtime/Driver.h"
+#include "ssmjit/error.h"
+#include "ssmjit/ops.h"
+#include "tools/SsuProblem.h"
+#include "tools/ToolSupport.h"
+
+namespace ssmjit::tool {
+namespace {
+
+struct BenchOptions {
+  std::string op = "ssu";
+  int64_t heads = 80, headDim = 64, dstate = 128, groups = 1;
+  std::vector<int64_t> batches{1, 16, 64, 256};
+  std::vector<int64_t> tokens{1, 2, 4, 8, 16};
+  bool tokensGiven = false;
+  std::vector<std::string> stateDtypes{"fp32"};
+  std::string inputDtype = "fp32";
+  std::string stateWrite = "final";
+  int iters = 200;
+  int trials = 5;
+  bool noStateIdx = false;
+  uint64_t seed = 1;
+};
+
+// Each trial runs at most --iters calls and stops adding replays past this much GPU time, which
+// keeps the default case list within about two minutes.
+constexpr double kTrialTargetMs = 40.0;
+// Input sets: enough that their total is this many times the L2 size, within a memory budget.
+constexpr double kL2Multiple = 3.0;
+constexpr int kMaxSets = 64;
+constexpr size_t kSetMemoryBudget = size_t(8) << 30;
+constexpr size_t kPitchAlign = 256;  // what cuMemAlloc guarantees: same alignment classes per set
+
+class Event {
+ public:
+  Event() { driver::check(driver::api().cuEventCreate(&e_, CU_EVENT_DEFAULT), "cuEventCreate"); }
+  ~Event() {
+    if (e_) driver::api().cuEventDestroy(e_);
+  }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record(CUstream s) { driver::check(driver::api().cuEventRecord(e_, s), "cuEventRecord"); }
+  // Milliseconds from `start` to this event (waits for this event).
+  float since(const Event& start) const {
+    driver::check(driver::api().cuEventSynchronize(e_), "cuEventSynchronize");
+    float ms = 0;
+    driver::check(driver::api().cuEventElapsedTime(&ms, start.e_, e_), "cuEventElapsedTime");
+    return ms;
+  }
+
+ private:
+  CUevent e_ = nullptr;
+};
+
+int deviceAttribute(CUdevice_attribute attr, const char* what) {
+  driver::ensureContext();
+  CUdevice dev = 0;
+  driver::check(driver::api().cuCtxGetDevice(&dev), "cuCtxGetDevice");
+  int v = 0;
+  driver::check(driver::api().cuDeviceGetAttribute(&v, attr, dev), what);
+  return v;
+}
+
+// Device-to-device copy bandwidth: cuMemcpyDtoDAsync of 1 GiB, bytes read + written, median of
+// five trials of three copies.
+double measureCopyGBs(CUstream s) {
+  const size_t bytes = size_t(1) << 30;
+  DeviceBuffer src(bytes), dst(bytes);
+  const driver::Api& a = driver::api();
+  driver::check(a.cuMemsetD8Async(src.ptr(), 0x3c, bytes, s), "cuMemsetD8Async(copy source, 1 GiB)");
+  driver::check(a.cuMemcpyDtoDAsync(dst.ptr(), src.ptr(), bytes, s), "cuMemcpyDtoDAsync(1 GiB, warm-up)");
+  Event e0, e1;
+  std::vector<double> gbs;
+  for (int t = 0; t < 5; ++t) {
+    e0.record(s);
+    for (int k = 0; k < 3; ++k)
+      driver::check(a.cuMemcpyDtoDAsync(dst.ptr(), src.ptr(), bytes, s), "cuMemcpyDtoDAsync(1 GiB)");
+    e1.record(s);
+    const double ms = e1.since(e0);
+    gbs.push_back(2.0 * 3.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e9);
+  }
+  return median(gbs);
+}
+
+// Fills `count` elements at byte `offset` with U(lo, hi) in `dtype`: one random block of up to
+// 1 Mi elements, uploaded repeatedly (drawing hundreds of MB of state on the host would take
+// longer than the benchmark; the values only need to be finite and in range).
+void fillDeviceUniform(DeviceBuffer& buf, size_t offset, DType dtype, int64_t count, double lo,
+                       double hi, std::mt19937_64& rng) {
+  const int64_t block = std::min<int64_t>(count, int64_t(1) << 20);
+  const size_t eb = static_cast<size_t>(dtypeBytes(dtype));
+  std::vector<uint8_t> host(static_cast<size_t>(block) * eb);
+  fillUniform(dtype, host.data(), block, lo, hi, rng);
+  for (int64_t done = 0; done < count; done += block) {
+    const int64_t n = std::min(block, count - done);
+    buf.uploadBytes(host.data(), static_cast<size_t>(n) * eb, offset + static_cast<size_t>(done) * eb);
+  }
+}
+
+// `nsets` independent copies of every tensor of one call, one allocation per tensor.
+struct DeviceSets {
+  int nsets = 0;
+  std::array<DeviceBuffer, kNumTensors> buf;
+  std::array<size_t, kNumTensors> pitch{};
+  std::vector<SelectiveStateUpdateArgs> args;  // per set
+};
+
+size_t setBytes(const SsuShape& s) {
+  size_t total = 0;
+  for (const TensorDesc& d : ssuTensors(s))
+    if (d.present) total += (d.bytes() + kPitchAlign - 1) / kPitchAlign * kPitchAlign;
+  return total;
+}
+
+DeviceSets makeDeviceSets(const SsuShape& s, int nsets, std::mt19937_64& rng) {
+  DeviceSets d;
+  d.nsets = nsets;
+  const auto descs = ssuTensors(s);
+  for (int i = 0; i < kNumTensors; ++i) {
+    if (!descs[i].present) continue;
+    d.pitch[i] = (descs[i].bytes() + kPitchAlign - 1) / kPitchAlign * kPitchAlign;
+    d.buf[i] = DeviceBuffer(d.pitch[i] * static_cast<size_t>(nsets));
+  }
+  for (int k = 0; k < nsets; ++k) {
+    std::array<void*, kNumTensors> ptrs{};
+    for (int i = 0; i < kNumTensors; ++i) {
+      if (!descs[i].present) continue;
+      const size_t off = d.pitch[i] * static_cast<size_t>(k);
+      ptrs[i] = static_cast<char*>(d.buf[i].data()) + off;
+      if (i == kOut) continue;  // written by every call
+      if (i == kStateIdx) {     // a random permutation of the slots, as a serving batch has
+        std::vector<int32_t> perm(static_cast<size_t>(s.batch));
+        std::iota(perm.begin(), perm.end(), 0);
+        std::shuffle(perm.begin(), perm.end(), rng);
+        d.buf[i].upload(perm, off / sizeof(int32_t));
+        continue;
+      }
+      if (i == kDstIdx)  // runBench rejects per-token before any allocation
+        throw Error(Error::Kind::Internal, "bench: dst_state_indices has no fill (per-token writes are not benchmarked)");
+      double lo, hi;
+      valueRange(static_cast<TensorId>(i), s.softplus, &lo, &hi);
+      fillDeviceUniform(d.buf[i], off, descs[i].dtype, descs[i].numel(), lo, hi, rng);
+    }
+    d.args.push_back(ssuArgs(s, ptrs, DeviceKind::CUDA));
+  }
+  // The uploads are synchronous copies on the legacy stream, which the benchmark's non-blocking
+  // stream does not wait for (and a pageable copy may return before its DMA lands).
+  driver::check(driver::api().cuCtxSynchronize(), "cuCtxSynchronize (after uploading inputs)");
+  return d;
+}
+
+// Token t of a multi-token call as a one-token call: x, dt, B, C, z and out lose their token
+// axis (a strided view at token t); the state is updated in place, so L such calls in order
+// compute what the fused call computes.
+TensorView tokenSlice(const TensorView& v, int64_t t) {
+  if (!v.defined()) return v;
+  TensorView o = v;
+  o.data = static_cast<char*>(v.data) + t * v.strides[1] * dtypeBytes(v.dtype);
+  o.ndim = v.ndim - 1;
+  o.shape[0] = v.shape[0];
+  o.strides[0] = v.strides[0];
+  for (int i = 1; i < o.ndim; ++i) {
+    o.shape[i] = v.shape[i + 1];
+    o.strides[i] = v.strides[i + 1];
+  }
+  return o;
+}
+
+SelectiveStateUpdateArgs oneTokenArgs(const SelectiveStateUpdateArgs& a, int64_t t) {
+  SelectiveStateUpdateArgs o = a;
+  o.x = tokenSlice(a.x, t);
+  o.dt = tokenSlice(a.dt, t);
+  o.B = tokenSlice(a.B, t);
+  o.C = tokenSlice(a.C, t);
+  o.z = tokenSlice(a.z, t);
+  o.out = tokenSlice(a.out, t);
+  o.state_write = StateWrite::Final;  // the chain of calls must carry the state forward
+  o.dst_state_indices = TensorView{};
+  return o;
+}
+
+void runOp(bool tokens, const SelectiveStateUpdateArgs& a, CUstream s) {
+  if (tokens)
+    selective_state_update_tokens(a, s);
+  else
+    selective_state_update(a, s);
+}
+
+// Microseconds per unit of work of graph `g` (which holds `unitsPerReplay` units), median over
+// the trials. A unit is one op call (fused) or one group of L one-token calls (the baseline).
+double graphMicroseconds(const CudaGraph& g, int unitsPerReplay, const BenchOptions& o, CUstream s) {
+  Event e0, e1;
+  g.launch(s);  // the first replay uploads the graph to the device
+  e0.record(s);
+  g.launch(s);
+  e1.record(s);
+  const double estMs = std::max(1e-3, static_cast<double>(e1.since(e0)));
+  const int maxReplays = std::max(1, (o.iters + unitsPerReplay - 1) / unitsPerReplay);
+  const int replays =
+      std::clamp(static_cast<int>(std::ceil(kTrialTargetMs / estMs)), 1, maxReplays);
+  std::vector<double> us;
+  for (int t = 0; t < o.trials; ++t) {
+    e0.record(s);
+    for (int r = 0; r < replays; ++r) g.launch(s);
+    e1.record(s);
+    us.push_back(1000.0 * e1.since(e0) / (static_cast<double>(replays) * unitsPerReplay));
+  }
+  return median(us);
+}
+
+struct CaseResult {
+  SsuShape shape;
+  Traffic traffic;
+  int nsets = 0;
+  double us = 0;            // one call (fused: one multi-token call)
+  double graphUs = 0;       // tokens op: L one-token calls replayed from a graph
+  double hostUs = 0;        // host time per cached call
+  double firstCallMs = 0;   // first call of the process for this variant (compiles it)
+  bool firstCallCompiled = false;
+  double compileMs = 0;     // compileKernel of the variant, timed directly
+};
+
+class Bench {
+ public:
+  explicit Bench(const BenchOptions& o) : o_(o), rng_(o.seed) {}
+
+  int run();
+
+ private:
+  CaseResult runCase(const SsuShape& s);
+  void printTable(const std::vector<CaseResult>& results) const;
+  void printTargets(const std::vector<CaseResult>& results) const;
+
+  const BenchOptions& o_;
+  std::mt19937_64 rng_;
+  std::string arch_, device_;
+  double copyGBs_ = 0;
+  int64_t l2Bytes_ = 0;
+  std::unique_ptr<OwnedStream> stream_;
+  std::map<std::string, double> compileMs_;  // by specialisation
+};
+
+CaseResult Bench::runCase(const SsuShape& s) {
+  CaseResult r;
+  r.shape = s;
+  r.traffic = ssuTraffic(s);
+  const CUstream st = stream_->get();
+
+  const size_t perSet = setBytes(s);
+  int nsets = static_cast<int>(std::ceil(kL2Multiple * static_cast<double>(l2Bytes_) /
+                                         static_cast<double>(perSet)));
+  nsets = std::clamp(nsets, 1, kMaxSets);
+  nsets = std::max(1, std::min<int>(nsets, static_cast<int>(kSetMemoryBudget / perSet)));
+  r.nsets = nsets;
+  DeviceSets sets = makeDeviceSets(s, nsets, rng_);
+
+  // First call of this variant in the process: compile (unless an earlier case did) + load +
+  // launch + run.
+  const Specialization spec = ssuSpecialization(sets.args[0], s.tokens, arch_);
+  const std::string key = spec.canonical();
+  r.firstCallCompiled = compileMs_.find(key) == compileMs_.end();
+  {
+    const WallTimer t;
+    runOp(s.tokens, sets.args[0], st);
+    stream_->synchronize();
+    r.firstCallMs = t.ms();
+  }
+  if (r.firstCallCompiled) {
+    // A fresh compile of the same variant, straight through the pipeline (no cache), once the
+    // process is warm (NVRTC loaded): what a new variant costs in a serving process.
+    const WallTimer t;
+    (void)compileKernel(spec);
+    compileMs_[key] = t.ms();
+  }
+  r.compileMs = compileMs_[key];
+
+  // Kernel time: a graph of back-to-back calls rotating over the sets.
+  {
+    const int units = nsets * ((16 + nsets - 1) / nsets);
+    const CudaGraph g = CudaGraph::capture(st, [&](CUstream cs) {
+      for (int i = 0; i < units; ++i) runOp(s.tokens, sets.args[i % nsets], cs);
+    });
+    r.us = graphMicroseconds(g, units, o_, st);
+  }
+
+  // The baseline of the tokens op: L one-token calls on consecutive token slices, one graph.
+  if (s.tokens) {
+    std::vector<std::vector<SelectiveStateUpdateArgs>> slices(static_cast<size_t>(nsets));
+    for (int k = 0; k < nsets; ++k)
+      for (int64_t t = 0; t < s.L; ++t) slices[k].push_back(oneTokenArgs(sets.args[k], t));
+    runOp(false, slices[0][0], st);  // compile the one-token variant outside the capture
+    stream_->synchronize();
+    const int64_t perSetCalls = s.L;
+    const int groups = nsets * static_cast<int>((std::max<int64_t>(1, 16 / perSetCalls) + nsets - 1) / nsets);
+    const CudaGraph g = CudaGraph::capture(st, [&](CUstream cs) {
+      for (int i = 0; i < groups; ++i)
+        for (const auto& a : slices[i % nsets]) runOp(false, a, cs);
+    });
+    r.graphUs = graphMicroseconds(g, groups, o_, st);
+  }
+
+  // Host overhead per cached call: back-to-back eager calls, no synchronisation inside.
+  {
+    stream_->synchronize();
+    const int n = std::max(1, o_.iters);
+    const WallTimer t;
+    for (int i = 0; i < n; ++i) runOp(s.tokens, sets.args[i % nsets], st);
+    r.hostUs = 1000.0 * t.ms() / n;
+  }
+  checkDeviceErrors(st);  // synchronises; throws if a kernel flagged a bad slot
+  return r;
+}
+
+int Bench::run() {
+  std::string why;
+  if (!driver::available(&why)) {
+    std::fprintf(stderr, "ssmjit bench: no GPU found (%s): the benchmark needs a GPU; "
+                         "`ssmjit inspect --stage resources` works without one\n",
+                 why.c_str());
+    return kExitFailure;
+  }
+  driver::ensureContext();
+  arch_ = driver::currentArch();
+  device_ = driver::deviceName();
+  l2Bytes_ = deviceAttribute(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, "cuDeviceGetAttribute(L2_CACHE_SIZE)");
+  stream_ = std::make_unique<OwnedStream>();
+  std::printf("device: %s (%s), L2 %.0f MiB\n", device_.c_str(), arch_.c_str(),
+              static_cast<double>(l2Bytes_) / (1 << 20));
+  std::fflush(stdout);
+  copyGBs_ = measureCopyGBs(stream_->get());
+  std::printf("device-to-device copy: %.0f GB/s (cuMemcpyDtoDAsync of 1 GiB, bytes read + written)\n",
+              copyGBs_);
+  std::fflush(stdout);
+
+  const bool tokens = o_.op == "ssu-tokens";
+  std::vector<SsuShape> cases;
+  for (const std::string& stName : o_.stateDtypes)
+    for (int64_t b : o_.batches)
+      for (int64_t L : tokens ? o_.tokens : std::vector<int64_t>{1}) {
+        SsuShape s;
+        s.tokens = tokens;
+        s.H = o_.heads, s.P = o_.headDim, s.N = o_.dstate, s.G = o_.groups;
+        s.batch = b;
+        s.L = L;
+        s.stateT = parseFloatDType(stName, "--state-dtype");
+        s.inT = s.outT = parseFloatDType(o_.inputDtype, "--input-dtype");
+        s.stateIdx = !o_.noStateIdx;
+        s.write = parseStateWrite(o_.stateWrite, "--state-write");
+        cases.push_back(s);
+      }
+
+  std::vector<CaseResult> results;
+  int i = 0;
+  for (const SsuShape& s : cases) {
+    ++i;
+    const CaseResult r = runCase(s);
+    const double tbs = static_cast<double>(r.traffic.total()) / (r.us * 1e-6) / 1e12;
+    std::printf("[%d/%zu] %s: %.2f us, %.2f TB/s (%.0f%% of copy)", i, cases.size(),
+                s.label().c_str(), r.us, tbs, 100.0 * tbs * 1e3 / copyGBs_);
+    if (s.tokens)
+      std::printf(", %lld one-token calls %.2f us (fused / one-token %.2f)",
+                  static_cast<long long>(s.L), r.graphUs, r.us / (r.graphUs / s.L));
+    std::printf(", host %.2f us/call\n", r.hostUs);
+    std::fflush(stdout);
+    results.push_back(r);
+  }
+  printTable(results);
+  printTargets(results);
+  return kExitOk;
+}
+
+void Bench::printTable(const std::vector<CaseResult>& results) const {
+  const bool tokens = o_.op == "ssu-tokens";
+  std::printf("\n## ssmjit bench: %s\n\n", tokens ? "selective_state_update_tokens" : "selective_state_update");
+  std::printf("- device: %s (%s), L2 %.0f MiB\n", device_.c_str(), arch_.c_str(),
+              static_cast<double>(l2Bytes_) / (1 << 20));
+  std::printf("- device-to-device copy: %.0f GB/s (cuMemcpyDtoDAsync of 1 GiB, bytes read + written)\n",
+              copyGBs_);
+  std::printf("- shape: H %lld, P %lld, N %lld, G %lld; D, z, dt_bias, softplus%s; state write %s\n",
+              static_cast<long long>(o_.heads), static_cast<long long>(o_.headDim),
+              static_cast<long long>(o_.dstate), static_cast<long long>(o_.groups),
+              o_.noStateIdx ? "" : ", state_batch_indices", o_.stateWrite.c_str());
+  std::printf("- kernel time: median of %d trials, CUDA graphs of back-to-back calls, inputs rotated "
+              "over `sets` copies (>= %.0fx L2 where memory allows); bytes = state read + state "
+              "written + inputs + outputs, once per call\n",
+              o_.trials, kL2Multiple);
+  std::printf("- host: wall time of %d eager cached calls / %d; compile: compileKernel of the "
+              "variant (DSL + MLIR + NVRTC) in a warm process; first call: first op call of the "
+              "variant in the process, synchronised\n\n",
+              std::max(1, o_.iters), std::max(1, o_.iters));
+  std::vector<std::string> header = {"batch"};
+  if (tokens) header.push_back("L");
+  for (const char* h : {"state", "inputs", "sets", "MB/call", "µs", "TB/s", "% copy"}) header.push_back(h);
+  if (tokens)
+    for (const char* h : {"L×1-token graph µs", "fused / 1-token", "L calls / fused"}) header.push_back(h);
+  for (const char* h : {"host µs/call", "first call ms", "compile ms"}) header.push_back(h);
+  Table t(header);
+  for (const CaseResult& r : results) {
+    const SsuShape& s = r.shape;
+    const double tbs = static_cast<double>(r.traffic.total()) / (r.us * 1e-6) / 1e12;
+    std::vector<std::string> row = {std::to_string(s.batch)};
+    if (tokens) row.push_back(std::to_string(s.L));
+    row.push_back(shortDTypeName(s.stateT));
+    row.push_back(shortDTypeName(s.inT));
+    row.push_back(std::to_string(r.nsets));
+    row.push_back(strf("%.2f", static_cast<double>(r.traffic.total()) / 1e6));
+    row.push_back(strf("%.2f", r.us));
+    row.push_back(strf("%.2f", tbs));
+    row.push_back(strf("%.0f%%", 100.0 * tbs * 1e3 / copyGBs_));
+    if (tokens) {
+      row.push_back(strf("%.2f", r.graphUs));
+      row.push_back(strf("%.2f×", r.us / (r.graphUs / static_cast<double>(s.L))));
+      row.push_back(strf("%.2f×", r.graphUs / r.us));
+    }
+    row.push_back(strf("%.2f", r.hostUs));
+    row.push_back(r.firstCallCompiled ? strf("%.1f", r.firstCallMs) : strf("%.2f (cached)", r.firstCallMs));
+    row.push_back(strf("%.1f", r.compileMs));
+    t.add(row);
+  }
+  t.printMarkdown();
+}
+
+// The targets, checked on the rows this run measured.
+void Bench::printTargets(const std::vector<CaseResult>& results) const {
+  auto line = [](const char* what, bool measured, bool met, const std::string& worst) {
+    if (!measured)
+      std::printf("- %s: not measured by these cases\n", what);
+    else
+      std::printf("- %s: %s (worst %s)\n", what, met ? "met" : "MISSED", worst.c_str());
+  };
+  std::printf("\ntargets:\n");
+  double worstCopy = 1e9, worstRatio = 0, worstHost = 0, worstCompile = 0;
+  bool copyMeasured = false, ratioMeasured = false;
+  for (const CaseResult& r : results) {
+    const SsuShape& s = r.shape;
+    const double pct = 100.0 * (static_cast<double>(r.traffic.total()) / (r.us * 1e-6) / 1e12) * 1e3 / copyGBs_;
+    if (!s.tokens && s.batch >= 16) {
+      copyMeasured = true;
+      worstCopy = std::min(worstCopy, pct);
+    }
+    if (s.tokens && s.L == 16 && s.batch >= 16) {
+      ratioMeasured = true;
+      worstRatio = std::max(worstRatio, r.us / (r.graphUs / 16.0));
+    }
+    worstHost = std::max(worstHost, r.hostUs);
+    worstCompile = std::max(worstCompile, r.compileMs);
+  }
+  line("one token >= 90% of copy bandwidth at batch >= 16", copyMeasured, worstCopy >= 90.0,
+       strf("%.0f%%", worstCopy));
+  line("fused L = 16 within 1.5x of one one-token call at batch >= 16", ratioMeasured,
+       worstRatio <= 1.5, strf("%.2fx", worstRatio));
+  line("<= 5 us host time per cached call", !results.empty(), worstHost <= 5.0,
+       strf("%.2f us", worstHost));
+  line("first compile of a variant <= 300 ms", !results.empty(), worstCompile <= 300.0,
+       strf("%.0f ms", worstCompile));
+}
+
+int runBench(BenchOptions& o) {
+  if (o.op != "ssu" && o.op != "ssu-tokens")
+    throw UsageError("--op is '" + o.op + "', expected ssu or ssu-tokens");
+  if (o.op == "ssu" && o.tokensGiven)
+    throw UsageError("--tokens applies to --op ssu-tokens only (the one-token op has L = 1)");
+  if (o.op == "ssu" && o.stateWrite == "per-token")
+    throw UsageError("--state-write per-token applies to --op ssu-tokens only");
+  if (o.stateWrite == "per-token")
+    throw UsageError("--state-write per-token is not benchmarked (it needs batch * L extra state "
+                     "slots); use final or none");
+  if (o.iters < 1) throw UsageError(strf("--iters is %d, expected at least 1", o.iters));
+  if (o.trials < 1) throw UsageError(strf("--trials is %d, expected at least 1", o.trials));
+  // Check every shape with the op's own argument check before touching the GPU.
+  for (const std::string& st : o.stateDtypes)
+    for (int64_t b : o.batches)
+      for (int64_t L : o.op == "ssu-tokens" ? o.tokens : std::vector<int64_t>{1}) {
+        SsuShape s;
+        s.tokens = o.op == "ssu-tokens";
+        s.H = o.heads, s.P = o.headDim, s.N = o.dstate, s.G = o.groups;
+        s.batch = b;
+        s.L = L;
+        s.stateT = parseFloatDType(st, "--state-dtype");
+        s.inT = s.outT = parseFloatDType(o.inputDtype, "--input-dtype");
+        s.stateIdx = !o.noStateIdx;
+        s.write = parseStateWrite(o.stateWrite, "--state-write");
+        try {
+          checkSsuShape(s);
+        } catch (const Error& e) {
+          if (e.kind() != Error::Kind::InvalidArgument) throw;
+          throw UsageError(std::string("the shape options give an invalid call: ") + e.what());
+        }
+      }
+  Bench bench(o);
+  return bench.run();
+}
+
+}  // namespace
+
+Command addBenchCommand(CLI::App& parent) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* app = parent.add_subcommand(
+      "bench",
+      "Benchmark selective_state_update (--op ssu) or selective_state_update_tokens "
+      "(--op ssu-tokens) on the GPU: µs per call (CUDA events over graphs of back-to-back calls, "
+      "median of trials, inputs rotated beyond L2), achieved TB/s and % of the device-to-device "
+      "copy bandwidth measured in the same run, for the tokens op L one-token calls from one CUDA "
+      "graph, host overhead per cached call and compile time. Ends with a Markdown table.");
+  app->add_option("--op", o->op, "ssu (one token) or ssu-tokens (L tokens per sequence)")
+      ->check(CLI::IsMember({"ssu", "ssu-tokens"}))
+      ->capture_default_str();
+  app->add_option("--heads", o->heads, "Heads H")->check(atLeast(1))->capture_default_str();
+  app->add_option("--head-dim", o->headDim, "Head dim P")->check(atLeast(1))->capture_default_str();
+  app->add_option("--dstate", o->dstate, "State size N")->check(atLeast(1))->capture_default_str();
+  app->add_option("--groups", o->groups, "Groups G of B and C (must divide H)")
+      ->check(atLeast(1))
+      ->capture_default_str();
+  app->add_option("--batch", o->batches, "Batch sizes, comma-separated")
+      ->delimiter(',')
+      ->check(atLeast(1))
+      ->capture_default_str();
+  CLI::Option* tokensOpt = app->add_option("--tokens", o->tokens, "Tokens per sequence L (ssu-tokens), comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(1, kMaxTokens))
+      ->capture_default_str();
+  app->add_option("--state-dtype", o->stateDtypes, "State storage dtypes (fp32, bf16, fp16), comma-separated")
+      ->delimiter(',')
+      ->check(CLI::IsMember(floatDTypeNames()))
+      ->capture_default_str();
+  app->add_option("--input-dtype", o->inputDtype, "Dtype of x, dt, B, C, z and out (fp32, bf16, fp16)")
+      ->check(CLI::IsMember(floatDTypeNames()))
+      ->capture_default_str();
+  app->add_option("--state-write", o->stateWrite, "final (in place) or none (verify only)")
+      ->check(CLI::IsMember({"final", "none", "per-token"}))
+      ->capture_default_str();
+  app->add_option("--iters", o->iters, "Timed calls per trial (fewer for cases slower than ~40 ms per trial)")
+      ->check(atLeast(1))
+      ->capture_default_str();
+  app->add_option("--trials", o->trials, "Trials per case; the median is reported")
+      ->check(atLeast(1))
+      ->capture_default_str();
+  app->add_flag("--no-state-indices", o->noStateIdx,
+                "Call without state_batch_indices (sequence b uses slot b)");
+  app->add_option("--seed", o->seed, "Random seed of the inputs")->capture_default_str();
+  return {app, [o, tokensOpt] {
+            o->tokensGiven = tokensOpt->count() > 0;
+            return runBench(*o);
+          }};
+}
+
+}  // namespace ssmjit::tool

@@ -1,0 +1,381 @@
+// `ssmjit inspect`: prints one stage of the selective-state-update kernel for a call shape:
+// the generic IR the DSL builds, the IR after any pass, the CUDA C++, the PTX, SASS (through
+// cuobjdump or nvdisasm, where installed) or the resource report. Needs no GPU: the kernel is
+// compiled for --arch, with the specialisation the op would build for that call.
+#include <CLI/CLI.hpp>
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/Nvrtc.h"
+#include "compiler/Pipeline.h"
+#include "kernels_dsl/CompileKernel.h"
+#include "ssmjit/error.h"
+#include "tools/SsuProblem.h"
+#include "tools/ToolSupport.h"
+
+extern char** environ;
+
+namespace ssmjit::tool {
+namespace {
+
+struct InspectOptions {
+  std::string op = "ssu";
+  int64_t heads = 80, headDim = 64, dstate = 128, groups = 1;
+  int64_t batch = 16;
+  int64_t tokens = 4;
+  bool tokensGiven = false;
+  std::string stateDtype = "fp32";
+  std::string inputDtype = "fp32";
+  std::string outDtype;  // empty: as --input-dtype
+  std::string stateWrite = "final";
+  bool noD = false, noZ = false, noDtBias = false, noSoftplus = false, noStateIdx = false;
+  std::string arch = "sm_90a";
+  std::string stage;
+};
+
+std::string passList() {
+  std::string s;
+  for (const std::string& p : pipelinePassNames()) s += (s.empty() ? "" : ", ") + p;
+  return s;
+}
+
+// --stage, resolved: the name the pipeline reports the stage under (onStage), or a stage that
+// needs NVRTC's output.
+struct Stage {
+  enum Kind { Ir, Cuda, Ptx, Sass, Resources } kind = Ir;
+  std::string pipelineName;  // for Ir: "generic" or a pass name
+};
+
+// Returns "" if `s` is a valid --stage, else the reason (CLI11 prints it as a usage error).
+std::string stageError(const std::string& s) {
+  static const char* fixed[] = {"generic", "specialized", "cuda", "ptx", "sass", "resources"};
+  for (const char* f : fixed)
+    if (s == f) return "";
+  if (s.rfind("after:", 0) == 0) {
+    const std::string pass = s.substr(6);
+    for (const std::string& p : pipelinePassNames())
+      if (p == pass) return "";
+    return "unknown pass '" + pass + "' in '" + s + "', expected one of: " + passList();
+  }
+  return "'" + s + "' is not a stage, expected generic, specialized, after:<pass> (pass one of: " + passList() +
+         "), cuda, ptx, sass or resources";
+}
+
+Stage parseStage(const std::string& s) {
+  const std::string err = stageError(s);
+  if (!err.empty()) throw UsageError("--stage: " + err);
+  if (s == "generic") return {Stage::Ir, "generic"};
+  if (s == "specialized") return {Stage::Ir, "specialize"};
+  if (s == "cuda") return {Stage::Cuda, "cuda"};
+  if (s == "ptx") return {Stage::Ptx, ""};
+  if (s == "sass") return {Stage::Sass, ""};
+  if (s == "resources") return {Stage::Resources, ""};
+  return {Stage::Ir, s.substr(6)};
+}
+
+// ---------------------------------------------------------------------------------------------
+// SASS through the CUDA toolkit's disassemblers.
+
+bool executable(const std::string& path) { return ::access(path.c_str(), X_OK) == 0; }
+
+// The first of cuobjdump, nvdisasm found on PATH, then in the CUDA toolkit directories.
+std::string findDisassembler(std::string* tried) {
+  std::vector<std::string> dirs;
+  if (const char* path = std::getenv("PATH")) {
+    std::string p = path;
+    size_t start = 0;
+    while (start <= p.size()) {
+      const size_t end = p.find(':', start);
+      const std::string dir = p.substr(start, end == std::string::npos ? std::string::npos : end - start);
+      if (!dir.empty()) dirs.push_back(dir);
+      if (end == std::string::npos) break;
+      start = end + 1;
+    }
+  }
+  std::vector<std::string> toolkit;
+#ifdef SSMJIT_CUDA_HOME
+  toolkit.push_back(std::string(SSMJIT_CUDA_HOME) + "/bin");
+#endif
+  if (std::find(toolkit.begin(), toolkit.end(), "/usr/local/cuda/bin") == toolkit.end())
+    toolkit.push_back("/usr/local/cuda/bin");
+  dirs.insert(dirs.end(), toolkit.begin(), toolkit.end());
+  for (const char* tool : {"cuobjdump", "nvdisasm"})
+    for (const std::string& d : dirs) {
+      const std::string candidate = d + "/" + tool;
+      if (executable(candidate)) return candidate;
+    }
+  *tried = "cuobjdump and nvdisasm on PATH and in";
+  for (size_t i = 0; i < toolkit.size(); ++i)
+    *tried += (i ? ", " : " ") + toolkit[i];
+  return "";
+}
+
+// A temporary file removed when this goes out of scope.
+class TempFile {
+ public:
+  explicit TempFile(const std::vector<char>& bytes) {
+    const char* dir = std::getenv("TMPDIR");
+    path_ = std::string(dir && *dir ? dir : "/tmp") + "/ssmjit-inspect-XXXXXX.cubin";
+    const int fd = ::mkstemps(path_.data(), 6);
+    if (fd < 0)
+      throw Error(Error::Kind::Internal,
+                  "inspect: cannot create a temporary file " + path_ + ": " + std::strerror(errno));
+    size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int e = errno;
+        ::close(fd);
+        ::unlink(path_.c_str());
+        throw Error(Error::Kind::Internal, "inspect: cannot write the CUBIN to " + path_ + ": " + std::strerror(e));
+      }
+      done += static_cast<size_t>(n);
+    }
+    ::close(fd);
+  }
+  ~TempFile() { ::unlink(path_.c_str()); }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Runs `argv` with our stdout and stderr; returns its exit status (or throws if it cannot start).
+int runProgram(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, args[0], nullptr, nullptr, args.data(), environ);
+  if (rc != 0)
+    throw Error(Error::Kind::Internal, "inspect: cannot start " + argv[0] + ": " + std::strerror(rc));
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR)
+      throw Error(Error::Kind::Internal, "inspect: waitpid for " + argv[0] + ": " + std::strerror(errno));
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+int printSass(const CompiledKernel& k) {
+  if (k.cubin.empty()) {
+    std::fprintf(stderr,
+                 "ssmjit inspect: no CUBIN for --arch %s (a compute_ target yields PTX only): SASS "
+                 "needs an sm_ target, e.g. sm_90a\n",
+                 k.arch.c_str());
+    return kExitFailure;
+  }
+  std::string tried;
+  const std::string tool = findDisassembler(&tried);
+  if (tool.empty()) {
+    std::fprintf(stderr,
+                 "ssmjit inspect: no SASS disassembler found (looked for %s); install the CUDA "
+                 "toolkit's cuobjdump or nvdisasm, or use --stage ptx\n",
+                 tried.c_str());
+    return kExitFailure;
+  }
+  const TempFile cubin(k.cubin);
+  const bool isCuobjdump = tool.size() >= 9 && tool.compare(tool.size() - 9, 9, "cuobjdump") == 0;
+  const std::vector<std::string> argv =
+      isCuobjdump ? std::vector<std::string>{tool, "--dump-sass", cubin.path()}
+                  : std::vector<std::string>{tool, "--print-code", cubin.path()};
+  const int rc = runProgram(argv);
+  if (rc != 0) {
+    std::string cmd;
+    for (const auto& a : argv) cmd += (cmd.empty() ? "" : " ") + a;
+    std::fprintf(stderr, "ssmjit inspect: `%s` exited with status %d\n", cmd.c_str(), rc);
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+std::string figure(int v, const char* unit) {
+  return v < 0 ? std::string("n/a (not reported by ptxas)") : std::to_string(v) + unit;
+}
+
+void printResources(const CompiledKernel& k, const Specialization& spec, const SsuShape& s,
+                    double wallMs) {
+  const ResourceUsage& r = k.resources;
+  const int64_t bp = spec.get("meta:BLOCK_P");
+  const auto lines = std::count(k.ptx.begin(), k.ptx.end(), '\n');
+  std::printf("kernel      %s\n", k.entry.c_str());
+  std::printf("arch        %s\n", k.arch.c_str());
+  std::printf("call        %s\n", s.label().c_str());
+  std::printf("key         %s\n", spec.canonical().c_str());
+  std::printf("block       %d threads\n", k.numThreads);
+  std::printf("grid        (%lld, batch, %lld) = (cdiv(P %lld, BLOCK_P %lld), batch, H)\n",
+              static_cast<long long>((s.P + bp - 1) / bp), static_cast<long long>(s.H),
+              static_cast<long long>(s.P), static_cast<long long>(bp));
+  std::printf("registers   %s\n", figure(r.registers, " per thread").c_str());
+  std::printf("shared      %s\n", figure(r.sharedBytes, " bytes per block (static)").c_str());
+  std::printf("local       %s\n", figure(r.localBytes, " bytes per thread (stack frame)").c_str());
+  std::printf("spill st    %s\n", figure(r.spillStoreBytes, " bytes").c_str());
+  std::printf("spill ld    %s\n", figure(r.spillLoadBytes, " bytes").c_str());
+  std::printf("compile     %.1f ms (DSL + MLIR pipeline + NVRTC, wall); pipeline + NVRTC %.1f ms\n",
+              wallMs, k.compileMs);
+  std::printf("PTX         %lld lines\n", static_cast<long long>(lines));
+  std::printf("CUBIN       %s\n", k.cubin.empty() ? "none (PTX-only target)"
+                                                  : (std::to_string(k.cubin.size()) + " bytes").c_str());
+}
+
+int runInspect(const InspectOptions& o) {
+  const Stage stage = parseStage(o.stage);
+  checkArch(o.arch, "--arch");
+  SsuShape s;
+  s.tokens = o.op == "ssu-tokens";
+  if (!s.tokens && o.tokensGiven)
+    throw UsageError(strf("--tokens %lld applies to --op ssu-tokens only (the one-token op has L = 1)",
+                          static_cast<long long>(o.tokens)));
+  s.H = o.heads, s.P = o.headDim, s.N = o.dstate, s.G = o.groups;
+  s.batch = o.batch;
+  s.L = s.tokens ? o.tokens : 1;
+  s.stateT = parseFloatDType(o.stateDtype, "--state-dtype");
+  s.inT = parseFloatDType(o.inputDtype, "--input-dtype");
+  s.outT = o.outDtype.empty() ? s.inT : parseFloatDType(o.outDtype, "--out-dtype");
+  s.hasD = !o.noD, s.hasZ = !o.noZ, s.hasDtBias = !o.noDtBias, s.softplus = !o.noSoftplus;
+  s.write = parseStateWrite(o.stateWrite, "--state-write");
+  // Per-token snapshots are written through destination slots, which need slot indices.
+  s.stateIdx = !o.noStateIdx || s.write == StateWrite::PerToken;
+  if (o.noStateIdx && s.write == StateWrite::PerToken)
+    throw UsageError("--no-state-indices contradicts --state-write per-token (snapshots go to slots)");
+  Specialization spec;
+  try {
+    checkSsuShape(s);
+    spec = ssuSpecialization(ssuArgsWithoutMemory(s), s.tokens, o.arch);
+  } catch (const Error& e) {
+    if (e.kind() != Error::Kind::InvalidArgument) throw;
+    throw UsageError(std::string("the shape options give an invalid call: ") + e.what());
+  }
+
+  const bool needNvrtc = stage.kind == Stage::Ptx || stage.kind == Stage::Sass ||
+                         stage.kind == Stage::Resources;
+  if (needNvrtc) {
+    std::string why;
+    if (!nvrtcAvailable(&why)) {
+      std::fprintf(stderr, "ssmjit inspect: NVRTC is not available (%s): --stage %s needs it; "
+                           "the IR and cuda stages work without it\n",
+                   why.c_str(), o.stage.c_str());
+      return kExitFailure;
+    }
+  }
+
+  std::string text;
+  bool seen = false;
+  PipelineOptions po;
+  po.runNvrtc = needNvrtc;
+  if (!stage.pipelineName.empty())
+    po.onStage = [&](const std::string& name, const std::string& t) {
+      if (name == stage.pipelineName) {
+        text = t;
+        seen = true;
+      }
+    };
+  const WallTimer timer;
+  const CompiledKernel k = compileKernel(spec, po);
+  const double wallMs = timer.ms();
+
+  switch (stage.kind) {
+    case Stage::Ir:
+    case Stage::Cuda:
+      if (!seen)
+        throw Error(Error::Kind::Internal, "inspect: the pipeline never reported stage '" +
+                                               stage.pipelineName + "' (passes: " + passList() + ")");
+      // The CUDA source carries its own header line naming the specialisation.
+      if (stage.kind == Stage::Ir)
+        std::printf("// ssmjit inspect --stage %s: %s\n", o.stage.c_str(), spec.canonical().c_str());
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      if (!text.empty() && text.back() != '\n') std::printf("\n");
+      return kExitOk;
+    case Stage::Ptx:
+      std::printf("// ssmjit inspect --stage ptx: %s\n", spec.canonical().c_str());
+      std::fwrite(k.ptx.data(), 1, k.ptx.size(), stdout);
+      return kExitOk;
+    case Stage::Sass:
+      return printSass(k);
+    case Stage::Resources:
+      printResources(k, spec, s, wallMs);
+      return kExitOk;
+  }
+  return kExitFailure;
+}
+
+}  // namespace
+
+Command addInspectCommand(CLI::App& parent) {
+  auto o = std::make_shared<InspectOptions>();
+  CLI::App* app = parent.add_subcommand(
+      "inspect",
+      "Print one stage of the selective-state-update kernel for a call shape, compiled for --arch "
+      "with the specialisation the op builds for that call (no GPU needed). Stages: generic (the "
+      "DSL's IR), specialized (after 'specialize'), after:<pass> with <pass> one of: " +
+          passList() +
+          "; cuda (generated CUDA C++), ptx, sass (via cuobjdump or nvdisasm) and resources "
+          "(registers, shared memory, local/stack bytes, spills, compile time).");
+  app->add_option("--stage", o->stage,
+                  "generic | specialized | after:<pass> (" + passList() +
+                      ") | cuda | ptx | sass | resources")
+      ->required()
+      ->check(CLI::Validator(
+          [](std::string& s) { return stageError(s); }, "STAGE", "stage"));
+  app->add_option("--op", o->op, "ssu (one token) or ssu-tokens (L tokens per sequence)")
+      ->check(CLI::IsMember({"ssu", "ssu-tokens"}))
+      ->capture_default_str();
+  app->add_option("--heads", o->heads, "Heads H")->check(atLeast(1))->capture_default_str();
+  app->add_option("--head-dim", o->headDim, "Head dim P")->check(atLeast(1))->capture_default_str();
+  app->add_option("--dstate", o->dstate, "State size N")->check(atLeast(1))->capture_default_str();
+  app->add_option("--groups", o->groups, "Groups G of B and C (must divide H)")
+      ->check(atLeast(1))
+      ->capture_default_str();
+  app->add_option("--batch", o->batch,
+                  "Batch (dynamic in the kernel; it only decides 32- or 64-bit indexing)")
+      ->check(atLeast(1))
+      ->capture_default_str();
+  CLI::Option* tokensOpt =
+      app->add_option("--tokens", o->tokens, "Tokens per sequence L (ssu-tokens only)")
+          ->check(CLI::Range(1, kMaxTokens))
+          ->capture_default_str();
+  app->add_option("--state-dtype", o->stateDtype, "State storage dtype (fp32, bf16, fp16)")
+      ->check(CLI::IsMember(floatDTypeNames()))
+      ->capture_default_str();
+  app->add_option("--input-dtype", o->inputDtype, "Dtype of x, dt, B, C, z (fp32, bf16, fp16)")
+      ->check(CLI::IsMember(floatDTypeNames()))
+      ->capture_default_str();
+  app->add_option("--out-dtype", o->outDtype, "Dtype of out (default: as --input-dtype)")
+      ->check(CLI::IsMember(floatDTypeNames()));
+  app->add_option("--state-write", o->stateWrite, "final (in place), none (verify only) or per-token")
+      ->check(CLI::IsMember({"final", "none", "per-token"}))
+      ->capture_default_str();
+  app->add_flag("--no-D", o->noD, "Without the skip connection D");
+  app->add_flag("--no-z", o->noZ, "Without the gate z");
+  app->add_flag("--no-dt-bias", o->noDtBias, "Without dt_bias");
+  app->add_flag("--no-softplus", o->noSoftplus, "Without softplus on dt");
+  app->add_flag("--no-state-indices", o->noStateIdx, "Without state_batch_indices");
+  app->add_option("--arch", o->arch, "NVRTC target (sm_90a, sm_90, sm_80, compute_90, ...)")
+      ->capture_default_str();
+  return {app, [o, tokensOpt] {
+            o->tokensGiven = tokensOpt->count() > 0;
+            return runInspect(*o);
+          }};
+}
+
+}  // namespace ssmjit::tool

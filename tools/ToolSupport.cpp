@@ -1,0 +1,131 @@
+#include "tools/ToolSupport.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <regex>
+
+namespace ssmjit::tool {
+
+CLI::Validator atLeast(long long lo) {
+  return CLI::Validator(
+      [lo](std::string& v) -> std::string {
+        long long x = 0;
+        size_t used = 0;
+        try {
+          x = std::stoll(v, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != v.size()) return "'" + v + "' is not an integer";
+        if (x < lo) return "is " + v + ", expected at least " + std::to_string(lo);
+        return "";
+      },
+      ">=" + std::to_string(lo), "at least");
+}
+
+DType parseFloatDType(const std::string& name, const char* option) {
+  if (name == "fp32") return DType::F32;
+  if (name == "bf16") return DType::BF16;
+  if (name == "fp16") return DType::F16;
+  throw UsageError(std::string(option) + " is '" + name + "', expected fp32, bf16 or fp16");
+}
+
+const char* shortDTypeName(DType t) {
+  switch (t) {
+    case DType::F32: return "fp32";
+    case DType::BF16: return "bf16";
+    case DType::F16: return "fp16";
+    case DType::I32: return "i32";
+    case DType::I64: return "i64";
+  }
+  return "?";
+}
+
+StateWrite parseStateWrite(const std::string& name, const char* option) {
+  if (name == "final") return StateWrite::Final;
+  if (name == "none") return StateWrite::None;
+  if (name == "per-token") return StateWrite::PerToken;
+  throw UsageError(std::string(option) + " is '" + name + "', expected final, none or per-token");
+}
+
+const char* stateWriteName(StateWrite w) {
+  switch (w) {
+    case StateWrite::Final: return "final";
+    case StateWrite::None: return "none";
+    case StateWrite::PerToken: return "per-token";
+  }
+  return "?";
+}
+
+void checkArch(const std::string& arch, const char* option) {
+  static const std::regex re("(sm|compute)_[0-9]{2,3}[af]?");
+  if (!std::regex_match(arch, re))
+    throw UsageError(std::string(option) + " is '" + arch +
+                     "', expected an NVRTC target such as sm_90a, sm_90, sm_80 or compute_90");
+}
+
+std::string strf(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  va_list ap2;
+  va_copy(ap2, ap);
+  const int n = std::vsnprintf(nullptr, 0, fmt, ap);
+  va_end(ap);
+  std::string s(n > 0 ? static_cast<size_t>(n) : 0, '\0');
+  if (n > 0) std::vsnprintf(s.data(), s.size() + 1, fmt, ap2);
+  va_end(ap2);
+  return s;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+namespace {
+// Display width of UTF-8 text (µ and × count as one column).
+size_t displayWidth(const std::string& s) {
+  size_t w = 0;
+  for (unsigned char c : s) w += (c & 0xC0) != 0x80;
+  return w;
+}
+}  // namespace
+
+void Table::printText() const {
+  std::vector<size_t> width(header_.size(), 0);
+  for (size_t i = 0; i < header_.size(); ++i) width[i] = displayWidth(header_[i]);
+  for (const auto& r : rows_)
+    for (size_t i = 0; i < r.size() && i < width.size(); ++i)
+      width[i] = std::max(width[i], displayWidth(r[i]));
+  auto line = [&](const std::vector<std::string>& r) {
+    std::string out;
+    for (size_t i = 0; i < width.size(); ++i) {
+      const std::string cell = i < r.size() ? r[i] : "";
+      out += cell + std::string(width[i] - displayWidth(cell) + 2, ' ');
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    std::printf("%s\n", out.c_str());
+  };
+  line(header_);
+  for (const auto& r : rows_) line(r);
+}
+
+void Table::printMarkdown() const {
+  auto line = [&](const std::vector<std::string>& r) {
+    std::string out = "|";
+    for (size_t i = 0; i < header_.size(); ++i) out += " " + (i < r.size() ? r[i] : "") + " |";
+    std::printf("%s\n", out.c_str());
+  };
+  line(header_);
+  std::string sep = "|";
+  for (size_t i = 0; i < header_.size(); ++i) sep += "---|";
+  std::printf("%s\n", sep.c_str());
+  for (const auto& r : rows_) line(r);
+}
+
+}  // namespace ssmjit::tool

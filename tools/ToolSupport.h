@@ -1,0 +1,93 @@
+// What every `ssmjit` subcommand shares: exit codes, the usage-error type, dtype names on the
+// command line, a wall clock, and number formatting for tables.
+#pragma once
+#include <chrono>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ssmjit/ops.h"
+#include "ssmjit/tensor.h"
+
+namespace CLI {
+class App;
+class Validator;
+}
+
+namespace ssmjit::tool {
+
+// Exit codes of every subcommand.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;  // a check failed, a mismatch, CUDA or compile error
+inline constexpr int kExitUsage = 2;    // bad arguments
+
+// A bad command line found after parsing (e.g. arguments that contradict each other). main()
+// prints it with a pointer to --help and exits with kExitUsage.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A subcommand: its CLI11 app (registered on the parent) and what runs when it was chosen.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+Command addDemoCommand(CLI::App& parent);
+Command addBenchCommand(CLI::App& parent);
+Command addInspectCommand(CLI::App& parent);
+
+// A CLI11 check: the value (each value, for lists) is an integer >= lo.
+CLI::Validator atLeast(long long lo);
+
+// Command-line dtype names: fp32, bf16, fp16.
+inline const std::vector<std::string>& floatDTypeNames() {
+  static const std::vector<std::string> names{"fp32", "bf16", "fp16"};
+  return names;
+}
+// Throws UsageError naming `option` for anything but fp32, bf16 or fp16.
+DType parseFloatDType(const std::string& name, const char* option);
+const char* shortDTypeName(DType t);  // "fp32", "bf16", "fp16", "i32", "i64"
+
+// "final", "none", "per-token".
+StateWrite parseStateWrite(const std::string& name, const char* option);
+const char* stateWriteName(StateWrite w);
+
+// "sm_90a", "sm_80", "compute_90", ...: throws UsageError naming `option` otherwise, so that a
+// typo is caught before NVRTC prints a less direct message.
+void checkArch(const std::string& arch, const char* option);
+
+class WallTimer {
+ public:
+  WallTimer() : t0_(std::chrono::steady_clock::now()) {}
+  double ms() const {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point t0_;
+};
+
+// printf-style formatting into a std::string (tables, messages).
+std::string strf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// Median of a non-empty list (sorts a copy).
+double median(std::vector<double> v);
+
+// A fixed-width text table (for terminals) or a Markdown table, printed to stdout.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
+  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  void printText() const;
+  void printMarkdown() const;
+  bool empty() const { return rows_.empty(); }
+
+ private:
+  std::vector<std::string> header_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+}  // namespace ssmjit::tool

@@ -1,0 +1,91 @@
+// `ssmjit`: the command-line tool. Subcommands live one per file (DemoCommand.cpp,
+// BenchCommand.cpp, InspectCommand.cpp); this file parses the command line and maps outcomes to
+// exit codes: 0 ok, 1 failure or mismatch, 2 usage error.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <string>
+
+#include "compiler/Nvrtc.h"
+#include "compiler/Pipeline.h"
+#include "ssmjit/error.h"
+#include "tools/ToolSupport.h"
+
+namespace {
+
+std::string versionText() {
+  std::string nvrtc;
+  std::string why;
+  if (ssmjit::nvrtcAvailable(&why)) {
+    try {
+      nvrtc = "NVRTC " + ssmjit::nvrtcVersion();
+    } catch (const std::exception& e) {
+      nvrtc = std::string("NVRTC version unknown: ") + e.what();
+    }
+  } else {
+    nvrtc = "NVRTC not available (" + why + ")";
+  }
+  return std::string("ssmjit ") + ssmjit::buildId() + "\n" + nvrtc;
+}
+
+const char* errorKindName(ssmjit::Error::Kind k) {
+  switch (k) {
+    case ssmjit::Error::Kind::InvalidArgument: return "invalid argument";
+    case ssmjit::Error::Kind::Compile: return "compile error";
+    case ssmjit::Error::Kind::Cuda: return "CUDA error";
+    case ssmjit::Error::Kind::Unavailable: return "unavailable";
+    case ssmjit::Error::Kind::Internal: return "internal error";
+  }
+  return "error";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace ssmjit::tool;
+  CLI::App app{
+      "ssmjit: JIT-compiled Mamba selective-state-update kernels "
+      "(C++ DSL -> MLIR -> CUDA C++ -> NVRTC -> CUBIN -> CUDA Driver API).\n"
+      "Exit codes: 0 ok, 1 failure or mismatch, 2 usage error.",
+      "ssmjit"};
+  app.set_version_flag("--version", versionText, "Print the build id and the NVRTC version, then exit");
+  app.require_subcommand(1);
+  const Command commands[] = {addDemoCommand(app), addBenchCommand(app), addInspectCommand(app)};
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help, --version: printed by exit()
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  }
+
+  const char* name = "ssmjit";
+  try {
+    for (const Command& c : commands) {
+      if (!c.app->parsed()) continue;
+      name = c.app->get_name().c_str();
+      const int rc = c.run();
+      std::fflush(stdout);
+      return rc;
+    }
+    std::fprintf(stderr, "ssmjit: no subcommand given\n");
+    return kExitUsage;
+  } catch (const UsageError& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "ssmjit %s: error: %s\nRun 'ssmjit %s --help' for the options.\n", name,
+                 e.what(), name);
+    return kExitUsage;
+  } catch (const ssmjit::Error& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "ssmjit %s: %s: %s\n", name, errorKindName(e.kind()), e.what());
+    return kExitFailure;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "ssmjit %s: error: %s\n", name, e.what());
+    return kExitFailure;
+  }
+}
