@@ -267,10 +267,7 @@ Specialization ssuSpecialization(const SelectiveStateUpdateArgs& a, bool tokens,
     spec.set(std::string("dtype:") + kernels::kSsuArgNames[i],
              static_cast<int64_t>(t.defined() ? t.dtype : dflt));  // DType == ScalarType numbering
   }
-  // The status record `err` (int64[4]). The op does not bind it yet, and the specialize pass
-  // rejects a used pointer without a dtype ("pointer 'err' is used but has no dtype binding"),
-  // so the op's own key cannot compile today; tests/test_pipeline.cpp binds it here, after
-  // dst_idx. If the op binds it elsewhere (or not at all), `ssmjit demo` reports the mismatch.
+  // The device status record is int64[4] by contract (DeviceStatus.h).
   spec.set(std::string("dtype:") + kernels::kSsuArgNames[argIndex("err")],
            static_cast<int64_t>(ScalarType::I64));
   // Alignment classes of data pointers only (never of index arrays).
