@@ -210,7 +210,10 @@ int printSass(const CompiledKernel& k) {
 // ---------------------------------------------------------------------------------------------
 
 std::string figure(int v, const char* unit) {
-  return v < 0 ? std::string("n/a (not reported by ptxas)") : std::to_string(v) + unit;
+  if (v >= 0) return std::to_string(v) + unit;
+  return cudaJitCacheMayServe()
+             ? "n/a (ptxas printed no report: " + cudaJitCacheNote() + ")"
+             : std::string("n/a (ptxas printed no report)");
 }
 
 void printResources(const CompiledKernel& k, const Specialization& spec, const SsuShape& s,

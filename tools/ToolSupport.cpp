@@ -5,9 +5,32 @@
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <regex>
 
 namespace ssmjit::tool {
+
+namespace {
+bool gJitCacheDisabledByTool = false;
+}
+
+void disableCudaJitCacheUnlessSet() {
+  if (std::getenv("CUDA_CACHE_DISABLE") != nullptr) return;
+  gJitCacheDisabledByTool = ::setenv("CUDA_CACHE_DISABLE", "1", 0) == 0;
+}
+
+bool cudaJitCacheMayServe() {
+  const char* v = std::getenv("CUDA_CACHE_DISABLE");
+  return !(v && std::string(v) == "1");
+}
+
+std::string cudaJitCacheNote() {
+  if (gJitCacheDisabledByTool) return "CUDA's JIT cache off (CUDA_CACHE_DISABLE=1, set by ssmjit): every compile is cold";
+  const char* v = std::getenv("CUDA_CACHE_DISABLE");
+  if (v && std::string(v) == "1") return "CUDA's JIT cache off (CUDA_CACHE_DISABLE=1 from the environment)";
+  return std::string("CUDA_CACHE_DISABLE=") + (v ? v : "") +
+         " from the environment: a CUBIN from CUDA's JIT cache compiles faster and reports no resources";
+}
 
 CLI::Validator atLeast(long long lo) {
   return CLI::Validator(

@@ -39,6 +39,15 @@ Command addDemoCommand(CLI::App& parent);
 Command addBenchCommand(CLI::App& parent);
 Command addInspectCommand(CLI::App& parent);
 
+// CUDA's JIT cache (~/.nv/ComputeCache) also serves NVRTC's PTX -> CUBIN step where a driver is
+// installed: a cached CUBIN comes back without ptxas' report (registers, spills: unknown) and in a
+// fraction of the compile time, so resource reports and compile times would depend on what ran
+// on the machine before. main() therefore sets CUDA_CACHE_DISABLE=1 unless the environment
+// already sets CUDA_CACHE_DISABLE. Returns what is in effect, for reports.
+void disableCudaJitCacheUnlessSet();
+std::string cudaJitCacheNote();
+bool cudaJitCacheMayServe();  // CUDA_CACHE_DISABLE is not "1"
+
 // A CLI11 check: the value (each value, for lists) is an integer >= lo.
 CLI::Validator atLeast(long long lo);
 

@@ -45,10 +45,14 @@ const char* errorKindName(ssmjit::Error::Kind k) {
 
 int main(int argc, char** argv) {
   using namespace ssmjit::tool;
+  // Before anything can load NVRTC or the driver (they read it once): see ToolSupport.h.
+  disableCudaJitCacheUnlessSet();
   CLI::App app{
       "ssmjit: JIT-compiled Mamba selective-state-update kernels "
       "(C++ DSL -> MLIR -> CUDA C++ -> NVRTC -> CUBIN -> CUDA Driver API).\n"
-      "Exit codes: 0 ok, 1 failure or mismatch, 2 usage error.",
+      "Exit codes: 0 ok, 1 failure or mismatch, 2 usage error.\n"
+      "Sets CUDA_CACHE_DISABLE=1 unless the environment sets it, so that every NVRTC compile is "
+      "cold and reports its resources (CUDA's JIT cache would otherwise serve repeat CUBINs).",
       "ssmjit"};
   app.set_version_flag("--version", versionText, "Print the build id and the NVRTC version, then exit");
   app.require_subcommand(1);
