@@ -75,41 +75,69 @@ void build(KernelBuilder& k, const Specialization& spec) {
   };
   Value st = k.load(state, stateOffsets(slot), mask2, k.constFloat(0));
 
-  // Loop invariants: A (per element, or one value per head), D, dt_bias.
-  Value Av = k.ifElse(perHead,
-                      [&] { return std::vector<Value>{k.splat(k.load(A, h * sAh), {BP, BN})}; },
-                      [&] {
-                        return std::vector<Value>{k.load(
-                            A, h * sAh + k.expandDims(offsP, 1) * sAp + k.expandDims(offsN, 0) * sAn,
-                            mask2, k.constFloat(0))};
-                      })[0];
-  Value zeroP = k.splat(k.constFloat(0), {BP});
-  Value biasV = k.ifElse(hasBias,
-                         [&] { return std::vector<Value>{k.load(dtBias, h * sBiasH + offsP * sBiasP, maskP, k.constFloat(0))}; },
-                         [&] { return std::vector<Value>{zeroP}; })[0];
+  // dt' = clamp(softplus(dt + dt_bias)): on a tile (Mamba-1: per channel) or a scalar (Mamba-2:
+  // one value per head and token, so it and exp(A dt') are computed once, not per state element).
+  auto dtTransform = [&](Value d) {
+    d = k.ifElse(softplusOn, [&] { return std::vector<Value>{softplus(d)}; },
+                 [&] { return std::vector<Value>{d}; })[0];
+    return k.ifElse(hasClamp, [&] { return std::vector<Value>{k.minimum(k.maximum(d, dtMin), dtMax)}; },
+                    [&] { return std::vector<Value>{d}; })[0];
+  };
+  // Loop invariants: A, D and dt_bias.
+  Value zero = k.constFloat(0);
+  Value zeroP = k.splat(zero, {BP});
+  Value Ahead = k.load(A, h * sAh);
+  Value biasHead = k.ifElse(hasBias, [&] { return std::vector<Value>{k.load(dtBias, h * sBiasH)}; },
+                            [&] { return std::vector<Value>{zero}; })[0];
+  Value Atile = k.load(A, h * sAh + k.expandDims(offsP, 1) * sAp + k.expandDims(offsN, 0) * sAn,
+                       mask2, zero);
+  Value biasTile = k.ifElse(hasBias,
+                            [&] { return std::vector<Value>{k.load(dtBias, h * sBiasH + offsP * sBiasP, maskP, zero)}; },
+                            [&] { return std::vector<Value>{zeroP}; })[0];
   Value Dv = k.ifElse(hasD,
-                      [&] { return std::vector<Value>{k.load(Dp, h * sDh + offsP * sDp, maskP, k.constFloat(0))}; },
+                      [&] { return std::vector<Value>{k.load(Dp, h * sDh + offsP * sDp, maskP, zero)}; },
                       [&] { return std::vector<Value>{zeroP}; })[0];
 
-  Value finalState = k.forLoop(k.constInt(0), L, k.constInt(1), {st}, [&](Value t, const std::vector<Value>& carried) {
-    Value s = carried[0];
-    Value xv = k.load(x, b * sXb + t * sXl + h * sXh + offsP * sXp, maskP, k.constFloat(0));
-    Value dtv = k.load(dt, b * sDtb + t * sDtl + h * sDth + offsP * sDtp, maskP, k.constFloat(0));
-    dtv = dtv + biasV;
-    dtv = k.ifElse(softplusOn, [&] { return std::vector<Value>{softplus(dtv)}; },
-                   [&] { return std::vector<Value>{dtv}; })[0];
-    dtv = k.ifElse(hasClamp, [&] { return std::vector<Value>{k.minimum(k.maximum(dtv, dtMin), dtMax)}; },
-                   [&] { return std::vector<Value>{dtv}; })[0];
-    Value Bv = k.load(Bp, b * sBb + t * sBl + g * sBg + offsN * sBn, maskN, k.constFloat(0));
-    Value Cv = k.load(Cp, b * sCb + t * sCl + g * sCg + offsN * sCn, maskN, k.constFloat(0));
-    Value dt2 = k.expandDims(dtv, 1);
-    s = s * k.exp(Av * dt2) + k.expandDims(Bv, 0) * k.expandDims(dtv * xv, 1);
+  // Token t's inputs: x, raw dt (a scalar per head, or a tile per channel), B, C, z. Loads past
+  // the last token are masked off, so the loop can prefetch token t + 1 unconditionally.
+  auto loadToken = [&](Value t) {
+    Value valid = t < L;
+    Value mP = maskP && valid, mN = maskN && valid;
+    Value xv = k.load(x, b * sXb + t * sXl + h * sXh + offsP * sXp, mP, zero);
+    Value dtS = k.ifElse(perHead, [&] { return std::vector<Value>{k.load(dt, b * sDtb + t * sDtl + h * sDth, valid, zero)}; },
+                         [&] { return std::vector<Value>{zero}; })[0];
+    Value dtT = k.ifElse(perHead, [&] { return std::vector<Value>{zeroP}; },
+                         [&] { return std::vector<Value>{k.load(dt, b * sDtb + t * sDtl + h * sDth + offsP * sDtp, mP, zero)}; })[0];
+    Value Bv = k.load(Bp, b * sBb + t * sBl + g * sBg + offsN * sBn, mN, zero);
+    Value Cv = k.load(Cp, b * sCb + t * sCl + g * sCg + offsN * sCn, mN, zero);
+    Value zv = k.ifElse(hasZ, [&] { return std::vector<Value>{k.load(z, b * sZb + t * sZl + h * sZh + offsP * sZp, mP, zero)}; },
+                        [&] { return std::vector<Value>{zeroP}; })[0];
+    return std::vector<Value>{xv, dtS, dtT, Bv, Cv, zv};
+  };
+
+  std::vector<Value> init = loadToken(k.constInt(0));
+  init.insert(init.begin(), st);
+  Value finalState = k.forLoop(k.constInt(0), L, k.constInt(1), init, [&](Value t, const std::vector<Value>& c) {
+    Value s = c[0], xv = c[1], dtS = c[2], dtT = c[3], Bv = c[4], Cv = c[5], zv = c[6];
+    // Issue token t + 1's loads before token t's math, so their latency overlaps it.
+    std::vector<Value> next = loadToken(t + 1);
+    // (dt' per row of P, decay exp(A dt') per state element)
+    std::vector<Value> dtDecay = k.ifElse(
+        perHead,
+        [&] {
+          Value d = dtTransform(dtS + biasHead);
+          return std::vector<Value>{k.splat(d, {BP}), k.splat(k.exp(Ahead * d), {BP, BN})};
+        },
+        [&] {
+          Value d = dtTransform(dtT + biasTile);
+          return std::vector<Value>{d, k.exp(Atile * k.expandDims(d, 1))};
+        });
+    Value dtv = dtDecay[0];
+    s = s * dtDecay[1] + k.expandDims(Bv, 0) * k.expandDims(dtv * xv, 1);
     Value y = k.reduce(s * k.expandDims(Cv, 0), 1, "sum");
     y = y + xv * Dv;
-    y = k.ifElse(hasZ, [&] {
-          Value zv = k.load(z, b * sZb + t * sZl + h * sZh + offsP * sZp, maskP, k.constFloat(0));
-          return std::vector<Value>{y * silu(zv)};
-        }, [&] { return std::vector<Value>{y}; })[0];
+    y = k.ifElse(hasZ, [&] { return std::vector<Value>{y * silu(zv)}; },
+                 [&] { return std::vector<Value>{y}; })[0];
     k.store(out, b * sOb + t * sOl + h * sOh + offsP * sOp, y, maskP);
     // Per-token snapshots: the state after token t into slot dst_idx[b, t] (-1: none).
     k.ifThen(stateWrite == 2, [&] {
@@ -118,21 +146,26 @@ void build(KernelBuilder& k, const Specialization& spec) {
       k.ifThen(bad, [&] { k.reportError(err, k.constInt(kErrDstSlotOutOfRange), b, dslot, nslots); });
       k.ifThen((dslot != -1) && !bad, [&] { k.store(state, stateOffsets(dslot), s, mask2); });
     });
-    return std::vector<Value>{s};
+    next.insert(next.begin(), s);
+    return next;
   })[0];
 
   k.ifThen(stateWrite == 0, [&] { k.store(state, stateOffsets(slot), finalState, mask2); });
 }
 
-// Block sizes: the whole state row (N) in one tile; enough rows of P that each thread holds about
-// 16 state values with 4 warps, keeping the state in registers across all L tokens.
+// Block sizes: the whole state row (N) in one tile, and rows of P so that each thread keeps its
+// share of the state in registers across all L tokens (16 values for one token, 64 for several).
 void chooseMeta(Specialization& s) {
   const int64_t P = s.get("P"), N = s.get("N");
   if (!s.find("meta:BLOCK_N")) s.set("meta:BLOCK_N", std::max<int64_t>(4, nextPow2(N)));
   const int64_t BN = s.get("meta:BLOCK_N");
   if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);
   if (!s.find("meta:BLOCK_P")) {
-    int64_t bp = std::max<int64_t>(1, 2048 / BN);
+    // One token is bandwidth-bound: many small programs. L tokens are latency-bound (each token
+    // waits on the previous state), so each thread keeps 4x more state and the grid runs in
+    // fewer waves, each paying the per-token latency once.
+    const int64_t perThread = s.get("L") > 1 ? 64 : 16;
+    int64_t bp = std::max<int64_t>(1, perThread * 32 * s.get("meta:num_warps") / BN);
     bp = std::min(bp, std::max<int64_t>(1, nextPow2(P)));
     s.set("meta:BLOCK_P", bp);
   }

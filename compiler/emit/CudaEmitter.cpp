@@ -596,6 +596,7 @@ class Emitter {
     std::string iv = fresh();
     names_[fo.getInductionVar().getAsOpaquePointer()] = iv;
     std::string t = cType(fo.getInductionVar().getType());
+    line("#pragma unroll 1");  // the unroll-loops pass decided to keep this loop rolled
     line("for (" + t + " " + iv + " = " + name(fo.getLowerBound()) + "; " + iv + " < " + name(fo.getUpperBound()) +
          "; " + iv + " += " + name(fo.getStep()) + ") {");
     ++ind_;

@@ -76,7 +76,12 @@ struct AssignLayoutsPass : PassWrapper<AssignLayoutsPass, OperationPass<ModuleOp
     layout::Parent p;
     int64_t vec = std::max<int64_t>(1, 16 / minBytes);
     p.spt[1] = std::min(vec, S1);
-    p.tpw[1] = std::min<int64_t>(32, S1 / p.spt[1]);
+    // Along the fastest axis, only as many lanes as one 128-byte coalesced segment needs: the
+    // rest of the warp goes down axis 0, so each thread keeps more of a row and a reduction
+    // along axis 1 needs log2(lanes) shuffles instead of 5 per row (shuffles, not bytes, bounded
+    // the multi-token state update).
+    const int64_t lanesPerSegment = std::max<int64_t>(1, 128 / (p.spt[1] * minBytes));
+    p.tpw[1] = std::min<int64_t>({32, S1 / p.spt[1], any2d ? lanesPerSegment : 32});
     p.tpw[0] = 32 / p.tpw[1];
     p.wpc[0] = any2d ? std::min<int64_t>(warps, std::max<int64_t>(1, S0 / p.tpw[0])) : 1;
     p.wpc[1] = warps / p.wpc[0];

@@ -11,8 +11,9 @@ namespace ssmjit::passes {
 // pointer arguments get their storage dtype, alignment and divisibility classes become argument
 // attributes; unused arguments are dropped.
 std::unique_ptr<mlir::Pass> createSpecializePass(const Specialization& spec);
-// Fully unrolls scf.for loops with constant trip counts up to a bound.
-std::unique_ptr<mlir::Pass> createUnrollLoopsPass(int64_t maxTripCount = 64);
+// Fully unrolls scf.for loops with constant trip counts while trip count x body operations stays
+// within `maxUnrolledOps` (single-iteration loops always).
+std::unique_ptr<mlir::Pass> createUnrollLoopsPass(int64_t maxUnrolledOps = 256);
 // Chooses the kernel's parent layout and a layout for every tile (sj.layout attributes).
 std::unique_ptr<mlir::Pass> createAssignLayoutsPass();
 // Vector width of every load and store (sj.vec) from contiguity/divisibility analysis.
