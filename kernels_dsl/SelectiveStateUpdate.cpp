@@ -154,7 +154,7 @@ void build(KernelBuilder& k, const Specialization& spec) {
 }
 
 // Block sizes: the whole state row (N) in one tile, and rows of P so that each thread keeps its
-// share of the state in registers across all L tokens (16 values for one token, 64 for several).
+// share of the state in registers across all L tokens (64 bytes for one token, 64 values for several).
 void chooseMeta(Specialization& s) {
   const int64_t P = s.get("P"), N = s.get("N");
   if (!s.find("meta:BLOCK_N")) s.set("meta:BLOCK_N", std::max<int64_t>(4, nextPow2(N)));
@@ -164,7 +164,9 @@ void chooseMeta(Specialization& s) {
     // One token is bandwidth-bound: many small programs. L tokens are latency-bound (each token
     // waits on the previous state), so each thread keeps 4x more state and the grid runs in
     // fewer waves, each paying the per-token latency once.
-    const int64_t perThread = s.get("L") > 1 ? 64 : 16;
+    // For one token, 64 bytes of state per thread keeps enough bytes in flight whatever the dtype.
+    const int64_t stateBytes = scalarTypeBytes(static_cast<ScalarType>(s.get("dtype:state", 0)));
+    const int64_t perThread = s.get("L") > 1 ? 64 : 64 / stateBytes;
     int64_t bp = std::max<int64_t>(1, perThread * 32 * s.get("meta:num_warps") / BN);
     bp = std::min(bp, std::max<int64_t>(1, nextPow2(P)));
     s.set("meta:BLOCK_P", bp);
