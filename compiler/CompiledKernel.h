@@ -14,11 +14,13 @@ struct KernelParam {
   Kind kind;
 };
 
+// Read from the CUBIN itself (compiler/CubinInfo), so the figures do not depend on whether NVRTC
+// printed ptxas' report; -1 means unknown.
 struct ResourceUsage {
-  int registers = -1;       // per thread
-  int sharedBytes = -1;     // static shared memory per block
-  int localBytes = -1;      // stack frame / local memory per thread
-  int spillStoreBytes = -1;
+  int registers = -1;        // per thread
+  int sharedBytes = -1;      // static shared memory per block (without the arch's reserved block)
+  int localBytes = -1;       // stack per thread, callees included
+  int spillStoreBytes = -1;  // from ptxas' report; -1 when NVRTC gave none and the kernel has a stack
   int spillLoadBytes = -1;
 };
 

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "compiler/CubinInfo.h"
 #include "ssmjit/error.h"
 
 namespace ssmjit {
@@ -164,10 +165,13 @@ std::string nvrtcVersion() { return requireApi().versionStr; }
 // ptxas -v prints, per entry function:
 //   ptxas info    : Compiling entry function 'k' for 'sm_90a'
 //   ptxas info    : Function properties for k
-//   ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
-//   ptxas info    : Used 10 registers, used 1 barriers, 256 bytes smem, 364 bytes cmem[0]
-// Non-inlined device functions get a "Function properties" block too; only entries count. With
-// several entries the maximum of each figure is reported (the conservative one for occupancy).
+//   ptxas         .     40 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+//   ptxas info    : Used 10 registers, used 1 barriers, 272 bytes cumulative stack size, 256 bytes smem, 364 bytes cmem[0]
+// Non-inlined device functions get a "Function properties" block too; only entries count, but an
+// entry's "cumulative stack size" (printed when it has a stack) includes its callees' frames: that is
+// the local memory a thread needs, and what the CUBIN records (EIATTR_MIN_STACK_SIZE), so it wins
+// over the entry's own frame. With several entries the maximum of each figure is reported (the
+// conservative one for occupancy).
 ResourceUsage parsePtxasResources(const std::string& log) {
   ResourceUsage ru;
   std::set<std::string> entries;
@@ -204,7 +208,28 @@ ResourceUsage parsePtxasResources(const std::string& log) {
       int smem = 0;
       numberBefore(line, " bytes smem", &smem);
       takeMax(ru.sharedBytes, smem);
+      if (numberBefore(line, " bytes cumulative stack size", &v)) takeMax(ru.localBytes, v);
     }
+  }
+  return ru;
+}
+
+ResourceUsage kernelResources(const std::vector<char>& cubin, const std::string& log, const std::string& ptx) {
+  const ResourceUsage fromLog = parsePtxasResources(log);
+  const ResourceUsage fromElf = cubinResources(readCubinInfo(cubin.data(), cubin.size()));
+  ResourceUsage ru;
+  // The CUBIN is always there and the same whether or not ptxas' report is: it decides.
+  ru.registers = fromElf.registers >= 0 ? fromElf.registers : fromLog.registers;
+  ru.sharedBytes = fromElf.sharedBytes >= 0 ? fromElf.sharedBytes : fromLog.sharedBytes;
+  ru.localBytes = fromElf.localBytes >= 0 ? fromElf.localBytes : fromLog.localBytes;
+  // Spills are only in ptxas' report. Without it they are still known to be none when no kernel
+  // has a stack: register spills go to the stack frame (unless the PTX opts into spilling to
+  // shared memory, PTX ISA 9.0's `.pragma "enable_smem_spilling"`).
+  ru.spillStoreBytes = fromLog.spillStoreBytes;
+  ru.spillLoadBytes = fromLog.spillLoadBytes;
+  if (fromElf.localBytes == 0 && ptx.find("enable_smem_spilling") == std::string::npos) {
+    if (ru.spillStoreBytes < 0) ru.spillStoreBytes = 0;
+    if (ru.spillLoadBytes < 0) ru.spillLoadBytes = 0;
   }
   return ru;
 }
@@ -236,7 +261,8 @@ NvrtcResult nvrtcCompile(const std::string& source, const std::string& name, con
   } guard{api, &prog};
 
   std::vector<std::string> opts = {"--gpu-architecture=" + arch, "-std=c++17", "-default-device"};
-  // ptxas' verbose report is how we learn registers, shared memory and spills.
+  // ptxas' verbose report is how we learn spills (the other figures come from the CUBIN). NVRTC
+  // leaves it out when the driver's compute cache served the compile.
   if (realArch) opts.push_back("-Xptxas=-v");
   opts.insert(opts.end(), extraOptions.begin(), extraOptions.end());
   std::vector<const char*> optPtrs;
@@ -281,7 +307,7 @@ NvrtcResult nvrtcCompile(const std::string& source, const std::string& name, con
                   "NVRTC compiled " + name + " for " + arch + " but produced no CUBIN (expected SASS for a sm_ target)");
     out.cubin.resize(cubinSize);
     checkNvrtc(api, api.getCUBIN(prog, out.cubin.data()), "nvrtcGetCUBIN", name);
-    out.resources = parsePtxasResources(out.log);
+    out.resources = kernelResources(out.cubin, out.log, out.ptx);
   }
   return out;
 }

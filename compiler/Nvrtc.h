@@ -12,7 +12,7 @@ struct NvrtcResult {
   std::string ptx;
   std::vector<char> cubin;   // empty if the arch has no SASS target (e.g. "compute_90")
   std::string log;
-  ResourceUsage resources;   // parsed from ptxas' verbose output in the log
+  ResourceUsage resources;   // see kernelResources; all -1 for a compute_ target
 };
 
 // Is NVRTC loadable here? Returns false with a reason instead of throwing.
@@ -28,7 +28,20 @@ NvrtcResult nvrtcCompile(const std::string& source, const std::string& name, con
 
 // Parses ptxas' verbose report (-Xptxas=-v, which nvrtcCompile always passes for sm_ targets) into
 // ResourceUsage. Only entry functions count; with several, each figure is the maximum over them.
-// Figures ptxas did not print stay -1.
+// localBytes is an entry's "cumulative stack size" (callees included) where ptxas prints one, else
+// its stack frame. Figures ptxas did not print stay -1.
 ResourceUsage parsePtxasResources(const std::string& log);
+
+// The resource figures of a compile, as nvrtcCompile fills NvrtcResult::resources:
+//   registers, sharedBytes (the kernel's own static shared memory, as ptxas counts it: without the
+//   block sm_90+ reserves) and localBytes (stack per thread, callees' frames included) come from
+//   the CUBIN (CubinInfo.h), which is there however NVRTC produced it; from ptxas' report in `log`
+//   only where the CUBIN lacks them.
+//   spillStoreBytes / spillLoadBytes come from ptxas' report only. NVRTC leaves that report out of
+//   the log when the driver's compute cache (~/.nv/ComputeCache) served the compile; then they are
+//   0 if no kernel has a stack (spills live in the stack frame; not assumed when `ptx` opts into
+//   spilling to shared memory) and -1 (unknown) otherwise.
+// With several kernels each figure is the maximum over them.
+ResourceUsage kernelResources(const std::vector<char>& cubin, const std::string& log, const std::string& ptx);
 
 }  // namespace ssmjit
