@@ -15,13 +15,11 @@
 #include "GpuTest.h"
 #include "SsuTestUtil.h"
 #include "runtime/CudaGraph.h"
-#include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
 #include "ssmjit/reference.h"
 
-using ssmjit::DeviceBuffer;
 using ssmjit::DType;
 using ssmjit::SelectiveStateUpdateArgs;
 using ssmjit::StateWrite;
@@ -43,50 +41,6 @@ uint64_t baseSeed() {
 // |ref| + rms(ref) (a few ulp of fp32; one 16-bit ulp is 2^-8 = 3.9e-3).
 double tolerance(const SsuCase& c) { return c.allF32() ? 1e-5 : 1e-2; }
 double elementTolerance(double l2Tol) { return l2Tol < 1e-4 ? 1e-4 : 3e-2; }
-
-// A problem's tensors on the device: the same bytes (gaps and poison included), the same strides.
-struct DeviceProblem {
-  std::vector<DeviceBuffer> bufs;  // SsuProblem::all() order; empty for undefined tensors
-  SelectiveStateUpdateArgs args;
-
-  explicit DeviceProblem(const SsuProblem& p) {
-    args = p.args();
-    TensorView* views[] = {&args.state, &args.x, &args.dt, &args.A, &args.B, &args.C, &args.D,
-                           &args.z, &args.dt_bias, &args.out, &args.state_batch_indices,
-                           &args.dst_state_indices};
-    const auto host = p.all();
-    for (size_t k = 0; k < host.size(); ++k) {
-      bufs.emplace_back();
-      if (!host[k]->defined) continue;
-      bufs[k] = DeviceBuffer(host[k]->bytes.size());
-      views[k]->data = static_cast<char*>(bufs[k].data()) + host[k]->byteOffset;
-      views[k]->device = ssmjit::DeviceKind::CUDA;
-      views[k]->deviceId = 0;
-    }
-    upload(p);
-  }
-  // Copies every tensor's bytes from `p` (resets state, re-poisons out).
-  void upload(const SsuProblem& p) {
-    const auto host = p.all();
-    for (size_t k = 0; k < host.size(); ++k)
-      if (host[k]->defined) bufs[k].uploadBytes(host[k]->bytes.data(), host[k]->bytes.size());
-    // Pageable uploads may still be in flight on the legacy stream; ops may run on another.
-    ssmjit::driver::check(ssmjit::driver::api().cuCtxSynchronize(), "cuCtxSynchronize");
-  }
-  std::vector<uint8_t> download(size_t k) const {
-    std::vector<uint8_t> v(bufs[k].bytes());
-    bufs[k].downloadBytes(v.data(), v.size());
-    return v;
-  }
-  static constexpr size_t kState = 0, kOut = 9;
-};
-
-void runOp(bool tokens, const SelectiveStateUpdateArgs& a, CUstream s = nullptr) {
-  if (tokens)
-    ssmjit::selective_state_update_tokens(a, s);
-  else
-    ssmjit::selective_state_update(a, s);
-}
 
 int64_t countRows(const std::vector<char>& rows) {
   int64_t n = 0;
@@ -121,12 +75,7 @@ std::vector<SsuCase> matrixCases() {
   };
   const DType fp[] = {DType::F32, DType::BF16, DType::F16};
 
-  // Mamba-2 2.7B heads (H 80, P 64, N 128, G 1).
-  SsuCase big;
-  big.H = 80;
-  big.P = 64;
-  big.N = 128;
-  big.G = 1;
+  const SsuCase big = mamba2_2p7bHeads();
   {
     SsuCase c = big;  // one token, fp32 everything, D, z, dt_bias, softplus
     c.tokens = false;
@@ -175,11 +124,7 @@ std::vector<SsuCase> matrixCases() {
   int k = 0;
   for (DType st : fp) {
     for (StateWrite w : {StateWrite::Final, StateWrite::None, StateWrite::PerToken}) {
-      SsuCase c;
-      c.H = 6;
-      c.G = 3;
-      c.P = 17;
-      c.N = 33;
+      SsuCase c = oddSizes();
       c.stateT = st;
       c.write = w;
       c.L = Ls[k % 5];
@@ -201,12 +146,8 @@ std::vector<SsuCase> matrixCases() {
     }
   }
   {
-    SsuCase c;  // the one-token op on odd sizes, strided
+    SsuCase c = oddSizes();  // the one-token op on odd sizes, strided
     c.tokens = false;
-    c.H = 6;
-    c.G = 3;
-    c.P = 17;
-    c.N = 33;
     c.batch = 3;
     c.strided = true;
     c.stateIdx = true;
@@ -289,12 +230,12 @@ TEST_P(SsuGpuMatrix, MatchesFloat64Reference) {
   ssmjit::checkDeviceErrors();  // nothing stale from earlier tests
   runOp(c.tokens, dp.args);
   ASSERT_NO_THROW(ssmjit::checkDeviceErrors());  // synchronises; no bad slot here
-  expectMatches(p, ref, dp.download(DeviceProblem::kOut), dp.download(DeviceProblem::kState),
-                tolerance(c), rowsWritten(p), p.slotMayBeWritten);
+  expectMatches(p, ref, dp.download(kOut), dp.download(kState), tolerance(c), rowsWritten(p),
+                p.slotMayBeWritten);
   // Inputs are read only.
   const auto host = p.all();
   for (size_t k = 1; k < host.size(); ++k) {
-    if (host[k]->defined && k != DeviceProblem::kOut) {
+    if (host[k]->defined && k != static_cast<size_t>(kOut)) {
       EXPECT_EQ(dp.download(k), host[k]->bytes) << "input #" << k << " was written";
     }
   }
@@ -310,11 +251,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SsuGpuMatrix, ::testing::ValuesIn(matrixCases()
 
 // Runs the one-token op once per token on `dp`, each on token t's slice of the inputs and out.
 void runAsOneTokenCalls(const SsuCase& c, const DeviceProblem& dp) {
-  for (int64_t t = 0; t < c.L; ++t) {
-    SelectiveStateUpdateArgs a = dp.args;
-    for (TensorView* v : {&a.x, &a.dt, &a.B, &a.C, &a.z, &a.out}) *v = tokenSlice(*v, t);
-    ssmjit::selective_state_update(a);
-  }
+  for (int64_t t = 0; t < c.L; ++t) ssmjit::selective_state_update(oneTokenArgs(dp.args, t));
 }
 
 TEST(SsuGpu, TokensCallEqualsOneTokenCalls) {
@@ -348,11 +285,11 @@ TEST(SsuGpu, TokensCallEqualsOneTokenCalls) {
       ssmjit::checkDeviceErrors();
       // The one-token results are the reference here; the fused ones are compared to them.
       SsuProblem oneTok = p;
-      oneTok.out.bytes = chain.download(DeviceProblem::kOut);
-      oneTok.state.bytes = chain.download(DeviceProblem::kState);
+      oneTok.out.bytes = chain.download(kOut);
+      oneTok.state.bytes = chain.download(kState);
       const double tol = st == DType::F32 ? 1e-6 : 1e-2;
-      expectMatches(p, oneTok, fused.download(DeviceProblem::kOut),
-                    fused.download(DeviceProblem::kState), tol, rowsWritten(p), p.slotMayBeWritten);
+      expectMatches(p, oneTok, fused.download(kOut), fused.download(kState), tol, rowsWritten(p),
+                    p.slotMayBeWritten);
     }
   }
 }
@@ -361,11 +298,7 @@ TEST(SsuGpu, TokensCallEqualsOneTokenCalls) {
 // Slots out of range: reported, and nothing written for them
 
 SsuCase badSlotCase(StateWrite w, uint64_t seed) {
-  SsuCase c;
-  c.H = 6;
-  c.G = 3;
-  c.P = 17;
-  c.N = 33;
+  SsuCase c = oddSizes();
   c.batch = 6;
   c.L = 4;
   c.stateIdx = true;
@@ -385,29 +318,23 @@ TEST(SsuGpu, BadStateSlotIsReportedAndItsRowSkipped) {
     ASSERT_GE(p.readSlot[row], 0);
     // Expected: the reference with that row as a pad; its original slot is not written.
     SsuProblem expected = p;
-    storeValue(expected.idx.view(), row * expected.idx.meta.strides[0], -1);
+    storeElement(expected.idx.view(), row * expected.idx.meta.strides[0], -1);
     runReference(expected);
     std::vector<char> rows = rowsWritten(p), slots = p.slotMayBeWritten;
     rows[row] = 0;
     slots[p.readSlot[row]] = 0;
 
-    storeValue(p.idx.view(), row * p.idx.meta.strides[0], double(bad));
+    storeElement(p.idx.view(), row * p.idx.meta.strides[0], double(bad));
     DeviceProblem dp(p);
-    ssmjit::checkDeviceErrors();
-    runOp(true, dp.args);
-    try {
-      ssmjit::checkDeviceErrors();
-      ADD_FAILURE() << "checkDeviceErrors() should report the bad slot";
-    } catch (const ssmjit::Error& e) {
-      const std::string m = e.what();
-      EXPECT_EQ(e.kind(), ssmjit::Error::Kind::InvalidArgument) << m;
+    if (const auto e = reportedDeviceError(dp, "the bad slot")) {
+      const std::string m = e->what();
+      EXPECT_EQ(e->kind(), ssmjit::Error::Kind::InvalidArgument) << m;
       const std::string want = "state_batch_indices[" + std::to_string(row) + "] = " + std::to_string(bad);
       EXPECT_NE(m.find(want), std::string::npos) << "missing \"" << want << "\" in: " << m;
       EXPECT_NE(m.find(std::to_string(p.S)), std::string::npos) << "the bound in: " << m;
     }
     EXPECT_NO_THROW(ssmjit::checkDeviceErrors()) << "the record is reset after a report";
-    expectMatches(p, expected, dp.download(DeviceProblem::kOut),
-                  dp.download(DeviceProblem::kState), tolerance(c), rows, slots);
+    expectMatches(p, expected, dp.download(kOut), dp.download(kState), tolerance(c), rows, slots);
   }
 }
 
@@ -419,27 +346,22 @@ TEST(SsuGpu, BadDestinationSlotIsReportedAndItsWriteSkipped) {
   ASSERT_GE(p.readSlot[row], 0);
   const TensorView dv = p.dst.view();
   const int64_t off = row * dv.strides[0] + tok * dv.strides[1];
-  const int64_t oldSlot = int64_t(loadValue(dv, off));
+  const int64_t oldSlot = int64_t(loadElement(dv, off));
   SsuProblem expected = p;
-  storeValue(expected.dst.view(), off, -1);
+  storeElement(expected.dst.view(), off, -1);
   runReference(expected);
   std::vector<char> slots = p.slotMayBeWritten;
   if (oldSlot >= 0) slots[oldSlot] = 0;
 
-  storeValue(dv, off, double(p.S + 5));
+  storeElement(dv, off, double(p.S + 5));
   DeviceProblem dp(p);
-  ssmjit::checkDeviceErrors();
-  runOp(true, dp.args);
-  try {
-    ssmjit::checkDeviceErrors();
-    ADD_FAILURE() << "checkDeviceErrors() should report the bad destination slot";
-  } catch (const ssmjit::Error& e) {
-    const std::string m = e.what();
+  if (const auto e = reportedDeviceError(dp, "the bad destination slot")) {
+    const std::string m = e->what();
     EXPECT_NE(m.find("dst_state_indices[" + std::to_string(row)), std::string::npos) << m;
     EXPECT_NE(m.find(std::to_string(p.S + 5)), std::string::npos) << m;
   }
   // out is complete (only the one snapshot was skipped).
-  expectMatches(p, expected, dp.download(DeviceProblem::kOut), dp.download(DeviceProblem::kState),
+  expectMatches(p, expected, dp.download(kOut), dp.download(kState),
                 tolerance(c), rowsWritten(p), slots);
 }
 
@@ -448,11 +370,7 @@ TEST(SsuGpu, BadDestinationSlotIsReportedAndItsWriteSkipped) {
 
 TEST(SsuGpu, GraphCaptureAndReplayMatchDirectLaunch) {
   SSMJIT_REQUIRE_GPU();
-  SsuCase c;
-  c.H = 80;
-  c.P = 64;
-  c.N = 128;
-  c.G = 1;
+  SsuCase c = mamba2_2p7bHeads();
   c.batch = 4;
   c.L = 4;
   c.stateT = DType::BF16;
@@ -467,19 +385,19 @@ TEST(SsuGpu, GraphCaptureAndReplayMatchDirectLaunch) {
   // Direct launch (this also compiles and loads the kernel: not allowed inside a capture).
   runOp(true, dp.args, stream);
   stream.synchronize();
-  const auto directOut = dp.download(DeviceProblem::kOut);
-  const auto directState = dp.download(DeviceProblem::kState);
+  const auto directOut = dp.download(kOut);
+  const auto directState = dp.download(kState);
 
   dp.upload(p);
   ssmjit::CudaGraph g = ssmjit::CudaGraph::capture(
       stream, [&](CUstream s) { runOp(true, dp.args, s); }, CU_STREAM_CAPTURE_MODE_GLOBAL);
   ASSERT_TRUE(g.valid());
   stream.synchronize();
-  EXPECT_EQ(dp.download(DeviceProblem::kOut), p.out.bytes) << "capturing must not run the op";
+  EXPECT_EQ(dp.download(kOut), p.out.bytes) << "capturing must not run the op";
   g.launch(stream);
   stream.synchronize();
-  EXPECT_EQ(dp.download(DeviceProblem::kOut), directOut) << "replay == direct launch, bit for bit";
-  EXPECT_EQ(dp.download(DeviceProblem::kState), directState);
+  EXPECT_EQ(dp.download(kOut), directOut) << "replay == direct launch, bit for bit";
+  EXPECT_EQ(dp.download(kState), directState);
 
   // A replay reads whatever the buffers hold now: new inputs give the new reference result.
   SsuProblem q = p;
@@ -492,7 +410,7 @@ TEST(SsuGpu, GraphCaptureAndReplayMatchDirectLaunch) {
   ssmjit::checkDeviceErrors(stream);
   SsuProblem ref = q;
   runReference(ref);
-  expectMatches(q, ref, dp.download(DeviceProblem::kOut), dp.download(DeviceProblem::kState),
+  expectMatches(q, ref, dp.download(kOut), dp.download(kState),
                 tolerance(c), rowsWritten(q), q.slotMayBeWritten);
 }
 

@@ -359,11 +359,8 @@ void runRef(const SsuProblem& p) { runReference(p); }
 void oneTokenStep(const SsuProblem& p, int64_t t, const TensorView& state, const TensorView& out) {
   SelectiveStateUpdateArgs a = p.args();
   a.state = state;
-  for (TensorView* v : {&a.x, &a.dt, &a.B, &a.C, &a.z}) *v = tokenSlice(*v, t);
-  a.out = tokenSlice(out, t);
-  a.dst_state_indices = TensorView{};
-  a.state_write = StateWrite::Final;
-  ssmjit::reference::selective_state_update(a);
+  a.out = out;
+  ssmjit::reference::selective_state_update(oneTokenArgs(a, t));
 }
 
 // Overwrites every float input of `p` with small dyadic values and A with 0, so that every
@@ -374,7 +371,7 @@ void makeExact(SsuProblem& p, std::mt19937_64& rng) {
     if (!h.defined) return;
     const TensorView v = h.view();
     forEachElement(v, [&](int64_t off, const std::vector<int64_t>&) {
-      storeValue(v, off, double(lo + int64_t(rng() % uint64_t(hi - lo + 1))) / 8.0);
+      storeElement(v, off, double(lo + int64_t(rng() % uint64_t(hi - lo + 1))) / 8.0);
     });
   };
   dyadic(p.state, -8, 8);
@@ -407,14 +404,14 @@ void checkTokensAgainstChain(SsuCase c, bool exact, double tol) {
     // Snapshot t of the fused run == the chain's state after t + 1 tokens.
     const TensorView dv = p.dst.view();
     for (int64_t b = 0; b < c.batch; ++b) {
-      const int64_t ds = int64_t(loadValue(dv, b * dv.strides[0] + t * dv.strides[1]));
+      const int64_t ds = int64_t(loadElement(dv, b * dv.strides[0] + t * dv.strides[1]));
       if (p.readSlot[b] < 0 || ds < 0) continue;
       double num = 0, den = 0;
       int64_t bitDiffs = 0;
       forEachElement(st0, [&](int64_t off, const std::vector<int64_t>& i) {
         if (i[0] != 0) return;  // one slot: offsets relative to slot 0
-        const double got = loadValue(fusedState, off + ds * st0.strides[0]);
-        const double want = loadValue(chainState, off + p.readSlot[b] * st0.strides[0]);
+        const double got = loadElement(fusedState, off + ds * st0.strides[0]);
+        const double want = loadElement(chainState, off + p.readSlot[b] * st0.strides[0]);
         bitDiffs += got != want;
         num += (got - want) * (got - want);
         den += want * want;
@@ -448,13 +445,9 @@ void checkTokensAgainstChain(SsuCase c, bool exact, double tol) {
 }
 
 SsuCase smallM2(uint64_t seed) {
-  SsuCase c;
+  SsuCase c = mamba2Heads(/*H=*/6, /*P=*/5, /*N=*/7, /*G=*/3);
   c.batch = 5;
   c.L = 6;
-  c.H = 6;
-  c.G = 3;
-  c.P = 5;
-  c.N = 7;
   c.stateIdx = true;
   c.pads = 2;
   c.seed = seed;
@@ -504,7 +497,7 @@ TEST(SsuReference, PadRowsAndUnusedSlotsAreUntouched) {
     const TensorView ov = r.out.view();
     int64_t poisonLeft = 0, written = 0;
     forEachElement(ov, [&](int64_t off, const std::vector<int64_t>& i) {
-      const double v = loadValue(ov, off);
+      const double v = loadElement(ov, off);
       if (rows[i[0]]) {
         EXPECT_TRUE(std::isfinite(v));
         ++written;
@@ -522,7 +515,7 @@ TEST(SsuReference, PadRowsAndUnusedSlotsAreUntouched) {
       if (!p.slotMayBeWritten[s]) continue;
       int64_t changed = 0;
       forEachElement(s0, [&](int64_t off, const std::vector<int64_t>& i) {
-        if (i[0] == s) changed += loadValue(s0, off) != loadValue(s1, off);
+        if (i[0] == s) changed += loadElement(s0, off) != loadElement(s1, off);
       });
       EXPECT_GT(changed, 0) << "slot " << s << " should have been written";
     }
@@ -544,7 +537,7 @@ TEST(SsuReference, PerTokenWritesExactlyTheDestinationSlots) {
   EXPECT_EQ(cs.violations, 0) << cs.first;
   int64_t skipped = 0;
   const TensorView dv = p.dst.view();
-  forEachElement(dv, [&](int64_t off, const std::vector<int64_t>&) { skipped += loadValue(dv, off) < 0; });
+  forEachElement(dv, [&](int64_t off, const std::vector<int64_t>&) { skipped += loadElement(dv, off) < 0; });
   EXPECT_GT(skipped, 0) << "the case should include skipped (-1) destinations";
 }
 
@@ -654,7 +647,7 @@ TEST(SsuReference, Mamba1EqualsMamba2WithOneChannelHeads) {
     const TensorView av = p1.A.view();
     for (int64_t d = 0; d < c1.P; ++d)
       for (int64_t n = 1; n < c1.N; ++n)
-        storeValue(av, d * av.strides[0] + n * av.strides[1], loadValue(av, d * av.strides[0]));
+        storeElement(av, d * av.strides[0] + n * av.strides[1], loadElement(av, d * av.strides[0]));
   }
   // The same bytes seen in the Mamba-2 layout.
   SsuProblem p2 = p1;
@@ -672,7 +665,7 @@ TEST(SsuReference, Mamba1EqualsMamba2WithOneChannelHeads) {
   std::mt19937_64 rng(1);
   p2.A = makeTensor(DType::F32, {D}, Layout{}, rng);
   for (int64_t d = 0; d < D; ++d)
-    storeValue(p2.A.view(), d, loadValue(p1.A.view(), d * p1.A.meta.strides[0]));
+    storeElement(p2.A.view(), d, loadElement(p1.A.view(), d * p1.A.meta.strides[0]));
   runRef(p1);
   runRef(p2);
   EXPECT_EQ(p1.out.bytes, p2.out.bytes);
@@ -709,7 +702,7 @@ TEST(SsuReference, StateColumnsEvolveIndependently) {
           int64_t fo = 0;
           for (size_t d = 0; d < i.size(); ++d)
             fo += (hasN && d + 1 == i.size() ? n : i[d]) * fv.strides[d];
-          storeValue(cv, off, loadValue(fv, fo));
+          storeElement(cv, off, loadElement(fv, fo));
         });
       }
       runRef(col);
@@ -720,13 +713,13 @@ TEST(SsuReference, StateColumnsEvolveIndependently) {
         int64_t fo = 0;
         for (size_t d = 0; d + 1 < i.size(); ++d) fo += i[d] * rs.strides[d];
         fo += n * rs.strides[i.size() - 1];
-        diffs += loadValue(cs, off) != loadValue(rs, fo);
+        diffs += loadElement(cs, off) != loadElement(rs, fo);
       });
       EXPECT_EQ(diffs, 0) << "state column " << n;
       const TensorView co = col.out.view();
       size_t e = 0;
       forEachElement(co, [&](int64_t off, const std::vector<int64_t>& i) {
-        if (full.readSlot[i[0]] >= 0) outSum[e] += loadValue(co, off);
+        if (full.readSlot[i[0]] >= 0) outSum[e] += loadElement(co, off);
         ++e;
       });
     }
@@ -735,7 +728,7 @@ TEST(SsuReference, StateColumnsEvolveIndependently) {
     size_t e = 0;
     forEachElement(ro, [&](int64_t off, const std::vector<int64_t>& i) {
       if (full.readSlot[i[0]] >= 0) {
-        const double v = loadValue(ro, off);
+        const double v = loadElement(ro, off);
         num += (v - outSum[e]) * (v - outSum[e]);
         den += v * v;
       }
@@ -760,7 +753,7 @@ TEST(SsuReference, PerHeadAndPerChannelParameters) {
     foldedBias.dtBias = HostTensor{};
     const TensorView dv = foldedBias.dt.view(), bv = base.dtBias.view();
     forEachElement(dv, [&](int64_t off, const std::vector<int64_t>& i) {
-      storeValue(dv, off, loadValue(dv, off) + loadValue(bv, i.back() * bv.strides[0]));
+      storeElement(dv, off, loadElement(dv, off) + loadElement(bv, i.back() * bv.strides[0]));
     });
     runRef(withD);
     runRef(noD);
@@ -772,8 +765,8 @@ TEST(SsuReference, PerHeadAndPerChannelParameters) {
       if (base.readSlot[i[0]] < 0) return;
       // x has o1's layout (both contiguous here); c = h (dim 2) or the channel (last dim).
       const int64_t ch = m2 ? i[2] : i.back();
-      const double want = loadValue(x, off) * loadValue(Dv, ch * Dv.strides[0]);
-      worst = std::max(worst, std::fabs(loadValue(o1, off) - loadValue(o0, off) - want));
+      const double want = loadElement(x, off) * loadElement(Dv, ch * Dv.strides[0]);
+      worst = std::max(worst, std::fabs(loadElement(o1, off) - loadElement(o0, off) - want));
     });
     EXPECT_LE(worst, 1e-5);
     const Compared cb = compareTensor(withD.out, foldedBias.out.bytes, rowsWritten(base));
@@ -801,7 +794,7 @@ TEST(SsuReference, HeadsReadTheirGroup) {
     forEachElement(dv, [&](int64_t off, const std::vector<int64_t>& i) {
       const int64_t so = i[0] * sv.strides[0] + i[1] * sv.strides[1] + (i[2] / 2) * sv.strides[2] +
                          i[3] * sv.strides[3];
-      storeValue(dv, off, loadValue(sv, so));
+      storeElement(dv, off, loadElement(sv, so));
     });
   }
   runRef(p2);
@@ -841,7 +834,7 @@ TEST(SsuReference, StridedEqualsContiguous) {
       forEachElement(sv, [&](int64_t off, const std::vector<int64_t>& i) {
         int64_t co = 0;
         for (size_t d = 0; d < i.size(); ++d) co += i[d] * cv.strides[d];
-        const double a = loadValue(sv, off), b = loadValue(cv, co);
+        const double a = loadElement(sv, off), b = loadElement(cv, co);
         diffs += !(a == b || (std::isnan(a) && std::isnan(b)));
       });
       EXPECT_EQ(diffs, 0) << (m2 ? "Mamba-2" : "Mamba-1");
@@ -855,7 +848,7 @@ TEST(SsuReference, BadSlotThrowsBeforeWriting) {
   SsuProblem p = makeProblem(c);
   {
     SsuProblem r = p;
-    storeValue(r.idx.view(), 1 * r.idx.meta.strides[0], double(p.S));
+    storeElement(r.idx.view(), 1 * r.idx.meta.strides[0], double(p.S));
     const std::string m = invalidArgMessage([&] { runRef(r); });
     EXPECT_MENTIONS(m, "state_batch_indices[1] = " + std::to_string(p.S),
                     "expected -1 (pad) or a slot in [0, ");
@@ -865,7 +858,7 @@ TEST(SsuReference, BadSlotThrowsBeforeWriting) {
   {
     SsuProblem r = p;
     const int64_t b = p.readSlot[2] >= 0 ? 2 : 3;
-    storeValue(r.dst.view(), b * r.dst.meta.strides[0] + 4 * r.dst.meta.strides[1], -5);
+    storeElement(r.dst.view(), b * r.dst.meta.strides[0] + 4 * r.dst.meta.strides[1], -5);
     const std::string m = invalidArgMessage([&] { runRef(r); });
     EXPECT_MENTIONS(m, "dst_state_indices[" + std::to_string(b) + ", 4] = -5");
     EXPECT_EQ(r.out.bytes, p.out.bytes);

@@ -24,17 +24,26 @@
 #include "runtime/CudaGraph.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
+#include "runtime/ops/SelectiveStateUpdateSpec.h"
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
-#include "tools/SsuProblem.h"
+#include "tests/support/HostTensor.h"
+#include "tests/support/SsuProblem.h"
+#include "tools/SsuCall.h"
 #include "tools/ToolSupport.h"
 
 namespace ssmjit::tool {
 namespace {
 
+using testing::kDstIdx;
+using testing::kNumTensors;
+using testing::kOut;
+using testing::kStateIdx;
+using testing::runOp;
+using testing::TensorDesc;
+
 struct BenchOptions {
-  std::string op = "ssu";
-  int64_t heads = 80, headDim = 64, dstate = 128, groups = 1;
+  OpShapeOptions shape;
   std::vector<int64_t> batches{1, 16, 64, 256};
   std::vector<int64_t> tokens{1, 2, 4, 8, 16};
   bool tokensGiven = false;
@@ -114,11 +123,12 @@ void fillDeviceUniform(DeviceBuffer& buf, size_t offset, DType dtype, int64_t co
                        double hi, std::mt19937_64& rng) {
   const int64_t block = std::min<int64_t>(count, int64_t(1) << 20);
   const size_t eb = static_cast<size_t>(dtypeBytes(dtype));
-  std::vector<uint8_t> host(static_cast<size_t>(block) * eb);
-  fillUniform(dtype, host.data(), block, lo, hi, rng);
+  testing::HostTensor host = testing::makeTensor(dtype, {block}, testing::Layout{}, rng);
+  testing::fillUniform(host, rng, lo, hi);
   for (int64_t done = 0; done < count; done += block) {
     const int64_t n = std::min(block, count - done);
-    buf.uploadBytes(host.data(), static_cast<size_t>(n) * eb, offset + static_cast<size_t>(done) * eb);
+    buf.uploadBytes(host.bytes.data(), static_cast<size_t>(n) * eb,
+                    offset + static_cast<size_t>(done) * eb);
   }
 }
 
@@ -130,17 +140,17 @@ struct DeviceSets {
   std::vector<SelectiveStateUpdateArgs> args;  // per set
 };
 
-size_t setBytes(const SsuShape& s) {
+size_t setBytes(const SsuCase& s) {
   size_t total = 0;
-  for (const TensorDesc& d : ssuTensors(s))
+  for (const TensorDesc& d : testing::ssuTensors(s))
     if (d.present) total += (d.bytes() + kPitchAlign - 1) / kPitchAlign * kPitchAlign;
   return total;
 }
 
-DeviceSets makeDeviceSets(const SsuShape& s, int nsets, std::mt19937_64& rng) {
+DeviceSets makeDeviceSets(const SsuCase& s, int nsets, std::mt19937_64& rng) {
   DeviceSets d;
   d.nsets = nsets;
-  const auto descs = ssuTensors(s);
+  const auto descs = testing::ssuTensors(s);
   for (int i = 0; i < kNumTensors; ++i) {
     if (!descs[i].present) continue;
     d.pitch[i] = (descs[i].bytes() + kPitchAlign - 1) / kPitchAlign * kPitchAlign;
@@ -162,53 +172,15 @@ DeviceSets makeDeviceSets(const SsuShape& s, int nsets, std::mt19937_64& rng) {
       }
       if (i == kDstIdx)  // runBench rejects per-token before any allocation
         throw Error(Error::Kind::Internal, "bench: dst_state_indices has no fill (per-token writes are not benchmarked)");
-      double lo, hi;
-      valueRange(static_cast<TensorId>(i), s.softplus, &lo, &hi);
+      const auto [lo, hi] = testing::valueRange(static_cast<testing::SsuTensor>(i), s);
       fillDeviceUniform(d.buf[i], off, descs[i].dtype, descs[i].numel(), lo, hi, rng);
     }
-    d.args.push_back(ssuArgs(s, ptrs, DeviceKind::CUDA));
+    d.args.push_back(contiguousArgs(s, ptrs, DeviceKind::CUDA));
   }
   // The uploads are synchronous copies on the legacy stream, which the benchmark's non-blocking
   // stream does not wait for (and a pageable copy may return before its DMA lands).
   driver::check(driver::api().cuCtxSynchronize(), "cuCtxSynchronize (after uploading inputs)");
   return d;
-}
-
-// Token t of a multi-token call as a one-token call: x, dt, B, C, z and out lose their token
-// axis (a strided view at token t); the state is updated in place, so L such calls in order
-// compute what the fused call computes.
-TensorView tokenSlice(const TensorView& v, int64_t t) {
-  if (!v.defined()) return v;
-  TensorView o = v;
-  o.data = static_cast<char*>(v.data) + t * v.strides[1] * dtypeBytes(v.dtype);
-  o.ndim = v.ndim - 1;
-  o.shape[0] = v.shape[0];
-  o.strides[0] = v.strides[0];
-  for (int i = 1; i < o.ndim; ++i) {
-    o.shape[i] = v.shape[i + 1];
-    o.strides[i] = v.strides[i + 1];
-  }
-  return o;
-}
-
-SelectiveStateUpdateArgs oneTokenArgs(const SelectiveStateUpdateArgs& a, int64_t t) {
-  SelectiveStateUpdateArgs o = a;
-  o.x = tokenSlice(a.x, t);
-  o.dt = tokenSlice(a.dt, t);
-  o.B = tokenSlice(a.B, t);
-  o.C = tokenSlice(a.C, t);
-  o.z = tokenSlice(a.z, t);
-  o.out = tokenSlice(a.out, t);
-  o.state_write = StateWrite::Final;  // the chain of calls must carry the state forward
-  o.dst_state_indices = TensorView{};
-  return o;
-}
-
-void runOp(bool tokens, const SelectiveStateUpdateArgs& a, CUstream s) {
-  if (tokens)
-    selective_state_update_tokens(a, s);
-  else
-    selective_state_update(a, s);
 }
 
 // Microseconds per unit of work of graph `g` (which holds `unitsPerReplay` units), median over
@@ -234,7 +206,7 @@ double graphMicroseconds(const CudaGraph& g, int unitsPerReplay, const BenchOpti
 }
 
 struct CaseResult {
-  SsuShape shape;
+  SsuCase shape;
   Traffic traffic;
   int nsets = 0;
   double us = 0;            // one call (fused: one multi-token call)
@@ -249,10 +221,12 @@ class Bench {
  public:
   explicit Bench(const BenchOptions& o) : o_(o), rng_(o.seed) {}
 
-  int run();
+  int run(const std::vector<SsuCase>& cases);
 
  private:
-  CaseResult runCase(const SsuShape& s);
+  CaseResult runCase(const SsuCase& s);
+  std::string deviceSummary() const;  // the device, its arch and L2 size
+  std::string copySummary() const;    // the measured copy bandwidth
   void printTable(const std::vector<CaseResult>& results) const;
   void printTargets(const std::vector<CaseResult>& results) const;
 
@@ -265,7 +239,7 @@ class Bench {
   std::map<std::string, double> compileMs_;  // by specialisation
 };
 
-CaseResult Bench::runCase(const SsuShape& s) {
+CaseResult Bench::runCase(const SsuCase& s) {
   CaseResult r;
   r.shape = s;
   r.traffic = ssuTraffic(s);
@@ -281,9 +255,8 @@ CaseResult Bench::runCase(const SsuShape& s) {
 
   // A new variant: its first compile in this process, through the kernel cache as the op's first
   // call would do it (so that the op then finds it there), then the op's first call: module load
-  // + launch + run. (If the tool's key differed from the op's, the op would compile again here
-  // and the first launch would show it.)
-  const Specialization spec = ssuSpecialization(sets.args[0], s.tokens, arch_);
+  // + launch + run.
+  const Specialization spec = detail::ssuSpecialization(sets.args[0], s.tokens, arch_);
   const std::string key = spec.canonical();
   r.firstCallCompiled = compileMs_.find(key) == compileMs_.end();
   if (r.firstCallCompiled) {
@@ -311,7 +284,7 @@ CaseResult Bench::runCase(const SsuShape& s) {
   if (s.tokens) {
     std::vector<std::vector<SelectiveStateUpdateArgs>> slices(static_cast<size_t>(nsets));
     for (int k = 0; k < nsets; ++k)
-      for (int64_t t = 0; t < s.L; ++t) slices[k].push_back(oneTokenArgs(sets.args[k], t));
+      for (int64_t t = 0; t < s.L; ++t) slices[k].push_back(testing::oneTokenArgs(sets.args[k], t));
     runOp(false, slices[0][0], st);  // compile the one-token variant outside the capture
     stream_->synchronize();
     const int64_t perSetCalls = s.L;
@@ -335,7 +308,17 @@ CaseResult Bench::runCase(const SsuShape& s) {
   return r;
 }
 
-int Bench::run() {
+std::string Bench::deviceSummary() const {
+  return strf("device: %s (%s), L2 %.0f MiB", device_.c_str(), arch_.c_str(),
+              static_cast<double>(l2Bytes_) / (1 << 20));
+}
+
+std::string Bench::copySummary() const {
+  return strf("device-to-device copy: %.0f GB/s (cuMemcpyDtoDAsync of 1 GiB, bytes read + written)",
+              copyGBs_);
+}
+
+int Bench::run(const std::vector<SsuCase>& cases) {
   std::string why;
   if (!driver::available(&why)) {
     std::fprintf(stderr, "ssmjit bench: no GPU found (%s): the benchmark needs a GPU; "
@@ -348,12 +331,10 @@ int Bench::run() {
   device_ = driver::deviceName();
   l2Bytes_ = deviceAttribute(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, "cuDeviceGetAttribute(L2_CACHE_SIZE)");
   stream_ = std::make_unique<OwnedStream>();
-  std::printf("device: %s (%s), L2 %.0f MiB\n", device_.c_str(), arch_.c_str(),
-              static_cast<double>(l2Bytes_) / (1 << 20));
+  std::printf("%s\n", deviceSummary().c_str());
   std::fflush(stdout);
   copyGBs_ = measureCopyGBs(stream_->get());
-  std::printf("device-to-device copy: %.0f GB/s (cuMemcpyDtoDAsync of 1 GiB, bytes read + written)\n",
-              copyGBs_);
+  std::printf("%s\n", copySummary().c_str());
   std::fflush(stdout);
 
   // Load NVRTC and its builtins once, so that the first variant's compile time is its own.
@@ -364,31 +345,14 @@ int Bench::run() {
     (void)nvrtcCompile("extern \"C\" __global__ void ssmjit_warmup() {}", "warmup.cu", arch_, {});
   }
 
-  const bool tokens = o_.op == "ssu-tokens";
-  std::vector<SsuShape> cases;
-  for (const std::string& stName : o_.stateDtypes)
-    for (int64_t b : o_.batches)
-      for (int64_t L : tokens ? o_.tokens : std::vector<int64_t>{1}) {
-        SsuShape s;
-        s.tokens = tokens;
-        s.H = o_.heads, s.P = o_.headDim, s.N = o_.dstate, s.G = o_.groups;
-        s.batch = b;
-        s.L = L;
-        s.stateT = parseFloatDType(stName, "--state-dtype");
-        s.inT = s.outT = parseFloatDType(o_.inputDtype, "--input-dtype");
-        s.stateIdx = !o_.noStateIdx;
-        s.write = parseStateWrite(o_.stateWrite, "--state-write");
-        cases.push_back(s);
-      }
-
   std::vector<CaseResult> results;
   int i = 0;
-  for (const SsuShape& s : cases) {
+  for (const SsuCase& s : cases) {
     ++i;
     const CaseResult r = runCase(s);
     const double tbs = static_cast<double>(r.traffic.total()) / (r.us * 1e-6) / 1e12;
     std::printf("[%d/%zu] %s: %.2f us, %.2f TB/s (%.0f%% of copy)", i, cases.size(),
-                s.label().c_str(), r.us, tbs, 100.0 * tbs * 1e3 / copyGBs_);
+                caseLabel(s).c_str(), r.us, tbs, 100.0 * tbs * 1e3 / copyGBs_);
     if (s.tokens)
       std::printf(", %lld one-token calls %.2f us (fused / one-token %.2f)",
                   static_cast<long long>(s.L), r.graphUs, r.us / (r.graphUs / s.L));
@@ -402,15 +366,13 @@ int Bench::run() {
 }
 
 void Bench::printTable(const std::vector<CaseResult>& results) const {
-  const bool tokens = o_.op == "ssu-tokens";
+  const bool tokens = o_.shape.tokens();
   std::printf("\n## ssmjit bench: %s\n\n", tokens ? "selective_state_update_tokens" : "selective_state_update");
-  std::printf("- device: %s (%s), L2 %.0f MiB\n", device_.c_str(), arch_.c_str(),
-              static_cast<double>(l2Bytes_) / (1 << 20));
-  std::printf("- device-to-device copy: %.0f GB/s (cuMemcpyDtoDAsync of 1 GiB, bytes read + written)\n",
-              copyGBs_);
+  std::printf("- %s\n", deviceSummary().c_str());
+  std::printf("- %s\n", copySummary().c_str());
   std::printf("- shape: H %lld, P %lld, N %lld, G %lld; D, z, dt_bias, softplus%s; state write %s\n",
-              static_cast<long long>(o_.heads), static_cast<long long>(o_.headDim),
-              static_cast<long long>(o_.dstate), static_cast<long long>(o_.groups),
+              static_cast<long long>(o_.shape.heads), static_cast<long long>(o_.shape.headDim),
+              static_cast<long long>(o_.shape.dstate), static_cast<long long>(o_.shape.groups),
               o_.noStateIdx ? "" : ", state_batch_indices", o_.stateWrite.c_str());
   std::printf("- kernel time: median of %d trials, CUDA graphs of back-to-back calls, inputs rotated "
               "over `sets` copies (>= %.0fx L2 where memory allows); bytes = state read + state "
@@ -430,7 +392,7 @@ void Bench::printTable(const std::vector<CaseResult>& results) const {
   for (const char* h : {"host µs/call", "compile ms", "first launch ms"}) header.push_back(h);
   Table t(header);
   for (const CaseResult& r : results) {
-    const SsuShape& s = r.shape;
+    const SsuCase& s = r.shape;
     const double tbs = static_cast<double>(r.traffic.total()) / (r.us * 1e-6) / 1e12;
     std::vector<std::string> row = {std::to_string(s.batch)};
     if (tokens) row.push_back(std::to_string(s.L));
@@ -466,7 +428,7 @@ void Bench::printTargets(const std::vector<CaseResult>& results) const {
   double worstCopy = 1e9, worstRatio = 0, worstHost = 0, worstCompile = 0;
   bool copyMeasured = false, ratioMeasured = false;
   for (const CaseResult& r : results) {
-    const SsuShape& s = r.shape;
+    const SsuCase& s = r.shape;
     const double pct = 100.0 * (static_cast<double>(r.traffic.total()) / (r.us * 1e-6) / 1e12) * 1e3 / copyGBs_;
     if (!s.tokens && s.batch >= 16) {
       copyMeasured = true;
@@ -489,12 +451,31 @@ void Bench::printTargets(const std::vector<CaseResult>& results) const {
        strf("%.0f ms", worstCompile));
 }
 
+// The cases of the command line, in the order they run: state dtype, then batch, then L.
+std::vector<SsuCase> benchCases(const BenchOptions& o) {
+  std::vector<SsuCase> cases;
+  for (const std::string& st : o.stateDtypes)
+    for (int64_t b : o.batches)
+      for (int64_t L : o.shape.tokens() ? o.tokens : std::vector<int64_t>{1}) {
+        SsuCase s = o.shape.call();
+        s.batch = b;
+        s.L = L;
+        s.stateT = parseFloatDType(st, "--state-dtype");
+        s.inT = s.outT = parseFloatDType(o.inputDtype, "--input-dtype");
+        s.stateIdx = !o.noStateIdx;
+        s.write = parseStateWrite(o.stateWrite, "--state-write");
+        cases.push_back(s);
+      }
+  return cases;
+}
+
 int runBench(BenchOptions& o) {
-  if (o.op != "ssu" && o.op != "ssu-tokens")
-    throw UsageError("--op is '" + o.op + "', expected ssu or ssu-tokens");
-  if (o.op == "ssu" && o.tokensGiven)
+  const std::string& op = o.shape.op;
+  if (op != "ssu" && op != "ssu-tokens")
+    throw UsageError("--op is '" + op + "', expected ssu or ssu-tokens");
+  if (op == "ssu" && o.tokensGiven)
     throw UsageError("--tokens applies to --op ssu-tokens only (the one-token op has L = 1)");
-  if (o.op == "ssu" && o.stateWrite == "per-token")
+  if (op == "ssu" && o.stateWrite == "per-token")
     throw UsageError("--state-write per-token applies to --op ssu-tokens only");
   if (o.stateWrite == "per-token")
     throw UsageError("--state-write per-token is not benchmarked (it needs batch * L extra state "
@@ -502,27 +483,10 @@ int runBench(BenchOptions& o) {
   if (o.iters < 1) throw UsageError(strf("--iters is %d, expected at least 1", o.iters));
   if (o.trials < 1) throw UsageError(strf("--trials is %d, expected at least 1", o.trials));
   // Check every shape with the op's own argument check before touching the GPU.
-  for (const std::string& st : o.stateDtypes)
-    for (int64_t b : o.batches)
-      for (int64_t L : o.op == "ssu-tokens" ? o.tokens : std::vector<int64_t>{1}) {
-        SsuShape s;
-        s.tokens = o.op == "ssu-tokens";
-        s.H = o.heads, s.P = o.headDim, s.N = o.dstate, s.G = o.groups;
-        s.batch = b;
-        s.L = L;
-        s.stateT = parseFloatDType(st, "--state-dtype");
-        s.inT = s.outT = parseFloatDType(o.inputDtype, "--input-dtype");
-        s.stateIdx = !o.noStateIdx;
-        s.write = parseStateWrite(o.stateWrite, "--state-write");
-        try {
-          checkSsuShape(s);
-        } catch (const Error& e) {
-          if (e.kind() != Error::Kind::InvalidArgument) throw;
-          throw UsageError(std::string("the shape options give an invalid call: ") + e.what());
-        }
-      }
+  const std::vector<SsuCase> cases = benchCases(o);
+  for (const SsuCase& s : cases) checkShapeOptions(s);
   Bench bench(o);
-  return bench.run();
+  return bench.run(cases);
 }
 
 }  // namespace
@@ -536,15 +500,7 @@ Command addBenchCommand(CLI::App& parent) {
       "median of trials, inputs rotated beyond L2), achieved TB/s and % of the device-to-device "
       "copy bandwidth measured in the same run, for the tokens op L one-token calls from one CUDA "
       "graph, host overhead per cached call and compile time. Ends with a Markdown table.");
-  app->add_option("--op", o->op, "ssu (one token) or ssu-tokens (L tokens per sequence)")
-      ->check(CLI::IsMember({"ssu", "ssu-tokens"}))
-      ->capture_default_str();
-  app->add_option("--heads", o->heads, "Heads H")->check(atLeast(1))->capture_default_str();
-  app->add_option("--head-dim", o->headDim, "Head dim P")->check(atLeast(1))->capture_default_str();
-  app->add_option("--dstate", o->dstate, "State size N")->check(atLeast(1))->capture_default_str();
-  app->add_option("--groups", o->groups, "Groups G of B and C (must divide H)")
-      ->check(atLeast(1))
-      ->capture_default_str();
+  addOpShapeOptions(app, o->shape);
   app->add_option("--batch", o->batches, "Batch sizes, comma-separated")
       ->delimiter(',')
       ->check(atLeast(1))

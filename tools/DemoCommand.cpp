@@ -5,7 +5,6 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -18,16 +17,21 @@
 #include "compiler/Nvrtc.h"
 #include "kernels_dsl/CompileKernel.h"
 #include "runtime/CudaGraph.h"
-#include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
+#include "runtime/ops/SelectiveStateUpdateSpec.h"
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
-#include "ssmjit/reference.h"
-#include "tools/SsuProblem.h"
+#include "tests/support/DeviceProblem.h"
+#include "tests/support/HostTensor.h"
+#include "tests/support/SsuProblem.h"
+#include "tools/SsuCall.h"
 #include "tools/ToolSupport.h"
 
 namespace ssmjit::tool {
 namespace {
+
+using testing::Compared;
+using testing::SsuProblem;
 
 struct DemoOptions {
   std::string arch = "sm_90a";
@@ -37,14 +41,14 @@ struct DemoOptions {
 };
 
 // Mamba-2 2.7B heads, batch 4: both state dtypes, one token and L = 4, every optional input, one
-// pad row and two slots nobody reads (both must come back untouched).
-std::vector<SsuShape> demoCases() {
-  std::vector<SsuShape> cases;
+// pad row and two slots nobody reads (both must come back untouched). Case k draws its inputs
+// from seed + k.
+std::vector<SsuCase> demoCases(uint64_t seed) {
+  std::vector<SsuCase> cases;
   for (DType st : {DType::F32, DType::BF16})
     for (bool tokens : {false, true}) {
-      SsuShape s;
+      SsuCase s = testing::mamba2_2p7bHeads();
       s.tokens = tokens;
-      s.H = 80, s.P = 64, s.N = 128, s.G = 1;
       s.batch = 4;
       s.L = tokens ? 4 : 1;
       s.stateT = s.inT = s.outT = st;  // serving runs fp32 end to end, or bf16 end to end
@@ -52,23 +56,10 @@ std::vector<SsuShape> demoCases() {
       s.stateIdx = true;
       s.pads = 1;
       s.spareSlots = 2;
+      s.seed = seed + cases.size();
       cases.push_back(s);
     }
   return cases;
-}
-
-void runOp(const SsuShape& s, const SelectiveStateUpdateArgs& a, Stream stream) {
-  if (s.tokens)
-    selective_state_update_tokens(a, stream);
-  else
-    selective_state_update(a, stream);
-}
-
-void runReference(const SsuShape& s, const SelectiveStateUpdateArgs& a) {
-  if (s.tokens)
-    reference::selective_state_update_tokens(a);
-  else
-    reference::selective_state_update(a);
 }
 
 int64_t countLines(const std::string& s) {
@@ -78,11 +69,11 @@ int64_t countLines(const std::string& s) {
 
 std::string resourceCell(int v) { return v < 0 ? "n/a" : std::to_string(v); }
 
-std::vector<std::string> kernelRow(const SsuShape& s, const CompiledKernel& k, double wallMs) {
+std::vector<std::string> kernelRow(const SsuCase& s, const CompiledKernel& k, double wallMs) {
   std::string spills = "n/a";
   if (k.resources.spillStoreBytes >= 0 || k.resources.spillLoadBytes >= 0)
     spills = resourceCell(k.resources.spillStoreBytes) + "/" + resourceCell(k.resources.spillLoadBytes);
-  return {s.label(),
+  return {caseLabel(s),
           k.entry,
           wallMs >= 0 ? strf("%.1f", wallMs) : "cached",
           resourceCell(k.resources.registers),
@@ -96,9 +87,8 @@ const std::vector<std::string> kKernelHeader = {"case", "entry", "compile ms", "
                                                 "spills st/ld B", "shared B", "PTX lines",
                                                 "CUBIN B"};
 
-std::string resultCell(const Comparison& c, double tol) {
-  return (c.compared > 0 && c.nonFinite == 0 && c.strayBytes == 0 && c.relL2 <= tol) ? "PASS"
-                                                                                      : "FAIL";
+std::string resultCell(const Compared& c, double tol) {
+  return (c.written > 0 && c.violations == 0 && c.relL2 <= tol) ? "PASS" : "FAIL";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -110,72 +100,49 @@ int runWithGpu(uint64_t seed) {
   std::printf("device: %s (%s)\nseed: %llu (rerun with --seed %llu)\n\n", driver::deviceName().c_str(),
               arch.c_str(), static_cast<unsigned long long>(seed),
               static_cast<unsigned long long>(seed));
-  std::mt19937_64 rng(seed);
   OwnedStream stream;
   Table results({"case", "tensor", "compared", "max |err|", "rel L2", "tol", "result"});
   std::vector<std::string> header = kKernelHeader;
   header[2] = "first call ms";
   Table kernels(header);
   std::vector<std::string> problems;
-  std::vector<std::string> notes;
   bool allPass = true;
 
-  for (const SsuShape& s : demoCases()) {
-    HostProblem host = makeHostProblem(s, rng);
-    const HostProblem before = host;  // the bytes before the call: untouched rows must keep them
-
-    std::array<DeviceBuffer, kNumTensors> dev;
-    std::array<void*, kNumTensors> devPtrs{};
-    for (int i = 0; i < kNumTensors; ++i) {
-      if (!host.desc[i].present) continue;
-      dev[i] = DeviceBuffer(host.data[i].size());
-      dev[i].upload(host.data[i]);  // out goes up poisoned
-      devPtrs[i] = dev[i].data();
-    }
-    // The uploads are synchronous copies on the legacy stream, which a non-blocking stream does
-    // not wait for (and a pageable copy may return before its DMA lands): finish them first.
-    driver::check(driver::api().cuCtxSynchronize(), "cuCtxSynchronize (after uploading inputs)");
-    const SelectiveStateUpdateArgs devArgs = ssuArgs(s, devPtrs, DeviceKind::CUDA);
+  for (const SsuCase& s : demoCases(seed)) {
+    const SsuProblem host = makeProblem(s);
+    const testing::DeviceProblem dev(host);  // out goes up poisoned
 
     const WallTimer firstCall;
-    runOp(s, devArgs, stream.get());
+    testing::runOp(s.tokens, dev.args, stream.get());
     checkDeviceErrors(stream.get());  // synchronises; throws if the kernel flagged a slot
     const double firstCallMs = firstCall.ms();
-    const std::vector<uint8_t> gotState = dev[kState].download<uint8_t>();
-    const std::vector<uint8_t> gotOut = dev[kOut].download<uint8_t>();
+    const std::vector<uint8_t> gotState = dev.download(testing::kState);
+    const std::vector<uint8_t> gotOut = dev.download(testing::kOut);
 
-    runReference(s, host.args());  // host now holds the reference result
-
-    const Comparison out = compareRows(s.outT, gotOut, host.data[kOut], before.data[kOut],
-                                       s.L * s.H * s.P, host.outRowsWritten());
-    const Comparison st = compareRows(s.stateT, gotState, host.data[kState], before.data[kState],
-                                      s.H * s.P * s.N, host.stateSlotsWritten());
+    SsuProblem ref = host;
+    testing::runReference(ref);
+    const Compared out = testing::compareTensor(ref.out, gotOut, testing::rowsWritten(host));
+    const Compared st = testing::compareTensor(ref.state, gotState, host.slotMayBeWritten);
     for (const auto& [name, c, dt] : {std::tuple{"out", &out, s.outT}, std::tuple{"state", &st, s.stateT}}) {
       const double tol = tolerance(dt);
       const std::string r = resultCell(*c, tol);
-      results.add({s.label(), name, std::to_string(c->compared), strf("%.3g", c->maxAbsErr),
+      results.add({caseLabel(s), name, std::to_string(c->written), strf("%.3g", c->maxAbsErr),
                    strf("%.3g", c->relL2), strf("%.0e", tol), r});
       if (r != "PASS") {
         allPass = false;
-        std::string why = c->firstProblem;
-        if (why.empty())
-          why = c->compared == 0 ? "nothing was compared"
-                                 : strf("rel L2 %.3g above tolerance %.0e", c->relL2, tol);
-        problems.push_back(s.label() + ", " + name + ": " + why);
+        std::string why;
+        if (c->violations > 0)
+          why = c->first;
+        else
+          why = c->written == 0 ? "nothing was compared"
+                                : strf("rel L2 %.3g above tolerance %.0e", c->relL2, tol);
+        problems.push_back(caseLabel(s) + ", " + name + ": " + why);
       }
     }
 
-    // The op's kernel from the memory cache under the key `ssmjit inspect` builds. A hit takes
-    // microseconds; a compile here means inspect's key differs from the op's.
-    const Specialization spec = ssuSpecialization(devArgs, s.tokens, arch);
-    const WallTimer lookup;
+    // The op's kernel, from the memory cache (the op's first call put it there), for its report.
+    const Specialization spec = detail::ssuSpecialization(dev.args, s.tokens, arch);
     const std::shared_ptr<const CompiledKernel> k = getOrCompileKernel(spec);
-    const double lookupMs = lookup.ms();
-    if (lookupMs > 5.0)
-      notes.push_back("note: " + s.label() + ": the op's kernel was not cached under the key " +
-                      "`ssmjit inspect` builds (looking it up compiled it in " +
-                      strf("%.0f ms", lookupMs) + "); inspect may show a different variant. Key: " +
-                      spec.canonical());
     std::vector<std::string> row = kernelRow(s, *k, -1);
     row[2] = strf("%.1f", firstCallMs);
     kernels.add(row);
@@ -186,7 +153,6 @@ int runWithGpu(uint64_t seed) {
   if (cudaJitCacheMayServe()) std::printf("(%s)\n", cudaJitCacheNote().c_str());
   std::printf("\nresults against the float64 CPU reference (fresh random inputs, outputs poisoned):\n");
   results.printText();
-  for (const auto& n : notes) std::printf("%s\n", n.c_str());
   if (!allPass) {
     std::printf("\nFAIL:\n");
     for (const auto& p : problems) std::printf("  %s\n", p.c_str());
@@ -214,8 +180,8 @@ int runWithoutGpu(const std::string& arch, uint64_t seed) {
   std::printf("kernels for %s (compile ms: wall time of DSL + MLIR pipeline%s):\n", arch.c_str(),
               nvrtc ? " + NVRTC" : "");
   Table kernels(kKernelHeader);
-  for (const SsuShape& s : demoCases()) {
-    const Specialization spec = ssuSpecialization(ssuArgsWithoutMemory(s), s.tokens, arch);
+  for (const SsuCase& s : demoCases(seed)) {
+    const Specialization spec = detail::ssuSpecialization(argsWithoutMemory(s), s.tokens, arch);
     PipelineOptions o;
     o.runNvrtc = nvrtc;
     const WallTimer t;
@@ -228,35 +194,32 @@ int runWithoutGpu(const std::string& arch, uint64_t seed) {
   std::printf("\nCPU reference (float64) on random inputs, seed %llu:\n",
               static_cast<unsigned long long>(seed));
   Table ref({"case", "sum(out)", "sum(|out|)", "sum(state)", "fnv1a(out, state)", "check"});
-  std::mt19937_64 rng(seed);
-  for (const SsuShape& s : demoCases()) {
-    HostProblem host = makeHostProblem(s, rng);
-    const HostProblem before = host;
-    runReference(s, host.args());
+  for (const SsuCase& s : demoCases(seed)) {
+    const SsuProblem host = makeProblem(s);
+    SsuProblem ran = host;
+    testing::runReference(ran);
     // The reference must write finite values to exactly the rows it owns.
-    const Comparison out = compareRows(s.outT, host.data[kOut], host.data[kOut],
-                                       before.data[kOut], s.L * s.H * s.P, host.outRowsWritten());
-    const Comparison st = compareRows(s.stateT, host.data[kState], host.data[kState],
-                                      before.data[kState], s.H * s.P * s.N, host.stateSlotsWritten());
+    const auto outRows = testing::rowsWritten(host);
+    const Compared out = testing::compareTensor(ran.out, ran.out.bytes, host.out.bytes, outRows);
+    const Compared st =
+        testing::compareTensor(ran.state, ran.state.bytes, host.state.bytes, host.slotMayBeWritten);
     double sumOut = 0, sumAbsOut = 0, sumState = 0;
-    const auto outRows = host.outRowsWritten();
-    const int64_t outRow = s.L * s.H * s.P;
-    for (int64_t b = 0; b < s.batch; ++b)
-      if (outRows[b])
-        for (int64_t i = b * outRow; i < (b + 1) * outRow; ++i) {
-          const double v = loadElement(s.outT, host.data[kOut].data(), i);
-          sumOut += v;
-          sumAbsOut += std::fabs(v);
-        }
-    const int64_t nState = host.desc[kState].numel();
-    for (int64_t i = 0; i < nState; ++i) sumState += loadElement(s.stateT, host.data[kState].data(), i);
-    const bool good = out.nonFinite == 0 && out.strayBytes == 0 && st.nonFinite == 0 &&
-                      st.strayBytes == 0 && out.compared > 0;
+    const TensorView ov = ran.out.view(), sv = ran.state.view();
+    testing::forEachElement(ov, [&](int64_t off, const std::vector<int64_t>& i) {
+      if (!outRows[i[0]]) return;
+      const double v = testing::loadElement(ov, off);
+      sumOut += v;
+      sumAbsOut += std::fabs(v);
+    });
+    testing::forEachElement(sv, [&](int64_t off, const std::vector<int64_t>&) {
+      sumState += testing::loadElement(sv, off);
+    });
+    const bool good = out.violations == 0 && st.violations == 0 && out.written > 0;
     ok = ok && good;
-    std::string check = good ? "ok" : "FAIL: " + (out.firstProblem.empty() ? st.firstProblem : out.firstProblem);
-    ref.add({s.label(), strf("%.6f", sumOut), strf("%.6f", sumAbsOut), strf("%.6f", sumState),
+    std::string check = good ? "ok" : "FAIL: " + (out.violations ? out.first : st.first);
+    ref.add({caseLabel(s), strf("%.6f", sumOut), strf("%.6f", sumAbsOut), strf("%.6f", sumState),
              strf("%016llx", static_cast<unsigned long long>(
-                                 fnv1a(host.data[kState], fnv1a(host.data[kOut])))),
+                                 fnv1a(ran.state.bytes, fnv1a(ran.out.bytes)))),
              check});
   }
   ref.printText();

@@ -21,8 +21,9 @@
 #include "compiler/Nvrtc.h"
 #include "compiler/Pipeline.h"
 #include "kernels_dsl/CompileKernel.h"
+#include "runtime/ops/SelectiveStateUpdateSpec.h"
 #include "ssmjit/error.h"
-#include "tools/SsuProblem.h"
+#include "tools/SsuCall.h"
 #include "tools/ToolSupport.h"
 
 extern char** environ;
@@ -31,8 +32,7 @@ namespace ssmjit::tool {
 namespace {
 
 struct InspectOptions {
-  std::string op = "ssu";
-  int64_t heads = 80, headDim = 64, dstate = 128, groups = 1;
+  OpShapeOptions shape;
   int64_t batch = 16;
   int64_t tokens = 4;
   bool tokensGiven = false;
@@ -216,22 +216,23 @@ std::string figure(int v, const char* unit) {
              : std::string("n/a (ptxas printed no report)");
 }
 
-void printResources(const CompiledKernel& k, const Specialization& spec, const SsuShape& s,
-                    double wallMs) {
+void printResources(const CompiledKernel& k, const Specialization& spec, const SsuCase& s,
+                    const detail::SsuDims& d, double wallMs) {
   const ResourceUsage& r = k.resources;
   const int64_t bp = spec.get("meta:BLOCK_P");
+  const detail::SsuGrid grid = detail::ssuGrid(d, bp);
   const auto lines = std::count(k.ptx.begin(), k.ptx.end(), '\n');
   std::printf("kernel      %s\n", k.entry.c_str());
   std::printf("arch        %s\n", k.arch.c_str());
-  std::printf("call        %s\n", s.label().c_str());
+  std::printf("call        %s\n", caseLabel(s).c_str());
   std::printf("key         %s\n", spec.canonical().c_str());
   std::printf("block       %d threads\n", k.numThreads);
   std::printf("grid        (%lld, batch, %lld) = (cdiv(P %lld, BLOCK_P %lld), batch, H)\n",
-              static_cast<long long>((s.P + bp - 1) / bp), static_cast<long long>(s.H),
-              static_cast<long long>(s.P), static_cast<long long>(bp));
+              static_cast<long long>(grid.x), static_cast<long long>(grid.z),
+              static_cast<long long>(d.P), static_cast<long long>(bp));
   std::printf("registers   %s\n", figure(r.registers, " per thread").c_str());
   std::printf("shared      %s\n", figure(r.sharedBytes, " bytes per block (static)").c_str());
-  std::printf("local       %s\n", figure(r.localBytes, " bytes per thread (stack frame)").c_str());
+  std::printf("local       %s\n", figure(r.localBytes, " bytes per thread (stack, callees included)").c_str());
   std::printf("spill st    %s\n", figure(r.spillStoreBytes, " bytes").c_str());
   std::printf("spill ld    %s\n", figure(r.spillLoadBytes, " bytes").c_str());
   std::printf("compile     %.1f ms (DSL + MLIR pipeline + NVRTC, wall); pipeline + NVRTC %.1f ms\n",
@@ -244,12 +245,10 @@ void printResources(const CompiledKernel& k, const Specialization& spec, const S
 int runInspect(const InspectOptions& o) {
   const Stage stage = parseStage(o.stage);
   checkArch(o.arch, "--arch");
-  SsuShape s;
-  s.tokens = o.op == "ssu-tokens";
+  SsuCase s = o.shape.call();
   if (!s.tokens && o.tokensGiven)
     throw UsageError(strf("--tokens %lld applies to --op ssu-tokens only (the one-token op has L = 1)",
                           static_cast<long long>(o.tokens)));
-  s.H = o.heads, s.P = o.headDim, s.N = o.dstate, s.G = o.groups;
   s.batch = o.batch;
   s.L = s.tokens ? o.tokens : 1;
   s.stateT = parseFloatDType(o.stateDtype, "--state-dtype");
@@ -261,14 +260,8 @@ int runInspect(const InspectOptions& o) {
   s.stateIdx = !o.noStateIdx || s.write == StateWrite::PerToken;
   if (o.noStateIdx && s.write == StateWrite::PerToken)
     throw UsageError("--no-state-indices contradicts --state-write per-token (snapshots go to slots)");
-  Specialization spec;
-  try {
-    checkSsuShape(s);
-    spec = ssuSpecialization(ssuArgsWithoutMemory(s), s.tokens, o.arch);
-  } catch (const Error& e) {
-    if (e.kind() != Error::Kind::InvalidArgument) throw;
-    throw UsageError(std::string("the shape options give an invalid call: ") + e.what());
-  }
+  const detail::SsuDims dims = checkShapeOptions(s);
+  const Specialization spec = detail::ssuSpecialization(argsWithoutMemory(s), s.tokens, o.arch);
 
   const bool needNvrtc = stage.kind == Stage::Ptx || stage.kind == Stage::Sass ||
                          stage.kind == Stage::Resources;
@@ -316,7 +309,7 @@ int runInspect(const InspectOptions& o) {
     case Stage::Sass:
       return printSass(k);
     case Stage::Resources:
-      printResources(k, spec, s, wallMs);
+      printResources(k, spec, s, dims, wallMs);
       return kExitOk;
   }
   return kExitFailure;
@@ -340,15 +333,7 @@ Command addInspectCommand(CLI::App& parent) {
       ->required()
       ->check(CLI::Validator(
           [](std::string& s) { return stageError(s); }, "STAGE", "stage"));
-  app->add_option("--op", o->op, "ssu (one token) or ssu-tokens (L tokens per sequence)")
-      ->check(CLI::IsMember({"ssu", "ssu-tokens"}))
-      ->capture_default_str();
-  app->add_option("--heads", o->heads, "Heads H")->check(atLeast(1))->capture_default_str();
-  app->add_option("--head-dim", o->headDim, "Head dim P")->check(atLeast(1))->capture_default_str();
-  app->add_option("--dstate", o->dstate, "State size N")->check(atLeast(1))->capture_default_str();
-  app->add_option("--groups", o->groups, "Groups G of B and C (must divide H)")
-      ->check(atLeast(1))
-      ->capture_default_str();
+  addOpShapeOptions(app, o->shape);
   app->add_option("--batch", o->batch,
                   "Batch (dynamic in the kernel; it only decides 32- or 64-bit indexing)")
       ->check(atLeast(1))

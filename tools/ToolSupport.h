@@ -1,7 +1,8 @@
-// What every `ssmjit` subcommand shares: exit codes, the usage-error type, dtype names on the
-// command line, a wall clock, and number formatting for tables.
+// What every `ssmjit` subcommand shares: exit codes, the usage-error type, dtype names and the
+// op/shape options on the command line, a wall clock, and number formatting for tables.
 #pragma once
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "ssmjit/ops.h"
 #include "ssmjit/tensor.h"
+#include "tests/support/SsuProblem.h"
 
 namespace CLI {
 class App;
@@ -67,6 +69,19 @@ const char* stateWriteName(StateWrite w);
 // "sm_90a", "sm_80", "compute_90", ...: throws UsageError naming `option` otherwise, so that a
 // typo is caught before NVRTC prints a less direct message.
 void checkArch(const std::string& arch, const char* option);
+
+// The options that pick the op and the Mamba-2 head shape (`bench`, `inspect`): --op, --heads,
+// --head-dim, --dstate, --groups, registered in that order.
+struct OpShapeOptions {
+  std::string op = "ssu";
+  int64_t heads = 80, headDim = 64, dstate = 128, groups = 1;
+
+  bool tokens() const { return op == "ssu-tokens"; }
+  // A call of the op on these heads: tokens, H, P, N, G set; no spare slots (the state has one
+  // slot per row, or per row and token for PerToken writes); the rest at SsuCase's defaults.
+  testing::SsuCase call() const;
+};
+void addOpShapeOptions(CLI::App* app, OpShapeOptions& o);
 
 class WallTimer {
  public:

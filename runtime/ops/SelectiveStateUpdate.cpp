@@ -6,6 +6,8 @@
 // Hot path (a repeated call): the check, the ArgValue array, the list of bindings compared with a
 // per-thread memo of recent calls, one cuLaunchKernel. No allocation, no hashing of strings; the
 // Specialization is built (and the loader's cache consulted) only when the bindings change.
+// detail::ssuSpecialization (SelectiveStateUpdateSpec.h) runs the same binding step for drivers
+// that name the op's kernel without launching it.
 #include <cuda.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "compiler/Specialization.h"
 #include "kernels_dsl/Registry.h"
@@ -22,6 +25,7 @@
 #include "runtime/Driver.h"
 #include "runtime/LoadedKernel.h"
 #include "runtime/ops/SelectiveStateUpdateCheck.h"
+#include "runtime/ops/SelectiveStateUpdateSpec.h"
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
 
@@ -478,13 +482,19 @@ bool offsetsFit32(const Layout& lay, const detail::SsuDims& d, const ArgValue* v
   return reach <= INT32_MAX;
 }
 
-void launchSsu(const SelectiveStateUpdateArgs& a, bool tokens, Stream stream) {
-  const char* op = tokens ? "selective_state_update_tokens" : "selective_state_update";
-  const detail::SsuDims d = detail::checkSsuArgs(a, tokens, DeviceKind::CUDA, op);
-  if (d.batch == 0) return;  // nothing to compute; the GPU is not touched
+// The kernel's layout of each argument.
+constexpr Layout kState{"shpn", a_s_state_slot}, kX{"blhp", a_s_x_b}, kDt{"blhp", a_s_dt_b},
+    kA{"hpn", a_s_A_h}, kB{"blgn", a_s_B_b}, kC{"blgn", a_s_C_b}, kD{"hp", a_s_D_h},
+    kZ{"blhp", a_s_z_b}, kDtb{"hp", a_s_dtb_h}, kOut{"blhp", a_s_out_b}, kIdx{"b", a_s_idx_b},
+    kDst{"bl", a_s_dst_b};
 
+// The argument values of a checked call (all but the status record, set at launch) and its
+// bindings: everything the specialisation depends on, in a fixed order. No allocation. Shared by
+// the launch and by ssuSpecialization(); inlined so that the launch pays no call for it.
+[[gnu::always_inline]] inline void bindSsu(const SelectiveStateUpdateArgs& a, bool tokens,
+                                          const detail::SsuDims& d, ArgValue* v, Binding* bind,
+                                          int& nb) {
   // ----- argument values, in kSsuArgNames order
-  ArgValue v[kernels::kSsuNumArgs];
   const bool hasIdx = a.state_batch_indices.defined();
   v[a_state].ptr = a.state.data;
   v[a_x].ptr = a.x.data;
@@ -515,10 +525,6 @@ void launchSsu(const SelectiveStateUpdateArgs& a, bool tokens, Stream stream) {
   const char* dtAxes = m2 ? (tokens ? "blh" : "bh") : xAxes;
   const char* bcAxes = m2 ? (tokens ? "blgn" : "bgn") : (tokens ? "bln" : "bn");
   const char* headAxes = m2 ? "h" : "p";  // D, dt_bias (and A for Mamba-2)
-  static const Layout kState{"shpn", a_s_state_slot}, kX{"blhp", a_s_x_b}, kDt{"blhp", a_s_dt_b},
-      kA{"hpn", a_s_A_h}, kB{"blgn", a_s_B_b}, kC{"blgn", a_s_C_b}, kD{"hp", a_s_D_h},
-      kZ{"blhp", a_s_z_b}, kDtb{"hp", a_s_dtb_h}, kOut{"blhp", a_s_out_b}, kIdx{"b", a_s_idx_b},
-      kDst{"bl", a_s_dst_b};
   mapStrides(a.state, m2 ? "shpn" : "spn", kState, d, v);
   mapStrides(a.x, xAxes, kX, d, v);
   mapStrides(a.dt, dtAxes, kDt, d, v);  // Mamba-2: no p axis, so s_dt_p = 0 (dt per head)
@@ -543,8 +549,7 @@ void launchSsu(const SelectiveStateUpdateArgs& a, bool tokens, Stream stream) {
 
   // ----- the bindings: everything the specialisation depends on, in a fixed order
   static const BindingNames names;
-  Binding bind[kMaxBindings];
-  int nb = 0;
+  nb = 0;
   auto set = [&](const std::string& name, int64_t value) { bind[nb++] = Binding{&name, value}; };
   for (int i : {a_H, a_P, a_N, a_G, a_L, a_has_D, a_has_z, a_has_dt_bias, a_dt_softplus,
                 a_has_clamp, a_has_state_idx, a_per_head, a_state_write})
@@ -576,6 +581,29 @@ void launchSsu(const SelectiveStateUpdateArgs& a, bool tokens, Stream stream) {
   for (const Layout* l : {&kState, &kX, &kDt, &kA, &kB, &kC, &kD, &kZ, &kDtb, &kOut, &kIdx, &kDst})
     fits = fits && offsetsFit32(*l, d, v);
   set(names.indexBits, fits ? 32 : 64);
+}
+
+// The specialisation of a list of bindings on `arch`, completed (meta values chosen).
+Specialization specializationOf(const Binding* bind, int nb, std::string arch) {
+  Specialization spec;
+  spec.kernel = kernels::kSsuKernel;
+  spec.arch = std::move(arch);
+  // Names are distinct by construction: append directly (set() would search for each).
+  spec.values.reserve(static_cast<size_t>(nb) + 8);
+  for (int i = 0; i < nb; ++i) spec.values.emplace_back(*bind[i].name, bind[i].value);
+  dsl::completeSpecialization(spec);
+  return spec;
+}
+
+void launchSsu(const SelectiveStateUpdateArgs& a, bool tokens, Stream stream) {
+  const char* op = tokens ? "selective_state_update_tokens" : "selective_state_update";
+  const detail::SsuDims d = detail::checkSsuArgs(a, tokens, DeviceKind::CUDA, op);
+  if (d.batch == 0) return;  // nothing to compute; the GPU is not touched
+
+  ArgValue v[kernels::kSsuNumArgs];
+  Binding bind[kMaxBindings];
+  int nb = 0;
+  bindSsu(a, tokens, d, v, bind, nb);
 
   // ----- the kernel: a memo hit, or specialise, compile/load (cached) and remember
   CUcontext ctx = driver::ensureContext();
@@ -590,13 +618,7 @@ void launchSsu(const SelectiveStateUpdateArgs& a, bool tokens, Stream stream) {
     }
   }
   if (!hit) {
-    Specialization spec;
-    spec.kernel = kernels::kSsuKernel;
-    spec.arch = driver::currentArch();
-    // Names are distinct by construction: append directly (set() would search for each).
-    spec.values.reserve(static_cast<size_t>(nb) + 8);
-    for (int i = 0; i < nb; ++i) spec.values.emplace_back(*bind[i].name, bind[i].value);
-    dsl::completeSpecialization(spec);
+    const Specialization spec = specializationOf(bind, nb, driver::currentArch());
     static const ArgSchema schema{kernels::kSsuArgNames, kernels::kSsuNumArgs};
     const LoadedKernel& k = loadedKernel(spec, schema);
     MemoSlot& m = memo[memoNext++ % kMemoSlots];
@@ -609,9 +631,9 @@ void launchSsu(const SelectiveStateUpdateArgs& a, bool tokens, Stream stream) {
   }
 
   v[a_err].ptr = deviceStatusRecord();
-  const int64_t bp = hit->blockP;
-  const unsigned grid[3] = {static_cast<unsigned>((d.P + bp - 1) / bp),
-                            static_cast<unsigned>(d.batch), static_cast<unsigned>(d.H)};
+  const detail::SsuGrid g = detail::ssuGrid(d, hit->blockP);
+  const unsigned grid[3] = {static_cast<unsigned>(g.x), static_cast<unsigned>(g.y),
+                            static_cast<unsigned>(g.z)};
   launchKernel(*hit->kernel, v, grid, static_cast<CUstream>(stream));
 }
 
@@ -623,6 +645,17 @@ void selective_state_update(const SelectiveStateUpdateArgs& args, Stream stream)
 
 void selective_state_update_tokens(const SelectiveStateUpdateArgs& args, Stream stream) {
   launchSsu(args, /*tokens=*/true, stream);
+}
+
+Specialization detail::ssuSpecialization(const SelectiveStateUpdateArgs& args, bool tokens,
+                                         const std::string& arch) {
+  const char* op = tokens ? "selective_state_update_tokens" : "selective_state_update";
+  const detail::SsuDims d = detail::checkSsuArgs(args, tokens, args.state.device, op);
+  ArgValue v[kernels::kSsuNumArgs];
+  Binding bind[kMaxBindings];
+  int nb = 0;
+  bindSsu(args, tokens, d, v, bind, nb);
+  return specializationOf(bind, nb, arch);
 }
 
 }  // namespace ssmjit

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/ops/SelectiveStateUpdateCheck.h"
+#include "runtime/reference/ElementAccess.h"
 #include "ssmjit/error.h"
 #include "ssmjit/reference.h"
 
@@ -70,35 +71,7 @@ const double* decodeTable(bool bf16) {
   return bf16 ? bfloat.data() : half.data();
 }
 
-// ----- elements as double
-
-double load(const TensorView& t, int64_t off) {
-  const char* p = static_cast<const char*>(t.data) + off * dtypeBytes(t.dtype);
-  switch (t.dtype) {
-    case DType::F32: {
-      float f;
-      std::memcpy(&f, p, 4);
-      return f;
-    }
-    case DType::F16:
-    case DType::BF16: {
-      uint16_t h;
-      std::memcpy(&h, p, 2);
-      return t.dtype == DType::F16 ? fromHalfBits(h) : fromBFloat16Bits(h);
-    }
-    case DType::I32: {
-      int32_t i;
-      std::memcpy(&i, p, 4);
-      return i;
-    }
-    case DType::I64: {
-      int64_t i;
-      std::memcpy(&i, p, 8);
-      return static_cast<double>(i);
-    }
-  }
-  throw Error(Error::Kind::Internal, "reference: unknown dtype");
-}
+// ----- elements as double: loadElement (ElementAccess.h), store and loadIndex
 
 int64_t loadIndex(const TensorView& t, int64_t off) {
   const char* p = static_cast<const char*>(t.data) + off * dtypeBytes(t.dtype);
@@ -112,23 +85,11 @@ int64_t loadIndex(const TensorView& t, int64_t off) {
   return i;
 }
 
+// Only state and out are written, and the check makes them floats.
 void store(const TensorView& t, int64_t off, double v) {
-  char* p = static_cast<char*>(t.data) + off * dtypeBytes(t.dtype);
-  switch (t.dtype) {
-    case DType::F32: {
-      const auto f = static_cast<float>(v);  // round to nearest even
-      std::memcpy(p, &f, 4);
-      return;
-    }
-    case DType::F16:
-    case DType::BF16: {
-      const uint16_t h = t.dtype == DType::F16 ? toHalfBits(v) : toBFloat16Bits(v);
-      std::memcpy(p, &h, 2);
-      return;
-    }
-    default:
-      throw Error(Error::Kind::Internal, "reference: store to a non-float tensor");
-  }
+  if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)
+    throw Error(Error::Kind::Internal, "reference: store to a non-float tensor");
+  storeElement(t, off, v);
 }
 
 // ----- the update
@@ -141,12 +102,13 @@ void run(const SelectiveStateUpdateArgs& a, bool tokens) {
   const bool perToken = a.state_write == StateWrite::PerToken;
 
   // Offsets by the documented layouts (ops.h): [b][t] lead where present, then per form.
-  auto xOff = [&](const TensorView& t, int64_t b, int64_t tok, int64_t h, int64_t p) {
+  // x, z, out: [b][t][h][p] (Mamba-1: [b][t][p]); B, C: [b][t][g][n] (Mamba-1: [b][t][n]).
+  auto leadOff = [&](const TensorView& t, int64_t b, int64_t tok, int64_t mid, int64_t inner) {
     int k = 0;
     int64_t o = b * t.strides[k++];
     if (tokens) o += tok * t.strides[k++];
-    if (m2) o += h * t.strides[k++];
-    return o + p * t.strides[k];
+    if (m2) o += mid * t.strides[k++];
+    return o + inner * t.strides[k];
   };
   auto dtOff = [&](int64_t b, int64_t tok, int64_t h, int64_t p) {
     const TensorView& t = a.dt;
@@ -154,13 +116,6 @@ void run(const SelectiveStateUpdateArgs& a, bool tokens) {
     int64_t o = b * t.strides[k++];
     if (tokens) o += tok * t.strides[k++];
     return o + (m2 ? h : p) * t.strides[k];
-  };
-  auto bcOff = [&](const TensorView& t, int64_t b, int64_t tok, int64_t g, int64_t n) {
-    int k = 0;
-    int64_t o = b * t.strides[k++];
-    if (tokens) o += tok * t.strides[k++];
-    if (m2) o += g * t.strides[k++];
-    return o + n * t.strides[k];
   };
   auto stOff = [&](int64_t slot, int64_t h, int64_t p, int64_t n) {
     const TensorView& t = a.state;
@@ -204,8 +159,8 @@ void run(const SelectiveStateUpdateArgs& a, bool tokens) {
   std::vector<double> Bs(LN), Cs(LN), dts(static_cast<size_t>(d.L)), st(static_cast<size_t>(d.N));
   auto dtEff = [&](int64_t b, int64_t t, int64_t h, int64_t p) {
     const int64_t c = m2 ? h : p;  // per-head (Mamba-2) or per-channel (Mamba-1) parameters
-    double dt = load(a.dt, dtOff(b, t, h, p));
-    if (a.dt_bias.defined()) dt += load(a.dt_bias, c * a.dt_bias.strides[0]);
+    double dt = loadElement(a.dt, dtOff(b, t, h, p));
+    if (a.dt_bias.defined()) dt += loadElement(a.dt_bias, c * a.dt_bias.strides[0]);
     if (a.dt_softplus) dt = dt > 20.0 ? dt : std::log1p(std::exp(dt));
     if (clamp) dt = std::min(std::max(dt, double{a.dt_min}), double{a.dt_max});
     return dt;
@@ -219,8 +174,8 @@ void run(const SelectiveStateUpdateArgs& a, bool tokens) {
       if (g != loadedGroup) {
         for (int64_t t = 0; t < d.L; ++t)
           for (int64_t n = 0; n < d.N; ++n) {
-            Bs[t * d.N + n] = load(a.B, bcOff(a.B, b, t, g, n));
-            Cs[t * d.N + n] = load(a.C, bcOff(a.C, b, t, g, n));
+            Bs[t * d.N + n] = loadElement(a.B, leadOff(a.B, b, t, g, n));
+            Cs[t * d.N + n] = loadElement(a.C, leadOff(a.C, b, t, g, n));
           }
         loadedGroup = g;
       }
@@ -228,26 +183,27 @@ void run(const SelectiveStateUpdateArgs& a, bool tokens) {
         const int64_t c = m2 ? h : p;
         if (!m2 || p == 0)
           for (int64_t t = 0; t < d.L; ++t) dts[t] = dtEff(b, t, h, p);
-        for (int64_t n = 0; n < d.N; ++n) st[n] = load(a.state, stOff(slot, h, p, n));
+        for (int64_t n = 0; n < d.N; ++n) st[n] = loadElement(a.state, stOff(slot, h, p, n));
         for (int64_t t = 0; t < d.L; ++t) {
           const double dt = dts[t];
-          const double x = load(a.x, xOff(a.x, b, t, h, p));
-          const double dAHead = m2 ? std::exp(load(a.A, h * a.A.strides[0]) * dt) : 0.0;
+          const double x = loadElement(a.x, leadOff(a.x, b, t, h, p));
+          const double dAHead = m2 ? std::exp(loadElement(a.A, h * a.A.strides[0]) * dt) : 0.0;
           const double* Bt = &Bs[t * d.N];
           const double* Ct = &Cs[t * d.N];
           double y = 0;
           for (int64_t n = 0; n < d.N; ++n) {
             const double dA =
-                m2 ? dAHead : std::exp(load(a.A, p * a.A.strides[0] + n * a.A.strides[1]) * dt);
+                m2 ? dAHead
+                   : std::exp(loadElement(a.A, p * a.A.strides[0] + n * a.A.strides[1]) * dt);
             st[n] = st[n] * dA + (Bt[n] * dt) * x;
             y += st[n] * Ct[n];
           }
-          if (a.D.defined()) y += x * load(a.D, c * a.D.strides[0]);
+          if (a.D.defined()) y += x * loadElement(a.D, c * a.D.strides[0]);
           if (a.z.defined()) {
-            const double z = load(a.z, xOff(a.z, b, t, h, p));
+            const double z = loadElement(a.z, leadOff(a.z, b, t, h, p));
             y *= z / (1.0 + std::exp(-z));  // z * sigmoid(z)
           }
-          store(a.out, xOff(a.out, b, t, h, p), y);
+          store(a.out, leadOff(a.out, b, t, h, p), y);
           if (perToken) {
             const int64_t ds = loadIndex(a.dst_state_indices, dstOff(b, t));
             if (ds != -1)
