@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 #include <nvrtc.h>
+#include <sys/stat.h>
 
 #include <cctype>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <type_traits>
 
 #include "compiler/CubinInfo.h"
+#include "compiler/Knobs.h"
 #include "ssmjit/error.h"
 
 namespace ssmjit {
@@ -35,6 +37,7 @@ struct NvrtcApi {
   std::string error;      // why loading failed; empty on success
   std::string libPath;    // the name dlopen succeeded with
   std::string versionStr; // "13.0"
+  std::string identity;   // "13.0 libnvrtc.so.13 109338064 bytes"
 };
 
 std::vector<std::string> candidateLibs() {
@@ -42,8 +45,8 @@ std::vector<std::string> candidateLibs() {
   // toolkit outside the loader path still works when CUDA_HOME points at it.
   std::vector<std::string> c = {"libnvrtc.so.13", "libnvrtc.so"};
   std::vector<std::string> roots;
-  if (const char* home = std::getenv("CUDA_HOME"); home && *home) roots.push_back(home);
-  if (const char* path = std::getenv("CUDA_PATH"); path && *path) roots.push_back(path);
+  for (const char* knob : {"CUDA_HOME", "CUDA_PATH"})
+    if (std::string root = knobValue(knob); !root.empty()) roots.push_back(root);
   roots.push_back("/usr/local/cuda");
   for (const auto& r : roots)
     for (const char* sub : {"/lib64/", "/lib/"})
@@ -96,6 +99,20 @@ const NvrtcApi& nvrtcApi() {
       return;
     }
     api.versionStr = std::to_string(major) + "." + std::to_string(minor);
+    // The build: the file behind the handle and its size (13.0 covers every 13.0.x build).
+    api.identity = api.versionStr;
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(api.version), &info) && info.dli_fname) {
+      std::string file = info.dli_fname;
+      if (char* real = realpath(info.dli_fname, nullptr)) {
+        file = real;
+        std::free(real);
+      }
+      struct stat st{};
+      const std::string base = file.substr(file.find_last_of('/') + 1);
+      api.identity += " " + base;
+      if (::stat(file.c_str(), &st) == 0) api.identity += " " + std::to_string(st.st_size) + " bytes";
+    }
     // The handle stays open for the life of the process: programs may be compiled until exit.
   });
   return api;
@@ -234,6 +251,23 @@ ResourceUsage kernelResources(const std::vector<char>& cubin, const std::string&
   return ru;
 }
 
+std::vector<std::string> nvrtcOptions(const std::string& arch) {
+  std::vector<std::string> opts = {"--gpu-architecture=" + arch, "-std=c++17", "-default-device"};
+  // ptxas' verbose report is how we learn spills (the other figures come from the CUBIN). NVRTC
+  // leaves it out when the driver's compute cache served the compile.
+  if (arch.rfind("sm_", 0) == 0) opts.push_back("-Xptxas=-v");
+  const std::string extra = knobValue("SSMJIT_NVRTC_OPTIONS");
+  size_t pos = 0;
+  while ((pos = extra.find_first_not_of(" \t", pos)) != std::string::npos) {
+    const size_t end = extra.find_first_of(" \t", pos);
+    opts.push_back(extra.substr(pos, end == std::string::npos ? std::string::npos : end - pos));
+    pos = end;
+  }
+  return opts;
+}
+
+std::string nvrtcIdentity() { return requireApi().identity; }
+
 NvrtcResult nvrtcCompile(const std::string& source, const std::string& name, const std::string& arch,
                          const std::vector<std::pair<std::string, std::string>>& headers,
                          const std::vector<std::string>& extraOptions) {
@@ -260,10 +294,7 @@ NvrtcResult nvrtcCompile(const std::string& source, const std::string& name, con
     ~Guard() { api.destroyProgram(prog); }
   } guard{api, &prog};
 
-  std::vector<std::string> opts = {"--gpu-architecture=" + arch, "-std=c++17", "-default-device"};
-  // ptxas' verbose report is how we learn spills (the other figures come from the CUBIN). NVRTC
-  // leaves it out when the driver's compute cache served the compile.
-  if (realArch) opts.push_back("-Xptxas=-v");
+  std::vector<std::string> opts = nvrtcOptions(arch);
   opts.insert(opts.end(), extraOptions.begin(), extraOptions.end());
   std::vector<const char*> optPtrs;
   for (const auto& o : opts) optPtrs.push_back(o.c_str());

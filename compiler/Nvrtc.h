@@ -17,8 +17,15 @@ struct NvrtcResult {
 
 // Is NVRTC loadable here? Returns false with a reason instead of throwing.
 bool nvrtcAvailable(std::string* why = nullptr);
-// NVRTC's version as "major.minor" (part of every cache key).
+// NVRTC's version as "major.minor".
 std::string nvrtcVersion();
+// Version and build: "13.0 libnvrtc.so.13 109338064 bytes" (the loaded file and its size). Part of
+// every disk-cache key. Throws Error(Unavailable) when NVRTC cannot be loaded.
+std::string nvrtcIdentity();
+
+// The options nvrtcCompile passes for `arch` (before its extraOptions), SSMJIT_NVRTC_OPTIONS
+// included. Part of every disk-cache key.
+std::vector<std::string> nvrtcOptions(const std::string& arch);
 
 // Compiles `source` (named `name` in messages) for `arch` ("sm_90a", "sm_80", ...). `headers` are
 // in-memory include files (name, content). Throws ssmjit::Error with the full log on failure.

@@ -3,6 +3,8 @@
 
 #include <chrono>
 
+#include "compiler/BuildInfo.h"
+#include "compiler/Hash.h"
 #include "compiler/Nvrtc.h"
 #include "compiler/dialect/SJDialect.h"
 #include "compiler/emit/CudaEmitter.h"
@@ -44,12 +46,6 @@ std::string print(mlir::ModuleOp m) {
   return s;
 }
 
-uint64_t fnv1a(const char* p) {
-  uint64_t h = 1469598103934665603ull;
-  for (; *p; ++p) h = (h ^ (unsigned char)*p) * 1099511628211ull;
-  return h;
-}
-
 }  // namespace
 
 std::vector<std::string> pipelinePassNames() {
@@ -60,14 +56,9 @@ std::vector<std::string> pipelinePassNames() {
 
 const char* deviceLibSource() { return kDeviceLibSource; }
 const std::string& deviceLibHash() {
-  static const std::string h = [] {
-    char buf[32];
-    snprintf(buf, sizeof buf, "%016llx", (unsigned long long)fnv1a(kDeviceLibSource));
-    return std::string(buf);
-  }();
+  static const std::string h = hash::hex(kDeviceLibSource, 64);
   return h;
 }
-const char* buildId() { return SSMJIT_BUILD_ID; }
 
 CompiledKernel runPipeline(mlir::ModuleOp module, const Specialization& spec,
                            const PipelineOptions& options) {

@@ -30,6 +30,5 @@ CompiledKernel runPipeline(mlir::ModuleOp module, const Specialization& spec,
 // The embedded device header library and its hash (part of every cache key).
 const char* deviceLibSource();
 const std::string& deviceLibHash();
-const char* buildId();
 
 }  // namespace ssmjit

@@ -2,8 +2,8 @@
 // cache lookup), so it walks the fields directly instead of building canonical().
 #include "compiler/Specialization.h"
 
-#include <cstring>
 
+#include "compiler/Hash.h"
 #include "ssmjit/error.h"
 
 namespace ssmjit {
@@ -41,46 +41,12 @@ void checkName(const std::string& name, const std::string& kernel) {
                                            "' is invalid (expected non-empty, without ';' or '=')");
 }
 
-// hash() runs on every op call over ~70 bindings, so it consumes 8 bytes per step (byte-wise
-// FNV-1a took ~1.8 us for a selective_state_update key; this takes a fraction of that). Each step
-// is FNV-1a's xor-multiply on a whole word with a 64-bit odd multiplier, plus a fold of the high
-// half so that high input bits reach the low bits that bucket indices use; a final avalanche
-// (MurmurHash3 fmix64) finishes it. In-process only: the disk cache keys on canonical().
-constexpr uint64_t kHashSeed = 14695981039346656037ull;  // FNV-1a 64 offset basis
-constexpr uint64_t kHashMul = 0xff51afd7ed558ccdull;
-
-inline uint64_t mixWord(uint64_t h, uint64_t w) {
-  h = (h ^ w) * kHashMul;
-  return h ^ (h >> 32);
-}
-
-// Length-prefixed, so ("ab", "c") and ("a", "bc") differ.
-inline uint64_t mixString(uint64_t h, const std::string& s) {
-  const char* p = s.data();
-  size_t n = s.size();
-  h = mixWord(h, n);
-  for (; n >= 8; n -= 8, p += 8) {
-    uint64_t w;
-    std::memcpy(&w, p, 8);
-    h = mixWord(h, w);
-  }
-  if (n) {
-    // A byte loop, not memcpy: a variable-length memcpy is a library call, slower than the rest.
-    uint64_t w = 0;
-    for (size_t i = 0; i < n; ++i) w |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
-    h = mixWord(h, w);
-  }
-  return h;
-}
-
-inline uint64_t finalize(uint64_t h) {
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
-  h ^= h >> 33;
-  h *= 0xc4ceb9fe1a85ec53ull;
-  h ^= h >> 33;
-  return h;
-}
+// hash() runs on every op call over ~70 bindings: compiler/Hash.h's word-at-a-time mixing keeps it
+// a fraction of a microsecond. In-process only: the disk cache keys on canonical().
+using hash::finalize;
+using hash::kSeed;
+using hash::mixString;
+using hash::mixWord;
 
 }  // namespace
 
@@ -141,8 +107,8 @@ size_t Specialization::hash() const {
   // Same content as canonical() (kernel, arch, then each name and value in order), so equal
   // specialisations hash equally. Names and values run in two independent chains so that the CPU
   // overlaps their multiplies; they are combined at the end.
-  uint64_t hn = mixString(mixString(kHashSeed, kernel), arch);
-  uint64_t hv = mixWord(kHashSeed, values.size());
+  uint64_t hn = mixString(mixString(kSeed, kernel), arch);
+  uint64_t hv = mixWord(kSeed, values.size());
   for (const auto& kv : values) {
     hn = mixString(hn, kv.first);
     hv = mixWord(hv, static_cast<uint64_t>(kv.second));

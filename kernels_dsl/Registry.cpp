@@ -1,5 +1,6 @@
 #include "kernels_dsl/Registry.h"
 
+#include "compiler/BuildInfo.h"
 #include "ssmjit/error.h"
 
 namespace ssmjit::kernels {
@@ -8,10 +9,27 @@ dsl::KernelDef selectiveStateUpdateKernel();
 
 namespace ssmjit::dsl {
 
-static const std::vector<KernelDef>& registry() {
-  static const std::vector<KernelDef> defs = {kernels::selectiveStateUpdateKernel()};
+namespace {
+
+// A definition with the hash of the file it lives in (kernels_dsl/<file>.cpp, listed in
+// cmake/BuildInfo.cmake).
+KernelDef withHash(KernelDef def, const char* file) {
+  const char* h = kernelDefinitionHash(file);
+  if (!h)
+    throw Error(Error::Kind::Internal, "kernel registry: no definition hash for kernels_dsl/" + std::string(file) +
+                                           " (add it to SSMJIT_KERNEL_DEFINITIONS in cmake/BuildInfo.cmake)");
+  def.definitionHash = h;
+  return def;
+}
+
+const std::vector<KernelDef>& registry() {
+  static const std::vector<KernelDef> defs = {
+      withHash(kernels::selectiveStateUpdateKernel(), "SelectiveStateUpdate"),
+  };
   return defs;
 }
+
+}  // namespace
 
 const KernelDef& findKernel(const std::string& name) {
   for (auto& d : registry())

@@ -16,6 +16,9 @@ struct KernelDef {
   std::function<void(KernelBuilder&, const Specialization&)> build;
   // Fills the "meta:*" values a call did not set (block sizes by heuristic). Cheap: runs per call.
   std::function<void(Specialization&)> chooseMeta;
+  // Content hash of the definition's source (compiler/BuildInfo.h), set by the registry: part of
+  // the disk-cache key, so editing a kernel misses exactly its own entries.
+  std::string definitionHash;
 };
 
 // Throws ssmjit::Error(InvalidArgument) naming the unknown kernel and listing the known ones.

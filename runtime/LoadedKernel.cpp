@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "cache/KernelCache.h"
+#include "compiler/Knobs.h"
 #include "runtime/Driver.h"
 #include "ssmjit/error.h"
 
@@ -47,8 +48,7 @@ thread_local unsigned tNextSlot = 0;
 
 bool forcePtx() {
   static const bool force = [] {
-    const char* v = std::getenv("SSMJIT_FORCE_PTX");
-    return v && std::strcmp(v, "1") == 0;
+    return knobValue("SSMJIT_FORCE_PTX") == "1";
   }();
   return force;
 }

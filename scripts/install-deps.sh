@@ -5,7 +5,8 @@ set -euo pipefail
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 pkgs=(cmake ninja-build g++ ccache
       libmlir-22-dev mlir-22-tools llvm-22-dev libzstd-dev zlib1g-dev
-      libfmt-dev libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev libdlpack-dev)
+      libfmt-dev libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev libdlpack-dev
+      clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -12,7 +12,6 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
-#include <map>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -29,6 +28,7 @@
 #include "ssmjit/ops.h"
 #include "tests/support/HostTensor.h"
 #include "tests/support/SsuProblem.h"
+#include "tools/CallOptions.h"
 #include "tools/SsuCall.h"
 #include "tools/ToolSupport.h"
 
@@ -212,9 +212,10 @@ struct CaseResult {
   double us = 0;            // one call (fused: one multi-token call)
   double graphUs = 0;       // tokens op: L one-token calls replayed from a graph
   double hostUs = 0;        // host time per cached call
-  double firstCallMs = 0;   // the op's first call of a new variant after its compile: load + launch + run
-  bool firstCallCompiled = false;  // this case was the first of its variant
-  double compileMs = 0;     // first compile of the variant in this process
+  double firstCallMs = 0;   // the op's first call of a new variant after its lookup: load + launch + run
+  KernelSource source = KernelSource::Memory;  // where the variant's kernel came from
+  double lookupMs = 0;      // wall time of that lookup
+  bool newVariant() const { return source != KernelSource::Memory; }
 };
 
 class Bench {
@@ -236,7 +237,6 @@ class Bench {
   double copyGBs_ = 0;
   int64_t l2Bytes_ = 0;
   std::unique_ptr<OwnedStream> stream_;
-  std::map<std::string, double> compileMs_;  // by specialisation
 };
 
 CaseResult Bench::runCase(const SsuCase& s) {
@@ -253,18 +253,14 @@ CaseResult Bench::runCase(const SsuCase& s) {
   r.nsets = nsets;
   DeviceSets sets = makeDeviceSets(s, nsets, rng_);
 
-  // A new variant: its first compile in this process, through the kernel cache as the op's first
-  // call would do it (so that the op then finds it there), then the op's first call: module load
-  // + launch + run.
-  const Specialization spec = detail::ssuSpecialization(sets.args[0], s.tokens, arch_);
-  const std::string key = spec.canonical();
-  r.firstCallCompiled = compileMs_.find(key) == compileMs_.end();
-  if (r.firstCallCompiled) {
+  // The variant's kernel through the kernel cache as the op's first call would get it (so that
+  // the op then finds it in memory): compiled, loaded from disk, or from memory for an earlier
+  // row's variant. Then the op's first call: module load + launch + run.
+  {
     const WallTimer t;
-    (void)getOrCompileKernel(spec);
-    compileMs_[key] = t.ms();
+    r.source = lookupOrCompileKernel(detail::ssuSpecialization(sets.args[0], s.tokens, arch_)).source;
+    r.lookupMs = t.ms();
   }
-  r.compileMs = compileMs_[key];
   {
     const WallTimer t;
     runOp(s.tokens, sets.args[0], st);
@@ -380,16 +376,17 @@ void Bench::printTable(const std::vector<CaseResult>& results) const {
               o_.trials, kL2Multiple);
   std::printf("- host: wall time of %d eager cached calls / %d, on the host clock\n",
               std::max(1, o_.iters), std::max(1, o_.iters));
-  std::printf("- compile: first compile of the variant in this process (DSL + MLIR pipeline + NVRTC, "
-              "NVRTC already loaded), %s; first launch: the op's first call after it (module load + "
-              "launch + run, synchronised)\n\n",
+  std::printf("- kernel: where the variant's kernel came from and the wall time of that lookup: "
+              "compiled (DSL + MLIR pipeline + NVRTC, NVRTC already loaded; %s), disk (the disk "
+              "cache) or memory (an earlier row's variant); first launch: the op's first call after "
+              "it (module load + launch + run, synchronised)\n\n",
               cudaJitCacheNote().c_str());
   std::vector<std::string> header = {"batch"};
   if (tokens) header.push_back("L");
   for (const char* h : {"state", "inputs", "sets", "MB/call", "µs", "TB/s", "% copy"}) header.push_back(h);
   if (tokens)
     for (const char* h : {"L×1-token graph µs", "fused / 1-token", "L calls / fused"}) header.push_back(h);
-  for (const char* h : {"host µs/call", "compile ms", "first launch ms"}) header.push_back(h);
+  for (const char* h : {"host µs/call", "kernel", "first launch ms"}) header.push_back(h);
   Table t(header);
   for (const CaseResult& r : results) {
     const SsuCase& s = r.shape;
@@ -409,8 +406,10 @@ void Bench::printTable(const std::vector<CaseResult>& results) const {
       row.push_back(strf("%.2f×", r.graphUs / r.us));
     }
     row.push_back(strf("%.2f", r.hostUs));
-    row.push_back(strf("%.1f", r.compileMs) + (r.firstCallCompiled ? "" : " (earlier row)"));
-    row.push_back(r.firstCallCompiled ? strf("%.2f", r.firstCallMs) : "cached");
+    row.push_back(r.source == KernelSource::Compiled ? strf("compiled %.0f ms", r.lookupMs)
+                  : r.source == KernelSource::Disk   ? strf("disk %.1f ms", r.lookupMs)
+                                                     : std::string("memory"));
+    row.push_back(r.newVariant() ? strf("%.2f", r.firstCallMs) : "cached");
     t.add(row);
   }
   t.printMarkdown();
@@ -426,7 +425,7 @@ void Bench::printTargets(const std::vector<CaseResult>& results) const {
   };
   std::printf("\ntargets:\n");
   double worstCopy = 1e9, worstRatio = 0, worstHost = 0, worstCompile = 0;
-  bool copyMeasured = false, ratioMeasured = false;
+  bool copyMeasured = false, ratioMeasured = false, compileMeasured = false;
   for (const CaseResult& r : results) {
     const SsuCase& s = r.shape;
     const double pct = 100.0 * (static_cast<double>(r.traffic.total()) / (r.us * 1e-6) / 1e12) * 1e3 / copyGBs_;
@@ -439,7 +438,10 @@ void Bench::printTargets(const std::vector<CaseResult>& results) const {
       worstRatio = std::max(worstRatio, r.us / (r.graphUs / 16.0));
     }
     worstHost = std::max(worstHost, r.hostUs);
-    worstCompile = std::max(worstCompile, r.compileMs);
+    if (r.source == KernelSource::Compiled) {
+      compileMeasured = true;
+      worstCompile = std::max(worstCompile, r.lookupMs);
+    }
   }
   line("one token >= 90% of copy bandwidth at batch >= 16", copyMeasured, worstCopy >= 90.0,
        strf("%.0f%%", worstCopy));
@@ -447,7 +449,7 @@ void Bench::printTargets(const std::vector<CaseResult>& results) const {
        worstRatio <= 1.5, strf("%.2fx", worstRatio));
   line("<= 5 us host time per cached call", !results.empty(), worstHost <= 5.0,
        strf("%.2f us", worstHost));
-  line("first compile of a variant <= 300 ms", !results.empty(), worstCompile <= 300.0,
+  line("first compile of a variant <= 300 ms", compileMeasured, worstCompile <= 300.0,
        strf("%.0f ms", worstCompile));
 }
 

@@ -23,6 +23,7 @@
 #include "kernels_dsl/CompileKernel.h"
 #include "runtime/ops/SelectiveStateUpdateSpec.h"
 #include "ssmjit/error.h"
+#include "tools/CallOptions.h"
 #include "tools/SsuCall.h"
 #include "tools/ToolSupport.h"
 
@@ -32,16 +33,7 @@ namespace ssmjit::tool {
 namespace {
 
 struct InspectOptions {
-  OpShapeOptions shape;
-  int64_t batch = 16;
-  int64_t tokens = 4;
-  bool tokensGiven = false;
-  std::string stateDtype = "fp32";
-  std::string inputDtype = "fp32";
-  std::string outDtype;  // empty: as --input-dtype
-  std::string stateWrite = "final";
-  bool noD = false, noZ = false, noDtBias = false, noSoftplus = false, noStateIdx = false;
-  std::string arch = "sm_90a";
+  CallOptions call;
   std::string stage;
 };
 
@@ -224,7 +216,7 @@ void printResources(const CompiledKernel& k, const Specialization& spec, const S
   const auto lines = std::count(k.ptx.begin(), k.ptx.end(), '\n');
   std::printf("kernel      %s\n", k.entry.c_str());
   std::printf("arch        %s\n", k.arch.c_str());
-  std::printf("call        %s\n", caseLabel(s).c_str());
+  std::printf("call        %s\n", callLabel(s).c_str());
   std::printf("key         %s\n", spec.canonical().c_str());
   std::printf("block       %d threads\n", k.numThreads);
   std::printf("grid        (%lld, batch, %lld) = (cdiv(P %lld, BLOCK_P %lld), batch, H)\n",
@@ -244,24 +236,10 @@ void printResources(const CompiledKernel& k, const Specialization& spec, const S
 
 int runInspect(const InspectOptions& o) {
   const Stage stage = parseStage(o.stage);
-  checkArch(o.arch, "--arch");
-  SsuCase s = o.shape.call();
-  if (!s.tokens && o.tokensGiven)
-    throw UsageError(strf("--tokens %lld applies to --op ssu-tokens only (the one-token op has L = 1)",
-                          static_cast<long long>(o.tokens)));
-  s.batch = o.batch;
-  s.L = s.tokens ? o.tokens : 1;
-  s.stateT = parseFloatDType(o.stateDtype, "--state-dtype");
-  s.inT = parseFloatDType(o.inputDtype, "--input-dtype");
-  s.outT = o.outDtype.empty() ? s.inT : parseFloatDType(o.outDtype, "--out-dtype");
-  s.hasD = !o.noD, s.hasZ = !o.noZ, s.hasDtBias = !o.noDtBias, s.softplus = !o.noSoftplus;
-  s.write = parseStateWrite(o.stateWrite, "--state-write");
-  // Per-token snapshots are written through destination slots, which need slot indices.
-  s.stateIdx = !o.noStateIdx || s.write == StateWrite::PerToken;
-  if (o.noStateIdx && s.write == StateWrite::PerToken)
-    throw UsageError("--no-state-indices contradicts --state-write per-token (snapshots go to slots)");
-  const detail::SsuDims dims = checkShapeOptions(s);
-  const Specialization spec = detail::ssuSpecialization(argsWithoutMemory(s), s.tokens, o.arch);
+  const CheckedCall c = checkCallOptions(o.call);
+  const SsuCase& s = c.call;
+  const detail::SsuDims& dims = c.dims;
+  const Specialization& spec = c.spec;
 
   const bool needNvrtc = stage.kind == Stage::Ptx || stage.kind == Stage::Sass ||
                          stage.kind == Stage::Resources;
@@ -333,37 +311,8 @@ Command addInspectCommand(CLI::App& parent) {
       ->required()
       ->check(CLI::Validator(
           [](std::string& s) { return stageError(s); }, "STAGE", "stage"));
-  addOpShapeOptions(app, o->shape);
-  app->add_option("--batch", o->batch,
-                  "Batch (dynamic in the kernel; it only decides 32- or 64-bit indexing)")
-      ->check(atLeast(1))
-      ->capture_default_str();
-  CLI::Option* tokensOpt =
-      app->add_option("--tokens", o->tokens, "Tokens per sequence L (ssu-tokens only)")
-          ->check(CLI::Range(1, kMaxTokens))
-          ->capture_default_str();
-  app->add_option("--state-dtype", o->stateDtype, "State storage dtype (fp32, bf16, fp16)")
-      ->check(CLI::IsMember(floatDTypeNames()))
-      ->capture_default_str();
-  app->add_option("--input-dtype", o->inputDtype, "Dtype of x, dt, B, C, z (fp32, bf16, fp16)")
-      ->check(CLI::IsMember(floatDTypeNames()))
-      ->capture_default_str();
-  app->add_option("--out-dtype", o->outDtype, "Dtype of out (default: as --input-dtype)")
-      ->check(CLI::IsMember(floatDTypeNames()));
-  app->add_option("--state-write", o->stateWrite, "final (in place), none (verify only) or per-token")
-      ->check(CLI::IsMember({"final", "none", "per-token"}))
-      ->capture_default_str();
-  app->add_flag("--no-D", o->noD, "Without the skip connection D");
-  app->add_flag("--no-z", o->noZ, "Without the gate z");
-  app->add_flag("--no-dt-bias", o->noDtBias, "Without dt_bias");
-  app->add_flag("--no-softplus", o->noSoftplus, "Without softplus on dt");
-  app->add_flag("--no-state-indices", o->noStateIdx, "Without state_batch_indices");
-  app->add_option("--arch", o->arch, "NVRTC target (sm_90a, sm_90, sm_80, compute_90, ...)")
-      ->capture_default_str();
-  return {app, [o, tokensOpt] {
-            o->tokensGiven = tokensOpt->count() > 0;
-            return runInspect(*o);
-          }};
+  addCallOptions(app, o->call);
+  return {app, [o] { return runInspect(*o); }};
 }
 
 }  // namespace ssmjit::tool

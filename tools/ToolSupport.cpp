@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <regex>
 
+#include "cache/DiskCache.h"
+
 namespace ssmjit::tool {
 
 namespace {
@@ -90,24 +92,10 @@ void checkArch(const std::string& arch, const char* option) {
                      "', expected an NVRTC target such as sm_90a, sm_90, sm_80 or compute_90");
 }
 
-testing::SsuCase OpShapeOptions::call() const {
-  testing::SsuCase s;
-  s.tokens = tokens();
-  s.H = heads, s.P = headDim, s.N = dstate, s.G = groups;
-  s.spareSlots = 0;
-  return s;
-}
-
-void addOpShapeOptions(CLI::App* app, OpShapeOptions& o) {
-  app->add_option("--op", o.op, "ssu (one token) or ssu-tokens (L tokens per sequence)")
-      ->check(CLI::IsMember({"ssu", "ssu-tokens"}))
-      ->capture_default_str();
-  app->add_option("--heads", o.heads, "Heads H")->check(atLeast(1))->capture_default_str();
-  app->add_option("--head-dim", o.headDim, "Head dim P")->check(atLeast(1))->capture_default_str();
-  app->add_option("--dstate", o.dstate, "State size N")->check(atLeast(1))->capture_default_str();
-  app->add_option("--groups", o.groups, "Groups G of B and C (must divide H)")
-      ->check(atLeast(1))
-      ->capture_default_str();
+std::string diskCacheState(const cache::DiskCache& disk) {
+  if (disk.readable() && disk.writable()) return "writable";
+  const std::string why = disk.degradedReason();
+  return std::string(disk.readable() ? "read-only" : "memory only") + (why.empty() ? "" : ": " + why);
 }
 
 std::string strf(const char* fmt, ...) {
@@ -121,6 +109,10 @@ std::string strf(const char* fmt, ...) {
   if (n > 0) std::vsnprintf(s.data(), s.size() + 1, fmt, ap2);
   va_end(ap2);
   return s;
+}
+
+std::string counted(size_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
 double median(std::vector<double> v) {

@@ -1,5 +1,5 @@
-// What every `ssmjit` subcommand shares: exit codes, the usage-error type, dtype names and the
-// op/shape options on the command line, a wall clock, and number formatting for tables.
+// What every `ssmjit` subcommand shares: exit codes, the usage-error type, dtype, write-mode and arch
+// names on the command line, a wall clock, and number formatting for tables.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -10,11 +10,13 @@
 
 #include "ssmjit/ops.h"
 #include "ssmjit/tensor.h"
-#include "tests/support/SsuProblem.h"
 
 namespace CLI {
 class App;
 class Validator;
+}
+namespace ssmjit::cache {
+class DiskCache;
 }
 
 namespace ssmjit::tool {
@@ -40,6 +42,8 @@ struct Command {
 Command addDemoCommand(CLI::App& parent);
 Command addBenchCommand(CLI::App& parent);
 Command addInspectCommand(CLI::App& parent);
+Command addPrewarmCommand(CLI::App& parent);
+Command addCacheCommand(CLI::App& parent);
 
 // CUDA's JIT cache (~/.nv/ComputeCache) also serves NVRTC's PTX -> CUBIN step where a driver is
 // installed: a cached CUBIN comes back without ptxas' report (registers, spills: unknown) and in a
@@ -70,18 +74,8 @@ const char* stateWriteName(StateWrite w);
 // typo is caught before NVRTC prints a less direct message.
 void checkArch(const std::string& arch, const char* option);
 
-// The options that pick the op and the Mamba-2 head shape (`bench`, `inspect`): --op, --heads,
-// --head-dim, --dstate, --groups, registered in that order.
-struct OpShapeOptions {
-  std::string op = "ssu";
-  int64_t heads = 80, headDim = 64, dstate = 128, groups = 1;
-
-  bool tokens() const { return op == "ssu-tokens"; }
-  // A call of the op on these heads: tokens, H, P, N, G set; no spare slots (the state has one
-  // slot per row, or per row and token for PerToken writes); the rest at SsuCase's defaults.
-  testing::SsuCase call() const;
-};
-void addOpShapeOptions(CLI::App* app, OpShapeOptions& o);
+// What a disk cache can do, for reports: "writable", "read-only: <why>" or "memory only: <why>".
+std::string diskCacheState(const cache::DiskCache& disk);
 
 class WallTimer {
  public:
@@ -96,6 +90,9 @@ class WallTimer {
 
 // printf-style formatting into a std::string (tables, messages).
 std::string strf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// "1 entry", "3 entries".
+std::string counted(size_t n, const char* one, const char* many);
 
 // Median of a non-empty list (sorts a copy).
 double median(std::vector<double> v);

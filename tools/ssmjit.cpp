@@ -1,6 +1,6 @@
 // `ssmjit`: the command-line tool. Subcommands live one per file (DemoCommand.cpp,
-// BenchCommand.cpp, InspectCommand.cpp); this file parses the command line and maps outcomes to
-// exit codes: 0 ok, 1 failure or mismatch, 2 usage error.
+// BenchCommand.cpp, InspectCommand.cpp, PrewarmCommand.cpp, CacheCommand.cpp); this file parses the
+// command line and maps outcomes to exit codes: 0 ok, 1 failure or mismatch, 2 usage error.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -8,6 +8,8 @@
 #include <iostream>
 #include <string>
 
+#include "compiler/BuildInfo.h"
+#include "compiler/Knobs.h"
 #include "compiler/Nvrtc.h"
 #include "compiler/Pipeline.h"
 #include "ssmjit/error.h"
@@ -30,6 +32,16 @@ std::string versionText() {
   return std::string("ssmjit ") + ssmjit::buildId() + "\n" + nvrtc;
 }
 
+// The --help footer: every environment variable ssmjit reads (compiler/Knobs.h).
+std::string environmentHelp() {
+  std::string s = "Environment:";
+  for (const ssmjit::Knob& k : ssmjit::knobs()) {
+    s += std::string("\n  ") + k.name + "\n      " + k.help;
+    if (k.changesCode) s += " (changes generated code: part of the cache key)";
+  }
+  return s;
+}
+
 const char* errorKindName(ssmjit::Error::Kind k) {
   switch (k) {
     case ssmjit::Error::Kind::InvalidArgument: return "invalid argument";
@@ -50,13 +62,21 @@ int main(int argc, char** argv) {
   CLI::App app{
       "ssmjit: JIT-compiled Mamba selective-state-update kernels "
       "(C++ DSL -> MLIR -> CUDA C++ -> NVRTC -> CUBIN -> CUDA Driver API).\n"
+      "  demo     run the ops on Mamba-2 2.7B heads and check them against the CPU reference\n"
+      "  bench    GPU time, bandwidth, host overhead and compile time\n"
+      "  inspect  print one stage of a kernel (IR, CUDA C++, PTX, SASS, resources); no GPU\n"
+      "  prewarm  compile the kernels of a manifest into the disk cache; no GPU\n"
+      "  cache    ls | stats | verify | clear the disk cache\n"
+      "Run 'ssmjit <command> --help' for each command's options.\n"
       "Exit codes: 0 ok, 1 failure or mismatch, 2 usage error.\n"
       "Sets CUDA_CACHE_DISABLE=1 unless the environment sets it, so that every NVRTC compile is "
       "cold and reports its resources (CUDA's JIT cache would otherwise serve repeat CUBINs).",
       "ssmjit"};
   app.set_version_flag("--version", versionText, "Print the build id and the NVRTC version, then exit");
   app.require_subcommand(1);
-  const Command commands[] = {addDemoCommand(app), addBenchCommand(app), addInspectCommand(app)};
+  const Command commands[] = {addDemoCommand(app), addBenchCommand(app), addInspectCommand(app),
+                              addPrewarmCommand(app), addCacheCommand(app)};
+  app.footer(environmentHelp());  // after the subcommands, which would inherit it
 
   try {
     app.parse(argc, argv);

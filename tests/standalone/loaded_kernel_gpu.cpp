@@ -1,5 +1,5 @@
 // The loader and launcher (runtime/LoadedKernel) against a fake compiler. This file defines
-// ssmjit::getOrCompileKernel itself, so it is its own executable built from Specialization, Nvrtc,
+// ssmjit::lookupOrCompileKernel itself, so it is its own executable built from Specialization, Nvrtc,
 // Driver, LoadedKernel, DeviceBuffer and CudaGraph sources only -- never linked with libssmjit or
 // the cache, and kept out of tests/test_*.cpp so the suites' glob does not pick it up (its fake
 // would replace the real compiler for every op test in that binary). Run it twice in CTest:
@@ -38,7 +38,7 @@ extern "C" __global__ void probe(long long* out, int a, long long b, float c, lo
 namespace ssmjit {
 // The fake compiler: "scale" is bound into the source, "meta:threads" picks the block size, a
 // non-zero "bogus" adds a parameter the schema lacks.
-std::shared_ptr<const CompiledKernel> getOrCompileKernel(const Specialization& spec) {
+KernelLookup lookupOrCompileKernel(const Specialization& spec) {
   ++gCompiles;
   auto ck = std::make_shared<CompiledKernel>();
   ck->entry = "probe";
@@ -53,7 +53,7 @@ std::shared_ptr<const CompiledKernel> getOrCompileKernel(const Specialization& s
   ck->arch = spec.arch;
   ck->compileLog = std::move(r.log);
   ck->resources = r.resources;
-  return ck;
+  return {ck, KernelSource::Compiled};
 }
 }  // namespace ssmjit
 

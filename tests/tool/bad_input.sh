@@ -1,0 +1,47 @@
+# Bad input: a missing manifest, an unknown option in an entry, a corrupted blob (verify finds it,
+# --remove-bad deletes it), and clearing a cache that does not exist.
+source "$(dirname "$0")/lib.sh"
+
+rc=0
+"$TOOL" prewarm missing.json >missing.out 2>missing.err || rc=$?
+[ "$rc" = 1 ] || [ "$rc" = 2 ] || fail "prewarm missing.json exited $rc, expected 1 or 2"
+expect_grep "the error names the missing file" "missing\.json" missing.err
+
+cat >unknown.json <<'JSON'
+{"op": "ssu", "heads": 4, "head-dim": 8, "dstate": 16, "batch": 2, "archs": ["sm_80"]}
+{"op": "ssu", "heads": 4, "head-dim": 8, "dstate": 16, "batch": 2, "bogus-option": 3, "archs": ["sm_80"]}
+JSON
+run unknown 1 "$TOOL" prewarm --quiet unknown.json
+expect_grep "the error names the file, line and option" "unknown\.json:2: .*bogus-option" unknown.err
+expect_eq "the good entry still compiled" 1 "$(summary compiled unknown.out)" unknown.out
+expect_eq "failed" 1 "$(summary failed unknown.out)" unknown.out
+
+run mamba1heads 1 "$TOOL" prewarm --quiet /dev/stdin <<'JSON'
+{"op": "ssu", "form": "mamba1", "heads": 4, "archs": ["sm_80"]}
+JSON
+expect_grep "--heads with --form mamba1 is rejected" "heads applies to --form mamba2 only" mamba1heads.err
+
+run verify_clean 0 "$TOOL" cache verify
+blob=$(find "$SSMJIT_CACHE_DIR" -name '*.sjk' | head -n 1)
+[ -n "$blob" ] || fail "no blob in $SSMJIT_CACHE_DIR"
+python3 - "$blob" <<'PY'
+import sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+b[len(b) // 2] ^= 0xFF
+open(p, "wb").write(bytes(b))
+PY
+run verify_bad 1 "$TOOL" cache verify
+expect_grep "verify names the corrupted blob" "BAD $blob" verify_bad.out
+run remove_bad 0 "$TOOL" cache verify --remove-bad
+[ ! -e "$blob" ] || fail "cache verify --remove-bad left $blob"
+echo "ok: --remove-bad deleted $(basename "$blob")"
+run verify_after 0 "$TOOL" cache verify
+
+run refill 1 "$TOOL" prewarm --quiet unknown.json  # the good entry compiles again
+run clear 0 "$TOOL" cache clear
+expect_grep "clear removes the entry" "^removed 1 file " clear.out
+expect_eq "entries after clear" 0 "$(cache_entries "$SSMJIT_CACHE_DIR")"
+run clear_missing 0 "$TOOL" cache clear --dir "$WORK/does-not-exist"
+expect_grep "clearing a missing directory removes nothing" "^removed 0 files" clear_missing.out
+echo "PASS"

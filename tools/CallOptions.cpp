@@ -1,0 +1,123 @@
+#include "tools/CallOptions.h"
+
+#include <CLI/CLI.hpp>
+
+#include "runtime/ops/SelectiveStateUpdateSpec.h"
+#include "ssmjit/ops.h"
+#include "tools/SsuCall.h"
+#include "tools/ToolSupport.h"
+
+namespace ssmjit::tool {
+
+testing::SsuCase OpShapeOptions::call() const {
+  testing::SsuCase s;
+  s.tokens = tokens();
+  s.H = heads, s.P = headDim, s.N = dstate, s.G = groups;
+  s.spareSlots = 0;
+  return s;
+}
+
+void addOpShapeOptions(CLI::App* app, OpShapeOptions& o) {
+  app->add_option("--op", o.op, "ssu (one token) or ssu-tokens (L tokens per sequence)")
+      ->check(CLI::IsMember({"ssu", "ssu-tokens"}))
+      ->capture_default_str();
+  app->add_option("--heads", o.heads, "Heads H")->check(atLeast(1))->capture_default_str();
+  app->add_option("--head-dim", o.headDim, "Head dim P")->check(atLeast(1))->capture_default_str();
+  app->add_option("--dstate", o.dstate, "State size N")->check(atLeast(1))->capture_default_str();
+  app->add_option("--groups", o.groups, "Groups G of B and C (must divide H)")
+      ->check(atLeast(1))
+      ->capture_default_str();
+}
+
+void addCallOptions(CLI::App* app, CallOptions& o) {
+  addOpShapeOptions(app, o.shape);
+  o.headsOpt = app->get_option("--heads");
+  o.headDimOpt = app->get_option("--head-dim");
+  o.groupsOpt = app->get_option("--groups");
+  app->add_option("--form", o.form,
+                  "mamba2 (state: slots x heads x head dim x dstate) or mamba1 (slots x channels x "
+                  "dstate; --heads, --head-dim and --groups do not apply)")
+      ->check(CLI::IsMember({"mamba2", "mamba1"}))
+      ->capture_default_str();
+  o.channelsOpt = app->add_option("--channels", o.channels, "Channels D of the Mamba-1 form (--form mamba1)")
+                      ->check(atLeast(1))
+                      ->capture_default_str();
+  app->add_option("--batch", o.batch,
+                  "Batch (dynamic in the kernel; it only decides 32- or 64-bit indexing)")
+      ->check(atLeast(1))
+      ->capture_default_str();
+  o.tokensOpt = app->add_option("--tokens", o.tokens, "Tokens per sequence L (ssu-tokens only)")
+                    ->check(CLI::Range(1, kMaxTokens))
+                    ->capture_default_str();
+  app->add_option("--state-dtype", o.stateDtype, "State storage dtype (fp32, bf16, fp16)")
+      ->check(CLI::IsMember(floatDTypeNames()))
+      ->capture_default_str();
+  app->add_option("--input-dtype", o.inputDtype, "Dtype of x, dt, B, C, z (fp32, bf16, fp16)")
+      ->check(CLI::IsMember(floatDTypeNames()))
+      ->capture_default_str();
+  app->add_option("--out-dtype", o.outDtype, "Dtype of out (default: as --input-dtype)")
+      ->check(CLI::IsMember(floatDTypeNames()));
+  app->add_option("--state-write", o.stateWrite, "final (in place), none (verify only) or per-token")
+      ->check(CLI::IsMember({"final", "none", "per-token"}))
+      ->capture_default_str();
+  app->add_flag("--no-D", o.noD, "Without the skip connection D");
+  app->add_flag("--no-z", o.noZ, "Without the gate z");
+  app->add_flag("--no-dt-bias", o.noDtBias, "Without dt_bias");
+  app->add_flag("--no-softplus", o.noSoftplus, "Without softplus on dt");
+  app->add_flag("--no-state-indices", o.noStateIdx, "Without state_batch_indices");
+  app->add_option("--arch", o.arch, "NVRTC target (sm_90a, sm_90, sm_80, compute_90, ...)")
+      ->capture_default_str();
+}
+
+namespace {
+bool given(const CLI::Option* opt) { return opt && opt->count() > 0; }
+}  // namespace
+
+CheckedCall checkCallOptions(const CallOptions& o) {
+  checkArch(o.arch, "--arch");
+  SsuCase s = o.shape.call();
+  if (o.form == "mamba1") {
+    for (const CLI::Option* opt : {o.headsOpt, o.headDimOpt, o.groupsOpt})
+      if (given(opt))
+        throw UsageError(opt->get_name() + " applies to --form mamba2 only (Mamba-1 has one channel "
+                                           "axis: --channels)");
+    s.mamba2 = false;
+    s.H = s.G = 1;
+    s.P = o.channels;
+  } else if (given(o.channelsOpt)) {
+    throw UsageError("--channels applies to --form mamba1 only (Mamba-2 has --heads x --head-dim)");
+  }
+  if (!s.tokens && given(o.tokensOpt))
+    throw UsageError(strf("--tokens %lld applies to --op ssu-tokens only (the one-token op has L = 1)",
+                          static_cast<long long>(o.tokens)));
+  s.batch = o.batch;
+  s.L = s.tokens ? o.tokens : 1;
+  s.stateT = parseFloatDType(o.stateDtype, "--state-dtype");
+  s.inT = parseFloatDType(o.inputDtype, "--input-dtype");
+  s.outT = o.outDtype.empty() ? s.inT : parseFloatDType(o.outDtype, "--out-dtype");
+  s.hasD = !o.noD, s.hasZ = !o.noZ, s.hasDtBias = !o.noDtBias, s.softplus = !o.noSoftplus;
+  s.write = parseStateWrite(o.stateWrite, "--state-write");
+  // Per-token snapshots are written through destination slots, which need slot indices.
+  s.stateIdx = !o.noStateIdx || s.write == StateWrite::PerToken;
+  if (o.noStateIdx && s.write == StateWrite::PerToken)
+    throw UsageError("--no-state-indices contradicts --state-write per-token (snapshots go to slots)");
+  const detail::SsuDims dims = checkShapeOptions(s);
+  return {s, dims, detail::ssuSpecialization(argsWithoutMemory(s), s.tokens, o.arch)};
+}
+
+std::string callLabel(const SsuCase& s) {
+  std::string l = s.mamba2 ? strf("m2 H%lld P%lld N%lld G%lld ", static_cast<long long>(s.H),
+                                  static_cast<long long>(s.P), static_cast<long long>(s.N),
+                                  static_cast<long long>(s.G))
+                           : strf("m1 D%lld N%lld ", static_cast<long long>(s.P),
+                                  static_cast<long long>(s.N));
+  l += caseLabel(s);
+  if (!s.hasD) l += " no-D";
+  if (!s.hasZ) l += " no-z";
+  if (!s.hasDtBias) l += " no-dt-bias";
+  if (!s.softplus) l += " no-softplus";
+  if (!s.stateIdx) l += " no-state-indices";
+  return l;
+}
+
+}  // namespace ssmjit::tool
