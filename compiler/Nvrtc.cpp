@@ -3,6 +3,8 @@
 #include "compiler/Nvrtc.h"
 
 #include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
 #include <nvrtc.h>
 #include <sys/stat.h>
 
@@ -37,7 +39,7 @@ struct NvrtcApi {
   std::string error;      // why loading failed; empty on success
   std::string libPath;    // the name dlopen succeeded with
   std::string versionStr; // "13.0"
-  std::string identity;   // "13.0 libnvrtc.so.13 109338064 bytes"
+  std::string identity;   // "13.0 build-id 65be0db3..."
 };
 
 std::vector<std::string> candidateLibs() {
@@ -52,6 +54,50 @@ std::vector<std::string> candidateLibs() {
     for (const char* sub : {"/lib64/", "/lib/"})
       for (const char* lib : {"libnvrtc.so.13", "libnvrtc.so"}) c.push_back(r + sub + lib);
   return c;
+}
+
+// The GNU build id (hex) of the shared object that contains `symbol`, read from its PT_NOTE
+// segments in memory; "size <bytes>" of its file when it has none.
+std::string loadedBuildId(void* symbol) {
+  Dl_info info{};
+  if (!dladdr(symbol, &info)) return "build unknown";
+  struct Query {
+    const void* base;
+    std::string id;
+  } q{info.dli_fbase, ""};
+  dl_iterate_phdr(
+      [](struct dl_phdr_info* obj, size_t, void* data) {
+        auto* q = static_cast<Query*>(data);
+        if (reinterpret_cast<const void*>(obj->dlpi_addr) != q->base) return 0;
+        for (int i = 0; i < obj->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = obj->dlpi_phdr[i];
+          if (ph.p_type != PT_NOTE) continue;
+          const char* p = reinterpret_cast<const char*>(obj->dlpi_addr + ph.p_vaddr);
+          const char* end = p + ph.p_memsz;
+          while (p + sizeof(ElfW(Nhdr)) <= end) {
+            const auto* n = reinterpret_cast<const ElfW(Nhdr)*>(p);
+            const char* name = p + sizeof(ElfW(Nhdr));
+            const char* desc = name + ((n->n_namesz + 3) & ~3u);
+            if (desc + n->n_descsz > end) break;
+            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && std::memcmp(name, "GNU", 4) == 0) {
+              static const char* hex = "0123456789abcdef";
+              for (unsigned k = 0; k < n->n_descsz; ++k) {
+                const auto b = static_cast<unsigned char>(desc[k]);
+                q->id += hex[b >> 4];
+                q->id += hex[b & 15];
+              }
+              return 1;
+            }
+            p = desc + ((n->n_descsz + 3) & ~3u);
+          }
+        }
+        return 1;
+      },
+      &q);
+  if (!q.id.empty()) return "build-id " + q.id;
+  struct stat st {};
+  if (info.dli_fname && ::stat(info.dli_fname, &st) == 0) return "size " + std::to_string(st.st_size);
+  return "build unknown";
 }
 
 const NvrtcApi& nvrtcApi() {
@@ -99,20 +145,9 @@ const NvrtcApi& nvrtcApi() {
       return;
     }
     api.versionStr = std::to_string(major) + "." + std::to_string(minor);
-    // The build: the file behind the handle and its size (13.0 covers every 13.0.x build).
-    api.identity = api.versionStr;
-    Dl_info info{};
-    if (dladdr(reinterpret_cast<void*>(api.version), &info) && info.dli_fname) {
-      std::string file = info.dli_fname;
-      if (char* real = realpath(info.dli_fname, nullptr)) {
-        file = real;
-        std::free(real);
-      }
-      struct stat st{};
-      const std::string base = file.substr(file.find_last_of('/') + 1);
-      api.identity += " " + base;
-      if (::stat(file.c_str(), &st) == 0) api.identity += " " + std::to_string(st.st_size) + " bytes";
-    }
+    // The build: the GNU build id of the loaded library (file names differ between installs of
+    // one build: libnvrtc.so.13 here, libnvrtc.so.13.0.88 there), else its file size.
+    api.identity = api.versionStr + " " + loadedBuildId(reinterpret_cast<void*>(api.version));
     // The handle stays open for the life of the process: programs may be compiled until exit.
   });
   return api;

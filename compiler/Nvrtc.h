@@ -19,7 +19,7 @@ struct NvrtcResult {
 bool nvrtcAvailable(std::string* why = nullptr);
 // NVRTC's version as "major.minor".
 std::string nvrtcVersion();
-// Version and build: "13.0 libnvrtc.so.13 109338064 bytes" (the loaded file and its size). Part of
+// Version and build: "13.0 build-id 65be0db3..." (the GNU build id of the loaded library). Part of
 // every disk-cache key. Throws Error(Unavailable) when NVRTC cannot be loaded.
 std::string nvrtcIdentity();
 
