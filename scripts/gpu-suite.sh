@@ -25,6 +25,10 @@ for tool in memcheck racecheck; do
     --gtest_filter="${SANITIZER_FILTER:-*Sanitizer*:*SmallShapes*}" --gtest_brief=1 > "$OUT/sanitizer_$tool.log" 2>&1
   rc=$?; tail -4 "$OUT/sanitizer_$tool.log"; echo "$tool exit $rc"; [ $rc -eq 0 ] || status=1
 done
+echo "== examples/host_program against the installed tree"
+ex=$(mktemp -d)
+{ cmake -S examples/host_program -B "$ex" -DCMAKE_PREFIX_PATH="$(realpath "$PREFIX")" > "$OUT/example.log" 2>&1 &&
+  cmake --build "$ex" >> "$OUT/example.log" 2>&1 && "$ex/host_example"; } 2>&1 | tail -3 || status=1
 echo "== demo"
 "$PREFIX/bin/ssmjit" demo 2>&1 | tee "$OUT/demo.log" | tail -15 || status=1
 echo "== bench"
