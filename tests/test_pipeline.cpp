@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <regex>
 
 #include "compiler/Nvrtc.h"
 #include "kernels_dsl/CompileKernel.h"
@@ -72,6 +73,31 @@ TEST(Pipeline, OneTokenLoopIsPromotedAndLongLoopsStayRolled) {
     bool rolled = stages["unroll-loops"].find("scf.for") != std::string::npos;
     EXPECT_EQ(rolled, L > 1) << "L = " << L;
     EXPECT_EQ(stages["cuda"].find("#pragma unroll 1") != std::string::npos, L > 1) << "L = " << L;
+  }
+}
+
+// 16-bit inputs prefetched for the next token cross the rolled token loop as their storage bits and
+// are converted where they are used: converting at the load made every prefetch wait where it was
+// issued (bf16 inputs, batch 16, L = 16 on an H100: 141 us before, 95 us after; fp32 inputs: 85 us).
+TEST(Pipeline, SixteenBitPrefetchesCrossTheTokenLoopUnconverted) {
+  for (ScalarType in : {ScalarType::BF16, ScalarType::F16}) {
+    Specialization spec = mamba2Spec(8, ScalarType::F32, true, "sm_90a");
+    for (const char* p : {"x", "dt", "B", "C", "z", "out"}) spec.set(std::string("dtype:") + p, (int)in);
+    std::string cuda;
+    PipelineOptions o;
+    o.runNvrtc = false;
+    o.onStage = [&](const std::string& k, const std::string& v) {
+      if (k == "cuda") cuda = v;
+    };
+    compileKernel(spec, o);
+    const std::string T = in == ScalarType::BF16 ? "ssm_bf16" : "ssm_f16";
+    const size_t loop = cuda.find("#pragma unroll 1");
+    ASSERT_NE(loop, std::string::npos);
+    const std::string before = cuda.substr(0, loop);
+    // Carried arrays (x: 4 values a thread, B and C: 16) and the per-head dt scalar, as raw bits.
+    for (const std::string decl : {T + " v\\d+\\[4\\];", T + " v\\d+\\[16\\];", T + " v\\d+ = v\\d+;"})
+      EXPECT_TRUE(std::regex_search(before, std::regex(decl))) << decl << " before the token loop:\n" << cuda;
+    EXPECT_NE(cuda.find("ssm_ld_raw<4>"), std::string::npos);
   }
 }
 

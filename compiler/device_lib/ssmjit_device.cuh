@@ -63,6 +63,20 @@ __device__ __forceinline__ void ssm_ld(D* dst, const T* p) {
   }
 }
 
+// V consecutive elements as stored, no conversion (16-bit loads convert at each use).
+template <int V, typename T>
+__device__ __forceinline__ void ssm_ld_raw(T* dst, const T* p) {
+  if constexpr (V == 1) {
+    dst[0] = *p;
+  } else {
+  typedef typename ssm_raw<V * sizeof(T)>::type R;
+  union { R r; T e[V]; } u;
+  u.r = *reinterpret_cast<const R*>(p);
+#pragma unroll
+  for (int k = 0; k < V; ++k) dst[k] = u.e[k];
+  }
+}
+
 template <int V, typename T, typename S>
 __device__ __forceinline__ void ssm_st(T* p, const S* src) {
   if constexpr (V == 1) {

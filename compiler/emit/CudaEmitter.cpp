@@ -31,6 +31,8 @@ std::string cType(Type t) {
   if (t.isInteger(64)) return "long long";
   fail(nullptr, "no C type for a value type");
 }
+bool isNarrowFloat(Type t) { return t.isF16() || t.isBF16(); }
+
 std::string storageCType(Type t) {
   if (t.isF32()) return "float";
   if (t.isF16()) return "ssm_f16";
@@ -111,6 +113,18 @@ class Emitter {
   int counter_ = 0;
   std::map<void*, std::string> names_;
   std::map<void*, Kind> kinds_;  // layout of array-valued tiles
+  // 16-bit float loads kept as their storage bits (name and C type of the raw array or scalar);
+  // each use converts. Why: a conversion right after the load makes the thread wait for the load
+  // there, and a load issued early (the next token's inputs, prefetched through a rolled loop) then
+  // stalls where it is issued instead of where its value is first used.
+  struct Raw {
+    std::string name, storage;
+  };
+  std::map<void*, Raw> raw_;
+  const Raw* rawOf(Value v) const {
+    auto it = raw_.find(v.getAsOpaquePointer());
+    return it == raw_.end() ? nullptr : &it->second;
+  }
 
   void line(const std::string& s) { os_ << std::string(2 * ind_, ' ') << s << "\n"; }
   std::string fresh() { return "v" + std::to_string(counter_++); }
@@ -199,6 +213,7 @@ class Emitter {
     }
     Kind have = layoutOf(v);
     if (have != k) fail(d, std::string("a tile in layout ") + layout::kindName(have) + " is used as " + layout::kindName(k));
+    if (const Raw* raw = rawOf(v)) return "ssm_to_float(" + raw->name + "[" + r + "])";
     return name(v) + "[" + r + "]";
   }
   std::string name(Value v) {
@@ -375,6 +390,7 @@ class Emitter {
     Type storage = cast<sj::PtrType>(l.getPtr().getType()).getElementType();
     bool isFloat = isa<FloatType>(storage);
     std::string other = l.getOther() ? "" : (isFloat ? "0.0f" : "0");
+    if (rawLoadStorage(res)) return emitRawLoad(l, storage);
     if (shapeOf(res).empty()) {
       std::string nm = fresh();
       names_[res.getAsOpaquePointer()] = nm;
@@ -403,6 +419,52 @@ class Emitter {
       } else {
         line(ld);
       }
+    }, vec);
+  }
+
+  static bool isZeroConstant(Value v) {
+    auto c = v.getDefiningOp<arith::ConstantOp>();
+    if (!c) return false;
+    Attribute a = c.getValue();
+    if (auto d = dyn_cast<DenseElementsAttr>(a)) {
+      if (!d.isSplat()) return false;
+      a = d.getSplatValue<Attribute>();
+    }
+    auto f = dyn_cast<FloatAttr>(a);
+    return f && f.getValueAsDouble() == 0.0 && !f.getValue().isNegative();
+  }
+
+  // The storage type of a value emitted as raw 16-bit bits (a 16-bit float load whose masked-off
+  // elements are 0.0), else a null type.
+  static Type rawLoadStorage(Value v) {
+    auto l = v.getDefiningOp<sj::LoadOp>();
+    if (!l) return {};
+    Type storage = cast<sj::PtrType>(l.getPtr().getType()).getElementType();
+    if (!isNarrowFloat(storage) || (l.getOther() && !isZeroConstant(l.getOther()))) return {};
+    return storage;
+  }
+
+  // A 16-bit float load as storage bits; masked-off elements are +0.0 (all bits zero).
+  void emitRawLoad(sj::LoadOp l, Type storage) {
+    Value res = l.getResult();
+    const std::string T = storageCType(storage), nm = fresh(), ptr = ptrName(l.getPtr());
+    if (shapeOf(res).empty()) {
+      const std::string at = ptr + "[" + name(l.getOffsets()) + "]";
+      line("const " + T + " " + nm + " = " + (l.getMask() ? name(l.getMask()) + " ? " + at + " : " + T + "{0}" : at) + ";");
+      raw_[res.getAsOpaquePointer()] = {nm, T};
+      names_[res.getAsOpaquePointer()] = "ssm_to_float(" + nm + ")";
+      return;
+    }
+    Kind k = layoutOf(res);
+    int64_t vec = l->getAttrOfType<IntegerAttr>("sj.vec") ? l->getAttrOfType<IntegerAttr>("sj.vec").getInt() : 1;
+    const int64_t n = regs(k, shapeOf(res));
+    line(T + " " + nm + "[" + I(n) + "] = {};");
+    raw_[res.getAsOpaquePointer()] = {nm, T};
+    names_[res.getAsOpaquePointer()] = nm;
+    kinds_[res.getAsOpaquePointer()] = k;
+    forRegs(n, [&] {
+      std::string ld = "ssm_ld_raw<" + I(vec) + ">(&" + nm + "[r], " + ptr + " + " + E(l.getOffsets(), k, "r") + ");";
+      line(l.getMask() ? "if (" + E(l.getMask(), k, "r") + ") " + ld : ld);
     }, vec);
   }
 
@@ -534,7 +596,16 @@ class Emitter {
       auto s = shapeOf(res);
       std::string t = fresh();
       tmps.push_back(t);
-      if (s.empty()) {
+      if (const Raw* rr = rawOf(res)) {  // a raw carried value: copy the bits
+        const Raw* src = rawOf(y.getOperand(i));
+        if (!src) fail(y, "a raw carried value is yielded a converted one");
+        if (s.empty()) {
+          line(rr->storage + " " + t + " = " + src->name + ";");
+        } else {
+          line(rr->storage + " " + t + "[" + I(regs(layoutOf(res), s)) + "];");
+          forRegs(regs(layoutOf(res), s), [&] { line(t + "[r] = " + src->name + "[r];"); });
+        }
+      } else if (s.empty()) {
         line(cType(res.getType()) + " " + t + " = " + name(y.getOperand(i)) + ";");
       } else {
         Kind k = layoutOf(res);
@@ -582,10 +653,49 @@ class Emitter {
   }
 
   void emitFor(scf::ForOp fo) {
-    auto targets = declareResults(fo);
     std::vector<Value> results(fo.getResults().begin(), fo.getResults().end());
+    auto yield = cast<scf::YieldOp>(fo.getBody()->getTerminator());
+    // A value carried as raw 16-bit bits when it enters and leaves the body so (the prefetched
+    // next-token inputs): its conversion then waits until the next iteration uses it.
+    std::vector<const Raw*> rawInit(results.size(), nullptr);
+    for (size_t k = 0; k < results.size(); ++k) {
+      // The init is emitted already; the yielded value is not yet: ask the IR.
+      const Raw* a = rawOf(fo.getInitArgs()[k]);
+      Type b = rawLoadStorage(yield.getOperand(k));
+      if (a && b && a->storage == storageCType(b)) rawInit[k] = a;
+    }
+    auto ls = fo->getAttrOfType<ArrayAttr>("sj.layouts");
+    std::vector<std::string> targets;
+    for (size_t k = 0; k < results.size(); ++k) {
+      Value r = results[k];
+      if (!rawInit[k]) {
+        Kind kk = Kind::Scalar;
+        if (!shapeOf(r).empty()) {
+          std::string str = ls ? cast<StringAttr>(ls[k]).str() : "slice0";
+          kk = shapeOf(r).size() == 2 ? Kind::Blocked : layout::parseKind(str == "any" ? "slice0" : str);
+        }
+        targets.push_back(declare(r, kk));
+        continue;
+      }
+      const std::string nm = fresh(), T = rawInit[k]->storage;
+      auto s = shapeOf(r);
+      Value arg = fo.getRegionIterArgs()[k];
+      for (Value v : {r, arg}) {
+        raw_[v.getAsOpaquePointer()] = {nm, T};
+        names_[v.getAsOpaquePointer()] = s.empty() ? "ssm_to_float(" + nm + ")" : nm;
+        if (!s.empty()) kinds_[v.getAsOpaquePointer()] = layoutOf(fo.getInitArgs()[k]);
+      }
+      if (s.empty()) {
+        line(T + " " + nm + " = " + rawInit[k]->name + ";");
+      } else {
+        line(T + " " + nm + "[" + I(regs(layoutOf(r), s)) + "];");
+        forRegs(regs(layoutOf(r), s), [&] { line(nm + "[r] = " + rawInit[k]->name + "[r];"); });
+      }
+      targets.push_back(nm);
+    }
     // Carried values live in the result variables; the body's block arguments alias them.
     for (size_t k = 0; k < targets.size(); ++k) {
+      if (rawInit[k]) continue;  // initialised above
       Value init = fo.getInitArgs()[k];
       auto s = shapeOf(init);
       if (s.empty()) line(targets[k] + " = " + name(init) + ";");
@@ -601,7 +711,7 @@ class Emitter {
          "; " + iv + " += " + name(fo.getStep()) + ") {");
     ++ind_;
     emitBlock(*fo.getBody());
-    assignYield(cast<scf::YieldOp>(fo.getBody()->getTerminator()), targets, results);
+    assignYield(yield, targets, results);
     --ind_;
     line("}");
   }
