@@ -52,7 +52,9 @@ void build(KernelBuilder& k, const Specialization& spec) {
         hasIdx = k.flagArg("has_state_idx"), perHead = k.flagArg("per_head");
   Value stateWrite = k.intArg("state_write");
 
-  Value pidP = k.programId(0), b = k.programId(1), h = k.programId(2);
+  // Heads vary before rows: the blocks in flight then walk one slot's state (contiguous, H*P*N
+  // values) instead of one head of many slots (a new page per row: TLB misses at large batch).
+  Value pidP = k.programId(0), h = k.programId(1), b = k.programId(2);
 
   // Which slot this sequence reads; -1 is a pad row, skipped with its outputs untouched.
   Value slot = k.ifElse(hasIdx, [&] { return std::vector<Value>{k.load(stateIdx, b * sIdxB)}; },

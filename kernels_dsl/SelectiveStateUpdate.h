@@ -1,6 +1,6 @@
 // The selective-state-update kernel's contract with its op: argument names and their meaning.
 // One kernel covers Mamba-1 (H = 1, P = D, A per element, dt per channel) and Mamba-2 (A and dt
-// per head: flag per_head), one token or L tokens. Grid: (cdiv(P, meta:BLOCK_P), batch, H).
+// per head: flag per_head), one token or L tokens. Grid: (cdiv(P, meta:BLOCK_P), H, batch).
 #pragma once
 
 namespace ssmjit::kernels {

@@ -219,8 +219,8 @@ void printResources(const CompiledKernel& k, const Specialization& spec, const S
   std::printf("call        %s\n", callLabel(s).c_str());
   std::printf("key         %s\n", spec.canonical().c_str());
   std::printf("block       %d threads\n", k.numThreads);
-  std::printf("grid        (%lld, batch, %lld) = (cdiv(P %lld, BLOCK_P %lld), batch, H)\n",
-              static_cast<long long>(grid.x), static_cast<long long>(grid.z),
+  std::printf("grid        (%lld, %lld, batch) = (cdiv(P %lld, BLOCK_P %lld), H, batch)\n",
+              static_cast<long long>(grid.x), static_cast<long long>(grid.y),
               static_cast<long long>(d.P), static_cast<long long>(bp));
   std::printf("registers   %s\n", figure(r.registers, " per thread").c_str());
   std::printf("shared      %s\n", figure(r.sharedBytes, " bytes per block (static)").c_str());

@@ -171,7 +171,7 @@ class Checker {
   const char* form_ = "";
 };
 
-constexpr int64_t kMaxGrid = 65535;  // gridDim.y (batch) and gridDim.z (heads)
+constexpr int64_t kMaxGrid = 65535;  // gridDim.y (heads) and gridDim.z (batch)
 
 }  // namespace
 
@@ -203,7 +203,7 @@ SsuDims checkSsuArgs(const SelectiveStateUpdateArgs& a, bool tokens, DeviceKind 
     c.fail("state has shape " + a.state.shapeString() + ", expected every dim but slots (dim 0) >= 1");
   if (d.H > kMaxGrid)
     c.fail("state has nheads = " + std::to_string(d.H) + " (dim 1), expected at most " +
-           std::to_string(kMaxGrid) + " (one grid z row per head)");
+           std::to_string(kMaxGrid) + " (one grid y row per head)");
 
   // x fixes batch and the number of tokens; every other tensor is checked against them.
   const char* pName = d.mamba2 ? "headdim" : "dim";
@@ -226,7 +226,7 @@ SsuDims checkSsuArgs(const SelectiveStateUpdateArgs& a, bool tokens, DeviceKind 
   }
   if (d.batch > kMaxGrid)
     c.fail("x has batch = " + std::to_string(d.batch) + " (dim 0 of shape " + a.x.shapeString() +
-           "), expected at most " + std::to_string(kMaxGrid) + " (one grid y row per sequence)");
+           "), expected at most " + std::to_string(kMaxGrid) + " (one grid z row per sequence)");
 
   // The groups come from B: ngroups must divide nheads.
   c.required("B", a.B);

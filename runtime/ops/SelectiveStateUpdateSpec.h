@@ -20,12 +20,12 @@ namespace ssmjit::detail {
 Specialization ssuSpecialization(const SelectiveStateUpdateArgs& args, bool tokens,
                                  const std::string& arch);
 
-// The launch grid of the op's kernel: (cdiv(P, BLOCK_P), batch, H).
+// The launch grid of the op's kernel: (cdiv(P, BLOCK_P), H, batch).
 struct SsuGrid {
   int64_t x, y, z;
 };
 inline SsuGrid ssuGrid(const SsuDims& d, int64_t blockP) {
-  return {(d.P + blockP - 1) / blockP, d.batch, d.H};
+  return {(d.P + blockP - 1) / blockP, d.H, d.batch};
 }
 
 }  // namespace ssmjit::detail
