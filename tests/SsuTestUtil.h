@@ -6,12 +6,18 @@
 
 #include <cstdint>
 #include <optional>
+#include <ostream>
 #include <string>
 
 #include "ssmjit/error.h"
 #include "tests/support/DeviceProblem.h"
 #include "tests/support/HostTensor.h"
 #include "tests/support/SsuProblem.h"
+
+namespace ssmjit::testing {
+// Parameterised tests print a case by its name (gtest would dump its bytes into CTest's test names).
+inline void PrintTo(const SsuCase& c, std::ostream* os) { *os << c.name(); }
+}  // namespace ssmjit::testing
 
 namespace ssutest {
 

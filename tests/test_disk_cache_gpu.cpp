@@ -33,6 +33,8 @@ const Damage kDamages[] = {
     {"foreign_version", [](std::vector<char> b) { b[8] = static_cast<char>(cache::kBlobFormatVersion + 7); return b; }},
 };
 
+void PrintTo(const Damage& d, std::ostream* os) { *os << d.name; }
+
 class DiskCacheGpu : public ::testing::TestWithParam<Damage> {
  protected:
   void SetUp() override { SSMJIT_REQUIRE_GPU(); }
