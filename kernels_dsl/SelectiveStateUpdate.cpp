@@ -166,9 +166,11 @@ void chooseMeta(Specialization& s) {
     // One token is bandwidth-bound: many small programs. L tokens are latency-bound (each token
     // waits on the previous state), so each thread keeps 4x more state and the grid runs in
     // fewer waves, each paying the per-token latency once.
-    // For one token, 64 bytes of state per thread keeps enough bytes in flight whatever the dtype.
+    // One token, measured on an H100 (Mamba-2 2.7B heads, batch 16..256, % of copy bandwidth):
+    // fp32 state is best at 8 values (32 B) a thread (90-97%; 4 values 84-91%, 16 values 88-96%),
+    // 16-bit state at 32 values (64 B) (81-94%; 16 values 66-79%, 64 values 74-92%).
     const int64_t stateBytes = scalarTypeBytes(static_cast<ScalarType>(s.get("dtype:state", 0)));
-    const int64_t perThread = s.get("L") > 1 ? 64 : 64 / stateBytes;
+    const int64_t perThread = s.get("L") > 1 ? 64 : (stateBytes == 4 ? 8 : 32);
     int64_t bp = std::max<int64_t>(1, perThread * 32 * s.get("meta:num_warps") / BN);
     bp = std::min(bp, std::max<int64_t>(1, nextPow2(P)));
     s.set("meta:BLOCK_P", bp);
