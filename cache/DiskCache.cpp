@@ -311,7 +311,7 @@ uint64_t DiskCache::evictTo(uint64_t targetBytes) {
 size_t DiskCache::removeBad() {
   size_t n = 0;
   for (const EntryInfo& e : list())
-    if ((e.status != BlobStatus::Ok || !e.keyMatchesName) && ::unlink(e.path.c_str()) == 0) ++n;
+    if (!e.good() && ::unlink(e.path.c_str()) == 0) ++n;
   return n;
 }
 

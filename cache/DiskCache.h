@@ -40,6 +40,8 @@ struct EntryInfo {
   std::string kernel, arch;   // Ok only: from the key text
   std::string spec;           // Ok only: the specialisation's canonical text
   bool keyMatchesName = true; // Ok only: the file name is the hash of the stored key
+  // Sound and reachable: decodes, and its name is its key's hash (else no lookup can find it).
+  bool good() const { return status == BlobStatus::Ok && keyMatchesName; }
 };
 
 class DiskCache {
@@ -65,7 +67,7 @@ class DiskCache {
   // Deletes least recently used blobs until the total is <= `targetBytes`; returns bytes freed.
   // Also removes temp files older than an hour (left by killed writers).
   uint64_t evictTo(uint64_t targetBytes);
-  size_t removeBad();                        // deletes blobs whose status is not Ok; returns count
+  size_t removeBad();                        // deletes every blob that is not good(); returns count
   size_t clear();                            // deletes every blob and temp file; returns count
 
   std::string pathFor(const CacheKey& key) const;

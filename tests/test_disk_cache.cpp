@@ -266,6 +266,18 @@ TEST(DiskCache, RemoveBadAndClearTouchOnlyCacheFiles) {
   EXPECT_EQ(dir.files(), std::vector<std::string>{"notes.txt"});
 }
 
+TEST(DiskCache, SoundBlobUnderAnotherNameIsBadAndRemoved) {
+  ScratchDir dir;
+  DiskCache cache({dir.path(), kDefaultMaxBytes});
+  ASSERT_TRUE(cache.store(fakeKey(1), fakeKernel(100, 1)));
+  writeBytes(cache.pathFor(fakeKey(2)), readBytes(cache.pathFor(fakeKey(1))));  // no lookup reaches it
+  const auto listed = cache.list();
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(std::count_if(listed.begin(), listed.end(), [](const EntryInfo& e) { return !e.good(); }), 1);
+  EXPECT_EQ(cache.removeBad(), 1u);
+  EXPECT_EQ(dir.files(), std::vector<std::string>{fakeKey(1).fileStem + kBlobSuffix});
+}
+
 // ---------------------------------------------------------------------------------------------
 // Directories that cannot take entries
 

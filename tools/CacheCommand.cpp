@@ -61,7 +61,7 @@ std::string localTime(int64_t ns) {
 
 std::string fileName(const std::string& path) { return fs::path(path).filename().string(); }
 
-bool isBad(const cache::EntryInfo& e) { return e.status != cache::BlobStatus::Ok || !e.keyMatchesName; }
+bool isBad(const cache::EntryInfo& e) { return !e.good(); }
 
 std::string statusCell(const cache::EntryInfo& e) {
   if (e.status != cache::BlobStatus::Ok) return cache::blobStatusName(e.status);
@@ -134,14 +134,7 @@ int runVerify(const CacheOptions& o) {
     std::printf("run `ssmjit cache verify --remove-bad` to delete them (the next use recompiles)\n");
     return kExitFailure;
   }
-  // removeBad() takes the blobs that do not decode; misnamed sound ones are removed here.
-  size_t removed = disk.removeBad();
-  for (const cache::EntryInfo& e : entries) {
-    if (e.status != cache::BlobStatus::Ok || e.keyMatchesName) continue;
-    std::error_code ec;
-    if (fs::remove(e.path, ec)) ++removed;
-    else if (ec) std::fprintf(stderr, "ssmjit cache verify: cannot remove %s: %s\n", e.path.c_str(), ec.message().c_str());
-  }
+  const size_t removed = disk.removeBad();
   std::printf("removed %s\n", counted(removed, "bad entry", "bad entries").c_str());
   const std::vector<cache::EntryInfo> after = disk.list();
   const size_t left = static_cast<size_t>(std::count_if(after.begin(), after.end(), isBad));

@@ -221,12 +221,15 @@ class Emitter {
     if (it == names_.end()) fail(v.getDefiningOp(), "use of a value with no name");
     return it->second;
   }
-  std::string constLiteral(arith::ConstantOp c) {
+  // The value of a scalar constant or of every element of a splat tile constant; null otherwise.
+  static Attribute splatValue(arith::ConstantOp c) {
     Attribute a = c.getValue();
-    if (auto d = dyn_cast<DenseElementsAttr>(a)) {
-      if (!d.isSplat()) fail(c, "non-splat tile constant");
-      a = d.getSplatValue<Attribute>();
-    }
+    if (auto d = dyn_cast<DenseElementsAttr>(a)) return d.isSplat() ? d.getSplatValue<Attribute>() : Attribute();
+    return a;
+  }
+  std::string constLiteral(arith::ConstantOp c) {
+    Attribute a = splatValue(c);
+    if (!a) fail(c, "non-splat tile constant");
     if (auto fa = dyn_cast<FloatAttr>(a)) return floatLit(fa.getValueAsDouble());
     if (auto ia = dyn_cast<IntegerAttr>(a)) {
       if (ia.getType().isInteger(1)) return ia.getValue().getBoolValue() ? "true" : "false";
@@ -425,12 +428,7 @@ class Emitter {
   static bool isZeroConstant(Value v) {
     auto c = v.getDefiningOp<arith::ConstantOp>();
     if (!c) return false;
-    Attribute a = c.getValue();
-    if (auto d = dyn_cast<DenseElementsAttr>(a)) {
-      if (!d.isSplat()) return false;
-      a = d.getSplatValue<Attribute>();
-    }
-    auto f = dyn_cast<FloatAttr>(a);
+    auto f = dyn_cast_or_null<FloatAttr>(splatValue(c));
     return f && f.getValueAsDouble() == 0.0 && !f.getValue().isNegative();
   }
 
@@ -620,17 +618,18 @@ class Emitter {
     }
   }
 
+  // The layout assign-layouts chose for a result of an scf.if / scf.for.
+  Kind resultKind(OpResult r) {
+    if (shapeOf(r).empty()) return Kind::Scalar;
+    if (shapeOf(r).size() == 2) return Kind::Blocked;
+    auto ls = r.getOwner()->getAttrOfType<ArrayAttr>("sj.layouts");
+    std::string s = ls ? cast<StringAttr>(ls[r.getResultNumber()]).str() : "slice0";
+    return layout::parseKind(s == "any" ? "slice0" : s);
+  }
+
   std::vector<std::string> declareResults(Operation* op) {
     std::vector<std::string> out;
-    auto ls = op->getAttrOfType<ArrayAttr>("sj.layouts");
-    for (Value r : op->getResults()) {
-      Kind k = Kind::Scalar;
-      if (!shapeOf(r).empty()) {
-        std::string s = ls ? cast<StringAttr>(ls[cast<OpResult>(r).getResultNumber()]).str() : "slice0";
-        k = shapeOf(r).size() == 2 ? Kind::Blocked : layout::parseKind(s == "any" ? "slice0" : s);
-      }
-      out.push_back(declare(r, k));
-    }
+    for (OpResult r : op->getResults()) out.push_back(declare(r, resultKind(r)));
     return out;
   }
 
@@ -664,17 +663,11 @@ class Emitter {
       Type b = rawLoadStorage(yield.getOperand(k));
       if (a && b && a->storage == storageCType(b)) rawInit[k] = a;
     }
-    auto ls = fo->getAttrOfType<ArrayAttr>("sj.layouts");
     std::vector<std::string> targets;
     for (size_t k = 0; k < results.size(); ++k) {
       Value r = results[k];
       if (!rawInit[k]) {
-        Kind kk = Kind::Scalar;
-        if (!shapeOf(r).empty()) {
-          std::string str = ls ? cast<StringAttr>(ls[k]).str() : "slice0";
-          kk = shapeOf(r).size() == 2 ? Kind::Blocked : layout::parseKind(str == "any" ? "slice0" : str);
-        }
-        targets.push_back(declare(r, kk));
+        targets.push_back(declare(r, resultKind(fo->getResult(k))));
         continue;
       }
       const std::string nm = fresh(), T = rawInit[k]->storage;
