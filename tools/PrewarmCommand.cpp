@@ -149,17 +149,13 @@ Job specJob(const Specialization& spec, const std::string& where) {
   const std::string canonical = spec.canonical();
   j.label = spec.kernel + " " + strf("%08llx", static_cast<unsigned long long>(
                                                    hash::bytes64(canonical.data(), canonical.size()) >> 32));
-  const std::vector<std::string> known = dsl::kernelNames();
-  if (std::find(known.begin(), known.end(), spec.kernel) == known.end()) {
-    std::string list;
-    for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
-    j.error = "unknown kernel '" + spec.kernel + "', expected one of: " + list;
-  } else {
-    try {
-      checkArch(spec.arch, "arch");
-    } catch (const UsageError& e) {
-      j.error = e.what();
-    }
+  try {
+    dsl::findKernel(spec.kernel);  // names the unknown kernel and lists the known ones
+    checkArch(spec.arch, "arch");
+  } catch (const Error& e) {
+    j.error = e.what();
+  } catch (const UsageError& e) {
+    j.error = e.what();
   }
   if (!j.error.empty()) std::fprintf(stderr, "ssmjit prewarm: %s: %s\n", where.c_str(), j.error.c_str());
   return j;
