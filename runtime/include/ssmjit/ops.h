@@ -64,6 +64,75 @@ struct SelectiveStateUpdateArgs {
 void selective_state_update(const SelectiveStateUpdateArgs& args, Stream stream = nullptr);
 void selective_state_update_tokens(const SelectiveStateUpdateArgs& args, Stream stream = nullptr);
 
+// ---- Causal depthwise conv1d (the conv of every Mamba block) ----------------------------------
+
+// Widest conv the ops take (weight (D, W), 2 <= W <= kMaxConvWidth).
+constexpr int kMaxConvWidth = 8;
+
+// How x and out lay out their axes (any strides either way; the kernel follows the memory order).
+enum class ConvLayout : int {
+  ChannelFirst = 0,  // (B, D, L)
+  ChannelLast = 1,   // (B, L, D)
+};
+
+// Forward: out[b, d, t] = act(bias[d] + sum_{k<W} weight[d, k] * x[b, d, t - (W-1) + k]) with act
+// SiLU (silu = true) or identity, and x before a sequence's first token read from its initial
+// state (zeros without one). Shapes by layout: x, out (B, D, L) or (B, L, D); weight (D, W);
+// bias (D,). Without packing, each row b is one sequence (nseq = B).
+//
+// Packed variable-length input: B == 1 and the row of L = T tokens holds several sequences, told
+// apart by exactly one of
+//   cu_seqlens (nseq + 1,): sequence i is tokens [cu[i], cu[i+1]), with 0 = cu[0] < cu[1] < ... <
+//     cu[nseq] = T. It lives on the device, so the kernel checks it: a violation is reported by the
+//     next checkDeviceErrors() (and out is then unspecified, but nothing is read or written out of
+//     bounds);
+//   seq_pos (1, T): each token's position in its sequence, 0 at each start (PackMamba). Conv states
+//     need cu_seqlens (positions do not say which sequence a token belongs to).
+// The window never reaches into the previous sequence: out equals running each sequence alone.
+//
+// Dtypes: x, out fp32, bf16 or fp16; weight and bias fp32 or x's dtype; states fp32, bf16 or fp16;
+// index tensors int32 or int64. Math is fp32. 64-bit offsets are used where a tensor needs them.
+struct CausalConv1dArgs {
+  TensorView x, weight;
+  TensorView bias;                   // optional (D,)
+  TensorView out;                    // x's shape
+  ConvLayout layout = ConvLayout::ChannelFirst;
+  bool silu = false;
+  TensorView cu_seqlens;             // optional (nseq + 1,), int32/int64, on the device
+  TensorView seq_pos;                // optional (1, T), int32/int64
+  // Initial states (S, D, W-1): column j is the token at position j - (W-1) of the sequence
+  // (just before its first token). Sequence i reads slot initial_state_indices[i] (-1: zeros), or
+  // slot i without indices (then S must be >= nseq).
+  TensorView initial_states;
+  TensorView initial_state_indices;  // optional (nseq,), int32/int64
+  // Final states (S, D, W-1): column j is the token at position len - (W-1) + j (the last W-1
+  // tokens; for a sequence shorter than W-1, the older columns come from its initial state, or
+  // are zeros). Written to slot final_state_indices[i] (-1: not written), or slot i. The same
+  // tensor and slots as the initial states may be given (in-place update).
+  TensorView final_states;
+  TensorView final_state_indices;    // optional (nseq,), int32/int64
+};
+void causal_conv1d(const CausalConv1dArgs& args, Stream stream = nullptr);
+
+// Decode update: L new tokens per sequence against its conv state, in one launch (L = 1: the
+// ordinary decode step; L > 1: the verify pass of speculative decoding).
+//   conv_state (S, D, W-1), column j = the token W-1-j places before the next one;
+//   x, out (B, L, D) with 1 <= L <= kMaxTokens; weight (D, W); bias (D,).
+// Sequence b uses slot state_indices[b] (-1: a pad row, skipped, its out rows untouched), or slot
+// b without indices (then S must equal B). With commit, the state advances by the L tokens; without,
+// it is left as it was (verify only). A slot outside [0, S) (other than -1) skips that row and is
+// reported by the next checkDeviceErrors().
+struct CausalConv1dUpdateArgs {
+  TensorView conv_state;
+  TensorView x, weight;
+  TensorView bias;           // optional (D,)
+  TensorView state_indices;  // optional (B,), int32/int64
+  TensorView out;
+  bool silu = false;
+  bool commit = true;
+};
+void causal_conv1d_update(const CausalConv1dUpdateArgs& args, Stream stream = nullptr);
+
 // Synchronises `stream` and throws if a kernel since the last check found a bad slot index.
 void checkDeviceErrors(Stream stream = nullptr);
 
