@@ -5,7 +5,7 @@
 #   kernel definition one hash per kernel definition (kernels_dsl/<Name>.cpp and .h), so editing
 #                     one kernel invalidates only its own cache entries.
 # Writes ${PROJECT_BINARY_DIR}/compiler/BuildInfo.cpp (rewritten only when an id changes).
-set(SSMJIT_KERNEL_DEFINITIONS SelectiveStateUpdate)
+set(SSMJIT_KERNEL_DEFINITIONS SelectiveStateUpdate CausalConv1d CausalConv1dUpdate)
 
 file(GLOB_RECURSE _codegen_sources LIST_DIRECTORIES false
   ${PROJECT_SOURCE_DIR}/compiler/*.h ${PROJECT_SOURCE_DIR}/compiler/*.cpp
@@ -26,7 +26,13 @@ set_property(DIRECTORY ${PROJECT_SOURCE_DIR} APPEND PROPERTY CMAKE_CONFIGURE_DEP
 
 set(SSMJIT_KERNEL_HASH_TABLE "")
 foreach(k ${SSMJIT_KERNEL_DEFINITIONS})
-  set(_files ${PROJECT_SOURCE_DIR}/kernels_dsl/${k}.cpp ${PROJECT_SOURCE_DIR}/kernels_dsl/${k}.h)
+  # The definition and the kernels_dsl headers it includes (its argument contract).
+  set(_files ${PROJECT_SOURCE_DIR}/kernels_dsl/${k}.cpp)
+  file(STRINGS ${PROJECT_SOURCE_DIR}/kernels_dsl/${k}.cpp _incs REGEX "^#include \"kernels_dsl/[A-Za-z0-9_]+\\.h\"")
+  foreach(_inc ${_incs})
+    string(REGEX REPLACE "^#include \"(kernels_dsl/[A-Za-z0-9_]+\\.h)\".*" "\\1" _hdr "${_inc}")
+    list(APPEND _files ${PROJECT_SOURCE_DIR}/${_hdr})
+  endforeach()
   set(_ids "")
   foreach(f ${_files})
     file(SHA256 ${f} _h)

@@ -289,6 +289,18 @@ dsl::Value KernelBuilder::reduce(dsl::Value t, int axis, const std::string& kind
   return W(sj::ReduceOp::create(B, L, withShape(elemOf(v.getType()), rs), v, axis, kind));
 }
 
+dsl::Value KernelBuilder::shift(dsl::Value cur, dsl::Value fill, int axis, int s) {
+  mlir::Value c = unwrap(cur), f = unwrap(fill);
+  auto sh = shapeOfType(c.getType());
+  if (sh.size() != 2) fail("shift of a tile of rank " + std::to_string(sh.size()) + ", expected a 2-D tile");
+  if (c.getType() != f.getType()) fail("shift: cur and fill must have one type and shape");
+  if (axis < 0 || axis > 1) fail("shift axis out of range");
+  if (s == 0 || std::abs(s) >= sh[axis])
+    fail("shift by " + std::to_string(s) + " along an axis of " + std::to_string(sh[axis]) +
+         ", expected 0 < |s| < " + std::to_string(sh[axis]));
+  return W(sj::ShiftOp::create(B, L, c.getType(), c, f, axis, s));
+}
+
 void KernelBuilder::ifThen(dsl::Value cond, const std::function<void()>& body) {
   auto op = scf::IfOp::create(B, L, unwrap(cond), /*withElseRegion=*/false);
   OpBuilder::InsertionGuard g(B);

@@ -66,6 +66,12 @@ class KernelBuilder {
   Value load(Value ptr, Value offsets, Value mask = {}, Value other = {});
   void store(Value ptr, Value offsets, Value value, Value mask = {});
   Value reduce(Value t, int axis, const std::string& kind);  // "sum", "max", "min"
+  // The sliding window of a 2-D tile streamed along `axis` (extent S there): `cur` moved by s
+  // places, the vacated places taken from the neighbour tile `fill` (same shape). s > 0:
+  // result[i] = i >= s ? cur[i - s] : fill[S + i - s] (fill = the previous tile); s < 0:
+  // result[i] = i - s < S ? cur[i - s] : fill[i - s - S] (fill = the next tile). 0 < |s| < S.
+  // Register moves and warp shuffles: the layout keeps the axis inside one warp.
+  Value shift(Value cur, Value fill, int axis, int s);
 
   // Elementwise.
   Value add(Value a, Value b);

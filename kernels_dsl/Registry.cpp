@@ -5,6 +5,9 @@
 
 namespace ssmjit::kernels {
 dsl::KernelDef selectiveStateUpdateKernel();
+dsl::KernelDef convForwardKernel();
+dsl::KernelDef convFinalStateKernel();
+dsl::KernelDef convUpdateKernel();
 }
 
 namespace ssmjit::dsl {
@@ -25,6 +28,9 @@ KernelDef withHash(KernelDef def, const char* file) {
 const std::vector<KernelDef>& registry() {
   static const std::vector<KernelDef> defs = {
       withHash(kernels::selectiveStateUpdateKernel(), "SelectiveStateUpdate"),
+      withHash(kernels::convForwardKernel(), "CausalConv1d"),
+      withHash(kernels::convFinalStateKernel(), "CausalConv1d"),
+      withHash(kernels::convUpdateKernel(), "CausalConv1dUpdate"),
   };
   return defs;
 }

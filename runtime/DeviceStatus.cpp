@@ -5,6 +5,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "kernels_dsl/CausalConv1d.h"
 #include "kernels_dsl/SelectiveStateUpdate.h"
 #include "runtime/Driver.h"
 #include "ssmjit/error.h"
@@ -86,7 +87,8 @@ void checkDeviceErrors(Stream stream) {
   // Reset before throwing, so that the next check reports only new errors.
   driver::check(a.cuMemsetD8Async(p, 0, sizeof rec, s), "checkDeviceErrors: cuMemsetD8Async(reset status record)");
   driver::check(a.cuStreamSynchronize(s), "checkDeviceErrors: cuStreamSynchronize(after reset)");
-  const bool known = rec[0] == kernels::kErrSlotOutOfRange || rec[0] == kernels::kErrDstSlotOutOfRange;
+  const bool known = rec[0] == kernels::kErrSlotOutOfRange || rec[0] == kernels::kErrDstSlotOutOfRange ||
+                     (rec[0] >= kernels::kErrConvUpdateSlot && rec[0] <= kernels::kErrConvFinalSlot);
   throw Error(known ? Error::Kind::InvalidArgument : Error::Kind::Internal, deviceStatusMessage(rec));
 }
 

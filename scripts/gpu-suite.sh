@@ -32,5 +32,7 @@ ex=$(mktemp -d)
 echo "== demo"
 "$PREFIX/bin/ssmjit" demo 2>&1 | tee "$OUT/demo.log" | tail -15 || status=1
 echo "== bench"
-"$PREFIX/bin/ssmjit" bench ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -60 || status=1
+[ -n "${SKIP_SSU_BENCH:-}" ] || { "$PREFIX/bin/ssmjit" bench ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -60 || status=1; }
+echo "== bench-conv"
+"$PREFIX/bin/ssmjit" bench-conv ${CONV_BENCH_ARGS:-} 2>&1 | tee "$OUT/bench_conv.log" | tail -30 || status=1
 exit $status

@@ -30,6 +30,7 @@
 #include "tests/support/SsuProblem.h"
 #include "tools/CallOptions.h"
 #include "tools/SsuCall.h"
+#include "tools/GpuTiming.h"
 #include "tools/ToolSupport.h"
 
 namespace ssmjit::tool {
@@ -64,57 +65,6 @@ constexpr double kL2Multiple = 3.0;
 constexpr int kMaxSets = 64;
 constexpr size_t kSetMemoryBudget = size_t(8) << 30;
 constexpr size_t kPitchAlign = 256;  // what cuMemAlloc guarantees: same alignment classes per set
-
-class Event {
- public:
-  Event() { driver::check(driver::api().cuEventCreate(&e_, CU_EVENT_DEFAULT), "cuEventCreate"); }
-  ~Event() {
-    if (e_) driver::api().cuEventDestroy(e_);
-  }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  void record(CUstream s) { driver::check(driver::api().cuEventRecord(e_, s), "cuEventRecord"); }
-  // Milliseconds from `start` to this event (waits for this event).
-  float since(const Event& start) const {
-    driver::check(driver::api().cuEventSynchronize(e_), "cuEventSynchronize");
-    float ms = 0;
-    driver::check(driver::api().cuEventElapsedTime(&ms, start.e_, e_), "cuEventElapsedTime");
-    return ms;
-  }
-
- private:
-  CUevent e_ = nullptr;
-};
-
-int deviceAttribute(CUdevice_attribute attr, const char* what) {
-  driver::ensureContext();
-  CUdevice dev = 0;
-  driver::check(driver::api().cuCtxGetDevice(&dev), "cuCtxGetDevice");
-  int v = 0;
-  driver::check(driver::api().cuDeviceGetAttribute(&v, attr, dev), what);
-  return v;
-}
-
-// Device-to-device copy bandwidth: cuMemcpyDtoDAsync of 1 GiB, bytes read + written, median of
-// five trials of three copies.
-double measureCopyGBs(CUstream s) {
-  const size_t bytes = size_t(1) << 30;
-  DeviceBuffer src(bytes), dst(bytes);
-  const driver::Api& a = driver::api();
-  driver::check(a.cuMemsetD8Async(src.ptr(), 0x3c, bytes, s), "cuMemsetD8Async(copy source, 1 GiB)");
-  driver::check(a.cuMemcpyDtoDAsync(dst.ptr(), src.ptr(), bytes, s), "cuMemcpyDtoDAsync(1 GiB, warm-up)");
-  Event e0, e1;
-  std::vector<double> gbs;
-  for (int t = 0; t < 5; ++t) {
-    e0.record(s);
-    for (int k = 0; k < 3; ++k)
-      driver::check(a.cuMemcpyDtoDAsync(dst.ptr(), src.ptr(), bytes, s), "cuMemcpyDtoDAsync(1 GiB)");
-    e1.record(s);
-    const double ms = e1.since(e0);
-    gbs.push_back(2.0 * 3.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e9);
-  }
-  return median(gbs);
-}
 
 // Fills `count` elements at byte `offset` with U(lo, hi) in `dtype`: one random block of up to
 // 1 Mi elements, uploaded repeatedly (drawing hundreds of MB of state on the host would take

@@ -115,6 +115,16 @@ LogicalResult ReduceOp::verify() {
   return success();
 }
 
+LogicalResult ShiftOp::verify() {
+  auto s = shapeOf(getCur().getType());
+  int axis = getAxis(), amount = getAmount();
+  if (s.size() != 2) return emitOpError("shifts 2-D tiles, got rank ") << s.size();
+  if (axis < 0 || axis > 1) return emitOpError("axis out of range");
+  if (amount == 0 || std::abs(amount) >= s[axis])
+    return emitOpError("expects 0 < |amount| < ") << s[axis] << ", got " << amount;
+  return success();
+}
+
 Operation* SJDialect::materializeConstant(OpBuilder& builder, Attribute value, Type type,
                                           Location loc) {
   if (auto typed = dyn_cast<TypedAttr>(value))

@@ -111,6 +111,21 @@ def SJ_ReduceOp : SJ_Op<"reduce", [Pure]> {
   let hasVerifier = 1;
 }
 
+def SJ_ShiftOp : SJ_Op<"shift", [Pure, AllTypesMatch<["cur", "fill", "result"]>]> {
+  let summary = "a tile moved along an axis, the vacated places filled from a neighbour tile";
+  let description = [{
+    The sliding window of a tile streamed along `axis` (S elements long there): with
+    `amount` = s > 0, result[i] = cur[i - s] for i >= s and fill[S + i - s] below (fill is the
+    previous tile); with s < 0, result[i] = cur[i - s] for i - s < S and fill[i - s - S] above
+    (fill is the next tile). 0 < |s| < S. The layout keeps the axis inside one warp.
+  }];
+  let arguments = (ins TensorOf<[F32, I32, I64]>:$cur, TensorOf<[F32, I32, I64]>:$fill,
+                       I32Attr:$axis, I32Attr:$amount);
+  let results = (outs TensorOf<[F32, I32, I64]>:$result);
+  let assemblyFormat = "$cur `,` $fill attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 def SJ_ReportErrorOp : SJ_Op<"report_error", [MemoryEffects<[MemWrite]>]> {
   let summary = "record the first device-side error: err[0..3] = code, a, b, c (first wins)";
   let arguments = (ins SJ_Ptr:$err, I64:$code, I64:$a, I64:$b, I64:$c);

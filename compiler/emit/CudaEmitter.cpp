@@ -330,6 +330,7 @@ class Emitter {
     if (auto l = dyn_cast<sj::LoadOp>(op)) return emitLoad(l);
     if (auto s = dyn_cast<sj::StoreOp>(op)) return emitStore(s);
     if (auto r = dyn_cast<sj::ReduceOp>(op)) return emitReduce(r);
+    if (auto sh = dyn_cast<sj::ShiftOp>(op)) return emitShift(sh);
     if (auto r = dyn_cast<sj::ReturnIfOp>(op)) return line("if (" + name(r.getCond()) + ") return;");
     if (auto r = dyn_cast<sj::ReportErrorOp>(op))
       return line("ssm_report_error(" + name(r.getErr()) + ", " + name(r.getCode()) + ", " + name(r.getA()) +
@@ -583,6 +584,46 @@ class Emitter {
       line("}");
       line("__syncthreads();");
     }
+  }
+
+  // sj.shift. assign-layouts keeps the axis inside a warp: T lanes along it, each holding a
+  // contiguous run of n registers. Place j of a run takes place j - s, which lies dl runs away
+  // (a lane dl places along the axis, register jj of its run): a register move when dl = 0, else
+  // one shuffle. A receiver whose source lane falls off the tile's edge takes the fill tile
+  // instead, supplied by the lane at the wrapped position (whose own cur value nobody needs).
+  void emitShift(sj::ShiftOp sh) {
+    auto shape = shapeOf(sh.getResult());
+    const int a = sh.getAxis();
+    const int64_t s = sh.getAmount();
+    const int64_t T = P_.tpw[a], run = P_.spt[a];
+    if (P_.wpc[a] != 1 || T * run != shape[a])
+      fail(sh, "shift along an axis the layout does not keep in one warp (" + P_.str() + ")");
+    const int64_t n1 = n(1, shape[1]);
+    const int64_t step = a == 1 ? 1 : n1;             // register distance of one place
+    const int64_t laneStep = a == 1 ? 1 : P_.tpw[1];  // lane distance of one place
+    const std::string pos = a == 1 ? "(ssm_lane % " + I(P_.tpw[1]) + ")"
+                                   : "((ssm_lane / " + I(P_.tpw[1]) + ") % " + I(P_.tpw[0]) + ")";
+    const std::string nm = declare(sh.getResult(), Kind::Blocked);
+    const std::string ty = cType(sh.getResult().getType());
+    forRegs(regs(Kind::Blocked, shape), [&] {
+      line("const int j = " + std::string(a == 1 ? "r % " + I(n1) : "r / " + I(n1)) + ";");
+      line("const int q = j - (" + I(s) + ");");
+      line("const int dl = q >= 0 ? q / " + I(run) + " : -((" + I(run - 1) + " - q) / " + I(run) + ");");
+      const std::string from = "r + (q - dl * " + I(run) + " - j) * " + I(step);  // register jj
+      line("if (dl == 0) {");
+      line("  " + nm + "[r] = " + E(sh.getCur(), Kind::Blocked, from) + ";");
+      line("} else {");
+      if (T == 1) {
+        line("  " + nm + "[r] = " + E(sh.getFill(), Kind::Blocked, from) + ";");
+      } else {
+        line("  const int ssm_recv = " + pos + " - dl;");
+        line("  const " + ty + " ssm_give = (ssm_recv < 0 || ssm_recv >= " + I(T) + ") ? " +
+             E(sh.getFill(), Kind::Blocked, from) + " : " + E(sh.getCur(), Kind::Blocked, from) + ";");
+        line("  " + nm + "[r] = __shfl_sync(0xffffffffu, ssm_give, ssm_lane + (((" + pos + " + dl + " + I(T) +
+             ") % " + I(T) + ") - " + pos + ") * " + I(laneStep) + ");");
+      }
+      line("}");
+    });
   }
 
   // Copies the yielded values into the result variables.

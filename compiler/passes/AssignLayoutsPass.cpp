@@ -85,7 +85,27 @@ struct AssignLayoutsPass : PassWrapper<AssignLayoutsPass, OperationPass<ModuleOp
     p.tpw[0] = 32 / p.tpw[1];
     p.wpc[0] = any2d ? std::min<int64_t>(warps, std::max<int64_t>(1, S0 / p.tpw[0])) : 1;
     p.wpc[1] = warps / p.wpc[0];
+    keepShiftsInWarps(f, S0, S1, warps, p);
     return p;
+  }
+
+  // sj.shift moves a tile along an axis with register moves and warp shuffles, so along that
+  // axis one warp holds the whole extent, each thread a contiguous run; the warps go along the
+  // other axis.
+  static void keepShiftsInWarps(func::FuncOp f, int64_t S0, int64_t S1, int64_t warps,
+                                layout::Parent& p) {
+    int axis = -1;
+    f.walk([&](sj::ShiftOp s) { axis = s.getAxis(); });
+    if (axis < 0) return;
+    const int a = axis, o = 1 - axis;
+    const int64_t Sa = a == 0 ? S0 : S1, So = a == 0 ? S1 : S0;
+    const int64_t run = std::min(std::max<int64_t>(p.spt[a], 1), Sa);
+    p.tpw[a] = std::min<int64_t>(32, Sa / run);
+    p.spt[a] = Sa / p.tpw[a];
+    p.tpw[o] = 32 / p.tpw[a];
+    p.spt[o] = o == 1 ? std::max<int64_t>(1, std::min(p.spt[1], So / p.tpw[1])) : 1;
+    p.wpc[a] = 1;
+    p.wpc[o] = warps;
   }
 
   LogicalResult assign(func::FuncOp f) {

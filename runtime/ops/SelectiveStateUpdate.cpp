@@ -24,6 +24,7 @@
 #include "runtime/DeviceStatus.h"
 #include "runtime/Driver.h"
 #include "runtime/LoadedKernel.h"
+#include "runtime/ops/ArgCheck.h"
 #include "runtime/ops/SelectiveStateUpdateCheck.h"
 #include "runtime/ops/SelectiveStateUpdateSpec.h"
 #include "ssmjit/error.h"
@@ -33,143 +34,7 @@ namespace ssmjit {
 namespace detail {
 namespace {
 
-// ---------------------------------------------------------------------------------------------
-// The check. Cold code: it only builds strings when it throws.
-
-struct Dim {
-  int64_t size;
-  const char* name;
-};
-
-std::string listString(const int64_t* v, int n) {
-  std::string s = "(";
-  for (int i = 0; i < n; ++i) {
-    if (i) s += ", ";
-    s += std::to_string(v[i]);
-  }
-  return s + ")";
-}
-
-std::string dimSizes(const Dim* d, int n) {
-  std::string s = "(";
-  for (int i = 0; i < n; ++i) {
-    if (i) s += ", ";
-    s += std::to_string(d[i].size);
-  }
-  return s + ")";
-}
-
-std::string dimNames(const Dim* d, int n) {
-  std::string s;
-  for (int i = 0; i < n; ++i) {
-    if (i) s += ", ";
-    s += d[i].name;
-  }
-  return s;
-}
-
-std::string hexPtr(const void* p) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%llx",
-                static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p)));
-  return buf;
-}
-
-enum DTypeSet : unsigned { kFloat16Or32 = 0b00111, kF32Only = 0b00001, kIndexTypes = 0b11000 };
-
-bool inSet(DType t, unsigned set) { return (set >> static_cast<int>(t)) & 1u; }
-
-std::string setString(unsigned set) {
-  std::string s;
-  const DType all[] = {DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64};
-  int n = 0, k = 0;
-  for (DType t : all) n += inSet(t, set);
-  for (DType t : all) {
-    if (!inSet(t, set)) continue;
-    if (k) s += (k == n - 1) ? " or " : ", ";
-    s += dtypeName(t);
-    ++k;
-  }
-  return s;
-}
-
-class Checker {
- public:
-  Checker(const char* op, DeviceKind device) : op_(op), device_(device) {}
-
-  [[noreturn]] void fail(const std::string& msg) const {
-    throw Error(Error::Kind::InvalidArgument, std::string(op_) + ": " + msg);
-  }
-
-  void setForm(const char* form) { form_ = form; }
-
-  void required(const char* name, const TensorView& t) const {
-    if (!t.defined())
-      fail(std::string(name) + " is required, got an undefined tensor (null data pointer)");
-  }
-
-  // Rank first (it decides how the other dims are read), then everything else in one go.
-  void rank(const char* name, const TensorView& t, const Dim* exp, int n) const {
-    if (t.ndim != n)
-      fail(std::string(name) + " has rank " + std::to_string(t.ndim) + " (shape " +
-           t.shapeString() + "), expected rank " + std::to_string(n) + " (" + dimNames(exp, n) +
-           ")" + form_);
-  }
-
-  // `zeroStrideOk`: the tensor may broadcast (stride 0) along axes of size > 1. Only inputs read
-  // once per program (A, D, dt_bias) may: the others are written, or indexed per row where a
-  // broadcast axis means the caller passed the wrong view.
-  void tensor(const char* name, const TensorView& t, const Dim* exp, int n, unsigned dtypes,
-              bool zeroStrideOk) const {
-    rank(name, t, exp, n);
-    for (int i = 0; i < n; ++i) {
-      if (t.shape[i] != exp[i].size)
-        fail(std::string(name) + " has shape " + t.shapeString() + ", expected " +
-             dimSizes(exp, n) + " [" + dimNames(exp, n) + "]: dim " + std::to_string(i) + " (" +
-             exp[i].name + ") is " + std::to_string(t.shape[i]) + ", expected " +
-             std::to_string(exp[i].size) + form_);
-    }
-    if (!inSet(t.dtype, dtypes))
-      fail(std::string(name) + " has dtype " + dtypeName(t.dtype) + ", expected " +
-           setString(dtypes));
-    if (t.device != device_)
-      fail(std::string(name) + " is a " + (t.device == DeviceKind::CUDA ? "CUDA" : "CPU") +
-           " tensor, expected a " + (device_ == DeviceKind::CUDA ? "CUDA" : "CPU") + " tensor");
-    if (device_ == DeviceKind::CUDA && t.deviceId != deviceId_)
-      fail(std::string(name) + " is on CUDA device " + std::to_string(t.deviceId) +
-           ", expected device " + std::to_string(deviceId_) + " (where state is)");
-    for (int i = 0; i < n; ++i) {
-      if (t.strides[i] < 0)
-        fail(std::string(name) + " has strides " + listString(t.strides, n) + " for shape " +
-             t.shapeString() + ": dim " + std::to_string(i) + " (" + exp[i].name +
-             ") has stride " + std::to_string(t.strides[i]) + ", expected a stride >= 0");
-      if (t.strides[i] == 0 && t.shape[i] > 1 && !zeroStrideOk)
-        fail(std::string(name) + " has strides " + listString(t.strides, n) + " for shape " +
-             t.shapeString() + ": dim " + std::to_string(i) + " (" + exp[i].name + ", size " +
-             std::to_string(t.shape[i]) +
-             ") has stride 0, expected a nonzero stride (the kernel takes no broadcast axis "
-             "here)");
-    }
-    const int eb = dtypeBytes(t.dtype);
-    if (reinterpret_cast<uintptr_t>(t.data) % static_cast<uintptr_t>(eb) != 0)
-      fail(std::string(name) + " has data pointer " + hexPtr(t.data) +
-           ", expected a multiple of its element size (" + dtypeName(t.dtype) + ": " +
-           std::to_string(eb) + " bytes)");
-  }
-
-  void optional(const char* name, const TensorView& t, const Dim* exp, int n, unsigned dtypes,
-                bool zeroStrideOk) const {
-    if (t.defined()) tensor(name, t, exp, n, dtypes, zeroStrideOk);
-  }
-
-  void setDeviceId(int id) { deviceId_ = id; }
-
- private:
-  const char* op_;
-  DeviceKind device_;
-  int deviceId_ = 0;
-  const char* form_ = "";
-};
+// The check (the Checker and its helpers are in ArgCheck.h).
 
 constexpr int64_t kMaxGrid = 65535;  // gridDim.y (heads) and gridDim.z (batch)
 

@@ -33,6 +33,40 @@ namespace ssmjit::reference {
 void selective_state_update(const SelectiveStateUpdateArgs& args);
 void selective_state_update_tokens(const SelectiveStateUpdateArgs& args);
 
+// Causal depthwise conv1d: the arguments, shapes, layouts, packing, states and checks of
+// ssmjit::causal_conv1d (ops.h), on CPU tensors (device CPU) of any supported dtype and strides.
+// Writes out and the final states.
+//
+// Per sequence (a row b, or the tokens [cu[i], cu[i+1]) of the packed row), channel d and
+// position t in the sequence, with every input read as the value it stores (in double):
+//   out[t] = act(bias[d] + sum_{k<W} weight[d, k] * xx(t - (W-1) + k)),  act = SiLU (v / (1 +
+//   exp(-v))) with silu, else identity;
+//   xx(p) = x at position p for p >= 0; for p < 0, column (W-1) + p of the sequence's initial
+//   state (slot initial_state_indices[i], or i), or 0 without initial states or with slot -1.
+// With seq_pos, a token at position p reads at most p tokens before it (0 in their place); no
+// states. The final state of sequence i, column j, is xx(len - (W-1) + j), written (rounded to
+// final_states' dtype) to slot final_state_indices[i], or i; slot -1 or no final_states: not
+// written. Outputs are rounded once, to out's dtype.
+//
+// Everything is computed from the inputs before anything is written, so initial_states and
+// final_states may be the same tensor (in-place update). cu_seqlens is read here (a CPU tensor):
+// cu[0] != 0, a step that does not increase, or cu[nseq] != T throws
+// ssmjit::Error(InvalidArgument) naming cu_seqlens; so does a slot outside [0, S) other than -1
+// in initial_state_indices or final_state_indices. Both throw before anything is written. (The
+// GPU op reports these through checkDeviceErrors() instead.)
+void causal_conv1d(const CausalConv1dArgs& args);
+
+// Causal conv1d decode update: the arguments and checks of ssmjit::causal_conv1d_update (ops.h)
+// on CPU tensors. Per row b (slot s = state_indices[b], or b; -1: pad, skipped, out untouched),
+// per channel d, for each of the L tokens in order: the window is the W-1 state columns then the
+// token; out = act(bias[d] + sum_k weight[d, k] * window[k]) (rounded to out's dtype); the
+// state shifts left by one and takes the token in its last column. With commit the state after
+// the last token is stored into slot s (rounded to conv_state's dtype), else the state is left
+// as it was. A slot outside [0, S) other than -1 throws ssmjit::Error(InvalidArgument) before
+// anything is written. Rows run in order b = 0, 1, ... (rows sharing a slot are a race on the
+// GPU).
+void causal_conv1d_update(const CausalConv1dUpdateArgs& args);
+
 // IEEE binary16 and bfloat16 conversions from and to double: round to nearest, ties to even,
 // in one step from double (no double rounding through float); overflow gives ±inf, NaN stays
 // NaN (quiet), signed zeros and subnormals are kept.

@@ -1,0 +1,72 @@
+// The argument checker shared by the ops' checks (SelectiveStateUpdateCheck.h,
+// CausalConv1dCheck.h): one message style for every op, "<op>: <argument> has <what came>,
+// expected <what should>". Cold code: it only builds strings when it throws. Internal to the
+// runtime.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "ssmjit/error.h"
+#include "ssmjit/tensor.h"
+
+namespace ssmjit::detail {
+
+// One expected dimension: its size and its name ("batch", "dstate", ...).
+struct Dim {
+  int64_t size;
+  const char* name;
+};
+
+std::string listString(const int64_t* v, int n);  // "(1, 2, 3)"
+std::string dimSizes(const Dim* d, int n);        // "(4, 8)"
+std::string dimNames(const Dim* d, int n);        // "batch, nheads"
+std::string hexPtr(const void* p);                // "0x10001"
+
+// Sets of dtypes, one bit per DType value.
+enum DTypeSet : unsigned { kFloat16Or32 = 0b00111, kF32Only = 0b00001, kIndexTypes = 0b11000 };
+
+inline unsigned dtypeBit(DType t) { return 1u << static_cast<int>(t); }
+bool inSet(DType t, unsigned set);
+std::string setString(unsigned set);  // "float32, bfloat16 or float16"
+
+class Checker {
+ public:
+  Checker(const char* op, DeviceKind device) : op_(op), device_(device) {}
+
+  [[noreturn]] void fail(const std::string& msg) const;
+
+  // Appended to rank and shape messages (e.g. " (Mamba-2 form: state has rank 4)").
+  void setForm(const char* form) { form_ = form; }
+
+  void required(const char* name, const TensorView& t) const;
+
+  // Rank first (it decides how the other dims are read), then everything else in one go.
+  void rank(const char* name, const TensorView& t, const Dim* exp, int n) const;
+
+  // Shape, dtype (one of `dtypes`), device, strides (>= 0) and alignment to the element size.
+  // `zeroStrideOk`: the tensor may broadcast (stride 0) along axes of size > 1. Only inputs read
+  // once per program (parameters such as A, D, dt_bias, weight, bias) may: the others are
+  // written, or indexed per row where a broadcast axis means the caller passed the wrong view.
+  void tensor(const char* name, const TensorView& t, const Dim* exp, int n, unsigned dtypes,
+              bool zeroStrideOk) const;
+
+  void optional(const char* name, const TensorView& t, const Dim* exp, int n, unsigned dtypes,
+                bool zeroStrideOk) const {
+    if (t.defined()) tensor(name, t, exp, n, dtypes, zeroStrideOk);
+  }
+
+  // The CUDA device every tensor must be on, and the argument that fixed it (for messages).
+  void setDeviceId(int id, const char* from = "state") {
+    deviceId_ = id;
+    deviceFrom_ = from;
+  }
+
+ private:
+  const char* op_;
+  DeviceKind device_;
+  int deviceId_ = 0;
+  const char* deviceFrom_ = "state";
+  const char* form_ = "";
+};
+
+}  // namespace ssmjit::detail

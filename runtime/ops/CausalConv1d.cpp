@@ -1,0 +1,261 @@
+// causal_conv1d and causal_conv1d_update: the arguments are checked once, here at the edge
+// (CausalConv1dCheck), then mapped onto the generic kernels' layouts (kernels_dsl/CausalConv1d.h),
+// specialised and launched on the caller's stream. The forward is one launch, plus a small
+// per-sequence launch after it when cu_seqlens, final states or initial slot indices are given
+// (it checks them and writes the final states: after the forward, whose reads of the initial
+// states it may overwrite in place).
+#include <cuda.h>
+
+#include <algorithm>
+#include <climits>
+#include <string>
+#include <vector>
+
+#include "kernels_dsl/CausalConv1d.h"
+#include "runtime/DeviceStatus.h"
+#include "runtime/ops/CausalConv1dCheck.h"
+#include "runtime/ops/CausalConv1dSpec.h"
+#include "runtime/ops/KernelCall.h"
+#include "ssmjit/error.h"
+#include "ssmjit/ops.h"
+
+namespace ssmjit {
+namespace {
+
+using detail::KernelCall;
+
+// Argument index by name in a schema (resolved once per op; names are the kernels' contract).
+int argIndex(const char* const* names, int count, const char* name) {
+  for (int i = 0; i < count; ++i)
+    if (std::string(names[i]) == name) return i;
+  throw Error(Error::Kind::Internal, std::string("causal conv1d: no kernel argument '") + name + "'");
+}
+
+// Argument indices by name. Call sites pass literals, so each is resolved once and then found by
+// its address (the decode update is on the serving hot path).
+struct Args {
+  const char* const* names;
+  int count;
+  mutable const char* seen[64] = {};
+  mutable int index[64] = {};
+  int operator()(const char* n) const {
+    for (int i = 0; i < 64 && seen[i]; ++i)
+      if (seen[i] == n) return index[i];
+    const int k = argIndex(names, count, n);
+    for (int i = 0; i < 64; ++i)
+      if (!seen[i]) {
+        index[i] = k;
+        seen[i] = n;
+        break;
+      }
+    return k;
+  }
+};
+
+// 32-bit offsets do for a launch when every tensor's reach and every stride fits.
+bool fits32(std::initializer_list<const TensorView*> ts) {
+  for (const TensorView* t : ts)
+    if (t->defined()) {
+      if (t->span() > INT32_MAX) return false;
+      for (int i = 0; i < t->ndim; ++i)
+        if (t->strides[i] > INT32_MAX) return false;
+    }
+  return true;
+}
+
+int64_t log2Ceil(int64_t n) {
+  int64_t k = 0;
+  while ((int64_t(1) << k) < n) ++k;
+  return k;
+}
+
+unsigned u(int64_t v) { return static_cast<unsigned>(v); }
+
+
+// x/out axes as the kernels index them: [b, t, d].
+int timeAxis(const detail::ConvDims& d) { return d.channelLast ? 1 : 2; }
+int chanAxis(const detail::ConvDims& d) { return d.channelLast ? 2 : 1; }
+bool wideOffsets(const CausalConv1dArgs& a) {
+  return !fits32({&a.x, &a.out, &a.weight, &a.bias, &a.initial_states, &a.final_states, &a.seq_pos});
+}
+// The per-sequence launch runs when there is something to check or write.
+bool needsFinalStateLaunch(const CausalConv1dArgs& a, const detail::ConvDims& d) {
+  return d.packedCu || a.final_states.defined() || a.initial_state_indices.defined();
+}
+
+const ArgSchema kFwdSchema{kernels::kConvFwdArgNames, kernels::kConvFwdNumArgs};
+const ArgSchema kFinalSchema{kernels::kConvFinalStateArgNames, kernels::kConvFinalStateNumArgs};
+const ArgSchema kUpdateSchema{kernels::kConvUpdateArgNames, kernels::kConvUpdateNumArgs};
+
+void bindForward(KernelCall& c, const CausalConv1dArgs& a, const detail::ConvDims& d, void* err) {
+  thread_local const Args A{kFwdSchema.names, kFwdSchema.count};
+  const int xt = timeAxis(d), xd = chanAxis(d);
+  c.pointer(A("x"), a.x, DType::F32, true);
+  c.pointer(A("weight"), a.weight, DType::F32, true);
+  c.pointer(A("bias"), a.bias, DType::F32, true);
+  c.pointer(A("out"), a.out, DType::F32, true);
+  c.pointer(A("init"), a.initial_states, DType::F32, true);
+  c.pointer(A("cu"), a.cu_seqlens, DType::I32, false);
+  c.pointer(A("pos"), a.seq_pos, DType::I32, false);
+  c.pointer(A("init_idx"), a.initial_state_indices, DType::I32, false);
+  c.pointer(A("err"), err, DType::I64);
+  c.size(A("D"), d.D, true);
+  c.size(A("L"), d.L, false);
+  c.size(A("nseq"), d.nseq, false);
+  c.size(A("nslots"), d.initSlots, false);
+  c.size(A("search_steps"), log2Ceil(d.nseq) + 1, false);
+  c.stride(A("s_x_b"), d.batch > 1 ? a.x.strides[0] : 0);
+  c.stride(A("s_x_t"), a.x.strides[xt]);
+  c.stride(A("s_x_d"), a.x.strides[xd]);
+  c.stride(A("s_w_d"), a.weight.strides[0]);
+  c.stride(A("s_w_k"), a.weight.strides[1]);
+  c.stride(A("s_bias_d"), a.bias.defined() ? a.bias.strides[0] : 0);
+  c.stride(A("s_out_b"), d.batch > 1 ? a.out.strides[0] : 0);
+  c.stride(A("s_out_t"), a.out.strides[xt]);
+  c.stride(A("s_out_d"), a.out.strides[xd]);
+  const TensorView& is = a.initial_states;
+  c.stride(A("s_init_slot"), is.defined() ? is.strides[0] : 0);
+  c.stride(A("s_init_d"), is.defined() ? is.strides[1] : 0);
+  c.stride(A("s_init_k"), is.defined() ? is.strides[2] : 0);
+  c.stride(A("s_cu"), a.cu_seqlens.defined() ? a.cu_seqlens.strides[0] : 0);
+  c.stride(A("s_pos_t"), a.seq_pos.defined() ? a.seq_pos.strides[1] : 0);
+  c.stride(A("s_init_idx"), a.initial_state_indices.defined() ? a.initial_state_indices.strides[0] : 0);
+  c.flag(A("has_bias"), a.bias.defined());
+  c.flag(A("silu"), a.silu);
+  c.flag(A("has_cu"), d.packedCu);
+  c.flag(A("has_pos"), d.packedPos);
+  c.flag(A("has_init"), is.defined());
+  c.flag(A("has_init_idx"), a.initial_state_indices.defined());
+  c.meta("meta:width", d.W);
+  c.meta("meta:channel_last", d.channelLast);
+  c.meta("meta:index_bits", wideOffsets(a) ? 64 : 32);
+}
+
+void bindFinalState(KernelCall& c, const CausalConv1dArgs& a, const detail::ConvDims& d, void* err) {
+  thread_local const Args A{kFinalSchema.names, kFinalSchema.count};
+  const int xt = timeAxis(d), xd = chanAxis(d);
+  const TensorView &is = a.initial_states, &fs = a.final_states;
+  c.pointer(A("x"), a.x, DType::F32, true);
+  c.pointer(A("init"), is, DType::F32, true);
+  c.pointer(A("final"), fs, DType::F32, true);
+  c.pointer(A("cu"), a.cu_seqlens, DType::I32, false);
+  c.pointer(A("init_idx"), a.initial_state_indices, DType::I32, false);
+  c.pointer(A("final_idx"), a.final_state_indices, DType::I32, false);
+  c.pointer(A("err"), err, DType::I64);
+  c.size(A("D"), d.D, true);
+  c.size(A("L"), d.L, false);
+  c.size(A("nseq"), d.nseq, false);
+  c.size(A("nslots_init"), d.initSlots, false);
+  c.size(A("nslots_final"), d.finalSlots, false);
+  c.stride(A("s_x_b"), d.batch > 1 ? a.x.strides[0] : 0);
+  c.stride(A("s_x_t"), a.x.strides[xt]);
+  c.stride(A("s_x_d"), a.x.strides[xd]);
+  c.stride(A("s_init_slot"), is.defined() ? is.strides[0] : 0);
+  c.stride(A("s_init_d"), is.defined() ? is.strides[1] : 0);
+  c.stride(A("s_init_k"), is.defined() ? is.strides[2] : 0);
+  c.stride(A("s_final_slot"), fs.defined() ? fs.strides[0] : 0);
+  c.stride(A("s_final_d"), fs.defined() ? fs.strides[1] : 0);
+  c.stride(A("s_final_k"), fs.defined() ? fs.strides[2] : 0);
+  c.stride(A("s_cu"), a.cu_seqlens.defined() ? a.cu_seqlens.strides[0] : 0);
+  c.stride(A("s_init_idx"), a.initial_state_indices.defined() ? a.initial_state_indices.strides[0] : 0);
+  c.stride(A("s_final_idx"), a.final_state_indices.defined() ? a.final_state_indices.strides[0] : 0);
+  c.flag(A("has_cu"), d.packedCu);
+  c.flag(A("has_init"), is.defined());
+  c.flag(A("has_init_idx"), a.initial_state_indices.defined());
+  c.flag(A("has_final"), fs.defined());
+  c.flag(A("has_final_idx"), a.final_state_indices.defined());
+  c.meta("meta:width", d.W);
+  c.meta("meta:index_bits", wideOffsets(a) ? 64 : 32);
+}
+
+}  // namespace
+
+void causal_conv1d(const CausalConv1dArgs& a, Stream stream) {
+  const detail::ConvDims d = detail::checkConv1dArgs(a, DeviceKind::CUDA, "causal_conv1d");
+  if (d.batch == 0 || d.L == 0 || d.D == 0) return;
+  const CUstream s = static_cast<CUstream>(stream);
+  void* err = deviceStatusRecord();
+  {
+    KernelCall c(kernels::kConvFwdKernel, kFwdSchema);
+    bindForward(c, a, d, err);
+    const int64_t bd = c.metaValue("meta:BLOCK_D"), chunk = c.metaValue("meta:BLOCK_T") * c.metaValue("meta:tiles");
+    const unsigned grid[3] = {u((d.D + bd - 1) / bd), u((d.L + chunk - 1) / chunk), u(d.batch)};
+    c.launch(grid, s);
+  }
+  if (!needsFinalStateLaunch(a, d)) return;
+  KernelCall c(kernels::kConvFinalStateKernel, kFinalSchema);
+  bindFinalState(c, a, d, err);
+  const int64_t bd = c.metaValue("meta:BLOCK_D");
+  const unsigned grid[3] = {u((d.D + bd - 1) / bd), u(d.nseq), 1};
+  c.launch(grid, s);
+}
+
+namespace {
+void bindUpdate(KernelCall& c, const CausalConv1dUpdateArgs& a, const detail::ConvUpdateDims& d, void* err) {
+  thread_local const Args A{kUpdateSchema.names, kUpdateSchema.count};
+  c.pointer(A("state"), a.conv_state, DType::F32, true);
+  c.pointer(A("x"), a.x, DType::F32, true);
+  c.pointer(A("weight"), a.weight, DType::F32, true);
+  c.pointer(A("bias"), a.bias, DType::F32, true);
+  c.pointer(A("out"), a.out, DType::F32, true);
+  c.pointer(A("state_idx"), a.state_indices, DType::I32, false);
+  c.pointer(A("err"), err, DType::I64);
+  c.size(A("D"), d.D, true);
+  c.size(A("L"), d.L, true);
+  c.size(A("batch"), d.batch, false);
+  c.size(A("nslots"), d.S, false);
+  const TensorView& st = a.conv_state;
+  c.stride(A("s_state_slot"), st.strides[0]);
+  c.stride(A("s_state_d"), st.strides[1]);
+  c.stride(A("s_state_k"), st.strides[2]);
+  c.stride(A("s_x_b"), a.x.strides[0]);
+  c.stride(A("s_x_t"), d.L > 1 ? a.x.strides[1] : 0);
+  c.stride(A("s_x_d"), a.x.strides[2]);
+  c.stride(A("s_w_d"), a.weight.strides[0]);
+  c.stride(A("s_w_k"), a.weight.strides[1]);
+  c.stride(A("s_bias_d"), a.bias.defined() ? a.bias.strides[0] : 0);
+  c.stride(A("s_out_b"), a.out.strides[0]);
+  c.stride(A("s_out_t"), d.L > 1 ? a.out.strides[1] : 0);
+  c.stride(A("s_out_d"), a.out.strides[2]);
+  c.stride(A("s_idx_b"), a.state_indices.defined() ? a.state_indices.strides[0] : 0);
+  c.flag(A("has_bias"), a.bias.defined());
+  c.flag(A("silu"), a.silu);
+  c.flag(A("has_state_idx"), a.state_indices.defined());
+  c.flag(A("commit"), a.commit);
+  c.meta("meta:width", d.W);
+  c.meta("meta:index_bits", fits32({&a.conv_state, &a.x, &a.out, &a.weight, &a.bias}) ? 32 : 64);
+}
+}  // namespace
+
+void causal_conv1d_update(const CausalConv1dUpdateArgs& a, Stream stream) {
+  const detail::ConvUpdateDims d = detail::checkConv1dUpdateArgs(a, DeviceKind::CUDA, "causal_conv1d_update");
+  if (d.batch == 0 || d.D == 0) return;
+  KernelCall c(kernels::kConvUpdateKernel, kUpdateSchema);
+  bindUpdate(c, a, d, deviceStatusRecord());
+  const int64_t bd = c.metaValue("meta:BLOCK_D");
+  const unsigned grid[3] = {u((d.D + bd - 1) / bd), u(d.batch), 1};
+  c.launch(grid, static_cast<CUstream>(stream));
+}
+
+std::vector<Specialization> detail::convSpecializations(const CausalConv1dArgs& a, const std::string& arch) {
+  const ConvDims d = checkConv1dArgs(a, a.x.device, "causal_conv1d");
+  std::vector<Specialization> out;
+  KernelCall f(kernels::kConvFwdKernel, kFwdSchema);
+  bindForward(f, a, d, nullptr);
+  out.push_back(f.specialization(arch));
+  if (needsFinalStateLaunch(a, d)) {
+    KernelCall c(kernels::kConvFinalStateKernel, kFinalSchema);
+    bindFinalState(c, a, d, nullptr);
+    out.push_back(c.specialization(arch));
+  }
+  return out;
+}
+
+Specialization detail::convUpdateSpecialization(const CausalConv1dUpdateArgs& a, const std::string& arch) {
+  const ConvUpdateDims d = checkConv1dUpdateArgs(a, a.x.device, "causal_conv1d_update");
+  KernelCall c(kernels::kConvUpdateKernel, kUpdateSchema);
+  bindUpdate(c, a, d, nullptr);
+  return c.specialization(arch);
+}
+
+}  // namespace ssmjit

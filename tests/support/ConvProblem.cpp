@@ -1,0 +1,190 @@
+#include "tests/support/ConvProblem.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "runtime/Driver.h"
+
+namespace ssmjit::testing {
+
+namespace {
+HostTensor contiguous(DType t, const std::vector<int64_t>& shape, std::mt19937_64& rng) {
+  return makeTensor(t, shape, Layout{}, rng);
+}
+HostTensor indexTensor(const std::vector<int64_t>& v, std::mt19937_64& rng) {
+  HostTensor h = contiguous(DType::I32, {static_cast<int64_t>(v.size())}, rng);
+  for (size_t i = 0; i < v.size(); ++i) storeElement(h.view(), static_cast<int64_t>(i), static_cast<double>(v[i]));
+  return h;
+}
+// A permutation of the first n of `slots` slots, with entry 1 set to -1 when n > 1.
+std::vector<int64_t> slotList(int64_t n, int64_t slots, std::mt19937_64& rng) {
+  std::vector<int64_t> s(static_cast<size_t>(slots));
+  std::iota(s.begin(), s.end(), 0);
+  std::shuffle(s.begin(), s.end(), rng);
+  s.resize(static_cast<size_t>(n));
+  if (n > 1) s[1] = -1;
+  return s;
+}
+std::string dtypeShort(DType t) { return dtypeName(t); }
+}  // namespace
+
+std::string ConvCase::name() const {
+  std::string s = layout == ConvLayout::ChannelLast ? "cl" : "cf";
+  s += "_" + dtypeShort(xType) + "_w" + dtypeShort(wType) + "_W" + std::to_string(W) + "_D" + std::to_string(D);
+  s += packing == ConvPacking::Dense ? "_dense" : packing == ConvPacking::CuSeqlens ? "_cu" : "_pos";
+  s += "_n" + std::to_string(lens.size()) + "_T" + std::to_string(std::accumulate(lens.begin(), lens.end(), int64_t{0}));
+  if (initialStates) s += "_init";
+  if (finalStates) s += "_final";
+  if (slotIndices) s += "_idx";
+  if (!bias) s += "_nobias";
+  if (!silu) s += "_nosilu";
+  return s;
+}
+
+ConvProblem::ConvProblem(const ConvCase& cc) : c(cc) {
+  std::mt19937_64 rng(c.seed);
+  const bool packed = c.packing != ConvPacking::Dense;
+  const int64_t nseq = static_cast<int64_t>(c.lens.size());
+  const int64_t T = std::accumulate(c.lens.begin(), c.lens.end(), int64_t{0});
+  const int64_t B = packed ? 1 : nseq, L = packed ? T : c.lens[0];
+  const bool cl = c.layout == ConvLayout::ChannelLast;
+  const std::vector<int64_t> xs = cl ? std::vector<int64_t>{B, L, c.D} : std::vector<int64_t>{B, c.D, L};
+  x = contiguous(c.xType, xs, rng);
+  fillUniform(x, rng, -1, 1);
+  out = contiguous(c.xType, xs, rng);  // poisoned
+  weight = contiguous(c.wType, {c.D, c.W}, rng);
+  fillUniform(weight, rng, -0.5, 0.5);
+  if (c.bias) {
+    bias = contiguous(c.wType, {c.D}, rng);
+    fillUniform(bias, rng, -0.5, 0.5);
+  }
+  std::vector<int64_t> cuv{0};
+  for (int64_t l : c.lens) cuv.push_back(cuv.back() + l);
+  if (c.packing == ConvPacking::CuSeqlens) cu = indexTensor(cuv, rng);
+  if (c.packing == ConvPacking::Positions) {
+    pos = contiguous(DType::I32, {1, T}, rng);
+    for (int64_t i = 0; i < nseq; ++i)
+      for (int64_t t = cuv[i]; t < cuv[i + 1]; ++t) storeElement(pos.view(), t, static_cast<double>(t - cuv[i]));
+  }
+  if (c.initialStates || c.finalStates) {
+    const int64_t slots = nseq + 2;
+    states = contiguous(c.stateType, {slots, c.D, c.W - 1}, rng);
+    fillUniform(states, rng, -1, 1);
+    if (c.slotIndices) {
+      const auto s = slotList(nseq, slots, rng);
+      if (c.initialStates) initIdx = indexTensor(s, rng);
+      if (c.finalStates) finalIdx = indexTensor(s, rng);
+    }
+  }
+}
+
+CausalConv1dArgs ConvProblem::args() const {
+  CausalConv1dArgs a;
+  auto v = [](const HostTensor& h) { return h.defined ? h.view() : TensorView{}; };
+  a.x = v(x);
+  a.weight = v(weight);
+  a.bias = v(bias);
+  a.out = v(out);
+  a.layout = c.layout;
+  a.silu = c.silu;
+  a.cu_seqlens = v(cu);
+  a.seq_pos = v(pos);
+  if (c.initialStates) a.initial_states = v(states);
+  if (c.finalStates) a.final_states = v(states);
+  a.initial_state_indices = v(initIdx);
+  a.final_state_indices = v(finalIdx);
+  return a;
+}
+
+std::vector<HostTensor*> ConvProblem::all() { return {&x, &weight, &bias, &out, &cu, &pos, &states, &initIdx, &finalIdx}; }
+
+std::string ConvUpdateCase::name() const {
+  return dtypeShort(xType) + "_state" + dtypeShort(stateType) + "_W" + std::to_string(W) + "_D" + std::to_string(D) +
+         "_b" + std::to_string(batch) + "_L" + std::to_string(L) + (commit ? "" : "_nocommit") + (indices ? "_idx" : "");
+}
+
+ConvUpdateProblem::ConvUpdateProblem(const ConvUpdateCase& cc) : c(cc) {
+  std::mt19937_64 rng(c.seed);
+  const int64_t slots = c.indices ? c.slots : c.batch;
+  state = contiguous(c.stateType, {slots, c.D, c.W - 1}, rng);
+  fillUniform(state, rng, -1, 1);
+  x = contiguous(c.xType, {c.batch, c.L, c.D}, rng);
+  fillUniform(x, rng, -1, 1);
+  out = contiguous(c.xType, {c.batch, c.L, c.D}, rng);
+  weight = contiguous(DType::F32, {c.D, c.W}, rng);
+  fillUniform(weight, rng, -0.5, 0.5);
+  if (c.bias) {
+    bias = contiguous(DType::F32, {c.D}, rng);
+    fillUniform(bias, rng, -0.5, 0.5);
+  }
+  if (c.indices) idx = indexTensor(slotList(c.batch, slots, rng), rng);
+}
+
+CausalConv1dUpdateArgs ConvUpdateProblem::args() const {
+  CausalConv1dUpdateArgs a;
+  auto v = [](const HostTensor& h) { return h.defined ? h.view() : TensorView{}; };
+  a.conv_state = v(state);
+  a.x = v(x);
+  a.weight = v(weight);
+  a.bias = v(bias);
+  a.out = v(out);
+  a.state_indices = v(idx);
+  a.silu = c.silu;
+  a.commit = c.commit;
+  return a;
+}
+
+std::vector<HostTensor*> ConvUpdateProblem::all() { return {&state, &x, &weight, &bias, &out, &idx}; }
+
+DeviceTensors::DeviceTensors(const std::vector<HostTensor*>& host) {
+  for (HostTensor* h : host) {
+    bufs.emplace_back();
+    if (!h->defined) continue;
+    bufs.back() = DeviceBuffer(h->bytes.size());
+    bufs.back().uploadBytes(h->bytes.data(), h->bytes.size());
+  }
+  driver::check(driver::api().cuCtxSynchronize(), "cuCtxSynchronize (after uploading inputs)");
+}
+
+TensorView DeviceTensors::view(size_t k, const HostTensor& h) const {
+  if (!h.defined) return {};
+  TensorView v = h.meta;
+  v.data = static_cast<char*>(bufs[k].data()) + h.byteOffset;
+  v.device = DeviceKind::CUDA;
+  v.deviceId = 0;
+  return v;
+}
+
+std::vector<uint8_t> DeviceTensors::download(size_t k) const {
+  std::vector<uint8_t> v(bufs[k].bytes());
+  if (!v.empty()) bufs[k].downloadBytes(v.data(), v.size());
+  return v;
+}
+
+CausalConv1dArgs deviceArgs(ConvProblem& p, const DeviceTensors& d) {
+  CausalConv1dArgs a = p.args();
+  a.x = d.view(0, p.x);
+  a.weight = d.view(1, p.weight);
+  a.bias = d.view(2, p.bias);
+  a.out = d.view(3, p.out);
+  a.cu_seqlens = d.view(4, p.cu);
+  a.seq_pos = d.view(5, p.pos);
+  if (p.c.initialStates) a.initial_states = d.view(6, p.states);
+  if (p.c.finalStates) a.final_states = d.view(6, p.states);
+  a.initial_state_indices = d.view(7, p.initIdx);
+  a.final_state_indices = d.view(8, p.finalIdx);
+  return a;
+}
+
+CausalConv1dUpdateArgs deviceArgs(ConvUpdateProblem& p, const DeviceTensors& d) {
+  CausalConv1dUpdateArgs a = p.args();
+  a.conv_state = d.view(0, p.state);
+  a.x = d.view(1, p.x);
+  a.weight = d.view(2, p.weight);
+  a.bias = d.view(3, p.bias);
+  a.out = d.view(4, p.out);
+  a.state_indices = d.view(5, p.idx);
+  return a;
+}
+
+}  // namespace ssmjit::testing

@@ -1,0 +1,68 @@
+// Causal conv1d problems for the tests and `ssmjit bench`: host tensors with random inputs and
+// poisoned outputs (dense rows or one packed row of sequences of given lengths, either memory
+// order, optional bias and conv states with slot indices), and their device copies.
+#pragma once
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/DeviceBuffer.h"
+#include "ssmjit/ops.h"
+#include "tests/support/HostTensor.h"
+
+namespace ssmjit::testing {
+
+enum class ConvPacking { Dense, CuSeqlens, Positions };
+
+struct ConvCase {
+  ConvLayout layout = ConvLayout::ChannelFirst;
+  DType xType = DType::F32, wType = DType::F32, stateType = DType::F32;
+  int W = 4;
+  int64_t D = 64;
+  std::vector<int64_t> lens = {100, 100};  // Dense: every length equal (one row each)
+  ConvPacking packing = ConvPacking::Dense;
+  bool bias = true, silu = true;
+  bool initialStates = false, finalStates = false;  // same tensor (in place) when both
+  bool slotIndices = false;  // slots through index tensors (permuted, one -1 each when > 1 seq)
+  uint64_t seed = 1;
+  std::string name() const;
+};
+
+struct ConvProblem {
+  ConvCase c;
+  HostTensor x, weight, bias, out, cu, pos, states, initIdx, finalIdx;
+  explicit ConvProblem(const ConvCase& c);
+  CausalConv1dArgs args() const;  // CPU views
+  std::vector<HostTensor*> all();
+};
+
+struct ConvUpdateCase {
+  DType xType = DType::F32, stateType = DType::F32;
+  int W = 4;
+  int64_t D = 64, batch = 3, L = 1, slots = 5;
+  bool bias = true, silu = true, commit = true, indices = true;  // indices: permuted, row 1 = -1
+  uint64_t seed = 1;
+  std::string name() const;
+};
+
+struct ConvUpdateProblem {
+  ConvUpdateCase c;
+  HostTensor state, x, weight, bias, out, idx;
+  explicit ConvUpdateProblem(const ConvUpdateCase& c);
+  CausalConv1dUpdateArgs args() const;
+  std::vector<HostTensor*> all();
+};
+
+// Device copies of host tensors (same bytes, gaps and poison included, same strides).
+struct DeviceTensors {
+  std::vector<DeviceBuffer> bufs;
+  explicit DeviceTensors(const std::vector<HostTensor*>& host);
+  TensorView view(size_t k, const HostTensor& h) const;  // CUDA view of tensor k
+  std::vector<uint8_t> download(size_t k) const;
+};
+
+CausalConv1dArgs deviceArgs(ConvProblem& p, const DeviceTensors& d);
+CausalConv1dUpdateArgs deviceArgs(ConvUpdateProblem& p, const DeviceTensors& d);
+
+}  // namespace ssmjit::testing

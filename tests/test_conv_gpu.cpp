@@ -1,0 +1,249 @@
+// Causal conv1d on the GPU against the float64 reference: fresh random inputs, poisoned outputs,
+// odd channel counts and lengths, every width 2..8, both memory orders, dense and packed rows
+// (cu_seqlens and positions), initial and final states with slot indices (in place), the decode
+// update; packed output equals running each sequence alone, bit for bit; an L-token update equals
+// L one-token updates, bit for bit.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "GpuTest.h"
+#include "ssmjit/ops.h"
+#include "ssmjit/reference.h"
+#include "tests/support/ConvProblem.h"
+
+using namespace ssmjit;
+using namespace ssmjit::testing;
+
+namespace ssmjit::testing {
+inline void PrintTo(const ConvCase& c, std::ostream* os) { *os << c.name(); }
+inline void PrintTo(const ConvUpdateCase& c, std::ostream* os) { *os << c.name(); }
+}  // namespace ssmjit::testing
+
+namespace {
+
+double tol(DType t) { return t == DType::F32 ? 1e-5 : 1e-2; }
+
+std::vector<char> allRows(int64_t n) { return std::vector<char>(static_cast<size_t>(n), 1); }
+
+// Slots a call writes: the final slots (or 0..nseq-1), as a mask over state slots.
+std::vector<char> writtenSlots(ConvProblem& p) {
+  std::vector<char> w(static_cast<size_t>(p.states.meta.shape[0]), 0);
+  if (!p.c.finalStates) return w;
+  const int64_t nseq = static_cast<int64_t>(p.c.lens.size());
+  for (int64_t i = 0; i < nseq; ++i) {
+    const int64_t s = p.finalIdx.defined ? static_cast<int64_t>(loadElement(p.finalIdx.view(), i)) : i;
+    if (s >= 0) w[static_cast<size_t>(s)] = 1;
+  }
+  return w;
+}
+
+void runAndCompare(const ConvCase& c) {
+  ConvProblem ref(c), gpu(c);
+  DeviceTensors d(gpu.all());
+  const std::vector<uint8_t> statesBefore = ref.states.bytes;
+  reference::causal_conv1d(ref.args());
+  causal_conv1d(deviceArgs(gpu, d));
+  checkDeviceErrors();
+  const double t = tol(c.xType == DType::F32 && c.stateType == DType::F32 ? DType::F32 : DType::BF16);
+  const Compared co = compareTensor(ref.out, d.download(3), allRows(ref.out.meta.shape[0]));
+  EXPECT_EQ(co.violations, 0) << "out: " << co.first;
+  EXPECT_LE(co.relL2, t) << "out: " << co.first;
+  EXPECT_LE(co.maxErr, t < 1e-4 ? 1e-4 : 3e-2) << "out: " << co.first;
+  if (c.initialStates || c.finalStates) {
+    const Compared cs = compareTensor(ref.states, d.download(6), statesBefore, writtenSlots(ref));
+    EXPECT_EQ(cs.violations, 0) << "states: " << cs.first;
+    EXPECT_LE(cs.relL2, t) << "states: " << cs.first;
+  }
+}
+
+std::vector<ConvCase> forwardCases() {
+  std::vector<ConvCase> out;
+  uint64_t seed = 1;
+  for (ConvLayout layout : {ConvLayout::ChannelFirst, ConvLayout::ChannelLast})
+    for (DType dt : {DType::F32, DType::BF16})
+      for (int W : {2, 3, 4, 5, 8})
+        for (ConvPacking p : {ConvPacking::Dense, ConvPacking::CuSeqlens, ConvPacking::Positions}) {
+          ConvCase c;
+          c.layout = layout;
+          c.xType = c.stateType = dt;
+          c.wType = DType::F32;
+          c.W = W;
+          c.D = 67;
+          c.packing = p;
+          c.lens = p == ConvPacking::Dense ? std::vector<int64_t>{301, 301, 301} : std::vector<int64_t>{1, 2, 70, 3, 257, 5, 129};
+          c.initialStates = c.finalStates = p != ConvPacking::Positions;
+          c.slotIndices = p == ConvPacking::CuSeqlens;
+          c.seed = seed++;
+          out.push_back(c);
+        }
+  ConvCase f16;  // fp16 input with an fp16 weight and no bias, no SiLU
+  f16.xType = f16.wType = f16.stateType = DType::F16;
+  f16.bias = f16.silu = false;
+  f16.lens = {513};
+  out.push_back(f16);
+  return out;
+}
+
+class ConvForward : public GpuTest, public ::testing::WithParamInterface<ConvCase> {};
+TEST_P(ConvForward, MatchesFloat64Reference) { runAndCompare(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Matrix, ConvForward, ::testing::ValuesIn(forwardCases()),
+                         [](const auto& i) { return i.param.name(); });
+
+// Packed equals per-sequence, bit for bit: out and final states.
+class ConvPacked : public GpuTest, public ::testing::WithParamInterface<ConvLayout> {};
+TEST_P(ConvPacked, EqualsEachSequenceAlone) {
+  ConvCase c;
+  c.layout = GetParam();
+  c.xType = c.stateType = DType::BF16;
+  c.W = 4;
+  c.D = 96;
+  c.packing = ConvPacking::CuSeqlens;
+  c.lens = {57, 1, 200, 2, 64, 300};
+  c.initialStates = c.finalStates = true;
+  ConvProblem packed(c);
+  DeviceTensors dp(packed.all());
+  causal_conv1d(deviceArgs(packed, dp));
+  checkDeviceErrors();
+  const std::vector<uint8_t> outP = dp.download(3), statesP = dp.download(6);
+  const bool cl = c.layout == ConvLayout::ChannelLast;
+  const int64_t T = packed.x.meta.shape[cl ? 1 : 2];
+  int64_t start = 0;
+  for (size_t i = 0; i < c.lens.size(); ++i) {
+    SCOPED_TRACE("sequence " + std::to_string(i));
+    const int64_t len = c.lens[i];
+    // The same tensors, viewed as one dense row holding sequence i alone, with its state slot.
+    CausalConv1dArgs a = deviceArgs(packed, dp);
+    a.cu_seqlens = {};
+    a.out.data = nullptr;
+    DeviceBuffer outAlone(static_cast<size_t>(c.D * len * dtypeBytes(c.xType)));
+    outAlone.fill(0xFF);
+    const int64_t eb = dtypeBytes(c.xType);
+    a.x.data = static_cast<char*>(dp.bufs[0].data()) + start * a.x.strides[cl ? 1 : 2] * eb;
+    a.x.shape[cl ? 1 : 2] = len;
+    a.out = TensorView::contiguous(outAlone.data(), c.xType, cl ? std::initializer_list<int64_t>{1, len, c.D}
+                                                                 : std::initializer_list<int64_t>{1, c.D, len});
+    DeviceTensors fresh(packed.all());  // the states as they were before the packed call
+    TensorView st = fresh.view(6, packed.states);
+    st.data = static_cast<char*>(st.data) + static_cast<int64_t>(i) * st.strides[0] * dtypeBytes(c.stateType);
+    st.shape[0] = 1;
+    a.initial_states = a.final_states = st;
+    causal_conv1d(a);
+    checkDeviceErrors();
+    const std::vector<uint8_t> o = outAlone.download<uint8_t>();
+    for (int64_t dd = 0; dd < c.D; ++dd)
+      for (int64_t t = 0; t < len; ++t) {
+        const int64_t offP = cl ? (start + t) * c.D + dd : dd * T + start + t;
+        const int64_t offA = cl ? t * c.D + dd : dd * len + t;
+        ASSERT_EQ(0, std::memcmp(&outP[offP * eb], &o[offA * eb], eb)) << "out d=" << dd << " t=" << t;
+      }
+    const std::vector<uint8_t> s = fresh.download(6);
+    const int64_t rowBytes = c.D * (c.W - 1) * dtypeBytes(c.stateType);
+    ASSERT_EQ(0, std::memcmp(&statesP[i * rowBytes], &s[i * rowBytes], rowBytes)) << "final state";
+    start += len;
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Layouts, ConvPacked, ::testing::Values(ConvLayout::ChannelFirst, ConvLayout::ChannelLast),
+                         [](const auto& i) { return i.param == ConvLayout::ChannelLast ? "channel_last" : "channel_first"; });
+
+// Bad cu_seqlens is reported by checkDeviceErrors, naming it.
+class ConvDeviceChecks : public GpuTest {};
+TEST_F(ConvDeviceChecks, BadCuSeqlensIsReported) {
+  ConvCase c;
+  c.packing = ConvPacking::CuSeqlens;
+  c.lens = {10, 20, 30};
+  ConvProblem p(c);
+  storeElement(p.cu.view(), 2, 5);  // cu = {0, 10, 5, 60}: not increasing
+  DeviceTensors d(p.all());
+  checkDeviceErrors();
+  causal_conv1d(deviceArgs(p, d));
+  try {
+    checkDeviceErrors();
+    FAIL() << "expected a cu_seqlens error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cu_seqlens"), std::string::npos) << e.what();
+  }
+}
+
+// ---- decode update ----
+
+std::vector<ConvUpdateCase> updateCases() {
+  std::vector<ConvUpdateCase> out;
+  uint64_t seed = 100;
+  for (DType dt : {DType::F32, DType::BF16})
+    for (int W : {2, 3, 4, 8})
+      for (int64_t L : {1, 5})
+        for (bool commit : {true, false}) {
+          ConvUpdateCase c;
+          c.xType = c.stateType = dt;
+          c.W = W;
+          c.D = 131;
+          c.L = L;
+          c.batch = 4;
+          c.commit = commit;
+          c.seed = seed++;
+          out.push_back(c);
+        }
+  ConvUpdateCase big;
+  big.batch = 257;
+  big.slots = 300;
+  big.D = 64;
+  big.L = 2;
+  out.push_back(big);
+  return out;
+}
+
+class ConvUpdate : public GpuTest, public ::testing::WithParamInterface<ConvUpdateCase> {};
+TEST_P(ConvUpdate, MatchesFloat64Reference) {
+  const ConvUpdateCase& c = GetParam();
+  ConvUpdateProblem ref(c), gpu(c);
+  DeviceTensors d(gpu.all());
+  const std::vector<uint8_t> before = ref.state.bytes;
+  reference::causal_conv1d_update(ref.args());
+  causal_conv1d_update(deviceArgs(gpu, d));
+  checkDeviceErrors();
+  std::vector<char> rows(static_cast<size_t>(c.batch), 1), slots(static_cast<size_t>(ref.state.meta.shape[0]), 0);
+  for (int64_t b = 0; b < c.batch; ++b) {
+    const int64_t s = c.indices ? static_cast<int64_t>(loadElement(ref.idx.view(), b)) : b;
+    if (s < 0) rows[static_cast<size_t>(b)] = 0;
+    else if (c.commit) slots[static_cast<size_t>(s)] = 1;
+  }
+  const double t = tol(c.xType == DType::F32 && c.stateType == DType::F32 ? DType::F32 : DType::BF16);
+  const Compared co = compareTensor(ref.out, d.download(4), rows);
+  EXPECT_EQ(co.violations, 0) << "out: " << co.first;
+  EXPECT_LE(co.relL2, t) << "out: " << co.first;
+  const Compared cs = compareTensor(ref.state, d.download(0), before, slots);
+  EXPECT_EQ(cs.violations, 0) << "state: " << cs.first;
+  EXPECT_LE(cs.relL2, t) << "state: " << cs.first;
+}
+INSTANTIATE_TEST_SUITE_P(Matrix, ConvUpdate, ::testing::ValuesIn(updateCases()),
+                         [](const auto& i) { return i.param.name(); });
+
+// L tokens in one launch equal L one-token launches, bit for bit (out and committed state).
+TEST_F(GpuTest, ConvUpdateTokensEqualOneTokenCalls) {
+  ConvUpdateCase c;
+  c.xType = c.stateType = DType::BF16;
+  c.W = 4;
+  c.D = 200;
+  c.L = 6;
+  c.batch = 5;
+  ConvUpdateProblem p(c);
+  DeviceTensors all(p.all()), step(p.all());
+  causal_conv1d_update(deviceArgs(p, all));
+  CausalConv1dUpdateArgs one = deviceArgs(p, step);
+  const int64_t eb = dtypeBytes(c.xType);
+  for (int64_t t = 0; t < c.L; ++t) {
+    CausalConv1dUpdateArgs a = one;
+    a.x.shape[1] = a.out.shape[1] = 1;
+    a.x.data = static_cast<char*>(a.x.data) + t * a.x.strides[1] * eb;
+    a.out.data = static_cast<char*>(a.out.data) + t * a.out.strides[1] * eb;
+    causal_conv1d_update(a);
+  }
+  checkDeviceErrors();
+  EXPECT_EQ(all.download(4), step.download(4)) << "out";
+  EXPECT_EQ(all.download(0), step.download(0)) << "state";
+}
+
+}  // namespace

@@ -1,0 +1,183 @@
+// `ssmjit bench-conv`: causal conv1d forward (both memory orders, dense rows and one packed row of
+// mixed-length sequences) and the decode update, on the GPU. Reports µs per call (CUDA events
+// around back-to-back calls, median of trials), achieved TB/s (bytes that must move: x read, out
+// written, states read and written) and % of the device-to-device copy bandwidth measured in the
+// same run, next to causal-conv1d's H100 numbers from shared/anchors.md. Ends with a Markdown table.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/DeviceBuffer.h"
+#include "runtime/Driver.h"
+#include "ssmjit/ops.h"
+#include "tests/support/ConvProblem.h"
+#include "tools/GpuTiming.h"
+#include "tools/ToolSupport.h"
+
+namespace ssmjit::tool {
+namespace {
+
+struct ConvBenchOptions {
+  int64_t dim = 5376, width = 4, batch = 8, seqlen = 2048, packedTokens = 16384;
+  int64_t minLen = 57, maxLen = 2048;
+  std::string dtype = "bf16";
+  std::vector<int64_t> updateBatches{1, 16, 64, 256};
+  std::vector<int64_t> updateTokens{1, 8};
+  int iters = 20, trials = 5;
+  uint64_t seed = 1;
+};
+
+struct Row {
+  std::string what;
+  double us = 0, bytes = 0;
+  std::string anchor;
+};
+
+// Median over trials of the mean time of `iters` back-to-back calls.
+double timeUs(const std::function<void(CUstream)>& call, CUstream s, int iters, int trials) {
+  call(s);  // compile / load, warm up
+  driver::check(driver::api().cuStreamSynchronize(s), "cuStreamSynchronize");
+  std::vector<double> us;
+  Event e0, e1;
+  for (int t = 0; t < trials; ++t) {
+    e0.record(s);
+    for (int i = 0; i < iters; ++i) call(s);
+    e1.record(s);
+    us.push_back(1e3 * e1.since(e0) / iters);
+  }
+  checkDeviceErrors(s);
+  return median(us);
+}
+
+// Sequence lengths in [lo, hi] summing to `total` exactly (the last one absorbs the remainder,
+// split so that every length stays in range).
+std::vector<int64_t> mixedLengths(int64_t total, int64_t lo, int64_t hi, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> len(lo, hi);
+  std::vector<int64_t> v;
+  int64_t left = total;
+  while (left > hi + lo) {
+    const int64_t l = len(rng);
+    v.push_back(l);
+    left -= l;
+  }
+  if (left > hi) {
+    v.push_back(left / 2);
+    left -= left / 2;
+  }
+  v.push_back(left);
+  return v;
+}
+
+int runConvBench(const ConvBenchOptions& o) {
+  const DType dt = parseFloatDType(o.dtype, "--dtype");
+  if (o.width < 2 || o.width > kMaxConvWidth)
+    throw UsageError(strf("--width is %lld, expected 2..%d", (long long)o.width, kMaxConvWidth));
+  driver::ensureContext();
+  CUstream s = nullptr;
+  const double copy = measureCopyGBs(s);
+  std::printf("device-to-device copy: %.0f GB/s\n", copy);
+  std::vector<Row> rows;
+  const double eb = dtypeBytes(dt);
+
+  auto forward = [&](ConvLayout layout, testing::ConvPacking packing, std::vector<int64_t> lens, const char* anchor) {
+    testing::ConvCase c;
+    c.layout = layout;
+    c.xType = dt;
+    c.wType = DType::F32;
+    c.W = static_cast<int>(o.width);
+    c.D = o.dim;
+    c.lens = std::move(lens);
+    c.packing = packing;
+    c.seed = o.seed;
+    testing::ConvProblem p(c);
+    testing::DeviceTensors d(p.all());
+    const CausalConv1dArgs a = testing::deviceArgs(p, d);
+    const double us = timeUs([&](CUstream st) { causal_conv1d(a, st); }, s, o.iters, o.trials);
+    const int64_t T = std::accumulate(c.lens.begin(), c.lens.end(), int64_t{0});
+    const std::string shape = packing == testing::ConvPacking::Dense
+                                  ? strf("%zux%lld", c.lens.size(), (long long)c.lens[0])
+                                  : strf("packed %lld tokens, %zu seqs (%lld..%lld)", (long long)T, c.lens.size(),
+                                         (long long)*std::min_element(c.lens.begin(), c.lens.end()),
+                                         (long long)*std::max_element(c.lens.begin(), c.lens.end()));
+    rows.push_back({strf("fwd %s %s", layout == ConvLayout::ChannelLast ? "channel-last" : "channel-first", shape.c_str()),
+                    us, 2.0 * static_cast<double>(T * o.dim) * eb, anchor});
+    std::printf("%-70s %9.1f us\n", rows.back().what.c_str(), us);
+  };
+  const std::vector<int64_t> dense(static_cast<size_t>(o.batch), o.seqlen);
+  const std::vector<int64_t> mixed = mixedLengths(o.packedTokens, o.minLen, o.maxLen, o.seed);
+  forward(ConvLayout::ChannelFirst, testing::ConvPacking::Dense, dense, "127 us");
+  forward(ConvLayout::ChannelLast, testing::ConvPacking::Dense, dense, "138 us");
+  forward(ConvLayout::ChannelFirst, testing::ConvPacking::CuSeqlens, mixed, "");
+  forward(ConvLayout::ChannelLast, testing::ConvPacking::CuSeqlens, mixed, "190 us (seq_idx)");
+  forward(ConvLayout::ChannelLast, testing::ConvPacking::Positions, mixed, "");
+
+  for (int64_t b : o.updateBatches)
+    for (int64_t L : o.updateTokens) {
+      testing::ConvUpdateCase c;
+      c.xType = dt;
+      c.stateType = dt;
+      c.W = static_cast<int>(o.width);
+      c.D = o.dim;
+      c.batch = b;
+      c.slots = b;
+      c.L = L;
+      c.indices = false;
+      c.seed = o.seed;
+      testing::ConvUpdateProblem p(c);
+      testing::DeviceTensors d(p.all());
+      const CausalConv1dUpdateArgs a = testing::deviceArgs(p, d);
+      const double us = timeUs([&](CUstream st) { causal_conv1d_update(a, st); }, s, 100, o.trials);
+      const double bytes = static_cast<double>(b * o.dim) * eb * (2.0 * (o.width - 1) + 2.0 * L);
+      const char* anchor = b == 64 ? (L == 1 ? "12 us" : L == 8 ? "25 us" : "") : "";
+      rows.push_back({strf("update batch %lld, %lld new token%s", (long long)b, (long long)L, L > 1 ? "s" : ""), us,
+                      bytes, anchor});
+      std::printf("%-70s %9.1f us\n", rows.back().what.c_str(), us);
+    }
+
+  std::printf("\n| %s, D %lld, W %lld | µs | TB/s | %% of copy | causal-conv1d (anchors.md) |\n|---|---|---|---|---|\n",
+              o.dtype.c_str(), (long long)o.dim, (long long)o.width);
+  for (const Row& r : rows) {
+    const double gbs = r.bytes / (r.us * 1e-6) / 1e9;
+    std::printf("| %s | %.1f | %.2f | %.0f%% | %s |\n", r.what.c_str(), r.us, gbs / 1e3, 100.0 * gbs / copy,
+                r.anchor.c_str());
+  }
+  std::printf("\ncopy bandwidth measured in this run: %.2f TB/s\n", copy / 1e3);
+  return 0;
+}
+
+}  // namespace
+
+Command addConvBenchCommand(CLI::App& parent) {
+  auto o = std::make_shared<ConvBenchOptions>();
+  CLI::App* app = parent.add_subcommand(
+      "bench-conv",
+      "Benchmark causal_conv1d (channel-first and channel-last, dense rows and one packed row of "
+      "mixed-length sequences) and causal_conv1d_update on the GPU: µs per call, achieved TB/s and "
+      "% of the copy bandwidth measured in the same run. Ends with a Markdown table.");
+  app->add_option("--dim", o->dim, "Channels D")->capture_default_str();
+  app->add_option("--width", o->width, "Conv width W (2..8)")->capture_default_str();
+  app->add_option("--batch", o->batch, "Dense rows")->capture_default_str();
+  app->add_option("--seqlen", o->seqlen, "Dense row length")->capture_default_str();
+  app->add_option("--packed-tokens", o->packedTokens, "Tokens of the packed row")->capture_default_str();
+  app->add_option("--min-len", o->minLen, "Shortest packed sequence")->capture_default_str();
+  app->add_option("--max-len", o->maxLen, "Longest packed sequence")->capture_default_str();
+  app->add_option("--dtype", o->dtype, "x/out (and update state) dtype: fp32, bf16, fp16")
+      ->check(CLI::IsMember(floatDTypeNames()))
+      ->capture_default_str();
+  app->add_option("--update-batch", o->updateBatches, "Update batch sizes, comma-separated")->delimiter(',')->capture_default_str();
+  app->add_option("--update-tokens", o->updateTokens, "New tokens per update, comma-separated")->delimiter(',')->capture_default_str();
+  app->add_option("--iters", o->iters, "Calls per trial (forward)")->capture_default_str();
+  app->add_option("--trials", o->trials, "Trials; the median is reported")->capture_default_str();
+  app->add_option("--seed", o->seed, "Random seed")->capture_default_str();
+  return {app, [o] { return runConvBench(*o); }};
+}
+
+}  // namespace ssmjit::tool

@@ -1,0 +1,38 @@
+#include "tools/GpuTiming.h"
+
+#include <vector>
+
+#include "runtime/DeviceBuffer.h"
+#include "tools/ToolSupport.h"
+
+namespace ssmjit::tool {
+
+int deviceAttribute(CUdevice_attribute attr, const char* what) {
+  driver::ensureContext();
+  CUdevice dev = 0;
+  driver::check(driver::api().cuCtxGetDevice(&dev), "cuCtxGetDevice");
+  int v = 0;
+  driver::check(driver::api().cuDeviceGetAttribute(&v, attr, dev), what);
+  return v;
+}
+
+double measureCopyGBs(CUstream s) {
+  const size_t bytes = size_t(1) << 30;
+  DeviceBuffer src(bytes), dst(bytes);
+  const driver::Api& a = driver::api();
+  driver::check(a.cuMemsetD8Async(src.ptr(), 0x3c, bytes, s), "cuMemsetD8Async(copy source, 1 GiB)");
+  driver::check(a.cuMemcpyDtoDAsync(dst.ptr(), src.ptr(), bytes, s), "cuMemcpyDtoDAsync(1 GiB, warm-up)");
+  Event e0, e1;
+  std::vector<double> gbs;
+  for (int t = 0; t < 5; ++t) {
+    e0.record(s);
+    for (int k = 0; k < 3; ++k)
+      driver::check(a.cuMemcpyDtoDAsync(dst.ptr(), src.ptr(), bytes, s), "cuMemcpyDtoDAsync(1 GiB)");
+    e1.record(s);
+    const double ms = e1.since(e0);
+    gbs.push_back(2.0 * 3.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e9);
+  }
+  return median(gbs);
+}
+
+}  // namespace ssmjit::tool

@@ -1,0 +1,37 @@
+// GPU timing shared by the benchmarks: CUDA events, device attributes, and the device-to-device
+// copy bandwidth every "% of copy" figure divides by.
+#pragma once
+#include <cuda.h>
+
+#include "runtime/Driver.h"
+
+namespace ssmjit::tool {
+
+class Event {
+ public:
+  Event() { driver::check(driver::api().cuEventCreate(&e_, CU_EVENT_DEFAULT), "cuEventCreate"); }
+  ~Event() {
+    if (e_) driver::api().cuEventDestroy(e_);
+  }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record(CUstream s) { driver::check(driver::api().cuEventRecord(e_, s), "cuEventRecord"); }
+  // Milliseconds from `start` to this event (waits for this event).
+  float since(const Event& start) const {
+    driver::check(driver::api().cuEventSynchronize(e_), "cuEventSynchronize");
+    float ms = 0;
+    driver::check(driver::api().cuEventElapsedTime(&ms, start.e_, e_), "cuEventElapsedTime");
+    return ms;
+  }
+
+ private:
+  CUevent e_ = nullptr;
+};
+
+int deviceAttribute(CUdevice_attribute attr, const char* what);
+
+// Device-to-device copy bandwidth: cuMemcpyDtoDAsync of 1 GiB, bytes read + written, median of
+// five trials of three copies.
+double measureCopyGBs(CUstream s);
+
+}  // namespace ssmjit::tool
