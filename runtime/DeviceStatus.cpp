@@ -69,6 +69,19 @@ std::string deviceStatusMessage(const int64_t rec[kDeviceStatusWords]) {
       return "selective_state_update: dst_state_indices[" + b + ", :] holds " + v +
              ", which is out of range [0, " + bound +
              ") and not -1 (skip); that token's state write was skipped";
+    case kernels::kErrConvUpdateSlot:
+      return "causal_conv1d_update: state_indices[" + b + "] = " + v + " is out of range [0, " + bound +
+             ") and not -1 (padding); that row was skipped";
+    case kernels::kErrConvCuSeqlens:
+      return "causal_conv1d: cu_seqlens[" + b + "] = " + v + ", cu_seqlens[" + b + " + 1] = " + bound +
+             ": expected cu_seqlens[0] = 0, strictly increasing, and cu_seqlens[nseq] = T (tokens); "
+             "out is unspecified and no final state was written for that sequence";
+    case kernels::kErrConvInitSlot:
+      return "causal_conv1d: initial_state_indices[" + b + "] = " + v + " is out of range [0, " + bound +
+             ") and not -1; that sequence started from zeros";
+    case kernels::kErrConvFinalSlot:
+      return "causal_conv1d: final_state_indices[" + b + "] = " + v + " is out of range [0, " + bound +
+             ") and not -1; that sequence's final state was not written";
   }
   return "device status record holds unknown error code " + std::to_string(rec[0]) + " (row " + b +
          ", value " + v + ", bound " + bound + ")";

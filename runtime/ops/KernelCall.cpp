@@ -31,6 +31,7 @@ void KernelCall::pointer(int arg, void* p, DType dtype) {
 void KernelCall::size(int arg, int64_t value, bool bound) {
   v[arg].i64 = value;
   if (bound) bind(0, arg, value);
+  else bind(1, arg, value % 16 == 0 ? 16 : 1);  // masks against it keep their vector width
 }
 void KernelCall::stride(int arg, int64_t value) {
   v[arg].i64 = value;

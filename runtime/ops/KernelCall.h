@@ -27,7 +27,7 @@ class KernelCall {
   void pointer(int arg, const TensorView& t, DType absent, bool data);
   // A metadata pointer of a fixed dtype (the device status record).
   void pointer(int arg, void* p, DType dtype);
-  void size(int arg, int64_t value, bool bound);  // bound: specialised on the value
+  void size(int arg, int64_t value, bool bound);  // bound: on the value, else its "div:" class
   void stride(int arg, int64_t value);            // 0 and 1 bind; others bind a "div:" class
   void flag(int arg, bool value);
   void meta(const char* name, int64_t value);     // `name` must outlive the call (a literal)
