@@ -10,6 +10,8 @@
 #include "ssmjit/ops.h"
 
 namespace ssmjit::detail {
+
+constexpr int64_t kMaxGridRows = 65535;  // gridDim.y / gridDim.z
 namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
@@ -154,6 +156,11 @@ ConvDims checkConv1dArgs(const CausalConv1dArgs& a, DeviceKind device, const cha
     d.finalSlots = checkStates(c, "final_states", a.final_states, d.D, d.W);
   checkSlots(c, "final_states", a.final_states, "final_state_indices", a.final_state_indices,
              d.nseq, d.finalSlots);
+  // One grid row per row of x (forward) and per sequence (final states).
+  if (d.batch > kMaxGridRows)
+    c.fail("x has batch = " + str(d.batch) + " (dim 0), expected at most " + str(kMaxGridRows));
+  if (d.nseq > kMaxGridRows)
+    c.fail("cu_seqlens holds " + str(d.nseq) + " sequences, expected at most " + str(kMaxGridRows));
   return d;
 }
 
@@ -201,6 +208,8 @@ ConvUpdateDims checkConv1dUpdateArgs(const CausalConv1dUpdateArgs& a, DeviceKind
     c.fail("conv_state has " + str(d.S) + " slots (dim 0 of shape " +
            a.conv_state.shapeString() + "), expected batch = " + str(d.batch) +
            " when state_indices is not given (sequence b uses slot b)");
+  if (d.batch > kMaxGridRows)  // one grid row per sequence
+    c.fail("x has batch = " + str(d.batch) + " (dim 0), expected at most " + str(kMaxGridRows));
   return d;
 }
 
