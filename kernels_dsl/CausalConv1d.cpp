@@ -21,17 +21,6 @@ using namespace dsl;
 
 namespace {
 
-int64_t nextPow2(int64_t n) {
-  int64_t p = 1;
-  while (p < n) p <<= 1;
-  return p;
-}
-int64_t log2Ceil(int64_t n) {
-  int64_t k = 0;
-  while ((int64_t(1) << k) < n) ++k;
-  return k;
-}
-
 void buildForward(KernelBuilder& k, const Specialization& spec) {
   const int64_t BD = spec.get("meta:BLOCK_D"), BT = spec.get("meta:BLOCK_T"),
                 tiles = spec.get("meta:tiles"), W = spec.get("meta:width");

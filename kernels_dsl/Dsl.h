@@ -120,6 +120,18 @@ class KernelBuilder {
   std::unique_ptr<Impl> impl_;
 };
 
+// Build-time arithmetic for block-size heuristics.
+inline int64_t nextPow2(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+inline int64_t log2Ceil(int64_t n) {  // smallest k with 2^k >= n
+  int64_t k = 0;
+  while ((int64_t(1) << k) < n) ++k;
+  return k;
+}
+
 // Composite math, written once for every kernel.
 Value sigmoid(Value x);
 Value silu(Value x);

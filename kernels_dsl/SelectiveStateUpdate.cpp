@@ -14,12 +14,6 @@ using namespace dsl;
 
 namespace {
 
-int64_t nextPow2(int64_t n) {
-  int64_t p = 1;
-  while (p < n) p <<= 1;
-  return p;
-}
-
 void build(KernelBuilder& k, const Specialization& spec) {
   const int64_t BP = spec.get("meta:BLOCK_P"), BN = spec.get("meta:BLOCK_N");
   auto F = PtrClass::Float;

@@ -25,6 +25,7 @@
 #include "runtime/Driver.h"
 #include "runtime/LoadedKernel.h"
 #include "runtime/ops/ArgCheck.h"
+#include "runtime/ops/KernelCall.h"  // detail::alignClass
 #include "runtime/ops/SelectiveStateUpdateCheck.h"
 #include "runtime/ops/SelectiveStateUpdateSpec.h"
 #include "ssmjit/error.h"
@@ -267,15 +268,6 @@ struct MemoSlot {
 };
 constexpr int kMemoSlots = 4;
 
-int64_t alignClass(const void* p) {
-  const auto a = reinterpret_cast<uintptr_t>(p);
-  if (a % 16 == 0) return 16;
-  if (a % 8 == 0) return 8;
-  if (a % 4 == 0) return 4;
-  if (a % 2 == 0) return 2;
-  return 1;
-}
-
 int64_t nextPow2(int64_t n) {
   int64_t p = 1;
   while (p < n) p <<= 1;
@@ -432,7 +424,7 @@ constexpr Layout kState{"shpn", a_s_state_slot}, kX{"blhp", a_s_x_b}, kDt{"blhp"
   set(names.dtype[a_err], static_cast<int64_t>(ScalarType::I64));
   // Alignment classes of data pointers only: index arrays and the status record are metadata
   // whose addresses vary between calls; specialising on them would recompile mid-serving.
-  for (int i = a_state; i <= a_out; ++i) set(names.align[i], alignClass(v[i].ptr));
+  for (int i = a_state; i <= a_out; ++i) set(names.align[i], detail::alignClass(v[i].ptr));
   // Strides: 0 and 1 bind (they change the code: broadcast, contiguous); others stay dynamic
   // with a divisibility class.
   for (int i = a_s_state_slot; i <= a_s_dst_l; ++i) {

@@ -13,18 +13,6 @@
 namespace ssmjit::reference {
 namespace {
 
-int64_t loadIndex(const TensorView& t, int64_t off) {
-  const char* p = static_cast<const char*>(t.data) + off * dtypeBytes(t.dtype);
-  if (t.dtype == DType::I32) {
-    int32_t i;
-    std::memcpy(&i, p, 4);
-    return i;
-  }
-  int64_t i;
-  std::memcpy(&i, p, 8);
-  return i;
-}
-
 [[noreturn]] void invalid(const char* op, const std::string& msg) {
   throw Error(Error::Kind::InvalidArgument, std::string(op) + ": " + msg);
 }

@@ -71,4 +71,17 @@ inline void storeElement(const TensorView& t, int64_t offset, double v) {
   throw Error(Error::Kind::Internal, "reference: unknown dtype");
 }
 
+// An index tensor's element (int32 or int64) exactly.
+inline int64_t loadIndex(const TensorView& t, int64_t off) {
+  const char* p = static_cast<const char*>(t.data) + off * dtypeBytes(t.dtype);
+  if (t.dtype == DType::I32) {
+    int32_t i;
+    std::memcpy(&i, p, 4);
+    return i;
+  }
+  int64_t i;
+  std::memcpy(&i, p, 8);
+  return i;
+}
+
 }  // namespace ssmjit::reference

@@ -73,18 +73,6 @@ const double* decodeTable(bool bf16) {
 
 // ----- elements as double: loadElement (ElementAccess.h), store and loadIndex
 
-int64_t loadIndex(const TensorView& t, int64_t off) {
-  const char* p = static_cast<const char*>(t.data) + off * dtypeBytes(t.dtype);
-  if (t.dtype == DType::I32) {
-    int32_t i;
-    std::memcpy(&i, p, 4);
-    return i;
-  }
-  int64_t i;
-  std::memcpy(&i, p, 8);
-  return i;
-}
-
 // Only state and out are written, and the check makes them floats.
 void store(const TensorView& t, int64_t off, double v) {
   if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)
