@@ -13,6 +13,7 @@
 
 #include <algorithm>
 
+#include "kernels_dsl/ConvTiles.h"
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
 
@@ -59,21 +60,10 @@ void buildForward(KernelBuilder& k, const Specialization& spec) {
   Value xRow = row * sXb, oRow = row * sOb;
   auto xAt = [&](Value tv) { return xRow + tE(tv) * sXt + dOffs * sXd; };
 
-  // The sequence holding t0: its index, first token, and the next sequence's first token.
-  Value seq0 = k.ifElse(hasCu, [&] {
-    // Largest i with cu[i] <= t0 (cu[0] = 0 <= t0 < cu[nseq] = L).
-    auto lohi = k.forLoop(zeroI, steps, k.constInt(1), {zeroI, nseq}, [&](Value, const std::vector<Value>& c) {
-      Value mid = (c[0] + c[1]) / 2;
-      Value le = k.load(cu, mid * sCu) <= t0;
-      return std::vector<Value>{k.select(le, mid, c[0]), k.select(le, c[1], mid)};
-    });
-    return std::vector<Value>{lohi[0]};
-  }, [&] { return std::vector<Value>{row}; })[0];
-  auto seqBounds = [&](Value s) {
-    return k.ifElse(hasCu, [&] { return std::vector<Value>{k.load(cu, s * sCu), k.load(cu, (s + 1) * sCu)}; },
-                    [&] { return std::vector<Value>{zeroI, L + BT}; });
-  };
-  std::vector<Value> b0 = seqBounds(seq0);
+  const ConvPacking pk{cu, pos, sCu, sPos, hasCu, hasPos, nseq, L, row, BT, W};
+  Value seq0 = sequenceOf(k, pk, t0, steps);
+  std::vector<Value> b0 = sequenceBounds(k, pk, seq0);
+  const ConvInitialStates st{init, initIdx, sIs, sId, sIk, sIidx, hasInit, hasInitIdx, nslots};
 
   // The previous tile: only its last W - 1 tokens are ever shifted in.
   Value tPrev = t0 - BT + rT;
@@ -91,57 +81,19 @@ void buildForward(KernelBuilder& k, const Specialization& spec) {
     Value prevT = c[0], cur = c[1], seq = c[2], start = c[3], next = c[4];
     Value ahead = loadTile(i + 1);
     Value tt = t0 + i * BT, tv = tt + rT;
-    auto conv = [&](const std::function<Value(int)>& tap) {
-      Value acc = biasT + wk[W - 1] * cur;
-      for (int s = 1; s < W; ++s) acc = acc + wk[W - 1 - s] * tap(s);
+    auto conv = [&](const std::vector<Value>& taps) {
+      Value acc = biasT + wk[W - 1] * taps[0];
+      for (int s = 1; s < W; ++s) acc = acc + wk[W - 1 - s] * taps[s];
       return acc;
     };
     // Every window of this tile inside one sequence: no per-element test.
     Value inside = !hasPos && (tt - start >= W - 1) && (tt + BT <= next);
     std::vector<Value> r = k.ifElse(inside, [&] {
-      return std::vector<Value>{conv([&](int s) { return k.shift(cur, prevT, ta, s); }), seq, start, next};
+      return std::vector<Value>{conv(convTaps(k, cur, prevT, ta, W, nullptr, st, dOffs, mD)), seq, start, next};
     }, [&] {
-      // Each token's position in its sequence (lp) and, for the states, its sequence (seqE).
-      std::vector<Value> ps = k.ifElse(hasPos, [&] {
-        return std::vector<Value>{k.load(pos, tv * sPos, tv < L, zeroI), k.splat(zeroI, {BT}), seq, start, next};
-      }, [&] {
-        return k.ifElse(hasCu, [&] {
-          // The sequence of the tile's last token: at most BT starts lie in the tile, so it is in
-          // [seq, seq + BT] (cu strictly increases).
-          Value lastT = k.minimum(tt + BT, L) - 1;
-          std::vector<Value> lh = {seq, k.minimum(seq + (BT + 1), nseq)};
-          for (int64_t step = 0; step <= log2Ceil(BT + 1); ++step) {
-            Value mid = (lh[0] + lh[1]) / 2;
-            Value le = k.load(cu, mid * sCu) <= lastT;
-            lh = {k.select(le, mid, lh[0]), k.select(le, lh[1], mid)};
-          }
-          Value seqLast = lh[0];
-          auto se = k.forLoop(seq + 1, seqLast + 1, k.constInt(1), {k.splat(start, {BT}), k.splat(seq, {BT})},
-                              [&](Value kk, const std::vector<Value>& e) {
-            Value bk = k.load(cu, kk * sCu);
-            Value after = tv >= bk;
-            return std::vector<Value>{k.select(after, bk, e[0]), k.select(after, kk, e[1])};
-          });
-          std::vector<Value> nb = seqBounds(seqLast);
-          return std::vector<Value>{tv - se[0], se[1], seqLast, nb[0], nb[1]};
-        }, [&] {  // a dense row: one sequence from token 0
-          return std::vector<Value>{tv, k.splat(row, {BT}), seq, start, next};
-        });
-      });
-      Value lp = tE(ps[0]), seqE = ps[1];
-      Value slotE = k.ifElse(hasInitIdx, [&] { return std::vector<Value>{k.load(initIdx, seqE * sIidx)}; },
-                             [&] { return std::vector<Value>{seqE}; })[0];
-      Value slotOk = tE((slotE >= 0) && (slotE < nslots));
-      Value slotOffs = tE(slotE) * sIs + dOffs * sId;
-      Value acc = conv([&](int s) {
-        Value before = lp < s;
-        Value fromInit = k.ifElse(hasInit, [&] {
-          return std::vector<Value>{k.load(init, slotOffs + (lp + (W - 1 - s)) * sIk,
-                                           before && (lp >= 0) && slotOk && mD, zero)};
-        }, [&] { return std::vector<Value>{k.splat(zero, cur.shape())}; })[0];
-        return k.select(before, fromInit, k.shift(cur, prevT, ta, s));
-      });
-      return std::vector<Value>{acc, ps[2], ps[3], ps[4]};
+      // Each token's position in its sequence and its sequence (for the initial states).
+      TileTokens tk = tileTokens(k, pk, tt, tv, seq, start, next);
+      return std::vector<Value>{conv(convTaps(k, cur, prevT, ta, W, &tk, st, dOffs, mD)), tk.seq, tk.start, tk.next};
     });
     Value y = k.ifElse(siluOn, [&] { return std::vector<Value>{silu(r[0])}; },
                        [&] { return std::vector<Value>{r[0]}; })[0];
@@ -173,26 +125,15 @@ void buildFinalState(KernelBuilder& k, const Specialization& spec) {
         hasFinalIdx = k.flagArg("has_final_idx");
 
   Value pidD = k.programId(0), i = k.programId(1);
-  Value zero = k.constFloat(0), zeroI = k.constInt(0), code = k.constInt(kErrConvCuSeqlens);
-  std::vector<Value> se = k.ifElse(hasCu, [&] {
-    return std::vector<Value>{k.load(cu, i * sCu), k.load(cu, (i + 1) * sCu), zeroI};
-  }, [&] { return std::vector<Value>{zeroI, L, i}; });
-  Value start = se[0], end = se[1], row = se[2];
-  Value bad = hasCu && (((i == 0) && (start != 0)) || (end <= start) || ((i == nseq - 1) && (end != L)));
-  k.ifThen(bad && (pidD == 0), [&] { k.reportError(err, code, i, start, end); });
-  k.returnIf(bad);
-
-  auto slotOf = [&](Value has, Value idx, Value stride, Value n, long long errCode) {
-    Value s = k.ifElse(has, [&] { return std::vector<Value>{k.load(idx, i * stride)}; },
-                       [&] { return std::vector<Value>{i}; })[0];
-    Value badS = (s != -1) && ((s < 0) || (s >= n));
-    k.ifThen(badS && (pidD == 0), [&] { k.reportError(err, k.constInt(errCode), i, s, n); });
-    return k.select(badS, k.constInt(-1), s);
-  };
-  Value slotIn = k.ifElse(hasInit, [&] { return std::vector<Value>{slotOf(hasInitIdx, initIdx, sIidx, nInit, kErrConvInitSlot)}; },
-                          [&] { return std::vector<Value>{k.constInt(-1)}; })[0];
+  Value zero = k.constFloat(0);
+  const ConvPacking pk{cu, {}, sCu, {}, hasCu, k.constBool(false), nseq, L, i, 1, W};
+  const SequenceSpan sp = checkedSequence(k, pk, i, pidD, err);
+  Value start = sp.start, end = sp.end, row = sp.row;
+  Value slotIn = k.ifElse(hasInit, [&] {
+    return std::vector<Value>{checkedSlot(k, hasInitIdx, initIdx, sIidx, nInit, i, pidD, err, kErrConvInitSlot)};
+  }, [&] { return std::vector<Value>{k.constInt(-1)}; })[0];
   k.returnIf(!hasFinal);
-  Value slotOut = slotOf(hasFinalIdx, finalIdx, sFidx, nFinal, kErrConvFinalSlot);
+  Value slotOut = checkedSlot(k, hasFinalIdx, finalIdx, sFidx, nFinal, i, pidD, err, kErrConvFinalSlot);
 
   Value offsD = pidD * BD + k.range(BD), maskD = offsD < D;
   Value len = end - start;
@@ -209,25 +150,10 @@ void buildFinalState(KernelBuilder& k, const Specialization& spec) {
   for (int64_t j = 0; j + 1 < W; ++j) k.store(fin, slotOut * sFs + offsD * sFd + j * sFk, cols[j], maskD);
 }
 
-// Forward tiles: the vector axis (channels when channel-last, time otherwise) holds 16 bytes a
-// thread. Channel-first: 8 lanes span a time tile of 8 vectors, the warps go along channels.
-// Channel-last: a time tile of the next power of two >= W tokens (longer than any shift), one
-// token a thread, the rest of the warp and the warps along channels. A program covers `tiles`
-// tiles of time (at least 128 tokens: the previous tile's tail is loaded once per program).
+// Forward tiles (chooseConvTiles). A program covers `tiles` tiles of time (at least 128 tokens:
+// the previous tile's tail is loaded once per program).
 void chooseForwardMeta(Specialization& s) {
-  const int64_t bytes = std::min(scalarTypeBytes(static_cast<ScalarType>(s.get("dtype:x", 0))),
-                                 scalarTypeBytes(static_cast<ScalarType>(s.get("dtype:out", 0))));
-  const int64_t vec = 16 / bytes, W = s.get("meta:width");
-  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);
-  const int64_t warps = s.get("meta:num_warps");
-  if (s.get("meta:channel_last")) {
-    const int64_t bt = std::max<int64_t>(4, nextPow2(W));
-    if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", bt);
-    if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", vec * (32 / bt) * warps);
-  } else {
-    if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", std::max<int64_t>(vec * 8, nextPow2(W)));
-    if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", 4 * warps);
-  }
+  chooseConvTiles(s, smallestElement(s, {"x", "out"}), 16);
   if (!s.find("meta:tiles")) s.set("meta:tiles", std::max<int64_t>(4, 128 / s.get("meta:BLOCK_T")));
   if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
 }

@@ -15,6 +15,9 @@ namespace ssmjit::kernels {
 inline constexpr const char* kConvFwdKernel = "causal_conv1d_fwd";
 inline constexpr const char* kConvFinalStateKernel = "causal_conv1d_final_state";
 inline constexpr const char* kConvUpdateKernel = "causal_conv1d_update";
+inline constexpr const char* kConvBwdKernel = "causal_conv1d_bwd";
+inline constexpr const char* kConvBwdReduceKernel = "causal_conv1d_bwd_reduce";
+inline constexpr const char* kConvBwdStatesKernel = "causal_conv1d_bwd_states";
 
 // causal_conv1d_fwd. Pointers (data): x weight bias out init; (metadata) cu pos init_idx err.
 // The width W is meta:width (it shapes the code). Sizes: D (bound), L (row length), nseq, nslots (init slots), search_steps (>= log2(nseq) + 1,
@@ -51,6 +54,45 @@ inline constexpr const char* kConvUpdateArgNames[] = {
     "s_bias_d", "s_out_b", "s_out_t", "s_out_d", "s_idx_b",
     "has_bias", "silu", "has_state_idx", "commit"};
 inline constexpr int kConvUpdateNumArgs = sizeof(kConvUpdateArgNames) / sizeof(kConvUpdateArgNames[0]);
+
+// Backward (three launches, in this order):
+//   causal_conv1d_bwd          dx over dense rows or one packed row, and each program's partial
+//                              dweight / dbias sums into ws. Grid (cdiv(D, BLOCK_D), nchunks, rows);
+//                              a program covers `tiles` (a runtime size) tiles of BLOCK_T tokens.
+//   causal_conv1d_bwd_states   per sequence: check cu / slots; dinit; dx += dfinal. Grid
+//                              (cdiv(D, BLOCK_D), nseq). After the dx kernel (it adds to dx).
+//   causal_conv1d_bwd_reduce   dweight, dbias = the partials summed in a fixed order.
+//                              Grid (cdiv(D, BLOCK_D)).
+// ws[p, j, d] (float32, p = row * nchunks + chunk, j < W: dweight column j, j = W: dbias) holds
+// the partial sums: (rows * nchunks) * (W + 1) * D floats.
+inline constexpr const char* kConvBwdArgNames[] = {
+    "x", "weight", "bias", "dout", "dx", "init", "ws", "cu", "pos", "init_idx", "err",
+    "D", "L", "nseq", "nslots", "search_steps", "tiles", "nchunks",
+    "s_x_b", "s_x_t", "s_x_d", "s_w_d", "s_w_k", "s_bias_d", "s_dy_b", "s_dy_t", "s_dy_d",
+    "s_dx_b", "s_dx_t", "s_dx_d", "s_init_slot", "s_init_d", "s_init_k",
+    "s_cu", "s_pos_t", "s_init_idx",
+    "has_bias", "silu", "has_cu", "has_pos", "has_init", "has_init_idx"};
+inline constexpr int kConvBwdNumArgs = sizeof(kConvBwdArgNames) / sizeof(kConvBwdArgNames[0]);
+
+// causal_conv1d_bwd_reduce. partials = rows * nchunks.
+inline constexpr const char* kConvBwdReduceArgNames[] = {
+    "ws", "dweight", "dbias", "D", "partials", "s_dw_d", "s_dw_k", "s_db_d", "has_dbias"};
+inline constexpr int kConvBwdReduceNumArgs =
+    sizeof(kConvBwdReduceArgNames) / sizeof(kConvBwdReduceArgNames[0]);
+
+// causal_conv1d_bwd_states. dinit[slot] is written for each sequence with an initial slot (when
+// has_dinit); dfinal[slot] (final_idx, or i) is added to dx / dinit (when has_dfinal).
+inline constexpr const char* kConvBwdStatesArgNames[] = {
+    "x", "weight", "bias", "dout", "dx", "init", "dinit", "dfinal", "cu", "init_idx", "final_idx", "err",
+    "D", "L", "nseq", "nslots_init", "nslots_final",
+    "s_x_b", "s_x_t", "s_x_d", "s_w_d", "s_w_k", "s_bias_d", "s_dy_b", "s_dy_t", "s_dy_d",
+    "s_dx_b", "s_dx_t", "s_dx_d", "s_init_slot", "s_init_d", "s_init_k",
+    "s_dinit_slot", "s_dinit_d", "s_dinit_k", "s_dfinal_slot", "s_dfinal_d", "s_dfinal_k",
+    "s_cu", "s_init_idx", "s_final_idx",
+    "has_bias", "silu", "has_cu", "has_init", "has_init_idx", "has_dinit", "has_dfinal",
+    "has_final_idx"};
+inline constexpr int kConvBwdStatesNumArgs =
+    sizeof(kConvBwdStatesArgNames) / sizeof(kConvBwdStatesArgNames[0]);
 
 // Device status codes (err[0]; err[1..3] as listed).
 inline constexpr long long kErrConvUpdateSlot = 10;   // row b, state_indices[b], slots

@@ -8,6 +8,9 @@ dsl::KernelDef selectiveStateUpdateKernel();
 dsl::KernelDef convForwardKernel();
 dsl::KernelDef convFinalStateKernel();
 dsl::KernelDef convUpdateKernel();
+dsl::KernelDef convBackwardKernel();
+dsl::KernelDef convBackwardReduceKernel();
+dsl::KernelDef convBackwardStatesKernel();
 }
 
 namespace ssmjit::dsl {
@@ -31,6 +34,9 @@ const std::vector<KernelDef>& registry() {
       withHash(kernels::convForwardKernel(), "CausalConv1d"),
       withHash(kernels::convFinalStateKernel(), "CausalConv1d"),
       withHash(kernels::convUpdateKernel(), "CausalConv1dUpdate"),
+      withHash(kernels::convBackwardKernel(), "CausalConv1dBackward"),
+      withHash(kernels::convBackwardReduceKernel(), "CausalConv1dBackward"),
+      withHash(kernels::convBackwardStatesKernel(), "CausalConv1dBackward"),
   };
   return defs;
 }

@@ -1,8 +1,8 @@
 // Causal conv1d kernels on the CPU: every variant the ops can build (both memory orders, every
 // dtype, widths 2..8, dense / cu_seqlens / positions, states with and without slot indices, the
-// per-sequence kernel, the decode update with and without commit) goes through the whole pipeline
-// and NVRTC for sm_90a and sm_80, without spilling its tiles. Tensors are fake device addresses:
-// only their alignment classes are read.
+// per-sequence kernel, the decode update with and without commit, the backward's three kernels)
+// goes through the whole pipeline and NVRTC for sm_90a and sm_80, without spilling its tiles.
+// Tensors are fake device addresses: only their alignment classes are read.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -108,4 +108,50 @@ TEST(ConvKernels, EveryUpdateVariantCompiles) {
           for (const char* arch : {"sm_90a", "sm_80"})
             expectCompiles(ssmjit::detail::convUpdateSpecialization(a, arch));
         }
+}
+
+namespace {
+// The backward of forwardArgs(c): every gradient output, states' gradients where the packing
+// allows them.
+ssmjit::CausalConv1dBackwardArgs backwardArgs(const FwdCase& c) {
+  const ssmjit::CausalConv1dArgs f = forwardArgs(c);
+  ssmjit::CausalConv1dBackwardArgs a;
+  a.layout = f.layout;
+  a.x = f.x;
+  a.weight = f.weight;
+  a.bias = f.bias;
+  a.silu = f.silu;
+  a.dout = f.out;
+  a.cu_seqlens = f.cu_seqlens;
+  a.seq_pos = f.seq_pos;
+  a.initial_states = f.initial_states;
+  a.initial_state_indices = f.initial_state_indices;
+  a.final_state_indices = f.final_state_indices;
+  a.dx = TensorView::contiguous(fake(10), a.x.dtype, {a.x.shape[0], a.x.shape[1], a.x.shape[2]});
+  a.dweight = view(11, DType::F32, {a.weight.shape[0], a.weight.shape[1]});
+  a.dbias = view(12, DType::F32, {a.weight.shape[0]});
+  if (f.initial_states.defined()) {
+    const auto& s = f.initial_states;
+    a.dinitial_states = view(13, DType::F32, {s.shape[0], s.shape[1], s.shape[2]});
+    a.dfinal_states = view(14, DType::F32, {s.shape[0], s.shape[1], s.shape[2]});
+  }
+  return a;
+}
+}  // namespace
+
+TEST(ConvKernels, EveryBackwardVariantCompiles) {
+  SSMJIT_REQUIRE_NVRTC();
+  for (ConvLayout layout : {ConvLayout::ChannelFirst, ConvLayout::ChannelLast})
+    for (DType dt : {DType::F32, DType::BF16, DType::F16})
+      for (int W : {2, 3, 4, 5, 8})
+        for (Packing p : {Packing::Dense, Packing::CuSeqlens, Packing::Positions}) {
+          if (dt == DType::F16 && W != 4) continue;
+          const FwdCase c{layout, dt, W, p};
+          for (const auto& spec : ssmjit::detail::convBackwardSpecializations(backwardArgs(c), "sm_90a"))
+            expectCompiles(spec);
+        }
+  for (ConvLayout layout : {ConvLayout::ChannelFirst, ConvLayout::ChannelLast})
+    for (const auto& spec : ssmjit::detail::convBackwardSpecializations(
+             backwardArgs({layout, DType::BF16, 4, Packing::CuSeqlens}), "sm_80"))
+      expectCompiles(spec);
 }

@@ -18,6 +18,7 @@
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
 #include "ssmjit/reference.h"
+#include "tests/support/ConvProblem.h"
 #include "tests/support/HostTensor.h"
 
 using ssmjit::CausalConv1dArgs;
@@ -1193,6 +1194,551 @@ TEST(ConvReference, UpdateBadSlotThrowsBeforeWriting) {
                   "expected -1 (pad) or a slot in [0, 6)");
   EXPECT_EQ(r.out.bytes, p0.out.bytes);
   EXPECT_EQ(r.state.bytes, p0.state.bytes);
+}
+
+// ----------------------------------------------------------------------------------------------
+// The backward: argument checks (the op's and the reference's), then the reference itself
+
+using ssmjit::CausalConv1dBackwardArgs;
+
+// A valid call: one packed row of 3 sequences (T = 20 by cu_seqlens), D 64, W 4; bf16 x, dout and
+// dx, fp32 weight, bias and their gradients; fp32 initial states and dfinal_states (5 slots each)
+// with slot indices, and dinitial_states.
+ConvBackwardCase checkCase() {
+  ConvBackwardCase c;
+  c.xType = DType::BF16;
+  c.D = 64;
+  c.lens = {7, 2, 11};
+  c.packing = ConvPacking::CuSeqlens;
+  c.initialStates = c.dfinalStates = c.dinitialStates = c.slotIndices = true;
+  return c;
+}
+
+std::vector<TensorView*> tensorsOf(CausalConv1dBackwardArgs& a) {
+  return {&a.x, &a.weight, &a.bias, &a.dout, &a.cu_seqlens, &a.seq_pos, &a.initial_states,
+          &a.initial_state_indices, &a.dfinal_states, &a.final_state_indices, &a.dx, &a.dweight,
+          &a.dbias, &a.dinitial_states, &a.workspace};
+}
+
+// The same call with fake device pointers (never dereferenced).
+CausalConv1dBackwardArgs onDevice(CausalConv1dBackwardArgs a) {
+  int k = 0;
+  for (TensorView* t : tensorsOf(a)) {
+    ++k;
+    if (!t->defined()) continue;
+    t->data = fake(k);
+    t->device = DeviceKind::CUDA;
+    t->deviceId = 0;
+  }
+  return a;
+}
+
+// The check's message; the op and its workspace query (both check first) must throw the same.
+std::string bwdError(const CausalConv1dBackwardArgs& a) {
+  const std::string m = invalidArgMessage([&] {
+    ssmjit::detail::checkConv1dBackwardArgs(a, DeviceKind::CUDA, "causal_conv1d_backward");
+  });
+  if (!m.empty()) {
+    EXPECT_EQ(invalidArgMessage([&] { ssmjit::causal_conv1d_backward(a); }), m);
+    EXPECT_EQ(invalidArgMessage([&] { ssmjit::causal_conv1d_backward_workspace_size(a); }), m);
+  }
+  return m;
+}
+
+// The gradients a call may write, as bytes (to see that nothing was written).
+std::vector<std::vector<uint8_t>> gradBytes(const ConvBackwardProblem& p) {
+  return {p.dx.bytes, p.dweight.bytes, p.dbias.bytes, p.dinit.bytes};
+}
+
+TEST(ConvBackwardValidation, ValidCallsPassTheCheck) {
+  using ssmjit::detail::checkConv1dBackwardArgs;
+  const char* op = "causal_conv1d_backward";
+  for (ConvLayout lay : {ConvLayout::ChannelFirst, ConvLayout::ChannelLast}) {
+    ConvBackwardCase c = checkCase();
+    c.layout = lay;
+    const ConvBackwardProblem p(c);
+    const auto d = checkConv1dBackwardArgs(onDevice(p.args()), DeviceKind::CUDA, op);
+    EXPECT_EQ(d.batch, 1);
+    EXPECT_EQ(d.D, 64);
+    EXPECT_EQ(d.L, 20);
+    EXPECT_EQ(d.W, 4);
+    EXPECT_EQ(d.nseq, 3);
+    EXPECT_EQ(d.channelLast, lay == ConvLayout::ChannelLast);
+    EXPECT_TRUE(d.packedCu);
+    EXPECT_EQ(d.initSlots, 5);
+    EXPECT_EQ(d.finalSlots, 0);
+    EXPECT_EQ(d.dfinalSlots, 5);
+    // The reference takes the same call on the CPU.
+    const auto r = checkConv1dBackwardArgs(p.args(), DeviceKind::CPU, op);
+    EXPECT_EQ(r.dfinalSlots, 5);
+
+    // Dense rows; positions (no states); the minimum (no bias, no states).
+    c.packing = ConvPacking::Dense;
+    c.lens = {20, 20, 20};
+    const auto dd = checkConv1dBackwardArgs(onDevice(ConvBackwardProblem(c).args()), DeviceKind::CUDA, op);
+    EXPECT_EQ(dd.batch, 3);
+    EXPECT_EQ(dd.nseq, 3);
+    c.packing = ConvPacking::Positions;
+    c.lens = {7, 2, 11};
+    c.initialStates = c.dfinalStates = c.dinitialStates = c.slotIndices = false;
+    const auto dp = checkConv1dBackwardArgs(onDevice(ConvBackwardProblem(c).args()), DeviceKind::CUDA, op);
+    EXPECT_TRUE(dp.packedPos);
+    EXPECT_EQ(dp.initSlots + dp.dfinalSlots, 0);
+    c.packing = ConvPacking::Dense;
+    c.lens = {20};
+    c.bias = false;
+    EXPECT_NO_THROW(checkConv1dBackwardArgs(onDevice(ConvBackwardProblem(c).args()), DeviceKind::CUDA, op));
+  }
+  // Gradients of another float type than their input: dx fp32 for bf16 x, dweight and dbias in
+  // x's dtype, dinitial_states fp16 for fp32 states; no dbias although there is a bias; and the
+  // gradient of the initial states without the final states' (and the other way round).
+  CausalConv1dBackwardArgs a = onDevice(ConvBackwardProblem(checkCase()).args());
+  a.dx.dtype = DType::F32;
+  a.dweight.dtype = DType::BF16;
+  a.dbias.dtype = DType::BF16;
+  a.dinitial_states.dtype = DType::F16;
+  EXPECT_NO_THROW(checkConv1dBackwardArgs(a, DeviceKind::CUDA, op));
+  a.dbias = TensorView{};
+  a.dfinal_states = a.final_state_indices = TensorView{};
+  EXPECT_NO_THROW(checkConv1dBackwardArgs(a, DeviceKind::CUDA, op));
+  a = onDevice(ConvBackwardProblem(checkCase()).args());
+  a.dinitial_states = TensorView{};
+  EXPECT_NO_THROW(checkConv1dBackwardArgs(a, DeviceKind::CUDA, op));
+  // The workspace is the op's to check (it knows the size): any value passes here.
+  a.workspace = cuda(20, DType::BF16, {3, 3});
+  EXPECT_NO_THROW(checkConv1dBackwardArgs(a, DeviceKind::CUDA, op));
+}
+
+// Each bad argument: the op and its check throw naming it, and the reference throws the same on
+// the CPU tensors, writing nothing.
+TEST(ConvBackwardValidation, BadArgumentsAreNamedAndNothingIsWritten) {
+  using Mutate = void (*)(CausalConv1dBackwardArgs&);
+  struct Bad {
+    const char* what;
+    Mutate mutate;
+    std::vector<std::string> mentions;
+  };
+  const std::vector<Bad> bad = {
+      {"dx missing", [](CausalConv1dBackwardArgs& a) { a.dx = TensorView{}; },
+       {"dx is required"}},
+      {"dx shape", [](CausalConv1dBackwardArgs& a) { a.dx.shape[1] = 63; },
+       {"dx has shape (1, 63, 20)", "expected (1, 64, 20) [batch, dim, seqlen]",
+        "dim 1 (dim) is 63, expected 64", "ChannelFirst"}},
+      {"dx dtype", [](CausalConv1dBackwardArgs& a) { a.dx.dtype = DType::I32; },
+       {"dx has dtype int32", "expected float32, bfloat16 or float16"}},
+      {"dx broadcast", [](CausalConv1dBackwardArgs& a) { a.dx.strides[1] = 0; },
+       {"dx has strides (1280, 0, 1)", "dim 1 (dim, size 64) has stride 0"}},
+      {"dx aliases dout", [](CausalConv1dBackwardArgs& a) { a.dx.data = a.dout.data; },
+       {"dx has data pointer 0x", "the same as dout's", "dx may not alias dout"}},
+      {"dx aliases x", [](CausalConv1dBackwardArgs& a) { a.dx.data = a.x.data; },
+       {"dx may not alias x"}},
+      {"dout missing", [](CausalConv1dBackwardArgs& a) { a.dout = TensorView{}; },
+       {"dout is required"}},
+      {"dout shape", [](CausalConv1dBackwardArgs& a) { a.dout.shape[2] = 19; },
+       {"dout has shape (1, 64, 19)", "dim 2 (seqlen) is 19, expected 20"}},
+      {"dout dtype", [](CausalConv1dBackwardArgs& a) { a.dout.dtype = DType::I64; },
+       {"dout has dtype int64"}},
+      {"dweight missing", [](CausalConv1dBackwardArgs& a) { a.dweight = TensorView{}; },
+       {"dweight is required"}},
+      {"dweight shape", [](CausalConv1dBackwardArgs& a) { a.dweight.shape[1] = 3; },
+       {"dweight has shape (64, 3)", "expected (64, 4) [dim, width]", "dim 1 (width) is 3, expected 4"}},
+      {"dweight dtype", [](CausalConv1dBackwardArgs& a) { a.dweight.dtype = DType::F16; },
+       {"dweight has dtype float16", "expected float32 or bfloat16"}},
+      {"dweight broadcast", [](CausalConv1dBackwardArgs& a) { a.dweight.strides[0] = 0; },
+       {"dweight has strides (0, 1)", "dim 0 (dim, size 64) has stride 0"}},
+      {"dbias without bias", [](CausalConv1dBackwardArgs& a) { a.bias = TensorView{}; },
+       {"dbias is given (shape (64))", "expected none: bias is not given"}},
+      {"dbias shape", [](CausalConv1dBackwardArgs& a) { a.dbias.shape[0] = 65; },
+       {"dbias has shape (65)", "expected (64) [dim]"}},
+      {"dinitial_states without initial_states",
+       [](CausalConv1dBackwardArgs& a) { a.initial_states = a.initial_state_indices = TensorView{}; },
+       {"dinitial_states is given (shape (5, 64, 3))", "expected none: initial_states is not given"}},
+      {"dinitial_states shape", [](CausalConv1dBackwardArgs& a) { a.dinitial_states.shape[0] = 4; },
+       {"dinitial_states has shape (4, 64, 3)", "expected (5, 64, 3) [slots, dim, width - 1]",
+        "dim 0 (slots) is 4, expected 5", "initial_states' shape"}},
+      {"dinitial_states dtype", [](CausalConv1dBackwardArgs& a) { a.dinitial_states.dtype = DType::I32; },
+       {"dinitial_states has dtype int32"}},
+      {"dfinal_states shape", [](CausalConv1dBackwardArgs& a) { a.dfinal_states.shape[2] = 2; },
+       {"dfinal_states has shape (5, 64, 2)", "[slots, dim, width - 1]",
+        "dim 2 (width - 1) is 2, expected 3"}},
+      {"dfinal_states too few slots without indices",
+       [](CausalConv1dBackwardArgs& a) {
+         a.final_state_indices = TensorView{};
+         a.dfinal_states.shape[0] = 2;
+       },
+       {"dfinal_states has 2 slots", "expected at least nseq = 3", "final_state_indices is not given"}},
+      {"final_state_indices without dfinal_states",
+       [](CausalConv1dBackwardArgs& a) { a.dfinal_states = TensorView{}; },
+       {"final_state_indices is given", "dfinal_states is not given"}},
+      {"final_state_indices shape", [](CausalConv1dBackwardArgs& a) { a.final_state_indices.shape[0] = 2; },
+       {"final_state_indices has shape (2)", "dim 0 (nseq) is 2, expected 3"}},
+      {"dfinal_states with seq_pos",
+       [](CausalConv1dBackwardArgs& a) {
+         // Positions instead of cu_seqlens (the check reads no data: cu's bytes will do).
+         a.seq_pos = a.cu_seqlens;
+         a.seq_pos.ndim = 2;
+         a.seq_pos.shape[0] = 1;
+         a.seq_pos.shape[1] = 20;
+         a.seq_pos.strides[0] = 20;
+         a.seq_pos.strides[1] = 1;
+         a.cu_seqlens = TensorView{};
+         a.initial_states = a.initial_state_indices = a.dinitial_states = TensorView{};
+       },
+       {"dfinal_states is given (shape (5, 64, 3)) with seq_pos", "conv states need cu_seqlens"}},
+      {"initial_states shape", [](CausalConv1dBackwardArgs& a) { a.initial_states.shape[1] = 32; },
+       {"initial_states has shape (5, 32, 3)", "dim 1 (dim) is 32, expected 64"}},
+      {"weight width", [](CausalConv1dBackwardArgs& a) { a.weight.shape[1] = 9; },
+       {"weight has width 9", "2 <= W <= 8"}},
+  };
+  const ConvBackwardProblem p0(checkCase());
+  for (const Bad& b : bad) {
+    SCOPED_TRACE(b.what);
+    CausalConv1dBackwardArgs dev = onDevice(p0.args());
+    b.mutate(dev);
+    const std::string m = bwdError(dev);
+    EXPECT_MENTIONS(m, "causal_conv1d_backward: ");
+    for (const std::string& s : b.mentions) EXPECT_MENTIONS(m, s);
+
+    ConvBackwardProblem p = p0;
+    CausalConv1dBackwardArgs host = p.args();
+    b.mutate(host);
+    const std::string r =
+        invalidArgMessage([&] { ssmjit::reference::causal_conv1d_backward(host); });
+    if (!m.empty() && m.find("data pointer") == std::string::npos)  // pointers differ
+      EXPECT_EQ(r, "reference::" + m);
+    EXPECT_MENTIONS(r, "reference::causal_conv1d_backward: ");
+    EXPECT_TRUE(gradBytes(p) == gradBytes(p0)) << "a gradient was written";
+  }
+  // Device tensors are refused by the reference (it would dereference them).
+  const std::string m = invalidArgMessage(
+      [&] { ssmjit::reference::causal_conv1d_backward(onDevice(p0.args())); });
+  EXPECT_MENTIONS(m, "reference::causal_conv1d_backward: x is a CUDA tensor", "expected a CPU tensor");
+}
+
+// ---- the backward reference
+
+std::vector<double> zeros(size_t n) { return std::vector<double>(n, 0.0); }
+
+double dot(const HostTensor& a, const HostTensor& b) {
+  const std::vector<double> va = values(a), vb = values(b);
+  double s = 0;
+  for (size_t i = 0; i < va.size(); ++i) s += va[i] * vb[i];
+  return s;
+}
+
+// The functional whose gradients the backward computes: dot(dout, out) + dot(dfinal, final
+// states), from the forward reference on the problem's inputs (final states into zeros, at the
+// slots final_state_indices names).
+double lossOf(const ConvBackwardProblem& p) {
+  HostTensor out = poisoned(DType::F32, std::vector<int64_t>(p.x.meta.shape, p.x.meta.shape + 3));
+  HostTensor fin;
+  CausalConv1dArgs f;
+  f.x = v(p.x);
+  f.weight = v(p.weight);
+  f.bias = v(p.bias);
+  f.out = v(out);
+  f.layout = p.c.layout;
+  f.silu = p.c.silu;
+  f.cu_seqlens = v(p.cu);
+  f.seq_pos = v(p.pos);
+  f.initial_states = v(p.states);
+  f.initial_state_indices = v(p.initIdx);
+  if (p.dfinal.defined) {
+    const TensorView& s = p.dfinal.meta;
+    fin = hostTensor(DType::F32, {s.shape[0], s.shape[1], s.shape[2]}, {});
+    f.final_states = v(fin);
+    f.final_state_indices = v(p.finalIdx);
+  }
+  ssmjit::reference::causal_conv1d(f);
+  return dot(p.dout, out) + (p.dfinal.defined ? dot(p.dfinal, fin) : 0.0);
+}
+
+// Central differences along a random direction of each input: (L(in + h u) - L(in - h u)) / 2h
+// against dot(gradient, u), all tensors fp32, SiLU on.
+void checkGradient(ConvBackwardCase c) {
+  c.xType = c.wType = c.stateType = DType::F32;
+  c.silu = true;
+  ConvBackwardProblem p(c);
+  // Slots no sequence reads keep what they hold: zeros, so that dot(dinit, u) runs over all.
+  if (p.dinit.defined) std::fill(p.dinit.bytes.begin(), p.dinit.bytes.end(), uint8_t{0});
+  ssmjit::reference::causal_conv1d_backward(p.args());
+  struct Input {
+    const char* name;
+    HostTensor ConvBackwardProblem::*in;
+    HostTensor ConvBackwardProblem::*grad;
+  };
+  const Input inputs[] = {{"x", &ConvBackwardProblem::x, &ConvBackwardProblem::dx},
+                          {"weight", &ConvBackwardProblem::weight, &ConvBackwardProblem::dweight},
+                          {"bias", &ConvBackwardProblem::bias, &ConvBackwardProblem::dbias},
+                          {"initial_states", &ConvBackwardProblem::states, &ConvBackwardProblem::dinit}};
+  std::mt19937_64 rng(c.seed + 100);
+  const double h = 1e-2;  // inputs are O(1)
+  int checked = 0;
+  for (const Input& in : inputs) {
+    HostTensor& input = p.*in.in;
+    const HostTensor& grad = p.*in.grad;
+    if (!input.defined || !grad.defined) continue;
+    SCOPED_TRACE(in.name);
+    const std::vector<int64_t> shape(input.meta.shape, input.meta.shape + input.meta.ndim);
+    auto lossAt = [&](const HostTensor& u, double s) {
+      ConvBackwardProblem q = p;
+      const TensorView t = (q.*in.in).view();
+      const std::vector<double> base = values(input), du = values(u);
+      size_t k = 0;
+      forEachElement(t, [&](int64_t off, const std::vector<int64_t>&) {
+        storeElement(t, off, base[k] + s * du[k]);
+        ++k;
+      });
+      return lossOf(q);
+    };
+    // Three directions; one nearly orthogonal to the gradient would test little: drawn again.
+    for (int n = 0, draws = 0; n < 3 && draws < 30; ++draws) {
+      const HostTensor u = randomTensor(DType::F32, shape, rng);
+      const double analytic = dot(grad, u);
+      if (std::fabs(analytic) < 0.1 * std::sqrt(dot(grad, grad) * dot(u, u))) continue;
+      const double numeric = (lossAt(u, h) - lossAt(u, -h)) / (2 * h);
+      EXPECT_NEAR(numeric, analytic, 1e-3 * std::fabs(analytic)) << "direction " << n;
+      ++n;
+      checked += n == 3;
+    }
+  }
+  EXPECT_EQ(checked, 2 + c.bias + c.dinitialStates);
+}
+
+TEST(ConvBackwardReference, GradientMatchesCentralDifferences) {
+  ConvBackwardCase c;  // dense rows, each its own initial slot and final-state gradient
+  c.D = 3;
+  c.lens = {12, 12, 12};
+  c.initialStates = c.dinitialStates = c.dfinalStates = true;
+  c.seed = 60;
+  {
+    SCOPED_TRACE("dense, channel-first, W 4");
+    checkGradient(c);
+  }
+  // Packed by cu_seqlens, sequences shorter than W - 1 (final columns read the initial state),
+  // permuted slots with a -1 each.
+  c.layout = ConvLayout::ChannelLast;
+  c.packing = ConvPacking::CuSeqlens;
+  c.lens = {6, 1, 2, 9};
+  c.slotIndices = true;
+  c.seed = 61;
+  {
+    SCOPED_TRACE("cu_seqlens, channel-last, W 4");
+    checkGradient(c);
+  }
+  c.W = 8;
+  c.lens = {3, 10, 1, 7};
+  c.seed = 62;
+  {
+    SCOPED_TRACE("cu_seqlens, channel-last, W 8");
+    checkGradient(c);
+  }
+  c.W = 2;
+  c.layout = ConvLayout::ChannelFirst;
+  c.slotIndices = false;
+  c.seed = 63;
+  {
+    SCOPED_TRACE("cu_seqlens, channel-first, W 2, slot i");
+    checkGradient(c);
+  }
+  c.W = 3;
+  c.packing = ConvPacking::Positions;
+  c.lens = {5, 1, 8};
+  c.initialStates = c.dinitialStates = c.dfinalStates = false;
+  c.seed = 64;
+  {
+    SCOPED_TRACE("seq_pos, W 3");
+    checkGradient(c);
+  }
+  c.packing = ConvPacking::Dense;
+  c.lens = {9};
+  c.bias = false;
+  c.seed = 65;
+  {
+    SCOPED_TRACE("one row, no bias");
+    checkGradient(c);
+  }
+}
+
+// Packed by cu_seqlens == each sequence alone (a one-row view of its tokens, its own slots):
+// dx and dinitial_states bit for bit; dweight and dbias are sums over the sequences.
+TEST(ConvBackwardReference, CuSeqlensEqualsEachSequenceAlone) {
+  for (ConvLayout lay : {ConvLayout::ChannelFirst, ConvLayout::ChannelLast})
+    for (int W : {2, 4, 8}) {
+      SCOPED_TRACE(std::string(lay == ConvLayout::ChannelLast ? "ChannelLast" : "ChannelFirst") + " W " +
+                   std::to_string(W));
+      ConvBackwardCase c;
+      c.layout = lay;
+      c.xType = DType::BF16;
+      c.stateType = DType::F16;
+      c.W = W;
+      c.D = 5;
+      c.lens = {7, 2, 1, 12, 3};
+      c.packing = ConvPacking::CuSeqlens;
+      c.initialStates = c.dinitialStates = c.dfinalStates = c.slotIndices = true;
+      c.seed = 70 + W + int(lay);
+      const ConvBackwardProblem p0(c);
+      ConvBackwardProblem packed = p0;
+      ssmjit::reference::causal_conv1d_backward(packed.args());
+
+      const int tAx = lay == ConvLayout::ChannelLast ? 1 : 2;
+      ConvBackwardProblem alone = p0;  // its dx and dinit collect the single runs
+      std::vector<double> dw = zeros(size_t(c.D * W)), db = zeros(size_t(c.D));
+      int64_t start = 0;
+      for (size_t i = 0; i < c.lens.size(); ++i) {
+        const int64_t len = c.lens[i];
+        ConvBackwardProblem one = p0;  // fresh dweight / dbias
+        CausalConv1dBackwardArgs a = one.args();
+        a.cu_seqlens = TensorView{};
+        a.x = slice(a.x, tAx, start, len);
+        a.dout = slice(a.dout, tAx, start, len);
+        a.dx = slice(v(alone.dx), tAx, start, len);
+        a.dinitial_states = v(alone.dinit);
+        const HostTensor ii = hostTensor(DType::I64, {1}, {loadElement(p0.initIdx.view(), int64_t(i))});
+        const HostTensor fi = hostTensor(DType::I32, {1}, {loadElement(p0.finalIdx.view(), int64_t(i))});
+        a.initial_state_indices = v(ii);
+        a.final_state_indices = v(fi);
+        ssmjit::reference::causal_conv1d_backward(a);
+        const std::vector<double> w1 = values(one.dweight), b1 = values(one.dbias);
+        for (size_t k = 0; k < dw.size(); ++k) dw[k] += w1[k];
+        for (size_t k = 0; k < db.size(); ++k) db[k] += b1[k];
+        start += len;
+      }
+      EXPECT_EQ(packed.dx.bytes, alone.dx.bytes);
+      EXPECT_EQ(packed.dinit.bytes, alone.dinit.bytes);
+      EXPECT_NE(packed.dinit.bytes, p0.dinit.bytes) << "dinitial_states should have been written";
+      // fp32 sums of fp32-rounded parts: within a few fp32 roundings, in norm.
+      auto relL2 = [](const std::vector<double>& got, const std::vector<double>& want) {
+        double num = 0, den = 0;
+        for (size_t k = 0; k < got.size(); ++k) {
+          num += (got[k] - want[k]) * (got[k] - want[k]);
+          den += want[k] * want[k];
+        }
+        return std::sqrt(num / den);
+      };
+      EXPECT_LE(relL2(values(packed.dweight), dw), 1e-6);
+      EXPECT_LE(relL2(values(packed.dbias), db), 1e-6);
+    }
+}
+
+// The same row packed by positions gives the same gradients as packed by cu_seqlens.
+TEST(ConvBackwardReference, SeqPosEqualsCuSeqlens) {
+  for (ConvLayout lay : {ConvLayout::ChannelFirst, ConvLayout::ChannelLast})
+    for (int W : {2, 4, 8}) {
+      SCOPED_TRACE("W " + std::to_string(W));
+      ConvBackwardCase c;
+      c.layout = lay;
+      c.xType = DType::BF16;
+      c.W = W;
+      c.D = 3;
+      c.lens = {5, 1, 2, 11};
+      c.packing = ConvPacking::Positions;
+      c.seed = 80 + W;
+      ConvBackwardCase cc = c;
+      cc.packing = ConvPacking::CuSeqlens;
+      ConvBackwardProblem byPos(c), byCu(cc);
+      ASSERT_EQ(byPos.x.bytes, byCu.x.bytes);
+      ASSERT_EQ(byPos.dout.bytes, byCu.dout.bytes);
+      ssmjit::reference::causal_conv1d_backward(byPos.args());
+      ssmjit::reference::causal_conv1d_backward(byCu.args());
+      EXPECT_EQ(byPos.dx.bytes, byCu.dx.bytes);
+      EXPECT_EQ(byPos.dweight.bytes, byCu.dweight.bytes);
+      EXPECT_EQ(byPos.dbias.bytes, byCu.dbias.bytes);
+    }
+}
+
+// dx reaches no token of another sequence: a one-token sequence's dx is its own tap alone.
+TEST(ConvBackwardReference, HandComputedWidth2) {
+  // One channel, W 2 (w = (0.5, 2)), no SiLU, no bias: sequences {x0, x1} and {x2}; dout = 1, 2, 4;
+  // dfinal (1 slot each) = 10, 100; the initial state of the second sequence is 3 (slot 0), the
+  // first reads zeros (-1).
+  HostTensor x = hostTensor(DType::F32, {1, 1, 3}, {1, -1, 5});
+  HostTensor dout = hostTensor(DType::F32, {1, 1, 3}, {1, 2, 4});
+  HostTensor w = hostTensor(DType::F32, {1, 2}, {0.5, 2});
+  HostTensor cu = hostTensor(DType::I32, {3}, {0, 2, 3});
+  HostTensor st = hostTensor(DType::F32, {1, 1, 1}, {3}), initIdx = hostTensor(DType::I32, {2}, {-1, 0});
+  HostTensor dfin = hostTensor(DType::F32, {2, 1, 1}, {10, 100});
+  HostTensor dx = poisoned(DType::F32, {1, 1, 3}), dw = poisoned(DType::F32, {1, 2});
+  HostTensor dinit = poisoned(DType::F32, {1, 1, 1});
+  CausalConv1dBackwardArgs a;
+  a.x = v(x);
+  a.weight = v(w);
+  a.dout = v(dout);
+  a.cu_seqlens = v(cu);
+  a.initial_states = v(st);
+  a.initial_state_indices = v(initIdx);
+  a.dfinal_states = v(dfin);
+  a.dx = v(dx);
+  a.dweight = v(dw);
+  a.dinitial_states = v(dinit);
+  ssmjit::reference::causal_conv1d_backward(a);
+  // out0 = 2 x0, out1 = .5 x0 + 2 x1, out2 = .5 * 3 + 2 x2; final states x1, x2.
+  EXPECT_EQ(values(dx), (std::vector<double>{2 * 1 + 0.5 * 2, 2 * 2 + 10, 2 * 4 + 100}));
+  EXPECT_EQ(values(dw), (std::vector<double>{2 * 1 + 4 * 3, 1 * 1 + 2 * -1 + 4 * 5}));
+  EXPECT_EQ(values(dinit), (std::vector<double>{0.5 * 4}));
+}
+
+TEST(ConvBackwardReference, BadCuSeqlensThrowsBeforeWriting) {
+  ConvBackwardCase c;
+  c.layout = ConvLayout::ChannelLast;
+  c.D = 3;
+  c.lens = {4, 5, 6};
+  c.packing = ConvPacking::CuSeqlens;
+  c.initialStates = c.dinitialStates = c.dfinalStates = true;
+  const ConvBackwardProblem p0(c);
+  const std::vector<std::pair<std::vector<double>, std::vector<std::string>>> bad = {
+      {{1, 4, 9, 15}, {"cu_seqlens[0] = 1", "expected 0"}},
+      {{0, 9, 9, 15}, {"cu_seqlens[2] = 9", "expected more than cu_seqlens[1] = 9"}},
+      {{0, 4, 9, 14}, {"cu_seqlens[3] = 14", "expected T = 15"}},
+  };
+  for (const auto& b : bad) {
+    ConvBackwardProblem p = p0;
+    p.cu = hostTensor(DType::I32, {4}, b.first);
+    const std::string m = invalidArgMessage([&] { ssmjit::reference::causal_conv1d_backward(p.args()); });
+    EXPECT_MENTIONS(m, "reference::causal_conv1d_backward: ");
+    for (const std::string& s : b.second) EXPECT_MENTIONS(m, s);
+    EXPECT_TRUE(gradBytes(p) == gradBytes(p0)) << "a gradient was written";
+  }
+}
+
+TEST(ConvBackwardReference, BadSlotThrowsBeforeWriting) {
+  ConvBackwardCase c;
+  c.D = 4;
+  c.W = 3;
+  c.lens = {3, 5, 2};
+  c.packing = ConvPacking::CuSeqlens;
+  c.initialStates = c.dinitialStates = c.dfinalStates = c.slotIndices = true;
+  const ConvBackwardProblem p0(c);  // 5 slots
+  const int64_t slot0 = int64_t(loadElement(p0.initIdx.view(), 0));
+  struct Bad {
+    HostTensor ConvBackwardProblem::*idx;
+    int64_t i, slot;
+    std::vector<std::string> mentions;
+  };
+  const std::vector<Bad> bad = {
+      {&ConvBackwardProblem::initIdx, 2, 5,
+       {"initial_state_indices[2] = 5", "expected -1 (zeros) or a slot in [0, 5)"}},
+      {&ConvBackwardProblem::finalIdx, 0, -2,
+       {"final_state_indices[0] = -2", "expected -1 (no gradient) or a slot in [0, 5)"}},
+      // Two sequences reading one slot: its gradient would be written twice.
+      {&ConvBackwardProblem::initIdx, 2, slot0,
+       {"initial_state_indices[2] = " + std::to_string(slot0), "the slot of initial_state_indices[0] too",
+        "expected distinct slots with dinitial_states"}},
+  };
+  for (const Bad& b : bad) {
+    ConvBackwardProblem p = p0;
+    storeElement((p.*b.idx).view(), b.i, double(b.slot));
+    const std::string m = invalidArgMessage([&] { ssmjit::reference::causal_conv1d_backward(p.args()); });
+    EXPECT_MENTIONS(m, "reference::causal_conv1d_backward: ");
+    for (const std::string& s : b.mentions) EXPECT_MENTIONS(m, s);
+    EXPECT_TRUE(gradBytes(p) == gradBytes(p0)) << "a gradient was written";
+  }
+  // A shared slot is fine when its gradient is not asked for.
+  ConvBackwardProblem p = p0;
+  storeElement(p.initIdx.view(), 2, double(slot0));
+  CausalConv1dBackwardArgs a = p.args();
+  a.dinitial_states = TensorView{};
+  EXPECT_NO_THROW(ssmjit::reference::causal_conv1d_backward(a));
 }
 
 }  // namespace

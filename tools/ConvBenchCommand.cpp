@@ -1,7 +1,7 @@
-// `ssmjit bench-conv`: causal conv1d forward (both memory orders, dense rows and one packed row of
-// mixed-length sequences) and the decode update, on the GPU. Reports µs per call (CUDA events
-// around back-to-back calls, median of trials), achieved TB/s (bytes that must move: x read, out
-// written, states read and written) and % of the device-to-device copy bandwidth measured in the
+// `ssmjit bench-conv`: causal conv1d forward and backward (both memory orders, dense rows and one
+// packed row of mixed-length sequences) and the decode update, on the GPU. Reports µs per call
+// (CUDA events around back-to-back calls, median of trials), achieved TB/s (bytes that must move:
+// x read, out written; backward x and dout read, dx written; update states read and written) and % of the device-to-device copy bandwidth measured in the
 // same run, next to causal-conv1d's H100 numbers from shared/anchors.md. Ends with a Markdown table.
 #include <CLI/CLI.hpp>
 
@@ -104,9 +104,10 @@ int runConvBench(const ConvBenchOptions& o) {
     const int64_t T = std::accumulate(c.lens.begin(), c.lens.end(), int64_t{0});
     const std::string shape = packing == testing::ConvPacking::Dense
                                   ? strf("%zux%lld", c.lens.size(), (long long)c.lens[0])
-                                  : strf("packed %lld tokens, %zu seqs (%lld..%lld)", (long long)T, c.lens.size(),
+                                  : strf("packed %lld tokens, %zu seqs (%lld..%lld)%s", (long long)T, c.lens.size(),
                                          (long long)*std::min_element(c.lens.begin(), c.lens.end()),
-                                         (long long)*std::max_element(c.lens.begin(), c.lens.end()));
+                                         (long long)*std::max_element(c.lens.begin(), c.lens.end()),
+                                         packing == testing::ConvPacking::Positions ? ", positions" : "");
     rows.push_back({strf("fwd %s %s", layout == ConvLayout::ChannelLast ? "channel-last" : "channel-first", shape.c_str()),
                     us, 2.0 * static_cast<double>(T * o.dim) * eb, anchor});
     std::printf("%-70s %9.1f us\n", rows.back().what.c_str(), us);
@@ -118,6 +119,37 @@ int runConvBench(const ConvBenchOptions& o) {
   forward(ConvLayout::ChannelFirst, testing::ConvPacking::CuSeqlens, mixed, "");
   forward(ConvLayout::ChannelLast, testing::ConvPacking::CuSeqlens, mixed, "190 us (seq_idx)");
   forward(ConvLayout::ChannelLast, testing::ConvPacking::Positions, mixed, "");
+
+  // Backward: x and dout read, dx written (the workspace and dweight are small next to them).
+  auto backward = [&](ConvLayout layout, testing::ConvPacking packing, std::vector<int64_t> lens) {
+    testing::ConvBackwardCase c;
+    c.layout = layout;
+    c.xType = dt;
+    c.wType = DType::F32;
+    c.W = static_cast<int>(o.width);
+    c.D = o.dim;
+    c.lens = std::move(lens);
+    c.packing = packing;
+    c.seed = o.seed;
+    testing::ConvBackwardProblem p(c);
+    testing::DeviceTensors d(p.all());
+    CausalConv1dBackwardArgs a = testing::deviceArgs(p, d);
+    const int64_t wsElems = causal_conv1d_backward_workspace_size(a);
+    DeviceBuffer ws(static_cast<size_t>(wsElems) * 4);
+    a.workspace = TensorView::contiguous(ws.data(), DType::F32, {wsElems});
+    const double us = timeUs([&](CUstream st) { causal_conv1d_backward(a, st); }, s, o.iters, o.trials);
+    const int64_t T = std::accumulate(c.lens.begin(), c.lens.end(), int64_t{0});
+    const std::string shape = packing == testing::ConvPacking::Dense
+                                  ? strf("%zux%lld", c.lens.size(), (long long)c.lens[0])
+                                  : strf("packed %lld tokens, %zu seqs", (long long)T, c.lens.size());
+    rows.push_back({strf("bwd %s %s", layout == ConvLayout::ChannelLast ? "channel-last" : "channel-first", shape.c_str()),
+                    us, 3.0 * static_cast<double>(T * o.dim) * eb, ""});
+    std::printf("%-70s %9.1f us\n", rows.back().what.c_str(), us);
+  };
+  backward(ConvLayout::ChannelFirst, testing::ConvPacking::Dense, dense);
+  backward(ConvLayout::ChannelLast, testing::ConvPacking::Dense, dense);
+  backward(ConvLayout::ChannelFirst, testing::ConvPacking::CuSeqlens, mixed);
+  backward(ConvLayout::ChannelLast, testing::ConvPacking::CuSeqlens, mixed);
 
   for (int64_t b : o.updateBatches)
     for (int64_t L : o.updateTokens) {
@@ -159,8 +191,8 @@ Command addConvBenchCommand(CLI::App& parent) {
   auto o = std::make_shared<ConvBenchOptions>();
   CLI::App* app = parent.add_subcommand(
       "bench-conv",
-      "Benchmark causal_conv1d (channel-first and channel-last, dense rows and one packed row of "
-      "mixed-length sequences) and causal_conv1d_update on the GPU: µs per call, achieved TB/s and "
+      "Benchmark causal_conv1d and causal_conv1d_backward (channel-first and channel-last, dense rows "
+      "and one packed row of mixed-length sequences) and causal_conv1d_update on the GPU: µs per call, achieved TB/s and "
       "% of the copy bandwidth measured in the same run. Ends with a Markdown table.");
   app->add_option("--dim", o->dim, "Channels D")->capture_default_str();
   app->add_option("--width", o->width, "Conv width W (2..8)")->capture_default_str();
@@ -174,7 +206,7 @@ Command addConvBenchCommand(CLI::App& parent) {
       ->capture_default_str();
   app->add_option("--update-batch", o->updateBatches, "Update batch sizes, comma-separated")->delimiter(',')->capture_default_str();
   app->add_option("--update-tokens", o->updateTokens, "New tokens per update, comma-separated")->delimiter(',')->capture_default_str();
-  app->add_option("--iters", o->iters, "Calls per trial (forward)")->capture_default_str();
+  app->add_option("--iters", o->iters, "Calls per trial (forward and backward)")->capture_default_str();
   app->add_option("--trials", o->trials, "Trials; the median is reported")->capture_default_str();
   app->add_option("--seed", o->seed, "Random seed")->capture_default_str();
   return {app, [o] { return runConvBench(*o); }};

@@ -7,11 +7,11 @@
 #include <cuda.h>
 
 #include <algorithm>
-#include <climits>
 #include <string>
 #include <vector>
 
 #include "kernels_dsl/CausalConv1d.h"
+#include "kernels_dsl/Dsl.h"
 #include "runtime/DeviceStatus.h"
 #include "runtime/ops/CausalConv1dCheck.h"
 #include "runtime/ops/CausalConv1dSpec.h"
@@ -22,55 +22,12 @@
 namespace ssmjit {
 namespace {
 
+using detail::ArgIndex;
 using detail::KernelCall;
-
-// Argument index by name in a schema (resolved once per op; names are the kernels' contract).
-int argIndex(const char* const* names, int count, const char* name) {
-  for (int i = 0; i < count; ++i)
-    if (std::string(names[i]) == name) return i;
-  throw Error(Error::Kind::Internal, std::string("causal conv1d: no kernel argument '") + name + "'");
-}
-
-// Argument indices by name. Call sites pass literals, so each is resolved once and then found by
-// its address (the decode update is on the serving hot path).
-struct Args {
-  const char* const* names;
-  int count;
-  mutable const char* seen[64] = {};
-  mutable int index[64] = {};
-  int operator()(const char* n) const {
-    for (int i = 0; i < 64 && seen[i]; ++i)
-      if (seen[i] == n) return index[i];
-    const int k = argIndex(names, count, n);
-    for (int i = 0; i < 64; ++i)
-      if (!seen[i]) {
-        index[i] = k;
-        seen[i] = n;
-        break;
-      }
-    return k;
-  }
-};
-
-// 32-bit offsets do for a launch when every tensor's reach and every stride fits.
-bool fits32(std::initializer_list<const TensorView*> ts) {
-  for (const TensorView* t : ts)
-    if (t->defined()) {
-      if (t->span() > INT32_MAX) return false;
-      for (int i = 0; i < t->ndim; ++i)
-        if (t->strides[i] > INT32_MAX) return false;
-    }
-  return true;
-}
-
-int64_t log2Ceil(int64_t n) {
-  int64_t k = 0;
-  while ((int64_t(1) << k) < n) ++k;
-  return k;
-}
+using detail::fits32;
+using dsl::log2Ceil;
 
 unsigned u(int64_t v) { return static_cast<unsigned>(v); }
-
 
 // x/out axes as the kernels index them: [b, t, d].
 int timeAxis(const detail::ConvDims& d) { return d.channelLast ? 1 : 2; }
@@ -88,7 +45,7 @@ const ArgSchema kFinalSchema{kernels::kConvFinalStateArgNames, kernels::kConvFin
 const ArgSchema kUpdateSchema{kernels::kConvUpdateArgNames, kernels::kConvUpdateNumArgs};
 
 void bindForward(KernelCall& c, const CausalConv1dArgs& a, const detail::ConvDims& d, void* err) {
-  thread_local const Args A{kFwdSchema.names, kFwdSchema.count};
+  thread_local const ArgIndex A{kFwdSchema.names, kFwdSchema.count};
   const int xt = timeAxis(d), xd = chanAxis(d);
   c.pointer(A("x"), a.x, DType::F32, true);
   c.pointer(A("weight"), a.weight, DType::F32, true);
@@ -132,7 +89,7 @@ void bindForward(KernelCall& c, const CausalConv1dArgs& a, const detail::ConvDim
 }
 
 void bindFinalState(KernelCall& c, const CausalConv1dArgs& a, const detail::ConvDims& d, void* err) {
-  thread_local const Args A{kFinalSchema.names, kFinalSchema.count};
+  thread_local const ArgIndex A{kFinalSchema.names, kFinalSchema.count};
   const int xt = timeAxis(d), xd = chanAxis(d);
   const TensorView &is = a.initial_states, &fs = a.final_states;
   c.pointer(A("x"), a.x, DType::F32, true);
@@ -196,7 +153,7 @@ void causal_conv1d(const CausalConv1dArgs& a, Stream stream) {
 
 namespace {
 void bindUpdate(KernelCall& c, const CausalConv1dUpdateArgs& a, const detail::ConvUpdateDims& d, void* err) {
-  thread_local const Args A{kUpdateSchema.names, kUpdateSchema.count};
+  thread_local const ArgIndex A{kUpdateSchema.names, kUpdateSchema.count};
   c.pointer(A("state"), a.conv_state, DType::F32, true);
   c.pointer(A("x"), a.x, DType::F32, true);
   c.pointer(A("weight"), a.weight, DType::F32, true);

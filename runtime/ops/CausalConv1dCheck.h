@@ -27,6 +27,19 @@ struct ConvDims {
 // reference on the CPU).
 ConvDims checkConv1dArgs(const CausalConv1dArgs& args, DeviceKind device, const char* op);
 
+// The sizes of one causal_conv1d_backward call (initSlots from initial_states; finalSlots 0).
+struct ConvBackwardDims : ConvDims {
+  int64_t dfinalSlots = 0;  // dfinal_states.size(0) (0 without)
+};
+// Checks every argument of causal_conv1d_backward except `workspace` (the op checks it against
+// the size its launch plan needs), as checkConv1dArgs does: the forward's inputs by the same
+// rules (dfinal_states and final_state_indices as final_states and its indices), dout as out;
+// dx required, x's shape, fp32/bf16/fp16, no broadcast axis, and not x's or dout's data; dweight
+// required and dbias (only with bias) as weight and bias but without broadcast; dinitial_states
+// only with initial_states, of its shape (fp32/bf16/fp16, no broadcast).
+ConvBackwardDims checkConv1dBackwardArgs(const CausalConv1dBackwardArgs& args, DeviceKind device,
+                                         const char* op);
+
 // The sizes of one causal_conv1d_update call.
 struct ConvUpdateDims {
   int64_t batch = 0, L = 0, D = 0, W = 0;

@@ -1,5 +1,6 @@
 #include "runtime/ops/KernelCall.h"
 
+#include <climits>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -106,5 +107,31 @@ int64_t KernelCall::metaValue(const char* name) {
 }
 
 void KernelCall::launch(const unsigned grid[3], CUstream stream) { launchKernel(kernel(), v, grid, stream); }
+
+int ArgIndex::operator()(const char* n) const {
+  for (int i = 0; i < KernelCall::kMaxArgs && seen[i]; ++i)
+    if (seen[i] == n) return index[i];
+  int k = -1;
+  for (int i = 0; i < count && k < 0; ++i)
+    if (std::string(names[i]) == n) k = i;
+  if (k < 0) throw Error(Error::Kind::Internal, std::string("kernel binding: no kernel argument '") + n + "'");
+  for (int i = 0; i < KernelCall::kMaxArgs; ++i)
+    if (!seen[i]) {
+      index[i] = k;
+      seen[i] = n;
+      break;
+    }
+  return k;
+}
+
+bool fits32(std::initializer_list<const TensorView*> ts) {
+  for (const TensorView* t : ts)
+    if (t->defined()) {
+      if (t->span() > INT32_MAX) return false;
+      for (int i = 0; i < t->ndim; ++i)
+        if (t->strides[i] > INT32_MAX) return false;
+    }
+  return true;
+}
 
 }  // namespace ssmjit::detail

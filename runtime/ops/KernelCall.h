@@ -7,6 +7,7 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "compiler/Specialization.h"
@@ -57,5 +58,19 @@ class KernelCall {
 };
 
 int64_t alignClass(const void* p);
+
+// Argument indices by name in a kernel's schema (the names are the kernels' contract). Call sites
+// pass literals, so each is resolved once and then found by its address (ops on the serving hot
+// path bind every call). Throws Error(Internal) for a name the schema lacks.
+struct ArgIndex {
+  const char* const* names;
+  int count;
+  mutable const char* seen[KernelCall::kMaxArgs] = {};
+  mutable int index[KernelCall::kMaxArgs] = {};
+  int operator()(const char* name) const;
+};
+
+// 32-bit offsets do for a launch when every given tensor's reach and every stride fits.
+bool fits32(std::initializer_list<const TensorView*> tensors);
 
 }  // namespace ssmjit::detail

@@ -26,23 +26,23 @@ std::vector<int64_t> slotList(int64_t n, int64_t slots, std::mt19937_64& rng) {
   return s;
 }
 std::string dtypeShort(DType t) { return dtypeName(t); }
-}  // namespace
+TensorView view(const HostTensor& h) { return h.defined ? h.view() : TensorView{}; }
 
-std::string ConvCase::name() const {
-  std::string s = layout == ConvLayout::ChannelLast ? "cl" : "cf";
-  s += "_" + dtypeShort(xType) + "_w" + dtypeShort(wType) + "_W" + std::to_string(W) + "_D" + std::to_string(D);
-  s += packing == ConvPacking::Dense ? "_dense" : packing == ConvPacking::CuSeqlens ? "_cu" : "_pos";
-  s += "_n" + std::to_string(lens.size()) + "_T" + std::to_string(std::accumulate(lens.begin(), lens.end(), int64_t{0}));
-  if (initialStates) s += "_init";
-  if (finalStates) s += "_final";
-  if (slotIndices) s += "_idx";
-  if (!bias) s += "_nobias";
-  if (!silu) s += "_nosilu";
+// What ConvCase and ConvBackwardCase share: the name's start, and the forward's inputs (x, weight,
+// bias, cu_seqlens or positions, drawn in this order). Returns x's shape.
+template <class Case>
+std::string inputsName(const Case& c) {
+  std::string s = c.layout == ConvLayout::ChannelLast ? "cl" : "cf";
+  s += "_" + dtypeShort(c.xType) + "_w" + dtypeShort(c.wType) + "_W" + std::to_string(c.W);
+  s += "_D" + std::to_string(c.D);
+  s += c.packing == ConvPacking::Dense ? "_dense" : c.packing == ConvPacking::CuSeqlens ? "_cu" : "_pos";
+  s += "_n" + std::to_string(c.lens.size());
+  s += "_T" + std::to_string(std::accumulate(c.lens.begin(), c.lens.end(), int64_t{0}));
   return s;
 }
-
-ConvProblem::ConvProblem(const ConvCase& cc) : c(cc) {
-  std::mt19937_64 rng(c.seed);
+template <class Case>
+std::vector<int64_t> makeInputs(const Case& c, std::mt19937_64& rng, HostTensor& x, HostTensor& weight,
+                                HostTensor& bias, HostTensor& cu, HostTensor& pos) {
   const bool packed = c.packing != ConvPacking::Dense;
   const int64_t nseq = static_cast<int64_t>(c.lens.size());
   const int64_t T = std::accumulate(c.lens.begin(), c.lens.end(), int64_t{0});
@@ -51,7 +51,6 @@ ConvProblem::ConvProblem(const ConvCase& cc) : c(cc) {
   const std::vector<int64_t> xs = cl ? std::vector<int64_t>{B, L, c.D} : std::vector<int64_t>{B, c.D, L};
   x = contiguous(c.xType, xs, rng);
   fillUniform(x, rng, -1, 1);
-  out = contiguous(c.xType, xs, rng);  // poisoned
   weight = contiguous(c.wType, {c.D, c.W}, rng);
   fillUniform(weight, rng, -0.5, 0.5);
   if (c.bias) {
@@ -66,6 +65,24 @@ ConvProblem::ConvProblem(const ConvCase& cc) : c(cc) {
     for (int64_t i = 0; i < nseq; ++i)
       for (int64_t t = cuv[i]; t < cuv[i + 1]; ++t) storeElement(pos.view(), t, static_cast<double>(t - cuv[i]));
   }
+  return xs;
+}
+}  // namespace
+
+std::string ConvCase::name() const {
+  std::string s = inputsName(*this);
+  if (initialStates) s += "_init";
+  if (finalStates) s += "_final";
+  if (slotIndices) s += "_idx";
+  if (!bias) s += "_nobias";
+  if (!silu) s += "_nosilu";
+  return s;
+}
+
+ConvProblem::ConvProblem(const ConvCase& cc) : c(cc) {
+  std::mt19937_64 rng(c.seed);
+  const int64_t nseq = static_cast<int64_t>(c.lens.size());
+  out = contiguous(c.xType, makeInputs(c, rng, x, weight, bias, cu, pos), rng);  // poisoned
   if (c.initialStates || c.finalStates) {
     const int64_t slots = nseq + 2;
     states = contiguous(c.stateType, {slots, c.D, c.W - 1}, rng);
@@ -80,23 +97,84 @@ ConvProblem::ConvProblem(const ConvCase& cc) : c(cc) {
 
 CausalConv1dArgs ConvProblem::args() const {
   CausalConv1dArgs a;
-  auto v = [](const HostTensor& h) { return h.defined ? h.view() : TensorView{}; };
-  a.x = v(x);
-  a.weight = v(weight);
-  a.bias = v(bias);
-  a.out = v(out);
+  a.x = view(x);
+  a.weight = view(weight);
+  a.bias = view(bias);
+  a.out = view(out);
   a.layout = c.layout;
   a.silu = c.silu;
-  a.cu_seqlens = v(cu);
-  a.seq_pos = v(pos);
-  if (c.initialStates) a.initial_states = v(states);
-  if (c.finalStates) a.final_states = v(states);
-  a.initial_state_indices = v(initIdx);
-  a.final_state_indices = v(finalIdx);
+  a.cu_seqlens = view(cu);
+  a.seq_pos = view(pos);
+  if (c.initialStates) a.initial_states = view(states);
+  if (c.finalStates) a.final_states = view(states);
+  a.initial_state_indices = view(initIdx);
+  a.final_state_indices = view(finalIdx);
   return a;
 }
 
 std::vector<HostTensor*> ConvProblem::all() { return {&x, &weight, &bias, &out, &cu, &pos, &states, &initIdx, &finalIdx}; }
+
+std::string ConvBackwardCase::name() const {
+  std::string s = "bwd_" + inputsName(*this);
+  if (initialStates) s += "_init";
+  if (dfinalStates) s += "_dfinal";
+  if (dinitialStates) s += "_dinit";
+  if (slotIndices) s += "_idx";
+  if (!bias) s += "_nobias";
+  if (!silu) s += "_nosilu";
+  return s;
+}
+
+ConvBackwardProblem::ConvBackwardProblem(const ConvBackwardCase& cc) : c(cc) {
+  std::mt19937_64 rng(c.seed);
+  const int64_t nseq = static_cast<int64_t>(c.lens.size()), slots = nseq + 2;
+  const std::vector<int64_t> xs = makeInputs(c, rng, x, weight, bias, cu, pos);
+  dout = contiguous(c.xType, xs, rng);
+  fillUniform(dout, rng, -1, 1);
+  const std::vector<int64_t> ss = {slots, c.D, c.W - 1};
+  if (c.initialStates) {
+    states = contiguous(c.stateType, ss, rng);
+    fillUniform(states, rng, -1, 1);
+    if (c.slotIndices) initIdx = indexTensor(slotList(nseq, slots, rng), rng);  // distinct slots
+  }
+  if (c.dfinalStates) {
+    dfinal = contiguous(c.stateType, ss, rng);
+    fillUniform(dfinal, rng, -1, 1);
+    if (c.slotIndices) finalIdx = indexTensor(slotList(nseq, slots, rng), rng);
+  }
+  // The gradients, poisoned.
+  dx = contiguous(c.xType, xs, rng);
+  dweight = contiguous(c.wType, {c.D, c.W}, rng);
+  if (c.bias) dbias = contiguous(c.wType, {c.D}, rng);
+  if (c.dinitialStates) dinit = contiguous(c.stateType, ss, rng);
+}
+
+CausalConv1dBackwardArgs ConvBackwardProblem::args() const {
+  CausalConv1dBackwardArgs a;
+  a.x = view(x);
+  a.weight = view(weight);
+  a.bias = view(bias);
+  a.dout = view(dout);
+  a.layout = c.layout;
+  a.silu = c.silu;
+  a.cu_seqlens = view(cu);
+  a.seq_pos = view(pos);
+  a.initial_states = view(states);
+  a.initial_state_indices = view(initIdx);
+  a.dfinal_states = view(dfinal);
+  a.final_state_indices = view(finalIdx);
+  a.dx = view(dx);
+  a.dweight = view(dweight);
+  a.dbias = view(dbias);
+  a.dinitial_states = view(dinit);
+  return a;
+}
+
+std::vector<HostTensor*> ConvBackwardProblem::all() {
+  // The order the header documents (the GPU tests download by index).
+  return {&x, &weight, &bias, &dout, &cu, &pos, &states, &initIdx, &dfinal, &finalIdx,
+          &dx, &dweight, &dbias, &dinit};
+}
 
 std::string ConvUpdateCase::name() const {
   return dtypeShort(xType) + "_state" + dtypeShort(stateType) + "_W" + std::to_string(W) + "_D" + std::to_string(D) +
@@ -122,13 +200,12 @@ ConvUpdateProblem::ConvUpdateProblem(const ConvUpdateCase& cc) : c(cc) {
 
 CausalConv1dUpdateArgs ConvUpdateProblem::args() const {
   CausalConv1dUpdateArgs a;
-  auto v = [](const HostTensor& h) { return h.defined ? h.view() : TensorView{}; };
-  a.conv_state = v(state);
-  a.x = v(x);
-  a.weight = v(weight);
-  a.bias = v(bias);
-  a.out = v(out);
-  a.state_indices = v(idx);
+  a.conv_state = view(state);
+  a.x = view(x);
+  a.weight = view(weight);
+  a.bias = view(bias);
+  a.out = view(out);
+  a.state_indices = view(idx);
   a.silu = c.silu;
   a.commit = c.commit;
   return a;
@@ -173,6 +250,25 @@ CausalConv1dArgs deviceArgs(ConvProblem& p, const DeviceTensors& d) {
   if (p.c.finalStates) a.final_states = d.view(6, p.states);
   a.initial_state_indices = d.view(7, p.initIdx);
   a.final_state_indices = d.view(8, p.finalIdx);
+  return a;
+}
+
+CausalConv1dBackwardArgs deviceArgs(ConvBackwardProblem& p, const DeviceTensors& d) {
+  CausalConv1dBackwardArgs a = p.args();
+  a.x = d.view(0, p.x);
+  a.weight = d.view(1, p.weight);
+  a.bias = d.view(2, p.bias);
+  a.dout = d.view(3, p.dout);
+  a.cu_seqlens = d.view(4, p.cu);
+  a.seq_pos = d.view(5, p.pos);
+  a.initial_states = d.view(6, p.states);
+  a.initial_state_indices = d.view(7, p.initIdx);
+  a.dfinal_states = d.view(8, p.dfinal);
+  a.final_state_indices = d.view(9, p.finalIdx);
+  a.dx = d.view(10, p.dx);
+  a.dweight = d.view(11, p.dweight);
+  a.dbias = d.view(12, p.dbias);
+  a.dinitial_states = d.view(13, p.dinit);
   return a;
 }
 

@@ -1,6 +1,7 @@
 // Causal conv1d problems for the tests and `ssmjit bench`: host tensors with random inputs and
 // poisoned outputs (dense rows or one packed row of sequences of given lengths, either memory
-// order, optional bias and conv states with slot indices), and their device copies.
+// order, optional bias and conv states with slot indices), for the forward, the backward and the
+// decode update, and their device copies.
 #pragma once
 #include <cstdint>
 #include <random>
@@ -37,6 +38,38 @@ struct ConvProblem {
   std::vector<HostTensor*> all();
 };
 
+// A backward call: the forward's inputs (random), dout and dfinal_states (random), the gradients
+// (poisoned). States are an input here: initial_states and, separately, dfinal_states, each with
+// nseq + 2 slots.
+struct ConvBackwardCase {
+  ConvLayout layout = ConvLayout::ChannelFirst;
+  // x, dout, dx; weight, bias and their gradients; the states and their gradients.
+  DType xType = DType::F32, wType = DType::F32, stateType = DType::F32;
+  int W = 4;
+  int64_t D = 64;
+  std::vector<int64_t> lens = {100, 100};  // Dense: every length equal (one row each)
+  ConvPacking packing = ConvPacking::Dense;
+  bool bias = true, silu = true;
+  bool initialStates = false, dfinalStates = false;
+  bool dinitialStates = false;  // needs initialStates
+  bool slotIndices = false;     // slots through index tensors (permuted, one -1 each when > 1 seq;
+                                // distinct initial slots)
+  uint64_t seed = 1;
+  std::string name() const;
+};
+
+// all() lists the tensors in this order (the GPU tests download by index):
+//   0 x, 1 weight, 2 bias, 3 dout, 4 cu, 5 pos, 6 states (initial_states), 7 initIdx, 8 dfinal,
+//   9 finalIdx, 10 dx, 11 dweight, 12 dbias, 13 dinit.
+// Tensors a case does not use are undefined (still listed, so the indices stay fixed).
+struct ConvBackwardProblem {
+  ConvBackwardCase c;
+  HostTensor x, weight, bias, dout, cu, pos, states, initIdx, dfinal, finalIdx, dx, dweight, dbias, dinit;
+  explicit ConvBackwardProblem(const ConvBackwardCase& c);
+  CausalConv1dBackwardArgs args() const;  // CPU views; no workspace
+  std::vector<HostTensor*> all();
+};
+
 struct ConvUpdateCase {
   DType xType = DType::F32, stateType = DType::F32;
   int W = 4;
@@ -64,5 +97,7 @@ struct DeviceTensors {
 
 CausalConv1dArgs deviceArgs(ConvProblem& p, const DeviceTensors& d);
 CausalConv1dUpdateArgs deviceArgs(ConvUpdateProblem& p, const DeviceTensors& d);
+// The workspace is left undefined: the caller sizes and sets it.
+CausalConv1dBackwardArgs deviceArgs(ConvBackwardProblem& p, const DeviceTensors& d);
 
 }  // namespace ssmjit::testing

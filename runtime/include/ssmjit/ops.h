@@ -114,6 +114,44 @@ struct CausalConv1dArgs {
 };
 void causal_conv1d(const CausalConv1dArgs& args, Stream stream = nullptr);
 
+// Backward of causal_conv1d: given dout (the gradient of out) and, optionally, the gradient of
+// the final states, the gradients of x, weight, bias and the initial states. The forward's inputs
+// are given again, as they were (initial_states as the forward read them: not overwritten by an
+// in-place forward); the pre-activation is recomputed when silu is set.
+//   dx[t] = sum_{s<W} weight[d, W-1-s] * g[t + s], over the tokens t + s of t's own sequence,
+//           plus dfinal_states where t is one of the last W-1 tokens of its sequence;
+//   g = dout * act'(pre);  dweight[d, k] = sum_t g[t] * xx(t - (W-1) + k);  dbias[d] = sum_t g[t];
+//   dinitial_states[slot, d, j] = the gradient of initial column j (position j - (W-1)).
+// No gradient crosses a sequence boundary (dx of packed sequences equals each sequence's alone).
+// Deterministic: dweight and dbias are summed in a fixed order, in two stages through the
+// caller's workspace (float32, at least causal_conv1d_backward_workspace_size(args) elements;
+// its contents on entry do not matter). Nothing is accumulated into the outputs: each is written.
+struct CausalConv1dBackwardArgs {
+  TensorView x, weight;
+  TensorView bias;                   // optional, as in the forward
+  TensorView dout;                   // x's shape
+  ConvLayout layout = ConvLayout::ChannelFirst;
+  bool silu = false;
+  TensorView cu_seqlens;             // optional, as in the forward (checked by the kernels)
+  TensorView seq_pos;                // optional, as in the forward
+  TensorView initial_states;         // optional, as in the forward
+  TensorView initial_state_indices;  // optional, as in the forward
+  // Optional (S, D, W-1): the gradient of the forward's final states, read from slot
+  // final_state_indices[i] (-1: none), or slot i. Needs cu_seqlens or dense rows.
+  TensorView dfinal_states;
+  TensorView final_state_indices;    // optional (nseq,), int32/int64
+  TensorView dx;                     // x's shape and dtype family (fp32/bf16/fp16); not dout
+  TensorView dweight;                // (D, W), fp32 or x's dtype
+  TensorView dbias;                  // optional (D,), only with bias
+  // Optional, only with initial_states, its shape: written at the slots the sequences read
+  // (slots no sequence reads are left as they are; sequences must read distinct slots).
+  TensorView dinitial_states;
+  TensorView workspace;              // float32, contiguous, on the device
+};
+// The workspace the call needs, in float32 elements (checks every argument but the workspace).
+int64_t causal_conv1d_backward_workspace_size(const CausalConv1dBackwardArgs& args);
+void causal_conv1d_backward(const CausalConv1dBackwardArgs& args, Stream stream = nullptr);
+
 // Decode update: L new tokens per sequence against its conv state, in one launch (L = 1: the
 // ordinary decode step; L > 1: the verify pass of speculative decoding).
 //   conv_state (S, D, W-1), column j = the token W-1-j places before the next one;

@@ -56,6 +56,25 @@ void selective_state_update_tokens(const SelectiveStateUpdateArgs& args);
 // GPU op reports these through checkDeviceErrors() instead.)
 void causal_conv1d(const CausalConv1dArgs& args);
 
+// Causal conv1d backward: the arguments and checks of ssmjit::causal_conv1d_backward (ops.h) on
+// CPU tensors, but for the workspace (ignored). Writes dx, dweight, dbias (if given) and
+// dinitial_states (if given). The exact transpose of causal_conv1d above, inputs read as stored,
+// every sum in double: per token, g = dout * act'(pre) with pre recomputed as the forward does
+// (SiLU'(v) = s (1 + v (1 - s)), s = sigmoid(v); identity: 1); each tap k of the token's window
+// adds g * weight[d, k] to the gradient of what it read (dx of a token of the same sequence, or
+// dinitial_states at the initial state's column; nothing for a zero) and g * (what it read) to
+// dweight[d, k]; dbias[d] = sum g. Then dfinal_states[f, d, j] (slot f = final_state_indices[i],
+// or i; -1: none) goes to what final column j of sequence i read (position len - (W-1) + j: a
+// token, or an initial-state column for a sequence shorter than W-1). With seq_pos, a token at
+// position p reaches p tokens back. Every output is rounded once to its dtype; dx, dweight and
+// dbias are written whole, dinitial_states only at the slots the sequences read (others are left
+// as they are).
+//
+// cu_seqlens and the slot indices are checked as causal_conv1d checks them; with dinitial_states,
+// two sequences reading the same initial slot also throw ssmjit::Error(InvalidArgument) naming
+// initial_state_indices (ops.h asks for distinct slots). All before anything is written.
+void causal_conv1d_backward(const CausalConv1dBackwardArgs& args);
+
 // Causal conv1d decode update: the arguments and checks of ssmjit::causal_conv1d_update (ops.h)
 // on CPU tensors. Per row b (slot s = state_indices[b], or b; -1: pad, skipped, out untouched),
 // per channel d, for each of the L tokens in order: the window is the W-1 state columns then the

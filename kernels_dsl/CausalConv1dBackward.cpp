@@ -1,0 +1,296 @@
+// Causal depthwise conv1d backward, written once in the DSL for both memory orders, dense rows
+// and packed rows (cu_seqlens or positions), with initial and final states. Three kernels (see
+// CausalConv1d.h for the contract):
+//
+// causal_conv1d_bwd streams a block of channels along a chunk of time like the forward: per tile
+// it rebuilds the taps x[t - s] (shifts of the tile with the previous one's tail, initial states
+// before sequence starts), the pre-activation (for SiLU's derivative) and g = dout * act'(pre),
+// accumulates g * tap and g per element for dweight / dbias, and writes dx of the tile *before*
+// it: dx[t] = sum_s w[W-1-s] g[t + s] needs the next tile's first W - 1 values of g (a shift the
+// other way). The chunk's last tile takes the next chunk's first W - 1 tokens for that. Places
+// t + s in another sequence are masked (a token at position p is reached by the p tokens before
+// it only), so no gradient crosses a boundary. At the end each program reduces its sums along
+// time and writes them to its own row of the workspace.
+//
+// causal_conv1d_bwd_reduce sums the workspace rows in a fixed order (deterministic dweight and
+// dbias whatever the scheduling), and causal_conv1d_bwd_states handles what belongs to whole
+// sequences: the gradient of the initial states (the first W - 1 tokens' g, recomputed) and of the
+// final states (added to dx of the last W - 1 tokens, or to the initial state of a short one).
+#include "kernels_dsl/CausalConv1d.h"
+#include "kernels_dsl/ConvTiles.h"
+#include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/Registry.h"
+
+namespace ssmjit::kernels {
+using namespace dsl;
+
+namespace {
+
+// silu'(v) = s (1 + v (1 - s)), s = sigmoid(v).
+Value siluGrad(Value v) {
+  Value s = sigmoid(v);
+  return s * (1.0 + v * (1.0 - s));
+}
+
+void buildBackward(KernelBuilder& k, const Specialization& spec) {
+  const int64_t BD = spec.get("meta:BLOCK_D"), BT = spec.get("meta:BLOCK_T"), W = spec.get("meta:width");
+  const bool cl = spec.get("meta:channel_last") != 0;
+  const int ta = cl ? 0 : 1;  // the time axis of 2-D tiles
+  auto F = PtrClass::Float, Ix = PtrClass::Int;
+  auto M = PtrRole::Metadata;
+  Value x = k.ptrArg("x", F), w = k.ptrArg("weight", F), bias = k.ptrArg("bias", F),
+        dy = k.ptrArg("dout", F), dx = k.ptrArg("dx", F), init = k.ptrArg("init", F), ws = k.ptrArg("ws", F);
+  Value cu = k.ptrArg("cu", Ix, M), pos = k.ptrArg("pos", Ix, M), initIdx = k.ptrArg("init_idx", Ix, M);
+  k.ptrArg("err", Ix, M);
+  Value D = k.intArg("D"), L = k.intArg("L"), nseq = k.intArg("nseq"), nslots = k.intArg("nslots"),
+        steps = k.intArg("search_steps"), tiles = k.intArg("tiles"), nchunks = k.intArg("nchunks");
+  auto I = [&](const char* n) { return k.intArg(n); };
+  Value sXb = I("s_x_b"), sXt = I("s_x_t"), sXd = I("s_x_d"), sWd = I("s_w_d"), sWk = I("s_w_k"),
+        sBias = I("s_bias_d"), sYb = I("s_dy_b"), sYt = I("s_dy_t"), sYd = I("s_dy_d"), sDb = I("s_dx_b"),
+        sDt = I("s_dx_t"), sDd = I("s_dx_d"), sIs = I("s_init_slot"), sId = I("s_init_d"),
+        sIk = I("s_init_k"), sCu = I("s_cu"), sPos = I("s_pos_t"), sIidx = I("s_init_idx");
+  Value hasBias = k.flagArg("has_bias"), siluOn = k.flagArg("silu"), hasCu = k.flagArg("has_cu"),
+        hasPos = k.flagArg("has_pos"), hasInit = k.flagArg("has_init"),
+        hasInitIdx = k.flagArg("has_init_idx");
+
+  Value pidD = k.programId(0), pidC = k.programId(1), row = k.programId(2);
+  Value offsD = pidD * BD + k.range(BD), maskD = offsD < D;
+  auto dE = [&](Value v) { return k.expandDims(v, cl ? 0 : 1); };
+  auto tE = [&](Value v) { return k.expandDims(v, cl ? 1 : 0); };
+  Value dOffs = dE(offsD), mD = dE(maskD), rT = k.range(BT);
+  Value zero = k.constFloat(0), zeroI = k.constInt(0);
+  const std::vector<int64_t> tileShape = cl ? std::vector<int64_t>{BT, BD} : std::vector<int64_t>{BD, BT};
+  std::vector<Value> wk;
+  for (int64_t j = 0; j < W; ++j) wk.push_back(dE(k.load(w, offsD * sWd + j * sWk, maskD, zero)));
+  Value biasT = k.ifElse(hasBias, [&] { return std::vector<Value>{dE(k.load(bias, offsD * sBias, maskD, zero))}; },
+                         [&] { return std::vector<Value>{dE(k.splat(zero, {BD}))}; })[0];
+
+  Value t0 = pidC * (BT * tiles);
+  Value nTiles = k.minimum(tiles, cdiv(L - t0, k.constInt(BT)));
+  const ConvPacking pk{cu, pos, sCu, sPos, hasCu, hasPos, nseq, L, row, BT, W};
+  Value seq0 = sequenceOf(k, pk, t0, steps);
+  std::vector<Value> b0 = sequenceBounds(k, pk, seq0);
+  const ConvInitialStates st{init, initIdx, sIs, sId, sIk, sIidx, hasInit, hasInitIdx, nslots};
+
+  // Tile i of the chunk (i < nTiles), then the first W - 1 tokens of the next chunk (i = nTiles:
+  // their g completes the last tile's dx; their own sums belong to the next chunk).
+  auto loadTile = [&](Value ptr, Value rowOff, Value sT, Value sD, Value i) {
+    Value tv = t0 + i * BT + rT;
+    Value need = (tv < L) && ((i < nTiles) || ((i == nTiles) && (rT < W - 1)));
+    return k.load(ptr, rowOff + tE(tv) * sT + dOffs * sD, tE(need) && mD, zero);
+  };
+  Value xRow = row * sXb, yRow = row * sYb, dxRow = row * sDb;
+  Value tPrev = t0 - BT + rT;  // the previous tile: only its last W - 1 tokens are shifted in
+  Value prev = k.load(x, xRow + tE(tPrev) * sXt + dOffs * sXd, tE((tPrev >= 0) && (rT >= BT - (W - 1))) && mD, zero);
+
+  Value zeroTile = k.splat(zero, tileShape);
+  // Carried: x of the previous and this tile, dout of this tile, g and the token ends of the
+  // previous tile (and whether its dx needs masks), the running sequence, the W + 1 sums.
+  std::vector<Value> init0 = {prev, loadTile(x, xRow, sXt, sXd, zeroI), loadTile(dy, yRow, sYt, sYd, zeroI),
+                              zeroTile, k.splat(zeroI, {BT}), k.constBool(true), seq0, b0[0], b0[1]};
+  for (int64_t j = 0; j <= W; ++j) init0.push_back(zeroTile);
+  const size_t kAcc = 9;
+  std::vector<Value> fin = k.forLoop(zeroI, nTiles + 1, k.constInt(1), init0, [&](Value i, const std::vector<Value>& c) {
+    Value prevX = c[0], cur = c[1], dyT = c[2], gPrev = c[3], endPrev = c[4], fastPrev = c[5], seq = c[6],
+          start = c[7], next = c[8];
+    Value xAhead = loadTile(x, xRow, sXt, sXd, i + 1), dyAhead = loadTile(dy, yRow, sYt, sYd, i + 1);
+    Value tt = t0 + i * BT, tv = tt + rT;
+
+    // The taps of this tile; fast when its windows and the W - 1 tokens after it lie in one
+    // sequence (then the dx of this tile, written next iteration, needs no mask either).
+    Value fast = !hasPos && (tt - start >= W - 1) && (tt + BT + W - 1 <= next);
+    std::vector<Value> r = k.ifElse(fast, [&] {
+      std::vector<Value> out = convTaps(k, cur, prevX, ta, W, nullptr, st, dOffs, mD);
+      out.insert(out.end(), {k.splat(next, {BT}), seq, start, next});
+      return out;
+    }, [&] {
+      TileTokens tk = tileTokens(k, pk, tt, tv, seq, start, next);
+      std::vector<Value> out = convTaps(k, cur, prevX, ta, W, &tk, st, dOffs, mD);
+      // Each token's sequence end (cu_seqlens; a dense row ends beyond any tile).
+      Value ends = k.ifElse(hasCu, [&] { return std::vector<Value>{k.load(cu, (tk.seqE + 1) * sCu, tv < L, L)}; },
+                            [&] { return std::vector<Value>{k.splat(next, {BT})}; })[0];
+      out.insert(out.end(), {ends, tk.seq, tk.start, tk.next});
+      return out;
+    });
+    std::vector<Value> taps(r.begin(), r.begin() + W);
+    Value ends = r[W];
+
+    Value pre = biasT + wk[W - 1] * taps[0];
+    for (int s = 1; s < W; ++s) pre = pre + wk[W - 1 - s] * taps[s];
+    Value g = k.ifElse(siluOn, [&] { return std::vector<Value>{dyT * siluGrad(pre)}; },
+                       [&] { return std::vector<Value>{dyT}; })[0];
+
+    std::vector<Value> acc(c.begin() + kAcc, c.end());
+    acc = k.ifElse(i < nTiles, [&] {
+      std::vector<Value> a = acc;
+      for (int s = 0; s < W; ++s) a[W - 1 - s] = a[W - 1 - s] + g * taps[s];
+      a[W] = a[W] + g;
+      return a;
+    }, [&] { return acc; });
+
+    // dx of the previous tile: g of its tokens and of the W - 1 after them, same sequence only.
+    k.ifThen(i >= 1, [&] {
+      Value tvP = tt - BT + rT;
+      Value dxv = k.ifElse(fastPrev, [&] {
+        Value a = wk[W - 1] * gPrev;
+        for (int s = 1; s < W; ++s) a = a + wk[W - 1 - s] * k.shift(gPrev, g, ta, -s);
+        return std::vector<Value>{a};
+      }, [&] {
+        Value a = wk[W - 1] * gPrev;
+        for (int s = 1; s < W; ++s) {
+          // Token t + s is in t's sequence: with positions, it sits at least s into its
+          // sequence; otherwise it is before t's sequence end.
+          Value same = k.ifElse(hasPos, [&] {
+            return std::vector<Value>{k.load(pos, (tvP + s) * sPos, tvP + s < L, zeroI) >= s};
+          }, [&] { return std::vector<Value>{tvP + s < endPrev}; })[0];
+          a = a + wk[W - 1 - s] * k.select(tE(same), k.shift(gPrev, g, ta, -s), zero);
+        }
+        return std::vector<Value>{a};
+      })[0];
+      k.store(dx, dxRow + tE(tvP) * sDt + dOffs * sDd, dxv, tE(tvP < L) && mD);
+    });
+
+    std::vector<Value> nx = {cur, xAhead, dyAhead, g, ends, fast, r[W + 1], r[W + 2], r[W + 3]};
+    nx.insert(nx.end(), acc.begin(), acc.end());
+    return nx;
+  });
+
+  // This program's sums, reduced along time, to its workspace row ws[p, j, :].
+  Value p = row * nchunks + pidC;
+  for (int64_t j = 0; j <= W; ++j)
+    k.store(ws, (p * (W + 1) + j) * D + offsD, k.reduce(fin[kAcc + j], ta, "sum"), maskD);
+}
+
+// dweight[d, j] = sum_p ws[p, j, d], dbias[d] = sum_p ws[p, W, d]: [partials x channels] tiles
+// summed element-wise over the partials, then along them (a fixed order for a given call).
+void buildReduce(KernelBuilder& k, const Specialization& spec) {
+  const int64_t BD = spec.get("meta:BLOCK_D"), BP = spec.get("meta:BLOCK_P"), W = spec.get("meta:width");
+  auto F = PtrClass::Float;
+  Value ws = k.ptrArg("ws", F), dw = k.ptrArg("dweight", F), db = k.ptrArg("dbias", F);
+  Value D = k.intArg("D"), P = k.intArg("partials");
+  Value sDwd = k.intArg("s_dw_d"), sDwk = k.intArg("s_dw_k"), sDb = k.intArg("s_db_d");
+  Value hasDb = k.flagArg("has_dbias");
+  Value offsD = k.programId(0) * BD + k.range(BD), maskD = offsD < D;
+  Value zero = k.constFloat(0), zeroI = k.constInt(0), rP = k.expandDims(k.range(BP), 1);
+  Value dOffs = k.expandDims(offsD, 0), mD = k.expandDims(maskD, 0);
+  std::vector<Value> init(W + 1, k.splat(zero, {BP, BD}));
+  std::vector<Value> sums = k.forLoop(zeroI, P, k.constInt(BP), init, [&](Value p0, const std::vector<Value>& c) {
+    Value pv = p0 + rP;
+    std::vector<Value> a;
+    for (int64_t j = 0; j <= W; ++j)
+      a.push_back(c[j] + k.load(ws, (pv * (W + 1) + j) * D + dOffs, (pv < P) && mD, zero));
+    return a;
+  });
+  for (int64_t j = 0; j < W; ++j) k.store(dw, offsD * sDwd + j * sDwk, k.reduce(sums[j], 0, "sum"), maskD);
+  k.ifThen(hasDb, [&] { k.store(db, offsD * sDb, k.reduce(sums[W], 0, "sum"), maskD); });
+}
+
+// Per sequence (and block of channels; 1-D tiles): check cu_seqlens and the slots; the gradient
+// of its initial state from its first W - 1 tokens (g recomputed), and of its final state.
+void buildStates(KernelBuilder& k, const Specialization& spec) {
+  const int64_t BD = spec.get("meta:BLOCK_D"), W = spec.get("meta:width");
+  auto F = PtrClass::Float, Ix = PtrClass::Int;
+  auto M = PtrRole::Metadata;
+  Value x = k.ptrArg("x", F), w = k.ptrArg("weight", F), bias = k.ptrArg("bias", F), dy = k.ptrArg("dout", F),
+        dx = k.ptrArg("dx", F), init = k.ptrArg("init", F), dinit = k.ptrArg("dinit", F),
+        dfinal = k.ptrArg("dfinal", F);
+  Value cu = k.ptrArg("cu", Ix, M), initIdx = k.ptrArg("init_idx", Ix, M), finalIdx = k.ptrArg("final_idx", Ix, M),
+        err = k.ptrArg("err", Ix, M);
+  Value D = k.intArg("D"), L = k.intArg("L"), nseq = k.intArg("nseq"), nInit = k.intArg("nslots_init"),
+        nFinal = k.intArg("nslots_final");
+  auto I = [&](const char* n) { return k.intArg(n); };
+  Value sXb = I("s_x_b"), sXt = I("s_x_t"), sXd = I("s_x_d"), sWd = I("s_w_d"), sWk = I("s_w_k"),
+        sBias = I("s_bias_d"), sYb = I("s_dy_b"), sYt = I("s_dy_t"), sYd = I("s_dy_d"), sDb = I("s_dx_b"),
+        sDt = I("s_dx_t"), sDd = I("s_dx_d"), sIs = I("s_init_slot"), sId = I("s_init_d"),
+        sIk = I("s_init_k"), sGs = I("s_dinit_slot"), sGd = I("s_dinit_d"), sGk = I("s_dinit_k"),
+        sFs = I("s_dfinal_slot"), sFd = I("s_dfinal_d"), sFk = I("s_dfinal_k"), sCu = I("s_cu"),
+        sIidx = I("s_init_idx"), sFidx = I("s_final_idx");
+  Value hasBias = k.flagArg("has_bias"), siluOn = k.flagArg("silu"), hasCu = k.flagArg("has_cu"),
+        hasInit = k.flagArg("has_init"), hasInitIdx = k.flagArg("has_init_idx"),
+        hasDinit = k.flagArg("has_dinit"), hasDfinal = k.flagArg("has_dfinal"),
+        hasFinalIdx = k.flagArg("has_final_idx");
+
+  Value pidD = k.programId(0), i = k.programId(1);
+  Value zero = k.constFloat(0), noSlot = k.constInt(-1);
+  const ConvPacking pk{cu, {}, sCu, {}, hasCu, k.constBool(false), nseq, L, i, 1, W};
+  const SequenceSpan sp = checkedSequence(k, pk, i, pidD, err);
+  Value start = sp.start, len = sp.end - sp.start, row = sp.row;
+  Value slotIn = k.ifElse(hasInit, [&] {
+    return std::vector<Value>{checkedSlot(k, hasInitIdx, initIdx, sIidx, nInit, i, pidD, err, kErrConvInitSlot)};
+  }, [&] { return std::vector<Value>{noSlot}; })[0];
+  Value slotF = k.ifElse(hasDfinal, [&] {
+    return std::vector<Value>{checkedSlot(k, hasFinalIdx, finalIdx, sFidx, nFinal, i, pidD, err, kErrConvFinalSlot)};
+  }, [&] { return std::vector<Value>{noSlot}; })[0];
+
+  Value offsD = pidD * BD + k.range(BD), maskD = offsD < D;
+  // The final state's column j is the token at position len - (W-1) + j: its gradient goes to
+  // dx there, or (a sequence shorter than W - 1) to the initial state's column len + j.
+  std::vector<Value> dfin;
+  for (int64_t j = 0; j + 1 < W; ++j)
+    dfin.push_back(k.load(dfinal, slotF * sFs + offsD * sFd + j * sFk, maskD && (slotF >= 0), zero));
+  k.ifThen(slotF >= 0, [&] {
+    for (int64_t j = 0; j + 1 < W; ++j) {
+      Value p = len - (W - 1) + j;
+      Value off = row * sDb + (start + p) * sDt + offsD * sDd;
+      Value m = maskD && (p >= 0);
+      k.store(dx, off, k.load(dx, off, m, zero) + dfin[j], m);
+    }
+  });
+
+  k.returnIf(!hasDinit || (slotIn < 0));
+  // xx(q) for positions q in [-(W-1), W-2]: x, or the initial state before the start.
+  auto xx = [&](int64_t q) {
+    if (q >= 0) return k.load(x, row * sXb + (start + q) * sXt + offsD * sXd, maskD && (len > q), zero);
+    return k.load(init, slotIn * sIs + offsD * sId + (q + W - 1) * sIk, maskD, zero);
+  };
+  std::vector<Value> wk, xs;
+  for (int64_t j = 0; j < W; ++j) wk.push_back(k.load(w, offsD * sWd + j * sWk, maskD, zero));
+  for (int64_t q = -(W - 1); q + 1 < W; ++q) xs.push_back(xx(q));
+  Value biasT = k.ifElse(hasBias, [&] { return std::vector<Value>{k.load(bias, offsD * sBias, maskD, zero)}; },
+                         [&] { return std::vector<Value>{k.splat(zero, {BD})}; })[0];
+  // g of the first W - 1 tokens (0 past the sequence's end), in the main kernel's order.
+  std::vector<Value> g;
+  for (int64_t t = 0; t + 1 < W; ++t) {
+    Value dyt = k.load(dy, row * sYb + (start + t) * sYt + offsD * sYd, maskD && (len > t), zero);
+    Value pre = biasT + wk[W - 1] * xs[t + W - 1];
+    for (int64_t s = 1; s < W; ++s) pre = pre + wk[W - 1 - s] * xs[t + W - 1 - s];
+    g.push_back(k.ifElse(siluOn, [&] { return std::vector<Value>{dyt * siluGrad(pre)}; },
+                         [&] { return std::vector<Value>{dyt}; })[0]);
+  }
+  // Column j (position j - (W-1)) is tap k of token j - k.
+  for (int64_t j = 0; j + 1 < W; ++j) {
+    Value a = k.splat(zero, {BD});
+    for (int64_t kk = 0; kk <= j; ++kk) a = a + wk[kk] * g[j - kk];
+    for (int64_t jf = 0; jf + 1 < W; ++jf)  // final column jf at position len - (W-1) + jf
+      a = a + k.select((len + jf == j) && (slotF >= 0), dfin[jf], zero);
+    k.store(dinit, slotIn * sGs + offsD * sGd + j * sGk, a, maskD);
+  }
+}
+
+// Channel-last keeps 8 bytes of channels a thread: the per-element sums (W + 1 of them) and the
+// tiles in flight would not fit the registers with 16.
+void chooseBackwardMeta(Specialization& s) {
+  chooseConvTiles(s, smallestElement(s, {"x", "dout", "dx"}), 8);
+  if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
+}
+
+void chooseReduceMeta(Specialization& s) {
+  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);
+  if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", 64);
+  if (!s.find("meta:BLOCK_P")) s.set("meta:BLOCK_P", 16);
+  if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
+}
+
+void chooseStatesMeta(Specialization& s) {
+  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 2);
+  if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", 256);
+  if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
+}
+
+}  // namespace
+
+KernelDef convBackwardKernel() { return {kConvBwdKernel, buildBackward, chooseBackwardMeta}; }
+KernelDef convBackwardReduceKernel() { return {kConvBwdReduceKernel, buildReduce, chooseReduceMeta}; }
+KernelDef convBackwardStatesKernel() { return {kConvBwdStatesKernel, buildStates, chooseStatesMeta}; }
+
+}  // namespace ssmjit::kernels

@@ -1,0 +1,129 @@
+// Sequence bookkeeping of the causal-conv1d kernels (see ConvTiles.h).
+#include "kernels_dsl/ConvTiles.h"
+
+#include "kernels_dsl/CausalConv1d.h"
+
+#include <algorithm>
+
+namespace ssmjit::kernels {
+using namespace dsl;
+
+int64_t smallestElement(const Specialization& s, std::initializer_list<const char*> tensors) {
+  int64_t bytes = 8;
+  for (const char* t : tensors)
+    bytes = std::min<int64_t>(bytes, scalarTypeBytes(static_cast<ScalarType>(s.get(std::string("dtype:") + t, 0))));
+  return bytes;
+}
+
+void chooseConvTiles(Specialization& s, int64_t elemBytes, int64_t vecBytes) {
+  const int64_t vec = vecBytes / elemBytes, W = s.get("meta:width");
+  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);
+  const int64_t warps = s.get("meta:num_warps");
+  if (s.get("meta:channel_last")) {
+    const int64_t bt = std::max<int64_t>(4, nextPow2(W));
+    if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", bt);
+    if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", vec * (32 / bt) * warps);
+  } else {
+    if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", std::max<int64_t>(16 / elemBytes * 8, nextPow2(W)));
+    if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", 4 * warps);
+  }
+}
+
+Value sequenceOf(KernelBuilder& k, const ConvPacking& p, Value t, Value steps) {
+  return k.ifElse(p.hasCu, [&] {
+    // cu[0] = 0 <= t < cu[nseq] = L: keep cu[lo] <= t < cu[hi].
+    Value zeroI = k.constInt(0);
+    auto lohi = k.forLoop(zeroI, steps, k.constInt(1), {zeroI, p.nseq}, [&](Value, const std::vector<Value>& c) {
+      Value mid = (c[0] + c[1]) / 2;
+      Value le = k.load(p.cu, mid * p.sCu) <= t;
+      return std::vector<Value>{k.select(le, mid, c[0]), k.select(le, c[1], mid)};
+    });
+    return std::vector<Value>{lohi[0]};
+  }, [&] { return std::vector<Value>{p.row}; })[0];
+}
+
+std::vector<Value> sequenceBounds(KernelBuilder& k, const ConvPacking& p, Value s) {
+  return k.ifElse(p.hasCu, [&] { return std::vector<Value>{k.load(p.cu, s * p.sCu), k.load(p.cu, (s + 1) * p.sCu)}; },
+                  [&] { return std::vector<Value>{k.constInt(0), p.L + (2 * p.BT + p.W)}; });
+}
+
+TileTokens tileTokens(KernelBuilder& k, const ConvPacking& p, Value tt, Value tv, Value seq, Value start,
+                      Value next) {
+  const int64_t BT = p.BT;
+  Value zeroI = k.constInt(0);
+  std::vector<Value> r = k.ifElse(p.hasPos, [&] {
+    return std::vector<Value>{k.load(p.pos, tv * p.sPos, tv < p.L, zeroI), k.splat(zeroI, {BT}), seq, start, next};
+  }, [&] {
+    return k.ifElse(p.hasCu, [&] {
+      // The sequence of the tile's last token: at most BT starts lie in the tile, so it is in
+      // [seq, seq + BT] (cu strictly increases).
+      Value lastT = k.minimum(tt + BT, p.L) - 1;
+      std::vector<Value> lh = {seq, k.minimum(seq + (BT + 1), p.nseq)};
+      for (int64_t step = 0; step <= log2Ceil(BT + 1); ++step) {
+        Value mid = (lh[0] + lh[1]) / 2;
+        Value le = k.load(p.cu, mid * p.sCu) <= lastT;
+        lh = {k.select(le, mid, lh[0]), k.select(le, lh[1], mid)};
+      }
+      Value seqLast = lh[0];
+      // Walk the starts inside the tile: each token takes the last start at or before it.
+      auto se = k.forLoop(seq + 1, seqLast + 1, k.constInt(1), {k.splat(start, {BT}), k.splat(seq, {BT})},
+                          [&](Value kk, const std::vector<Value>& e) {
+        Value bk = k.load(p.cu, kk * p.sCu);
+        Value after = tv >= bk;
+        return std::vector<Value>{k.select(after, bk, e[0]), k.select(after, kk, e[1])};
+      });
+      std::vector<Value> nb = sequenceBounds(k, p, seqLast);
+      return std::vector<Value>{tv - se[0], se[1], seqLast, nb[0], nb[1]};
+    }, [&] {  // a dense row: one sequence from token 0
+      return std::vector<Value>{tv, k.splat(p.row, {BT}), seq, start, next};
+    });
+  });
+  return {r[0], r[1], r[2], r[3], r[4]};
+}
+
+std::vector<Value> convTaps(KernelBuilder& k, Value cur, Value prev, int timeAxis, int64_t W, const TileTokens* tk,
+                            const ConvInitialStates& st, Value dOffs, Value mD) {
+  std::vector<Value> taps{cur};
+  auto tE = [&](Value v) { return k.expandDims(v, 1 - timeAxis); };
+  if (!tk) {
+    for (int s = 1; s < W; ++s) taps.push_back(k.shift(cur, prev, timeAxis, s));
+    return taps;
+  }
+  Value zero = k.constFloat(0), lp = tE(tk->lp);
+  Value slotE = k.ifElse(st.hasIdx, [&] { return std::vector<Value>{k.load(st.idx, tk->seqE * st.sIdx)}; },
+                         [&] { return std::vector<Value>{tk->seqE}; })[0];
+  Value slotOk = tE((slotE >= 0) && (slotE < st.nslots));
+  Value slotOffs = tE(slotE) * st.sSlot + dOffs * st.sD;
+  for (int s = 1; s < W; ++s) {
+    Value before = lp < s;
+    Value fromInit = k.ifElse(st.has, [&] {
+      return std::vector<Value>{k.load(st.init, slotOffs + (lp + (W - 1 - s)) * st.sK,
+                                       before && (lp >= 0) && slotOk && mD, zero)};
+    }, [&] { return std::vector<Value>{k.splat(zero, cur.shape())}; })[0];
+    taps.push_back(k.select(before, fromInit, k.shift(cur, prev, timeAxis, s)));
+  }
+  return taps;
+}
+
+SequenceSpan checkedSequence(KernelBuilder& k, const ConvPacking& p, Value i, Value pidD, Value err) {
+  Value zeroI = k.constInt(0);
+  std::vector<Value> se = k.ifElse(p.hasCu, [&] {
+    return std::vector<Value>{k.load(p.cu, i * p.sCu), k.load(p.cu, (i + 1) * p.sCu), zeroI};
+  }, [&] { return std::vector<Value>{zeroI, p.L, i}; });
+  Value start = se[0], end = se[1];
+  Value bad = p.hasCu && (((i == 0) && (start != 0)) || (end <= start) || ((i == p.nseq - 1) && (end != p.L)));
+  k.ifThen(bad && (pidD == 0), [&] { k.reportError(err, k.constInt(kErrConvCuSeqlens), i, start, end); });
+  k.returnIf(bad);
+  return {start, end, se[2]};
+}
+
+Value checkedSlot(KernelBuilder& k, Value hasIdx, Value idx, Value stride, Value n, Value i, Value pidD,
+                  Value err, long long errCode) {
+  Value s = k.ifElse(hasIdx, [&] { return std::vector<Value>{k.load(idx, i * stride)}; },
+                     [&] { return std::vector<Value>{i}; })[0];
+  Value bad = (s != -1) && ((s < 0) || (s >= n));
+  k.ifThen(bad && (pidD == 0), [&] { k.reportError(err, k.constInt(errCode), i, s, n); });
+  return k.select(bad, k.constInt(-1), s);
+}
+
+}  // namespace ssmjit::kernels

@@ -1,0 +1,75 @@
+// The tiles of the causal-conv1d forward and backward kernels: their shapes, where their tokens
+// sit in their sequences (dense rows, one packed row with cu_seqlens, or per-token positions), and
+// the per-sequence checks of cu_seqlens and state slots. Builds DSL code; no state of its own.
+#pragma once
+#include <initializer_list>
+#include <vector>
+
+#include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/Registry.h"
+
+namespace ssmjit::kernels {
+
+// BLOCK_D, BLOCK_T and num_warps of a [channels x time] streaming tile (unless set), elemBytes
+// the smallest element of the streamed tensors (smallestElement). Channel-first: 8 lanes span a
+// time tile of 8 16-byte vectors, the warps go along channels. Channel-last: a time tile of the
+// next power of two >= max(4, W) tokens (longer than any shift), one token a thread, vecBytes of
+// channels a thread, the rest of the warp and the warps along channels.
+void chooseConvTiles(Specialization& s, int64_t elemBytes, int64_t vecBytes);
+int64_t smallestElement(const Specialization& s, std::initializer_list<const char*> tensors);
+
+struct ConvPacking {
+  dsl::Value cu, pos, sCu, sPos;  // cu_seqlens and positions with their strides
+  dsl::Value hasCu, hasPos;       // flags
+  dsl::Value nseq, L, row;        // sequences, row length, this program's row
+  int64_t BT, W;                  // time tile, conv width
+};
+
+// The sequence holding token t: the largest i with cu[i] <= t (a binary search of `steps`
+// halvings over cu, steps >= log2(nseq) + 1), or the row when not packed.
+dsl::Value sequenceOf(dsl::KernelBuilder& k, const ConvPacking& p, dsl::Value t, dsl::Value steps);
+
+// The first token of sequence s and of the next one. A dense row is one sequence from 0 whose
+// "next start" lies beyond any tile of the row (so that no window test fails at its end).
+std::vector<dsl::Value> sequenceBounds(dsl::KernelBuilder& k, const ConvPacking& p, dsl::Value s);
+
+// Per token of the tile [tt, tt + BT) (tv = tt + range(BT)) whose first token is in sequence
+// `seq` = [start, next): its position in its sequence (lp) and its sequence (seqE, 1-D tiles),
+// then the sequence of the tile's last token with its bounds (the running state for the next
+// tile). With positions, lp is loaded and seqE is 0.
+struct TileTokens {
+  dsl::Value lp, seqE, seq, start, next;
+};
+TileTokens tileTokens(dsl::KernelBuilder& k, const ConvPacking& p, dsl::Value tt, dsl::Value tv,
+                      dsl::Value seq, dsl::Value start, dsl::Value next);
+
+// The initial conv states a tile reads before its sequences' starts.
+struct ConvInitialStates {
+  dsl::Value init, idx;               // init[slot, d, k], idx[i]
+  dsl::Value sSlot, sD, sK, sIdx;     // strides
+  dsl::Value has, hasIdx, nslots;     // flags; slots in init
+};
+
+// The taps x[t - s], s = 0..W-1, of a [channels x time] tile `cur` (time along `timeAxis`, its
+// channel offsets dOffs / mask mD as 2-D tiles): shifts of cur with the previous tile `prev`.
+// With tk (a tile near a sequence start), each place before its token's sequence start reads the
+// sequence's initial state (or 0).
+std::vector<dsl::Value> convTaps(dsl::KernelBuilder& k, dsl::Value cur, dsl::Value prev, int timeAxis,
+                                 int64_t W, const TileTokens* tk, const ConvInitialStates& st,
+                                 dsl::Value dOffs, dsl::Value mD);
+
+// Per-sequence programs (grid axis 1 = sequence i): sequence i's [start, end) and row, with
+// cu_seqlens' entries checked (0 first, increasing, T last; a violation is reported once, by the
+// first channel block, and the program returns).
+struct SequenceSpan {
+  dsl::Value start, end, row;
+};
+SequenceSpan checkedSequence(dsl::KernelBuilder& k, const ConvPacking& p, dsl::Value i,
+                             dsl::Value pidD, dsl::Value err);
+
+// Sequence i's slot in a states tensor: idx[i * stride] (when hasIdx) or i; -1 when the slot is
+// outside [0, n) (reported as errCode by the first channel block) or -1.
+dsl::Value checkedSlot(dsl::KernelBuilder& k, dsl::Value hasIdx, dsl::Value idx, dsl::Value stride,
+                       dsl::Value n, dsl::Value i, dsl::Value pidD, dsl::Value err, long long errCode);
+
+}  // namespace ssmjit::kernels

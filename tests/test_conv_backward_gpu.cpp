@@ -1,0 +1,236 @@
+// Causal conv1d backward on the GPU against the float64 reference: fresh random inputs, poisoned
+// outputs, odd channel counts and lengths, every width 2..8, both memory orders, dense and packed
+// rows (cu_seqlens and positions), initial-state and final-state gradients with slot indices;
+// packed dx and d(initial states) equal each sequence's alone, bit for bit; dweight / dbias are
+// bitwise the same on every run (fixed-order sums).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "GpuTest.h"
+#include "runtime/DeviceBuffer.h"
+#include "ssmjit/ops.h"
+#include "ssmjit/reference.h"
+#include "tests/support/ConvProblem.h"
+
+using namespace ssmjit;
+using namespace ssmjit::testing;
+
+namespace ssmjit::testing {
+inline void PrintTo(const ConvBackwardCase& c, std::ostream* os) { *os << c.name(); }
+}  // namespace ssmjit::testing
+
+namespace {
+
+// Tensor indices in ConvBackwardProblem::all().
+enum : size_t { kX = 0, kDout = 3, kStates = 6, kDx = 10, kDweight = 11, kDbias = 12, kDinit = 13 };
+
+std::vector<char> allRows(int64_t n) { return std::vector<char>(static_cast<size_t>(n), 1); }
+
+// The device arguments with a fresh, poisoned workspace of the size the call asks for.
+struct DeviceCall {
+  DeviceTensors t;
+  DeviceBuffer ws;
+  CausalConv1dBackwardArgs args;
+  explicit DeviceCall(ConvBackwardProblem& p) : t(p.all()) {
+    args = deviceArgs(p, t);
+    const int64_t n = causal_conv1d_backward_workspace_size(args);
+    ws = DeviceBuffer(static_cast<size_t>(std::max<int64_t>(n, 1)) * 4);
+    ws.fill(0xFF);
+    args.workspace = TensorView::contiguous(ws.data(), DType::F32, {std::max<int64_t>(n, 1)});
+  }
+};
+
+// Slots whose initial-state gradient a call writes.
+std::vector<char> dinitSlots(ConvBackwardProblem& p) {
+  std::vector<char> w(static_cast<size_t>(p.dinit.defined ? p.dinit.meta.shape[0] : 0), 0);
+  if (!p.dinit.defined) return w;
+  for (size_t i = 0; i < p.c.lens.size(); ++i) {
+    const int64_t s = p.initIdx.defined ? static_cast<int64_t>(loadElement(p.initIdx.view(), static_cast<int64_t>(i)))
+                                        : static_cast<int64_t>(i);
+    if (s >= 0) w[static_cast<size_t>(s)] = 1;
+  }
+  return w;
+}
+
+void runAndCompare(const ConvBackwardCase& c) {
+  ConvBackwardProblem ref(c), gpu(c);
+  DeviceCall d(gpu);
+  const std::vector<uint8_t> dinitBefore = ref.dinit.bytes;
+  reference::causal_conv1d_backward(ref.args());
+  causal_conv1d_backward(d.args);
+  checkDeviceErrors();
+  const bool f32 = c.xType == DType::F32;
+  const double t = f32 ? 1e-5 : 1e-2;
+  const Compared cx = compareTensor(ref.dx, d.t.download(kDx), allRows(ref.dx.meta.shape[0]));
+  EXPECT_EQ(cx.violations, 0) << "dx: " << cx.first;
+  EXPECT_LE(cx.relL2, t) << "dx: " << cx.first;
+  EXPECT_LE(cx.maxErr, f32 ? 1e-4 : 3e-2) << "dx: " << cx.first;
+  // dweight / dbias: sums over every token in fp32 (of bf16-rounded inputs: the same in both).
+  const Compared cw = compareTensor(ref.dweight, d.t.download(kDweight), allRows(ref.dweight.meta.shape[0]));
+  EXPECT_EQ(cw.violations, 0) << "dweight: " << cw.first;
+  EXPECT_LE(cw.relL2, 1e-5) << "dweight: " << cw.first;
+  if (c.bias) {
+    const Compared cb = compareTensor(ref.dbias, d.t.download(kDbias), allRows(ref.dbias.meta.shape[0]));
+    EXPECT_EQ(cb.violations, 0) << "dbias: " << cb.first;
+    EXPECT_LE(cb.relL2, 1e-5) << "dbias: " << cb.first;
+  }
+  if (c.dinitialStates) {
+    const Compared ci = compareTensor(ref.dinit, d.t.download(kDinit), dinitBefore, dinitSlots(ref));
+    EXPECT_EQ(ci.violations, 0) << "dinitial_states: " << ci.first;
+    EXPECT_LE(ci.relL2, t) << "dinitial_states: " << ci.first;
+  }
+}
+
+std::vector<ConvBackwardCase> backwardCases() {
+  std::vector<ConvBackwardCase> out;
+  uint64_t seed = 500;
+  for (ConvLayout layout : {ConvLayout::ChannelFirst, ConvLayout::ChannelLast})
+    for (DType dt : {DType::F32, DType::BF16})
+      for (int W : {2, 3, 4, 5, 8})
+        for (ConvPacking p : {ConvPacking::Dense, ConvPacking::CuSeqlens, ConvPacking::Positions}) {
+          ConvBackwardCase c;
+          c.layout = layout;
+          c.xType = c.stateType = dt;
+          c.wType = DType::F32;
+          c.W = W;
+          c.D = 67;
+          c.packing = p;
+          c.lens = p == ConvPacking::Dense ? std::vector<int64_t>{301, 301, 301}
+                                           : std::vector<int64_t>{1, 2, 70, 3, 257, 5, 129};
+          c.initialStates = c.dinitialStates = c.dfinalStates = p != ConvPacking::Positions;
+          c.slotIndices = p == ConvPacking::CuSeqlens;
+          c.seed = seed++;
+          out.push_back(c);
+        }
+  ConvBackwardCase plain;  // no bias, no SiLU, a long dense row (many chunks a row)
+  plain.bias = plain.silu = false;
+  plain.lens = {4099};
+  plain.D = 200;
+  out.push_back(plain);
+  return out;
+}
+
+class ConvBackward : public GpuTest, public ::testing::WithParamInterface<ConvBackwardCase> {};
+TEST_P(ConvBackward, MatchesFloat64Reference) { runAndCompare(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Matrix, ConvBackward, ::testing::ValuesIn(backwardCases()),
+                         [](const auto& i) { return i.param.name(); });
+
+// Packed equals per-sequence, bit for bit: dx and the initial states' gradient. dweight and dbias
+// sum over every sequence, so they are compared to the per-sequence sums within fp32 rounding.
+class ConvBackwardPacked : public GpuTest, public ::testing::WithParamInterface<ConvLayout> {};
+TEST_P(ConvBackwardPacked, EqualsEachSequenceAlone) {
+  ConvBackwardCase c;
+  c.layout = GetParam();
+  c.xType = c.stateType = DType::BF16;
+  c.W = 4;
+  c.D = 96;
+  c.packing = ConvPacking::CuSeqlens;
+  c.lens = {57, 1, 200, 2, 64, 300};
+  c.initialStates = c.dinitialStates = c.dfinalStates = true;
+  ConvBackwardProblem packed(c);
+  DeviceCall dp(packed);
+  causal_conv1d_backward(dp.args);
+  checkDeviceErrors();
+  const std::vector<uint8_t> dxP = dp.t.download(kDx), dinitP = dp.t.download(kDinit);
+  const std::vector<float> dwP = dp.t.bufs[kDweight].download<float>();
+  std::vector<double> dwSum(dwP.size(), 0.0);
+  std::vector<size_t> dwElems;  // dweight's elements (its buffer may hold poisoned gaps)
+  for (int64_t dd = 0; dd < c.D; ++dd)
+    for (int64_t k = 0; k < c.W; ++k)
+      dwElems.push_back(static_cast<size_t>(dd * packed.dweight.meta.strides[0] + k * packed.dweight.meta.strides[1]));
+  const bool cl = c.layout == ConvLayout::ChannelLast;
+  const int64_t T = packed.x.meta.shape[cl ? 1 : 2], eb = dtypeBytes(c.xType), sb = dtypeBytes(c.stateType);
+  int64_t start = 0;
+  for (size_t i = 0; i < c.lens.size(); ++i) {
+    SCOPED_TRACE("sequence " + std::to_string(i));
+    const int64_t len = c.lens[i];
+    // The same tensors viewed as one dense row holding sequence i alone, with its state slots.
+    DeviceCall alone(packed);
+    CausalConv1dBackwardArgs a = alone.args;
+    a.cu_seqlens = {};
+    auto rowView = [&](TensorView v) {
+      v.data = static_cast<char*>(v.data) + start * v.strides[cl ? 1 : 2] * eb;
+      v.shape[cl ? 1 : 2] = len;
+      return v;
+    };
+    a.x = rowView(a.x);
+    a.dout = rowView(a.dout);
+    a.dx = rowView(a.dx);
+    auto slotView = [&](TensorView v) {
+      v.data = static_cast<char*>(v.data) + static_cast<int64_t>(i) * v.strides[0] * sb;
+      v.shape[0] = 1;
+      return v;
+    };
+    a.initial_states = slotView(a.initial_states);
+    a.dinitial_states = slotView(a.dinitial_states);
+    a.dfinal_states = slotView(a.dfinal_states);
+    a.initial_state_indices = a.final_state_indices = {};
+    const int64_t n = causal_conv1d_backward_workspace_size(a);
+    DeviceBuffer ws(static_cast<size_t>(std::max<int64_t>(n, 1)) * 4);
+    a.workspace = TensorView::contiguous(ws.data(), DType::F32, {std::max<int64_t>(n, 1)});
+    causal_conv1d_backward(a);
+    checkDeviceErrors();
+    const std::vector<uint8_t> dx = alone.t.download(kDx);
+    for (int64_t dd = 0; dd < c.D; ++dd)
+      for (int64_t t = start; t < start + len; ++t) {
+        const int64_t off = cl ? t * c.D + dd : dd * T + t;
+        ASSERT_EQ(0, std::memcmp(&dxP[off * eb], &dx[off * eb], eb)) << "dx d=" << dd << " t=" << t;
+      }
+    const std::vector<uint8_t> di = alone.t.download(kDinit);
+    const int64_t rowBytes = c.D * (c.W - 1) * sb;
+    ASSERT_EQ(0, std::memcmp(&dinitP[i * rowBytes], &di[i * rowBytes], rowBytes)) << "dinitial_states";
+    const std::vector<float> dw = alone.t.bufs[kDweight].download<float>();
+    for (size_t k : dwElems) dwSum[k] += dw[k];
+    start += len;
+  }
+  double num = 0, den = 0;
+  for (size_t k : dwElems) {
+    num += (dwP[k] - dwSum[k]) * (dwP[k] - dwSum[k]);
+    den += dwSum[k] * dwSum[k];
+  }
+  EXPECT_LE(std::sqrt(num / den), 1e-5) << "dweight vs the sum of the sequences' dweight";
+}
+INSTANTIATE_TEST_SUITE_P(Layouts, ConvBackwardPacked,
+                         ::testing::Values(ConvLayout::ChannelFirst, ConvLayout::ChannelLast),
+                         [](const auto& i) { return i.param == ConvLayout::ChannelLast ? "channel_last" : "channel_first"; });
+
+// Deterministic: the same call twice gives the same bits everywhere.
+TEST_F(GpuTest, ConvBackwardIsDeterministic) {
+  ConvBackwardCase c;
+  c.layout = ConvLayout::ChannelLast;
+  c.xType = DType::BF16;
+  c.D = 300;
+  c.packing = ConvPacking::CuSeqlens;
+  c.lens = {700, 3, 1500, 900};
+  c.initialStates = c.dinitialStates = true;
+  ConvBackwardProblem p(c);
+  DeviceCall a(p), b(p);
+  causal_conv1d_backward(a.args);
+  causal_conv1d_backward(b.args);
+  checkDeviceErrors();
+  for (size_t k : {size_t{kDx}, size_t{kDweight}, size_t{kDbias}, size_t{kDinit}})
+    EXPECT_EQ(a.t.download(k), b.t.download(k)) << "tensor " << k;
+}
+
+// Bad cu_seqlens is reported by checkDeviceErrors, naming it.
+TEST_F(GpuTest, ConvBackwardBadCuSeqlensIsReported) {
+  ConvBackwardCase c;
+  c.packing = ConvPacking::CuSeqlens;
+  c.lens = {10, 20, 30};
+  ConvBackwardProblem p(c);
+  storeElement(p.cu.view(), 2, 5);  // cu = {0, 10, 5, 60}: not increasing
+  DeviceCall d(p);
+  checkDeviceErrors();
+  causal_conv1d_backward(d.args);
+  try {
+    checkDeviceErrors();
+    FAIL() << "expected a cu_seqlens error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cu_seqlens"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
