@@ -15,18 +15,23 @@ int64_t smallestElement(const Specialization& s, std::initializer_list<const cha
   return bytes;
 }
 
-void chooseConvTiles(Specialization& s, int64_t elemBytes, int64_t vecBytes) {
-  const int64_t vec = vecBytes / elemBytes, W = s.get("meta:width");
+void chooseConvTiles(Specialization& s, int64_t elemBytes, int64_t vecBytes, bool timeInThread) {
+  const int64_t W = s.get("meta:width");
   if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);
   const int64_t warps = s.get("meta:num_warps");
   if (s.get("meta:channel_last")) {
-    const int64_t bt = std::max<int64_t>(4, nextPow2(W));
-    if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", bt);
-    if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", vec * (32 / bt) * warps);
+    if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", std::max<int64_t>(4, nextPow2(W)));
+    if (timeInThread && !s.find("meta:shift_lanes")) s.set("meta:shift_lanes", 1);
+    const int64_t lanesT = s.find("meta:shift_lanes") ? s.get("meta:shift_lanes") : s.get("meta:BLOCK_T");
+    if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", std::max<int64_t>(1, vecBytes / elemBytes) * (32 / lanesT) * warps);
   } else {
     if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", std::max<int64_t>(16 / elemBytes * 8, nextPow2(W)));
     if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", 4 * warps);
   }
+}
+
+void applyConvTileLayout(KernelBuilder& k, const Specialization& s) {
+  if (s.find("meta:shift_lanes")) k.setShiftLanes(static_cast<int>(s.get("meta:shift_lanes")));
 }
 
 Value sequenceOf(KernelBuilder& k, const ConvPacking& p, Value t, Value steps) {

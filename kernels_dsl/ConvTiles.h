@@ -10,13 +10,16 @@
 
 namespace ssmjit::kernels {
 
-// BLOCK_D, BLOCK_T and num_warps of a [channels x time] streaming tile (unless set), elemBytes
-// the smallest element of the streamed tensors (smallestElement). Channel-first: 8 lanes span a
-// time tile of 8 16-byte vectors, the warps go along channels. Channel-last: a time tile of the
-// next power of two >= max(4, W) tokens (longer than any shift), one token a thread, vecBytes of
-// channels a thread, the rest of the warp and the warps along channels.
-void chooseConvTiles(Specialization& s, int64_t elemBytes, int64_t vecBytes);
+// BLOCK_D, BLOCK_T, num_warps (and shift_lanes) of a [channels x time] streaming tile, unless set;
+// elemBytes: the smallest element of the streamed tensors (smallestElement). Channel-first: 8
+// lanes span a time tile of 8 16-byte vectors, the warps go along channels. Channel-last: a time
+// tile of the next power of two >= max(4, W) tokens (longer than any shift), vecBytes of channels
+// a thread; with timeInThread each thread holds the whole time tile (shift_lanes 1: the taps are
+// register moves) and the warps' lanes all go along channels, else one token a thread.
+void chooseConvTiles(Specialization& s, int64_t elemBytes, int64_t vecBytes, bool timeInThread);
 int64_t smallestElement(const Specialization& s, std::initializer_list<const char*> tensors);
+// meta:shift_lanes, when set: the lanes along time (dsl::KernelBuilder::setShiftLanes).
+void applyConvTileLayout(dsl::KernelBuilder& k, const Specialization& s);
 
 struct ConvPacking {
   dsl::Value cu, pos, sCu, sPos;  // cu_seqlens and positions with their strides

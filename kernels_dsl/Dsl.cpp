@@ -301,6 +301,11 @@ dsl::Value KernelBuilder::shift(dsl::Value cur, dsl::Value fill, int axis, int s
   return W(sj::ShiftOp::create(B, L, c.getType(), c, f, axis, s));
 }
 
+void KernelBuilder::setShiftLanes(int lanes) {
+  if (!isPow2(lanes) || lanes > 32) fail("shift lanes must be a power of two <= 32, got " + std::to_string(lanes));
+  impl_->func->setAttr("sj.shift_lanes", B.getI32IntegerAttr(lanes));
+}
+
 void KernelBuilder::ifThen(dsl::Value cond, const std::function<void()>& body) {
   auto op = scf::IfOp::create(B, L, unwrap(cond), /*withElseRegion=*/false);
   OpBuilder::InsertionGuard g(B);

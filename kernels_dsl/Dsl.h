@@ -72,6 +72,10 @@ class KernelBuilder {
   // result[i] = i - s < S ? cur[i - s] : fill[i - s - S] (fill = the next tile). 0 < |s| < S.
   // Register moves and warp shuffles: the layout keeps the axis inside one warp.
   Value shift(Value cur, Value fill, int axis, int s);
+  // Lanes of a warp along the shifted axis (a power of two, default: as many as the axis needs
+  // for one contiguous run a thread). 1: each thread holds the whole axis, every shift is register
+  // moves only and the warp's lanes all go along the other axis.
+  void setShiftLanes(int lanes);
 
   // Elementwise.
   Value add(Value a, Value b);

@@ -1,6 +1,11 @@
 #include "kernels_dsl/Registry.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+
 #include "compiler/BuildInfo.h"
+#include "compiler/Knobs.h"
 #include "ssmjit/error.h"
 
 namespace ssmjit::kernels {
@@ -58,6 +63,39 @@ std::vector<std::string> kernelNames() {
   return out;
 }
 
-void completeSpecialization(Specialization& spec) { findKernel(spec.kernel).chooseMeta(spec); }
+namespace {
+// SSMJIT_META's values for `kernel` (see compiler/Knobs.cpp), parsed once per process.
+std::vector<std::pair<std::string, int64_t>> metaOverrides(const std::string& kernel) {
+  static const std::string knob = knobValue("SSMJIT_META");
+  std::vector<std::pair<std::string, int64_t>> out;
+  size_t at = 0;
+  while (at < knob.size()) {
+    const size_t end = std::min(knob.find(';', at), knob.size());
+    const std::string part = knob.substr(at, end - at);
+    at = end + 1;
+    const size_t colon = part.find(':');
+    if (colon == std::string::npos)
+      throw Error(Error::Kind::InvalidArgument, "SSMJIT_META: '" + part + "' is not KERNEL:NAME=V,...");
+    if (part.substr(0, colon) != kernel) continue;
+    std::stringstream items(part.substr(colon + 1));
+    std::string item;
+    while (std::getline(items, item, ',')) {
+      const size_t eq = item.find('=');
+      char* rest = nullptr;
+      const long long v = eq == std::string::npos ? 0 : std::strtoll(item.c_str() + eq + 1, &rest, 10);
+      if (eq == std::string::npos || eq == 0 || !rest || *rest != '\0' || rest == item.c_str() + eq + 1)
+        throw Error(Error::Kind::InvalidArgument, "SSMJIT_META: '" + item + "' (kernel " + kernel +
+                                                      ") is not NAME=INTEGER");
+      out.emplace_back("meta:" + item.substr(0, eq), v);
+    }
+  }
+  return out;
+}
+}  // namespace
+
+void completeSpecialization(Specialization& spec) {
+  for (const auto& [name, value] : metaOverrides(spec.kernel)) spec.set(name, value);
+  findKernel(spec.kernel).chooseMeta(spec);
+}
 
 }  // namespace ssmjit::dsl

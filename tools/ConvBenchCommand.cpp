@@ -28,6 +28,7 @@ struct ConvBenchOptions {
   int64_t dim = 5376, width = 4, batch = 8, seqlen = 2048, packedTokens = 16384;
   int64_t minLen = 57, maxLen = 2048;
   std::string dtype = "bf16";
+  std::vector<std::string> parts{"fwd", "bwd", "update"};
   std::vector<int64_t> updateBatches{1, 16, 64, 256};
   std::vector<int64_t> updateTokens{1, 8};
   int iters = 20, trials = 5;
@@ -112,13 +113,16 @@ int runConvBench(const ConvBenchOptions& o) {
                     us, 2.0 * static_cast<double>(T * o.dim) * eb, anchor});
     std::printf("%-70s %9.1f us\n", rows.back().what.c_str(), us);
   };
+  auto part = [&](const char* p) { return std::find(o.parts.begin(), o.parts.end(), p) != o.parts.end(); };
   const std::vector<int64_t> dense(static_cast<size_t>(o.batch), o.seqlen);
   const std::vector<int64_t> mixed = mixedLengths(o.packedTokens, o.minLen, o.maxLen, o.seed);
-  forward(ConvLayout::ChannelFirst, testing::ConvPacking::Dense, dense, "127 us");
-  forward(ConvLayout::ChannelLast, testing::ConvPacking::Dense, dense, "138 us");
-  forward(ConvLayout::ChannelFirst, testing::ConvPacking::CuSeqlens, mixed, "");
-  forward(ConvLayout::ChannelLast, testing::ConvPacking::CuSeqlens, mixed, "190 us (seq_idx)");
-  forward(ConvLayout::ChannelLast, testing::ConvPacking::Positions, mixed, "");
+  if (part("fwd")) {
+    forward(ConvLayout::ChannelFirst, testing::ConvPacking::Dense, dense, "127 us");
+    forward(ConvLayout::ChannelLast, testing::ConvPacking::Dense, dense, "138 us");
+    forward(ConvLayout::ChannelFirst, testing::ConvPacking::CuSeqlens, mixed, "");
+    forward(ConvLayout::ChannelLast, testing::ConvPacking::CuSeqlens, mixed, "190 us (seq_idx)");
+    forward(ConvLayout::ChannelLast, testing::ConvPacking::Positions, mixed, "");
+  }
 
   // Backward: x and dout read, dx written (the workspace and dweight are small next to them).
   auto backward = [&](ConvLayout layout, testing::ConvPacking packing, std::vector<int64_t> lens) {
@@ -146,12 +150,14 @@ int runConvBench(const ConvBenchOptions& o) {
                     us, 3.0 * static_cast<double>(T * o.dim) * eb, ""});
     std::printf("%-70s %9.1f us\n", rows.back().what.c_str(), us);
   };
-  backward(ConvLayout::ChannelFirst, testing::ConvPacking::Dense, dense);
-  backward(ConvLayout::ChannelLast, testing::ConvPacking::Dense, dense);
-  backward(ConvLayout::ChannelFirst, testing::ConvPacking::CuSeqlens, mixed);
-  backward(ConvLayout::ChannelLast, testing::ConvPacking::CuSeqlens, mixed);
+  if (part("bwd")) {
+    backward(ConvLayout::ChannelFirst, testing::ConvPacking::Dense, dense);
+    backward(ConvLayout::ChannelLast, testing::ConvPacking::Dense, dense);
+    backward(ConvLayout::ChannelFirst, testing::ConvPacking::CuSeqlens, mixed);
+    backward(ConvLayout::ChannelLast, testing::ConvPacking::CuSeqlens, mixed);
+  }
 
-  for (int64_t b : o.updateBatches)
+  for (int64_t b : part("update") ? o.updateBatches : std::vector<int64_t>{})
     for (int64_t L : o.updateTokens) {
       testing::ConvUpdateCase c;
       c.xType = dt;
@@ -203,6 +209,10 @@ Command addConvBenchCommand(CLI::App& parent) {
   app->add_option("--max-len", o->maxLen, "Longest packed sequence")->capture_default_str();
   app->add_option("--dtype", o->dtype, "x/out (and update state) dtype: fp32, bf16, fp16")
       ->check(CLI::IsMember(floatDTypeNames()))
+      ->capture_default_str();
+  app->add_option("--parts", o->parts, "What to run, comma-separated: fwd, bwd, update")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"fwd", "bwd", "update"}))
       ->capture_default_str();
   app->add_option("--update-batch", o->updateBatches, "Update batch sizes, comma-separated")->delimiter(',')->capture_default_str();
   app->add_option("--update-tokens", o->updateTokens, "New tokens per update, comma-separated")->delimiter(',')->capture_default_str();

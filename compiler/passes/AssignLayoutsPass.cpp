@@ -90,8 +90,8 @@ struct AssignLayoutsPass : PassWrapper<AssignLayoutsPass, OperationPass<ModuleOp
   }
 
   // sj.shift moves a tile along an axis with register moves and warp shuffles, so along that
-  // axis one warp holds the whole extent, each thread a contiguous run; the warps go along the
-  // other axis.
+  // axis one warp holds the whole extent, each thread a contiguous run (sj.shift_lanes lanes
+  // when the kernel sets it); the warps go along the other axis.
   static void keepShiftsInWarps(func::FuncOp f, int64_t S0, int64_t S1, int64_t warps,
                                 layout::Parent& p) {
     int axis = -1;
@@ -101,9 +101,11 @@ struct AssignLayoutsPass : PassWrapper<AssignLayoutsPass, OperationPass<ModuleOp
     const int64_t Sa = a == 0 ? S0 : S1, So = a == 0 ? S1 : S0;
     const int64_t run = std::min(std::max<int64_t>(p.spt[a], 1), Sa);
     p.tpw[a] = std::min<int64_t>(32, Sa / run);
+    if (auto lanes = f->getAttrOfType<IntegerAttr>("sj.shift_lanes"))  // the kernel's choice
+      p.tpw[a] = std::min<int64_t>(lanes.getInt(), Sa);
     p.spt[a] = Sa / p.tpw[a];
     p.tpw[o] = 32 / p.tpw[a];
-    p.spt[o] = o == 1 ? std::max<int64_t>(1, std::min(p.spt[1], So / p.tpw[1])) : 1;
+    p.spt[o] = o == 1 ? std::max<int64_t>(1, std::min(p.spt[1], So / (p.tpw[1] * warps))) : 1;
     p.wpc[a] = 1;
     p.wpc[o] = warps;
   }
