@@ -33,7 +33,7 @@ void buildForward(KernelBuilder& k, const Specialization& spec) {
   Value x = k.ptrArg("x", F), w = k.ptrArg("weight", F), bias = k.ptrArg("bias", F),
         out = k.ptrArg("out", F), init = k.ptrArg("init", F);
   Value cu = k.ptrArg("cu", Ix, M), pos = k.ptrArg("pos", Ix, M), initIdx = k.ptrArg("init_idx", Ix, M);
-  k.ptrArg("err", Ix, M);
+  Value err = k.ptrArg("err", Ix, M);
   Value D = k.intArg("D"), L = k.intArg("L"), nseq = k.intArg("nseq"), nslots = k.intArg("nslots"),
         steps = k.intArg("search_steps");
   auto I = [&](const char* n) { return k.intArg(n); };
@@ -61,7 +61,7 @@ void buildForward(KernelBuilder& k, const Specialization& spec) {
   Value xRow = row * sXb, oRow = row * sOb;
   auto xAt = [&](Value tv) { return xRow + tE(tv) * sXt + dOffs * sXd; };
 
-  const ConvPacking pk{cu, pos, sCu, sPos, hasCu, hasPos, nseq, L, row, BT, W};
+  const ConvPacking pk{cu, pos, sCu, sPos, hasCu, hasPos, nseq, L, row, err, pidD == 0, BT, W};
   Value seq0 = sequenceOf(k, pk, t0, steps);
   std::vector<Value> b0 = sequenceBounds(k, pk, seq0);
   const ConvInitialStates st{init, initIdx, sIs, sId, sIk, sIidx, hasInit, hasInitIdx, nslots};
@@ -127,7 +127,7 @@ void buildFinalState(KernelBuilder& k, const Specialization& spec) {
 
   Value pidD = k.programId(0), i = k.programId(1);
   Value zero = k.constFloat(0);
-  const ConvPacking pk{cu, {}, sCu, {}, hasCu, k.constBool(false), nseq, L, i, 1, W};
+  const ConvPacking pk{cu, {}, sCu, {}, hasCu, k.constBool(false), nseq, L, i, err, pidD == 0, 1, W};
   const SequenceSpan sp = checkedSequence(k, pk, i, pidD, err);
   Value start = sp.start, end = sp.end, row = sp.row;
   Value slotIn = k.ifElse(hasInit, [&] {
@@ -163,15 +163,9 @@ void chooseForwardMeta(Specialization& s) {
   if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
 }
 
-void chooseFinalStateMeta(Specialization& s) {
-  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 2);
-  if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", 256);
-  if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
-}
-
 }  // namespace
 
 KernelDef convForwardKernel() { return {kConvFwdKernel, buildForward, chooseForwardMeta}; }
-KernelDef convFinalStateKernel() { return {kConvFinalStateKernel, buildFinalState, chooseFinalStateMeta}; }
+KernelDef convFinalStateKernel() { return {kConvFinalStateKernel, buildFinalState, choosePerSequenceTiles}; }
 
 }  // namespace ssmjit::kernels

@@ -99,5 +99,6 @@ inline constexpr long long kErrConvUpdateSlot = 10;   // row b, state_indices[b]
 inline constexpr long long kErrConvCuSeqlens = 11;    // sequence i, cu[i], cu[i + 1]
 inline constexpr long long kErrConvInitSlot = 12;     // sequence i, initial_state_indices[i], slots
 inline constexpr long long kErrConvFinalSlot = 13;    // sequence i, final_state_indices[i], slots
+inline constexpr long long kErrConvSeqPos = 14;       // token t, seq_pos[t], seq_pos[t - 1] (-1 at t = 0)
 
 }  // namespace ssmjit::kernels

@@ -42,7 +42,7 @@ void buildBackward(KernelBuilder& k, const Specialization& spec) {
   Value x = k.ptrArg("x", F), w = k.ptrArg("weight", F), bias = k.ptrArg("bias", F),
         dy = k.ptrArg("dout", F), dx = k.ptrArg("dx", F), init = k.ptrArg("init", F), ws = k.ptrArg("ws", F);
   Value cu = k.ptrArg("cu", Ix, M), pos = k.ptrArg("pos", Ix, M), initIdx = k.ptrArg("init_idx", Ix, M);
-  k.ptrArg("err", Ix, M);
+  Value err = k.ptrArg("err", Ix, M);
   Value D = k.intArg("D"), L = k.intArg("L"), nseq = k.intArg("nseq"), nslots = k.intArg("nslots"),
         steps = k.intArg("search_steps"), tiles = k.intArg("tiles"), nchunks = k.intArg("nchunks");
   auto I = [&](const char* n) { return k.intArg(n); };
@@ -68,7 +68,7 @@ void buildBackward(KernelBuilder& k, const Specialization& spec) {
 
   Value t0 = pidC * (BT * tiles);
   Value nTiles = k.minimum(tiles, cdiv(L - t0, k.constInt(BT)));
-  const ConvPacking pk{cu, pos, sCu, sPos, hasCu, hasPos, nseq, L, row, BT, W};
+  const ConvPacking pk{cu, pos, sCu, sPos, hasCu, hasPos, nseq, L, row, err, pidD == 0, BT, W};
   Value seq0 = sequenceOf(k, pk, t0, steps);
   std::vector<Value> b0 = sequenceBounds(k, pk, seq0);
   const ConvInitialStates st{init, initIdx, sIs, sId, sIk, sIidx, hasInit, hasInitIdx, nslots};
@@ -213,7 +213,7 @@ void buildStates(KernelBuilder& k, const Specialization& spec) {
 
   Value pidD = k.programId(0), i = k.programId(1);
   Value zero = k.constFloat(0), noSlot = k.constInt(-1);
-  const ConvPacking pk{cu, {}, sCu, {}, hasCu, k.constBool(false), nseq, L, i, 1, W};
+  const ConvPacking pk{cu, {}, sCu, {}, hasCu, k.constBool(false), nseq, L, i, err, pidD == 0, 1, W};
   const SequenceSpan sp = checkedSequence(k, pk, i, pidD, err);
   Value start = sp.start, len = sp.end - sp.start, row = sp.row;
   Value slotIn = k.ifElse(hasInit, [&] {
@@ -284,16 +284,10 @@ void chooseReduceMeta(Specialization& s) {
   if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
 }
 
-void chooseStatesMeta(Specialization& s) {
-  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 2);
-  if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", 256);
-  if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
-}
-
 }  // namespace
 
 KernelDef convBackwardKernel() { return {kConvBwdKernel, buildBackward, chooseBackwardMeta}; }
 KernelDef convBackwardReduceKernel() { return {kConvBwdReduceKernel, buildReduce, chooseReduceMeta}; }
-KernelDef convBackwardStatesKernel() { return {kConvBwdStatesKernel, buildStates, chooseStatesMeta}; }
+KernelDef convBackwardStatesKernel() { return {kConvBwdStatesKernel, buildStates, choosePerSequenceTiles}; }
 
 }  // namespace ssmjit::kernels

@@ -30,6 +30,12 @@ void chooseConvTiles(Specialization& s, int64_t elemBytes, int64_t vecBytes, boo
   }
 }
 
+void choosePerSequenceTiles(Specialization& s) {
+  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 2);
+  if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", 256);
+  if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
+}
+
 void applyConvTileLayout(KernelBuilder& k, const Specialization& s) {
   if (s.find("meta:shift_lanes")) k.setShiftLanes(static_cast<int>(s.get("meta:shift_lanes")));
 }
@@ -57,7 +63,16 @@ TileTokens tileTokens(KernelBuilder& k, const ConvPacking& p, Value tt, Value tv
   const int64_t BT = p.BT;
   Value zeroI = k.constInt(0);
   std::vector<Value> r = k.ifElse(p.hasPos, [&] {
-    return std::vector<Value>{k.load(p.pos, tv * p.sPos, tv < p.L, zeroI), k.splat(zeroI, {BT}), seq, start, next};
+    Value lp = k.load(p.pos, tv * p.sPos, tv < p.L, zeroI);
+    Value before = k.load(p.pos, (tv - 1) * p.sPos, (tv >= 1) && (tv < p.L), k.constInt(-1));
+    Value bad = (tv < p.L) && (lp != 0) && (lp != before + 1);
+    Value first = k.reduce(k.select(bad, tv, p.L), 0, "min");
+    k.ifThen((first < p.L) && p.reports, [&] {
+      Value at = k.load(p.pos, first * p.sPos);
+      Value prior = k.select(first >= 1, k.load(p.pos, k.maximum(first - 1, zeroI) * p.sPos), k.constInt(-1));
+      k.reportError(p.err, k.constInt(kErrConvSeqPos), first, at, prior);
+    });
+    return std::vector<Value>{lp, k.splat(zeroI, {BT}), seq, start, next};
   }, [&] {
     return k.ifElse(p.hasCu, [&] {
       // The sequence of the tile's last token: at most BT starts lie in the tile, so it is in

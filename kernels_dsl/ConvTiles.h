@@ -17,6 +17,8 @@ namespace ssmjit::kernels {
 // a thread; with timeInThread each thread holds the whole time tile (shift_lanes 1: the taps are
 // register moves) and the warps' lanes all go along channels, else one token a thread.
 void chooseConvTiles(Specialization& s, int64_t elemBytes, int64_t vecBytes, bool timeInThread);
+// The per-sequence kernels (final states, the backward's state gradients): 1-D channel tiles.
+void choosePerSequenceTiles(Specialization& s);
 int64_t smallestElement(const Specialization& s, std::initializer_list<const char*> tensors);
 // meta:shift_lanes, when set: the lanes along time (dsl::KernelBuilder::setShiftLanes).
 void applyConvTileLayout(dsl::KernelBuilder& k, const Specialization& s);
@@ -25,6 +27,7 @@ struct ConvPacking {
   dsl::Value cu, pos, sCu, sPos;  // cu_seqlens and positions with their strides
   dsl::Value hasCu, hasPos;       // flags
   dsl::Value nseq, L, row;        // sequences, row length, this program's row
+  dsl::Value err, reports;        // the status record; whether this program reports (one per tile)
   int64_t BT, W;                  // time tile, conv width
 };
 
@@ -39,7 +42,8 @@ std::vector<dsl::Value> sequenceBounds(dsl::KernelBuilder& k, const ConvPacking&
 // Per token of the tile [tt, tt + BT) (tv = tt + range(BT)) whose first token is in sequence
 // `seq` = [start, next): its position in its sequence (lp) and its sequence (seqE, 1-D tiles),
 // then the sequence of the tile's last token with its bounds (the running state for the next
-// tile). With positions, lp is loaded and seqE is 0.
+// tile). With positions, lp is loaded (and checked: 0 at token 0, then 0 or one more than the
+// token before; a violation is reported, and the tile computes on regardless) and seqE is 0.
 struct TileTokens {
   dsl::Value lp, seqE, seq, start, next;
 };

@@ -75,7 +75,11 @@ std::string deviceStatusMessage(const int64_t rec[kDeviceStatusWords]) {
     case kernels::kErrConvCuSeqlens:
       return "causal_conv1d: cu_seqlens[" + b + "] = " + v + ", cu_seqlens[" + b + " + 1] = " + bound +
              ": expected cu_seqlens[0] = 0, strictly increasing, and cu_seqlens[nseq] = T (tokens); "
-             "out is unspecified and no final state was written for that sequence";
+             "the call's outputs are unspecified (no state of that sequence was written)";
+    case kernels::kErrConvSeqPos:
+      return "causal_conv1d: seq_pos[0, " + b + "] = " + v + " after seq_pos[0, " + b + " - 1] = " + bound +
+             ": expected 0 (a sequence start) or one more than the token before (and 0 at token 0); "
+             "the call's outputs are unspecified";
     case kernels::kErrConvInitSlot:
       return "causal_conv1d: initial_state_indices[" + b + "] = " + v + " is out of range [0, " + bound +
              ") and not -1; that sequence started from zeros";

@@ -233,4 +233,22 @@ TEST_F(GpuTest, ConvBackwardBadCuSeqlensIsReported) {
   }
 }
 
+// Bad positions are reported by the backward too.
+TEST_F(GpuTest, ConvBackwardBadSeqPosIsReported) {
+  ConvBackwardCase c;
+  c.packing = ConvPacking::Positions;
+  c.lens = {100, 100};
+  ConvBackwardProblem p(c);
+  storeElement(p.pos.view(), 0, 1);
+  DeviceCall d(p);
+  checkDeviceErrors();
+  causal_conv1d_backward(d.args);
+  try {
+    checkDeviceErrors();
+    FAIL() << "expected a seq_pos error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("seq_pos[0, 0] = 1"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace

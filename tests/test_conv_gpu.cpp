@@ -167,6 +167,26 @@ TEST_F(ConvDeviceChecks, BadCuSeqlensIsReported) {
   }
 }
 
+// Positions that break the rule (0, or one more than the token before) are reported, naming the
+// token.
+TEST_F(ConvDeviceChecks, BadSeqPosIsReported) {
+  ConvCase c;
+  c.layout = ConvLayout::ChannelLast;
+  c.packing = ConvPacking::Positions;
+  c.lens = {10, 200, 30};
+  ConvProblem p(c);
+  storeElement(p.pos.view(), 150, 3);
+  DeviceTensors d(p.all());
+  checkDeviceErrors();
+  causal_conv1d(deviceArgs(p, d));
+  try {
+    checkDeviceErrors();
+    FAIL() << "expected a seq_pos error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("seq_pos[0, 150] = 3"), std::string::npos) << e.what();
+  }
+}
+
 // ---- decode update ----
 
 std::vector<ConvUpdateCase> updateCases() {

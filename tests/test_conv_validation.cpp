@@ -1029,6 +1029,32 @@ TEST(ConvReference, BadCuSeqlensThrowsBeforeWriting) {
   }
 }
 
+// Positions that are neither a sequence start (0) nor one more than the token before throw,
+// naming the token, before anything is written (forward and backward).
+TEST(ConvReference, BadSeqPosThrowsBeforeWriting) {
+  for (int64_t t : {0, 5}) {
+    ssmjit::testing::ConvCase c;
+    c.packing = ssmjit::testing::ConvPacking::Positions;
+    c.lens = {4, 6};
+    ssmjit::testing::ConvProblem p(c);
+    ssmjit::testing::storeElement(p.pos.view(), t, 7);
+    const std::vector<uint8_t> before = p.out.bytes;
+    const std::string m = invalidArgMessage([&] { ssmjit::reference::causal_conv1d(p.args()); });
+    EXPECT_MENTIONS(m, "seq_pos[0, " + std::to_string(t) + "] = 7");
+    EXPECT_EQ(p.out.bytes, before);
+
+    ssmjit::testing::ConvBackwardCase cb;
+    cb.packing = ssmjit::testing::ConvPacking::Positions;
+    cb.lens = {4, 6};
+    ssmjit::testing::ConvBackwardProblem pb(cb);
+    ssmjit::testing::storeElement(pb.pos.view(), t, 7);
+    const std::vector<uint8_t> dxBefore = pb.dx.bytes;
+    const std::string mb = invalidArgMessage([&] { ssmjit::reference::causal_conv1d_backward(pb.args()); });
+    EXPECT_MENTIONS(mb, "seq_pos[0, " + std::to_string(t) + "] = 7");
+    EXPECT_EQ(pb.dx.bytes, dxBefore);
+  }
+}
+
 TEST(ConvReference, BadSlotThrowsBeforeWriting) {
   Packed c{ConvLayout::ChannelFirst, 3, 4, {3, 5, 2}};
   const PackedProblem p0 = makePacked(c);

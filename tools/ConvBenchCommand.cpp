@@ -57,6 +57,22 @@ double timeUs(const std::function<void(CUstream)>& call, CUstream s, int iters, 
   return median(us);
 }
 
+// A forward or backward case (the same input fields) of the benchmark's shapes.
+template <class Case>
+Case benchCase(const ConvBenchOptions& o, DType dt, ConvLayout layout, testing::ConvPacking packing,
+               std::vector<int64_t> lens) {
+  Case c;
+  c.layout = layout;
+  c.xType = dt;
+  c.wType = DType::F32;
+  c.W = static_cast<int>(o.width);
+  c.D = o.dim;
+  c.lens = std::move(lens);
+  c.packing = packing;
+  c.seed = o.seed;
+  return c;
+}
+
 // Sequence lengths in [lo, hi] summing to `total` exactly (the last one absorbs the remainder,
 // split so that every length stays in range).
 std::vector<int64_t> mixedLengths(int64_t total, int64_t lo, int64_t hi, uint64_t seed) {
@@ -89,15 +105,7 @@ int runConvBench(const ConvBenchOptions& o) {
   const double eb = dtypeBytes(dt);
 
   auto forward = [&](ConvLayout layout, testing::ConvPacking packing, std::vector<int64_t> lens, const char* anchor) {
-    testing::ConvCase c;
-    c.layout = layout;
-    c.xType = dt;
-    c.wType = DType::F32;
-    c.W = static_cast<int>(o.width);
-    c.D = o.dim;
-    c.lens = std::move(lens);
-    c.packing = packing;
-    c.seed = o.seed;
+    const auto c = benchCase<testing::ConvCase>(o, dt, layout, packing, std::move(lens));
     testing::ConvProblem p(c);
     testing::DeviceTensors d(p.all());
     const CausalConv1dArgs a = testing::deviceArgs(p, d);
@@ -126,15 +134,7 @@ int runConvBench(const ConvBenchOptions& o) {
 
   // Backward: x and dout read, dx written (the workspace and dweight are small next to them).
   auto backward = [&](ConvLayout layout, testing::ConvPacking packing, std::vector<int64_t> lens) {
-    testing::ConvBackwardCase c;
-    c.layout = layout;
-    c.xType = dt;
-    c.wType = DType::F32;
-    c.W = static_cast<int>(o.width);
-    c.D = o.dim;
-    c.lens = std::move(lens);
-    c.packing = packing;
-    c.seed = o.seed;
+    const auto c = benchCase<testing::ConvBackwardCase>(o, dt, layout, packing, std::move(lens));
     testing::ConvBackwardProblem p(c);
     testing::DeviceTensors d(p.all());
     CausalConv1dBackwardArgs a = testing::deviceArgs(p, d);

@@ -15,6 +15,7 @@
 #include "runtime/DeviceStatus.h"
 #include "runtime/ops/CausalConv1dCheck.h"
 #include "runtime/ops/CausalConv1dSpec.h"
+#include "runtime/ops/ConvBinding.h"
 #include "runtime/ops/KernelCall.h"
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
@@ -25,13 +26,8 @@ namespace {
 using detail::ArgIndex;
 using detail::KernelCall;
 using detail::fits32;
-using dsl::log2Ceil;
-
-unsigned u(int64_t v) { return static_cast<unsigned>(v); }
-
-// x/out axes as the kernels index them: [b, t, d].
-int timeAxis(const detail::ConvDims& d) { return d.channelLast ? 1 : 2; }
-int chanAxis(const detail::ConvDims& d) { return d.channelLast ? 2 : 1; }
+using detail::strideOr0;
+constexpr auto u = detail::gridDim;
 bool wideOffsets(const CausalConv1dArgs& a) {
   return !fits32({&a.x, &a.out, &a.weight, &a.bias, &a.initial_states, &a.final_states, &a.seq_pos});
 }
@@ -46,51 +42,14 @@ const ArgSchema kUpdateSchema{kernels::kConvUpdateArgNames, kernels::kConvUpdate
 
 void bindForward(KernelCall& c, const CausalConv1dArgs& a, const detail::ConvDims& d, void* err) {
   thread_local const ArgIndex A{kFwdSchema.names, kFwdSchema.count};
-  const int xt = timeAxis(d), xd = chanAxis(d);
-  c.pointer(A("x"), a.x, DType::F32, true);
-  c.pointer(A("weight"), a.weight, DType::F32, true);
-  c.pointer(A("bias"), a.bias, DType::F32, true);
+  detail::bindConvInputs(c, A, a, d, err);
   c.pointer(A("out"), a.out, DType::F32, true);
-  c.pointer(A("init"), a.initial_states, DType::F32, true);
-  c.pointer(A("cu"), a.cu_seqlens, DType::I32, false);
-  c.pointer(A("pos"), a.seq_pos, DType::I32, false);
-  c.pointer(A("init_idx"), a.initial_state_indices, DType::I32, false);
-  c.pointer(A("err"), err, DType::I64);
-  c.size(A("D"), d.D, true);
-  c.size(A("L"), d.L, false);
-  c.size(A("nseq"), d.nseq, false);
-  c.size(A("nslots"), d.initSlots, false);
-  c.size(A("search_steps"), log2Ceil(d.nseq) + 1, false);
-  c.stride(A("s_x_b"), d.batch > 1 ? a.x.strides[0] : 0);
-  c.stride(A("s_x_t"), a.x.strides[xt]);
-  c.stride(A("s_x_d"), a.x.strides[xd]);
-  c.stride(A("s_w_d"), a.weight.strides[0]);
-  c.stride(A("s_w_k"), a.weight.strides[1]);
-  c.stride(A("s_bias_d"), a.bias.defined() ? a.bias.strides[0] : 0);
-  c.stride(A("s_out_b"), d.batch > 1 ? a.out.strides[0] : 0);
-  c.stride(A("s_out_t"), a.out.strides[xt]);
-  c.stride(A("s_out_d"), a.out.strides[xd]);
-  const TensorView& is = a.initial_states;
-  c.stride(A("s_init_slot"), is.defined() ? is.strides[0] : 0);
-  c.stride(A("s_init_d"), is.defined() ? is.strides[1] : 0);
-  c.stride(A("s_init_k"), is.defined() ? is.strides[2] : 0);
-  c.stride(A("s_cu"), a.cu_seqlens.defined() ? a.cu_seqlens.strides[0] : 0);
-  c.stride(A("s_pos_t"), a.seq_pos.defined() ? a.seq_pos.strides[1] : 0);
-  c.stride(A("s_init_idx"), a.initial_state_indices.defined() ? a.initial_state_indices.strides[0] : 0);
-  c.flag(A("has_bias"), a.bias.defined());
-  c.flag(A("silu"), a.silu);
-  c.flag(A("has_cu"), d.packedCu);
-  c.flag(A("has_pos"), d.packedPos);
-  c.flag(A("has_init"), is.defined());
-  c.flag(A("has_init_idx"), a.initial_state_indices.defined());
-  c.meta("meta:width", d.W);
-  c.meta("meta:channel_last", d.channelLast);
+  detail::bindConvRows(c, A, a.out, d, "s_out_b", "s_out_t", "s_out_d");
   c.meta("meta:index_bits", wideOffsets(a) ? 64 : 32);
 }
 
 void bindFinalState(KernelCall& c, const CausalConv1dArgs& a, const detail::ConvDims& d, void* err) {
   thread_local const ArgIndex A{kFinalSchema.names, kFinalSchema.count};
-  const int xt = timeAxis(d), xd = chanAxis(d);
   const TensorView &is = a.initial_states, &fs = a.final_states;
   c.pointer(A("x"), a.x, DType::F32, true);
   c.pointer(A("init"), is, DType::F32, true);
@@ -104,18 +63,12 @@ void bindFinalState(KernelCall& c, const CausalConv1dArgs& a, const detail::Conv
   c.size(A("nseq"), d.nseq, false);
   c.size(A("nslots_init"), d.initSlots, false);
   c.size(A("nslots_final"), d.finalSlots, false);
-  c.stride(A("s_x_b"), d.batch > 1 ? a.x.strides[0] : 0);
-  c.stride(A("s_x_t"), a.x.strides[xt]);
-  c.stride(A("s_x_d"), a.x.strides[xd]);
-  c.stride(A("s_init_slot"), is.defined() ? is.strides[0] : 0);
-  c.stride(A("s_init_d"), is.defined() ? is.strides[1] : 0);
-  c.stride(A("s_init_k"), is.defined() ? is.strides[2] : 0);
-  c.stride(A("s_final_slot"), fs.defined() ? fs.strides[0] : 0);
-  c.stride(A("s_final_d"), fs.defined() ? fs.strides[1] : 0);
-  c.stride(A("s_final_k"), fs.defined() ? fs.strides[2] : 0);
-  c.stride(A("s_cu"), a.cu_seqlens.defined() ? a.cu_seqlens.strides[0] : 0);
-  c.stride(A("s_init_idx"), a.initial_state_indices.defined() ? a.initial_state_indices.strides[0] : 0);
-  c.stride(A("s_final_idx"), a.final_state_indices.defined() ? a.final_state_indices.strides[0] : 0);
+  detail::bindConvRows(c, A, a.x, d, "s_x_b", "s_x_t", "s_x_d");
+  detail::bindStateStrides(c, A, is, "s_init_slot", "s_init_d", "s_init_k");
+  detail::bindStateStrides(c, A, fs, "s_final_slot", "s_final_d", "s_final_k");
+  c.stride(A("s_cu"), strideOr0(a.cu_seqlens, 0));
+  c.stride(A("s_init_idx"), strideOr0(a.initial_state_indices, 0));
+  c.stride(A("s_final_idx"), strideOr0(a.final_state_indices, 0));
   c.flag(A("has_cu"), d.packedCu);
   c.flag(A("has_init"), is.defined());
   c.flag(A("has_init_idx"), a.initial_state_indices.defined());
@@ -174,11 +127,11 @@ void bindUpdate(KernelCall& c, const CausalConv1dUpdateArgs& a, const detail::Co
   c.stride(A("s_x_d"), a.x.strides[2]);
   c.stride(A("s_w_d"), a.weight.strides[0]);
   c.stride(A("s_w_k"), a.weight.strides[1]);
-  c.stride(A("s_bias_d"), a.bias.defined() ? a.bias.strides[0] : 0);
+  c.stride(A("s_bias_d"), strideOr0(a.bias, 0));
   c.stride(A("s_out_b"), a.out.strides[0]);
   c.stride(A("s_out_t"), d.L > 1 ? a.out.strides[1] : 0);
   c.stride(A("s_out_d"), a.out.strides[2]);
-  c.stride(A("s_idx_b"), a.state_indices.defined() ? a.state_indices.strides[0] : 0);
+  c.stride(A("s_idx_b"), strideOr0(a.state_indices, 0));
   c.flag(A("has_bias"), a.bias.defined());
   c.flag(A("silu"), a.silu);
   c.flag(A("has_state_idx"), a.state_indices.defined());

@@ -15,6 +15,7 @@
 #include "runtime/ops/ArgCheck.h"
 #include "runtime/ops/CausalConv1dCheck.h"
 #include "runtime/ops/CausalConv1dSpec.h"
+#include "runtime/ops/ConvBinding.h"
 #include "runtime/ops/KernelCall.h"
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
@@ -38,11 +39,9 @@ const ArgSchema kBwdSchema{kernels::kConvBwdArgNames, kernels::kConvBwdNumArgs};
 const ArgSchema kReduceSchema{kernels::kConvBwdReduceArgNames, kernels::kConvBwdReduceNumArgs};
 const ArgSchema kStatesSchema{kernels::kConvBwdStatesArgNames, kernels::kConvBwdStatesNumArgs};
 
+using detail::strideOr0;
+constexpr auto u = detail::gridDim;
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-unsigned u(int64_t v) { return static_cast<unsigned>(v); }
-int timeAxis(const ConvBackwardDims& d) { return d.channelLast ? 1 : 2; }
-int chanAxis(const ConvBackwardDims& d) { return d.channelLast ? 2 : 1; }
-int64_t strideOr0(const TensorView& t, int axis) { return t.defined() ? t.strides[axis] : 0; }
 
 // How the dx kernel cuts each row into chunks of `tiles` time tiles (one program each).
 struct ChunkPlan {
@@ -68,53 +67,16 @@ bool wideOffsets(const CausalConv1dBackwardArgs& a, int64_t workspace) {
 }
 
 void bindBackward(KernelCall& c, const CausalConv1dBackwardArgs& a, const ConvBackwardDims& d, const ChunkPlan& p,
-                  bool wide) {
+                  void* err, bool wide) {
   thread_local const ArgIndex A{kBwdSchema.names, kBwdSchema.count};
-  const int xt = timeAxis(d), xd = chanAxis(d);
-  c.pointer(A("x"), a.x, DType::F32, true);
-  c.pointer(A("weight"), a.weight, DType::F32, true);
-  c.pointer(A("bias"), a.bias, DType::F32, true);
+  detail::bindConvInputs(c, A, a, d, err);
   c.pointer(A("dout"), a.dout, DType::F32, true);
   c.pointer(A("dx"), a.dx, DType::F32, true);
-  c.pointer(A("init"), a.initial_states, DType::F32, true);
   c.pointer(A("ws"), a.workspace, DType::F32, true);
-  c.pointer(A("cu"), a.cu_seqlens, DType::I32, false);
-  c.pointer(A("pos"), a.seq_pos, DType::I32, false);
-  c.pointer(A("init_idx"), a.initial_state_indices, DType::I32, false);
-  c.pointer(A("err"), nullptr, DType::I64);
-  c.size(A("D"), d.D, true);
-  c.size(A("L"), d.L, false);
-  c.size(A("nseq"), d.nseq, false);
-  c.size(A("nslots"), d.initSlots, false);
-  c.size(A("search_steps"), dsl::log2Ceil(d.nseq) + 1, false);
   c.size(A("tiles"), p.tiles, false);
   c.size(A("nchunks"), p.nchunks, false);
-  c.stride(A("s_x_b"), d.batch > 1 ? a.x.strides[0] : 0);
-  c.stride(A("s_x_t"), a.x.strides[xt]);
-  c.stride(A("s_x_d"), a.x.strides[xd]);
-  c.stride(A("s_w_d"), a.weight.strides[0]);
-  c.stride(A("s_w_k"), a.weight.strides[1]);
-  c.stride(A("s_bias_d"), strideOr0(a.bias, 0));
-  c.stride(A("s_dy_b"), d.batch > 1 ? a.dout.strides[0] : 0);
-  c.stride(A("s_dy_t"), a.dout.strides[xt]);
-  c.stride(A("s_dy_d"), a.dout.strides[xd]);
-  c.stride(A("s_dx_b"), d.batch > 1 ? a.dx.strides[0] : 0);
-  c.stride(A("s_dx_t"), a.dx.strides[xt]);
-  c.stride(A("s_dx_d"), a.dx.strides[xd]);
-  c.stride(A("s_init_slot"), strideOr0(a.initial_states, 0));
-  c.stride(A("s_init_d"), strideOr0(a.initial_states, 1));
-  c.stride(A("s_init_k"), strideOr0(a.initial_states, 2));
-  c.stride(A("s_cu"), strideOr0(a.cu_seqlens, 0));
-  c.stride(A("s_pos_t"), strideOr0(a.seq_pos, 1));
-  c.stride(A("s_init_idx"), strideOr0(a.initial_state_indices, 0));
-  c.flag(A("has_bias"), a.bias.defined());
-  c.flag(A("silu"), a.silu);
-  c.flag(A("has_cu"), d.packedCu);
-  c.flag(A("has_pos"), d.packedPos);
-  c.flag(A("has_init"), a.initial_states.defined());
-  c.flag(A("has_init_idx"), a.initial_state_indices.defined());
-  c.meta("meta:width", d.W);
-  c.meta("meta:channel_last", d.channelLast);
+  detail::bindConvRows(c, A, a.dout, d, "s_dy_b", "s_dy_t", "s_dy_d");
+  detail::bindConvRows(c, A, a.dx, d, "s_dx_b", "s_dx_t", "s_dx_d");
   c.meta("meta:index_bits", wide ? 64 : 32);
 }
 
@@ -142,7 +104,6 @@ bool needsStatesLaunch(const CausalConv1dBackwardArgs& a, const ConvBackwardDims
 
 void bindStates(KernelCall& c, const CausalConv1dBackwardArgs& a, const ConvBackwardDims& d, void* err, bool wide) {
   thread_local const ArgIndex A{kStatesSchema.names, kStatesSchema.count};
-  const int xt = timeAxis(d), xd = chanAxis(d);
   const TensorView &is = a.initial_states, &gi = a.dinitial_states, &gf = a.dfinal_states;
   c.pointer(A("x"), a.x, DType::F32, true);
   c.pointer(A("weight"), a.weight, DType::F32, true);
@@ -161,27 +122,15 @@ void bindStates(KernelCall& c, const CausalConv1dBackwardArgs& a, const ConvBack
   c.size(A("nseq"), d.nseq, false);
   c.size(A("nslots_init"), d.initSlots, false);
   c.size(A("nslots_final"), d.dfinalSlots, false);
-  c.stride(A("s_x_b"), d.batch > 1 ? a.x.strides[0] : 0);
-  c.stride(A("s_x_t"), a.x.strides[xt]);
-  c.stride(A("s_x_d"), a.x.strides[xd]);
+  detail::bindConvRows(c, A, a.x, d, "s_x_b", "s_x_t", "s_x_d");
+  detail::bindConvRows(c, A, a.dout, d, "s_dy_b", "s_dy_t", "s_dy_d");
+  detail::bindConvRows(c, A, a.dx, d, "s_dx_b", "s_dx_t", "s_dx_d");
   c.stride(A("s_w_d"), a.weight.strides[0]);
   c.stride(A("s_w_k"), a.weight.strides[1]);
   c.stride(A("s_bias_d"), strideOr0(a.bias, 0));
-  c.stride(A("s_dy_b"), d.batch > 1 ? a.dout.strides[0] : 0);
-  c.stride(A("s_dy_t"), a.dout.strides[xt]);
-  c.stride(A("s_dy_d"), a.dout.strides[xd]);
-  c.stride(A("s_dx_b"), d.batch > 1 ? a.dx.strides[0] : 0);
-  c.stride(A("s_dx_t"), a.dx.strides[xt]);
-  c.stride(A("s_dx_d"), a.dx.strides[xd]);
-  c.stride(A("s_init_slot"), strideOr0(is, 0));
-  c.stride(A("s_init_d"), strideOr0(is, 1));
-  c.stride(A("s_init_k"), strideOr0(is, 2));
-  c.stride(A("s_dinit_slot"), strideOr0(gi, 0));
-  c.stride(A("s_dinit_d"), strideOr0(gi, 1));
-  c.stride(A("s_dinit_k"), strideOr0(gi, 2));
-  c.stride(A("s_dfinal_slot"), strideOr0(gf, 0));
-  c.stride(A("s_dfinal_d"), strideOr0(gf, 1));
-  c.stride(A("s_dfinal_k"), strideOr0(gf, 2));
+  detail::bindStateStrides(c, A, is, "s_init_slot", "s_init_d", "s_init_k");
+  detail::bindStateStrides(c, A, gi, "s_dinit_slot", "s_dinit_d", "s_dinit_k");
+  detail::bindStateStrides(c, A, gf, "s_dfinal_slot", "s_dfinal_d", "s_dfinal_k");
   c.stride(A("s_cu"), strideOr0(a.cu_seqlens, 0));
   c.stride(A("s_init_idx"), strideOr0(a.initial_state_indices, 0));
   c.stride(A("s_final_idx"), strideOr0(a.final_state_indices, 0));
@@ -200,7 +149,7 @@ void bindStates(KernelCall& c, const CausalConv1dBackwardArgs& a, const ConvBack
 // The dx kernel's tile sizes, as its meta chooser sets them, for the chunk plan.
 ChunkPlan planFor(const CausalConv1dBackwardArgs& a, const ConvBackwardDims& d) {
   KernelCall c(kernels::kConvBwdKernel, kBwdSchema);
-  bindBackward(c, a, d, ChunkPlan{1, 1}, false);
+  bindBackward(c, a, d, ChunkPlan{1, 1}, nullptr, false);
   const Specialization s = c.specialization(kPlanArch);
   return planChunks(d, s.get("meta:BLOCK_D"), s.get("meta:BLOCK_T"));
 }
@@ -238,7 +187,7 @@ void causal_conv1d_backward(const CausalConv1dBackwardArgs& a, Stream stream) {
   const CUstream s = static_cast<CUstream>(stream);
   if (p.partials(d) > 0) {
     KernelCall c(kernels::kConvBwdKernel, kBwdSchema);
-    bindBackward(c, a, d, p, wide);
+    bindBackward(c, a, d, p, deviceStatusRecord(), wide);
     const unsigned grid[3] = {u(cdiv(d.D, c.metaValue("meta:BLOCK_D"))), u(p.nchunks), u(d.batch)};
     c.launch(grid, s);
   }
@@ -261,7 +210,7 @@ std::vector<Specialization> detail::convBackwardSpecializations(const CausalConv
   const bool wide = wideOffsets(a, p.workspace(d));
   std::vector<Specialization> out;
   KernelCall b(kernels::kConvBwdKernel, kBwdSchema);
-  bindBackward(b, a, d, p, wide);
+  bindBackward(b, a, d, p, nullptr, wide);
   out.push_back(b.specialization(arch));
   if (needsStatesLaunch(a, d)) {
     KernelCall c(kernels::kConvBwdStatesKernel, kStatesSchema);

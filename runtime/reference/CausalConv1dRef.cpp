@@ -65,7 +65,14 @@ class Windows {
       readCuSeqlens(op, a.cu_seqlens);
     } else if (d.packedPos) {
       pos_.resize(at(d.L));
-      for (int64_t t = 0; t < d.L; ++t) pos_[at(t)] = loadIndex(a.seq_pos, t * a.seq_pos.strides[1]);
+      for (int64_t t = 0; t < d.L; ++t) {
+        pos_[at(t)] = loadIndex(a.seq_pos, t * a.seq_pos.strides[1]);
+        const int64_t prior = t > 0 ? pos_[at(t - 1)] : -1;
+        if (pos_[at(t)] != 0 && pos_[at(t)] != prior + 1)
+          invalid(op, "seq_pos[0, " + std::to_string(t) + "] = " + std::to_string(pos_[at(t)]) +
+                          (t > 0 ? " after " + std::to_string(prior) : std::string(" at token 0")) +
+                          ", expected 0 (a sequence start) or one more than the token before");
+      }
     } else {
       for (int64_t b = 0; b < d.batch; ++b) seqs_.push_back({b, 0, d.L});
     }

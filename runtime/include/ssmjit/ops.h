@@ -86,7 +86,8 @@ enum class ConvLayout : int {
 //     cu[nseq] = T. It lives on the device, so the kernel checks it: a violation is reported by the
 //     next checkDeviceErrors() (and out is then unspecified, but nothing is read or written out of
 //     bounds);
-//   seq_pos (1, T): each token's position in its sequence, 0 at each start (PackMamba). Conv states
+//   seq_pos (1, T): each token's position in its sequence, 0 at each start (PackMamba): 0, or one
+//     more than the token before (checked by the kernel, reported like cu_seqlens). Conv states
 //     need cu_seqlens (positions do not say which sequence a token belongs to).
 // The window never reaches into the previous sequence: out equals running each sequence alone.
 //

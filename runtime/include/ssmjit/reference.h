@@ -51,8 +51,9 @@ void selective_state_update_tokens(const SelectiveStateUpdateArgs& args);
 // Everything is computed from the inputs before anything is written, so initial_states and
 // final_states may be the same tensor (in-place update). cu_seqlens is read here (a CPU tensor):
 // cu[0] != 0, a step that does not increase, or cu[nseq] != T throws
-// ssmjit::Error(InvalidArgument) naming cu_seqlens; so does a slot outside [0, S) other than -1
-// in initial_state_indices or final_state_indices. Both throw before anything is written. (The
+// ssmjit::Error(InvalidArgument) naming cu_seqlens; so does a seq_pos entry that is neither 0
+// nor one more than the token before, and a slot outside [0, S) other than -1 in
+// initial_state_indices or final_state_indices. All throw before anything is written. (The
 // GPU op reports these through checkDeviceErrors() instead.)
 void causal_conv1d(const CausalConv1dArgs& args);
 
