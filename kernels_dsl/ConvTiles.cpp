@@ -64,13 +64,15 @@ TileTokens tileTokens(KernelBuilder& k, const ConvPacking& p, Value tt, Value tv
   Value zeroI = k.constInt(0);
   std::vector<Value> r = k.ifElse(p.hasPos, [&] {
     Value lp = k.load(p.pos, tv * p.sPos, tv < p.L, zeroI);
-    Value before = k.load(p.pos, (tv - 1) * p.sPos, (tv >= 1) && (tv < p.L), k.constInt(-1));
-    Value bad = (tv < p.L) && (lp != 0) && (lp != before + 1);
-    Value first = k.reduce(k.select(bad, tv, p.L), 0, "min");
-    k.ifThen((first < p.L) && p.reports, [&] {
-      Value at = k.load(p.pos, first * p.sPos);
-      Value prior = k.select(first >= 1, k.load(p.pos, k.maximum(first - 1, zeroI) * p.sPos), k.constInt(-1));
-      k.reportError(p.err, k.constInt(kErrConvSeqPos), first, at, prior);
+    k.ifThen(p.reports, [&] {  // one program a tile checks
+      Value before = k.load(p.pos, (tv - 1) * p.sPos, (tv >= 1) && (tv < p.L), k.constInt(-1));
+      Value bad = (tv < p.L) && (lp != 0) && (lp != before + 1);
+      Value first = k.reduce(k.select(bad, tv, p.L), 0, "min");
+      k.ifThen(first < p.L, [&] {
+        Value at = k.load(p.pos, first * p.sPos);
+        Value prior = k.select(first >= 1, k.load(p.pos, k.maximum(first - 1, zeroI) * p.sPos), k.constInt(-1));
+        k.reportError(p.err, k.constInt(kErrConvSeqPos), first, at, prior);
+      });
     });
     return std::vector<Value>{lp, k.splat(zeroI, {BT}), seq, start, next};
   }, [&] {
