@@ -268,12 +268,13 @@ void buildStates(KernelBuilder& k, const Specialization& spec) {
   }
 }
 
-// Channel-last: one token and 8 bytes of channels a thread (the W + 1 per-element sums and the
-// tiles in flight do not fit the registers with 16). Measured on an H100 (bf16 W 4): the time
-// tile in each thread was faster on dense rows (443 against 500 us at 8x2048) but slower on the
-// packed row (535 against 477 us).
+// Channel-last: the time tile in each thread and one channel a thread (the W + 1 per-element
+// sums and the tiles in flight bound the registers, so fewer elements a thread and more threads).
+// Measured on an H100 (bf16 W 4, 8x2048 / packed 16384 tokens): 363 / 345 us, against 500 / 476
+// with one token and 8 bytes of channels a thread.
 void chooseBackwardMeta(Specialization& s) {
-  chooseConvTiles(s, smallestElement(s, {"x", "dout", "dx"}), 8, false);
+  const int64_t elem = smallestElement(s, {"x", "dout", "dx"});
+  chooseConvTiles(s, elem, elem, true);
   if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
 }
 
