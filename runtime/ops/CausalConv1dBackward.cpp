@@ -58,11 +58,10 @@ ChunkPlan planChunks(const ConvBackwardDims& d, int64_t bd, int64_t bt) {
   return p;
 }
 
+// The kernels index the workspace only below `workspace` elements, whatever its size.
 bool wideOffsets(const CausalConv1dBackwardArgs& a, int64_t workspace) {
-  TensorView ws = a.workspace;
-  if (ws.defined()) ws.shape[0] = std::max<int64_t>(ws.shape[0], workspace);
   return !detail::fits32({&a.x, &a.dout, &a.dx, &a.weight, &a.bias, &a.initial_states, &a.dinitial_states,
-                          &a.dfinal_states, &a.seq_pos, &ws}) ||
+                          &a.dfinal_states, &a.seq_pos}) ||
          workspace > INT32_MAX;
 }
 
@@ -147,11 +146,25 @@ void bindStates(KernelCall& c, const CausalConv1dBackwardArgs& a, const ConvBack
 }
 
 // The dx kernel's tile sizes, as its meta chooser sets them, for the chunk plan.
+// Its meta chooser reads only the streamed dtypes, the width and the layout (and SSMJIT_META, fixed
+// for the process), so the tile sizes are remembered per thread by those: building and completing
+// a Specialization on every call cost ~7 us of host time.
 ChunkPlan planFor(const CausalConv1dBackwardArgs& a, const ConvBackwardDims& d) {
+  struct Tiles {
+    int64_t key = -1, bd = 0, bt = 0;
+  };
+  thread_local Tiles memo[4];
+  thread_local int next = 0;
+  const int64_t key = ((((static_cast<int64_t>(a.x.dtype) * 8 + static_cast<int64_t>(a.dout.dtype)) * 8 +
+                         static_cast<int64_t>(a.dx.dtype)) * 16 + d.W) * 2) + (d.channelLast ? 1 : 0);
+  for (const Tiles& t : memo)
+    if (t.key == key) return planChunks(d, t.bd, t.bt);
   KernelCall c(kernels::kConvBwdKernel, kBwdSchema);
   bindBackward(c, a, d, ChunkPlan{1, 1}, nullptr, false);
   const Specialization s = c.specialization(kPlanArch);
-  return planChunks(d, s.get("meta:BLOCK_D"), s.get("meta:BLOCK_T"));
+  Tiles& t = memo[next++ % 4];
+  t = {key, s.get("meta:BLOCK_D"), s.get("meta:BLOCK_T")};
+  return planChunks(d, t.bd, t.bt);
 }
 
 void checkWorkspace(const CausalConv1dBackwardArgs& a, int64_t need) {
