@@ -301,6 +301,10 @@ dsl::Value KernelBuilder::shift(dsl::Value cur, dsl::Value fill, int axis, int s
   return W(sj::ShiftOp::create(B, L, c.getType(), c, f, axis, s));
 }
 
+void KernelBuilder::setInnerLanes(int lanes) {
+  if (!isPow2(lanes) || lanes > 32) fail("inner lanes must be a power of two <= 32, got " + std::to_string(lanes));
+  impl_->func->setAttr("sj.inner_lanes", B.getI32IntegerAttr(lanes));
+}
 void KernelBuilder::setShiftLanes(int lanes) {
   if (!isPow2(lanes) || lanes > 32) fail("shift lanes must be a power of two <= 32, got " + std::to_string(lanes));
   impl_->func->setAttr("sj.shift_lanes", B.getI32IntegerAttr(lanes));
@@ -363,6 +367,12 @@ std::vector<dsl::Value> KernelBuilder::forLoop(
   std::vector<dsl::Value> out;
   for (auto r : op.getResults()) out.push_back(W(r));
   return out;
+}
+dsl::Value KernelBuilder::arriveLast(dsl::Value counter, dsl::Value offset, dsl::Value count) {
+  if (!unwrap(offset).getType().isIntOrIndex() || !unwrap(count).getType().isIntOrIndex() ||
+      isa<RankedTensorType>(unwrap(offset).getType()) || isa<RankedTensorType>(unwrap(count).getType()))
+    fail("arriveLast takes a scalar offset and count");
+  return W(sj::ArriveLastOp::create(B, L, B.getI1Type(), unwrap(counter), unwrap(offset), unwrap(count)));
 }
 void KernelBuilder::returnIf(dsl::Value cond) { sj::ReturnIfOp::create(B, L, unwrap(cond)); }
 void KernelBuilder::reportError(dsl::Value err, dsl::Value code, dsl::Value a, dsl::Value b,

@@ -76,6 +76,11 @@ class KernelBuilder {
   // for one contiguous run a thread). 1: each thread holds the whole axis, every shift is register
   // moves only and the warp's lanes all go along the other axis.
   void setShiftLanes(int lanes);
+  // Lanes of a warp along axis 1 of the 2-D tiles (a power of two <= 32; default: as many as one
+  // 128-byte segment needs, the rest of the warp down axis 0). More lanes along axis 1 spread a
+  // 1-D tile broadcast along axis 0 (a row vector) over more threads: fewer registers for each,
+  // at the price of more shuffles in a reduction along axis 1.
+  void setInnerLanes(int lanes);
 
   // Elementwise.
   Value add(Value a, Value b);
@@ -112,6 +117,11 @@ class KernelBuilder {
                              const std::function<std::vector<Value>(Value iv,
                                                                     const std::vector<Value>&)>& body);
   void returnIf(Value cond);
+  // The programs of a group (`count` of them, each calling this once, at the top level, after
+  // its last access of the data the group shares) count themselves in at the int32 counter
+  // ptr[offset]; returns true (a uniform scalar) in the last to arrive, which may then write what
+  // the others read, and leaves the counter 0 for the next launch. The counter must start at 0.
+  Value arriveLast(Value counterPtr, Value offset, Value count);
   void reportError(Value errPtr, Value code, Value a, Value b, Value c);
 
   // Finishes the kernel and returns its module (an mlir::ModuleOp) as an opaque pointer owned by

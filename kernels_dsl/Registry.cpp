@@ -16,6 +16,7 @@ dsl::KernelDef convUpdateKernel();
 dsl::KernelDef convBackwardKernel();
 dsl::KernelDef convBackwardReduceKernel();
 dsl::KernelDef convBackwardStatesKernel();
+dsl::KernelDef decodeStepKernel();
 }
 
 namespace ssmjit::dsl {
@@ -42,6 +43,7 @@ const std::vector<KernelDef>& registry() {
       withHash(kernels::convBackwardKernel(), "CausalConv1dBackward"),
       withHash(kernels::convBackwardReduceKernel(), "CausalConv1dBackward"),
       withHash(kernels::convBackwardStatesKernel(), "CausalConv1dBackward"),
+      withHash(kernels::decodeStepKernel(), "Mamba2DecodeStep"),
   };
   return defs;
 }

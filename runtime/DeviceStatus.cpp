@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "kernels_dsl/CausalConv1d.h"
+#include "kernels_dsl/Mamba2DecodeStep.h"
 #include "kernels_dsl/SelectiveStateUpdate.h"
 #include "runtime/Driver.h"
 #include "ssmjit/error.h"
@@ -86,6 +87,12 @@ std::string deviceStatusMessage(const int64_t rec[kDeviceStatusWords]) {
     case kernels::kErrConvFinalSlot:
       return "causal_conv1d: final_state_indices[" + b + "] = " + v + " is out of range [0, " + bound +
              ") and not -1; that sequence's final state was not written";
+    case kernels::kErrDecodeSlot:
+      return "mamba2_decode_step: state_indices[" + b + "] = " + v + " is out of range [0, " + bound +
+             ") and not -1 (padding); that row was skipped (nothing written for it)";
+    case kernels::kErrDecodeAccepted:
+      return "mamba2_decode_step: num_accepted[" + b + "] = " + v + ", expected 0.." + bound +
+             " (the drafts its slot's cache holds: cached_tokens); that row was skipped (nothing written for it)";
   }
   return "device status record holds unknown error code " + std::to_string(rec[0]) + " (row " + b +
          ", value " + v + ", bound " + bound + ")";
@@ -105,7 +112,8 @@ void checkDeviceErrors(Stream stream) {
   driver::check(a.cuMemsetD8Async(p, 0, sizeof rec, s), "checkDeviceErrors: cuMemsetD8Async(reset status record)");
   driver::check(a.cuStreamSynchronize(s), "checkDeviceErrors: cuStreamSynchronize(after reset)");
   const bool known = rec[0] == kernels::kErrSlotOutOfRange || rec[0] == kernels::kErrDstSlotOutOfRange ||
-                     (rec[0] >= kernels::kErrConvUpdateSlot && rec[0] <= kernels::kErrConvFinalSlot);
+                     (rec[0] >= kernels::kErrConvUpdateSlot && rec[0] <= kernels::kErrConvFinalSlot) ||
+                     rec[0] == kernels::kErrDecodeSlot || rec[0] == kernels::kErrDecodeAccepted;
   throw Error(known ? Error::Kind::InvalidArgument : Error::Kind::Internal, deviceStatusMessage(rec));
 }
 

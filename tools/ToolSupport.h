@@ -42,6 +42,7 @@ struct Command {
 Command addDemoCommand(CLI::App& parent);
 Command addBenchCommand(CLI::App& parent);
 Command addConvBenchCommand(CLI::App& parent);
+Command addDecodeBenchCommand(CLI::App& parent);
 Command addInspectCommand(CLI::App& parent);
 Command addPrewarmCommand(CLI::App& parent);
 Command addCacheCommand(CLI::App& parent);

@@ -90,6 +90,27 @@ __device__ __forceinline__ void ssm_st(T* p, const S* src) {
   }
 }
 
+// ---- last arrival of a group of programs (sj.arrive_last) ----------------------------------
+// Every thread's accesses above are done (barrier), made visible device-wide (fence), then one
+// thread counts the program in; the program that completes the count resets it for the next
+// launch and sees the others' writes (fence after).
+template <typename T, typename I>
+__device__ __forceinline__ bool ssm_arrive_last(T* counter, I count) {
+  __shared__ int last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const int prev = atomicAdd(reinterpret_cast<int*>(counter), 1);
+    last = prev == (int)count - 1;
+    if (last) {
+      atomicExch(reinterpret_cast<int*>(counter), 0);
+      __threadfence();
+    }
+  }
+  __syncthreads();
+  return last != 0;
+}
+
 // ---- device-side error record: err[0..3] = code, a, b, c; the first error wins --------------
 __device__ __forceinline__ void ssm_report_error(long long* err, long long code, long long a,
                                                  long long b, long long c) {

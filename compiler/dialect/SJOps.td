@@ -132,6 +132,19 @@ def SJ_ReportErrorOp : SJ_Op<"report_error", [MemoryEffects<[MemWrite]>]> {
   let assemblyFormat = "$err `,` $code `,` $a `,` $b `,` $c attr-dict `:` type($err)";
 }
 
+def SJ_ArriveLastOp : SJ_Op<"arrive_last", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "count this program's arrival at counter[offset]; true in the last of `count`";
+  let description = [{
+    Every thread of the program has finished its memory accesses above (a barrier and a fence
+    come first); the program then adds one to the int32 counter. The one that brings it to
+    `count` gets true and resets the counter to 0 (so the next launch finds it zero); the others
+    get false. Lets the programs of a group hand the writes of data they all read to the last.
+  }];
+  let arguments = (ins SJ_Ptr:$counter, SJ_Index:$offset, SJ_Index:$count);
+  let results = (outs I1:$result);
+  let assemblyFormat = "$counter `[` $offset `]` `,` $count attr-dict `:` type($counter) `,` type($offset) `,` type($count)";
+}
+
 def SJ_ReturnIfOp : SJ_Op<"return_if", [MemoryEffects<[MemWrite]>]> {
   let summary = "end this program if the (uniform) condition holds";
   let arguments = (ins I1:$cond);

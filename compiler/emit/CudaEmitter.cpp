@@ -332,6 +332,12 @@ class Emitter {
     if (auto r = dyn_cast<sj::ReduceOp>(op)) return emitReduce(r);
     if (auto sh = dyn_cast<sj::ShiftOp>(op)) return emitShift(sh);
     if (auto r = dyn_cast<sj::ReturnIfOp>(op)) return line("if (" + name(r.getCond()) + ") return;");
+    if (auto a = dyn_cast<sj::ArriveLastOp>(op)) {
+      std::string nm = fresh();
+      names_[a.getResult().getAsOpaquePointer()] = nm;
+      return line("const bool " + nm + " = ssm_arrive_last(" + name(a.getCounter()) + " + " + name(a.getOffset()) +
+                  ", " + name(a.getCount()) + ");");
+    }
     if (auto r = dyn_cast<sj::ReportErrorOp>(op))
       return line("ssm_report_error(" + name(r.getErr()) + ", " + name(r.getCode()) + ", " + name(r.getA()) +
                   ", " + name(r.getB()) + ", " + name(r.getC()) + ");");

@@ -82,6 +82,8 @@ struct AssignLayoutsPass : PassWrapper<AssignLayoutsPass, OperationPass<ModuleOp
     // the multi-token state update).
     const int64_t lanesPerSegment = std::max<int64_t>(1, 128 / (p.spt[1] * minBytes));
     p.tpw[1] = std::min<int64_t>({32, S1 / p.spt[1], any2d ? lanesPerSegment : 32});
+    if (auto lanes = f->getAttrOfType<IntegerAttr>("sj.inner_lanes"))  // the kernel's choice
+      p.tpw[1] = std::min<int64_t>({lanes.getInt(), std::max<int64_t>(1, S1 / p.spt[1])});
     p.tpw[0] = 32 / p.tpw[1];
     p.wpc[0] = any2d ? std::min<int64_t>(warps, std::max<int64_t>(1, S0 / p.tpw[0])) : 1;
     p.wpc[1] = warps / p.wpc[0];

@@ -18,7 +18,7 @@ namespace ssmjit::detail {
 
 class KernelCall {
  public:
-  static constexpr int kMaxArgs = 64;
+  static constexpr int kMaxArgs = 80;
   KernelCall(const char* kernel, const ArgSchema& schema) : kernel_(kernel), schema_(schema) {}
 
   ArgValue v[kMaxArgs] = {};

@@ -172,6 +172,76 @@ struct CausalConv1dUpdateArgs {
 };
 void causal_conv1d_update(const CausalConv1dUpdateArgs& args, Stream stream = nullptr);
 
+// ---- Mamba-2 speculative decoding: activation replay with fused replay-and-verify ------------
+//
+// One Mamba-2 mixer layer's decode state, per sequence slot (Algorithm 2 of the speculative-
+// decoding design). The verify pass runs L draft tokens from the committed state without
+// committing, and caches each draft's pre-conv xBC and raw dt. Once c of those drafts are
+// accepted, the replay runs only those c tokens through the conv and SSM state updates and
+// commits both (post-conv x and B are recomputed from the cached pre-conv values: the same
+// arithmetic as the verify, so the same values, and no post-conv cache to write and read).
+// mamba2_decode_step does both in one launch: replay c_b tokens (c_b per sequence), commit, then
+// verify the new drafts from the corrected state, writing y per draft and refilling the cache.
+//
+// Sizes: H heads of P channels, state size N, G groups (H % G == 0; head h reads group h/(H/G)),
+// conv width W (2..kMaxConvWidth), Dc = H*P + 2*G*N conv channels in in_proj's xBC order
+// (x: channel h*P + p; B: H*P + g*N + n; C: H*P + G*N + g*N + n), S slots, cache depth Lc.
+// Every tensor lives on the device; the caller allocates them (the op allocates nothing).
+struct Mamba2DecodeState {
+  TensorView conv_state;     // (S, Dc, W-1), as causal_conv1d_update's; fp32/bf16/fp16
+  TensorView ssm_state;      // (S, H, P, N); fp32/bf16/fp16 (math in fp32)
+  TensorView xbc_cache;      // (S, Lc, Dc): pre-conv xBC of the last verified drafts; xBC's dtype
+  TensorView dt_cache;       // (S, Lc, H): their raw dt; dt's dtype
+  TensorView cached_tokens;  // (S,) int32: how many drafts each slot's cache holds. Zero it when a
+                             // slot starts a sequence; the step keeps it (verify sets L, replay 0)
+  TensorView arrivals;       // (S,) int32, contiguous: the kernel's per-slot sync counters. Zero it
+                             // once at allocation; every step leaves it zero.
+};
+
+// The layer's parameters (unchanged between steps).
+struct Mamba2MixerWeights {
+  TensorView conv_weight;  // (Dc, W), fp32 or xBC's dtype
+  TensorView conv_bias;    // optional (Dc,), like conv_weight
+  TensorView A;            // (H,) fp32
+  TensorView D;            // optional (H,) fp32
+  TensorView dt_bias;      // optional (H,) fp32
+  bool dt_softplus = true;
+  float dt_min = 0.0f;     // dt clamp after bias and softplus; dt_max <= dt_min: none
+  float dt_max = 0.0f;
+};
+
+// Which parts of the step run.
+enum class DecodeStepParts : int {
+  ReplayAndVerify = 0,  // replay num_accepted[b] cached drafts and commit, then verify the new ones
+  ReplayOnly = 1,       // replay and commit; the cache is then empty (cached_tokens = 0)
+  VerifyOnly = 2,       // verify from the committed state; nothing committed
+};
+
+// One step for a batch of B sequences.
+//   replay: c = num_accepted[b] (0 <= c <= cached_tokens[slot]) of the cached drafts, in order:
+//     conv: window = the W-1 state columns then the token; post = silu(bias + sum_k w[k] window[k])
+//     SSM (post-conv x, B of the token): dt' = softplus?(dt + dt_bias), clamped; state =
+//     state * exp(A dt') + B dt' x. The conv and SSM states after the c tokens are committed
+//     (stored in their slot; c = 0 stores nothing).
+//   verify: the L drafts of xBC / dt from the (corrected) state, the same per-token math, and
+//     y = sum_n state * C (+ D x), times silu(z) with z; states not committed; xbc_cache and
+//     dt_cache take the drafts, cached_tokens[slot] = L.
+// Sequence b uses slot state_indices[b] (-1: pad row, skipped, y untouched), or b (then S == B).
+// Distinct rows must use distinct slots. A slot outside [0, S) or a count outside
+// [0, cached_tokens[slot]] skips that row (nothing written for it) and is reported by the next
+// checkDeviceErrors(). Fixed L and device-side counts: a step is capturable in a CUDA graph.
+struct Mamba2DecodeStepArgs {
+  TensorView state_indices;  // optional (B,), int32/int64
+  TensorView num_accepted;   // (B,) int32/int64, on the device; required unless VerifyOnly
+  TensorView xBC;            // (B, L, Dc) pre-conv drafts, 1 <= L <= min(Lc, kMaxTokens); not ReplayOnly
+  TensorView dt;             // (B, L, H) raw dt; not ReplayOnly
+  TensorView z;              // optional (B, L, H, P); not ReplayOnly
+  TensorView y;              // (B, L, H, P) output; not ReplayOnly
+  DecodeStepParts parts = DecodeStepParts::ReplayAndVerify;
+};
+void mamba2_decode_step(const Mamba2DecodeState& state, const Mamba2MixerWeights& weights,
+                        const Mamba2DecodeStepArgs& args, Stream stream = nullptr);
+
 // Synchronises `stream` and throws if a kernel since the last check found a bad slot index.
 void checkDeviceErrors(Stream stream = nullptr);
 

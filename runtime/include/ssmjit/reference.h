@@ -87,6 +87,19 @@ void causal_conv1d_backward(const CausalConv1dBackwardArgs& args);
 // GPU).
 void causal_conv1d_update(const CausalConv1dUpdateArgs& args);
 
+// Mamba-2 decode step (replay and/or verify): the arguments, shapes and checks of
+// ssmjit::mamba2_decode_step (ops.h) on CPU tensors, every value in double: per row b (slot s;
+// -1: skipped), the replay runs c = num_accepted[b] cached drafts (conv window then the SSM
+// update, states kept unrounded in double) and, for c > 0, stores both states into slot s
+// (rounded to their dtypes); the verify runs the L drafts from the state the replay left (the
+// unrounded double state and window, as the GPU keeps them in registers), writes y (rounded),
+// copies the drafts into xbc_cache / dt_cache and sets cached_tokens[s] = L; replay alone sets it
+// to 0. A slot outside [0, S) other than -1, or c outside [0, cached_tokens[s]], throws
+// ssmjit::Error(InvalidArgument) before anything is written (the GPU skips the row and reports
+// it). arrivals is not touched.
+void mamba2_decode_step(const Mamba2DecodeState& state, const Mamba2MixerWeights& weights,
+                        const Mamba2DecodeStepArgs& args);
+
 // IEEE binary16 and bfloat16 conversions from and to double: round to nearest, ties to even,
 // in one step from double (no double rounding through float); overflow gives ±inf, NaN stays
 // NaN (quiet), signed zeros and subnormals are kept.

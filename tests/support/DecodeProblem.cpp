@@ -1,0 +1,165 @@
+#include "tests/support/DecodeProblem.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+namespace ssmjit::testing {
+
+namespace {
+HostTensor contiguous(DType t, const std::vector<int64_t>& shape, std::mt19937_64& rng) {
+  return makeTensor(t, shape, Layout{}, rng);
+}
+TensorView view(const HostTensor& h) { return h.defined ? h.view() : TensorView{}; }
+int64_t at(const HostTensor& t, int64_t i) { return static_cast<int64_t>(loadElement(t.view(), i)); }
+}  // namespace
+
+std::string DecodeCase::name() const {
+  static const char* partNames[] = {"replay_verify", "replay", "verify"};
+  std::string s = std::string(partNames[static_cast<int>(parts)]) + "_H" + std::to_string(H) + "_P" + std::to_string(P) +
+                  "_N" + std::to_string(N) + "_G" + std::to_string(G) + "_W" + std::to_string(W) + "_b" +
+                  std::to_string(batch) + "_L" + std::to_string(L) + "_Lc" + std::to_string(Lc) + "_ssm" +
+                  dtypeName(ssmStateType) + "_conv" + dtypeName(convStateType) + "_x" + dtypeName(xType);
+  if (!(convBias && D && z && dtBias)) s += "_noextras";
+  if (!softplus) s += "_nosoftplus";
+  if (clamp) s += "_clamp";
+  if (indices) s += "_idx";
+  return s;
+}
+
+DecodeProblem::DecodeProblem(const DecodeCase& cc) : c(cc), rng(cc.seed) {
+  const int64_t S = c.indices ? c.slots : c.batch, B = c.batch, Dc = c.H * c.P + 2 * c.G * c.N;
+  convState = contiguous(c.convStateType, {S, Dc, c.W - 1}, rng);
+  fillUniform(convState, rng, -1, 1);
+  ssmState = contiguous(c.ssmStateType, {S, c.H, c.P, c.N}, rng);
+  fillUniform(ssmState, rng, -1, 1);
+  xbcCache = contiguous(c.xType, {S, c.Lc, Dc}, rng);
+  fillUniform(xbcCache, rng, -1, 1);
+  dtCache = contiguous(c.dtType, {S, c.Lc, c.H}, rng);
+  fillUniform(dtCache, rng, c.softplus ? -3 : 0.01, c.softplus ? 0.5 : 0.2);
+  cachedTokens = contiguous(DType::I32, {S}, rng);
+  for (int64_t s = 0; s < S; ++s)
+    storeElement(cachedTokens.view(), s, double(std::uniform_int_distribution<int64_t>(0, c.Lc)(rng)));
+  arrivals = contiguous(DType::I32, {S}, rng);
+  std::fill(arrivals.bytes.begin(), arrivals.bytes.end(), 0);
+  convW = contiguous(c.wType, {Dc, c.W}, rng);
+  fillUniform(convW, rng, -0.5, 0.5);
+  if (c.convBias) {
+    convB = contiguous(c.wType, {Dc}, rng);
+    fillUniform(convB, rng, -0.5, 0.5);
+  }
+  A = contiguous(DType::F32, {c.H}, rng);
+  fillUniform(A, rng, -2, -0.5);
+  if (c.D) {
+    D = contiguous(DType::F32, {c.H}, rng);
+    fillUniform(D, rng, -1, 1);
+  }
+  if (c.dtBias) {
+    dtBias = contiguous(DType::F32, {c.H}, rng);
+    fillUniform(dtBias, rng, -0.5, 0.5);
+  }
+  if (c.indices) {
+    std::vector<int64_t> s(static_cast<size_t>(S));
+    std::iota(s.begin(), s.end(), 0);
+    std::shuffle(s.begin(), s.end(), rng);
+    idx = contiguous(DType::I32, {B}, rng);
+    for (int64_t b = 0; b < B; ++b) storeElement(idx.view(), b, b == 1 ? -1.0 : double(s[size_t(b)]));
+  }
+  if (c.parts != DecodeStepParts::VerifyOnly) accepted = contiguous(DType::I32, {B}, rng);
+  if (c.parts != DecodeStepParts::ReplayOnly) {
+    xbc = contiguous(c.xType, {B, c.L, Dc}, rng);
+    dt = contiguous(c.dtType, {B, c.L, c.H}, rng);
+    if (c.z) z = contiguous(c.xType, {B, c.L, c.H, c.P}, rng);
+    y = contiguous(c.xType, {B, c.L, c.H, c.P}, rng);
+  }
+  nextRound(2);
+}
+
+void DecodeProblem::nextRound(int acceptMode) {
+  if (xbc.defined) fillUniform(xbc, rng, -1, 1);
+  if (dt.defined) fillUniform(dt, rng, c.softplus ? -3 : 0.01, c.softplus ? 0.5 : 0.2);
+  if (z.defined) fillUniform(z, rng, -2, 2);
+  if (y.defined) std::fill(y.bytes.begin(), y.bytes.end(), kPoison);
+  if (!accepted.defined) return;
+  for (int64_t b = 0; b < c.batch; ++b) {
+    const int64_t s = idx.defined ? at(idx, b) : b;
+    const int64_t n = s < 0 ? 0 : at(cachedTokens, s);
+    const int64_t v = acceptMode == 0 ? 0 : acceptMode == 1 ? n : std::uniform_int_distribution<int64_t>(0, n)(rng);
+    storeElement(accepted.view(), b, double(s < 0 ? 0 : v));
+  }
+}
+
+Mamba2DecodeState DecodeProblem::state() const {
+  Mamba2DecodeState s;
+  s.conv_state = view(convState);
+  s.ssm_state = view(ssmState);
+  s.xbc_cache = view(xbcCache);
+  s.dt_cache = view(dtCache);
+  s.cached_tokens = view(cachedTokens);
+  s.arrivals = view(arrivals);
+  return s;
+}
+
+Mamba2MixerWeights DecodeProblem::weights() const {
+  Mamba2MixerWeights w;
+  w.conv_weight = view(convW);
+  w.conv_bias = view(convB);
+  w.A = view(A);
+  w.D = view(D);
+  w.dt_bias = view(dtBias);
+  w.dt_softplus = c.softplus;
+  if (c.clamp) {
+    w.dt_min = 0.01f;
+    w.dt_max = 0.3f;
+  }
+  return w;
+}
+
+Mamba2DecodeStepArgs DecodeProblem::args() const {
+  Mamba2DecodeStepArgs a;
+  a.state_indices = view(idx);
+  a.num_accepted = view(accepted);
+  a.xBC = view(xbc);
+  a.dt = view(dt);
+  a.z = view(z);
+  a.y = view(y);
+  a.parts = c.parts;
+  return a;
+}
+
+std::vector<HostTensor*> DecodeProblem::all() {
+  return {&convState, &ssmState, &xbcCache, &dtCache, &cachedTokens, &arrivals, &convW, &convB, &A,
+          &D,         &dtBias,   &idx,      &accepted, &xbc,         &dt,          &z,        &y};
+}
+
+Mamba2DecodeState deviceState(DecodeProblem& p, const DeviceTensors& d) {
+  Mamba2DecodeState s;
+  s.conv_state = d.view(0, p.convState);
+  s.ssm_state = d.view(1, p.ssmState);
+  s.xbc_cache = d.view(2, p.xbcCache);
+  s.dt_cache = d.view(3, p.dtCache);
+  s.cached_tokens = d.view(4, p.cachedTokens);
+  s.arrivals = d.view(5, p.arrivals);
+  return s;
+}
+Mamba2MixerWeights deviceWeights(DecodeProblem& p, const DeviceTensors& d) {
+  Mamba2MixerWeights w = p.weights();
+  w.conv_weight = d.view(6, p.convW);
+  w.conv_bias = d.view(7, p.convB);
+  w.A = d.view(8, p.A);
+  w.D = d.view(9, p.D);
+  w.dt_bias = d.view(10, p.dtBias);
+  return w;
+}
+Mamba2DecodeStepArgs deviceArgs(DecodeProblem& p, const DeviceTensors& d) {
+  Mamba2DecodeStepArgs a = p.args();
+  a.state_indices = d.view(11, p.idx);
+  a.num_accepted = d.view(12, p.accepted);
+  a.xBC = d.view(13, p.xbc);
+  a.dt = d.view(14, p.dt);
+  a.z = d.view(15, p.z);
+  a.y = d.view(16, p.y);
+  return a;
+}
+
+}  // namespace ssmjit::testing

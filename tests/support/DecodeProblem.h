@@ -1,0 +1,53 @@
+// Mamba-2 decode-step problems for the tests and `ssmjit bench-decode`: one mixer layer's decode
+// state (random conv and SSM states, caches holding random drafts with a random count per slot,
+// zeroed arrivals), its weights, and a step's inputs (random drafts, accepted counts within what
+// each slot's cache holds, poisoned y), as host tensors; nextRound() draws the next step.
+#pragma once
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ssmjit/ops.h"
+#include "tests/support/ConvProblem.h"  // DeviceTensors
+#include "tests/support/HostTensor.h"
+
+namespace ssmjit::testing {
+
+struct DecodeCase {
+  int64_t H = 4, P = 16, N = 16, G = 2, W = 4;
+  int64_t batch = 3, slots = 5, L = 4, Lc = 4;  // Lc >= L
+  DType ssmStateType = DType::F32, convStateType = DType::F32;
+  DType xType = DType::F32;   // xBC, xbc_cache, z, y
+  DType dtType = DType::F32;  // dt, dt_cache
+  DType wType = DType::F32;   // conv weight and bias
+  bool convBias = true, D = true, z = true, dtBias = true, softplus = true, clamp = false;
+  bool indices = true;  // state_indices: distinct slots in a permuted order, row 1 = -1 when batch > 1
+  DecodeStepParts parts = DecodeStepParts::ReplayAndVerify;
+  uint64_t seed = 1;
+  std::string name() const;  // a gtest-safe name
+};
+
+// all() order (fixed; undefined tensors still listed): 0 convState, 1 ssmState, 2 xbcCache,
+// 3 dtCache, 4 cachedTokens, 5 arrivals, 6 convW, 7 convB, 8 A, 9 D, 10 dtBias, 11 idx,
+// 12 accepted, 13 xbc, 14 dt, 15 z, 16 y
+struct DecodeProblem {
+  DecodeCase c;
+  std::mt19937_64 rng;
+  HostTensor convState, ssmState, xbcCache, dtCache, cachedTokens, arrivals;
+  HostTensor convW, convB, A, D, dtBias;
+  HostTensor idx, accepted, xbc, dt, z, y;
+  explicit DecodeProblem(const DecodeCase& c);
+  Mamba2DecodeState state() const;  // CPU views
+  Mamba2MixerWeights weights() const;
+  Mamba2DecodeStepArgs args() const;
+  // Fresh random drafts (xbc, dt, z) and y re-poisoned; accepted[b] for each non-pad row chosen
+  // from cachedTokens' current host values: mode 0 -> 0, 1 -> all cached, 2 -> uniform in [0, cached].
+  void nextRound(int acceptMode);
+  std::vector<HostTensor*> all();
+};
+Mamba2DecodeState deviceState(DecodeProblem& p, const DeviceTensors& d);
+Mamba2MixerWeights deviceWeights(DecodeProblem& p, const DeviceTensors& d);
+Mamba2DecodeStepArgs deviceArgs(DecodeProblem& p, const DeviceTensors& d);
+
+}  // namespace ssmjit::testing

@@ -1,0 +1,402 @@
+// mamba2_decode_step on the GPU: over many rounds with random accept patterns (none, all, mixed
+// per row), pad rows and slot indices, against the float64 reference (y, both states, the caches,
+// cached_tokens, arrivals left zero); the committed states against decoding the accepted tokens
+// one at a time with the one-token kernels (causal_conv1d_update + selective_state_update), and y
+// against running the drafts one at a time; a CUDA graph of one step replayed with new drafts and
+// counts equals eager steps; bad slots and counts are reported and change nothing of that row.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "GpuTest.h"
+#include "runtime/CudaGraph.h"
+#include "ssmjit/error.h"
+#include "ssmjit/ops.h"
+#include "ssmjit/reference.h"
+#include "tests/support/DecodeProblem.h"
+
+using namespace ssmjit;
+using namespace ssmjit::testing;
+
+namespace ssmjit::testing {
+inline void PrintTo(const DecodeCase& c, std::ostream* os) { *os << c.name(); }
+}  // namespace ssmjit::testing
+
+namespace {
+
+// all() indices (DecodeProblem.h).
+enum : size_t { kConv = 0, kSsm, kXbcCache, kDtCache, kCached, kArrivals, kIdx = 11, kAcc, kXbc, kDt, kZ, kY };
+
+// Token t of a (B, L, ...) view as (B, 1, ...).
+TensorView tokenView(TensorView v, int64_t t) {
+  v.data = static_cast<char*>(v.data) + t * v.strides[1] * dtypeBytes(v.dtype);
+  v.shape[1] = 1;
+  return v;
+}
+
+int64_t at(const HostTensor& t, int64_t i) { return static_cast<int64_t>(loadElement(t.view(), i)); }
+
+// The slot row b uses, or -1.
+int64_t slotOf(const DecodeProblem& p, int64_t b) { return p.idx.defined ? at(p.idx, b) : b; }
+
+void uploadStep(DecodeProblem& p, DeviceTensors& d) {
+  auto all = p.all();
+  for (size_t k : {size_t(kIdx), size_t(kAcc), size_t(kXbc), size_t(kDt), size_t(kZ), size_t(kY)})
+    if (all[k]->defined) d.bufs[k].uploadBytes(all[k]->bytes.data(), all[k]->bytes.size());
+}
+void uploadAll(DecodeProblem& p, DeviceTensors& d) {
+  auto all = p.all();
+  for (size_t k = 0; k < all.size(); ++k)
+    if (all[k]->defined) d.bufs[k].uploadBytes(all[k]->bytes.data(), all[k]->bytes.size());
+}
+
+double tolFor(const DecodeCase& c) {
+  return c.ssmStateType == DType::F32 && c.convStateType == DType::F32 && c.xType == DType::F32 ? 1e-5 : 2e-2;
+}
+
+// Runs `rounds` steps on the GPU and the reference from the same start; after each, compares
+// everything the step may write, and that nothing else changed.
+void runRounds(const DecodeCase& c, int rounds) {
+  DecodeProblem p(c);
+  DeviceTensors d(p.all());
+  const double tol = tolFor(c);
+  for (int r = 0; r < rounds; ++r) {
+    SCOPED_TRACE("round " + std::to_string(r));
+    if (r > 0) {
+      p.nextRound(r % 3);  // 1: all accepted, 2: mixed, 0: none
+      uploadStep(p, d);
+    }
+    const std::vector<uint8_t> convBefore = p.convState.bytes, ssmBefore = p.ssmState.bytes, yBefore = p.y.bytes;
+    // Slots committed (replay of c > 0) and rows verified.
+    std::vector<char> committed(static_cast<size_t>(c.slots), 0), rows(static_cast<size_t>(c.batch), 0);
+    for (int64_t b = 0; b < c.batch; ++b) {
+      const int64_t s = slotOf(p, b);
+      if (s < 0) continue;
+      rows[size_t(b)] = 1;
+      if (c.parts != DecodeStepParts::VerifyOnly && at(p.accepted, b) > 0) committed[size_t(s)] = 1;
+    }
+    reference::mamba2_decode_step(p.state(), p.weights(), p.args());
+    mamba2_decode_step(deviceState(p, d), deviceWeights(p, d), deviceArgs(p, d));
+    checkDeviceErrors();
+    const Compared cs = compareTensor(p.convState, d.download(kConv), convBefore, committed);
+    EXPECT_EQ(cs.violations, 0) << "conv_state: " << cs.first;
+    EXPECT_LE(cs.relL2, tol) << "conv_state: " << cs.first;
+    const Compared ss = compareTensor(p.ssmState, d.download(kSsm), ssmBefore, committed);
+    EXPECT_EQ(ss.violations, 0) << "ssm_state: " << ss.first;
+    EXPECT_LE(ss.relL2, tol) << "ssm_state: " << ss.first;
+    EXPECT_LE(ss.maxErr, 10 * tol) << "ssm_state: " << ss.first;
+    // The caches hold exact copies of the drafts.
+    EXPECT_EQ(d.download(kXbcCache), p.xbcCache.bytes) << "xbc_cache";
+    EXPECT_EQ(d.download(kDtCache), p.dtCache.bytes) << "dt_cache";
+    EXPECT_EQ(d.download(kCached), p.cachedTokens.bytes) << "cached_tokens";
+    std::vector<uint8_t> arr = d.download(kArrivals);
+    EXPECT_TRUE(std::all_of(arr.begin(), arr.end(), [](uint8_t v) { return v == 0; })) << "arrivals not left zero";
+    if (c.parts != DecodeStepParts::ReplayOnly) {
+      const Compared cy = compareTensor(p.y, d.download(kY), yBefore, rows);
+      EXPECT_EQ(cy.violations, 0) << "y: " << cy.first;
+      EXPECT_LE(cy.relL2, tol) << "y: " << cy.first;
+      EXPECT_LE(cy.maxErr, 10 * tol) << "y: " << cy.first;
+    }
+    // Both continue from the reference's results, so every round compares one step from the
+    // same inputs (errors do not compound over the rounds).
+    uploadAll(p, d);
+  }
+}
+
+class DecodeStepRounds : public ::testing::TestWithParam<DecodeCase> {
+ protected:
+  void SetUp() override { SSMJIT_REQUIRE_GPU(); }
+};
+
+TEST_P(DecodeStepRounds, MatchesReference) { runRounds(GetParam(), 7); }
+
+std::vector<DecodeCase> roundCases() {
+  std::vector<DecodeCase> out;
+  uint64_t seed = 100;
+  auto add = [&](DecodeCase c) {
+    c.seed = seed++;
+    out.push_back(c);
+  };
+  DecodeCase base;  // H 4, P 16, N 16, G 2, W 4, L 4
+  add(base);
+  for (DecodeStepParts parts : {DecodeStepParts::ReplayOnly, DecodeStepParts::VerifyOnly}) {
+    DecodeCase c = base;
+    c.parts = parts;
+    add(c);
+  }
+  for (int W : {2, 3, 5, 8}) {
+    DecodeCase c = base;
+    c.W = W;
+    add(c);
+  }
+  {  // odd sizes, three groups, one row, no extras
+    DecodeCase c = base;
+    c.H = 6, c.P = 24, c.N = 20, c.G = 3, c.batch = 1, c.slots = 2, c.L = 3, c.Lc = 5;
+    c.convBias = c.D = c.z = c.dtBias = false;
+    c.indices = false;
+    c.slots = c.batch;
+    add(c);
+  }
+  {  // Mamba-2 2.7B head shapes at a small batch, with the clamp
+    DecodeCase c = base;
+    c.H = 8, c.P = 64, c.N = 128, c.G = 1, c.batch = 5, c.slots = 7, c.L = 8, c.Lc = 8;
+    c.clamp = true;
+    add(c);
+  }
+  for (DType st : {DType::BF16, DType::F16}) {  // 16-bit states and drafts
+    DecodeCase c = base;
+    c.ssmStateType = c.convStateType = st;
+    c.xType = c.dtType = DType::BF16;
+    c.P = 7, c.N = 13;
+    add(c);
+  }
+  {  // L = 1, a deeper cache, no softplus
+    DecodeCase c = base;
+    c.L = 1, c.Lc = 6, c.softplus = false;
+    add(c);
+  }
+  return out;
+}
+INSTANTIATE_TEST_SUITE_P(Cases, DecodeStepRounds, ::testing::ValuesIn(roundCases()),
+                         [](const auto& info) { return info.param.name(); });
+
+// ---- against the one-token kernels ------------------------------------------------------------
+
+struct ULPStats {
+  int64_t n = 0, exact = 0;
+  double maxRel = 0;
+};
+void compareF32(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b, ULPStats& st) {
+  ASSERT_EQ(a.size(), b.size());
+  const size_t n = a.size() / 4;
+  std::vector<float> x(n), y(n);
+  std::memcpy(x.data(), a.data(), n * 4);
+  std::memcpy(y.data(), b.data(), n * 4);
+  for (size_t i = 0; i < n; ++i) {
+    ++st.n;
+    if (std::memcmp(&x[i], &y[i], 4) == 0) {
+      ++st.exact;
+      continue;
+    }
+    st.maxRel = std::max(st.maxRel, std::fabs(double(x[i]) - y[i]) / std::max(1e-30, std::fabs(double(y[i]))));
+  }
+}
+
+// One token through the one-token ops for the rows with slots in idx (int32, -1 skipped): the
+// conv update of xBC row b (B, 1, Dc) into conv_state, then the SSM update from its output.
+void oneTokenStep(const DecodeCase& c, const Mamba2MixerWeights& w, TensorView convState, TensorView ssmState,
+                  const DeviceBuffer& idx, const TensorView& xbc1, const TensorView& dt1, const TensorView& z1,
+                  DeviceBuffer& convOut, DeviceBuffer& y1) {
+  const int64_t B = c.batch, Dc = c.H * c.P + 2 * c.G * c.N, HP = c.H * c.P, GN = c.G * c.N;
+  CausalConv1dUpdateArgs cu;
+  cu.conv_state = convState;
+  cu.x = xbc1;
+  cu.weight = w.conv_weight;
+  cu.bias = w.conv_bias;
+  cu.state_indices = TensorView::contiguous(idx.data(), DType::I32, {B});
+  cu.out = TensorView::contiguous(convOut.data(), DType::F32, {B, 1, Dc});
+  cu.silu = true;
+  causal_conv1d_update(cu);
+  SelectiveStateUpdateArgs su;
+  su.state = ssmState;
+  auto part = [&](int64_t off, int64_t d1, int64_t d2) {
+    TensorView v = TensorView::contiguous(static_cast<float*>(convOut.data()) + off, DType::F32, {B, d1, d2});
+    v.strides[0] = Dc;
+    return v;
+  };
+  su.x = part(0, c.H, c.P);
+  su.B = part(HP, c.G, c.N);
+  su.C = part(HP + GN, c.G, c.N);
+  su.dt = dt1;
+  su.A = w.A;
+  su.D = w.D;
+  su.dt_bias = w.dt_bias;
+  su.z = z1;
+  su.state_batch_indices = cu.state_indices;
+  su.out = TensorView::contiguous(y1.data(), DType::F32, {B, c.H, c.P});
+  su.dt_softplus = w.dt_softplus;
+  su.dt_min = w.dt_min;
+  su.dt_max = w.dt_max;
+  selective_state_update(su);
+}
+
+TEST(DecodeStep, EqualsOneTokenKernels) {
+  SSMJIT_REQUIRE_GPU();
+  DecodeCase c;
+  c.H = 6, c.P = 24, c.N = 20, c.G = 2, c.W = 4, c.L = 4, c.Lc = 4, c.batch = 4, c.slots = 6;
+  DecodeProblem p(c);
+  DeviceTensors fused(p.all()), seq(p.all());
+  const int64_t B = c.batch, Dc = c.H * c.P + 2 * c.G * c.N;
+  DeviceBuffer idx(size_t(B) * 4), convOut(size_t(B * Dc) * 4), y1(size_t(B * c.H * c.P) * 4),
+      xg(size_t(B * Dc) * 4), dg(size_t(B * c.H) * 4);
+  DeviceBuffer convScratch(fused.bufs[kConv].bytes()), ssmScratch(fused.bufs[kSsm].bytes());
+  ULPStats stState, stY;
+  for (int r = 0; r < 8; ++r) {
+    SCOPED_TRACE("round " + std::to_string(r));
+    if (r > 0) {
+      // The GPU's cached_tokens decide the counts (they equal the reference's: L after a verify).
+      p.cachedTokens.bytes = fused.download(kCached);
+      p.nextRound(r % 3 == 0 ? 2 : r % 3);
+      uploadStep(p, fused);
+      uploadStep(p, seq);
+    }
+    // 1. Replay by hand on `seq`: token t of every row with accepted > t, gathered from the fused
+    // copy's cache (the drafts the last fused verify cached).
+    const std::vector<uint8_t> xc = fused.download(kXbcCache), dc = fused.download(kDtCache);
+    int64_t maxc = 0;
+    for (int64_t b = 0; b < B; ++b)
+      if (slotOf(p, b) >= 0) maxc = std::max(maxc, at(p.accepted, b));
+    const Mamba2MixerWeights w = deviceWeights(p, seq);
+    for (int64_t t = 0; t < maxc; ++t) {
+      std::vector<int32_t> ids(size_t(B), -1);
+      std::vector<float> xs(size_t(B * Dc), 0.f), ds(size_t(B * c.H), 0.f);
+      for (int64_t b = 0; b < B; ++b) {
+        const int64_t s = slotOf(p, b);
+        if (s < 0 || at(p.accepted, b) <= t) continue;
+        ids[size_t(b)] = int32_t(s);
+        std::memcpy(&xs[size_t(b * Dc)], xc.data() + size_t((s * c.Lc + t) * Dc) * 4, size_t(Dc) * 4);
+        std::memcpy(&ds[size_t(b * c.H)], dc.data() + size_t((s * c.Lc + t) * c.H) * 4, size_t(c.H) * 4);
+      }
+      idx.upload(ids);
+      xg.upload(xs);
+      dg.upload(ds);
+      oneTokenStep(c, w, seq.view(kConv, p.convState), seq.view(kSsm, p.ssmState), idx,
+                   TensorView::contiguous(xg.data(), DType::F32, {B, 1, Dc}),
+                   TensorView::contiguous(dg.data(), DType::F32, {B, c.H}), {}, convOut, y1);
+    }
+    checkDeviceErrors();
+    // 2. The fused step.
+    mamba2_decode_step(deviceState(p, fused), deviceWeights(p, fused), deviceArgs(p, fused));
+    checkDeviceErrors();
+    compareF32(fused.download(kConv), seq.download(kConv), stState);
+    compareF32(fused.download(kSsm), seq.download(kSsm), stState);
+    // 3. The drafts one at a time from a scratch copy of the corrected state: y per draft.
+    std::vector<uint8_t> bytes = seq.download(kConv);
+    convScratch.uploadBytes(bytes.data(), bytes.size());
+    bytes = seq.download(kSsm);
+    ssmScratch.uploadBytes(bytes.data(), bytes.size());
+    TensorView cs = seq.view(kConv, p.convState), ss = seq.view(kSsm, p.ssmState);
+    cs.data = convScratch.data();
+    ss.data = ssmScratch.data();
+    std::vector<int32_t> ids(static_cast<size_t>(B));
+    for (int64_t b = 0; b < B; ++b) ids[size_t(b)] = int32_t(slotOf(p, b));
+    idx.upload(ids);
+    const std::vector<uint8_t> yFused = fused.download(kY);
+    for (int64_t t = 0; t < c.L; ++t) {
+      oneTokenStep(c, w, cs, ss, idx, tokenView(seq.view(kXbc, p.xbc), t), tokenSlice(seq.view(kDt, p.dt), t),
+                   tokenSlice(seq.view(kZ, p.z), t), convOut, y1);
+      const std::vector<float> yt = y1.download<float>();
+      for (int64_t b = 0; b < B; ++b) {
+        if (ids[size_t(b)] < 0) continue;
+        std::vector<uint8_t> a(size_t(c.H * c.P) * 4), e(a.size());
+        std::memcpy(a.data(), yFused.data() + size_t((b * c.L + t) * c.H * c.P) * 4, a.size());
+        std::memcpy(e.data(), yt.data() + size_t(b * c.H * c.P), e.size());
+        compareF32(a, e, stY);
+      }
+    }
+    // The cache and counts continue on both copies from the fused one.
+    for (size_t k : {size_t(kXbcCache), size_t(kDtCache), size_t(kCached)}) {
+      bytes = fused.download(k);
+      seq.bufs[k].uploadBytes(bytes.data(), bytes.size());
+    }
+  }
+  // The bar: bitwise where the arithmetic order matches, else within 1e-6 relative.
+  std::printf("[decode-step] committed states: %lld of %lld values bitwise equal, max rel diff %.3g; "
+              "y: %lld of %lld bitwise, max rel diff %.3g\n",
+              (long long)stState.exact, (long long)stState.n, stState.maxRel, (long long)stY.exact, (long long)stY.n,
+              stY.maxRel);
+  EXPECT_GT(stState.n, 0);
+  EXPECT_LE(stState.maxRel, 1e-6);
+  EXPECT_LE(stY.maxRel, 1e-6);
+}
+
+// ---- CUDA graph -------------------------------------------------------------------------------
+
+TEST(DecodeStep, GraphReplayEqualsEagerSteps) {
+  SSMJIT_REQUIRE_GPU();
+  DecodeCase c;
+  c.H = 8, c.P = 64, c.N = 128, c.G = 1, c.L = 4, c.Lc = 4, c.batch = 3, c.slots = 5;
+  DecodeProblem p(c);
+  DeviceTensors eager(p.all()), graphed(p.all());
+  OwnedStream stream;
+  checkDeviceErrors(stream);  // the device status record is allocated on first use: not in a capture
+  CudaGraph g = CudaGraph::capture(stream, [&](CUstream s) {
+    mamba2_decode_step(deviceState(p, graphed), deviceWeights(p, graphed), deviceArgs(p, graphed), s);
+  });
+  for (int r = 0; r < 6; ++r) {
+    if (r > 0) {
+      p.cachedTokens.bytes = eager.download(kCached);
+      p.nextRound(2);
+      uploadStep(p, eager);
+      uploadStep(p, graphed);
+    }
+    mamba2_decode_step(deviceState(p, eager), deviceWeights(p, eager), deviceArgs(p, eager), stream);
+    g.launch(stream);
+    stream.synchronize();
+    checkDeviceErrors(stream);
+    for (size_t k : {size_t(kConv), size_t(kSsm), size_t(kXbcCache), size_t(kDtCache), size_t(kCached), size_t(kY)})
+      EXPECT_EQ(eager.download(k), graphed.download(k)) << "tensor " << k << " round " << r;
+  }
+}
+
+// ---- bad input --------------------------------------------------------------------------------
+
+// A bad slot or count in one row: reported, that row's slot, cache and y untouched, the others done.
+void expectRowSkipped(int64_t badRow, bool badSlot) {
+  DecodeCase c;
+  c.batch = 3, c.slots = 5;
+  DecodeProblem p(c);
+  const int64_t okRow = badRow == 0 ? 2 : 0;
+  if (badSlot) storeElement(p.idx.view(), badRow, 9.0);  // slots are 5
+  else storeElement(p.accepted.view(), badRow, double(at(p.cachedTokens, slotOf(p, badRow)) + 1));
+  DeviceTensors d(p.all());
+  const auto before = d.download(kSsm);
+  const auto yBefore = d.download(kY);
+  mamba2_decode_step(deviceState(p, d), deviceWeights(p, d), deviceArgs(p, d));
+  try {
+    checkDeviceErrors();
+    FAIL() << "no device error reported";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::InvalidArgument);
+    const std::string want = std::string(badSlot ? "state_indices[" : "num_accepted[") + std::to_string(badRow) + "]";
+    EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+  }
+  const auto after = d.download(kSsm), yAfter = d.download(kY);
+  const size_t slotBytes = before.size() / size_t(c.slots), rowBytes = yBefore.size() / size_t(c.batch);
+  if (!badSlot) {
+    const size_t s = size_t(slotOf(p, badRow));
+    EXPECT_EQ(0, std::memcmp(before.data() + s * slotBytes, after.data() + s * slotBytes, slotBytes)) << "bad row's state changed";
+  }
+  EXPECT_EQ(0, std::memcmp(yBefore.data() + size_t(badRow) * rowBytes, yAfter.data() + size_t(badRow) * rowBytes, rowBytes))
+      << "bad row's y written";
+  EXPECT_NE(0, std::memcmp(yBefore.data() + size_t(okRow) * rowBytes, yAfter.data() + size_t(okRow) * rowBytes, rowBytes))
+      << "good row's y not written";
+  const auto arr = d.download(kArrivals);
+  EXPECT_TRUE(std::all_of(arr.begin(), arr.end(), [](uint8_t v) { return v == 0; }));
+}
+
+TEST(DecodeStep, BadAcceptedCountIsReportedAndSkipped) {
+  SSMJIT_REQUIRE_GPU();
+  expectRowSkipped(2, false);
+}
+TEST(DecodeStep, BadSlotIsReportedAndSkipped) {
+  SSMJIT_REQUIRE_GPU();
+  expectRowSkipped(0, true);
+}
+
+TEST(DecodeStep, BadShapeThrowsBeforeLaunch) {
+  SSMJIT_REQUIRE_GPU();
+  DecodeCase c;
+  DecodeProblem p(c);
+  DeviceTensors d(p.all());
+  Mamba2DecodeState s = deviceState(p, d);
+  s.xbc_cache.shape[2] -= 1;  // the cache's channels do not match the conv state's
+  const auto before = d.download(kSsm);
+  EXPECT_THROW(mamba2_decode_step(s, deviceWeights(p, d), deviceArgs(p, d)), Error);
+  checkDeviceErrors();
+  EXPECT_EQ(before, d.download(kSsm));
+}
+
+}  // namespace

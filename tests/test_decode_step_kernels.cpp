@@ -1,0 +1,123 @@
+// The Mamba-2 decode-step kernel on the CPU: every variant the op can build (the three parts,
+// fp32 and 16-bit states and drafts, widths 2..8, optional bias/D/z/dt_bias, the dt clamp, slot
+// indices, odd head dims and state sizes, several groups) goes through the whole pipeline and
+// NVRTC for sm_90a (and a subset for sm_80) without spilling the state tile. Tensors are fake
+// device addresses: only their alignment classes are read.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+#include "GpuTest.h"  // SSMJIT_REQUIRE_NVRTC
+#include "kernels_dsl/CompileKernel.h"
+#include "runtime/ops/Mamba2DecodeStepSpec.h"
+#include "ssmjit/ops.h"
+
+using namespace ssmjit;
+
+namespace {
+
+void* fake(int k) { return reinterpret_cast<void*>(uintptr_t{0x10000} + uintptr_t(k) * 0x1000000); }
+TensorView view(int k, DType t, std::initializer_list<int64_t> shape) {
+  return TensorView::contiguous(fake(k), t, shape);
+}
+
+struct Variant {
+  int64_t H = 8, P = 64, N = 128, G = 1, W = 4, L = 8;
+  DType state = DType::F32, x = DType::F32;
+  DecodeStepParts parts = DecodeStepParts::ReplayAndVerify;
+  bool extras = true;  // conv bias, D, z, dt_bias, slot indices
+  bool clamp = false;
+};
+
+struct Call {
+  Mamba2DecodeState s;
+  Mamba2MixerWeights w;
+  Mamba2DecodeStepArgs a;
+};
+
+Call make(const Variant& v) {
+  const int64_t B = 3, S = 5, Lc = 8, Dc = v.H * v.P + 2 * v.G * v.N;
+  Call c;
+  c.s.conv_state = view(1, v.state, {S, Dc, v.W - 1});
+  c.s.ssm_state = view(2, v.state, {S, v.H, v.P, v.N});
+  c.s.xbc_cache = view(3, v.x, {S, Lc, Dc});
+  c.s.dt_cache = view(4, v.x, {S, Lc, v.H});
+  c.s.cached_tokens = view(5, DType::I32, {S});
+  c.s.arrivals = view(6, DType::I32, {S});
+  c.w.conv_weight = view(7, DType::F32, {Dc, v.W});
+  c.w.A = view(8, DType::F32, {v.H});
+  if (v.extras) {
+    c.w.conv_bias = view(9, DType::F32, {Dc});
+    c.w.D = view(10, DType::F32, {v.H});
+    c.w.dt_bias = view(11, DType::F32, {v.H});
+  }
+  if (v.clamp) {
+    c.w.dt_min = 0.001f;
+    c.w.dt_max = 0.1f;
+  }
+  c.a.parts = v.parts;
+  if (v.extras) c.a.state_indices = view(12, DType::I32, {B});
+  if (v.parts != DecodeStepParts::VerifyOnly) c.a.num_accepted = view(13, DType::I32, {B});
+  if (v.parts != DecodeStepParts::ReplayOnly) {
+    c.a.xBC = view(14, v.x, {B, v.L, Dc});
+    c.a.dt = view(15, v.x, {B, v.L, v.H});
+    c.a.y = view(16, v.x, {B, v.L, v.H, v.P});
+    if (v.extras) c.a.z = view(17, v.x, {B, v.L, v.H, v.P});
+  }
+  if (!v.extras) c.s.ssm_state = view(2, v.state, {B, v.H, v.P, v.N}), c.s.conv_state = view(1, v.state, {B, Dc, v.W - 1}),
+                 c.s.xbc_cache = view(3, v.x, {B, Lc, Dc}), c.s.dt_cache = view(4, v.x, {B, Lc, v.H}),
+                 c.s.cached_tokens = view(5, DType::I32, {B}), c.s.arrivals = view(6, DType::I32, {B});
+  return c;
+}
+
+void expectCompiles(const Variant& v, const char* arch) {
+  const Call c = make(v);
+  const Specialization spec = detail::decodeStepSpecialization(c.s, c.w, c.a, arch);
+  SCOPED_TRACE(spec.canonical());
+  CompiledKernel k = compileKernel(spec);
+  EXPECT_FALSE(k.cubin.empty());
+  // The state tile and the conv windows live in registers across the tokens; ptxas puts a word
+  // of a few variants on the stack (4 bytes), more means the tiles no longer fit.
+  EXPECT_LE(k.resources.spillStoreBytes, 16) << k.compileLog;
+  EXPECT_LE(k.resources.spillLoadBytes, 16) << k.compileLog;
+}
+
+}  // namespace
+
+TEST(DecodeStepKernels, EveryPartAndDtypeCompiles) {
+  SSMJIT_REQUIRE_NVRTC();
+  for (DecodeStepParts parts : {DecodeStepParts::ReplayAndVerify, DecodeStepParts::ReplayOnly, DecodeStepParts::VerifyOnly})
+    for (DType st : {DType::F32, DType::BF16})
+      for (DType x : {DType::F32, DType::BF16, DType::F16})
+        for (bool extras : {true, false}) {
+          Variant v;
+          v.parts = parts;
+          v.state = st;
+          v.x = x;
+          v.extras = extras;
+          expectCompiles(v, "sm_90a");
+        }
+}
+
+TEST(DecodeStepKernels, WidthsShapesAndClampCompile) {
+  SSMJIT_REQUIRE_NVRTC();
+  for (int W : {2, 3, 5, 8}) {
+    Variant v;
+    v.W = W;
+    expectCompiles(v, "sm_90a");
+  }
+  for (auto [H, P, N, G] : {std::tuple<int, int, int, int>{6, 24, 20, 3}, {4, 7, 13, 2}, {2, 128, 256, 1}, {1, 1, 1, 1}}) {
+    Variant v;
+    v.H = H, v.P = P, v.N = N, v.G = G, v.L = 1, v.clamp = true;
+    expectCompiles(v, "sm_90a");
+  }
+}
+
+TEST(DecodeStepKernels, CompilesForSm80) {
+  SSMJIT_REQUIRE_NVRTC();
+  Variant v;
+  v.state = DType::BF16;
+  v.x = DType::BF16;
+  expectCompiles(v, "sm_80");
+}
