@@ -374,6 +374,14 @@ dsl::Value KernelBuilder::arriveLast(dsl::Value counter, dsl::Value offset, dsl:
     fail("arriveLast takes a scalar offset and count");
   return W(sj::ArriveLastOp::create(B, L, B.getI1Type(), unwrap(counter), unwrap(offset), unwrap(count)));
 }
+void KernelBuilder::setFlag(dsl::Value flagPtr, dsl::Value offset, dsl::Value value) {
+  sj::SetFlagOp::create(B, L, unwrap(flagPtr), unwrap(offset), unwrap(value));
+}
+dsl::Value KernelBuilder::waitFlag(dsl::Value flagPtr, dsl::Value offset) {
+  mlir::Value v = sj::WaitFlagOp::create(B, L, B.getI32Type(), unwrap(flagPtr), unwrap(offset));
+  if (!impl_->indexTy.isInteger(32)) v = arith::ExtSIOp::create(B, L, impl_->indexTy, v);
+  return W(v);
+}
 void KernelBuilder::returnIf(dsl::Value cond) { sj::ReturnIfOp::create(B, L, unwrap(cond)); }
 void KernelBuilder::reportError(dsl::Value err, dsl::Value code, dsl::Value a, dsl::Value b,
                                 dsl::Value c) {

@@ -122,6 +122,12 @@ class KernelBuilder {
   // ptr[offset]; returns true (a uniform scalar) in the last to arrive, which may then write what
   // the others read, and leaves the counter 0 for the next launch. The counter must start at 0.
   Value arriveLast(Value counterPtr, Value offset, Value count);
+  // One program publishes what it wrote to the others of the launch: setFlag sets the int32
+  // flag ptr[offset] = value (non-zero) after all of its writes above; waitFlag returns the flag's
+  // value once it is non-zero, after which the setter's writes are visible. The setter must have
+  // a lower block id than every waiter (blocks start in order). Top level or uniform branches.
+  void setFlag(Value flagPtr, Value offset, Value value);
+  Value waitFlag(Value flagPtr, Value offset);
   void reportError(Value errPtr, Value code, Value a, Value b, Value c);
 
   // Finishes the kernel and returns its module (an mlir::ModuleOp) as an opaque pointer owned by

@@ -34,5 +34,7 @@ echo "== demo"
 echo "== bench"
 [ -n "${SKIP_SSU_BENCH:-}" ] || { "$PREFIX/bin/ssmjit" bench ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -60 || status=1; }
 echo "== bench-conv"
-"$PREFIX/bin/ssmjit" bench-conv ${CONV_BENCH_ARGS:-} 2>&1 | tee "$OUT/bench_conv.log" | tail -30 || status=1
+[ -n "${SKIP_CONV_BENCH:-}" ] || { "$PREFIX/bin/ssmjit" bench-conv ${CONV_BENCH_ARGS:-} 2>&1 | tee "$OUT/bench_conv.log" | tail -30 || status=1; }
+echo "== bench-decode"
+"$PREFIX/bin/ssmjit" bench-decode ${DECODE_BENCH_ARGS:-} 2>&1 | tee "$OUT/bench_decode.log" | tail -16 || status=1
 exit $status

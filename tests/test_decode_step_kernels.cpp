@@ -44,7 +44,8 @@ Call make(const Variant& v) {
   c.s.xbc_cache = view(3, v.x, {S, Lc, Dc});
   c.s.dt_cache = view(4, v.x, {S, Lc, v.H});
   c.s.cached_tokens = view(5, DType::I32, {S});
-  c.s.arrivals = view(6, DType::I32, {S});
+  c.s.arrivals = view(6, DType::I32, {S, 2});
+  c.s.scratch = view(18, DType::F32, {S, 2 * Lc, 2 * v.G * v.N + v.H});
   c.w.conv_weight = view(7, DType::F32, {Dc, v.W});
   c.w.A = view(8, DType::F32, {v.H});
   if (v.extras) {
@@ -67,7 +68,8 @@ Call make(const Variant& v) {
   }
   if (!v.extras) c.s.ssm_state = view(2, v.state, {B, v.H, v.P, v.N}), c.s.conv_state = view(1, v.state, {B, Dc, v.W - 1}),
                  c.s.xbc_cache = view(3, v.x, {B, Lc, Dc}), c.s.dt_cache = view(4, v.x, {B, Lc, v.H}),
-                 c.s.cached_tokens = view(5, DType::I32, {B}), c.s.arrivals = view(6, DType::I32, {B});
+                 c.s.cached_tokens = view(5, DType::I32, {B}), c.s.arrivals = view(6, DType::I32, {B, 2}),
+                 c.s.scratch = view(18, DType::F32, {B, 2 * Lc, 2 * v.G * v.N + v.H});
   return c;
 }
 

@@ -39,7 +39,8 @@ Call valid() {
   c.s.xbc_cache = cuda(3, DType::BF16, {S, Lc, Dc});
   c.s.dt_cache = cuda(4, DType::BF16, {S, Lc, H});
   c.s.cached_tokens = cuda(5, DType::I32, {S});
-  c.s.arrivals = cuda(6, DType::I32, {S});
+  c.s.arrivals = cuda(6, DType::I32, {S, 2});
+  c.s.scratch = cuda(18, DType::F32, {S, 2 * Lc, 2 * 2 * N + H});
   c.w.conv_weight = cuda(7, DType::F32, {Dc, W});
   c.w.conv_bias = cuda(8, DType::BF16, {Dc});
   c.w.A = cuda(9, DType::F32, {H});
@@ -91,8 +92,10 @@ TEST(DecodeStepCheck, BadArgumentsAreNamed) {
       {[](Call& c) { c.s.dt_cache = cuda(4, DType::F32, {5, 6, 4}); }, {"dt_cache", "float32", "bfloat16"}},
       {[](Call& c) { c.s.dt_cache = cuda(4, DType::BF16, {5, 6, 3}); }, {"dt_cache", "3", "4"}},
       {[](Call& c) { c.s.cached_tokens = cuda(5, DType::I64, {5}); }, {"cached_tokens", "int64", "int32"}},
-      {[](Call& c) { c.s.arrivals = cuda(6, DType::I32, {5, 2}); }, {"arrivals", "rank"}},
-      {[](Call& c) { c.s.arrivals.strides[0] = 2; }, {"arrivals", "stride 2", "expected 1"}},
+      {[](Call& c) { c.s.arrivals = cuda(6, DType::I32, {5}); }, {"arrivals", "rank"}},
+      {[](Call& c) { c.s.arrivals.strides[0] = 3; }, {"arrivals", "(3, 1)", "(2, 1)"}},
+      {[](Call& c) { c.s.scratch = cuda(18, DType::F32, {5, 6, 36}); }, {"scratch", "6", "12"}},
+      {[](Call& c) { c.s.scratch = cuda(18, DType::BF16, {5, 12, 68}); }, {"scratch", "bfloat16", "float32"}},
       {[](Call& c) { c.s.cached_tokens = {}; }, {"cached_tokens"}},
       {[](Call& c) {
          c.a.xBC = cuda(14, DType::BF16, {3, 7, 96});

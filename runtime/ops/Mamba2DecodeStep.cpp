@@ -36,6 +36,7 @@ void bind(KernelCall& c, const Mamba2DecodeState& s, const Mamba2MixerWeights& w
   c.pointer(A("dt"), a.dt, DType::F32, true);
   c.pointer(A("z"), a.z, DType::F32, true);
   c.pointer(A("y"), a.y, DType::F32, true);
+  c.pointer(A("ws"), s.scratch, DType::F32, true);
   c.pointer(A("state_idx"), a.state_indices, DType::I32, false);
   c.pointer(A("accepted"), a.num_accepted, DType::I32, false);
   c.pointer(A("cached"), s.cached_tokens, DType::I32, false);
@@ -85,6 +86,8 @@ void bind(KernelCall& c, const Mamba2DecodeState& s, const Mamba2MixerWeights& w
   c.stride(A("s_y_t"), d.L > 1 ? a.y.strides[1] : 0);
   c.stride(A("s_y_h"), strideOr0(a.y, 2));
   c.stride(A("s_y_p"), strideOr0(a.y, 3));
+  c.stride(A("s_ws_slot"), s.scratch.strides[0]);
+  c.stride(A("s_ws_t"), s.scratch.strides[1]);
   c.stride(A("s_idx_b"), strideOr0(a.state_indices, 0));
   c.stride(A("s_acc_b"), strideOr0(a.num_accepted, 0));
   c.stride(A("s_cached"), s.cached_tokens.strides[0]);
@@ -98,7 +101,7 @@ void bind(KernelCall& c, const Mamba2DecodeState& s, const Mamba2MixerWeights& w
   c.flag(A("replay"), d.replay);
   c.flag(A("verify"), d.verify);
   c.meta("meta:width", d.W);
-  c.meta("meta:index_bits", detail::fits32({&s.conv_state, &s.ssm_state, &s.xbc_cache, &s.dt_cache, &w.conv_weight,
+  c.meta("meta:index_bits", detail::fits32({&s.conv_state, &s.ssm_state, &s.xbc_cache, &s.dt_cache, &s.scratch, &w.conv_weight,
                                             &a.xBC, &a.dt, &a.z, &a.y})
                                 ? 32
                                 : 64);
