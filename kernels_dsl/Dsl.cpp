@@ -374,6 +374,7 @@ dsl::Value KernelBuilder::arriveLast(dsl::Value counter, dsl::Value offset, dsl:
     fail("arriveLast takes a scalar offset and count");
   return W(sj::ArriveLastOp::create(B, L, B.getI1Type(), unwrap(counter), unwrap(offset), unwrap(count)));
 }
+void KernelBuilder::barrier() { sj::BarrierOp::create(B, L); }
 void KernelBuilder::setFlag(dsl::Value flagPtr, dsl::Value offset, dsl::Value value) {
   sj::SetFlagOp::create(B, L, unwrap(flagPtr), unwrap(offset), unwrap(value));
 }

@@ -127,6 +127,9 @@ class KernelBuilder {
   // value once it is non-zero, after which the setter's writes are visible. The setter must have
   // a lower block id than every waiter (blocks start in order). Top level or uniform branches.
   void setFlag(Value flagPtr, Value offset, Value value);
+  // Every thread of the program gets here before any goes on: orders accesses of the same memory
+  // through tiles that spread it differently over the threads. Top level or uniform branches.
+  void barrier();
   Value waitFlag(Value flagPtr, Value offset);
   void reportError(Value errPtr, Value code, Value a, Value b, Value c);
 

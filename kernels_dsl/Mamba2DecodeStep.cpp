@@ -23,7 +23,8 @@ namespace {
 
 void build(KernelBuilder& k, const Specialization& spec) {
   const int64_t BP = spec.get("meta:BLOCK_P"), BN = spec.get("meta:BLOCK_N"), BH = spec.get("meta:BLOCK_H"),
-                BBC = spec.get("meta:BLOCK_BC"), W = spec.get("meta:width");
+                BT = spec.get("meta:BLOCK_T"), BC = spec.get("meta:BLOCK_C"),
+                W = spec.get("meta:width");
   k.setInnerLanes(static_cast<int>(spec.get("meta:inner_lanes")));
   auto F = PtrClass::Float;
   auto M = [&](const char* n) { return k.ptrArg(n, PtrClass::Int, PtrRole::Metadata); };
@@ -97,43 +98,75 @@ void build(KernelBuilder& k, const Specialization& spec) {
   auto wsRow = [&](Value t) { return slot * sWsSlot + t * sWsT; };
   Value flagAt = slot * 2 + 1;
 
-  // ---- the row's first program: B/C conv and dt of the replayed and new tokens, into the
-  // scratch; B/C conv state committed, the drafts' B/C and dt cached; then the flag.
+  // ---- the row's first program: the B/C conv and dt of every replayed and new token at once,
+  // as [tokens, channels] tiles over the row's "virtual sequence" (the W - 1 conv state columns,
+  // the c cached drafts, the L new drafts), into the scratch; then the flag; then the B/C conv
+  // state committed and the drafts' B/C and dt cached.
   k.ifThen(first, [&] {
     Value nCached = k.load(cached, slot * sCached);
     Value bad = (c < 0) || (c > nCached);
     k.ifThen(bad, [&] { k.reportError(err, k.constInt(kErrDecodeAccepted), b, c, nCached); });
+    Value nTok = c + k.ifElse(verify, [&] { return std::vector<Value>{L}; },
+                              [&] { return std::vector<Value>{k.constInt(0)}; })[0];
+    Value offsT = k.range(BT), tok = k.expandDims(offsT, 1), rowOk = tok < nTok;
+    // in(pos) for a [tokens, 1] tile of virtual positions and a [1, BN] tile of channels.
+    auto virtualIn = [&](Value pos, Value ch2, Value m2) {
+      Value fromState = pos < 0, fromCache = (pos >= 0) && (pos < c), fromDraft = (pos >= c) && (pos < nTok);
+      Value vs = k.load(convState, slot * sCsSlot + ch2 * sCsC + (pos + (W - 1)) * sCsK, m2 && fromState, zero);
+      Value vc = k.load(xbcCache, slot * sXcSlot + pos * sXcT + ch2 * sXcC, m2 && fromCache, zero);
+      Value vd = k.load(xbc, b * sXb + (pos - c) * sXt + ch2 * sXc, m2 && fromDraft, zero);
+      return vs + vc + vd;  // two of the three are 0 (masked)
+    };
     k.ifThen(!bad, [&] {
-      Value offs = k.range(BBC), mask = offs < 2 * GN, ch = HP + offs;
-      Value offsH = k.range(BH), maskH = offsH < H;
-      Conv cv = loadConv(ch, mask, BBC);
-      std::vector<Value> win = k.forLoop(k.constInt(0), c, k.constInt(1), cv.win, [&](Value t, const std::vector<Value>& v) {
-        std::vector<Value> wn = v;
-        Value post = convStep(cv, wn, k.load(xbcCache, slot * sXcSlot + t * sXcT + ch * sXcC, mask, zero));
-        k.store(ws, wsRow(t) + offs, post, mask);
-        k.store(ws, wsRow(t) + 2 * GN + offsH, k.load(dtCache, slot * sDcSlot + t * sDcT + offsH * sDcH, maskH, zero), maskH);
-        return wn;
-      });
+      // The 2GN channels B | C in chunks of BC (scratch column = channel - H*P).
+      for (int64_t j = 0; j < spec.get("meta:bc_chunks"); ++j) {
+        Value col = j * BC + k.range(BC), maskC = col < 2 * GN;
+        Value ch1 = HP + col, ch2 = k.expandDims(ch1, 0), m2 = k.expandDims(maskC, 0);
+        auto wk = [&](int64_t q) { return k.expandDims(k.load(convW, ch1 * sWc + q * sWk, maskC, zero), 0); };
+        Value bias = k.ifElse(hasConvBias, [&] { return std::vector<Value>{k.expandDims(k.load(convB, ch1 * sCb, maskC, zero), 0)}; },
+                              [&] { return std::vector<Value>{k.splat(zero, {1, BC})}; })[0];
+        // As causal_conv1d_update sums: bias + w[W-1] x(t), then w[q] x(t - (W-1) + q).
+        Value acc = bias + wk(W - 1) * virtualIn(tok, ch2, m2);
+        for (int64_t q = 0; q + 1 < W; ++q) acc = acc + wk(q) * virtualIn(tok - (W - 1) + q, ch2, m2);
+        k.store(ws, slot * sWsSlot + tok * sWsT + k.expandDims(col, 0), silu(acc), m2 && rowOk);
+      }
+      Value offsH = k.range(BH), h2 = k.expandDims(offsH, 0), mH2 = k.expandDims(offsH < H, 0);
+      Value dc = k.load(dtCache, slot * sDcSlot + tok * sDcT + h2 * sDcH, mH2 && (tok < c), zero);
+      Value dd = k.load(dt, b * sDtB + (tok - c) * sDtT + h2 * sDtH, mH2 && (tok >= c) && rowOk, zero);
+      k.store(ws, slot * sWsSlot + tok * sWsT + 2 * GN + h2, dc + dd, mH2 && rowOk);
+    });
+    k.setFlag(arrivals, flagAt, k.select(bad, k.constInt(2), k.constInt(1)));
+    k.ifThen(!bad, [&] {
+      // The committed B/C window: in(c - (W-1) + q). Per chunk of channels, each thread loads its
+      // channels' columns whole before it stores any (the stores are its own channels only).
       k.ifThen(c > 0, [&] {
-        for (int64_t j = 0; j + 1 < W; ++j) k.store(convState, slot * sCsSlot + ch * sCsC + j * sCsK, win[j], mask);
+        for (int64_t j = 0; j < spec.get("meta:bc_chunks"); ++j) {
+          Value col = j * BC + k.range(BC), chC = HP + col, mC = col < 2 * GN;
+          std::vector<Value> cols;
+          for (int64_t q = 0; q + 1 < W; ++q) {
+            Value pos = c - (W - 1) + q;
+            Value vs = k.load(convState, slot * sCsSlot + chC * sCsC + k.maximum(pos + (W - 1), k.constInt(0)) * sCsK, mC && (pos < 0), zero);
+            Value vc = k.load(xbcCache, slot * sXcSlot + k.maximum(pos, k.constInt(0)) * sXcT + chC * sXcC, mC && (pos >= 0), zero);
+            cols.push_back(vs + vc);
+          }
+          for (int64_t q = 0; q + 1 < W; ++q) k.store(convState, slot * sCsSlot + chC * sCsC + q * sCsK, cols[q], mC);
+        }
       });
-      k.ifThen(verify, [&] {
-        k.forLoop(k.constInt(0), L, k.constInt(1), win, [&](Value t, const std::vector<Value>& v) {
-          std::vector<Value> wn = v;
-          Value in = k.load(xbc, b * sXb + t * sXt + ch * sXc, mask, zero);
-          k.store(ws, wsRow(c + t) + offs, convStep(cv, wn, in), mask);
-          Value d = k.load(dt, b * sDtB + t * sDtT + offsH * sDtH, maskH, zero);
-          k.store(ws, wsRow(c + t) + 2 * GN + offsH, d, maskH);
-          // The cache after the replay read it (same threads, same elements).
-          k.store(xbcCache, slot * sXcSlot + t * sXcT + ch * sXcC, in, mask);
-          k.store(dtCache, slot * sDcSlot + t * sDcT + offsH * sDcH, d, maskH);
-          return wn;
-        });
+      k.barrier();  // every read of the cached drafts is done before they are overwritten
+      k.ifThen(verify, [&] {  // the drafts' B/C and dt into the cache
+        Value okT = tok < L;
+        for (int64_t j = 0; j < spec.get("meta:bc_chunks"); ++j) {
+          Value col = k.expandDims(j * BC + k.range(BC), 0), mC2 = (col < 2 * GN) && okT;
+          k.store(xbcCache, slot * sXcSlot + tok * sXcT + (HP + col) * sXcC,
+                  k.load(xbc, b * sXb + tok * sXt + (HP + col) * sXc, mC2, zero), mC2);
+        }
+        Value h2 = k.expandDims(k.range(BH), 0), mH2 = h2 < H;
+        k.store(dtCache, slot * sDcSlot + tok * sDcT + h2 * sDcH,
+                k.load(dt, b * sDtB + tok * sDtT + h2 * sDtH, mH2 && okT, zero), mH2 && okT);
       });
       k.store(cached, slot * sCached, k.ifElse(verify, [&] { return std::vector<Value>{L}; },
                                                 [&] { return std::vector<Value>{k.constInt(0)}; })[0]);
     });
-    k.setFlag(arrivals, flagAt, k.select(bad, k.constInt(2), k.constInt(1)));
   });
   Value ready = k.waitFlag(arrivals, flagAt) == 1;
 
@@ -210,19 +243,21 @@ void build(KernelBuilder& k, const Specialization& spec) {
   k.ifThen(last, [&] { k.store(arrivals, flagAt, k.constInt(0)); });
 }
 
-// The SSM state row (N) whole in one tile; rows of P so that each thread keeps 32 state values in
-// registers across the replayed and verified tokens, beside its rows' conv windows and weights.
-// Measured on an H100 (H 80, P 64, N 128, batch 64, L 8, verify): 32 rows x 4 warps 834 us;
-// 64 x 8 warps 1239; 64 x 4 warps with 16 lanes along N 1042; 16 x 4 950. Fewer lanes along N
-// would amortise the per-row work (conv, SiLU of x and z) better, but then the first program's
-// 1-D B/C tiles no longer fit the registers.
+// The SSM state row (N) whole in one tile; rows of P so that each thread keeps 64 state values in
+// registers across the replayed and verified tokens, beside its rows' conv windows and weights;
+// 8 lanes along N, so that the per-row work (x conv, SiLU of x and z), which the lanes along N
+// repeat, is shared by 4 rows of lanes. Measured on an H100 (H 80, P 64, N 128, batch 64, L 8;
+// verify / fused, us): 64 rows, 8 lanes 415 / 574; 32 rows, 32 lanes 409 / 714; 32, 8: 497 / 670;
+// 64, 16: 531 / 729; 16, 8: 645 / 837.
 void chooseMeta(Specialization& s) {
   const int64_t P = s.get("P"), N = s.get("N"), H = s.get("H"), G = s.get("G");
   if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);
   if (!s.find("meta:BLOCK_N")) s.set("meta:BLOCK_N", std::max<int64_t>(4, nextPow2(N)));
   const int64_t BN = s.get("meta:BLOCK_N");
   if (!s.find("meta:BLOCK_P")) {
-    int64_t bp = std::max<int64_t>(1, 32 * 32 * s.get("meta:num_warps") / BN);
+    // Wider convs and state rows past 128 leave room for 32 values a thread (ptxas spills at 64).
+    const int64_t perThread = s.get("meta:width") <= 4 && BN <= 128 ? 64 : 32;
+    int64_t bp = std::max<int64_t>(1, perThread * 32 * s.get("meta:num_warps") / BN);
     s.set("meta:BLOCK_P", std::min(bp, std::max<int64_t>(1, nextPow2(P))));
     // Small heads: fewer warps, so that every thread holds a few state values (a reduction
     // along N needs at least one element a thread).
@@ -230,10 +265,13 @@ void chooseMeta(Specialization& s) {
     while (warps > 1 && s.get("meta:BLOCK_P") * BN < 4 * 32 * warps) warps /= 2;
     s.set("meta:num_warps", warps);
   }
-  // All lanes along N, the warps down P.
-  if (!s.find("meta:inner_lanes")) s.set("meta:inner_lanes", 32);
+  if (!s.find("meta:inner_lanes")) s.set("meta:inner_lanes", 8);
+  // The first program's B/C conv: [tokens, 64 channels] tiles (wider ones spill at W 8).
+  if (!s.find("meta:BLOCK_C")) s.set("meta:BLOCK_C", std::min<int64_t>(64, std::max<int64_t>(4, nextPow2(2 * G * N))));
+  s.set("meta:bc_chunks", (2 * G * N + s.get("meta:BLOCK_C") - 1) / s.get("meta:BLOCK_C"));
+  // The first program's [tokens, channels] tiles: every replayed and new token.
+  if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", std::max<int64_t>(2, nextPow2(s.get("Lc") + s.get("L"))));
   if (!s.find("meta:BLOCK_H")) s.set("meta:BLOCK_H", std::max<int64_t>(4, nextPow2(H)));
-  if (!s.find("meta:BLOCK_BC")) s.set("meta:BLOCK_BC", std::max<int64_t>(4, nextPow2(2 * G * N)));
   if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
 }
 

@@ -17,7 +17,7 @@ inline constexpr const char* kDecodeStepKernel = "mamba2_decode_step";
 // Pointers (data): conv_state ssm_state xbc_cache dt_cache conv_w conv_b A D dt_bias xbc dt z y ws.
 // Pointers (metadata): state_idx accepted cached arrivals err.
 // Sizes: batch nslots (dynamic); H P N G L (bound; L = drafts of this step, 0 with replay only);
-// Lc (cache depth, dynamic). Floats: dt_min dt_max. The conv width W is meta:width.
+// Lc (cache depth, bound: the first program's token tiles cover Lc + L). Floats: dt_min dt_max. The conv width W is meta:width.
 // Layout as the kernel indexes them (channels ch in xBC order: x h*P+p | B H*P+g*N+n | C ...):
 //   conv_state[slot, ch, k]  ssm_state[slot, h, p, n]  xbc_cache[slot, t, ch]  dt_cache[slot, t, h]
 //   conv_w[ch, k]  conv_b[ch]  A/D/dt_bias[h]  xbc[b, t, ch]  dt[b, t, h]  z/y[b, t, h, p]

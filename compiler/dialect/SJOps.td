@@ -145,6 +145,15 @@ def SJ_ArriveLastOp : SJ_Op<"arrive_last", [MemoryEffects<[MemRead, MemWrite]>]>
   let assemblyFormat = "$counter `[` $offset `]` `,` $count attr-dict `:` type($counter) `,` type($offset) `,` type($count)";
 }
 
+def SJ_BarrierOp : SJ_Op<"barrier", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "every thread of the program reaches this point before any goes on";
+  let description = [{
+    Orders one thread's accesses above before another thread's below (tiles of different
+    shapes or layouts spread the same elements over different threads).
+  }];
+  let assemblyFormat = "attr-dict";
+}
+
 def SJ_SetFlagOp : SJ_Op<"set_flag", [MemoryEffects<[MemRead, MemWrite]>]> {
   let summary = "publish this program's writes above, then set the int32 flag ptr[offset] = value";
   let description = [{

@@ -338,6 +338,7 @@ class Emitter {
       return line("const bool " + nm + " = ssm_arrive_last(" + name(a.getCounter()) + " + " + name(a.getOffset()) +
                   ", " + name(a.getCount()) + ");");
     }
+    if (isa<sj::BarrierOp>(op)) return line("__syncthreads();");
     if (auto s = dyn_cast<sj::SetFlagOp>(op))
       return line("ssm_set_flag(" + name(s.getFlag()) + " + " + name(s.getOffset()) + ", 0, " + name(s.getValue()) + ");");
     if (auto w = dyn_cast<sj::WaitFlagOp>(op)) {

@@ -49,7 +49,7 @@ void bind(KernelCall& c, const Mamba2DecodeState& s, const Mamba2MixerWeights& w
   c.size(A("N"), d.N, true);
   c.size(A("G"), d.G, true);
   c.size(A("L"), d.L, true);
-  c.size(A("Lc"), d.Lc, false);
+  c.size(A("Lc"), d.Lc, true);  // the first program's token tiles cover Lc + L
   c.v[A("dt_min")].f32 = w.dt_min;
   c.v[A("dt_max")].f32 = w.dt_max;
   const TensorView &cs = s.conv_state, &ss = s.ssm_state, &xc = s.xbc_cache, &dc = s.dt_cache;
