@@ -123,3 +123,30 @@ TEST(DecodeStepKernels, CompilesForSm80) {
   v.x = DType::BF16;
   expectCompiles(v, "sm_80");
 }
+
+// The row's programs hand work over in the generated code in this order: the first program
+// publishes the scratch (set_flag), every program waits for it (wait_flag) before its SSM part,
+// and the last to arrive (arrive_last) clears the flag; the first program's cache writes after
+// the flag sit behind a barrier. A reordering would be a race that the GPU tests may not catch.
+TEST(DecodeStepKernels, GeneratedCodeOrdersTheHandOver) {
+  const Call c = make(Variant{});
+  const Specialization spec = detail::decodeStepSpecialization(c.s, c.w, c.a, "sm_90a");
+  PipelineOptions o;
+  o.runNvrtc = false;
+  std::string cuda;
+  o.onStage = [&](const std::string& stage, const std::string& text) {
+    if (stage == "cuda") cuda = text;
+  };
+  compileKernel(spec, o);
+  const size_t set = cuda.find("ssm_set_flag("), wait = cuda.find("ssm_wait_flag("),
+               arrive = cuda.find("ssm_arrive_last("), barrier = cuda.find("__syncthreads();", set);
+  ASSERT_NE(set, std::string::npos) << cuda;
+  ASSERT_NE(wait, std::string::npos);
+  ASSERT_NE(arrive, std::string::npos);
+  EXPECT_LT(set, barrier);
+  EXPECT_LT(barrier, wait);
+  EXPECT_LT(wait, arrive);
+  // The SSM state is loaded only after the wait (the scratch it reads is published by then).
+  ASSERT_NE(cuda.find("p_ssm_state + "), std::string::npos);
+  EXPECT_GT(cuda.find("p_ssm_state + "), wait);
+}
