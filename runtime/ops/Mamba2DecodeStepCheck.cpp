@@ -33,6 +33,10 @@ DecodeStepDims checkDecodeStepArgs(const Mamba2DecodeState& s, const Mamba2Mixer
   c.rank("ssm_state", s.ssm_state, eSsm, 4);
   c.setDeviceId(s.ssm_state.deviceId, "ssm_state");
   d.S = s.ssm_state.shape[0], d.H = s.ssm_state.shape[1], d.P = s.ssm_state.shape[2], d.N = s.ssm_state.shape[3];
+  // Empty heads would give an empty grid (a launch error, not a clear message) and H / G = 0.
+  if (d.H < 1 || d.P < 1 || d.N < 1)
+    c.fail("ssm_state has shape " + s.ssm_state.shapeString() +
+           ", expected nheads, headdim and dstate (dims 1..3) >= 1");
   for (int k = 0; k < 4; ++k) eSsm[k].size = s.ssm_state.shape[k];
   c.tensor("ssm_state", s.ssm_state, eSsm, 4, kFloat16Or32, false);
 

@@ -31,14 +31,16 @@ void mamba2_decode_step(const Mamba2DecodeState& s, const Mamba2MixerWeights& w,
   // Every slot and count first: a bad one throws before anything is written.
   std::vector<int64_t> slot(static_cast<size_t>(d.batch)), count(static_cast<size_t>(d.batch), 0);
   for (int64_t b = 0; b < d.batch; ++b) {
-    const int64_t sl = a.state_indices.defined() ? static_cast<int64_t>(at(a.state_indices, {b})) : b;
+    // Indices and counts read as integers: a huge int64 must not pass through double.
+    const int64_t sl = a.state_indices.defined() ? loadIndex(a.state_indices, off(a.state_indices, {b})) : b;
     if (sl != -1 && (sl < 0 || sl >= d.S))
       throw Error(Error::Kind::InvalidArgument, std::string(op) + ": state_indices[" + std::to_string(b) + "] = " +
                                                     std::to_string(sl) + ", expected a slot in [0, " + std::to_string(d.S) +
                                                     ") or -1 (padding)");
     slot[size_t(b)] = sl;
     if (sl == -1 || !d.replay) continue;
-    const int64_t c = static_cast<int64_t>(at(a.num_accepted, {b})), cached = static_cast<int64_t>(at(s.cached_tokens, {sl}));
+    const int64_t c = loadIndex(a.num_accepted, off(a.num_accepted, {b}));
+    const int64_t cached = loadIndex(s.cached_tokens, off(s.cached_tokens, {sl}));
     if (c < 0 || c > cached)
       throw Error(Error::Kind::InvalidArgument, std::string(op) + ": num_accepted[" + std::to_string(b) + "] = " +
                                                     std::to_string(c) + ", expected 0.." + std::to_string(cached) +

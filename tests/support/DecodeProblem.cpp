@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <stdexcept>
 
 namespace ssmjit::testing {
 
@@ -20,14 +21,30 @@ std::string DecodeCase::name() const {
                   "_N" + std::to_string(N) + "_G" + std::to_string(G) + "_W" + std::to_string(W) + "_b" +
                   std::to_string(batch) + "_L" + std::to_string(L) + "_Lc" + std::to_string(Lc) + "_ssm" +
                   dtypeName(ssmStateType) + "_conv" + dtypeName(convStateType) + "_x" + dtypeName(xType);
-  if (!(convBias && D && z && dtBias)) s += "_noextras";
+  // Every field but the seed shows, so that cases differing in one field get distinct names
+  // (gtest rejects duplicates); defaults add nothing, keeping the names short.
+  if (dtType != xType) s += std::string("_dt") + dtypeName(dtType);
+  if (wType != DType::F32) s += std::string("_w") + dtypeName(wType);
+  if (!(convBias || D || z || dtBias)) {
+    s += "_noextras";
+  } else {
+    if (!convBias) s += "_nobias";
+    if (!D) s += "_noD";
+    if (!z) s += "_noz";
+    if (!dtBias) s += "_nodtbias";
+  }
   if (!softplus) s += "_nosoftplus";
   if (clamp) s += "_clamp";
   if (indices) s += "_idx";
+  if (indices && slots != DecodeCase{}.slots) s += "_S" + std::to_string(slots);  // else S = batch
   return s;
 }
 
 DecodeProblem::DecodeProblem(const DecodeCase& cc) : c(cc), rng(cc.seed) {
+  // Rows take distinct slots (the op's rule), drawn below from a permutation of the slots.
+  if (c.indices && c.slots < c.batch)
+    throw std::invalid_argument("DecodeCase: slots " + std::to_string(c.slots) + " < batch " + std::to_string(c.batch) +
+                                " with indices (rows need distinct slots)");
   const int64_t S = c.indices ? c.slots : c.batch, B = c.batch, Dc = c.H * c.P + 2 * c.G * c.N;
   convState = contiguous(c.convStateType, {S, Dc, c.W - 1}, rng);
   fillUniform(convState, rng, -1, 1);
