@@ -232,6 +232,7 @@ dsl::Value KernelBuilder::neg(dsl::Value a) {
   return sub(literalLike(a, 0), a);
 }
 dsl::Value KernelBuilder::exp(dsl::Value a) { return W(math::ExpOp::create(B, L, unwrap(a))); }
+dsl::Value KernelBuilder::exp2(dsl::Value a) { return W(math::Exp2Op::create(B, L, unwrap(a))); }
 dsl::Value KernelBuilder::log(dsl::Value a) { return W(math::LogOp::create(B, L, unwrap(a))); }
 dsl::Value KernelBuilder::log1p(dsl::Value a) { return W(math::Log1pOp::create(B, L, unwrap(a))); }
 
@@ -287,6 +288,55 @@ dsl::Value KernelBuilder::reduce(dsl::Value t, int axis, const std::string& kind
   std::vector<int64_t> rs(s.begin(), s.end());
   rs.erase(rs.begin() + axis);
   return W(sj::ReduceOp::create(B, L, withShape(elemOf(v.getType()), rs), v, axis, kind));
+}
+
+std::vector<dsl::Value> KernelBuilder::associativeScan(const std::vector<dsl::Value>& tiles, int axis,
+                                                       const ScanCombine& combine,
+                                                       const std::vector<dsl::Value>& inits) {
+  if (tiles.empty()) fail("associativeScan of no tiles");
+  std::vector<mlir::Value> srcs;
+  for (auto& t : tiles) srcs.push_back(unwrap(t));
+  auto s = shapeOfType(srcs[0].getType());
+  if (s.empty()) fail("associativeScan of a scalar, expected tiles");
+  if (axis < 0 || axis >= (int)s.size()) fail("associativeScan axis out of range");
+  std::vector<int64_t> ts(s.begin(), s.end());
+  ts.erase(ts.begin() + axis);
+  std::vector<Type> resultTypes, elemTypes;
+  for (auto& v : srcs) {
+    if (shapeOfType(v.getType()) != s) fail("associativeScan of tiles of different shapes");
+    resultTypes.push_back(v.getType());
+    elemTypes.push_back(elemOf(v.getType()));
+  }
+  for (auto e : elemTypes) resultTypes.push_back(withShape(e, ts));
+  std::vector<mlir::Value> ins;
+  if (!inits.empty() && inits.size() != tiles.size()) fail("associativeScan takes no inits or one per tile");
+  for (size_t i = 0; i < inits.size(); ++i) {
+    ins.push_back(unwrap(broadcastTo(inits[i], ts)));
+    if (ins.back().getType() != resultTypes[tiles.size() + i]) fail("associativeScan init of the wrong type");
+  }
+  auto op = sj::ScanOp::create(B, L, resultTypes, srcs, ins, axis);
+  Block* body = new Block();
+  op.getCombine().push_back(body);
+  for (int side = 0; side < 2; ++side)
+    for (auto e : elemTypes) body->addArgument(e, L);
+  {
+    OpBuilder::InsertionGuard g(B);
+    B.setInsertionPointToEnd(body);
+    std::vector<dsl::Value> lhs, rhs;
+    for (size_t i = 0; i < srcs.size(); ++i) {
+      lhs.push_back(W(body->getArgument(i)));
+      rhs.push_back(W(body->getArgument(srcs.size() + i)));
+    }
+    std::vector<mlir::Value> out;
+    for (auto& v : combine(lhs, rhs)) out.push_back(unwrap(v));
+    if (out.size() != srcs.size()) fail("associativeScan combine returns the wrong number of values");
+    for (size_t i = 0; i < out.size(); ++i)
+      if (out[i].getType() != elemTypes[i]) fail("associativeScan combine changes a scalar type");
+    sj::YieldOp::create(B, L, out);
+  }
+  std::vector<dsl::Value> res;
+  for (auto r : op.getResults()) res.push_back(W(r));
+  return res;
 }
 
 dsl::Value KernelBuilder::shift(dsl::Value cur, dsl::Value fill, int axis, int s) {

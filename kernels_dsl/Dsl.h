@@ -66,15 +66,27 @@ class KernelBuilder {
   Value load(Value ptr, Value offsets, Value mask = {}, Value other = {});
   void store(Value ptr, Value offsets, Value value, Value mask = {});
   Value reduce(Value t, int axis, const std::string& kind);  // "sum", "max", "min"
+  // Inclusive scan along `axis` of k tiles of one shape (f32 or index), combined elementwise by
+  // `combine`: an associative function of (lhs[0..k), rhs[0..k)) scalars returning k scalars,
+  // built with these same ops (lhs is the earlier element). Returns the k scanned tiles, then
+  // the k totals (the whole axis combined: a 1-D tile along the other axis, or a scalar for 1-D
+  // tiles). `inits` (optional, k values shaped like the totals) come before the axis' first
+  // element: a carry from an earlier tile, folded in without a pass over the result. Each thread combines its contiguous run of the axis in order, then lanes and warps
+  // combine their runs: the order depends on the layout only, never on the data. Along the axis
+  // each thread holds one contiguous run (the layout keeps it so; setShiftLanes sets the lanes).
+  using ScanCombine = std::function<std::vector<Value>(const std::vector<Value>& lhs,
+                                                       const std::vector<Value>& rhs)>;
+  std::vector<Value> associativeScan(const std::vector<Value>& tiles, int axis,
+                                     const ScanCombine& combine, const std::vector<Value>& inits = {});
   // The sliding window of a 2-D tile streamed along `axis` (extent S there): `cur` moved by s
   // places, the vacated places taken from the neighbour tile `fill` (same shape). s > 0:
   // result[i] = i >= s ? cur[i - s] : fill[S + i - s] (fill = the previous tile); s < 0:
   // result[i] = i - s < S ? cur[i - s] : fill[i - s - S] (fill = the next tile). 0 < |s| < S.
   // Register moves and warp shuffles: the layout keeps the axis inside one warp.
   Value shift(Value cur, Value fill, int axis, int s);
-  // Lanes of a warp along the shifted axis (a power of two, default: as many as the axis needs
-  // for one contiguous run a thread). 1: each thread holds the whole axis, every shift is register
-  // moves only and the warp's lanes all go along the other axis.
+  // Lanes of a warp along the shifted or scanned axis (a power of two, default: as many as the
+  // axis needs for one contiguous run a thread). 1: each thread holds the whole axis, every shift
+  // or scan is register work only and the warp's lanes all go along the other axis.
   void setShiftLanes(int lanes);
   // Lanes of a warp along axis 1 of the 2-D tiles (a power of two <= 32; default: as many as one
   // 128-byte segment needs, the rest of the warp down axis 0). More lanes along axis 1 spread a
@@ -102,6 +114,7 @@ class KernelBuilder {
   Value select(Value c, Value a, Value b);
   Value neg(Value a);
   Value exp(Value a);
+  Value exp2(Value a);
   Value log(Value a);
   Value log1p(Value a);
   Value toFloat(Value a);  // index -> f32

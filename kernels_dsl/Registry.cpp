@@ -17,6 +17,7 @@ dsl::KernelDef convBackwardKernel();
 dsl::KernelDef convBackwardReduceKernel();
 dsl::KernelDef convBackwardStatesKernel();
 dsl::KernelDef decodeStepKernel();
+dsl::KernelDef scanKernel();
 }
 
 namespace ssmjit::dsl {
@@ -44,6 +45,7 @@ const std::vector<KernelDef>& registry() {
       withHash(kernels::convBackwardReduceKernel(), "CausalConv1dBackward"),
       withHash(kernels::convBackwardStatesKernel(), "CausalConv1dBackward"),
       withHash(kernels::decodeStepKernel(), "Mamba2DecodeStep"),
+      withHash(kernels::scanKernel(), "SelectiveScan"),
   };
   return defs;
 }

@@ -7,6 +7,7 @@
 
 #include "kernels_dsl/CausalConv1d.h"
 #include "kernels_dsl/Mamba2DecodeStep.h"
+#include "kernels_dsl/SelectiveScan.h"
 #include "kernels_dsl/SelectiveStateUpdate.h"
 #include "runtime/Driver.h"
 #include "ssmjit/error.h"
@@ -93,6 +94,19 @@ std::string deviceStatusMessage(const int64_t rec[kDeviceStatusWords]) {
     case kernels::kErrDecodeAccepted:
       return "mamba2_decode_step: num_accepted[" + b + "] = " + v + ", expected 0.." + bound +
              " (the drafts its slot's cache holds: cached_tokens); that row was skipped (nothing written for it)";
+    case kernels::kErrScanCuSeqlens:
+      return "selective_scan: cu_seqlens[" + b + "] = " + v + ", cu_seqlens[" + b + " + 1] = " + bound +
+             ": expected cu_seqlens[0] = 0, strictly increasing, and cu_seqlens[nseq] = T (tokens); that sequence "
+             "was skipped (its out and final state not written)";
+    case kernels::kErrScanMaxLen:
+      return "selective_scan: sequence " + b + " has " + v + " tokens, expected at most max_seqlen = " + bound +
+             "; that sequence was skipped (its out and final state not written)";
+    case kernels::kErrScanInitSlot:
+      return "selective_scan: initial_state_indices[" + b + "] = " + v + " is out of range [0, " + bound +
+             ") and not -1; that sequence started from zeros";
+    case kernels::kErrScanFinalSlot:
+      return "selective_scan: final_state_indices[" + b + "] = " + v + " is out of range [0, " + bound +
+             ") and not -1; that sequence's final state was not written";
   }
   return "device status record holds unknown error code " + std::to_string(rec[0]) + " (row " + b +
          ", value " + v + ", bound " + bound + ")";
@@ -113,7 +127,8 @@ void checkDeviceErrors(Stream stream) {
   driver::check(a.cuStreamSynchronize(s), "checkDeviceErrors: cuStreamSynchronize(after reset)");
   const bool known = rec[0] == kernels::kErrSlotOutOfRange || rec[0] == kernels::kErrDstSlotOutOfRange ||
                      (rec[0] >= kernels::kErrConvUpdateSlot && rec[0] <= kernels::kErrConvFinalSlot) ||
-                     rec[0] == kernels::kErrDecodeSlot || rec[0] == kernels::kErrDecodeAccepted;
+                     rec[0] == kernels::kErrDecodeSlot || rec[0] == kernels::kErrDecodeAccepted ||
+                     (rec[0] >= kernels::kErrScanCuSeqlens && rec[0] <= kernels::kErrScanFinalSlot);
   throw Error(known ? Error::Kind::InvalidArgument : Error::Kind::Internal, deviceStatusMessage(rec));
 }
 

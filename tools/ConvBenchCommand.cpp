@@ -73,26 +73,6 @@ Case benchCase(const ConvBenchOptions& o, DType dt, ConvLayout layout, testing::
   return c;
 }
 
-// Sequence lengths in [lo, hi] summing to `total` exactly (the last one absorbs the remainder,
-// split so that every length stays in range).
-std::vector<int64_t> mixedLengths(int64_t total, int64_t lo, int64_t hi, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int64_t> len(lo, hi);
-  std::vector<int64_t> v;
-  int64_t left = total;
-  while (left > hi + lo) {
-    const int64_t l = len(rng);
-    v.push_back(l);
-    left -= l;
-  }
-  if (left > hi) {
-    v.push_back(left / 2);
-    left -= left / 2;
-  }
-  v.push_back(left);
-  return v;
-}
-
 int runConvBench(const ConvBenchOptions& o) {
   const DType dt = parseFloatDType(o.dtype, "--dtype");
   if (o.width < 2 || o.width > kMaxConvWidth)

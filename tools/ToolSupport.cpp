@@ -6,6 +6,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <regex>
 
 #include "cache/DiskCache.h"
@@ -161,6 +162,24 @@ void Table::printMarkdown() const {
   for (size_t i = 0; i < header_.size(); ++i) sep += "---|";
   std::printf("%s\n", sep.c_str());
   for (const auto& r : rows_) line(r);
+}
+
+std::vector<int64_t> mixedLengths(int64_t total, int64_t lo, int64_t hi, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> len(lo, hi);
+  std::vector<int64_t> v;
+  int64_t left = total;
+  while (left > hi + lo) {
+    const int64_t l = len(rng);
+    v.push_back(l);
+    left -= l;
+  }
+  if (left > hi) {
+    v.push_back(left / 2);
+    left -= left / 2;
+  }
+  v.push_back(left);
+  return v;
 }
 
 }  // namespace ssmjit::tool

@@ -43,6 +43,7 @@ Command addDemoCommand(CLI::App& parent);
 Command addBenchCommand(CLI::App& parent);
 Command addConvBenchCommand(CLI::App& parent);
 Command addDecodeBenchCommand(CLI::App& parent);
+Command addScanBenchCommand(CLI::App& parent);
 Command addInspectCommand(CLI::App& parent);
 Command addPrewarmCommand(CLI::App& parent);
 Command addCacheCommand(CLI::App& parent);
@@ -95,6 +96,10 @@ std::string strf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
 // "1 entry", "3 entries".
 std::string counted(size_t n, const char* one, const char* many);
+
+// Sequence lengths in [lo, hi] summing to `total` exactly (the benchmarks' packed rows), drawn
+// uniformly with `seed`; the last ones absorb the remainder, every length staying in range.
+std::vector<int64_t> mixedLengths(int64_t total, int64_t lo, int64_t hi, uint64_t seed);
 
 // Median of a non-empty list (sorts a copy).
 double median(std::vector<double> v);

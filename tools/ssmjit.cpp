@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
       "ssmjit"};
   app.set_version_flag("--version", versionText, "Print the build id and the NVRTC version, then exit");
   app.require_subcommand(1);
-  const Command commands[] = {addDemoCommand(app), addBenchCommand(app), addConvBenchCommand(app), addDecodeBenchCommand(app), addInspectCommand(app),
+  const Command commands[] = {addDemoCommand(app), addBenchCommand(app), addConvBenchCommand(app), addDecodeBenchCommand(app), addScanBenchCommand(app), addInspectCommand(app),
                               addPrewarmCommand(app), addCacheCommand(app)};
   app.footer(environmentHelp());  // after the subcommands, which would inherit it
 

@@ -125,6 +125,33 @@ LogicalResult ShiftOp::verify() {
   return success();
 }
 
+LogicalResult ScanOp::verify() {
+  const size_t k = getSrcs().size();
+  if (k == 0) return emitOpError("scans at least one tile");
+  auto s = shapeOf(getSrcs()[0].getType());
+  int axis = getAxis();
+  if (axis < 0 || axis >= (int)s.size()) return emitOpError("axis out of range");
+  if (getResults().size() != 2 * k) return emitOpError("expects ") << 2 * k << " results (scanned, totals)";
+  Block& body = getCombine().front();
+  if (body.getNumArguments() != 2 * k) return emitOpError("combine takes ") << 2 * k << " scalars";
+  for (size_t i = 0; i < k; ++i) {
+    Type t = getSrcs()[i].getType();
+    if (shapeOf(t) != s) return emitOpError("scans tiles of one shape");
+    if (getResults()[i].getType() != t) return emitOpError("scanned result ") << i << " must have its tile's type";
+    auto ts = shapeOf(getResults()[k + i].getType());
+    if (ts.size() + 1 != s.size()) return emitOpError("total ") << i << " must drop the axis";
+    Type e = getElementTypeOrSelf(t);
+    if (body.getArgument(i).getType() != e || body.getArgument(k + i).getType() != e)
+      return emitOpError("combine argument types must be the tiles' element types");
+  }
+  if (!getInits().empty() && getInits().size() != k) return emitOpError("expects no inits or ") << k;
+  for (size_t i = 0; i < getInits().size(); ++i)
+    if (getInits()[i].getType() != getResults()[k + i].getType()) return emitOpError("init ") << i << " must be shaped like the totals";
+  auto y = dyn_cast<YieldOp>(body.getTerminator());
+  if (!y || y.getValues().size() != k) return emitOpError("combine must yield ") << k << " values";
+  return success();
+}
+
 Operation* SJDialect::materializeConstant(OpBuilder& builder, Attribute value, Type type,
                                           Location loc) {
   if (auto typed = dyn_cast<TypedAttr>(value))

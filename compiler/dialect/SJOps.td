@@ -126,6 +126,32 @@ def SJ_ShiftOp : SJ_Op<"shift", [Pure, AllTypesMatch<["cur", "fill", "result"]>]
   let hasVerifier = 1;
 }
 
+def SJ_ScanOp : SJ_Op<"scan", [RecursiveMemoryEffects, AttrSizedOperandSegments]> {
+  let summary = "inclusive associative scan of k tiles along one axis, with the axis' totals";
+  let description = [{
+    result[i][..., t, ...] = x[0] (+) x[1] (+) ... (+) x[t] along `axis`, for k tiles of one
+    shape combined elementwise by the `combine` region: block arguments (lhs_0..lhs_{k-1},
+    rhs_0..rhs_{k-1}) scalars, yielding k scalars; it must be associative (lhs is the earlier
+    element). `inits`, when given (k values shaped like the totals), come before the first
+    element of the axis: result[i][..., t, ...] = init (+) x[0] (+) ... (+) x[t]. Results: the k
+    scanned tiles, then the k totals (the whole axis combined, after the inits: tiles with `axis`
+    dropped, scalars for 1-D tiles). The order of combination is fixed by the
+    layout (each thread its contiguous run, then lanes, then warps), never by the data.
+  }];
+  let arguments = (ins Variadic<TensorOf<[F32, I32, I64]>>:$srcs,
+                       Variadic<AnyTypeOf<[F32, I32, I64, TensorOf<[F32, I32, I64]>]>>:$inits,
+                       I32Attr:$axis);
+  let results = (outs Variadic<AnyTypeOf<[F32, I32, I64, TensorOf<[F32, I32, I64]>]>>:$results);
+  let regions = (region SizedRegion<1>:$combine);
+  let hasVerifier = 1;
+}
+
+def SJ_YieldOp : SJ_Op<"yield", [Pure, Terminator, HasParent<"ScanOp">]> {
+  let summary = "the combined values of an sj.scan combine region";
+  let arguments = (ins Variadic<AnyTypeOf<[F32, I32, I64]>>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+}
+
 def SJ_ReportErrorOp : SJ_Op<"report_error", [MemoryEffects<[MemWrite]>]> {
   let summary = "record the first device-side error: err[0..3] = code, a, b, c (first wins)";
   let arguments = (ins SJ_Ptr:$err, I64:$code, I64:$a, I64:$b, I64:$c);

@@ -282,6 +282,7 @@ class Emitter {
     if (isa<arith::NegFOp>(op)) return "(-" + a[0] + ")";
     if (isa<arith::SelectOp>(op)) return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")";
     if (isa<math::ExpOp>(op)) return "expf(" + a[0] + ")";
+    if (isa<math::Exp2Op>(op)) return "exp2f(" + a[0] + ")";
     if (isa<math::LogOp>(op)) return "logf(" + a[0] + ")";
     if (isa<math::Log1pOp>(op)) return "log1pf(" + a[0] + ")";
     if (auto c = dyn_cast<arith::CmpIOp>(op)) {
@@ -308,7 +309,7 @@ class Emitter {
   }
 
   void emitOp(Operation* op) {
-    if (isa<func::ReturnOp, scf::YieldOp>(op)) return;  // yields are handled by their parents
+    if (isa<func::ReturnOp, scf::YieldOp, sj::YieldOp>(op)) return;  // yields: their parents
     if (auto c = dyn_cast<arith::ConstantOp>(op)) {
       if (shapeOf(c.getResult()).empty()) {
         std::string nm = fresh();
@@ -331,6 +332,7 @@ class Emitter {
     if (auto s = dyn_cast<sj::StoreOp>(op)) return emitStore(s);
     if (auto r = dyn_cast<sj::ReduceOp>(op)) return emitReduce(r);
     if (auto sh = dyn_cast<sj::ShiftOp>(op)) return emitShift(sh);
+    if (auto sc = dyn_cast<sj::ScanOp>(op)) return emitScan(sc);
     if (auto r = dyn_cast<sj::ReturnIfOp>(op)) return line("if (" + name(r.getCond()) + ") return;");
     if (auto a = dyn_cast<sj::ArriveLastOp>(op)) {
       std::string nm = fresh();
@@ -638,6 +640,174 @@ class Emitter {
       }
       line("}");
     });
+  }
+
+  // sj.scan. assign-layouts gives each thread one contiguous run of the axis (T lanes along it,
+  // W warps). Per kept position: the run is combined in order; the lanes' run totals by a
+  // Kogge-Stone scan over shuffles; the warps' totals through shared memory, each warp folding
+  // those before it in order; then each element takes the combination of everything before its
+  // run. The combine region becomes a lambda over scalars.
+  void emitScan(sj::ScanOp sc) {
+    const size_t k = sc.getSrcs().size();
+    auto ss = shapeOf(sc.getSrcs()[0]);
+    const int axis = sc.getAxis();
+    const bool twoD = ss.size() == 2;
+    const Kind srcK = twoD ? Kind::Blocked : layoutOf(sc.getSrcs()[0]);
+    const int pd = twoD ? axis : layout::sliceDim(srcK);
+    const int64_t Sa = ss[axis], T = P_.tpw[pd], W = P_.wpc[pd];
+    const int64_t nRed = n(pd, Sa);
+    if (Sa != P_.threads(pd) * P_.spt[pd] || nRed != P_.spt[pd])
+      fail(sc, "scan along an axis whose threads do not each hold one contiguous run (" + P_.str() + ", extent " +
+                   I(Sa) + ")");
+    for (Value v : sc.getSrcs())
+      if (isRemat(v) || layoutOf(v) != srcK) fail(sc, "scan of a rematerialised tile");
+    const int64_t n1 = twoD ? n(1, ss[1]) : 1;
+    const int64_t nKept = twoD ? (axis == 0 ? n1 : n(0, ss[0])) : 1;
+    auto idx = [&](const std::string& kept, const std::string& red) -> std::string {
+      if (!twoD) return red;
+      return axis == 0 ? "(" + red + ") * " + I(n1) + " + " + kept : "(" + kept + ") * " + I(n1) + " + " + red;
+    };
+    std::vector<std::string> ty;
+    for (Value v : sc.getSrcs()) ty.push_back(cType(v.getType()));
+    // The combine lambda: comb(l..., r..., out&...).
+    Block& body = sc.getCombine().front();
+    const std::string comb = "ssm_comb" + I(counter_++);
+    std::string params;
+    for (unsigned i = 0; i < body.getNumArguments(); ++i) {
+      std::string a = "ssm_a" + I(counter_++);
+      names_[body.getArgument(i).getAsOpaquePointer()] = a;
+      params += (i ? ", " : "") + ty[i % k] + " " + a;
+    }
+    for (size_t i = 0; i < k; ++i) params += ", " + ty[i] + "& ssm_o" + I(i);
+    line("auto " + comb + " = [&](" + params + ") {");
+    ++ind_;
+    emitBlock(body);
+    auto y = cast<sj::YieldOp>(body.getTerminator());
+    for (size_t i = 0; i < k; ++i) line("ssm_o" + I(i) + " = " + name(y.getValues()[i]) + ";");
+    --ind_;
+    line("};");
+    // call(lhs, rhs, out): lists of k expressions.
+    auto call = [&](const std::vector<std::string>& l, const std::vector<std::string>& r,
+                    const std::vector<std::string>& o) {
+      std::string s = comb + "(";
+      for (auto* list : {&l, &r, &o})
+        for (auto& e : *list) s += e + ", ";
+      s.resize(s.size() - 2);
+      return s + ");";
+    };
+    std::vector<std::string> res(k), tot(k);
+    for (size_t i = 0; i < k; ++i) res[i] = declare(sc.getResults()[i], srcK);
+    const Kind totK = twoD ? (axis == 0 ? Kind::Slice0 : Kind::Slice1) : Kind::Scalar;
+    for (size_t i = 0; i < k; ++i) {
+      tot[i] = fresh();
+      names_[sc.getResults()[k + i].getAsOpaquePointer()] = tot[i];
+      if (totK != Kind::Scalar) kinds_[sc.getResults()[k + i].getAsOpaquePointer()] = totK;
+      line(ty[i] + " " + tot[i] + (totK == Kind::Scalar ? "" : "[" + I(nKept) + "]") + ";");
+    }
+    auto list = [&](const std::string& prefix, const std::string& suffix) {
+      std::vector<std::string> v;
+      for (size_t i = 0; i < k; ++i) v.push_back(prefix + I(i) + suffix);
+      return v;
+    };
+    auto at = [&](const std::vector<std::string>& arr, const std::string& r) {
+      std::vector<std::string> v;
+      for (auto& a : arr) v.push_back(a + "[" + r + "]");
+      return v;
+    };
+    const int64_t laneStride = pd == 1 ? 1 : P_.tpw[1];
+    const std::string lanePos = pd == 1 ? "(ssm_lane % " + I(P_.tpw[1]) + ")" : "((ssm_lane / " + I(P_.tpw[1]) + ") % " + I(T) + ")";
+    const std::string warpPos = pd == 0 ? "(ssm_warp / " + I(P_.wpc[1]) + ")" : "(ssm_warp % " + I(P_.wpc[1]) + ")";
+    std::string sm;
+    if (W > 1) {  // [warp][kept position][component], as float or int words of the widest type
+      const int64_t keptExtent = twoD ? ss[1 - axis] : 1;
+      sm = "ssm_scan" + I(counter_++);
+      for (size_t i = 0; i < k; ++i)
+        line("__shared__ " + ty[i] + " " + sm + "_" + I(i) + "[" + I(W * keptExtent) + "];");
+    }
+    line("#pragma unroll");
+    line("for (int j = 0; j < " + I(nKept) + "; ++j) {");
+    ++ind_;
+    for (size_t i = 0; i < k; ++i)
+      line(res[i] + "[" + idx("j", "0") + "] = " + E(sc.getSrcs()[i], srcK, idx("j", "0")) + ";");
+    if (!sc.getInits().empty()) {  // the inits go before the first run of the axis
+      std::vector<std::string> in;
+      for (Value v : sc.getInits()) in.push_back(E(v, totK, "j"));
+      std::string first;
+      if (T > 1) first = lanePos + " == 0";
+      if (W > 1) first += (first.empty() ? "" : " && ") + warpPos + " == 0";
+      line((first.empty() ? "" : "if (" + first + ") ") + call(in, at(res, idx("j", "0")), at(res, idx("j", "0"))));
+    }
+    line("#pragma unroll");
+    line("for (int i = 1; i < " + I(nRed) + "; ++i) {");
+    ++ind_;
+    {
+      std::vector<std::string> x;
+      for (size_t i = 0; i < k; ++i) x.push_back(E(sc.getSrcs()[i], srcK, idx("j", "i")));
+      line(call(at(res, idx("j", "i - 1")), x, at(res, idx("j", "i"))));
+    }
+    --ind_;
+    line("}");
+    // Lanes: t = inclusive total of the runs up to this lane.
+    for (size_t i = 0; i < k; ++i) line(ty[i] + " t" + I(i) + " = " + res[i] + "[" + idx("j", I(nRed - 1)) + "];");
+    for (int64_t o = 1; o < T; o *= 2) {
+      line("{");
+      ++ind_;
+      for (size_t i = 0; i < k; ++i)
+        line("const " + ty[i] + " u" + I(i) + " = __shfl_up_sync(0xffffffffu, t" + I(i) + ", " + I(o * laneStride) + ");");
+      line("if (" + lanePos + " >= " + I(o) + ") " + call(list("u", ""), list("t", ""), list("t", "")));
+      --ind_;
+      line("}");
+    }
+    // e = the combination of everything before this thread's run (has_e: there is some).
+    for (size_t i = 0; i < k; ++i)
+      line(ty[i] + " e" + I(i) + (T > 1 ? " = __shfl_up_sync(0xffffffffu, t" + I(i) + ", " + I(laneStride) + ")" : " = t" + I(i)) + ";");
+    line(std::string("bool has_e = ") + (T > 1 ? lanePos + " > 0" : "false") + ";");
+    const std::string lastLane = "ssm_lane + (" + I(T - 1) + " - " + lanePos + ") * " + I(laneStride);
+    if (W > 1) {
+      const int64_t keptExtent = twoD ? ss[1 - axis] : 1;
+      const std::string kc = twoD ? coord(1 - pd, keptExtent, "j") : "0";
+      // One writer per word: the owner of the kept position (replicas of a 1-D tile stay out).
+      std::string own = "";
+      const std::string other = pd == 0 ? "ssm_t1" : "ssm_t0";
+      if (!twoD) own = " && " + other + " == 0";
+      else if (keptExtent < P_.threads(1 - pd)) own = " && " + other + " < " + I(keptExtent);
+      line("if (" + lanePos + " == " + I(T - 1) + own + ") {");
+      for (size_t i = 0; i < k; ++i) line("  " + sm + "_" + I(i) + "[" + warpPos + " * " + I(keptExtent) + " + " + kc + "] = t" + I(i) + ";");
+      line("}");
+      line("__syncthreads();");
+      for (size_t i = 0; i < k; ++i) line(ty[i] + " p" + I(i) + " = " + sm + "_" + I(i) + "[" + kc + "];");
+      line("for (int w = 1; w <= " + I(W - 1) + "; ++w) {");
+      ++ind_;
+      // Before this warp: p = warps [0, w) once w reaches this warp; total: all W.
+      line("if (w == " + warpPos + ") {");
+      ++ind_;
+      line("if (has_e) " + call(list("p", ""), list("e", ""), list("e", "")));
+      line("else {");
+      for (size_t i = 0; i < k; ++i) line("  e" + I(i) + " = p" + I(i) + ";");
+      line("}");
+      line("has_e = true;");
+      --ind_;
+      line("}");
+      std::vector<std::string> q;
+      for (size_t i = 0; i < k; ++i) q.push_back(sm + "_" + I(i) + "[w * " + I(keptExtent) + " + " + kc + "]");
+      line(call(list("p", ""), q, list("p", "")));
+      --ind_;
+      line("}");
+      for (size_t i = 0; i < k; ++i) line(tot[i] + (totK == Kind::Scalar ? "" : "[j]") + " = p" + I(i) + ";");
+      line("__syncthreads();");  // the shared words are reused by the next kept position
+    } else {
+      for (size_t i = 0; i < k; ++i)
+        line(tot[i] + (totK == Kind::Scalar ? "" : "[j]") + " = " +
+             (T > 1 ? "__shfl_sync(0xffffffffu, t" + I(i) + ", " + lastLane + ")" : "t" + I(i)) + ";");
+    }
+    line("if (has_e) {");
+    ++ind_;
+    line("#pragma unroll");
+    line("for (int i = 0; i < " + I(nRed) + "; ++i) " + call(list("e", ""), at(res, idx("j", "i")), at(res, idx("j", "i"))));
+    --ind_;
+    line("}");
+    --ind_;
+    line("}");
   }
 
   // Copies the yielded values into the result variables.

@@ -88,16 +88,25 @@ struct AssignLayoutsPass : PassWrapper<AssignLayoutsPass, OperationPass<ModuleOp
     p.wpc[0] = any2d ? std::min<int64_t>(warps, std::max<int64_t>(1, S0 / p.tpw[0])) : 1;
     p.wpc[1] = warps / p.wpc[0];
     keepShiftsInWarps(f, S0, S1, warps, p);
+    if (!any2d) {  // a 1-D scan: one contiguous run a thread
+      bool scans = false;
+      f.walk([&](sj::ScanOp) { scans = true; });
+      if (scans && S1 >= p.tpw[1] * p.wpc[1]) p.spt[1] = S1 / (p.tpw[1] * p.wpc[1]);
+    }
     return p;
   }
 
-  // sj.shift moves a tile along an axis with register moves and warp shuffles, so along that
-  // axis one warp holds the whole extent, each thread a contiguous run (sj.shift_lanes lanes
-  // when the kernel sets it); the warps go along the other axis.
+  // sj.shift moves a 2-D tile along an axis with register moves and warp shuffles, and sj.scan
+  // combines along an axis run by run, so along that axis one warp holds the whole extent, each
+  // thread a contiguous run (sj.shift_lanes lanes when the kernel sets it); the warps go along
+  // the other axis.
   static void keepShiftsInWarps(func::FuncOp f, int64_t S0, int64_t S1, int64_t warps,
                                 layout::Parent& p) {
     int axis = -1;
     f.walk([&](sj::ShiftOp s) { axis = s.getAxis(); });
+    f.walk([&](sj::ScanOp s) {
+      if (rankOf(s.getSrcs()[0]) == 2) axis = s.getAxis();
+    });
     if (axis < 0) return;
     const int a = axis, o = 1 - axis;
     const int64_t Sa = a == 0 ? S0 : S1, So = a == 0 ? S1 : S0;
@@ -148,6 +157,17 @@ struct AssignLayoutsPass : PassWrapper<AssignLayoutsPass, OperationPass<ModuleOp
       }
       if (auto r = dyn_cast<sj::ReduceOp>(op)) {
         if (rankOf(r.getResult()) == 1) require(r.getResult(), r.getAxis() == 0 ? Kind::Slice0 : Kind::Slice1, op);
+        return;
+      }
+      if (auto sc = dyn_cast<sj::ScanOp>(op)) {  // scanned tiles keep the layout; totals slice it
+        const size_t k = sc.getSrcs().size();
+        for (size_t i = 0; i < k; ++i) {
+          unite(sc.getSrcs()[0], sc.getSrcs()[i]);
+          unite(sc.getSrcs()[i], sc.getResults()[i]);
+          if (rankOf(sc.getResults()[k + i]) == 1)
+            require(sc.getResults()[k + i], sc.getAxis() == 0 ? Kind::Slice0 : Kind::Slice1, op);
+          if (i < sc.getInits().size()) unite(sc.getInits()[i], sc.getResults()[k + i]);
+        }
         return;
       }
       if (auto y = dyn_cast<scf::YieldOp>(op)) {

@@ -46,10 +46,14 @@ struct Analysis {
     auto it = infos.find(v.getAsOpaquePointer());
     if (it != infos.end()) return it->second;
     Info i;
-    if (auto arg = dyn_cast<BlockArgument>(v))
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
       if (auto f = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()))
         if (auto d = f.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "sj.div"))
           i.all = i.div = d.getInt();
+      // A loop's induction variable: lb + k * step.
+      if (auto fo = dyn_cast<scf::ForOp>(arg.getOwner()->getParentOp()); fo && arg == fo.getInductionVar())
+        i.all = i.div = gcd2(get(fo.getLowerBound()).all, get(fo.getStep()).all);
+    }
     i.cnst = lastDim(v) == 1 ? 1 : i.cnst;
     return i;
   }

@@ -172,6 +172,64 @@ struct CausalConv1dUpdateArgs {
 };
 void causal_conv1d_update(const CausalConv1dUpdateArgs& args, Stream stream = nullptr);
 
+// ---- Mamba-1 selective scan (training forward, prefill) ------------------------------------
+//
+// Per sequence, channel d and state n, over the sequence's tokens t = 0, 1, ... in order:
+//   dt = delta[d, t] (+ delta_bias[d]); if delta_softplus: dt = dt > 20 ? dt : log1p(exp(dt));
+//   h[n] = exp(dt * A[d, n]) * h[n] + dt * B[n, t] * u[d, t]   (h starts at the initial state, or 0)
+//   y = sum_n C[n, t] * h[n] (+ D[d] * u[d, t]);   out[d, t] = y (* z * sigmoid(z) with z).
+// Shapes (mamba_ssm's selective_scan_fn layout, channel-first): u, delta, z, out (Bt, D, L);
+// A (D, N) fp32 with 1 <= N <= kMaxScanState; B and C each either constant (D, N) or
+// time-varying (Bt, G, N, L) with D % G == 0 (channel d reads group d / (D / G)); D and
+// delta_bias (D,) fp32. Without packing, each row b is one sequence (nseq = Bt).
+//
+// Packed variable-length input: Bt == 1 and the row of L = T tokens holds the sequences
+// [cu_seqlens[i], cu_seqlens[i+1]) (int32/int64 on the device, 0 = cu[0] < cu[1] < ... < cu[nseq]
+// = T, checked by the kernel and reported by checkDeviceErrors()). The scan restarts at each
+// sequence: out equals running each sequence alone, bitwise. max_seqlen (optional, > 0): no
+// sequence is longer (checked by the kernel); it bounds the launch grid (0: T).
+//
+// States (S, D, N), fp32/bf16/fp16: sequence i starts from slot initial_state_indices[i] of
+// initial_states (-1: zeros), or slot i without indices; its final h goes to slot
+// final_state_indices[i] of final_states (-1: not written), or slot i. The same tensor may be
+// both (in-place update); two sequences must not share a slot.
+//
+// Long sequences are split into spans scanned in parallel and joined by a state-passing step
+// (the decomposition of context parallelism): a first launch computes each span's end state
+// from a zero start and its summed dt into the caller's workspace, the second combines them and
+// scans every span from its true start. The span length depends only on D, N and the dtypes,
+// never on the batch or the packing, so results do not depend on how sequences are batched.
+// Workspace: float32, contiguous, at least selective_scan_workspace_size(args) elements (0 when
+// no sequence can span more than one span; contents on entry do not matter).
+//
+// Dtypes: u, delta, z, out fp32, bf16 or fp16 (each may differ); B, C fp32, bf16 or fp16 when
+// time-varying, fp32 when constant; A, D, delta_bias fp32; index tensors int32 or int64. Math is
+// fp32; h stays in fp32 registers across the whole sequence. Strides >= 0 (u, delta, z, out, B,
+// C time-varying: the token axis must have stride 1); 64-bit offsets where sizes need them.
+// The kernel keeps every state of a channel in registers and unrolls over them: beyond 64 the
+// compile time and the spills grow past use (N = 256 takes minutes to compile).
+constexpr int kMaxScanState = 64;
+struct SelectiveScanArgs {
+  TensorView u, delta;               // (Bt, D, L)
+  TensorView A;                      // (D, N) fp32
+  TensorView B, C;                   // (D, N) fp32 or (Bt, G, N, L)
+  TensorView D;                      // optional (D,) fp32
+  TensorView z;                      // optional (Bt, D, L)
+  TensorView delta_bias;             // optional (D,) fp32
+  bool delta_softplus = false;
+  TensorView out;                    // (Bt, D, L); not u, delta or z
+  TensorView cu_seqlens;             // optional (nseq + 1,), int32/int64, on the device
+  int64_t max_seqlen = 0;            // optional bound on the packed sequences' lengths
+  TensorView initial_states;         // optional (S, D, N)
+  TensorView initial_state_indices;  // optional (nseq,), int32/int64
+  TensorView final_states;           // optional (S, D, N)
+  TensorView final_state_indices;    // optional (nseq,), int32/int64
+  TensorView workspace;              // float32, contiguous, on the device
+};
+// The workspace the call needs, in float32 elements (checks every argument but the workspace).
+int64_t selective_scan_workspace_size(const SelectiveScanArgs& args);
+void selective_scan(const SelectiveScanArgs& args, Stream stream = nullptr);
+
 // ---- Mamba-2 speculative decoding: activation replay with fused replay-and-verify ------------
 //
 // One Mamba-2 mixer layer's decode state, per sequence slot (Algorithm 2 of the speculative-

@@ -108,4 +108,17 @@ uint16_t toBFloat16Bits(double v);
 double fromHalfBits(uint16_t bits);
 double fromBFloat16Bits(uint16_t bits);
 
+// Selective scan (Mamba-1): the arguments, shapes, packing, states and checks of
+// ssmjit::selective_scan (ops.h), on CPU tensors of any supported dtype and strides. Writes out
+// and the final states. Per sequence, channel d, token t, in double, from every input as stored:
+//   dt = delta (+ delta_bias); softplus: dt > 20 ? dt : log1p(exp(dt));
+//   h[n] = exp(dt A[d, n]) h[n] + dt B[n, t] u;  y = sum_n C[n, t] h[n] (+ D u) (* z sigmoid(z)).
+// h starts at the sequence's initial state (slot -1 or none: zeros) and stays in double; out
+// and the final states are rounded once. All initial states are read before any final state is
+// written (in-place updates). cu_seqlens is read here: a bad entry, a sequence longer than
+// max_seqlen (when > 0) or a slot outside [0, S) other than -1 throws
+// ssmjit::Error(InvalidArgument) before anything is written (the GPU op reports these through
+// checkDeviceErrors() instead). The workspace is not used.
+void selective_scan(const SelectiveScanArgs& args);
+
 }  // namespace ssmjit::reference

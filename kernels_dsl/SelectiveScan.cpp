@@ -1,0 +1,216 @@
+// Mamba-1 selective scan forward, written once in the DSL for dense rows and packed rows
+// (cu_seqlens), with initial and final states and long sequences split into spans joined by a
+// state-passing step. See SelectiveScan.h for the argument contract and the two passes.
+//
+// A program keeps a block of channels' N states in fp32 registers and walks its span in
+// [channels x BLOCK_T] tiles. Per state n the tile's recurrence h_t = exp(dt_t A_n) h_{t-1} +
+// dt_t B_nt u_t is an associative scan along time of (a, b) pairs, with the carried h folded in
+// as the scan's init; each thread holds a whole time tile (shift lanes 1), so the scan is a chain
+// of fma in registers and exp2 is the only special function per element.
+#include "kernels_dsl/SelectiveScan.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "kernels_dsl/ConvTiles.h"
+#include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/Registry.h"
+
+namespace ssmjit::kernels {
+using namespace dsl;
+
+namespace {
+
+constexpr double kLog2e = 1.4426950408889634;
+
+void buildScan(KernelBuilder& k, const Specialization& spec) {
+  const int64_t BD = spec.get("meta:BLOCK_D"), BT = spec.get("meta:BLOCK_T"), N = spec.get("meta:dstate"),
+                SPAN = spec.get("meta:span");
+  const bool statesPass = spec.get("meta:states_pass") != 0;
+  k.setShiftLanes(1);
+  auto F = PtrClass::Float, Ix = PtrClass::Int;
+  auto M = PtrRole::Metadata;
+  Value u = k.ptrArg("u", F), delta = k.ptrArg("delta", F), A = k.ptrArg("A", F), Bp = k.ptrArg("B", F),
+        Cp = k.ptrArg("C", F), Dv = k.ptrArg("Dv", F), z = k.ptrArg("z", F), dbias = k.ptrArg("dbias", F),
+        out = k.ptrArg("out", F), init = k.ptrArg("init", F), fin = k.ptrArg("final", F), ws = k.ptrArg("ws", F);
+  Value cu = k.ptrArg("cu", Ix, M), initIdx = k.ptrArg("init_idx", Ix, M), finIdx = k.ptrArg("final_idx", Ix, M),
+        err = k.ptrArg("err", Ix, M);
+  auto I = [&](const char* n) { return k.intArg(n); };
+  Value D = I("D"), L = I("L"), nseq = I("nseq"), nInit = I("nslots_init"), nFinal = I("nslots_final"),
+        maxLen = I("max_len"), kpr = I("keys_per_row"), group = I("group");
+  Value sUb = I("s_u_b"), sUd = I("s_u_d"), sDlb = I("s_dl_b"), sDld = I("s_dl_d"), sZb = I("s_z_b"),
+        sZd = I("s_z_d"), sOb = I("s_o_b"), sOd = I("s_o_d"), sAd = I("s_A_d"), sAn = I("s_A_n"),
+        sBb = I("s_B_b"), sBg = I("s_B_g"), sBn = I("s_B_n"), sBd = I("s_B_d"), sCb = I("s_C_b"),
+        sCg = I("s_C_g"), sCn = I("s_C_n"), sCd = I("s_C_d"), sDd = I("s_D_d"), sDbd = I("s_db_d"),
+        sIs = I("s_init_slot"), sId = I("s_init_d"), sIn = I("s_init_n"), sFs = I("s_final_slot"),
+        sFd = I("s_final_d"), sFn = I("s_final_n"), sCu = I("s_cu"), sIidx = I("s_init_idx"),
+        sFidx = I("s_final_idx");
+  auto Fl = [&](const char* n) { return k.flagArg(n); };
+  Value bVar = Fl("b_varying"), cVar = Fl("c_varying"), hasD = Fl("has_D"), hasZ = Fl("has_z"),
+        hasDbias = Fl("has_dbias"), softplusOn = Fl("softplus"), hasCu = Fl("has_cu"),
+        hasMax = Fl("has_max_len"), hasInit = Fl("has_init"), hasInitIdx = Fl("has_init_idx"),
+        hasFinal = Fl("has_final"), hasFinalIdx = Fl("has_final_idx"), multi = Fl("multi_span");
+
+  Value pidD = k.programId(0), j = k.programId(1), i = k.programId(2);
+  Value zeroI = k.constInt(0), zero = k.constFloat(0);
+  // One program of the main pass reports a sequence's errors.
+  Value reporter = statesPass ? k.constInt(1) : pidD + j;
+
+  // The sequence: [start, end) of its row; cu_seqlens checked.
+  std::vector<Value> se = k.ifElse(hasCu, [&] {
+    return std::vector<Value>{k.load(cu, i * sCu), k.load(cu, (i + 1) * sCu), zeroI};
+  }, [&] { return std::vector<Value>{zeroI, L, i}; });
+  Value start = se[0], end = se[1], row = se[2];
+  Value badCu = hasCu && (((i == 0) && (start != 0)) || (end <= start) || ((i == nseq - 1) && (end != L)));
+  k.ifThen(badCu && (reporter == 0), [&] { k.reportError(err, k.constInt(kErrScanCuSeqlens), i, start, end); });
+  k.returnIf(badCu);
+  Value len = end - start;
+  Value tooLong = hasMax && (len > maxLen);
+  k.ifThen(tooLong && (reporter == 0), [&] { k.reportError(err, k.constInt(kErrScanMaxLen), i, len, maxLen); });
+  k.returnIf(tooLong);
+  Value t0rel = j * SPAN;
+  k.returnIf(t0rel >= len);
+  Value nspans = cdiv(len, k.constInt(SPAN));
+  Value isLast = j == nspans - 1;
+  if (statesPass) k.returnIf(isLast);  // only spans with a successor
+  Value t0 = start + t0rel, spanLen = k.minimum(k.constInt(SPAN), len - t0rel);
+
+  Value offsD = pidD * BD + k.range(BD), mD = offsD < D;
+  auto dE = [&](Value v) { return k.expandDims(v, 1); };  // [BD] -> [BD, 1]
+  Value dOffs = dE(offsD), mD2 = dE(mD);
+  std::vector<Value> A2;  // A * log2(e): exp(dt A) = exp2(dt A2)
+  for (int64_t n = 0; n < N; ++n) A2.push_back(k.load(A, offsD * sAd + n * sAn, mD, zero) * kLog2e);
+
+  // ws: states [key, d, n], then summed dt [key, d], then initial-state copies [i, d, n].
+  Value DN = D * N;
+  Value rows = k.select(hasCu, k.constInt(1), nseq);
+  Value sumBase = rows * kpr * DN, copyBase = sumBase + rows * kpr * D;
+  auto loadStates = [&](Value ptr, Value base, Value sD, Value sN, Value mask) {
+    std::vector<Value> h;
+    for (int64_t n = 0; n < N; ++n) h.push_back(k.load(ptr, base + offsD * sD + n * sN, mask, zero));
+    return h;
+  };
+  auto storeStates = [&](Value ptr, Value base, Value sD, Value sN, const std::vector<Value>& h, Value mask) {
+    for (int64_t n = 0; n < N; ++n) k.store(ptr, base + offsD * sD + n * sN, h[n], mask);
+  };
+  std::vector<Value> zeros(N, k.splat(zero, {BD}));
+  Value slotIn = k.ifElse(hasInit, [&] {
+    return std::vector<Value>{checkedSlot(k, hasInitIdx, initIdx, sIidx, nInit, i, reporter, err, kErrScanInitSlot)};
+  }, [&] { return std::vector<Value>{k.constInt(-1)}; })[0];
+  // The sequence's initial state: read by span 0 (of the main pass from ws when the states pass
+  // copied it: the last span may overwrite the slot in place meanwhile).
+  auto initialState = [&] {
+    Value fromCopy = statesPass ? k.constBool(false) : (multi && (nspans > 1));
+    return k.ifElse(fromCopy, [&] { return loadStates(ws, copyBase + i * DN, k.constInt(N), k.constInt(1), mD); },
+                    [&] { return loadStates(init, slotIn * sIs, sId, sIn, mD && (slotIn >= 0)); });
+  };
+  std::vector<Value> h = k.ifElse(j == 0, initialState, [&] {
+    if (statesPass) return zeros;
+    // The fold of the predecessors' end states, in order: h = exp(A sum_dt) h + h_end.
+    return k.forLoop(k.constInt(1), j + 1, k.constInt(1), zeros, [&](Value jj, const std::vector<Value>& c) {
+      Value key = row * kpr + (start + jj * SPAN) / SPAN;
+      Value sd = k.load(ws, sumBase + key * D + offsD, mD, zero);
+      std::vector<Value> next;
+      for (int64_t n = 0; n < N; ++n)
+        next.push_back(k.exp2(A2[n] * sd) * c[n] + k.load(ws, key * DN + offsD * N + n, mD, zero));
+      return next;
+    });
+  });
+  if (statesPass)
+    k.ifThen((j == 0) && hasInit, [&] { storeStates(ws, copyBase + i * DN, k.constInt(N), k.constInt(1), h, mD); });
+
+  Value dbiasT = k.ifElse(hasDbias, [&] { return std::vector<Value>{dE(k.load(dbias, offsD * sDbd, mD, zero))}; },
+                          [&] { return std::vector<Value>{dE(k.splat(zero, {BD}))}; })[0];
+  Value DvT = k.ifElse(hasD, [&] { return std::vector<Value>{dE(k.load(Dv, offsD * sDd, mD, zero))}; },
+                       [&] { return std::vector<Value>{dE(k.splat(zero, {BD}))}; })[0];
+  Value gE = dE(offsD / group);
+  Value rT = k.range(BT);
+  auto tE = [&](Value v) { return k.expandDims(v, 0); };  // [BT] -> [1, BT]
+  auto linear = [&](const std::vector<Value>& l, const std::vector<Value>& r) {
+    return std::vector<Value>{l[0] * r[0], r[0] * l[1] + r[1]};
+  };
+  // B or C of state n over the tile: time-varying [row, g, n, t] or constant [d, n].
+  auto bcTile = [&](Value varying, Value p, Value sB, Value sG, Value sN, Value sD, int64_t n, Value tOff,
+                    const std::function<Value(Value, Value)>& load) {
+    return k.ifElse(varying, [&] {
+      return std::vector<Value>{load(p, row * sB + gE * sG + n * sN + tOff)};
+    }, [&] {
+      return std::vector<Value>{k.broadcastTo(dE(k.load(p, offsD * sD + n * sN, mD, zero)), {BD, BT})};
+    })[0];
+  };
+
+  std::vector<Value> carry = h;
+  carry.push_back(k.splat(zero, {BD}));  // summed dt (states pass)
+  carry = k.forLoop(zeroI, spanLen, k.constInt(BT), carry, [&](Value c, const std::vector<Value>& cs) {
+    Value tl = c + rT;  // token of the span
+    Value m2 = tE(tl < spanLen) && mD2;
+    Value tOff = tE(t0 + tl);
+    // A whole tile inside the span: a mask constant along time, so the accesses can be vectors.
+    Value full = c + BT <= spanLen;
+    auto load = [&](Value p, Value off) {
+      return k.ifElse(full, [&] { return std::vector<Value>{k.load(p, off, k.broadcastTo(mD2, {BD, BT}), zero)}; },
+                      [&] { return std::vector<Value>{k.load(p, off, m2, zero)}; })[0];
+    };
+    Value xu = load(u, row * sUb + dOffs * sUd + tOff);
+    Value dt = load(delta, row * sDlb + dOffs * sDld + tOff) + dbiasT;
+    dt = k.ifElse(softplusOn, [&] { return std::vector<Value>{softplus(dt)}; },
+                  [&] { return std::vector<Value>{dt}; })[0];
+    dt = k.select(m2, dt, zero);  // past the span: a = 1, b = 0 leave the carry as it is
+    Value du = dt * xu;
+    Value y = DvT * xu;
+    std::vector<Value> next;
+    for (int64_t n = 0; n < N; ++n) {
+      Value a = k.exp2(dt * dE(A2[n]));
+      Value b = du * bcTile(bVar, Bp, sBb, sBg, sBn, sBd, n, tOff, load);
+      std::vector<Value> s = k.associativeScan({a, b}, 1, linear, {k.splat(k.constFloat(1), {BD}), cs[n]});
+      next.push_back(s[3]);
+      if (!statesPass) y = y + bcTile(cVar, Cp, sCb, sCg, sCn, sCd, n, tOff, load) * s[1];
+    }
+    if (statesPass) {
+      next.push_back(cs[N] + k.reduce(dt, 1, "sum"));
+    } else {
+      next.push_back(cs[N]);
+      y = k.ifElse(hasZ, [&] {
+        return std::vector<Value>{y * silu(load(z, row * sZb + dOffs * sZd + tOff))};
+      }, [&] { return std::vector<Value>{y}; })[0];
+      Value oOff = row * sOb + dOffs * sOd + tOff;
+      k.ifThen(full, [&] { k.store(out, oOff, y, k.broadcastTo(mD2, {BD, BT})); });
+      k.ifThen(!full, [&] { k.store(out, oOff, y, m2); });
+    }
+    return next;
+  });
+  std::vector<Value> hEnd(carry.begin(), carry.begin() + N);
+  if (statesPass) {
+    Value key = row * kpr + (t0 + SPAN) / SPAN;
+    storeStates(ws, key * DN, k.constInt(N), k.constInt(1), hEnd, mD);
+    k.store(ws, sumBase + key * D + offsD, carry[N], mD);
+    return;
+  }
+  k.returnIf(!(isLast && hasFinal));
+  Value slotOut = checkedSlot(k, hasFinalIdx, finIdx, sFidx, nFinal, i, pidD, err, kErrScanFinalSlot);
+  k.returnIf(slotOut == -1);
+  storeStates(fin, slotOut * sFs, sFd, sFn, hEnd, mD);
+}
+
+// A thread a channel and a 16-token tile. The span (tokens one program scans serially) depends
+// only on D: about 2.5 channels per token of span keeps one span's work near that of a 2.8B
+// model's 2048 tokens, so a long sequence of a narrow model is cut into more spans.
+void chooseScanMeta(Specialization& s) {
+  const int64_t D = s.get("D");
+  if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", std::clamp<int64_t>(nextPow2(D), 32, 64));
+  if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", 16);
+  if (!s.find("meta:num_warps")) s.set("meta:num_warps", std::max<int64_t>(1, s.get("meta:BLOCK_D") / 32));
+  if (!s.find("meta:span")) {
+    int64_t span = 256;
+    while (span < 2048 && span * 5 <= D) span *= 2;
+    s.set("meta:span", std::max(span, s.get("meta:BLOCK_T")));
+  }
+  if (!s.find("meta:states_pass")) s.set("meta:states_pass", 0);
+  if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
+}
+
+}  // namespace
+
+KernelDef scanKernel() { return {kScanKernel, buildScan, chooseScanMeta}; }
+
+}  // namespace ssmjit::kernels

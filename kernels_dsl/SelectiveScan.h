@@ -1,0 +1,47 @@
+// The Mamba-1 selective-scan forward kernel's contract with its op (ssmjit::selective_scan):
+// argument names and meaning. One kernel, two passes (flag states_pass):
+//   grid (cdiv(D, meta:BLOCK_D), spans, nseq): program (d block, span j, sequence i) scans tokens
+//   [start_i + j*SPAN, start_i + min(len_i, (j+1)*SPAN)) of its sequence (SPAN = meta:span),
+//   every thread one channel and a whole time tile (the associative scan along time is
+//   register work), its N states in fp32 registers across the span.
+//   states pass (only when a sequence can be longer than SPAN): every span with a successor
+//     writes its end state (from the sequence's initial state for span 0, else from zero) and its
+//     summed dt into ws at key = row * keys_per_row + (span end token) / SPAN: at most one span
+//     of a row ends in each SPAN-aligned range of tokens, so keys never collide. Span 0 also
+//     copies the initial state to ws (so that an in-place final-state write cannot race it).
+//   main pass: span j > 0 starts from the fold of its predecessors' entries
+//     (h = exp(A sum_dt) h + h_end, in order), span 0 from the initial state (its ws copy when
+//     the sequence has several spans); writes out; the last span writes the final state.
+// Spans sit at fixed token offsets of their sequence, so a sequence's arithmetic does not depend
+// on where it lies in a packed row or on the batch.
+#pragma once
+
+namespace ssmjit::kernels {
+
+inline constexpr const char* kScanKernel = "selective_scan_fwd";
+
+// Pointers (data): u delta A B C Dv z dbias out init final ws. Metadata: cu init_idx final_idx err.
+// Sizes: D L (row length T) nseq nslots_init nslots_final max_len keys_per_row (dynamic);
+//   group (channels a group of B/C: D / G, bound). N is meta:dstate.
+// Layout as indexed: u/delta/z/out[row, d, t]  A[d, n]  B/C time-varying [row, g, n, t] or constant
+//   [d, n]  Dv/dbias[d]  init/final[slot, d, n]  ws: float32, the states at [key, d, n] (keys
+//   x D x N), then the summed dt at [key, d] (keys x D), then the initial-state copies [i, d, n].
+inline constexpr const char* kScanArgNames[] = {
+    "u", "delta", "A", "B", "C", "Dv", "z", "dbias", "out", "init", "final", "ws",
+    "cu", "init_idx", "final_idx", "err",
+    "D", "L", "nseq", "nslots_init", "nslots_final", "max_len", "keys_per_row", "group",
+    "s_u_b", "s_u_d", "s_dl_b", "s_dl_d", "s_z_b", "s_z_d", "s_o_b", "s_o_d",
+    "s_A_d", "s_A_n", "s_B_b", "s_B_g", "s_B_n", "s_B_d", "s_C_b", "s_C_g", "s_C_n", "s_C_d",
+    "s_D_d", "s_db_d", "s_init_slot", "s_init_d", "s_init_n", "s_final_slot", "s_final_d",
+    "s_final_n", "s_cu", "s_init_idx", "s_final_idx",
+    "b_varying", "c_varying", "has_D", "has_z", "has_dbias", "softplus", "has_cu", "has_max_len",
+    "has_init", "has_init_idx", "has_final", "has_final_idx", "multi_span", "states_pass"};
+inline constexpr int kScanNumArgs = sizeof(kScanArgNames) / sizeof(kScanArgNames[0]);
+
+// Device status codes (err[0]; err[1..3] as named).
+inline constexpr long long kErrScanCuSeqlens = 30;  // sequence i, cu[i], cu[i + 1]
+inline constexpr long long kErrScanMaxLen = 31;     // sequence i, its length, max_seqlen
+inline constexpr long long kErrScanInitSlot = 32;   // sequence i, slot, slots
+inline constexpr long long kErrScanFinalSlot = 33;  // sequence i, slot, slots
+
+}  // namespace ssmjit::kernels

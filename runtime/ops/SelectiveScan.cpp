@@ -1,0 +1,194 @@
+// selective_scan: the arguments are checked once, here at the edge (SelectiveScanCheck), then
+// bound to the generic kernel (kernels_dsl/SelectiveScan.h), specialised and launched on the
+// caller's stream: one launch, or two when a sequence can be longer than one span (the states
+// pass, then the main pass).
+#include <cuda.h>
+
+#include <string>
+
+#include "kernels_dsl/Registry.h"
+#include "kernels_dsl/SelectiveScan.h"
+#include "runtime/DeviceStatus.h"
+#include "runtime/ops/KernelCall.h"
+#include "runtime/ops/SelectiveScanCheck.h"
+#include "runtime/ops/SelectiveScanSpec.h"
+#include "ssmjit/error.h"
+#include "ssmjit/ops.h"
+
+namespace ssmjit {
+namespace {
+
+using detail::ArgIndex;
+using detail::KernelCall;
+using detail::ScanDims;
+
+const ArgSchema kSchema{kernels::kScanArgNames, kernels::kScanNumArgs};
+constexpr const char* kOp = "selective_scan";
+
+int64_t strideOr0(const TensorView& t, int axis) { return t.defined() ? t.strides[axis] : 0; }
+
+// How the call is cut into spans (the kernel's meta:span for this D, SSMJIT_META included).
+struct ScanPlan {
+  int64_t span = 0, maxLen = 0, keysPerRow = 0, rows = 0, spans = 0;
+  bool multi = false;         // a sequence may cover more than one span: the states pass runs
+  int64_t workspace = 0;      // float32 elements
+};
+ScanPlan plan(const SelectiveScanArgs& a, const ScanDims& d) {
+  Specialization s;
+  s.kernel = kernels::kScanKernel;
+  s.set("D", d.D);
+  dsl::completeSpecialization(s);
+  ScanPlan p;
+  p.span = s.get("meta:span");
+  p.maxLen = d.packed && a.max_seqlen > 0 ? std::min(a.max_seqlen, d.L) : d.L;
+  p.spans = (p.maxLen + p.span - 1) / p.span;
+  p.multi = p.spans > 1;
+  p.keysPerRow = d.L / p.span + 1;
+  p.rows = d.packed ? 1 : d.batch;
+  if (p.multi)
+    p.workspace = p.rows * p.keysPerRow * d.D * (d.N + 1) + (a.initial_states.defined() ? d.nseq * d.D * d.N : 0);
+  return p;
+}
+
+void checkWorkspace(const SelectiveScanArgs& a, const ScanPlan& p) {
+  const TensorView& w = a.workspace;
+  if (p.workspace == 0) return;
+  auto fail = [&](const std::string& m) { throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + m); };
+  if (!w.defined())
+    fail("workspace is not given, expected a float32 buffer of at least " + std::to_string(p.workspace) +
+         " elements (selective_scan_workspace_size: sequences longer than " + std::to_string(p.span) +
+         " tokens are split into spans)");
+  if (w.dtype != DType::F32) fail(std::string("workspace has dtype ") + dtypeName(w.dtype) + ", expected float32");
+  if (w.device != DeviceKind::CUDA || w.deviceId != a.u.deviceId)
+    fail("workspace is not on u's CUDA device " + std::to_string(a.u.deviceId));
+  int64_t expect = 1;
+  for (int k = w.ndim - 1; k >= 0; --k) {
+    if (w.shape[k] != 1 && w.strides[k] != expect) fail("workspace is not contiguous (shape " + w.shapeString() + ")");
+    expect *= w.shape[k];
+  }
+  if (w.numel() < p.workspace)
+    fail("workspace has " + std::to_string(w.numel()) + " elements, expected at least " + std::to_string(p.workspace));
+  if (reinterpret_cast<uintptr_t>(w.data) % 4 != 0) fail("workspace is not aligned to 4 bytes");
+}
+
+// B or C: time-varying (Bt, G, N, L) or constant (D, N).
+void bindBC(KernelCall& c, const ArgIndex& A, const TensorView& t, bool varying, bool batched, const char* sb,
+            const char* sg, const char* sn, const char* sd) {
+  c.stride(A(sb), varying && batched ? t.strides[0] : 0);
+  c.stride(A(sg), varying ? t.strides[1] : 0);
+  c.stride(A(sn), varying ? t.strides[2] : t.strides[1]);
+  c.stride(A(sd), varying ? 0 : t.strides[0]);
+}
+
+void bind(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, const ScanPlan& p, bool statesPass,
+          void* err) {
+  thread_local const ArgIndex A{kSchema.names, kSchema.count};
+  c.pointer(A("u"), a.u, DType::F32, true);
+  c.pointer(A("delta"), a.delta, DType::F32, true);
+  c.pointer(A("A"), a.A, DType::F32, true);
+  c.pointer(A("B"), a.B, DType::F32, true);
+  c.pointer(A("C"), a.C, DType::F32, true);
+  c.pointer(A("Dv"), a.D, DType::F32, true);
+  c.pointer(A("z"), a.z, DType::F32, true);
+  c.pointer(A("dbias"), a.delta_bias, DType::F32, true);
+  c.pointer(A("out"), a.out, DType::F32, true);
+  c.pointer(A("init"), a.initial_states, DType::F32, true);
+  c.pointer(A("final"), a.final_states, DType::F32, true);
+  c.pointer(A("ws"), p.multi ? a.workspace : TensorView{}, DType::F32, true);
+  c.pointer(A("cu"), a.cu_seqlens, DType::I32, false);
+  c.pointer(A("init_idx"), a.initial_state_indices, DType::I32, false);
+  c.pointer(A("final_idx"), a.final_state_indices, DType::I32, false);
+  c.pointer(A("err"), err, DType::I64);
+  c.size(A("D"), d.D, true);
+  c.size(A("L"), d.L, false);
+  c.size(A("nseq"), d.nseq, false);
+  c.size(A("nslots_init"), d.initSlots, false);
+  c.size(A("nslots_final"), d.finalSlots, false);
+  c.size(A("max_len"), p.maxLen, false);
+  c.size(A("keys_per_row"), p.keysPerRow, false);
+  c.size(A("group"), d.D / d.G, true);
+  const bool batched = d.batch > 1;
+  c.stride(A("s_u_b"), batched ? a.u.strides[0] : 0);
+  c.stride(A("s_u_d"), a.u.strides[1]);
+  c.stride(A("s_dl_b"), batched ? a.delta.strides[0] : 0);
+  c.stride(A("s_dl_d"), a.delta.strides[1]);
+  c.stride(A("s_z_b"), batched ? strideOr0(a.z, 0) : 0);
+  c.stride(A("s_z_d"), strideOr0(a.z, 1));
+  c.stride(A("s_o_b"), batched ? a.out.strides[0] : 0);
+  c.stride(A("s_o_d"), a.out.strides[1]);
+  c.stride(A("s_A_d"), a.A.strides[0]);
+  c.stride(A("s_A_n"), a.A.strides[1]);
+  bindBC(c, A, a.B, d.bVarying, batched, "s_B_b", "s_B_g", "s_B_n", "s_B_d");
+  bindBC(c, A, a.C, d.cVarying, batched, "s_C_b", "s_C_g", "s_C_n", "s_C_d");
+  c.stride(A("s_D_d"), strideOr0(a.D, 0));
+  c.stride(A("s_db_d"), strideOr0(a.delta_bias, 0));
+  c.stride(A("s_init_slot"), strideOr0(a.initial_states, 0));
+  c.stride(A("s_init_d"), strideOr0(a.initial_states, 1));
+  c.stride(A("s_init_n"), strideOr0(a.initial_states, 2));
+  c.stride(A("s_final_slot"), strideOr0(a.final_states, 0));
+  c.stride(A("s_final_d"), strideOr0(a.final_states, 1));
+  c.stride(A("s_final_n"), strideOr0(a.final_states, 2));
+  c.stride(A("s_cu"), strideOr0(a.cu_seqlens, 0));
+  c.stride(A("s_init_idx"), strideOr0(a.initial_state_indices, 0));
+  c.stride(A("s_final_idx"), strideOr0(a.final_state_indices, 0));
+  c.flag(A("b_varying"), d.bVarying);
+  c.flag(A("c_varying"), d.cVarying);
+  c.flag(A("has_D"), a.D.defined());
+  c.flag(A("has_z"), a.z.defined());
+  c.flag(A("has_dbias"), a.delta_bias.defined());
+  c.flag(A("softplus"), a.delta_softplus);
+  c.flag(A("has_cu"), d.packed);
+  c.flag(A("has_max_len"), d.packed && a.max_seqlen > 0);
+  c.flag(A("has_init"), a.initial_states.defined());
+  c.flag(A("has_init_idx"), a.initial_state_indices.defined());
+  c.flag(A("has_final"), a.final_states.defined());
+  c.flag(A("has_final_idx"), a.final_state_indices.defined());
+  c.flag(A("multi_span"), p.multi);
+  c.meta("meta:dstate", d.N);
+  c.meta("meta:states_pass", statesPass);
+  const bool wide = !detail::fits32({&a.u, &a.delta, &a.z, &a.out, &a.B, &a.C, &a.initial_states, &a.final_states}) ||
+                    p.workspace >= (int64_t(1) << 31);
+  c.meta("meta:index_bits", wide ? 64 : 32);
+}
+
+}  // namespace
+
+int64_t selective_scan_workspace_size(const SelectiveScanArgs& a) {
+  const ScanDims d = detail::checkSelectiveScanArgs(a, a.u.device, kOp);
+  return plan(a, d).workspace;
+}
+
+void selective_scan(const SelectiveScanArgs& a, Stream stream) {
+  const ScanDims d = detail::checkSelectiveScanArgs(a, DeviceKind::CUDA, kOp);
+  const ScanPlan p = plan(a, d);
+  checkWorkspace(a, p);
+  if (d.nseq == 0 || d.L == 0 || d.D == 0) return;
+  if (d.nseq > 65535 || p.spans > 65535)
+    throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + std::to_string(d.nseq) + " sequences of up to " +
+                                                  std::to_string(p.maxLen) + " tokens, expected at most 65535 sequences and 65535 spans of " +
+                                                  std::to_string(p.span) + " tokens (grid limits)");
+  const CUstream s = static_cast<CUstream>(stream);
+  void* err = deviceStatusRecord();
+  for (int pass = p.multi ? 0 : 1; pass < 2; ++pass) {
+    KernelCall c(kernels::kScanKernel, kSchema);
+    bind(c, a, d, p, pass == 0, err);
+    const int64_t bd = c.metaValue("meta:BLOCK_D");
+    const unsigned grid[3] = {static_cast<unsigned>((d.D + bd - 1) / bd), static_cast<unsigned>(p.spans),
+                              static_cast<unsigned>(d.nseq)};
+    c.launch(grid, s);
+  }
+}
+
+std::vector<Specialization> detail::scanSpecializations(const SelectiveScanArgs& a, const std::string& arch) {
+  const ScanDims d = checkSelectiveScanArgs(a, a.u.device, kOp);
+  const ScanPlan p = plan(a, d);
+  std::vector<Specialization> out;
+  for (int pass = p.multi ? 0 : 1; pass < 2; ++pass) {
+    KernelCall c(kernels::kScanKernel, kSchema);
+    bind(c, a, d, p, pass == 0, nullptr);
+    out.push_back(c.specialization(arch));
+  }
+  return out;
+}
+
+}  // namespace ssmjit

@@ -1,0 +1,142 @@
+// The argument check of selective_scan (see SelectiveScanCheck.h and the contract in
+// ssmjit/ops.h). Shapes, dtypes, devices, strides and alignment only: no tensor data is read.
+#include "runtime/ops/SelectiveScanCheck.h"
+
+#include <string>
+
+#include "runtime/ops/ArgCheck.h"
+#include "ssmjit/error.h"
+#include "ssmjit/ops.h"
+
+namespace ssmjit::detail {
+namespace {
+
+constexpr int64_t kMaxGridRows = 65535;  // gridDim.z: one program row per sequence
+std::string str(int64_t v) { return std::to_string(v); }
+
+// The kernel walks tokens with unit stride: say so rather than copy.
+void unitTokenStride(const Checker& c, const char* name, const TensorView& t, int axis) {
+  if (t.defined() && t.shape[axis] > 1 && t.strides[axis] != 1)
+    c.fail(std::string(name) + " has stride " + str(t.strides[axis]) + " along its token axis (dim " + str(axis) +
+           " of shape " + t.shapeString() + "), expected 1 (tokens contiguous)");
+}
+
+// Time-varying (Bt, G, N, L), any float dtype; or constant (D, N) fp32.
+void checkBC(const Checker& c, const char* name, const TensorView& t, ScanDims& d, bool& varying, int64_t& G) {
+  c.required(name, t);
+  if (t.ndim == 4) {
+    varying = true;
+    G = t.shape[1];
+    if (G < 1 || d.D % G != 0)
+      c.fail(std::string(name) + " has " + str(G) + " groups (dim 1 of shape " + t.shapeString() +
+             "), expected G >= 1 dividing D = " + str(d.D) + " (channel d reads group d / (D / G))");
+    const Dim e[4] = {{d.batch, "batch"}, {G, "ngroups"}, {d.N, "dstate"}, {d.L, "seqlen"}};
+    c.tensor(name, t, e, 4, kFloat16Or32, false);
+    unitTokenStride(c, name, t, 3);
+  } else {
+    const Dim e[2] = {{d.D, "dim"}, {d.N, "dstate"}};
+    if (t.ndim != 2)
+      c.fail(std::string(name) + " has rank " + str(t.ndim) + " (shape " + t.shapeString() +
+             "), expected rank 2 (dim, dstate) for a constant " + name + " or rank 4 (batch, ngroups, dstate, seqlen) "
+             "for a time-varying one");
+    c.tensor(name, t, e, 2, kF32Only, true);
+  }
+}
+
+void onlyWith(const Checker& c, const char* name, const TensorView& t, const char* other, const TensorView& o) {
+  if (t.defined() && !o.defined())
+    c.fail(std::string(name) + " is given (shape " + t.shapeString() + "), expected none: " + other + " is not given");
+}
+
+// States (S, D, N) and their slot indices (nseq,).
+int64_t checkStates(const Checker& c, const char* name, const TensorView& t, const char* idxName,
+                    const TensorView& idx, const ScanDims& d) {
+  onlyWith(c, idxName, idx, name, t);
+  if (!t.defined()) return 0;
+  Dim e[3] = {{-1, "slots"}, {d.D, "dim"}, {d.N, "dstate"}};
+  c.rank(name, t, e, 3);
+  e[0].size = t.shape[0];
+  c.tensor(name, t, e, 3, kFloat16Or32, false);
+  const Dim eIdx[1] = {{d.nseq, "nseq"}};
+  c.optional(idxName, idx, eIdx, 1, kIndexTypes, false);
+  if (!idx.defined() && t.shape[0] < d.nseq)
+    c.fail(std::string(name) + " has " + str(t.shape[0]) + " slots (dim 0 of shape " + t.shapeString() +
+           "), expected at least nseq = " + str(d.nseq) + " (without " + idxName + ", sequence i uses slot i)");
+  return t.shape[0];
+}
+
+}  // namespace
+
+ScanDims checkSelectiveScanArgs(const SelectiveScanArgs& a, DeviceKind device, const char* op) {
+  Checker c(op, device);
+  ScanDims d;
+  c.required("u", a.u);
+  Dim eX[3] = {{-1, "batch"}, {-1, "dim"}, {-1, "seqlen"}};
+  c.rank("u", a.u, eX, 3);
+  c.setDeviceId(a.u.deviceId, "u");
+  d.batch = a.u.shape[0], d.D = a.u.shape[1], d.L = a.u.shape[2];
+  for (int k = 0; k < 3; ++k) eX[k].size = a.u.shape[k];
+  c.tensor("u", a.u, eX, 3, kFloat16Or32, false);
+  unitTokenStride(c, "u", a.u, 2);
+  c.required("delta", a.delta);
+  c.tensor("delta", a.delta, eX, 3, kFloat16Or32, false);
+  unitTokenStride(c, "delta", a.delta, 2);
+  c.optional("z", a.z, eX, 3, kFloat16Or32, false);
+  unitTokenStride(c, "z", a.z, 2);
+  c.required("out", a.out);
+  c.tensor("out", a.out, eX, 3, kFloat16Or32, false);
+  unitTokenStride(c, "out", a.out, 2);
+  for (auto [name, t] : {std::pair<const char*, const TensorView*>{"u", &a.u}, {"delta", &a.delta}, {"z", &a.z}})
+    if (t->defined() && t->data == a.out.data)
+      c.fail(std::string("out is ") + name + "'s data (" + hexPtr(a.out.data) + "), expected a separate tensor");
+
+  c.required("A", a.A);
+  Dim eA[2] = {{d.D, "dim"}, {-1, "dstate"}};
+  c.rank("A", a.A, eA, 2);
+  d.N = a.A.shape[1];
+  if (d.N < 1 || d.N > kMaxScanState)
+    c.fail("A has dstate " + str(d.N) + " (dim 1 of shape " + a.A.shapeString() + "), expected 1 <= N <= " +
+           str(kMaxScanState) + " (kMaxScanState)");
+  eA[1].size = d.N;
+  c.tensor("A", a.A, eA, 2, kF32Only, true);
+
+  // Packing decides the sequences, which the states' indices count.
+  d.packed = a.cu_seqlens.defined();
+  d.nseq = d.batch;
+  if (d.packed) {
+    if (d.batch != 1)
+      c.fail("cu_seqlens is given and u has batch " + str(d.batch) + " (shape " + a.u.shapeString() +
+             "), expected batch 1 (one packed row)");
+    Dim eCu[1] = {{-1, "nseq + 1"}};
+    c.rank("cu_seqlens", a.cu_seqlens, eCu, 1);
+    if (a.cu_seqlens.shape[0] < 2)
+      c.fail("cu_seqlens has shape " + a.cu_seqlens.shapeString() + ", expected at least 2 entries (nseq + 1, nseq >= 1)");
+    eCu[0].size = a.cu_seqlens.shape[0];
+    c.tensor("cu_seqlens", a.cu_seqlens, eCu, 1, kIndexTypes, false);
+    d.nseq = a.cu_seqlens.shape[0] - 1;
+  }
+  if (a.max_seqlen < 0) c.fail("max_seqlen is " + str(a.max_seqlen) + ", expected >= 0 (0: no bound)");
+  if (a.max_seqlen != 0 && !d.packed)
+    c.fail("max_seqlen is " + str(a.max_seqlen) + ", expected 0: it bounds packed sequences, and cu_seqlens is not given");
+  if (d.nseq > kMaxGridRows)
+    c.fail(std::string(d.packed ? "cu_seqlens" : "u") + " gives " + str(d.nseq) + " sequences, expected at most " +
+           str(kMaxGridRows) + " (grid limit)");
+
+  bool bv = false, cv = false;
+  int64_t gB = 1, gC = 1;
+  checkBC(c, "B", a.B, d, bv, gB);
+  checkBC(c, "C", a.C, d, cv, gC);
+  if (bv && cv && gB != gC)
+    c.fail("B has " + str(gB) + " groups and C has " + str(gC) + " (dim 1 of shapes " + a.B.shapeString() + " and " +
+           a.C.shapeString() + "), expected the same");
+  d.bVarying = bv, d.cVarying = cv, d.G = bv ? gB : (cv ? gC : 1);
+
+  const Dim eD[1] = {{d.D, "dim"}};
+  c.optional("D", a.D, eD, 1, kF32Only, true);
+  c.optional("delta_bias", a.delta_bias, eD, 1, kF32Only, true);
+  d.initSlots = checkStates(c, "initial_states", a.initial_states, "initial_state_indices", a.initial_state_indices, d);
+  d.finalSlots = checkStates(c, "final_states", a.final_states, "final_state_indices", a.final_state_indices, d);
+  return d;
+}
+
+}  // namespace ssmjit::detail

@@ -1,0 +1,120 @@
+// The selective-scan kernel on the CPU: every variant the op can build (dense and packed rows,
+// constant and time-varying B/C with groups, fp32 and 16-bit tensors, optional D/z/delta_bias,
+// states with slot indices, the states pass of long sequences, N from 1 to 64)
+// goes through the whole pipeline and NVRTC for sm_90a (a subset for sm_80) without spilling the
+// states. Tensors are fake device addresses: only their alignment classes are read. Also pins
+// the DSL scan's generated code: a time tile per thread is a register chain, no shuffle.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+#include "GpuTest.h"  // SSMJIT_REQUIRE_NVRTC
+#include "kernels_dsl/CompileKernel.h"
+#include "runtime/ops/SelectiveScanSpec.h"
+#include "ssmjit/ops.h"
+
+using namespace ssmjit;
+
+namespace {
+
+void* fake(int k) { return reinterpret_cast<void*>(uintptr_t{0x10000} + uintptr_t(k) * 0x10000000); }
+TensorView view(int k, DType t, std::initializer_list<int64_t> shape) {
+  return TensorView::contiguous(fake(k), t, shape);
+}
+
+struct Variant {
+  int64_t batch = 2, D = 256, N = 16, L = 4096, G = 1;
+  DType x = DType::BF16, bc = DType::BF16, state = DType::F32;
+  bool bVarying = true, cVarying = true, extras = true, packed = false, states = false;
+};
+
+SelectiveScanArgs make(const Variant& v) {
+  SelectiveScanArgs a;
+  const int64_t Bt = v.packed ? 1 : v.batch;
+  a.u = view(1, v.x, {Bt, v.D, v.L});
+  a.delta = view(2, v.x, {Bt, v.D, v.L});
+  a.out = view(3, v.x, {Bt, v.D, v.L});
+  a.A = view(4, DType::F32, {v.D, v.N});
+  a.B = v.bVarying ? view(5, v.bc, {Bt, v.G, v.N, v.L}) : view(5, DType::F32, {v.D, v.N});
+  a.C = v.cVarying ? view(6, v.bc, {Bt, v.G, v.N, v.L}) : view(6, DType::F32, {v.D, v.N});
+  if (v.extras) {
+    a.D = view(7, DType::F32, {v.D});
+    a.z = view(8, v.x, {Bt, v.D, v.L});
+    a.delta_bias = view(9, DType::F32, {v.D});
+    a.delta_softplus = true;
+  }
+  if (v.packed) a.cu_seqlens = view(10, DType::I32, {v.batch + 1});
+  if (v.states) {
+    a.initial_states = view(11, v.state, {5, v.D, v.N});
+    a.final_states = a.initial_states;
+    a.initial_state_indices = view(12, DType::I32, {v.batch});
+    a.final_state_indices = view(13, DType::I64, {v.batch});
+  }
+  return a;
+}
+
+// The N states stay in registers: a few spilled words at most.
+void expectCompiles(const Variant& v, const char* arch, size_t passes) {
+  const std::vector<Specialization> specs = detail::scanSpecializations(make(v), arch);
+  ASSERT_EQ(specs.size(), passes);
+  for (const Specialization& spec : specs) {
+    SCOPED_TRACE(spec.canonical());
+    CompiledKernel k = compileKernel(spec);
+    EXPECT_FALSE(k.cubin.empty());
+    EXPECT_LE(k.resources.spillStoreBytes, 32) << k.compileLog;
+  }
+}
+
+}  // namespace
+
+TEST(ScanKernels, DtypesAndOptionsCompile) {
+  SSMJIT_REQUIRE_NVRTC();
+  for (DType x : {DType::F32, DType::BF16, DType::F16})
+    for (bool varying : {true, false})
+      for (bool extras : {true, false}) {
+        Variant v;
+        v.x = v.bc = x;
+        v.bVarying = v.cVarying = varying;
+        v.extras = extras;
+        v.L = 200;  // one span: the main pass only
+        expectCompiles(v, "sm_90a", 1);
+      }
+}
+
+TEST(ScanKernels, PackedStatesAndSpansCompile) {
+  SSMJIT_REQUIRE_NVRTC();
+  Variant v;
+  v.packed = true, v.states = true, v.batch = 7;
+  expectCompiles(v, "sm_90a", 2);  // 4096 tokens > the span of D 256: states pass + main pass
+  v.state = DType::BF16, v.G = 4, v.bVarying = false;
+  expectCompiles(v, "sm_90a", 2);
+  v.D = 5120, v.L = 16384, v.batch = 1, v.packed = false, v.state = DType::F16;
+  expectCompiles(v, "sm_80", 2);
+}
+
+TEST(ScanKernels, StateSizesCompile) {
+  SSMJIT_REQUIRE_NVRTC();
+  for (int64_t N : {1, 13, 64}) {
+    Variant v;
+    v.N = N, v.L = 100;
+    expectCompiles(v, "sm_90a", 1);
+  }
+}
+
+// A thread holds the whole time tile: the scan is a chain in registers, with no shuffles.
+TEST(ScanKernels, TimeTileScanIsRegisterWork) {
+  Variant v;
+  v.L = 100;
+  const std::vector<Specialization> specs = detail::scanSpecializations(make(v), "sm_90a");
+  PipelineOptions o;
+  o.runNvrtc = false;
+  std::string cuda;
+  o.onStage = [&](const std::string& stage, const std::string& text) {
+    if (stage == "cuda") cuda = text;
+  };
+  compileKernel(specs.back(), o);
+  EXPECT_NE(cuda.find("ssm_comb"), std::string::npos);
+  EXPECT_NE(cuda.find("exp2f("), std::string::npos);
+  EXPECT_EQ(cuda.find("__shfl"), std::string::npos) << cuda;
+}

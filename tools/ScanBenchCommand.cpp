@@ -1,0 +1,149 @@
+// `ssmjit bench-scan`: the Mamba-1 selective scan forward (selective_scan) on the GPU at the
+// shapes of shared/anchors.md (Mamba-1 2.8B: D 5120, N 16; time-varying B and C, D, z,
+// delta_bias, softplus): dense rows, one long sequence, and one packed row of mixed lengths with
+// the same token count as the dense rows. Reports ms (median of trials of back-to-back calls),
+// the bytes the call must move (u, delta, z read, out written, B and C read) over the time, as
+// TB/s and % of the copy bandwidth measured in the same run, and the ratio to mamba_ssm's CUDA
+// scan from anchors.md (a measurement of its own, not of this run). Ends with a Markdown table.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/DeviceBuffer.h"
+#include "runtime/Driver.h"
+#include "runtime/reference/ElementAccess.h"
+#include "ssmjit/ops.h"
+#include "tools/GpuTiming.h"
+#include "tools/ToolSupport.h"
+
+namespace ssmjit::tool {
+namespace {
+
+struct ScanBenchOptions {
+  int64_t dim = 5120, stateSize = 16, batch = 8, seqlen = 2048, longSeqlen = 16384, packedTokens = 16384;
+  int64_t minLen = 57, maxLen = 2048;
+  std::string dtype = "bf16";
+  int iters = 5, trials = 5;
+  uint64_t seed = 1;
+};
+
+// A device tensor of `shape` filled with uniform values in [lo, hi).
+struct DeviceTensor {
+  DeviceBuffer buf;
+  TensorView view;
+  DeviceTensor(DType t, std::initializer_list<int64_t> shape, double lo, double hi, std::mt19937_64& rng) {
+    view = TensorView::contiguous(nullptr, t, shape);
+    const int64_t n = view.numel();
+    std::vector<unsigned char> host(static_cast<size_t>(n * dtypeBytes(t)));
+    TensorView hv = TensorView::contiguous(host.data(), t, shape, DeviceKind::CPU);
+    std::uniform_real_distribution<double> dist(lo, hi);
+    for (int64_t i = 0; i < n; ++i) reference::storeElement(hv, i, dist(rng));
+    buf = DeviceBuffer::fromHost(host);
+    view.data = buf.data();
+  }
+};
+
+double timeMs(const std::function<void(CUstream)>& call, CUstream s, int iters, int trials) {
+  call(s);  // compile / load, warm up
+  driver::check(driver::api().cuStreamSynchronize(s), "cuStreamSynchronize");
+  std::vector<double> ms;
+  Event e0, e1;
+  for (int t = 0; t < trials; ++t) {
+    e0.record(s);
+    for (int i = 0; i < iters; ++i) call(s);
+    e1.record(s);
+    ms.push_back(e1.since(e0) / iters);
+  }
+  checkDeviceErrors(s);
+  return median(ms);
+}
+
+int runScanBench(const ScanBenchOptions& o) {
+  const DType dt = parseFloatDType(o.dtype, "--dtype");
+  driver::ensureContext();
+  CUstream s = nullptr;
+  const double copy = measureCopyGBs(s);
+  std::printf("device-to-device copy: %.0f GB/s\n", copy);
+  const int64_t D = o.dim, N = o.stateSize;
+  std::mt19937_64 rng(o.seed);
+  Table table({"case", "tokens", "ms", "TB/s", "% of copy", "mamba_ssm (anchors.md)", "ratio"});
+  double denseMs = 0;
+
+  auto run = [&](const std::string& what, int64_t rowsB, int64_t L, const std::vector<int64_t>* lens,
+                 double anchorMs) {
+    DeviceTensor u(dt, {rowsB, D, L}, -1, 1, rng), delta(dt, {rowsB, D, L}, -4, 0, rng), z(dt, {rowsB, D, L}, -1, 1, rng);
+    DeviceTensor out(dt, {rowsB, D, L}, 0, 0, rng);
+    DeviceTensor A(DType::F32, {D, N}, -2, -0.5, rng), Dv(DType::F32, {D}, -1, 1, rng), bias(DType::F32, {D}, -1, 0, rng);
+    DeviceTensor B(dt, {rowsB, 1, N, L}, -1, 1, rng), C(dt, {rowsB, 1, N, L}, -1, 1, rng);
+    std::unique_ptr<DeviceBuffer> cu;
+    SelectiveScanArgs a;
+    a.u = u.view, a.delta = delta.view, a.z = z.view, a.out = out.view, a.A = A.view, a.D = Dv.view;
+    a.delta_bias = bias.view, a.B = B.view, a.C = C.view, a.delta_softplus = true;
+    if (lens) {
+      std::vector<int32_t> c{0};
+      for (int64_t l : *lens) c.push_back(c.back() + static_cast<int32_t>(l));
+      cu = std::make_unique<DeviceBuffer>(DeviceBuffer::fromHost(c));
+      a.cu_seqlens = TensorView::contiguous(cu->data(), DType::I32, {static_cast<int64_t>(c.size())});
+      a.max_seqlen = *std::max_element(lens->begin(), lens->end());
+    }
+    DeviceBuffer ws(static_cast<size_t>(selective_scan_workspace_size(a)) * 4);
+    a.workspace = TensorView::contiguous(ws.data(), DType::F32, {static_cast<int64_t>(ws.bytes() / 4)});
+    const double ms = timeMs([&](CUstream st) { selective_scan(a, st); }, s, o.iters, o.trials);
+    const double bytes = 4.0 * rowsB * D * L * dtypeBytes(dt) + 2.0 * rowsB * N * L * dtypeBytes(dt);
+    const double tbs = bytes / (ms * 1e-3) / 1e12;
+    std::string anchor = anchorMs > 0 ? strf("%.2f ms", anchorMs) : "";
+    std::string ratio = anchorMs > 0 ? strf("%.2fx faster", anchorMs / ms) : "";
+    if (lens) ratio = strf("%+.1f%% vs dense", 100.0 * (ms / denseMs - 1));
+    table.add({what, std::to_string(rowsB * L), strf("%.3f", ms), strf("%.2f", tbs), strf("%.0f%%", 100 * tbs * 1e3 / copy),
+               anchor, ratio});
+    std::printf("%-50s %8.3f ms\n", what.c_str(), ms);
+    return ms;
+  };
+  denseMs = run(strf("dense %lldx%lld", (long long)o.batch, (long long)o.seqlen), o.batch, o.seqlen, nullptr, 1.45);
+  run(strf("dense 1x%lld", (long long)o.longSeqlen), 1, o.longSeqlen, nullptr, 1.93);
+  const std::vector<int64_t> lens = mixedLengths(o.packedTokens, o.minLen, o.maxLen, o.seed);
+  run(strf("packed %lld tokens, %zu seqs (%lld..%lld)", (long long)o.packedTokens, lens.size(),
+           (long long)*std::min_element(lens.begin(), lens.end()), (long long)*std::max_element(lens.begin(), lens.end())),
+      1, o.packedTokens, &lens, 0);
+  std::printf("\nMamba-1 selective scan forward: D %lld, N %lld, %s u/delta/z/out/B/C, time-varying B and C (G 1), D, z, "
+              "delta_bias, softplus; median of %d trials of %d calls\n\n",
+              (long long)D, (long long)N, o.dtype.c_str(), o.trials, o.iters);
+  table.printMarkdown();
+  std::printf("\ncopy bandwidth measured in this run: %.2f TB/s\n", copy / 1e3);
+  return 0;
+}
+
+}  // namespace
+
+Command addScanBenchCommand(CLI::App& parent) {
+  auto o = std::make_shared<ScanBenchOptions>();
+  CLI::App* app = parent.add_subcommand(
+      "bench-scan",
+      "Benchmark the Mamba-1 selective scan forward (selective_scan) on the GPU: dense rows, one long sequence and "
+      "one packed row of mixed lengths; ms, TB/s, % of copy bandwidth, and the ratio to mamba_ssm's CUDA scan "
+      "(anchors.md). Ends with a Markdown table.");
+  app->add_option("--dim", o->dim, "Channels D")->capture_default_str();
+  app->add_option("--state-size", o->stateSize, "State size N")->capture_default_str();
+  app->add_option("--batch", o->batch, "Dense rows")->capture_default_str();
+  app->add_option("--seqlen", o->seqlen, "Dense row length")->capture_default_str();
+  app->add_option("--long-seqlen", o->longSeqlen, "Length of the single long sequence")->capture_default_str();
+  app->add_option("--packed-tokens", o->packedTokens, "Tokens of the packed row")->capture_default_str();
+  app->add_option("--min-len", o->minLen, "Shortest packed sequence")->capture_default_str();
+  app->add_option("--max-len", o->maxLen, "Longest packed sequence")->capture_default_str();
+  app->add_option("--dtype", o->dtype, "u, delta, z, out, B, C dtype: fp32, bf16, fp16")
+      ->check(CLI::IsMember(floatDTypeNames()))
+      ->capture_default_str();
+  app->add_option("--iters", o->iters, "Calls per trial")->capture_default_str();
+  app->add_option("--trials", o->trials, "Trials; the median is reported")->capture_default_str();
+  app->add_option("--seed", o->seed, "Random seed")->capture_default_str();
+  return {app, [o] { return runScanBench(*o); }};
+}
+
+}  // namespace ssmjit::tool
