@@ -43,9 +43,11 @@ void checkBC(const Checker& c, const char* name, const TensorView& t, ScanDims& 
   }
 }
 
+// Slot indices only with their states.
 void onlyWith(const Checker& c, const char* name, const TensorView& t, const char* other, const TensorView& o) {
   if (t.defined() && !o.defined())
-    c.fail(std::string(name) + " is given (shape " + t.shapeString() + "), expected none: " + other + " is not given");
+    c.fail(std::string(name) + " is given (shape " + t.shapeString() + "), expected none: " + other +
+           " is not given (indices select its slots)");
 }
 
 // States (S, D, N) and their slot indices (nseq,).
@@ -86,9 +88,11 @@ ScanDims checkSelectiveScanArgs(const SelectiveScanArgs& a, DeviceKind device, c
   c.required("out", a.out);
   c.tensor("out", a.out, eX, 3, kFloat16Or32, false);
   unitTokenStride(c, "out", a.out, 2);
+  // Other programs still read a token's inputs while one writes its output.
   for (auto [name, t] : {std::pair<const char*, const TensorView*>{"u", &a.u}, {"delta", &a.delta}, {"z", &a.z}})
     if (t->defined() && t->data == a.out.data)
-      c.fail(std::string("out is ") + name + "'s data (" + hexPtr(a.out.data) + "), expected a separate tensor");
+      c.fail(std::string("out has data pointer ") + hexPtr(a.out.data) + ", the same as " + name +
+             "'s, expected a separate tensor (out may not alias " + name + ")");
 
   c.required("A", a.A);
   Dim eA[2] = {{d.D, "dim"}, {-1, "dstate"}};
@@ -119,8 +123,10 @@ ScanDims checkSelectiveScanArgs(const SelectiveScanArgs& a, DeviceKind device, c
   if (a.max_seqlen != 0 && !d.packed)
     c.fail("max_seqlen is " + str(a.max_seqlen) + ", expected 0: it bounds packed sequences, and cu_seqlens is not given");
   if (d.nseq > kMaxGridRows)
-    c.fail(std::string(d.packed ? "cu_seqlens" : "u") + " gives " + str(d.nseq) + " sequences, expected at most " +
-           str(kMaxGridRows) + " (grid limit)");
+    c.fail(d.packed ? "cu_seqlens holds " + str(d.nseq) + " sequences, expected at most " + str(kMaxGridRows) +
+                          " (grid limit: one program row per sequence)"
+                    : "u has batch " + str(d.batch) + " (dim 0 of shape " + a.u.shapeString() + "), expected at most " +
+                          str(kMaxGridRows) + " (grid limit: one program row per sequence)");
 
   bool bv = false, cv = false;
   int64_t gB = 1, gC = 1;

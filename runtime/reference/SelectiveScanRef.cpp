@@ -47,9 +47,12 @@ void selective_scan(const SelectiveScanArgs& a) {
     }
     const TensorView& cu = a.cu_seqlens;
     const int64_t s = loadIndex(cu, i * cu.strides[0]), e = loadIndex(cu, (i + 1) * cu.strides[0]);
-    if ((i == 0 && s != 0) || e <= s || (i == d.nseq - 1 && e != d.L))
-      invalid("cu_seqlens[" + std::to_string(i) + "] = " + std::to_string(s) + ", cu_seqlens[" + std::to_string(i + 1) +
-              "] = " + std::to_string(e) + ": expected 0 first, strictly increasing, T = " + std::to_string(d.L) + " last");
+    const std::string at0 = "cu_seqlens[" + std::to_string(i) + "] = " + std::to_string(s);
+    const std::string at1 = "cu_seqlens[" + std::to_string(i + 1) + "] = " + std::to_string(e);
+    if (i == 0 && s != 0) invalid(at0 + ", expected 0");
+    if (e <= s) invalid(at1 + " after " + at0 + ", expected strictly increasing entries (no empty sequence)");
+    if (i == d.nseq - 1 && e != d.L)
+      invalid(at1 + " (the last entry), expected T = " + std::to_string(d.L) + " (u's seqlen)");
     if (a.max_seqlen > 0 && e - s > a.max_seqlen)
       invalid("sequence " + std::to_string(i) + " has " + std::to_string(e - s) + " tokens, expected at most max_seqlen = " +
               std::to_string(a.max_seqlen));
