@@ -114,7 +114,7 @@ class KernelBuilder {
   Value select(Value c, Value a, Value b);
   Value neg(Value a);
   Value exp(Value a);
-  Value exp2(Value a);
+  Value exp2(Value a);  // the hardware's approximation (2 ulp); results below 2^-126 are 0
   Value log(Value a);
   Value log1p(Value a);
   Value toFloat(Value a);  // index -> f32

@@ -5,8 +5,8 @@
 // A program keeps a block of channels' N states in fp32 registers and walks its span in
 // [channels x BLOCK_T] tiles. Per state n the tile's recurrence h_t = exp(dt_t A_n) h_{t-1} +
 // dt_t B_nt u_t is an associative scan along time of (a, b) pairs, with the carried h folded in
-// as the scan's init; each thread holds a whole time tile (shift lanes 1), so the scan is a chain
-// of fma in registers and exp2 is the only special function per element.
+// as the scan's init; a thread holds a run of the tile's tokens (a chain of fma in registers) and
+// a few lanes share the tile (shuffles), and exp2 is the only special function per element.
 #include "kernels_dsl/SelectiveScan.h"
 
 #include <algorithm>
@@ -27,7 +27,7 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   const int64_t BD = spec.get("meta:BLOCK_D"), BT = spec.get("meta:BLOCK_T"), N = spec.get("meta:dstate"),
                 SPAN = spec.get("meta:span");
   const bool statesPass = spec.get("meta:states_pass") != 0;
-  k.setShiftLanes(1);
+  k.setShiftLanes(static_cast<int>(spec.get("meta:time_lanes")));
   auto F = PtrClass::Float, Ix = PtrClass::Int;
   auto M = PtrRole::Metadata;
   Value u = k.ptrArg("u", F), delta = k.ptrArg("delta", F), A = k.ptrArg("A", F), Bp = k.ptrArg("B", F),
@@ -100,7 +100,7 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   // The sequence's initial state: read by span 0 (of the main pass from ws when the states pass
   // copied it: the last span may overwrite the slot in place meanwhile).
   auto initialState = [&] {
-    Value fromCopy = statesPass ? k.constBool(false) : (multi && (nspans > 1));
+    Value fromCopy = statesPass ? k.constBool(false) : (hasInit && multi && (nspans > 1));
     return k.ifElse(fromCopy, [&] { return loadStates(ws, copyBase + i * DN, k.constInt(N), k.constInt(1), mD); },
                     [&] { return loadStates(init, slotIn * sIs, sId, sIn, mD && (slotIn >= 0)); });
   };
@@ -139,23 +139,21 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     })[0];
   };
 
-  std::vector<Value> carry = h;
-  carry.push_back(k.splat(zero, {BD}));  // summed dt (states pass)
-  carry = k.forLoop(zeroI, spanLen, k.constInt(BT), carry, [&](Value c, const std::vector<Value>& cs) {
+  // D bound to a multiple of BLOCK_D: no channel mask, so a whole tile's accesses are plain.
+  const bool channelsWhole = spec.find("D") && spec.get("D") % BD == 0;
+  // One tile [c, c + BT) of the span. A whole tile (the common case) has a mask constant along
+  // time, or none: straight-line loads the compiler can vectorise and schedule ahead of the math.
+  auto tile = [&](bool whole, Value c, const std::vector<Value>& cs) {
     Value tl = c + rT;  // token of the span
     Value m2 = tE(tl < spanLen) && mD2;
+    Value mask = whole ? (channelsWhole ? Value{} : k.broadcastTo(mD2, {BD, BT})) : m2;
     Value tOff = tE(t0 + tl);
-    // A whole tile inside the span: a mask constant along time, so the accesses can be vectors.
-    Value full = c + BT <= spanLen;
-    auto load = [&](Value p, Value off) {
-      return k.ifElse(full, [&] { return std::vector<Value>{k.load(p, off, k.broadcastTo(mD2, {BD, BT}), zero)}; },
-                      [&] { return std::vector<Value>{k.load(p, off, m2, zero)}; })[0];
-    };
+    auto load = [&](Value p, Value off) { return mask.valid() ? k.load(p, off, mask, zero) : k.load(p, off); };
     Value xu = load(u, row * sUb + dOffs * sUd + tOff);
     Value dt = load(delta, row * sDlb + dOffs * sDld + tOff) + dbiasT;
     dt = k.ifElse(softplusOn, [&] { return std::vector<Value>{softplus(dt)}; },
                   [&] { return std::vector<Value>{dt}; })[0];
-    dt = k.select(m2, dt, zero);  // past the span: a = 1, b = 0 leave the carry as it is
+    if (!whole) dt = k.select(m2, dt, zero);  // past the span: a = 1, b = 0 leave the carry as it is
     Value du = dt * xu;
     Value y = DvT * xu;
     std::vector<Value> next;
@@ -168,16 +166,21 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     }
     if (statesPass) {
       next.push_back(cs[N] + k.reduce(dt, 1, "sum"));
-    } else {
-      next.push_back(cs[N]);
-      y = k.ifElse(hasZ, [&] {
-        return std::vector<Value>{y * silu(load(z, row * sZb + dOffs * sZd + tOff))};
-      }, [&] { return std::vector<Value>{y}; })[0];
-      Value oOff = row * sOb + dOffs * sOd + tOff;
-      k.ifThen(full, [&] { k.store(out, oOff, y, k.broadcastTo(mD2, {BD, BT})); });
-      k.ifThen(!full, [&] { k.store(out, oOff, y, m2); });
+      return next;
     }
+    next.push_back(cs[N]);
+    y = k.ifElse(hasZ, [&] {
+      return std::vector<Value>{y * silu(load(z, row * sZb + dOffs * sZd + tOff))};
+    }, [&] { return std::vector<Value>{y}; })[0];
+    Value oOff = row * sOb + dOffs * sOd + tOff;
+    if (mask.valid()) k.store(out, oOff, y, mask);
+    else k.store(out, oOff, y);
     return next;
+  };
+  std::vector<Value> carry = h;
+  carry.push_back(k.splat(zero, {BD}));  // summed dt (states pass)
+  carry = k.forLoop(zeroI, spanLen, k.constInt(BT), carry, [&](Value c, const std::vector<Value>& cs) {
+    return k.ifElse(c + BT <= spanLen, [&] { return tile(true, c, cs); }, [&] { return tile(false, c, cs); });
   });
   std::vector<Value> hEnd(carry.begin(), carry.begin() + N);
   if (statesPass) {
@@ -192,14 +195,23 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   storeStates(fin, slotOut * sFs, sFd, sFn, hEnd, mD);
 }
 
-// A thread a channel and a 16-token tile. The span (tokens one program scans serially) depends
-// only on D: about 2.5 channels per token of span keeps one span's work near that of a 2.8B
-// model's 2048 tokens, so a long sequence of a narrow model is cut into more spans.
+// A program: time_lanes lanes of a warp along time, each holding a contiguous run of BLOCK_T /
+// time_lanes tokens (the scan within a run is a register chain, across the lanes log2(lanes)
+// shuffles), the rest of the warp and the warps along channels. The span (tokens one program
+// scans serially) depends only on D: about 2.5 channels per token of span keeps one span's work
+// near that of a 2.8B model's 2048 tokens, so a long sequence of a narrow model is cut into more
+// spans.
 void chooseScanMeta(Specialization& s) {
   const int64_t D = s.get("D");
-  if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", std::clamp<int64_t>(nextPow2(D), 32, 64));
-  if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", 16);
-  if (!s.find("meta:num_warps")) s.set("meta:num_warps", std::max<int64_t>(1, s.get("meta:BLOCK_D") / 32));
+  // 8 lanes of 8 tokens: measured best of 1..16 lanes and 8..16 tokens a thread on the H100
+  // (Mamba-1 2.8B shapes); one lane (no shuffles) was as fast on dense rows but slower on one
+  // long sequence.
+  if (!s.find("meta:time_lanes")) s.set("meta:time_lanes", 8);
+  const int64_t lanes = s.get("meta:time_lanes");
+  if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", 8 * lanes);
+  if (!s.find("meta:num_warps"))
+    s.set("meta:num_warps", std::clamp<int64_t>(nextPow2(D) * lanes / 32, 1, 4));
+  if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", s.get("meta:num_warps") * 32 / lanes);
   if (!s.find("meta:span")) {
     int64_t span = 256;
     while (span < 2048 && span * 5 <= D) span *= 2;

@@ -2,8 +2,9 @@
 // argument names and meaning. One kernel, two passes (flag states_pass):
 //   grid (cdiv(D, meta:BLOCK_D), spans, nseq): program (d block, span j, sequence i) scans tokens
 //   [start_i + j*SPAN, start_i + min(len_i, (j+1)*SPAN)) of its sequence (SPAN = meta:span),
-//   every thread one channel and a whole time tile (the associative scan along time is
-//   register work), its N states in fp32 registers across the span.
+//   meta:time_lanes lanes along time share a channel's [BLOCK_T] time tile (the associative
+//   scan: a register chain within a thread's run, shuffles across the lanes), the channel's N
+//   states in fp32 registers across the span.
 //   states pass (only when a sequence can be longer than SPAN): every span with a successor
 //     writes its end state (from the sequence's initial state for span 0, else from zero) and its
 //     summed dt into ws at key = row * keys_per_row + (span end token) / SPAN: at most one span

@@ -1,9 +1,9 @@
 // The selective-scan kernel on the CPU: every variant the op can build (dense and packed rows,
 // constant and time-varying B/C with groups, fp32 and 16-bit tensors, optional D/z/delta_bias,
-// states with slot indices, the states pass of long sequences, N from 1 to 64)
+// states with slot indices, the states pass of long sequences, N from 1 to 32)
 // goes through the whole pipeline and NVRTC for sm_90a (a subset for sm_80) without spilling the
 // states. Tensors are fake device addresses: only their alignment classes are read. Also pins
-// the DSL scan's generated code: a time tile per thread is a register chain, no shuffle.
+// the DSL scan's generated code: register chains within a thread, lane shuffles across.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -54,7 +54,7 @@ SelectiveScanArgs make(const Variant& v) {
   return a;
 }
 
-// The N states stay in registers: a few spilled words at most.
+// The N states stay in registers: nothing spilled up to N = 16 (Mamba-1's), a few words at 32.
 void expectCompiles(const Variant& v, const char* arch, size_t passes) {
   const std::vector<Specialization> specs = detail::scanSpecializations(make(v), arch);
   ASSERT_EQ(specs.size(), passes);
@@ -62,7 +62,7 @@ void expectCompiles(const Variant& v, const char* arch, size_t passes) {
     SCOPED_TRACE(spec.canonical());
     CompiledKernel k = compileKernel(spec);
     EXPECT_FALSE(k.cubin.empty());
-    EXPECT_LE(k.resources.spillStoreBytes, 32) << k.compileLog;
+    EXPECT_LE(k.resources.spillStoreBytes, v.N > 16 ? 64 : 0) << k.compileLog;
   }
 }
 
@@ -95,15 +95,16 @@ TEST(ScanKernels, PackedStatesAndSpansCompile) {
 
 TEST(ScanKernels, StateSizesCompile) {
   SSMJIT_REQUIRE_NVRTC();
-  for (int64_t N : {1, 13, 64}) {
+  for (int64_t N : {1, 13, 32}) {
     Variant v;
     v.N = N, v.L = 100;
     expectCompiles(v, "sm_90a", 1);
   }
 }
 
-// A thread holds the whole time tile: the scan is a chain in registers, with no shuffles.
-TEST(ScanKernels, TimeTileScanIsRegisterWork) {
+// The scan of a time tile: each thread's run is a register chain, the time lanes (one warp) add
+// log2(lanes) + 1 shuffles of each of the two components per state, and no warp waits for another.
+TEST(ScanKernels, TimeTileScanIsRegisterChainsAndLaneShuffles) {
   Variant v;
   v.L = 100;
   const std::vector<Specialization> specs = detail::scanSpecializations(make(v), "sm_90a");
@@ -114,7 +115,18 @@ TEST(ScanKernels, TimeTileScanIsRegisterWork) {
     if (stage == "cuda") cuda = text;
   };
   compileKernel(specs.back(), o);
+  const int64_t lanes = specs.back().get("meta:time_lanes");
+  ASSERT_GT(lanes, 1);
+  int64_t levels = 0;
+  while ((int64_t{1} << levels) < lanes) ++levels;
+  auto count = [&](const std::string& what) {
+    int64_t n = 0;
+    for (size_t at = cuda.find(what); at != std::string::npos; at = cuda.find(what, at + 1)) ++n;
+    return n;
+  };
   EXPECT_NE(cuda.find("ssm_comb"), std::string::npos);
-  EXPECT_NE(cuda.find("exp2f("), std::string::npos);
-  EXPECT_EQ(cuda.find("__shfl"), std::string::npos) << cuda;
+  // Per state: the decays of a whole tile and of a partial one, and the spans' fold.
+  EXPECT_EQ(count("ssm_exp2("), 3 * v.N);
+  EXPECT_EQ(count("__shfl_up_sync"), 2 * v.N * 2 * (levels + 1));
+  EXPECT_EQ(count("__syncthreads"), 0) << cuda;
 }

@@ -282,7 +282,7 @@ class Emitter {
     if (isa<arith::NegFOp>(op)) return "(-" + a[0] + ")";
     if (isa<arith::SelectOp>(op)) return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")";
     if (isa<math::ExpOp>(op)) return "expf(" + a[0] + ")";
-    if (isa<math::Exp2Op>(op)) return "exp2f(" + a[0] + ")";
+    if (isa<math::Exp2Op>(op)) return "ssm_exp2(" + a[0] + ")";
     if (isa<math::LogOp>(op)) return "logf(" + a[0] + ")";
     if (isa<math::Log1pOp>(op)) return "log1pf(" + a[0] + ")";
     if (auto c = dyn_cast<arith::CmpIOp>(op)) {
