@@ -198,9 +198,8 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
 // A program: time_lanes lanes of a warp along time, each holding a contiguous run of BLOCK_T /
 // time_lanes tokens (the scan within a run is a register chain, across the lanes log2(lanes)
 // shuffles), the rest of the warp and the warps along channels. The span (tokens one program
-// scans serially) depends only on D: about 2.5 channels per token of span keeps one span's work
-// near that of a 2.8B model's 2048 tokens, so a long sequence of a narrow model is cut into more
-// spans.
+// scans serially) depends only on D: a wide model scans whole sequences; a narrower one cuts
+// them into spans of about D / 2.5 tokens (256..2048), so a long sequence still fills the GPU.
 void chooseScanMeta(Specialization& s) {
   const int64_t D = s.get("D");
   // 8 lanes of 8 tokens: measured best of 1..16 lanes and 8..16 tokens a thread on the H100
@@ -215,6 +214,10 @@ void chooseScanMeta(Specialization& s) {
   if (!s.find("meta:span")) {
     int64_t span = 256;
     while (span < 2048 && span * 5 <= D) span *= 2;
+    // A sequence whose channels alone give ~1000 warps fills the GPU: no spans, no states pass
+    // (measured on the H100 at D 5120: one 16384-token pass 1.48 ms, 2048-token spans 1.85 ms).
+    const int64_t bd = s.get("meta:BLOCK_D");
+    if ((D + bd - 1) / bd * s.get("meta:num_warps") >= 1024) span = int64_t{1} << 24;
     s.set("meta:span", std::max(span, s.get("meta:BLOCK_T")));
   }
   if (!s.find("meta:states_pass")) s.set("meta:states_pass", 0);

@@ -89,7 +89,7 @@ TEST(ScanKernels, PackedStatesAndSpansCompile) {
   expectCompiles(v, "sm_90a", 2);  // 4096 tokens > the span of D 256: states pass + main pass
   v.state = DType::BF16, v.G = 4, v.bVarying = false;
   expectCompiles(v, "sm_90a", 2);
-  v.D = 5120, v.L = 16384, v.batch = 1, v.packed = false, v.state = DType::F16;
+  v.D = 1024, v.L = 16384, v.batch = 1, v.packed = false, v.state = DType::F16;
   expectCompiles(v, "sm_80", 2);
 }
 
