@@ -20,6 +20,7 @@
 #include "ssmjit/reference.h"
 #include "tests/support/ConvProblem.h"
 #include "tests/support/HostTensor.h"
+#include "tests/support/ExpectError.h"
 
 using ssmjit::CausalConv1dArgs;
 using ssmjit::CausalConv1dUpdateArgs;
@@ -92,19 +93,6 @@ CausalConv1dUpdateArgs validUpd(int64_t batch = 4) {
   a.state_indices = cuda(5, DType::I64, {B});
   a.silu = true;
   return a;
-}
-
-// Runs `f`, expects ssmjit::Error(InvalidArgument) and returns its message.
-template <class F>
-std::string invalidArgMessage(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), Error::Kind::InvalidArgument) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "expected ssmjit::Error(InvalidArgument), nothing was thrown";
-  return {};
 }
 
 // The check's message; the public op (which checks first, before anything touches the GPU) must

@@ -20,6 +20,7 @@
 #include "ssmjit/reference.h"
 #include "tests/support/HostTensor.h"
 #include "tests/support/ScanProblem.h"
+#include "tests/support/ExpectError.h"
 
 using namespace ssmjit;
 using namespace ssmjit::testing;
@@ -41,19 +42,6 @@ SelectiveScanArgs onCuda(SelectiveScanArgs a) {
   for (TensorView* t : tensorsOf(a))
     if (t->defined()) t->device = DeviceKind::CUDA, t->deviceId = 0;
   return a;
-}
-
-// Runs `f`, expects ssmjit::Error(InvalidArgument) and returns its message.
-template <class F>
-std::string invalidArgMessage(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), Error::Kind::InvalidArgument) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "expected ssmjit::Error(InvalidArgument), nothing was thrown";
-  return {};
 }
 
 std::vector<std::vector<uint8_t>> bytesOf(ScanProblem& p) {

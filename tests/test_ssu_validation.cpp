@@ -18,12 +18,14 @@
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
 #include "ssmjit/reference.h"
+#include "tests/support/ExpectError.h"
 
 using ssmjit::DType;
 using ssmjit::Error;
 using ssmjit::SelectiveStateUpdateArgs;
 using ssmjit::StateWrite;
 using ssmjit::TensorView;
+using ssmjit::testing::invalidArgMessage;
 using namespace ssutest;
 
 namespace {
@@ -87,19 +89,6 @@ SelectiveStateUpdateArgs validM1() {
   a.C = cuda(5, DType::F32, {4, 16});
   a.out = cuda(9, DType::F32, {4, 24});
   return a;
-}
-
-// Runs `f`, expects ssmjit::Error(InvalidArgument) and returns its message.
-template <class F>
-std::string invalidArgMessage(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), Error::Kind::InvalidArgument) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "expected ssmjit::Error(InvalidArgument), nothing was thrown";
-  return {};
 }
 
 std::string tokensError(const SelectiveStateUpdateArgs& a) {

@@ -35,9 +35,11 @@ typedef struct {
 
 #include "ssmjit/error.h"
 #include "ssmjit/tensor.h"
+#include "tests/support/ExpectError.h"
 
 using ssmjit::DType;
 using ssmjit::TensorView;
+using ssmjit::testing::invalidArgMessage;
 
 namespace {
 
@@ -52,19 +54,6 @@ DLTensor makeDL(void* data, std::vector<int64_t>& shape, int64_t* strides, DLDat
   t.strides = strides;
   t.byte_offset = 0;
   return t;
-}
-
-// Runs `f`, expects ssmjit::Error(InvalidArgument) and returns its message.
-template <class F>
-std::string invalidArgMessage(F f) {
-  try {
-    f();
-  } catch (const ssmjit::Error& e) {
-    EXPECT_EQ(e.kind(), ssmjit::Error::Kind::InvalidArgument) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "expected ssmjit::Error";
-  return {};
 }
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }

@@ -41,22 +41,6 @@ struct Row {
   std::string anchor;
 };
 
-// Median over trials of the mean time of `iters` back-to-back calls.
-double timeUs(const std::function<void(CUstream)>& call, CUstream s, int iters, int trials) {
-  call(s);  // compile / load, warm up
-  driver::check(driver::api().cuStreamSynchronize(s), "cuStreamSynchronize");
-  std::vector<double> us;
-  Event e0, e1;
-  for (int t = 0; t < trials; ++t) {
-    e0.record(s);
-    for (int i = 0; i < iters; ++i) call(s);
-    e1.record(s);
-    us.push_back(1e3 * e1.since(e0) / iters);
-  }
-  checkDeviceErrors(s);
-  return median(us);
-}
-
 // A forward or backward case (the same input fields) of the benchmark's shapes.
 template <class Case>
 Case benchCase(const ConvBenchOptions& o, DType dt, ConvLayout layout, testing::ConvPacking packing,
@@ -89,7 +73,7 @@ int runConvBench(const ConvBenchOptions& o) {
     testing::ConvProblem p(c);
     testing::DeviceTensors d(p.all());
     const CausalConv1dArgs a = testing::deviceArgs(p, d);
-    const double us = timeUs([&](CUstream st) { causal_conv1d(a, st); }, s, o.iters, o.trials);
+    const double us = callTimeUs([&](CUstream st) { causal_conv1d(a, st); }, s, o.iters, o.trials);
     const int64_t T = std::accumulate(c.lens.begin(), c.lens.end(), int64_t{0});
     const std::string shape = packing == testing::ConvPacking::Dense
                                   ? strf("%zux%lld", c.lens.size(), (long long)c.lens[0])
@@ -121,7 +105,7 @@ int runConvBench(const ConvBenchOptions& o) {
     const int64_t wsElems = causal_conv1d_backward_workspace_size(a);
     DeviceBuffer ws(static_cast<size_t>(wsElems) * 4);
     a.workspace = TensorView::contiguous(ws.data(), DType::F32, {wsElems});
-    const double us = timeUs([&](CUstream st) { causal_conv1d_backward(a, st); }, s, o.iters, o.trials);
+    const double us = callTimeUs([&](CUstream st) { causal_conv1d_backward(a, st); }, s, o.iters, o.trials);
     const int64_t T = std::accumulate(c.lens.begin(), c.lens.end(), int64_t{0});
     const std::string shape = packing == testing::ConvPacking::Dense
                                   ? strf("%zux%lld", c.lens.size(), (long long)c.lens[0])
@@ -152,7 +136,7 @@ int runConvBench(const ConvBenchOptions& o) {
       testing::ConvUpdateProblem p(c);
       testing::DeviceTensors d(p.all());
       const CausalConv1dUpdateArgs a = testing::deviceArgs(p, d);
-      const double us = timeUs([&](CUstream st) { causal_conv1d_update(a, st); }, s, 100, o.trials);
+      const double us = callTimeUs([&](CUstream st) { causal_conv1d_update(a, st); }, s, 100, o.trials);
       const double bytes = static_cast<double>(b * o.dim) * eb * (2.0 * (o.width - 1) + 2.0 * L);
       const char* anchor = b == 64 ? (L == 1 ? "12 us" : L == 8 ? "25 us" : "") : "";
       rows.push_back({strf("update batch %lld, %lld new token%s", (long long)b, (long long)L, L > 1 ? "s" : ""), us,

@@ -3,9 +3,25 @@
 #include <vector>
 
 #include "runtime/DeviceBuffer.h"
+#include "ssmjit/ops.h"
 #include "tools/ToolSupport.h"
 
 namespace ssmjit::tool {
+
+double callTimeUs(const std::function<void(CUstream)>& call, CUstream s, int iters, int trials) {
+  call(s);  // compile / load, warm up
+  driver::check(driver::api().cuStreamSynchronize(s), "cuStreamSynchronize");
+  std::vector<double> us;
+  Event e0, e1;
+  for (int t = 0; t < trials; ++t) {
+    e0.record(s);
+    for (int i = 0; i < iters; ++i) call(s);
+    e1.record(s);
+    us.push_back(1e3 * e1.since(e0) / iters);
+  }
+  checkDeviceErrors(s);
+  return median(us);
+}
 
 int deviceAttribute(CUdevice_attribute attr, const char* what) {
   driver::ensureContext();

@@ -3,6 +3,8 @@
 #pragma once
 #include <cuda.h>
 
+#include <functional>
+
 #include "runtime/Driver.h"
 
 namespace ssmjit::tool {
@@ -27,6 +29,10 @@ class Event {
  private:
   CUevent e_ = nullptr;
 };
+
+// Microseconds per call: the median over `trials` of the mean of `iters` back-to-back calls,
+// after one call that compiles and loads; device errors are checked at the end.
+double callTimeUs(const std::function<void(CUstream)>& call, CUstream s, int iters, int trials);
 
 int deviceAttribute(CUdevice_attribute attr, const char* what);
 

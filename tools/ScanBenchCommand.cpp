@@ -50,21 +50,6 @@ struct DeviceTensor {
   }
 };
 
-double timeMs(const std::function<void(CUstream)>& call, CUstream s, int iters, int trials) {
-  call(s);  // compile / load, warm up
-  driver::check(driver::api().cuStreamSynchronize(s), "cuStreamSynchronize");
-  std::vector<double> ms;
-  Event e0, e1;
-  for (int t = 0; t < trials; ++t) {
-    e0.record(s);
-    for (int i = 0; i < iters; ++i) call(s);
-    e1.record(s);
-    ms.push_back(e1.since(e0) / iters);
-  }
-  checkDeviceErrors(s);
-  return median(ms);
-}
-
 int runScanBench(const ScanBenchOptions& o) {
   const DType dt = parseFloatDType(o.dtype, "--dtype");
   driver::ensureContext();
@@ -95,7 +80,7 @@ int runScanBench(const ScanBenchOptions& o) {
     }
     DeviceBuffer ws(static_cast<size_t>(selective_scan_workspace_size(a)) * 4);
     a.workspace = TensorView::contiguous(ws.data(), DType::F32, {static_cast<int64_t>(ws.bytes() / 4)});
-    const double ms = timeMs([&](CUstream st) { selective_scan(a, st); }, s, o.iters, o.trials);
+    const double ms = 1e-3 * callTimeUs([&](CUstream st) { selective_scan(a, st); }, s, o.iters, o.trials);
     const double bytes = 4.0 * rowsB * D * L * dtypeBytes(dt) + 2.0 * rowsB * N * L * dtypeBytes(dt);
     const double tbs = bytes / (ms * 1e-3) / 1e12;
     std::string anchor = anchorMs > 0 ? strf("%.2f ms", anchorMs) : "";

@@ -13,7 +13,6 @@ namespace ssmjit::detail {
 // x and its companions are indexed [b, t, d] whatever the memory order.
 inline int convTimeAxis(const ConvDims& d) { return d.channelLast ? 1 : 2; }
 inline int convChanAxis(const ConvDims& d) { return d.channelLast ? 2 : 1; }
-inline int64_t strideOr0(const TensorView& t, int axis) { return t.defined() ? t.strides[axis] : 0; }
 inline unsigned gridDim(int64_t v) { return static_cast<unsigned>(v); }
 
 // The row, time and channel strides of a tensor shaped like x (the names are literals).

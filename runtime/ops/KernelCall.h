@@ -16,6 +16,9 @@
 
 namespace ssmjit::detail {
 
+// An optional tensor's stride along `axis`, 0 when it is absent (the kernel never reads it).
+inline int64_t strideOr0(const TensorView& t, int axis) { return t.defined() ? t.strides[axis] : 0; }
+
 class KernelCall {
  public:
   static constexpr int kMaxArgs = 80;

@@ -18,7 +18,7 @@ using detail::KernelCall;
 
 const ArgSchema kSchema{kernels::kDecodeStepArgNames, kernels::kDecodeStepNumArgs};
 
-int64_t strideOr0(const TensorView& t, int axis) { return t.defined() ? t.strides[axis] : 0; }
+using detail::strideOr0;
 
 void bind(KernelCall& c, const Mamba2DecodeState& s, const Mamba2MixerWeights& w, const Mamba2DecodeStepArgs& a,
           const detail::DecodeStepDims& d, void* err) {

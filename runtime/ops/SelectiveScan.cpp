@@ -25,7 +25,7 @@ using detail::ScanDims;
 const ArgSchema kSchema{kernels::kScanArgNames, kernels::kScanNumArgs};
 constexpr const char* kOp = "selective_scan";
 
-int64_t strideOr0(const TensorView& t, int axis) { return t.defined() ? t.strides[axis] : 0; }
+using detail::strideOr0;
 
 // How the call is cut into spans (the kernel's meta:span for this D, SSMJIT_META included).
 struct ScanPlan {
