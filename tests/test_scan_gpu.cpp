@@ -43,7 +43,7 @@ DeviceRun runOnDevice(ScanProblem& p) {
 
 double tol(DType t) { return t == DType::F32 ? 1e-5 : 1e-2; }
 
-ScanCase named(ScanCase c, DType all) {
+ScanCase allDtypes(ScanCase c, DType all) {
   c.uType = c.deltaType = c.zType = c.outType = c.bType = c.cType = all;
   return c;
 }
@@ -53,10 +53,10 @@ std::vector<ScanCase> cases() {
   ScanCase c;
   c.batch = 2, c.D = 37, c.N = 13, c.L = 300;  // two spans of D 37's 256
   v.push_back(c);
-  c = named({}, DType::BF16);
+  c = allDtypes({}, DType::BF16);
   c.batch = 3, c.D = 64, c.N = 16, c.L = 257, c.G = 2;
   v.push_back(c);
-  c = named({}, DType::F16);  // constant B/C, N 1, nothing optional
+  c = allDtypes({}, DType::F16);  // constant B/C, N 1, nothing optional
   c.batch = 2, c.D = 33, c.N = 1, c.L = 129, c.bVarying = c.cVarying = false;
   c.hasD = c.hasZ = c.hasDeltaBias = c.softplus = false;
   v.push_back(c);
@@ -66,7 +66,7 @@ std::vector<ScanCase> cases() {
   c = {};  // four spans, states in place through permuted slots
   c.batch = 2, c.D = 32, c.N = 16, c.L = 1000, c.initialStates = c.finalStates = c.slotIndices = true;
   v.push_back(c);
-  c = named({}, DType::BF16);
+  c = allDtypes({}, DType::BF16);
   c.D = 40, c.N = 8, c.lens = {5, 300, 1, 700, 64}, c.stateType = DType::BF16;
   c.initialStates = c.finalStates = c.slotIndices = true;
   v.push_back(c);
@@ -126,7 +126,7 @@ void copyTokens(const HostTensor& from, HostTensor& to, int64_t start) {
 TEST(ScanGpuPacking, PackedEqualsEachSequenceAlone) {
   SSMJIT_REQUIRE_GPU();
   for (DType x : {DType::F32, DType::BF16}) {
-    ScanCase pc = named({}, x);
+    ScanCase pc = allDtypes({}, x);
     pc.D = 40, pc.N = 16, pc.lens = {700, 5, 300, 1, 513, 256}, pc.initialStates = pc.finalStates = true;
     ScanProblem packed(pc);
     const DeviceRun rp = runOnDevice(packed);

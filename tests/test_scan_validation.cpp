@@ -342,6 +342,46 @@ TEST(ScanReference, BadCallsAreNamedAndWriteNothing) {
 double gate(double z) { return z / (1 + std::exp(-z)); }
 
 // D = 1, N = 1, L = 3: time-varying B and C, D, an initial state, no softplus.
+// A call long enough for spans needs a workspace; each bad one is named before anything launches
+// (the tensors are host memory marked as CUDA: the op must throw before it reads them).
+TEST(ScanCheck, BadWorkspaceIsNamed) {
+  ScanCase c;
+  c.batch = 1, c.D = 16, c.N = 4, c.L = 600;  // spans of 256 tokens at D 16
+  ScanProblem p(c);
+  SelectiveScanArgs a = onCuda(p.args());
+  const int64_t need = selective_scan_workspace_size(a);
+  ASSERT_GT(need, 0);
+  std::vector<float> buf(static_cast<size_t>(2 * need + 2));
+  auto ws = [&](DType t, std::initializer_list<int64_t> shape) {
+    TensorView w = TensorView::contiguous(buf.data(), t, shape);
+    w.device = DeviceKind::CUDA;
+    return w;
+  };
+  auto message = [&](const TensorView& w) {
+    SelectiveScanArgs g = a;
+    g.workspace = w;
+    return invalidArgMessage([&] { selective_scan(g); });
+  };
+  EXPECT_NE(message({}).find("workspace is not given, expected a float32 buffer of at least " + std::to_string(need)),
+            std::string::npos);
+  EXPECT_NE(message(ws(DType::BF16, {need})).find("workspace has dtype bfloat16, expected float32"), std::string::npos);
+  EXPECT_NE(message(ws(DType::F32, {need - 1})).find("workspace has " + std::to_string(need - 1) +
+                                                       " elements (shape (" + std::to_string(need - 1) +
+                                                       ")), expected at least " + std::to_string(need)),
+            std::string::npos);
+  TensorView strided = ws(DType::F32, {need});
+  strided.strides[0] = 2;
+  EXPECT_NE(message(strided).find("workspace has strides (2) for shape (" + std::to_string(need) +
+                                  "), expected contiguous strides"),
+            std::string::npos);
+  TensorView other = ws(DType::F32, {need});
+  other.deviceId = 1;
+  EXPECT_NE(message(other).find("workspace is on CUDA device 1, expected device 0"), std::string::npos);
+  TensorView odd = ws(DType::F32, {need});
+  odd.data = reinterpret_cast<char*>(buf.data()) + 2;
+  EXPECT_NE(message(odd).find("workspace has data pointer"), std::string::npos);
+}
+
 TEST(ScanReference, HandComputedWithDAndInitialState) {
   HostTensor u = hostTensor(DType::F32, {1, 1, 3}, {1, -2, 0.5});
   HostTensor delta = hostTensor(DType::F32, {1, 1, 3}, {1, 2, 0.5});

@@ -5,10 +5,12 @@
 #include <cuda.h>
 
 #include <string>
+#include <vector>
 
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/SelectiveScan.h"
 #include "runtime/DeviceStatus.h"
+#include "runtime/ops/ArgCheck.h"
 #include "runtime/ops/KernelCall.h"
 #include "runtime/ops/SelectiveScanCheck.h"
 #include "runtime/ops/SelectiveScanSpec.h"
@@ -53,22 +55,25 @@ ScanPlan plan(const SelectiveScanArgs& a, const ScanDims& d) {
 void checkWorkspace(const SelectiveScanArgs& a, const ScanPlan& p) {
   const TensorView& w = a.workspace;
   if (p.workspace == 0) return;
-  auto fail = [&](const std::string& m) { throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + m); };
+  detail::Checker c(kOp, DeviceKind::CUDA);
+  c.setDeviceId(a.u.deviceId, "u");
   if (!w.defined())
-    fail("workspace is not given, expected a float32 buffer of at least " + std::to_string(p.workspace) +
-         " elements (selective_scan_workspace_size: sequences longer than " + std::to_string(p.span) +
-         " tokens are split into spans)");
-  if (w.dtype != DType::F32) fail(std::string("workspace has dtype ") + dtypeName(w.dtype) + ", expected float32");
-  if (w.device != DeviceKind::CUDA || w.deviceId != a.u.deviceId)
-    fail("workspace is not on u's CUDA device " + std::to_string(a.u.deviceId));
+    c.fail("workspace is not given, expected a float32 buffer of at least " + std::to_string(p.workspace) +
+           " elements (selective_scan_workspace_size: sequences longer than " + std::to_string(p.span) +
+           " tokens are split into spans)");
+  std::vector<detail::Dim> e;
+  for (int k = 0; k < w.ndim; ++k) e.push_back({w.shape[k], "n"});
+  c.tensor("workspace", w, e.data(), w.ndim, detail::kF32Only, false);
   int64_t expect = 1;
   for (int k = w.ndim - 1; k >= 0; --k) {
-    if (w.shape[k] != 1 && w.strides[k] != expect) fail("workspace is not contiguous (shape " + w.shapeString() + ")");
+    if (w.shape[k] != 1 && w.strides[k] != expect)
+      c.fail("workspace has strides " + detail::listString(w.strides, w.ndim) + " for shape " + w.shapeString() +
+             ", expected contiguous strides");
     expect *= w.shape[k];
   }
   if (w.numel() < p.workspace)
-    fail("workspace has " + std::to_string(w.numel()) + " elements, expected at least " + std::to_string(p.workspace));
-  if (reinterpret_cast<uintptr_t>(w.data) % 4 != 0) fail("workspace is not aligned to 4 bytes");
+    c.fail("workspace has " + std::to_string(w.numel()) + " elements (shape " + w.shapeString() +
+           "), expected at least " + std::to_string(p.workspace) + " (selective_scan_workspace_size)");
 }
 
 // B or C: time-varying (Bt, G, N, L) or constant (D, N).
