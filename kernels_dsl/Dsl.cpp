@@ -292,7 +292,7 @@ dsl::Value KernelBuilder::reduce(dsl::Value t, int axis, const std::string& kind
 
 std::vector<dsl::Value> KernelBuilder::associativeScan(const std::vector<dsl::Value>& tiles, int axis,
                                                        const ScanCombine& combine,
-                                                       const std::vector<dsl::Value>& inits) {
+                                                       const std::vector<dsl::Value>& inits, bool reverse) {
   if (tiles.empty()) fail("associativeScan of no tiles");
   std::vector<mlir::Value> srcs;
   for (auto& t : tiles) srcs.push_back(unwrap(t));
@@ -314,7 +314,7 @@ std::vector<dsl::Value> KernelBuilder::associativeScan(const std::vector<dsl::Va
     ins.push_back(unwrap(broadcastTo(inits[i], ts)));
     if (ins.back().getType() != resultTypes[tiles.size() + i]) fail("associativeScan init of the wrong type");
   }
-  auto op = sj::ScanOp::create(B, L, resultTypes, srcs, ins, axis);
+  auto op = sj::ScanOp::create(B, L, resultTypes, srcs, ins, axis, reverse);
   Block* body = new Block();
   op.getCombine().push_back(body);
   for (int side = 0; side < 2; ++side)

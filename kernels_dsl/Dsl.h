@@ -74,10 +74,14 @@ class KernelBuilder {
   // element: a carry from an earlier tile, folded in without a pass over the result. Each thread combines its contiguous run of the axis in order, then lanes and warps
   // combine their runs: the order depends on the layout only, never on the data. Along the axis
   // each thread holds one contiguous run (the layout keeps it so; setShiftLanes sets the lanes).
+  // `reverse`: the scan runs from the axis' last element to its first (lhs is the later element,
+  // the inits come after the last element, the totals end at the first): the adjoint recurrence
+  // of a backward pass, with no flipped loads.
   using ScanCombine = std::function<std::vector<Value>(const std::vector<Value>& lhs,
                                                        const std::vector<Value>& rhs)>;
   std::vector<Value> associativeScan(const std::vector<Value>& tiles, int axis,
-                                     const ScanCombine& combine, const std::vector<Value>& inits = {});
+                                     const ScanCombine& combine, const std::vector<Value>& inits = {},
+                                     bool reverse = false);
   // The sliding window of a 2-D tile streamed along `axis` (extent S there): `cur` moved by s
   // places, the vacated places taken from the neighbour tile `fill` (same shape). s > 0:
   // result[i] = i >= s ? cur[i - s] : fill[S + i - s] (fill = the previous tile); s < 0:

@@ -18,6 +18,8 @@ dsl::KernelDef convBackwardReduceKernel();
 dsl::KernelDef convBackwardStatesKernel();
 dsl::KernelDef decodeStepKernel();
 dsl::KernelDef scanKernel();
+dsl::KernelDef scanBwdKernel();
+dsl::KernelDef scanBwdSumKernel();
 }
 
 namespace ssmjit::dsl {
@@ -46,6 +48,8 @@ const std::vector<KernelDef>& registry() {
       withHash(kernels::convBackwardStatesKernel(), "CausalConv1dBackward"),
       withHash(kernels::decodeStepKernel(), "Mamba2DecodeStep"),
       withHash(kernels::scanKernel(), "SelectiveScan"),
+      withHash(kernels::scanBwdKernel(), "SelectiveScanBackward"),
+      withHash(kernels::scanBwdSumKernel(), "SelectiveScanBackward"),
   };
   return defs;
 }

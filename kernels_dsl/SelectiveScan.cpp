@@ -27,6 +27,8 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   const int64_t BD = spec.get("meta:BLOCK_D"), BT = spec.get("meta:BLOCK_T"), N = spec.get("meta:dstate"),
                 SPAN = spec.get("meta:span");
   const bool statesPass = spec.get("meta:states_pass") != 0;
+  // For the backward: no out; the carried state at each tile's start goes to ws (see the header).
+  const bool checkpoints = spec.get("meta:checkpoints") != 0;
   k.setShiftLanes(static_cast<int>(spec.get("meta:time_lanes")));
   auto F = PtrClass::Float, Ix = PtrClass::Int;
   auto M = PtrRole::Metadata;
@@ -37,7 +39,7 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
         err = k.ptrArg("err", Ix, M);
   auto I = [&](const char* n) { return k.intArg(n); };
   Value D = I("D"), L = I("L"), nseq = I("nseq"), nInit = I("nslots_init"), nFinal = I("nslots_final"),
-        maxLen = I("max_len"), kpr = I("keys_per_row"), group = I("group");
+        maxLen = I("max_len"), kpr = I("keys_per_row"), group = I("group"), cpr = I("ckpt_per_row");
   Value sUb = I("s_u_b"), sUd = I("s_u_d"), sDlb = I("s_dl_b"), sDld = I("s_dl_d"), sZb = I("s_z_b"),
         sZd = I("s_z_d"), sOb = I("s_o_b"), sOd = I("s_o_d"), sAd = I("s_A_d"), sAn = I("s_A_n"),
         sBb = I("s_B_b"), sBg = I("s_B_g"), sBn = I("s_B_n"), sBd = I("s_B_d"), sCb = I("s_C_b"),
@@ -143,7 +145,10 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   const bool channelsWhole = spec.find("D") && spec.get("D") % BD == 0;
   // One tile [c, c + BT) of the span. A whole tile (the common case) has a mask constant along
   // time, or none: straight-line loads the compiler can vectorise and schedule ahead of the math.
+  // Checkpoint keys of the sequence: its tile q at ckptKey0 + q (see the header).
+  Value ckptKey0 = row * cpr + start / BT + k.select(hasCu, i, zeroI);
   auto tile = [&](bool whole, Value c, const std::vector<Value>& cs) {
+    if (checkpoints) storeStates(ws, (ckptKey0 + c / BT) * DN, k.constInt(1), D, cs, mD);
     Value tl = c + rT;  // token of the span
     Value m2 = tE(tl < spanLen) && mD2;
     Value mask = whole ? (channelsWhole ? Value{} : k.broadcastTo(mD2, {BD, BT})) : m2;
@@ -162,13 +167,14 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
       Value b = du * bcTile(bVar, Bp, sBb, sBg, sBn, sBd, n, tOff, load);
       std::vector<Value> s = k.associativeScan({a, b}, 1, linear, {k.splat(k.constFloat(1), {BD}), cs[n]});
       next.push_back(s[3]);
-      if (!statesPass) y = y + bcTile(cVar, Cp, sCb, sCg, sCn, sCd, n, tOff, load) * s[1];
+      if (!statesPass && !checkpoints) y = y + bcTile(cVar, Cp, sCb, sCg, sCn, sCd, n, tOff, load) * s[1];
     }
     if (statesPass) {
       next.push_back(cs[N] + k.reduce(dt, 1, "sum"));
       return next;
     }
     next.push_back(cs[N]);
+    if (checkpoints) return next;
     y = k.ifElse(hasZ, [&] {
       return std::vector<Value>{y * silu(load(z, row * sZb + dOffs * sZd + tOff))};
     }, [&] { return std::vector<Value>{y}; })[0];
@@ -221,6 +227,7 @@ void chooseScanMeta(Specialization& s) {
     s.set("meta:span", std::max(span, s.get("meta:BLOCK_T")));
   }
   if (!s.find("meta:states_pass")) s.set("meta:states_pass", 0);
+  if (!s.find("meta:checkpoints")) s.set("meta:checkpoints", 0);
   if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
 }
 

@@ -130,3 +130,71 @@ TEST(ScanKernels, TimeTileScanIsRegisterChainsAndLaneShuffles) {
   EXPECT_EQ(count("__shfl_up_sync"), 2 * v.N * 2 * (levels + 1));
   EXPECT_EQ(count("__syncthreads"), 0) << cuda;
 }
+
+namespace {
+
+// The backward of make(v): every gradient, fake addresses after the forward's.
+SelectiveScanBackwardArgs makeBackward(const Variant& v, bool stateGrads) {
+  SelectiveScanBackwardArgs b;
+  b.forward = make(v);
+  b.forward.out = {};
+  const int64_t Bt = v.packed ? 1 : v.batch;
+  b.dout = view(20, v.x, {Bt, v.D, v.L});
+  b.du = view(21, v.x, {Bt, v.D, v.L});
+  b.ddelta = view(22, v.x, {Bt, v.D, v.L});
+  b.dA = view(23, DType::F32, {v.D, v.N});
+  b.dB = v.bVarying ? view(24, v.bc, {Bt, v.G, v.N, v.L}) : view(24, DType::F32, {v.D, v.N});
+  b.dC = v.cVarying ? view(25, v.bc, {Bt, v.G, v.N, v.L}) : view(25, DType::F32, {v.D, v.N});
+  if (v.extras) {
+    b.dD = view(26, DType::F32, {v.D});
+    b.dz = view(27, v.x, {Bt, v.D, v.L});
+    b.ddelta_bias = view(28, DType::F32, {v.D});
+  }
+  if (v.states && stateGrads) {
+    b.dinitial_states = view(29, v.state, {5, v.D, v.N});
+    b.dfinal_states = view(30, v.state, {5, v.D, v.N});
+  }
+  return b;
+}
+
+void expectBackwardCompiles(const Variant& v, bool stateGrads, size_t launches) {
+  const std::vector<Specialization> specs = detail::scanBackwardSpecializations(makeBackward(v, stateGrads), "sm_90a");
+  ASSERT_EQ(specs.size(), launches);
+  for (const Specialization& spec : specs) {
+    SCOPED_TRACE(spec.canonical());
+    CompiledKernel k = compileKernel(spec);
+    EXPECT_FALSE(k.cubin.empty());
+    // The backward keeps 3 N + 2 sums and N adjoints a channel besides the tile: a little spills.
+    EXPECT_LE(k.resources.spillStoreBytes, 160) << k.compileLog;
+  }
+}
+
+}  // namespace
+
+// Checkpoints, backward, per-sequence sums, and the channel sums of time-varying B/C.
+TEST(ScanKernels, BackwardVariantsCompile) {
+  SSMJIT_REQUIRE_NVRTC();
+  Variant v;
+  v.L = 300;
+  expectBackwardCompiles(v, false, 4);
+  v.packed = true, v.states = true, v.batch = 5, v.G = 4, v.x = DType::F32, v.bVarying = false;
+  expectBackwardCompiles(v, true, 4);
+  v.cVarying = false, v.extras = false, v.N = 5, v.D = 100;
+  expectBackwardCompiles(v, true, 3);
+}
+
+// The adjoint is a reverse scan: the lanes pass their runs down (shfl_down), none up.
+TEST(ScanKernels, BackwardAdjointIsAReverseScan) {
+  Variant v;
+  v.L = 100;
+  const std::vector<Specialization> specs = detail::scanBackwardSpecializations(makeBackward(v, false), "sm_90a");
+  PipelineOptions o;
+  o.runNvrtc = false;
+  std::string cuda;
+  o.onStage = [&](const std::string& stage, const std::string& text) {
+    if (stage == "cuda") cuda = text;
+  };
+  compileKernel(specs[1], o);
+  EXPECT_NE(cuda.find("__shfl_down_sync"), std::string::npos);
+  EXPECT_NE(cuda.find("__shfl_up_sync"), std::string::npos);  // the states' forward scan
+}

@@ -136,11 +136,14 @@ def SJ_ScanOp : SJ_Op<"scan", [RecursiveMemoryEffects, AttrSizedOperandSegments]
     element of the axis: result[i][..., t, ...] = init (+) x[0] (+) ... (+) x[t]. Results: the k
     scanned tiles, then the k totals (the whole axis combined, after the inits: tiles with `axis`
     dropped, scalars for 1-D tiles). The order of combination is fixed by the
-    layout (each thread its contiguous run, then lanes, then warps), never by the data.
+    layout (each thread its contiguous run, then lanes, then warps), never by the data. With
+    `reverse` the axis is walked from its last element to its first: result[i][..., t, ...] =
+    x[S-1] (+) ... (+) x[t] (lhs the later element); the inits come after the axis' last
+    element and the totals end at its first (adjoint recurrences of a backward pass).
   }];
   let arguments = (ins Variadic<TensorOf<[F32, I32, I64]>>:$srcs,
                        Variadic<AnyTypeOf<[F32, I32, I64, TensorOf<[F32, I32, I64]>]>>:$inits,
-                       I32Attr:$axis);
+                       I32Attr:$axis, UnitAttr:$reverse);
   let results = (outs Variadic<AnyTypeOf<[F32, I32, I64, TensorOf<[F32, I32, I64]>]>>:$results);
   let regions = (region SizedRegion<1>:$combine);
   let hasVerifier = 1;

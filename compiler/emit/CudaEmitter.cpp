@@ -663,10 +663,14 @@ class Emitter {
       if (isRemat(v) || layoutOf(v) != srcK) fail(sc, "scan of a rematerialised tile");
     const int64_t n1 = twoD ? n(1, ss[1]) : 1;
     const int64_t nKept = twoD ? (axis == 0 ? n1 : n(0, ss[0])) : 1;
-    auto idx = [&](const std::string& kept, const std::string& red) -> std::string {
+    // Positions are in scan order: a reverse scan reads its run, lanes and warps from the end.
+    const bool rev = sc.getReverse();
+    auto idx = [&](const std::string& kept, const std::string& pos) -> std::string {
+      const std::string red = rev ? I(nRed - 1) + " - (" + pos + ")" : pos;
       if (!twoD) return red;
       return axis == 0 ? "(" + red + ") * " + I(n1) + " + " + kept : "(" + kept + ") * " + I(n1) + " + " + red;
     };
+    const std::string shflBefore = rev ? "__shfl_down_sync" : "__shfl_up_sync";  // from the lane before in scan order
     std::vector<std::string> ty;
     for (Value v : sc.getSrcs()) ty.push_back(cType(v.getType()));
     // The combine lambda: comb(l..., r..., out&...).
@@ -715,8 +719,10 @@ class Emitter {
       return v;
     };
     const int64_t laneStride = pd == 1 ? 1 : P_.tpw[1];
-    const std::string lanePos = pd == 1 ? "(ssm_lane % " + I(P_.tpw[1]) + ")" : "((ssm_lane / " + I(P_.tpw[1]) + ") % " + I(T) + ")";
-    const std::string warpPos = pd == 0 ? "(ssm_warp / " + I(P_.wpc[1]) + ")" : "(ssm_warp % " + I(P_.wpc[1]) + ")";
+    const std::string lanePhys = pd == 1 ? "(ssm_lane % " + I(P_.tpw[1]) + ")" : "((ssm_lane / " + I(P_.tpw[1]) + ") % " + I(T) + ")";
+    const std::string warpPhys = pd == 0 ? "(ssm_warp / " + I(P_.wpc[1]) + ")" : "(ssm_warp % " + I(P_.wpc[1]) + ")";
+    const std::string lanePos = rev ? "(" + I(T - 1) + " - " + lanePhys + ")" : lanePhys;
+    const std::string warpPos = rev ? "(" + I(W - 1) + " - " + warpPhys + ")" : warpPhys;
     std::string sm;
     if (W > 1) {  // [warp][kept position][component], as float or int words of the widest type
       const int64_t keptExtent = twoD ? ss[1 - axis] : 1;
@@ -753,16 +759,17 @@ class Emitter {
       line("{");
       ++ind_;
       for (size_t i = 0; i < k; ++i)
-        line("const " + ty[i] + " u" + I(i) + " = __shfl_up_sync(0xffffffffu, t" + I(i) + ", " + I(o * laneStride) + ");");
+        line("const " + ty[i] + " u" + I(i) + " = " + shflBefore + "(0xffffffffu, t" + I(i) + ", " + I(o * laneStride) + ");");
       line("if (" + lanePos + " >= " + I(o) + ") " + call(list("u", ""), list("t", ""), list("t", "")));
       --ind_;
       line("}");
     }
     // e = the combination of everything before this thread's run (has_e: there is some).
     for (size_t i = 0; i < k; ++i)
-      line(ty[i] + " e" + I(i) + (T > 1 ? " = __shfl_up_sync(0xffffffffu, t" + I(i) + ", " + I(laneStride) + ")" : " = t" + I(i)) + ";");
+      line(ty[i] + " e" + I(i) + (T > 1 ? " = " + shflBefore + "(0xffffffffu, t" + I(i) + ", " + I(laneStride) + ")" : " = t" + I(i)) + ";");
     line(std::string("bool has_e = ") + (T > 1 ? lanePos + " > 0" : "false") + ";");
-    const std::string lastLane = "ssm_lane + (" + I(T - 1) + " - " + lanePos + ") * " + I(laneStride);
+    // The lane last in scan order, which holds the total.
+    const std::string lastLane = "ssm_lane + (" + I(rev ? 0 : T - 1) + " - " + lanePhys + ") * " + I(laneStride);
     if (W > 1) {
       const int64_t keptExtent = twoD ? ss[1 - axis] : 1;
       const std::string kc = twoD ? coord(1 - pd, keptExtent, "j") : "0";

@@ -85,8 +85,12 @@ void bindBC(KernelCall& c, const ArgIndex& A, const TensorView& t, bool varying,
   c.stride(A(sd), varying ? 0 : t.strides[0]);
 }
 
-void bind(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, const ScanPlan& p, bool statesPass,
-          void* err) {
+enum class Pass { States, Main, Checkpoints };
+
+// `ckptBlockT`, `ckptPerRow`: the checkpoint pass' tile and keys (SelectiveScan.h).
+void bind(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, const ScanPlan& p, Pass pass, void* err,
+          int64_t ckptBlockT = 0, int64_t ckptPerRow = 0) {
+  const bool statesPass = pass == Pass::States, ckpt = pass == Pass::Checkpoints;
   thread_local const ArgIndex A{kSchema.names, kSchema.count};
   c.pointer(A("u"), a.u, DType::F32, true);
   c.pointer(A("delta"), a.delta, DType::F32, true);
@@ -99,7 +103,7 @@ void bind(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, const Sc
   c.pointer(A("out"), a.out, DType::F32, true);
   c.pointer(A("init"), a.initial_states, DType::F32, true);
   c.pointer(A("final"), a.final_states, DType::F32, true);
-  c.pointer(A("ws"), p.multi ? a.workspace : TensorView{}, DType::F32, true);
+  c.pointer(A("ws"), p.multi || ckpt ? a.workspace : TensorView{}, DType::F32, true);
   c.pointer(A("cu"), a.cu_seqlens, DType::I32, false);
   c.pointer(A("init_idx"), a.initial_state_indices, DType::I32, false);
   c.pointer(A("final_idx"), a.final_state_indices, DType::I32, false);
@@ -112,6 +116,7 @@ void bind(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, const Sc
   c.size(A("max_len"), p.maxLen, false);
   c.size(A("keys_per_row"), p.keysPerRow, false);
   c.size(A("group"), d.D / d.G, true);
+  c.size(A("ckpt_per_row"), ckptPerRow, false);
   const bool batched = d.batch > 1;
   c.stride(A("s_u_b"), batched ? a.u.strides[0] : 0);
   c.stride(A("s_u_d"), a.u.strides[1]);
@@ -146,13 +151,18 @@ void bind(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, const Sc
   c.flag(A("has_max_len"), d.packed && a.max_seqlen > 0);
   c.flag(A("has_init"), a.initial_states.defined());
   c.flag(A("has_init_idx"), a.initial_state_indices.defined());
-  c.flag(A("has_final"), a.final_states.defined());
+  c.flag(A("has_final"), a.final_states.defined() && !ckpt);
   c.flag(A("has_final_idx"), a.final_state_indices.defined());
-  c.flag(A("multi_span"), p.multi);
+  c.flag(A("multi_span"), p.multi && !ckpt);
   c.meta("meta:dstate", d.N);
   c.meta("meta:states_pass", statesPass);
+  if (ckpt) {
+    c.meta("meta:checkpoints", 1);
+    c.meta("meta:BLOCK_T", ckptBlockT);
+    c.meta("meta:span", int64_t{1} << 24);  // one pass over each sequence
+  }
   const bool wide = !detail::fits32({&a.u, &a.delta, &a.z, &a.out, &a.B, &a.C, &a.initial_states, &a.final_states}) ||
-                    p.workspace >= (int64_t(1) << 31);
+                    p.workspace >= (int64_t(1) << 31) || (ckpt && a.workspace.numel() >= (int64_t(1) << 31));
   c.meta("meta:index_bits", wide ? 64 : 32);
 }
 
@@ -176,7 +186,7 @@ void selective_scan(const SelectiveScanArgs& a, Stream stream) {
   void* err = deviceStatusRecord();
   for (int pass = p.multi ? 0 : 1; pass < 2; ++pass) {
     KernelCall c(kernels::kScanKernel, kSchema);
-    bind(c, a, d, p, pass == 0, err);
+    bind(c, a, d, p, pass == 0 ? Pass::States : Pass::Main, err);
     const int64_t bd = c.metaValue("meta:BLOCK_D");
     const unsigned grid[3] = {static_cast<unsigned>((d.D + bd - 1) / bd), static_cast<unsigned>(p.spans),
                               static_cast<unsigned>(d.nseq)};
@@ -190,10 +200,37 @@ std::vector<Specialization> detail::scanSpecializations(const SelectiveScanArgs&
   std::vector<Specialization> out;
   for (int pass = p.multi ? 0 : 1; pass < 2; ++pass) {
     KernelCall c(kernels::kScanKernel, kSchema);
-    bind(c, a, d, p, pass == 0, nullptr);
+    bind(c, a, d, p, pass == 0 ? Pass::States : Pass::Main, nullptr);
     out.push_back(c.specialization(arch));
   }
   return out;
+}
+
+namespace {
+// The forward's checkpoint pass on `a` (its workspace holds the checkpoints), bound in `c`.
+void bindCheckpoints(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, int64_t blockT, int64_t ckptPerRow,
+                     void* err) {
+  ScanPlan p;  // one span a sequence
+  p.maxLen = d.packed && a.max_seqlen > 0 ? std::min(a.max_seqlen, d.L) : d.L;
+  p.spans = 1;
+  bind(c, a, d, p, Pass::Checkpoints, err, blockT, ckptPerRow);
+}
+}  // namespace
+
+void detail::launchScanCheckpoints(const SelectiveScanArgs& a, const ScanDims& d, int64_t blockT, int64_t ckptPerRow,
+                                   CUstream stream) {
+  KernelCall c(kernels::kScanKernel, kSchema);
+  bindCheckpoints(c, a, d, blockT, ckptPerRow, deviceStatusRecord());
+  const int64_t bd = c.metaValue("meta:BLOCK_D");
+  const unsigned grid[3] = {static_cast<unsigned>((d.D + bd - 1) / bd), 1u, static_cast<unsigned>(d.nseq)};
+  c.launch(grid, stream);
+}
+
+Specialization detail::scanCheckpointSpecialization(const SelectiveScanArgs& a, const ScanDims& d, int64_t blockT,
+                                                    int64_t ckptPerRow, const std::string& arch) {
+  KernelCall c(kernels::kScanKernel, kSchema);
+  bindCheckpoints(c, a, d, blockT, ckptPerRow, nullptr);
+  return c.specialization(arch);
 }
 
 }  // namespace ssmjit

@@ -2,6 +2,7 @@
 // ssmjit/ops.h). Shapes, dtypes, devices, strides and alignment only: no tensor data is read.
 #include "runtime/ops/SelectiveScanCheck.h"
 
+#include <iterator>
 #include <string>
 
 #include "runtime/ops/ArgCheck.h"
@@ -69,8 +70,10 @@ int64_t checkStates(const Checker& c, const char* name, const TensorView& t, con
 
 }  // namespace
 
-ScanDims checkSelectiveScanArgs(const SelectiveScanArgs& a, DeviceKind device, const char* op) {
+ScanDims checkSelectiveScanArgs(const SelectiveScanArgs& a, DeviceKind device, const char* op,
+                                const ScanCheckNames& names) {
   Checker c(op, device);
+  const char* outName = names.out;
   ScanDims d;
   c.required("u", a.u);
   Dim eX[3] = {{-1, "batch"}, {-1, "dim"}, {-1, "seqlen"}};
@@ -85,14 +88,14 @@ ScanDims checkSelectiveScanArgs(const SelectiveScanArgs& a, DeviceKind device, c
   unitTokenStride(c, "delta", a.delta, 2);
   c.optional("z", a.z, eX, 3, kFloat16Or32, false);
   unitTokenStride(c, "z", a.z, 2);
-  c.required("out", a.out);
-  c.tensor("out", a.out, eX, 3, kFloat16Or32, false);
-  unitTokenStride(c, "out", a.out, 2);
+  c.required(outName, a.out);
+  c.tensor(outName, a.out, eX, 3, kFloat16Or32, false);
+  unitTokenStride(c, outName, a.out, 2);
   // Other programs still read a token's inputs while one writes its output.
   for (auto [name, t] : {std::pair<const char*, const TensorView*>{"u", &a.u}, {"delta", &a.delta}, {"z", &a.z}})
     if (t->defined() && t->data == a.out.data)
-      c.fail(std::string("out has data pointer ") + hexPtr(a.out.data) + ", the same as " + name +
-             "'s, expected a separate tensor (out may not alias " + name + ")");
+      c.fail(std::string(outName) + " has data pointer " + hexPtr(a.out.data) + ", the same as " + name +
+             "'s, expected a separate tensor (" + outName + " may not alias " + name + ")");
 
   c.required("A", a.A);
   Dim eA[2] = {{d.D, "dim"}, {-1, "dstate"}};
@@ -141,7 +144,88 @@ ScanDims checkSelectiveScanArgs(const SelectiveScanArgs& a, DeviceKind device, c
   c.optional("D", a.D, eD, 1, kF32Only, true);
   c.optional("delta_bias", a.delta_bias, eD, 1, kF32Only, true);
   d.initSlots = checkStates(c, "initial_states", a.initial_states, "initial_state_indices", a.initial_state_indices, d);
-  d.finalSlots = checkStates(c, "final_states", a.final_states, "final_state_indices", a.final_state_indices, d);
+  d.finalSlots = checkStates(c, names.final, a.final_states, names.finalIdx, a.final_state_indices, d);
+  return d;
+}
+
+ScanDims checkSelectiveScanBackwardArgs(const SelectiveScanBackwardArgs& b, DeviceKind device, const char* op) {
+  // The forward's check, with dout in out's place and dfinal_states in final_states'.
+  SelectiveScanArgs f = b.forward;
+  f.out = b.dout;
+  f.final_states = b.dfinal_states;
+  f.final_state_indices = b.dfinal_states.defined() ? b.forward.final_state_indices : TensorView{};
+  f.workspace = {};
+  const ScanDims d = checkSelectiveScanArgs(f, device, op, {"dout", "dfinal_states", "final_state_indices"});
+  Checker c(op, device);
+  c.setDeviceId(f.u.deviceId, "u");
+  const Dim eX[3] = {{d.batch, "batch"}, {d.D, "dim"}, {d.L, "seqlen"}};
+  auto perToken = [&](const char* name, const TensorView& t) {
+    c.required(name, t);
+    c.tensor(name, t, eX, 3, kFloat16Or32, false);
+    unitTokenStride(c, name, t, 2);
+  };
+  perToken("du", b.du);
+  perToken("ddelta", b.ddelta);
+  // Exactly the gradients of the inputs given.
+  auto exactlyWith = [&](const char* name, const TensorView& t, const char* input, const TensorView& in) {
+    if (in.defined() && !t.defined())
+      c.fail(std::string(name) + " is not given, expected a tensor: forward." + input + " is given");
+    if (!in.defined() && t.defined())
+      c.fail(std::string(name) + " is given (shape " + t.shapeString() + "), expected none: forward." + input +
+             " is not given");
+  };
+  exactlyWith("dz", b.dz, "z", f.z);
+  if (b.dz.defined()) perToken("dz", b.dz);
+  const Dim eA[2] = {{d.D, "dim"}, {d.N, "dstate"}};
+  c.required("dA", b.dA);
+  c.tensor("dA", b.dA, eA, 2, kF32Only, false);
+  auto likeBC = [&](const char* name, const TensorView& t, bool varying) {
+    c.required(name, t);
+    if (varying) {
+      const Dim e[4] = {{d.batch, "batch"}, {d.G, "ngroups"}, {d.N, "dstate"}, {d.L, "seqlen"}};
+      c.rank(name, t, e, 4);
+      c.tensor(name, t, e, 4, kFloat16Or32, false);
+      unitTokenStride(c, name, t, 3);
+    } else {
+      c.rank(name, t, eA, 2);
+      c.tensor(name, t, eA, 2, kF32Only, false);
+    }
+  };
+  likeBC("dB", b.dB, d.bVarying);
+  likeBC("dC", b.dC, d.cVarying);
+  const Dim eD[1] = {{d.D, "dim"}};
+  exactlyWith("dD", b.dD, "D", f.D);
+  c.optional("dD", b.dD, eD, 1, kF32Only, false);
+  exactlyWith("ddelta_bias", b.ddelta_bias, "delta_bias", f.delta_bias);
+  c.optional("ddelta_bias", b.ddelta_bias, eD, 1, kF32Only, false);
+  if (b.dinitial_states.defined()) {
+    if (!f.initial_states.defined())
+      c.fail("dinitial_states is given (shape " + b.dinitial_states.shapeString() +
+             "), expected none: forward.initial_states is not given");
+    const Dim e[3] = {{f.initial_states.shape[0], "slots"}, {d.D, "dim"}, {d.N, "dstate"}};
+    c.rank("dinitial_states", b.dinitial_states, e, 3);
+    c.tensor("dinitial_states", b.dinitial_states, e, 3, kFloat16Or32, false);
+  }
+  // Every output is written while inputs are still read: no output may share memory with an
+  // input or another output.
+  const std::pair<const char*, const TensorView*> outs[] = {
+      {"du", &b.du}, {"ddelta", &b.ddelta}, {"dA", &b.dA}, {"dB", &b.dB}, {"dC", &b.dC}, {"dD", &b.dD},
+      {"dz", &b.dz}, {"ddelta_bias", &b.ddelta_bias}, {"dinitial_states", &b.dinitial_states}};
+  const std::pair<const char*, const TensorView*> ins[] = {
+      {"u", &f.u}, {"delta", &f.delta}, {"A", &f.A}, {"B", &f.B}, {"C", &f.C}, {"D", &f.D}, {"z", &f.z},
+      {"delta_bias", &f.delta_bias}, {"initial_states", &f.initial_states}, {"dout", &b.dout},
+      {"dfinal_states", &b.dfinal_states}};
+  for (size_t i = 0; i < std::size(outs); ++i) {
+    const auto& [on, o] = outs[i];
+    if (!o->defined()) continue;
+    auto clash = [&](const char* other, const TensorView* t) {
+      if (t->defined() && t->data == o->data)
+        c.fail(std::string(on) + " has data pointer " + hexPtr(o->data) + ", the same as " + other +
+               "'s, expected a separate tensor (" + on + " may not alias " + other + ")");
+    };
+    for (const auto& [inName, in] : ins) clash(inName, in);
+    for (size_t k = 0; k < i; ++k) clash(outs[k].first, outs[k].second);
+  }
   return d;
 }
 

@@ -27,6 +27,19 @@ struct ScanDims {
 // returns the sizes. `op` leads every message; every tensor must be on `device`. Throws
 // ssmjit::Error(InvalidArgument) naming the argument, the expected and the actual value. Reads
 // no tensor data (cu_seqlens' values are checked by the kernel, or by the reference).
-ScanDims checkSelectiveScanArgs(const SelectiveScanArgs& args, DeviceKind device, const char* op);
+// `names`: what the messages call out and the final states (the backward checks its dout and
+// dfinal_states through this same check).
+struct ScanCheckNames {
+  const char* out = "out";
+  const char* final = "final_states";
+  const char* finalIdx = "final_state_indices";
+};
+ScanDims checkSelectiveScanArgs(const SelectiveScanArgs& args, DeviceKind device, const char* op,
+                                const ScanCheckNames& names = {});
+
+// selective_scan_backward's check (ssmjit/ops.h): the forward's (dout as out, dfinal_states as
+// the final states), then every gradient's shape, dtype, device, strides and presence (exactly
+// those of the inputs given), and no output sharing memory with an input or another output.
+ScanDims checkSelectiveScanBackwardArgs(const SelectiveScanBackwardArgs& args, DeviceKind device, const char* op);
 
 }  // namespace ssmjit::detail

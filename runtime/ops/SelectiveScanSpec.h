@@ -6,12 +6,25 @@
 #include <string>
 #include <vector>
 
+#include <cuda.h>
+
 #include "compiler/Specialization.h"
+#include "runtime/ops/SelectiveScanCheck.h"
 #include "ssmjit/ops.h"
 
 namespace ssmjit::detail {
 
 // Checked as the op checks (every tensor on u's device; the workspace is not needed). Completed.
 std::vector<Specialization> scanSpecializations(const SelectiveScanArgs& args, const std::string& arch);
+
+// The backward's first launch: the forward scan of `args` (checked; one pass a sequence) writing
+// each sequence's state every `blockT` tokens to args.workspace (SelectiveScan.h, checkpoints).
+void launchScanCheckpoints(const SelectiveScanArgs& args, const ScanDims& d, int64_t blockT, int64_t ckptPerRow,
+                           CUstream stream);
+Specialization scanCheckpointSpecialization(const SelectiveScanArgs& args, const ScanDims& d, int64_t blockT,
+                                            int64_t ckptPerRow, const std::string& arch);
+
+// selective_scan_backward's specialisations (the checkpoint pass, the backward, its sums).
+std::vector<Specialization> scanBackwardSpecializations(const SelectiveScanBackwardArgs& args, const std::string& arch);
 
 }  // namespace ssmjit::detail

@@ -230,6 +230,43 @@ struct SelectiveScanArgs {
 int64_t selective_scan_workspace_size(const SelectiveScanArgs& args);
 void selective_scan(const SelectiveScanArgs& args, Stream stream = nullptr);
 
+// ---- Mamba-1 selective scan backward (training) ---------------------------------------------
+//
+// The gradients of selective_scan for the same call: every input of `forward` as the forward
+// read it (forward.out, forward.final_states and forward.workspace are not read;
+// forward.final_state_indices maps dfinal_states' slots). Packed rows keep every gradient inside
+// its sequence: the per-token gradients of a sequence equal running it alone, bitwise.
+// Deterministic: no atomics; the sums over channels (dB, dC) and over tokens and sequences (dA,
+// dD, ddelta_bias, constant dB/dC) run in a fixed order.
+//
+// How: a first launch re-runs the forward scan and keeps each channel's state every BLOCK_T
+// tokens in the workspace; the backward walks each sequence's tiles from its end, recomputes the
+// tile's states from the kept one and runs the adjoint scan backwards in time (one program per
+// block of channels and sequence); a last launch sums the partial dB/dC (per block of channels)
+// and dA/dD/ddelta_bias (per sequence). Not yet split into spans: one program walks a whole
+// sequence for its channels (the wide models of the benchmarks fill the GPU this way).
+//
+// Dtypes: dout, du, ddelta, dz, time-varying dB/dC fp32, bf16 or fp16 (each may differ); dA, dD,
+// ddelta_bias, constant dB/dC fp32; dinitial_states / dfinal_states fp32, bf16 or fp16. Every
+// gradient is overwritten (not accumulated into). Outputs may not alias any input or each other.
+struct SelectiveScanBackwardArgs {
+  SelectiveScanArgs forward;         // the forward call (out, final_states, workspace unused)
+  TensorView dout;                   // (Bt, D, L): the gradient of out
+  TensorView dfinal_states;          // optional (S, D, N): the gradient of the final states
+  TensorView du, ddelta;             // (Bt, D, L)
+  TensorView dA;                     // (D, N) fp32
+  TensorView dB, dC;                 // B's / C's shape: (Bt, G, N, L), or (D, N) fp32
+  TensorView dD;                     // (D,) fp32: exactly when forward.D is given
+  TensorView dz;                     // (Bt, D, L): exactly when forward.z is given
+  TensorView ddelta_bias;            // (D,) fp32: exactly when forward.delta_bias is given
+  TensorView dinitial_states;        // optional (S, D, N), with forward.initial_states: slots as
+                                     // forward.initial_state_indices (-1: not written)
+  TensorView workspace;              // float32, contiguous, on the device
+};
+// The workspace the backward needs, in float32 elements (checks every argument but the workspace).
+int64_t selective_scan_backward_workspace_size(const SelectiveScanBackwardArgs& args);
+void selective_scan_backward(const SelectiveScanBackwardArgs& args, Stream stream = nullptr);
+
 // ---- Mamba-2 speculative decoding: activation replay with fused replay-and-verify ------------
 //
 // One Mamba-2 mixer layer's decode state, per sequence slot (Algorithm 2 of the speculative-

@@ -1,0 +1,268 @@
+// Mamba-1 selective scan backward, written once in the DSL for dense rows and packed rows. See
+// SelectiveScanBackward.h for the launches and the workspace.
+//
+// Per state n, token t (dt after bias and softplus, a_t = exp(dt_t A_n), b_t = dt_t B_nt u_t):
+// h_t = a_t h_{t-1} + b_t; y_t = sum_n C_nt h_t + D u_t. The adjoint of h, g_t = C_t dy_t +
+// a_{t+1} g_{t+1}, is kept as s_t = a_t g_t = a_t (C_t dy_t + s_{t+1}): a reverse associative scan
+// of (a_t, a_t C_t dy_t) pairs with no shifted decay, and g_t = C_t dy_t + s_{t+1} (a shift of
+// s by one token, the next tile's s from the carry). a_t h_{t-1} = h_t - b_t, so neither scan
+// needs the state before a token. The carried s at a sequence's start is d(initial state).
+#include "kernels_dsl/SelectiveScanBackward.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "kernels_dsl/ConvTiles.h"
+#include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/Registry.h"
+#include "kernels_dsl/SelectiveScan.h"
+
+namespace ssmjit::kernels {
+using namespace dsl;
+
+namespace {
+
+constexpr double kLog2e = 1.4426950408889634;
+
+void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
+  const int64_t BD = spec.get("meta:BLOCK_D"), BT = spec.get("meta:BLOCK_T"), N = spec.get("meta:dstate"),
+                NGL = spec.get("meta:groups_per_block"), NS = scanBwdSums(N);
+  k.setShiftLanes(static_cast<int>(spec.get("meta:time_lanes")));
+  auto F = PtrClass::Float, Ix = PtrClass::Int;
+  auto M = PtrRole::Metadata;
+  auto P = [&](const char* n) { return k.ptrArg(n, F); };
+  Value u = P("u"), delta = P("delta"), A = P("A"), Bp = P("B"), Cp = P("C"), Dv = P("Dv"), z = P("z"),
+        dbias = P("dbias"), dout = P("dout"), dfin = P("dfinal"), du = P("du"), ddelta = P("ddelta"), dz = P("dz"),
+        dinit = P("dinit"), ws = P("ws");
+  Value cu = k.ptrArg("cu", Ix, M), initIdx = k.ptrArg("init_idx", Ix, M), finIdx = k.ptrArg("final_idx", Ix, M),
+        err = k.ptrArg("err", Ix, M);
+  auto I = [&](const char* n) { return k.intArg(n); };
+  Value D = I("D"), L = I("L"), nseq = I("nseq"), nInit = I("nslots_init"), nFinal = I("nslots_final"),
+        maxLen = I("max_len"), cpr = I("ckpt_per_row"), group = I("group"), partBase = I("part_base"),
+        bcBase = I("bc_base"), bcSize = I("bc_size");
+  Value sUb = I("s_u_b"), sUd = I("s_u_d"), sDlb = I("s_dl_b"), sDld = I("s_dl_d"), sZb = I("s_z_b"),
+        sZd = I("s_z_d"), sDob = I("s_do_b"), sDod = I("s_do_d"), sDub = I("s_du_b"), sDud = I("s_du_d"),
+        sDdlb = I("s_ddl_b"), sDdld = I("s_ddl_d"), sDzb = I("s_dz_b"), sDzd = I("s_dz_d"), sAd = I("s_A_d"),
+        sAn = I("s_A_n"), sBb = I("s_B_b"), sBg = I("s_B_g"), sBn = I("s_B_n"), sBd = I("s_B_d"),
+        sCb = I("s_C_b"), sCg = I("s_C_g"), sCn = I("s_C_n"), sCd = I("s_C_d"), sDd = I("s_D_d"),
+        sDbd = I("s_db_d"), sFs = I("s_df_slot"), sFd = I("s_df_d"), sFn = I("s_df_n"), sIs = I("s_di_slot"),
+        sId = I("s_di_d"), sIn = I("s_di_n"), sCu = I("s_cu"), sIidx = I("s_init_idx"), sFidx = I("s_final_idx");
+  auto Fl = [&](const char* n) { return k.flagArg(n); };
+  Value bVar = Fl("b_varying"), cVar = Fl("c_varying"), hasD = Fl("has_D"), hasZ = Fl("has_z"),
+        hasDbias = Fl("has_dbias"), softplusOn = Fl("softplus"), hasCu = Fl("has_cu"), hasDfinal = Fl("has_dfinal"),
+        hasFinalIdx = Fl("has_final_idx"), hasDinit = Fl("has_dinit"), hasInitIdx = Fl("has_init_idx");
+
+  Value pidD = k.programId(0), i = k.programId(1);
+  Value zeroI = k.constInt(0), zero = k.constFloat(0), one = k.constFloat(1);
+  // The sequence. Bad cu_seqlens and over-long sequences were reported by the checkpoint launch.
+  std::vector<Value> se = k.ifElse(hasCu, [&] {
+    return std::vector<Value>{k.load(cu, i * sCu), k.load(cu, (i + 1) * sCu), zeroI};
+  }, [&] { return std::vector<Value>{zeroI, L, i}; });
+  Value start = se[0], end = se[1], row = se[2];
+  Value badCu = hasCu && (((i == 0) && (start != 0)) || (end <= start) || ((i == nseq - 1) && (end != L)));
+  k.returnIf(badCu);
+  Value len = end - start;
+  k.returnIf(len > maxLen);
+
+  Value offsD = pidD * BD + k.range(BD), mD = offsD < D;
+  auto dE = [&](Value v) { return k.expandDims(v, 1); };  // [BD] -> [BD, 1]
+  auto tE = [&](Value v) { return k.expandDims(v, 0); };  // [BT] -> [1, BT]
+  Value dOffs = dE(offsD), mD2 = dE(mD);
+  std::vector<Value> An, A2;  // A, and A * log2(e): exp(dt A) = exp2(dt A2)
+  for (int64_t n = 0; n < N; ++n) {
+    An.push_back(k.load(A, offsD * sAd + n * sAn, mD, zero));
+    A2.push_back(An.back() * kLog2e);
+  }
+  auto param = [&](Value has, Value p, Value s) {
+    return k.ifElse(has, [&] { return std::vector<Value>{dE(k.load(p, offsD * s, mD, zero))}; },
+                    [&] { return std::vector<Value>{dE(k.splat(zero, {BD}))}; })[0];
+  };
+  Value dbiasT = param(hasDbias, dbias, sDbd), DvT = param(hasD, Dv, sDd);
+  Value gE = dE(offsD / group);
+  Value g0 = (pidD * BD) / group;  // the block's first group
+  Value rT = k.range(BT);
+  Value DN = D * N;
+  Value rowsBC = k.select(hasCu, k.constInt(1), nseq);
+  Value ckptKey0 = row * cpr + start / BT + k.select(hasCu, i, zeroI);
+  Value nTiles = cdiv(len, k.constInt(BT));
+
+  // The adjoint's start: d(final state) of the sequence's slot, or 0.
+  Value slotF = k.ifElse(hasDfinal, [&] {
+    return std::vector<Value>{checkedSlot(k, hasFinalIdx, finIdx, sFidx, nFinal, i, pidD, err, kErrScanFinalSlot)};
+  }, [&] { return std::vector<Value>{k.constInt(-1)}; })[0];
+  std::vector<Value> carry;  // s[n], then the sums: dA[n], dD, ddelta_bias, dB[n], dC[n] (constant B/C)
+  for (int64_t n = 0; n < N; ++n) carry.push_back(k.load(dfin, slotF * sFs + offsD * sFd + n * sFn, mD && (slotF >= 0), zero));
+  for (int64_t r = 0; r < NS; ++r) carry.push_back(k.splat(zero, {BD}));
+
+  auto linear = [&](const std::vector<Value>& l, const std::vector<Value>& r) {
+    return std::vector<Value>{l[0] * r[0], r[0] * l[1] + r[1]};
+  };
+  const bool channelsWhole = spec.find("D") && spec.get("D") % BD == 0;
+  // One tile [c, c + BT) of the sequence, walked after every later tile.
+  auto tile = [&](bool whole, Value c, const std::vector<Value>& cs) {
+    Value tl = c + rT;  // token of the sequence
+    Value m1 = tl < len;
+    Value m2 = tE(m1) && mD2;
+    Value mask = whole ? (channelsWhole ? Value{} : k.broadcastTo(mD2, {BD, BT})) : m2;
+    Value tOff = tE(start + tl);
+    auto load = [&](Value p, Value off) { return mask.valid() ? k.load(p, off, mask, zero) : k.load(p, off); };
+    auto store = [&](Value p, Value off, Value v) { mask.valid() ? k.store(p, off, v, mask) : k.store(p, off, v); };
+    auto bcTile = [&](Value varying, Value p, Value sB, Value sG, Value sN, Value sD, int64_t n) {
+      return k.ifElse(varying, [&] {
+        return std::vector<Value>{load(p, row * sB + gE * sG + n * sN + tOff)};
+      }, [&] {
+        return std::vector<Value>{k.broadcastTo(dE(k.load(p, offsD * sD + n * sN, mD, zero)), {BD, BT})};
+      })[0];
+    };
+    Value xu = load(u, row * sUb + dOffs * sUd + tOff);
+    Value draw = load(delta, row * sDlb + dOffs * sDld + tOff) + dbiasT;
+    Value dt = k.ifElse(softplusOn, [&] { return std::vector<Value>{softplus(draw)}; },
+                        [&] { return std::vector<Value>{draw}; })[0];
+    if (!whole) dt = k.select(m2, dt, zero);  // past the sequence: a = 1, b = 0, no gradient
+    Value go = load(dout, row * sDob + dOffs * sDod + tOff);
+    std::vector<Value> zg = k.ifElse(hasZ, [&] {
+      Value zt = load(z, row * sZb + dOffs * sZd + tOff);
+      Value sg = sigmoid(zt);
+      return std::vector<Value>{go * (zt * sg), sg * (1.0 + zt * (1.0 - sg))};  // dy, silu'(z)
+    }, [&] { return std::vector<Value>{go, k.splat(zero, {BD, BT})}; });
+    Value dy = zg[0];
+    Value key = ckptKey0 + c / BT;
+    Value dtu = dt * xu;
+    Value duAcc = DvT * dy, ddt = k.splat(zero, {BD, BT}), y = DvT * xu;
+    std::vector<Value> next(cs.size());
+    for (int64_t n = 0; n < N; ++n) {
+      Value a = k.exp2(dt * dE(A2[n]));
+      Value Bt = bcTile(bVar, Bp, sBb, sBg, sBn, sBd, n);
+      Value b = dtu * Bt;
+      Value h0 = k.load(ws, key * DN + n * D + offsD, mD, zero);
+      Value h = k.associativeScan({a, b}, 1, linear, {k.splat(one, {BD}), h0})[1];
+      Value Ct = bcTile(cVar, Cp, sCb, sCg, sCn, sCd, n);
+      Value cdy = Ct * dy;
+      y = y + Ct * h;
+      std::vector<Value> rs = k.associativeScan({a, a * cdy}, 1, linear, {k.splat(one, {BD}), cs[n]}, true);
+      Value sNext = k.shift(rs[1], k.broadcastTo(dE(cs[n]), {BD, BT}), 1, -1);  // s_{t+1}
+      Value g = cdy + sNext;
+      Value gah = g * (h - b);  // g_t a_t h_{t-1}
+      ddt = ddt + g * (Bt * xu) + dE(An[n]) * gah;
+      duAcc = duAcc + g * (dt * Bt);
+      next[n] = rs[3];
+      next[N + n] = cs[N + n] + k.reduce(dt * gah, 1, "sum");
+      Value gB = g * dtu, gC = dy * h;
+      // Time-varying dB/dC: this block's channels of each group summed per token.
+      auto partial = [&](Value v, Value regionBase) {
+        for (int64_t lg = 0; lg < NGL; ++lg) {
+          Value vv = NGL == 1 ? v : k.select(gE == g0 + lg, v, zero);
+          Value off = regionBase + (((pidD * NGL + lg) * rowsBC + row) * N + n) * L + start + tl;
+          k.store(ws, off, k.reduce(vv, 0, "sum"), m1);
+        }
+      };
+      next[N + N + 2 + n] = k.ifElse(bVar, [&] {
+        partial(gB, bcBase);
+        return std::vector<Value>{cs[N + N + 2 + n]};
+      }, [&] { return std::vector<Value>{cs[N + N + 2 + n] + k.reduce(gB, 1, "sum")}; })[0];
+      next[N + N + 2 + N + n] = k.ifElse(cVar, [&] {
+        partial(gC, bcBase + k.select(bVar, bcSize, zeroI));
+        return std::vector<Value>{cs[N + N + 2 + N + n]};
+      }, [&] { return std::vector<Value>{cs[N + N + 2 + N + n] + k.reduce(gC, 1, "sum")}; })[0];
+    }
+    k.ifThen(hasZ, [&] { store(dz, row * sDzb + dOffs * sDzd + tOff, go * y * zg[1]); });
+    Value dd = k.ifElse(softplusOn, [&] {
+      return std::vector<Value>{ddt * k.select(draw <= 20.0, sigmoid(draw), k.splat(one, {BD, BT}))};
+    }, [&] { return std::vector<Value>{ddt}; })[0];
+    if (!whole) dd = k.select(m2, dd, zero);
+    store(du, row * sDub + dOffs * sDud + tOff, duAcc);
+    store(ddelta, row * sDdlb + dOffs * sDdld + tOff, dd);
+    next[N + N] = cs[N + N] + k.reduce(dy * xu, 1, "sum");
+    next[N + N + 1] = cs[N + N + 1] + k.reduce(dd, 1, "sum");
+    return next;
+  };
+  carry = k.forLoop(zeroI, nTiles, k.constInt(1), carry, [&](Value q, const std::vector<Value>& cs) {
+    Value c = (nTiles - 1 - q) * BT;
+    return k.ifElse(c + BT <= len, [&] { return tile(true, c, cs); }, [&] { return tile(false, c, cs); });
+  });
+
+  // The sums of the sequence, and d(initial state) (slots were checked by the checkpoint launch).
+  for (int64_t r = 0; r < NS; ++r) k.store(ws, partBase + (i * NS + r) * D + offsD, carry[N + r], mD);
+  k.ifThen(hasDinit, [&] {
+    Value slotI = checkedSlot(k, hasInitIdx, initIdx, sIidx, nInit, i, k.constInt(1), err, kErrScanInitSlot);
+    for (int64_t n = 0; n < N; ++n)
+      k.store(dinit, slotI * sIs + offsD * sId + n * sIn, carry[n], mD && (slotI >= 0));
+  });
+}
+
+// As the forward's layout (8 lanes along time, the warps along channels), with 4 tokens a thread:
+// the backward holds about twice the forward's values a token, and at 8 tokens a thread the
+// compiler spilled a few hundred bytes (at 4: none to ~150 bytes at N = 16).
+void chooseScanBwdMeta(Specialization& s) {
+  const int64_t D = s.get("D");
+  if (!s.find("meta:time_lanes")) s.set("meta:time_lanes", 8);
+  const int64_t lanes = s.get("meta:time_lanes");
+  if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", 4 * lanes);
+  if (!s.find("meta:num_warps"))
+    s.set("meta:num_warps", std::clamp<int64_t>(nextPow2(D) * lanes / 32, 1, 4));
+  if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", s.get("meta:num_warps") * 32 / lanes);
+  if (!s.find("meta:groups_per_block")) {
+    // The most groups BLOCK_D consecutive channels can touch.
+    const int64_t bd = s.get("meta:BLOCK_D"), group = s.find("group") ? s.get("group") : 1;
+    s.set("meta:groups_per_block", group % bd == 0 ? 1 : (bd - 1) / group + 2);
+  }
+  if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
+}
+
+// meta:part 0: the per-sequence sums; 1: the per-block sums of time-varying dB/dC.
+void buildScanBwdSum(KernelBuilder& k, const Specialization& spec) {
+  const int64_t BLOCK = spec.get("meta:BLOCK"), N = spec.get("meta:dstate"), BDb = spec.get("meta:bwd_block_d"),
+                NGL = spec.get("meta:groups_per_block"), NS = scanBwdSums(N);
+  const bool part1 = spec.get("meta:part") != 0;
+  auto F = PtrClass::Float;
+  Value ws = k.ptrArg("ws", F), dA = k.ptrArg("dA", F), dD = k.ptrArg("dD", F), ddb = k.ptrArg("ddbias", F),
+        dB = k.ptrArg("dB", F), dC = k.ptrArg("dC", F);
+  auto I = [&](const char* n) { return k.intArg(n); };
+  Value D = I("D"), L = I("L"), nseq = I("nseq"), rows = I("rows"), G = I("G"), group = I("group"),
+        dblocks = I("dblocks"), partBase = I("part_base"), bcBase = I("bc_base"), bcSize = I("bc_size");
+  Value sAd = I("s_dA_d"), sAn = I("s_dA_n"), sDD = I("s_dD"), sDdb = I("s_ddb"), sBb = I("s_dB_b"),
+        sBg = I("s_dB_g"), sBn = I("s_dB_n"), sBd = I("s_dB_d"), sCb = I("s_dC_b"), sCg = I("s_dC_g"),
+        sCn = I("s_dC_n"), sCd = I("s_dC_d");
+  Value bVar = k.flagArg("b_varying"), cVar = k.flagArg("c_varying"), hasD = k.flagArg("has_D"),
+        hasDbias = k.flagArg("has_dbias");
+  Value zero = k.constFloat(0);
+  Value offs = k.programId(0) * BLOCK + k.range(BLOCK);
+  if (!part1) {
+    Value r = k.programId(1), m = offs < D;
+    Value acc = k.forLoop(k.constInt(0), nseq, k.constInt(1), {k.splat(zero, {BLOCK})}, [&](Value i, const std::vector<Value>& c) {
+      return std::vector<Value>{c[0] + k.load(ws, partBase + (i * NS + r) * D + offs, m, zero)};
+    })[0];
+    k.ifThen(r < N, [&] { k.store(dA, offs * sAd + r * sAn, acc, m); });
+    k.ifThen((r == N) && hasD, [&] { k.store(dD, offs * sDD, acc, m); });
+    k.ifThen((r == N + 1) && hasDbias, [&] { k.store(ddb, offs * sDdb, acc, m); });
+    k.ifThen((r >= 2 * N + 2) && (r < 3 * N + 2) && !bVar, [&] { k.store(dB, offs * sBd + (r - 2 * N - 2) * sBn, acc, m); });
+    k.ifThen((r >= 3 * N + 2) && !cVar, [&] { k.store(dC, offs * sCd + (r - 3 * N - 2) * sCn, acc, m); });
+    return;
+  }
+  Value n = k.programId(1), zi = k.programId(2);
+  Value isC = zi % 2, rg = zi / 2, row = rg / G, g = rg % G;
+  k.returnIf(k.select(isC == 1, !cVar, !bVar));
+  Value m = offs < L;
+  Value region = bcBase + k.select((isC == 1) && bVar, bcSize, k.constInt(0));
+  // The blocks holding the group's channels, in order.
+  Value b0 = (g * group) / BDb, b1 = k.minimum(((g + 1) * group - 1) / BDb, dblocks - 1);
+  Value acc = k.forLoop(b0, b1 + 1, k.constInt(1), {k.splat(zero, {BLOCK})}, [&](Value blk, const std::vector<Value>& c) {
+    Value lg = g - (blk * BDb) / group;
+    return std::vector<Value>{c[0] + k.load(ws, region + (((blk * NGL + lg) * rows + row) * N + n) * L + offs, m, zero)};
+  })[0];
+  k.ifThen(isC == 1, [&] { k.store(dC, row * sCb + g * sCg + n * sCn + offs, acc, m); });
+  k.ifThen(isC == 0, [&] { k.store(dB, row * sBb + g * sBg + n * sBn + offs, acc, m); });
+}
+
+void chooseScanBwdSumMeta(Specialization& s) {
+  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);
+  if (!s.find("meta:BLOCK")) s.set("meta:BLOCK", 512);
+  if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
+}
+
+}  // namespace
+
+KernelDef scanBwdKernel() { return {kScanBwdKernel, buildScanBwd, chooseScanBwdMeta}; }
+KernelDef scanBwdSumKernel() { return {kScanBwdSumKernel, buildScanBwdSum, chooseScanBwdSumMeta}; }
+
+}  // namespace ssmjit::kernels

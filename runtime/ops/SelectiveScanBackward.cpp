@@ -1,0 +1,276 @@
+// selective_scan_backward: checked once at the edge (SelectiveScanCheck), then three launches on
+// the caller's stream (kernels_dsl/SelectiveScanBackward.h): the forward's checkpoint pass, the
+// backward, and its fixed-order sums (per-sequence sums, and the per-block sums of time-varying
+// dB/dC when there are any).
+#include <cuda.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "kernels_dsl/Registry.h"
+#include "kernels_dsl/SelectiveScanBackward.h"
+#include "runtime/DeviceStatus.h"
+#include "runtime/ops/ArgCheck.h"
+#include "runtime/ops/KernelCall.h"
+#include "runtime/ops/SelectiveScanCheck.h"
+#include "runtime/ops/SelectiveScanSpec.h"
+#include "ssmjit/error.h"
+#include "ssmjit/ops.h"
+
+namespace ssmjit {
+namespace {
+
+using detail::ArgIndex;
+using detail::KernelCall;
+using detail::ScanDims;
+using detail::strideOr0;
+
+const ArgSchema kSchema{kernels::kScanBwdArgNames, kernels::kScanBwdNumArgs};
+const ArgSchema kSumSchema{kernels::kScanBwdSumArgNames, kernels::kScanBwdSumNumArgs};
+constexpr const char* kOp = "selective_scan_backward";
+
+// The workspace regions, in float32 elements (SelectiveScanBackward.h).
+struct BwdPlan {
+  int64_t blockT = 0, blockD = 0, groupsPerBlock = 0, dblocks = 0, rows = 0, ckptPerRow = 0;
+  int64_t partBase = 0, bcBase = 0, bcSize = 0, total = 0;
+};
+BwdPlan plan(const ScanDims& d) {
+  Specialization s;
+  s.kernel = kernels::kScanBwdKernel;
+  s.set("D", d.D);
+  s.set("group", d.D / d.G);
+  dsl::completeSpecialization(s);
+  BwdPlan p;
+  p.blockT = s.get("meta:BLOCK_T");
+  p.blockD = s.get("meta:BLOCK_D");
+  p.groupsPerBlock = s.get("meta:groups_per_block");
+  p.dblocks = (d.D + p.blockD - 1) / p.blockD;
+  p.rows = d.packed ? 1 : d.batch;
+  p.ckptPerRow = d.packed ? d.L / p.blockT + d.nseq + 1 : (d.L + p.blockT - 1) / p.blockT;
+  p.partBase = p.rows * p.ckptPerRow * d.N * d.D;
+  p.bcBase = p.partBase + d.nseq * kernels::scanBwdSums(d.N) * d.D;
+  p.bcSize = p.dblocks * p.groupsPerBlock * p.rows * d.N * d.L;
+  p.total = p.bcBase + p.bcSize * ((d.bVarying ? 1 : 0) + (d.cVarying ? 1 : 0));
+  return p;
+}
+
+void checkWorkspace(const TensorView& w, const TensorView& u, int64_t need) {
+  detail::Checker c(kOp, DeviceKind::CUDA);
+  c.setDeviceId(u.deviceId, "u");
+  if (!w.defined())
+    c.fail("workspace is not given, expected a float32 buffer of at least " + std::to_string(need) +
+           " elements (selective_scan_backward_workspace_size)");
+  std::vector<detail::Dim> e;
+  for (int k = 0; k < w.ndim; ++k) e.push_back({w.shape[k], "n"});
+  c.tensor("workspace", w, e.data(), w.ndim, detail::kF32Only, false);
+  int64_t expect = 1;
+  for (int k = w.ndim - 1; k >= 0; --k) {
+    if (w.shape[k] != 1 && w.strides[k] != expect)
+      c.fail("workspace has strides " + detail::listString(w.strides, w.ndim) + " for shape " + w.shapeString() +
+             ", expected contiguous strides");
+    expect *= w.shape[k];
+  }
+  if (w.numel() < need)
+    c.fail("workspace has " + std::to_string(w.numel()) + " elements (shape " + w.shapeString() + "), expected at least " +
+           std::to_string(need) + " (selective_scan_backward_workspace_size)");
+}
+
+// B/C-like strides: time-varying (Bt, G, N, L) or constant (D, N).
+void bindBC(KernelCall& c, const ArgIndex& A, const TensorView& t, bool varying, bool batched, const char* sb,
+            const char* sg, const char* sn, const char* sd) {
+  c.stride(A(sb), varying && batched ? t.strides[0] : 0);
+  c.stride(A(sg), varying ? t.strides[1] : 0);
+  c.stride(A(sn), varying ? t.strides[2] : t.strides[1]);
+  c.stride(A(sd), varying ? 0 : t.strides[0]);
+}
+
+bool wideOffsets(const SelectiveScanBackwardArgs& b, const BwdPlan& p) {
+  const SelectiveScanArgs& f = b.forward;
+  return !detail::fits32({&f.u, &f.delta, &f.z, &f.B, &f.C, &f.initial_states, &b.dout, &b.dfinal_states, &b.du,
+                          &b.ddelta, &b.dz, &b.dB, &b.dC, &b.dinitial_states}) ||
+         p.total >= (int64_t(1) << 31);
+}
+
+void bindBwd(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& d, const BwdPlan& p, void* err) {
+  thread_local const ArgIndex A{kSchema.names, kSchema.count};
+  const SelectiveScanArgs& f = b.forward;
+  c.pointer(A("u"), f.u, DType::F32, true);
+  c.pointer(A("delta"), f.delta, DType::F32, true);
+  c.pointer(A("A"), f.A, DType::F32, true);
+  c.pointer(A("B"), f.B, DType::F32, true);
+  c.pointer(A("C"), f.C, DType::F32, true);
+  c.pointer(A("Dv"), f.D, DType::F32, true);
+  c.pointer(A("z"), f.z, DType::F32, true);
+  c.pointer(A("dbias"), f.delta_bias, DType::F32, true);
+  c.pointer(A("dout"), b.dout, DType::F32, true);
+  c.pointer(A("dfinal"), b.dfinal_states, DType::F32, true);
+  c.pointer(A("du"), b.du, DType::F32, true);
+  c.pointer(A("ddelta"), b.ddelta, DType::F32, true);
+  c.pointer(A("dz"), b.dz, DType::F32, true);
+  c.pointer(A("dinit"), b.dinitial_states, DType::F32, true);
+  c.pointer(A("ws"), b.workspace, DType::F32, true);
+  c.pointer(A("cu"), f.cu_seqlens, DType::I32, false);
+  c.pointer(A("init_idx"), f.initial_state_indices, DType::I32, false);
+  c.pointer(A("final_idx"), b.dfinal_states.defined() ? f.final_state_indices : TensorView{}, DType::I32, false);
+  c.pointer(A("err"), err, DType::I64);
+  c.size(A("D"), d.D, true);
+  c.size(A("L"), d.L, false);
+  c.size(A("nseq"), d.nseq, false);
+  c.size(A("nslots_init"), d.initSlots, false);
+  c.size(A("nslots_final"), b.dfinal_states.defined() ? b.dfinal_states.shape[0] : 0, false);
+  c.size(A("max_len"), d.packed && f.max_seqlen > 0 ? f.max_seqlen : d.L, false);
+  c.size(A("ckpt_per_row"), p.ckptPerRow, false);
+  c.size(A("group"), d.D / d.G, true);
+  c.size(A("part_base"), p.partBase, false);
+  c.size(A("bc_base"), p.bcBase, false);
+  c.size(A("bc_size"), p.bcSize, false);
+  const bool batched = d.batch > 1;
+  auto bd = [&](const char* sb, const char* sd, const TensorView& t) {
+    c.stride(A(sb), batched ? strideOr0(t, 0) : 0);
+    c.stride(A(sd), strideOr0(t, 1));
+  };
+  bd("s_u_b", "s_u_d", f.u);
+  bd("s_dl_b", "s_dl_d", f.delta);
+  bd("s_z_b", "s_z_d", f.z);
+  bd("s_do_b", "s_do_d", b.dout);
+  bd("s_du_b", "s_du_d", b.du);
+  bd("s_ddl_b", "s_ddl_d", b.ddelta);
+  bd("s_dz_b", "s_dz_d", b.dz);
+  c.stride(A("s_A_d"), f.A.strides[0]);
+  c.stride(A("s_A_n"), f.A.strides[1]);
+  bindBC(c, A, f.B, d.bVarying, batched, "s_B_b", "s_B_g", "s_B_n", "s_B_d");
+  bindBC(c, A, f.C, d.cVarying, batched, "s_C_b", "s_C_g", "s_C_n", "s_C_d");
+  c.stride(A("s_D_d"), strideOr0(f.D, 0));
+  c.stride(A("s_db_d"), strideOr0(f.delta_bias, 0));
+  c.stride(A("s_df_slot"), strideOr0(b.dfinal_states, 0));
+  c.stride(A("s_df_d"), strideOr0(b.dfinal_states, 1));
+  c.stride(A("s_df_n"), strideOr0(b.dfinal_states, 2));
+  c.stride(A("s_di_slot"), strideOr0(b.dinitial_states, 0));
+  c.stride(A("s_di_d"), strideOr0(b.dinitial_states, 1));
+  c.stride(A("s_di_n"), strideOr0(b.dinitial_states, 2));
+  c.stride(A("s_cu"), strideOr0(f.cu_seqlens, 0));
+  c.stride(A("s_init_idx"), strideOr0(f.initial_state_indices, 0));
+  c.stride(A("s_final_idx"), b.dfinal_states.defined() ? strideOr0(f.final_state_indices, 0) : 0);
+  c.flag(A("b_varying"), d.bVarying);
+  c.flag(A("c_varying"), d.cVarying);
+  c.flag(A("has_D"), f.D.defined());
+  c.flag(A("has_z"), f.z.defined());
+  c.flag(A("has_dbias"), f.delta_bias.defined());
+  c.flag(A("softplus"), f.delta_softplus);
+  c.flag(A("has_cu"), d.packed);
+  c.flag(A("has_dfinal"), b.dfinal_states.defined());
+  c.flag(A("has_final_idx"), b.dfinal_states.defined() && f.final_state_indices.defined());
+  c.flag(A("has_dinit"), b.dinitial_states.defined());
+  c.flag(A("has_init_idx"), f.initial_state_indices.defined());
+  c.meta("meta:dstate", d.N);
+  c.meta("meta:index_bits", wideOffsets(b, p) ? 64 : 32);
+}
+
+void bindSum(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& d, const BwdPlan& p, int part) {
+  thread_local const ArgIndex A{kSumSchema.names, kSumSchema.count};
+  c.pointer(A("ws"), b.workspace, DType::F32, true);
+  c.pointer(A("dA"), b.dA, DType::F32, true);
+  c.pointer(A("dD"), b.dD, DType::F32, true);
+  c.pointer(A("ddbias"), b.ddelta_bias, DType::F32, true);
+  c.pointer(A("dB"), b.dB, DType::F32, true);
+  c.pointer(A("dC"), b.dC, DType::F32, true);
+  c.size(A("D"), d.D, false);
+  c.size(A("L"), d.L, false);
+  c.size(A("nseq"), d.nseq, false);
+  c.size(A("rows"), p.rows, false);
+  c.size(A("G"), d.G, false);
+  c.size(A("group"), d.D / d.G, false);
+  c.size(A("dblocks"), p.dblocks, false);
+  c.size(A("part_base"), p.partBase, false);
+  c.size(A("bc_base"), p.bcBase, false);
+  c.size(A("bc_size"), p.bcSize, false);
+  c.stride(A("s_dA_d"), b.dA.strides[0]);
+  c.stride(A("s_dA_n"), b.dA.strides[1]);
+  c.stride(A("s_dD"), strideOr0(b.dD, 0));
+  c.stride(A("s_ddb"), strideOr0(b.ddelta_bias, 0));
+  const bool batched = d.batch > 1;
+  bindBC(c, A, b.dB, d.bVarying, batched, "s_dB_b", "s_dB_g", "s_dB_n", "s_dB_d");
+  bindBC(c, A, b.dC, d.cVarying, batched, "s_dC_b", "s_dC_g", "s_dC_n", "s_dC_d");
+  c.flag(A("b_varying"), d.bVarying);
+  c.flag(A("c_varying"), d.cVarying);
+  c.flag(A("has_D"), b.dD.defined());
+  c.flag(A("has_dbias"), b.ddelta_bias.defined());
+  c.meta("meta:part", part);
+  c.meta("meta:dstate", d.N);
+  c.meta("meta:bwd_block_d", p.blockD);
+  c.meta("meta:groups_per_block", p.groupsPerBlock);
+  c.meta("meta:index_bits", wideOffsets(b, p) ? 64 : 32);
+}
+
+// The forward call of the checkpoint pass: the backward's workspace holds the checkpoints.
+SelectiveScanArgs checkpointCall(const SelectiveScanBackwardArgs& b) {
+  SelectiveScanArgs f = b.forward;
+  f.out = {};
+  f.final_states = {};
+  f.final_state_indices = {};
+  f.workspace = b.workspace;
+  return f;
+}
+
+}  // namespace
+
+int64_t selective_scan_backward_workspace_size(const SelectiveScanBackwardArgs& b) {
+  const ScanDims d = detail::checkSelectiveScanBackwardArgs(b, b.forward.u.device, kOp);
+  return plan(d).total;
+}
+
+void selective_scan_backward(const SelectiveScanBackwardArgs& b, Stream stream) {
+  const ScanDims d = detail::checkSelectiveScanBackwardArgs(b, DeviceKind::CUDA, kOp);
+  const BwdPlan p = plan(d);
+  checkWorkspace(b.workspace, b.forward.u, p.total);
+  if (d.nseq == 0 || d.L == 0 || d.D == 0) return;
+  const CUstream s = static_cast<CUstream>(stream);
+  void* err = deviceStatusRecord();
+  detail::launchScanCheckpoints(checkpointCall(b), d, p.blockT, p.ckptPerRow, s);
+  {
+    KernelCall c(kernels::kScanBwdKernel, kSchema);
+    bindBwd(c, b, d, p, err);
+    if (c.metaValue("meta:BLOCK_T") != p.blockT || c.metaValue("meta:BLOCK_D") != p.blockD)
+      throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": SSMJIT_META sets the backward's BLOCK_T/BLOCK_D "
+                                                "for one specialisation only, expected the same for every call");
+    const unsigned grid[3] = {static_cast<unsigned>(p.dblocks), static_cast<unsigned>(d.nseq), 1u};
+    c.launch(grid, s);
+  }
+  for (int part = 0; part < 2; ++part) {
+    if (part == 1 && !d.bVarying && !d.cVarying) break;
+    KernelCall c(kernels::kScanBwdSumKernel, kSumSchema);
+    bindSum(c, b, d, p, part);
+    const int64_t block = c.metaValue("meta:BLOCK");
+    unsigned grid[3];
+    if (part == 0) {  // (channel blocks, sums)
+      grid[0] = static_cast<unsigned>((d.D + block - 1) / block);
+      grid[1] = static_cast<unsigned>(kernels::scanBwdSums(d.N));
+      grid[2] = 1;
+    } else {  // (token blocks, states, rows x groups x {B, C})
+      grid[0] = static_cast<unsigned>((d.L + block - 1) / block);
+      grid[1] = static_cast<unsigned>(d.N);
+      grid[2] = static_cast<unsigned>(p.rows * d.G * 2);
+    }
+    c.launch(grid, s);
+  }
+}
+
+std::vector<Specialization> detail::scanBackwardSpecializations(const SelectiveScanBackwardArgs& b,
+                                                                const std::string& arch) {
+  const ScanDims d = checkSelectiveScanBackwardArgs(b, b.forward.u.device, kOp);
+  const BwdPlan p = plan(d);
+  std::vector<Specialization> out{scanCheckpointSpecialization(checkpointCall(b), d, p.blockT, p.ckptPerRow, arch)};
+  KernelCall c(kernels::kScanBwdKernel, kSchema);
+  bindBwd(c, b, d, p, nullptr);
+  out.push_back(c.specialization(arch));
+  for (int part = 0; part < 2; ++part) {
+    if (part == 1 && !d.bVarying && !d.cVarying) break;
+    KernelCall cs(kernels::kScanBwdSumKernel, kSumSchema);
+    bindSum(cs, b, d, p, part);
+    out.push_back(cs.specialization(arch));
+  }
+  return out;
+}
+
+}  // namespace ssmjit

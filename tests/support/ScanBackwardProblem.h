@@ -1,0 +1,47 @@
+// Selective-scan (Mamba-1) backward problems for the tests: a forward problem (ScanProblem: its
+// inputs random, its out and final states unused by the backward), a random dout (and, when
+// asked, dfinal_states), and every gradient poisoned, in the forward's layouts (plain or strided)
+// and any dtype per gradient; and their device copies.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ssmjit/ops.h"
+#include "tests/support/ConvProblem.h"  // DeviceTensors
+#include "tests/support/HostTensor.h"
+#include "tests/support/ScanProblem.h"
+
+namespace ssmjit::testing {
+
+struct ScanBackwardCase {
+  ScanCase fwd;
+  DType doutType = DType::F32, duType = DType::F32, ddeltaType = DType::F32, dzType = DType::F32;
+  DType dBType = DType::F32, dCType = DType::F32;  // when time-varying (constant: fp32)
+  DType dStateType = DType::F32;                   // dfinal_states and dinitial_states
+  // dfinal_states: the slots of the forward's final-state holder, through its
+  // final_state_indices (forces fwd.finalStates). dinitial_states: the initial states' slots
+  // (forces fwd.initialStates; in place, the one shared state tensor's).
+  bool dfinalStates = false, dinitialStates = false;
+  std::string name() const;  // gtest-safe
+};
+
+// all() order (fixed; undefined tensors still listed): 0..13 the forward's (ScanProblem::all()),
+// then 14 dout, 15 dfinal, 16 du, 17 ddelta, 18 dA, 19 dB, 20 dC, 21 dD, 22 dz, 23 ddeltaBias,
+// 24 dinit.
+struct ScanBackwardProblem {
+  ScanBackwardCase c;
+  ScanProblem f;
+  HostTensor dout, dfinal, du, ddelta, dA, dB, dC, dD, dz, ddeltaBias, dinit;
+
+  explicit ScanBackwardProblem(const ScanBackwardCase& c);
+  SelectiveScanBackwardArgs args() const;  // CPU views (forward = f.args()); no workspace
+  std::vector<char> slotsWritten() const;  // per slot of dinit: read (so written) by some sequence
+  std::vector<HostTensor*> all();
+};
+
+// The same call on device copies (d = DeviceTensors(p.all())); the workspace (and the
+// forward's) is left undefined: the caller sizes and sets it.
+SelectiveScanBackwardArgs deviceArgs(ScanBackwardProblem& p, const DeviceTensors& d);
+
+}  // namespace ssmjit::testing

@@ -1,0 +1,173 @@
+// The selective-scan backward on the GPU against the float64 reference: fresh random inputs and
+// dout, poisoned gradients, odd channel counts, state sizes and lengths, constant and time-varying
+// B/C with groups, 16-bit tensors, strided layouts, dense and packed rows, initial states through
+// slots with d(final states) in and d(initial states) out. Two runs give the same bytes; a packed
+// row's gradients equal running each sequence alone, bit for bit (the sums over sequences equal
+// the fp32 sum of the alone ones, in order).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "GpuTest.h"
+#include "runtime/DeviceBuffer.h"
+#include "ssmjit/ops.h"
+#include "ssmjit/reference.h"
+#include "tests/support/HostTensor.h"
+#include "tests/support/ScanBackwardProblem.h"
+
+using namespace ssmjit;
+using namespace ssmjit::testing;
+
+namespace {
+
+// all() indices of the gradients.
+constexpr int kDu = 16, kDdelta = 17, kDA = 18, kDB = 19, kDC = 20, kDD = 21, kDz = 22, kDbias = 23, kDinit = 24;
+
+// Runs the backward on device copies with a poisoned workspace; the gradients' device bytes by
+// all() index.
+std::vector<std::vector<uint8_t>> runOnDevice(ScanBackwardProblem& p) {
+  DeviceTensors d(p.all());
+  SelectiveScanBackwardArgs a = deviceArgs(p, d);
+  const int64_t ws = std::max<int64_t>(selective_scan_backward_workspace_size(a), 1);
+  DeviceBuffer w(static_cast<size_t>(ws) * 4);
+  w.fill(kPoison);
+  a.workspace = TensorView::contiguous(w.data(), DType::F32, {ws});
+  selective_scan_backward(a);
+  checkDeviceErrors();
+  std::vector<std::vector<uint8_t>> g(25);
+  for (int i = kDu; i <= kDinit; ++i)
+    if (p.all()[i]->defined) g[i] = d.download(i);
+  return g;
+}
+
+double tol(DType t) { return t == DType::F32 ? 1e-4 : 2e-2; }
+
+ScanBackwardCase allDtypes(ScanBackwardCase c, DType t) {
+  c.fwd.uType = c.fwd.deltaType = c.fwd.zType = c.fwd.bType = c.fwd.cType = t;
+  c.doutType = c.duType = c.ddeltaType = c.dzType = c.dBType = c.dCType = t;
+  return c;
+}
+
+std::vector<ScanBackwardCase> cases() {
+  std::vector<ScanBackwardCase> v;
+  ScanBackwardCase c;
+  c.fwd.batch = 2, c.fwd.D = 37, c.fwd.N = 13, c.fwd.L = 300;
+  v.push_back(c);
+  c = allDtypes({}, DType::BF16);
+  c.fwd.batch = 3, c.fwd.D = 64, c.fwd.N = 16, c.fwd.L = 257, c.fwd.G = 2;
+  v.push_back(c);
+  c = allDtypes({}, DType::F16);  // constant B/C, N 1, nothing optional
+  c.fwd.batch = 2, c.fwd.D = 33, c.fwd.N = 1, c.fwd.L = 129, c.fwd.bVarying = c.fwd.cVarying = false;
+  c.fwd.hasD = c.fwd.hasZ = c.fwd.hasDeltaBias = c.fwd.softplus = false;
+  v.push_back(c);
+  c = {};  // packed, states through permuted slots (one -1), d(final) in, d(initial) out
+  c.fwd.D = 40, c.fwd.N = 8, c.fwd.lens = {5, 300, 1, 700, 64}, c.fwd.slotIndices = true, c.fwd.inPlace = false;
+  c.dfinalStates = c.dinitialStates = true;
+  v.push_back(c);
+  c = {};  // strided, mixed dtypes, grouped constant C, G 3 (group 8 < BLOCK_D: blocks span groups)
+  c.fwd.batch = 2, c.fwd.D = 24, c.fwd.N = 16, c.fwd.G = 3, c.fwd.L = 517, c.fwd.cVarying = false;
+  c.fwd.strided = true, c.fwd.uType = DType::BF16, c.fwd.zType = DType::F16, c.fwd.bType = DType::BF16;
+  c.doutType = DType::BF16, c.dBType = DType::BF16;
+  v.push_back(c);
+  return v;
+}
+
+class ScanBackwardGpu : public ::testing::TestWithParam<ScanBackwardCase> {};
+
+TEST_P(ScanBackwardGpu, MatchesReference) {
+  SSMJIT_REQUIRE_GPU();
+  ScanBackwardProblem p(GetParam());
+  const std::vector<uint8_t> dinitBefore = p.dinit.defined ? p.dinit.bytes : std::vector<uint8_t>{};
+  const auto g = runOnDevice(p);
+  EXPECT_EQ(g, runOnDevice(p)) << "two runs differ";
+  reference::selective_scan_backward(p.args());
+  const ScanCase& f = p.f.c;
+  const double base = tol(f.uType) + tol(f.bType) + tol(f.deltaType);
+  auto check = [&](const char* name, int idx, DType t) {
+    HostTensor& ref = *p.all()[idx];
+    if (!ref.defined) return;
+    SCOPED_TRACE(name);
+    const Compared c = idx == kDinit ? compareTensor(ref, g[idx], dinitBefore, p.slotsWritten())
+                                     : compareTensor(ref, g[idx], std::vector<char>(static_cast<size_t>(ref.meta.shape[0]), 1));
+    EXPECT_EQ(c.violations, 0) << c.first;
+    EXPECT_LE(c.relL2, base + tol(t)) << c.first;
+  };
+  check("du", kDu, p.c.duType);
+  check("ddelta", kDdelta, p.c.ddeltaType);
+  check("dA", kDA, DType::F32);
+  check("dB", kDB, f.bVarying ? p.c.dBType : DType::F32);
+  check("dC", kDC, f.cVarying ? p.c.dCType : DType::F32);
+  check("dD", kDD, DType::F32);
+  check("dz", kDz, p.c.dzType);
+  check("ddelta_bias", kDbias, DType::F32);
+  check("dinitial_states", kDinit, p.c.dStateType);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, ScanBackwardGpu, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return info.param.name(); });
+
+// Copies tokens [start, start + len) of `from`'s row 0 (the last axis) into `to` (batch 1, len).
+void copyTokens(const HostTensor& from, HostTensor& to, int64_t start) {
+  if (!from.defined) return;
+  const TensorView src = from.view(), dst = to.view();
+  forEachElement(dst, [&](int64_t off, const std::vector<int64_t>& idx) {
+    int64_t so = 0;
+    for (int d = 0; d < src.ndim; ++d) so += (d == src.ndim - 1 ? idx[d] + start : idx[d]) * src.strides[d];
+    storeElement(dst, off, loadElement(src, so));
+  });
+}
+
+// Every sequence of a packed row gives, bit for bit, the per-token gradients, time-varying dB/dC
+// and d(initial state) of running it alone; dA, dD, ddelta_bias are the fp32 sums of the alone
+// ones in sequence order.
+TEST(ScanBackwardGpuPacking, PackedEqualsEachSequenceAlone) {
+  SSMJIT_REQUIRE_GPU();
+  for (DType x : {DType::F32, DType::BF16}) {
+    ScanBackwardCase pc = allDtypes({}, x);
+    pc.fwd.D = 40, pc.fwd.N = 16, pc.fwd.lens = {700, 5, 300, 1, 513, 64};
+    pc.dinitialStates = pc.dfinalStates = true, pc.fwd.inPlace = false;
+    ScanBackwardProblem packed(pc);
+    const auto gp = runOnDevice(packed);
+    const int64_t D = pc.fwd.D, N = pc.fwd.N, DN = D * N, eb = dtypeBytes(x), T = packed.f.u.meta.shape[2];
+    std::vector<float> sumA(DN, 0.f), sumD(D, 0.f), sumBias(D, 0.f);
+    for (size_t i = 0; i < pc.fwd.lens.size(); ++i) {
+      ScanBackwardCase sc = pc;
+      sc.fwd.lens.clear(), sc.fwd.batch = 1, sc.fwd.L = pc.fwd.lens[i];
+      ScanBackwardProblem alone(sc);
+      const int64_t start = packed.f.start[i];
+      for (auto [from, to] : {std::pair{&packed.f.u, &alone.f.u}, {&packed.f.delta, &alone.f.delta}, {&packed.f.z, &alone.f.z},
+                              {&packed.f.B, &alone.f.B}, {&packed.f.C, &alone.f.C}, {&packed.dout, &alone.dout}})
+        copyTokens(*from, *to, start);
+      for (auto [from, to] : {std::pair{&packed.f.A, &alone.f.A}, {&packed.f.Dv, &alone.f.Dv},
+                              {&packed.f.deltaBias, &alone.f.deltaBias}})
+        to->bytes = from->bytes;
+      // Sequence i: slot i (no indices); alone, slot 0.
+      std::memcpy(alone.f.initStates.bytes.data(), packed.f.initStates.bytes.data() + i * DN * 4, DN * 4);
+      std::memcpy(alone.dfinal.bytes.data(), packed.dfinal.bytes.data() + i * DN * 4, DN * 4);  // fp32 states
+      const auto ga = runOnDevice(alone);
+      for (int idx : {kDu, kDdelta, kDz})
+        for (int64_t ch = 0; ch < D; ++ch)
+          ASSERT_EQ(0, std::memcmp(gp[idx].data() + (ch * T + start) * eb, ga[idx].data() + ch * sc.fwd.L * eb, sc.fwd.L * eb))
+              << dtypeName(x) << " gradient " << idx << " sequence " << i << " channel " << ch;
+      for (int idx : {kDB, kDC})
+        for (int64_t n = 0; n < N; ++n)
+          ASSERT_EQ(0, std::memcmp(gp[idx].data() + (n * T + start) * eb, ga[idx].data() + n * sc.fwd.L * eb, sc.fwd.L * eb))
+              << dtypeName(x) << " gradient " << idx << " sequence " << i << " state " << n;
+      ASSERT_EQ(0, std::memcmp(gp[kDinit].data() + i * DN * 4, ga[kDinit].data(), DN * 4)) << "dinit of sequence " << i;
+      auto add = [&](std::vector<float>& acc, int idx) {
+        for (size_t e = 0; e < acc.size(); ++e) {
+          float v;
+          std::memcpy(&v, ga[idx].data() + e * 4, 4);
+          acc[e] += v;
+        }
+      };
+      add(sumA, kDA), add(sumD, kDD), add(sumBias, kDbias);
+    }
+    EXPECT_EQ(0, std::memcmp(gp[kDA].data(), sumA.data(), DN * 4)) << dtypeName(x) << " dA";
+    EXPECT_EQ(0, std::memcmp(gp[kDD].data(), sumD.data(), D * 4)) << dtypeName(x) << " dD";
+    EXPECT_EQ(0, std::memcmp(gp[kDbias].data(), sumBias.data(), D * 4)) << dtypeName(x) << " ddelta_bias";
+  }
+}
+
+}  // namespace
