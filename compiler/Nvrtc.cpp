@@ -287,7 +287,9 @@ ResourceUsage kernelResources(const std::vector<char>& cubin, const std::string&
 }
 
 std::vector<std::string> nvrtcOptions(const std::string& arch) {
-  std::vector<std::string> opts = {"--gpu-architecture=" + arch, "-std=c++17", "-default-device"};
+  // --fmad=false: the only fused multiply-adds are the IR's math.fma (form-fma), so rounding does
+  // not depend on how NVVM or ptxas see the control flow.
+  std::vector<std::string> opts = {"--gpu-architecture=" + arch, "-std=c++17", "-default-device", "--fmad=false"};
   // ptxas' verbose report is how we learn spills (the other figures come from the CUBIN). NVRTC
   // leaves it out when the driver's compute cache served the compile.
   if (arch.rfind("sm_", 0) == 0) opts.push_back("-Xptxas=-v");

@@ -33,6 +33,7 @@ const std::vector<Step>& steps() {
       {"unroll-loops", [](const Specialization&) { return passes::createUnrollLoopsPass(); }},
       {"canonicalize-unrolled", [](const Specialization&) { return mlir::createCanonicalizerPass(); }},
       {"cse", [](const Specialization&) { return mlir::createCSEPass(); }},
+      {"form-fma", [](const Specialization&) { return passes::createFormFmaPass(); }},
       {"assign-layouts", [](const Specialization&) { return passes::createAssignLayoutsPass(); }},
       {"vectorize-accesses", [](const Specialization&) { return passes::createVectorizeAccessesPass(); }},
   };

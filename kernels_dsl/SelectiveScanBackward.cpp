@@ -235,8 +235,8 @@ void buildScanBwdSum(KernelBuilder& k, const Specialization& spec) {
     k.ifThen(r < N, [&] { k.store(dA, offs * sAd + r * sAn, acc, m); });
     k.ifThen((r == N) && hasD, [&] { k.store(dD, offs * sDD, acc, m); });
     k.ifThen((r == N + 1) && hasDbias, [&] { k.store(ddb, offs * sDdb, acc, m); });
-    k.ifThen((r >= 2 * N + 2) && (r < 3 * N + 2) && !bVar, [&] { k.store(dB, offs * sBd + (r - 2 * N - 2) * sBn, acc, m); });
-    k.ifThen((r >= 3 * N + 2) && !cVar, [&] { k.store(dC, offs * sCd + (r - 3 * N - 2) * sCn, acc, m); });
+    k.ifThen((r >= N + 2) && (r < 2 * N + 2) && !bVar, [&] { k.store(dB, offs * sBd + (r - N - 2) * sBn, acc, m); });
+    k.ifThen((r >= 2 * N + 2) && !cVar, [&] { k.store(dC, offs * sCd + (r - 2 * N - 2) * sCn, acc, m); });
     return;
   }
   Value n = k.programId(1), zi = k.programId(2);

@@ -1,6 +1,7 @@
 // The JIT pipeline on the CPU: DSL -> generic IR -> specialised IR -> CUDA C++ -> NVRTC.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <regex>
 
@@ -99,6 +100,32 @@ TEST(Pipeline, SixteenBitPrefetchesCrossTheTokenLoopUnconverted) {
       EXPECT_TRUE(std::regex_search(before, std::regex(decl))) << decl << " before the token loop:\n" << cuda;
     EXPECT_NE(cuda.find("ssm_ld_raw<4>"), std::string::npos);
   }
+}
+
+// form-fma: each fused multiply-add takes one multiply and one add/subtract away; NVRTC fuses
+// nothing else (--fmad=false), so rounding is decided on the IR.
+TEST(Pipeline, FusedMultiplyAddsAreFormedOnTheIr) {
+  std::map<std::string, std::string> stages;
+  PipelineOptions o;
+  o.runNvrtc = false;
+  o.onStage = [&](const std::string& k, const std::string& v) { stages[k] = v; };
+  compileKernel(mamba2Spec(4, ScalarType::F32, true, "sm_90a"), o);
+  auto count = [&](const std::string& stage, const std::string& what) {
+    const std::string& t = stages[stage];
+    int64_t n = 0;
+    for (size_t at = t.find(what); at != std::string::npos; at = t.find(what, at + 1)) ++n;
+    return n;
+  };
+  const int64_t fmas = count("form-fma", "math.fma");
+  EXPECT_GT(fmas, 0);
+  EXPECT_EQ(count("cse", "math.fma"), 0);
+  EXPECT_EQ(count("cse", "arith.mulf") - count("form-fma", "arith.mulf"), fmas);
+  EXPECT_EQ(count("cse", "arith.addf") + count("cse", "arith.subf") - count("form-fma", "arith.addf") -
+                count("form-fma", "arith.subf"),
+            fmas);
+  EXPECT_NE(stages["cuda"].find("__fmaf_rn("), std::string::npos);
+  const std::vector<std::string> opts = nvrtcOptions("sm_90a");
+  EXPECT_NE(std::find(opts.begin(), opts.end(), "--fmad=false"), opts.end());
 }
 
 TEST(Pipeline, CompilesThroughNvrtcForHopperAndAmpere) {

@@ -107,6 +107,16 @@ TEST_P(ScanBackwardGpu, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Shapes, ScanBackwardGpu, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return info.param.name(); });
 
+// An element's value and bits, for a mismatch message.
+std::string bitsString(const unsigned char* p, DType t) {
+  uint32_t bits = 0;
+  std::memcpy(&bits, p, dtypeBytes(t));
+  const double v = loadElement(TensorView::contiguous(const_cast<unsigned char*>(p), t, {1}), 0);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g (0x%x)", v, bits);
+  return buf;
+}
+
 // Copies tokens [start, start + len) of `from`'s row 0 (the last axis) into `to` (batch 1, len).
 void copyTokens(const HostTensor& from, HostTensor& to, int64_t start) {
   if (!from.defined) return;
@@ -146,14 +156,21 @@ TEST(ScanBackwardGpuPacking, PackedEqualsEachSequenceAlone) {
       std::memcpy(alone.f.initStates.bytes.data(), packed.f.initStates.bytes.data() + i * DN * 4, DN * 4);
       std::memcpy(alone.dfinal.bytes.data(), packed.dfinal.bytes.data() + i * DN * 4, DN * 4);  // fp32 states
       const auto ga = runOnDevice(alone);
-      for (int idx : {kDu, kDdelta, kDz})
-        for (int64_t ch = 0; ch < D; ++ch)
-          ASSERT_EQ(0, std::memcmp(gp[idx].data() + (ch * T + start) * eb, ga[idx].data() + ch * sc.fwd.L * eb, sc.fwd.L * eb))
-              << dtypeName(x) << " gradient " << idx << " sequence " << i << " channel " << ch;
-      for (int idx : {kDB, kDC})
-        for (int64_t n = 0; n < N; ++n)
-          ASSERT_EQ(0, std::memcmp(gp[idx].data() + (n * T + start) * eb, ga[idx].data() + n * sc.fwd.L * eb, sc.fwd.L * eb))
-              << dtypeName(x) << " gradient " << idx << " sequence " << i << " state " << n;
+      // Rows of `len` tokens: packed row r at token `start`, alone row r.
+      auto sameRows = [&](int idx, int64_t rows, const char* what) {
+        for (int64_t r = 0; r < rows; ++r) {
+          const auto* p = gp[idx].data() + (r * T + start) * eb;
+          const auto* q = ga[idx].data() + r * sc.fwd.L * eb;
+          if (std::memcmp(p, q, sc.fwd.L * eb) == 0) continue;
+          int64_t t = 0;
+          while (std::memcmp(p + t * eb, q + t * eb, eb) == 0) ++t;
+          FAIL() << dtypeName(x) << " gradient " << idx << " sequence " << i << " " << what << " " << r << " token " << t
+                 << " of " << sc.fwd.L << ": packed " << bitsString(p + t * eb, x) << ", alone " << bitsString(q + t * eb, x);
+        }
+      };
+      for (int idx : {kDu, kDdelta, kDz}) sameRows(idx, D, "channel");
+      for (int idx : {kDB, kDC}) sameRows(idx, N, "state");
+      if (HasFatalFailure()) return;
       ASSERT_EQ(0, std::memcmp(gp[kDinit].data() + i * DN * 4, ga[kDinit].data(), DN * 4)) << "dinit of sequence " << i;
       auto add = [&](std::vector<float>& acc, int idx) {
         for (size_t e = 0; e < acc.size(); ++e) {

@@ -281,6 +281,7 @@ class Emitter {
     if (isa<arith::MinSIOp>(op)) return "min(" + a[0] + ", " + a[1] + ")";
     if (isa<arith::NegFOp>(op)) return "(-" + a[0] + ")";
     if (isa<arith::SelectOp>(op)) return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")";
+    if (isa<math::FmaOp>(op)) return "__fmaf_rn(" + a[0] + ", " + a[1] + ", " + a[2] + ")";
     if (isa<math::ExpOp>(op)) return "expf(" + a[0] + ")";
     if (isa<math::Exp2Op>(op)) return "ssm_exp2(" + a[0] + ")";
     if (isa<math::LogOp>(op)) return "logf(" + a[0] + ")";

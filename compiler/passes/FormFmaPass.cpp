@@ -1,0 +1,53 @@
+// form-fma: a float add or subtract of a single-use multiply becomes one math.fma. The kernels
+// are compiled with --fmad=false, so these are the only fused multiply-adds: which products are
+// rounded before the add is decided here, on the IR, not by NVVM or ptxas from the shape of the
+// generated control flow. Two specialisations that differ only in bound flags (a packed row and a
+// dense one) then round every value alike, which packed == per-sequence bitwise needs.
+#include "compiler/passes/Passes.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/Builders.h"
+
+namespace ssmjit::passes {
+using namespace mlir;
+
+namespace {
+// The multiply defining v when the add/subtract is its only user.
+arith::MulFOp fusable(Value v) {
+  auto m = v.getDefiningOp<arith::MulFOp>();
+  return m && m->hasOneUse() ? m : arith::MulFOp{};
+}
+
+struct FormFmaPass : PassWrapper<FormFmaPass, OperationPass<ModuleOp>> {
+  StringRef getArgument() const override { return "form-fma"; }
+  void runOnOperation() override {
+    std::vector<Operation*> adds;
+    getOperation().walk([&](Operation* op) {
+      if (isa<arith::AddFOp, arith::SubFOp>(op)) adds.push_back(op);
+    });
+    for (Operation* op : adds) {
+      OpBuilder b(op);
+      const Location loc = op->getLoc();
+      Value x = op->getOperand(0), y = op->getOperand(1), fma;
+      const bool sub = isa<arith::SubFOp>(op);
+      if (arith::MulFOp m = fusable(x)) {  // x*y' + y, x*y' - y
+        Value c = sub ? arith::NegFOp::create(b, loc, y).getResult() : y;
+        fma = math::FmaOp::create(b, loc, m.getLhs(), m.getRhs(), c);
+        op->getResult(0).replaceAllUsesWith(fma);
+        op->erase();
+        m->erase();
+      } else if (arith::MulFOp m = fusable(y)) {  // x + a*b, x - a*b
+        Value a = sub ? arith::NegFOp::create(b, loc, m.getLhs()).getResult() : m.getLhs();
+        fma = math::FmaOp::create(b, loc, a, m.getRhs(), x);
+        op->getResult(0).replaceAllUsesWith(fma);
+        op->erase();
+        m->erase();
+      }
+    }
+  }
+};
+}  // namespace
+
+std::unique_ptr<Pass> createFormFmaPass() { return std::make_unique<FormFmaPass>(); }
+
+}  // namespace ssmjit::passes
