@@ -80,9 +80,10 @@ void expectCompiles(const Variant& v, const char* arch) {
   CompiledKernel k = compileKernel(spec);
   EXPECT_FALSE(k.cubin.empty());
   // The state tile and the conv windows live in registers across the tokens; ptxas puts a few
-  // words of some variants on the stack (up to 20 bytes), more means the tiles no longer fit.
+  // words of some variants on the stack (up to 20 bytes stored, 40 loaded since --fmad=false),
+  // more means the tiles no longer fit.
   EXPECT_LE(k.resources.spillStoreBytes, 32) << k.compileLog;
-  EXPECT_LE(k.resources.spillLoadBytes, 32) << k.compileLog;
+  EXPECT_LE(k.resources.spillLoadBytes, 48) << k.compileLog;
 }
 
 }  // namespace

@@ -54,7 +54,8 @@ SelectiveScanArgs make(const Variant& v) {
   return a;
 }
 
-// The N states stay in registers: nothing spilled up to N = 16 (Mamba-1's), a few words at 32.
+// The N states stay in registers: at most two words spilled up to N = 16 (Mamba-1's; 8 bytes in
+// one states-pass variant since --fmad=false), a few more at 32.
 void expectCompiles(const Variant& v, const char* arch, size_t passes) {
   const std::vector<Specialization> specs = detail::scanSpecializations(make(v), arch);
   ASSERT_EQ(specs.size(), passes);
@@ -62,7 +63,7 @@ void expectCompiles(const Variant& v, const char* arch, size_t passes) {
     SCOPED_TRACE(spec.canonical());
     CompiledKernel k = compileKernel(spec);
     EXPECT_FALSE(k.cubin.empty());
-    EXPECT_LE(k.resources.spillStoreBytes, v.N > 16 ? 64 : 0) << k.compileLog;
+    EXPECT_LE(k.resources.spillStoreBytes, v.N > 16 ? 64 : 8) << k.compileLog;
   }
 }
 

@@ -1,10 +1,13 @@
-// `ssmjit bench-scan`: the Mamba-1 selective scan forward (selective_scan) on the GPU at the
+// `ssmjit bench-scan`: the Mamba-1 selective scan forward (selective_scan) and backward
+// (selective_scan_backward: all gradients, the forward recomputed from checkpoints) on the GPU at the
 // shapes of shared/anchors.md (Mamba-1 2.8B: D 5120, N 16; time-varying B and C, D, z,
 // delta_bias, softplus): dense rows, one long sequence, and one packed row of mixed lengths with
 // the same token count as the dense rows. Reports ms (median of trials of back-to-back calls),
 // the bytes the call must move (u, delta, z read, out written, B and C read) over the time, as
 // TB/s and % of the copy bandwidth measured in the same run, and the ratio to mamba_ssm's CUDA
-// scan from anchors.md (a measurement of its own, not of this run). Ends with a Markdown table.
+// scan from anchors.md (a measurement of its own, not of this run; anchors.md has no backward
+// figure). The backward's bytes: u, delta, z, dout, B, C read, du, ddelta, dz, dB, dC written.
+// Ends with a Markdown table.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -58,8 +61,8 @@ int runScanBench(const ScanBenchOptions& o) {
   std::printf("device-to-device copy: %.0f GB/s\n", copy);
   const int64_t D = o.dim, N = o.stateSize;
   std::mt19937_64 rng(o.seed);
-  Table table({"case", "tokens", "ms", "TB/s", "% of copy", "mamba_ssm (anchors.md)", "ratio"});
-  double denseMs = 0;
+  Table table({"case", "pass", "tokens", "ms", "TB/s", "% of copy", "mamba_ssm (anchors.md)", "ratio"});
+  double denseMs = 0, denseBwdMs = 0;
 
   auto run = [&](const std::string& what, int64_t rowsB, int64_t L, const std::vector<int64_t>* lens,
                  double anchorMs) {
@@ -81,14 +84,32 @@ int runScanBench(const ScanBenchOptions& o) {
     DeviceBuffer ws(static_cast<size_t>(selective_scan_workspace_size(a)) * 4);
     a.workspace = TensorView::contiguous(ws.data(), DType::F32, {static_cast<int64_t>(ws.bytes() / 4)});
     const double ms = 1e-3 * callTimeUs([&](CUstream st) { selective_scan(a, st); }, s, o.iters, o.trials);
-    const double bytes = 4.0 * rowsB * D * L * dtypeBytes(dt) + 2.0 * rowsB * N * L * dtypeBytes(dt);
-    const double tbs = bytes / (ms * 1e-3) / 1e12;
-    std::string anchor = anchorMs > 0 ? strf("%.2f ms", anchorMs) : "";
-    std::string ratio = anchorMs > 0 ? strf("%.2fx faster", anchorMs / ms) : "";
-    if (lens) ratio = strf("%+.1f%% vs dense", 100.0 * (ms / denseMs - 1));
-    table.add({what, std::to_string(rowsB * L), strf("%.3f", ms), strf("%.2f", tbs), strf("%.0f%%", 100 * tbs * 1e3 / copy),
-               anchor, ratio});
-    std::printf("%-50s %8.3f ms\n", what.c_str(), ms);
+    const double bdl = double(rowsB) * D * L * dtypeBytes(dt), bnl = double(rowsB) * N * L * dtypeBytes(dt);
+    auto row = [&](const char* pass, double t, double bytes, double anchorMs, double denseT) {
+      const double tbs = bytes / (t * 1e-3) / 1e12;
+      std::string anchor = anchorMs > 0 ? strf("%.2f ms", anchorMs) : "";
+      std::string ratio = anchorMs > 0 ? strf("%.2fx faster", anchorMs / t) : "";
+      if (lens) ratio = strf("%+.1f%% vs dense", 100.0 * (t / denseT - 1));
+      table.add({what, pass, std::to_string(rowsB * L), strf("%.3f", t), strf("%.2f", tbs),
+                 strf("%.0f%%", 100 * tbs * 1e3 / copy), anchor, ratio});
+      std::printf("%-50s %-8s %8.3f ms\n", what.c_str(), pass, t);
+    };
+    row("forward", ms, 4 * bdl + 2 * bnl, anchorMs, denseMs);
+
+    DeviceTensor dout(dt, {rowsB, D, L}, -1, 1, rng), du(dt, {rowsB, D, L}, 0, 0, rng), ddelta(dt, {rowsB, D, L}, 0, 0, rng);
+    DeviceTensor dz(dt, {rowsB, D, L}, 0, 0, rng), dB(dt, {rowsB, 1, N, L}, 0, 0, rng), dC(dt, {rowsB, 1, N, L}, 0, 0, rng);
+    DeviceTensor dA(DType::F32, {D, N}, 0, 0, rng), dD(DType::F32, {D}, 0, 0, rng), dbias(DType::F32, {D}, 0, 0, rng);
+    SelectiveScanBackwardArgs b;
+    b.forward = a;
+    b.forward.out = {};
+    b.forward.workspace = {};
+    b.dout = dout.view, b.du = du.view, b.ddelta = ddelta.view, b.dz = dz.view, b.dA = dA.view, b.dB = dB.view;
+    b.dC = dC.view, b.dD = dD.view, b.ddelta_bias = dbias.view;
+    DeviceBuffer bws(static_cast<size_t>(selective_scan_backward_workspace_size(b)) * 4);
+    b.workspace = TensorView::contiguous(bws.data(), DType::F32, {static_cast<int64_t>(bws.bytes() / 4)});
+    const double bwdMs = 1e-3 * callTimeUs([&](CUstream st) { selective_scan_backward(b, st); }, s, o.iters, o.trials);
+    row("backward", bwdMs, 7 * bdl + 4 * bnl, 0, denseBwdMs);
+    if (!lens && rowsB == o.batch) denseBwdMs = bwdMs;
     return ms;
   };
   denseMs = run(strf("dense %lldx%lld", (long long)o.batch, (long long)o.seqlen), o.batch, o.seqlen, nullptr, 1.45);
@@ -97,7 +118,7 @@ int runScanBench(const ScanBenchOptions& o) {
   run(strf("packed %lld tokens, %zu seqs (%lld..%lld)", (long long)o.packedTokens, lens.size(),
            (long long)*std::min_element(lens.begin(), lens.end()), (long long)*std::max_element(lens.begin(), lens.end())),
       1, o.packedTokens, &lens, 0);
-  std::printf("\nMamba-1 selective scan forward: D %lld, N %lld, %s u/delta/z/out/B/C, time-varying B and C (G 1), D, z, "
+  std::printf("\nMamba-1 selective scan forward and backward: D %lld, N %lld, %s u/delta/z/out/B/C, time-varying B and C (G 1), D, z, "
               "delta_bias, softplus; median of %d trials of %d calls\n\n",
               (long long)D, (long long)N, o.dtype.c_str(), o.trials, o.iters);
   table.printMarkdown();
@@ -111,9 +132,10 @@ Command addScanBenchCommand(CLI::App& parent) {
   auto o = std::make_shared<ScanBenchOptions>();
   CLI::App* app = parent.add_subcommand(
       "bench-scan",
-      "Benchmark the Mamba-1 selective scan forward (selective_scan) on the GPU: dense rows, one long sequence and "
-      "one packed row of mixed lengths; ms, TB/s, % of copy bandwidth, and the ratio to mamba_ssm's CUDA scan "
-      "(anchors.md). Ends with a Markdown table.");
+      "Benchmark the Mamba-1 selective scan forward (selective_scan) and backward (selective_scan_backward, every "
+      "gradient) on the GPU: dense rows, one long sequence and one packed row of mixed lengths; ms, TB/s, % of copy "
+      "bandwidth, the forward's ratio to mamba_ssm's CUDA scan (anchors.md) and the packed row's to dense. Ends "
+      "with a Markdown table.");
   app->add_option("--dim", o->dim, "Channels D")->capture_default_str();
   app->add_option("--state-size", o->stateSize, "State size N")->capture_default_str();
   app->add_option("--batch", o->batch, "Dense rows")->capture_default_str();

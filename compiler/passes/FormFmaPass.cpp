@@ -12,10 +12,11 @@ namespace ssmjit::passes {
 using namespace mlir;
 
 namespace {
-// The multiply defining v when the add/subtract is its only user.
-arith::MulFOp fusable(Value v) {
+// The multiply defining v when the add/subtract `user` is its only user, in the same block (a
+// product hoisted out of a loop stays one register, not its two operands).
+arith::MulFOp fusable(Value v, Operation* user) {
   auto m = v.getDefiningOp<arith::MulFOp>();
-  return m && m->hasOneUse() ? m : arith::MulFOp{};
+  return m && m->hasOneUse() && m->getBlock() == user->getBlock() ? m : arith::MulFOp{};
 }
 
 struct FormFmaPass : PassWrapper<FormFmaPass, OperationPass<ModuleOp>> {
@@ -30,13 +31,13 @@ struct FormFmaPass : PassWrapper<FormFmaPass, OperationPass<ModuleOp>> {
       const Location loc = op->getLoc();
       Value x = op->getOperand(0), y = op->getOperand(1), fma;
       const bool sub = isa<arith::SubFOp>(op);
-      if (arith::MulFOp m = fusable(x)) {  // x*y' + y, x*y' - y
+      if (arith::MulFOp m = fusable(x, op)) {  // x*y' + y, x*y' - y
         Value c = sub ? arith::NegFOp::create(b, loc, y).getResult() : y;
         fma = math::FmaOp::create(b, loc, m.getLhs(), m.getRhs(), c);
         op->getResult(0).replaceAllUsesWith(fma);
         op->erase();
         m->erase();
-      } else if (arith::MulFOp m = fusable(y)) {  // x + a*b, x - a*b
+      } else if (arith::MulFOp m = fusable(y, op)) {  // x + a*b, x - a*b
         Value a = sub ? arith::NegFOp::create(b, loc, m.getLhs()).getResult() : m.getLhs();
         fma = math::FmaOp::create(b, loc, a, m.getRhs(), x);
         op->getResult(0).replaceAllUsesWith(fma);

@@ -48,9 +48,12 @@ BwdPlan plan(const ScanDims& d) {
   p.dblocks = (d.D + p.blockD - 1) / p.blockD;
   p.rows = d.packed ? 1 : d.batch;
   p.ckptPerRow = d.packed ? d.L / p.blockT + d.nseq + 1 : (d.L + p.blockT - 1) / p.blockT;
-  p.partBase = p.rows * p.ckptPerRow * d.N * d.D;
-  p.bcBase = p.partBase + d.nseq * kernels::scanBwdSums(d.N) * d.D;
-  p.bcSize = p.dblocks * p.groupsPerBlock * p.rows * d.N * d.L;
+  // Regions start at multiples of 16 elements: one divisibility class for every call, so calls
+  // of other lengths reuse the kernels.
+  auto up16 = [](int64_t v) { return (v + 15) / 16 * 16; };
+  p.partBase = up16(p.rows * p.ckptPerRow * d.N * d.D);
+  p.bcBase = p.partBase + up16(d.nseq * kernels::scanBwdSums(d.N) * d.D);
+  p.bcSize = up16(p.dblocks * p.groupsPerBlock * p.rows * d.N * d.L);
   p.total = p.bcBase + p.bcSize * ((d.bVarying ? 1 : 0) + (d.cVarying ? 1 : 0));
   return p;
 }
