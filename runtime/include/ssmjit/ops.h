@@ -260,7 +260,10 @@ struct SelectiveScanBackwardArgs {
   TensorView dz;                     // (Bt, D, L): exactly when forward.z is given
   TensorView ddelta_bias;            // (D,) fp32: exactly when forward.delta_bias is given
   TensorView dinitial_states;        // optional (S, D, N), with forward.initial_states: slots as
-                                     // forward.initial_state_indices (-1: not written)
+                                     // forward.initial_state_indices (-1: not written). Each
+                                     // sequence needs its own slot: the indices live on the device
+                                     // and are not checked, and a shared slot gets one sequence's
+                                     // gradient, not their sum (the reference throws on it).
   TensorView workspace;              // float32, contiguous, on the device
 };
 // The workspace the backward needs, in float32 elements (checks every argument but the workspace).
