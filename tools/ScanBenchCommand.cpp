@@ -32,7 +32,7 @@ namespace {
 struct ScanBenchOptions {
   int64_t dim = 5120, stateSize = 16, batch = 8, seqlen = 2048, longSeqlen = 16384, packedTokens = 16384;
   int64_t minLen = 57, maxLen = 2048;
-  std::string dtype = "bf16";
+  std::string dtype = "bf16", bc = "varying";
   int iters = 5, trials = 5;
   uint64_t seed = 1;
 };
@@ -69,7 +69,10 @@ int runScanBench(const ScanBenchOptions& o) {
     DeviceTensor u(dt, {rowsB, D, L}, -1, 1, rng), delta(dt, {rowsB, D, L}, -4, 0, rng), z(dt, {rowsB, D, L}, -1, 1, rng);
     DeviceTensor out(dt, {rowsB, D, L}, 0, 0, rng);
     DeviceTensor A(DType::F32, {D, N}, -2, -0.5, rng), Dv(DType::F32, {D}, -1, 1, rng), bias(DType::F32, {D}, -1, 0, rng);
-    DeviceTensor B(dt, {rowsB, 1, N, L}, -1, 1, rng), C(dt, {rowsB, 1, N, L}, -1, 1, rng);
+    const bool varying = o.bc == "varying";
+    const DType bcType = varying ? dt : DType::F32;
+    DeviceTensor B = varying ? DeviceTensor(dt, {rowsB, 1, N, L}, -1, 1, rng) : DeviceTensor(bcType, {D, N}, -1, 1, rng);
+    DeviceTensor C = varying ? DeviceTensor(dt, {rowsB, 1, N, L}, -1, 1, rng) : DeviceTensor(bcType, {D, N}, -1, 1, rng);
     std::unique_ptr<DeviceBuffer> cu;
     SelectiveScanArgs a;
     a.u = u.view, a.delta = delta.view, a.z = z.view, a.out = out.view, a.A = A.view, a.D = Dv.view;
@@ -84,7 +87,7 @@ int runScanBench(const ScanBenchOptions& o) {
     DeviceBuffer ws(static_cast<size_t>(selective_scan_workspace_size(a)) * 4);
     a.workspace = TensorView::contiguous(ws.data(), DType::F32, {static_cast<int64_t>(ws.bytes() / 4)});
     const double ms = 1e-3 * callTimeUs([&](CUstream st) { selective_scan(a, st); }, s, o.iters, o.trials);
-    const double bdl = double(rowsB) * D * L * dtypeBytes(dt), bnl = double(rowsB) * N * L * dtypeBytes(dt);
+    const double bdl = double(rowsB) * D * L * dtypeBytes(dt), bnl = varying ? double(rowsB) * N * L * dtypeBytes(dt) : 0;
     auto row = [&](const char* pass, double t, double bytes, double anchorMs, double denseT) {
       const double tbs = bytes / (t * 1e-3) / 1e12;
       std::string anchor = anchorMs > 0 ? strf("%.2f ms", anchorMs) : "";
@@ -94,10 +97,12 @@ int runScanBench(const ScanBenchOptions& o) {
                  strf("%.0f%%", 100 * tbs * 1e3 / copy), anchor, ratio});
       std::printf("%-50s %-8s %8.3f ms\n", what.c_str(), pass, t);
     };
-    row("forward", ms, 4 * bdl + 2 * bnl, anchorMs, denseMs);
+    row("forward", ms, 4 * bdl + 2 * bnl, varying ? anchorMs : 0, denseMs);  // the anchors are for varying B/C
 
     DeviceTensor dout(dt, {rowsB, D, L}, -1, 1, rng), du(dt, {rowsB, D, L}, 0, 0, rng), ddelta(dt, {rowsB, D, L}, 0, 0, rng);
-    DeviceTensor dz(dt, {rowsB, D, L}, 0, 0, rng), dB(dt, {rowsB, 1, N, L}, 0, 0, rng), dC(dt, {rowsB, 1, N, L}, 0, 0, rng);
+    DeviceTensor dz(dt, {rowsB, D, L}, 0, 0, rng);
+    DeviceTensor dB = varying ? DeviceTensor(dt, {rowsB, 1, N, L}, 0, 0, rng) : DeviceTensor(bcType, {D, N}, 0, 0, rng);
+    DeviceTensor dC = varying ? DeviceTensor(dt, {rowsB, 1, N, L}, 0, 0, rng) : DeviceTensor(bcType, {D, N}, 0, 0, rng);
     DeviceTensor dA(DType::F32, {D, N}, 0, 0, rng), dD(DType::F32, {D}, 0, 0, rng), dbias(DType::F32, {D}, 0, 0, rng);
     SelectiveScanBackwardArgs b;
     b.forward = a;
@@ -118,9 +123,10 @@ int runScanBench(const ScanBenchOptions& o) {
   run(strf("packed %lld tokens, %zu seqs (%lld..%lld)", (long long)o.packedTokens, lens.size(),
            (long long)*std::min_element(lens.begin(), lens.end()), (long long)*std::max_element(lens.begin(), lens.end())),
       1, o.packedTokens, &lens, 0);
-  std::printf("\nMamba-1 selective scan forward and backward: D %lld, N %lld, %s u/delta/z/out/B/C, time-varying B and C (G 1), D, z, "
+  std::printf("\nMamba-1 selective scan forward and backward: D %lld, N %lld, %s u/delta/z/out, %s, D, z, "
               "delta_bias, softplus; median of %d trials of %d calls\n\n",
-              (long long)D, (long long)N, o.dtype.c_str(), o.trials, o.iters);
+              (long long)D, (long long)N, o.dtype.c_str(),
+              o.bc == "varying" ? "time-varying B and C (G 1) in that dtype" : "constant B and C (D, N) fp32", o.trials, o.iters);
   table.printMarkdown();
   std::printf("\ncopy bandwidth measured in this run: %.2f TB/s\n", copy / 1e3);
   return 0;
@@ -146,6 +152,10 @@ Command addScanBenchCommand(CLI::App& parent) {
   app->add_option("--max-len", o->maxLen, "Longest packed sequence")->capture_default_str();
   app->add_option("--dtype", o->dtype, "u, delta, z, out, B, C dtype: fp32, bf16, fp16")
       ->check(CLI::IsMember(floatDTypeNames()))
+      ->capture_default_str();
+  app->add_option("--bc", o->bc, "B and C: varying (B, 1, N, L) in --dtype, or constant (D, N) fp32; the anchors "
+                                  "are for varying")
+      ->check(CLI::IsMember({"varying", "constant"}))
       ->capture_default_str();
   app->add_option("--iters", o->iters, "Calls per trial")->capture_default_str();
   app->add_option("--trials", o->trials, "Trials; the median is reported")->capture_default_str();
