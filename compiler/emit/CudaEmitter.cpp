@@ -529,7 +529,7 @@ class Emitter {
     };
     // The parent dim reduced over, the source's layout and registers per kept position.
     Kind srcK = ss.size() == 2 ? Kind::Blocked : layoutOf(r.getSrc());
-    int pd;              // parent dim reduced (reducedParentDim)
+    int pd;              // parent dim reduced
     int64_t Sa;          // extent along it
     int64_t nKept, nRed; // registers along the kept axis and along the reduced axis
     std::function<std::string(const std::string&, const std::string&)> srcIdx;
@@ -599,25 +599,8 @@ class Emitter {
       line(out + " = acc;");
       --ind_;
       line("}");
-      // The words are written again only when this op runs again; a later barrier in the same
-      // block already orders these reads before that (per state of the scan backward's dB/dC
-      // sums, this halves the barriers).
-      if (!barrierFollows(r)) line("__syncthreads();");
+      line("__syncthreads();");
     }
-  }
-
-  // The parent dim a reduction runs along.
-  int reducedParentDim(sj::ReduceOp r) {
-    return shapeOf(r.getSrc()).size() == 2 ? static_cast<int>(r.getAxis()) : layout::sliceDim(layoutOf(r.getSrc()));
-  }
-  // Whether every thread passes a __syncthreads after `op`, later in op's block: a barrier, or a
-  // reduction across warps (which starts with one).
-  bool barrierFollows(Operation* op) {
-    for (Operation* n = op->getNextNode(); n; n = n->getNextNode()) {
-      if (isa<sj::BarrierOp>(n)) return true;
-      if (auto y = dyn_cast<sj::ReduceOp>(n); y && P_.wpc[reducedParentDim(y)] > 1) return true;
-    }
-    return false;
   }
 
   // sj.shift. assign-layouts keeps the axis inside a warp: T lanes along it, each holding a
