@@ -117,17 +117,6 @@ std::string bitsString(const unsigned char* p, DType t) {
   return buf;
 }
 
-// Copies tokens [start, start + len) of `from`'s row 0 (the last axis) into `to` (batch 1, len).
-void copyTokens(const HostTensor& from, HostTensor& to, int64_t start) {
-  if (!from.defined) return;
-  const TensorView src = from.view(), dst = to.view();
-  forEachElement(dst, [&](int64_t off, const std::vector<int64_t>& idx) {
-    int64_t so = 0;
-    for (int d = 0; d < src.ndim; ++d) so += (d == src.ndim - 1 ? idx[d] + start : idx[d]) * src.strides[d];
-    storeElement(dst, off, loadElement(src, so));
-  });
-}
-
 // Every sequence of a packed row gives, bit for bit, the per-token gradients, time-varying dB/dC
 // and d(initial state) of running it alone; dA, dD, ddelta_bias are the fp32 sums of the alone
 // ones in sequence order.

@@ -110,17 +110,6 @@ TEST_P(ScanGpu, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Shapes, ScanGpu, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return info.param.name(); });
 
-// Copies tokens [start, start + len) of `from`'s row 0 (the last axis) into `to` (batch 1, len).
-void copyTokens(const HostTensor& from, HostTensor& to, int64_t start) {
-  if (!from.defined) return;
-  const TensorView src = from.view(), dst = to.view();
-  forEachElement(dst, [&](int64_t off, const std::vector<int64_t>& idx) {
-    int64_t so = 0;
-    for (int d = 0; d < src.ndim; ++d) so += (d == src.ndim - 1 ? idx[d] + start : idx[d]) * src.strides[d];
-    storeElement(dst, off, loadElement(src, so));
-  });
-}
-
 // Every sequence of a packed row (several longer than a span) gives, bit for bit, the out and
 // final state of running it alone as a batch of one.
 TEST(ScanGpuPacking, PackedEqualsEachSequenceAlone) {

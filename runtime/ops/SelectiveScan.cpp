@@ -10,7 +10,6 @@
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/SelectiveScan.h"
 #include "runtime/DeviceStatus.h"
-#include "runtime/ops/ArgCheck.h"
 #include "runtime/ops/KernelCall.h"
 #include "runtime/ops/SelectiveScanCheck.h"
 #include "runtime/ops/SelectiveScanSpec.h"
@@ -53,36 +52,9 @@ ScanPlan plan(const SelectiveScanArgs& a, const ScanDims& d) {
 }
 
 void checkWorkspace(const SelectiveScanArgs& a, const ScanPlan& p) {
-  const TensorView& w = a.workspace;
   if (p.workspace == 0) return;
-  detail::Checker c(kOp, DeviceKind::CUDA);
-  c.setDeviceId(a.u.deviceId, "u");
-  if (!w.defined())
-    c.fail("workspace is not given, expected a float32 buffer of at least " + std::to_string(p.workspace) +
-           " elements (selective_scan_workspace_size: sequences longer than " + std::to_string(p.span) +
-           " tokens are split into spans)");
-  std::vector<detail::Dim> e;
-  for (int k = 0; k < w.ndim; ++k) e.push_back({w.shape[k], "n"});
-  c.tensor("workspace", w, e.data(), w.ndim, detail::kF32Only, false);
-  int64_t expect = 1;
-  for (int k = w.ndim - 1; k >= 0; --k) {
-    if (w.shape[k] != 1 && w.strides[k] != expect)
-      c.fail("workspace has strides " + detail::listString(w.strides, w.ndim) + " for shape " + w.shapeString() +
-             ", expected contiguous strides");
-    expect *= w.shape[k];
-  }
-  if (w.numel() < p.workspace)
-    c.fail("workspace has " + std::to_string(w.numel()) + " elements (shape " + w.shapeString() +
-           "), expected at least " + std::to_string(p.workspace) + " (selective_scan_workspace_size)");
-}
-
-// B or C: time-varying (Bt, G, N, L) or constant (D, N).
-void bindBC(KernelCall& c, const ArgIndex& A, const TensorView& t, bool varying, bool batched, const char* sb,
-            const char* sg, const char* sn, const char* sd) {
-  c.stride(A(sb), varying && batched ? t.strides[0] : 0);
-  c.stride(A(sg), varying ? t.strides[1] : 0);
-  c.stride(A(sn), varying ? t.strides[2] : t.strides[1]);
-  c.stride(A(sd), varying ? 0 : t.strides[0]);
+  detail::checkScanWorkspace(kOp, a.workspace, a.u, p.workspace, "selective_scan_workspace_size",
+                             "sequences longer than " + std::to_string(p.span) + " tokens are split into spans");
 }
 
 enum class Pass { States, Main, Checkpoints };
@@ -128,8 +100,8 @@ void bind(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, const Sc
   c.stride(A("s_o_d"), a.out.strides[1]);
   c.stride(A("s_A_d"), a.A.strides[0]);
   c.stride(A("s_A_n"), a.A.strides[1]);
-  bindBC(c, A, a.B, d.bVarying, batched, "s_B_b", "s_B_g", "s_B_n", "s_B_d");
-  bindBC(c, A, a.C, d.cVarying, batched, "s_C_b", "s_C_g", "s_C_n", "s_C_d");
+  detail::bindScanBC(c, A, a.B, d.bVarying, batched, "s_B_b", "s_B_g", "s_B_n", "s_B_d");
+  detail::bindScanBC(c, A, a.C, d.cVarying, batched, "s_C_b", "s_C_g", "s_C_n", "s_C_d");
   c.stride(A("s_D_d"), strideOr0(a.D, 0));
   c.stride(A("s_db_d"), strideOr0(a.delta_bias, 0));
   c.stride(A("s_init_slot"), strideOr0(a.initial_states, 0));
@@ -231,6 +203,14 @@ Specialization detail::scanCheckpointSpecialization(const SelectiveScanArgs& a, 
   KernelCall c(kernels::kScanKernel, kSchema);
   bindCheckpoints(c, a, d, blockT, ckptPerRow, nullptr);
   return c.specialization(arch);
+}
+
+void detail::bindScanBC(KernelCall& c, const ArgIndex& A, const TensorView& t, bool varying, bool batched, const char* sb,
+                        const char* sg, const char* sn, const char* sd) {
+  c.stride(A(sb), varying && batched ? t.strides[0] : 0);
+  c.stride(A(sg), varying ? t.strides[1] : 0);
+  c.stride(A(sn), varying ? t.strides[2] : t.strides[1]);
+  c.stride(A(sd), varying ? 0 : t.strides[0]);
 }
 
 }  // namespace ssmjit

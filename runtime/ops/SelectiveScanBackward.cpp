@@ -4,14 +4,12 @@
 // dB/dC when there are any).
 #include <cuda.h>
 
-#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/SelectiveScanBackward.h"
 #include "runtime/DeviceStatus.h"
-#include "runtime/ops/ArgCheck.h"
 #include "runtime/ops/KernelCall.h"
 #include "runtime/ops/SelectiveScanCheck.h"
 #include "runtime/ops/SelectiveScanSpec.h"
@@ -30,12 +28,14 @@ const ArgSchema kSchema{kernels::kScanBwdArgNames, kernels::kScanBwdNumArgs};
 const ArgSchema kSumSchema{kernels::kScanBwdSumArgNames, kernels::kScanBwdSumNumArgs};
 constexpr const char* kOp = "selective_scan_backward";
 
-// The workspace regions, in float32 elements (SelectiveScanBackward.h).
+// The workspace regions, in float32 elements (SelectiveScanBackward.h), and the launches' index
+// width (every launch of a call uses the same).
 struct BwdPlan {
   int64_t blockT = 0, blockD = 0, groupsPerBlock = 0, dblocks = 0, rows = 0, ckptPerRow = 0;
   int64_t partBase = 0, bcBase = 0, bcSize = 0, total = 0;
+  bool wide = false;  // 64-bit offsets
 };
-BwdPlan plan(const ScanDims& d) {
+BwdPlan plan(const SelectiveScanBackwardArgs& b, const ScanDims& d) {
   Specialization s;
   s.kernel = kernels::kScanBwdKernel;
   s.set("D", d.D);
@@ -55,44 +55,11 @@ BwdPlan plan(const ScanDims& d) {
   p.bcBase = p.partBase + up16(d.nseq * kernels::scanBwdSums(d.N) * d.D);
   p.bcSize = up16(p.dblocks * p.groupsPerBlock * p.rows * d.N * d.L);
   p.total = p.bcBase + p.bcSize * ((d.bVarying ? 1 : 0) + (d.cVarying ? 1 : 0));
-  return p;
-}
-
-void checkWorkspace(const TensorView& w, const TensorView& u, int64_t need) {
-  detail::Checker c(kOp, DeviceKind::CUDA);
-  c.setDeviceId(u.deviceId, "u");
-  if (!w.defined())
-    c.fail("workspace is not given, expected a float32 buffer of at least " + std::to_string(need) +
-           " elements (selective_scan_backward_workspace_size)");
-  std::vector<detail::Dim> e;
-  for (int k = 0; k < w.ndim; ++k) e.push_back({w.shape[k], "n"});
-  c.tensor("workspace", w, e.data(), w.ndim, detail::kF32Only, false);
-  int64_t expect = 1;
-  for (int k = w.ndim - 1; k >= 0; --k) {
-    if (w.shape[k] != 1 && w.strides[k] != expect)
-      c.fail("workspace has strides " + detail::listString(w.strides, w.ndim) + " for shape " + w.shapeString() +
-             ", expected contiguous strides");
-    expect *= w.shape[k];
-  }
-  if (w.numel() < need)
-    c.fail("workspace has " + std::to_string(w.numel()) + " elements (shape " + w.shapeString() + "), expected at least " +
-           std::to_string(need) + " (selective_scan_backward_workspace_size)");
-}
-
-// B/C-like strides: time-varying (Bt, G, N, L) or constant (D, N).
-void bindBC(KernelCall& c, const ArgIndex& A, const TensorView& t, bool varying, bool batched, const char* sb,
-            const char* sg, const char* sn, const char* sd) {
-  c.stride(A(sb), varying && batched ? t.strides[0] : 0);
-  c.stride(A(sg), varying ? t.strides[1] : 0);
-  c.stride(A(sn), varying ? t.strides[2] : t.strides[1]);
-  c.stride(A(sd), varying ? 0 : t.strides[0]);
-}
-
-bool wideOffsets(const SelectiveScanBackwardArgs& b, const BwdPlan& p) {
   const SelectiveScanArgs& f = b.forward;
-  return !detail::fits32({&f.u, &f.delta, &f.z, &f.B, &f.C, &f.initial_states, &b.dout, &b.dfinal_states, &b.du,
-                          &b.ddelta, &b.dz, &b.dB, &b.dC, &b.dinitial_states}) ||
-         p.total >= (int64_t(1) << 31);
+  p.wide = !detail::fits32({&f.u, &f.delta, &f.z, &f.B, &f.C, &f.initial_states, &b.dout, &b.dfinal_states, &b.du,
+                            &b.ddelta, &b.dz, &b.dB, &b.dC, &b.dinitial_states}) ||
+           p.total >= (int64_t(1) << 31);
+  return p;
 }
 
 void bindBwd(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& d, const BwdPlan& p, void* err) {
@@ -142,8 +109,8 @@ void bindBwd(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& 
   bd("s_dz_b", "s_dz_d", b.dz);
   c.stride(A("s_A_d"), f.A.strides[0]);
   c.stride(A("s_A_n"), f.A.strides[1]);
-  bindBC(c, A, f.B, d.bVarying, batched, "s_B_b", "s_B_g", "s_B_n", "s_B_d");
-  bindBC(c, A, f.C, d.cVarying, batched, "s_C_b", "s_C_g", "s_C_n", "s_C_d");
+  detail::bindScanBC(c, A, f.B, d.bVarying, batched, "s_B_b", "s_B_g", "s_B_n", "s_B_d");
+  detail::bindScanBC(c, A, f.C, d.cVarying, batched, "s_C_b", "s_C_g", "s_C_n", "s_C_d");
   c.stride(A("s_D_d"), strideOr0(f.D, 0));
   c.stride(A("s_db_d"), strideOr0(f.delta_bias, 0));
   c.stride(A("s_df_slot"), strideOr0(b.dfinal_states, 0));
@@ -167,7 +134,7 @@ void bindBwd(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& 
   c.flag(A("has_dinit"), b.dinitial_states.defined());
   c.flag(A("has_init_idx"), f.initial_state_indices.defined());
   c.meta("meta:dstate", d.N);
-  c.meta("meta:index_bits", wideOffsets(b, p) ? 64 : 32);
+  c.meta("meta:index_bits", p.wide ? 64 : 32);
 }
 
 void bindSum(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& d, const BwdPlan& p, int part) {
@@ -193,8 +160,8 @@ void bindSum(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& 
   c.stride(A("s_dD"), strideOr0(b.dD, 0));
   c.stride(A("s_ddb"), strideOr0(b.ddelta_bias, 0));
   const bool batched = d.batch > 1;
-  bindBC(c, A, b.dB, d.bVarying, batched, "s_dB_b", "s_dB_g", "s_dB_n", "s_dB_d");
-  bindBC(c, A, b.dC, d.cVarying, batched, "s_dC_b", "s_dC_g", "s_dC_n", "s_dC_d");
+  detail::bindScanBC(c, A, b.dB, d.bVarying, batched, "s_dB_b", "s_dB_g", "s_dB_n", "s_dB_d");
+  detail::bindScanBC(c, A, b.dC, d.cVarying, batched, "s_dC_b", "s_dC_g", "s_dC_n", "s_dC_d");
   c.flag(A("b_varying"), d.bVarying);
   c.flag(A("c_varying"), d.cVarying);
   c.flag(A("has_D"), b.dD.defined());
@@ -203,7 +170,7 @@ void bindSum(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& 
   c.meta("meta:dstate", d.N);
   c.meta("meta:bwd_block_d", p.blockD);
   c.meta("meta:groups_per_block", p.groupsPerBlock);
-  c.meta("meta:index_bits", wideOffsets(b, p) ? 64 : 32);
+  c.meta("meta:index_bits", p.wide ? 64 : 32);
 }
 
 // The forward call of the checkpoint pass: the backward's workspace holds the checkpoints.
@@ -220,13 +187,13 @@ SelectiveScanArgs checkpointCall(const SelectiveScanBackwardArgs& b) {
 
 int64_t selective_scan_backward_workspace_size(const SelectiveScanBackwardArgs& b) {
   const ScanDims d = detail::checkSelectiveScanBackwardArgs(b, b.forward.u.device, kOp);
-  return plan(d).total;
+  return plan(b, d).total;
 }
 
 void selective_scan_backward(const SelectiveScanBackwardArgs& b, Stream stream) {
   const ScanDims d = detail::checkSelectiveScanBackwardArgs(b, DeviceKind::CUDA, kOp);
-  const BwdPlan p = plan(d);
-  checkWorkspace(b.workspace, b.forward.u, p.total);
+  const BwdPlan p = plan(b, d);
+  detail::checkScanWorkspace(kOp, b.workspace, b.forward.u, p.total, "selective_scan_backward_workspace_size");
   if (d.nseq == 0 || d.L == 0 || d.D == 0) return;
   const CUstream s = static_cast<CUstream>(stream);
   void* err = deviceStatusRecord();
@@ -262,7 +229,7 @@ void selective_scan_backward(const SelectiveScanBackwardArgs& b, Stream stream) 
 std::vector<Specialization> detail::scanBackwardSpecializations(const SelectiveScanBackwardArgs& b,
                                                                 const std::string& arch) {
   const ScanDims d = checkSelectiveScanBackwardArgs(b, b.forward.u.device, kOp);
-  const BwdPlan p = plan(d);
+  const BwdPlan p = plan(b, d);
   std::vector<Specialization> out{scanCheckpointSpecialization(checkpointCall(b), d, p.blockT, p.ckptPerRow, arch)};
   KernelCall c(kernels::kScanBwdKernel, kSchema);
   bindBwd(c, b, d, p, nullptr);

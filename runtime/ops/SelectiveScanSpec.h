@@ -9,6 +9,7 @@
 #include <cuda.h>
 
 #include "compiler/Specialization.h"
+#include "runtime/ops/KernelCall.h"
 #include "runtime/ops/SelectiveScanCheck.h"
 #include "ssmjit/ops.h"
 
@@ -23,6 +24,11 @@ void launchScanCheckpoints(const SelectiveScanArgs& args, const ScanDims& d, int
                            CUstream stream);
 Specialization scanCheckpointSpecialization(const SelectiveScanArgs& args, const ScanDims& d, int64_t blockT,
                                             int64_t ckptPerRow, const std::string& arch);
+
+// Binds B or C (or their gradients) to the four stride arguments sb, sg, sn, sd of a scan
+// kernel: time-varying (Bt, G, N, L) or constant (D, N).
+void bindScanBC(KernelCall& c, const ArgIndex& A, const TensorView& t, bool varying, bool batched, const char* sb,
+                const char* sg, const char* sn, const char* sd);
 
 // selective_scan_backward's specialisations (the checkpoint pass, the backward, its sums).
 std::vector<Specialization> scanBackwardSpecializations(const SelectiveScanBackwardArgs& args, const std::string& arch);

@@ -6,6 +6,7 @@
 
 #include "runtime/ops/SelectiveScanCheck.h"
 #include "runtime/reference/ElementAccess.h"
+#include "runtime/reference/ScanSequences.h"
 #include "ssmjit/error.h"
 #include "ssmjit/reference.h"
 
@@ -23,19 +24,6 @@ int64_t offsetOf(const TensorView& t, std::initializer_list<int64_t> idx) {
 double el(const TensorView& t, std::initializer_list<int64_t> idx) { return loadElement(t, offsetOf(t, idx)); }
 void put(const TensorView& t, std::initializer_list<int64_t> idx, double v) { storeElement(t, offsetOf(t, idx), v); }
 
-// Each sequence's slot: idx[i] (in [0, S) or -1), or i.
-std::vector<int64_t> slotsOf(const char* name, const TensorView& idx, int64_t n, int64_t S) {
-  std::vector<int64_t> s(at(n));
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t v = idx.defined() ? loadIndex(idx, i * idx.strides[0]) : i;
-    if (v != -1 && (v < 0 || v >= S))
-      invalid(std::string(name) + "[" + std::to_string(i) + "] = " + std::to_string(v) + ", expected -1 or a slot in [0, " +
-              std::to_string(S) + ")");
-    s[at(i)] = v;
-  }
-  return s;
-}
-
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 }  // namespace
@@ -44,31 +32,14 @@ void selective_scan_backward(const SelectiveScanBackwardArgs& b) {
   const detail::ScanDims d = detail::checkSelectiveScanBackwardArgs(b, DeviceKind::CPU, kOp);
   const SelectiveScanArgs& a = b.forward;
   // Sequences (row, start, length), every check before anything is written.
-  std::vector<int64_t> row(at(d.nseq)), start(at(d.nseq)), len(at(d.nseq));
-  for (int64_t i = 0; i < d.nseq; ++i) {
-    if (!d.packed) {
-      row[at(i)] = i, start[at(i)] = 0, len[at(i)] = d.L;
-      continue;
-    }
-    const TensorView& cu = a.cu_seqlens;
-    const int64_t s = loadIndex(cu, i * cu.strides[0]), e = loadIndex(cu, (i + 1) * cu.strides[0]);
-    const std::string at0 = "cu_seqlens[" + std::to_string(i) + "] = " + std::to_string(s);
-    const std::string at1 = "cu_seqlens[" + std::to_string(i + 1) + "] = " + std::to_string(e);
-    if (i == 0 && s != 0) invalid(at0 + ", expected 0");
-    if (e <= s) invalid(at1 + " after " + at0 + ", expected strictly increasing entries (no empty sequence)");
-    if (i == d.nseq - 1 && e != d.L)
-      invalid(at1 + " (the last entry), expected T = " + std::to_string(d.L) + " (u's seqlen)");
-    if (a.max_seqlen > 0 && e - s > a.max_seqlen)
-      invalid("sequence " + std::to_string(i) + " has " + std::to_string(e - s) + " tokens, expected at most max_seqlen = " +
-              std::to_string(a.max_seqlen));
-    row[at(i)] = 0, start[at(i)] = s, len[at(i)] = e - s;
-  }
+  const ScanSequences q = scanSequences(kOp, a, d);
+  const auto& [row, start, len] = q;
   // The slots: the forward's initial ones (read, and where dinitial_states goes), and
   // final_state_indices for dfinal_states' slots (the check counted those in finalSlots).
   const bool hasDinit = b.dinitial_states.defined();
   std::vector<int64_t> in, fin;
-  if (a.initial_states.defined()) in = slotsOf("initial_state_indices", a.initial_state_indices, d.nseq, d.initSlots);
-  if (b.dfinal_states.defined()) fin = slotsOf("final_state_indices", a.final_state_indices, d.nseq, d.finalSlots);
+  if (a.initial_states.defined()) in = scanSlots(kOp, "initial_state_indices", a.initial_state_indices, d.nseq, d.initSlots);
+  if (b.dfinal_states.defined()) fin = scanSlots(kOp, "final_state_indices", a.final_state_indices, d.nseq, d.finalSlots);
   if (hasDinit) {  // each written slot's gradient comes from one sequence
     std::vector<int64_t> reader(at(d.initSlots), -1);
     for (int64_t i = 0; i < d.nseq; ++i) {

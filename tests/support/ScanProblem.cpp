@@ -161,4 +161,14 @@ SelectiveScanArgs deviceArgs(ScanProblem& p, const DeviceTensors& d) {
   return a;
 }
 
+void copyTokens(const HostTensor& from, HostTensor& to, int64_t start) {
+  if (!from.defined) return;
+  const TensorView src = from.view(), dst = to.view();
+  forEachElement(dst, [&](int64_t off, const std::vector<int64_t>& idx) {
+    int64_t so = 0;
+    for (int d = 0; d < src.ndim; ++d) so += (d == src.ndim - 1 ? idx[d] + start : idx[d]) * src.strides[d];
+    storeElement(dst, off, loadElement(src, so));
+  });
+}
+
 }  // namespace ssmjit::testing

@@ -58,4 +58,8 @@ struct ScanProblem {
 // the caller sizes and sets it.
 SelectiveScanArgs deviceArgs(ScanProblem& p, const DeviceTensors& d);
 
+// Copies tokens [start, start + len) of `from`'s row 0 (the last axis) into `to` (batch 1, len
+// tokens): a packed sequence's inputs for running it alone. Does nothing when `from` is undefined.
+void copyTokens(const HostTensor& from, HostTensor& to, int64_t start);
+
 }  // namespace ssmjit::testing
