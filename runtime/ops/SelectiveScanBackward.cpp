@@ -202,8 +202,12 @@ void selective_scan_backward(const SelectiveScanBackwardArgs& b, Stream stream) 
     KernelCall c(kernels::kScanBwdKernel, kSchema);
     bindBwd(c, b, d, p, err);
     if (c.metaValue("meta:BLOCK_T") != p.blockT || c.metaValue("meta:BLOCK_D") != p.blockD)
-      throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": SSMJIT_META sets the backward's BLOCK_T/BLOCK_D "
-                                                "for one specialisation only, expected the same for every call");
+      throw Error(Error::Kind::InvalidArgument,
+                  std::string(kOp) + ": SSMJIT_META gives this call's selective_scan_bwd BLOCK_T " +
+                      std::to_string(c.metaValue("meta:BLOCK_T")) + " and BLOCK_D " +
+                      std::to_string(c.metaValue("meta:BLOCK_D")) + ", expected the workspace plan's BLOCK_T " +
+                      std::to_string(p.blockT) + " and BLOCK_D " + std::to_string(p.blockD) +
+                      " (set them for every specialisation of the kernel alike)");
     const unsigned grid[3] = {static_cast<unsigned>(p.dblocks), static_cast<unsigned>(d.nseq), 1u};
     c.launch(grid, s);
   }
