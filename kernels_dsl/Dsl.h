@@ -97,6 +97,9 @@ class KernelBuilder {
   // 1-D tile broadcast along axis 0 (a row vector) over more threads: fewer registers for each,
   // at the price of more shuffles in a reduction along axis 1.
   void setInnerLanes(int lanes);
+  // Blocks of this kernel that should fit on one SM at once (__launch_bounds__' second figure):
+  // caps the registers a thread may take, trading spills for occupancy.
+  void setMinBlocksPerSM(int blocks);
 
   // Elementwise.
   Value add(Value a, Value b);

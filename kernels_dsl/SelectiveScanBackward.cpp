@@ -26,8 +26,10 @@ constexpr double kLog2e = 1.4426950408889634;
 
 void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
   const int64_t BD = spec.get("meta:BLOCK_D"), BT = spec.get("meta:BLOCK_T"), N = spec.get("meta:dstate"),
-                NGL = spec.get("meta:groups_per_block"), NS = scanBwdSums(N);
+                NGL = spec.get("meta:groups_per_block"), NS = scanBwdSums(N), SPAN = spec.get("meta:span");
+  const bool adjointPass = spec.get("meta:adjoint_pass") != 0;
   k.setShiftLanes(static_cast<int>(spec.get("meta:time_lanes")));
+  if (spec.get("meta:min_blocks") > 0) k.setMinBlocksPerSM(static_cast<int>(spec.get("meta:min_blocks")));
   auto F = PtrClass::Float, Ix = PtrClass::Int;
   auto M = PtrRole::Metadata;
   auto P = [&](const char* n) { return k.ptrArg(n, F); };
@@ -38,8 +40,8 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
         err = k.ptrArg("err", Ix, M);
   auto I = [&](const char* n) { return k.intArg(n); };
   Value D = I("D"), L = I("L"), nseq = I("nseq"), nInit = I("nslots_init"), nFinal = I("nslots_final"),
-        maxLen = I("max_len"), cpr = I("ckpt_per_row"), group = I("group"), partBase = I("part_base"),
-        bcBase = I("bc_base"), bcSize = I("bc_size");
+        maxLen = I("max_len"), cpr = I("ckpt_per_row"), spr = I("span_keys_per_row"), group = I("group"),
+        adjBase = I("adj_base"), partBase = I("part_base"), bcBase = I("bc_base"), bcSize = I("bc_size");
   Value sUb = I("s_u_b"), sUd = I("s_u_d"), sDlb = I("s_dl_b"), sDld = I("s_dl_d"), sZb = I("s_z_b"),
         sZd = I("s_z_d"), sDob = I("s_do_b"), sDod = I("s_do_d"), sDub = I("s_du_b"), sDud = I("s_du_d"),
         sDdlb = I("s_ddl_b"), sDdld = I("s_ddl_d"), sDzb = I("s_dz_b"), sDzd = I("s_dz_d"), sAd = I("s_A_d"),
@@ -52,7 +54,7 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
         hasDbias = Fl("has_dbias"), softplusOn = Fl("softplus"), hasCu = Fl("has_cu"), hasDfinal = Fl("has_dfinal"),
         hasFinalIdx = Fl("has_final_idx"), hasDinit = Fl("has_dinit"), hasInitIdx = Fl("has_init_idx");
 
-  Value pidD = k.programId(0), i = k.programId(1);
+  Value pidD = k.programId(0), i = k.programId(1), j = k.programId(2);
   Value zeroI = k.constInt(0), zero = k.constFloat(0), one = k.constFloat(1);
   // The sequence. Bad cu_seqlens and over-long sequences were reported by the checkpoint launch.
   std::vector<Value> se = k.ifElse(hasCu, [&] {
@@ -63,6 +65,13 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
   k.returnIf(badCu);
   Value len = end - start;
   k.returnIf(len > maxLen);
+  // Span j of the sequence: tokens [t0, t0 + spanLen), relative to its start (so a sequence's
+  // spans do not depend on where it lies in a packed row).
+  Value t0 = j * SPAN;
+  k.returnIf(t0 >= len);
+  if (adjointPass) k.returnIf(j == 0);  // only spans with a predecessor
+  Value nspans = cdiv(len, k.constInt(SPAN)), spanLen = k.minimum(k.constInt(SPAN), len - t0);
+  Value spanKey = row * spr + start / SPAN + k.select(hasCu, i, zeroI) + j;
 
   Value offsD = pidD * BD + k.range(BD), mD = offsD < D;
   auto dE = [&](Value v) { return k.expandDims(v, 1); };  // [BD] -> [BD, 1]
@@ -84,15 +93,31 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
   Value DN = D * N;
   Value rowsBC = k.select(hasCu, k.constInt(1), nseq);
   Value ckptKey0 = row * cpr + start / BT + k.select(hasCu, i, zeroI);
-  Value nTiles = cdiv(len, k.constInt(BT));
+  Value nTiles = cdiv(spanLen, k.constInt(BT));
+  // The adjoint pass' results of span jj: S[n] (the adjoint at its first token from a zero carry
+  // at its end), then its summed dt, at ws[adj_base + (key * (N + 1) + r) * D + d].
+  auto adjOff = [&](Value key, int64_t r) { return adjBase + (key * (N + 1) + r) * D + offsD; };
 
-  // The adjoint's start: d(final state) of the sequence's slot, or 0.
-  Value slotF = k.ifElse(hasDfinal, [&] {
-    return std::vector<Value>{checkedSlot(k, hasFinalIdx, finIdx, sFidx, nFinal, i, pidD, err, kErrScanFinalSlot)};
-  }, [&] { return std::vector<Value>{k.constInt(-1)}; })[0];
   std::vector<Value> carry;  // s[n], then the sums: dA[n], dD, ddelta_bias, dB[n], dC[n] (constant B/C)
-  for (int64_t n = 0; n < N; ++n) carry.push_back(k.load(dfin, slotF * sFs + offsD * sFd + n * sFn, mD && (slotF >= 0), zero));
-  for (int64_t r = 0; r < NS; ++r) carry.push_back(k.splat(zero, {BD}));
+  if (adjointPass) {
+    for (int64_t n = 0; n <= N; ++n) carry.push_back(k.splat(zero, {BD}));  // s[n], summed dt
+  } else {
+    // The adjoint at the span's end: d(final state) of the sequence's slot (or 0) carried back
+    // through the later spans, last first: s = S + exp(A sum_dt) s.
+    Value slotF = k.ifElse(hasDfinal, [&] {
+      return std::vector<Value>{checkedSlot(k, hasFinalIdx, finIdx, sFidx, nFinal, i, pidD + j, err, kErrScanFinalSlot)};
+    }, [&] { return std::vector<Value>{k.constInt(-1)}; })[0];
+    for (int64_t n = 0; n < N; ++n)
+      carry.push_back(k.load(dfin, slotF * sFs + offsD * sFd + n * sFn, mD && (slotF >= 0), zero));
+    carry = k.forLoop(zeroI, nspans - 1 - j, k.constInt(1), carry, [&](Value q, const std::vector<Value>& c) {
+      Value key = spanKey + (nspans - 1 - j - q);
+      Value sd = k.load(ws, adjOff(key, N), mD, zero);
+      std::vector<Value> next;
+      for (int64_t n = 0; n < N; ++n) next.push_back(k.load(ws, adjOff(key, n), mD, zero) + k.exp2(A2[n] * sd) * c[n]);
+      return next;
+    });
+    for (int64_t r = 0; r < NS; ++r) carry.push_back(k.splat(zero, {BD}));
+  }
 
   auto linear = [&](const std::vector<Value>& l, const std::vector<Value>& r) {
     return std::vector<Value>{l[0] * r[0], r[0] * l[1] + r[1]};
@@ -126,10 +151,20 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
       return std::vector<Value>{go * (zt * sg), sg * (1.0 + zt * (1.0 - sg))};  // dy, silu'(z)
     }, [&] { return std::vector<Value>{go, k.splat(zero, {BD, BT})}; });
     Value dy = zg[0];
+    if (adjointPass) {
+      std::vector<Value> next;
+      for (int64_t n = 0; n < N; ++n) {
+        Value a = k.exp2(dt * dE(A2[n]));
+        Value cdy = bcTile(cVar, Cp, sCb, sCg, sCn, sCd, n) * dy;
+        next.push_back(k.associativeScan({a, a * cdy}, 1, linear, {k.splat(one, {BD}), cs[n]}, true)[3]);
+      }
+      next.push_back(cs[N] + k.reduce(dt, 1, "sum"));
+      return next;
+    }
     Value key = ckptKey0 + c / BT;
     Value dtu = dt * xu;
     Value duAcc = DvT * dy, ddt = k.splat(zero, {BD, BT}), y = DvT * xu;
-    std::vector<Value> next(cs.size());
+    std::vector<Value> next(cs.size()), partB, partC;
     for (int64_t n = 0; n < N; ++n) {
       Value a = k.exp2(dt * dE(A2[n]));
       Value Bt = bcTile(bVar, Bp, sBb, sBg, sBn, sBd, n);
@@ -148,23 +183,34 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
       next[n] = rs[3];
       next[N + n] = cs[N + n] + k.reduce(dt * gah, 1, "sum");
       Value gB = g * dtu, gC = dy * h;
-      // Time-varying dB/dC: this block's channels of each group summed per token.
-      auto partial = [&](Value v, Value regionBase) {
-        for (int64_t lg = 0; lg < NGL; ++lg) {
-          Value vv = NGL == 1 ? v : k.select(gE == g0 + lg, v, zero);
-          Value off = regionBase + (((pidD * NGL + lg) * rowsBC + row) * N + n) * L + start + tl;
-          k.store(ws, off, k.reduce(vv, 0, "sum"), m1);
-        }
+      // Time-varying dB/dC: this block's channels of each group summed per token; stored after
+      // the last state, so that the reductions of every state share one barrier.
+      auto perToken = [&](Value varying, Value v, int64_t r, std::vector<Value>& parts) {
+        std::vector<Value> res = k.ifElse(varying, [&] {
+          std::vector<Value> out{cs[r]};
+          for (int64_t lg = 0; lg < NGL; ++lg)
+            out.push_back(k.reduce(NGL == 1 ? v : k.select(gE == g0 + lg, v, zero), 0, "sum"));
+          return out;
+        }, [&] {
+          std::vector<Value> out{cs[r] + k.reduce(v, 1, "sum")};
+          for (int64_t lg = 0; lg < NGL; ++lg) out.push_back(k.splat(zero, {BT}));
+          return out;
+        });
+        next[r] = res[0];
+        parts.insert(parts.end(), res.begin() + 1, res.end());
       };
-      next[N + N + 2 + n] = k.ifElse(bVar, [&] {
-        partial(gB, bcBase);
-        return std::vector<Value>{cs[N + N + 2 + n]};
-      }, [&] { return std::vector<Value>{cs[N + N + 2 + n] + k.reduce(gB, 1, "sum")}; })[0];
-      next[N + N + 2 + N + n] = k.ifElse(cVar, [&] {
-        partial(gC, bcBase + k.select(bVar, bcSize, zeroI));
-        return std::vector<Value>{cs[N + N + 2 + N + n]};
-      }, [&] { return std::vector<Value>{cs[N + N + 2 + N + n] + k.reduce(gC, 1, "sum")}; })[0];
+      perToken(bVar, gB, N + N + 2 + n, partB);
+      perToken(cVar, gC, N + N + 2 + N + n, partC);
     }
+    auto storeParts = [&](const std::vector<Value>& parts, Value regionBase) {
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t lg = 0; lg < NGL; ++lg) {
+          Value off = regionBase + (((pidD * NGL + lg) * rowsBC + row) * N + n) * L + start + tl;
+          k.store(ws, off, parts[n * NGL + lg], m1);
+        }
+    };
+    k.ifThen(bVar, [&] { storeParts(partB, bcBase); });
+    k.ifThen(cVar, [&] { storeParts(partC, bcBase + k.select(bVar, bcSize, zeroI)); });
     k.ifThen(hasZ, [&] { store(dz, row * sDzb + dOffs * sDzd + tOff, go * y * zg[1]); });
     Value dd = k.ifElse(softplusOn, [&] {
       return std::vector<Value>{ddt * k.select(draw <= 20.0, sigmoid(draw), k.splat(one, {BD, BT}))};
@@ -177,13 +223,17 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
     return next;
   };
   carry = k.forLoop(zeroI, nTiles, k.constInt(1), carry, [&](Value q, const std::vector<Value>& cs) {
-    Value c = (nTiles - 1 - q) * BT;
+    Value c = t0 + (nTiles - 1 - q) * BT;
     return k.ifElse(c + BT <= len, [&] { return tile(true, c, cs); }, [&] { return tile(false, c, cs); });
   });
 
-  // The sums of the sequence, and d(initial state) (slots were checked by the checkpoint launch).
-  for (int64_t r = 0; r < NS; ++r) k.store(ws, partBase + (i * NS + r) * D + offsD, carry[N + r], mD);
-  k.ifThen(hasDinit, [&] {
+  if (adjointPass) {
+    for (int64_t r = 0; r <= N; ++r) k.store(ws, adjOff(spanKey, r), carry[r], mD);
+    return;
+  }
+  // The sums of the span, and d(initial state) (slots were checked by the checkpoint launch).
+  for (int64_t r = 0; r < NS; ++r) k.store(ws, partBase + (spanKey * NS + r) * D + offsD, carry[N + r], mD);
+  k.ifThen(hasDinit && (j == 0), [&] {
     Value slotI = checkedSlot(k, hasInitIdx, initIdx, sIidx, nInit, i, k.constInt(1), err, kErrScanInitSlot);
     for (int64_t n = 0; n < N; ++n)
       k.store(dinit, slotI * sIs + offsD * sId + n * sIn, carry[n], mD && (slotI >= 0));
@@ -206,6 +256,18 @@ void chooseScanBwdMeta(Specialization& s) {
     const int64_t bd = s.get("meta:BLOCK_D"), group = s.find("group") ? s.get("group") : 1;
     s.set("meta:groups_per_block", group % bd == 0 ? 1 : (bd - 1) / group + 2);
   }
+  // Four blocks an SM (128 registers a thread) at N <= 16: on an H100 at D 5120 the backward took
+  // 8.7 ms (compiler's choice), 7.6 (three) and 6.6 (four) at 8x2048. Larger N is unmeasured: 0
+  // leaves the register budget to the compiler.
+  if (!s.find("meta:min_blocks")) s.set("meta:min_blocks", s.get("meta:dstate") <= 16 ? 4 : 0);
+  if (!s.find("meta:span")) {
+    // As the forward's spans: the programs of one sequence fill the GPU a few times over at any
+    // width (the adjoint pass costs about a forward scan of every span but the first).
+    int64_t span = 256;
+    while (span < 2048 && span * 5 <= D) span *= 2;
+    s.set("meta:span", std::max(span, s.get("meta:BLOCK_T")));
+  }
+  if (!s.find("meta:adjoint_pass")) s.set("meta:adjoint_pass", 0);
   if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
 }
 
@@ -213,24 +275,39 @@ void chooseScanBwdMeta(Specialization& s) {
 void buildScanBwdSum(KernelBuilder& k, const Specialization& spec) {
   const int64_t BLOCK = spec.get("meta:BLOCK"), N = spec.get("meta:dstate"), BDb = spec.get("meta:bwd_block_d"),
                 NGL = spec.get("meta:groups_per_block"), NS = scanBwdSums(N);
+  const int64_t SPAN = spec.get("meta:span");
   const bool part1 = spec.get("meta:part") != 0;
   auto F = PtrClass::Float;
   Value ws = k.ptrArg("ws", F), dA = k.ptrArg("dA", F), dD = k.ptrArg("dD", F), ddb = k.ptrArg("ddbias", F),
-        dB = k.ptrArg("dB", F), dC = k.ptrArg("dC", F);
+        dB = k.ptrArg("dB", F), dC = k.ptrArg("dC", F), cu = k.ptrArg("cu", PtrClass::Int, PtrRole::Metadata);
   auto I = [&](const char* n) { return k.intArg(n); };
   Value D = I("D"), L = I("L"), nseq = I("nseq"), rows = I("rows"), G = I("G"), group = I("group"),
-        dblocks = I("dblocks"), partBase = I("part_base"), bcBase = I("bc_base"), bcSize = I("bc_size");
+        dblocks = I("dblocks"), spr = I("span_keys_per_row"), partBase = I("part_base"), bcBase = I("bc_base"),
+        bcSize = I("bc_size"), sCu = I("s_cu");
   Value sAd = I("s_dA_d"), sAn = I("s_dA_n"), sDD = I("s_dD"), sDdb = I("s_ddb"), sBb = I("s_dB_b"),
         sBg = I("s_dB_g"), sBn = I("s_dB_n"), sBd = I("s_dB_d"), sCb = I("s_dC_b"), sCg = I("s_dC_g"),
         sCn = I("s_dC_n"), sCd = I("s_dC_d");
   Value bVar = k.flagArg("b_varying"), cVar = k.flagArg("c_varying"), hasD = k.flagArg("has_D"),
-        hasDbias = k.flagArg("has_dbias");
-  Value zero = k.constFloat(0);
+        hasDbias = k.flagArg("has_dbias"), hasCu = k.flagArg("has_cu");
+  Value zero = k.constFloat(0), zeroI = k.constInt(0);
   Value offs = k.programId(0) * BLOCK + k.range(BLOCK);
   if (!part1) {
     Value r = k.programId(1), m = offs < D;
-    Value acc = k.forLoop(k.constInt(0), nseq, k.constInt(1), {k.splat(zero, {BLOCK})}, [&](Value i, const std::vector<Value>& c) {
-      return std::vector<Value>{c[0] + k.load(ws, partBase + (i * NS + r) * D + offs, m, zero)};
+    // Per sequence its spans in order, then the sequences in order: a sequence's sum does not
+    // depend on where it lies in a packed row. A bad cu_seqlens (reported by the checkpoint
+    // launch) reads no span.
+    Value acc = k.forLoop(zeroI, nseq, k.constInt(1), {k.splat(zero, {BLOCK})}, [&](Value i, const std::vector<Value>& c) {
+      std::vector<Value> se = k.ifElse(hasCu, [&] {
+        return std::vector<Value>{k.load(cu, i * sCu), k.load(cu, (i + 1) * sCu), zeroI};
+      }, [&] { return std::vector<Value>{zeroI, L, i}; });
+      Value start = se[0], end = se[1];
+      Value good = (start >= 0) && (end > start) && (end <= L);
+      Value key0 = se[2] * spr + start / SPAN + k.select(hasCu, i, zeroI);
+      Value spans = k.select(good, cdiv(end - start, k.constInt(SPAN)), zeroI);
+      Value seq = k.forLoop(zeroI, spans, k.constInt(1), {k.splat(zero, {BLOCK})}, [&](Value jj, const std::vector<Value>& cs) {
+        return std::vector<Value>{cs[0] + k.load(ws, partBase + ((key0 + jj) * NS + r) * D + offs, m, zero)};
+      })[0];
+      return std::vector<Value>{c[0] + seq};
     })[0];
     k.ifThen(r < N, [&] { k.store(dA, offs * sAd + r * sAn, acc, m); });
     k.ifThen((r == N) && hasD, [&] { k.store(dD, offs * sDD, acc, m); });

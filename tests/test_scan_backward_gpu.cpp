@@ -70,6 +70,10 @@ std::vector<ScanBackwardCase> cases() {
   c.fwd.strided = true, c.fwd.uType = DType::BF16, c.fwd.zType = DType::F16, c.fwd.bType = DType::BF16;
   c.doutType = DType::BF16, c.dBType = DType::BF16;
   v.push_back(c);
+  c = allDtypes({}, DType::BF16);  // one sequence of 10 spans (256 tokens at D 20), d(final) in
+  c.fwd.batch = 1, c.fwd.D = 20, c.fwd.N = 6, c.fwd.L = 2333;
+  c.dfinalStates = c.dinitialStates = true;
+  v.push_back(c);
   return v;
 }
 
@@ -119,61 +123,66 @@ std::string bitsString(const unsigned char* p, DType t) {
 
 // Every sequence of a packed row gives, bit for bit, the per-token gradients, time-varying dB/dC
 // and d(initial state) of running it alone; dA, dD, ddelta_bias are the fp32 sums of the alone
-// ones in sequence order.
-TEST(ScanBackwardGpuPacking, PackedEqualsEachSequenceAlone) {
+// ones in sequence order. One test per dtype, so that shards run them apart: each compiles four
+// kernel sets (packed, alone, alone L = 1, alone L = 64).
+class ScanBackwardGpuPacking : public ::testing::TestWithParam<DType> {};
+
+TEST_P(ScanBackwardGpuPacking, PackedEqualsEachSequenceAlone) {
   SSMJIT_REQUIRE_GPU();
-  for (DType x : {DType::F32, DType::BF16}) {
-    ScanBackwardCase pc = allDtypes({}, x);
-    pc.fwd.D = 40, pc.fwd.N = 16, pc.fwd.lens = {700, 5, 300, 1, 513, 64};
-    pc.dinitialStates = pc.dfinalStates = true, pc.fwd.inPlace = false;
-    ScanBackwardProblem packed(pc);
-    const auto gp = runOnDevice(packed);
-    const int64_t D = pc.fwd.D, N = pc.fwd.N, DN = D * N, eb = dtypeBytes(x), T = packed.f.u.meta.shape[2];
-    std::vector<float> sumA(DN, 0.f), sumD(D, 0.f), sumBias(D, 0.f);
-    for (size_t i = 0; i < pc.fwd.lens.size(); ++i) {
-      ScanBackwardCase sc = pc;
-      sc.fwd.lens.clear(), sc.fwd.batch = 1, sc.fwd.L = pc.fwd.lens[i];
-      ScanBackwardProblem alone(sc);
-      const int64_t start = packed.f.start[i];
-      for (auto [from, to] : {std::pair{&packed.f.u, &alone.f.u}, {&packed.f.delta, &alone.f.delta}, {&packed.f.z, &alone.f.z},
-                              {&packed.f.B, &alone.f.B}, {&packed.f.C, &alone.f.C}, {&packed.dout, &alone.dout}})
-        copyTokens(*from, *to, start);
-      for (auto [from, to] : {std::pair{&packed.f.A, &alone.f.A}, {&packed.f.Dv, &alone.f.Dv},
-                              {&packed.f.deltaBias, &alone.f.deltaBias}})
-        to->bytes = from->bytes;
-      // Sequence i: slot i (no indices); alone, slot 0.
-      std::memcpy(alone.f.initStates.bytes.data(), packed.f.initStates.bytes.data() + i * DN * 4, DN * 4);
-      std::memcpy(alone.dfinal.bytes.data(), packed.dfinal.bytes.data() + i * DN * 4, DN * 4);  // fp32 states
-      const auto ga = runOnDevice(alone);
-      // Rows of `len` tokens: packed row r at token `start`, alone row r.
-      auto sameRows = [&](int idx, int64_t rows, const char* what) {
-        for (int64_t r = 0; r < rows; ++r) {
-          const auto* p = gp[idx].data() + (r * T + start) * eb;
-          const auto* q = ga[idx].data() + r * sc.fwd.L * eb;
-          if (std::memcmp(p, q, sc.fwd.L * eb) == 0) continue;
-          int64_t t = 0;
-          while (std::memcmp(p + t * eb, q + t * eb, eb) == 0) ++t;
-          FAIL() << dtypeName(x) << " gradient " << idx << " sequence " << i << " " << what << " " << r << " token " << t
-                 << " of " << sc.fwd.L << ": packed " << bitsString(p + t * eb, x) << ", alone " << bitsString(q + t * eb, x);
-        }
-      };
-      for (int idx : {kDu, kDdelta, kDz}) sameRows(idx, D, "channel");
-      for (int idx : {kDB, kDC}) sameRows(idx, N, "state");
-      if (HasFatalFailure()) return;
-      ASSERT_EQ(0, std::memcmp(gp[kDinit].data() + i * DN * 4, ga[kDinit].data(), DN * 4)) << "dinit of sequence " << i;
-      auto add = [&](std::vector<float>& acc, int idx) {
-        for (size_t e = 0; e < acc.size(); ++e) {
-          float v;
-          std::memcpy(&v, ga[idx].data() + e * 4, 4);
-          acc[e] += v;
-        }
-      };
-      add(sumA, kDA), add(sumD, kDD), add(sumBias, kDbias);
-    }
-    EXPECT_EQ(0, std::memcmp(gp[kDA].data(), sumA.data(), DN * 4)) << dtypeName(x) << " dA";
-    EXPECT_EQ(0, std::memcmp(gp[kDD].data(), sumD.data(), D * 4)) << dtypeName(x) << " dD";
-    EXPECT_EQ(0, std::memcmp(gp[kDbias].data(), sumBias.data(), D * 4)) << dtypeName(x) << " ddelta_bias";
+  const DType x = GetParam();
+  ScanBackwardCase pc = allDtypes({}, x);
+  pc.fwd.D = 40, pc.fwd.N = 16, pc.fwd.lens = {700, 5, 300, 1, 513, 64};
+  pc.dinitialStates = pc.dfinalStates = true, pc.fwd.inPlace = false;
+  ScanBackwardProblem packed(pc);
+  const auto gp = runOnDevice(packed);
+  const int64_t D = pc.fwd.D, N = pc.fwd.N, DN = D * N, eb = dtypeBytes(x), T = packed.f.u.meta.shape[2];
+  std::vector<float> sumA(DN, 0.f), sumD(D, 0.f), sumBias(D, 0.f);
+  for (size_t i = 0; i < pc.fwd.lens.size(); ++i) {
+    ScanBackwardCase sc = pc;
+    sc.fwd.lens.clear(), sc.fwd.batch = 1, sc.fwd.L = pc.fwd.lens[i];
+    ScanBackwardProblem alone(sc);
+    const int64_t start = packed.f.start[i];
+    for (auto [from, to] : {std::pair{&packed.f.u, &alone.f.u}, {&packed.f.delta, &alone.f.delta}, {&packed.f.z, &alone.f.z},
+                            {&packed.f.B, &alone.f.B}, {&packed.f.C, &alone.f.C}, {&packed.dout, &alone.dout}})
+      copyTokens(*from, *to, start);
+    for (auto [from, to] : {std::pair{&packed.f.A, &alone.f.A}, {&packed.f.Dv, &alone.f.Dv},
+                            {&packed.f.deltaBias, &alone.f.deltaBias}})
+      to->bytes = from->bytes;
+    // Sequence i: slot i (no indices); alone, slot 0.
+    std::memcpy(alone.f.initStates.bytes.data(), packed.f.initStates.bytes.data() + i * DN * 4, DN * 4);
+    std::memcpy(alone.dfinal.bytes.data(), packed.dfinal.bytes.data() + i * DN * 4, DN * 4);  // fp32 states
+    const auto ga = runOnDevice(alone);
+    // Rows of `len` tokens: packed row r at token `start`, alone row r.
+    auto sameRows = [&](int idx, int64_t rows, const char* what) {
+      for (int64_t r = 0; r < rows; ++r) {
+        const auto* p = gp[idx].data() + (r * T + start) * eb;
+        const auto* q = ga[idx].data() + r * sc.fwd.L * eb;
+        if (std::memcmp(p, q, sc.fwd.L * eb) == 0) continue;
+        int64_t t = 0;
+        while (std::memcmp(p + t * eb, q + t * eb, eb) == 0) ++t;
+        FAIL() << dtypeName(x) << " gradient " << idx << " sequence " << i << " " << what << " " << r << " token " << t
+               << " of " << sc.fwd.L << ": packed " << bitsString(p + t * eb, x) << ", alone " << bitsString(q + t * eb, x);
+      }
+    };
+    for (int idx : {kDu, kDdelta, kDz}) sameRows(idx, D, "channel");
+    for (int idx : {kDB, kDC}) sameRows(idx, N, "state");
+    if (HasFatalFailure()) return;
+    ASSERT_EQ(0, std::memcmp(gp[kDinit].data() + i * DN * 4, ga[kDinit].data(), DN * 4)) << "dinit of sequence " << i;
+    auto add = [&](std::vector<float>& acc, int idx) {
+      for (size_t e = 0; e < acc.size(); ++e) {
+        float v;
+        std::memcpy(&v, ga[idx].data() + e * 4, 4);
+        acc[e] += v;
+      }
+    };
+    add(sumA, kDA), add(sumD, kDD), add(sumBias, kDbias);
   }
+  EXPECT_EQ(0, std::memcmp(gp[kDA].data(), sumA.data(), DN * 4)) << dtypeName(x) << " dA";
+  EXPECT_EQ(0, std::memcmp(gp[kDD].data(), sumD.data(), D * 4)) << dtypeName(x) << " dD";
+  EXPECT_EQ(0, std::memcmp(gp[kDbias].data(), sumBias.data(), D * 4)) << dtypeName(x) << " ddelta_bias";
 }
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, ScanBackwardGpuPacking, ::testing::Values(DType::F32, DType::BF16),
+                         [](const auto& info) { return std::string(dtypeName(info.param)); });
 
 }  // namespace

@@ -165,23 +165,52 @@ void expectBackwardCompiles(const Variant& v, bool stateGrads, size_t launches) 
     SCOPED_TRACE(spec.canonical());
     CompiledKernel k = compileKernel(spec);
     EXPECT_FALSE(k.cubin.empty());
-    // The backward keeps 3 N + 2 sums and N adjoints a channel besides the tile: a little spills.
-    EXPECT_LE(k.resources.spillStoreBytes, 160) << k.compileLog;
+    // The backward keeps 3 N + 2 sums and N adjoints a channel besides the tile. At N <= 16 it is
+    // capped at 128 registers (four blocks an SM) and spills up to ~800 bytes: measured faster
+    // on an H100 than the compiler's own choice (6.6 against 8.7 ms at D 5120, 8x2048).
+    EXPECT_LE(k.resources.spillStoreBytes, 1024) << k.compileLog;
   }
 }
 
 }  // namespace
 
-// Checkpoints, backward, per-sequence sums, and the channel sums of time-varying B/C.
+// Checkpoints, the adjoint pass (300 tokens are two spans at these widths), backward, per-span
+// sums, and the channel sums of time-varying B/C.
 TEST(ScanKernels, BackwardVariantsCompile) {
   SSMJIT_REQUIRE_NVRTC();
   Variant v;
   v.L = 300;
-  expectBackwardCompiles(v, false, 4);
+  expectBackwardCompiles(v, false, 5);
   v.packed = true, v.states = true, v.batch = 5, v.G = 4, v.x = DType::F32, v.bVarying = false;
-  expectBackwardCompiles(v, true, 4);
+  expectBackwardCompiles(v, true, 5);
   v.cVarying = false, v.extras = false, v.N = 5, v.D = 100;
-  expectBackwardCompiles(v, true, 3);
+  expectBackwardCompiles(v, true, 4);
+}
+
+// A sequence longer than a span: the adjoint pass (a reverse scan only: no states, no forward
+// scan, no per-token gradient) runs before the backward; shorter ones leave it out.
+TEST(ScanKernels, BackwardSpansRunTheAdjointPassFirst) {
+  Variant v;
+  v.L = 300;
+  std::vector<Specialization> specs = detail::scanBackwardSpecializations(makeBackward(v, false), "sm_90a");
+  ASSERT_EQ(specs.size(), 5u);
+  ASSERT_EQ(specs[1].get("meta:span"), 256);
+  EXPECT_EQ(specs[1].get("meta:adjoint_pass"), 1);
+  EXPECT_EQ(specs[2].get("meta:adjoint_pass"), 0);
+  PipelineOptions o;
+  o.runNvrtc = false;
+  std::string cuda;
+  o.onStage = [&](const std::string& stage, const std::string& text) {
+    if (stage == "cuda") cuda = text;
+  };
+  compileKernel(specs[1], o);
+  EXPECT_NE(cuda.find("__shfl_down_sync"), std::string::npos) << cuda;
+  EXPECT_EQ(cuda.find("__shfl_up_sync"), std::string::npos) << cuda;
+  EXPECT_EQ(cuda.find("__syncthreads"), std::string::npos) << cuda;
+  v.L = 256;
+  specs = detail::scanBackwardSpecializations(makeBackward(v, false), "sm_90a");
+  ASSERT_EQ(specs.size(), 4u);
+  EXPECT_EQ(specs[1].get("meta:adjoint_pass"), 0);
 }
 
 // The adjoint is a reverse scan: the lanes pass their runs down (shfl_down), none up.
@@ -198,4 +227,26 @@ TEST(ScanKernels, BackwardAdjointIsAReverseScan) {
   compileKernel(specs[1], o);
   EXPECT_NE(cuda.find("__shfl_down_sync"), std::string::npos);
   EXPECT_NE(cuda.find("__shfl_up_sync"), std::string::npos);  // the states' forward scan
+}
+
+// The 2 N per-token channel sums of time-varying dB/dC are deferred cross-warp reductions: a tile
+// passes one barrier before reading them and one at its end, not two a reduction.
+TEST(ScanKernels, BackwardChannelSumsShareOneBarrier) {
+  Variant v;
+  v.L = 100;
+  const std::vector<Specialization> specs = detail::scanBackwardSpecializations(makeBackward(v, false), "sm_90a");
+  PipelineOptions o;
+  o.runNvrtc = false;
+  std::string cuda;
+  o.onStage = [&](const std::string& stage, const std::string& text) {
+    if (stage == "cuda") cuda = text;
+  };
+  compileKernel(specs[1], o);
+  auto count = [&](const std::string& s) {
+    size_t c = 0;
+    for (size_t p = cuda.find(s); p != std::string::npos; p = cuda.find(s, p + 1)) ++c;
+    return c;
+  };
+  EXPECT_EQ(count("__shared__"), 2 * 2 * static_cast<size_t>(v.N)) << cuda;  // two tile bodies
+  EXPECT_EQ(count("__syncthreads"), 2 * 2) << cuda;
 }

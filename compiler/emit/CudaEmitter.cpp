@@ -1,6 +1,8 @@
 #include "compiler/emit/CudaEmitter.h"
 
+#include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "compiler/dialect/SJDialect.h"
@@ -89,7 +91,9 @@ class Emitter {
     }
     os_ << "#include \"ssmjit_device.cuh\"\n\n";
     os_ << "// parent layout: " << P_.str() << ", " << warps_ << " warps\n";
-    os_ << "extern \"C\" __global__ void __launch_bounds__(" << k.numThreads << ") " << k.entry
+    std::string bounds = std::to_string(k.numThreads);
+    if (auto mb = f_->getAttrOfType<IntegerAttr>("sj.min_blocks")) bounds += ", " + std::to_string(mb.getInt());
+    os_ << "extern \"C\" __global__ void __launch_bounds__(" << bounds << ") " << k.entry
         << "(\n    " << sig.str() << ") {\n";
     ind_ = 1;
     line("const int ssm_lane = threadIdx.x & 31, ssm_warp = threadIdx.x >> 5;");
@@ -262,8 +266,60 @@ class Emitter {
   }
 
   // ---- ops ----------------------------------------------------------------------------------
+  // A block's cross-warp reductions are deferred: each writes its warps' partials to its own
+  // shared words where it stands, and the block passes one __syncthreads before the first use of
+  // any of them, reading each result just before its first use. Why: a barrier per reduction
+  // serialised the scan backward's 2N per-token dB/dC reductions (64 barriers a tile at N 16),
+  // where now the shuffles of all of them overlap. The words of a reduction are written again
+  // only when its block runs again, so a block that read any ends with a barrier (not the
+  // kernel's body, which runs once).
+  struct Pending {
+    Operation* op;
+    bool synced;                      // a barrier followed its shared-memory writes
+    std::function<void()> read;       // declares the result and reads it from shared memory
+  };
+  std::vector<std::vector<Pending>> pending_;  // per block being emitted, innermost last
+
   void emitBlock(Block& b) {
-    for (Operation& op : b) emitOp(&op);
+    pending_.emplace_back();
+    bool readAny = false;
+    for (Operation& op : b) {
+      readAny |= readPendingUsedBy(&op);
+      emitOp(&op);
+    }
+    pending_.pop_back();
+    if (readAny && &b != &f_.getBody().front()) line("__syncthreads();  // the reductions' words are written again");
+  }
+
+  // Reads the deferred reductions of this block that `op` (or an op inside it) uses.
+  bool readPendingUsedBy(Operation* op) {
+    auto& pend = pending_.back();
+    if (pend.empty()) return false;
+    std::set<Operation*> used;
+    std::function<void(Value)> note = [&](Value v) {
+      Operation* d = v.getDefiningOp();
+      if (!d) return;
+      if (auto sp = dyn_cast<sj::SplatOp>(d)) return note(sp.getSrc());  // splats are inlined
+      if (isa<sj::ReduceOp>(d)) used.insert(d);
+    };
+    op->walk([&](Operation* o) {
+      for (Value v : o->getOperands()) note(v);
+    });
+    bool any = false;
+    for (auto it = pend.begin(); it != pend.end();) {
+      if (!used.count(it->op)) {
+        ++it;
+        continue;
+      }
+      if (!it->synced) {
+        line("__syncthreads();  // every warp's partials of the reductions above are written");
+        for (Pending& p : pend) p.synced = true;
+      }
+      it->read();
+      it = pend.erase(it);
+      any = true;
+    }
+    return any;
   }
 
   std::string exprOf(Operation* op, const std::vector<std::string>& a) {
@@ -556,51 +612,67 @@ class Emitter {
     std::string src = name(r.getSrc());
     if (srcK != layoutOf(r.getSrc()) || isRemat(r.getSrc())) fail(r, "reduction of a rematerialised tile");
     std::string nm = fresh();
-    names_[r.getResult().getAsOpaquePointer()] = nm;
     bool scalar = outK == Kind::Scalar;
     if (!scalar) kinds_[r.getResult().getAsOpaquePointer()] = outK;
-    line(ty + " " + nm + (scalar ? "" : "[" + I(nKept) + "]") + ";");
-    std::string out = scalar ? nm : nm + "[j]";
-    line("#pragma unroll");
-    line("for (int j = 0; j < " + I(nKept) + "; ++j) {");
+    const std::string decl = ty + " " + nm + (scalar ? "" : "[" + I(nKept) + "]") + ";";
+    // Within the warp: the thread's registers along pd, then the lanes along pd (lane = l0 * tpw1 + l1).
+    auto warpSums = [&](const std::string& out) {
+      line("#pragma unroll");
+      line("for (int j = 0; j < " + I(nKept) + "; ++j) {");
+      ++ind_;
+      line(ty + " acc = " + src + "[" + srcIdx("j", "0") + "];");
+      line("#pragma unroll");
+      line("for (int i = 1; i < " + I(nRed) + "; ++i) acc = " + combine("acc", src + "[" + srcIdx("j", "i") + "]") + ";");
+      int64_t laneStride = pd == 1 ? 1 : P_.tpw[1];
+      for (int64_t o = 1; o < P_.tpw[pd]; o *= 2)
+        line("acc = " + combine("acc", "__shfl_xor_sync(0xffffffffu, acc, " + I(o * laneStride) + ")") + ";");
+      line(out + " = acc;");
+      --ind_;
+      line("}");
+    };
+    if (P_.wpc[pd] == 1) {
+      names_[r.getResult().getAsOpaquePointer()] = nm;
+      line(decl);
+      warpSums(scalar ? nm : nm + "[j]");
+      return;
+    }
+    // Across the warps along pd: each warp's sums go to shared memory here; the block reads them
+    // back before the result's first use (emitBlock), so a barrier serves many reductions.
+    const int64_t W = P_.wpc[pd];
+    const int64_t keptExtent = scalar ? 1 : ss[1 - axis];
+    const std::string sm = "ssm_red" + I(counter_++);
+    const std::string warpPos = pd == 0 ? "(ssm_warp / " + I(P_.wpc[1]) + ")" : "(ssm_warp % " + I(P_.wpc[1]) + ")";
+    const std::string lanePos = pd == 0 ? "(ssm_lane / " + I(P_.tpw[1]) + ")" : "(ssm_lane % " + I(P_.tpw[1]) + ")";
+    const std::string keptCoord = scalar ? "0" : coord(1 - pd, keptExtent, "j");
+    std::string own = "";
+    if (!scalar && keptExtent < P_.threads(1 - pd))
+      own = std::string(" && ") + (pd == 0 ? "ssm_t1" : "ssm_t0") + " < " + I(keptExtent);
+    line("__shared__ " + ty + " " + sm + "[" + I(W * keptExtent) + "];");
+    line("{");
     ++ind_;
-    line(ty + " acc = " + src + "[" + srcIdx("j", "0") + "];");
+    line(ty + " ssm_w[" + I(nKept) + "];");
+    warpSums("ssm_w[j]");
     line("#pragma unroll");
-    line("for (int i = 1; i < " + I(nRed) + "; ++i) acc = " + combine("acc", src + "[" + srcIdx("j", "i") + "]") + ";");
-    // Across the lanes along pd: lane = l0 * tpw1 + l1.
-    int64_t laneStride = pd == 1 ? 1 : P_.tpw[1];
-    for (int64_t o = 1; o < P_.tpw[pd]; o *= 2)
-      line("acc = " + combine("acc", "__shfl_xor_sync(0xffffffffu, acc, " + I(o * laneStride) + ")") + ";");
-    line(out + " = acc;");
+    line("for (int j = 0; j < " + I(nKept) + "; ++j)");
+    line("  if (" + lanePos + " == 0" + own + ") " + sm + "[" + warpPos + " * " + I(keptExtent) + " + " + keptCoord + "] = ssm_w[j];");
     --ind_;
     line("}");
-    if (P_.wpc[pd] > 1) {
-      // Across the warps along pd, through shared memory.
-      int64_t W = P_.wpc[pd];
-      int64_t keptExtent = scalar ? 1 : ss[1 - axis];
-      std::string sm = "ssm_red" + I(counter_++);
-      std::string warpPos = pd == 0 ? "(ssm_warp / " + I(P_.wpc[1]) + ")" : "(ssm_warp % " + I(P_.wpc[1]) + ")";
-      std::string lanePos = pd == 0 ? "(ssm_lane / " + I(P_.tpw[1]) + ")" : "(ssm_lane % " + I(P_.tpw[1]) + ")";
-      line("__shared__ " + ty + " " + sm + "[" + I(W * keptExtent) + "];");
-      std::string keptCoord = scalar ? "0" : coord(1 - pd, keptExtent, "j");
-      std::string own = "";
-      if (!scalar && keptExtent < P_.threads(1 - pd))
-        own = std::string(" && ") + (pd == 0 ? "ssm_t1" : "ssm_t0") + " < " + I(keptExtent);
-      line("#pragma unroll");
-      line("for (int j = 0; j < " + I(nKept) + "; ++j)");
-      line("  if (" + lanePos + " == 0" + own + ") " + sm + "[" + warpPos + " * " + I(keptExtent) + " + " + keptCoord + "] = " + out + ";");
-      line("__syncthreads();");
+    const std::string out = scalar ? nm : nm + "[j]";
+    const std::string fold = combine("acc", sm + "[w * " + I(keptExtent) + " + " + keptCoord + "]");
+    void* key = r.getResult().getAsOpaquePointer();
+    pending_.back().push_back({r.getOperation(), false, [=, this] {
+      names_[key] = nm;
+      line(decl);
       line("#pragma unroll");
       line("for (int j = 0; j < " + I(nKept) + "; ++j) {");
       ++ind_;
       line(ty + " acc = " + sm + "[" + keptCoord + "];");
       line("#pragma unroll");
-      line("for (int w = 1; w < " + I(W) + "; ++w) acc = " + combine("acc", sm + "[w * " + I(keptExtent) + " + " + keptCoord + "]") + ";");
+      line("for (int w = 1; w < " + I(W) + "; ++w) acc = " + fold + ";");
       line(out + " = acc;");
       --ind_;
       line("}");
-      line("__syncthreads();");
-    }
+    }});
   }
 
   // sj.shift. assign-layouts keeps the axis inside a warp: T lanes along it, each holding a

@@ -1,9 +1,10 @@
-// selective_scan_backward: checked once at the edge (SelectiveScanCheck), then three launches on
-// the caller's stream (kernels_dsl/SelectiveScanBackward.h): the forward's checkpoint pass, the
-// backward, and its fixed-order sums (per-sequence sums, and the per-block sums of time-varying
-// dB/dC when there are any).
+// selective_scan_backward: checked once at the edge (SelectiveScanCheck), then launches on the
+// caller's stream (kernels_dsl/SelectiveScanBackward.h): the forward's checkpoint pass, the
+// adjoint pass (when a sequence can span more than one span), the backward, and its fixed-order
+// sums (per-span sums, and the per-block sums of time-varying dB/dC when there are any).
 #include <cuda.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,8 @@ constexpr const char* kOp = "selective_scan_backward";
 // width (every launch of a call uses the same).
 struct BwdPlan {
   int64_t blockT = 0, blockD = 0, groupsPerBlock = 0, dblocks = 0, rows = 0, ckptPerRow = 0;
-  int64_t partBase = 0, bcBase = 0, bcSize = 0, total = 0;
+  int64_t span = 0, spanKeysPerRow = 0, maxSpans = 0;  // spans: the most any sequence has
+  int64_t adjBase = 0, partBase = 0, bcBase = 0, bcSize = 0, total = 0;
   bool wide = false;  // 64-bit offsets
 };
 BwdPlan plan(const SelectiveScanBackwardArgs& b, const ScanDims& d) {
@@ -40,6 +42,7 @@ BwdPlan plan(const SelectiveScanBackwardArgs& b, const ScanDims& d) {
   s.kernel = kernels::kScanBwdKernel;
   s.set("D", d.D);
   s.set("group", d.D / d.G);
+  s.set("meta:dstate", d.N);
   dsl::completeSpecialization(s);
   BwdPlan p;
   p.blockT = s.get("meta:BLOCK_T");
@@ -48,11 +51,21 @@ BwdPlan plan(const SelectiveScanBackwardArgs& b, const ScanDims& d) {
   p.dblocks = (d.D + p.blockD - 1) / p.blockD;
   p.rows = d.packed ? 1 : d.batch;
   p.ckptPerRow = d.packed ? d.L / p.blockT + d.nseq + 1 : (d.L + p.blockT - 1) / p.blockT;
+  p.span = s.get("meta:span");
+  if (p.span <= 0 || p.span % p.blockT != 0)
+    throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": SSMJIT_META gives selective_scan_bwd span " +
+                                                  std::to_string(p.span) + ", expected a positive multiple of BLOCK_T " +
+                                                  std::to_string(p.blockT));
+  p.spanKeysPerRow = d.packed ? d.L / p.span + d.nseq + 1 : (d.L + p.span - 1) / p.span;
+  const int64_t maxLen = d.packed && b.forward.max_seqlen > 0 ? std::min(b.forward.max_seqlen, d.L) : d.L;
+  p.maxSpans = (maxLen + p.span - 1) / p.span;
   // Regions start at multiples of 16 elements: one divisibility class for every call, so calls
   // of other lengths reuse the kernels.
   auto up16 = [](int64_t v) { return (v + 15) / 16 * 16; };
-  p.partBase = up16(p.rows * p.ckptPerRow * d.N * d.D);
-  p.bcBase = p.partBase + up16(d.nseq * kernels::scanBwdSums(d.N) * d.D);
+  const int64_t spanKeys = p.rows * p.spanKeysPerRow;
+  p.adjBase = up16(p.rows * p.ckptPerRow * d.N * d.D);
+  p.partBase = p.adjBase + (p.maxSpans > 1 ? up16(spanKeys * (d.N + 1) * d.D) : 0);
+  p.bcBase = p.partBase + up16(spanKeys * kernels::scanBwdSums(d.N) * d.D);
   p.bcSize = up16(p.dblocks * p.groupsPerBlock * p.rows * d.N * d.L);
   p.total = p.bcBase + p.bcSize * ((d.bVarying ? 1 : 0) + (d.cVarying ? 1 : 0));
   const SelectiveScanArgs& f = b.forward;
@@ -62,7 +75,8 @@ BwdPlan plan(const SelectiveScanBackwardArgs& b, const ScanDims& d) {
   return p;
 }
 
-void bindBwd(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& d, const BwdPlan& p, void* err) {
+void bindBwd(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& d, const BwdPlan& p, bool adjointPass,
+             void* err) {
   thread_local const ArgIndex A{kSchema.names, kSchema.count};
   const SelectiveScanArgs& f = b.forward;
   c.pointer(A("u"), f.u, DType::F32, true);
@@ -91,7 +105,9 @@ void bindBwd(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& 
   c.size(A("nslots_final"), b.dfinal_states.defined() ? b.dfinal_states.shape[0] : 0, false);
   c.size(A("max_len"), d.packed && f.max_seqlen > 0 ? f.max_seqlen : d.L, false);
   c.size(A("ckpt_per_row"), p.ckptPerRow, false);
+  c.size(A("span_keys_per_row"), p.spanKeysPerRow, false);
   c.size(A("group"), d.D / d.G, true);
+  c.size(A("adj_base"), p.adjBase, false);
   c.size(A("part_base"), p.partBase, false);
   c.size(A("bc_base"), p.bcBase, false);
   c.size(A("bc_size"), p.bcSize, false);
@@ -134,6 +150,7 @@ void bindBwd(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& 
   c.flag(A("has_dinit"), b.dinitial_states.defined());
   c.flag(A("has_init_idx"), f.initial_state_indices.defined());
   c.meta("meta:dstate", d.N);
+  c.meta("meta:adjoint_pass", adjointPass ? 1 : 0);
   c.meta("meta:index_bits", p.wide ? 64 : 32);
 }
 
@@ -145,6 +162,7 @@ void bindSum(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& 
   c.pointer(A("ddbias"), b.ddelta_bias, DType::F32, true);
   c.pointer(A("dB"), b.dB, DType::F32, true);
   c.pointer(A("dC"), b.dC, DType::F32, true);
+  c.pointer(A("cu"), b.forward.cu_seqlens, DType::I32, false);
   c.size(A("D"), d.D, false);
   c.size(A("L"), d.L, false);
   c.size(A("nseq"), d.nseq, false);
@@ -152,6 +170,7 @@ void bindSum(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& 
   c.size(A("G"), d.G, false);
   c.size(A("group"), d.D / d.G, false);
   c.size(A("dblocks"), p.dblocks, false);
+  c.size(A("span_keys_per_row"), p.spanKeysPerRow, false);
   c.size(A("part_base"), p.partBase, false);
   c.size(A("bc_base"), p.bcBase, false);
   c.size(A("bc_size"), p.bcSize, false);
@@ -165,9 +184,12 @@ void bindSum(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& 
   c.flag(A("b_varying"), d.bVarying);
   c.flag(A("c_varying"), d.cVarying);
   c.flag(A("has_D"), b.dD.defined());
+  c.stride(A("s_cu"), strideOr0(b.forward.cu_seqlens, 0));
   c.flag(A("has_dbias"), b.ddelta_bias.defined());
+  c.flag(A("has_cu"), d.packed);
   c.meta("meta:part", part);
   c.meta("meta:dstate", d.N);
+  c.meta("meta:span", p.span);
   c.meta("meta:bwd_block_d", p.blockD);
   c.meta("meta:groups_per_block", p.groupsPerBlock);
   c.meta("meta:index_bits", p.wide ? 64 : 32);
@@ -198,17 +220,21 @@ void selective_scan_backward(const SelectiveScanBackwardArgs& b, Stream stream) 
   const CUstream s = static_cast<CUstream>(stream);
   void* err = deviceStatusRecord();
   detail::launchScanCheckpoints(checkpointCall(b), d, p.blockT, p.ckptPerRow, s);
-  {
+  for (const bool adjointPass : {true, false}) {
+    if (adjointPass && p.maxSpans < 2) continue;
     KernelCall c(kernels::kScanBwdKernel, kSchema);
-    bindBwd(c, b, d, p, err);
-    if (c.metaValue("meta:BLOCK_T") != p.blockT || c.metaValue("meta:BLOCK_D") != p.blockD)
+    bindBwd(c, b, d, p, adjointPass, err);
+    if (c.metaValue("meta:BLOCK_T") != p.blockT || c.metaValue("meta:BLOCK_D") != p.blockD ||
+        c.metaValue("meta:span") != p.span)
       throw Error(Error::Kind::InvalidArgument,
                   std::string(kOp) + ": SSMJIT_META gives this call's selective_scan_bwd BLOCK_T " +
-                      std::to_string(c.metaValue("meta:BLOCK_T")) + " and BLOCK_D " +
-                      std::to_string(c.metaValue("meta:BLOCK_D")) + ", expected the workspace plan's BLOCK_T " +
-                      std::to_string(p.blockT) + " and BLOCK_D " + std::to_string(p.blockD) +
-                      " (set them for every specialisation of the kernel alike)");
-    const unsigned grid[3] = {static_cast<unsigned>(p.dblocks), static_cast<unsigned>(d.nseq), 1u};
+                      std::to_string(c.metaValue("meta:BLOCK_T")) + ", BLOCK_D " +
+                      std::to_string(c.metaValue("meta:BLOCK_D")) + " and span " +
+                      std::to_string(c.metaValue("meta:span")) + ", expected the workspace plan's BLOCK_T " +
+                      std::to_string(p.blockT) + ", BLOCK_D " + std::to_string(p.blockD) + " and span " +
+                      std::to_string(p.span) + " (set them for every specialisation of the kernel alike)");
+    const unsigned grid[3] = {static_cast<unsigned>(p.dblocks), static_cast<unsigned>(d.nseq),
+                              static_cast<unsigned>(p.maxSpans)};
     c.launch(grid, s);
   }
   for (int part = 0; part < 2; ++part) {
@@ -235,9 +261,12 @@ std::vector<Specialization> detail::scanBackwardSpecializations(const SelectiveS
   const ScanDims d = checkSelectiveScanBackwardArgs(b, b.forward.u.device, kOp);
   const BwdPlan p = plan(b, d);
   std::vector<Specialization> out{scanCheckpointSpecialization(checkpointCall(b), d, p.blockT, p.ckptPerRow, arch)};
-  KernelCall c(kernels::kScanBwdKernel, kSchema);
-  bindBwd(c, b, d, p, nullptr);
-  out.push_back(c.specialization(arch));
+  for (const bool adjointPass : {true, false}) {
+    if (adjointPass && p.maxSpans < 2) continue;
+    KernelCall c(kernels::kScanBwdKernel, kSchema);
+    bindBwd(c, b, d, p, adjointPass, nullptr);
+    out.push_back(c.specialization(arch));
+  }
   for (int part = 0; part < 2; ++part) {
     if (part == 1 && !d.bVarying && !d.cVarying) break;
     KernelCall cs(kernels::kScanBwdSumKernel, kSumSchema);

@@ -240,11 +240,13 @@ void selective_scan(const SelectiveScanArgs& args, Stream stream = nullptr);
 // dD, ddelta_bias, constant dB/dC) run in a fixed order.
 //
 // How: a first launch re-runs the forward scan and keeps each channel's state every BLOCK_T
-// tokens in the workspace; the backward walks each sequence's tiles from its end, recomputes the
-// tile's states from the kept one and runs the adjoint scan backwards in time (one program per
-// block of channels and sequence); a last launch sums the partial dB/dC (per block of channels)
-// and dA/dD/ddelta_bias (per sequence). Not yet split into spans: one program walks a whole
-// sequence for its channels (the wide models of the benchmarks fill the GPU this way).
+// tokens in the workspace. Sequences are split into spans (as the forward's, from each sequence's
+// start; the span length depends only on D): when a sequence can have more than one, an adjoint
+// pass runs the adjoint scan backwards over every span but the first from a zero end; the
+// backward then runs one program per block of channels, sequence and span, which joins the later
+// spans' adjoints to its end, walks its tiles from the last, recomputes each tile's states from
+// the kept one and runs the adjoint scan backwards in time. A last launch sums the partial dB/dC
+// (per block of channels) and dA/dD/ddelta_bias (per span).
 //
 // Dtypes: dout, du, ddelta, dz, time-varying dB/dC fp32, bf16 or fp16 (each may differ); dA, dD,
 // ddelta_bias, constant dB/dC fp32; dinitial_states / dfinal_states fp32, bf16 or fp16. Every
