@@ -103,33 +103,44 @@ TEST(ScanKernels, StateSizesCompile) {
   }
 }
 
-// The scan of a time tile: each thread's run is a register chain, the time lanes (one warp) add
-// log2(lanes) + 1 shuffles of each of the two components per state, and no warp waits for another.
-TEST(ScanKernels, TimeTileScanIsRegisterChainsAndLaneShuffles) {
-  Variant v;
-  v.L = 100;
-  const std::vector<Specialization> specs = detail::scanSpecializations(make(v), "sm_90a");
+namespace {
+
+// The CUDA C++ the pipeline generates for a specialisation (no NVRTC).
+std::string generatedCuda(const Specialization& spec) {
   PipelineOptions o;
   o.runNvrtc = false;
   std::string cuda;
   o.onStage = [&](const std::string& stage, const std::string& text) {
     if (stage == "cuda") cuda = text;
   };
-  compileKernel(specs.back(), o);
+  compileKernel(spec, o);
+  return cuda;
+}
+
+int64_t occurrences(const std::string& text, const std::string& what) {
+  int64_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+// The scan of a time tile: each thread's run is a register chain, the time lanes (one warp) add
+// log2(lanes) + 1 shuffles of each of the two components per state, and no warp waits for another.
+TEST(ScanKernels, TimeTileScanIsRegisterChainsAndLaneShuffles) {
+  Variant v;
+  v.L = 100;
+  const std::vector<Specialization> specs = detail::scanSpecializations(make(v), "sm_90a");
+  const std::string cuda = generatedCuda(specs.back());
   const int64_t lanes = specs.back().get("meta:time_lanes");
   ASSERT_GT(lanes, 1);
   int64_t levels = 0;
   while ((int64_t{1} << levels) < lanes) ++levels;
-  auto count = [&](const std::string& what) {
-    int64_t n = 0;
-    for (size_t at = cuda.find(what); at != std::string::npos; at = cuda.find(what, at + 1)) ++n;
-    return n;
-  };
   EXPECT_NE(cuda.find("ssm_comb"), std::string::npos);
   // Per state: the decays of a whole tile and of a partial one, and the spans' fold.
-  EXPECT_EQ(count("ssm_exp2("), 3 * v.N);
-  EXPECT_EQ(count("__shfl_up_sync"), 2 * v.N * 2 * (levels + 1));
-  EXPECT_EQ(count("__syncthreads"), 0) << cuda;
+  EXPECT_EQ(occurrences(cuda, "ssm_exp2("), 3 * v.N);
+  EXPECT_EQ(occurrences(cuda, "__shfl_up_sync"), 2 * v.N * 2 * (levels + 1));
+  EXPECT_EQ(occurrences(cuda, "__syncthreads"), 0) << cuda;
 }
 
 namespace {
@@ -197,13 +208,7 @@ TEST(ScanKernels, BackwardSpansRunTheAdjointPassFirst) {
   ASSERT_EQ(specs[1].get("meta:span"), 256);
   EXPECT_EQ(specs[1].get("meta:adjoint_pass"), 1);
   EXPECT_EQ(specs[2].get("meta:adjoint_pass"), 0);
-  PipelineOptions o;
-  o.runNvrtc = false;
-  std::string cuda;
-  o.onStage = [&](const std::string& stage, const std::string& text) {
-    if (stage == "cuda") cuda = text;
-  };
-  compileKernel(specs[1], o);
+  const std::string cuda = generatedCuda(specs[1]);
   EXPECT_NE(cuda.find("__shfl_down_sync"), std::string::npos) << cuda;
   EXPECT_EQ(cuda.find("__shfl_up_sync"), std::string::npos) << cuda;
   EXPECT_EQ(cuda.find("__syncthreads"), std::string::npos) << cuda;
@@ -218,13 +223,7 @@ TEST(ScanKernels, BackwardAdjointIsAReverseScan) {
   Variant v;
   v.L = 100;
   const std::vector<Specialization> specs = detail::scanBackwardSpecializations(makeBackward(v, false), "sm_90a");
-  PipelineOptions o;
-  o.runNvrtc = false;
-  std::string cuda;
-  o.onStage = [&](const std::string& stage, const std::string& text) {
-    if (stage == "cuda") cuda = text;
-  };
-  compileKernel(specs[1], o);
+  const std::string cuda = generatedCuda(specs[1]);
   EXPECT_NE(cuda.find("__shfl_down_sync"), std::string::npos);
   EXPECT_NE(cuda.find("__shfl_up_sync"), std::string::npos);  // the states' forward scan
 }
@@ -235,18 +234,7 @@ TEST(ScanKernels, BackwardChannelSumsShareOneBarrier) {
   Variant v;
   v.L = 100;
   const std::vector<Specialization> specs = detail::scanBackwardSpecializations(makeBackward(v, false), "sm_90a");
-  PipelineOptions o;
-  o.runNvrtc = false;
-  std::string cuda;
-  o.onStage = [&](const std::string& stage, const std::string& text) {
-    if (stage == "cuda") cuda = text;
-  };
-  compileKernel(specs[1], o);
-  auto count = [&](const std::string& s) {
-    size_t c = 0;
-    for (size_t p = cuda.find(s); p != std::string::npos; p = cuda.find(s, p + 1)) ++c;
-    return c;
-  };
-  EXPECT_EQ(count("__shared__"), 2 * 2 * static_cast<size_t>(v.N)) << cuda;  // two tile bodies
-  EXPECT_EQ(count("__syncthreads"), 2 * 2) << cuda;
+  const std::string cuda = generatedCuda(specs[1]);
+  EXPECT_EQ(occurrences(cuda, "__shared__"), 2 * 2 * v.N) << cuda;  // two tile bodies
+  EXPECT_EQ(occurrences(cuda, "__syncthreads"), 2 * 2) << cuda;
 }
