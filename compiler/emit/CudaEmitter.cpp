@@ -257,6 +257,15 @@ class Emitter {
     return nm;
   }
   void forRegs(int64_t R, const std::function<void()>& body, int64_t step = 1) {
+    if (R <= step) {
+      line("{");
+      ++ind_;
+      line("const int r = 0;");
+      body();
+      --ind_;
+      line("}");
+      return;
+    }
     line("#pragma unroll");
     line("for (int r = 0; r < " + I(R) + "; r += " + I(step) + ") {");
     ++ind_;
