@@ -15,6 +15,7 @@
 #include "kernels_dsl/ConvTiles.h"
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
+#include "kernels_dsl/ScanSequences.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -59,10 +60,8 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   Value reporter = statesPass ? k.constInt(1) : pidD + j;
 
   // The sequence: [start, end) of its row; cu_seqlens checked.
-  std::vector<Value> se = k.ifElse(hasCu, [&] {
-    return std::vector<Value>{k.load(cu, i * sCu), k.load(cu, (i + 1) * sCu), zeroI};
-  }, [&] { return std::vector<Value>{zeroI, L, i}; });
-  Value start = se[0], end = se[1], row = se[2];
+  const ScanSequence seq = scanSequence(k, hasCu, cu, sCu, L, i);
+  Value start = seq.start, end = seq.end, row = seq.row;
   Value badCu = hasCu && (((i == 0) && (start != 0)) || (end <= start) || ((i == nseq - 1) && (end != L)));
   k.ifThen(badCu && (reporter == 0), [&] { k.reportError(err, k.constInt(kErrScanCuSeqlens), i, start, end); });
   k.returnIf(badCu);
@@ -146,7 +145,7 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   // One tile [c, c + BT) of the span. A whole tile (the common case) has a mask constant along
   // time, or none: straight-line loads the compiler can vectorise and schedule ahead of the math.
   // Checkpoint keys of the sequence: its tile q at ckptKey0 + q (see the header).
-  Value ckptKey0 = row * cpr + start / BT + k.select(hasCu, i, zeroI);
+  Value ckptKey0 = firstScanKey(k, seq, cpr, BT, hasCu, i);
   auto tile = [&](bool whole, Value c, const std::vector<Value>& cs) {
     if (checkpoints) storeStates(ws, (ckptKey0 + c / BT) * DN, k.constInt(1), D, cs, mD);
     Value tl = c + rT;  // token of the span

@@ -15,6 +15,7 @@
 #include "kernels_dsl/ConvTiles.h"
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
+#include "kernels_dsl/ScanSequences.h"
 #include "kernels_dsl/SelectiveScan.h"
 
 namespace ssmjit::kernels {
@@ -57,10 +58,8 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
   Value pidD = k.programId(0), i = k.programId(1), j = k.programId(2);
   Value zeroI = k.constInt(0), zero = k.constFloat(0), one = k.constFloat(1);
   // The sequence. Bad cu_seqlens and over-long sequences were reported by the checkpoint launch.
-  std::vector<Value> se = k.ifElse(hasCu, [&] {
-    return std::vector<Value>{k.load(cu, i * sCu), k.load(cu, (i + 1) * sCu), zeroI};
-  }, [&] { return std::vector<Value>{zeroI, L, i}; });
-  Value start = se[0], end = se[1], row = se[2];
+  const ScanSequence seq = scanSequence(k, hasCu, cu, sCu, L, i);
+  Value start = seq.start, end = seq.end, row = seq.row;
   Value badCu = hasCu && (((i == 0) && (start != 0)) || (end <= start) || ((i == nseq - 1) && (end != L)));
   k.returnIf(badCu);
   Value len = end - start;
@@ -71,7 +70,7 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
   k.returnIf(t0 >= len);
   if (adjointPass) k.returnIf(j == 0);  // only spans with a predecessor
   Value nspans = cdiv(len, k.constInt(SPAN)), spanLen = k.minimum(k.constInt(SPAN), len - t0);
-  Value spanKey = row * spr + start / SPAN + k.select(hasCu, i, zeroI) + j;
+  Value spanKey = firstScanKey(k, seq, spr, SPAN, hasCu, i) + j;
 
   Value offsD = pidD * BD + k.range(BD), mD = offsD < D;
   auto dE = [&](Value v) { return k.expandDims(v, 1); };  // [BD] -> [BD, 1]
@@ -92,7 +91,7 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
   Value rT = k.range(BT);
   Value DN = D * N;
   Value rowsBC = k.select(hasCu, k.constInt(1), nseq);
-  Value ckptKey0 = row * cpr + start / BT + k.select(hasCu, i, zeroI);
+  Value ckptKey0 = firstScanKey(k, seq, cpr, BT, hasCu, i);
   Value nTiles = cdiv(spanLen, k.constInt(BT));
   // The adjoint pass' results of span jj: S[n] (the adjoint at its first token from a zero carry
   // at its end), then its summed dt, at ws[adj_base + (key * (N + 1) + r) * D + d].
@@ -297,13 +296,10 @@ void buildScanBwdSum(KernelBuilder& k, const Specialization& spec) {
     // depend on where it lies in a packed row. A bad cu_seqlens (reported by the checkpoint
     // launch) reads no span.
     Value acc = k.forLoop(zeroI, nseq, k.constInt(1), {k.splat(zero, {BLOCK})}, [&](Value i, const std::vector<Value>& c) {
-      std::vector<Value> se = k.ifElse(hasCu, [&] {
-        return std::vector<Value>{k.load(cu, i * sCu), k.load(cu, (i + 1) * sCu), zeroI};
-      }, [&] { return std::vector<Value>{zeroI, L, i}; });
-      Value start = se[0], end = se[1];
-      Value good = (start >= 0) && (end > start) && (end <= L);
-      Value key0 = se[2] * spr + start / SPAN + k.select(hasCu, i, zeroI);
-      Value spans = k.select(good, cdiv(end - start, k.constInt(SPAN)), zeroI);
+      const ScanSequence s = scanSequence(k, hasCu, cu, sCu, L, i);
+      Value good = (s.start >= 0) && (s.end > s.start) && (s.end <= L);
+      Value key0 = firstScanKey(k, s, spr, SPAN, hasCu, i);
+      Value spans = k.select(good, cdiv(s.end - s.start, k.constInt(SPAN)), zeroI);
       Value seq = k.forLoop(zeroI, spans, k.constInt(1), {k.splat(zero, {BLOCK})}, [&](Value jj, const std::vector<Value>& cs) {
         return std::vector<Value>{cs[0] + k.load(ws, partBase + ((key0 + jj) * NS + r) * D + offs, m, zero)};
       })[0];

@@ -1,0 +1,20 @@
+#include "kernels_dsl/ScanSequences.h"
+
+#include <vector>
+
+namespace ssmjit::kernels {
+using namespace dsl;
+
+ScanSequence scanSequence(KernelBuilder& k, Value hasCu, Value cu, Value sCu, Value L, Value i) {
+  Value zeroI = k.constInt(0);
+  std::vector<Value> se = k.ifElse(hasCu, [&] {
+    return std::vector<Value>{k.load(cu, i * sCu), k.load(cu, (i + 1) * sCu), zeroI};
+  }, [&] { return std::vector<Value>{zeroI, L, i}; });
+  return {se[0], se[1], se[2]};
+}
+
+Value firstScanKey(KernelBuilder& k, const ScanSequence& s, Value perRow, int64_t unit, Value hasCu, Value i) {
+  return s.row * perRow + s.start / unit + k.select(hasCu, i, k.constInt(0));
+}
+
+}  // namespace ssmjit::kernels
