@@ -11,8 +11,11 @@
 
 #include "GpuTest.h"  // SSMJIT_REQUIRE_NVRTC
 #include "kernels_dsl/CompileKernel.h"
+#include "kernels_dsl/Registry.h"
+#include "kernels_dsl/SelectiveScanBackward.h"
 #include "runtime/ops/SelectiveScanSpec.h"
 #include "ssmjit/ops.h"
+#include "tests/support/ExpectError.h"
 
 using namespace ssmjit;
 
@@ -237,4 +240,18 @@ TEST(ScanKernels, BackwardChannelSumsShareOneBarrier) {
   const std::string cuda = generatedCuda(specs[1]);
   EXPECT_EQ(occurrences(cuda, "__shared__"), 2 * 2 * v.N) << cuda;  // two tile bodies
   EXPECT_EQ(occurrences(cuda, "__syncthreads"), 2 * 2) << cuda;
+}
+
+// A min_blocks the backward cannot take (set through SSMJIT_META) is named with what came.
+TEST(ScanKernels, BackwardMinBlocksOutOfRangeIsNamed) {
+  for (int64_t mb : {-1, 33}) {
+    Specialization s;
+    s.kernel = kernels::kScanBwdKernel;
+    s.set("D", 256), s.set("group", 256), s.set("meta:dstate", 16), s.set("meta:min_blocks", mb);
+    const std::string msg = ssmjit::testing::invalidArgMessage([&] { dsl::completeSpecialization(s); });
+    EXPECT_NE(msg.find("selective_scan_bwd: meta min_blocks (SSMJIT_META) is " + std::to_string(mb) +
+                       ", expected 0 (the compiler's choice) or 1..32"),
+              std::string::npos)
+        << msg;
+  }
 }
