@@ -104,6 +104,10 @@ std::vector<std::pair<std::string, int64_t>> metaOverrides(const std::string& ke
 void completeSpecialization(Specialization& spec) {
   for (const auto& [name, value] : metaOverrides(spec.kernel)) spec.set(name, value);
   findKernel(spec.kernel).chooseMeta(spec);
+  if (const int64_t mb = spec.get("meta:min_blocks", 0); mb < 0 || mb > 32)
+    throw Error(Error::Kind::InvalidArgument, spec.kernel + ": meta min_blocks (SSMJIT_META) is " +
+                                                  std::to_string(mb) + ", expected 0 (the compiler's choice) or 1..32 "
+                                                  "blocks an SM");
 }
 
 }  // namespace ssmjit::dsl

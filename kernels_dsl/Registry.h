@@ -24,7 +24,9 @@ struct KernelDef {
 // Throws ssmjit::Error(InvalidArgument) naming the unknown kernel and listing the known ones.
 const KernelDef& findKernel(const std::string& name);
 std::vector<std::string> kernelNames();
-// findKernel(spec.kernel).chooseMeta(spec).
+// findKernel(spec.kernel).chooseMeta(spec), after SSMJIT_META's values. Every kernel also takes
+// "meta:min_blocks" (blocks an SM the register allocation must fit; 0 or absent: the compiler's
+// choice), checked here and applied by compileKernel.
 void completeSpecialization(Specialization& spec);
 
 }  // namespace ssmjit::dsl

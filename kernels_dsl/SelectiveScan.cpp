@@ -226,6 +226,7 @@ void chooseScanMeta(Specialization& s) {
     s.set("meta:span", std::max(span, s.get("meta:BLOCK_T")));
   }
   if (!s.find("meta:states_pass")) s.set("meta:states_pass", 0);
+  if (!s.find("meta:min_blocks")) s.set("meta:min_blocks", 0);  // the op sets it from the grid
   if (!s.find("meta:checkpoints")) s.set("meta:checkpoints", 0);
   if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
 }

@@ -18,7 +18,6 @@
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/ScanSequences.h"
 #include "kernels_dsl/SelectiveScan.h"
-#include "ssmjit/error.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -32,7 +31,6 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
                 NGL = spec.get("meta:groups_per_block"), NS = scanBwdSums(N), SPAN = spec.get("meta:span");
   const bool adjointPass = spec.get("meta:adjoint_pass") != 0;
   k.setShiftLanes(static_cast<int>(spec.get("meta:time_lanes")));
-  if (spec.get("meta:min_blocks") > 0) k.setMinBlocksPerSM(static_cast<int>(spec.get("meta:min_blocks")));
   auto F = PtrClass::Float, Ix = PtrClass::Int;
   auto M = PtrRole::Metadata;
   auto P = [&](const char* n) { return k.ptrArg(n, F); };
@@ -261,10 +259,6 @@ void chooseScanBwdMeta(Specialization& s) {
   // 8.7 ms (compiler's choice), 7.6 (three) and 6.6 (four) at 8x2048. Larger N is unmeasured: 0
   // leaves the register budget to the compiler.
   if (!s.find("meta:min_blocks")) s.set("meta:min_blocks", s.get("meta:dstate") <= 16 ? 4 : 0);
-  if (const int64_t mb = s.get("meta:min_blocks"); mb < 0 || mb > 32)
-    throw Error(Error::Kind::InvalidArgument, std::string(kScanBwdKernel) + ": meta min_blocks (SSMJIT_META) is " +
-                                                  std::to_string(mb) + ", expected 0 (the compiler's choice) or 1..32 "
-                                                  "blocks an SM");
   if (!s.find("meta:span")) {
     // As the forward's spans: the programs of one sequence fill the GPU a few times over at any
     // width (the adjoint pass costs about a forward scan of every span but the first).

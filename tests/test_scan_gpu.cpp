@@ -79,6 +79,11 @@ std::vector<ScanCase> cases() {
   c.batch = 3, c.D = 48, c.N = 12, c.L = 517, c.uType = DType::BF16, c.zType = DType::F16, c.bType = DType::BF16;
   c.strided = true, c.initialStates = true;
   v.push_back(c);
+  c = allDtypes({}, DType::BF16);  // 150 sequences of 1..64 tokens: 1050 programs (min_blocks 5)
+  c.D = 112, c.N = 16;
+  for (int i = 0; i < 150; ++i) c.lens.push_back(1 + (i * 29) % 64);
+  c.initialStates = c.finalStates = c.slotIndices = true;
+  v.push_back(c);
   c = {};  // strided packed row, final states only, bf16 out
   c.D = 70, c.N = 5, c.lens = {31, 2, 513, 90}, c.outType = DType::BF16, c.deltaType = DType::BF16;
   c.strided = true, c.finalStates = true, c.slotIndices = true;
@@ -110,35 +115,51 @@ TEST_P(ScanGpu, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Shapes, ScanGpu, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return info.param.name(); });
 
-// Every sequence of a packed row (several longer than a span) gives, bit for bit, the out and
-// final state of running it alone as a batch of one.
+// Every sequence of a packed row gives, bit for bit, the out and final state of running it alone
+// as a batch of one.
+void expectPackedEqualsEachSequenceAlone(const ScanCase& pc) {
+  const DType x = pc.uType;
+  ScanProblem packed(pc);
+  const DeviceRun rp = runOnDevice(packed);
+  const int64_t DN = pc.D * pc.N, eb = dtypeBytes(x), T = packed.out.meta.shape[2];
+  for (size_t i = 0; i < pc.lens.size(); ++i) {
+    ScanCase sc = pc;
+    sc.lens.clear(), sc.batch = 1, sc.L = pc.lens[i];
+    ScanProblem alone(sc);
+    const int64_t start = packed.start[i];
+    copyTokens(packed.u, alone.u, start), copyTokens(packed.delta, alone.delta, start);
+    copyTokens(packed.z, alone.z, start), copyTokens(packed.B, alone.B, start), copyTokens(packed.C, alone.C, start);
+    for (auto [f, t] : {std::pair{&packed.A, &alone.A}, {&packed.Dv, &alone.Dv}, {&packed.deltaBias, &alone.deltaBias}})
+      t->bytes = f->bytes;
+    // Sequence i starts from slot i (no indices); alone, from slot 0.
+    std::memcpy(alone.initStates.bytes.data(), packed.initStates.bytes.data() + i * DN * 4, DN * 4);
+    const DeviceRun ra = runOnDevice(alone);
+    for (int64_t ch = 0; ch < pc.D; ++ch)
+      ASSERT_EQ(0, std::memcmp(rp.out.data() + (ch * T + start) * eb, ra.out.data() + ch * sc.L * eb, sc.L * eb))
+          << dtypeName(x) << " sequence " << i << " channel " << ch;
+    ASSERT_EQ(0, std::memcmp(rp.states.data() + i * DN * 4, ra.states.data(), DN * 4))
+        << dtypeName(x) << " final state of sequence " << i;
+  }
+}
+
+// Several sequences longer than a span.
 TEST(ScanGpuPacking, PackedEqualsEachSequenceAlone) {
   SSMJIT_REQUIRE_GPU();
   for (DType x : {DType::F32, DType::BF16}) {
     ScanCase pc = allDtypes({}, x);
     pc.D = 40, pc.N = 16, pc.lens = {700, 5, 300, 1, 513, 256}, pc.initialStates = pc.finalStates = true;
-    ScanProblem packed(pc);
-    const DeviceRun rp = runOnDevice(packed);
-    const int64_t DN = pc.D * pc.N, eb = dtypeBytes(x), T = packed.out.meta.shape[2];
-    for (size_t i = 0; i < pc.lens.size(); ++i) {
-      ScanCase sc = pc;
-      sc.lens.clear(), sc.batch = 1, sc.L = pc.lens[i];
-      ScanProblem alone(sc);
-      const int64_t start = packed.start[i];
-      copyTokens(packed.u, alone.u, start), copyTokens(packed.delta, alone.delta, start);
-      copyTokens(packed.z, alone.z, start), copyTokens(packed.B, alone.B, start), copyTokens(packed.C, alone.C, start);
-      for (auto [f, t] : {std::pair{&packed.A, &alone.A}, {&packed.Dv, &alone.Dv}, {&packed.deltaBias, &alone.deltaBias}})
-        t->bytes = f->bytes;
-      // Sequence i starts from slot i (no indices); alone, from slot 0.
-      std::memcpy(alone.initStates.bytes.data(), packed.initStates.bytes.data() + i * DN * 4, DN * 4);
-      const DeviceRun ra = runOnDevice(alone);
-      for (int64_t ch = 0; ch < pc.D; ++ch)
-        ASSERT_EQ(0, std::memcmp(rp.out.data() + (ch * T + start) * eb, ra.out.data() + ch * sc.L * eb, sc.L * eb))
-            << dtypeName(x) << " sequence " << i << " channel " << ch;
-      ASSERT_EQ(0, std::memcmp(rp.states.data() + i * DN * 4, ra.states.data(), DN * 4))
-          << dtypeName(x) << " final state of sequence " << i;
-    }
+    expectPackedEqualsEachSequenceAlone(pc);
   }
+}
+
+// 200 short sequences: enough programs (1200) that the packed row is compiled for 5 blocks an SM
+// (registers capped, some spilled) while each sequence alone is not; the results stay bitwise.
+TEST(ScanGpuPacking, ManySequencesEqualEachAlone) {
+  SSMJIT_REQUIRE_GPU();
+  ScanCase pc = allDtypes({}, DType::BF16);
+  pc.D = 96, pc.N = 16, pc.initialStates = pc.finalStates = true;
+  for (int i = 0; i < 200; ++i) pc.lens.push_back(1 + (i * 37) % 41);
+  expectPackedEqualsEachSequenceAlone(pc);
 }
 
 // cu_seqlens 0, 0, 30, 60: sequence 0 is empty (reported, skipped), the others are fine.

@@ -58,7 +58,9 @@ SelectiveScanArgs make(const Variant& v) {
 }
 
 // The N states stay in registers: at most two words spilled up to N = 16 (Mamba-1's; 8 bytes in
-// one states-pass variant since --fmad=false), a few more at 32.
+// one states-pass variant since --fmad=false), a few more at 32. A call with many programs is
+// compiled for 5 blocks an SM (96 registers), which spills some loaded tiles by design (faster on
+// the H100, SelectiveScan.cpp): up to 256 bytes there.
 void expectCompiles(const Variant& v, const char* arch, size_t passes) {
   const std::vector<Specialization> specs = detail::scanSpecializations(make(v), arch);
   ASSERT_EQ(specs.size(), passes);
@@ -66,7 +68,8 @@ void expectCompiles(const Variant& v, const char* arch, size_t passes) {
     SCOPED_TRACE(spec.canonical());
     CompiledKernel k = compileKernel(spec);
     EXPECT_FALSE(k.cubin.empty());
-    EXPECT_LE(k.resources.spillStoreBytes, v.N > 16 ? 64 : 8) << k.compileLog;
+    const int64_t bound = spec.get("meta:min_blocks", 0) > 0 ? 256 : v.N > 16 ? 64 : 8;
+    EXPECT_LE(k.resources.spillStoreBytes, bound) << k.compileLog;
   }
 }
 
@@ -254,4 +257,19 @@ TEST(ScanKernels, BackwardMinBlocksOutOfRangeIsNamed) {
               std::string::npos)
         << msg;
   }
+}
+
+// The forward caps registers for 5 blocks an SM only when the grid has many programs (>= 1024) and
+// N <= 16: 8x2048 at D 5120 (2560 programs) yes; one 16384-token sequence (320) or N 32, no.
+TEST(ScanKernels, ForwardMinBlocksFollowsTheGrid) {
+  auto minBlocks = [](const Variant& v) {
+    return detail::scanSpecializations(make(v), "sm_90a").back().get("meta:min_blocks");
+  };
+  Variant v;
+  v.D = 5120, v.batch = 8, v.L = 2048;
+  EXPECT_EQ(minBlocks(v), 5);
+  v.batch = 1, v.L = 16384;
+  EXPECT_EQ(minBlocks(v), 0);
+  v.batch = 8, v.L = 2048, v.N = 32;
+  EXPECT_EQ(minBlocks(v), 0);
 }

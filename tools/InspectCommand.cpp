@@ -1,7 +1,8 @@
-// `ssmjit inspect`: prints one stage of the selective-state-update kernel for a call shape:
-// the generic IR the DSL builds, the IR after any pass, the CUDA C++, the PTX, SASS (through
-// cuobjdump or nvdisasm, where installed) or the resource report. Needs no GPU: the kernel is
-// compiled for --arch, with the specialisation the op would build for that call.
+// `ssmjit inspect`: prints one stage of a kernel: the generic IR the DSL builds, the IR after any
+// pass, the CUDA C++, the PTX, SASS (through cuobjdump or nvdisasm, where installed) or the
+// resource report. Needs no GPU. The kernel is the selective-state-update one the op builds for a
+// call shape given by options (compiled for --arch), or any kernel's specialisation read from a
+// manifest (--spec: an SSMJIT_RECORD line, e.g. of a scan or conv call, compiled for its arch).
 #include <CLI/CLI.hpp>
 
 #include <fcntl.h>
@@ -19,8 +20,10 @@
 #include <vector>
 
 #include "compiler/Nvrtc.h"
+#include "cache/Manifest.h"
 #include "compiler/Pipeline.h"
 #include "kernels_dsl/CompileKernel.h"
+#include "kernels_dsl/Registry.h"
 #include "runtime/ops/SelectiveStateUpdateSpec.h"
 #include "ssmjit/error.h"
 #include "tools/CallOptions.h"
@@ -35,7 +38,35 @@ namespace {
 struct InspectOptions {
   CallOptions call;
   std::string stage;
+  std::string specFile;  // set: inspect a manifest's specialisation instead of the call options
+  int entry = 1;         // which entry of specFile (1-based)
+  const CLI::App* app = nullptr;
 };
+
+// --spec names the whole kernel: a call option beside it would be silently ignored, so refuse it.
+void refuseCallOptionsBesideSpec(const CLI::App& app) {
+  for (const CLI::Option* opt : app.get_options())
+    if (opt->count() > 0 && opt->get_name() != "--stage" && opt->get_name() != "--spec" &&
+        opt->get_name() != "--entry")
+      throw UsageError(opt->get_name() + " describes a selective-state-update call; --spec gives the whole "
+                                         "specialisation (its arch included), so leave the call options out");
+}
+
+// Entry `entry` of the manifest `path`, which must be a specialisation (as SSMJIT_RECORD writes).
+Specialization manifestSpecialization(const std::string& path, int entry) {
+  const cache::Manifest m = cache::parseManifest(readManifestFile(path), path);
+  if (entry < 1 || static_cast<size_t>(entry) > m.entries.size())
+    throw UsageError(strf("--entry %d: '%s' has %zu entries, expected 1..%zu", entry, path.c_str(),
+                          m.entries.size(), m.entries.size()));
+  const cache::ManifestEntry& e = m.entries[entry - 1];
+  if (e.kind != cache::ManifestEntry::Kind::Specialization)
+    throw UsageError(strf("--entry %d: %s:%d is an op call (\"op\": \"%s\"), expected a specialisation "
+                          "({\"kernel\": ..., \"bindings\": ...}); give an op call's shape as options instead",
+                          entry, path.c_str(), e.line, e.call.op.c_str()));
+  dsl::findKernel(e.spec.kernel);  // names an unknown kernel and lists the known ones
+  checkArch(e.spec.arch, "--spec arch");
+  return e.spec;
+}
 
 std::string passList() {
   std::string s;
@@ -208,20 +239,22 @@ std::string figure(int v, const char* unit) {
              : std::string("n/a (ptxas printed no report)");
 }
 
-void printResources(const CompiledKernel& k, const Specialization& spec, const SsuCase& s,
-                    const detail::SsuDims& d, double wallMs) {
+// `call` is set for a selective-state-update call given by options (it has a call label and a grid).
+void printResources(const CompiledKernel& k, const Specialization& spec, const CheckedCall* call, double wallMs) {
   const ResourceUsage& r = k.resources;
-  const int64_t bp = spec.get("meta:BLOCK_P");
-  const detail::SsuGrid grid = detail::ssuGrid(d, bp);
   const auto lines = std::count(k.ptx.begin(), k.ptx.end(), '\n');
   std::printf("kernel      %s\n", k.entry.c_str());
   std::printf("arch        %s\n", k.arch.c_str());
-  std::printf("call        %s\n", callLabel(s).c_str());
+  if (call) std::printf("call        %s\n", callLabel(call->call).c_str());
   std::printf("key         %s\n", spec.canonical().c_str());
   std::printf("block       %d threads\n", k.numThreads);
-  std::printf("grid        (%lld, %lld, batch) = (cdiv(P %lld, BLOCK_P %lld), H, batch)\n",
-              static_cast<long long>(grid.x), static_cast<long long>(grid.y),
-              static_cast<long long>(d.P), static_cast<long long>(bp));
+  if (call) {
+    const int64_t bp = spec.get("meta:BLOCK_P");
+    const detail::SsuGrid grid = detail::ssuGrid(call->dims, bp);
+    std::printf("grid        (%lld, %lld, batch) = (cdiv(P %lld, BLOCK_P %lld), H, batch)\n",
+                static_cast<long long>(grid.x), static_cast<long long>(grid.y),
+                static_cast<long long>(call->dims.P), static_cast<long long>(bp));
+  }
   std::printf("registers   %s\n", figure(r.registers, " per thread").c_str());
   std::printf("shared      %s\n", figure(r.sharedBytes, " bytes per block (static)").c_str());
   std::printf("local       %s\n", figure(r.localBytes, " bytes per thread (stack, callees included)").c_str());
@@ -236,10 +269,15 @@ void printResources(const CompiledKernel& k, const Specialization& spec, const S
 
 int runInspect(const InspectOptions& o) {
   const Stage stage = parseStage(o.stage);
-  const CheckedCall c = checkCallOptions(o.call);
-  const SsuCase& s = c.call;
-  const detail::SsuDims& dims = c.dims;
-  const Specialization& spec = c.spec;
+  std::unique_ptr<CheckedCall> call;
+  Specialization spec;
+  if (o.specFile.empty()) {
+    call = std::make_unique<CheckedCall>(checkCallOptions(o.call));
+    spec = call->spec;
+  } else {
+    refuseCallOptionsBesideSpec(*o.app);
+    spec = manifestSpecialization(o.specFile, o.entry);
+  }
 
   const bool needNvrtc = stage.kind == Stage::Ptx || stage.kind == Stage::Sass ||
                          stage.kind == Stage::Resources;
@@ -287,7 +325,7 @@ int runInspect(const InspectOptions& o) {
     case Stage::Sass:
       return printSass(k);
     case Stage::Resources:
-      printResources(k, spec, s, dims, wallMs);
+      printResources(k, spec, call.get(), wallMs);
       return kExitOk;
   }
   return kExitFailure;
@@ -299,8 +337,10 @@ Command addInspectCommand(CLI::App& parent) {
   auto o = std::make_shared<InspectOptions>();
   CLI::App* app = parent.add_subcommand(
       "inspect",
-      "Print one stage of the selective-state-update kernel for a call shape, compiled for --arch "
-      "with the specialisation the op builds for that call (no GPU needed). Stages: generic (the "
+      "Print one stage of a kernel (no GPU needed): the selective-state-update kernel for a call "
+      "shape, compiled for --arch with the specialisation the op builds for that call; or, with "
+      "--spec, any kernel's specialisation from a manifest (an SSMJIT_RECORD line of a scan, conv or "
+      "decode-step call), compiled for its own arch. Stages: generic (the "
       "DSL's IR), specialized (after 'specialize'), after:<pass> with <pass> one of: " +
           passList() +
           "; cuda (generated CUDA C++), ptx, sass (via cuobjdump or nvdisasm) and resources "
@@ -311,7 +351,15 @@ Command addInspectCommand(CLI::App& parent) {
       ->required()
       ->check(CLI::Validator(
           [](std::string& s) { return stageError(s); }, "STAGE", "stage"));
+  CLI::Option* spec = app->add_option(
+      "--spec", o->specFile,
+      "Manifest file (JSON Lines as SSMJIT_RECORD writes them, or a manifest document) whose "
+      "specialisation to inspect instead of a selective-state-update call; its arch applies");
+  app->add_option("--entry", o->entry, "Which entry of --spec, counted from 1 (default 1)")
+      ->check(atLeast(1))
+      ->needs(spec);
   addCallOptions(app, o->call);
+  o->app = app;
   return {app, [o] { return runInspect(*o); }};
 }
 

@@ -6,16 +6,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <mutex>
 #include <set>
-#include <sstream>
-#include <system_error>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -58,18 +52,6 @@ struct Job {
   KernelSource source = KernelSource::Compiled;
   double ms = 0;
 };
-
-std::string readFile(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw UsageError("manifest '" + path + "' is a directory, expected a JSON or JSON Lines file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError("cannot read manifest '" + path + "': " + std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw UsageError("cannot read manifest '" + path + "': " + std::strerror(errno));
-  return text.str();
-}
 
 // The first line of a message, for a table cell.
 std::string firstLine(const std::string& msg) {
@@ -243,7 +225,7 @@ int runPrewarm(const PrewarmOptions& o) {
   // Read and parse every manifest before compiling anything: a bad file stops the run.
   std::vector<std::pair<std::string, std::string>> sources;  // name, text
   if (o.files.empty()) sources.emplace_back(kDefaultSource, kDefaultManifest);
-  for (const std::string& f : o.files) sources.emplace_back(f, readFile(f));
+  for (const std::string& f : o.files) sources.emplace_back(f, readManifestFile(f));
   std::vector<Job> jobs;
   for (const auto& [name, text] : sources)
     for (const cache::ManifestEntry& e : cache::parseManifest(text, name).entries) {

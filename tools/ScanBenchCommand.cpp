@@ -32,7 +32,7 @@ namespace {
 struct ScanBenchOptions {
   int64_t dim = 5120, stateSize = 16, batch = 8, seqlen = 2048, longSeqlen = 16384, packedTokens = 16384;
   int64_t minLen = 57, maxLen = 2048;
-  std::string dtype = "bf16", bc = "varying";
+  std::string dtype = "bf16", bc = "varying", passes = "both";
   int iters = 5, trials = 5;
   uint64_t seed = 1;
 };
@@ -86,7 +86,8 @@ int runScanBench(const ScanBenchOptions& o) {
     }
     DeviceBuffer ws(static_cast<size_t>(selective_scan_workspace_size(a)) * 4);
     a.workspace = TensorView::contiguous(ws.data(), DType::F32, {static_cast<int64_t>(ws.bytes() / 4)});
-    const double ms = 1e-3 * callTimeUs([&](CUstream st) { selective_scan(a, st); }, s, o.iters, o.trials);
+    const bool fwd = o.passes != "backward", bwd = o.passes != "forward";
+    const double ms = fwd ? 1e-3 * callTimeUs([&](CUstream st) { selective_scan(a, st); }, s, o.iters, o.trials) : 0;
     const double bdl = double(rowsB) * D * L * dtypeBytes(dt), bnl = varying ? double(rowsB) * N * L * dtypeBytes(dt) : 0;
     auto row = [&](const char* pass, double t, double bytes, double anchorMs, double denseT) {
       const double tbs = bytes / (t * 1e-3) / 1e12;
@@ -97,7 +98,8 @@ int runScanBench(const ScanBenchOptions& o) {
                  strf("%.0f%%", 100 * tbs * 1e3 / copy), anchor, ratio});
       std::printf("%-50s %-8s %8.3f ms\n", what.c_str(), pass, t);
     };
-    row("forward", ms, 4 * bdl + 2 * bnl, varying ? anchorMs : 0, denseMs);  // the anchors are for varying B/C
+    if (fwd) row("forward", ms, 4 * bdl + 2 * bnl, varying ? anchorMs : 0, denseMs);  // the anchors are for varying B/C
+    if (!bwd) return ms;
 
     DeviceTensor dout(dt, {rowsB, D, L}, -1, 1, rng), du(dt, {rowsB, D, L}, 0, 0, rng), ddelta(dt, {rowsB, D, L}, 0, 0, rng);
     DeviceTensor dz(dt, {rowsB, D, L}, 0, 0, rng);
@@ -156,6 +158,9 @@ Command addScanBenchCommand(CLI::App& parent) {
   app->add_option("--bc", o->bc, "B and C: varying (B, 1, N, L) in --dtype, or constant (D, N) fp32; the anchors "
                                   "are for varying")
       ->check(CLI::IsMember({"varying", "constant"}))
+      ->capture_default_str();
+  app->add_option("--passes", o->passes, "Which passes to time: forward, backward or both")
+      ->check(CLI::IsMember({"forward", "backward", "both"}))
       ->capture_default_str();
   app->add_option("--iters", o->iters, "Calls per trial")->capture_default_str();
   app->add_option("--trials", o->trials, "Trials; the median is reported")->capture_default_str();

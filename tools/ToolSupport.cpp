@@ -3,11 +3,17 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <regex>
+#include <sstream>
+#include <system_error>
 
 #include "cache/DiskCache.h"
 
@@ -180,6 +186,18 @@ std::vector<int64_t> mixedLengths(int64_t total, int64_t lo, int64_t hi, uint64_
   }
   v.push_back(left);
   return v;
+}
+
+std::string readManifestFile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw UsageError("manifest '" + path + "' is a directory, expected a JSON or JSON Lines file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError("cannot read manifest '" + path + "': " + std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw UsageError("cannot read manifest '" + path + "': " + std::strerror(errno));
+  return text.str();
 }
 
 }  // namespace ssmjit::tool

@@ -77,6 +77,9 @@ const char* stateWriteName(StateWrite w);
 // typo is caught before NVRTC prints a less direct message.
 void checkArch(const std::string& arch, const char* option);
 
+// The text of a manifest file (prewarm, inspect --spec); throws UsageError naming the path and why.
+std::string readManifestFile(const std::string& path);
+
 // What a disk cache can do, for reports: "writable", "read-only: <why>" or "memory only: <why>".
 std::string diskCacheState(const cache::DiskCache& disk);
 

@@ -1,0 +1,25 @@
+# inspect --spec: any kernel a workload recorded (SSMJIT_RECORD) is shown from its specialisation
+# line, whatever its op; a wrong entry number, an op-call entry or call options beside --spec are
+# refused naming what came.
+source "$(dirname "$0")/lib.sh"
+
+SSMJIT_RECORD=$WORK/rec.jsonl run demo 0 "$TOOL" demo --no-gpu --seed 1
+n=$(grep -c . rec.jsonl)
+[ "$n" -ge 2 ] || fail "demo recorded $n specialisations, expected at least 2"
+kernel=$(sed -n 2p rec.jsonl | python3 -c 'import json,sys; print(json.load(sys.stdin)["kernel"])')
+
+run cuda 0 "$TOOL" inspect --spec rec.jsonl --entry 2 --stage cuda
+expect_grep "the CUDA source is the recorded kernel's" "__global__ .*$kernel" cuda.out
+run resources 0 "$TOOL" inspect --spec rec.jsonl --entry 2 --stage resources
+expect_grep "resources name the kernel" "^kernel  *$kernel" resources.out
+expect_grep "resources give registers" "^registers  *[0-9]+ per thread" resources.out
+
+run past_end 2 "$TOOL" inspect --spec rec.jsonl --entry $((n + 1)) --stage cuda
+expect_grep "an entry past the end names the count" "--entry $((n + 1)): 'rec.jsonl' has $n entries, expected 1..$n" past_end.err
+echo '{"op": "ssu", "archs": ["sm_80"]}' > op.jsonl
+run op_call 2 "$TOOL" inspect --spec op.jsonl --stage cuda
+expect_grep "an op-call entry is refused" "is an op call .*expected a specialisation" op_call.err
+run beside 2 "$TOOL" inspect --spec rec.jsonl --heads 4 --stage cuda
+expect_grep "a call option beside --spec is refused" "^.*--heads describes a selective-state-update call" beside.err
+run no_spec_entry 2 "$TOOL" inspect --entry 2 --stage cuda
+echo "PASS"
