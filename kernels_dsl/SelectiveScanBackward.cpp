@@ -256,7 +256,8 @@ void chooseScanBwdMeta(Specialization& s) {
     s.set("meta:groups_per_block", group % bd == 0 ? 1 : (bd - 1) / group + 2);
   }
   // Four blocks an SM (128 registers a thread) at N <= 16: on an H100 at D 5120 the backward took
-  // 8.7 ms (compiler's choice), 7.6 (three) and 6.6 (four) at 8x2048. Larger N is unmeasured: 0
+  // 8.7 ms (compiler's choice), 7.6 (three), 6.6 (four) and 8.8 (five) at 8x2048; five was also
+  // slower on one 16384-token sequence and on a packed row. Larger N is unmeasured: 0
   // leaves the register budget to the compiler.
   if (!s.find("meta:min_blocks")) s.set("meta:min_blocks", s.get("meta:dstate") <= 16 ? 4 : 0);
   if (!s.find("meta:span")) {
