@@ -17,4 +17,10 @@ Value firstScanKey(KernelBuilder& k, const ScanSequence& s, Value perRow, int64_
   return s.row * perRow + s.start / unit + k.select(hasCu, i, k.constInt(0));
 }
 
+int64_t scanSpanForWidth(int64_t D) {
+  int64_t span = 256;
+  while (span < 2048 && span * 5 <= D) span *= 2;
+  return span;
+}
+
 }  // namespace ssmjit::kernels

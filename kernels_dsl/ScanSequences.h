@@ -1,5 +1,6 @@
 // Where a sequence of the selective-scan kernels lies (dense rows, or one packed row with
-// cu_seqlens), and its keys in the workspace regions kept per sequence (checkpoints, spans).
+// cu_seqlens), its keys in the workspace regions kept per sequence (checkpoints, spans), and how
+// long the spans it is cut into are.
 // Builds DSL code; no state of its own.
 #pragma once
 #include <cstdint>
@@ -21,5 +22,10 @@ ScanSequence scanSequence(dsl::KernelBuilder& k, dsl::Value hasCu, dsl::Value cu
 // sequences take up to one key more each than its tokens / unit).
 dsl::Value firstScanKey(dsl::KernelBuilder& k, const ScanSequence& s, dsl::Value perRow, int64_t unit,
                         dsl::Value hasCu, dsl::Value i);
+
+// The tokens a program of the scan kernels walks serially at D channels (their default
+// meta:span): about D / 2.5, a power of two in 256..2048, so that one long sequence's programs
+// still fill the GPU a few times over.
+int64_t scanSpanForWidth(int64_t D);
 
 }  // namespace ssmjit::kernels

@@ -217,8 +217,7 @@ void chooseScanMeta(Specialization& s) {
     s.set("meta:num_warps", std::clamp<int64_t>(nextPow2(D) * lanes / 32, 1, 4));
   if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", s.get("meta:num_warps") * 32 / lanes);
   if (!s.find("meta:span")) {
-    int64_t span = 256;
-    while (span < 2048 && span * 5 <= D) span *= 2;
+    int64_t span = scanSpanForWidth(D);
     // A sequence whose channels alone give ~1000 warps fills the GPU: no spans, no states pass
     // (measured on the H100 at D 5120: one 16384-token pass 1.48 ms, 2048-token spans 1.85 ms).
     const int64_t bd = s.get("meta:BLOCK_D");

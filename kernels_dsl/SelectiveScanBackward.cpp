@@ -260,13 +260,9 @@ void chooseScanBwdMeta(Specialization& s) {
   // slower on one 16384-token sequence and on a packed row. Larger N is unmeasured: 0
   // leaves the register budget to the compiler.
   if (!s.find("meta:min_blocks")) s.set("meta:min_blocks", s.get("meta:dstate") <= 16 ? 4 : 0);
-  if (!s.find("meta:span")) {
-    // As the forward's spans: the programs of one sequence fill the GPU a few times over at any
-    // width (the adjoint pass costs about a forward scan of every span but the first).
-    int64_t span = 256;
-    while (span < 2048 && span * 5 <= D) span *= 2;
-    s.set("meta:span", std::max(span, s.get("meta:BLOCK_T")));
-  }
+  // The forward's spans at any width (the adjoint pass costs about a forward scan of every span
+  // but the first).
+  if (!s.find("meta:span")) s.set("meta:span", std::max(scanSpanForWidth(D), s.get("meta:BLOCK_T")));
   if (!s.find("meta:adjoint_pass")) s.set("meta:adjoint_pass", 0);
   if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
 }
