@@ -30,7 +30,7 @@ using detail::strideOr0;
 
 // How the call is cut into spans (the kernel's meta:span for this D, SSMJIT_META included).
 struct ScanPlan {
-  int64_t span = 0, maxLen = 0, keysPerRow = 0, rows = 0, spans = 0;
+  int64_t span = 0, keysPerRow = 0, rows = 0, spans = 0;
   bool multi = false;         // a sequence may cover more than one span: the states pass runs
   int64_t workspace = 0;      // float32 elements
   int64_t minBlocks = 0;      // meta:min_blocks of the states and main passes
@@ -51,8 +51,7 @@ ScanPlan plan(const SelectiveScanArgs& a, const ScanDims& d) {
   ScanPlan p;
   p.span = s.get("meta:span");
   const int64_t bd = s.get("meta:BLOCK_D");
-  p.maxLen = d.packed && a.max_seqlen > 0 ? std::min(a.max_seqlen, d.L) : d.L;
-  p.spans = (p.maxLen + p.span - 1) / p.span;
+  p.spans = (d.maxLen + p.span - 1) / p.span;
   p.multi = p.spans > 1;
   p.keysPerRow = d.L / p.span + 1;
   p.rows = d.packed ? 1 : d.batch;
@@ -96,7 +95,7 @@ void bind(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, const Sc
   c.size(A("nseq"), d.nseq, false);
   c.size(A("nslots_init"), d.initSlots, false);
   c.size(A("nslots_final"), d.finalSlots, false);
-  c.size(A("max_len"), p.maxLen, false);
+  c.size(A("max_len"), d.maxLen, false);
   c.size(A("keys_per_row"), p.keysPerRow, false);
   c.size(A("group"), d.D / d.G, true);
   c.size(A("ckpt_per_row"), ckptPerRow, false);
@@ -164,7 +163,7 @@ void selective_scan(const SelectiveScanArgs& a, Stream stream) {
   if (d.nseq == 0 || d.L == 0 || d.D == 0) return;
   if (d.nseq > 65535 || p.spans > 65535)
     throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + std::to_string(d.nseq) + " sequences of up to " +
-                                                  std::to_string(p.maxLen) + " tokens, expected at most 65535 sequences and 65535 spans of " +
+                                                  std::to_string(d.maxLen) + " tokens, expected at most 65535 sequences and 65535 spans of " +
                                                   std::to_string(p.span) + " tokens (grid limits)");
   const CUstream s = static_cast<CUstream>(stream);
   void* err = deviceStatusRecord();
@@ -194,9 +193,7 @@ namespace {
 // The forward's checkpoint pass on `a` (its workspace holds the checkpoints), bound in `c`.
 void bindCheckpoints(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, int64_t blockT, int64_t ckptPerRow,
                      void* err) {
-  ScanPlan p;  // one span a sequence
-  p.maxLen = d.packed && a.max_seqlen > 0 ? std::min(a.max_seqlen, d.L) : d.L;
-  p.spans = 1;
+  const ScanPlan p;  // no spans: the checkpoint pass walks each sequence whole
   bind(c, a, d, p, Pass::Checkpoints, err, blockT, ckptPerRow);
 }
 }  // namespace

@@ -4,7 +4,6 @@
 // sums (per-span sums, and the per-block sums of time-varying dB/dC when there are any).
 #include <cuda.h>
 
-#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -57,8 +56,7 @@ BwdPlan plan(const SelectiveScanBackwardArgs& b, const ScanDims& d) {
                                                   std::to_string(p.span) + ", expected a positive multiple of BLOCK_T " +
                                                   std::to_string(p.blockT));
   p.spanKeysPerRow = d.packed ? d.L / p.span + d.nseq + 1 : (d.L + p.span - 1) / p.span;
-  const int64_t maxLen = d.packed && b.forward.max_seqlen > 0 ? std::min(b.forward.max_seqlen, d.L) : d.L;
-  p.maxSpans = (maxLen + p.span - 1) / p.span;
+  p.maxSpans = (d.maxLen + p.span - 1) / p.span;
   // Regions start at multiples of 16 elements: one divisibility class for every call, so calls
   // of other lengths reuse the kernels.
   auto up16 = [](int64_t v) { return (v + 15) / 16 * 16; };

@@ -2,6 +2,7 @@
 // ssmjit/ops.h). Shapes, dtypes, devices, strides and alignment only: no tensor data is read.
 #include "runtime/ops/SelectiveScanCheck.h"
 
+#include <algorithm>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -126,6 +127,7 @@ ScanDims checkSelectiveScanArgs(const SelectiveScanArgs& a, DeviceKind device, c
   if (a.max_seqlen < 0) c.fail("max_seqlen is " + str(a.max_seqlen) + ", expected >= 0 (0: no bound)");
   if (a.max_seqlen != 0 && !d.packed)
     c.fail("max_seqlen is " + str(a.max_seqlen) + ", expected 0: it bounds packed sequences, and cu_seqlens is not given");
+  d.maxLen = a.max_seqlen > 0 ? std::min(a.max_seqlen, d.L) : d.L;
   if (d.nseq > kMaxGridRows)
     c.fail(d.packed ? "cu_seqlens holds " + str(d.nseq) + " sequences, expected at most " + str(kMaxGridRows) +
                           " (grid limit: one program row per sequence)"

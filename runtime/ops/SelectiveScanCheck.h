@@ -17,6 +17,7 @@ struct ScanDims {
   bool cVarying = false;      // C is (Bt, G, N, L)
   int64_t nseq = 0;           // sequences: batch, or cu_seqlens.size(0) - 1
   bool packed = false;        // cu_seqlens given
+  int64_t maxLen = 0;         // the longest a sequence can be: max_seqlen (at most L) when given, else L
   int64_t initSlots = 0;      // initial_states.size(0) (0 without)
   int64_t finalSlots = 0;     // final_states.size(0) (0 without)
 };
