@@ -55,6 +55,8 @@ void refuseCallOptionsBesideSpec(const CLI::App& app) {
 // Entry `entry` of the manifest `path`, which must be a specialisation (as SSMJIT_RECORD writes).
 Specialization manifestSpecialization(const std::string& path, int entry) {
   const cache::Manifest m = cache::parseManifest(readManifestFile(path), path);
+  if (m.entries.empty())
+    throw UsageError("--spec '" + path + "' has no entries, expected at least one specialisation");
   if (entry < 1 || static_cast<size_t>(entry) > m.entries.size())
     throw UsageError(strf("--entry %d: '%s' has %zu entries, expected 1..%zu", entry, path.c_str(),
                           m.entries.size(), m.entries.size()));

@@ -1,6 +1,6 @@
 # inspect --spec: any kernel a workload recorded (SSMJIT_RECORD) is shown from its specialisation
-# line, whatever its op; a wrong entry number, an op-call entry or call options beside --spec are
-# refused naming what came.
+# line, whatever its op; an empty file, a wrong entry number, an op-call entry or call options
+# beside --spec are refused naming what came.
 source "$(dirname "$0")/lib.sh"
 
 SSMJIT_RECORD=$WORK/rec.jsonl run demo 0 "$TOOL" demo --no-gpu --seed 1
@@ -16,6 +16,9 @@ expect_grep "resources give registers" "^registers  *[0-9]+ per thread" resource
 
 run past_end 2 "$TOOL" inspect --spec rec.jsonl --entry $((n + 1)) --stage cuda
 expect_grep "an entry past the end names the count" "--entry $((n + 1)): 'rec.jsonl' has $n entries, expected 1..$n" past_end.err
+: > empty.jsonl
+run empty 2 "$TOOL" inspect --spec empty.jsonl --stage cuda
+expect_grep "an empty manifest is named" "'empty.jsonl' has no entries, expected at least one specialisation" empty.err
 echo '{"op": "ssu", "archs": ["sm_80"]}' > op.jsonl
 run op_call 2 "$TOOL" inspect --spec op.jsonl --stage cuda
 expect_grep "an op-call entry is refused" "is an op call .*expected a specialisation" op_call.err
