@@ -429,6 +429,11 @@ dsl::Value KernelBuilder::arriveLast(dsl::Value counter, dsl::Value offset, dsl:
   return W(sj::ArriveLastOp::create(B, L, B.getI1Type(), unwrap(counter), unwrap(offset), unwrap(count)));
 }
 void KernelBuilder::barrier() { sj::BarrierOp::create(B, L); }
+dsl::Value KernelBuilder::sharedBuffer(int64_t elements) {
+  if (elements < 1 || elements > 12288) fail("sharedBuffer: elements must be in 1..12288 (48 KiB), got " + std::to_string(elements));
+  Type t = sj::PtrType::get(impl_->ctx, B.getF32Type());
+  return W(sj::SharedBufferOp::create(B, L, t, B.getI64IntegerAttr(elements)).getResult());
+}
 void KernelBuilder::setFlag(dsl::Value flagPtr, dsl::Value offset, dsl::Value value) {
   sj::SetFlagOp::create(B, L, unwrap(flagPtr), unwrap(offset), unwrap(value));
 }

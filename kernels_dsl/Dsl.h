@@ -150,6 +150,11 @@ class KernelBuilder {
   // Every thread of the program gets here before any goes on: orders accesses of the same memory
   // through tiles that spread it differently over the threads. Top level or uniform branches.
   void barrier();
+  // A buffer of `elements` f32 in the program's shared memory (16-byte aligned), used like a
+  // pointer argument: store a tile, barrier(), load it in another shape or spread. Staging a tile
+  // every thread needs (a row broadcast over channels) converts and fetches each element once for
+  // the program. A buffer written again in a loop needs a barrier before the rewrite as well.
+  Value sharedBuffer(int64_t elements);
   Value waitFlag(Value flagPtr, Value offset);
   void reportError(Value errPtr, Value code, Value a, Value b, Value c);
 

@@ -140,6 +140,29 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     })[0];
   };
 
+  // Time-varying B and C rows are the same for every channel of a block whose channels share one
+  // group: staged through shared memory once per tile (one load and conversion per element for the
+  // program, read back as f32 broadcasts) instead of each thread fetching and converting its own.
+  const bool oneGroup = spec.find("group") && spec.get("group") % BD == 0;
+  auto bound = [&](const char* flag) { return spec.find(flag) && spec.get(flag) != 0; };
+  const bool stageB = oneGroup && bound("b_varying");
+  const bool stageC = oneGroup && bound("c_varying") && !statesPass && !checkpoints;
+  const int64_t RS = std::max(nextPow2(N), BD);  // rows of the staging tile (rows >= N masked)
+  Value smem = (stageB || stageC) ? k.sharedBuffer(((stageB ? N : 0) + (stageC ? N : 0)) * BT) : Value{};
+  Value g0 = (pidD * BD) / group;  // the block's group (oneGroup)
+  Value rS = k.expandDims(k.range(RS), 1);  // [RS, 1]
+  // The tile's rows of B (at buffer row 0) or C (at row bufRow0) for its BT tokens from tOff.
+  auto stageRows = [&](Value p, Value sB, Value sG, Value sN, int64_t bufRow0, Value tokMask, Value tOffRow) {
+    Value rowMask = RS == N ? Value{} : k.broadcastTo(rS < N, {RS, BT});
+    Value m = tokMask.valid() ? (rowMask.valid() ? rowMask && tokMask : k.broadcastTo(tokMask, {RS, BT})) : rowMask;
+    Value off = row * sB + g0 * sG + rS * sN + tOffRow;
+    Value v = m.valid() ? k.load(p, off, m, zero) : k.load(p, off);
+    Value sOff = (rS + bufRow0) * BT + tE(rT);
+    if (rowMask.valid()) k.store(smem, sOff, v, rowMask);
+    else k.store(smem, sOff, v);
+  };
+  auto stagedRow = [&](int64_t bufRow) { return k.load(smem, k.broadcastTo(tE(bufRow * BT + rT), {BD, BT})); };
+
   // D bound to a multiple of BLOCK_D: no channel mask, so a whole tile's accesses are plain.
   const bool channelsWhole = spec.find("D") && spec.get("D") % BD == 0;
   // One tile [c, c + BT) of the span. A whole tile (the common case) has a mask constant along
@@ -153,6 +176,13 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     Value mask = whole ? (channelsWhole ? Value{} : k.broadcastTo(mD2, {BD, BT})) : m2;
     Value tOff = tE(t0 + tl);
     auto load = [&](Value p, Value off) { return mask.valid() ? k.load(p, off, mask, zero) : k.load(p, off); };
+    if (smem.valid()) {
+      k.barrier();  // the previous tile's reads of the buffer are done
+      Value tokMask = whole ? Value{} : tE(tl < spanLen);
+      if (stageB) stageRows(Bp, sBb, sBg, sBn, 0, tokMask, tOff);
+      if (stageC) stageRows(Cp, sCb, sCg, sCn, stageB ? N : 0, tokMask, tOff);
+      k.barrier();
+    }
     Value xu = load(u, row * sUb + dOffs * sUd + tOff);
     Value dt = load(delta, row * sDlb + dOffs * sDld + tOff) + dbiasT;
     dt = k.ifElse(softplusOn, [&] { return std::vector<Value>{softplus(dt)}; },
@@ -163,10 +193,11 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     std::vector<Value> next;
     for (int64_t n = 0; n < N; ++n) {
       Value a = k.exp2(dt * dE(A2[n]));
-      Value b = du * bcTile(bVar, Bp, sBb, sBg, sBn, sBd, n, tOff, load);
+      Value b = du * (stageB ? stagedRow(n) : bcTile(bVar, Bp, sBb, sBg, sBn, sBd, n, tOff, load));
       std::vector<Value> s = k.associativeScan({a, b}, 1, linear, {k.splat(k.constFloat(1), {BD}), cs[n]});
       next.push_back(s[3]);
-      if (!statesPass && !checkpoints) y = y + bcTile(cVar, Cp, sCb, sCg, sCn, sCd, n, tOff, load) * s[1];
+      if (!statesPass && !checkpoints)
+        y = y + (stageC ? stagedRow((stageB ? N : 0) + n) : bcTile(cVar, Cp, sCb, sCg, sCn, sCd, n, tOff, load)) * s[1];
     }
     if (statesPass) {
       next.push_back(cs[N] + k.reduce(dt, 1, "sum"));

@@ -95,10 +95,12 @@ TEST(Pipeline, SixteenBitPrefetchesCrossTheTokenLoopUnconverted) {
     const size_t loop = cuda.find("#pragma unroll 1");
     ASSERT_NE(loop, std::string::npos);
     const std::string before = cuda.substr(0, loop);
-    // Carried arrays (x: 4 values a thread, B and C: 16) and the per-head dt scalar, as raw bits.
-    for (const std::string decl : {T + " v\\d+\\[4\\];", T + " v\\d+\\[16\\];", T + " v\\d+ = v\\d+;"})
+    // Carried arrays (x: 4 values a thread, loaded one by one; B and C: 16, loaded in vectors, so
+    // kept as the words that hold them) and the per-head dt scalar, as raw bits.
+    for (const std::string decl : {T + " v\\d+\\[4\\];", std::string("unsigned v\\d+\\[16\\];"), T + " v\\d+ = v\\d+;"})
       EXPECT_TRUE(std::regex_search(before, std::regex(decl))) << decl << " before the token loop:\n" << cuda;
-    EXPECT_NE(cuda.find("ssm_ld_raw<4>"), std::string::npos);
+    EXPECT_NE(cuda.find("ssm_ld_words<4>"), std::string::npos);
+    EXPECT_NE(cuda.find("ssm_word_to_float<" + T + ">("), std::string::npos);
   }
 }
 

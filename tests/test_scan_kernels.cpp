@@ -146,7 +146,30 @@ TEST(ScanKernels, TimeTileScanIsRegisterChainsAndLaneShuffles) {
   // Per state: the decays of a whole tile and of a partial one, and the spans' fold.
   EXPECT_EQ(occurrences(cuda, "ssm_exp2("), 3 * v.N);
   EXPECT_EQ(occurrences(cuda, "__shfl_up_sync"), 2 * v.N * 2 * (levels + 1));
-  EXPECT_EQ(occurrences(cuda, "__syncthreads"), 0) << cuda;
+}
+
+// Time-varying B and C rows are staged through shared memory when a block's channels share one
+// group (two barriers a tile, whole or partial), and read back as f32 vectors; with a block across
+// groups, or constant B/C, each thread loads its own and nothing is staged.
+TEST(ScanKernels, VaryingBCStagedOncePerBlockWhenItsChannelsShareAGroup) {
+  for (int64_t G : {1, 32}) {
+    for (bool varying : {true, false}) {
+      Variant v;
+      v.L = 100;
+      v.G = G;
+      v.bVarying = v.cVarying = varying;
+      const Specialization spec = detail::scanSpecializations(make(v), "sm_90a").back();
+      const std::string cuda = generatedCuda(spec);
+      const bool staged = varying && (v.D / G) % spec.get("meta:BLOCK_D") == 0;
+      SCOPED_TRACE("G " + std::to_string(G) + (varying ? " varying" : " constant"));
+      EXPECT_EQ(varying && G == 1, staged);
+      EXPECT_EQ(occurrences(cuda, "__shared__ __align__(16) float"), staged ? 1 : 0);
+      EXPECT_EQ(occurrences(cuda, "__syncthreads"), staged ? 4 : 0) << cuda;
+      if (staged) {
+        EXPECT_NE(cuda.find("ssm_ld<4>"), std::string::npos) << "the staged rows are read back as 16-byte vectors";
+      }
+    }
+  }
 }
 
 namespace {

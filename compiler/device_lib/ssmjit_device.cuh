@@ -84,6 +84,28 @@ __device__ __forceinline__ void ssm_ld_raw(T* dst, const T* p) {
   }
 }
 
+// V >= 2 consecutive 16-bit elements, each kept as the 32-bit word that holds it (element k in
+// half k % 2): ssm_word_to_float then takes one shift or mask, not an extract and a shift.
+template <int V, typename T>
+__device__ __forceinline__ void ssm_ld_words(unsigned* dst, const T* p) {
+  static_assert(V >= 2 && sizeof(T) == 2, "words of 16-bit elements");
+  typedef typename ssm_raw<V * 2>::type R;
+  union { R r; unsigned w[V / 2]; } u;
+  u.r = *reinterpret_cast<const R*>(p);
+#pragma unroll
+  for (int k = 0; k < V; ++k) dst[k] = u.w[k / 2];
+}
+template <typename T> __device__ __forceinline__ float ssm_word_to_float(unsigned w, int half);
+template <> __device__ __forceinline__ float ssm_word_to_float<ssm_bf16>(unsigned w, int half) {
+  return __uint_as_float(half ? (w & 0xffff0000u) : (w << 16));
+}
+template <> __device__ __forceinline__ float ssm_word_to_float<ssm_f16>(unsigned w, int half) {
+  float f;
+  if (half) asm("{ .reg .f16 lo, hi; mov.b32 {lo, hi}, %1; cvt.f32.f16 %0, hi; }" : "=f"(f) : "r"(w));
+  else asm("{ .reg .f16 lo, hi; mov.b32 {lo, hi}, %1; cvt.f32.f16 %0, lo; }" : "=f"(f) : "r"(w));
+  return f;
+}
+
 template <int V, typename T, typename S>
 __device__ __forceinline__ void ssm_st(T* p, const S* src) {
   if constexpr (V == 1) {

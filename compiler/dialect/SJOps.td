@@ -174,6 +174,19 @@ def SJ_ArriveLastOp : SJ_Op<"arrive_last", [MemoryEffects<[MemRead, MemWrite]>]>
   let assemblyFormat = "$counter `[` $offset `]` `,` $count attr-dict `:` type($counter) `,` type($offset) `,` type($count)";
 }
 
+def SJ_SharedBufferOp : SJ_Op<"shared_buffer", [MemoryEffects<[MemAlloc]>]> {
+  let summary = "a program's own f32 buffer in shared memory, 16-byte aligned";
+  let description = [{
+    Loads and stores take it like a pointer argument. Tiles staged through it are read back in
+    another thread's layout (a barrier in between): one conversion or global load per element
+    for the whole program, where each thread would otherwise fetch what it needs itself.
+    Not Pure: two buffers of one size are two buffers.
+  }];
+  let arguments = (ins I64Attr:$size);
+  let results = (outs SJ_Ptr:$result);
+  let assemblyFormat = "$size attr-dict `:` type($result)";
+}
+
 def SJ_BarrierOp : SJ_Op<"barrier", [MemoryEffects<[MemRead, MemWrite]>]> {
   let summary = "every thread of the program reaches this point before any goes on";
   let description = [{

@@ -121,8 +121,13 @@ class Emitter {
   // each use converts. Why: a conversion right after the load makes the thread wait for the load
   // there, and a load issued early (the next token's inputs, prefetched through a rolled loop) then
   // stalls where it is issued instead of where its value is first used.
+  // An array loaded V >= 2 elements at a time keeps, for each element, the 32-bit word that holds it
+  // (element r in half r % 2): its conversion is then one shift or mask, where a 16-bit element
+  // would first be extracted from the word (an extra instruction and a move).
   struct Raw {
-    std::string name, storage;
+    std::string name, storage;  // storage: the C type of the variable's elements
+    std::string elem;           // the 16-bit float type (ssm_bf16 or ssm_f16)
+    bool words = false;
   };
   std::map<void*, Raw> raw_;
   const Raw* rawOf(Value v) const {
@@ -217,7 +222,10 @@ class Emitter {
     }
     Kind have = layoutOf(v);
     if (have != k) fail(d, std::string("a tile in layout ") + layout::kindName(have) + " is used as " + layout::kindName(k));
-    if (const Raw* raw = rawOf(v)) return "ssm_to_float(" + raw->name + "[" + r + "])";
+    if (const Raw* raw = rawOf(v)) {
+      if (raw->words) return "ssm_word_to_float<" + raw->elem + ">(" + raw->name + "[" + r + "], (" + r + ") & 1)";
+      return "ssm_to_float(" + raw->name + "[" + r + "])";
+    }
     return name(v) + "[" + r + "]";
   }
   std::string name(Value v) {
@@ -407,6 +415,11 @@ class Emitter {
                   ", " + name(a.getCount()) + ");");
     }
     if (isa<sj::BarrierOp>(op)) return line("__syncthreads();");
+    if (auto sb = dyn_cast<sj::SharedBufferOp>(op)) {
+      std::string nm = fresh();
+      names_[sb.getResult().getAsOpaquePointer()] = nm;
+      return line("__shared__ __align__(16) float " + nm + "[" + I(sb.getSize()) + "];");
+    }
     if (auto s = dyn_cast<sj::SetFlagOp>(op))
       return line("ssm_set_flag(" + name(s.getFlag()) + " + " + name(s.getOffset()) + ", 0, " + name(s.getValue()) + ");");
     if (auto w = dyn_cast<sj::WaitFlagOp>(op)) {
@@ -476,7 +489,7 @@ class Emitter {
     Type storage = cast<sj::PtrType>(l.getPtr().getType()).getElementType();
     bool isFloat = isa<FloatType>(storage);
     std::string other = l.getOther() ? "" : (isFloat ? "0.0f" : "0");
-    if (rawLoadStorage(res)) return emitRawLoad(l, storage);
+    if (rawLoadStorage(res)) return emitRawLoad(l);
     if (shapeOf(res).empty()) {
       std::string nm = fresh();
       names_[res.getAsOpaquePointer()] = nm;
@@ -525,26 +538,40 @@ class Emitter {
     return storage;
   }
 
+  static int64_t vecOf(sj::LoadOp l) {
+    auto a = l->getAttrOfType<IntegerAttr>("sj.vec");
+    return a ? a.getInt() : 1;
+  }
+  // How a raw 16-bit load is kept (rawLoadStorage(v) is set): words for a tile loaded in vectors.
+  static Raw rawForm(Value v, const std::string& name) {
+    auto l = v.getDefiningOp<sj::LoadOp>();
+    Raw raw{name, storageCType(rawLoadStorage(v)), storageCType(rawLoadStorage(v))};
+    raw.words = !shapeOf(v).empty() && vecOf(l) >= 2;
+    if (raw.words) raw.storage = "unsigned";
+    return raw;
+  }
+
   // A 16-bit float load as storage bits; masked-off elements are +0.0 (all bits zero).
-  void emitRawLoad(sj::LoadOp l, Type storage) {
+  void emitRawLoad(sj::LoadOp l) {
     Value res = l.getResult();
-    const std::string T = storageCType(storage), nm = fresh(), ptr = ptrName(l.getPtr());
+    const std::string nm = fresh(), ptr = ptrName(l.getPtr());
+    const Raw raw = rawForm(res, nm);
+    const std::string& T = raw.storage;
+    raw_[res.getAsOpaquePointer()] = raw;
     if (shapeOf(res).empty()) {
       const std::string at = ptr + "[" + name(l.getOffsets()) + "]";
       line("const " + T + " " + nm + " = " + (l.getMask() ? name(l.getMask()) + " ? " + at + " : " + T + "{0}" : at) + ";");
-      raw_[res.getAsOpaquePointer()] = {nm, T};
       names_[res.getAsOpaquePointer()] = "ssm_to_float(" + nm + ")";
       return;
     }
     Kind k = layoutOf(res);
-    int64_t vec = l->getAttrOfType<IntegerAttr>("sj.vec") ? l->getAttrOfType<IntegerAttr>("sj.vec").getInt() : 1;
-    const int64_t n = regs(k, shapeOf(res));
+    const int64_t vec = vecOf(l), n = regs(k, shapeOf(res));
     line(T + " " + nm + "[" + I(n) + "] = {};");
-    raw_[res.getAsOpaquePointer()] = {nm, T};
     names_[res.getAsOpaquePointer()] = nm;
     kinds_[res.getAsOpaquePointer()] = k;
+    const std::string fn = raw.words ? "ssm_ld_words<" : "ssm_ld_raw<";
     forRegs(n, [&] {
-      std::string ld = "ssm_ld_raw<" + I(vec) + ">(&" + nm + "[r], " + ptr + " + " + E(l.getOffsets(), k, "r") + ");";
+      std::string ld = fn + I(vec) + ">(&" + nm + "[r], " + ptr + " + " + E(l.getOffsets(), k, "r") + ");";
       line(l.getMask() ? "if (" + E(l.getMask(), k, "r") + ") " + ld : ld);
     }, vec);
   }
@@ -911,6 +938,7 @@ class Emitter {
       if (const Raw* rr = rawOf(res)) {  // a raw carried value: copy the bits
         const Raw* src = rawOf(y.getOperand(i));
         if (!src) fail(y, "a raw carried value is yielded a converted one");
+        if (src->storage != rr->storage || src->words != rr->words) fail(y, "a raw carried value is yielded another form");
         if (s.empty()) {
           line(rr->storage + " " + t + " = " + src->name + ";");
         } else {
@@ -974,8 +1002,10 @@ class Emitter {
     for (size_t k = 0; k < results.size(); ++k) {
       // The init is emitted already; the yielded value is not yet: ask the IR.
       const Raw* a = rawOf(fo.getInitArgs()[k]);
-      Type b = rawLoadStorage(yield.getOperand(k));
-      if (a && b && a->storage == storageCType(b)) rawInit[k] = a;
+      Value y = yield.getOperand(k);
+      if (!a || !rawLoadStorage(y)) continue;
+      const Raw b = rawForm(y, "");
+      if (a->storage == b.storage && a->elem == b.elem && a->words == b.words) rawInit[k] = a;
     }
     std::vector<std::string> targets;
     for (size_t k = 0; k < results.size(); ++k) {
@@ -988,7 +1018,7 @@ class Emitter {
       auto s = shapeOf(r);
       Value arg = fo.getRegionIterArgs()[k];
       for (Value v : {r, arg}) {
-        raw_[v.getAsOpaquePointer()] = {nm, T};
+        raw_[v.getAsOpaquePointer()] = {nm, T, rawInit[k]->elem, rawInit[k]->words};
         names_[v.getAsOpaquePointer()] = s.empty() ? "ssm_to_float(" + nm + ")" : nm;
         if (!s.empty()) kinds_[v.getAsOpaquePointer()] = layoutOf(fo.getInitArgs()[k]);
       }

@@ -139,6 +139,7 @@ int64_t accessWidth(Analysis& an, const layout::Parent& parent, Value ptr, Value
     if (auto f = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()))
       if (auto a = f.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "sj.align"))
         align = a.getInt();
+  if (ptr.getDefiningOp<sj::SharedBufferOp>()) align = 16;
   w = std::min(w, std::max<int64_t>(1, align / bytes));
   if (mask) w = std::min(w, an.get(mask).cnst);
   int64_t p = 1;
