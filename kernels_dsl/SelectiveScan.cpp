@@ -148,7 +148,12 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   const bool stageB = oneGroup && bound("b_varying");
   const bool stageC = oneGroup && bound("c_varying") && !statesPass && !checkpoints;
   const int64_t RS = std::max(nextPow2(N), BD);  // rows of the staging tile (rows >= N masked)
-  Value smem = (stageB || stageC) ? k.sharedBuffer(((stageB ? N : 0) + (stageC ? N : 0)) * BT) : Value{};
+  // A row's token t sits at t + 4 (t / 32): the lanes of a quarter-warp read their runs (BT /
+  // time_lanes tokens, 16 bytes an access) from distinct banks; unpadded, runs of 8 tokens put
+  // lanes l and l + 4 on the same banks.
+  const int64_t rowStride = BT + BT / 32 * 4;
+  Value smem = (stageB || stageC) ? k.sharedBuffer(((stageB ? N : 0) + (stageC ? N : 0)) * rowStride) : Value{};
+  Value padT = tE(rT + (rT / 32) * 4);  // [1, BT]: a token's place in its row
   Value g0 = (pidD * BD) / group;  // the block's group (oneGroup)
   Value rS = k.expandDims(k.range(RS), 1);  // [RS, 1]
   // The tile's rows of B (at buffer row 0) or C (at row bufRow0) for its BT tokens from tOff.
@@ -157,11 +162,11 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     Value m = tokMask.valid() ? (rowMask.valid() ? rowMask && tokMask : k.broadcastTo(tokMask, {RS, BT})) : rowMask;
     Value off = row * sB + g0 * sG + rS * sN + tOffRow;
     Value v = m.valid() ? k.load(p, off, m, zero) : k.load(p, off);
-    Value sOff = (rS + bufRow0) * BT + tE(rT);
+    Value sOff = (rS + bufRow0) * rowStride + padT;
     if (rowMask.valid()) k.store(smem, sOff, v, rowMask);
     else k.store(smem, sOff, v);
   };
-  auto stagedRow = [&](int64_t bufRow) { return k.load(smem, k.broadcastTo(tE(bufRow * BT + rT), {BD, BT})); };
+  auto stagedRow = [&](int64_t bufRow) { return k.load(smem, k.broadcastTo(padT + bufRow * rowStride, {BD, BT})); };
 
   // D bound to a multiple of BLOCK_D: no channel mask, so a whole tile's accesses are plain.
   const bool channelsWhole = spec.find("D") && spec.get("D") % BD == 0;

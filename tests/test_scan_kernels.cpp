@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <regex>
 #include <string>
 
 #include "GpuTest.h"  // SSMJIT_REQUIRE_NVRTC
@@ -166,6 +167,12 @@ TEST(ScanKernels, VaryingBCStagedOncePerBlockWhenItsChannelsShareAGroup) {
       EXPECT_EQ(occurrences(cuda, "__shared__ __align__(16) float"), staged ? 1 : 0);
       EXPECT_EQ(occurrences(cuda, "__syncthreads"), staged ? 4 : 0) << cuda;
       if (staged) {
+        // B and C rows of BLOCK_T tokens, 4 floats of padding after every 32 (bank-conflict free).
+        const int64_t BT = spec.get("meta:BLOCK_T");
+        EXPECT_NE(cuda.find("float v"), std::string::npos);
+        EXPECT_TRUE(std::regex_search(cuda, std::regex("__shared__ __align__\\(16\\) float v\\d+\\[" +
+                                                        std::to_string(2 * v.N * (BT + BT / 32 * 4)) + "\\];")))
+            << cuda.substr(0, 4000);
         EXPECT_NE(cuda.find("ssm_ld<4>"), std::string::npos) << "the staged rows are read back as 16-byte vectors";
       }
     }

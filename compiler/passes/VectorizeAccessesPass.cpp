@@ -4,7 +4,8 @@
 //   contig  runs of this length, aligned in coordinates, increase by 1;
 //   div     a power of two dividing the first value of every run;
 //   cnst    runs of this length hold one value;
-//   all     a power of two dividing every value.
+//   all     a power of two dividing every value;
+//   nonneg  no value is negative (so a division truncates the way it floors).
 // Width = min(layout's register run, contiguity of offsets, 16 bytes, offsets' divisibility,
 // pointer alignment, constancy of the mask).
 #include <map>
@@ -33,6 +34,7 @@ int64_t gcd2(int64_t a, int64_t b) { return std::min(a, b); }  // both powers of
 
 struct Info {
   int64_t contig = 1, div = 1, cnst = 1, all = 1;
+  bool nonneg = false;
 };
 
 struct Analysis {
@@ -72,21 +74,21 @@ struct Analysis {
       else if (auto da = dyn_cast<DenseIntElementsAttr>(c.getValue()); da && da.isSplat())
         v = da.getSplatValue<APInt>().getSExtValue();
       else return;
-      o.all = o.div = pow2Divisor(v), o.cnst = S;
+      o.all = o.div = pow2Divisor(v), o.cnst = S, o.nonneg = v >= 0;
     } else if (isa<sj::RangeOp>(op)) {
-      o.contig = S, o.div = kMaxDiv, o.cnst = 1, o.all = 1;
+      o.contig = S, o.div = kMaxDiv, o.cnst = 1, o.all = 1, o.nonneg = true;
     } else if (auto s = dyn_cast<sj::SplatOp>(op)) {
       Info a = get(s.getSrc());
-      o.all = o.div = a.all, o.cnst = S;
+      o.all = o.div = a.all, o.cnst = S, o.nonneg = a.nonneg;
     } else if (auto x = dyn_cast<sj::ExpandDimsOp>(op)) {
       Info a = get(x.getSrc());
       if (x.getAxis() == (int)cast<RankedTensorType>(r.getType()).getRank() - 1)
-        o.all = o.div = a.all, o.cnst = 1, o.contig = 1;
+        o.all = o.div = a.all, o.cnst = 1, o.contig = 1, o.nonneg = a.nonneg;
       else
         o = a;
     } else if (auto bc = dyn_cast<sj::BroadcastOp>(op)) {
       Info a = get(bc.getSrc());
-      if (lastDim(bc.getSrc()) == 1 && S > 1) o.all = o.div = a.all, o.cnst = S, o.contig = 1;
+      if (lastDim(bc.getSrc()) == 1 && S > 1) o.all = o.div = a.all, o.cnst = S, o.contig = 1, o.nonneg = a.nonneg;
       else o = a;
     } else if (isa<arith::AddIOp, arith::SubIOp>(op)) {
       Info a = get(op->getOperand(0)), b = get(op->getOperand(1));
@@ -94,12 +96,21 @@ struct Analysis {
       o.div = gcd2(a.div, b.div);
       o.cnst = gcd2(a.cnst, b.cnst);
       o.all = gcd2(a.all, b.all);
+      o.nonneg = isa<arith::AddIOp>(op) && a.nonneg && b.nonneg;
     } else if (isa<arith::MulIOp>(op)) {
       Info a = get(op->getOperand(0)), b = get(op->getOperand(1));
       o.contig = 1;
       // Products are not runs (contig 1): every element starts one, so div is what divides all.
       o.cnst = gcd2(a.cnst, b.cnst);
       o.all = o.div = std::min(kMaxDiv, a.all * b.all);
+      o.nonneg = a.nonneg && b.nonneg;
+    } else if (isa<arith::DivSIOp>(op)) {
+      Info a = get(op->getOperand(0)), b = get(op->getOperand(1));
+      o.cnst = gcd2(a.cnst, b.cnst);
+      // A non-negative run aligned to p, divided by a constant that p divides, crosses no
+      // multiple of it past its first element: its quotients are one value.
+      if (b.cnst >= S && a.nonneg && b.nonneg) o.cnst = std::max(o.cnst, gcd2(gcd2(a.contig, a.div), b.all));
+      o.nonneg = a.nonneg && b.nonneg;
     } else if (auto cmp = dyn_cast<arith::CmpIOp>(op)) {
       Info a = get(cmp.getLhs()), b = get(cmp.getRhs());
       o.cnst = gcd2(a.cnst, b.cnst);
