@@ -430,7 +430,9 @@ dsl::Value KernelBuilder::arriveLast(dsl::Value counter, dsl::Value offset, dsl:
 }
 void KernelBuilder::barrier() { sj::BarrierOp::create(B, L); }
 dsl::Value KernelBuilder::sharedBuffer(int64_t elements) {
-  if (elements < 1 || elements > 12288) fail("sharedBuffer: elements must be in 1..12288 (48 KiB), got " + std::to_string(elements));
+  if (elements < 1 || elements > kMaxSharedBufferFloats)
+    fail("sharedBuffer: elements must be in 1.." + std::to_string(kMaxSharedBufferFloats) + " (48 KiB), got " +
+         std::to_string(elements));
   Type t = sj::PtrType::get(impl_->ctx, B.getF32Type());
   return W(sj::SharedBufferOp::create(B, L, t, B.getI64IntegerAttr(elements)).getResult());
 }

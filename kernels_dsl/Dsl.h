@@ -17,6 +17,9 @@ namespace ssmjit::dsl {
 
 class KernelBuilder;
 
+// The most f32 a kernel's shared buffers may hold: 48 KiB, the static shared-memory limit.
+constexpr int64_t kMaxSharedBufferFloats = 12288;
+
 class Value {
  public:
   Value() = default;
@@ -154,7 +157,7 @@ class KernelBuilder {
   // pointer argument: store a tile, barrier(), load it in another shape or spread. Staging a tile
   // every thread needs (a row broadcast over channels) converts and fetches each element once for
   // the program. A buffer written again in a loop needs a barrier before the rewrite as well.
-  Value sharedBuffer(int64_t elements);
+  Value sharedBuffer(int64_t elements);  // 1..kMaxSharedBufferFloats elements
   Value waitFlag(Value flagPtr, Value offset);
   void reportError(Value errPtr, Value code, Value a, Value b, Value c);
 
