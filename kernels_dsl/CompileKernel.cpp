@@ -9,7 +9,10 @@
 namespace ssmjit {
 
 CompiledKernel compileKernel(const Specialization& spec, const PipelineOptions& options) {
-  const dsl::KernelDef& def = dsl::findKernel(spec.kernel);
+  return compileKernel(dsl::findKernel(spec.kernel), spec, options);
+}
+
+CompiledKernel compileKernel(const dsl::KernelDef& def, const Specialization& spec, const PipelineOptions& options) {
   // One context per compile: compiles run in parallel threads and share nothing.
   mlir::MLIRContext ctx(mlir::MLIRContext::Threading::DISABLED);
   sj::registerDialects(ctx);

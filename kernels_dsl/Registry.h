@@ -11,8 +11,10 @@ class KernelBuilder;
 
 struct KernelDef {
   std::string name;
-  // Builds the generic kernel. Reads only "meta:*" values of the specialisation (block sizes,
-  // warps, index bits): everything else stays symbolic until the specialise pass binds it.
+  // Builds the generic kernel. Reads the "meta:*" values of the specialisation (block sizes,
+  // warps, index bits), and may read a bound size or flag where it picks the code's shape (the
+  // scan: whole channel blocks, B/C staged through shared memory); the rest stays symbolic until
+  // the specialise pass binds it. Every value read is part of the specialisation, so of the key.
   std::function<void(KernelBuilder&, const Specialization&)> build;
   // Fills the "meta:*" values a call did not set (block sizes by heuristic). Cheap: runs per call.
   std::function<void(Specialization&)> chooseMeta;
