@@ -144,13 +144,12 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   // group: staged through shared memory once per tile (one load and conversion per element for the
   // program, read back as f32 broadcasts) instead of each thread fetching and converting its own.
   const bool oneGroup = spec.find("group") && spec.get("group") % BD == 0;
-  auto bound = [&](const char* flag) { return spec.find(flag) && spec.get(flag) != 0; };
   // A row's token t sits at t + 4 (t / 32): the lanes of a quarter-warp read their runs (BT /
   // time_lanes tokens, 16 bytes an access) from distinct banks; unpadded, runs of 8 tokens put
   // lanes l and l + 4 on the same banks. Rows that do not fit are read as before.
   const int64_t rowStride = BT + BT / 32 * 4;
-  const bool stageB = oneGroup && bound("b_varying") && N * rowStride <= kMaxSharedBufferFloats;
-  const bool stageC = oneGroup && bound("c_varying") && !statesPass && !checkpoints &&
+  const bool stageB = oneGroup && spec.get("b_varying", 0) && N * rowStride <= kMaxSharedBufferFloats;
+  const bool stageC = oneGroup && spec.get("c_varying", 0) && !statesPass && !checkpoints &&
                       (stageB ? 2 : 1) * N * rowStride <= kMaxSharedBufferFloats;
   const int64_t RS = std::max(nextPow2(N), BD);  // rows of the staging tile (rows >= N masked)
   Value smem = (stageB || stageC) ? k.sharedBuffer(((stageB ? N : 0) + (stageC ? N : 0)) * rowStride) : Value{};

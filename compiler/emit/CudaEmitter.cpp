@@ -129,6 +129,10 @@ class Emitter {
     std::string elem;           // the 16-bit float type (ssm_bf16 or ssm_f16)
     bool words = false;
   };
+  // Values of one form may be carried through a loop in one variable.
+  static bool sameForm(const Raw& a, const Raw& b) {
+    return a.storage == b.storage && a.elem == b.elem && a.words == b.words;
+  }
   std::map<void*, Raw> raw_;
   const Raw* rawOf(Value v) const {
     auto it = raw_.find(v.getAsOpaquePointer());
@@ -544,11 +548,9 @@ class Emitter {
   }
   // How a raw 16-bit load is kept (rawLoadStorage(v) is set): words for a tile loaded in vectors.
   static Raw rawForm(Value v, const std::string& name) {
-    auto l = v.getDefiningOp<sj::LoadOp>();
-    Raw raw{name, storageCType(rawLoadStorage(v)), storageCType(rawLoadStorage(v))};
-    raw.words = !shapeOf(v).empty() && vecOf(l) >= 2;
-    if (raw.words) raw.storage = "unsigned";
-    return raw;
+    const std::string elem = storageCType(rawLoadStorage(v));
+    const bool words = !shapeOf(v).empty() && vecOf(v.getDefiningOp<sj::LoadOp>()) >= 2;
+    return Raw{name, words ? "unsigned" : elem, elem, words};
   }
 
   // A 16-bit float load as storage bits; masked-off elements are +0.0 (all bits zero).
@@ -938,7 +940,7 @@ class Emitter {
       if (const Raw* rr = rawOf(res)) {  // a raw carried value: copy the bits
         const Raw* src = rawOf(y.getOperand(i));
         if (!src) fail(y, "a raw carried value is yielded a converted one");
-        if (src->storage != rr->storage || src->words != rr->words) fail(y, "a raw carried value is yielded another form");
+        if (!sameForm(*src, *rr)) fail(y, "a raw carried value is yielded another form");
         if (s.empty()) {
           line(rr->storage + " " + t + " = " + src->name + ";");
         } else {
@@ -1005,7 +1007,7 @@ class Emitter {
       Value y = yield.getOperand(k);
       if (!a || !rawLoadStorage(y)) continue;
       const Raw b = rawForm(y, "");
-      if (a->storage == b.storage && a->elem == b.elem && a->words == b.words) rawInit[k] = a;
+      if (sameForm(*a, b)) rawInit[k] = a;
     }
     std::vector<std::string> targets;
     for (size_t k = 0; k < results.size(); ++k) {
