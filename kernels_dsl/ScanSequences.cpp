@@ -5,12 +5,15 @@
 namespace ssmjit::kernels {
 using namespace dsl;
 
-ScanSequence scanSequence(KernelBuilder& k, Value hasCu, Value cu, Value sCu, Value L, Value i) {
+ScanSequence scanSequence(KernelBuilder& k, Value hasCu, Value cu, Value sCu, Value L, Value nseq, Value i) {
   Value zeroI = k.constInt(0);
   std::vector<Value> se = k.ifElse(hasCu, [&] {
     return std::vector<Value>{k.load(cu, i * sCu), k.load(cu, (i + 1) * sCu), zeroI};
   }, [&] { return std::vector<Value>{zeroI, L, i}; });
-  return {se[0], se[1], se[2]};
+  Value start = se[0], end = se[1];
+  Value bad = hasCu && (((i == 0) && (start != 0)) || ((i == nseq - 1) && (end != L)) || (start < 0) ||
+                        (end <= start) || (end > L));
+  return {start, end, se[2], bad};
 }
 
 Value firstScanKey(KernelBuilder& k, const ScanSequence& s, Value perRow, int64_t unit, Value hasCu, Value i) {

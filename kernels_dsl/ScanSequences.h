@@ -10,12 +10,14 @@
 namespace ssmjit::kernels {
 
 // Sequence i: tokens [start, end) of row `row`. Dense: row i, all of [0, L). Packed: row 0,
-// [cu[i], cu[i + 1]) (not checked here).
+// [cu[i], cu[i + 1]); `bad` when that is not a valid piece of cu_seqlens 0 = cu[0] < ... < cu[nseq]
+// = L as far as sequence i can tell (cu[0] = 0 for the first, cu[nseq] = L for the last, and
+// 0 <= start < end <= L for every one, so a bad sequence never reads or writes outside the row).
 struct ScanSequence {
-  dsl::Value start, end, row;
+  dsl::Value start, end, row, bad;
 };
 ScanSequence scanSequence(dsl::KernelBuilder& k, dsl::Value hasCu, dsl::Value cu, dsl::Value sCu, dsl::Value L,
-                          dsl::Value i);
+                          dsl::Value nseq, dsl::Value i);
 
 // The first key of sequence i in a region of `perRow` keys a row, one key for every `unit` tokens
 // from the sequence's start: row * perRow + start / unit (+ i when packed: a packed row's

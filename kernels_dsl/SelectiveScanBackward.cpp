@@ -58,10 +58,9 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
   Value pidD = k.programId(0), i = k.programId(1), j = k.programId(2);
   Value zeroI = k.constInt(0), zero = k.constFloat(0), one = k.constFloat(1);
   // The sequence. Bad cu_seqlens and over-long sequences were reported by the checkpoint launch.
-  const ScanSequence seq = scanSequence(k, hasCu, cu, sCu, L, i);
+  const ScanSequence seq = scanSequence(k, hasCu, cu, sCu, L, nseq, i);
   Value start = seq.start, end = seq.end, row = seq.row;
-  Value badCu = hasCu && (((i == 0) && (start != 0)) || (end <= start) || ((i == nseq - 1) && (end != L)));
-  k.returnIf(badCu);
+  k.returnIf(seq.bad);
   Value len = end - start;
   k.returnIf(len > maxLen);
   // Span j of the sequence: tokens [t0, t0 + spanLen), relative to its start (so a sequence's
@@ -293,10 +292,9 @@ void buildScanBwdSum(KernelBuilder& k, const Specialization& spec) {
     // depend on where it lies in a packed row. A bad cu_seqlens (reported by the checkpoint
     // launch) reads no span.
     Value acc = k.forLoop(zeroI, nseq, k.constInt(1), {k.splat(zero, {BLOCK})}, [&](Value i, const std::vector<Value>& c) {
-      const ScanSequence s = scanSequence(k, hasCu, cu, sCu, L, i);
-      Value good = (s.start >= 0) && (s.end > s.start) && (s.end <= L);
+      const ScanSequence s = scanSequence(k, hasCu, cu, sCu, L, nseq, i);
       Value key0 = firstScanKey(k, s, spr, SPAN, hasCu, i);
-      Value spans = k.select(good, cdiv(s.end - s.start, k.constInt(SPAN)), zeroI);
+      Value spans = k.select(s.bad, zeroI, cdiv(s.end - s.start, k.constInt(SPAN)));
       Value seq = k.forLoop(zeroI, spans, k.constInt(1), {k.splat(zero, {BLOCK})}, [&](Value jj, const std::vector<Value>& cs) {
         return std::vector<Value>{cs[0] + k.load(ws, partBase + ((key0 + jj) * NS + r) * D + offs, m, zero)};
       })[0];

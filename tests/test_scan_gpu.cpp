@@ -162,20 +162,25 @@ TEST(ScanGpuPacking, ManySequencesEqualEachAlone) {
   expectPackedEqualsEachSequenceAlone(pc);
 }
 
-// cu_seqlens 0, 0, 30, 60: sequence 0 is empty (reported, skipped), the others are fine.
+// cu_seqlens 0, 0, 30, 60: sequence 0 is empty; 0, 1000, 30, 60: sequence 0 ends past the row's
+// 60 tokens and sequence 1 ends before it starts (either may be the one reported). Reported, and (under compute-sanitizer) nothing
+// is read or written outside the tensors.
 TEST(ScanGpuPacking, BadCuSeqlensAreReported) {
   SSMJIT_REQUIRE_GPU();
-  ScanCase c;
-  c.D = 16, c.N = 4, c.lens = {10, 20, 30};
-  ScanProblem p(c);
-  storeElement(p.cu.view(), 1, 0.0);
-  DeviceTensors d(p.all());
-  selective_scan(deviceArgs(p, d));
-  try {
-    checkDeviceErrors();
-    FAIL() << "no error reported";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("cu_seqlens[0] = 0, cu_seqlens[0 + 1] = 0"), std::string::npos) << e.what();
+  for (const auto& [cu1, expected] : {std::pair{0.0, "cu_seqlens[0] = 0, cu_seqlens[0 + 1] = 0"},
+                                      std::pair{1000.0, "= 1000"}}) {
+    ScanCase c;
+    c.D = 16, c.N = 4, c.lens = {10, 20, 30};
+    ScanProblem p(c);
+    storeElement(p.cu.view(), 1, cu1);
+    DeviceTensors d(p.all());
+    selective_scan(deviceArgs(p, d));
+    try {
+      checkDeviceErrors();
+      ADD_FAILURE() << "no error reported for cu_seqlens[1] = " << cu1;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
   }
 }
 
