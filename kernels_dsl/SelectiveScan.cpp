@@ -143,61 +143,29 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   // group: staged through shared memory once per tile (one load and conversion per element for the
   // program, read back as f32 broadcasts) instead of each thread fetching and converting its own.
   const bool oneGroup = spec.find("group") && spec.get("group") % BD == 0;
-  // A packed row's sequences start anywhere, so a thread's run of u, delta and z is not aligned
-  // and it would load it element by element. There the block stages them too: it loads the aligned
-  // 8-token blocks around the tile (16-byte vectors), stores them shifted into place, and each
-  // thread reads its run back aligned. Tiles stay where they were, relative to the sequence's start
-  // (a packed sequence's results equal its own, bitwise). Staged B and C rows are shifted the same way.
-  const bool packedRow = spec.get("has_cu", 0) != 0;
-  // Token tl of a staged tile sits at pad(tl + lead) of its row, pad(s) = s + 4 (s / 32): the lanes
-  // of a quarter-warp read their runs (BT / time_lanes tokens, 16 bytes an access) from distinct
-  // banks; unpadded, runs of 8 tokens put lanes l and l + 4 on the same banks. lead and the row's
-  // tail hold the shifted blocks' tokens outside the tile.
-  const int64_t lead = packedRow ? 8 : 0, rowW = BT + 2 * lead, rowStride = rowW + rowW / 32 * 4;
-  const int64_t bcRows = N, xRows = BD;  // a staged B or C is N rows, a staged u, delta or z BD rows
-  int64_t used = 0;
-  auto fits = [&](int64_t rows) { return used + rows * rowStride <= kMaxSharedBufferFloats; };
-  const bool stageB = oneGroup && spec.get("b_varying", 0) && fits(bcRows);
-  used += stageB ? bcRows * rowStride : 0;
-  const bool stageC = oneGroup && spec.get("c_varying", 0) && !statesPass && !checkpoints && fits(bcRows);
-  used += stageC ? bcRows * rowStride : 0;
-  const int64_t rowC = stageB ? N : 0;  // buffer rows: B, then C, then u, delta and z
-  const bool stageX = packedRow && fits(2 * xRows);
-  used += stageX ? 2 * xRows * rowStride : 0;
-  const bool stageZ = stageX && !statesPass && !checkpoints && spec.get("has_z", 0) && fits(xRows);
-  used += stageZ ? xRows * rowStride : 0;
-  const int64_t rowX = rowC + (stageC ? N : 0);
-  Value smem = used > 0 ? k.sharedBuffer(used) : Value{};
-  auto pad = [&](Value s) { return s + (s / 32) * 4; };
-  Value tilePad = pad(tE(rT + lead));  // [1, BT]: where the tile's tokens sit in a staged row
+  // A row's token t sits at t + 4 (t / 32): the lanes of a quarter-warp read their runs (BT /
+  // time_lanes tokens, 16 bytes an access) from distinct banks; unpadded, runs of 8 tokens put
+  // lanes l and l + 4 on the same banks. Rows that do not fit are read as before.
+  const int64_t rowStride = BT + BT / 32 * 4;
+  const bool stageB = oneGroup && spec.get("b_varying", 0) && N * rowStride <= kMaxSharedBufferFloats;
+  const bool stageC = oneGroup && spec.get("c_varying", 0) && !statesPass && !checkpoints &&
+                      (stageB ? 2 : 1) * N * rowStride <= kMaxSharedBufferFloats;
+  const int64_t RS = std::max(nextPow2(N), BD);  // rows of the staging tile (rows >= N masked)
+  Value smem = (stageB || stageC) ? k.sharedBuffer(((stageB ? N : 0) + (stageC ? N : 0)) * rowStride) : Value{};
+  Value padT = tE(rT + (rT / 32) * 4);  // [1, BT]: a token's place in its row
   Value g0 = (pidD * BD) / group;  // the block's group (oneGroup)
-  const int64_t RS = std::max(nextPow2(N), BD);  // rows of a B or C staging tile (rows >= N masked)
-  Value rS = dE(k.range(RS));  // [RS, 1]
-  Value bcRowMask = RS == N ? Value{} : rS < N;
-  // Stages a tile of R rows of p (row r's element t at base[r] + t) into buffer rows dst[r] / rowStride
-  // ([R, 1] each): tokens [ts, ts + BT) of the row, those outside [ts, tEnd) zero unless whole.
-  auto stageTile = [&](Value p, Value base, Value dst, int64_t R, Value rowMask, bool whole, Value ts, Value tEnd) {
-    auto one = [&](Value first, Value q, Value at) {  // q: [1, W] tokens from `first`, stored at `at`
-      const int64_t W = q.shape().back();
-      Value tok = first + q;
-      Value m = whole ? Value{} : (packedRow ? tok >= ts && tok < tEnd : tok < tEnd);
-      Value rm = rowMask.valid() ? k.broadcastTo(rowMask, {R, W}) : Value{};
-      if (rm.valid()) m = m.valid() ? rm && m : rm;
-      Value v = m.valid() ? k.load(p, base + tok, m, zero) : k.load(p, base + tok);
-      Value sOff = k.broadcastTo(dst * rowStride + at, {R, W});
-      if (rm.valid()) k.store(smem, sOff, v, rm);
-      else k.store(smem, sOff, v);
-    };
-    if (!packedRow) return one(ts, tE(rT), tilePad);
-    Value a0 = (ts / 8) * 8, sh = ts - a0;  // the aligned block holding ts
-    Value q = tE(k.range(BT)), tail = tE(k.range(8) + BT);
-    one(a0, q, pad(q + (lead - sh)));
-    one(a0, tail, pad(tail + (lead - sh)));
+  Value rS = k.expandDims(k.range(RS), 1);  // [RS, 1]
+  // The tile's rows of B (at buffer row 0) or C (at row bufRow0) for its BT tokens from tOff.
+  auto stageRows = [&](Value p, Value sB, Value sG, Value sN, int64_t bufRow0, Value tokMask, Value tOffRow) {
+    Value rowMask = RS == N ? Value{} : k.broadcastTo(rS < N, {RS, BT});
+    Value m = tokMask.valid() ? (rowMask.valid() ? rowMask && tokMask : k.broadcastTo(tokMask, {RS, BT})) : rowMask;
+    Value off = row * sB + g0 * sG + rS * sN + tOffRow;
+    Value v = m.valid() ? k.load(p, off, m, zero) : k.load(p, off);
+    Value sOff = (rS + bufRow0) * rowStride + padT;
+    if (rowMask.valid()) k.store(smem, sOff, v, rowMask);
+    else k.store(smem, sOff, v);
   };
-  // A tile's staged rows as [BD, BT]: buffer row `rows` (a scalar: one row for every channel, or
-  // [BD, 1]: a row a channel).
-  auto staged = [&](Value rows) { return k.load(smem, k.broadcastTo(rows * rowStride + tilePad, {BD, BT})); };
-  Value chRow = dE(k.range(BD));  // [BD, 1]: a channel's row in a staged u, delta or z
+  auto stagedRow = [&](int64_t bufRow) { return k.load(smem, k.broadcastTo(padT + bufRow * rowStride, {BD, BT})); };
 
   // D bound to a multiple of BLOCK_D: no channel mask, so a whole tile's accesses are plain.
   const bool channelsWhole = spec.find("D") && spec.get("D") % BD == 0;
@@ -212,25 +180,15 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     Value mask = whole ? (channelsWhole ? Value{} : k.broadcastTo(mD2, {BD, BT})) : m2;
     Value tOff = tE(t0 + tl);
     auto load = [&](Value p, Value off) { return mask.valid() ? k.load(p, off, mask, zero) : k.load(p, off); };
-    Value ts = t0 + c;  // the tile's first token in the row
     if (smem.valid()) {
       k.barrier();  // the previous tile's reads of the buffer are done
-      Value tEnd = t0 + spanLen;
-      auto bc = [&](Value p, Value sB, Value sG, Value sN, int64_t bufRow) {
-        stageTile(p, row * sB + g0 * sG + rS * sN, rS + bufRow, RS, bcRowMask, whole, ts, tEnd);
-      };
-      if (stageB) bc(Bp, sBb, sBg, sBn, 0);
-      if (stageC) bc(Cp, sCb, sCg, sCn, rowC);
-      Value chMask = channelsWhole ? Value{} : mD2;
-      auto x = [&](Value p, Value sB, Value sD, int64_t bufRow) {
-        stageTile(p, row * sB + dOffs * sD, chRow + bufRow, BD, chMask, whole, ts, tEnd);
-      };
-      if (stageX) x(u, sUb, sUd, rowX), x(delta, sDlb, sDld, rowX + BD);
-      if (stageZ) x(z, sZb, sZd, rowX + 2 * BD);
+      Value tokMask = whole ? Value{} : tE(tl < spanLen);
+      if (stageB) stageRows(Bp, sBb, sBg, sBn, 0, tokMask, tOff);
+      if (stageC) stageRows(Cp, sCb, sCg, sCn, stageB ? N : 0, tokMask, tOff);
       k.barrier();
     }
-    Value xu = stageX ? staged(chRow + rowX) : load(u, row * sUb + dOffs * sUd + tOff);
-    Value dt = (stageX ? staged(chRow + (rowX + BD)) : load(delta, row * sDlb + dOffs * sDld + tOff)) + dbiasT;
+    Value xu = load(u, row * sUb + dOffs * sUd + tOff);
+    Value dt = load(delta, row * sDlb + dOffs * sDld + tOff) + dbiasT;
     dt = k.ifElse(softplusOn, [&] { return std::vector<Value>{softplus(dt)}; },
                   [&] { return std::vector<Value>{dt}; })[0];
     if (!whole) dt = k.select(m2, dt, zero);  // past the span: a = 1, b = 0 leave the carry as it is
@@ -239,11 +197,11 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     std::vector<Value> next;
     for (int64_t n = 0; n < N; ++n) {
       Value a = k.exp2(dt * dE(A2[n]));
-      Value b = du * (stageB ? staged(k.constInt(n)) : bcTile(bVar, Bp, sBb, sBg, sBn, sBd, n, tOff, load));
+      Value b = du * (stageB ? stagedRow(n) : bcTile(bVar, Bp, sBb, sBg, sBn, sBd, n, tOff, load));
       std::vector<Value> s = k.associativeScan({a, b}, 1, linear, {k.splat(k.constFloat(1), {BD}), cs[n]});
       next.push_back(s[3]);
       if (!statesPass && !checkpoints)
-        y = y + (stageC ? staged(k.constInt(rowC + n)) : bcTile(cVar, Cp, sCb, sCg, sCn, sCd, n, tOff, load)) * s[1];
+        y = y + (stageC ? stagedRow((stageB ? N : 0) + n) : bcTile(cVar, Cp, sCb, sCg, sCn, sCd, n, tOff, load)) * s[1];
     }
     if (statesPass) {
       next.push_back(cs[N] + k.reduce(dt, 1, "sum"));
@@ -252,7 +210,7 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     next.push_back(cs[N]);
     if (checkpoints) return next;
     y = k.ifElse(hasZ, [&] {
-      return std::vector<Value>{y * silu(stageZ ? staged(chRow + (rowX + 2 * BD)) : load(z, row * sZb + dOffs * sZd + tOff))};
+      return std::vector<Value>{y * silu(load(z, row * sZb + dOffs * sZd + tOff))};
     }, [&] { return std::vector<Value>{y}; })[0];
     Value oOff = row * sOb + dOffs * sOd + tOff;
     if (mask.valid()) k.store(out, oOff, y, mask);
@@ -262,9 +220,7 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   std::vector<Value> carry = h;
   carry.push_back(k.splat(zero, {BD}));  // summed dt (states pass)
   carry = k.forLoop(zeroI, spanLen, k.constInt(BT), carry, [&](Value c, const std::vector<Value>& cs) {
-    // A packed row's whole tile also reads the 8-token blocks around it: they must lie in the row.
-    Value whole = packedRow && smem.valid() ? (c + BT <= spanLen) && (t0 + c + BT + 8 <= L) : c + BT <= spanLen;
-    return k.ifElse(whole, [&] { return tile(true, c, cs); }, [&] { return tile(false, c, cs); });
+    return k.ifElse(c + BT <= spanLen, [&] { return tile(true, c, cs); }, [&] { return tile(false, c, cs); });
   });
   std::vector<Value> hEnd(carry.begin(), carry.begin() + N);
   if (statesPass) {
