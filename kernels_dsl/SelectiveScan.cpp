@@ -244,7 +244,9 @@ void chooseScanMeta(Specialization& s) {
   const int64_t D = s.get("D");
   // 8 lanes of 8 tokens: measured best of 1..16 lanes and 8..16 tokens a thread on the H100
   // (Mamba-1 2.8B shapes); one lane (no shuffles) was as fast on dense rows but slower on one
-  // long sequence.
+  // long sequence. With B/C staged: 16 lanes of 8 tokens gave one 16384-token sequence 1.100 ms
+  // (1.137 here) but 8x2048 0.941 (0.894) and the packed row 1.260 (1.066); 16 of 4 and 32 of 4
+  // were slower everywhere.
   if (!s.find("meta:time_lanes")) s.set("meta:time_lanes", 8);
   const int64_t lanes = s.get("meta:time_lanes");
   if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", 8 * lanes);
@@ -254,7 +256,8 @@ void chooseScanMeta(Specialization& s) {
   if (!s.find("meta:span")) {
     int64_t span = scanSpanForWidth(D);
     // A sequence whose channels alone give ~1000 warps fills the GPU: no spans, no states pass
-    // (measured on the H100 at D 5120: one 16384-token pass 1.48 ms, 2048-token spans 1.85 ms).
+    // (measured on the H100 at D 5120: one 16384-token pass 1.48 ms, 2048-token spans 1.85 ms; with
+    // B/C staged 1.137 against 1.376 for 2048-token and 1.356 for 4096-token spans).
     const int64_t bd = s.get("meta:BLOCK_D");
     if ((D + bd - 1) / bd * s.get("meta:num_warps") >= 1024) span = int64_t{1} << 24;
     s.set("meta:span", std::max(span, s.get("meta:BLOCK_T")));
