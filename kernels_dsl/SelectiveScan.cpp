@@ -155,20 +155,56 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   Value padT = tE(rT + (rT / 32) * 4);  // [1, BT]: a token's place in its row
   Value g0 = (pidD * BD) / group;  // the block's group (oneGroup)
   Value rS = k.expandDims(k.range(RS), 1);  // [RS, 1]
-  // The tile's rows of B (at buffer row 0) or C (at row bufRow0) for its BT tokens from tOff.
-  auto stageRows = [&](Value p, Value sB, Value sG, Value sN, int64_t bufRow0, Value tokMask, Value tOffRow) {
-    Value rowMask = RS == N ? Value{} : k.broadcastTo(rS < N, {RS, BT});
-    Value m = tokMask.valid() ? (rowMask.valid() ? rowMask && tokMask : k.broadcastTo(tokMask, {RS, BT})) : rowMask;
-    Value off = row * sB + g0 * sG + rS * sN + tOffRow;
-    Value v = m.valid() ? k.load(p, off, m, zero) : k.load(p, off);
+  Value bcRowMask = RS == N ? Value{} : k.broadcastTo(rS < N, {RS, BT});
+  auto bcBase = [&](Value sB, Value sG, Value sN) { return row * sB + g0 * sG + rS * sN; };  // [RS, 1]
+  // Stores the tile's rows v [RS, BT] of B (at buffer row 0) or C (at row bufRow0).
+  auto storeRows = [&](Value v, int64_t bufRow0) {
     Value sOff = (rS + bufRow0) * rowStride + padT;
-    if (rowMask.valid()) k.store(smem, sOff, v, rowMask);
+    if (bcRowMask.valid()) k.store(smem, sOff, v, bcRowMask);
     else k.store(smem, sOff, v);
+  };
+  // The tile's rows of B or C for its BT tokens from tOff (whose runs may not be aligned).
+  auto stageRows = [&](Value p, Value sB, Value sG, Value sN, int64_t bufRow0, Value tokMask, Value tOffRow) {
+    Value m = tokMask.valid() ? (bcRowMask.valid() ? bcRowMask && tokMask : k.broadcastTo(tokMask, {RS, BT}))
+                              : bcRowMask;
+    Value off = bcBase(sB, sG, sN) + tOffRow;
+    storeRows(m.valid() ? k.load(p, off, m, zero) : k.load(p, off), bufRow0);
   };
   auto stagedRow = [&](int64_t bufRow) { return k.load(smem, k.broadcastTo(padT + bufRow * rowStride, {BD, BT})); };
 
   // D bound to a multiple of BLOCK_D: no channel mask, so a whole tile's accesses are plain.
   const bool channelsWhole = spec.find("D") && spec.get("D") % BD == 0;
+  // A packed row's sequences start anywhere, so a thread's run of a tile (8 tokens) is not aligned
+  // and would load element by element. A whole tile of a packed row instead loads the aligned runs
+  // from a0 = ts - ts % 8 (16-byte vectors) and the first run after them, and moves them along time
+  // by sh = ts % 8 places (shuffles between the lanes). sh is the block's, so one branch of eight.
+  // Tiles stay where they are, relative to the sequence start: a packed sequence's results equal
+  // its own, bitwise.
+  const bool realignPacked = spec.get("has_cu", 0) != 0;
+  Value firstRun = tE(rT < 8);  // [1, BT]
+  struct Aligned {
+    std::vector<Value> cur, fill;
+    Value a0, sh;
+    void add(KernelBuilder& k, Value p, Value base, Value mask, Value firstRun, int64_t BT, Value zero) {
+      Value off = base + (a0 + k.expandDims(k.range(BT), 0));
+      const std::vector<int64_t> shape = off.shape();
+      Value fm = k.broadcastTo(firstRun, shape);
+      cur.push_back(mask.valid() ? k.load(p, off, mask, zero) : k.load(p, off));
+      fill.push_back(k.load(p, off + BT, mask.valid() ? mask && fm : fm, zero));
+    }
+  };
+  auto realign = [&](const Aligned& al) {
+    std::function<std::vector<Value>(int)> from = [&](int s) {
+      auto moved = [&, s] {
+        std::vector<Value> r;
+        for (size_t x = 0; x < al.cur.size(); ++x) r.push_back(s == 0 ? al.cur[x] : k.shift(al.cur[x], al.fill[x], 1, -s));
+        return r;
+      };
+      if (s == 7) return moved();
+      return k.ifElse(al.sh == s, moved, [&, s] { return from(s + 1); });
+    };
+    return from(0);
+  };
   // One tile [c, c + BT) of the span. A whole tile (the common case) has a mask constant along
   // time, or none: straight-line loads the compiler can vectorise and schedule ahead of the math.
   // Checkpoint keys of the sequence: its tile q at ckptKey0 + q (see the header).
@@ -180,15 +216,26 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     Value mask = whole ? (channelsWhole ? Value{} : k.broadcastTo(mD2, {BD, BT})) : m2;
     Value tOff = tE(t0 + tl);
     auto load = [&](Value p, Value off) { return mask.valid() ? k.load(p, off, mask, zero) : k.load(p, off); };
+    const bool realigned = realignPacked && whole;
+    Aligned al;
+    if (realigned) {
+      Value ts = t0 + c;
+      al.a0 = (ts / 8) * 8, al.sh = ts - al.a0;
+      al.add(k, u, row * sUb + dOffs * sUd, mask, firstRun, BT, zero);
+      al.add(k, delta, row * sDlb + dOffs * sDld, mask, firstRun, BT, zero);
+      if (stageB) al.add(k, Bp, bcBase(sBb, sBg, sBn), bcRowMask, firstRun, BT, zero);
+      if (stageC) al.add(k, Cp, bcBase(sCb, sCg, sCn), bcRowMask, firstRun, BT, zero);
+    }
+    const std::vector<Value> got = realigned ? realign(al) : std::vector<Value>{};
     if (smem.valid()) {
       k.barrier();  // the previous tile's reads of the buffer are done
       Value tokMask = whole ? Value{} : tE(tl < spanLen);
-      if (stageB) stageRows(Bp, sBb, sBg, sBn, 0, tokMask, tOff);
-      if (stageC) stageRows(Cp, sCb, sCg, sCn, stageB ? N : 0, tokMask, tOff);
+      if (stageB) realigned ? storeRows(got[2], 0) : stageRows(Bp, sBb, sBg, sBn, 0, tokMask, tOff);
+      if (stageC) realigned ? storeRows(got[stageB ? 3 : 2], stageB ? N : 0) : stageRows(Cp, sCb, sCg, sCn, stageB ? N : 0, tokMask, tOff);
       k.barrier();
     }
-    Value xu = load(u, row * sUb + dOffs * sUd + tOff);
-    Value dt = load(delta, row * sDlb + dOffs * sDld + tOff) + dbiasT;
+    Value xu = realigned ? got[0] : load(u, row * sUb + dOffs * sUd + tOff);
+    Value dt = (realigned ? got[1] : load(delta, row * sDlb + dOffs * sDld + tOff)) + dbiasT;
     dt = k.ifElse(softplusOn, [&] { return std::vector<Value>{softplus(dt)}; },
                   [&] { return std::vector<Value>{dt}; })[0];
     if (!whole) dt = k.select(m2, dt, zero);  // past the span: a = 1, b = 0 leave the carry as it is
@@ -210,7 +257,10 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     next.push_back(cs[N]);
     if (checkpoints) return next;
     y = k.ifElse(hasZ, [&] {
-      return std::vector<Value>{y * silu(load(z, row * sZb + dOffs * sZd + tOff))};
+      if (!realigned) return std::vector<Value>{y * silu(load(z, row * sZb + dOffs * sZd + tOff))};
+      Aligned az{{}, {}, al.a0, al.sh};
+      az.add(k, z, row * sZb + dOffs * sZd, mask, firstRun, BT, zero);
+      return std::vector<Value>{y * silu(realign(az)[0])};
     }, [&] { return std::vector<Value>{y}; })[0];
     Value oOff = row * sOb + dOffs * sOd + tOff;
     if (mask.valid()) k.store(out, oOff, y, mask);
@@ -220,7 +270,9 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   std::vector<Value> carry = h;
   carry.push_back(k.splat(zero, {BD}));  // summed dt (states pass)
   carry = k.forLoop(zeroI, spanLen, k.constInt(BT), carry, [&](Value c, const std::vector<Value>& cs) {
-    return k.ifElse(c + BT <= spanLen, [&] { return tile(true, c, cs); }, [&] { return tile(false, c, cs); });
+    // A packed row's whole tile also reads the run after it: it must lie in the row.
+    Value whole = realignPacked ? (c + BT <= spanLen) && (t0 + c + BT + 8 <= L) : c + BT <= spanLen;
+    return k.ifElse(whole, [&] { return tile(true, c, cs); }, [&] { return tile(false, c, cs); });
   });
   std::vector<Value> hEnd(carry.begin(), carry.begin() + N);
   if (statesPass) {
