@@ -182,22 +182,23 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   // its own, bitwise.
   const bool realignPacked = spec.get("has_cu", 0) != 0;
   Value firstRun = tE(rT < 8);  // [1, BT]
+  // A tile's aligned runs from a0 and the runs after them, to be moved along by sh.
   struct Aligned {
     std::vector<Value> cur, fill;
     Value a0, sh;
-    void add(KernelBuilder& k, Value p, Value base, Value mask, Value firstRun, int64_t BT, Value zero) {
-      Value off = base + (a0 + k.expandDims(k.range(BT), 0));
-      const std::vector<int64_t> shape = off.shape();
-      Value fm = k.broadcastTo(firstRun, shape);
-      cur.push_back(mask.valid() ? k.load(p, off, mask, zero) : k.load(p, off));
-      fill.push_back(k.load(p, off + BT, mask.valid() ? mask && fm : fm, zero));
-    }
+  };
+  auto loadAligned = [&](Aligned& al, Value p, Value base, Value mask) {  // base: [R, 1]
+    Value off = base + (al.a0 + tE(k.range(BT)));
+    Value fm = k.broadcastTo(firstRun, off.shape());
+    al.cur.push_back(mask.valid() ? k.load(p, off, mask, zero) : k.load(p, off));
+    al.fill.push_back(k.load(p, off + BT, mask.valid() ? mask && fm : fm, zero));
   };
   auto realign = [&](const Aligned& al) {
     std::function<std::vector<Value>(int)> from = [&](int s) {
       auto moved = [&, s] {
         std::vector<Value> r;
-        for (size_t x = 0; x < al.cur.size(); ++x) r.push_back(s == 0 ? al.cur[x] : k.shift(al.cur[x], al.fill[x], 1, -s));
+        for (size_t x = 0; x < al.cur.size(); ++x)
+          r.push_back(s == 0 ? al.cur[x] : k.shift(al.cur[x], al.fill[x], 1, -s));
         return r;
       };
       if (s == 7) return moved();
@@ -221,17 +222,18 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     if (realigned) {
       Value ts = t0 + c;
       al.a0 = (ts / 8) * 8, al.sh = ts - al.a0;
-      al.add(k, u, row * sUb + dOffs * sUd, mask, firstRun, BT, zero);
-      al.add(k, delta, row * sDlb + dOffs * sDld, mask, firstRun, BT, zero);
-      if (stageB) al.add(k, Bp, bcBase(sBb, sBg, sBn), bcRowMask, firstRun, BT, zero);
-      if (stageC) al.add(k, Cp, bcBase(sCb, sCg, sCn), bcRowMask, firstRun, BT, zero);
+      loadAligned(al, u, row * sUb + dOffs * sUd, mask);
+      loadAligned(al, delta, row * sDlb + dOffs * sDld, mask);
+      if (stageB) loadAligned(al, Bp, bcBase(sBb, sBg, sBn), bcRowMask);
+      if (stageC) loadAligned(al, Cp, bcBase(sCb, sCg, sCn), bcRowMask);
     }
     const std::vector<Value> got = realigned ? realign(al) : std::vector<Value>{};
     if (smem.valid()) {
       k.barrier();  // the previous tile's reads of the buffer are done
       Value tokMask = whole ? Value{} : tE(tl < spanLen);
+      const int64_t rowC = stageB ? N : 0;  // C's first buffer row
       if (stageB) realigned ? storeRows(got[2], 0) : stageRows(Bp, sBb, sBg, sBn, 0, tokMask, tOff);
-      if (stageC) realigned ? storeRows(got[stageB ? 3 : 2], stageB ? N : 0) : stageRows(Cp, sCb, sCg, sCn, stageB ? N : 0, tokMask, tOff);
+      if (stageC) realigned ? storeRows(got[2 + (stageB ? 1 : 0)], rowC) : stageRows(Cp, sCb, sCg, sCn, rowC, tokMask, tOff);
       k.barrier();
     }
     Value xu = realigned ? got[0] : load(u, row * sUb + dOffs * sUd + tOff);
@@ -259,7 +261,7 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     y = k.ifElse(hasZ, [&] {
       if (!realigned) return std::vector<Value>{y * silu(load(z, row * sZb + dOffs * sZd + tOff))};
       Aligned az{{}, {}, al.a0, al.sh};
-      az.add(k, z, row * sZb + dOffs * sZd, mask, firstRun, BT, zero);
+      loadAligned(az, z, row * sZb + dOffs * sZd, mask);
       return std::vector<Value>{y * silu(realign(az)[0])};
     }, [&] { return std::vector<Value>{y}; })[0];
     Value oOff = row * sOb + dOffs * sOd + tOff;
