@@ -151,7 +151,8 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   const bool stageC = oneGroup && spec.get("c_varying", 0) && !statesPass && !checkpoints &&
                       (stageB ? 2 : 1) * N * rowStride <= kMaxSharedBufferFloats;
   const int64_t RS = std::max(nextPow2(N), BD);  // rows of the staging tile (rows >= N masked)
-  Value smem = (stageB || stageC) ? k.sharedBuffer(((stageB ? N : 0) + (stageC ? N : 0)) * rowStride) : Value{};
+  const int64_t rowC = stageB ? N : 0;  // the buffer's rows: B's N, then C's N
+  Value smem = (stageB || stageC) ? k.sharedBuffer((rowC + (stageC ? N : 0)) * rowStride) : Value{};
   Value padT = tE(rT + (rT / 32) * 4);  // [1, BT]: a token's place in its row
   Value g0 = (pidD * BD) / group;  // the block's group (oneGroup)
   Value rS = k.expandDims(k.range(RS), 1);  // [RS, 1]
@@ -231,7 +232,6 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     if (smem.valid()) {
       k.barrier();  // the previous tile's reads of the buffer are done
       Value tokMask = whole ? Value{} : tE(tl < spanLen);
-      const int64_t rowC = stageB ? N : 0;  // C's first buffer row
       if (stageB) realigned ? storeRows(got[2], 0) : stageRows(Bp, sBb, sBg, sBn, 0, tokMask, tOff);
       if (stageC) realigned ? storeRows(got[2 + (stageB ? 1 : 0)], rowC) : stageRows(Cp, sCb, sCg, sCn, rowC, tokMask, tOff);
       k.barrier();
@@ -250,7 +250,7 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
       std::vector<Value> s = k.associativeScan({a, b}, 1, linear, {k.splat(k.constFloat(1), {BD}), cs[n]});
       next.push_back(s[3]);
       if (!statesPass && !checkpoints)
-        y = y + (stageC ? stagedRow((stageB ? N : 0) + n) : bcTile(cVar, Cp, sCb, sCg, sCn, sCd, n, tOff, load)) * s[1];
+        y = y + (stageC ? stagedRow(rowC + n) : bcTile(cVar, Cp, sCb, sCg, sCn, sCd, n, tOff, load)) * s[1];
     }
     if (statesPass) {
       next.push_back(cs[N] + k.reduce(dt, 1, "sum"));

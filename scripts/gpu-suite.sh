@@ -44,7 +44,7 @@ sanitized+=':Matrix/ConvUpdate.MatchesFloat64Reference/float32_statefloat32_W2_D
 sanitized+=':Shapes/ScanGpu.MatchesReference/*_D37_*:Shapes/ScanBackwardGpu.MatchesReference/*_D37_*'
 # D64 G2: B/C staged through shared memory (D37's blocks span groups, so it reads them per thread).
 sanitized+=':Shapes/ScanGpu.MatchesReference/*_D64_N16_G2_*'
-# A packed row: u, delta, z and B/C staged shifted into place (D112), and bad cu_seqlens.
+# A packed row (D112): u, delta, z and B/C loaded aligned and shifted into place, B/C staged; and bad cu_seqlens.
 sanitized+=':Shapes/ScanGpu.MatchesReference/*_D112_N16_*packed150*:ScanGpuPacking.BadCuSeqlensAreReported'
 for tool in $([ -n "${SKIP_SANITIZER:-}" ] || echo memcheck racecheck); do
   echo "== compute-sanitizer $tool"

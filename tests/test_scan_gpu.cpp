@@ -163,8 +163,8 @@ TEST(ScanGpuPacking, ManySequencesEqualEachAlone) {
 }
 
 // cu_seqlens 0, 0, 30, 60: sequence 0 is empty; 0, 1000, 30, 60: sequence 0 ends past the row's
-// 60 tokens and sequence 1 ends before it starts (either may be the one reported). Reported, and (under compute-sanitizer) nothing
-// is read or written outside the tensors.
+// 60 tokens and sequence 1 ends before it starts (either may be the one reported). Reported, and
+// (under compute-sanitizer) nothing is read or written outside the tensors.
 TEST(ScanGpuPacking, BadCuSeqlensAreReported) {
   SSMJIT_REQUIRE_GPU();
   for (const auto& [cu1, expected] : {std::pair{0.0, "cu_seqlens[0] = 0, cu_seqlens[0 + 1] = 0"},

@@ -1017,10 +1017,12 @@ class Emitter {
         continue;
       }
       const std::string nm = fresh(), T = rawInit[k]->storage;
+      Raw carried = *rawInit[k];  // the init's form, in a variable of its own
+      carried.name = nm;
       auto s = shapeOf(r);
       Value arg = fo.getRegionIterArgs()[k];
       for (Value v : {r, arg}) {
-        raw_[v.getAsOpaquePointer()] = {nm, T, rawInit[k]->elem, rawInit[k]->words};
+        raw_[v.getAsOpaquePointer()] = carried;
         names_[v.getAsOpaquePointer()] = s.empty() ? "ssm_to_float(" + nm + ")" : nm;
         if (!s.empty()) kinds_[v.getAsOpaquePointer()] = layoutOf(fo.getInitArgs()[k]);
       }
