@@ -195,6 +195,12 @@ dsl::Value KernelBuilder::add(dsl::Value a, dsl::Value b) { return arith2<arith:
 dsl::Value KernelBuilder::sub(dsl::Value a, dsl::Value b) { return arith2<arith::SubFOp, arith::SubIOp>(this, B, L, a, b, "sub"); }
 dsl::Value KernelBuilder::mul(dsl::Value a, dsl::Value b) { return arith2<arith::MulFOp, arith::MulIOp>(this, B, L, a, b, "mul"); }
 dsl::Value KernelBuilder::div(dsl::Value a, dsl::Value b) { return arith2<arith::DivFOp, arith::DivSIOp>(this, B, L, a, b, "div"); }
+dsl::Value KernelBuilder::divApprox(dsl::Value a, dsl::Value b) {
+  auto [p, q] = unify(this, a, b);
+  if (!isa<FloatType>(elemOf(unwrap(p).getType())) || !isa<FloatType>(elemOf(unwrap(q).getType())))
+    fail("divApprox of non-floats");
+  return W(arith::DivFOp::create(B, L, unwrap(p), unwrap(q), arith::FastMathFlags::afn));
+}
 dsl::Value KernelBuilder::rem(dsl::Value a, dsl::Value b) { return arith2<void, arith::RemSIOp>(this, B, L, a, b, "rem"); }
 dsl::Value KernelBuilder::maximum(dsl::Value a, dsl::Value b) { return arith2<arith::MaxNumFOp, arith::MaxSIOp>(this, B, L, a, b, "maximum"); }
 dsl::Value KernelBuilder::minimum(dsl::Value a, dsl::Value b) { return arith2<arith::MinNumFOp, arith::MinSIOp>(this, B, L, a, b, "minimum"); }
@@ -473,7 +479,10 @@ void* KernelBuilder::finish() {
 #undef L
 
 // ---- composite math and operators -----------------------------------------------------------
-Value sigmoid(Value x) { auto* b = x.builder(); return 1.0 / (1.0 + b->exp(-x)); }
+Value sigmoid(Value x) {
+  auto* b = x.builder();
+  return b->divApprox(b->literalLike(x, 1.0), 1.0 + b->exp2(x * -1.4426950408889634));  // exp(-x) = exp2(-x log2 e)
+}
 Value silu(Value x) { return x * sigmoid(x); }
 Value softplus(Value x) {
   auto* b = x.builder();

@@ -29,6 +29,7 @@ struct ConvBenchOptions {
   int64_t minLen = 57, maxLen = 2048;
   std::string dtype = "bf16";
   std::vector<std::string> parts{"fwd", "bwd", "update"};
+  std::vector<std::string> layouts{"cf", "cl"};
   std::vector<int64_t> updateBatches{1, 16, 64, 256};
   std::vector<int64_t> updateTokens{1, 8};
   int iters = 20, trials = 5;
@@ -68,7 +69,11 @@ int runConvBench(const ConvBenchOptions& o) {
   std::vector<Row> rows;
   const double eb = dtypeBytes(dt);
 
+  auto wanted = [&](ConvLayout layout) {
+    return std::find(o.layouts.begin(), o.layouts.end(), layout == ConvLayout::ChannelLast ? "cl" : "cf") != o.layouts.end();
+  };
   auto forward = [&](ConvLayout layout, testing::ConvPacking packing, std::vector<int64_t> lens, const char* anchor) {
+    if (!wanted(layout)) return;
     const auto c = benchCase<testing::ConvCase>(o, dt, layout, packing, std::move(lens));
     testing::ConvProblem p(c);
     testing::DeviceTensors d(p.all());
@@ -98,6 +103,7 @@ int runConvBench(const ConvBenchOptions& o) {
 
   // Backward: x and dout read, dx written (the workspace and dweight are small next to them).
   auto backward = [&](ConvLayout layout, testing::ConvPacking packing, std::vector<int64_t> lens) {
+    if (!wanted(layout)) return;
     const auto c = benchCase<testing::ConvBackwardCase>(o, dt, layout, packing, std::move(lens));
     testing::ConvBackwardProblem p(c);
     testing::DeviceTensors d(p.all());
@@ -177,6 +183,10 @@ Command addConvBenchCommand(CLI::App& parent) {
   app->add_option("--parts", o->parts, "What to run, comma-separated: fwd, bwd, update")
       ->delimiter(',')
       ->check(CLI::IsMember({"fwd", "bwd", "update"}))
+      ->capture_default_str();
+  app->add_option("--layouts", o->layouts, "Forward/backward layouts, comma-separated: cf (channel-first), cl (channel-last)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"cf", "cl"}))
       ->capture_default_str();
   app->add_option("--update-batch", o->updateBatches, "Update batch sizes, comma-separated")->delimiter(',')->capture_default_str();
   app->add_option("--update-tokens", o->updateTokens, "New tokens per update, comma-separated")->delimiter(',')->capture_default_str();

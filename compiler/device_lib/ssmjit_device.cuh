@@ -24,11 +24,15 @@ __device__ __forceinline__ float ssm_exp2(float x) {
 template <typename T> __device__ __forceinline__ T ssm_from_float(float v);
 template <> __device__ __forceinline__ float ssm_from_float<float>(float v) { return v; }
 template <> __device__ __forceinline__ ssm_bf16 ssm_from_float<ssm_bf16>(float v) {
-  unsigned u = __float_as_uint(v);
   ssm_bf16 r;
+#if __CUDA_ARCH__ >= 800
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r.x) : "f"(v));
+#else
+  unsigned u = __float_as_uint(v);
   if ((u & 0x7fffffffu) > 0x7f800000u) { r.x = 0x7fc0; return r; }  // NaN stays NaN
   u += 0x7fffu + ((u >> 16) & 1u);
   r.x = (unsigned short)(u >> 16);
+#endif
   return r;
 }
 template <> __device__ __forceinline__ ssm_f16 ssm_from_float<ssm_f16>(float v) {
@@ -106,10 +110,34 @@ template <> __device__ __forceinline__ float ssm_word_to_float<ssm_f16>(unsigned
   return f;
 }
 
+// Two floats rounded to 16 bits in one 32-bit word, lo first in memory: one cvt for both
+// (sm_80 and later; one cvt each before).
+template <typename T> __device__ __forceinline__ unsigned ssm_pack2(float lo, float hi) {
+  return (unsigned)ssm_from_float<T>(lo).x | ((unsigned)ssm_from_float<T>(hi).x << 16);
+}
+#if __CUDA_ARCH__ >= 800
+template <> __device__ __forceinline__ unsigned ssm_pack2<ssm_bf16>(float lo, float hi) {
+  unsigned w;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+  return w;
+}
+template <> __device__ __forceinline__ unsigned ssm_pack2<ssm_f16>(float lo, float hi) {
+  unsigned w;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+  return w;
+}
+#endif
+
 template <int V, typename T, typename S>
 __device__ __forceinline__ void ssm_st(T* p, const S* src) {
   if constexpr (V == 1) {
     ssm_store(p, src[0]);
+  } else if constexpr (sizeof(T) == 2) {  // bf16 / f16: pairs
+    typedef typename ssm_raw<V * sizeof(T)>::type R;
+    union { R r; unsigned w[V / 2]; } u;
+#pragma unroll
+    for (int k = 0; k < V / 2; ++k) u.w[k] = ssm_pack2<T>((float)src[2 * k], (float)src[2 * k + 1]);
+    *reinterpret_cast<R*>(p) = u.r;
   } else {
   typedef typename ssm_raw<V * sizeof(T)>::type R;
   union { R r; T e[V]; } u;

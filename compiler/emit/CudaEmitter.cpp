@@ -347,6 +347,8 @@ class Emitter {
     if (isa<arith::AddIOp, arith::AddFOp>(op)) return "(" + a[0] + " + " + a[1] + ")";
     if (isa<arith::SubIOp, arith::SubFOp>(op)) return "(" + a[0] + " - " + a[1] + ")";
     if (isa<arith::MulIOp, arith::MulFOp>(op)) return "(" + a[0] + " * " + a[1] + ")";
+    if (auto d = dyn_cast<arith::DivFOp>(op); d && arith::bitEnumContainsAll(d.getFastmath(), arith::FastMathFlags::afn))
+      return "__fdividef(" + a[0] + ", " + a[1] + ")";
     if (isa<arith::DivSIOp, arith::DivFOp>(op)) return "(" + a[0] + " / " + a[1] + ")";
     if (isa<arith::RemSIOp>(op)) return "(" + a[0] + " % " + a[1] + ")";
     if (isa<arith::AndIOp>(op)) return "(" + a[0] + " & " + a[1] + ")";
