@@ -66,6 +66,25 @@ void buildForward(KernelBuilder& k, const Specialization& spec) {
   std::vector<Value> b0 = sequenceBounds(k, pk, seq0);
   const ConvInitialStates st{init, initIdx, sIs, sId, sIk, sIidx, hasInit, hasInitIdx, nslots};
 
+  // cu_seqlens is checked here, so that a packed row needs no second launch unless it has final
+  // states to write or slots to check: channel block 0's programs share the entries out along
+  // the row's chunks and report the first bad one each (0 first, increasing, T last).
+  k.ifThen(hasCu && (pidD == 0), [&] {
+    Value chunks = cdiv(L, k.constInt(BT * tiles)), per = cdiv(nseq, chunks);
+    Value i0 = pidC * per, i1 = k.minimum(i0 + per, nseq);
+    const int64_t threads = 32 * spec.get("meta:num_warps");  // an entry a thread
+    k.forLoop(i0, i1, k.constInt(threads), {}, [&](Value ib, const std::vector<Value>&) {
+      Value i = ib + k.range(threads), in = i < i1;
+      Value a = k.load(cu, i * sCu, in, zeroI), b = k.load(cu, (i + 1) * sCu, in, zeroI);
+      Value bad = in && (((i == 0) && (a != 0)) || (b <= a) || ((i == nseq - 1) && (b != L)));
+      Value first = k.reduce(k.select(bad, i, nseq), 0, "min");
+      k.ifThen(first < nseq, [&] {
+        k.reportError(err, k.constInt(kErrConvCuSeqlens), first, k.load(cu, first * sCu), k.load(cu, (first + 1) * sCu));
+      });
+      return std::vector<Value>{};
+    });
+  });
+
   // The previous tile: only its last W - 1 tokens are ever shifted in.
   Value tPrev = t0 - BT + rT;
   Value prev = k.load(x, xAt(tPrev), tE((tPrev >= 0) && (rT >= BT - (W - 1))) && mD, zero);
@@ -151,15 +170,29 @@ void buildFinalState(KernelBuilder& k, const Specialization& spec) {
   for (int64_t j = 0; j + 1 < W; ++j) k.store(fin, slotOut * sFs + offsD * sFd + j * sFk, cols[j], maskD);
 }
 
-// Forward tiles (chooseConvTiles): channel-last with the time tile in each thread and 4 bytes of
-// channels a thread (measured on an H100, bf16 W 4: 190 us at 8x2048 against 240 us for one token
-// and 16 bytes a thread; the registers a thread holds bound the bytes in flight). A program covers
-// `tiles` tiles: 128 tokens channel-last, 512 channel-first (the previous tile's tail is loaded
-// once a program).
+// Forward tiles, measured on an H100 (bf16, D 5376, W 4, 8x2048; us channel-first / channel-last,
+// with the fast sigmoid and paired 16-bit stores):
+// - channel-first: a warp a channel, its 32 lanes a 512-byte run of time (256 bf16 tokens), 4
+//   warps, 8 tiles a program: 123-124 us; 16 channels x 64 tokens (4 channel rows a warp), 8
+//   tiles: 133; 8 channels x 128 tokens: 124-125 (packed row 133 against 131).
+// - channel-last: the time tile (8 tokens) in each thread, 8 bytes of channels a thread, 2 warps
+//   (256 bf16 channels, which divide 5376), 4 tiles a program: 126 us; 4 warps: 127; 8 tiles:
+//   131-132; 4 tokens and 4 bytes a thread, 32 tiles (the rule before): 144. Short programs keep
+//   more of them resident: the bytes in flight, not the per-program set-up, bound it.
 void chooseForwardMeta(Specialization& s) {
-  chooseConvTiles(s, smallestElement(s, {"x", "out"}), 4, true);
-  if (!s.find("meta:tiles"))
-    s.set("meta:tiles", std::max<int64_t>(4, (s.get("meta:channel_last") ? 128 : 512) / s.get("meta:BLOCK_T")));
+  const int64_t elem = smallestElement(s, {"x", "out"});
+  if (s.get("meta:channel_last")) {
+    if (!s.find("meta:num_warps")) s.set("meta:num_warps", 2);
+    if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", std::max<int64_t>(8, nextPow2(s.get("meta:width"))));
+    // Wider windows: 4 bytes of channels (a packed tile's per-token taps would spill at 8).
+    chooseConvTiles(s, elem, s.get("meta:width") <= 4 ? 8 : 4, true);
+    if (!s.find("meta:tiles")) s.set("meta:tiles", 4);
+  } else {
+    if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", 32 * 16 / elem);
+    if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", s.find("meta:num_warps") ? s.get("meta:num_warps") : 4);
+    chooseConvTiles(s, elem, 16, true);
+    if (!s.find("meta:tiles")) s.set("meta:tiles", std::max<int64_t>(1, 2048 / s.get("meta:BLOCK_T")));
+  }
   if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
 }
 

@@ -167,6 +167,31 @@ TEST_F(ConvDeviceChecks, BadCuSeqlensIsReported) {
   }
 }
 
+// The forward checks cu_seqlens itself, its entries shared out along the row's chunks: a bad
+// entry far along a long row (in a later chunk) is reported and named, with and without the
+// per-sequence launch that writes final states.
+TEST_F(ConvDeviceChecks, BadCuSeqlensInALaterChunkIsReported) {
+  for (ConvLayout layout : {ConvLayout::ChannelFirst, ConvLayout::ChannelLast})
+    for (bool finalStates : {false, true}) {
+      ConvCase c;
+      c.layout = layout;
+      c.packing = ConvPacking::CuSeqlens;
+      c.lens = std::vector<int64_t>(300, 20);  // 6000 tokens: several chunks a row
+      c.finalStates = finalStates;
+      ConvProblem p(c);
+      storeElement(p.cu.view(), 251, 5000);  // cu[250] = 5000 = cu[251]: not increasing
+      DeviceTensors d(p.all());
+      checkDeviceErrors();
+      causal_conv1d(deviceArgs(p, d));
+      try {
+        checkDeviceErrors();
+        ADD_FAILURE() << "expected a cu_seqlens error, " << c.name();
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("cu_seqlens[250] = 5000"), std::string::npos) << e.what();
+      }
+    }
+}
+
 // Positions that break the rule (0, or one more than the token before) are reported, naming the
 // token.
 TEST_F(ConvDeviceChecks, BadSeqPosIsReported) {

@@ -1,9 +1,9 @@
 // causal_conv1d and causal_conv1d_update: the arguments are checked once, here at the edge
 // (CausalConv1dCheck), then mapped onto the generic kernels' layouts (kernels_dsl/CausalConv1d.h),
-// specialised and launched on the caller's stream. The forward is one launch, plus a small
-// per-sequence launch after it when cu_seqlens, final states or initial slot indices are given
-// (it checks them and writes the final states: after the forward, whose reads of the initial
-// states it may overwrite in place).
+// specialised and launched on the caller's stream. The forward is one launch (which also checks
+// cu_seqlens), plus a small per-sequence launch after it when final states or initial slot indices
+// are given (it checks the slots and writes the final states: after the forward, whose reads of
+// the initial states it may overwrite in place).
 #include <cuda.h>
 
 #include <algorithm>
@@ -31,9 +31,10 @@ constexpr auto u = detail::gridDim;
 bool wideOffsets(const CausalConv1dArgs& a) {
   return !fits32({&a.x, &a.out, &a.weight, &a.bias, &a.initial_states, &a.final_states, &a.seq_pos});
 }
-// The per-sequence launch runs when there is something to check or write.
-bool needsFinalStateLaunch(const CausalConv1dArgs& a, const detail::ConvDims& d) {
-  return d.packedCu || a.final_states.defined() || a.initial_state_indices.defined();
+// The per-sequence launch runs when there is something to write or slots to check (the forward
+// checks cu_seqlens itself).
+bool needsFinalStateLaunch(const CausalConv1dArgs& a) {
+  return a.final_states.defined() || a.initial_state_indices.defined();
 }
 
 const ArgSchema kFwdSchema{kernels::kConvFwdArgNames, kernels::kConvFwdNumArgs};
@@ -96,7 +97,7 @@ void causal_conv1d(const CausalConv1dArgs& a, Stream stream) {
     const unsigned grid[3] = {u((d.D + bd - 1) / bd), u((d.L + chunk - 1) / chunk), u(d.batch)};
     c.launch(grid, s);
   }
-  if (!needsFinalStateLaunch(a, d)) return;
+  if (!needsFinalStateLaunch(a)) return;
   KernelCall c(kernels::kConvFinalStateKernel, kFinalSchema);
   bindFinalState(c, a, d, err);
   const int64_t bd = c.metaValue("meta:BLOCK_D");
@@ -157,7 +158,7 @@ std::vector<Specialization> detail::convSpecializations(const CausalConv1dArgs& 
   KernelCall f(kernels::kConvFwdKernel, kFwdSchema);
   bindForward(f, a, d, nullptr);
   out.push_back(f.specialization(arch));
-  if (needsFinalStateLaunch(a, d)) {
+  if (needsFinalStateLaunch(a)) {
     KernelCall c(kernels::kConvFinalStateKernel, kFinalSchema);
     bindFinalState(c, a, d, nullptr);
     out.push_back(c.specialization(arch));
