@@ -268,13 +268,22 @@ void buildStates(KernelBuilder& k, const Specialization& spec) {
   }
 }
 
-// Channel-last: the time tile in each thread and one channel a thread (the W + 1 per-element
-// sums and the tiles in flight bound the registers, so fewer elements a thread and more threads).
-// Measured on an H100 (bf16 W 4, 8x2048 / packed 16384 tokens): 363 / 345 us, against 500 / 476
-// with one token and 8 bytes of channels a thread.
+// Measured on an H100 (bf16 W 4, 8x2048 / packed 16384 tokens, us; with the fast sigmoid):
+// - channel-first: 8 channels x 128 tokens (16 lanes a channel, 16 bytes a lane): 228 / 277;
+//   16 x 64: 246 / 289; 4 x 256: 232 / 304.
+// - channel-last: the time tile in each thread (4 tokens) and two channels a thread: 279 / 280;
+//   one channel: 280 / 313; 8 tokens: 308 / 296. From W 5 one channel (8-token tiles spill at
+//   two): the W + 1 per-element sums and the tiles in flight bound the registers.
+// The packed channel-first row's extra 20% is not the launch count (the per-sequence kernel takes
+// 3 us), the chunk plan (4096 programs instead of 1024: 275 us) nor the boundary tiles' binary
+// search over cu_seqlens (one vector load instead: 273 us); not found yet.
 void chooseBackwardMeta(Specialization& s) {
   const int64_t elem = smallestElement(s, {"x", "dout", "dx"});
-  chooseConvTiles(s, elem, elem, true);
+  if (!s.get("meta:channel_last")) {
+    if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", 16 * 16 / elem);
+    if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", 2 * (s.find("meta:num_warps") ? s.get("meta:num_warps") : 4));
+  }
+  chooseConvTiles(s, elem, s.get("meta:width") <= 4 ? 2 * elem : elem, true);
   if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
 }
 
