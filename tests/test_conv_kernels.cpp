@@ -156,3 +156,23 @@ TEST(ConvKernels, EveryBackwardVariantCompiles) {
              backwardArgs({layout, DType::BF16, 4, Packing::CuSeqlens}), "sm_80"))
       expectCompiles(spec);
 }
+
+// The forward's per-element tail is cheap: SiLU through the hardware's exp2 and reciprocal (not
+// expf's range reduction and a correctly rounded division), and bf16 results rounded in pairs by
+// one cvt (not a software round-to-nearest-even with a NaN branch each). Each was the difference
+// between an issue-bound and a bandwidth-bound forward on the H100.
+TEST(ConvKernels, ForwardTailIsFastSigmoidAndPairedRounding) {
+  SSMJIT_REQUIRE_NVRTC();
+  for (ConvLayout layout : {ConvLayout::ChannelFirst, ConvLayout::ChannelLast}) {
+    const auto specs = ssmjit::detail::convSpecializations(forwardArgs({layout, DType::BF16, 4, Packing::Dense}), "sm_90a");
+    SCOPED_TRACE(specs.front().canonical());
+    const std::string ptx = ssmjit::compileKernel(specs.front()).ptx;
+    EXPECT_NE(ptx.find("ex2.approx.ftz.f32"), std::string::npos);
+    EXPECT_NE(ptx.find("div.approx.f32"), std::string::npos);
+    EXPECT_EQ(ptx.find("rcp.rn.f32"), std::string::npos);
+    // Channel-first rows of 200 tokens are not 16-byte multiples, so its stores are scalar (one
+    // cvt each); channel-last stores 4 channels a token, two words of a pair each.
+    EXPECT_NE(ptx.find(layout == ConvLayout::ChannelLast ? "cvt.rn.bf16x2.f32" : "cvt.rn.bf16.f32"), std::string::npos);
+    EXPECT_EQ(ptx.find("2147483647"), std::string::npos);  // the software round's NaN test (|u| > inf)
+  }
+}
