@@ -274,9 +274,10 @@ void buildStates(KernelBuilder& k, const Specialization& spec) {
 // - channel-last: the time tile in each thread (4 tokens) and two channels a thread: 279 / 280;
 //   one channel: 280 / 313; 8 tokens: 308 / 296. From W 5 one channel (8-token tiles spill at
 //   two): the W + 1 per-element sums and the tiles in flight bound the registers.
-// The packed channel-first row's extra 20% is not the launch count (the per-sequence kernel takes
+// The packed channel-first row's extra 20% is its registers (163 against 126 dense: 3 blocks an SM
+// instead of 4, the boundary tiles' code), not the launch count (the per-sequence kernel takes
 // 3 us), the chunk plan (4096 programs instead of 1024: 275 us) nor the boundary tiles' binary
-// search over cu_seqlens (one vector load instead: 273 us); not found yet.
+// search over cu_seqlens (one vector load instead: 273 us).
 void chooseBackwardMeta(Specialization& s) {
   const int64_t elem = smallestElement(s, {"x", "dout", "dx"});
   if (!s.get("meta:channel_last")) {
@@ -284,6 +285,13 @@ void chooseBackwardMeta(Specialization& s) {
     if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", 2 * (s.find("meta:num_warps") ? s.get("meta:num_warps") : 4));
   }
   chooseConvTiles(s, elem, s.get("meta:width") <= 4 ? 2 * elem : elem, true);
+  // A packed channel-last row's kernel (147 registers at bf16 W 4: 3 blocks an SM) held to 4
+  // blocks (128 registers, 8 bytes spilled): 282 -> 248 us. Channel-first packed (163 registers)
+  // spills 114 bytes at 4 blocks and gets slower (276 -> 389 us); dense rows fit 4 already; with
+  // initial states or wider windows it would spill 100+ bytes.
+  if (s.get("meta:channel_last") && s.get("has_cu", 0) && !s.get("has_init", 0) && s.get("meta:width") <= 4 &&
+      !s.find("meta:min_blocks"))
+    s.set("meta:min_blocks", 4);
   if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
 }
 
