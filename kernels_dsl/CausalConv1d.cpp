@@ -76,7 +76,7 @@ void buildForward(KernelBuilder& k, const Specialization& spec) {
     k.forLoop(i0, i1, k.constInt(threads), {}, [&](Value ib, const std::vector<Value>&) {
       Value i = ib + k.range(threads), in = i < i1;
       Value a = k.load(cu, i * sCu, in, zeroI), b = k.load(cu, (i + 1) * sCu, in, zeroI);
-      Value bad = in && (((i == 0) && (a != 0)) || (b <= a) || ((i == nseq - 1) && (b != L)));
+      Value bad = in && badCuSeqlensEntry(i, a, b, nseq, L);
       Value first = k.reduce(k.select(bad, i, nseq), 0, "min");
       k.ifThen(first < nseq, [&] {
         k.reportError(err, k.constInt(kErrConvCuSeqlens), first, k.load(cu, first * sCu), k.load(cu, (first + 1) * sCu));
@@ -180,19 +180,12 @@ void buildFinalState(KernelBuilder& k, const Specialization& spec) {
 //   131-132; 4 tokens and 4 bytes a thread, 32 tiles (the rule before): 144. Short programs keep
 //   more of them resident: the bytes in flight, not the per-program set-up, bound it.
 void chooseForwardMeta(Specialization& s) {
-  const int64_t elem = smallestElement(s, {"x", "out"});
-  if (s.get("meta:channel_last")) {
-    if (!s.find("meta:num_warps")) s.set("meta:num_warps", 2);
-    if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", std::max<int64_t>(8, nextPow2(s.get("meta:width"))));
-    // Wider windows: 4 bytes of channels (a packed tile's per-token taps would spill at 8).
-    chooseConvTiles(s, elem, s.get("meta:width") <= 4 ? 8 : 4, true);
-    if (!s.find("meta:tiles")) s.set("meta:tiles", 4);
-  } else {
-    if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", 32 * 16 / elem);
-    if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", s.find("meta:num_warps") ? s.get("meta:num_warps") : 4);
-    chooseConvTiles(s, elem, 16, true);
-    if (!s.find("meta:tiles")) s.set("meta:tiles", std::max<int64_t>(1, 2048 / s.get("meta:BLOCK_T")));
-  }
+  const bool cl = s.get("meta:channel_last") != 0;
+  if (cl && !s.find("meta:num_warps")) s.set("meta:num_warps", 2);
+  if (cl && !s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", std::max<int64_t>(8, nextPow2(s.get("meta:width"))));
+  // Channel-last, wider windows: 4 bytes of channels (a packed tile's per-token taps would spill at 8).
+  chooseConvTiles(s, smallestElement(s, {"x", "out"}), 32, s.get("meta:width") <= 4 ? 8 : 4, true);
+  if (!s.find("meta:tiles")) s.set("meta:tiles", cl ? 4 : std::max<int64_t>(1, 2048 / s.get("meta:BLOCK_T")));
   if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
 }
 

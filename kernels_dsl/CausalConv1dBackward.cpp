@@ -280,11 +280,7 @@ void buildStates(KernelBuilder& k, const Specialization& spec) {
 // search over cu_seqlens (one vector load instead: 273 us).
 void chooseBackwardMeta(Specialization& s) {
   const int64_t elem = smallestElement(s, {"x", "dout", "dx"});
-  if (!s.get("meta:channel_last")) {
-    if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", 16 * 16 / elem);
-    if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", 2 * (s.find("meta:num_warps") ? s.get("meta:num_warps") : 4));
-  }
-  chooseConvTiles(s, elem, s.get("meta:width") <= 4 ? 2 * elem : elem, true);
+  chooseConvTiles(s, elem, 16, s.get("meta:width") <= 4 ? 2 * elem : elem, true);
   // A packed channel-last row's kernel (147 registers at bf16 W 4: 3 blocks an SM) held to 4
   // blocks (128 registers, 8 bytes spilled): 282 -> 248 us. Channel-first packed (163 registers)
   // spills 114 bytes at 4 blocks and gets slower (276 -> 389 us); dense rows fit 4 already; with

@@ -15,7 +15,7 @@ int64_t smallestElement(const Specialization& s, std::initializer_list<const cha
   return bytes;
 }
 
-void chooseConvTiles(Specialization& s, int64_t elemBytes, int64_t vecBytes, bool timeInThread) {
+void chooseConvTiles(Specialization& s, int64_t elemBytes, int64_t cfTimeLanes, int64_t clVecBytes, bool timeInThread) {
   const int64_t W = s.get("meta:width");
   if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);
   const int64_t warps = s.get("meta:num_warps");
@@ -23,10 +23,10 @@ void chooseConvTiles(Specialization& s, int64_t elemBytes, int64_t vecBytes, boo
     if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", std::max<int64_t>(4, nextPow2(W)));
     if (timeInThread && !s.find("meta:shift_lanes")) s.set("meta:shift_lanes", 1);
     const int64_t lanesT = s.find("meta:shift_lanes") ? s.get("meta:shift_lanes") : s.get("meta:BLOCK_T");
-    if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", std::max<int64_t>(1, vecBytes / elemBytes) * (32 / lanesT) * warps);
+    if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", std::max<int64_t>(1, clVecBytes / elemBytes) * (32 / lanesT) * warps);
   } else {
-    if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", std::max<int64_t>(16 / elemBytes * 8, nextPow2(W)));
-    if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", 4 * warps);
+    if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", std::max<int64_t>(16 / elemBytes * cfTimeLanes, nextPow2(W)));
+    if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", 32 / cfTimeLanes * warps);
   }
 }
 
@@ -127,13 +127,17 @@ std::vector<Value> convTaps(KernelBuilder& k, Value cur, Value prev, int timeAxi
   return taps;
 }
 
+Value badCuSeqlensEntry(Value i, Value a, Value b, Value nseq, Value L) {
+  return ((i == 0) && (a != 0)) || (b <= a) || ((i == nseq - 1) && (b != L));
+}
+
 SequenceSpan checkedSequence(KernelBuilder& k, const ConvPacking& p, Value i, Value pidD, Value err) {
   Value zeroI = k.constInt(0);
   std::vector<Value> se = k.ifElse(p.hasCu, [&] {
     return std::vector<Value>{k.load(p.cu, i * p.sCu), k.load(p.cu, (i + 1) * p.sCu), zeroI};
   }, [&] { return std::vector<Value>{zeroI, p.L, i}; });
   Value start = se[0], end = se[1];
-  Value bad = p.hasCu && (((i == 0) && (start != 0)) || (end <= start) || ((i == p.nseq - 1) && (end != p.L)));
+  Value bad = p.hasCu && badCuSeqlensEntry(i, start, end, p.nseq, p.L);
   k.ifThen(bad && (pidD == 0), [&] { k.reportError(err, k.constInt(kErrConvCuSeqlens), i, start, end); });
   k.returnIf(bad);
   return {start, end, se[2]};

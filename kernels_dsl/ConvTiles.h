@@ -11,12 +11,16 @@
 namespace ssmjit::kernels {
 
 // BLOCK_D, BLOCK_T, num_warps (and shift_lanes) of a [channels x time] streaming tile, unless set;
-// elemBytes: the smallest element of the streamed tensors (smallestElement). Channel-first: 8
-// lanes span a time tile of 8 16-byte vectors, the warps go along channels. Channel-last: a time
-// tile of the next power of two >= max(4, W) tokens (longer than any shift), vecBytes of channels
-// a thread; with timeInThread each thread holds the whole time tile (shift_lanes 1: the taps are
-// register moves) and the warps' lanes all go along channels, else one token a thread.
-void chooseConvTiles(Specialization& s, int64_t elemBytes, int64_t vecBytes, bool timeInThread);
+// elemBytes: the smallest element of the streamed tensors (smallestElement). Channel-first:
+// cfTimeLanes lanes (a power of two <= 32) span a time tile of as many 16-byte vectors, the other
+// lanes and the warps go along channels. Channel-last: a time tile of the next power of two >=
+// max(4, W) tokens (longer than any shift), clVecBytes of channels a thread; with timeInThread each
+// thread holds the whole time tile (shift_lanes 1: the taps are register moves) and the warps'
+// lanes all go along channels, else one token a thread.
+void chooseConvTiles(Specialization& s, int64_t elemBytes, int64_t cfTimeLanes, int64_t clVecBytes, bool timeInThread);
+
+// Whether cu_seqlens entries i and i + 1 (a, b) break 0 = cu[0] < cu[1] < ... < cu[nseq] = L.
+dsl::Value badCuSeqlensEntry(dsl::Value i, dsl::Value a, dsl::Value b, dsl::Value nseq, dsl::Value L);
 // The per-sequence kernels (final states, the backward's state gradients): 1-D channel tiles.
 void choosePerSequenceTiles(Specialization& s);
 int64_t smallestElement(const Specialization& s, std::initializer_list<const char*> tensors);
