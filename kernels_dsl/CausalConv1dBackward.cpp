@@ -85,14 +85,14 @@ void buildBackward(KernelBuilder& k, const Specialization& spec) {
   Value prev = k.load(x, xRow + tE(tPrev) * sXt + dOffs * sXd, tE((tPrev >= 0) && (rT >= BT - (W - 1))) && mD, zero);
 
   Value zeroTile = k.splat(zero, tileShape);
-  // Carried: x of the previous and this tile, dout of this tile, g and the token ends of the
+  // Carried: x of the previous and this tile, dout of this tile, g and the first sequence of the
   // previous tile (and whether its dx needs masks), the running sequence, the W + 1 sums.
   std::vector<Value> init0 = {prev, loadTile(x, xRow, sXt, sXd, zeroI), loadTile(dy, yRow, sYt, sYd, zeroI),
-                              zeroTile, k.splat(zeroI, {BT}), k.constBool(true), seq0, b0[0], b0[1]};
+                              zeroTile, seq0, k.constBool(true), seq0, b0[0], b0[1]};
   for (int64_t j = 0; j <= W; ++j) init0.push_back(zeroTile);
   const size_t kAcc = 9;
   std::vector<Value> fin = k.forLoop(zeroI, nTiles + 1, k.constInt(1), init0, [&](Value i, const std::vector<Value>& c) {
-    Value prevX = c[0], cur = c[1], dyT = c[2], gPrev = c[3], endPrev = c[4], fastPrev = c[5], seq = c[6],
+    Value prevX = c[0], cur = c[1], dyT = c[2], gPrev = c[3], firstPrev = c[4], fastPrev = c[5], seq = c[6],
           start = c[7], next = c[8];
     Value xAhead = loadTile(x, xRow, sXt, sXd, i + 1), dyAhead = loadTile(dy, yRow, sYt, sYd, i + 1);
     Value tt = t0 + i * BT, tv = tt + rT;
@@ -102,19 +102,15 @@ void buildBackward(KernelBuilder& k, const Specialization& spec) {
     Value fast = !hasPos && (tt - start >= W - 1) && (tt + BT + W - 1 <= next);
     std::vector<Value> r = k.ifElse(fast, [&] {
       std::vector<Value> out = convTaps(k, cur, prevX, ta, W, nullptr, st, dOffs, mD);
-      out.insert(out.end(), {k.splat(next, {BT}), seq, start, next});
+      out.insert(out.end(), {seq, start, next});
       return out;
     }, [&] {
       TileTokens tk = tileTokens(k, pk, tt, tv, seq, start, next);
       std::vector<Value> out = convTaps(k, cur, prevX, ta, W, &tk, st, dOffs, mD);
-      // Each token's sequence end (cu_seqlens; a dense row ends beyond any tile).
-      Value ends = k.ifElse(hasCu, [&] { return std::vector<Value>{k.load(cu, (tk.seqE + 1) * sCu, tv < L, L)}; },
-                            [&] { return std::vector<Value>{k.splat(next, {BT})}; })[0];
-      out.insert(out.end(), {ends, tk.seq, tk.start, tk.next});
+      out.insert(out.end(), {tk.seq, tk.start, tk.next});
       return out;
     });
     std::vector<Value> taps(r.begin(), r.begin() + W);
-    Value ends = r[W];
 
     Value pre = biasT + wk[W - 1] * taps[0];
     for (int s = 1; s < W; ++s) pre = pre + wk[W - 1 - s] * taps[s];
@@ -137,21 +133,36 @@ void buildBackward(KernelBuilder& k, const Specialization& spec) {
         for (int s = 1; s < W; ++s) a = a + wk[W - 1 - s] * k.shift(gPrev, g, ta, -s);
         return std::vector<Value>{a};
       }, [&] {
+        // Token t + s counts only in t's sequence: with positions, when it sits at least s into
+        // its sequence; otherwise when no sequence starts in (t, t + s]. The starts that can lie
+        // there are those of the sequences after the previous tile's first, up to this tile's last.
+        std::vector<Value> sh;
+        for (int s = 1; s < W; ++s) sh.push_back(k.shift(gPrev, g, ta, -s));
+        sh = k.ifElse(hasPos, [&] {
+          std::vector<Value> out;
+          for (int s = 1; s < W; ++s) {
+            Value same = k.load(pos, (tvP + s) * sPos, tvP + s < L, zeroI) >= s;
+            out.push_back(k.select(tE(same), sh[s - 1], zero));
+          }
+          return out;
+        }, [&] {
+          return k.ifElse(hasCu, [&] {
+            return foldStarts(k, pk, firstPrev + 1, r[W], sh, [&](Value, Value b, const std::vector<Value>& v) {
+              Value d = b - tvP;  // t + s crosses start b when 0 < d <= s
+              std::vector<Value> out;
+              for (int s = 1; s < W; ++s) out.push_back(k.select(tE((d > 0) && (d <= s)), zero, v[s - 1]));
+              return out;
+            });
+          }, [&] { return sh; });  // a dense row has no start after 0
+        });
         Value a = wk[W - 1] * gPrev;
-        for (int s = 1; s < W; ++s) {
-          // Token t + s is in t's sequence: with positions, it sits at least s into its
-          // sequence; otherwise it is before t's sequence end.
-          Value same = k.ifElse(hasPos, [&] {
-            return std::vector<Value>{k.load(pos, (tvP + s) * sPos, tvP + s < L, zeroI) >= s};
-          }, [&] { return std::vector<Value>{tvP + s < endPrev}; })[0];
-          a = a + wk[W - 1 - s] * k.select(tE(same), k.shift(gPrev, g, ta, -s), zero);
-        }
+        for (int s = 1; s < W; ++s) a = a + wk[W - 1 - s] * sh[s - 1];
         return std::vector<Value>{a};
       })[0];
       k.store(dx, dxRow + tE(tvP) * sDt + dOffs * sDd, dxv, tE(tvP < L) && mD);
     });
 
-    std::vector<Value> nx = {cur, xAhead, dyAhead, g, ends, fast, r[W + 1], r[W + 2], r[W + 3]};
+    std::vector<Value> nx = {cur, xAhead, dyAhead, g, seq, fast, r[W], r[W + 1], r[W + 2]};
     nx.insert(nx.end(), acc.begin(), acc.end());
     return nx;
   });
@@ -274,19 +285,13 @@ void buildStates(KernelBuilder& k, const Specialization& spec) {
 // - channel-last: the time tile in each thread (4 tokens) and two channels a thread: 279 / 280;
 //   one channel: 280 / 313; 8 tokens: 308 / 296. From W 5 one channel (8-token tiles spill at
 //   two): the W + 1 per-element sums and the tiles in flight bound the registers.
-// The packed channel-first row's extra 20% is its registers (163 against 126 dense: 3 blocks an SM
-// instead of 4, the boundary tiles' code), not the launch count (the per-sequence kernel takes
-// 3 us), the chunk plan (4096 programs instead of 1024: 275 us) nor the boundary tiles' binary
-// search over cu_seqlens (one vector load instead: 273 us).
+// 16-bit rows up to W 4 without initial states are held to 4 blocks an SM (128 registers, no
+// spills; 146-151 otherwise): channel-first packed 266 -> 256 us, channel-last packed 249 -> 246,
+// dense rows unchanged. With initial states or wider windows they would spill.
 void chooseBackwardMeta(Specialization& s) {
   const int64_t elem = smallestElement(s, {"x", "dout", "dx"});
   chooseConvTiles(s, elem, 16, s.get("meta:width") <= 4 ? 2 * elem : elem, true);
-  // A packed channel-last row's kernel (147 registers at bf16 W 4: 3 blocks an SM) held to 4
-  // blocks (128 registers, 8 bytes spilled): 282 -> 248 us. Channel-first packed (163 registers)
-  // spills 114 bytes at 4 blocks and gets slower (276 -> 389 us); dense rows fit 4 already; with
-  // initial states or wider windows it would spill 100+ bytes.
-  if (s.get("meta:channel_last") && s.get("has_cu", 0) && !s.get("has_init", 0) && s.get("meta:width") <= 4 &&
-      !s.find("meta:min_blocks"))
+  if (elem <= 2 && s.get("meta:width") <= 4 && !s.get("has_init", 0) && !s.find("meta:min_blocks"))
     s.set("meta:min_blocks", 4);
   if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
 }

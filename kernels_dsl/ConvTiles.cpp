@@ -77,24 +77,39 @@ TileTokens tileTokens(KernelBuilder& k, const ConvPacking& p, Value tt, Value tv
     return std::vector<Value>{lp, k.splat(zeroI, {BT}), seq, start, next};
   }, [&] {
     return k.ifElse(p.hasCu, [&] {
-      // The sequence of the tile's last token: at most BT starts lie in the tile, so it is in
-      // [seq, seq + BT] (cu strictly increases).
+      // The sequence of the tile's last token: seq plus the starts in (seq's start, lastT],
+      // counted among the next kNearStarts (loads issued together); past those, a binary search
+      // (at most BT starts lie in the tile, so it is in [seq, seq + BT]: cu strictly increases).
       Value lastT = k.minimum(tt + BT, p.L) - 1;
-      std::vector<Value> lh = {seq, k.minimum(seq + (BT + 1), p.nseq)};
-      for (int64_t step = 0; step <= log2Ceil(BT + 1); ++step) {
-        Value mid = (lh[0] + lh[1]) / 2;
-        Value le = k.load(p.cu, mid * p.sCu) <= lastT;
-        lh = {k.select(le, mid, lh[0]), k.select(le, lh[1], mid)};
-      }
-      Value seqLast = lh[0];
-      // Walk the starts inside the tile: each token takes the last start at or before it.
-      auto se = k.forLoop(seq + 1, seqLast + 1, k.constInt(1), {k.splat(start, {BT}), k.splat(seq, {BT})},
-                          [&](Value kk, const std::vector<Value>& e) {
-        Value bk = k.load(p.cu, kk * p.sCu);
-        Value after = tv >= bk;
-        return std::vector<Value>{k.select(after, bk, e[0]), k.select(after, kk, e[1])};
+      std::vector<Value> near = nearStarts(k, p, seq + 1);
+      Value count = zeroI;
+      for (const Value& b : near) count = count + k.select(b <= lastT, k.constInt(1), zeroI);
+      std::vector<Value> last = k.ifElse(count < kNearStarts, [&] {
+        // Its bounds are among the starts at hand.
+        Value s0 = start, s1 = near[0];
+        for (int j = 1; j < kNearStarts; ++j) {
+          s0 = k.select(count == j, near[j - 1], s0);
+          s1 = k.select(count == j, near[j], s1);
+        }
+        return std::vector<Value>{seq + count, s0, s1};
+      }, [&] {
+        std::vector<Value> lh = {seq + kNearStarts, k.minimum(seq + (BT + 1), p.nseq)};
+        for (int64_t step = 0; step <= log2Ceil(BT + 1); ++step) {
+          Value mid = (lh[0] + lh[1]) / 2;
+          Value le = k.load(p.cu, mid * p.sCu) <= lastT;
+          lh = {k.select(le, mid, lh[0]), k.select(le, lh[1], mid)};
+        }
+        std::vector<Value> nb = sequenceBounds(k, p, lh[0]);
+        return std::vector<Value>{lh[0], nb[0], nb[1]};
       });
-      std::vector<Value> nb = sequenceBounds(k, p, seqLast);
+      Value seqLast = last[0];
+      // Each token takes the last start at or before it.
+      std::vector<Value> se = foldStarts(k, p, seq + 1, seqLast, {k.splat(start, {BT}), k.splat(seq, {BT})},
+                                         [&](Value q, Value b, const std::vector<Value>& e) {
+        Value after = tv >= b;
+        return std::vector<Value>{k.select(after, b, e[0]), k.select(after, q, e[1])};
+      }, &near);
+      std::vector<Value> nb = {last[1], last[2]};
       return std::vector<Value>{tv - se[0], se[1], seqLast, nb[0], nb[1]};
     }, [&] {  // a dense row: one sequence from token 0
       return std::vector<Value>{tv, k.splat(p.row, {BT}), seq, start, next};
@@ -125,6 +140,24 @@ std::vector<Value> convTaps(KernelBuilder& k, Value cur, Value prev, int timeAxi
     taps.push_back(k.select(before, fromInit, k.shift(cur, prev, timeAxis, s)));
   }
   return taps;
+}
+
+std::vector<Value> nearStarts(KernelBuilder& k, const ConvPacking& p, Value q0) {
+  std::vector<Value> bs;
+  for (int j = 0; j < kNearStarts; ++j) bs.push_back(k.load(p.cu, k.minimum(q0 + j, p.nseq) * p.sCu));
+  return bs;
+}
+
+std::vector<Value> foldStarts(KernelBuilder& k, const ConvPacking& p, Value q0, Value q1, const std::vector<Value>& inits,
+                              const std::function<std::vector<Value>(Value, Value, const std::vector<Value>&)>& fn,
+                              const std::vector<Value>* near) {
+  const std::vector<Value> bs = near ? *near : nearStarts(k, p, q0);
+  std::vector<Value> c = inits;
+  for (int j = 0; j < kNearStarts; ++j)
+    c = k.ifElse(q0 + j <= q1, [&] { return fn(q0 + j, bs[j], c); }, [&] { return c; });
+  return k.forLoop(q0 + kNearStarts, q1 + 1, k.constInt(1), c, [&](Value q, const std::vector<Value>& v) {
+    return fn(q, k.load(p.cu, q * p.sCu), v);
+  });
 }
 
 Value badCuSeqlensEntry(Value i, Value a, Value b, Value nseq, Value L) {

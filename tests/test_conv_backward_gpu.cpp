@@ -128,7 +128,7 @@ TEST_P(ConvBackwardPacked, EqualsEachSequenceAlone) {
   c.W = 4;
   c.D = 96;
   c.packing = ConvPacking::CuSeqlens;
-  c.lens = {57, 1, 200, 2, 64, 300};
+  c.lens = {57, 1, 200, 2, 64, 300, 1, 1, 2, 1, 3, 1, 1, 1, 2, 1, 40};  // a tile with more starts than kNearStarts
   c.initialStates = c.dinitialStates = c.dfinalStates = true;
   ConvBackwardProblem packed(c);
   DeviceCall dp(packed);

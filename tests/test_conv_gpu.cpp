@@ -101,7 +101,7 @@ TEST_P(ConvPacked, EqualsEachSequenceAlone) {
   c.W = 4;
   c.D = 96;
   c.packing = ConvPacking::CuSeqlens;
-  c.lens = {57, 1, 200, 2, 64, 300};
+  c.lens = {57, 1, 200, 2, 64, 300, 1, 1, 2, 1, 3, 1, 1, 1, 2, 1, 40};  // a tile with more starts than kNearStarts
   c.initialStates = c.finalStates = true;
   ConvProblem packed(c);
   DeviceTensors dp(packed.all());

@@ -723,7 +723,7 @@ class Emitter {
   void emitShift(sj::ShiftOp sh) {
     auto shape = shapeOf(sh.getResult());
     const int a = sh.getAxis();
-    const int64_t s = sh.getAmount();
+    const int64_t s = static_cast<int32_t>(sh.getAmount());  // an I32Attr reads back unsigned
     const int64_t T = P_.tpw[a], run = P_.spt[a];
     if (P_.wpc[a] != 1 || T * run != shape[a])
       fail(sh, "shift along an axis the layout does not keep in one warp (" + P_.str() + ")");
