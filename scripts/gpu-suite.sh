@@ -44,6 +44,8 @@ sanitized+=':Matrix/ConvBackward.MatchesFloat64Reference/bwd_cf_float32_wfloat32
 # forward's own cu_seqlens check.
 sanitized+=':Matrix/ConvForward.MatchesFloat64Reference/cl_bfloat16_wfloat32_W4_D67_*'
 sanitized+=':Matrix/ConvForward.MatchesFloat64Reference/cl_float32_wfloat32_W8_D67_*:ConvDeviceChecks.BadCuSeqlens*'
+# Packed backward rows with boundary tiles past kNearStarts (bf16: held to 4 blocks an SM).
+sanitized+=':Layouts/ConvBackwardPacked.*:Matrix/ConvBackward.MatchesFloat64Reference/bwd_cl_bfloat16_wfloat32_W4_D67_cu_*'
 sanitized+=':Matrix/ConvUpdate.MatchesFloat64Reference/float32_statefloat32_W2_D131_b4_L1_idx'
 sanitized+=':Shapes/ScanGpu.MatchesReference/*_D37_*:Shapes/ScanBackwardGpu.MatchesReference/*_D37_*'
 # D64 G2: B/C staged through shared memory (D37's blocks span groups, so it reads them per thread).
