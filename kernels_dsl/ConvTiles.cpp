@@ -109,8 +109,7 @@ TileTokens tileTokens(KernelBuilder& k, const ConvPacking& p, Value tt, Value tv
         Value after = tv >= b;
         return std::vector<Value>{k.select(after, b, e[0]), k.select(after, q, e[1])};
       }, &near);
-      std::vector<Value> nb = {last[1], last[2]};
-      return std::vector<Value>{tv - se[0], se[1], seqLast, nb[0], nb[1]};
+      return std::vector<Value>{tv - se[0], se[1], seqLast, last[1], last[2]};
     }, [&] {  // a dense row: one sequence from token 0
       return std::vector<Value>{tv, k.splat(p.row, {BT}), seq, start, next};
     });
@@ -161,7 +160,7 @@ std::vector<Value> foldStarts(KernelBuilder& k, const ConvPacking& p, Value q0, 
 }
 
 Value badCuSeqlensEntry(Value i, Value a, Value b, Value nseq, Value L) {
-  return ((i == 0) && (a != 0)) || (b <= a) || ((i == nseq - 1) && (b != L));
+  return ((i == 0) && (a != 0)) || ((i == nseq - 1) && (b != L)) || (a < 0) || (b <= a) || (b > L);
 }
 
 SequenceSpan checkedSequence(KernelBuilder& k, const ConvPacking& p, Value i, Value pidD, Value err) {

@@ -20,7 +20,9 @@ namespace ssmjit::kernels {
 // lanes all go along channels, else one token a thread.
 void chooseConvTiles(Specialization& s, int64_t elemBytes, int64_t cfTimeLanes, int64_t clVecBytes, bool timeInThread);
 
-// Whether cu_seqlens entries i and i + 1 (a, b) break 0 = cu[0] < cu[1] < ... < cu[nseq] = L.
+// Whether cu_seqlens entries i and i + 1 (a, b) break 0 = cu[0] < cu[1] < ... < cu[nseq] = L as
+// far as sequence i can tell (also 0 <= a, b <= L: a bad sequence never reaches outside the row,
+// so the kernels that skip it read and write nothing out of bounds). The conv and scan kernels' rule.
 dsl::Value badCuSeqlensEntry(dsl::Value i, dsl::Value a, dsl::Value b, dsl::Value nseq, dsl::Value L);
 // The per-sequence kernels (final states, the backward's state gradients): 1-D channel tiles.
 void choosePerSequenceTiles(Specialization& s);

@@ -1,5 +1,7 @@
 #include "kernels_dsl/ScanSequences.h"
 
+#include "kernels_dsl/ConvTiles.h"
+
 #include <vector>
 
 namespace ssmjit::kernels {
@@ -11,8 +13,7 @@ ScanSequence scanSequence(KernelBuilder& k, Value hasCu, Value cu, Value sCu, Va
     return std::vector<Value>{k.load(cu, i * sCu), k.load(cu, (i + 1) * sCu), zeroI};
   }, [&] { return std::vector<Value>{zeroI, L, i}; });
   Value start = se[0], end = se[1];
-  Value bad = hasCu && (((i == 0) && (start != 0)) || ((i == nseq - 1) && (end != L)) || (start < 0) ||
-                        (end <= start) || (end > L));
+  Value bad = hasCu && badCuSeqlensEntry(i, start, end, nseq, L);
   return {start, end, se[2], bad};
 }
 

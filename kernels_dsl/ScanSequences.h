@@ -10,9 +10,7 @@
 namespace ssmjit::kernels {
 
 // Sequence i: tokens [start, end) of row `row`. Dense: row i, all of [0, L). Packed: row 0,
-// [cu[i], cu[i + 1]); `bad` when that is not a valid piece of cu_seqlens 0 = cu[0] < ... < cu[nseq]
-// = L as far as sequence i can tell (cu[0] = 0 for the first, cu[nseq] = L for the last, and
-// 0 <= start < end <= L for every one, so a bad sequence never reads or writes outside the row).
+// [cu[i], cu[i + 1]); `bad` when that is not a valid piece of cu_seqlens (badCuSeqlensEntry).
 struct ScanSequence {
   dsl::Value start, end, row, bad;
 };

@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <numeric>
+#include <tuple>
 #include <vector>
 
 #include "GpuTest.h"
@@ -150,21 +151,28 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ConvPacked, ::testing::Values(ConvLayout::Chan
 
 // Bad cu_seqlens is reported by checkDeviceErrors, naming it.
 class ConvDeviceChecks : public GpuTest {};
+// cu = {0, 10, 5, 60}: not increasing; {0, 1000, 30, 60}: sequence 0 ends past the row's 60
+// tokens (skipped like any bad one: under compute-sanitizer, its final state reads nothing
+// outside x).
 TEST_F(ConvDeviceChecks, BadCuSeqlensIsReported) {
-  ConvCase c;
-  c.packing = ConvPacking::CuSeqlens;
-  c.lens = {10, 20, 30};
-  ConvProblem p(c);
-  storeElement(p.cu.view(), 2, 5);  // cu = {0, 10, 5, 60}: not increasing
-  DeviceTensors d(p.all());
-  checkDeviceErrors();
-  causal_conv1d(deviceArgs(p, d));
-  try {
-    checkDeviceErrors();
-    FAIL() << "expected a cu_seqlens error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("cu_seqlens"), std::string::npos) << e.what();
-  }
+  for (const auto& [at, value, expected] : {std::tuple{2, 5.0, "cu_seqlens"}, std::tuple{1, 1000.0, "= 1000"}})
+    for (bool finalStates : {false, true}) {
+      ConvCase c;
+      c.packing = ConvPacking::CuSeqlens;
+      c.lens = {10, 20, 30};
+      c.finalStates = finalStates;
+      ConvProblem p(c);
+      storeElement(p.cu.view(), at, value);
+      DeviceTensors d(p.all());
+      checkDeviceErrors();
+      causal_conv1d(deviceArgs(p, d));
+      try {
+        checkDeviceErrors();
+        ADD_FAILURE() << "expected a cu_seqlens error for cu_seqlens[" << at << "] = " << value;
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+      }
+    }
 }
 
 // The forward checks cu_seqlens itself, its entries shared out along the row's chunks: a bad
