@@ -30,7 +30,7 @@ const std::vector<Step>& steps() {
   static const std::vector<Step> s = {
       {"specialize", [](const Specialization& sp) { return passes::createSpecializePass(sp); }},
       {"canonicalize", [](const Specialization&) { return mlir::createCanonicalizerPass(); }},
-      {"unroll-loops", [](const Specialization&) { return passes::createUnrollLoopsPass(); }},
+      {"unroll-loops", [](const Specialization& sp) { return passes::createUnrollLoopsPass(sp.get("meta:unroll_ops", 256)); }},
       {"canonicalize-unrolled", [](const Specialization&) { return mlir::createCanonicalizerPass(); }},
       {"cse", [](const Specialization&) { return mlir::createCSEPass(); }},
       {"form-fma", [](const Specialization&) { return passes::createFormFmaPass(); }},

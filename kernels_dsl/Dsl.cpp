@@ -293,7 +293,7 @@ dsl::Value KernelBuilder::reduce(dsl::Value t, int axis, const std::string& kind
   if (axis < 0 || axis >= (int)s.size()) fail("reduce axis out of range");
   std::vector<int64_t> rs(s.begin(), s.end());
   rs.erase(rs.begin() + axis);
-  return W(sj::ReduceOp::create(B, L, withShape(elemOf(v.getType()), rs), v, axis, kind));
+  return W(sj::ReduceOp::create(B, L, withShape(elemOf(v.getType()), rs), v, axis, kind, mlir::Value()));
 }
 
 std::vector<dsl::Value> KernelBuilder::associativeScan(const std::vector<dsl::Value>& tiles, int axis,

@@ -16,6 +16,7 @@ namespace {
 
 void build(KernelBuilder& k, const Specialization& spec) {
   const int64_t BP = spec.get("meta:BLOCK_P"), BN = spec.get("meta:BLOCK_N");
+  if (spec.find("meta:inner_lanes")) k.setInnerLanes(static_cast<int>(spec.get("meta:inner_lanes")));
   auto F = PtrClass::Float;
   Value state = k.ptrArg("state", F), x = k.ptrArg("x", F), dt = k.ptrArg("dt", F),
         A = k.ptrArg("A", F), Bp = k.ptrArg("B", F), Cp = k.ptrArg("C", F),
@@ -41,9 +42,12 @@ void build(KernelBuilder& k, const Specialization& spec) {
   Value sBiasH = I("s_dtb_h"), sBiasP = I("s_dtb_p");
   Value sOb = I("s_out_b"), sOl = I("s_out_l"), sOh = I("s_out_h"), sOp = I("s_out_p");
   Value sIdxB = I("s_idx_b"), sDstB = I("s_dst_b"), sDstL = I("s_dst_l");
-  Value hasD = k.flagArg("has_D"), hasZ = k.flagArg("has_z"), hasBias = k.flagArg("has_dt_bias"),
+  Value hasD = k.flagArg("has_D"), hasBias = k.flagArg("has_dt_bias"),
         softplusOn = k.flagArg("dt_softplus"), hasClamp = k.flagArg("has_clamp"),
-        hasIdx = k.flagArg("has_state_idx"), perHead = k.flagArg("per_head");
+        hasIdx = k.flagArg("has_state_idx");
+  // Bound at specialisation and read from it below: they decide the shared-memory plan.
+  k.flagArg("has_z");
+  k.flagArg("per_head");
   Value stateWrite = k.intArg("state_write");
 
   // Heads vary before rows: the blocks in flight then walk one slot's state (contiguous, H*P*N
@@ -62,7 +66,10 @@ void build(KernelBuilder& k, const Specialization& spec) {
 
   Value offsP = pidP * BP + k.range(BP);
   Value offsN = k.range(BN);
-  Value maskP = offsP < P, maskN = offsN < N;
+  // Tiles that cover P and N exactly need no masks (a mask costs a predicate per access).
+  const bool wholeP = spec.get("P") % BP == 0, wholeN = spec.get("N") == BN;
+  Value maskP = wholeP ? k.splat(k.constBool(true), {BP}) : offsP < P;
+  Value maskN = wholeN ? k.splat(k.constBool(true), {BN}) : offsN < N;
   Value mask2 = k.expandDims(maskP, 1) && k.expandDims(maskN, 0);
   Value g = h / (H / G);
 
@@ -94,46 +101,95 @@ void build(KernelBuilder& k, const Specialization& spec) {
                       [&] { return std::vector<Value>{k.load(Dp, h * sDh + offsP * sDp, maskP, zero)}; },
                       [&] { return std::vector<Value>{zeroP}; })[0];
 
-  // Token t's inputs: x, raw dt (a scalar per head, or a tile per channel), B, C, z. Loads past
-  // the last token are masked off, so the loop can prefetch token t + 1 unconditionally.
-  auto loadToken = [&](Value t) {
-    Value valid = t < L;
-    Value mP = maskP && valid, mN = maskN && valid;
-    Value xv = k.load(x, b * sXb + t * sXl + h * sXh + offsP * sXp, mP, zero);
-    Value dtS = k.ifElse(perHead, [&] { return std::vector<Value>{k.load(dt, b * sDtb + t * sDtl + h * sDth, valid, zero)}; },
-                         [&] { return std::vector<Value>{zero}; })[0];
-    Value dtT = k.ifElse(perHead, [&] { return std::vector<Value>{zeroP}; },
-                         [&] { return std::vector<Value>{k.load(dt, b * sDtb + t * sDtl + h * sDth + offsP * sDtp, mP, zero)}; })[0];
-    Value Bv = k.load(Bp, b * sBb + t * sBl + g * sBg + offsN * sBn, mN, zero);
-    Value Cv = k.load(Cp, b * sCb + t * sCl + g * sCg + offsN * sCn, mN, zero);
-    Value zv = k.ifElse(hasZ, [&] { return std::vector<Value>{k.load(z, b * sZb + t * sZl + h * sZh + offsP * sZp, mP, zero)}; },
-                        [&] { return std::vector<Value>{zeroP}; })[0];
-    return std::vector<Value>{xv, dtS, dtT, Bv, Cv, zv};
+  // What token t's math needs (t < L), "prepared": x; the decay (Mamba-2: the scalar exp(A dt')
+  // of the head; Mamba-1: dt' per channel, exp(A dt') taken per state element); dt' x; B; C; and
+  // silu(z).
+  const bool m2 = spec.get("per_head") != 0, withZ = spec.get("has_z") != 0;
+  auto prepare = [&](Value xv, Value dtRaw, Value Bv, Value Cv, Value zv) {
+    Value d = dtTransform(dtRaw + (m2 ? biasHead : biasTile));
+    return std::vector<Value>{xv, m2 ? k.exp(Ahead * d) : d, d * xv, Bv, Cv, withZ ? silu(zv) : zeroP};
   };
+  // From memory: the raw loads, prepared at their use (so a prefetch does not wait on its loads).
+  auto loadGlobal = [&](Value t) {
+    Value xv = k.load(x, b * sXb + t * sXl + h * sXh + offsP * sXp, maskP, zero);
+    Value dtv = m2 ? k.load(dt, b * sDtb + t * sDtl + h * sDth)
+                   : k.load(dt, b * sDtb + t * sDtl + h * sDth + offsP * sDtp, maskP, zero);
+    Value Bv = k.load(Bp, b * sBb + t * sBl + g * sBg + offsN * sBn, maskN, zero);
+    Value Cv = k.load(Cp, b * sCb + t * sCl + g * sCg + offsN * sCn, maskN, zero);
+    Value zv = withZ ? k.load(z, b * sZb + t * sZl + h * sZh + offsP * sZp, maskP, zero) : zeroP;
+    return std::vector<Value>{xv, dtv, Bv, Cv, zv};
+  };
+  // Several tokens: every token's inputs are loaded at once, beside the state, and prepared into
+  // shared memory ([token, place] f32 rows), so the token loop waits on memory once, not once a
+  // token (a token's math is far shorter than a load's latency), and the per-row work (dt', the
+  // decay, dt' x, silu(z)) is done once for the program instead of by every thread of a row.
+  // Too many tokens to fit: from memory, as one token is.
+  // B and C rows hold place n at n + 4 (n / 32): a thread's run of a row is 8 values with 16-bit
+  // inputs (32 bytes), and unpadded, lanes j and j + 4 of a quarter-warp would read the same banks.
+  const int64_t Ls = spec.get("L"), LB = nextPow2(Ls), BNp = BN + BN / 32 * 4;
+  auto padN = [&](Value n) { return n + (n / 32) * 4; };
+  const int64_t oC = LB * BNp, oX = 2 * LB * BNp, oDtx = oX + LB * BP, oZ = oDtx + LB * BP;
+  const int64_t oDec = oZ + (withZ ? LB * BP : 0), stageFloats = oDec + (m2 ? LB : LB * BP);
+  // Mamba-2 with N >= 64: the [token, row] tiles then spread over the threads like the state's
+  // rows (8 lanes along a row; fewer rows of N spread a row over fewer lanes, and Mamba-1's long
+  // row blocks over all of them: those tiles would take 32-128 values a thread and spill).
+  const int64_t threads = 32 * spec.get("meta:num_warps");
+  const bool staged = Ls > 1 && m2 && BN >= 64 && LB * BP <= 8 * threads &&
+                      stageFloats <= kMaxSharedBufferFloats;
+  Value smem = staged ? k.sharedBuffer(stageFloats) : Value{};
+  if (staged) {
+    // Places along the lanes (coalesced, vectorised). The P places are a range of their own:
+    // offsP is the state's row axis, and a 1-D tile has one layout.
+    Value tr = k.range(LB), tC = k.expandDims(tr, 1), tV = tC < L;  // [LB, 1]
+    Value nR = k.expandDims(offsN, 0);                                // [1, BN]
+    Value pR = k.expandDims(k.range(BP), 0) + pidP * BP;              // [1, BP]
+    Value mPR = wholeP ? Value{} : pR < P;
+    Value mN2 = tV && k.expandDims(maskN, 0), mP2 = wholeP ? k.broadcastTo(tV, {LB, BP}) : tV && mPR;
+    auto rowsAt = [&](int64_t o) { return o + tC * BP + pR; };
+    k.store(smem, tC * BNp + padN(nR), k.load(Bp, b * sBb + tC * sBl + g * sBg + nR * sBn, mN2, zero));
+    k.store(smem, oC + tC * BNp + padN(nR), k.load(Cp, b * sCb + tC * sCl + g * sCg + nR * sCn, mN2, zero));
+    Value xT = k.load(x, b * sXb + tC * sXl + h * sXh + pR * sXp, mP2, zero);
+    k.store(smem, rowsAt(oX), xT);
+    if (withZ) k.store(smem, rowsAt(oZ), silu(k.load(z, b * sZb + tC * sZl + h * sZh + pR * sZp, mP2, zero)));
+    if (m2) {
+      // dt' of each token, twice: as a row of scalars (their decays) and along the tokens of x.
+      Value dRow = dtTransform(k.load(dt, b * sDtb + tr * sDtl + h * sDth, tr < L, zero) + biasHead);
+      k.store(smem, oDec + tr, k.exp(Ahead * dRow));
+      Value dCol = dtTransform(k.load(dt, b * sDtb + tC * sDtl + h * sDth, tV, zero) + biasHead);
+      k.store(smem, rowsAt(oDtx), dCol * xT);
+    } else {
+      Value biasRow = !spec.get("has_dt_bias") ? zero
+                      : mPR.valid() ? k.load(dtBias, h * sBiasH + pR * sBiasP, mPR, zero)
+                                    : k.load(dtBias, h * sBiasH + pR * sBiasP);
+      Value d = dtTransform(k.load(dt, b * sDtb + tC * sDtl + h * sDth + pR * sDtp, mP2, zero) + biasRow);
+      k.store(smem, rowsAt(oDec), d);
+      k.store(smem, rowsAt(oDtx), d * xT);
+    }
+    k.barrier();
+  }
+  auto loadStaged = [&](Value t) {
+    Value row = t * BP + offsP;
+    return std::vector<Value>{k.load(smem, oX + row), m2 ? k.load(smem, oDec + t) : k.load(smem, oDec + row),
+                              k.load(smem, oDtx + row), k.load(smem, t * BNp + padN(offsN)),
+                              k.load(smem, oC + t * BNp + padN(offsN)), withZ ? k.load(smem, oZ + row) : zeroP};
+  };
+  // The loop reads token min(t + 1, L - 1) ahead: the last iteration rereads its own token
+  // instead of masking every read on t.
+  auto loadToken = [&](Value t) { return staged ? loadStaged(t) : loadGlobal(t); };
 
   std::vector<Value> init = loadToken(k.constInt(0));
   init.insert(init.begin(), st);
   Value finalState = k.forLoop(k.constInt(0), L, k.constInt(1), init, [&](Value t, const std::vector<Value>& c) {
-    Value s = c[0], xv = c[1], dtS = c[2], dtT = c[3], Bv = c[4], Cv = c[5], zv = c[6];
+    Value s = c[0];
+    std::vector<Value> in = staged ? std::vector<Value>(c.begin() + 1, c.end()) : prepare(c[1], c[2], c[3], c[4], c[5]);
+    Value xv = in[0], dec = in[1], dtx = in[2], Bv = in[3], Cv = in[4], sz = in[5];
     // Issue token t + 1's loads before token t's math, so their latency overlaps it.
-    std::vector<Value> next = loadToken(t + 1);
-    // (dt' per row of P, decay exp(A dt') per state element)
-    std::vector<Value> dtDecay = k.ifElse(
-        perHead,
-        [&] {
-          Value d = dtTransform(dtS + biasHead);
-          return std::vector<Value>{k.splat(d, {BP}), k.splat(k.exp(Ahead * d), {BP, BN})};
-        },
-        [&] {
-          Value d = dtTransform(dtT + biasTile);
-          return std::vector<Value>{d, k.exp(Atile * k.expandDims(d, 1))};
-        });
-    Value dtv = dtDecay[0];
-    s = s * dtDecay[1] + k.expandDims(Bv, 0) * k.expandDims(dtv * xv, 1);
+    std::vector<Value> next = loadToken(k.minimum(t + 1, L - 1));
+    Value decay = m2 ? k.splat(dec, {BP, BN}) : k.exp(Atile * k.expandDims(dec, 1));
+    s = s * decay + k.expandDims(Bv, 0) * k.expandDims(dtx, 1);
     Value y = k.reduce(s * k.expandDims(Cv, 0), 1, "sum");
     y = y + xv * Dv;
-    y = k.ifElse(hasZ, [&] { return std::vector<Value>{y * silu(zv)}; },
-                 [&] { return std::vector<Value>{y}; })[0];
+    if (withZ) y = y * sz;
     k.store(out, b * sOb + t * sOl + h * sOh + offsP * sOp, y, maskP);
     // Per-token snapshots: the state after token t into slot dst_idx[b, t] (-1: none).
     k.ifThen(stateWrite == 2, [&] {
@@ -157,14 +213,15 @@ void chooseMeta(Specialization& s) {
   const int64_t BN = s.get("meta:BLOCK_N");
   if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);
   if (!s.find("meta:BLOCK_P")) {
-    // One token is bandwidth-bound: many small programs. L tokens are latency-bound (each token
-    // waits on the previous state), so each thread keeps 4x more state and the grid runs in
-    // fewer waves, each paying the per-token latency once.
+    // One token is bandwidth-bound: many small programs. L tokens are bound by their math (the
+    // inputs are staged once), so each thread keeps more state and fewer threads repeat the
+    // per-token loads and row work.
     // One token, measured on an H100 (Mamba-2 2.7B heads, batch 16..256, % of copy bandwidth):
     // fp32 state is best at 8 values (32 B) a thread (90-97%; 4 values 84-91%, 16 values 88-96%),
     // 16-bit state at 32 values (64 B) (81-94%; 16 values 66-79%, 64 values 74-92%).
     const int64_t stateBytes = scalarTypeBytes(static_cast<ScalarType>(s.get("dtype:state", 0)));
-    const int64_t perThread = s.get("L") > 1 ? 64 : (stateBytes == 4 ? 8 : 32);
+    // Several tokens: Mamba-1 also keeps A per state element in registers, so half as many.
+    const int64_t perThread = s.get("L") > 1 ? (s.get("per_head") ? 64 : 32) : (stateBytes == 4 ? 8 : 32);
     int64_t bp = std::max<int64_t>(1, perThread * 32 * s.get("meta:num_warps") / BN);
     bp = std::min(bp, std::max<int64_t>(1, nextPow2(P)));
     s.set("meta:BLOCK_P", bp);

@@ -82,7 +82,8 @@ TEST(Pipeline, OneTokenLoopIsPromotedAndLongLoopsStayRolled) {
 // issued (bf16 inputs, batch 16, L = 16 on an H100: 141 us before, 95 us after; fp32 inputs: 85 us).
 TEST(Pipeline, SixteenBitPrefetchesCrossTheTokenLoopUnconverted) {
   for (ScalarType in : {ScalarType::BF16, ScalarType::F16}) {
-    Specialization spec = mamba2Spec(8, ScalarType::F32, true, "sm_90a");
+    // 32 tokens do not fit in shared memory: the loop prefetches the next token from memory.
+    Specialization spec = mamba2Spec(32, ScalarType::F32, true, "sm_90a");
     for (const char* p : {"x", "dt", "B", "C", "z", "out"}) spec.set(std::string("dtype:") + p, (int)in);
     std::string cuda;
     PipelineOptions o;
@@ -104,6 +105,31 @@ TEST(Pipeline, SixteenBitPrefetchesCrossTheTokenLoopUnconverted) {
   }
 }
 
+// Several tokens that fit: every token's inputs are staged into shared memory before the token
+// loop (one barrier), and the loop reads only shared memory (it stores out and the state).
+TEST(Pipeline, TokensAreStagedBeforeTheTokenLoop) {
+  for (ScalarType in : {ScalarType::F32, ScalarType::BF16}) {
+    Specialization spec = mamba2Spec(8, ScalarType::F32, true, "sm_90a");
+    for (const char* p : {"x", "dt", "B", "C", "z", "out"}) spec.set(std::string("dtype:") + p, (int)in);
+    std::string cuda;
+    PipelineOptions o;
+    o.runNvrtc = false;
+    o.onStage = [&](const std::string& k, const std::string& v) {
+      if (k == "cuda") cuda = v;
+    };
+    compileKernel(spec, o);
+    const size_t loop = cuda.find("#pragma unroll 1");
+    ASSERT_NE(loop, std::string::npos) << cuda;
+    const std::string before = cuda.substr(0, loop), body = cuda.substr(loop);
+    EXPECT_NE(before.find("__shared__"), std::string::npos);
+    EXPECT_NE(before.find("__syncthreads();"), std::string::npos);
+    for (const char* p : {"p_x", "p_dt", "p_B", "p_C", "p_z"}) {
+      EXPECT_NE(before.find(std::string(p) + " +"), std::string::npos) << p << " is staged";
+      EXPECT_EQ(body.find(std::string(p) + " +"), std::string::npos) << p << " is read in the token loop:\n" << cuda;
+    }
+  }
+}
+
 // form-fma: each fused multiply-add takes one multiply and one add/subtract away; NVRTC fuses
 // nothing else (--fmad=false), so rounding is decided on the IR.
 TEST(Pipeline, FusedMultiplyAddsAreFormedOnTheIr) {
@@ -119,9 +145,12 @@ TEST(Pipeline, FusedMultiplyAddsAreFormedOnTheIr) {
     return n;
   };
   const int64_t fmas = count("form-fma", "math.fma");
+  const int64_t dots = count("form-fma", "weight %");  // y = sum(state * C), the product fused
   EXPECT_GT(fmas, 0);
+  EXPECT_GE(dots, 1);  // one a token (the token loop may be unrolled)
+  EXPECT_EQ(count("form-fma", "sj.reduce"), count("cse", "sj.reduce"));
   EXPECT_EQ(count("cse", "math.fma"), 0);
-  EXPECT_EQ(count("cse", "arith.mulf") - count("form-fma", "arith.mulf"), fmas);
+  EXPECT_EQ(count("cse", "arith.mulf") - count("form-fma", "arith.mulf"), fmas + dots);
   EXPECT_EQ(count("cse", "arith.addf") + count("cse", "arith.subf") - count("form-fma", "arith.addf") -
                 count("form-fma", "arith.subf"),
             fmas);

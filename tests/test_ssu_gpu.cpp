@@ -240,7 +240,7 @@ TEST(SsuGpu, TokensCallEqualsOneTokenCalls) {
       c.H = 8;
       c.G = 2;
       c.P = m2 ? 16 : 40;
-      c.N = 32;
+      c.N = m2 ? 64 : 32;  // Mamba-2 N 64: the tokens staged through shared memory
       c.batch = 5;
       c.L = 8;
       c.stateT = st;

@@ -112,6 +112,10 @@ LogicalResult ReduceOp::verify() {
   if (res.size() + 1 != src.size()) return emitOpError("expects the result to drop the axis");
   StringRef k = getKind();
   if (k != "sum" && k != "max" && k != "min") return emitOpError("kind must be sum, max or min");
+  if (getWeight()) {
+    if (k != "sum") return emitOpError("a weight needs kind sum, got ") << k;
+    if (getWeight().getType() != getSrc().getType()) return emitOpError("expects the weight to have the source's type");
+  }
   return success();
 }
 

@@ -105,9 +105,14 @@ def SJ_StoreOp : SJ_Op<"store", [MemoryEffects<[MemWrite]>]> {
 
 def SJ_ReduceOp : SJ_Op<"reduce", [Pure]> {
   let summary = "reduce a tile along one axis (sum, max or min)";
-  let arguments = (ins TensorOf<[F32, I32, I64]>:$src, I32Attr:$axis, StrAttr:$kind);
+  let description = [{
+    With `weight` (kind sum, f32 only): the sum of src * weight along the axis, each product
+    fused into the running sum (one fma an element). form-fma makes it from a sum of a product.
+  }];
+  let arguments = (ins TensorOf<[F32, I32, I64]>:$src, I32Attr:$axis, StrAttr:$kind,
+                       Optional<TensorOf<[F32]>>:$weight);
   let results = (outs AnyTypeOf<[F32, I32, I64, TensorOf<[F32, I32, I64]>]>:$result);
-  let assemblyFormat = "$src attr-dict `:` type($src) `->` type($result)";
+  let assemblyFormat = "$src (`weight` $weight^)? attr-dict `:` type($src) (`,` type($weight)^)? `->` type($result)";
   let hasVerifier = 1;
 }
 

@@ -660,9 +660,16 @@ class Emitter {
       line("#pragma unroll");
       line("for (int j = 0; j < " + I(nKept) + "; ++j) {");
       ++ind_;
-      line(ty + " acc = " + src + "[" + srcIdx("j", "0") + "];");
-      line("#pragma unroll");
-      line("for (int i = 1; i < " + I(nRed) + "; ++i) acc = " + combine("acc", src + "[" + srcIdx("j", "i") + "]") + ";");
+      if (Value wt = r.getWeight()) {  // sum of src * weight: one fma an element
+        line(ty + " acc = " + src + "[" + srcIdx("j", "0") + "] * " + E(wt, srcK, srcIdx("j", "0")) + ";");
+        line("#pragma unroll");
+        line("for (int i = 1; i < " + I(nRed) + "; ++i) acc = __fmaf_rn(" + src + "[" + srcIdx("j", "i") + "], " +
+             E(wt, srcK, srcIdx("j", "i")) + ", acc);");
+      } else {
+        line(ty + " acc = " + src + "[" + srcIdx("j", "0") + "];");
+        line("#pragma unroll");
+        line("for (int i = 1; i < " + I(nRed) + "; ++i) acc = " + combine("acc", src + "[" + srcIdx("j", "i") + "]") + ";");
+      }
       int64_t laneStride = pd == 1 ? 1 : P_.tpw[1];
       for (int64_t o = 1; o < P_.tpw[pd]; o *= 2)
         line("acc = " + combine("acc", "__shfl_xor_sync(0xffffffffu, acc, " + I(o * laneStride) + ")") + ";");

@@ -157,6 +157,7 @@ struct AssignLayoutsPass : PassWrapper<AssignLayoutsPass, OperationPass<ModuleOp
       }
       if (auto r = dyn_cast<sj::ReduceOp>(op)) {
         if (rankOf(r.getResult()) == 1) require(r.getResult(), r.getAxis() == 0 ? Kind::Slice0 : Kind::Slice1, op);
+        if (r.getWeight()) unite(r.getSrc(), r.getWeight());  // read element by element together
         return;
       }
       if (auto sc = dyn_cast<sj::ScanOp>(op)) {  // scanned tiles keep the layout; totals slice it

@@ -1,9 +1,11 @@
-// form-fma: a float add or subtract of a single-use multiply becomes one math.fma. The kernels
+// form-fma: a float add or subtract of a single-use multiply becomes one math.fma, and a sum of
+// a single-use product along an axis becomes one weighted sj.reduce (an fma per element). The kernels
 // are compiled with --fmad=false, so these are the only fused multiply-adds: which products are
 // rounded before the add is decided here, on the IR, not by NVVM or ptxas from the shape of the
 // generated control flow. Two specialisations that differ only in bound flags (a packed row and a
 // dense one) then round every value alike, which packed == per-sequence bitwise needs.
 #include "compiler/passes/Passes.h"
+#include "compiler/dialect/SJDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/Builders.h"
@@ -23,9 +25,22 @@ struct FormFmaPass : PassWrapper<FormFmaPass, OperationPass<ModuleOp>> {
   StringRef getArgument() const override { return "form-fma"; }
   void runOnOperation() override {
     std::vector<Operation*> adds;
+    std::vector<sj::ReduceOp> sums;
     getOperation().walk([&](Operation* op) {
       if (isa<arith::AddFOp, arith::SubFOp>(op)) adds.push_back(op);
+      if (auto r = dyn_cast<sj::ReduceOp>(op); r && r.getKind() == "sum" && !r.getWeight()) sums.push_back(r);
     });
+    for (sj::ReduceOp r : sums) {  // sum(a * b) -> sum of a weighted by b
+      arith::MulFOp m = fusable(r.getSrc(), r);
+      if (!m) continue;
+      OpBuilder b(r);
+      auto fused = sj::ReduceOp::create(b, r.getLoc(), r.getResult().getType(), m.getLhs(), r.getAxis(),
+                                        r.getKind(), m.getRhs());
+      fused->setAttrs(r->getAttrs());
+      r.getResult().replaceAllUsesWith(fused.getResult());
+      r->erase();
+      m->erase();
+    }
     for (Operation* op : adds) {
       OpBuilder b(op);
       const Location loc = op->getLoc();
