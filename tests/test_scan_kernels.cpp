@@ -245,6 +245,18 @@ TEST(ScanKernels, BackwardVariantsCompile) {
   expectBackwardCompiles(v, true, 4);
 }
 
+// fp16 u with constant B and C and N 1: the backward's sums of products (weighted reductions
+// after form-fma) read a loaded 16-bit tile as its storage bits, converted element by element.
+TEST(ScanKernels, SixteenBitBackwardWithConstantBCCompiles) {
+  SSMJIT_REQUIRE_NVRTC();
+  Variant v;
+  v.D = 33, v.N = 1, v.L = 129, v.x = DType::F16, v.bVarying = false, v.cVarying = false, v.extras = false;
+  for (const Specialization& spec : detail::scanBackwardSpecializations(makeBackward(v, false), "sm_90a")) {
+    SCOPED_TRACE(spec.canonical());
+    EXPECT_FALSE(compileKernel(spec).cubin.empty());
+  }
+}
+
 // A sequence longer than a span: the adjoint pass (a reverse scan only: no states, no forward
 // scan, no per-token gradient) runs before the backward; shorter ones leave it out.
 TEST(ScanKernels, BackwardSpansRunTheAdjointPassFirst) {

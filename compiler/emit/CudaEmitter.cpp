@@ -649,7 +649,6 @@ class Emitter {
       outK = Kind::Scalar;
     }
     if (Sa < P_.threads(pd)) fail(r, "reduction over fewer elements than threads along the axis");
-    std::string src = name(r.getSrc());
     if (srcK != layoutOf(r.getSrc()) || isRemat(r.getSrc())) fail(r, "reduction of a rematerialised tile");
     std::string nm = fresh();
     bool scalar = outK == Kind::Scalar;
@@ -660,15 +659,17 @@ class Emitter {
       line("#pragma unroll");
       line("for (int j = 0; j < " + I(nKept) + "; ++j) {");
       ++ind_;
+      // Elements through E: a loaded 16-bit tile is still its storage bits here.
+      auto el = [&](Value v, const std::string& i) { return E(v, srcK, srcIdx("j", i)); };
       if (Value wt = r.getWeight()) {  // sum of src * weight: one fma an element
-        line(ty + " acc = " + src + "[" + srcIdx("j", "0") + "] * " + E(wt, srcK, srcIdx("j", "0")) + ";");
+        line(ty + " acc = " + el(r.getSrc(), "0") + " * " + el(wt, "0") + ";");
         line("#pragma unroll");
-        line("for (int i = 1; i < " + I(nRed) + "; ++i) acc = __fmaf_rn(" + src + "[" + srcIdx("j", "i") + "], " +
-             E(wt, srcK, srcIdx("j", "i")) + ", acc);");
+        line("for (int i = 1; i < " + I(nRed) + "; ++i) acc = __fmaf_rn(" + el(r.getSrc(), "i") + ", " + el(wt, "i") +
+             ", acc);");
       } else {
-        line(ty + " acc = " + src + "[" + srcIdx("j", "0") + "];");
+        line(ty + " acc = " + el(r.getSrc(), "0") + ";");
         line("#pragma unroll");
-        line("for (int i = 1; i < " + I(nRed) + "; ++i) acc = " + combine("acc", src + "[" + srcIdx("j", "i") + "]") + ";");
+        line("for (int i = 1; i < " + I(nRed) + "; ++i) acc = " + combine("acc", el(r.getSrc(), "i")) + ";");
       }
       int64_t laneStride = pd == 1 ? 1 : P_.tpw[1];
       for (int64_t o = 1; o < P_.tpw[pd]; o *= 2)
