@@ -77,21 +77,27 @@ TEST(Pipeline, OneTokenLoopIsPromotedAndLongLoopsStayRolled) {
   }
 }
 
+// The generated CUDA of the L-token state update with x, dt, B, C, z and out in `in`.
+std::string tokensCuda(int L, ScalarType in) {
+  Specialization spec = mamba2Spec(L, ScalarType::F32, true, "sm_90a");
+  for (const char* p : {"x", "dt", "B", "C", "z", "out"}) spec.set(std::string("dtype:") + p, (int)in);
+  std::string cuda;
+  PipelineOptions o;
+  o.runNvrtc = false;
+  o.onStage = [&](const std::string& k, const std::string& v) {
+    if (k == "cuda") cuda = v;
+  };
+  compileKernel(spec, o);
+  return cuda;
+}
+
 // 16-bit inputs prefetched for the next token cross the rolled token loop as their storage bits and
 // are converted where they are used: converting at the load made every prefetch wait where it was
 // issued (bf16 inputs, batch 16, L = 16 on an H100: 141 us before, 95 us after; fp32 inputs: 85 us).
 TEST(Pipeline, SixteenBitPrefetchesCrossTheTokenLoopUnconverted) {
   for (ScalarType in : {ScalarType::BF16, ScalarType::F16}) {
     // 32 tokens do not fit in shared memory: the loop prefetches the next token from memory.
-    Specialization spec = mamba2Spec(32, ScalarType::F32, true, "sm_90a");
-    for (const char* p : {"x", "dt", "B", "C", "z", "out"}) spec.set(std::string("dtype:") + p, (int)in);
-    std::string cuda;
-    PipelineOptions o;
-    o.runNvrtc = false;
-    o.onStage = [&](const std::string& k, const std::string& v) {
-      if (k == "cuda") cuda = v;
-    };
-    compileKernel(spec, o);
+    const std::string cuda = tokensCuda(32, in);
     const std::string T = in == ScalarType::BF16 ? "ssm_bf16" : "ssm_f16";
     const size_t loop = cuda.find("#pragma unroll 1");
     ASSERT_NE(loop, std::string::npos);
@@ -109,15 +115,7 @@ TEST(Pipeline, SixteenBitPrefetchesCrossTheTokenLoopUnconverted) {
 // loop (one barrier), and the loop reads only shared memory (it stores out and the state).
 TEST(Pipeline, TokensAreStagedBeforeTheTokenLoop) {
   for (ScalarType in : {ScalarType::F32, ScalarType::BF16}) {
-    Specialization spec = mamba2Spec(8, ScalarType::F32, true, "sm_90a");
-    for (const char* p : {"x", "dt", "B", "C", "z", "out"}) spec.set(std::string("dtype:") + p, (int)in);
-    std::string cuda;
-    PipelineOptions o;
-    o.runNvrtc = false;
-    o.onStage = [&](const std::string& k, const std::string& v) {
-      if (k == "cuda") cuda = v;
-    };
-    compileKernel(spec, o);
+    const std::string cuda = tokensCuda(8, in);
     const size_t loop = cuda.find("#pragma unroll 1");
     ASSERT_NE(loop, std::string::npos) << cuda;
     const std::string before = cuda.substr(0, loop), body = cuda.substr(loop);
