@@ -129,7 +129,7 @@ void build(KernelBuilder& k, const Specialization& spec) {
   const int64_t Ls = spec.get("L"), LB = nextPow2(Ls), BNp = BN + BN / 32 * 4;
   auto padN = [&](Value n) { return n + (n / 32) * 4; };
   const int64_t oC = LB * BNp, oX = 2 * LB * BNp, oDtx = oX + LB * BP, oZ = oDtx + LB * BP;
-  const int64_t oDec = oZ + (withZ ? LB * BP : 0), stageFloats = oDec + (m2 ? LB : LB * BP);
+  const int64_t oDec = oZ + (withZ ? LB * BP : 0), stageFloats = oDec + LB;
   // Mamba-2 with N >= 64: the [token, row] tiles then spread over the threads like the state's
   // rows (8 lanes along a row; fewer rows of N spread a row over fewer lanes, and Mamba-1's long
   // row blocks over all of them: those tiles would take 32-128 values a thread and spill).
@@ -151,25 +151,17 @@ void build(KernelBuilder& k, const Specialization& spec) {
     Value xT = k.load(x, b * sXb + tC * sXl + h * sXh + pR * sXp, mP2, zero);
     k.store(smem, rowsAt(oX), xT);
     if (withZ) k.store(smem, rowsAt(oZ), silu(k.load(z, b * sZb + tC * sZl + h * sZh + pR * sZp, mP2, zero)));
-    if (m2) {
-      // dt' of each token, twice: as a row of scalars (their decays) and along the tokens of x.
-      Value dRow = dtTransform(k.load(dt, b * sDtb + tr * sDtl + h * sDth, tr < L, zero) + biasHead);
-      k.store(smem, oDec + tr, k.exp(Ahead * dRow));
-      Value dCol = dtTransform(k.load(dt, b * sDtb + tC * sDtl + h * sDth, tV, zero) + biasHead);
-      k.store(smem, rowsAt(oDtx), dCol * xT);
-    } else {
-      Value biasRow = !spec.get("has_dt_bias") ? zero
-                      : mPR.valid() ? k.load(dtBias, h * sBiasH + pR * sBiasP, mPR, zero)
-                                    : k.load(dtBias, h * sBiasH + pR * sBiasP);
-      Value d = dtTransform(k.load(dt, b * sDtb + tC * sDtl + h * sDth + pR * sDtp, mP2, zero) + biasRow);
-      k.store(smem, rowsAt(oDec), d);
-      k.store(smem, rowsAt(oDtx), d * xT);
-    }
+    // dt' of each token (one per head), twice: as a row of scalars (their decays) and along the
+    // tokens of x.
+    Value dRow = dtTransform(k.load(dt, b * sDtb + tr * sDtl + h * sDth, tr < L, zero) + biasHead);
+    k.store(smem, oDec + tr, k.exp(Ahead * dRow));
+    Value dCol = dtTransform(k.load(dt, b * sDtb + tC * sDtl + h * sDth, tV, zero) + biasHead);
+    k.store(smem, rowsAt(oDtx), dCol * xT);
     k.barrier();
   }
   auto loadStaged = [&](Value t) {
     Value row = t * BP + offsP;
-    return std::vector<Value>{k.load(smem, oX + row), m2 ? k.load(smem, oDec + t) : k.load(smem, oDec + row),
+    return std::vector<Value>{k.load(smem, oX + row), k.load(smem, oDec + t),
                               k.load(smem, oDtx + row), k.load(smem, t * BNp + padN(offsN)),
                               k.load(smem, oC + t * BNp + padN(offsN)), withZ ? k.load(smem, oZ + row) : zeroP};
   };
