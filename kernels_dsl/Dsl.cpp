@@ -48,7 +48,6 @@ Type withShape(Type elem, ArrayRef<int64_t> shape) {
   if (shape.empty()) return elem;
   return RankedTensorType::get(shape, elem);
 }
-bool isPow2(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
 }  // namespace
 
 std::vector<int64_t> Value::shape() const {

@@ -174,6 +174,7 @@ class KernelBuilder {
 };
 
 // Build-time arithmetic for block-size heuristics.
+inline bool isPow2(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
 inline int64_t nextPow2(int64_t n) {
   int64_t p = 1;
   while (p < n) p <<= 1;

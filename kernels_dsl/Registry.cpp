@@ -6,6 +6,7 @@
 
 #include "compiler/BuildInfo.h"
 #include "compiler/Knobs.h"
+#include "kernels_dsl/Dsl.h"
 #include "ssmjit/error.h"
 
 namespace ssmjit::kernels {
@@ -108,6 +109,12 @@ void completeSpecialization(Specialization& spec) {
     throw Error(Error::Kind::InvalidArgument, spec.kernel + ": meta min_blocks (SSMJIT_META) is " +
                                                   std::to_string(mb) + ", expected 0 (the compiler's choice) or 1..32 "
                                                   "blocks an SM");
+  if (const int64_t u = spec.get("meta:unroll_ops", 0); u < 0)
+    throw Error(Error::Kind::InvalidArgument, spec.kernel + ": meta unroll_ops (SSMJIT_META) is " +
+                                                  std::to_string(u) + ", expected >= 0 operations (trip count x body)");
+  if (const auto* il = spec.find("meta:inner_lanes"); il && (!isPow2(*il) || *il > 32))
+    throw Error(Error::Kind::InvalidArgument, spec.kernel + ": meta inner_lanes (SSMJIT_META) is " +
+                                                  std::to_string(*il) + ", expected a power of two in 1..32 lanes");
 }
 
 }  // namespace ssmjit::dsl

@@ -312,6 +312,25 @@ TEST(ScanKernels, BackwardMinBlocksOutOfRangeIsNamed) {
   }
 }
 
+// The other meta values any kernel takes from SSMJIT_META are checked where min_blocks is.
+TEST(ScanKernels, UnrollBudgetAndInnerLanesOutOfRangeAreNamed) {
+  auto message = [](const char* name, int64_t v) {
+    Specialization s;
+    s.kernel = kernels::kScanBwdKernel;
+    s.set("D", 256), s.set("group", 256), s.set("meta:dstate", 16), s.set(std::string("meta:") + name, v);
+    return ssmjit::testing::invalidArgMessage([&] { dsl::completeSpecialization(s); });
+  };
+  std::string msg = message("unroll_ops", -1);
+  EXPECT_NE(msg.find("selective_scan_bwd: meta unroll_ops (SSMJIT_META) is -1, expected >= 0"), std::string::npos) << msg;
+  for (int64_t lanes : {0, 3, 64}) {
+    msg = message("inner_lanes", lanes);
+    EXPECT_NE(msg.find("selective_scan_bwd: meta inner_lanes (SSMJIT_META) is " + std::to_string(lanes) +
+                       ", expected a power of two in 1..32"),
+              std::string::npos)
+        << msg;
+  }
+}
+
 // The forward caps registers for 5 blocks an SM only when the grid has many programs (>= 1024) and
 // N <= 16: 8x2048 at D 5120 (2560 programs) yes; one 16384-token sequence (320) or N 32, no.
 TEST(ScanKernels, ForwardMinBlocksFollowsTheGrid) {
