@@ -216,7 +216,7 @@ void causal_conv1d_backward(const CausalConv1dBackwardArgs& a, Stream stream) {
   }
   KernelCall c(kernels::kConvBwdReduceKernel, kReduceSchema);
   bindReduce(c, a, d, p, wide);
-  const unsigned grid[3] = {u(cdiv(d.D, c.metaValue("meta:BLOCK_D"))), 1, 1};
+  const unsigned grid[3] = {u(cdiv(d.D, c.metaValue("meta:BLOCK_D"))), u(d.W + 1), 1};
   c.launch(grid, s);
 }
 
