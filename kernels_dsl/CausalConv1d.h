@@ -62,7 +62,8 @@ inline constexpr int kConvUpdateNumArgs = sizeof(kConvUpdateArgNames) / sizeof(k
 //   causal_conv1d_bwd_states   per sequence: check cu / slots; dinit; dx += dfinal. Grid
 //                              (cdiv(D, BLOCK_D), nseq). After the dx kernel (it adds to dx).
 //   causal_conv1d_bwd_reduce   dweight, dbias = the partials summed in a fixed order.
-//                              Grid (cdiv(D, BLOCK_D), W + 1): column j of dweight, j = W dbias.
+//                              Grid (cdiv(D, BLOCK_D), W + has_dbias): column j of dweight, j = W
+//                              dbias.
 // ws[p, j, d] (float32, p = row * nchunks + chunk, j < W: dweight column j, j = W: dbias) holds
 // the partial sums: (rows * nchunks) * (W + 1) * D floats.
 inline constexpr const char* kConvBwdArgNames[] = {

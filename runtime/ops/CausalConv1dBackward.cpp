@@ -216,7 +216,8 @@ void causal_conv1d_backward(const CausalConv1dBackwardArgs& a, Stream stream) {
   }
   KernelCall c(kernels::kConvBwdReduceKernel, kReduceSchema);
   bindReduce(c, a, d, p, wide);
-  const unsigned grid[3] = {u(cdiv(d.D, c.metaValue("meta:BLOCK_D"))), u(d.W + 1), 1};
+  const unsigned grid[3] = {u(cdiv(d.D, c.metaValue("meta:BLOCK_D"))),
+                            u(d.W + (a.dbias.defined() ? 1 : 0)), 1};  // no dbias, no column for it
   c.launch(grid, s);
 }
 
