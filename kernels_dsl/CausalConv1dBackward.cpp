@@ -80,10 +80,14 @@ void buildBackward(KernelBuilder& k, const Specialization& spec) {
   const ConvInitialStates st{init, initIdx, sIs, sId, sIk, sIidx, hasInit, hasInitIdx, nslots};
 
   // Tile i of the chunk (i < nTiles), then the first W - 1 tokens of the next chunk (i = nTiles:
-  // their g completes the last tile's dx; their own sums belong to the next chunk).
+  // their g completes the last tile's dx; their own sums belong to the next chunk). Channel-first,
+  // that look-ahead is rounded up to whole runs of a thread's tokens, so its mask is constant
+  // along a run and every tile's loads stay 16-byte vectors (per-token masks made them scalar).
+  const int64_t run = cl ? 1 : 16 / smallestElement(spec, {"x", "dout"});
+  const int64_t ahead = std::min(BT, (W - 1 + run - 1) / run * run);
   auto loadTile = [&](Value ptr, Value rowOff, Value sT, Value sD, Value i) {
     Value tv = t0 + i * BT + rT;
-    Value need = (tv < L) && ((i < nTiles) || ((i == nTiles) && (rT < W - 1)));
+    Value need = (tv < L) && ((i < nTiles) || ((i == nTiles) && (rT < ahead)));
     return k.load(ptr, rowOff + tE(tv) * sT + dOffs * sD, tE(need) && mD, zero);
   };
   Value xRow = row * sXb, yRow = row * sYb, dxRow = row * sDb;
