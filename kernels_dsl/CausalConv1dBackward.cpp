@@ -107,33 +107,39 @@ void buildBackward(KernelBuilder& k, const Specialization& spec) {
     Value xAhead = loadTile(x, xRow, sXt, sXd, i + 1), dyAhead = loadTile(dy, yRow, sYt, sYd, i + 1);
     Value tt = t0 + i * BT, tv = tt + rT;
 
-    // The taps of this tile; fast when its windows and the W - 1 tokens after it lie in one
-    // sequence (then the dx of this tile, written next iteration, needs no mask either).
+    // g of this tile from its taps, and the sums (not for the look-ahead tile i = nTiles).
+    std::vector<Value> acc(c.begin() + kAcc, c.end());
+    auto gradients = [&](const std::vector<Value>& taps) {
+      Value pre = biasT + wk[W - 1] * taps[0];
+      for (int s = 1; s < W; ++s) pre = pre + wk[W - 1 - s] * taps[s];
+      Value g = k.ifElse(siluOn, [&] { return std::vector<Value>{dyT * siluGrad(pre)}; },
+                         [&] { return std::vector<Value>{dyT}; })[0];
+      std::vector<Value> out = k.ifElse(i < nTiles, [&] {
+        std::vector<Value> a = acc;
+        for (int s = 0; s < W; ++s) a[W - 1 - s] = a[W - 1 - s] + g * taps[s];
+        a[W] = a[W] + g;
+        return a;
+      }, [&] { return acc; });
+      out.push_back(g);
+      return out;
+    };
+    // Fast when this tile's windows and the W - 1 tokens after it lie in one sequence (then the
+    // dx of this tile, written next iteration, needs no mask either). Each branch goes on to g and
+    // the sums: joined after the taps, the branches' W x BLOCK_T tap values cost register copies.
     Value fast = !hasPos && (tt - start >= W - 1) && (tt + BT + W - 1 <= next);
     std::vector<Value> r = k.ifElse(fast, [&] {
-      std::vector<Value> out = convTaps(k, cur, prevX, ta, W, nullptr, st, dOffs, mD);
+      std::vector<Value> out = gradients(convTaps(k, cur, prevX, ta, W, nullptr, st, dOffs, mD));
       out.insert(out.end(), {seq, start, next});
       return out;
     }, [&] {
       TileTokens tk = tileTokens(k, pk, tt, tv, seq, start, next);
-      std::vector<Value> out = convTaps(k, cur, prevX, ta, W, &tk, st, dOffs, mD);
+      std::vector<Value> out = gradients(convTaps(k, cur, prevX, ta, W, &tk, st, dOffs, mD));
       out.insert(out.end(), {tk.seq, tk.start, tk.next});
       return out;
     });
-    std::vector<Value> taps(r.begin(), r.begin() + W);
-
-    Value pre = biasT + wk[W - 1] * taps[0];
-    for (int s = 1; s < W; ++s) pre = pre + wk[W - 1 - s] * taps[s];
-    Value g = k.ifElse(siluOn, [&] { return std::vector<Value>{dyT * siluGrad(pre)}; },
-                       [&] { return std::vector<Value>{dyT}; })[0];
-
-    std::vector<Value> acc(c.begin() + kAcc, c.end());
-    acc = k.ifElse(i < nTiles, [&] {
-      std::vector<Value> a = acc;
-      for (int s = 0; s < W; ++s) a[W - 1 - s] = a[W - 1 - s] + g * taps[s];
-      a[W] = a[W] + g;
-      return a;
-    }, [&] { return acc; });
+    acc.assign(r.begin(), r.begin() + W + 1);
+    Value g = r[W + 1];
+    const size_t kSeq = W + 2;  // r[kSeq..]: the sequence of the tile's last token, its bounds
 
     // dx of the previous tile: g of its tokens and of the W - 1 after them, same sequence only.
     k.ifThen(i >= 1, [&] {
@@ -157,7 +163,7 @@ void buildBackward(KernelBuilder& k, const Specialization& spec) {
           return out;
         }, [&] {
           return k.ifElse(hasCu, [&] {
-            return foldStarts(k, pk, firstPrev + 1, r[W], sh, [&](Value, Value b, const std::vector<Value>& v) {
+            return foldStarts(k, pk, firstPrev + 1, r[kSeq], sh, [&](Value, Value b, const std::vector<Value>& v) {
               Value d = b - tvP;  // t + s crosses start b when 0 < d <= s
               std::vector<Value> out;
               for (int s = 1; s < W; ++s) out.push_back(k.select(tE((d > 0) && (d <= s)), zero, v[s - 1]));
@@ -172,7 +178,7 @@ void buildBackward(KernelBuilder& k, const Specialization& spec) {
       k.store(dx, dxRow + tE(tvP) * sDt + dOffs * sDd, dxv, tE(tvP < L) && mD);
     });
 
-    std::vector<Value> nx = {cur, xAhead, dyAhead, g, seq, fast, r[W], r[W + 1], r[W + 2]};
+    std::vector<Value> nx = {cur, xAhead, dyAhead, g, seq, fast, r[kSeq], r[kSeq + 1], r[kSeq + 2]};
     nx.insert(nx.end(), acc.begin(), acc.end());
     return nx;
   });
