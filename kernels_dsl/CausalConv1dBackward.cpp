@@ -12,11 +12,13 @@
 // it only), so no gradient crosses a boundary. At the end each program reduces its sums along
 // time and writes them to its own row of the workspace.
 //
-// Tried for a packed channel-first row (H100, bf16 D 5376, 19 sequences, 245 us against 221 dense)
-// and measured slower: running it as one dense row and mending each sequence's first and last
-// W - 1 tokens in the per-sequence kernel (256 us: that kernel re-reads a few tokens of every
-// channel row per sequence, scattered sectors, ~40 us); finding a chunk's first sequence with one
-// 128-wide load a step instead of the binary search (265 us).
+// The kernel is bound by instruction issue more than by DRAM (ncu: ~70% issue-active), so a
+// packed row's cost over a dense one is the instructions of its boundary tiles. Tried for a packed
+// channel-first row (H100, bf16 D 5376, 19 sequences, then 245 us against 221 dense) and measured
+// slower: running it as one dense row and mending each sequence's first and last W - 1 tokens in
+// the per-sequence kernel (256 us: that kernel re-reads a few tokens of every channel row per
+// sequence, scattered sectors, ~40 us); finding a chunk's first sequence with one 128-wide load a
+// step instead of the binary search (265 us).
 //
 // causal_conv1d_bwd_reduce sums the workspace rows in a fixed order (deterministic dweight and
 // dbias whatever the scheduling), and causal_conv1d_bwd_states handles what belongs to whole
