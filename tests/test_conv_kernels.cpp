@@ -13,10 +13,12 @@
 #include "kernels_dsl/CompileKernel.h"
 #include "runtime/ops/CausalConv1dSpec.h"
 #include "ssmjit/ops.h"
+#include "tests/support/Occurrences.h"
 
 using ssmjit::ConvLayout;
 using ssmjit::DType;
 using ssmjit::TensorView;
+using ssmjit::testing::occurrences;
 
 namespace {
 
@@ -189,9 +191,6 @@ TEST(ConvKernels, ChannelFirstBackwardLoadsVectors) {
       SCOPED_TRACE(specs.front().canonical());
       ASSERT_EQ(specs.front().kernel, "causal_conv1d_bwd");
       const std::string ptx = ssmjit::compileKernel(specs.front()).ptx;
-      size_t vectors = 0;
-      for (size_t at = ptx.find("ld.global.nc.v4."); at != std::string::npos; at = ptx.find("ld.global.nc.v4.", at + 1))
-        ++vectors;
-      EXPECT_GE(vectors, 4u);  // x and dout: the chunk's first tile and the loop's next one
+      EXPECT_GE(occurrences(ptx, "ld.global.nc.v4."), 4);  // x and dout: the chunk's first tile and the loop's next one
     }
 }

@@ -17,8 +17,10 @@
 #include "runtime/ops/SelectiveScanSpec.h"
 #include "ssmjit/ops.h"
 #include "tests/support/ExpectError.h"
+#include "tests/support/Occurrences.h"
 
 using namespace ssmjit;
+using ssmjit::testing::occurrences;
 
 namespace {
 
@@ -122,12 +124,6 @@ std::string generatedCuda(const Specialization& spec) {
   };
   compileKernel(spec, o);
   return cuda;
-}
-
-int64_t occurrences(const std::string& text, const std::string& what) {
-  int64_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
 }
 
 }  // namespace

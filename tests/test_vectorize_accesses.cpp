@@ -9,12 +9,14 @@
 #include "kernels_dsl/CompileKernel.h"
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
+#include "tests/support/Occurrences.h"
 
 namespace ssmjit {
 namespace {
 
 using dsl::KernelBuilder;
 using dsl::Value;
+using testing::occurrences;
 
 // A [16, 64] f32 tile of x (row-major) staged through a shared buffer at the offsets `place`
 // gives each token of a row, read back and written to y.
@@ -53,18 +55,12 @@ std::string bufferName(const std::string& cuda, int64_t elements) {
   return std::regex_search(cuda, m, decl) ? m[1].str() : "";
 }
 
-int count(const std::string& s, const std::string& what) {
-  int n = 0;
-  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
-  return n;
-}
-
 // A shared buffer is 16-byte aligned: a contiguous row is stored and loaded 4 floats at a time.
 TEST(VectorizeAccesses, SharedBufferRowsMoveAsVectors) {
   const std::string cuda = stagedCopyCuda([](KernelBuilder&, Value cols) { return cols; }, 64);
   const std::string buf = bufferName(cuda, 16 * 64);
   ASSERT_FALSE(buf.empty()) << cuda;
-  EXPECT_EQ(count(cuda, "__syncthreads();"), 1);
+  EXPECT_EQ(occurrences(cuda, "__syncthreads();"), 1);
   EXPECT_TRUE(std::regex_search(cuda, std::regex("ssm_st<4>\\(" + buf + " \\+"))) << cuda;
   EXPECT_TRUE(std::regex_search(cuda, std::regex("ssm_ld<4>\\(&v\\d+\\[r\\], " + buf + " \\+"))) << cuda;
 }
