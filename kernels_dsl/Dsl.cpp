@@ -441,14 +441,6 @@ dsl::Value KernelBuilder::sharedBuffer(int64_t elements) {
   Type t = sj::PtrType::get(impl_->ctx, B.getF32Type());
   return W(sj::SharedBufferOp::create(B, L, t, B.getI64IntegerAttr(elements)).getResult());
 }
-void KernelBuilder::setFlag(dsl::Value flagPtr, dsl::Value offset, dsl::Value value) {
-  sj::SetFlagOp::create(B, L, unwrap(flagPtr), unwrap(offset), unwrap(value));
-}
-dsl::Value KernelBuilder::waitFlag(dsl::Value flagPtr, dsl::Value offset) {
-  mlir::Value v = sj::WaitFlagOp::create(B, L, B.getI32Type(), unwrap(flagPtr), unwrap(offset));
-  if (!impl_->indexTy.isInteger(32)) v = arith::ExtSIOp::create(B, L, impl_->indexTy, v);
-  return W(v);
-}
 void KernelBuilder::returnIf(dsl::Value cond) { sj::ReturnIfOp::create(B, L, unwrap(cond)); }
 void KernelBuilder::reportError(dsl::Value err, dsl::Value code, dsl::Value a, dsl::Value b,
                                 dsl::Value c) {

@@ -147,11 +147,6 @@ class KernelBuilder {
   // ptr[offset]; returns true (a uniform scalar) in the last to arrive, which may then write what
   // the others read, and leaves the counter 0 for the next launch. The counter must start at 0.
   Value arriveLast(Value counterPtr, Value offset, Value count);
-  // One program publishes what it wrote to the others of the launch: setFlag sets the int32
-  // flag ptr[offset] = value (non-zero) after all of its writes above; waitFlag returns the flag's
-  // value once it is non-zero, after which the setter's writes are visible. The setter must have
-  // a lower block id than every waiter (blocks start in order). Top level or uniform branches.
-  void setFlag(Value flagPtr, Value offset, Value value);
   // Every thread of the program gets here before any goes on: orders accesses of the same memory
   // through tiles that spread it differently over the threads. Top level or uniform branches.
   void barrier();
@@ -160,7 +155,6 @@ class KernelBuilder {
   // every thread needs (a row broadcast over channels) converts and fetches each element once for
   // the program. A buffer written again in a loop needs a barrier before the rewrite as well.
   Value sharedBuffer(int64_t elements);  // 1..kMaxSharedBufferFloats elements
-  Value waitFlag(Value flagPtr, Value offset);
   void reportError(Value errPtr, Value code, Value a, Value b, Value c);
 
   // Finishes the kernel and returns its module (an mlir::ModuleOp) as an opaque pointer owned by

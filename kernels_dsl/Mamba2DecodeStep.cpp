@@ -1,11 +1,11 @@
 // Mamba-2 decode step with activation replay (Algorithm 2 of the speculative-decoding design), in
 // one launch: replay the c accepted drafts of the last verify from the pre-conv cache through the
 // conv window and the SSM state, commit both, then run the L new drafts from the corrected state
-// (conv, SSM, y per draft) without committing, and cache them for the next replay. The SSM state
-// tile and the conv windows stay in registers throughout: the state is read once and written
-// once. The B and C conv (shared by every head of a sequence) and dt run once per sequence, in
-// its first program, which hands them to the others through the scratch and a flag. See
-// Mamba2DecodeStep.h for the argument contract.
+// (conv, SSM, y per draft) without committing, and cache them for the next replay. A program
+// stages every token's conv outputs, B, C and dt in shared memory at once, then runs the tokens
+// with the SSM state tile in registers: the state is read once and written once. No program
+// waits for another: each runs the B and C conv of its group itself, once for its heads (several
+// at large batches). See Mamba2DecodeStep.h for the argument contract.
 //
 // The per-token math is written exactly as the one-token kernels write it (CausalConv1dUpdate,
 // SelectiveStateUpdate), so replaying a token gives the same fp32 results as decoding it alone.
@@ -23,22 +23,20 @@ namespace {
 
 void build(KernelBuilder& k, const Specialization& spec) {
   const int64_t BP = spec.get("meta:BLOCK_P"), BN = spec.get("meta:BLOCK_N"), BH = spec.get("meta:BLOCK_H"),
-                BT = spec.get("meta:BLOCK_T"), BC = spec.get("meta:BLOCK_C"),
-                W = spec.get("meta:width");
+                BT = spec.get("meta:BLOCK_T"), BC = spec.get("meta:BLOCK_C"), W = spec.get("meta:width");
   k.setInnerLanes(static_cast<int>(spec.get("meta:inner_lanes")));
   auto F = PtrClass::Float;
   auto M = [&](const char* n) { return k.ptrArg(n, PtrClass::Int, PtrRole::Metadata); };
   Value convState = k.ptrArg("conv_state", F), ssmState = k.ptrArg("ssm_state", F),
         xbcCache = k.ptrArg("xbc_cache", F), dtCache = k.ptrArg("dt_cache", F), convW = k.ptrArg("conv_w", F),
         convB = k.ptrArg("conv_b", F), A = k.ptrArg("A", F), Dp = k.ptrArg("D", F), dtBias = k.ptrArg("dt_bias", F),
-        xbc = k.ptrArg("xbc", F), dt = k.ptrArg("dt", F), z = k.ptrArg("z", F), y = k.ptrArg("y", F),
-        ws = k.ptrArg("ws", F);
+        xbc = k.ptrArg("xbc", F), dt = k.ptrArg("dt", F), z = k.ptrArg("z", F), y = k.ptrArg("y", F);
   Value stateIdx = M("state_idx"), accepted = M("accepted"), cached = M("cached"), arrivals = M("arrivals"),
         err = M("err");
   auto I = [&](const char* n) { return k.intArg(n); };
   I("batch");
-  Value nslots = I("nslots"), H = I("H"), P = I("P"), N = I("N"), G = I("G"), L = I("L");
-  I("Lc");
+  Value nslots = I("nslots"), H = I("H"), P = I("P"), N = I("N"), G = I("G"), L = I("L"), Lc = I("Lc"),
+        hpp = I("hpp");
   Value dtMin = k.floatArg("dt_min"), dtMax = k.floatArg("dt_max");
   Value sCsSlot = I("s_cs_slot"), sCsC = I("s_cs_c"), sCsK = I("s_cs_k");
   Value sSsSlot = I("s_ss_slot"), sSsH = I("s_ss_h"), sSsP = I("s_ss_p"), sSsN = I("s_ss_n");
@@ -50,205 +48,270 @@ void build(KernelBuilder& k, const Specialization& spec) {
   Value sDtB = I("s_dt_b"), sDtT = I("s_dt_t"), sDtH = I("s_dt_h");
   Value sZb = I("s_z_b"), sZt = I("s_z_t"), sZh = I("s_z_h"), sZp = I("s_z_p");
   Value sYb = I("s_y_b"), sYt = I("s_y_t"), sYh = I("s_y_h"), sYp = I("s_y_p");
-  Value sWsSlot = I("s_ws_slot"), sWsT = I("s_ws_t");
   Value sIdx = I("s_idx_b"), sAcc = I("s_acc_b"), sCached = I("s_cached");
   Value hasConvBias = k.flagArg("has_conv_bias"), hasD = k.flagArg("has_D"), hasZ = k.flagArg("has_z"),
         hasDtBias = k.flagArg("has_dt_bias"), softplusOn = k.flagArg("dt_softplus"),
         hasClamp = k.flagArg("has_clamp"), hasIdx = k.flagArg("has_state_idx"), replay = k.flagArg("replay"),
         verify = k.flagArg("verify");
+  (void)hasZ;  // read from the specialisation: it decides the shared-memory plan
 
-  Value pidP = k.programId(0), h = k.programId(1), b = k.programId(2);
-  Value first = (pidP == 0) && (h == 0);  // the row's lowest block id
+  Value pidP = k.programId(0), hb = k.programId(1), b = k.programId(2);
+  Value first = (pidP == 0) && (hb == 0);  // the row's lowest block id: reports the row's errors
 
-  // The row's slot (-1: pad, skipped by all its programs: none touches its flag or counter).
+  // The row's slot (-1: pad, skipped by all its programs: none touches its counter).
   Value slot = k.ifElse(hasIdx, [&] { return std::vector<Value>{k.load(stateIdx, b * sIdx)}; },
                         [&] { return std::vector<Value>{b}; })[0];
   k.returnIf(slot == -1);
   Value badSlot = (slot < 0) || (slot >= nslots);
   k.ifThen(badSlot && first, [&] { k.reportError(err, k.constInt(kErrDecodeSlot), b, slot, nslots); });
   k.returnIf(badSlot);
+  // Every program of the row reads the same count and bound (only the row's last program writes
+  // `cached`, after all have read it), so all skip a bad row alike.
   Value c = k.ifElse(replay, [&] { return std::vector<Value>{k.load(accepted, b * sAcc)}; },
                      [&] { return std::vector<Value>{k.constInt(0)}; })[0];
+  Value bound = k.ifElse(replay, [&] { return std::vector<Value>{k.minimum(k.load(cached, slot * sCached), Lc)}; },
+                         [&] { return std::vector<Value>{k.constInt(0)}; })[0];
+  Value bad = (c < 0) || (c > bound);
+  k.ifThen(bad && first, [&] { k.reportError(err, k.constInt(kErrDecodeAccepted), b, c, bound); });
+  k.returnIf(bad);
+  Value nTok = c + k.ifElse(verify, [&] { return std::vector<Value>{L}; },
+                            [&] { return std::vector<Value>{k.constInt(0)}; })[0];
 
   Value zero = k.constFloat(0);
   Value HP = H * P, GN = G * N;
-  // Conv channels: a tile of them, its window (W - 1 columns, oldest first), weights and bias.
-  struct Conv {
-    Value ch, mask;
-    std::vector<Value> win, w;
-    Value bias;
+  Value offsP = pidP * BP + k.range(BP), offsN = k.range(BN);
+  Value maskP = offsP < P, maskN = offsN < N;
+  Value mask2 = k.expandDims(maskP, 1) && k.expandDims(maskN, 0);
+  Value g = (hb * hpp) / (H / G);  // the program's heads share one group (hpp divides H / G)
+  auto dtTransform = [&](Value d) {
+    d = k.ifElse(softplusOn, [&] { return std::vector<Value>{softplus(d)}; },
+                 [&] { return std::vector<Value>{d}; })[0];
+    return k.ifElse(hasClamp, [&] { return std::vector<Value>{k.minimum(k.maximum(d, dtMin), dtMax)}; },
+                    [&] { return std::vector<Value>{d}; })[0];
   };
-  auto loadConv = [&](Value ch, Value mask, int64_t n) {
-    Conv cv{ch, mask, {}, {}, {}};
-    for (int64_t j = 0; j + 1 < W; ++j) cv.win.push_back(k.load(convState, slot * sCsSlot + ch * sCsC + j * sCsK, mask, zero));
-    for (int64_t j = 0; j < W; ++j) cv.w.push_back(k.load(convW, ch * sWc + j * sWk, mask, zero));
-    cv.bias = k.ifElse(hasConvBias, [&] { return std::vector<Value>{k.load(convB, ch * sCb, mask, zero)}; },
-                       [&] { return std::vector<Value>{k.splat(zero, {n})}; })[0];
-    return cv;
+
+  // The row's "virtual sequence": the W - 1 conv state columns (positions < 0), the c cached
+  // drafts (0 <= pos < c), the L new drafts (c <= pos < nTok). in(pos) for a [rows, 1] tile of
+  // positions and a [1, n] tile of channels.
+  auto virtualIn = [&](Value pos, Value ch2, Value m2) {
+    Value fromState = pos < 0, fromCache = (pos >= 0) && (pos < c), fromDraft = (pos >= c) && (pos < nTok);
+    Value vs = k.load(convState, slot * sCsSlot + ch2 * sCsC + (pos + (W - 1)) * sCsK, m2 && fromState, zero);
+    Value vc = k.load(xbcCache, slot * sXcSlot + pos * sXcT + ch2 * sXcC, m2 && fromCache, zero);
+    Value vd = k.load(xbc, b * sXb + (pos - c) * sXt + ch2 * sXc, m2 && fromDraft, zero);
+    return vs + vc + vd;  // two of the three are 0 (masked)
   };
-  // One conv step (as causal_conv1d_update computes it): the SiLU output for token v; the window
-  // slides by one.
-  auto convStep = [&](const Conv& cv, std::vector<Value>& win, Value v) {
-    Value acc = cv.bias + cv.w[W - 1] * v;
-    for (int64_t j = 0; j + 1 < W; ++j) acc = acc + cv.w[j] * win[j];
-    win.erase(win.begin());
-    win.push_back(v);
+
+  // Each program stages the math inputs of BT tokens at a time in shared memory, as [row, place]
+  // f32 rows, so that the token loop waits on memory once a chunk, not once a token. Every program
+  // runs the B/C conv it needs itself (a few KB of L2 reads, once for its hpp heads) instead of
+  // waiting for another program's. First the conv inputs of the chunk's tokens and their W - 1
+  // predecessors ("raw" rows: B and C of the group, x of the head's rows), all loads in flight at
+  // once; then the convs from shared memory, written over the first BT raw rows: post-conv B, C
+  // and x of token r at row r. Beside them: dt' x, silu(z), exp(A dt') and dt' per token. B and
+  // C rows hold place n at n + 4 (n / 32), as the state update kernel's do.
+  const int64_t R = BT + W - 1, RT = nextPow2(R), BNp = BN + BN / 32 * 4;
+  const bool withZ = spec.get("has_z") != 0;
+  auto padN = [&](Value n) { return n + (n / 32) * 4; };
+  const int64_t oC = R * BNp, oX = 2 * R * BNp, oDtx = oX + R * BP, oZ = oDtx + BT * BP,
+                oDec = oZ + (withZ ? BT * BP : 0), oDt = oDec + kMaxHeadsPerProgram * BT;
+  Value smem = k.sharedBuffer(oDt + kMaxHeadsPerProgram * BT);
+  Value tr = k.range(BT), tC = k.expandDims(tr, 1);  // [BT], [BT, 1]
+  Value rC = k.expandDims(k.range(RT), 1);            // [RT, 1]
+  Value nR = k.expandDims(offsN, 0), mN2 = k.expandDims(maskN, 0);
+  // The [rows, P] tiles spread P along the lanes (written so that CSE does not fold them into
+  // maskP and the state's row offsets: a 1-D tile has one layout).
+  Value pLoc = k.range(BP), pR = k.expandDims(pLoc, 0), maskP0 = pLoc < P - pidP * BP, mP2 = k.expandDims(maskP0, 0);
+  Value chB = HP + g * N + offsN, chC = HP + GN + g * N + offsN;
+  // The SiLU conv of the chunk's tokens from the raw rows at `o` (row stride `rs`, places `at`)
+  // for channels ch1: bias + w[W-1] x(t), then w[q] x(t - (W-1) + q), as causal_conv1d_update sums.
+  auto convRows = [&](int64_t o, int64_t rs, Value at, Value ch1, Value m1) {
+    auto wk = [&](int64_t q) { return k.expandDims(k.load(convW, ch1 * sWc + q * sWk, m1, zero), 0); };
+    auto raw = [&](int64_t q) { return k.load(smem, o + (tC + q) * rs + at); };
+    Value bias = k.ifElse(hasConvBias, [&] { return std::vector<Value>{k.expandDims(k.load(convB, ch1 * sCb, m1, zero), 0)}; },
+                          [&] { return std::vector<Value>{k.splat(zero, {1, ch1.shape()[0]})}; })[0];
+    Value acc = bias + wk(W - 1) * raw(W - 1);
+    for (int64_t q = 0; q + 1 < W; ++q) acc = acc + wk(q) * raw(q);
     return silu(acc);
   };
-  auto wsRow = [&](Value t) { return slot * sWsSlot + t * sWsT; };
-  Value flagAt = slot * 2 + 1;
-
-  // ---- the row's first program: the B/C conv and dt of every replayed and new token at once,
-  // as [tokens, channels] tiles over the row's "virtual sequence" (the W - 1 conv state columns,
-  // the c cached drafts, the L new drafts), into the scratch; then the flag; then the B/C conv
-  // state committed and the drafts' B/C and dt cached.
-  k.ifThen(first, [&] {
-    Value nCached = k.load(cached, slot * sCached);
-    Value bad = (c < 0) || (c > nCached);
-    k.ifThen(bad, [&] { k.reportError(err, k.constInt(kErrDecodeAccepted), b, c, nCached); });
-    Value nTok = c + k.ifElse(verify, [&] { return std::vector<Value>{L}; },
-                              [&] { return std::vector<Value>{k.constInt(0)}; })[0];
-    Value offsT = k.range(BT), tok = k.expandDims(offsT, 1), rowOk = tok < nTok;
-    // in(pos) for a [tokens, 1] tile of virtual positions and a [1, BN] tile of channels.
-    auto virtualIn = [&](Value pos, Value ch2, Value m2) {
-      Value fromState = pos < 0, fromCache = (pos >= 0) && (pos < c), fromDraft = (pos >= c) && (pos < nTok);
-      Value vs = k.load(convState, slot * sCsSlot + ch2 * sCsC + (pos + (W - 1)) * sCsK, m2 && fromState, zero);
-      Value vc = k.load(xbcCache, slot * sXcSlot + pos * sXcT + ch2 * sXcC, m2 && fromCache, zero);
-      Value vd = k.load(xbc, b * sXb + (pos - c) * sXt + ch2 * sXc, m2 && fromDraft, zero);
-      return vs + vc + vd;  // two of the three are 0 (masked)
-    };
-    k.ifThen(!bad, [&] {
-      // The 2GN channels B | C in chunks of BC (scratch column = channel - H*P).
-      for (int64_t j = 0; j < spec.get("meta:bc_chunks"); ++j) {
-        Value col = j * BC + k.range(BC), maskC = col < 2 * GN;
-        Value ch1 = HP + col, ch2 = k.expandDims(ch1, 0), m2 = k.expandDims(maskC, 0);
-        auto wk = [&](int64_t q) { return k.expandDims(k.load(convW, ch1 * sWc + q * sWk, maskC, zero), 0); };
-        Value bias = k.ifElse(hasConvBias, [&] { return std::vector<Value>{k.expandDims(k.load(convB, ch1 * sCb, maskC, zero), 0)}; },
-                              [&] { return std::vector<Value>{k.splat(zero, {1, BC})}; })[0];
-        // As causal_conv1d_update sums: bias + w[W-1] x(t), then w[q] x(t - (W-1) + q).
-        Value acc = bias + wk(W - 1) * virtualIn(tok, ch2, m2);
-        for (int64_t q = 0; q + 1 < W; ++q) acc = acc + wk(q) * virtualIn(tok - (W - 1) + q, ch2, m2);
-        k.store(ws, slot * sWsSlot + tok * sWsT + k.expandDims(col, 0), silu(acc), m2 && rowOk);
-      }
-      Value offsH = k.range(BH), h2 = k.expandDims(offsH, 0), mH2 = k.expandDims(offsH < H, 0);
-      Value dc = k.load(dtCache, slot * sDcSlot + tok * sDcT + h2 * sDcH, mH2 && (tok < c), zero);
-      Value dd = k.load(dt, b * sDtB + (tok - c) * sDtT + h2 * sDtH, mH2 && (tok >= c) && rowOk, zero);
-      k.store(ws, slot * sWsSlot + tok * sWsT + 2 * GN + h2, dc + dd, mH2 && rowOk);
-    });
-    k.setFlag(arrivals, flagAt, k.select(bad, k.constInt(2), k.constInt(1)));
-    k.ifThen(!bad, [&] {
-      // The committed B/C window: in(c - (W-1) + q). Per chunk of channels, each thread loads its
-      // channels' columns whole before it stores any (the stores are its own channels only).
+  const int64_t LB = std::max<int64_t>(1, nextPow2(spec.get("L")));
+  Value lr = k.expandDims(k.range(LB), 1);  // [LB, 1]
+  // The group's B and C of tokens v0.., and dt' and exp(A dt') of the program's heads (at most
+  // kMaxHeadsPerProgram): after this the program reads no data its row shares but x.
+  const int64_t HB = kMaxHeadsPerProgram;
+  auto stageBC = [&](Value v0) {
+    Value pos = v0 - (W - 1) + rC, okR = rC < R;  // raw row r: position v0 - (W-1) + r
+    // Places past N get 0, which the token loop reads unmasked.
+    k.store(smem, rC * BNp + padN(nR), virtualIn(pos, k.expandDims(chB, 0), okR && mN2), okR);
+    k.store(smem, oC + rC * BNp + padN(nR), virtualIn(pos, k.expandDims(chC, 0), okR && mN2), okR);
+    Value v1 = v0 + tC, ok1 = v1 < nTok, hs = hb * hpp + k.expandDims(k.range(HB), 0);  // [BT, 1], [1, HB]
+    Value okH = (hs < hb * hpp + hpp) && (hs < H);
+    Value dRaw = k.load(dtCache, slot * sDcSlot + v1 * sDcT + hs * sDcH, ok1 && okH && (v1 < c), zero) +
+                 k.load(dt, b * sDtB + (v1 - c) * sDtT + hs * sDtH, ok1 && okH && (v1 >= c), zero);
+    Value bias = k.ifElse(hasDtBias, [&] { return std::vector<Value>{k.load(dtBias, hs * sDtbH, okH, zero)}; },
+                          [&] { return std::vector<Value>{k.splat(zero, {1, HB})}; })[0];
+    Value d = dtTransform(dRaw + bias);
+    Value hl = k.expandDims(k.range(HB), 0);
+    k.store(smem, oDec + hl * BT + tC, k.exp(k.load(A, hs * sAh, okH, zero) * d));
+    k.store(smem, oDt + hl * BT + tC, d);
+    k.barrier();
+    Value bPost = convRows(0, BNp, padN(nR), chB, maskN), cPost = convRows(oC, BNp, padN(nR), chC, maskN);
+    k.barrier();  // every raw row is read before the first BT are overwritten
+    k.store(smem, tC * BNp + padN(nR), bPost);
+    k.store(smem, oC + tC * BNp + padN(nR), cPost);
+  };
+  // The x (and silu(z)) of tokens v0.. of head h (the i-th of the program), and dt' x. With
+  // commitFromRaw (one chunk holds every token), the head's x conv window after the replay and
+  // its x drafts go to the conv state and the cache from the raw rows, before they are
+  // overwritten (raw row of position p: p + W - 1).
+  auto stageHead = [&](Value v0, Value h, Value i, bool commitFromRaw) {
+    Value pos = v0 - (W - 1) + rC, okR = rC < R;
+    Value chX0 = (h * P + pidP * BP) + pLoc;
+    k.store(smem, oX + rC * BP + pR, virtualIn(pos, k.expandDims(chX0, 0), okR && mP2), okR);
+    Value vC = v0 + tC, okC = vC < nTok;
+    if (withZ) {
+      Value mZ = okC && (vC >= c) && mP2;
+      k.store(smem, oZ + tC * BP + pR, silu(k.load(z, b * sZb + (vC - c) * sZt + h * sZh + (pidP * BP + pR) * sZp, mZ, zero)));
+    }
+    k.barrier();
+    if (commitFromRaw) {
       k.ifThen(c > 0, [&] {
+        for (int64_t q = 0; q + 1 < W; ++q)
+          k.store(convState, slot * sCsSlot + chX0 * sCsC + q * sCsK, k.load(smem, oX + (c + q) * BP + pLoc), maskP0);
+      });
+      k.ifThen(verify, [&] {
+        Value m = (lr < L) && mP2;
+        k.store(xbcCache, slot * sXcSlot + lr * sXcT + k.expandDims(chX0, 0) * sXcC,
+                k.load(smem, oX + (c + (W - 1) + lr) * BP + pR, m, zero), m);
+      });
+    }
+    Value xPost = convRows(oX, BP, pR, chX0, maskP0);
+    Value dtx = k.load(smem, oDt + i * BT + tC) * xPost;
+    k.barrier();
+    k.store(smem, oX + tC * BP + pR, xPost);
+    k.store(smem, oDtx + tC * BP + pR, dtx);
+    k.barrier();
+  };
+  // The tokens of the staged chunk from v0 for head h: the replayed ones update the state (the
+  // last commits it); the new drafts also give y.
+  auto tokens = [&](Value v0, Value h, Value i, Value s0) {
+    auto ssmOffsets = [&] {
+      return slot * sSsSlot + h * sSsH + k.expandDims(offsP, 1) * sSsP + k.expandDims(offsN, 0) * sSsN;
+    };
+    Value Dv = k.ifElse(hasD, [&] { return std::vector<Value>{k.load(Dp, h * sDh)}; },
+                        [&] { return std::vector<Value>{zero}; })[0];
+    Value sIn = s0.valid() ? s0 : k.load(ssmState, ssmOffsets(), mask2, zero);
+    return k.forLoop(v0, k.minimum(v0 + BT, nTok), k.constInt(1), {sIn}, [&](Value v, const std::vector<Value>& sv) {
+      Value r = v - v0, row = r * BP + offsP - pidP * BP;
+      Value Bv = k.load(smem, r * BNp + padN(offsN)), dtx = k.load(smem, oDtx + row);
+      Value decay = k.splat(k.load(smem, oDec + i * BT + r), {BP, BN});
+      Value s = sv[0] * decay + k.expandDims(Bv, 0) * k.expandDims(dtx, 1);
+      k.ifThen(v == c - 1, [&] { k.store(ssmState, ssmOffsets(), s, mask2); });
+      k.ifThen(v >= c, [&] {
+        Value Cv = k.load(smem, oC + r * BNp + padN(offsN));
+        Value yv = k.reduce(s * k.expandDims(Cv, 0), 1, "sum");
+        yv = k.ifElse(hasD, [&] { return std::vector<Value>{yv + k.load(smem, oX + row) * Dv}; },
+                      [&] { return std::vector<Value>{yv}; })[0];
+        if (withZ) yv = yv * k.load(smem, oZ + row);
+        k.store(y, b * sYb + (v - c) * sYt + h * sYh + offsP * sYp, yv, maskP);
+      });
+      return std::vector<Value>{s};
+    })[0];
+  };
+  // After a head's tokens (several chunks): its x conv window after the replay, in(c - (W-1) + q),
+  // committed; its x drafts cached (after every thread's reads of the cached rows).
+  auto commitHead = [&](Value h) {
+    Value chX = h * P + offsP;
+    k.ifThen(c > 0, [&] {
+      std::vector<Value> cols;
+      for (int64_t q = 0; q + 1 < W; ++q) {
+        Value pos = c - (W - 1) + q;
+        Value vs = k.load(convState, slot * sCsSlot + chX * sCsC + k.maximum(pos + (W - 1), k.constInt(0)) * sCsK, maskP && (pos < 0), zero);
+        Value vc = k.load(xbcCache, slot * sXcSlot + k.maximum(pos, k.constInt(0)) * sXcT + chX * sXcC, maskP && (pos >= 0), zero);
+        cols.push_back(vs + vc);
+      }
+      for (int64_t q = 0; q + 1 < W; ++q) k.store(convState, slot * sCsSlot + chX * sCsC + q * sCsK, cols[q], maskP);
+    });
+    k.barrier();
+    k.ifThen(verify, [&] {
+      Value m = (lr < L) && mP2, ch = k.expandDims((h * P + pidP * BP) + pLoc, 0);
+      k.store(xbcCache, slot * sXcSlot + lr * sXcT + ch * sXcC, k.load(xbc, b * sXb + lr * sXt + ch * sXc, m, zero), m);
+    });
+  };
+
+  // ---- the row's last program to arrive (every other has read the shared B/C columns, the dt
+  // cache and the count): commits the B/C conv window, caches the drafts' B/C and dt, sets the
+  // count.
+  auto arriveAndCommitShared = [&] {
+    Value last = k.arriveLast(arrivals, slot, cdiv(H, hpp) * cdiv(P, k.constInt(BP)));
+    k.ifThen(last, [&] {
+      k.ifThen(c > 0, [&] {
+        // Per chunk of channels, each thread loads its channels' columns whole before it stores any.
         for (int64_t j = 0; j < spec.get("meta:bc_chunks"); ++j) {
-          Value col = j * BC + k.range(BC), chC = HP + col, mC = col < 2 * GN;
+          Value col = j * BC + k.range(BC), chBC = HP + col, mC = col < 2 * GN;
           std::vector<Value> cols;
           for (int64_t q = 0; q + 1 < W; ++q) {
             Value pos = c - (W - 1) + q;
-            Value vs = k.load(convState, slot * sCsSlot + chC * sCsC + k.maximum(pos + (W - 1), k.constInt(0)) * sCsK, mC && (pos < 0), zero);
-            Value vc = k.load(xbcCache, slot * sXcSlot + k.maximum(pos, k.constInt(0)) * sXcT + chC * sXcC, mC && (pos >= 0), zero);
+            Value vs = k.load(convState, slot * sCsSlot + chBC * sCsC + k.maximum(pos + (W - 1), k.constInt(0)) * sCsK, mC && (pos < 0), zero);
+            Value vc = k.load(xbcCache, slot * sXcSlot + k.maximum(pos, k.constInt(0)) * sXcT + chBC * sXcC, mC && (pos >= 0), zero);
             cols.push_back(vs + vc);
           }
-          for (int64_t q = 0; q + 1 < W; ++q) k.store(convState, slot * sCsSlot + chC * sCsC + q * sCsK, cols[q], mC);
+          for (int64_t q = 0; q + 1 < W; ++q) k.store(convState, slot * sCsSlot + chBC * sCsC + q * sCsK, cols[q], mC);
         }
       });
       k.barrier();  // every read of the cached drafts is done before they are overwritten
-      k.ifThen(verify, [&] {  // the drafts' B/C and dt into the cache
-        Value okT = tok < L;
+      k.ifThen(verify, [&] {
         for (int64_t j = 0; j < spec.get("meta:bc_chunks"); ++j) {
-          Value col = k.expandDims(j * BC + k.range(BC), 0), mC2 = (col < 2 * GN) && okT;
-          k.store(xbcCache, slot * sXcSlot + tok * sXcT + (HP + col) * sXcC,
-                  k.load(xbc, b * sXb + tok * sXt + (HP + col) * sXc, mC2, zero), mC2);
+          Value col = k.expandDims(j * BC + k.range(BC), 0), mC2 = (col < 2 * GN) && (lr < L);
+          k.store(xbcCache, slot * sXcSlot + lr * sXcT + (HP + col) * sXcC,
+                  k.load(xbc, b * sXb + lr * sXt + (HP + col) * sXc, mC2, zero), mC2);
         }
-        Value h2 = k.expandDims(k.range(BH), 0), mH2 = h2 < H;
-        k.store(dtCache, slot * sDcSlot + tok * sDcT + h2 * sDcH,
-                k.load(dt, b * sDtB + tok * sDtT + h2 * sDtH, mH2 && okT, zero), mH2 && okT);
+        Value h2 = k.expandDims(k.range(BH), 0), mH2 = (h2 < H) && (lr < L);
+        k.store(dtCache, slot * sDcSlot + lr * sDcT + h2 * sDcH, k.load(dt, b * sDtB + lr * sDtT + h2 * sDtH, mH2, zero), mH2);
       });
       k.store(cached, slot * sCached, k.ifElse(verify, [&] { return std::vector<Value>{L}; },
                                                 [&] { return std::vector<Value>{k.constInt(0)}; })[0]);
     });
-  });
-  Value ready = k.waitFlag(arrivals, flagAt) == 1;
+  };
 
-  // ---- every program: its SSM state rows and x conv channels.
-  k.ifThen(ready, [&] {
-    Value offsP = pidP * BP + k.range(BP), offsN = k.range(BN);
-    Value maskP = offsP < P, maskN = offsN < N;
-    Value mask2 = k.expandDims(maskP, 1) && k.expandDims(maskN, 0);
-    Value g = h / (H / G);
-    Value chX = h * P + offsP;
-    auto ssmOffsets = [&] {
-      return slot * sSsSlot + h * sSsH + k.expandDims(offsP, 1) * sSsP + k.expandDims(offsN, 0) * sSsN;
-    };
-    Value st = k.load(ssmState, ssmOffsets(), mask2, zero);
-    Conv cx = loadConv(chX, maskP, BP);
-    Value Ahead = k.load(A, h * sAh);
-    Value biasHead = k.ifElse(hasDtBias, [&] { return std::vector<Value>{k.load(dtBias, h * sDtbH)}; },
-                              [&] { return std::vector<Value>{zero}; })[0];
-    Value Dv = k.ifElse(hasD, [&] { return std::vector<Value>{k.load(Dp, h * sDh)}; },
-                        [&] { return std::vector<Value>{zero}; })[0];
-    // One SSM step (as selective_state_update computes it for Mamba-2): the new state.
-    auto ssmStep = [&](Value s, Value xPost, Value bPost, Value dtRaw) {
-      Value d = dtRaw + biasHead;
-      d = k.ifElse(softplusOn, [&] { return std::vector<Value>{softplus(d)}; },
-                   [&] { return std::vector<Value>{d}; })[0];
-      d = k.ifElse(hasClamp, [&] { return std::vector<Value>{k.minimum(k.maximum(d, dtMin), dtMax)}; },
-                   [&] { return std::vector<Value>{d}; })[0];
-      Value decay = k.splat(k.exp(Ahead * d), {BP, BN});
-      return s * decay + k.expandDims(bPost, 0) * k.expandDims(k.splat(d, {BP}) * xPost, 1);
-    };
-    auto bAt = [&](Value t) { return k.load(ws, wsRow(t) + g * N + offsN, maskN, zero); };
-    auto dtAt = [&](Value t) { return k.load(ws, wsRow(t) + 2 * GN + h); };
-    auto pack = [&](Value s, const std::vector<Value>& wx) {
-      std::vector<Value> v{s};
-      v.insert(v.end(), wx.begin(), wx.end());
-      return v;
-    };
-
-    // Replay: cached drafts 0..c-1, then commit what this program owns.
-    std::vector<Value> replayed = k.forLoop(k.constInt(0), c, k.constInt(1), pack(st, cx.win), [&](Value t, const std::vector<Value>& v) {
-      std::vector<Value> wx(v.begin() + 1, v.end());
-      Value xPost = convStep(cx, wx, k.load(xbcCache, slot * sXcSlot + t * sXcT + chX * sXcC, maskP, zero));
-      return pack(ssmStep(v[0], xPost, bAt(t), dtAt(t)), wx);
+  // The program's heads h0 + i, one after the other.
+  const int64_t maxTokens = (spec.get("replay") ? spec.get("Lc") : 0) + spec.get("L");
+  Value h0 = hb * hpp, nHeads = k.minimum(hpp, H - h0);
+  if (BT >= maxTokens) {
+    // One chunk holds every token: the group's B and C (and dt) are staged once, after which the
+    // program arrives, so that the last one's commits overlap the others' tokens. The state is
+    // loaded after its head's staging, so that its registers are free there.
+    stageBC(k.constInt(0));
+    arriveAndCommitShared();
+    k.forLoop(k.constInt(0), nHeads, k.constInt(1), {}, [&](Value i, const std::vector<Value>&) {
+      stageHead(k.constInt(0), h0 + i, i, true);
+      tokens(k.constInt(0), h0 + i, i, Value{});
+      k.barrier();  // the head's rows are read before the next head's are staged
+      return std::vector<Value>{};
     });
-    std::vector<Value> wxC(replayed.begin() + 1, replayed.end());
-    k.ifThen(c > 0, [&] {
-      k.store(ssmState, ssmOffsets(), replayed[0], mask2);
-      for (int64_t j = 0; j + 1 < W; ++j) k.store(convState, slot * sCsSlot + chX * sCsC + j * sCsK, wxC[j], maskP);
-    });
-
-    // Verify: the L drafts from the corrected state; y per draft; the x drafts into the cache.
-    k.ifThen(verify, [&] {
-      k.forLoop(k.constInt(0), L, k.constInt(1), pack(replayed[0], wxC), [&](Value t, const std::vector<Value>& v) {
-        std::vector<Value> wx(v.begin() + 1, v.end());
-        Value xIn = k.load(xbc, b * sXb + t * sXt + chX * sXc, maskP, zero);
-        Value xPost = convStep(cx, wx, xIn);
-        Value s = ssmStep(v[0], xPost, bAt(c + t), dtAt(c + t));
-        Value cPost = k.load(ws, wsRow(c + t) + GN + g * N + offsN, maskN, zero);
-        Value yv = k.reduce(s * k.expandDims(cPost, 0), 1, "sum");
-        yv = yv + xPost * Dv;
-        yv = k.ifElse(hasZ, [&] {
-               Value zv = k.load(z, b * sZb + t * sZt + h * sZh + offsP * sZp, maskP, zero);
-               return std::vector<Value>{yv * silu(zv)};
-             }, [&] { return std::vector<Value>{yv}; })[0];
-        k.store(y, b * sYb + t * sYt + h * sYh + offsP * sYp, yv, maskP);
-        k.store(xbcCache, slot * sXcSlot + t * sXcT + chX * sXcC, xIn, maskP);
-        return pack(s, wx);
+  } else {
+    k.forLoop(k.constInt(0), nHeads, k.constInt(1), {}, [&](Value i, const std::vector<Value>&) {
+      Value h = h0 + i;
+      Value st = k.load(ssmState, slot * sSsSlot + h * sSsH + k.expandDims(offsP, 1) * sSsP + k.expandDims(offsN, 0) * sSsN, mask2, zero);
+      k.forLoop(k.constInt(0), nTok, k.constInt(BT), {st}, [&](Value v0, const std::vector<Value>& sv) {
+        stageBC(v0);
+        stageHead(v0, h, i, false);
+        Value s = tokens(v0, h, i, sv[0]);
+        k.barrier();  // the chunk's rows are read before the next chunk's are staged
+        return std::vector<Value>{s};
       });
+      commitHead(h);
+      return std::vector<Value>{};
     });
-  });
-
-  // The row's last program clears the flag for the next launch (every program has read it).
-  Value last = k.arriveLast(arrivals, slot * 2, H * cdiv(P, k.constInt(BP)));
-  k.ifThen(last, [&] { k.store(arrivals, flagAt, k.constInt(0)); });
+    arriveAndCommitShared();
+  }
 }
 
 // The SSM state row (N) whole in one tile; rows of P so that each thread keeps 64 state values in
-// registers across the replayed and verified tokens, beside its rows' conv windows and weights;
-// 8 lanes along N, so that the per-row work (x conv, SiLU of x and z), which the lanes along N
-// repeat, is shared by 4 rows of lanes. Measured on an H100 (H 80, P 64, N 128, batch 64, L 8;
-// verify / fused, us): 64 rows, 8 lanes 415 / 574; 32 rows, 32 lanes 409 / 714; 32, 8: 497 / 670;
-// 64, 16: 531 / 729; 16, 8: 645 / 837.
+// registers across the tokens; 8 lanes along N. At least 3 programs an SM (168 registers; rows of
+// N up to 128, wider ones spill there): the staging's latency is hidden by the other programs'
+// tokens. Measured on an H100 (H 80, P 64, N 128, fp32 state, fused L 4 / L 8, us): batch 64:
+// 175 / 215 at 3 programs an SM, 203 / 244 at 2 (178 registers); 8 warps instead of 4 at batch 1:
+// 16.9 / 18.0 against 13.8 / 15.4.
 void chooseMeta(Specialization& s) {
   const int64_t P = s.get("P"), N = s.get("N"), H = s.get("H"), G = s.get("G");
   if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);
@@ -266,11 +329,20 @@ void chooseMeta(Specialization& s) {
     s.set("meta:num_warps", warps);
   }
   if (!s.find("meta:inner_lanes")) s.set("meta:inner_lanes", 8);
+  if (!s.find("meta:min_blocks") && BN <= 128) s.set("meta:min_blocks", 3);  // wider rows spill at 168
   // The first program's B/C conv: [tokens, 64 channels] tiles (wider ones spill at W 8).
   if (!s.find("meta:BLOCK_C")) s.set("meta:BLOCK_C", std::min<int64_t>(64, std::max<int64_t>(4, nextPow2(2 * G * N))));
   s.set("meta:bc_chunks", (2 * G * N + s.get("meta:BLOCK_C") - 1) / s.get("meta:BLOCK_C"));
-  // The first program's [tokens, channels] tiles: every replayed and new token.
-  if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", std::max<int64_t>(2, nextPow2(s.get("Lc") + s.get("L"))));
+  // Tokens staged at a time: every replayed (at most Lc) and new token when their rows fit in
+  // shared memory, else chunks of them.
+  if (!s.find("meta:BLOCK_T")) {
+    const int64_t BP = s.get("meta:BLOCK_P"), W = s.get("meta:width"), BNp = BN + BN / 32 * 4;
+    const int64_t tokens = (s.get("replay") ? s.get("Lc") : 0) + s.get("L");
+    auto floats = [&](int64_t bt) { return (bt + W - 1) * (2 * BNp + BP) + bt * BP * 2 + 2 * kMaxHeadsPerProgram * bt; };
+    int64_t bt = std::max<int64_t>(2, nextPow2(tokens));
+    while (bt > 2 && floats(bt) > dsl::kMaxSharedBufferFloats) bt /= 2;
+    s.set("meta:BLOCK_T", bt);
+  }
   if (!s.find("meta:BLOCK_H")) s.set("meta:BLOCK_H", std::max<int64_t>(4, nextPow2(H)));
   if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
 }

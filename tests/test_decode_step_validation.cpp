@@ -41,8 +41,7 @@ Call valid() {
   c.s.xbc_cache = cuda(3, DType::BF16, {S, Lc, Dc});
   c.s.dt_cache = cuda(4, DType::BF16, {S, Lc, H});
   c.s.cached_tokens = cuda(5, DType::I32, {S});
-  c.s.arrivals = cuda(6, DType::I32, {S, 2});
-  c.s.scratch = cuda(18, DType::F32, {S, 2 * Lc, 2 * 2 * N + H});
+  c.s.arrivals = cuda(6, DType::I32, {S});
   c.w.conv_weight = cuda(7, DType::F32, {Dc, W});
   c.w.conv_bias = cuda(8, DType::BF16, {Dc});
   c.w.A = cuda(9, DType::F32, {H});
@@ -75,7 +74,6 @@ TEST(DecodeStepCheck, ValidCallPasses) {
   Call m = valid();  // L = kMaxTokens with a deeper cache; ReplayOnly takes the batch from num_accepted
   m.s.xbc_cache = cuda(3, DType::BF16, {5, 40, 96});
   m.s.dt_cache = cuda(4, DType::BF16, {5, 40, 4});
-  m.s.scratch = cuda(18, DType::F32, {5, 80, 68});
   m.a.xBC = cuda(14, DType::BF16, {3, kMaxTokens, 96});
   m.a.dt = cuda(15, DType::BF16, {3, kMaxTokens, 4});
   m.a.z = cuda(16, DType::BF16, {3, kMaxTokens, 4, 8});
@@ -106,18 +104,14 @@ TEST(DecodeStepCheck, BadArgumentsAreNamed) {
       {[](Call& c) { c.s.dt_cache = cuda(4, DType::F32, {5, 6, 4}); }, {"dt_cache", "float32", "bfloat16"}},
       {[](Call& c) { c.s.dt_cache = cuda(4, DType::BF16, {5, 6, 3}); }, {"dt_cache", "3", "4"}},
       {[](Call& c) { c.s.cached_tokens = cuda(5, DType::I64, {5}); }, {"cached_tokens", "int64", "int32"}},
-      {[](Call& c) { c.s.arrivals = cuda(6, DType::I32, {5}); }, {"arrivals", "rank 1", "expected rank 2"}},
-      {[](Call& c) { c.s.arrivals = cuda(6, DType::I32, {5, 3}); }, {"arrivals", "(5, 3)", "(5, 2)"}},
-      {[](Call& c) { c.s.arrivals.strides[0] = 1, c.s.arrivals.strides[1] = 5; }, {"arrivals", "(1, 5)", "(2, 1)"}},
-      {[](Call& c) { c.s.arrivals = cuda(6, DType::I64, {5, 2}); }, {"arrivals", "int64", "int32"}},
-      {[](Call& c) { c.s.arrivals.strides[0] = 3; }, {"arrivals", "(3, 1)", "(2, 1)"}},
-      {[](Call& c) { c.s.scratch = cuda(18, DType::F32, {5, 6, 36}); }, {"scratch", "6", "12"}},
-      {[](Call& c) { c.s.scratch = cuda(18, DType::BF16, {5, 12, 68}); }, {"scratch", "bfloat16", "float32"}},
+      {[](Call& c) { c.s.arrivals = cuda(6, DType::I32, {5, 2}); }, {"arrivals", "rank 2", "expected rank 1"}},
+      {[](Call& c) { c.s.arrivals = cuda(6, DType::I32, {4}); }, {"arrivals", "is 4", "expected 5"}},
+      {[](Call& c) { c.s.arrivals.strides[0] = 2; }, {"arrivals", "stride 2", "expected 1"}},
+      {[](Call& c) { c.s.arrivals = cuda(6, DType::I64, {5}); }, {"arrivals", "int64", "int32"}},
       {[](Call& c) { c.s.cached_tokens = {}; }, {"cached_tokens", "required"}},
       {[](Call& c) {  // L > kMaxTokens although the cache is deep enough
          c.s.xbc_cache = cuda(3, DType::BF16, {5, 40, 96});
          c.s.dt_cache = cuda(4, DType::BF16, {5, 40, 4});
-         c.s.scratch = cuda(18, DType::F32, {5, 80, 68});
          c.a.xBC = cuda(14, DType::BF16, {3, 33, 96});
          c.a.dt = cuda(15, DType::BF16, {3, 33, 4});
          c.a.z = cuda(16, DType::BF16, {3, 33, 4, 8});
@@ -315,7 +309,7 @@ ByHand stepByHand(DecodeProblem& q) {
 }
 
 // p (after the reference step) against the step by hand: committed states, y, the caches and
-// counts, and nothing written for pad rows, unused slots, arrivals or scratch. `tol(e)`: allowed
+// counts, and nothing written for pad rows, unused slots or arrivals. `tol(e)`: allowed
 // |got - e| for a state or y value e (the hand chain rounds the state to q's dtype per token, the
 // reference keeps it in double until the commit).
 template <class Tol>
@@ -374,7 +368,6 @@ void expectStepMatches(DecodeProblem& p, DecodeProblem& start, const ByHand& e, 
       EXPECT_EQ(slotBytes(*got, s), slotBytes(*was, s));
   }
   EXPECT_EQ(p.arrivals.bytes, start.arrivals.bytes);
-  EXPECT_EQ(p.scratch.bytes, start.scratch.bytes);
 }
 
 // Rounds of: pad rows that change per round (row 1 always, and row r % batch), accept mode
@@ -460,15 +453,13 @@ TEST(DecodeStepReference, BadArgumentsWriteNothing) {
       {[](Call& c) { c.s.conv_state.shape[2] = 0; }, {"conv_state", "width - 1 = 0", "2 <= W <= 8"}},
       {[](Call& c) {  // L = 4 > Lc = 2
          c.s.xbc_cache.shape[1] = c.s.dt_cache.shape[1] = 2;
-         c.s.scratch.shape[1] = 4;
        }, {"xBC", "4 drafts", "1 <= L <= 2", "cache depth 2"}},
       {[](Call& c) { c.s.xbc_cache.dtype = DType::BF16; }, {"xbc_cache", "bfloat16", "xBC's dtype float32", "exactly"}},
       {[](Call& c) { c.s.dt_cache.dtype = DType::F16; }, {"dt_cache", "float16", "dt's dtype float32"}},
       {[](Call& c) { c.s.cached_tokens.dtype = DType::F32; }, {"cached_tokens", "float32", "expected int32"}},
       {[](Call& c) { c.s.cached_tokens.shape[0] = 4; }, {"cached_tokens", "is 4", "expected 5"}},
-      {[](Call& c) { c.s.arrivals.strides[0] = 1, c.s.arrivals.strides[1] = 5; }, {"arrivals", "(1, 5)", "(2, 1)"}},
-      {[](Call& c) { c.s.arrivals.shape[1] = 1; }, {"arrivals", "(5, 1)", "(5, 2)"}},
-      {[](Call& c) { c.s.scratch.shape[2] = 10; }, {"scratch", "is 10", "expected 68"}},
+      {[](Call& c) { c.s.arrivals.strides[0] = 2; }, {"arrivals", "stride 2", "expected 1"}},
+      {[](Call& c) { c.s.arrivals.shape[0] = 4; }, {"arrivals", "is 4", "expected 5"}},
       {[](Call& c) { c.s.ssm_state.strides[0] = 0; }, {"ssm_state", "stride 0", "nonzero stride"}},
       {[](Call& c) { c.s.ssm_state.strides[3] = -1; }, {"ssm_state", "stride -1", "stride >= 0"}},
       {[](Call& c) { c.a.num_accepted = {}; }, {"num_accepted is required"}},

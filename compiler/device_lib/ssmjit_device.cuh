@@ -168,29 +168,6 @@ __device__ __forceinline__ bool ssm_arrive_last(T* counter, I count) {
   return last != 0;
 }
 
-// ---- flags between programs of one launch (sj.set_flag, sj.wait_flag) ------------------------
-template <typename T, typename I, typename V>
-__device__ __forceinline__ void ssm_set_flag(T* flag, I, V value) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    atomicExch(reinterpret_cast<int*>(flag), (int)value);
-  }
-}
-template <typename T>
-__device__ __forceinline__ int ssm_wait_flag(T* flag) {
-  __shared__ int seen;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int f;
-    while ((f = atomicAdd(reinterpret_cast<int*>(flag), 0)) == 0) __nanosleep(64);
-    __threadfence();
-    seen = f;
-  }
-  __syncthreads();
-  return seen;
-}
-
 // ---- device-side error record: err[0..3] = code, a, b, c; the first error wins --------------
 __device__ __forceinline__ void ssm_report_error(long long* err, long long code, long long a,
                                                  long long b, long long c) {

@@ -201,30 +201,6 @@ def SJ_BarrierOp : SJ_Op<"barrier", [MemoryEffects<[MemRead, MemWrite]>]> {
   let assemblyFormat = "attr-dict";
 }
 
-def SJ_SetFlagOp : SJ_Op<"set_flag", [MemoryEffects<[MemRead, MemWrite]>]> {
-  let summary = "publish this program's writes above, then set the int32 flag ptr[offset] = value";
-  let description = [{
-    A barrier (every thread's writes are issued), a fence (they are visible device-wide), then
-    one thread stores the flag atomically. Pairs with sj.wait_flag in other programs.
-  }];
-  let arguments = (ins SJ_Ptr:$flag, SJ_Index:$offset, SJ_Index:$value);
-  let assemblyFormat = "$flag `[` $offset `]` `,` $value attr-dict `:` type($flag) `,` type($offset) `,` type($value)";
-}
-
-def SJ_WaitFlagOp : SJ_Op<"wait_flag", [MemoryEffects<[MemRead, MemWrite]>]> {
-  let summary = "wait until the int32 flag ptr[offset] is non-zero; its value (uniform)";
-  let description = [{
-    One thread polls the flag; after it reads non-zero, a fence orders the program's later reads
-    after the writes the setter published, and a barrier releases the program. The setter must
-    be a program that started earlier (a lower block id): blocks are dispatched in order, so it
-    is running or done and the wait cannot deadlock (the assumption CUB's decoupled look-back
-    makes).
-  }];
-  let arguments = (ins SJ_Ptr:$flag, SJ_Index:$offset);
-  let results = (outs I32:$result);
-  let assemblyFormat = "$flag `[` $offset `]` attr-dict `:` type($flag) `,` type($offset)";
-}
-
 def SJ_ReturnIfOp : SJ_Op<"return_if", [MemoryEffects<[MemWrite]>]> {
   let summary = "end this program if the (uniform) condition holds";
   let arguments = (ins I1:$cond);

@@ -426,13 +426,6 @@ class Emitter {
       names_[sb.getResult().getAsOpaquePointer()] = nm;
       return line("__shared__ __align__(16) float " + nm + "[" + I(sb.getSize()) + "];");
     }
-    if (auto s = dyn_cast<sj::SetFlagOp>(op))
-      return line("ssm_set_flag(" + name(s.getFlag()) + " + " + name(s.getOffset()) + ", 0, " + name(s.getValue()) + ");");
-    if (auto w = dyn_cast<sj::WaitFlagOp>(op)) {
-      std::string nm = fresh();
-      names_[w.getResult().getAsOpaquePointer()] = nm;
-      return line("const int " + nm + " = ssm_wait_flag(" + name(w.getFlag()) + " + " + name(w.getOffset()) + ");");
-    }
     if (auto r = dyn_cast<sj::ReportErrorOp>(op))
       return line("ssm_report_error(" + name(r.getErr()) + ", " + name(r.getCode()) + ", " + name(r.getA()) +
                   ", " + name(r.getB()) + ", " + name(r.getC()) + ");");

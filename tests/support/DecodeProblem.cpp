@@ -57,9 +57,8 @@ DecodeProblem::DecodeProblem(const DecodeCase& cc) : c(cc), rng(cc.seed) {
   cachedTokens = contiguous(DType::I32, {S}, rng);
   for (int64_t s = 0; s < S; ++s)
     storeElement(cachedTokens.view(), s, double(std::uniform_int_distribution<int64_t>(0, c.Lc)(rng)));
-  arrivals = contiguous(DType::I32, {S, 2}, rng);
+  arrivals = contiguous(DType::I32, {S}, rng);
   std::fill(arrivals.bytes.begin(), arrivals.bytes.end(), 0);
-  scratch = contiguous(DType::F32, {S, 2 * c.Lc, 2 * c.G * c.N + c.H}, rng);  // poisoned: never read before written
   convW = contiguous(c.wType, {Dc, c.W}, rng);
   fillUniform(convW, rng, -0.5, 0.5);
   if (c.convBias) {
@@ -115,7 +114,6 @@ Mamba2DecodeState DecodeProblem::state() const {
   s.dt_cache = view(dtCache);
   s.cached_tokens = view(cachedTokens);
   s.arrivals = view(arrivals);
-  s.scratch = view(scratch);
   return s;
 }
 
@@ -148,7 +146,7 @@ Mamba2DecodeStepArgs DecodeProblem::args() const {
 
 std::vector<HostTensor*> DecodeProblem::all() {
   return {&convState, &ssmState, &xbcCache, &dtCache, &cachedTokens, &arrivals, &convW, &convB, &A,
-          &D,         &dtBias,   &idx,      &accepted, &xbc,         &dt,          &z,        &y, &scratch};
+          &D,         &dtBias,   &idx,      &accepted, &xbc,         &dt,          &z,        &y};
 }
 
 Mamba2DecodeState deviceState(DecodeProblem& p, const DeviceTensors& d) {
@@ -159,7 +157,6 @@ Mamba2DecodeState deviceState(DecodeProblem& p, const DeviceTensors& d) {
   s.dt_cache = d.view(3, p.dtCache);
   s.cached_tokens = d.view(4, p.cachedTokens);
   s.arrivals = d.view(5, p.arrivals);
-  s.scratch = d.view(17, p.scratch);
   return s;
 }
 Mamba2MixerWeights deviceWeights(DecodeProblem& p, const DeviceTensors& d) {

@@ -30,11 +30,11 @@ struct DecodeCase {
 
 // all() order (fixed; undefined tensors still listed): 0 convState, 1 ssmState, 2 xbcCache,
 // 3 dtCache, 4 cachedTokens, 5 arrivals, 6 convW, 7 convB, 8 A, 9 D, 10 dtBias, 11 idx,
-// 12 accepted, 13 xbc, 14 dt, 15 z, 16 y, 17 scratch
+// 12 accepted, 13 xbc, 14 dt, 15 z, 16 y
 struct DecodeProblem {
   DecodeCase c;
   std::mt19937_64 rng;
-  HostTensor convState, ssmState, xbcCache, dtCache, cachedTokens, arrivals, scratch;
+  HostTensor convState, ssmState, xbcCache, dtCache, cachedTokens, arrivals;
   HostTensor convW, convB, A, D, dtBias;
   HostTensor idx, accepted, xbc, dt, z, y;
   explicit DecodeProblem(const DecodeCase& c);

@@ -279,9 +279,9 @@ void selective_scan_backward(const SelectiveScanBackwardArgs& args, Stream strea
 // committing, and caches each draft's pre-conv xBC and raw dt. Once c of those drafts are
 // accepted, the replay runs only those c tokens through the conv and SSM state updates and
 // commits both (post-conv x and B are recomputed from the cached pre-conv values: the same
-// arithmetic as the verify, so the same values, and no post-conv cache to write and read). The
-// B and C conv, shared by all heads of a sequence, runs once per sequence (in the launch's first
-// program of that sequence, which the others wait for), not once per head.
+// arithmetic as the verify, so the same values, and no post-conv cache to write and read). Each
+// program of the launch runs the B and C conv of its heads' group itself (several heads a
+// program at large batches), so no program waits for another.
 // mamba2_decode_step does both in one launch: replay c_b tokens (c_b per sequence), commit, then
 // verify the new drafts from the corrected state, writing y per draft and refilling the cache.
 //
@@ -296,10 +296,9 @@ struct Mamba2DecodeState {
   TensorView dt_cache;       // (S, Lc, H): their raw dt; dt's dtype
   TensorView cached_tokens;  // (S,) int32: how many drafts each slot's cache holds. Zero it when a
                              // slot starts a sequence; the step keeps it (verify sets L, replay 0)
-  TensorView arrivals;       // (S, 2) int32, contiguous: the kernel's per-slot sync words. Zero it
-                             // once at allocation; every step leaves it zero.
-  TensorView scratch;        // (S, 2*Lc, 2*G*N + H) float32, contiguous: the step's post-conv B, C
-                             // and dt per token (contents on entry do not matter)
+  TensorView arrivals;       // (S,) int32, contiguous: the kernel's per-slot counter (a row's last
+                             // program commits what all read). Zero it once at allocation; every
+                             // step leaves it zero.
 };
 
 // The layer's parameters (unchanged between steps).

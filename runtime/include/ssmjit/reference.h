@@ -96,7 +96,7 @@ void causal_conv1d_update(const CausalConv1dUpdateArgs& args);
 // copies the drafts into xbc_cache / dt_cache and sets cached_tokens[s] = L; replay alone sets it
 // to 0. A slot outside [0, S) other than -1, or c outside [0, cached_tokens[s]], throws
 // ssmjit::Error(InvalidArgument) before anything is written (the GPU skips the row and reports
-// it). arrivals and scratch are not touched.
+// it). arrivals is not touched.
 void mamba2_decode_step(const Mamba2DecodeState& state, const Mamba2MixerWeights& weights,
                         const Mamba2DecodeStepArgs& args);
 
