@@ -219,18 +219,20 @@ void build(KernelBuilder& k, const Specialization& spec) {
   };
   // After a head's tokens (several chunks): its x conv window after the replay, in(c - (W-1) + q),
   // committed; its x drafts cached (after every thread's reads of the cached rows).
+  // The conv window after the replay, in(c - (W-1) + q), of a 1-D tile of channels, committed;
+  // each thread loads its channels' columns whole before it stores any.
+  auto commitWindow = [&](Value ch, Value mask) {
+    std::vector<Value> cols;
+    for (int64_t q = 0; q + 1 < W; ++q) {
+      Value pos = c - (W - 1) + q;
+      Value vs = k.load(convState, slot * sCsSlot + ch * sCsC + k.maximum(pos + (W - 1), k.constInt(0)) * sCsK, mask && (pos < 0), zero);
+      Value vc = k.load(xbcCache, slot * sXcSlot + k.maximum(pos, k.constInt(0)) * sXcT + ch * sXcC, mask && (pos >= 0), zero);
+      cols.push_back(vs + vc);
+    }
+    for (int64_t q = 0; q + 1 < W; ++q) k.store(convState, slot * sCsSlot + ch * sCsC + q * sCsK, cols[q], mask);
+  };
   auto commitHead = [&](Value h) {
-    Value chX = h * P + offsP;
-    k.ifThen(c > 0, [&] {
-      std::vector<Value> cols;
-      for (int64_t q = 0; q + 1 < W; ++q) {
-        Value pos = c - (W - 1) + q;
-        Value vs = k.load(convState, slot * sCsSlot + chX * sCsC + k.maximum(pos + (W - 1), k.constInt(0)) * sCsK, maskP && (pos < 0), zero);
-        Value vc = k.load(xbcCache, slot * sXcSlot + k.maximum(pos, k.constInt(0)) * sXcT + chX * sXcC, maskP && (pos >= 0), zero);
-        cols.push_back(vs + vc);
-      }
-      for (int64_t q = 0; q + 1 < W; ++q) k.store(convState, slot * sCsSlot + chX * sCsC + q * sCsK, cols[q], maskP);
-    });
+    k.ifThen(c > 0, [&] { commitWindow(h * P + offsP, maskP); });
     k.barrier();
     k.ifThen(verify, [&] {
       Value m = (lr < L) && mP2, ch = k.expandDims((h * P + pidP * BP) + pLoc, 0);
@@ -245,17 +247,9 @@ void build(KernelBuilder& k, const Specialization& spec) {
     Value last = k.arriveLast(arrivals, slot, cdiv(H, hpp) * cdiv(P, k.constInt(BP)));
     k.ifThen(last, [&] {
       k.ifThen(c > 0, [&] {
-        // Per chunk of channels, each thread loads its channels' columns whole before it stores any.
         for (int64_t j = 0; j < spec.get("meta:bc_chunks"); ++j) {
-          Value col = j * BC + k.range(BC), chBC = HP + col, mC = col < 2 * GN;
-          std::vector<Value> cols;
-          for (int64_t q = 0; q + 1 < W; ++q) {
-            Value pos = c - (W - 1) + q;
-            Value vs = k.load(convState, slot * sCsSlot + chBC * sCsC + k.maximum(pos + (W - 1), k.constInt(0)) * sCsK, mC && (pos < 0), zero);
-            Value vc = k.load(xbcCache, slot * sXcSlot + k.maximum(pos, k.constInt(0)) * sXcT + chBC * sXcC, mC && (pos >= 0), zero);
-            cols.push_back(vs + vc);
-          }
-          for (int64_t q = 0; q + 1 < W; ++q) k.store(convState, slot * sCsSlot + chBC * sCsC + q * sCsK, cols[q], mC);
+          Value col = j * BC + k.range(BC);
+          commitWindow(HP + col, col < 2 * GN);
         }
       });
       k.barrier();  // every read of the cached drafts is done before they are overwritten
