@@ -306,14 +306,21 @@ void build(KernelBuilder& k, const Specialization& spec) {
 // tokens. Measured on an H100 (H 80, P 64, N 128, fp32 state, fused L 4 / L 8, us): batch 64:
 // 175 / 215 at 3 programs an SM, 203 / 244 at 2 (178 registers); 8 warps instead of 4 at batch 1:
 // 16.9 / 18.0 against 13.8 / 15.4.
+// Large batches (meta:large_batch, set by the op) have programs enough for 5 an SM of half the
+// rows (32 state values a thread, 96 registers; 4 with fp32 drafts): more warps hide the staging's and the state's
+// latency. Measured likewise, fused L 4 / L 8 at 64 / 32 values a thread: batch 64: 174.6 / 214.7
+// against 161.8 / 197.6; batch 16: 71.7 / 90.1 against 58.2 / 74.0; batch 4: 24.9 / 29.1 against
+// 23.4 / 30.7; batch 1: 13.6 / 15.2 against 15.0 / 16.7.
 void chooseMeta(Specialization& s) {
   const int64_t P = s.get("P"), N = s.get("N"), H = s.get("H"), G = s.get("G");
   if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);
   if (!s.find("meta:BLOCK_N")) s.set("meta:BLOCK_N", std::max<int64_t>(4, nextPow2(N)));
   const int64_t BN = s.get("meta:BLOCK_N");
+  // Wider convs and state rows past 128 leave room for 32 values a thread (ptxas spills at 64).
+  const bool roomy = s.get("meta:width") <= 4 && BN <= 128;
+  const bool large = roomy && s.get("meta:large_batch", 0) != 0;
   if (!s.find("meta:BLOCK_P")) {
-    // Wider convs and state rows past 128 leave room for 32 values a thread (ptxas spills at 64).
-    const int64_t perThread = s.get("meta:width") <= 4 && BN <= 128 ? 64 : 32;
+    const int64_t perThread = roomy && !large ? 64 : 32;
     int64_t bp = std::max<int64_t>(1, perThread * 32 * s.get("meta:num_warps") / BN);
     s.set("meta:BLOCK_P", std::min(bp, std::max<int64_t>(1, nextPow2(P))));
     // Small heads: fewer warps, so that every thread holds a few state values (a reduction
@@ -323,7 +330,10 @@ void chooseMeta(Specialization& s) {
     s.set("meta:num_warps", warps);
   }
   if (!s.find("meta:inner_lanes")) s.set("meta:inner_lanes", 8);
-  if (!s.find("meta:min_blocks") && BN <= 128) s.set("meta:min_blocks", 3);  // wider rows spill at 168
+  // Wider rows spill at 168 registers; fp32 drafts (twice the staging registers) spill a little at
+  // 96 (36 bytes), not at 128.
+  const bool drafts16 = scalarTypeBytes(static_cast<ScalarType>(s.get("dtype:xbc_cache"))) == 2;
+  if (!s.find("meta:min_blocks") && BN <= 128) s.set("meta:min_blocks", large ? (drafts16 ? 5 : 4) : 3);
   // The first program's B/C conv: [tokens, 64 channels] tiles (wider ones spill at W 8).
   if (!s.find("meta:BLOCK_C")) s.set("meta:BLOCK_C", std::min<int64_t>(64, std::max<int64_t>(4, nextPow2(2 * G * N))));
   s.set("meta:bc_chunks", (2 * G * N + s.get("meta:BLOCK_C") - 1) / s.get("meta:BLOCK_C"));

@@ -15,6 +15,9 @@ namespace ssmjit::kernels {
 inline constexpr const char* kDecodeStepKernel = "mamba2_decode_step";
 // The most heads one program runs (hpp; their dt rows are staged together).
 inline constexpr int64_t kMaxHeadsPerProgram = 8;
+// Calls with at least this many (sequence, head) pairs get the large-batch tiles (see chooseMeta):
+// about 8 a streaming multiprocessor of an H100.
+inline constexpr int64_t kDecodeLargeBatchHeads = 1024;
 
 // Pointers (data): conv_state ssm_state xbc_cache dt_cache conv_w conv_b A D dt_bias xbc dt z y.
 // Pointers (metadata): state_idx accepted cached arrivals err.

@@ -139,18 +139,19 @@ void build(KernelBuilder& k, const Specialization& spec) {
   Value smem = staged ? k.sharedBuffer(stageFloats) : Value{};
   if (staged) {
     // Places along the lanes (coalesced, vectorised). The P places are a range of their own:
-    // offsP is the state's row axis, and a 1-D tile has one layout.
+    // offsP is the state's row axis, and a 1-D tile has one layout. A row's place is its index
+    // in the program's BP rows (pR); pG is the row of the head it holds.
     Value tr = k.range(LB), tC = k.expandDims(tr, 1), tV = tC < L;  // [LB, 1]
     Value nR = k.expandDims(offsN, 0);                                // [1, BN]
-    Value pR = k.expandDims(k.range(BP), 0) + pidP * BP;              // [1, BP]
-    Value mPR = wholeP ? Value{} : pR < P;
+    Value pR = k.expandDims(k.range(BP), 0), pG = pR + pidP * BP;     // [1, BP]
+    Value mPR = wholeP ? Value{} : pG < P;
     Value mN2 = tV && k.expandDims(maskN, 0), mP2 = wholeP ? k.broadcastTo(tV, {LB, BP}) : tV && mPR;
     auto rowsAt = [&](int64_t o) { return o + tC * BP + pR; };
     k.store(smem, tC * BNp + padN(nR), k.load(Bp, b * sBb + tC * sBl + g * sBg + nR * sBn, mN2, zero));
     k.store(smem, oC + tC * BNp + padN(nR), k.load(Cp, b * sCb + tC * sCl + g * sCg + nR * sCn, mN2, zero));
-    Value xT = k.load(x, b * sXb + tC * sXl + h * sXh + pR * sXp, mP2, zero);
+    Value xT = k.load(x, b * sXb + tC * sXl + h * sXh + pG * sXp, mP2, zero);
     k.store(smem, rowsAt(oX), xT);
-    if (withZ) k.store(smem, rowsAt(oZ), silu(k.load(z, b * sZb + tC * sZl + h * sZh + pR * sZp, mP2, zero)));
+    if (withZ) k.store(smem, rowsAt(oZ), silu(k.load(z, b * sZb + tC * sZl + h * sZh + pG * sZp, mP2, zero)));
     // dt' of each token (one per head), twice: as a row of scalars (their decays) and along the
     // tokens of x.
     Value dRow = dtTransform(k.load(dt, b * sDtb + tr * sDtl + h * sDth, tr < L, zero) + biasHead);
@@ -160,7 +161,7 @@ void build(KernelBuilder& k, const Specialization& spec) {
     k.barrier();
   }
   auto loadStaged = [&](Value t) {
-    Value row = t * BP + offsP;
+    Value row = t * BP + (offsP - pidP * BP);
     return std::vector<Value>{k.load(smem, oX + row), k.load(smem, oDec + t),
                               k.load(smem, oDtx + row), k.load(smem, t * BNp + padN(offsN)),
                               k.load(smem, oC + t * BNp + padN(offsN)), withZ ? k.load(smem, oZ + row) : zeroP};

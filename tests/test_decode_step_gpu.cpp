@@ -145,6 +145,11 @@ std::vector<DecodeCase> roundCases() {
     c.clamp = true;
     add(c);
   }
+  {  // a large batch (batch x H >= kDecodeLargeBatchHeads): half-row tiles, 3 programs a head of 96 rows
+    DecodeCase c = base;
+    c.H = 16, c.P = 96, c.N = 128, c.G = 2, c.batch = 64, c.slots = 66, c.L = 4, c.Lc = 4;
+    add(c);
+  }
   for (DType st : {DType::BF16, DType::F16}) {  // 16-bit states and drafts
     DecodeCase c = base;
     c.ssmStateType = c.convStateType = st;

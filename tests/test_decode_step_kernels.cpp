@@ -10,6 +10,7 @@
 
 #include "GpuTest.h"  // SSMJIT_REQUIRE_NVRTC
 #include "kernels_dsl/CompileKernel.h"
+#include "kernels_dsl/Mamba2DecodeStep.h"
 #include "runtime/ops/Mamba2DecodeStepSpec.h"
 #include "ssmjit/ops.h"
 
@@ -28,6 +29,7 @@ struct Variant {
   DecodeStepParts parts = DecodeStepParts::ReplayAndVerify;
   bool extras = true;  // conv bias, D, z, dt_bias, slot indices
   bool clamp = false;
+  int64_t B = 3;  // batch: B * H >= kDecodeLargeBatchHeads takes the large-batch tiles
 };
 
 struct Call {
@@ -37,7 +39,7 @@ struct Call {
 };
 
 Call make(const Variant& v) {
-  const int64_t B = 3, S = 5, Lc = 8, Dc = v.H * v.P + 2 * v.G * v.N;
+  const int64_t B = v.B, S = 5, Lc = 8, Dc = v.H * v.P + 2 * v.G * v.N;
   Call c;
   c.s.conv_state = view(1, v.state, {S, Dc, v.W - 1});
   c.s.ssm_state = view(2, v.state, {S, v.H, v.P, v.N});
@@ -99,6 +101,26 @@ TEST(DecodeStepKernels, EveryPartAndDtypeCompiles) {
           v.extras = extras;
           expectCompiles(v, "sm_90a");
         }
+}
+
+// Large batches take half the rows a program at 5 programs an SM (96 registers; 4 with fp32 drafts).
+TEST(DecodeStepKernels, LargeBatchTilesCompile) {
+  SSMJIT_REQUIRE_NVRTC();
+  for (DecodeStepParts parts : {DecodeStepParts::ReplayAndVerify, DecodeStepParts::ReplayOnly, DecodeStepParts::VerifyOnly})
+    for (DType st : {DType::F32, DType::BF16})
+      for (DType x : {DType::F32, DType::BF16}) {
+        Variant v;
+        v.parts = parts, v.state = st, v.x = x, v.B = 128;
+        const Call c = make(v);
+        const Specialization spec = detail::decodeStepSpecialization(c.s, c.w, c.a, "sm_90a");
+        EXPECT_EQ(spec.get("meta:BLOCK_P"), 32);
+        EXPECT_EQ(spec.get("meta:min_blocks"), x == DType::F32 ? 4 : 5);
+        expectCompiles(v, "sm_90a");
+      }
+  Variant v;  // one sequence short of the bound: the small-batch tiles
+  v.B = kernels::kDecodeLargeBatchHeads / v.H - 1;
+  const Call c = make(v);
+  EXPECT_EQ(detail::decodeStepSpecialization(c.s, c.w, c.a, "sm_90a").get("meta:BLOCK_P"), 64);
 }
 
 TEST(DecodeStepKernels, WidthsShapesAndClampCompile) {

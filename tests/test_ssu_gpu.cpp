@@ -126,6 +126,22 @@ std::vector<SsuCase> matrixCases() {
     c.pads = 1;
     add(c);
   }
+  // Heads wider than a program's rows (P > BLOCK_P) with staged tokens: every program of a head
+  // stages its own rows.
+  {
+    SsuCase c = mamba2Heads(/*H=*/4, /*P=*/96, /*N=*/128, /*G=*/2);  // BLOCK_P 64: a full and a part
+    c.L = 8;
+    c.batch = 3;
+    c.inT = DType::BF16;
+    add(c);
+  }
+  {
+    SsuCase c = mamba2Heads(/*H=*/2, /*P=*/128, /*N=*/256, /*G=*/1);  // BLOCK_P 32: four a head
+    c.L = 4;
+    c.batch = 2;
+    c.write = StateWrite::PerToken;
+    add(c);
+  }
   {
     SsuCase c;  // no optional input at all
     c.L = 2;

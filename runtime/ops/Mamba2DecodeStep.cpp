@@ -99,6 +99,7 @@ void bind(KernelCall& c, const Mamba2DecodeState& s, const Mamba2MixerWeights& w
   c.flag(A("replay"), d.replay);
   c.flag(A("verify"), d.verify);
   c.meta("meta:width", d.W);
+  c.meta("meta:large_batch", d.batch * d.H >= kernels::kDecodeLargeBatchHeads);
   c.meta("meta:index_bits", detail::fits32({&s.conv_state, &s.ssm_state, &s.xbc_cache, &s.dt_cache, &w.conv_weight,
                                             &a.xBC, &a.dt, &a.z, &a.y})
                                 ? 32
@@ -107,15 +108,16 @@ void bind(KernelCall& c, const Mamba2DecodeState& s, const Mamba2MixerWeights& w
 
 // Heads per program: each program stages its group's B and C conv (and the dt of its heads) once
 // for its heads, so past a few rows several heads share one staging, while the launch keeps at
-// least 128 programs. hpp divides H / G (the heads share a group) and stays within the kernel's
-// kMaxHeadsPerProgram (8; its div class is then 1, so one specialisation serves every batch).
-// Measured on an H100 (Mamba-2 2.7B heads, fp32 state, L 4; verify us at hpp 1 / 2 / 4 / 8):
-// batch 1: 10.3 / 13.5 / 19.6 / 32.3; batch 4: 25.8 / 18.9 / 20.0 / 32.7; batch 16: 64.1 / 53.5 /
-// 55.0 / 52.7; batch 64: 242 / 173 / 140 / 144.
-int64_t headsPerProgram(const detail::DecodeStepDims& d, int64_t programsPerHead) {
+// least `minPrograms`: 128, or 512 with the large-batch tiles (5 programs an SM). hpp divides
+// H / G (the heads share a group) and stays within the kernel's kMaxHeadsPerProgram (8; its div
+// class is then 1, so one specialisation serves every batch). Measured on an H100 (Mamba-2 2.7B
+// heads, fp32 state, L 4; verify us at hpp 1 / 2 / 4 / 8): batch 1: 10.3 / 13.5 / 19.6 / 32.3;
+// batch 4: 25.8 / 18.9 / 20.0 / 32.7. Large-batch tiles (fused L 4 us at hpp 1 / 2 / 4 / 8):
+// batch 16: 87.6 / 64.6 / 52.4 / 58.3; batch 64: 313.9 / 216.7 / 179.8 / 163.4.
+int64_t headsPerProgram(const detail::DecodeStepDims& d, int64_t programsPerHead, int64_t minPrograms) {
   int64_t hpp = 1;
   for (int64_t cand = 2; cand <= kernels::kMaxHeadsPerProgram; ++cand)
-    if ((d.H / d.G) % cand == 0 && d.batch * programsPerHead * (d.H / cand) >= 128) hpp = cand;
+    if ((d.H / d.G) % cand == 0 && d.batch * programsPerHead * (d.H / cand) >= minPrograms) hpp = cand;
   return hpp;
 }
 
@@ -127,7 +129,8 @@ void mamba2_decode_step(const Mamba2DecodeState& s, const Mamba2MixerWeights& w,
   if (d.batch == 0) return;
   KernelCall c(kernels::kDecodeStepKernel, kSchema);
   bind(c, s, w, a, d, deviceStatusRecord());
-  const int64_t bp = c.metaValue("meta:BLOCK_P"), hpp = headsPerProgram(d, (d.P + bp - 1) / bp);
+  const int64_t bp = c.metaValue("meta:BLOCK_P"),
+                hpp = headsPerProgram(d, (d.P + bp - 1) / bp, c.metaValue("meta:large_batch") ? 512 : 128);
   thread_local const ArgIndex A{kSchema.names, kSchema.count};
   c.v[A("hpp")].i64 = hpp;
   const unsigned grid[3] = {static_cast<unsigned>((d.P + bp - 1) / bp), static_cast<unsigned>(d.H / hpp),
