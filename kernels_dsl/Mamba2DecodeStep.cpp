@@ -307,10 +307,11 @@ void build(KernelBuilder& k, const Specialization& spec) {
 // 175 / 215 at 3 programs an SM, 203 / 244 at 2 (178 registers); 8 warps instead of 4 at batch 1:
 // 16.9 / 18.0 against 13.8 / 15.4.
 // Large batches (meta:large_batch, set by the op) have programs enough for 5 an SM of half the
-// rows (32 state values a thread, 96 registers; 4 with fp32 drafts): more warps hide the staging's and the state's
-// latency. Measured likewise, fused L 4 / L 8 at 64 / 32 values a thread: batch 64: 174.6 / 214.7
-// against 161.8 / 197.6; batch 16: 71.7 / 90.1 against 58.2 / 74.0; batch 4: 24.9 / 29.1 against
-// 23.4 / 30.7; batch 1: 13.6 / 15.2 against 15.0 / 16.7.
+// rows (32 state values a thread, 96 registers; 4 with fp32 drafts): more warps hide the
+// staging's and the state's latency. Measured likewise, fused L 4 / L 8 at 64 against 32 values a
+// thread (with the heads per program the op picks for each): batch 64: 175.1 / 214.6 against
+// 161.7 / 197.7; batch 16: 71.1 / 90.3 against 52.6 / 62.1. Small batches keep 64: batch 4:
+// 24.9 / 29.1 against 23.4 / 30.7, batch 1: 13.6 / 15.2 against 15.0 / 16.7.
 void chooseMeta(Specialization& s) {
   const int64_t P = s.get("P"), N = s.get("N"), H = s.get("H"), G = s.get("G");
   if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);
