@@ -122,6 +122,10 @@ void build(KernelBuilder& k, const Specialization& spec) {
   // maskP and the state's row offsets: a 1-D tile has one layout).
   Value pLoc = k.range(BP), pR = k.expandDims(pLoc, 0), maskP0 = pLoc < P - pidP * BP, mP2 = k.expandDims(maskP0, 0);
   Value chB = HP + g * N + offsN, chC = HP + GN + g * N + offsN;
+  auto xChannels = [&](Value h) { return (h * P + pidP * BP) + pLoc; };  // head h's x rows, as [BP]
+  auto ssmOffsets = [&](Value h) {
+    return slot * sSsSlot + h * sSsH + k.expandDims(offsP, 1) * sSsP + k.expandDims(offsN, 0) * sSsN;
+  };
   // The SiLU conv of the chunk's tokens from the raw rows at `o` (row stride `rs`, places `at`)
   // for channels ch1: bias + w[W-1] x(t), then w[q] x(t - (W-1) + q), as causal_conv1d_update sums.
   auto convRows = [&](int64_t o, int64_t rs, Value at, Value ch1, Value m1) {
@@ -165,7 +169,7 @@ void build(KernelBuilder& k, const Specialization& spec) {
   // overwritten (raw row of position p: p + W - 1).
   auto stageHead = [&](Value v0, Value h, Value i, bool commitFromRaw) {
     Value pos = v0 - (W - 1) + rC, okR = rC < R;
-    Value chX0 = (h * P + pidP * BP) + pLoc;
+    Value chX0 = xChannels(h);
     k.store(smem, oX + rC * BP + pR, virtualIn(pos, k.expandDims(chX0, 0), okR && mP2), okR);
     Value vC = v0 + tC, okC = vC < nTok;
     if (withZ) {
@@ -194,18 +198,15 @@ void build(KernelBuilder& k, const Specialization& spec) {
   // The tokens of the staged chunk from v0 for head h: the replayed ones update the state (the
   // last commits it); the new drafts also give y.
   auto tokens = [&](Value v0, Value h, Value i, Value s0) {
-    auto ssmOffsets = [&] {
-      return slot * sSsSlot + h * sSsH + k.expandDims(offsP, 1) * sSsP + k.expandDims(offsN, 0) * sSsN;
-    };
     Value Dv = k.ifElse(hasD, [&] { return std::vector<Value>{k.load(Dp, h * sDh)}; },
                         [&] { return std::vector<Value>{zero}; })[0];
-    Value sIn = s0.valid() ? s0 : k.load(ssmState, ssmOffsets(), mask2, zero);
+    Value sIn = s0.valid() ? s0 : k.load(ssmState, ssmOffsets(h), mask2, zero);
     return k.forLoop(v0, k.minimum(v0 + BT, nTok), k.constInt(1), {sIn}, [&](Value v, const std::vector<Value>& sv) {
       Value r = v - v0, row = r * BP + offsP - pidP * BP;
       Value Bv = k.load(smem, r * BNp + padN(offsN)), dtx = k.load(smem, oDtx + row);
       Value decay = k.splat(k.load(smem, oDec + i * BT + r), {BP, BN});
       Value s = sv[0] * decay + k.expandDims(Bv, 0) * k.expandDims(dtx, 1);
-      k.ifThen(v == c - 1, [&] { k.store(ssmState, ssmOffsets(), s, mask2); });
+      k.ifThen(v == c - 1, [&] { k.store(ssmState, ssmOffsets(h), s, mask2); });
       k.ifThen(v >= c, [&] {
         Value Cv = k.load(smem, oC + r * BNp + padN(offsN));
         Value yv = k.reduce(s * k.expandDims(Cv, 0), 1, "sum");
@@ -217,8 +218,6 @@ void build(KernelBuilder& k, const Specialization& spec) {
       return std::vector<Value>{s};
     })[0];
   };
-  // After a head's tokens (several chunks): its x conv window after the replay, in(c - (W-1) + q),
-  // committed; its x drafts cached (after every thread's reads of the cached rows).
   // The conv window after the replay, in(c - (W-1) + q), of a 1-D tile of channels, committed;
   // each thread loads its channels' columns whole before it stores any.
   auto commitWindow = [&](Value ch, Value mask) {
@@ -231,11 +230,13 @@ void build(KernelBuilder& k, const Specialization& spec) {
     }
     for (int64_t q = 0; q + 1 < W; ++q) k.store(convState, slot * sCsSlot + ch * sCsC + q * sCsK, cols[q], mask);
   };
+  // After a head's tokens (several chunks): its x conv window committed; its x drafts cached
+  // (after every thread's reads of the cached rows).
   auto commitHead = [&](Value h) {
     k.ifThen(c > 0, [&] { commitWindow(h * P + offsP, maskP); });
     k.barrier();
     k.ifThen(verify, [&] {
-      Value m = (lr < L) && mP2, ch = k.expandDims((h * P + pidP * BP) + pLoc, 0);
+      Value m = (lr < L) && mP2, ch = k.expandDims(xChannels(h), 0);
       k.store(xbcCache, slot * sXcSlot + lr * sXcT + ch * sXcC, k.load(xbc, b * sXb + lr * sXt + ch * sXc, m, zero), m);
     });
   };
@@ -285,7 +286,7 @@ void build(KernelBuilder& k, const Specialization& spec) {
   } else {
     k.forLoop(k.constInt(0), nHeads, k.constInt(1), {}, [&](Value i, const std::vector<Value>&) {
       Value h = h0 + i;
-      Value st = k.load(ssmState, slot * sSsSlot + h * sSsH + k.expandDims(offsP, 1) * sSsP + k.expandDims(offsN, 0) * sSsN, mask2, zero);
+      Value st = k.load(ssmState, ssmOffsets(h), mask2, zero);
       k.forLoop(k.constInt(0), nTok, k.constInt(BT), {st}, [&](Value v0, const std::vector<Value>& sv) {
         stageBC(v0);
         stageHead(v0, h, i, false);
@@ -320,6 +321,7 @@ void chooseMeta(Specialization& s) {
   // Wider convs and state rows past 128 leave room for 32 values a thread (ptxas spills at 64).
   const bool roomy = s.get("meta:width") <= 4 && BN <= 128;
   const bool large = roomy && s.get("meta:large_batch", 0) != 0;
+  s.set("meta:large_batch", large);  // whether the large-batch tiles are taken (the op reads it back)
   if (!s.find("meta:BLOCK_P")) {
     const int64_t perThread = roomy && !large ? 64 : 32;
     int64_t bp = std::max<int64_t>(1, perThread * 32 * s.get("meta:num_warps") / BN);

@@ -121,6 +121,12 @@ TEST(DecodeStepKernels, LargeBatchTilesCompile) {
   v.B = kernels::kDecodeLargeBatchHeads / v.H - 1;
   const Call c = make(v);
   EXPECT_EQ(detail::decodeStepSpecialization(c.s, c.w, c.a, "sm_90a").get("meta:BLOCK_P"), 64);
+  Variant wide;  // a wide conv keeps its tiles at any batch, and the spec says so (the op reads it)
+  wide.B = 128, wide.W = 8;
+  const Call cw = make(wide);
+  const Specialization sw = detail::decodeStepSpecialization(cw.s, cw.w, cw.a, "sm_90a");
+  EXPECT_EQ(sw.get("meta:large_batch"), 0);
+  EXPECT_EQ(sw.get("meta:min_blocks"), 3);
 }
 
 TEST(DecodeStepKernels, WidthsShapesAndClampCompile) {
