@@ -1,5 +1,6 @@
 #include "compiler/emit/CudaEmitter.h"
 
+#include <cctype>
 #include <functional>
 #include <map>
 #include <set>
@@ -226,6 +227,12 @@ class Emitter {
     }
     Kind have = layoutOf(v);
     if (have != k) fail(d, std::string("a tile in layout ") + layout::kindName(have) + " is used as " + layout::kindName(k));
+    // Expansions and broadcasts are read through to their source at each use: materialised, each
+    // was an array of copies that NVVM had to unroll and fold away (half the statements of an SSU
+    // kernel, and much of its compile time).
+    if (auto e = dyn_cast_or_null<sj::ExpandDimsOp>(d))  // the unit axis holds one register
+      return E(e.getSrc(), e.getAxis() == 0 ? Kind::Slice0 : Kind::Slice1, r);
+    if (auto b = dyn_cast_or_null<sj::BroadcastOp>(d)) return E(b.getSrc(), k, broadcastSource(b, r));
     if (const Raw* raw = rawOf(v)) {
       if (raw->words) return "ssm_word_to_float<" + raw->elem + ">(" + raw->name + "[" + r + "], (" + r + ") & 1)";
       return "ssm_to_float(" + raw->name + "[" + r + "])";
@@ -320,7 +327,8 @@ class Emitter {
     std::function<void(Value)> note = [&](Value v) {
       Operation* d = v.getDefiningOp();
       if (!d) return;
-      if (auto sp = dyn_cast<sj::SplatOp>(d)) return note(sp.getSrc());  // splats are inlined
+      // Splats, expansions and broadcasts are read through at each use.
+      if (isa<sj::SplatOp, sj::ExpandDimsOp, sj::BroadcastOp>(d)) return note(d->getOperand(0));
       if (isa<sj::ReduceOp>(d)) used.insert(d);
     };
     op->walk([&](Operation* o) {
@@ -406,8 +414,10 @@ class Emitter {
       line("const int " + nm + " = (int)" + std::string(axes[p.getAxis()]) + ";");
       return;
     }
-    if (auto e = dyn_cast<sj::ExpandDimsOp>(op)) return emitExpand(e);
-    if (auto b = dyn_cast<sj::BroadcastOp>(op)) return emitBroadcast(b);
+    if (isa<sj::ExpandDimsOp, sj::BroadcastOp>(op)) {  // read through at each use (E)
+      if (isa<sj::ExpandDimsOp>(op) && shapeOf(op->getResult(0)).size() != 2) fail(op, "expand_dims must give a 2-D tile");
+      return;
+    }
     if (auto l = dyn_cast<sj::LoadOp>(op)) return emitLoad(l);
     if (auto s = dyn_cast<sj::StoreOp>(op)) return emitStore(s);
     if (auto r = dyn_cast<sj::ReduceOp>(op)) return emitReduce(r);
@@ -454,31 +464,15 @@ class Emitter {
     fail(op, "operation not supported by the CUDA emitter");
   }
 
-  void emitExpand(sj::ExpandDimsOp e) {
-    auto rs = shapeOf(e.getResult());
-    if (rs.size() != 2) fail(e, "expand_dims must give a 2-D tile");
-    Kind src = e.getAxis() == 0 ? Kind::Slice0 : Kind::Slice1;
-    std::string nm = declare(e.getResult(), Kind::Blocked);
-    // The unit axis holds one register, so register r of the result is register r of the source.
-    forRegs(regs(Kind::Blocked, rs), [&] { line(nm + "[r] = " + E(e.getSrc(), src, "r") + ";"); });
-  }
-
-  void emitBroadcast(sj::BroadcastOp b) {
+  // The source register of a broadcast's register r (in the result's layout, which the source
+  // shares; a 1-D broadcast has a one-element source).
+  std::string broadcastSource(sj::BroadcastOp b, const std::string& r) const {
     auto ss = shapeOf(b.getSrc()), rs = shapeOf(b.getResult());
-    Kind k = rs.size() == 2 ? Kind::Blocked : layoutOf(b.getResult());
-    std::string nm = declare(b.getResult(), k);
-    forRegs(regs(k, rs), [&] {
-      std::string idx;
-      if (rs.size() == 2) {
-        int64_t n1 = n(1, rs[1]), sn1 = n(1, ss[1]);
-        std::string j0 = ss[0] == 1 ? "0" : "(r / " + I(n1) + ")";
-        std::string j1 = ss[1] == 1 ? "0" : "(r % " + I(n1) + ")";
-        idx = j0 + " * " + I(sn1) + " + " + j1;
-      } else {
-        idx = "0";
-      }
-      line(nm + "[r] = " + E(b.getSrc(), k, idx) + ";");
-    });
+    if (rs.size() != 2) return "0";
+    const int64_t n1 = n(1, rs[1]), sn1 = n(1, ss[1]);
+    const std::string j0 = ss[0] == 1 ? "0" : "((" + r + ") / " + I(n1) + ")";
+    const std::string j1 = ss[1] == 1 ? "0" : "((" + r + ") % " + I(n1) + ")";
+    return j0 + " * " + I(sn1) + " + " + j1;
   }
 
   std::string ptrName(Value p) { return name(p); }
@@ -931,19 +925,33 @@ class Emitter {
     line("}");
   }
 
-  // Copies the yielded values into the result variables.
+  // Whether expression `e` reads variable `nm` (names are "v<number>", so a match must not run on).
+  static bool reads(const std::string& e, const std::string& nm) {
+    for (size_t p = e.find(nm); p != std::string::npos; p = e.find(nm, p + 1)) {
+      const size_t q = p + nm.size();
+      const bool startOk = p == 0 || !(std::isalnum(static_cast<unsigned char>(e[p - 1])) || e[p - 1] == '_');
+      const bool endOk = q == e.size() || !(std::isalnum(static_cast<unsigned char>(e[q])) || e[q] == '_');
+      if (startOk && endOk) return true;
+    }
+    return false;
+  }
+
+  // Copies the yielded values into the result variables. A tile is assigned directly unless its
+  // expression reads a target assigned before it or itself (a loop's yield may read the values
+  // it replaces): those go through a temporary first. Copies of whole tiles are what NVVM spends
+  // its time folding away, so the common case (the yield reads none) makes none.
   void assignYield(scf::YieldOp y, const std::vector<std::string>& targets, const std::vector<Value>& results) {
-    // Compute into temporaries first: a yield may read a value another target is about to change.
-    std::vector<std::string> tmps;
+    std::vector<std::string> tmps(targets.size());
+    std::vector<std::string> direct(targets.size());  // the expression of register r, if direct
     for (size_t i = 0; i < targets.size(); ++i) {
       Value res = results[i];
       auto s = shapeOf(res);
       std::string t = fresh();
-      tmps.push_back(t);
       if (const Raw* rr = rawOf(res)) {  // a raw carried value: copy the bits
         const Raw* src = rawOf(y.getOperand(i));
         if (!src) fail(y, "a raw carried value is yielded a converted one");
         if (!sameForm(*src, *rr)) fail(y, "a raw carried value is yielded another form");
+        tmps[i] = t;
         if (s.empty()) {
           line(rr->storage + " " + t + " = " + src->name + ";");
         } else {
@@ -951,17 +959,29 @@ class Emitter {
           forRegs(regs(layoutOf(res), s), [&] { line(t + "[r] = " + src->name + "[r];"); });
         }
       } else if (s.empty()) {
+        tmps[i] = t;
         line(cType(res.getType()) + " " + t + " = " + name(y.getOperand(i)) + ";");
       } else {
         Kind k = layoutOf(res);
+        const std::string e = E(y.getOperand(i), k, "r");
+        bool hazard = false;
+        for (size_t j = 0; j <= i && !hazard; ++j) hazard = reads(e, targets[j]);
+        if (!hazard) {
+          direct[i] = e;
+          continue;
+        }
+        tmps[i] = t;
         line(cType(res.getType()) + " " + t + "[" + I(regs(k, s)) + "];");
-        forRegs(regs(k, s), [&] { line(t + "[r] = " + E(y.getOperand(i), k, "r") + ";"); });
+        forRegs(regs(k, s), [&] { line(t + "[r] = " + e + ";"); });
       }
     }
     for (size_t i = 0; i < targets.size(); ++i) {
       auto s = shapeOf(results[i]);
       if (s.empty()) line(targets[i] + " = " + tmps[i] + ";");
-      else forRegs(regs(layoutOf(results[i]), s), [&] { line(targets[i] + "[r] = " + tmps[i] + "[r];"); });
+      else if (!direct[i].empty()) {
+        if (direct[i] != targets[i] + "[r]")  // a value yielded unchanged needs no copy
+          forRegs(regs(layoutOf(results[i]), s), [&] { line(targets[i] + "[r] = " + direct[i] + ";"); });
+      } else forRegs(regs(layoutOf(results[i]), s), [&] { line(targets[i] + "[r] = " + tmps[i] + "[r];"); });
     }
   }
 
