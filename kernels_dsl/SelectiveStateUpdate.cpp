@@ -204,17 +204,23 @@ void chooseMeta(Specialization& s) {
   const int64_t P = s.get("P"), N = s.get("N");
   if (!s.find("meta:BLOCK_N")) s.set("meta:BLOCK_N", std::max<int64_t>(4, nextPow2(N)));
   const int64_t BN = s.get("meta:BLOCK_N");
-  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);
+  const int64_t stateBytes = scalarTypeBytes(static_cast<ScalarType>(s.get("dtype:state", 0)));
+  const bool oneTokenF32Heads = s.get("L") == 1 && s.get("per_head") && stateBytes == 4;
+  // One token, Mamba-2 heads, fp32 state: 8 warps of 16 values (64 B) a thread. H100, 2.7B heads,
+  // batch 1 / 16 / 64 / 256: 3.93 / 31.27 / 118.0 / 465.9 us (90% of copy at 16, 97% at 256)
+  // against 4.21 / 32.03 / 120.4 / 474.4 us (88%, 95%) for 4 warps of 8; 4 warps of 16 and
+  // 2 warps of 8 fell between.
+  if (!s.find("meta:num_warps")) s.set("meta:num_warps", oneTokenF32Heads ? 8 : 4);
   if (!s.find("meta:BLOCK_P")) {
     // One token is bandwidth-bound: many small programs. L tokens are bound by their math (the
     // inputs are staged once), so each thread keeps more state and fewer threads repeat the
     // per-token loads and row work.
     // One token, measured on an H100 (Mamba-2 2.7B heads, batch 16..256, % of copy bandwidth):
-    // fp32 state is best at 8 values (32 B) a thread (90-97%; 4 values 84-91%, 16 values 88-96%),
-    // 16-bit state at 32 values (64 B) (81-94%; 16 values 66-79%, 64 values 74-92%).
-    const int64_t stateBytes = scalarTypeBytes(static_cast<ScalarType>(s.get("dtype:state", 0)));
+    // 16-bit state is best at 32 values (64 B) a thread (81-94%; 16 values 66-79%, 64 values
+    // 74-92%); Mamba-1 keeps 8 fp32 values (32 B).
     // Several tokens: Mamba-1 also keeps A per state element in registers, so half as many.
-    const int64_t perThread = s.get("L") > 1 ? (s.get("per_head") ? 64 : 32) : (stateBytes == 4 ? 8 : 32);
+    const int64_t perThread =
+        s.get("L") > 1 ? (s.get("per_head") ? 64 : 32) : (oneTokenF32Heads ? 16 : stateBytes == 4 ? 8 : 32);
     int64_t bp = std::max<int64_t>(1, perThread * 32 * s.get("meta:num_warps") / BN);
     bp = std::min(bp, std::max<int64_t>(1, nextPow2(P)));
     s.set("meta:BLOCK_P", bp);

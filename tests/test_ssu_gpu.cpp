@@ -283,6 +283,60 @@ TEST(SsuGpu, TokensCallEqualsOneTokenCalls) {
 }
 
 // ----------------------------------------------------------------------------------------------
+// Repeat calls: a call that differs from a recent one in its data pointers only reuses that
+// call's checked arguments (the hot path); anything else about it must still be seen.
+
+TEST(SsuGpu, RepeatCallsOnOtherBuffersUseTheirOwnBuffers) {
+  SSMJIT_REQUIRE_GPU();
+  SsuCase c = mamba2Heads(8, 64, 128, 2);
+  c.tokens = false;
+  c.batch = 3;
+  c.stateIdx = true;
+  c.pads = 1;
+  // Three problems of one shape on their own buffers, in turn, then the first's shape with z and
+  // the clamp changed: each call's outputs and state are its own problem's.
+  auto run = [&](SsuCase k) {
+    SCOPED_TRACE(k.name() + " seed " + std::to_string(k.seed));
+    const SsuProblem p = makeProblem(k);
+    SsuProblem ref = p;
+    runReference(ref);
+    DeviceProblem dp(p);
+    runOp(k.tokens, dp.args);
+    ASSERT_NO_THROW(ssmjit::checkDeviceErrors());
+    expectMatches(p, ref, dp.download(kOut), dp.download(kState), tolerance(k), rowsWritten(p),
+                  p.slotMayBeWritten);
+  };
+  for (int i = 0; i < 3; ++i) {
+    c.seed = baseSeed() + 401 + i;
+    run(c);
+  }
+  SsuCase noZ = c;
+  noZ.hasZ = false;
+  run(noZ);
+  SsuCase clamped = c;
+  clamped.clamp = true;
+  run(clamped);
+
+  // A misaligned pointer after equal calls: the full check names it, and nothing runs.
+  const SsuProblem p = makeProblem(c);
+  DeviceProblem dp(p);
+  runOp(false, dp.args);
+  ssmjit::checkDeviceErrors();
+  SelectiveStateUpdateArgs bad = dp.args;
+  bad.x.data = static_cast<char*>(bad.x.data) + 2;
+  const auto stateBefore = dp.download(kState);
+  try {
+    ssmjit::selective_state_update(bad);
+    ADD_FAILURE() << "a misaligned x was accepted";
+  } catch (const ssmjit::Error& e) {
+    EXPECT_EQ(e.kind(), ssmjit::Error::Kind::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("x has data pointer"), std::string::npos) << e.what();
+  }
+  ssmjit::checkDeviceErrors();
+  EXPECT_EQ(dp.download(kState), stateBefore) << "the rejected call wrote the state";
+}
+
+// ----------------------------------------------------------------------------------------------
 // Slots out of range: reported, and nothing written for them
 
 SsuCase badSlotCase(StateWrite w, uint64_t seed) {

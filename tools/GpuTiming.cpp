@@ -23,6 +23,33 @@ double callTimeUs(const std::function<void(CUstream)>& call, CUstream s, int ite
   return median(us);
 }
 
+double hostCallUs(const std::function<void()>& call, CUstream s, int calls, int trials) {
+  std::vector<double> us;
+  for (int t = 0; t < trials; ++t) {
+    driver::check(driver::api().cuStreamSynchronize(s), "cuStreamSynchronize");
+    const WallTimer timer;
+    for (int i = 0; i < calls; ++i) call();
+    us.push_back(1e3 * timer.ms() / calls);
+  }
+  driver::check(driver::api().cuStreamSynchronize(s), "cuStreamSynchronize");
+  return median(us);
+}
+
+double driverLaunchFloorUs(const std::vector<char>& cubin, CUstream s, int calls, int trials) {
+  const driver::Api& a = driver::api();
+  CUmodule m = nullptr;
+  driver::check(a.cuModuleLoadDataEx(&m, cubin.data(), 0, nullptr, nullptr), "cuModuleLoadDataEx(empty kernel)");
+  struct Unload {
+    CUmodule m;
+    ~Unload() { driver::api().cuModuleUnload(m); }
+  } unload{m};
+  CUfunction f = nullptr;
+  driver::check(a.cuModuleGetFunction(&f, m, "ssmjit_empty"), "cuModuleGetFunction(ssmjit_empty)");
+  auto launch = [&] { driver::check(a.cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, nullptr, nullptr), "cuLaunchKernel(empty)"); };
+  launch();  // the first launch of a module does its lazy loading
+  return hostCallUs(launch, s, calls, trials);
+}
+
 int deviceAttribute(CUdevice_attribute attr, const char* what) {
   driver::ensureContext();
   CUdevice dev = 0;

@@ -4,6 +4,7 @@
 #include <cuda.h>
 
 #include <functional>
+#include <vector>
 
 #include "runtime/Driver.h"
 
@@ -33,6 +34,15 @@ class Event {
 // Microseconds per call: the median over `trials` of the mean of `iters` back-to-back calls,
 // after one call that compiles and loads; device errors are checked at the end.
 double callTimeUs(const std::function<void(CUstream)>& call, CUstream s, int iters, int trials);
+
+// Host microseconds per eager call: the median over `trials` of the mean of `calls` back-to-back
+// calls, each trial starting from an idle stream (so that a full launch queue never blocks the
+// host and counts as host time).
+double hostCallUs(const std::function<void()>& call, CUstream s, int calls, int trials);
+
+// The driver's own floor for the same measurement: cuLaunchKernel of an empty kernel (one block,
+// no parameters) on `s`. `cubin` is that kernel for the current device ("ssmjit_empty").
+double driverLaunchFloorUs(const std::vector<char>& cubin, CUstream s, int calls, int trials);
 
 int deviceAttribute(CUdevice_attribute attr, const char* what);
 

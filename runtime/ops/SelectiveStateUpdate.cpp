@@ -3,14 +3,18 @@
 // the GPU; then the call is mapped onto the generic kernel's layout (see
 // kernels_dsl/SelectiveStateUpdate.h), specialised, and launched on the caller's stream.
 //
-// Hot path (a repeated call): the check, the ArgValue array, the list of bindings compared with a
-// per-thread memo of recent calls, one cuLaunchKernel. No allocation, no hashing of strings; the
-// Specialization is built (and the loader's cache consulted) only when the bindings change.
+// Hot path: a call that differs from one of this thread's last calls in its data pointers only
+// (CallSlot) copies that call's argument values, sets the pointers and launches: no check, no
+// binding. Otherwise the check, the ArgValue array, the list of bindings compared with a
+// per-thread memo of recent bindings, one cuLaunchKernel. No allocation, no hashing of strings;
+// the Specialization is built (and the loader's cache consulted) only when the bindings change.
 // detail::ssuSpecialization (SelectiveStateUpdateSpec.h) runs the same binding step for drivers
 // that name the op's kernel without launching it.
 #include <cuda.h>
 
 #include <algorithm>
+#include <array>
+#include <cstddef>
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
@@ -452,7 +456,74 @@ Specialization specializationOf(const Binding* bind, int nb, std::string arch) {
   return spec;
 }
 
+// The tensors of a call in kSsuArgNames order (a_state .. a_dst_idx).
+std::array<const TensorView*, 12> tensorsOf(const SelectiveStateUpdateArgs& a) {
+  return {&a.state, &a.x, &a.dt, &a.A, &a.B, &a.C, &a.D, &a.z, &a.dt_bias, &a.out, &a.state_batch_indices,
+          &a.dst_state_indices};
+}
+static_assert(a_dst_idx - a_state + 1 == 12, "tensorsOf lists every tensor argument");
+
+// Everything of a TensorView but its data pointer, compared as bytes: no padding in it.
+constexpr size_t kViewMetaOffset = offsetof(TensorView, dtype);
+static_assert(kViewMetaOffset == sizeof(void*) &&
+                  sizeof(TensorView) == sizeof(void*) + sizeof(DType) + sizeof(int) +
+                                            2 * TensorView::kMaxDims * sizeof(int64_t) + sizeof(DeviceKind) + sizeof(int),
+              "TensorView's metadata is compared with memcmp: it must have no padding");
+
+// The last calls of this thread, as checked and bound: a call that differs from one of them in
+// its data pointers only (same shapes, strides, dtypes, devices, flags and scalars; the same
+// tensors absent; data pointers of the same alignment classes, index arrays aligned to their
+// element) passes the same check and binds the same kernel, so it copies the slot's argument
+// values, sets its pointers and launches. The serving hot path: a step's layers call with equal
+// shapes on other buffers. Anything else takes the full path and fills a slot.
+struct CallSlot {
+  CUcontext ctx = nullptr;  // null: empty
+  bool tokens = false;
+  SelectiveStateUpdateArgs meta;  // the call's arguments (data pointers are not compared)
+  int64_t align[12] = {};         // alignment class of each data pointer
+  ArgValue v[kernels::kSsuNumArgs] = {};
+  const LoadedKernel* kernel = nullptr;
+  unsigned grid[3] = {};
+};
+constexpr int kCallSlots = 4;
+
+bool sameButPointers(const CallSlot& m, const SelectiveStateUpdateArgs& a, bool tokens, CUcontext ctx) {
+  if (m.ctx != ctx || m.tokens != tokens || m.meta.dt_softplus != a.dt_softplus ||
+      m.meta.state_write != a.state_write || std::memcmp(&m.meta.dt_min, &a.dt_min, sizeof(float)) != 0 ||
+      std::memcmp(&m.meta.dt_max, &a.dt_max, sizeof(float)) != 0)
+    return false;
+  const auto mine = tensorsOf(m.meta), theirs = tensorsOf(a);
+  for (int i = 0; i < 12; ++i) {
+    const TensorView &x = *mine[i], &y = *theirs[i];
+    if (x.defined() != y.defined() ||
+        std::memcmp(reinterpret_cast<const char*>(&x) + kViewMetaOffset,
+                    reinterpret_cast<const char*>(&y) + kViewMetaOffset, sizeof(TensorView) - kViewMetaOffset) != 0)
+      return false;
+    if (a_state + i <= a_out) {
+      if (detail::alignClass(y.data) != m.align[i]) return false;
+    } else if (reinterpret_cast<uintptr_t>(y.data) % static_cast<uintptr_t>(dtypeBytes(y.dtype)) != 0) {
+      return false;  // the full check names the misaligned index array
+    }
+  }
+  return true;
+}
+
 void launchSsu(const SelectiveStateUpdateArgs& a, bool tokens, Stream stream) {
+  thread_local CallSlot calls[kCallSlots];
+  thread_local unsigned callNext = 0;
+  // Slots fill only after a launch, so an empty table never touches the driver before the check
+  // (bad arguments are reported as such where there is no GPU).
+  CUcontext ctx = callNext ? driver::ensureContext() : nullptr;
+  for (CallSlot& c : calls) {
+    if (!c.ctx || !sameButPointers(c, a, tokens, ctx)) continue;
+    ArgValue v[kernels::kSsuNumArgs];
+    std::memcpy(v, c.v, sizeof v);
+    const auto ts = tensorsOf(a);
+    for (int i = 0; i < 12; ++i) v[a_state + i].ptr = ts[i]->data;
+    launchKernel(*c.kernel, v, c.grid, static_cast<CUstream>(stream));
+    return;
+  }
+
   const char* op = tokens ? "selective_state_update_tokens" : "selective_state_update";
   const detail::SsuDims d = detail::checkSsuArgs(a, tokens, DeviceKind::CUDA, op);
   if (d.batch == 0) return;  // nothing to compute; the GPU is not touched
@@ -463,7 +534,7 @@ void launchSsu(const SelectiveStateUpdateArgs& a, bool tokens, Stream stream) {
   bindSsu(a, tokens, d, v, bind, nb);
 
   // ----- the kernel: a memo hit, or specialise, compile/load (cached) and remember
-  CUcontext ctx = driver::ensureContext();
+  ctx = driver::ensureContext();
   thread_local MemoSlot memo[kMemoSlots];
   thread_local unsigned memoNext = 0;
   const MemoSlot* hit = nullptr;
@@ -492,6 +563,16 @@ void launchSsu(const SelectiveStateUpdateArgs& a, bool tokens, Stream stream) {
   const unsigned grid[3] = {static_cast<unsigned>(g.x), static_cast<unsigned>(g.y),
                             static_cast<unsigned>(g.z)};
   launchKernel(*hit->kernel, v, grid, static_cast<CUstream>(stream));
+
+  CallSlot& c = calls[callNext++ % kCallSlots];
+  c.ctx = ctx;
+  c.tokens = tokens;
+  c.meta = a;
+  const auto ts = tensorsOf(a);
+  for (int i = 0; i < 12; ++i) c.align[i] = a_state + i <= a_out ? detail::alignClass(ts[i]->data) : 0;
+  std::memcpy(c.v, v, sizeof v);
+  c.kernel = hit->kernel;
+  std::memcpy(c.grid, grid, sizeof grid);
 }
 
 }  // namespace
