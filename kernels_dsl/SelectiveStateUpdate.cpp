@@ -205,7 +205,9 @@ void chooseMeta(Specialization& s) {
   if (!s.find("meta:BLOCK_N")) s.set("meta:BLOCK_N", std::max<int64_t>(4, nextPow2(N)));
   const int64_t BN = s.get("meta:BLOCK_N");
   const int64_t stateBytes = scalarTypeBytes(static_cast<ScalarType>(s.get("dtype:state", 0)));
-  const bool oneTokenF32Heads = s.get("L") == 1 && s.get("per_head") && stateBytes == 4;
+  // (Heads big enough for a full tile of them: a smaller tile has fewer values than 8 warps.)
+  const bool oneTokenF32Heads =
+      s.get("L") == 1 && s.get("per_head") && stateBytes == 4 && nextPow2(P) * BN >= 16 * 32 * 8;
   // One token, Mamba-2 heads, fp32 state: 8 warps of 16 values (64 B) a thread. H100, 2.7B heads,
   // batch 1 / 16 / 64 / 256: 3.93 / 31.27 / 118.0 / 465.9 us (90% of copy at 16, 97% at 256)
   // against 4.21 / 32.03 / 120.4 / 474.4 us (88%, 95%) for 4 warps of 8; 4 warps of 16 and

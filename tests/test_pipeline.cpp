@@ -15,11 +15,12 @@ namespace ssmjit {
 namespace {
 
 // A Mamba-2 2.7B decode specialisation as the op builds it (contiguous tensors, batch dynamic).
-Specialization mamba2Spec(int L, ScalarType stateDtype, bool hasZ, const std::string& arch) {
+Specialization mamba2Spec(int L, ScalarType stateDtype, bool hasZ, const std::string& arch, int64_t P = 64,
+                          int64_t N = 128) {
   Specialization s;
   s.kernel = kernels::kSsuKernel;
   s.arch = arch;
-  const int64_t H = 80, P = 64, N = 128, G = 1;
+  const int64_t H = 80, G = 1;
   for (auto [k, v] : std::map<std::string, int64_t>{{"H", H}, {"P", P}, {"N", N}, {"G", G}, {"L", L}})
     s.set(k, v);
   s.set("has_D", 1).set("has_z", hasZ).set("has_dt_bias", 1).set("dt_softplus", 1).set("has_clamp", 0);
@@ -169,6 +170,21 @@ TEST(Pipeline, CompilesThroughNvrtcForHopperAndAmpere) {
         EXPECT_GT(k.resources.registers, 0) << k.compileLog;
         EXPECT_EQ(k.resources.spillStoreBytes, 0) << "spills for " << arch << " L=" << L << "\n" << k.compileLog;
       }
+}
+
+// One token's tiles depend on the head's size (8 warps of 16 fp32 values only for heads that fill
+// them; 8 warps over a small head's tile left a reduction with fewer values than threads): every
+// shape emits, and compiles where NVRTC is.
+TEST(Pipeline, OneTokenTilesFitSmallHeads) {
+  std::string why;
+  PipelineOptions emitOnly;
+  emitOnly.runNvrtc = nvrtcAvailable(&why);
+  for (auto [P, N] : {std::pair<int64_t, int64_t>{64, 128}, {8, 16}, {16, 32}, {3, 5}, {96, 128}})
+    for (ScalarType st : {ScalarType::F32, ScalarType::BF16}) {
+      SCOPED_TRACE("P " + std::to_string(P) + " N " + std::to_string(N) + " state " + std::to_string((int)st));
+      EXPECT_NO_THROW(compileKernel(mamba2Spec(1, st, true, "sm_90a", P, N), emitOnly));
+    }
+  if (!emitOnly.runNvrtc) GTEST_SKIP() << "emitted only; NVRTC not loadable: " << why;
 }
 
 }  // namespace
