@@ -946,12 +946,11 @@ class Emitter {
     for (size_t i = 0; i < targets.size(); ++i) {
       Value res = results[i];
       auto s = shapeOf(res);
-      std::string t = fresh();
       if (const Raw* rr = rawOf(res)) {  // a raw carried value: copy the bits
         const Raw* src = rawOf(y.getOperand(i));
         if (!src) fail(y, "a raw carried value is yielded a converted one");
         if (!sameForm(*src, *rr)) fail(y, "a raw carried value is yielded another form");
-        tmps[i] = t;
+        const std::string t = tmps[i] = fresh();
         if (s.empty()) {
           line(rr->storage + " " + t + " = " + src->name + ";");
         } else {
@@ -959,7 +958,7 @@ class Emitter {
           forRegs(regs(layoutOf(res), s), [&] { line(t + "[r] = " + src->name + "[r];"); });
         }
       } else if (s.empty()) {
-        tmps[i] = t;
+        const std::string t = tmps[i] = fresh();
         line(cType(res.getType()) + " " + t + " = " + name(y.getOperand(i)) + ";");
       } else {
         Kind k = layoutOf(res);
@@ -970,7 +969,7 @@ class Emitter {
           direct[i] = e;
           continue;
         }
-        tmps[i] = t;
+        const std::string t = tmps[i] = fresh();
         line(cType(res.getType()) + " " + t + "[" + I(regs(k, s)) + "];");
         forRegs(regs(k, s), [&] { line(t + "[r] = " + e + ";"); });
       }

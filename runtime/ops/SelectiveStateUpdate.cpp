@@ -349,6 +349,13 @@ constexpr Layout kState{"shpn", a_s_state_slot}, kX{"blhp", a_s_x_b}, kDt{"blhp"
     kZ{"blhp", a_s_z_b}, kDtb{"hp", a_s_dtb_h}, kOut{"blhp", a_s_out_b}, kIdx{"b", a_s_idx_b},
     kDst{"bl", a_s_dst_b};
 
+// The tensors of a call in kSsuArgNames order (a_state .. a_dst_idx).
+std::array<const TensorView*, 12> tensorsOf(const SelectiveStateUpdateArgs& a) {
+  return {&a.state, &a.x, &a.dt, &a.A, &a.B, &a.C, &a.D, &a.z, &a.dt_bias, &a.out, &a.state_batch_indices,
+          &a.dst_state_indices};
+}
+static_assert(a_dst_idx - a_state + 1 == 12, "tensorsOf lists every tensor argument");
+
 // The argument values of a checked call (all but the status record, set at launch) and its
 // bindings: everything the specialisation depends on, in a fixed order. No allocation. Shared by
 // the launch and by ssuSpecialization(); inlined so that the launch pays no call for it.
@@ -417,10 +424,9 @@ constexpr Layout kState{"shpn", a_s_state_slot}, kX{"blhp", a_s_x_b}, kDt{"blhp"
     set(names.plain[i], v[i].i64);
   // Storage dtypes; an absent tensor is never read, so it binds a fixed dtype and the
   // specialisation depends only on its flag.
-  const TensorView* ptrs[] = {&a.state, &a.x, &a.dt, &a.A, &a.B, &a.C, &a.D, &a.z, &a.dt_bias,
-                              &a.out, &a.state_batch_indices, &a.dst_state_indices};
+  const auto ptrs = tensorsOf(a);
   for (int i = a_state; i <= a_dst_idx; ++i) {
-    const TensorView& t = *ptrs[i];
+    const TensorView& t = *ptrs[i - a_state];
     const DType dflt = i >= a_state_idx ? DType::I32 : DType::F32;
     set(names.dtype[i], static_cast<int64_t>(scalarType(t.defined() ? t.dtype : dflt)));
   }
@@ -455,13 +461,6 @@ Specialization specializationOf(const Binding* bind, int nb, std::string arch) {
   dsl::completeSpecialization(spec);
   return spec;
 }
-
-// The tensors of a call in kSsuArgNames order (a_state .. a_dst_idx).
-std::array<const TensorView*, 12> tensorsOf(const SelectiveStateUpdateArgs& a) {
-  return {&a.state, &a.x, &a.dt, &a.A, &a.B, &a.C, &a.D, &a.z, &a.dt_bias, &a.out, &a.state_batch_indices,
-          &a.dst_state_indices};
-}
-static_assert(a_dst_idx - a_state + 1 == 12, "tensorsOf lists every tensor argument");
 
 // Everything of a TensorView but its data pointer, compared as bytes: no padding in it.
 constexpr size_t kViewMetaOffset = offsetof(TensorView, dtype);
