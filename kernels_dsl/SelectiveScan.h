@@ -13,6 +13,10 @@
 //   main pass: span j > 0 starts from the fold of its predecessors' entries
 //     (h = exp(A sum_dt) h + h_end, in order), span 0 from the initial state (its ws copy when
 //     the sequence has several spans); writes out; the last span writes the final state.
+// State chunks: a call with more states than one program holds (ssmjit::kScanStateChunk) runs
+//   the kernel once per chunk of states, on the chunk's A, B, C and states; every chunk but the
+//   last writes its sum of y over its states (fp32, no D or z) to out, a plane of the workspace,
+//   and every chunk but the first adds the plane read from yacc (flag has_yacc) to its own.
 // meta:checkpoints (the backward's first launch; one span a sequence): no out and no final
 //   state; the state carried into each tile q (tokens [q*BLOCK_T, (q+1)*BLOCK_T) of sequence i)
 //   goes to ws[key, n, d], key = row * ckpt_per_row + start_i / BLOCK_T + (packed ? i : 0) + q
@@ -25,22 +29,22 @@ namespace ssmjit::kernels {
 
 inline constexpr const char* kScanKernel = "selective_scan_fwd";
 
-// Pointers (data): u delta A B C Dv z dbias out init final ws. Metadata: cu init_idx final_idx err.
+// Pointers (data): u delta A B C Dv z dbias out init final ws yacc. Metadata: cu init_idx final_idx err.
 // Sizes: D L (row length T) nseq nslots_init nslots_final max_len keys_per_row ckpt_per_row (dynamic);
 //   group (channels a group of B/C: D / G, bound). N is meta:dstate.
 // Layout as indexed: u/delta/z/out[row, d, t]  A[d, n]  B/C time-varying [row, g, n, t] or constant
-//   [d, n]  Dv/dbias[d]  init/final[slot, d, n]  ws: float32, the states at [key, d, n] (keys
+//   [d, n]  yacc[row, d, t]  Dv/dbias[d]  init/final[slot, d, n]  ws: float32, the states at [key, d, n] (keys
 //   x D x N), then the summed dt at [key, d] (keys x D), then the initial-state copies [i, d, n].
 inline constexpr const char* kScanArgNames[] = {
-    "u", "delta", "A", "B", "C", "Dv", "z", "dbias", "out", "init", "final", "ws",
+    "u", "delta", "A", "B", "C", "Dv", "z", "dbias", "out", "init", "final", "ws", "yacc",
     "cu", "init_idx", "final_idx", "err",
     "D", "L", "nseq", "nslots_init", "nslots_final", "max_len", "keys_per_row", "group", "ckpt_per_row",
-    "s_u_b", "s_u_d", "s_dl_b", "s_dl_d", "s_z_b", "s_z_d", "s_o_b", "s_o_d",
+    "s_u_b", "s_u_d", "s_dl_b", "s_dl_d", "s_z_b", "s_z_d", "s_o_b", "s_o_d", "s_ya_b", "s_ya_d",
     "s_A_d", "s_A_n", "s_B_b", "s_B_g", "s_B_n", "s_B_d", "s_C_b", "s_C_g", "s_C_n", "s_C_d",
     "s_D_d", "s_db_d", "s_init_slot", "s_init_d", "s_init_n", "s_final_slot", "s_final_d",
     "s_final_n", "s_cu", "s_init_idx", "s_final_idx",
     "b_varying", "c_varying", "has_D", "has_z", "has_dbias", "softplus", "has_cu", "has_max_len",
-    "has_init", "has_init_idx", "has_final", "has_final_idx", "multi_span", "states_pass"};
+    "has_init", "has_init_idx", "has_final", "has_final_idx", "multi_span", "has_yacc"};
 inline constexpr int kScanNumArgs = sizeof(kScanArgNames) / sizeof(kScanArgNames[0]);
 
 // Device status codes (err[0]; err[1..3] as named).

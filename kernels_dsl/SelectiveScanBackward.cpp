@@ -36,7 +36,7 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
   auto P = [&](const char* n) { return k.ptrArg(n, F); };
   Value u = P("u"), delta = P("delta"), A = P("A"), Bp = P("B"), Cp = P("C"), Dv = P("Dv"), z = P("z"),
         dbias = P("dbias"), dout = P("dout"), dfin = P("dfinal"), du = P("du"), ddelta = P("ddelta"), dz = P("dz"),
-        dinit = P("dinit"), ws = P("ws");
+        dinit = P("dinit"), ws = P("ws"), part = P("part");
   Value cu = k.ptrArg("cu", Ix, M), initIdx = k.ptrArg("init_idx", Ix, M), finIdx = k.ptrArg("final_idx", Ix, M),
         err = k.ptrArg("err", Ix, M);
   auto I = [&](const char* n) { return k.intArg(n); };
@@ -53,7 +53,8 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
   auto Fl = [&](const char* n) { return k.flagArg(n); };
   Value bVar = Fl("b_varying"), cVar = Fl("c_varying"), hasD = Fl("has_D"), hasZ = Fl("has_z"),
         hasDbias = Fl("has_dbias"), softplusOn = Fl("softplus"), hasCu = Fl("has_cu"), hasDfinal = Fl("has_dfinal"),
-        hasFinalIdx = Fl("has_final_idx"), hasDinit = Fl("has_dinit"), hasInitIdx = Fl("has_init_idx");
+        hasFinalIdx = Fl("has_final_idx"), hasDinit = Fl("has_dinit"), hasInitIdx = Fl("has_init_idx"),
+        partIn = Fl("part_in"), partOut = Fl("part_out");
 
   Value pidD = k.programId(0), i = k.programId(1), j = k.programId(2);
   Value zeroI = k.constInt(0), zero = k.constFloat(0), one = k.constFloat(1);
@@ -161,7 +162,15 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
     }
     Value key = ckptKey0 + c / BT;
     Value dtu = dt * xu;
-    Value duAcc = DvT * dy, ddt = k.splat(zero, {BD, BT}), y = DvT * xu;
+    // State chunks (SelectiveScanBackward.h): the earlier chunks' sums over their states of du,
+    // ddelta before softplus' derivative, and y, from the three planes of `part`.
+    Value plane = rowsBC * D * L, pOff = (row * D + dOffs) * L + tOff;
+    std::vector<Value> acc = k.ifElse(partIn, [&] {
+      Value yIn = k.ifElse(hasZ, [&] { return std::vector<Value>{DvT * xu + load(part, plane * 2 + pOff)}; },
+                           [&] { return std::vector<Value>{DvT * xu}; })[0];  // y is only for dz
+      return std::vector<Value>{DvT * dy + load(part, pOff), load(part, plane + pOff), yIn};
+    }, [&] { return std::vector<Value>{DvT * dy, k.splat(zero, {BD, BT}), DvT * xu}; });
+    Value duAcc = acc[0], ddt = acc[1], y = acc[2];
     std::vector<Value> next(cs.size()), partB, partC;
     for (int64_t n = 0; n < N; ++n) {
       Value a = k.exp2(dt * dE(A2[n]));
@@ -209,15 +218,22 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
     };
     k.ifThen(bVar, [&] { storeParts(partB, bcBase); });
     k.ifThen(cVar, [&] { storeParts(partC, bcBase + k.select(bVar, bcSize, zeroI)); });
-    k.ifThen(hasZ, [&] { store(dz, row * sDzb + dOffs * sDzd + tOff, go * y * zg[1]); });
-    Value dd = k.ifElse(softplusOn, [&] {
-      return std::vector<Value>{ddt * k.select(draw <= 20.0, sigmoid(draw), k.splat(one, {BD, BT}))};
-    }, [&] { return std::vector<Value>{ddt}; })[0];
-    if (!whole) dd = k.select(m2, dd, zero);
-    store(du, row * sDub + dOffs * sDud + tOff, duAcc);
-    store(ddelta, row * sDdlb + dOffs * sDdld + tOff, dd);
     next[N + N] = cs[N + N] + k.reduce(dy * xu, 1, "sum");
-    next[N + N + 1] = cs[N + N + 1] + k.reduce(dd, 1, "sum");
+    next[N + N + 1] = k.ifElse(partOut, [&] {
+      store(part, pOff, duAcc);
+      store(part, plane + pOff, ddt);
+      k.ifThen(hasZ, [&] { store(part, plane * 2 + pOff, y); });
+      return std::vector<Value>{cs[N + N + 1]};
+    }, [&] {
+      k.ifThen(hasZ, [&] { store(dz, row * sDzb + dOffs * sDzd + tOff, go * y * zg[1]); });
+      Value dd = k.ifElse(softplusOn, [&] {
+        return std::vector<Value>{ddt * k.select(draw <= 20.0, sigmoid(draw), k.splat(one, {BD, BT}))};
+      }, [&] { return std::vector<Value>{ddt}; })[0];
+      if (!whole) dd = k.select(m2, dd, zero);
+      store(du, row * sDub + dOffs * sDud + tOff, duAcc);
+      store(ddelta, row * sDdlb + dOffs * sDdld + tOff, dd);
+      return std::vector<Value>{cs[N + N + 1] + k.reduce(dd, 1, "sum")};
+    })[0];
     return next;
   };
   carry = k.forLoop(zeroI, nTiles, k.constInt(1), carry, [&](Value q, const std::vector<Value>& cs) {

@@ -24,6 +24,12 @@
 //      sums added, each sequence's spans in order and then the sequences in order, into dA, dD,
 //      ddelta_bias, constant dB/dC; meta:part 1: grid (cdiv(L, BLOCK), N, rows * G * 2): the
 //      per-block sums of time-varying dB (z even) / dC (odd) added in block order.
+// State chunks (N over ssmjit's per-program bound): the launches run once per chunk of states on
+//   the chunk's A, B, C, states and their gradients. The sums over states of each token's du,
+//   ddelta (before softplus' derivative) and y cross chunks through `part`, three fp32 planes
+//   [row, d, t] (rows x D x L each): every chunk but the first adds them in (flag part_in), every
+//   chunk but the last writes them there instead of du, ddelta and dz (flag part_out; D's terms
+//   and the dD / ddelta_bias sums belong to the last chunk).
 // Every order is fixed, so the results are deterministic, and a sequence's per-token gradients
 // do not depend on where it lies in a packed row.
 #pragma once
@@ -38,12 +44,12 @@ inline constexpr const char* kScanBwdSumKernel = "selective_scan_bwd_sum";
 // constant (N rows each): 3 N + 2 rows.
 inline int64_t scanBwdSums(int64_t N) { return 3 * N + 2; }
 
-// Pointers (data): u delta A B C Dv z dbias dout dfinal du ddelta dz dinit ws. Metadata: cu
+// Pointers (data): u delta A B C Dv z dbias dout dfinal du ddelta dz dinit ws part. Metadata: cu
 // init_idx final_idx err. Sizes: D L nseq nslots_init nslots_final max_len (L when unbounded)
 // ckpt_per_row span_keys_per_row group (bound) adj_base part_base bc_base bc_size. Layouts as the forward's; dinit/dfinal
 // [slot, d, n].
 inline constexpr const char* kScanBwdArgNames[] = {
-    "u", "delta", "A", "B", "C", "Dv", "z", "dbias", "dout", "dfinal", "du", "ddelta", "dz", "dinit", "ws",
+    "u", "delta", "A", "B", "C", "Dv", "z", "dbias", "dout", "dfinal", "du", "ddelta", "dz", "dinit", "ws", "part",
     "cu", "init_idx", "final_idx", "err",
     "D", "L", "nseq", "nslots_init", "nslots_final", "max_len", "ckpt_per_row", "span_keys_per_row", "group",
     "adj_base", "part_base", "bc_base", "bc_size",
@@ -52,7 +58,7 @@ inline constexpr const char* kScanBwdArgNames[] = {
     "s_C_d", "s_D_d", "s_db_d", "s_df_slot", "s_df_d", "s_df_n", "s_di_slot", "s_di_d", "s_di_n", "s_cu",
     "s_init_idx", "s_final_idx",
     "b_varying", "c_varying", "has_D", "has_z", "has_dbias", "softplus", "has_cu", "has_dfinal",
-    "has_final_idx", "has_dinit", "has_init_idx"};
+    "has_final_idx", "has_dinit", "has_init_idx", "part_in", "part_out"};
 inline constexpr int kScanBwdNumArgs = sizeof(kScanBwdArgNames) / sizeof(kScanBwdArgNames[0]);
 
 // Pointers: ws dA dD ddbias dB dC, cu (metadata). Sizes: D L nseq rows G group dblocks

@@ -195,6 +195,14 @@ int64_t TensorView::span() const {
   return last + 1;
 }
 
+TensorView TensorView::narrow(int axis, int64_t start, int64_t length) const {
+  if (!defined()) return *this;
+  TensorView v = *this;
+  v.data = static_cast<char*>(data) + start * strides[axis] * dtypeBytes(dtype);
+  v.shape[axis] = length;
+  return v;
+}
+
 std::string TensorView::shapeString() const {
   std::string s = "(";
   for (int i = 0; i < ndim; ++i) {

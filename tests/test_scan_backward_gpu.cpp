@@ -74,6 +74,15 @@ std::vector<ScanBackwardCase> cases() {
   c.fwd.batch = 1, c.fwd.D = 20, c.fwd.N = 6, c.fwd.L = 2333;
   c.dfinalStates = c.dinitialStates = true;
   v.push_back(c);
+  // State chunks (ScanStateChunks.h): N 40 as chunks of 16, 16 and 8 on a packed row with state
+  // gradients through slots; N 200 as twelve chunks of 16 and one of 8, bf16, over two spans.
+  c = {};
+  c.fwd.D = 24, c.fwd.N = 40, c.fwd.lens = {2, 400, 33, 129}, c.fwd.slotIndices = true, c.fwd.inPlace = false;
+  c.dfinalStates = c.dinitialStates = true;
+  v.push_back(c);
+  c = allDtypes({}, DType::BF16);
+  c.fwd.batch = 2, c.fwd.D = 16, c.fwd.N = 200, c.fwd.L = 300;
+  v.push_back(c);
   return v;
 }
 

@@ -88,6 +88,16 @@ std::vector<ScanCase> cases() {
   c.D = 70, c.N = 5, c.lens = {31, 2, 513, 90}, c.outType = DType::BF16, c.deltaType = DType::BF16;
   c.strided = true, c.finalStates = true, c.slotIndices = true;
   v.push_back(c);
+  // State chunks (ScanStateChunks.h): N 256 as eight chunks of 32 over two spans, states in place
+  // through slots, bf16; N 100 as chunks of 28, 28, 28, 16 on a strided packed row with
+  // constant B, fp16 final states only.
+  c = allDtypes({}, DType::BF16);
+  c.batch = 2, c.D = 24, c.N = 256, c.L = 700, c.initialStates = c.finalStates = c.slotIndices = true;
+  v.push_back(c);
+  c = {};
+  c.D = 36, c.N = 100, c.lens = {3, 600, 41, 257}, c.bVarying = false, c.strided = true, c.finalStates = true;
+  c.stateType = DType::F16;
+  v.push_back(c);
   return v;
 }
 
@@ -150,6 +160,15 @@ TEST(ScanGpuPacking, PackedEqualsEachSequenceAlone) {
     pc.D = 40, pc.N = 16, pc.lens = {700, 5, 300, 1, 513, 256}, pc.initialStates = pc.finalStates = true;
     expectPackedEqualsEachSequenceAlone(pc);
   }
+}
+
+// Over 32 states, in chunks of states: the sums over states cross the chunks through the
+// workspace in a fixed order, the same for a sequence packed or alone.
+TEST(ScanGpuPacking, StateChunksEqualEachAlone) {
+  SSMJIT_REQUIRE_GPU();
+  ScanCase pc = allDtypes({}, DType::BF16);
+  pc.D = 40, pc.N = 72, pc.lens = {300, 7, 520, 64}, pc.initialStates = pc.finalStates = true;
+  expectPackedEqualsEachSequenceAlone(pc);
 }
 
 // 200 short sequences: enough programs (1200) that the packed row is compiled for 5 blocks an SM

@@ -112,6 +112,34 @@ TEST(ScanKernels, StateSizesCompile) {
   }
 }
 
+// Over 32 states the forward runs once per chunk of states (ScanStateChunks.h): N 256 is eight
+// chunks of 32, whose first writes y to the workspace's plane, the middle ones add to it and the
+// last adds D and z into out (three specialisations); N 100 four chunks of 28, 28, 28 and 16.
+TEST(ScanKernels, LargeStateSizesCompileInChunks) {
+  SSMJIT_REQUIRE_NVRTC();
+  Variant v;
+  v.N = 256, v.L = 100;
+  std::vector<Specialization> specs = detail::scanSpecializations(make(v), "sm_90a");
+  ASSERT_EQ(specs.size(), 3u);
+  EXPECT_EQ(specs[0].get("meta:dstate"), 32);
+  EXPECT_EQ(specs[0].get("has_yacc"), 0);
+  EXPECT_EQ(specs[0].get("has_D"), 0);
+  EXPECT_EQ(specs[0].get("has_z"), 0);
+  EXPECT_EQ(specs[0].get("dtype:out"), static_cast<int64_t>(ScalarType::F32));
+  EXPECT_EQ(specs[1].get("has_yacc"), 1);
+  EXPECT_EQ(specs[1].get("dtype:out"), static_cast<int64_t>(ScalarType::F32));
+  EXPECT_EQ(specs[2].get("has_yacc"), 1);
+  EXPECT_EQ(specs[2].get("has_D"), 1);
+  EXPECT_EQ(specs[2].get("has_z"), 1);
+  EXPECT_EQ(specs[2].get("dtype:out"), static_cast<int64_t>(ScalarType::BF16));
+  v.N = 100;
+  specs = detail::scanSpecializations(make(v), "sm_90a");
+  ASSERT_EQ(specs.size(), 3u);
+  EXPECT_EQ(specs[0].get("meta:dstate"), 28);
+  EXPECT_EQ(specs[2].get("meta:dstate"), 16);
+  expectCompiles(v, "sm_90a", 3);
+}
+
 namespace {
 
 // The CUDA C++ the pipeline generates for a specialisation (no NVRTC).
@@ -239,6 +267,40 @@ TEST(ScanKernels, BackwardVariantsCompile) {
   expectBackwardCompiles(v, true, 5);
   v.cVarying = false, v.extras = false, v.N = 5, v.D = 100;
   expectBackwardCompiles(v, true, 4);
+}
+
+// Over 16 states the backward runs once per chunk of states: N 40 is chunks of 16, 16 and 8. The
+// first writes the sums over its states of du, ddelta and y to the workspace's planes, the middle
+// one adds to them and the last adds D's terms and writes the gradients; only the last one's sums
+// kernel writes dD and ddelta_bias.
+TEST(ScanKernels, BackwardLargeStateSizesCompileInChunks) {
+  SSMJIT_REQUIRE_NVRTC();
+  Variant v;
+  v.N = 40, v.L = 100;
+  const std::vector<Specialization> specs = detail::scanBackwardSpecializations(makeBackward(v, false), "sm_90a");
+  std::vector<const Specialization*> bwd, sums;
+  for (const Specialization& s : specs) {
+    if (s.kernel == "selective_scan_bwd") bwd.push_back(&s);
+    if (s.kernel == "selective_scan_bwd_sum" && s.get("meta:part") == 0) sums.push_back(&s);
+  }
+  ASSERT_EQ(bwd.size(), 3u);
+  EXPECT_EQ(bwd[0]->get("meta:dstate"), 16);
+  EXPECT_EQ(bwd[2]->get("meta:dstate"), 8);
+  const int64_t flags[3][3] = {{0, 1, 0}, {1, 1, 0}, {1, 0, 1}};  // part_in, part_out, has_D
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(bwd[k]->get("part_in"), flags[k][0]) << k;
+    EXPECT_EQ(bwd[k]->get("part_out"), flags[k][1]) << k;
+    EXPECT_EQ(bwd[k]->get("has_D"), flags[k][2]) << k;
+  }
+  ASSERT_EQ(sums.size(), 2u);  // the first two chunks' are one
+  EXPECT_EQ(sums[0]->get("has_D") + sums[0]->get("has_dbias"), 0);
+  EXPECT_EQ(sums[1]->get("has_D") + sums[1]->get("has_dbias"), 2);
+  for (const Specialization* s : {bwd[0], bwd[2]}) {
+    SCOPED_TRACE(s->canonical());
+    CompiledKernel k = compileKernel(*s);
+    EXPECT_FALSE(k.cubin.empty());
+    EXPECT_LE(k.resources.spillStoreBytes, 1024) << k.compileLog;
+  }
 }
 
 // fp16 u with constant B and C and N 1: the backward's sums of products (weighted reductions

@@ -211,9 +211,9 @@ TEST(ScanReference, BadCallsAreNamedAndWriteNothing) {
       // A (D, N) fp32, 1 <= N <= kMaxScanState.
       {&dense, [](P&, A& a) { a.A = {}; }, {"A is required"}},
       {&dense, [](P&, A& a) { a.A.ndim = 1; }, {"A has rank 1 (shape (8))", "expected rank 2 (dim, dstate)"}},
-      {&dense, [](P&, A& a) { a.A.shape[1] = 65; },
-       {"A has dstate 65 (dim 1 of shape (8, 65))", "expected 1 <= N <= 64 (kMaxScanState)"}},
-      {&dense, [](P&, A& a) { a.A.shape[1] = 0; }, {"A has dstate 0", "1 <= N <= 64"}},
+      {&dense, [](P&, A& a) { a.A.shape[1] = 257; },
+       {"A has dstate 257 (dim 1 of shape (8, 257))", "expected 1 <= N <= 256 (kMaxScanState)"}},
+      {&dense, [](P&, A& a) { a.A.shape[1] = 0; }, {"A has dstate 0", "1 <= N <= 256"}},
       {&dense, [](P&, A& a) { a.A.shape[0] = 7; }, {"A has shape (7, 4)", "dim 0 (dim) is 7, expected 8"}},
       {&dense, [](P&, A& a) { a.A.dtype = DType::BF16; }, {"A has dtype bfloat16", "expected float32"}},
       // B and C: (batch, G, N, L) or constant (D, N) fp32; the same G; D % G == 0.

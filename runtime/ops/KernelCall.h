@@ -21,7 +21,7 @@ inline int64_t strideOr0(const TensorView& t, int axis) { return t.defined() ? t
 
 class KernelCall {
  public:
-  static constexpr int kMaxArgs = 80;
+  static constexpr int kMaxArgs = 96;
   KernelCall(const char* kernel, const ArgSchema& schema) : kernel_(kernel), schema_(schema) {}
 
   ArgValue v[kMaxArgs] = {};

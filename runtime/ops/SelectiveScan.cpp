@@ -1,9 +1,10 @@
 // selective_scan: the arguments are checked once, here at the edge (SelectiveScanCheck), then
 // bound to the generic kernel (kernels_dsl/SelectiveScan.h), specialised and launched on the
-// caller's stream: one launch, or two when a sequence can be longer than one span (the states
-// pass, then the main pass).
+// caller's stream: per chunk of states (ScanStateChunks.h; one for N <= 64) one launch, or two
+// when a sequence can be longer than one span (the states pass, then the main pass).
 #include <cuda.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "kernels_dsl/SelectiveScan.h"
 #include "runtime/DeviceStatus.h"
 #include "runtime/ops/KernelCall.h"
+#include "runtime/ops/ScanStateChunks.h"
 #include "runtime/ops/SelectiveScanCheck.h"
 #include "runtime/ops/SelectiveScanSpec.h"
 #include "ssmjit/error.h"
@@ -28,10 +30,13 @@ constexpr const char* kOp = "selective_scan";
 
 using detail::strideOr0;
 
-// How the call is cut into spans (the kernel's meta:span for this D, SSMJIT_META included).
+// How the call is cut into spans (the kernel's meta:span for this D, SSMJIT_META included) and
+// into chunks of states.
 struct ScanPlan {
   int64_t span = 0, keysPerRow = 0, rows = 0, spans = 0;
   bool multi = false;         // a sequence may cover more than one span: the states pass runs
+  detail::ScanStateChunks chunks;
+  int64_t yBase = 0;          // with several chunks: the plane of y summed over the earlier ones
   int64_t workspace = 0;      // float32 elements
   int64_t minBlocks = 0;      // meta:min_blocks of the states and main passes
 };
@@ -57,23 +62,59 @@ ScanPlan plan(const SelectiveScanArgs& a, const ScanDims& d) {
   p.multi = p.spans > 1;
   p.keysPerRow = d.L / p.span + 1;
   p.rows = d.packed ? 1 : d.batch;
-  p.minBlocks = chooseMinBlocks((d.D + bd - 1) / bd * p.spans * d.nseq, d.N);
+  p.chunks = detail::scanStateChunks(d.N, detail::kScanStateChunk);
+  const int64_t nc = p.chunks.size;  // each chunk reuses the states pass' region in turn
+  p.minBlocks = chooseMinBlocks((d.D + bd - 1) / bd * p.spans * d.nseq, nc);
   if (p.multi)
-    p.workspace = p.rows * p.keysPerRow * d.D * (d.N + 1) + (a.initial_states.defined() ? d.nseq * d.D * d.N : 0);
+    p.workspace = p.rows * p.keysPerRow * d.D * (nc + 1) + (a.initial_states.defined() ? d.nseq * d.D * nc : 0);
+  if (p.chunks.count > 1) {
+    p.yBase = (p.workspace + 15) / 16 * 16;
+    p.workspace = p.yBase + p.rows * d.D * d.L;
+  }
   return p;
 }
 
 void checkWorkspace(const SelectiveScanArgs& a, const ScanPlan& p) {
   if (p.workspace == 0) return;
   detail::checkScanWorkspace(kOp, a.workspace, a.u, p.workspace, "selective_scan_workspace_size",
-                             "sequences longer than " + std::to_string(p.span) + " tokens are split into spans");
+                             p.multi ? "sequences longer than " + std::to_string(p.span) + " tokens are split into spans"
+                                     : "more than " + std::to_string(detail::kScanStateChunk) +
+                                           " states run in chunks that sum y in the workspace");
+}
+
+// Chunk k of the call: its states, and where its y goes (SelectiveScan.h, state chunks): every
+// chunk but the last writes y over its states, without D and z, to the workspace's plane; every
+// chunk but the first adds the plane to its own.
+struct ChunkCall {
+  SelectiveScanArgs args;
+  ScanDims dims;
+  TensorView plane;     // (rows, D, L) fp32; undefined while there is no workspace (binding only)
+  bool yacc = false;    // adds the plane
+};
+ChunkCall chunkCall(const SelectiveScanArgs& a, const ScanDims& d, const ScanPlan& p, int64_t k) {
+  ChunkCall c;
+  const int64_t nc = p.chunks.length(k, d.N);
+  c.args = detail::narrowStates(a, d.bVarying, d.cVarying, p.chunks.first(k), nc);
+  c.dims = d;
+  c.dims.N = nc;
+  if (p.chunks.count == 1) return c;
+  c.plane = TensorView::contiguous(a.workspace.defined() ? static_cast<float*>(a.workspace.data) + p.yBase : nullptr,
+                                   DType::F32, {p.rows, d.D, d.L});
+  c.yacc = k > 0;
+  if (k + 1 < p.chunks.count) {
+    c.args.out = c.plane;
+    c.args.D = {};
+    c.args.z = {};
+  }
+  return c;
 }
 
 enum class Pass { States, Main, Checkpoints };
 
 // `ckptBlockT`, `ckptPerRow`: the checkpoint pass' tile and keys (SelectiveScan.h).
+// `a`, `d`: one chunk's call (chunkCall); `yacc`: the plane it adds (when `hasYacc`).
 void bind(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, const ScanPlan& p, Pass pass, void* err,
-          int64_t ckptBlockT = 0, int64_t ckptPerRow = 0) {
+          const TensorView& yacc = {}, bool hasYacc = false, int64_t ckptBlockT = 0, int64_t ckptPerRow = 0) {
   const bool statesPass = pass == Pass::States, ckpt = pass == Pass::Checkpoints;
   thread_local const ArgIndex A{kSchema.names, kSchema.count};
   c.pointer(A("u"), a.u, DType::F32, true);
@@ -88,6 +129,7 @@ void bind(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, const Sc
   c.pointer(A("init"), a.initial_states, DType::F32, true);
   c.pointer(A("final"), a.final_states, DType::F32, true);
   c.pointer(A("ws"), p.multi || ckpt ? a.workspace : TensorView{}, DType::F32, true);
+  c.pointer(A("yacc"), yacc, DType::F32, true);
   c.pointer(A("cu"), a.cu_seqlens, DType::I32, false);
   c.pointer(A("init_idx"), a.initial_state_indices, DType::I32, false);
   c.pointer(A("final_idx"), a.final_state_indices, DType::I32, false);
@@ -110,6 +152,8 @@ void bind(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, const Sc
   c.stride(A("s_z_d"), strideOr0(a.z, 1));
   c.stride(A("s_o_b"), batched ? a.out.strides[0] : 0);
   c.stride(A("s_o_d"), a.out.strides[1]);
+  c.stride(A("s_ya_b"), hasYacc && batched ? yacc.strides[0] : 0);
+  c.stride(A("s_ya_d"), hasYacc ? yacc.strides[1] : 0);
   c.stride(A("s_A_d"), a.A.strides[0]);
   c.stride(A("s_A_n"), a.A.strides[1]);
   detail::bindScanBC(c, A, a.B, d.bVarying, batched, "s_B_b", "s_B_g", "s_B_n", "s_B_d");
@@ -138,6 +182,7 @@ void bind(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, const Sc
   c.flag(A("has_final"), a.final_states.defined() && !ckpt);
   c.flag(A("has_final_idx"), a.final_state_indices.defined());
   c.flag(A("multi_span"), p.multi && !ckpt);
+  c.flag(A("has_yacc"), hasYacc);
   c.meta("meta:dstate", d.N);
   c.meta("meta:states_pass", statesPass);
   if (!ckpt) c.meta("meta:min_blocks", p.minBlocks);
@@ -146,8 +191,9 @@ void bind(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, const Sc
     c.meta("meta:BLOCK_T", ckptBlockT);
     c.meta("meta:span", int64_t{1} << 24);  // one pass over each sequence
   }
-  const bool wide = !detail::fits32({&a.u, &a.delta, &a.z, &a.out, &a.B, &a.C, &a.initial_states, &a.final_states}) ||
-                    p.workspace >= (int64_t(1) << 31) || (ckpt && a.workspace.numel() >= (int64_t(1) << 31));
+  const bool wide =
+      !detail::fits32({&a.u, &a.delta, &a.z, &a.out, &a.B, &a.C, &a.initial_states, &a.final_states, &yacc}) ||
+      p.workspace >= (int64_t(1) << 31) || (ckpt && a.workspace.numel() >= (int64_t(1) << 31));
   c.meta("meta:index_bits", wide ? 64 : 32);
 }
 
@@ -169,13 +215,16 @@ void selective_scan(const SelectiveScanArgs& a, Stream stream) {
                                                   std::to_string(p.span) + " tokens (grid limits)");
   const CUstream s = static_cast<CUstream>(stream);
   void* err = deviceStatusRecord();
-  for (int pass = p.multi ? 0 : 1; pass < 2; ++pass) {
-    KernelCall c(kernels::kScanKernel, kSchema);
-    bind(c, a, d, p, pass == 0 ? Pass::States : Pass::Main, err);
-    const int64_t bd = c.metaValue("meta:BLOCK_D");
-    const unsigned grid[3] = {static_cast<unsigned>((d.D + bd - 1) / bd), static_cast<unsigned>(p.spans),
-                              static_cast<unsigned>(d.nseq)};
-    c.launch(grid, s);
+  for (int64_t k = 0; k < p.chunks.count; ++k) {
+    const ChunkCall cc = chunkCall(a, d, p, k);
+    for (int pass = p.multi ? 0 : 1; pass < 2; ++pass) {
+      KernelCall c(kernels::kScanKernel, kSchema);
+      bind(c, cc.args, cc.dims, p, pass == 0 ? Pass::States : Pass::Main, err, cc.plane, cc.yacc);
+      const int64_t bd = c.metaValue("meta:BLOCK_D");
+      const unsigned grid[3] = {static_cast<unsigned>((d.D + bd - 1) / bd), static_cast<unsigned>(p.spans),
+                                static_cast<unsigned>(d.nseq)};
+      c.launch(grid, s);
+    }
   }
 }
 
@@ -183,10 +232,14 @@ std::vector<Specialization> detail::scanSpecializations(const SelectiveScanArgs&
   const ScanDims d = checkSelectiveScanArgs(a, a.u.device, kOp);
   const ScanPlan p = plan(a, d);
   std::vector<Specialization> out;
-  for (int pass = p.multi ? 0 : 1; pass < 2; ++pass) {
-    KernelCall c(kernels::kScanKernel, kSchema);
-    bind(c, a, d, p, pass == 0 ? Pass::States : Pass::Main, nullptr);
-    out.push_back(c.specialization(arch));
+  for (int64_t k = 0; k < p.chunks.count; ++k) {
+    const ChunkCall cc = chunkCall(a, d, p, k);
+    for (int pass = p.multi ? 0 : 1; pass < 2; ++pass) {
+      KernelCall c(kernels::kScanKernel, kSchema);
+      bind(c, cc.args, cc.dims, p, pass == 0 ? Pass::States : Pass::Main, nullptr, cc.plane, cc.yacc);
+      Specialization sp = c.specialization(arch);
+      if (std::find(out.begin(), out.end(), sp) == out.end()) out.push_back(std::move(sp));
+    }
   }
   return out;
 }
@@ -196,7 +249,7 @@ namespace {
 void bindCheckpoints(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, int64_t blockT, int64_t ckptPerRow,
                      void* err) {
   const ScanPlan p;  // no spans: the checkpoint pass walks each sequence whole
-  bind(c, a, d, p, Pass::Checkpoints, err, blockT, ckptPerRow);
+  bind(c, a, d, p, Pass::Checkpoints, err, {}, false, blockT, ckptPerRow);
 }
 }  // namespace
 

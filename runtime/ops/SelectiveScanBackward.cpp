@@ -1,9 +1,11 @@
 // selective_scan_backward: checked once at the edge (SelectiveScanCheck), then launches on the
 // caller's stream (kernels_dsl/SelectiveScanBackward.h): the forward's checkpoint pass, the
 // adjoint pass (when a sequence can span more than one span), the backward, and its fixed-order
-// sums (per-span sums, and the per-block sums of time-varying dB/dC when there are any).
+// sums (per-span sums, and the per-block sums of time-varying dB/dC when there are any); all of it
+// once per chunk of states (ScanStateChunks.h; one for N <= 64).
 #include <cuda.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -11,6 +13,7 @@
 #include "kernels_dsl/SelectiveScanBackward.h"
 #include "runtime/DeviceStatus.h"
 #include "runtime/ops/KernelCall.h"
+#include "runtime/ops/ScanStateChunks.h"
 #include "runtime/ops/SelectiveScanCheck.h"
 #include "runtime/ops/SelectiveScanSpec.h"
 #include "ssmjit/error.h"
@@ -29,21 +32,26 @@ const ArgSchema kSumSchema{kernels::kScanBwdSumArgNames, kernels::kScanBwdSumNum
 constexpr const char* kOp = "selective_scan_backward";
 
 // The workspace regions, in float32 elements (SelectiveScanBackward.h), and the launches' index
-// width (every launch of a call uses the same).
+// width (every launch of a call uses the same). Each chunk of states reuses the regions in turn
+// (sized for the largest chunk), but for the planes that carry the sums over states across them.
 struct BwdPlan {
   int64_t blockT = 0, blockD = 0, groupsPerBlock = 0, dblocks = 0, rows = 0, ckptPerRow = 0;
   int64_t span = 0, spanKeysPerRow = 0, maxSpans = 0;  // spans: the most any sequence has
-  int64_t adjBase = 0, partBase = 0, bcBase = 0, bcSize = 0, total = 0;
+  detail::ScanStateChunks chunks;
+  int64_t adjBase = 0, partBase = 0, bcBase = 0, bcSize = 0, planesBase = 0, total = 0;
   bool wide = false;  // 64-bit offsets
 };
 BwdPlan plan(const SelectiveScanBackwardArgs& b, const ScanDims& d) {
+  const detail::ScanStateChunks chunks = detail::scanStateChunks(d.N, detail::kScanBwdStateChunk);
+  const int64_t N = chunks.size;
   Specialization s;
   s.kernel = kernels::kScanBwdKernel;
   s.set("D", d.D);
   s.set("group", d.D / d.G);
-  s.set("meta:dstate", d.N);
+  s.set("meta:dstate", N);
   dsl::completeSpecialization(s);
   BwdPlan p;
+  p.chunks = chunks;
   p.blockT = s.get("meta:BLOCK_T");
   p.blockD = s.get("meta:BLOCK_D");
   p.groupsPerBlock = s.get("meta:groups_per_block");
@@ -61,11 +69,12 @@ BwdPlan plan(const SelectiveScanBackwardArgs& b, const ScanDims& d) {
   // of other lengths reuse the kernels.
   auto up16 = [](int64_t v) { return (v + 15) / 16 * 16; };
   const int64_t spanKeys = p.rows * p.spanKeysPerRow;
-  p.adjBase = up16(p.rows * p.ckptPerRow * d.N * d.D);
-  p.partBase = p.adjBase + (p.maxSpans > 1 ? up16(spanKeys * (d.N + 1) * d.D) : 0);
-  p.bcBase = p.partBase + up16(spanKeys * kernels::scanBwdSums(d.N) * d.D);
-  p.bcSize = up16(p.dblocks * p.groupsPerBlock * p.rows * d.N * d.L);
-  p.total = p.bcBase + p.bcSize * ((d.bVarying ? 1 : 0) + (d.cVarying ? 1 : 0));
+  p.adjBase = up16(p.rows * p.ckptPerRow * N * d.D);
+  p.partBase = p.adjBase + (p.maxSpans > 1 ? up16(spanKeys * (N + 1) * d.D) : 0);
+  p.bcBase = p.partBase + up16(spanKeys * kernels::scanBwdSums(N) * d.D);
+  p.bcSize = up16(p.dblocks * p.groupsPerBlock * p.rows * N * d.L);
+  p.planesBase = p.bcBase + p.bcSize * ((d.bVarying ? 1 : 0) + (d.cVarying ? 1 : 0));
+  p.total = p.planesBase + (chunks.count > 1 ? 3 * p.rows * d.D * d.L : 0);
   const SelectiveScanArgs& f = b.forward;
   p.wide = !detail::fits32({&f.u, &f.delta, &f.z, &f.B, &f.C, &f.initial_states, &b.dout, &b.dfinal_states, &b.du,
                             &b.ddelta, &b.dz, &b.dB, &b.dC, &b.dinitial_states}) ||
@@ -73,8 +82,16 @@ BwdPlan plan(const SelectiveScanBackwardArgs& b, const ScanDims& d) {
   return p;
 }
 
+// The three planes of sums over states that cross chunks (one pointer: the kernel indexes them).
+// Undefined while there is no workspace (binding only).
+TensorView planes(const SelectiveScanBackwardArgs& b, const BwdPlan& p) {
+  void* at = b.workspace.defined() ? static_cast<float*>(b.workspace.data) + p.planesBase : nullptr;
+  return TensorView::contiguous(at, DType::F32, {p.total - p.planesBase});
+}
+
+// `b`, `d`: one chunk's call (chunkCall).
 void bindBwd(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& d, const BwdPlan& p, bool adjointPass,
-             void* err) {
+             int64_t chunk, void* err) {
   thread_local const ArgIndex A{kSchema.names, kSchema.count};
   const SelectiveScanArgs& f = b.forward;
   c.pointer(A("u"), f.u, DType::F32, true);
@@ -92,6 +109,7 @@ void bindBwd(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& 
   c.pointer(A("dz"), b.dz, DType::F32, true);
   c.pointer(A("dinit"), b.dinitial_states, DType::F32, true);
   c.pointer(A("ws"), b.workspace, DType::F32, true);
+  c.pointer(A("part"), p.chunks.count > 1 ? planes(b, p) : TensorView{}, DType::F32, true);
   c.pointer(A("cu"), f.cu_seqlens, DType::I32, false);
   c.pointer(A("init_idx"), f.initial_state_indices, DType::I32, false);
   c.pointer(A("final_idx"), b.dfinal_states.defined() ? f.final_state_indices : TensorView{}, DType::I32, false);
@@ -147,6 +165,8 @@ void bindBwd(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& 
   c.flag(A("has_final_idx"), b.dfinal_states.defined() && f.final_state_indices.defined());
   c.flag(A("has_dinit"), b.dinitial_states.defined());
   c.flag(A("has_init_idx"), f.initial_state_indices.defined());
+  c.flag(A("part_in"), chunk > 0);
+  c.flag(A("part_out"), chunk + 1 < p.chunks.count);
   c.meta("meta:dstate", d.N);
   c.meta("meta:adjoint_pass", adjointPass ? 1 : 0);
   c.meta("meta:index_bits", p.wide ? 64 : 32);
@@ -193,6 +213,46 @@ void bindSum(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& 
   c.meta("meta:index_bits", p.wide ? 64 : 32);
 }
 
+// Chunk k of the call (SelectiveScanBackward.h, state chunks): its states and their gradients;
+// D's terms and the dD / ddelta_bias sums only in the last chunk.
+struct ChunkCall {
+  SelectiveScanBackwardArgs args;
+  ScanDims dims;
+};
+ChunkCall chunkCall(const SelectiveScanBackwardArgs& b, const ScanDims& d, const BwdPlan& p, int64_t k) {
+  const int64_t n0 = p.chunks.first(k), nc = p.chunks.length(k, d.N);
+  ChunkCall c{b, d};
+  c.dims.N = nc;
+  if (p.chunks.count == 1) return c;
+  c.args.forward = detail::narrowStates(b.forward, d.bVarying, d.cVarying, n0, nc);
+  c.args.dfinal_states = b.dfinal_states.narrow(2, n0, nc);
+  c.args.dinitial_states = b.dinitial_states.narrow(2, n0, nc);
+  c.args.dA = b.dA.narrow(1, n0, nc);
+  c.args.dB = b.dB.narrow(d.bVarying ? 2 : 1, n0, nc);
+  c.args.dC = b.dC.narrow(d.cVarying ? 2 : 1, n0, nc);
+  if (k + 1 < p.chunks.count) {
+    c.args.forward.D = {};
+    c.args.dD = {};
+    c.args.ddelta_bias = {};
+  }
+  return c;
+}
+
+// The workspace plan fixed BLOCK_T, BLOCK_D and span for every launch: SSMJIT_META must not
+// give one specialisation others.
+void checkLayout(KernelCall& c, const BwdPlan& p) {
+  if (c.metaValue("meta:BLOCK_T") == p.blockT && c.metaValue("meta:BLOCK_D") == p.blockD &&
+      c.metaValue("meta:span") == p.span)
+    return;
+  throw Error(Error::Kind::InvalidArgument,
+              std::string(kOp) + ": SSMJIT_META gives this call's selective_scan_bwd BLOCK_T " +
+                  std::to_string(c.metaValue("meta:BLOCK_T")) + ", BLOCK_D " +
+                  std::to_string(c.metaValue("meta:BLOCK_D")) + " and span " + std::to_string(c.metaValue("meta:span")) +
+                  ", expected the workspace plan's BLOCK_T " + std::to_string(p.blockT) + ", BLOCK_D " +
+                  std::to_string(p.blockD) + " and span " + std::to_string(p.span) +
+                  " (set them for every specialisation of the kernel alike)");
+}
+
 // The forward call of the checkpoint pass: the backward's workspace holds the checkpoints.
 SelectiveScanArgs checkpointCall(const SelectiveScanBackwardArgs& b) {
   SelectiveScanArgs f = b.forward;
@@ -217,40 +277,35 @@ void selective_scan_backward(const SelectiveScanBackwardArgs& b, Stream stream) 
   if (d.nseq == 0 || d.L == 0 || d.D == 0) return;
   const CUstream s = static_cast<CUstream>(stream);
   void* err = deviceStatusRecord();
-  detail::launchScanCheckpoints(checkpointCall(b), d, p.blockT, p.ckptPerRow, s);
-  for (const bool adjointPass : {true, false}) {
-    if (adjointPass && p.maxSpans < 2) continue;
-    KernelCall c(kernels::kScanBwdKernel, kSchema);
-    bindBwd(c, b, d, p, adjointPass, err);
-    if (c.metaValue("meta:BLOCK_T") != p.blockT || c.metaValue("meta:BLOCK_D") != p.blockD ||
-        c.metaValue("meta:span") != p.span)
-      throw Error(Error::Kind::InvalidArgument,
-                  std::string(kOp) + ": SSMJIT_META gives this call's selective_scan_bwd BLOCK_T " +
-                      std::to_string(c.metaValue("meta:BLOCK_T")) + ", BLOCK_D " +
-                      std::to_string(c.metaValue("meta:BLOCK_D")) + " and span " +
-                      std::to_string(c.metaValue("meta:span")) + ", expected the workspace plan's BLOCK_T " +
-                      std::to_string(p.blockT) + ", BLOCK_D " + std::to_string(p.blockD) + " and span " +
-                      std::to_string(p.span) + " (set them for every specialisation of the kernel alike)");
-    const unsigned grid[3] = {static_cast<unsigned>(p.dblocks), static_cast<unsigned>(d.nseq),
-                              static_cast<unsigned>(p.maxSpans)};
-    c.launch(grid, s);
-  }
-  for (int part = 0; part < 2; ++part) {
-    if (part == 1 && !d.bVarying && !d.cVarying) break;
-    KernelCall c(kernels::kScanBwdSumKernel, kSumSchema);
-    bindSum(c, b, d, p, part);
-    const int64_t block = c.metaValue("meta:BLOCK");
-    unsigned grid[3];
-    if (part == 0) {  // (channel blocks, sums)
-      grid[0] = static_cast<unsigned>((d.D + block - 1) / block);
-      grid[1] = static_cast<unsigned>(kernels::scanBwdSums(d.N));
-      grid[2] = 1;
-    } else {  // (token blocks, states, rows x groups x {B, C})
-      grid[0] = static_cast<unsigned>((d.L + block - 1) / block);
-      grid[1] = static_cast<unsigned>(d.N);
-      grid[2] = static_cast<unsigned>(p.rows * d.G * 2);
+  for (int64_t k = 0; k < p.chunks.count; ++k) {
+    const ChunkCall cc = chunkCall(b, d, p, k);
+    detail::launchScanCheckpoints(checkpointCall(cc.args), cc.dims, p.blockT, p.ckptPerRow, s);
+    for (const bool adjointPass : {true, false}) {
+      if (adjointPass && p.maxSpans < 2) continue;
+      KernelCall c(kernels::kScanBwdKernel, kSchema);
+      bindBwd(c, cc.args, cc.dims, p, adjointPass, k, err);
+      checkLayout(c, p);
+      const unsigned grid[3] = {static_cast<unsigned>(p.dblocks), static_cast<unsigned>(d.nseq),
+                                static_cast<unsigned>(p.maxSpans)};
+      c.launch(grid, s);
     }
-    c.launch(grid, s);
+    for (int part = 0; part < 2; ++part) {
+      if (part == 1 && !d.bVarying && !d.cVarying) break;
+      KernelCall c(kernels::kScanBwdSumKernel, kSumSchema);
+      bindSum(c, cc.args, cc.dims, p, part);
+      const int64_t block = c.metaValue("meta:BLOCK");
+      unsigned grid[3];
+      if (part == 0) {  // (channel blocks, sums)
+        grid[0] = static_cast<unsigned>((d.D + block - 1) / block);
+        grid[1] = static_cast<unsigned>(kernels::scanBwdSums(cc.dims.N));
+        grid[2] = 1;
+      } else {  // (token blocks, states, rows x groups x {B, C})
+        grid[0] = static_cast<unsigned>((d.L + block - 1) / block);
+        grid[1] = static_cast<unsigned>(cc.dims.N);
+        grid[2] = static_cast<unsigned>(p.rows * d.G * 2);
+      }
+      c.launch(grid, s);
+    }
   }
 }
 
@@ -258,18 +313,25 @@ std::vector<Specialization> detail::scanBackwardSpecializations(const SelectiveS
                                                                 const std::string& arch) {
   const ScanDims d = checkSelectiveScanBackwardArgs(b, b.forward.u.device, kOp);
   const BwdPlan p = plan(b, d);
-  std::vector<Specialization> out{scanCheckpointSpecialization(checkpointCall(b), d, p.blockT, p.ckptPerRow, arch)};
-  for (const bool adjointPass : {true, false}) {
-    if (adjointPass && p.maxSpans < 2) continue;
-    KernelCall c(kernels::kScanBwdKernel, kSchema);
-    bindBwd(c, b, d, p, adjointPass, nullptr);
-    out.push_back(c.specialization(arch));
-  }
-  for (int part = 0; part < 2; ++part) {
-    if (part == 1 && !d.bVarying && !d.cVarying) break;
-    KernelCall cs(kernels::kScanBwdSumKernel, kSumSchema);
-    bindSum(cs, b, d, p, part);
-    out.push_back(cs.specialization(arch));
+  std::vector<Specialization> out;
+  auto add = [&](Specialization sp) {
+    if (std::find(out.begin(), out.end(), sp) == out.end()) out.push_back(std::move(sp));
+  };
+  for (int64_t k = 0; k < p.chunks.count; ++k) {
+    const ChunkCall cc = chunkCall(b, d, p, k);
+    add(scanCheckpointSpecialization(checkpointCall(cc.args), cc.dims, p.blockT, p.ckptPerRow, arch));
+    for (const bool adjointPass : {true, false}) {
+      if (adjointPass && p.maxSpans < 2) continue;
+      KernelCall c(kernels::kScanBwdKernel, kSchema);
+      bindBwd(c, cc.args, cc.dims, p, adjointPass, k, nullptr);
+      add(c.specialization(arch));
+    }
+    for (int part = 0; part < 2; ++part) {
+      if (part == 1 && !d.bVarying && !d.cVarying) break;
+      KernelCall cs(kernels::kScanBwdSumKernel, kSumSchema);
+      bindSum(cs, cc.args, cc.dims, p, part);
+      add(cs.specialization(arch));
+    }
   }
   return out;
 }

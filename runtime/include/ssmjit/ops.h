@@ -200,15 +200,16 @@ void causal_conv1d_update(const CausalConv1dUpdateArgs& args, Stream stream = nu
 // scans every span from its true start. The span length depends only on D, N and the dtypes,
 // never on the batch or the packing, so results do not depend on how sequences are batched.
 // Workspace: float32, contiguous, at least selective_scan_workspace_size(args) elements (0 when
-// no sequence can span more than one span; contents on entry do not matter).
+// no sequence can span more than one span and N <= 64; contents on entry do not matter).
 //
 // Dtypes: u, delta, z, out fp32, bf16 or fp16 (each may differ); B, C fp32, bf16 or fp16 when
 // time-varying, fp32 when constant; A, D, delta_bias fp32; index tensors int32 or int64. Math is
 // fp32; h stays in fp32 registers across the whole sequence. Strides >= 0 (u, delta, z, out, B,
 // C time-varying: the token axis must have stride 1); 64-bit offsets where sizes need them.
-// The kernel keeps every state of a channel in registers and unrolls over them: beyond 64 the
-// compile time and the spills grow past use (N = 256 takes minutes to compile).
-constexpr int kMaxScanState = 64;
+// A program keeps up to 64 states of a channel in registers: beyond 64 the call runs in chunks of
+// states (N 256: four launches of 64), which sum y in an fp32 plane of the workspace (Bt x D x L
+// more elements; the backward keeps three such planes).
+constexpr int kMaxScanState = 256;
 struct SelectiveScanArgs {
   TensorView u, delta;               // (Bt, D, L)
   TensorView A;                      // (D, N) fp32

@@ -67,6 +67,9 @@ struct TensorView {
   int64_t stride(int d) const { return strides[d < 0 ? d + ndim : d]; }
   // Largest element offset reachable + 1 (for 64-bit indexing decisions and bounds).
   int64_t span() const;
+  // The view of indices [start, start + length) along `axis` (same strides; no data moves). An
+  // undefined view stays undefined. Expects 0 <= start, start + length <= size(axis).
+  TensorView narrow(int axis, int64_t start, int64_t length) const;
   std::string shapeString() const;  // "(2, 80, 64)"
 };
 
