@@ -13,7 +13,7 @@
 //   main pass: span j > 0 starts from the fold of its predecessors' entries
 //     (h = exp(A sum_dt) h + h_end, in order), span 0 from the initial state (its ws copy when
 //     the sequence has several spans); writes out; the last span writes the final state.
-// State chunks: a call with more states than one program holds (ssmjit::kScanStateChunk) runs
+// State chunks: a call with more states than one program holds (runtime/ops/ScanStateChunks.h) runs
 //   the kernel once per chunk of states, on the chunk's A, B, C and states; every chunk but the
 //   last writes its sum of y over its states (fp32, no D or z) to out, a plane of the workspace,
 //   and every chunk but the first adds the plane read from yacc (flag has_yacc) to its own.

@@ -55,6 +55,8 @@ sanitized+=':Shapes/ScanGpu.MatchesReference/*_D37_*:Shapes/ScanBackwardGpu.Matc
 sanitized+=':Shapes/ScanGpu.MatchesReference/*_D64_N16_G2_*'
 # A packed row (D112): u, delta, z and B/C loaded aligned and shifted into place, B/C staged; and bad cu_seqlens.
 sanitized+=':Shapes/ScanGpu.MatchesReference/*_D112_N16_*packed150*:ScanGpuPacking.BadCuSeqlensAreReported'
+# Chunks of states: y and the backward's per-token sums carried across launches in the workspace.
+sanitized+=':Shapes/ScanGpu.MatchesReference/*_D36_N100_*:Shapes/ScanBackwardGpu.MatchesReference/*_D24_N40_*'
 for tool in $([ -n "${SKIP_SANITIZER:-}" ] || echo memcheck racecheck); do
   echo "== compute-sanitizer $tool"
   compute-sanitizer --tool $tool --error-exitcode 3 "$PREFIX/bin/ssmjit_gpu_tests" \

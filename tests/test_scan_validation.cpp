@@ -382,6 +382,21 @@ TEST(ScanCheck, BadWorkspaceIsNamed) {
   EXPECT_NE(message(odd).find("workspace has data pointer"), std::string::npos);
 }
 
+// A short call with more states than one program holds needs a workspace too (the chunks of
+// states sum y there): the message says why. One plane of B x D x L elements, no spans.
+TEST(ScanCheck, StateChunksNeedAWorkspace) {
+  ScanCase c;
+  c.batch = 2, c.D = 16, c.N = 40, c.L = 100;
+  ScanProblem p(c);
+  SelectiveScanArgs a = onCuda(p.args());
+  EXPECT_EQ(selective_scan_workspace_size(a), 2 * 16 * 100);
+  const std::string m = invalidArgMessage([&] { selective_scan(a); });
+  EXPECT_NE(m.find("workspace is not given, expected a float32 buffer of at least 3200"), std::string::npos) << m;
+  EXPECT_NE(m.find("more than 32 states run in chunks"), std::string::npos) << m;
+  c.N = 32;
+  EXPECT_EQ(selective_scan_workspace_size(onCuda(ScanProblem(c).args())), 0);
+}
+
 TEST(ScanReference, HandComputedWithDAndInitialState) {
   HostTensor u = hostTensor(DType::F32, {1, 1, 3}, {1, -2, 0.5});
   HostTensor delta = hostTensor(DType::F32, {1, 1, 3}, {1, 2, 0.5});

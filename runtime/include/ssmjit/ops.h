@@ -200,15 +200,15 @@ void causal_conv1d_update(const CausalConv1dUpdateArgs& args, Stream stream = nu
 // scans every span from its true start. The span length depends only on D, N and the dtypes,
 // never on the batch or the packing, so results do not depend on how sequences are batched.
 // Workspace: float32, contiguous, at least selective_scan_workspace_size(args) elements (0 when
-// no sequence can span more than one span and N <= 64; contents on entry do not matter).
+// no sequence can span more than one span and N <= 32; contents on entry do not matter).
 //
 // Dtypes: u, delta, z, out fp32, bf16 or fp16 (each may differ); B, C fp32, bf16 or fp16 when
 // time-varying, fp32 when constant; A, D, delta_bias fp32; index tensors int32 or int64. Math is
 // fp32; h stays in fp32 registers across the whole sequence. Strides >= 0 (u, delta, z, out, B,
 // C time-varying: the token axis must have stride 1); 64-bit offsets where sizes need them.
-// A program keeps up to 64 states of a channel in registers: beyond 64 the call runs in chunks of
-// states (N 256: four launches of 64), which sum y in an fp32 plane of the workspace (Bt x D x L
-// more elements; the backward keeps three such planes).
+// A program keeps up to 32 states of a channel in registers: beyond 32 the call runs once per chunk
+// of states (N 256: eight chunks of 32), the chunks summing y in an fp32 plane of the workspace
+// (Bt x D x L more elements).
 constexpr int kMaxScanState = 256;
 struct SelectiveScanArgs {
   TensorView u, delta;               // (Bt, D, L)
@@ -247,7 +247,9 @@ void selective_scan(const SelectiveScanArgs& args, Stream stream = nullptr);
 // backward then runs one program per block of channels, sequence and span, which joins the later
 // spans' adjoints to its end, walks its tiles from the last, recomputes each tile's states from
 // the kept one and runs the adjoint scan backwards in time. A last launch sums the partial dB/dC
-// (per block of channels) and dA/dD/ddelta_bias (per span).
+// (per block of channels) and dA/dD/ddelta_bias (per span). Over 16 states all of it runs once per
+// chunk of 16 states, the per-token sums over states (du, ddelta, and y for dz) carried from
+// chunk to chunk in three fp32 planes of the workspace.
 //
 // Dtypes: dout, du, ddelta, dz, time-varying dB/dC fp32, bf16 or fp16 (each may differ); dA, dD,
 // ddelta_bias, constant dB/dC fp32; dinitial_states / dfinal_states fp32, bf16 or fp16. Every
