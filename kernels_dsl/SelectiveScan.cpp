@@ -43,7 +43,8 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   Value D = I("D"), L = I("L"), nseq = I("nseq"), nInit = I("nslots_init"), nFinal = I("nslots_final"),
         maxLen = I("max_len"), kpr = I("keys_per_row"), group = I("group"), cpr = I("ckpt_per_row");
   Value sUb = I("s_u_b"), sUd = I("s_u_d"), sDlb = I("s_dl_b"), sDld = I("s_dl_d"), sZb = I("s_z_b"),
-        sZd = I("s_z_d"), sOb = I("s_o_b"), sOd = I("s_o_d"), sYab = I("s_ya_b"), sYad = I("s_ya_d"), sAd = I("s_A_d"), sAn = I("s_A_n"),
+        sZd = I("s_z_d"), sOb = I("s_o_b"), sOd = I("s_o_d"), sYab = I("s_ya_b"), sYad = I("s_ya_d"),
+        sAd = I("s_A_d"), sAn = I("s_A_n"),
         sBb = I("s_B_b"), sBg = I("s_B_g"), sBn = I("s_B_n"), sBd = I("s_B_d"), sCb = I("s_C_b"),
         sCg = I("s_C_g"), sCn = I("s_C_n"), sCd = I("s_C_d"), sDd = I("s_D_d"), sDbd = I("s_db_d"),
         sIs = I("s_init_slot"), sId = I("s_init_d"), sIn = I("s_init_n"), sFs = I("s_final_slot"),
@@ -53,7 +54,8 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   Value bVar = Fl("b_varying"), cVar = Fl("c_varying"), hasD = Fl("has_D"), hasZ = Fl("has_z"),
         hasDbias = Fl("has_dbias"), softplusOn = Fl("softplus"), hasCu = Fl("has_cu"),
         hasMax = Fl("has_max_len"), hasInit = Fl("has_init"), hasInitIdx = Fl("has_init_idx"),
-        hasFinal = Fl("has_final"), hasFinalIdx = Fl("has_final_idx"), multi = Fl("multi_span"), hasYacc = Fl("has_yacc");
+        hasFinal = Fl("has_final"), hasFinalIdx = Fl("has_final_idx"), multi = Fl("multi_span"),
+        hasYacc = Fl("has_yacc");
 
   Value pidD = k.programId(0), j = k.programId(1), i = k.programId(2);
   Value zeroI = k.constInt(0), zero = k.constFloat(0);

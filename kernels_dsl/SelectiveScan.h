@@ -32,9 +32,9 @@ inline constexpr const char* kScanKernel = "selective_scan_fwd";
 // Pointers (data): u delta A B C Dv z dbias out init final ws yacc. Metadata: cu init_idx final_idx err.
 // Sizes: D L (row length T) nseq nslots_init nslots_final max_len keys_per_row ckpt_per_row (dynamic);
 //   group (channels a group of B/C: D / G, bound). N is meta:dstate.
-// Layout as indexed: u/delta/z/out[row, d, t]  A[d, n]  B/C time-varying [row, g, n, t] or constant
-//   [d, n]  yacc[row, d, t]  Dv/dbias[d]  init/final[slot, d, n]  ws: float32, the states at [key, d, n] (keys
-//   x D x N), then the summed dt at [key, d] (keys x D), then the initial-state copies [i, d, n].
+// Layout as indexed: u/delta/z/out/yacc[row, d, t]  A[d, n]  B/C time-varying [row, g, n, t] or
+//   constant [d, n]  Dv/dbias[d]  init/final[slot, d, n]  ws: float32, the states at [key, d, n]
+//   (keys x D x N), then the summed dt at [key, d] (keys x D), then the initial-state copies [i, d, n].
 inline constexpr const char* kScanArgNames[] = {
     "u", "delta", "A", "B", "C", "Dv", "z", "dbias", "out", "init", "final", "ws", "yacc",
     "cu", "init_idx", "final_idx", "err",

@@ -114,13 +114,16 @@ TEST(ScanKernels, StateSizesCompile) {
 
 // Over 32 states the forward runs once per chunk of states (ScanStateChunks.h): N 256 is eight
 // chunks of 32, whose first writes y to the workspace's plane, the middle ones add to it and the
-// last adds D and z into out (three specialisations); N 100 four chunks of 28, 28, 28 and 16.
+// last adds D and z into out (three specialisations of the main pass, and one states pass for
+// all: 300 tokens are two spans at D 256); N 100 four chunks of 28, 28, 28 and 16.
 TEST(ScanKernels, LargeStateSizesCompileInChunks) {
   SSMJIT_REQUIRE_NVRTC();
   Variant v;
-  v.N = 256, v.L = 100;
+  v.N = 256, v.L = 300;
   std::vector<Specialization> specs = detail::scanSpecializations(make(v), "sm_90a");
-  ASSERT_EQ(specs.size(), 3u);
+  ASSERT_EQ(specs.size(), 4u);
+  EXPECT_EQ(specs[0].get("meta:states_pass"), 1);
+  specs.erase(specs.begin());
   EXPECT_EQ(specs[0].get("meta:dstate"), 32);
   EXPECT_EQ(specs[0].get("has_yacc"), 0);
   EXPECT_EQ(specs[0].get("has_D"), 0);
@@ -132,6 +135,7 @@ TEST(ScanKernels, LargeStateSizesCompileInChunks) {
   EXPECT_EQ(specs[2].get("has_D"), 1);
   EXPECT_EQ(specs[2].get("has_z"), 1);
   EXPECT_EQ(specs[2].get("dtype:out"), static_cast<int64_t>(ScalarType::BF16));
+  v.L = 100;
   v.N = 100;
   specs = detail::scanSpecializations(make(v), "sm_90a");
   ASSERT_EQ(specs.size(), 3u);

@@ -1,6 +1,6 @@
 // selective_scan: the arguments are checked once, here at the edge (SelectiveScanCheck), then
 // bound to the generic kernel (kernels_dsl/SelectiveScan.h), specialised and launched on the
-// caller's stream: per chunk of states (ScanStateChunks.h; one for N <= 64) one launch, or two
+// caller's stream: per chunk of states (ScanStateChunks.h; one for N <= 32) one launch, or two
 // when a sequence can be longer than one span (the states pass, then the main pass).
 #include <cuda.h>
 
@@ -84,9 +84,10 @@ void checkWorkspace(const SelectiveScanArgs& a, const ScanPlan& p) {
 
 // Chunk k of the call: its states, and where its y goes (SelectiveScan.h, state chunks): every
 // chunk but the last writes y over its states, without D and z, to the workspace's plane; every
-// chunk but the first adds the plane to its own.
+// chunk but the first adds the plane to its own. The states pass writes no y: it runs on
+// `narrowed`, so that every chunk of a size shares its kernel.
 struct ChunkCall {
-  SelectiveScanArgs args;
+  SelectiveScanArgs narrowed, args;
   ScanDims dims;
   TensorView plane;     // (rows, D, L) fp32; undefined while there is no workspace (binding only)
   bool yacc = false;    // adds the plane
@@ -94,7 +95,7 @@ struct ChunkCall {
 ChunkCall chunkCall(const SelectiveScanArgs& a, const ScanDims& d, const ScanPlan& p, int64_t k) {
   ChunkCall c;
   const int64_t nc = p.chunks.length(k, d.N);
-  c.args = detail::narrowStates(a, d.bVarying, d.cVarying, p.chunks.first(k), nc);
+  c.narrowed = c.args = detail::narrowStates(a, d.bVarying, d.cVarying, p.chunks.first(k), nc);
   c.dims = d;
   c.dims.N = nc;
   if (p.chunks.count == 1) return c;
@@ -219,7 +220,8 @@ void selective_scan(const SelectiveScanArgs& a, Stream stream) {
     const ChunkCall cc = chunkCall(a, d, p, k);
     for (int pass = p.multi ? 0 : 1; pass < 2; ++pass) {
       KernelCall c(kernels::kScanKernel, kSchema);
-      bind(c, cc.args, cc.dims, p, pass == 0 ? Pass::States : Pass::Main, err, cc.plane, cc.yacc);
+      if (pass == 0) bind(c, cc.narrowed, cc.dims, p, Pass::States, err);
+      else bind(c, cc.args, cc.dims, p, Pass::Main, err, cc.plane, cc.yacc);
       const int64_t bd = c.metaValue("meta:BLOCK_D");
       const unsigned grid[3] = {static_cast<unsigned>((d.D + bd - 1) / bd), static_cast<unsigned>(p.spans),
                                 static_cast<unsigned>(d.nseq)};
@@ -236,7 +238,8 @@ std::vector<Specialization> detail::scanSpecializations(const SelectiveScanArgs&
     const ChunkCall cc = chunkCall(a, d, p, k);
     for (int pass = p.multi ? 0 : 1; pass < 2; ++pass) {
       KernelCall c(kernels::kScanKernel, kSchema);
-      bind(c, cc.args, cc.dims, p, pass == 0 ? Pass::States : Pass::Main, nullptr, cc.plane, cc.yacc);
+      if (pass == 0) bind(c, cc.narrowed, cc.dims, p, Pass::States, nullptr);
+      else bind(c, cc.args, cc.dims, p, Pass::Main, nullptr, cc.plane, cc.yacc);
       Specialization sp = c.specialization(arch);
       if (std::find(out.begin(), out.end(), sp) == out.end()) out.push_back(std::move(sp));
     }

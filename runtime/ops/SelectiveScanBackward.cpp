@@ -2,7 +2,7 @@
 // caller's stream (kernels_dsl/SelectiveScanBackward.h): the forward's checkpoint pass, the
 // adjoint pass (when a sequence can span more than one span), the backward, and its fixed-order
 // sums (per-span sums, and the per-block sums of time-varying dB/dC when there are any); all of it
-// once per chunk of states (ScanStateChunks.h; one for N <= 64).
+// once per chunk of states (ScanStateChunks.h; one for N <= 16).
 #include <cuda.h>
 
 #include <algorithm>
@@ -165,8 +165,8 @@ void bindBwd(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& 
   c.flag(A("has_final_idx"), b.dfinal_states.defined() && f.final_state_indices.defined());
   c.flag(A("has_dinit"), b.dinitial_states.defined());
   c.flag(A("has_init_idx"), f.initial_state_indices.defined());
-  c.flag(A("part_in"), chunk > 0);
-  c.flag(A("part_out"), chunk + 1 < p.chunks.count);
+  c.flag(A("part_in"), !adjointPass && chunk > 0);  // the adjoint pass writes no per-token gradient
+  c.flag(A("part_out"), !adjointPass && chunk + 1 < p.chunks.count);
   c.meta("meta:dstate", d.N);
   c.meta("meta:adjoint_pass", adjointPass ? 1 : 0);
   c.meta("meta:index_bits", p.wide ? 64 : 32);
