@@ -394,17 +394,20 @@ TEST(ScanKernels, UnrollBudgetAndInnerLanesOutOfRangeAreNamed) {
   }
 }
 
-// The forward caps registers for 5 blocks an SM only when the grid has many programs (>= 1024) and
-// N <= 16: 8x2048 at D 5120 (2560 programs) yes; one 16384-token sequence (320) or N 32, no.
-TEST(ScanKernels, ForwardMinBlocksFollowsTheGrid) {
-  auto minBlocks = [](const Variant& v) {
-    return detail::scanSpecializations(make(v), "sm_90a").back().get("meta:min_blocks");
+// The forward's tiles follow the grid at N <= 16: many programs (8x2048 at D 5120: 2560) keep 4
+// warps capped for 5 blocks an SM; few (one 16384-token sequence: 320) take 2 warps a program,
+// also capped for 5 blocks. N 32 is left to the kernel's choice.
+TEST(ScanKernels, ForwardTilesFollowTheGrid) {
+  using Tiles = std::pair<int64_t, int64_t>;  // min_blocks, num_warps
+  auto tiles = [](const Variant& v) {
+    const Specialization s = detail::scanSpecializations(make(v), "sm_90a").back();
+    return Tiles{s.get("meta:min_blocks"), s.get("meta:num_warps")};
   };
   Variant v;
   v.D = 5120, v.batch = 8, v.L = 2048;
-  EXPECT_EQ(minBlocks(v), 5);
+  EXPECT_EQ(tiles(v), Tiles(5, 4));
   v.batch = 1, v.L = 16384;
-  EXPECT_EQ(minBlocks(v), 0);
+  EXPECT_EQ(tiles(v), Tiles(5, 2));
   v.batch = 8, v.L = 2048, v.N = 32;
-  EXPECT_EQ(minBlocks(v), 0);
+  EXPECT_EQ(tiles(v), Tiles(0, 4));
 }

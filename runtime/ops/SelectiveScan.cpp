@@ -39,6 +39,7 @@ struct ScanPlan {
   int64_t yBase = 0;          // with several chunks: the plane of y summed over the earlier ones
   int64_t workspace = 0;      // float32 elements
   int64_t minBlocks = 0;      // meta:min_blocks of the states and main passes
+  int64_t numWarps = 0;       // their meta:num_warps (0: the kernel's choice)
 };
 
 // Blocks an SM the register allocation must fit, from the grid: with many programs more resident
@@ -49,7 +50,18 @@ struct ScanPlan {
 // is unmeasured and left to the compiler. Measured before B/C were staged through shared memory;
 // with them staged, min_blocks 4 everywhere instead of this choice: 0.912 / 1.137 / 1.310 ms against
 // 0.894 / 1.066 / 1.137.
-int64_t chooseMinBlocks(int64_t programs, int64_t N) { return programs >= 1024 && N <= 16 ? 5 : 0; }
+// Few programs (one long sequence: 320 of 4 warps) leave 2 or 3 blocks on an SM, unevenly: as 640
+// programs of 2 warps held to 5 blocks an SM it took 0.970 ms against 1.041 (4 warps, the
+// compiler's 163 registers), 1.001 (4 warps, min_blocks 3), 0.970 (2 warps, 6), 1.111 (2 warps,
+// 8). Many programs keep 4 warps: 2 warps (min_blocks 5) gave 8x2048 0.812 ms against 0.831, but
+// the packed row 1.066 against 0.951. (H100, D 5120, N 16, bf16, B/C staged.)
+struct ScanTiles {
+  int64_t minBlocks = 0, numWarps = 0;
+};
+ScanTiles chooseTiles(int64_t programs, int64_t N) {
+  if (N > 16) return {};
+  return programs >= 1024 ? ScanTiles{5, 0} : ScanTiles{5, 2};
+}
 ScanPlan plan(const SelectiveScanArgs& a, const ScanDims& d) {
   Specialization s;
   s.kernel = kernels::kScanKernel;
@@ -64,7 +76,9 @@ ScanPlan plan(const SelectiveScanArgs& a, const ScanDims& d) {
   p.rows = d.packed ? 1 : d.batch;
   p.chunks = detail::scanStateChunks(d.N, detail::kScanStateChunk);
   const int64_t nc = p.chunks.size;  // each chunk reuses the states pass' region in turn
-  p.minBlocks = chooseMinBlocks((d.D + bd - 1) / bd * p.spans * d.nseq, nc);
+  const ScanTiles tiles = chooseTiles((d.D + bd - 1) / bd * p.spans * d.nseq, nc);
+  p.minBlocks = tiles.minBlocks;
+  p.numWarps = tiles.numWarps;
   if (p.multi)
     p.workspace = p.rows * p.keysPerRow * d.D * (nc + 1) + (a.initial_states.defined() ? d.nseq * d.D * nc : 0);
   if (p.chunks.count > 1) {
@@ -187,6 +201,7 @@ void bind(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, const Sc
   c.meta("meta:dstate", d.N);
   c.meta("meta:states_pass", statesPass);
   if (!ckpt) c.meta("meta:min_blocks", p.minBlocks);
+  if (!ckpt && p.numWarps > 0) c.meta("meta:num_warps", p.numWarps);
   if (ckpt) {
     c.meta("meta:checkpoints", 1);
     c.meta("meta:BLOCK_T", ckptBlockT);
