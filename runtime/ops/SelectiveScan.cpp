@@ -213,6 +213,21 @@ void bind(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, const Sc
   c.meta("meta:index_bits", wide ? 64 : 32);
 }
 
+// Every launch of the call in order, bound in the KernelCall handed to `f`: per chunk of states the
+// states pass (when it runs), then the main pass.
+template <class F>
+void forEachLaunch(const SelectiveScanArgs& a, const ScanDims& d, const ScanPlan& p, void* err, F&& f) {
+  for (int64_t k = 0; k < p.chunks.count; ++k) {
+    const ChunkCall cc = chunkCall(a, d, p, k);
+    for (int pass = p.multi ? 0 : 1; pass < 2; ++pass) {
+      KernelCall c(kernels::kScanKernel, kSchema);
+      if (pass == 0) bind(c, cc.narrowed, cc.dims, p, Pass::States, err);
+      else bind(c, cc.args, cc.dims, p, Pass::Main, err, cc.plane, cc.yacc);
+      f(c);
+    }
+  }
+}
+
 }  // namespace
 
 int64_t selective_scan_workspace_size(const SelectiveScanArgs& a) {
@@ -230,35 +245,22 @@ void selective_scan(const SelectiveScanArgs& a, Stream stream) {
                                                   std::to_string(d.maxLen) + " tokens, expected at most 65535 sequences and 65535 spans of " +
                                                   std::to_string(p.span) + " tokens (grid limits)");
   const CUstream s = static_cast<CUstream>(stream);
-  void* err = deviceStatusRecord();
-  for (int64_t k = 0; k < p.chunks.count; ++k) {
-    const ChunkCall cc = chunkCall(a, d, p, k);
-    for (int pass = p.multi ? 0 : 1; pass < 2; ++pass) {
-      KernelCall c(kernels::kScanKernel, kSchema);
-      if (pass == 0) bind(c, cc.narrowed, cc.dims, p, Pass::States, err);
-      else bind(c, cc.args, cc.dims, p, Pass::Main, err, cc.plane, cc.yacc);
-      const int64_t bd = c.metaValue("meta:BLOCK_D");
-      const unsigned grid[3] = {static_cast<unsigned>((d.D + bd - 1) / bd), static_cast<unsigned>(p.spans),
-                                static_cast<unsigned>(d.nseq)};
-      c.launch(grid, s);
-    }
-  }
+  forEachLaunch(a, d, p, deviceStatusRecord(), [&](KernelCall& c) {
+    const int64_t bd = c.metaValue("meta:BLOCK_D");
+    const unsigned grid[3] = {static_cast<unsigned>((d.D + bd - 1) / bd), static_cast<unsigned>(p.spans),
+                              static_cast<unsigned>(d.nseq)};
+    c.launch(grid, s);
+  });
 }
 
 std::vector<Specialization> detail::scanSpecializations(const SelectiveScanArgs& a, const std::string& arch) {
   const ScanDims d = checkSelectiveScanArgs(a, a.u.device, kOp);
   const ScanPlan p = plan(a, d);
   std::vector<Specialization> out;
-  for (int64_t k = 0; k < p.chunks.count; ++k) {
-    const ChunkCall cc = chunkCall(a, d, p, k);
-    for (int pass = p.multi ? 0 : 1; pass < 2; ++pass) {
-      KernelCall c(kernels::kScanKernel, kSchema);
-      if (pass == 0) bind(c, cc.narrowed, cc.dims, p, Pass::States, nullptr);
-      else bind(c, cc.args, cc.dims, p, Pass::Main, nullptr, cc.plane, cc.yacc);
-      Specialization sp = c.specialization(arch);
-      if (std::find(out.begin(), out.end(), sp) == out.end()) out.push_back(std::move(sp));
-    }
-  }
+  forEachLaunch(a, d, p, nullptr, [&](KernelCall& c) {
+    Specialization sp = c.specialization(arch);
+    if (std::find(out.begin(), out.end(), sp) == out.end()) out.push_back(std::move(sp));
+  });
   return out;
 }
 
