@@ -180,9 +180,10 @@ TEST(ScanKernels, TimeTileScanIsRegisterChainsAndLaneShuffles) {
 
 // Time-varying B and C rows are staged through shared memory when a block's channels share one
 // group (two barriers a tile, whole or partial), and read back as f32 vectors; with a block across
-// groups, or constant B/C, each thread loads its own and nothing is staged.
+// groups (G 64: groups of 4 channels, blocks of 8 in this few-program call), or constant B/C, each
+// thread loads its own and nothing is staged.
 TEST(ScanKernels, VaryingBCStagedOncePerBlockWhenItsChannelsShareAGroup) {
-  for (int64_t G : {1, 32}) {
+  for (int64_t G : {1, 64}) {
     for (bool varying : {true, false}) {
       Variant v;
       v.L = 100;
