@@ -17,7 +17,7 @@ inline constexpr int64_t kScanStateChunk = 32;
 inline constexpr int64_t kScanBwdStateChunk = 16;
 
 // N states as `count` chunks of `size` (the last of N - (count - 1) * size) within `bound`: as
-// even as multiples of 4 allow (chunks then start 16-byte aligned in A and the states, one
+// even as multiples of 4 allow (chunks then start 16-byte aligned in A and fp32 states, one
 // alignment class for all), so few specialisations of a kernel serve a call.
 struct ScanStateChunks {
   int64_t count = 1, size = 0;
