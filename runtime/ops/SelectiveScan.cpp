@@ -264,29 +264,10 @@ std::vector<Specialization> detail::scanSpecializations(const SelectiveScanArgs&
   return out;
 }
 
-namespace {
-// The forward's checkpoint pass on `a` (its workspace holds the checkpoints), bound in `c`.
-void bindCheckpoints(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, int64_t blockT, int64_t ckptPerRow,
-                     void* err) {
+void detail::bindScanCheckpoints(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, int64_t blockT,
+                                 int64_t ckptPerRow, void* err) {
   const ScanPlan p;  // no spans: the checkpoint pass walks each sequence whole
   bind(c, a, d, p, Pass::Checkpoints, err, {}, false, blockT, ckptPerRow);
-}
-}  // namespace
-
-void detail::launchScanCheckpoints(const SelectiveScanArgs& a, const ScanDims& d, int64_t blockT, int64_t ckptPerRow,
-                                   CUstream stream) {
-  KernelCall c(kernels::kScanKernel, kSchema);
-  bindCheckpoints(c, a, d, blockT, ckptPerRow, deviceStatusRecord());
-  const int64_t bd = c.metaValue("meta:BLOCK_D");
-  const unsigned grid[3] = {static_cast<unsigned>((d.D + bd - 1) / bd), 1u, static_cast<unsigned>(d.nseq)};
-  c.launch(grid, stream);
-}
-
-Specialization detail::scanCheckpointSpecialization(const SelectiveScanArgs& a, const ScanDims& d, int64_t blockT,
-                                                    int64_t ckptPerRow, const std::string& arch) {
-  KernelCall c(kernels::kScanKernel, kSchema);
-  bindCheckpoints(c, a, d, blockT, ckptPerRow, nullptr);
-  return c.specialization(arch);
 }
 
 void detail::bindScanBC(KernelCall& c, const ArgIndex& A, const TensorView& t, bool varying, bool batched, const char* sb,

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels_dsl/Registry.h"
+#include "kernels_dsl/SelectiveScan.h"
 #include "kernels_dsl/SelectiveScanBackward.h"
 #include "runtime/DeviceStatus.h"
 #include "runtime/ops/KernelCall.h"
@@ -263,6 +264,37 @@ SelectiveScanArgs checkpointCall(const SelectiveScanBackwardArgs& b) {
   return f;
 }
 
+// A launch of the call: which kernel and pass (for its grid).
+enum class Launch { Checkpoints, Backward, Sums, BCSums };
+
+// Every launch of the call in order, each bound in the KernelCall handed to `f(c, launch, N)` (N:
+// its chunk's states): per chunk of states the checkpoint pass, the adjoint pass (when a sequence
+// can have two spans), the backward, its sums, and those of time-varying dB/dC when there are any.
+template <class F>
+void forEachLaunch(const SelectiveScanBackwardArgs& b, const ScanDims& d, const BwdPlan& p, void* err, F&& f) {
+  const ArgSchema fwdSchema{kernels::kScanArgNames, kernels::kScanNumArgs};
+  for (int64_t k = 0; k < p.chunks.count; ++k) {
+    const ChunkCall cc = chunkCall(b, d, p, k);
+    {
+      KernelCall c(kernels::kScanKernel, fwdSchema);
+      detail::bindScanCheckpoints(c, checkpointCall(cc.args), cc.dims, p.blockT, p.ckptPerRow, err);
+      f(c, Launch::Checkpoints, cc.dims.N);
+    }
+    for (const bool adjointPass : {true, false}) {
+      if (adjointPass && p.maxSpans < 2) continue;
+      KernelCall c(kernels::kScanBwdKernel, kSchema);
+      bindBwd(c, cc.args, cc.dims, p, adjointPass, k, err);
+      f(c, Launch::Backward, cc.dims.N);
+    }
+    for (int part = 0; part < 2; ++part) {
+      if (part == 1 && !d.bVarying && !d.cVarying) break;
+      KernelCall c(kernels::kScanBwdSumKernel, kSumSchema);
+      bindSum(c, cc.args, cc.dims, p, part);
+      f(c, part == 0 ? Launch::Sums : Launch::BCSums, cc.dims.N);
+    }
+  }
+}
+
 }  // namespace
 
 int64_t selective_scan_backward_workspace_size(const SelectiveScanBackwardArgs& b) {
@@ -276,37 +308,34 @@ void selective_scan_backward(const SelectiveScanBackwardArgs& b, Stream stream) 
   detail::checkScanWorkspace(kOp, b.workspace, b.forward.u, p.total, "selective_scan_backward_workspace_size");
   if (d.nseq == 0 || d.L == 0 || d.D == 0) return;
   const CUstream s = static_cast<CUstream>(stream);
-  void* err = deviceStatusRecord();
-  for (int64_t k = 0; k < p.chunks.count; ++k) {
-    const ChunkCall cc = chunkCall(b, d, p, k);
-    detail::launchScanCheckpoints(checkpointCall(cc.args), cc.dims, p.blockT, p.ckptPerRow, s);
-    for (const bool adjointPass : {true, false}) {
-      if (adjointPass && p.maxSpans < 2) continue;
-      KernelCall c(kernels::kScanBwdKernel, kSchema);
-      bindBwd(c, cc.args, cc.dims, p, adjointPass, k, err);
-      checkLayout(c, p);
-      const unsigned grid[3] = {static_cast<unsigned>(p.dblocks), static_cast<unsigned>(d.nseq),
-                                static_cast<unsigned>(p.maxSpans)};
-      c.launch(grid, s);
-    }
-    for (int part = 0; part < 2; ++part) {
-      if (part == 1 && !d.bVarying && !d.cVarying) break;
-      KernelCall c(kernels::kScanBwdSumKernel, kSumSchema);
-      bindSum(c, cc.args, cc.dims, p, part);
-      const int64_t block = c.metaValue("meta:BLOCK");
-      unsigned grid[3];
-      if (part == 0) {  // (channel blocks, sums)
-        grid[0] = static_cast<unsigned>((d.D + block - 1) / block);
-        grid[1] = static_cast<unsigned>(kernels::scanBwdSums(cc.dims.N));
-        grid[2] = 1;
-      } else {  // (token blocks, states, rows x groups x {B, C})
-        grid[0] = static_cast<unsigned>((d.L + block - 1) / block);
-        grid[1] = static_cast<unsigned>(cc.dims.N);
-        grid[2] = static_cast<unsigned>(p.rows * d.G * 2);
+  forEachLaunch(b, d, p, deviceStatusRecord(), [&](KernelCall& c, Launch launch, int64_t N) {
+    unsigned grid[3];
+    auto set = [&](int64_t x, int64_t y, int64_t z) {
+      grid[0] = static_cast<unsigned>(x), grid[1] = static_cast<unsigned>(y), grid[2] = static_cast<unsigned>(z);
+    };
+    switch (launch) {
+      case Launch::Checkpoints: {  // (channel blocks, 1, sequences)
+        const int64_t bd = c.metaValue("meta:BLOCK_D");
+        set((d.D + bd - 1) / bd, 1, d.nseq);
+        break;
       }
-      c.launch(grid, s);
+      case Launch::Backward:  // (channel blocks, sequences, spans)
+        checkLayout(c, p);
+        set(p.dblocks, d.nseq, p.maxSpans);
+        break;
+      case Launch::Sums: {  // (channel blocks, sums)
+        const int64_t block = c.metaValue("meta:BLOCK");
+        set((d.D + block - 1) / block, kernels::scanBwdSums(N), 1);
+        break;
+      }
+      case Launch::BCSums: {  // (token blocks, states, rows x groups x {B, C})
+        const int64_t block = c.metaValue("meta:BLOCK");
+        set((d.L + block - 1) / block, N, p.rows * d.G * 2);
+        break;
+      }
     }
-  }
+    c.launch(grid, s);
+  });
 }
 
 std::vector<Specialization> detail::scanBackwardSpecializations(const SelectiveScanBackwardArgs& b,
@@ -314,25 +343,10 @@ std::vector<Specialization> detail::scanBackwardSpecializations(const SelectiveS
   const ScanDims d = checkSelectiveScanBackwardArgs(b, b.forward.u.device, kOp);
   const BwdPlan p = plan(b, d);
   std::vector<Specialization> out;
-  auto add = [&](Specialization sp) {
+  forEachLaunch(b, d, p, nullptr, [&](KernelCall& c, Launch, int64_t) {
+    Specialization sp = c.specialization(arch);
     if (std::find(out.begin(), out.end(), sp) == out.end()) out.push_back(std::move(sp));
-  };
-  for (int64_t k = 0; k < p.chunks.count; ++k) {
-    const ChunkCall cc = chunkCall(b, d, p, k);
-    add(scanCheckpointSpecialization(checkpointCall(cc.args), cc.dims, p.blockT, p.ckptPerRow, arch));
-    for (const bool adjointPass : {true, false}) {
-      if (adjointPass && p.maxSpans < 2) continue;
-      KernelCall c(kernels::kScanBwdKernel, kSchema);
-      bindBwd(c, cc.args, cc.dims, p, adjointPass, k, nullptr);
-      add(c.specialization(arch));
-    }
-    for (int part = 0; part < 2; ++part) {
-      if (part == 1 && !d.bVarying && !d.cVarying) break;
-      KernelCall cs(kernels::kScanBwdSumKernel, kSumSchema);
-      bindSum(cs, cc.args, cc.dims, p, part);
-      add(cs.specialization(arch));
-    }
-  }
+  });
   return out;
 }
 

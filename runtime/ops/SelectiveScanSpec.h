@@ -19,11 +19,11 @@ namespace ssmjit::detail {
 std::vector<Specialization> scanSpecializations(const SelectiveScanArgs& args, const std::string& arch);
 
 // The backward's first launch: the forward scan of `args` (checked; one pass a sequence) writing
-// each sequence's state every `blockT` tokens to args.workspace (SelectiveScan.h, checkpoints).
-void launchScanCheckpoints(const SelectiveScanArgs& args, const ScanDims& d, int64_t blockT, int64_t ckptPerRow,
-                           CUstream stream);
-Specialization scanCheckpointSpecialization(const SelectiveScanArgs& args, const ScanDims& d, int64_t blockT,
-                                            int64_t ckptPerRow, const std::string& arch);
+// each sequence's state every `blockT` tokens to args.workspace (SelectiveScan.h, checkpoints),
+// bound in `c`, a call of the forward's kernel (kScanKernel, kScanArgNames). Its grid:
+// (cdiv(D, meta:BLOCK_D), 1, nseq).
+void bindScanCheckpoints(KernelCall& c, const SelectiveScanArgs& args, const ScanDims& d, int64_t blockT,
+                         int64_t ckptPerRow, void* err);
 
 // Binds B or C (or their gradients) to the four stride arguments sb, sg, sn, sd of a scan
 // kernel: time-varying (Bt, G, N, L) or constant (D, N).
