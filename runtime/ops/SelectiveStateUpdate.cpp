@@ -350,11 +350,12 @@ constexpr Layout kState{"shpn", a_s_state_slot}, kX{"blhp", a_s_x_b}, kDt{"blhp"
     kDst{"bl", a_s_dst_b};
 
 // The tensors of a call in kSsuArgNames order (a_state .. a_dst_idx).
-std::array<const TensorView*, 12> tensorsOf(const SelectiveStateUpdateArgs& a) {
+constexpr int kSsuTensors = a_dst_idx - a_state + 1;
+std::array<const TensorView*, kSsuTensors> tensorsOf(const SelectiveStateUpdateArgs& a) {
   return {&a.state, &a.x, &a.dt, &a.A, &a.B, &a.C, &a.D, &a.z, &a.dt_bias, &a.out, &a.state_batch_indices,
           &a.dst_state_indices};
 }
-static_assert(a_dst_idx - a_state + 1 == 12, "tensorsOf lists every tensor argument");
+static_assert(kSsuTensors == 12, "tensorsOf lists every tensor argument");
 
 // The argument values of a checked call (all but the status record, set at launch) and its
 // bindings: everything the specialisation depends on, in a fixed order. No allocation. Shared by
@@ -479,7 +480,7 @@ struct CallSlot {
   CUcontext ctx = nullptr;  // null: empty
   bool tokens = false;
   SelectiveStateUpdateArgs meta;  // the call's arguments (data pointers are not compared)
-  int64_t align[12] = {};         // alignment class of each data pointer
+  int64_t align[kSsuTensors] = {};         // alignment class of each data pointer
   ArgValue v[kernels::kSsuNumArgs] = {};
   const LoadedKernel* kernel = nullptr;
   unsigned grid[3] = {};
@@ -492,7 +493,7 @@ bool sameButPointers(const CallSlot& m, const SelectiveStateUpdateArgs& a, bool 
       std::memcmp(&m.meta.dt_max, &a.dt_max, sizeof(float)) != 0)
     return false;
   const auto mine = tensorsOf(m.meta), theirs = tensorsOf(a);
-  for (int i = 0; i < 12; ++i) {
+  for (int i = 0; i < kSsuTensors; ++i) {
     const TensorView &x = *mine[i], &y = *theirs[i];
     if (x.defined() != y.defined() ||
         std::memcmp(reinterpret_cast<const char*>(&x) + kViewMetaOffset,
@@ -518,7 +519,7 @@ void launchSsu(const SelectiveStateUpdateArgs& a, bool tokens, Stream stream) {
     ArgValue v[kernels::kSsuNumArgs];
     std::memcpy(v, c.v, sizeof v);
     const auto ts = tensorsOf(a);
-    for (int i = 0; i < 12; ++i) v[a_state + i].ptr = ts[i]->data;
+    for (int i = 0; i < kSsuTensors; ++i) v[a_state + i].ptr = ts[i]->data;
     launchKernel(*c.kernel, v, c.grid, static_cast<CUstream>(stream));
     return;
   }
@@ -568,7 +569,7 @@ void launchSsu(const SelectiveStateUpdateArgs& a, bool tokens, Stream stream) {
   c.tokens = tokens;
   c.meta = a;
   const auto ts = tensorsOf(a);
-  for (int i = 0; i < 12; ++i) c.align[i] = a_state + i <= a_out ? detail::alignClass(ts[i]->data) : 0;
+  for (int i = 0; i < kSsuTensors; ++i) c.align[i] = a_state + i <= a_out ? detail::alignClass(ts[i]->data) : 0;
   std::memcpy(c.v, v, sizeof v);
   c.kernel = hit->kernel;
   std::memcpy(c.grid, grid, sizeof grid);
