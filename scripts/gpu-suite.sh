@@ -26,7 +26,10 @@ for job in $(jobs -p); do wait "$job" || status=1; done
 cat "$OUT"/gpu_tests_shard*.log > "$OUT/gpu_tests.log"
 grep -h "FAILED\|Failure" "$OUT/gpu_tests.log" | head -40
 sum() { grep -hE "^\[  $1 *\] [0-9]+ tests?" "$OUT/gpu_tests.log" | awk '{n += $4} END {print n + 0}'; }
-echo "GPU tests: $(sum PASSED) passed, $(sum FAILED) failed, $(sum SKIPPED) skipped ($SHARDS shards)"
+# Failed tests by name: --gtest_brief prints no "N tests failed" total.
+failed=$(grep -hE "^\[  FAILED  \] [^0-9 ]" "$OUT/gpu_tests.log" | awk '{print $4}' | sort -u | wc -l)
+[ "$failed" -eq 0 ] || status=1
+echo "GPU tests: $(sum PASSED) passed, $failed failed, $(sum SKIPPED) skipped ($SHARDS shards)"
 for t in $("$PREFIX/bin/ssmjit_gpu_tests" --gtest_list_tests --gtest_filter="$own" | awk '/^ /{print s $1} /^[^ ]/{s=$1}'); do
   "$PREFIX/bin/ssmjit_gpu_tests" --gtest_brief=1 --gtest_filter="$t" >> "$OUT/gpu_tests_own_process.log" 2>&1 \
     && echo "own process: $t PASSED" || { echo "own process: $t FAILED"; status=1; }
