@@ -480,7 +480,7 @@ struct CallSlot {
   CUcontext ctx = nullptr;  // null: empty
   bool tokens = false;
   SelectiveStateUpdateArgs meta;  // the call's arguments (data pointers are not compared)
-  int64_t align[kSsuTensors] = {};         // alignment class of each data pointer
+  int64_t align[kSsuTensors] = {};  // alignment class of each data pointer
   ArgValue v[kernels::kSsuNumArgs] = {};
   const LoadedKernel* kernel = nullptr;
   unsigned grid[3] = {};
