@@ -14,8 +14,10 @@
 
 #include "kernels_dsl/ConvTiles.h"
 #include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/PackedRuns.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/ScanSequences.h"
+#include "kernels_dsl/StagedBC.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -142,48 +144,19 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     })[0];
   };
 
-  // Time-varying B and C rows are the same for every channel of a block whose channels share one
-  // group: staged through shared memory once per tile (one load and conversion per element for the
-  // program, read back as f32 broadcasts) instead of each thread fetching and converting its own.
+  // Time-varying B and C rows staged through shared memory when the block's channels share a group
+  // (StagedBC); rows that do not fit are read as before.
   const bool oneGroup = spec.find("group") && spec.get("group") % BD == 0;
-  // A row's token t sits at t + 4 (t / 32): the lanes of a quarter-warp read their runs (BT /
-  // time_lanes tokens, 16 bytes an access) from distinct banks; unpadded, runs of 8 tokens put
-  // lanes l and l + 4 on the same banks. Rows that do not fit are read as before.
-  const int64_t rowStride = BT + BT / 32 * 4;
-  const bool stageB = oneGroup && spec.get("b_varying", 0) && N * rowStride <= kMaxSharedBufferFloats;
+  const bool stageB = oneGroup && spec.get("b_varying", 0) && StagedBC::fits(N, BT, 1);
   const bool stageC = oneGroup && spec.get("c_varying", 0) && !statesPass && !checkpoints &&
-                      (stageB ? 2 : 1) * N * rowStride <= kMaxSharedBufferFloats;
-  const int64_t RS = std::max(nextPow2(N), BD);  // rows of the staging tile (rows >= N masked)
-  const int64_t rowC = stageB ? N : 0;  // the buffer's rows: B's N, then C's N
-  Value smem = (stageB || stageC) ? k.sharedBuffer((rowC + (stageC ? N : 0)) * rowStride) : Value{};
-  Value padT = tE(rT + (rT / 32) * 4);  // [1, BT]: a token's place in its row
-  Value g0 = (pidD * BD) / group;  // the block's group (oneGroup)
-  Value rS = k.expandDims(k.range(RS), 1);  // [RS, 1]
-  Value bcRowMask = RS == N ? Value{} : k.broadcastTo(rS < N, {RS, BT});
-  auto bcBase = [&](Value sB, Value sG, Value sN) { return row * sB + g0 * sG + rS * sN; };  // [RS, 1]
-  // Stores the tile's rows v [RS, BT] of B (at buffer row 0) or C (at row bufRow0).
-  auto storeRows = [&](Value v, int64_t bufRow0) {
-    Value sOff = (rS + bufRow0) * rowStride + padT;
-    if (bcRowMask.valid()) k.store(smem, sOff, v, bcRowMask);
-    else k.store(smem, sOff, v);
-  };
-  // The tile's rows of B or C for its BT tokens from tOff (whose runs may not be aligned).
-  auto stageRows = [&](Value p, Value sB, Value sG, Value sN, int64_t bufRow0, Value tokMask, Value tOffRow) {
-    Value m = tokMask.valid() ? (bcRowMask.valid() ? bcRowMask && tokMask : k.broadcastTo(tokMask, {RS, BT}))
-                              : bcRowMask;
-    Value off = bcBase(sB, sG, sN) + tOffRow;
-    storeRows(m.valid() ? k.load(p, off, m, zero) : k.load(p, off), bufRow0);
-  };
-  auto stagedRow = [&](int64_t bufRow) { return k.load(smem, k.broadcastTo(padT + bufRow * rowStride, {BD, BT})); };
+                      StagedBC::fits(N, BT, stageB ? 2 : 1);
+  StagedBC staged(k, N, BD, BT, stageB, stageC, (pidD * BD) / group);
 
   // D bound to a multiple of BLOCK_D: no channel mask, so a whole tile's accesses are plain.
   const bool channelsWhole = spec.find("D") && spec.get("D") % BD == 0;
-  // A packed row's sequences start anywhere, so a thread's run of a tile (8 tokens) is not aligned
-  // and would load element by element. A whole tile of a packed row instead loads the aligned runs
-  // from a0 = ts - ts % 8 (16-byte vectors) and the first run after them, and moves them along time
-  // by sh = ts % 8 places (shuffles between the lanes). sh is the block's, so one branch of eight.
-  // Tiles stay where they are, relative to the sequence start: a packed sequence's results equal
-  // its own, bitwise.
+  // A packed row's whole tiles load through PackedRuns (aligned vectors moved along time). Tiles
+  // stay where they are, relative to the sequence start: a packed sequence's results equal its
+  // own, bitwise.
   // Where a packed row's time goes over dense 8x2048 (H100, Mamba-1 2.8B forward, stop 30):
   // - 8 sequences of 2048 with starts aligned, so sh = 0 and no partial tile: +3.1%.
   // - Lengths 2040 (sh = 0, one partial tile a sequence): +8.8%.
@@ -194,31 +167,7 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   //   element by element: +6.9% at 2040, but +14.2% on the mix.
   // - Programs taking sequences longest first (ranks computed from cu_seqlens): +23% on the mix.
   const bool realignPacked = spec.get("has_cu", 0) != 0;
-  Value firstRun = tE(rT < 8);  // [1, BT]
-  // A tile's aligned runs from a0 and the runs after them, to be moved along by sh.
-  struct Aligned {
-    std::vector<Value> cur, fill;
-    Value a0, sh;
-  };
-  auto loadAligned = [&](Aligned& al, Value p, Value base, Value mask) {  // base: [R, 1]
-    Value off = base + (al.a0 + tE(k.range(BT)));
-    Value fm = k.broadcastTo(firstRun, off.shape());
-    al.cur.push_back(mask.valid() ? k.load(p, off, mask, zero) : k.load(p, off));
-    al.fill.push_back(k.load(p, off + BT, mask.valid() ? mask && fm : fm, zero));
-  };
-  auto realign = [&](const Aligned& al) {
-    std::function<std::vector<Value>(int)> from = [&](int s) {
-      auto moved = [&, s] {
-        std::vector<Value> r;
-        for (size_t x = 0; x < al.cur.size(); ++x)
-          r.push_back(s == 0 ? al.cur[x] : k.shift(al.cur[x], al.fill[x], 1, -s));
-        return r;
-      };
-      if (s == 7) return moved();
-      return k.ifElse(al.sh == s, moved, [&, s] { return from(s + 1); });
-    };
-    return from(0);
-  };
+  const int64_t run = BT / spec.get("meta:time_lanes");  // a thread's tokens
   // One tile [c, c + BT) of the span. A whole tile (the common case) has a mask constant along
   // time, or none: straight-line loads the compiler can vectorise and schedule ahead of the math.
   // Checkpoint keys of the sequence: its tile q at ckptKey0 + q (see the header).
@@ -231,21 +180,22 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     Value tOff = tE(t0 + tl);
     auto load = [&](Value p, Value off) { return mask.valid() ? k.load(p, off, mask, zero) : k.load(p, off); };
     const bool realigned = realignPacked && whole;
-    Aligned al;
+    std::vector<Value> got;
     if (realigned) {
-      Value ts = t0 + c;
-      al.a0 = (ts / 8) * 8, al.sh = ts - al.a0;
-      loadAligned(al, u, row * sUb + dOffs * sUd, mask);
-      loadAligned(al, delta, row * sDlb + dOffs * sDld, mask);
-      if (stageB) loadAligned(al, Bp, bcBase(sBb, sBg, sBn), bcRowMask);
-      if (stageC) loadAligned(al, Cp, bcBase(sCb, sCg, sCn), bcRowMask);
+      PackedRuns al(k, t0 + c, BT, run);
+      al.load(u, row * sUb + dOffs * sUd, mask);
+      al.load(delta, row * sDlb + dOffs * sDld, mask);
+      if (stageB) al.load(Bp, staged.base(row, sBb, sBg, sBn), staged.rowMask());
+      if (stageC) al.load(Cp, staged.base(row, sCb, sCg, sCn), staged.rowMask());
+      got = al.realign();
     }
-    const std::vector<Value> got = realigned ? realign(al) : std::vector<Value>{};
-    if (smem.valid()) {
+    if (staged.any()) {
       k.barrier();  // the previous tile's reads of the buffer are done
       Value tokMask = whole ? Value{} : tE(tl < spanLen);
-      if (stageB) realigned ? storeRows(got[2], 0) : stageRows(Bp, sBb, sBg, sBn, 0, tokMask, tOff);
-      if (stageC) realigned ? storeRows(got[2 + (stageB ? 1 : 0)], rowC) : stageRows(Cp, sCb, sCg, sCn, rowC, tokMask, tOff);
+      if (stageB) realigned ? staged.store(got[2], false) : staged.stage(Bp, staged.base(row, sBb, sBg, sBn), false, tokMask, tOff);
+      if (stageC)
+        realigned ? staged.store(got[2 + (stageB ? 1 : 0)], true)
+                  : staged.stage(Cp, staged.base(row, sCb, sCg, sCn), true, tokMask, tOff);
       k.barrier();
     }
     Value xu = realigned ? got[0] : load(u, row * sUb + dOffs * sUd + tOff);
@@ -260,11 +210,11 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     std::vector<Value> next;
     for (int64_t n = 0; n < N; ++n) {
       Value a = k.exp2(dt * dE(A2[n]));
-      Value b = du * (stageB ? stagedRow(n) : bcTile(bVar, Bp, sBb, sBg, sBn, sBd, n, tOff, load));
+      Value b = du * (stageB ? staged.row(n, false) : bcTile(bVar, Bp, sBb, sBg, sBn, sBd, n, tOff, load));
       std::vector<Value> s = k.associativeScan({a, b}, 1, linear, {k.splat(k.constFloat(1), {BD}), cs[n]});
       next.push_back(s[3]);
       if (!statesPass && !checkpoints)
-        y = y + (stageC ? stagedRow(rowC + n) : bcTile(cVar, Cp, sCb, sCg, sCn, sCd, n, tOff, load)) * s[1];
+        y = y + (stageC ? staged.row(n, true) : bcTile(cVar, Cp, sCb, sCg, sCn, sCd, n, tOff, load)) * s[1];
     }
     if (statesPass) {
       next.push_back(cs[N] + k.reduce(dt, 1, "sum"));
@@ -274,9 +224,9 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     if (checkpoints) return next;
     y = k.ifElse(hasZ, [&] {
       if (!realigned) return std::vector<Value>{y * silu(load(z, row * sZb + dOffs * sZd + tOff))};
-      Aligned az{{}, {}, al.a0, al.sh};
-      loadAligned(az, z, row * sZb + dOffs * sZd, mask);
-      return std::vector<Value>{y * silu(realign(az)[0])};
+      PackedRuns az(k, t0 + c, BT, run);
+      az.load(z, row * sZb + dOffs * sZd, mask);
+      return std::vector<Value>{y * silu(az.realign()[0])};
     }, [&] { return std::vector<Value>{y}; })[0];
     Value oOff = row * sOb + dOffs * sOd + tOff;
     if (mask.valid()) k.store(out, oOff, y, mask);
@@ -287,7 +237,7 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   carry.push_back(k.splat(zero, {BD}));  // summed dt (states pass)
   carry = k.forLoop(zeroI, spanLen, k.constInt(BT), carry, [&](Value c, const std::vector<Value>& cs) {
     // A packed row's whole tile also reads the run after it: it must lie in the row.
-    Value whole = realignPacked ? (c + BT <= spanLen) && (t0 + c + BT + 8 <= L) : c + BT <= spanLen;
+    Value whole = realignPacked ? (c + BT <= spanLen) && (t0 + c + BT + run <= L) : c + BT <= spanLen;
     return k.ifElse(whole, [&] { return tile(true, c, cs); }, [&] { return tile(false, c, cs); });
   });
   std::vector<Value> hEnd(carry.begin(), carry.begin() + N);

@@ -15,9 +15,11 @@
 
 #include "kernels_dsl/ConvTiles.h"
 #include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/PackedRuns.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/ScanSequences.h"
 #include "kernels_dsl/SelectiveScan.h"
+#include "kernels_dsl/StagedBC.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -122,6 +124,16 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
     return std::vector<Value>{l[0] * r[0], r[0] * l[1] + r[1]};
   };
   const bool channelsWhole = spec.find("D") && spec.get("D") % BD == 0;
+  // A packed row's whole tiles load through PackedRuns (aligned vectors moved along time), as the
+  // forward's; the stores stay element by element.
+  const bool realignPacked = spec.get("has_cu", 0) != 0;
+  const int64_t run = BT / spec.get("meta:time_lanes");  // a thread's tokens
+  // Time-varying B and C rows staged through shared memory when the block's channels share a group
+  // (StagedBC; the adjoint pass reads no B).
+  const bool oneGroup = spec.find("group") && spec.get("group") % BD == 0;
+  const bool stageB = oneGroup && !adjointPass && spec.get("b_varying", 0) && StagedBC::fits(N, BT, 1);
+  const bool stageC = oneGroup && spec.get("c_varying", 0) && StagedBC::fits(N, BT, stageB ? 2 : 1);
+  StagedBC staged(k, N, BD, BT, stageB, stageC, g0);
   // One tile [c, c + BT) of the sequence, walked after every later tile.
   auto tile = [&](bool whole, Value c, const std::vector<Value>& cs) {
     Value tl = c + rT;  // token of the sequence
@@ -131,6 +143,18 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
     Value tOff = tE(start + tl);
     auto load = [&](Value p, Value off) { return mask.valid() ? k.load(p, off, mask, zero) : k.load(p, off); };
     auto store = [&](Value p, Value off, Value v) { mask.valid() ? k.store(p, off, v, mask) : k.store(p, off, v); };
+    const bool realigned = realignPacked && whole;
+    // The tiles p[base + start + tl] (base [BD, 1] each).
+    auto loadTiles = [&](const std::vector<std::pair<Value, Value>>& pb) {
+      std::vector<Value> r;
+      if (!realigned) {
+        for (const auto& [p, base] : pb) r.push_back(load(p, base + tOff));
+        return r;
+      }
+      PackedRuns pr(k, start + c, BT, run);
+      for (const auto& [p, base] : pb) pr.load(p, base, mask);
+      return pr.realign();
+    };
     auto bcTile = [&](Value varying, Value p, Value sB, Value sG, Value sN, Value sD, int64_t n) {
       return k.ifElse(varying, [&] {
         return std::vector<Value>{load(p, row * sB + gE * sG + n * sN + tOff)};
@@ -138,14 +162,35 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
         return std::vector<Value>{k.broadcastTo(dE(k.load(p, offsD * sD + n * sN, mD, zero)), {BD, BT})};
       })[0];
     };
-    Value xu = load(u, row * sUb + dOffs * sUd + tOff);
-    Value draw = load(delta, row * sDlb + dOffs * sDld + tOff) + dbiasT;
+    std::vector<std::pair<Value, Value>> tiles = {
+        {u, row * sUb + dOffs * sUd}, {delta, row * sDlb + dOffs * sDld}, {dout, row * sDob + dOffs * sDod}};
+    std::vector<Value> udg;
+    if (realigned) {  // u, delta, dout and the staged rows in one move
+      PackedRuns pr(k, start + c, BT, run);
+      for (const auto& [p, base] : tiles) pr.load(p, base, mask);
+      if (stageB) pr.load(Bp, staged.base(row, sBb, sBg, sBn), staged.rowMask());
+      if (stageC) pr.load(Cp, staged.base(row, sCb, sCg, sCn), staged.rowMask());
+      udg = pr.realign();
+    } else {
+      udg = loadTiles(tiles);
+    }
+    if (staged.any()) {
+      k.barrier();  // the previous tile's reads of the buffer are done
+      Value tokMask = whole ? Value{} : tE(m1);
+      if (stageB) realigned ? staged.store(udg[3], false) : staged.stage(Bp, staged.base(row, sBb, sBg, sBn), false, tokMask, tOff);
+      if (stageC)
+        realigned ? staged.store(udg[3 + (stageB ? 1 : 0)], true)
+                  : staged.stage(Cp, staged.base(row, sCb, sCg, sCn), true, tokMask, tOff);
+      k.barrier();
+    }
+    Value xu = udg[0];
+    Value draw = udg[1] + dbiasT;
     Value dt = k.ifElse(softplusOn, [&] { return std::vector<Value>{softplus(draw)}; },
                         [&] { return std::vector<Value>{draw}; })[0];
     if (!whole) dt = k.select(m2, dt, zero);  // past the sequence: a = 1, b = 0, no gradient
-    Value go = load(dout, row * sDob + dOffs * sDod + tOff);
+    Value go = udg[2];
     std::vector<Value> zg = k.ifElse(hasZ, [&] {
-      Value zt = load(z, row * sZb + dOffs * sZd + tOff);
+      Value zt = loadTiles({{z, row * sZb + dOffs * sZd}})[0];
       Value sg = sigmoid(zt);
       return std::vector<Value>{go * (zt * sg), sg * (1.0 + zt * (1.0 - sg))};  // dy, silu'(z)
     }, [&] { return std::vector<Value>{go, k.splat(zero, {BD, BT})}; });
@@ -154,7 +199,7 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
       std::vector<Value> next;
       for (int64_t n = 0; n < N; ++n) {
         Value a = k.exp2(dt * dE(A2[n]));
-        Value cdy = bcTile(cVar, Cp, sCb, sCg, sCn, sCd, n) * dy;
+        Value cdy = (stageC ? staged.row(n, true) : bcTile(cVar, Cp, sCb, sCg, sCn, sCd, n)) * dy;
         next.push_back(k.associativeScan({a, a * cdy}, 1, linear, {k.splat(one, {BD}), cs[n]}, true)[3]);
       }
       next.push_back(cs[N] + k.reduce(dt, 1, "sum"));
@@ -174,11 +219,11 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
     std::vector<Value> next(cs.size()), partB, partC;
     for (int64_t n = 0; n < N; ++n) {
       Value a = k.exp2(dt * dE(A2[n]));
-      Value Bt = bcTile(bVar, Bp, sBb, sBg, sBn, sBd, n);
+      Value Bt = stageB ? staged.row(n, false) : bcTile(bVar, Bp, sBb, sBg, sBn, sBd, n);
       Value b = dtu * Bt;
       Value h0 = k.load(ws, key * DN + n * D + offsD, mD, zero);
       Value h = k.associativeScan({a, b}, 1, linear, {k.splat(one, {BD}), h0})[1];
-      Value Ct = bcTile(cVar, Cp, sCb, sCg, sCn, sCd, n);
+      Value Ct = stageC ? staged.row(n, true) : bcTile(cVar, Cp, sCb, sCg, sCn, sCd, n);
       Value cdy = Ct * dy;
       y = y + Ct * h;
       std::vector<Value> rs = k.associativeScan({a, a * cdy}, 1, linear, {k.splat(one, {BD}), cs[n]}, true);
@@ -209,11 +254,13 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
       perToken(bVar, gB, N + N + 2 + n, partB);
       perToken(cVar, gC, N + N + 2 + N + n, partC);
     }
+    // At the tile's checkpoint key (see the header): aligned vectors in packed rows too.
+    Value keyRegion = rowsBC * cpr * BT;
     auto storeParts = [&](const std::vector<Value>& parts, Value regionBase) {
       for (int64_t n = 0; n < N; ++n)
         for (int64_t lg = 0; lg < NGL; ++lg) {
-          Value off = regionBase + (((pidD * NGL + lg) * rowsBC + row) * N + n) * L + start + tl;
-          k.store(ws, off, parts[n * NGL + lg], m1);
+          Value off = regionBase + ((pidD * NGL + lg) * N + n) * keyRegion + ckptKey0 * BT + tl;
+          whole ? k.store(ws, off, parts[n * NGL + lg]) : k.store(ws, off, parts[n * NGL + lg], m1);
         }
     };
     k.ifThen(bVar, [&] { storeParts(partB, bcBase); });
@@ -238,7 +285,9 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
   };
   carry = k.forLoop(zeroI, nTiles, k.constInt(1), carry, [&](Value q, const std::vector<Value>& cs) {
     Value c = t0 + (nTiles - 1 - q) * BT;
-    return k.ifElse(c + BT <= len, [&] { return tile(true, c, cs); }, [&] { return tile(false, c, cs); });
+    // A packed row's whole tile also reads the run after it: it must lie in the row.
+    Value whole = realignPacked ? (c + BT <= len) && (start + c + BT + run <= L) : c + BT <= len;
+    return k.ifElse(whole, [&] { return tile(true, c, cs); }, [&] { return tile(false, c, cs); });
   });
 
   if (adjointPass) {
@@ -286,14 +335,15 @@ void chooseScanBwdMeta(Specialization& s) {
 void buildScanBwdSum(KernelBuilder& k, const Specialization& spec) {
   const int64_t BLOCK = spec.get("meta:BLOCK"), N = spec.get("meta:dstate"), BDb = spec.get("meta:bwd_block_d"),
                 NGL = spec.get("meta:groups_per_block"), NS = scanBwdSums(N);
-  const int64_t SPAN = spec.get("meta:span");
+  const int64_t SPAN = spec.get("meta:span"), BT = spec.get("meta:bwd_block_t");
   const bool part1 = spec.get("meta:part") != 0;
   auto F = PtrClass::Float;
   Value ws = k.ptrArg("ws", F), dA = k.ptrArg("dA", F), dD = k.ptrArg("dD", F), ddb = k.ptrArg("ddbias", F),
         dB = k.ptrArg("dB", F), dC = k.ptrArg("dC", F), cu = k.ptrArg("cu", PtrClass::Int, PtrRole::Metadata);
   auto I = [&](const char* n) { return k.intArg(n); };
   Value D = I("D"), L = I("L"), nseq = I("nseq"), rows = I("rows"), G = I("G"), group = I("group"),
-        dblocks = I("dblocks"), spr = I("span_keys_per_row"), partBase = I("part_base"), bcBase = I("bc_base"),
+        dblocks = I("dblocks"), spr = I("span_keys_per_row"), cpr = I("ckpt_per_row"), partBase = I("part_base"),
+        bcBase = I("bc_base"),
         bcSize = I("bc_size"), sCu = I("s_cu");
   Value sAd = I("s_dA_d"), sAn = I("s_dA_n"), sDD = I("s_dD"), sDdb = I("s_ddb"), sBb = I("s_dB_b"),
         sBg = I("s_dB_g"), sBn = I("s_dB_n"), sBd = I("s_dB_d"), sCb = I("s_dC_b"), sCg = I("s_dC_g"),
@@ -324,18 +374,25 @@ void buildScanBwdSum(KernelBuilder& k, const Specialization& spec) {
     return;
   }
   Value n = k.programId(1), zi = k.programId(2);
-  Value isC = zi % 2, rg = zi / 2, row = rg / G, g = rg % G;
+  Value isC = zi % 2, rg = zi / 2, i = rg / G, g = rg % G;
   k.returnIf(k.select(isC == 1, !cVar, !bVar));
-  Value m = offs < L;
+  // Tokens of sequence i (a bad cu_seqlens, reported by the checkpoint launch, sums nothing).
+  const ScanSequence s = scanSequence(k, hasCu, cu, sCu, L, nseq, i);
+  k.returnIf(s.bad);
+  Value len = s.end - s.start;
+  k.returnIf(k.programId(0) * BLOCK >= len);
+  Value m = offs < len;
   Value region = bcBase + k.select((isC == 1) && bVar, bcSize, k.constInt(0));
+  Value slot0 = firstScanKey(k, s, cpr, BT, hasCu, i) * BT, keyRegion = rows * cpr * BT;
   // The blocks holding the group's channels, in order.
   Value b0 = (g * group) / BDb, b1 = k.minimum(((g + 1) * group - 1) / BDb, dblocks - 1);
   Value acc = k.forLoop(b0, b1 + 1, k.constInt(1), {k.splat(zero, {BLOCK})}, [&](Value blk, const std::vector<Value>& c) {
     Value lg = g - (blk * BDb) / group;
-    return std::vector<Value>{c[0] + k.load(ws, region + (((blk * NGL + lg) * rows + row) * N + n) * L + offs, m, zero)};
+    return std::vector<Value>{c[0] + k.load(ws, region + ((blk * NGL + lg) * N + n) * keyRegion + slot0 + offs, m, zero)};
   })[0];
-  k.ifThen(isC == 1, [&] { k.store(dC, row * sCb + g * sCg + n * sCn + offs, acc, m); });
-  k.ifThen(isC == 0, [&] { k.store(dB, row * sBb + g * sBg + n * sBn + offs, acc, m); });
+  Value t = s.start + offs;
+  k.ifThen(isC == 1, [&] { k.store(dC, s.row * sCb + g * sCg + n * sCn + t, acc, m); });
+  k.ifThen(isC == 0, [&] { k.store(dB, s.row * sBb + g * sBg + n * sBn + t, acc, m); });
 }
 
 void chooseScanBwdSumMeta(Specialization& s) {

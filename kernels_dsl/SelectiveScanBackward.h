@@ -17,13 +17,15 @@
 //      reverse scan, every per-token gradient written; the sums over the tile's tokens kept in
 //      registers (dA, dD, ddelta_bias, constant dB/dC: per span to ws[part_base + (key *
 //      kScanBwdSums + r) * D + d] at the end); time-varying dB/dC summed over the block's
-//      channels of each group (meta:groups_per_block of them at most) to ws[bc_base + (((dblock
-//      * groups_per_block + lg) * rows + row) * N + n) * L + t] (then C's at bc_base + bc_size).
+//      channels of each group (meta:groups_per_block of them at most) to ws[bc_base + ((dblock *
+//      groups_per_block + lg) * N + n) * rows * ckpt_per_row * BLOCK_T + key * BLOCK_T + t % BLOCK_T]
+//      (key: the token's tile's checkpoint key, so a packed sequence's runs are aligned as a dense
+//      row's; then C's at bc_base + bc_size).
 //      dinit (the adjoint at the sequence start) by span 0 at the end.
 //   4. selective_scan_bwd_sum, meta:part 0: grid (cdiv(D, BLOCK), kScanBwdSums): the per-span
 //      sums added, each sequence's spans in order and then the sequences in order, into dA, dD,
-//      ddelta_bias, constant dB/dC; meta:part 1: grid (cdiv(L, BLOCK), N, rows * G * 2): the
-//      per-block sums of time-varying dB (z even) / dC (odd) added in block order.
+//      ddelta_bias, constant dB/dC; meta:part 1: grid (cdiv(max_len, BLOCK), N, nseq * G * 2):
+//      per sequence, the per-block sums of time-varying dB (z even) / dC (odd) added in block order.
 // State chunks (N over ssmjit's per-program bound): the launches run once per chunk of states on
 //   the chunk's A, B, C, states and their gradients. The sums over states of each token's du,
 //   ddelta (before softplus' derivative) and y cross chunks through `part`, three fp32 planes
@@ -66,8 +68,8 @@ inline constexpr int kScanBwdNumArgs = sizeof(kScanBwdArgNames) / sizeof(kScanBw
 // groups_per_block (the backward's).
 inline constexpr const char* kScanBwdSumArgNames[] = {
     "ws", "dA", "dD", "ddbias", "dB", "dC", "cu",
-    "D", "L", "nseq", "rows", "G", "group", "dblocks", "span_keys_per_row", "part_base", "bc_base", "bc_size",
-    "s_cu",
+    "D", "L", "nseq", "rows", "G", "group", "dblocks", "span_keys_per_row", "ckpt_per_row", "part_base",
+    "bc_base", "bc_size", "s_cu",
     "s_dA_d", "s_dA_n", "s_dD", "s_ddb", "s_dB_b", "s_dB_g", "s_dB_n", "s_dB_d", "s_dC_b", "s_dC_g", "s_dC_n",
     "s_dC_d",
     "b_varying", "c_varying", "has_D", "has_dbias", "has_cu"};

@@ -61,8 +61,10 @@ std::vector<ScanBackwardCase> cases() {
   c.fwd.batch = 2, c.fwd.D = 33, c.fwd.N = 1, c.fwd.L = 129, c.fwd.bVarying = c.fwd.cVarying = false;
   c.fwd.hasD = c.fwd.hasZ = c.fwd.hasDeltaBias = c.fwd.softplus = false;
   v.push_back(c);
-  c = {};  // packed, states through permuted slots (one -1), d(final) in, d(initial) out
-  c.fwd.D = 40, c.fwd.N = 8, c.fwd.lens = {5, 300, 1, 700, 64}, c.fwd.slotIndices = true, c.fwd.inPlace = false;
+  // Packed, states through permuted slots (one -1), d(final) in, d(initial) out; D 48: blocks of 16
+  // channels in one group, so B/C are staged and whole tiles realigned (PackedRuns, StagedBC).
+  c = {};
+  c.fwd.D = 48, c.fwd.N = 8, c.fwd.lens = {5, 300, 1, 700, 64}, c.fwd.slotIndices = true, c.fwd.inPlace = false;
   c.dfinalStates = c.dinitialStates = true;
   v.push_back(c);
   c = {};  // strided, mixed dtypes, grouped constant C, G 3 (group 8 < BLOCK_D: blocks span groups)
@@ -140,7 +142,7 @@ TEST_P(ScanBackwardGpuPacking, PackedEqualsEachSequenceAlone) {
   SSMJIT_REQUIRE_GPU();
   const DType x = GetParam();
   ScanBackwardCase pc = allDtypes({}, x);
-  pc.fwd.D = 40, pc.fwd.N = 16, pc.fwd.lens = {700, 5, 300, 1, 513, 64};
+  pc.fwd.D = 48, pc.fwd.N = 16,  // B/C staged: see cases() pc.fwd.lens = {700, 5, 300, 1, 513, 64};
   pc.dinitialStates = pc.dfinalStates = true, pc.fwd.inPlace = false;
   ScanBackwardProblem packed(pc);
   const auto gp = runOnDevice(packed);

@@ -322,7 +322,8 @@ TEST(ScanKernels, SixteenBitBackwardWithConstantBCCompiles) {
 }
 
 // A sequence longer than a span: the adjoint pass (a reverse scan only: no states, no forward
-// scan, no per-token gradient) runs before the backward; shorter ones leave it out.
+// scan, no per-token gradient, so no cross-warp sums: its only barriers stage C's rows, two a
+// tile body) runs before the backward; shorter ones leave it out.
 TEST(ScanKernels, BackwardSpansRunTheAdjointPassFirst) {
   Variant v;
   v.L = 300;
@@ -334,7 +335,7 @@ TEST(ScanKernels, BackwardSpansRunTheAdjointPassFirst) {
   const std::string cuda = generatedCuda(specs[1]);
   EXPECT_NE(cuda.find("__shfl_down_sync"), std::string::npos) << cuda;
   EXPECT_EQ(cuda.find("__shfl_up_sync"), std::string::npos) << cuda;
-  EXPECT_EQ(cuda.find("__syncthreads"), std::string::npos) << cuda;
+  EXPECT_EQ(occurrences(cuda, "__syncthreads"), 2 * 2) << cuda;
   v.L = 256;
   specs = detail::scanBackwardSpecializations(makeBackward(v, false), "sm_90a");
   ASSERT_EQ(specs.size(), 4u);
@@ -352,14 +353,30 @@ TEST(ScanKernels, BackwardAdjointIsAReverseScan) {
 }
 
 // The 2 N per-token channel sums of time-varying dB/dC are deferred cross-warp reductions: a tile
-// passes one barrier before reading them and one at its end, not two a reduction.
+// passes one barrier before reading them and one at its end, not two a reduction. B/C's rows are
+// staged in one more buffer (two barriers a tile).
 TEST(ScanKernels, BackwardChannelSumsShareOneBarrier) {
   Variant v;
   v.L = 100;
   const std::vector<Specialization> specs = detail::scanBackwardSpecializations(makeBackward(v, false), "sm_90a");
   const std::string cuda = generatedCuda(specs[1]);
-  EXPECT_EQ(occurrences(cuda, "__shared__"), 2 * 2 * v.N) << cuda;  // two tile bodies
-  EXPECT_EQ(occurrences(cuda, "__syncthreads"), 2 * 2) << cuda;
+  EXPECT_EQ(occurrences(cuda, "__shared__"), 2 * 2 * v.N + 1) << cuda;  // two tile bodies
+  EXPECT_EQ(occurrences(cuda, "__syncthreads"), 2 * (2 + 2)) << cuda;
+}
+
+// A packed row's whole backward tiles load u, delta, dout, z and the staged B/C rows as aligned
+// vectors moved into place (PackedRuns), and store the per-token dB/dC sums as vectors at their
+// tile's checkpoint key; only du, ddelta and dz (at the sequence's own tokens) store elements.
+TEST(ScanKernels, PackedBackwardTilesAccessVectors) {
+  Variant v;
+  v.packed = true, v.batch = 3, v.L = 256;  // channel strides of 16 tokens: whole runs align
+  const std::vector<Specialization> specs = detail::scanBackwardSpecializations(makeBackward(v, false), "sm_90a");
+  ASSERT_EQ(specs[1].kernel, kernels::kScanBwdKernel);
+  ASSERT_EQ(specs[1].get("meta:adjoint_pass"), 0);
+  const std::string cuda = generatedCuda(specs[1]);
+  for (const char* p : {"p_u", "p_delta", "p_dout", "p_z", "p_B", "p_C"})
+    EXPECT_TRUE(std::regex_search(cuda, std::regex(std::string("ssm_ld_words<4>\\(&v\\d+\\[r\\], ") + p + " "))) << p;
+  EXPECT_EQ(occurrences(cuda, "ssm_st<4>(p_ws"), 2 * v.N);  // whole tiles
 }
 
 // A min_blocks the backward cannot take (set through SSMJIT_META) is named with what came.

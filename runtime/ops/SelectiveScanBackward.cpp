@@ -73,7 +73,7 @@ BwdPlan plan(const SelectiveScanBackwardArgs& b, const ScanDims& d) {
   p.adjBase = up16(p.rows * p.ckptPerRow * N * d.D);
   p.partBase = p.adjBase + (p.maxSpans > 1 ? up16(spanKeys * (N + 1) * d.D) : 0);
   p.bcBase = p.partBase + up16(spanKeys * kernels::scanBwdSums(N) * d.D);
-  p.bcSize = up16(p.dblocks * p.groupsPerBlock * p.rows * N * d.L);
+  p.bcSize = up16(p.dblocks * p.groupsPerBlock * N * p.rows * p.ckptPerRow * p.blockT);  // per checkpoint key
   p.planesBase = p.bcBase + p.bcSize * ((d.bVarying ? 1 : 0) + (d.cVarying ? 1 : 0));
   p.total = p.planesBase + (chunks.count > 1 ? 3 * p.rows * d.D * d.L : 0);
   const SelectiveScanArgs& f = b.forward;
@@ -190,6 +190,7 @@ void bindSum(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& 
   c.size(A("group"), d.D / d.G, false);
   c.size(A("dblocks"), p.dblocks, false);
   c.size(A("span_keys_per_row"), p.spanKeysPerRow, false);
+  c.size(A("ckpt_per_row"), p.ckptPerRow, false);
   c.size(A("part_base"), p.partBase, false);
   c.size(A("bc_base"), p.bcBase, false);
   c.size(A("bc_size"), p.bcSize, false);
@@ -210,6 +211,7 @@ void bindSum(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& 
   c.meta("meta:dstate", d.N);
   c.meta("meta:span", p.span);
   c.meta("meta:bwd_block_d", p.blockD);
+  c.meta("meta:bwd_block_t", p.blockT);
   c.meta("meta:groups_per_block", p.groupsPerBlock);
   c.meta("meta:index_bits", p.wide ? 64 : 32);
 }
@@ -328,9 +330,9 @@ void selective_scan_backward(const SelectiveScanBackwardArgs& b, Stream stream) 
         set((d.D + block - 1) / block, kernels::scanBwdSums(N), 1);
         break;
       }
-      case Launch::BCSums: {  // (token blocks, states, rows x groups x {B, C})
+      case Launch::BCSums: {  // (token blocks of the longest sequence, states, sequences x groups x {B, C})
         const int64_t block = c.metaValue("meta:BLOCK");
-        set((d.L + block - 1) / block, N, p.rows * d.G * 2);
+        set((d.maxLen + block - 1) / block, N, d.nseq * d.G * 2);
         break;
       }
     }

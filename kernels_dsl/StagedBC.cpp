@@ -1,0 +1,49 @@
+#include "kernels_dsl/StagedBC.h"
+
+#include <algorithm>
+
+namespace ssmjit::kernels {
+using namespace dsl;
+
+namespace {
+// A row's token t sits at t + 4 (t / 32): the lanes of a quarter-warp read their runs (BT /
+// time_lanes tokens, 16 bytes an access) from distinct banks; unpadded, runs of 8 tokens put
+// lanes l and l + 4 on the same banks.
+int64_t rowStrideFor(int64_t BT) { return BT + BT / 32 * 4; }
+}  // namespace
+
+bool StagedBC::fits(int64_t N, int64_t BT, int64_t sets) {
+  return sets * N * rowStrideFor(BT) <= kMaxSharedBufferFloats;
+}
+
+StagedBC::StagedBC(KernelBuilder& k, int64_t N, int64_t BD, int64_t BT, bool stageB, bool stageC, Value g0)
+    : k_(k), N_(N), BD_(BD), BT_(BT), RS_(std::max(nextPow2(N), BD)), rowStride_(rowStrideFor(BT)),
+      rowC_(stageB ? N : 0), stageB_(stageB), stageC_(stageC), g0_(g0) {
+  if (!any()) return;
+  smem_ = k.sharedBuffer((rowC_ + (stageC ? N : 0)) * rowStride_);
+  Value rT = k.range(BT);
+  padT_ = k.expandDims(rT + (rT / 32) * 4, 0);  // [1, BT]: a token's place in its row
+  rS_ = k.expandDims(k.range(RS_), 1);          // [RS, 1]; rows >= N masked
+  if (RS_ != N) rowMask_ = k.broadcastTo(rS_ < N, {RS_, BT});
+}
+
+Value StagedBC::base(Value row, Value sB, Value sG, Value sN) const { return row * sB + g0_ * sG + rS_ * sN; }
+
+void StagedBC::store(Value v, bool c) {
+  Value sOff = (rS_ + (c ? rowC_ : 0)) * rowStride_ + padT_;
+  if (rowMask_.valid()) k_.store(smem_, sOff, v, rowMask_);
+  else k_.store(smem_, sOff, v);
+}
+
+void StagedBC::stage(Value p, Value base, bool c, Value tokMask, Value tOff) {
+  Value m = tokMask.valid() ? (rowMask_.valid() ? rowMask_ && tokMask : k_.broadcastTo(tokMask, {RS_, BT_}))
+                            : rowMask_;
+  Value off = base + tOff;
+  store(m.valid() ? k_.load(p, off, m, k_.constFloat(0)) : k_.load(p, off), c);
+}
+
+Value StagedBC::row(int64_t n, bool c) const {
+  return k_.load(smem_, k_.broadcastTo(padT_ + (n + (c ? rowC_ : 0)) * rowStride_, {BD_, BT_}));
+}
+
+}  // namespace ssmjit::kernels
