@@ -142,11 +142,13 @@ TEST_P(ScanBackwardGpuPacking, PackedEqualsEachSequenceAlone) {
   SSMJIT_REQUIRE_GPU();
   const DType x = GetParam();
   ScanBackwardCase pc = allDtypes({}, x);
-  pc.fwd.D = 48, pc.fwd.N = 16,  // B/C staged: see cases() pc.fwd.lens = {700, 5, 300, 1, 513, 64};
+  pc.fwd.D = 48, pc.fwd.N = 16;  // B/C staged: see cases()
+  pc.fwd.lens = {700, 5, 300, 1, 513, 64};
   pc.dinitialStates = pc.dfinalStates = true, pc.fwd.inPlace = false;
   ScanBackwardProblem packed(pc);
   const auto gp = runOnDevice(packed);
   const int64_t D = pc.fwd.D, N = pc.fwd.N, DN = D * N, eb = dtypeBytes(x), T = packed.f.u.meta.shape[2];
+  ASSERT_EQ(T, 700 + 5 + 300 + 1 + 513 + 64) << "one packed row of the six sequences";
   std::vector<float> sumA(DN, 0.f), sumD(D, 0.f), sumBias(D, 0.f);
   for (size_t i = 0; i < pc.fwd.lens.size(); ++i) {
     ScanBackwardCase sc = pc;
