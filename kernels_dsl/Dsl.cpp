@@ -344,16 +344,20 @@ std::vector<dsl::Value> KernelBuilder::associativeScan(const std::vector<dsl::Va
   return res;
 }
 
-dsl::Value KernelBuilder::shift(dsl::Value cur, dsl::Value fill, int axis, int s) {
+dsl::Value KernelBuilder::shift(dsl::Value cur, dsl::Value fill, int axis, int s, int period) {
   mlir::Value c = unwrap(cur), f = unwrap(fill);
   auto sh = shapeOfType(c.getType());
   if (sh.size() != 2) fail("shift of a tile of rank " + std::to_string(sh.size()) + ", expected a 2-D tile");
   if (c.getType() != f.getType()) fail("shift: cur and fill must have one type and shape");
   if (axis < 0 || axis > 1) fail("shift axis out of range");
-  if (s == 0 || std::abs(s) >= sh[axis])
-    fail("shift by " + std::to_string(s) + " along an axis of " + std::to_string(sh[axis]) +
-         ", expected 0 < |s| < " + std::to_string(sh[axis]));
-  return W(sj::ShiftOp::create(B, L, c.getType(), c, f, axis, s));
+  if (period < 0 || (period > 0 && sh[axis] % period != 0))
+    fail("shift period " + std::to_string(period) + " does not divide the axis' extent " + std::to_string(sh[axis]));
+  const int64_t P = period > 0 ? period : sh[axis];
+  if (s == 0 || std::abs(s) >= P)
+    fail("shift by " + std::to_string(s) + " with segments of " + std::to_string(P) + " places, expected 0 < |s| < " +
+         std::to_string(P));
+  mlir::IntegerAttr p = period > 0 ? B.getI32IntegerAttr(period) : mlir::IntegerAttr{};
+  return W(sj::ShiftOp::create(B, L, c.getType(), c, f, axis, s, p));
 }
 
 void KernelBuilder::setInnerLanes(int lanes) {

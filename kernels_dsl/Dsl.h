@@ -90,7 +90,10 @@ class KernelBuilder {
   // result[i] = i >= s ? cur[i - s] : fill[S + i - s] (fill = the previous tile); s < 0:
   // result[i] = i - s < S ? cur[i - s] : fill[i - s - S] (fill = the next tile). 0 < |s| < S.
   // Register moves and warp shuffles: the layout keeps the axis inside one warp.
-  Value shift(Value cur, Value fill, int axis, int s);
+  // `period` P > 0 (dividing S) cuts the axis into segments of P places, each moved on its own:
+  // S above reads P, fill is the tile P places later (s < 0) or earlier (s > 0), 0 < |s| < P.
+  // With P a thread's run along the axis (S / shift lanes), register moves only.
+  Value shift(Value cur, Value fill, int axis, int s, int period = 0);
   // Lanes of a warp along the shifted or scanned axis (a power of two, default: as many as the
   // axis needs for one contiguous run a thread). 1: each thread holds the whole axis, every shift
   // or scan is register work only and the warp's lanes all go along the other axis.

@@ -5,19 +5,26 @@
 namespace ssmjit::kernels {
 using namespace dsl;
 
-PackedRuns::PackedRuns(KernelBuilder& k, Value ts, int64_t BT, int64_t run) : k_(k), BT_(BT), run_(run) {
+PackedRuns::PackedRuns(KernelBuilder& k, Value ts, int64_t BT, int64_t run, Value rowEnd)
+    : k_(k), BT_(BT), run_(run), rowEnd_(rowEnd) {
   a0_ = (ts / run) * run;
   sh_ = ts - a0_;
 }
 
 void PackedRuns::load(Value p, Value base, Value mask) {
-  Value rT = k_.range(BT_);
-  Value off = base + (a0_ + k_.expandDims(rT, 0));
-  // Only the first run's lanes supply the run after the tile (shift's fill).
-  Value firstRun = k_.broadcastTo(k_.expandDims(rT < run_, 0), off.shape());
-  Value zero = k_.constFloat(0);
-  cur_.push_back(mask.valid() ? k_.load(p, off, mask, zero) : k_.load(p, off));
-  fill_.push_back(k_.load(p, off + BT_, mask.valid() ? mask && firstRun : firstRun, zero));
+  Value t = a0_ + k_.expandDims(k_.range(BT_), 0);  // [1, BT]: constant along a run when rowEnd's
+                                                    // divisor is, so the loads stay vectors
+  Value off = base + t;
+  auto masked = [&](Value o, Value tok) {
+    Value m = mask;
+    if (rowEnd_.valid()) {
+      Value inRow = k_.broadcastTo(tok < rowEnd_, o.shape());
+      m = m.valid() ? m && inRow : inRow;
+    }
+    return m.valid() ? k_.load(p, o, m, k_.constFloat(0)) : k_.load(p, o);
+  };
+  cur_.push_back(masked(off, t));
+  next_.push_back(masked(off + run_, t + run_));
 }
 
 std::vector<Value> PackedRuns::realign() const {
@@ -25,7 +32,7 @@ std::vector<Value> PackedRuns::realign() const {
     auto moved = [&, s] {
       std::vector<Value> r;
       for (size_t x = 0; x < cur_.size(); ++x)
-        r.push_back(s == 0 ? cur_[x] : k_.shift(cur_[x], fill_[x], 1, static_cast<int>(-s)));
+        r.push_back(s == 0 ? cur_[x] : k_.shift(cur_[x], next_[x], 1, static_cast<int>(-s), static_cast<int>(run_)));
       return r;
     };
     if (s == run_ - 1) return moved();

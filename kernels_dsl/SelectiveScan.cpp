@@ -157,12 +157,13 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   // A packed row's whole tiles load through PackedRuns (aligned vectors moved along time). Tiles
   // stay where they are, relative to the sequence start: a packed sequence's results equal its
   // own, bitwise.
-  // Where a packed row's time goes over dense 8x2048 (H100, Mamba-1 2.8B forward, stop 30):
-  // - 8 sequences of 2048 with starts aligned, so sh = 0 and no partial tile: +3.1%.
-  // - Lengths 2040 (sh = 0, one partial tile a sequence): +8.8%.
-  // - Lengths 2049 (sh varies): +12.7%.
-  // - The bench's mix (57..2048): +14.3%.
-  // Two changes that did not help were measured and dropped:
+  // Where a packed row's time goes over dense 8x2048 (H100, Mamba-1 2.8B forward, stop 33):
+  // - 8 sequences of 2048 with starts aligned, so sh = 0 and no partial tile: +0.3%.
+  // - Lengths 2049 (sh varies, a 1-token last tile a sequence): +8.3%.
+  // - The bench's mix (57..2048): +9.3% (14.3% in stop 30, when the runs moved by lane shuffles).
+  // Changes that did not help were measured and dropped:
+  // - One tile body for a packed row, the last tile's tokens past the sequence zeroed by select
+  //   (as the backward does, where it saved 16%): +11% at sh = 0 and +13.4% on the mix (stop 33).
   // - A sequence's last tile loaded whole and masked by select (when the row goes on) instead of
   //   element by element: +6.9% at 2040, but +14.2% on the mix.
   // - Programs taking sequences longest first (ranks computed from cu_seqlens): +23% on the mix.

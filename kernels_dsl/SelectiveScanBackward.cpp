@@ -124,8 +124,8 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
     return std::vector<Value>{l[0] * r[0], r[0] * l[1] + r[1]};
   };
   const bool channelsWhole = spec.find("D") && spec.get("D") % BD == 0;
-  // A packed row's whole tiles load through PackedRuns (aligned vectors moved along time), as the
-  // forward's; the stores stay element by element.
+  // A packed row's tiles load through PackedRuns (aligned vectors moved along time) and run one
+  // tile body, as the forward's (SelectiveScan.cpp); the stores stay element by element.
   const bool realignPacked = spec.get("has_cu", 0) != 0;
   const int64_t run = BT / spec.get("meta:time_lanes");  // a thread's tokens
   // Time-varying B and C rows staged through shared memory when the block's channels share a group
@@ -142,8 +142,29 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
     Value mask = whole ? (channelsWhole ? Value{} : k.broadcastTo(mD2, {BD, BT})) : m2;
     Value tOff = tE(start + tl);
     auto load = [&](Value p, Value off) { return mask.valid() ? k.load(p, off, mask, zero) : k.load(p, off); };
-    auto store = [&](Value p, Value off, Value v) { mask.valid() ? k.store(p, off, v, mask) : k.store(p, off, v); };
-    const bool realigned = realignPacked && whole;
+    const bool realigned = realignPacked;
+    Value full = c + BT <= len;
+    Value chan = channelsWhole ? Value{} : k.broadcastTo(mD2, {BD, BT});
+    auto store = [&](Value p, Value off, Value v) {
+      auto st = [&](Value m) { m.valid() ? k.store(p, off, v, m) : k.store(p, off, v); };
+      if (!realigned) return st(mask);
+      k.ifThen(full, [&] { st(chan); });  // a whole tile's stores unmasked along time
+      k.ifThen(!full, [&] { st(m2); });
+    };
+    // Zeroes the tokens past the sequence (read from the next one), in a partial tile only.
+    auto pastEndZeroed = [&](const std::vector<Value>& v) {
+      return k.ifElse(full, [&] { return v; }, [&] {
+        std::vector<Value> r;
+        for (Value x : v) r.push_back(k.select(k.broadcastTo(tE(m1), x.shape()), x, zero));
+        return r;
+      });
+    };
+    // Past the sequence: a = 1, b = 0, no gradient.
+    auto pastEndZero = [&](Value x) {
+      if (realigned) return k.ifElse(full, [&] { return std::vector<Value>{x}; },
+                                     [&] { return std::vector<Value>{k.select(m2, x, zero)}; })[0];
+      return whole ? x : k.select(m2, x, zero);
+    };
     // The tiles p[base + start + tl] (base [BD, 1] each).
     auto loadTiles = [&](const std::vector<std::pair<Value, Value>>& pb) {
       std::vector<Value> r;
@@ -151,9 +172,9 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
         for (const auto& [p, base] : pb) r.push_back(load(p, base + tOff));
         return r;
       }
-      PackedRuns pr(k, start + c, BT, run);
-      for (const auto& [p, base] : pb) pr.load(p, base, mask);
-      return pr.realign();
+      PackedRuns pr(k, start + c, BT, run, L);
+      for (const auto& [p, base] : pb) pr.load(p, base, chan);
+      return pastEndZeroed(pr.realign());
     };
     auto bcTile = [&](Value varying, Value p, Value sB, Value sG, Value sN, Value sD, int64_t n) {
       return k.ifElse(varying, [&] {
@@ -166,11 +187,11 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
         {u, row * sUb + dOffs * sUd}, {delta, row * sDlb + dOffs * sDld}, {dout, row * sDob + dOffs * sDod}};
     std::vector<Value> udg;
     if (realigned) {  // u, delta, dout and the staged rows in one move
-      PackedRuns pr(k, start + c, BT, run);
-      for (const auto& [p, base] : tiles) pr.load(p, base, mask);
+      PackedRuns pr(k, start + c, BT, run, L);
+      for (const auto& [p, base] : tiles) pr.load(p, base, chan);
       if (stageB) pr.load(Bp, staged.base(row, sBb, sBg, sBn), staged.rowMask());
       if (stageC) pr.load(Cp, staged.base(row, sCb, sCg, sCn), staged.rowMask());
-      udg = pr.realign();
+      udg = pastEndZeroed(pr.realign());
     } else {
       udg = loadTiles(tiles);
     }
@@ -187,7 +208,7 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
     Value draw = udg[1] + dbiasT;
     Value dt = k.ifElse(softplusOn, [&] { return std::vector<Value>{softplus(draw)}; },
                         [&] { return std::vector<Value>{draw}; })[0];
-    if (!whole) dt = k.select(m2, dt, zero);  // past the sequence: a = 1, b = 0, no gradient
+    dt = pastEndZero(dt);
     Value go = udg[2];
     std::vector<Value> zg = k.ifElse(hasZ, [&] {
       Value zt = loadTiles({{z, row * sZb + dOffs * sZd}})[0];
@@ -260,7 +281,9 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
       for (int64_t n = 0; n < N; ++n)
         for (int64_t lg = 0; lg < NGL; ++lg) {
           Value off = regionBase + ((pidD * NGL + lg) * N + n) * keyRegion + ckptKey0 * BT + tl;
-          whole ? k.store(ws, off, parts[n * NGL + lg]) : k.store(ws, off, parts[n * NGL + lg], m1);
+          // A packed row's partial tile too stores whole: the sums kernel reads no token past the
+          // sequence, and the tile's key is the sequence's own.
+          whole || realigned ? k.store(ws, off, parts[n * NGL + lg]) : k.store(ws, off, parts[n * NGL + lg], m1);
         }
     };
     k.ifThen(bVar, [&] { storeParts(partB, bcBase); });
@@ -276,7 +299,7 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
       Value dd = k.ifElse(softplusOn, [&] {
         return std::vector<Value>{ddt * k.select(draw <= 20.0, sigmoid(draw), k.splat(one, {BD, BT}))};
       }, [&] { return std::vector<Value>{ddt}; })[0];
-      if (!whole) dd = k.select(m2, dd, zero);
+      dd = pastEndZero(dd);
       store(du, row * sDub + dOffs * sDud + tOff, duAcc);
       store(ddelta, row * sDdlb + dOffs * sDdld + tOff, dd);
       return std::vector<Value>{cs[N + N + 1] + k.reduce(dd, 1, "sum")};
@@ -285,9 +308,8 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
   };
   carry = k.forLoop(zeroI, nTiles, k.constInt(1), carry, [&](Value q, const std::vector<Value>& cs) {
     Value c = t0 + (nTiles - 1 - q) * BT;
-    // A packed row's whole tile also reads the run after it: it must lie in the row.
-    Value whole = realignPacked ? (c + BT <= len) && (start + c + BT + run <= L) : c + BT <= len;
-    return k.ifElse(whole, [&] { return tile(true, c, cs); }, [&] { return tile(false, c, cs); });
+    if (realignPacked) return tile(false, c, cs);  // one body (see above)
+    return k.ifElse(c + BT <= len, [&] { return tile(true, c, cs); }, [&] { return tile(false, c, cs); });
   });
 
   if (adjointPass) {

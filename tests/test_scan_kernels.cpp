@@ -429,3 +429,31 @@ TEST(ScanKernels, ForwardTilesFollowTheGrid) {
   v.batch = 8, v.L = 2048, v.N = 32;
   EXPECT_EQ(tiles(v), Tiles(0, 4));
 }
+
+// A packed row's tiles start anywhere: each thread loads its aligned run and the next one as
+// vectors and takes its tokens by register moves (PackedRuns), so the packed kernels shuffle
+// no more than the dense ones; and the packed backward runs one tile body, its last tile
+// masked by select, where the dense one has a second body for a partial tile.
+TEST(ScanKernels, PackedTilesMoveTokensInRegistersAndTheBackwardRunsOneBody) {
+  Variant v;
+  v.L = 4096;
+  const std::string dense = generatedCuda(detail::scanSpecializations(make(v), "sm_90a").back());
+  v.packed = true;
+  const std::string packed = generatedCuda(detail::scanSpecializations(make(v), "sm_90a").back());
+  EXPECT_EQ(occurrences(packed, "__shfl"), occurrences(dense, "__shfl"));
+  EXPECT_NE(packed.find("ssm_ld_words<8>"), std::string::npos) << "the runs load as 16-byte vectors";
+  const auto bwd = [&](bool isPacked) {
+    v.packed = isPacked;
+    for (const Specialization& s : detail::scanBackwardSpecializations(makeBackward(v, false), "sm_90a"))
+      if (s.kernel == kernels::kScanBwdKernel && s.get("meta:adjoint_pass") == 0) return generatedCuda(s);
+    ADD_FAILURE() << "no backward launch";
+    return std::string();
+  };
+  const std::string denseBwd = bwd(false), packedBwd = bwd(true);
+  EXPECT_EQ(occurrences(packedBwd, "__shfl"), occurrences(denseBwd, "__shfl") / 2);
+  // The per-state decays: of one tile body and the spans' fold, against two bodies and the fold
+  // (each sigmoid takes one exp2 and one __fdividef besides).
+  const auto decays = [](const std::string& c) { return occurrences(c, "ssm_exp2(") - occurrences(c, "__fdividef("); };
+  EXPECT_EQ(decays(packedBwd), 2 * v.N);
+  EXPECT_EQ(decays(denseBwd), 3 * v.N);
+}

@@ -124,8 +124,10 @@ LogicalResult ShiftOp::verify() {
   int axis = getAxis(), amount = getAmount();
   if (s.size() != 2) return emitOpError("shifts 2-D tiles, got rank ") << s.size();
   if (axis < 0 || axis > 1) return emitOpError("axis out of range");
-  if (amount == 0 || std::abs(amount) >= s[axis])
-    return emitOpError("expects 0 < |amount| < ") << s[axis] << ", got " << amount;
+  const int64_t P = getPeriod() ? static_cast<int32_t>(*getPeriod()) : s[axis];
+  if (P < 1 || s[axis] % P != 0) return emitOpError("period ") << P << " does not divide the axis' " << s[axis];
+  if (amount == 0 || std::abs(amount) >= P)
+    return emitOpError("expects 0 < |amount| < ") << P << ", got " << amount;
   return success();
 }
 

@@ -123,9 +123,12 @@ def SJ_ShiftOp : SJ_Op<"shift", [Pure, AllTypesMatch<["cur", "fill", "result"]>]
     `amount` = s > 0, result[i] = cur[i - s] for i >= s and fill[S + i - s] below (fill is the
     previous tile); with s < 0, result[i] = cur[i - s] for i - s < S and fill[i - s - S] above
     (fill is the next tile). 0 < |s| < S. The layout keeps the axis inside one warp.
+    With `period` P (dividing S), the axis is cut into segments of P places, each moved on its
+    own: S reads P above, and fill is the tile P places later (s < 0) or earlier (s > 0); 0 < |s|
+    < P. When P is a thread's run along the axis, the shift is register moves only.
   }];
   let arguments = (ins TensorOf<[F32, I32, I64]>:$cur, TensorOf<[F32, I32, I64]>:$fill,
-                       I32Attr:$axis, I32Attr:$amount);
+                       I32Attr:$axis, I32Attr:$amount, OptionalAttr<I32Attr>:$period);
   let results = (outs TensorOf<[F32, I32, I64]>:$result);
   let assemblyFormat = "$cur `,` $fill attr-dict `:` type($result)";
   let hasVerifier = 1;

@@ -715,6 +715,8 @@ class Emitter {
   // (a lane dl places along the axis, register jj of its run): a register move when dl = 0, else
   // one shuffle. A receiver whose source lane falls off the tile's edge takes the fill tile
   // instead, supplied by the lane at the wrapped position (whose own cur value nobody needs).
+  // A shift whose period is the run moves each run on its own: the fill's place is in the
+  // same thread, a register move too.
   void emitShift(sj::ShiftOp sh) {
     auto shape = shapeOf(sh.getResult());
     const int a = sh.getAxis();
@@ -722,6 +724,11 @@ class Emitter {
     const int64_t T = P_.tpw[a], run = P_.spt[a];
     if (P_.wpc[a] != 1 || T * run != shape[a])
       fail(sh, "shift along an axis the layout does not keep in one warp (" + P_.str() + ")");
+    const int64_t period = sh.getPeriod() ? static_cast<int32_t>(*sh.getPeriod()) : shape[a];
+    if (period != shape[a] && period != run)
+      fail(sh, "shift with segments of " + I(period) + " places, neither the axis (" + I(shape[a]) +
+                   ") nor a thread's run (" + P_.str() + ")");
+    const bool inThread = T == 1 || period == run;
     const int64_t n1 = n(1, shape[1]);
     const int64_t step = a == 1 ? 1 : n1;             // register distance of one place
     const int64_t laneStep = a == 1 ? 1 : P_.tpw[1];  // lane distance of one place
@@ -737,7 +744,7 @@ class Emitter {
       line("if (dl == 0) {");
       line("  " + nm + "[r] = " + E(sh.getCur(), Kind::Blocked, from) + ";");
       line("} else {");
-      if (T == 1) {
+      if (inThread) {
         line("  " + nm + "[r] = " + E(sh.getFill(), Kind::Blocked, from) + ";");
       } else {
         line("  const int ssm_recv = " + pos + " - dl;");

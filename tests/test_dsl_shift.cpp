@@ -1,0 +1,77 @@
+// The DSL's shift on a small kernel of its own: a tile moved along time with the vacated places
+// from a neighbour tile. Over the whole axis the places cross lanes (warp shuffles); with a
+// period of one thread's run each run moves on its own, by register moves only (PackedRuns).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "kernels_dsl/CompileKernel.h"
+#include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/Registry.h"
+#include "ssmjit/error.h"
+#include "tests/support/Occurrences.h"
+
+namespace ssmjit {
+namespace {
+
+using dsl::KernelBuilder;
+using dsl::Value;
+using testing::occurrences;
+
+// y = shift(x[t], x[t + period or 64], -3) over a [16, 64] tile, 8 lanes along time (runs of 8).
+std::string shiftedCopyCuda(int period) {
+  dsl::KernelDef def;
+  def.name = "shifted_copy";
+  def.build = [&](KernelBuilder& k, const Specialization&) {
+    k.setShiftLanes(8);
+    Value x = k.ptrArg("x", dsl::PtrClass::Float), y = k.ptrArg("y", dsl::PtrClass::Float);
+    Value off = k.expandDims(k.range(16), 1) * 256 + k.expandDims(k.range(64), 0);
+    Value cur = k.load(x, off), fill = k.load(x, off + (period > 0 ? period : 64));
+    k.store(y, off, k.shift(cur, fill, 1, -3, period));
+  };
+  Specialization spec;
+  spec.kernel = def.name;
+  spec.arch = "sm_90a";
+  for (const char* p : {"x", "y"}) spec.set(std::string("dtype:") + p, (int)ScalarType::F32).set(std::string("align:") + p, 16);
+  spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
+  std::string cuda;
+  PipelineOptions o;
+  o.runNvrtc = false;
+  o.onStage = [&](const std::string& stage, const std::string& text) {
+    if (stage == "cuda") cuda = text;
+  };
+  compileKernel(def, spec, o);
+  return cuda;
+}
+
+TEST(DslShift, AcrossTheAxisPlacesCrossLanes) {
+  const std::string cuda = shiftedCopyCuda(0);
+  EXPECT_EQ(occurrences(cuda, "__shfl_sync"), 1) << cuda;
+}
+
+TEST(DslShift, WithARunsPeriodEachRunMovesInItsThread) {
+  const std::string cuda = shiftedCopyCuda(8);
+  EXPECT_EQ(occurrences(cuda, "__shfl"), 0) << cuda;
+  EXPECT_NE(cuda.find("ssm_ld<4>"), std::string::npos) << "the runs load as vectors";
+}
+
+TEST(DslShift, PeriodsThatAreNotARunOrTheAxisAreRefused) {
+  // 5 does not divide the axis: refused while building.
+  try {
+    shiftedCopyCuda(5);
+    ADD_FAILURE() << "a period of 5 over 64 places was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("shift period 5 does not divide the axis' extent 64"), std::string::npos)
+        << e.what();
+  }
+  // 16 divides it but is two threads' runs: the emitter cannot move it in registers.
+  try {
+    shiftedCopyCuda(16);
+    ADD_FAILURE() << "a period of 16 with runs of 8 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("shift with segments of 16 places"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ssmjit
