@@ -150,7 +150,7 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   const bool stageB = oneGroup && spec.get("b_varying", 0) && StagedBC::fits(N, BT, 1);
   const bool stageC = oneGroup && spec.get("c_varying", 0) && !statesPass && !checkpoints &&
                       StagedBC::fits(N, BT, stageB ? 2 : 1);
-  StagedBC staged(k, N, BD, BT, stageB, stageC, (pidD * BD) / group);
+  StagedBC staged(k, N, BD, BT, stageB, stageC, (pidD * BD) / group, row, {Bp, sBb, sBg, sBn}, {Cp, sCb, sCg, sCn});
 
   // D bound to a multiple of BLOCK_D: no channel mask, so a whole tile's accesses are plain.
   const bool channelsWhole = spec.find("D") && spec.get("D") % BD == 0;
@@ -186,19 +186,11 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
       PackedRuns al(k, t0 + c, BT, run);
       al.load(u, row * sUb + dOffs * sUd, mask);
       al.load(delta, row * sDlb + dOffs * sDld, mask);
-      if (stageB) al.load(Bp, staged.base(row, sBb, sBg, sBn), staged.rowMask());
-      if (stageC) al.load(Cp, staged.base(row, sCb, sCg, sCn), staged.rowMask());
+      staged.queue(al);
       got = al.realign();
     }
-    if (staged.any()) {
-      k.barrier();  // the previous tile's reads of the buffer are done
-      Value tokMask = whole ? Value{} : tE(tl < spanLen);
-      if (stageB) realigned ? staged.store(got[2], false) : staged.stage(Bp, staged.base(row, sBb, sBg, sBn), false, tokMask, tOff);
-      if (stageC)
-        realigned ? staged.store(got[2 + (stageB ? 1 : 0)], true)
-                  : staged.stage(Cp, staged.base(row, sCb, sCg, sCn), true, tokMask, tOff);
-      k.barrier();
-    }
+    staged.fill(realigned ? std::vector<Value>(got.begin() + 2, got.end()) : std::vector<Value>{},
+                whole ? Value{} : tE(tl < spanLen), tOff);
     Value xu = realigned ? got[0] : load(u, row * sUb + dOffs * sUd + tOff);
     Value dt = (realigned ? got[1] : load(delta, row * sDlb + dOffs * sDld + tOff)) + dbiasT;
     dt = k.ifElse(softplusOn, [&] { return std::vector<Value>{softplus(dt)}; },

@@ -28,6 +28,14 @@ namespace {
 
 constexpr double kLog2e = 1.4426950408889634;
 
+// Where the per-token dB (or dC) sum of channel block `blk`'s local group lg, state n, sits in
+// ws (SelectiveScanBackward.h, launch 3): token tok of the sequence whose first tile has
+// checkpoint key key0, in the region of rows x ckpt_per_row tiles of BT tokens.
+Value bcPartOffset(Value region, Value blk, int64_t NGL, Value lg, int64_t N, Value n, Value rows, Value cpr,
+                   int64_t BT, Value key0, Value tok) {
+  return region + ((blk * NGL + lg) * N + n) * (rows * cpr * BT) + key0 * BT + tok;
+}
+
 void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
   const int64_t BD = spec.get("meta:BLOCK_D"), BT = spec.get("meta:BLOCK_T"), N = spec.get("meta:dstate"),
                 NGL = spec.get("meta:groups_per_block"), NS = scanBwdSums(N), SPAN = spec.get("meta:span");
@@ -133,7 +141,7 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
   const bool oneGroup = spec.find("group") && spec.get("group") % BD == 0;
   const bool stageB = oneGroup && !adjointPass && spec.get("b_varying", 0) && StagedBC::fits(N, BT, 1);
   const bool stageC = oneGroup && spec.get("c_varying", 0) && StagedBC::fits(N, BT, stageB ? 2 : 1);
-  StagedBC staged(k, N, BD, BT, stageB, stageC, g0);
+  StagedBC staged(k, N, BD, BT, stageB, stageC, g0, row, {Bp, sBb, sBg, sBn}, {Cp, sCb, sCg, sCn});
   // One tile [c, c + BT) of the sequence, walked after every later tile.
   auto tile = [&](bool whole, Value c, const std::vector<Value>& cs) {
     Value tl = c + rT;  // token of the sequence
@@ -189,21 +197,13 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
     if (realigned) {  // u, delta, dout and the staged rows in one move
       PackedRuns pr(k, start + c, BT, run, L);
       for (const auto& [p, base] : tiles) pr.load(p, base, chan);
-      if (stageB) pr.load(Bp, staged.base(row, sBb, sBg, sBn), staged.rowMask());
-      if (stageC) pr.load(Cp, staged.base(row, sCb, sCg, sCn), staged.rowMask());
+      staged.queue(pr);
       udg = pastEndZeroed(pr.realign());
     } else {
       udg = loadTiles(tiles);
     }
-    if (staged.any()) {
-      k.barrier();  // the previous tile's reads of the buffer are done
-      Value tokMask = whole ? Value{} : tE(m1);
-      if (stageB) realigned ? staged.store(udg[3], false) : staged.stage(Bp, staged.base(row, sBb, sBg, sBn), false, tokMask, tOff);
-      if (stageC)
-        realigned ? staged.store(udg[3 + (stageB ? 1 : 0)], true)
-                  : staged.stage(Cp, staged.base(row, sCb, sCg, sCn), true, tokMask, tOff);
-      k.barrier();
-    }
+    staged.fill(realigned ? std::vector<Value>(udg.begin() + 3, udg.end()) : std::vector<Value>{},
+                whole ? Value{} : tE(m1), tOff);
     Value xu = udg[0];
     Value draw = udg[1] + dbiasT;
     Value dt = k.ifElse(softplusOn, [&] { return std::vector<Value>{softplus(draw)}; },
@@ -276,11 +276,10 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
       perToken(cVar, gC, N + N + 2 + N + n, partC);
     }
     // At the tile's checkpoint key (see the header): aligned vectors in packed rows too.
-    Value keyRegion = rowsBC * cpr * BT;
     auto storeParts = [&](const std::vector<Value>& parts, Value regionBase) {
       for (int64_t n = 0; n < N; ++n)
         for (int64_t lg = 0; lg < NGL; ++lg) {
-          Value off = regionBase + ((pidD * NGL + lg) * N + n) * keyRegion + ckptKey0 * BT + tl;
+          Value off = bcPartOffset(regionBase, pidD, NGL, k.constInt(lg), N, k.constInt(n), rowsBC, cpr, BT, ckptKey0, tl);
           // A packed row's partial tile too stores whole: the sums kernel reads no token past the
           // sequence, and the tile's key is the sequence's own.
           whole || realigned ? k.store(ws, off, parts[n * NGL + lg]) : k.store(ws, off, parts[n * NGL + lg], m1);
@@ -405,12 +404,12 @@ void buildScanBwdSum(KernelBuilder& k, const Specialization& spec) {
   k.returnIf(k.programId(0) * BLOCK >= len);
   Value m = offs < len;
   Value region = bcBase + k.select((isC == 1) && bVar, bcSize, k.constInt(0));
-  Value slot0 = firstScanKey(k, s, cpr, BT, hasCu, i) * BT, keyRegion = rows * cpr * BT;
+  Value key0 = firstScanKey(k, s, cpr, BT, hasCu, i);
   // The blocks holding the group's channels, in order.
   Value b0 = (g * group) / BDb, b1 = k.minimum(((g + 1) * group - 1) / BDb, dblocks - 1);
   Value acc = k.forLoop(b0, b1 + 1, k.constInt(1), {k.splat(zero, {BLOCK})}, [&](Value blk, const std::vector<Value>& c) {
     Value lg = g - (blk * BDb) / group;
-    return std::vector<Value>{c[0] + k.load(ws, region + ((blk * NGL + lg) * N + n) * keyRegion + slot0 + offs, m, zero)};
+    return std::vector<Value>{c[0] + k.load(ws, bcPartOffset(region, blk, NGL, lg, N, n, rows, cpr, BT, key0, offs), m, zero)};
   })[0];
   Value t = s.start + offs;
   k.ifThen(isC == 1, [&] { k.store(dC, s.row * sCb + g * sCg + n * sCn + t, acc, m); });

@@ -16,9 +16,10 @@ bool StagedBC::fits(int64_t N, int64_t BT, int64_t sets) {
   return sets * N * rowStrideFor(BT) <= kMaxSharedBufferFloats;
 }
 
-StagedBC::StagedBC(KernelBuilder& k, int64_t N, int64_t BD, int64_t BT, bool stageB, bool stageC, Value g0)
+StagedBC::StagedBC(KernelBuilder& k, int64_t N, int64_t BD, int64_t BT, bool stageB, bool stageC, Value g0,
+                   Value row, Source b, Source c)
     : k_(k), N_(N), BD_(BD), BT_(BT), RS_(std::max(nextPow2(N), BD)), rowStride_(rowStrideFor(BT)),
-      rowC_(stageB ? N : 0), stageB_(stageB), stageC_(stageC), g0_(g0) {
+      rowC_(stageB ? N : 0), stageB_(stageB), stageC_(stageC), g0_(g0), row_(row), b_(b), c_(c) {
   if (!any()) return;
   smem_ = k.sharedBuffer((rowC_ + (stageC ? N : 0)) * rowStride_);
   Value rT = k.range(BT);
@@ -27,7 +28,12 @@ StagedBC::StagedBC(KernelBuilder& k, int64_t N, int64_t BD, int64_t BT, bool sta
   if (RS_ != N) rowMask_ = k.broadcastTo(rS_ < N, {RS_, BT});
 }
 
-Value StagedBC::base(Value row, Value sB, Value sG, Value sN) const { return row * sB + g0_ * sG + rS_ * sN; }
+Value StagedBC::base(const Source& s) const { return row_ * s.sRow + g0_ * s.sGroup + rS_ * s.sN; }
+
+void StagedBC::queue(PackedRuns& runs) const {
+  if (stageB_) runs.load(b_.ptr, base(b_), rowMask_);
+  if (stageC_) runs.load(c_.ptr, base(c_), rowMask_);
+}
 
 void StagedBC::store(Value v, bool c) {
   Value sOff = (rS_ + (c ? rowC_ : 0)) * rowStride_ + padT_;
@@ -35,11 +41,19 @@ void StagedBC::store(Value v, bool c) {
   else k_.store(smem_, sOff, v);
 }
 
-void StagedBC::stage(Value p, Value base, bool c, Value tokMask, Value tOff) {
-  Value m = tokMask.valid() ? (rowMask_.valid() ? rowMask_ && tokMask : k_.broadcastTo(tokMask, {RS_, BT_}))
-                            : rowMask_;
-  Value off = base + tOff;
-  store(m.valid() ? k_.load(p, off, m, k_.constFloat(0)) : k_.load(p, off), c);
+void StagedBC::fill(const std::vector<Value>& queued, Value tokMask, Value tOff) {
+  if (!any()) return;
+  k_.barrier();  // the previous tile's reads of the buffer are done
+  auto load = [&](const Source& s) {
+    Value b = base(s);
+    Value m = tokMask.valid() ? (rowMask_.valid() ? rowMask_ && tokMask : k_.broadcastTo(tokMask, {RS_, BT_}))
+                              : rowMask_;
+    Value off = b + tOff;
+    return m.valid() ? k_.load(s.ptr, off, m, k_.constFloat(0)) : k_.load(s.ptr, off);
+  };
+  if (stageB_) store(queued.empty() ? load(b_) : queued[0], false);
+  if (stageC_) store(queued.empty() ? load(c_) : queued[stageB_ ? 1 : 0], true);
+  k_.barrier();
 }
 
 Value StagedBC::row(int64_t n, bool c) const {

@@ -62,8 +62,8 @@ SelectiveScanArgs make(const Variant& v) {
 
 // The N states stay in registers: at most two words spilled up to N = 16 (Mamba-1's; 8 bytes in
 // one states-pass variant since --fmad=false), a few more at 32. A call with many programs is
-// compiled for 5 blocks an SM (96 registers), which spills some loaded tiles by design (faster on
-// the H100, SelectiveScan.cpp): up to 256 bytes there.
+// compiled for 4 or 5 blocks an SM (128 or 96 registers); at 5 it spills some loaded tiles by
+// design (faster on the H100, SelectiveScan.cpp): up to 256 bytes there.
 void expectCompiles(const Variant& v, const char* arch, size_t passes) {
   const std::vector<Specialization> specs = detail::scanSpecializations(make(v), arch);
   ASSERT_EQ(specs.size(), passes);
@@ -413,8 +413,8 @@ TEST(ScanKernels, UnrollBudgetAndInnerLanesOutOfRangeAreNamed) {
 }
 
 // The forward's tiles follow the grid at N <= 16: many programs (8x2048 at D 5120: 2560) keep 4
-// warps capped for 5 blocks an SM; few (one 16384-token sequence: 320) take 2 warps a program,
-// also capped for 5 blocks. N 32 is left to the kernel's choice.
+// warps capped for 4 blocks an SM, or 5 in a packed row; few (one 16384-token sequence: 320)
+// take 2 warps a program, capped for 5 blocks. N 32 is left to the kernel's choice.
 TEST(ScanKernels, ForwardTilesFollowTheGrid) {
   using Tiles = std::pair<int64_t, int64_t>;  // min_blocks, num_warps
   auto tiles = [](const Variant& v) {
@@ -423,8 +423,10 @@ TEST(ScanKernels, ForwardTilesFollowTheGrid) {
   };
   Variant v;
   v.D = 5120, v.batch = 8, v.L = 2048;
+  EXPECT_EQ(tiles(v), Tiles(4, 4));
+  v.packed = true, v.L = 16384;
   EXPECT_EQ(tiles(v), Tiles(5, 4));
-  v.batch = 1, v.L = 16384;
+  v.packed = false, v.batch = 1;
   EXPECT_EQ(tiles(v), Tiles(5, 2));
   v.batch = 8, v.L = 2048, v.N = 32;
   EXPECT_EQ(tiles(v), Tiles(0, 4));
@@ -457,3 +459,4 @@ TEST(ScanKernels, PackedTilesMoveTokensInRegistersAndTheBackwardRunsOneBody) {
   EXPECT_EQ(decays(packedBwd), 2 * v.N);
   EXPECT_EQ(decays(denseBwd), 3 * v.N);
 }
+

@@ -55,12 +55,15 @@ struct ScanPlan {
 // compiler's 163 registers), 1.001 (4 warps, min_blocks 3), 0.970 (2 warps, 6), 1.111 (2 warps,
 // 8). Many programs keep 4 warps: 2 warps (min_blocks 5) gave 8x2048 0.812 ms against 0.831, but
 // the packed row 1.066 against 0.951. (H100, D 5120, N 16, bf16, B/C staged.)
+// Stop 33 (packed runs moved within a thread): min_blocks 4 / 5 gave dense 8x2048 0.801 / 0.822 to
+// 0.835 ms (two and four runs), the packed row 0.964 / 0.908: dense rows with many programs take 4.
 struct ScanTiles {
   int64_t minBlocks = 0, numWarps = 0;
 };
-ScanTiles chooseTiles(int64_t programs, int64_t N) {
+ScanTiles chooseTiles(int64_t programs, int64_t N, bool packed) {
   if (N > 16) return {};
-  return programs >= 1024 ? ScanTiles{5, 0} : ScanTiles{5, 2};
+  if (programs < 1024) return {5, 2};
+  return {packed ? 5 : 4, 0};
 }
 ScanPlan plan(const SelectiveScanArgs& a, const ScanDims& d) {
   Specialization s;
@@ -76,7 +79,7 @@ ScanPlan plan(const SelectiveScanArgs& a, const ScanDims& d) {
   p.rows = d.packed ? 1 : d.batch;
   p.chunks = detail::scanStateChunks(d.N, detail::kScanStateChunk);
   const int64_t nc = p.chunks.size;  // each chunk reuses the states pass' region in turn
-  const ScanTiles tiles = chooseTiles((d.D + bd - 1) / bd * p.spans * d.nseq, nc);
+  const ScanTiles tiles = chooseTiles((d.D + bd - 1) / bd * p.spans * d.nseq, nc, d.packed);
   p.minBlocks = tiles.minBlocks;
   p.numWarps = tiles.numWarps;
   if (p.multi)
