@@ -5,11 +5,10 @@
 
 #include <string>
 
-#include "kernels_dsl/CompileKernel.h"
 #include "kernels_dsl/Dsl.h"
-#include "kernels_dsl/Registry.h"
 #include "ssmjit/error.h"
 #include "tests/support/Occurrences.h"
+#include "tests/support/OwnKernelCuda.h"
 
 namespace ssmjit {
 namespace {
@@ -17,6 +16,7 @@ namespace {
 using dsl::KernelBuilder;
 using dsl::Value;
 using testing::occurrences;
+using testing::ownKernelCuda;
 
 // y = shift(x[t], x[t + period or 64], -3) over a [16, 64] tile, 8 lanes along time (runs of 8).
 std::string shiftedCopyCuda(int period) {
@@ -29,19 +29,7 @@ std::string shiftedCopyCuda(int period) {
     Value cur = k.load(x, off), fill = k.load(x, off + (period > 0 ? period : 64));
     k.store(y, off, k.shift(cur, fill, 1, -3, period));
   };
-  Specialization spec;
-  spec.kernel = def.name;
-  spec.arch = "sm_90a";
-  for (const char* p : {"x", "y"}) spec.set(std::string("dtype:") + p, (int)ScalarType::F32).set(std::string("align:") + p, 16);
-  spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
-  std::string cuda;
-  PipelineOptions o;
-  o.runNvrtc = false;
-  o.onStage = [&](const std::string& stage, const std::string& text) {
-    if (stage == "cuda") cuda = text;
-  };
-  compileKernel(def, spec, o);
-  return cuda;
+  return ownKernelCuda(def, {"x", "y"});
 }
 
 TEST(DslShift, AcrossTheAxisPlacesCrossLanes) {

@@ -6,10 +6,9 @@
 #include <regex>
 #include <string>
 
-#include "kernels_dsl/CompileKernel.h"
 #include "kernels_dsl/Dsl.h"
-#include "kernels_dsl/Registry.h"
 #include "tests/support/Occurrences.h"
+#include "tests/support/OwnKernelCuda.h"
 
 namespace ssmjit {
 namespace {
@@ -17,6 +16,7 @@ namespace {
 using dsl::KernelBuilder;
 using dsl::Value;
 using testing::occurrences;
+using testing::ownKernelCuda;
 
 // A [16, 64] f32 tile of x (row-major) staged through a shared buffer at the offsets `place`
 // gives each token of a row, read back and written to y.
@@ -33,19 +33,7 @@ std::string stagedCopyCuda(const std::function<Value(KernelBuilder&, Value cols)
     k.barrier();
     k.store(y, off, k.load(buf, at));
   };
-  Specialization spec;
-  spec.kernel = def.name;
-  spec.arch = "sm_90a";
-  for (const char* p : {"x", "y"}) spec.set(std::string("dtype:") + p, (int)ScalarType::F32).set(std::string("align:") + p, 16);
-  spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
-  std::string cuda;
-  PipelineOptions o;
-  o.runNvrtc = false;
-  o.onStage = [&](const std::string& stage, const std::string& text) {
-    if (stage == "cuda") cuda = text;
-  };
-  compileKernel(def, spec, o);
-  return cuda;
+  return ownKernelCuda(def, {"x", "y"});
 }
 
 // The shared buffer's name, from its declaration.
