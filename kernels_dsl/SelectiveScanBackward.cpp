@@ -150,39 +150,38 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
     Value mask = whole ? (channelsWhole ? Value{} : k.broadcastTo(mD2, {BD, BT})) : m2;
     Value tOff = tE(start + tl);
     auto load = [&](Value p, Value off) { return mask.valid() ? k.load(p, off, mask, zero) : k.load(p, off); };
-    const bool realigned = realignPacked;
     Value full = c + BT <= len;
     Value chan = channelsWhole ? Value{} : k.broadcastTo(mD2, {BD, BT});
     auto store = [&](Value p, Value off, Value v) {
       auto st = [&](Value m) { m.valid() ? k.store(p, off, v, m) : k.store(p, off, v); };
-      if (!realigned) return st(mask);
+      if (!realignPacked) return st(mask);
       k.ifThen(full, [&] { st(chan); });  // a whole tile's stores unmasked along time
       k.ifThen(!full, [&] { st(m2); });
     };
-    // Zeroes the tokens past the sequence (read from the next one), in a partial tile only.
-    auto pastEndZeroed = [&](const std::vector<Value>& v) {
+    // A packed row's tiles with their places past the sequence (a loaded tile's: read from the
+    // next one) zeroed where `m` is false ([1, BT] or the tiles' shape), in a partial tile only.
+    auto pastEndZeroed = [&](const std::vector<Value>& v, Value m) {
       return k.ifElse(full, [&] { return v; }, [&] {
         std::vector<Value> r;
-        for (Value x : v) r.push_back(k.select(k.broadcastTo(tE(m1), x.shape()), x, zero));
+        for (Value x : v) r.push_back(k.select(m.shape() == x.shape() ? m : k.broadcastTo(m, x.shape()), x, zero));
         return r;
       });
     };
     // Past the sequence: a = 1, b = 0, no gradient.
     auto pastEndZero = [&](Value x) {
-      if (realigned) return k.ifElse(full, [&] { return std::vector<Value>{x}; },
-                                     [&] { return std::vector<Value>{k.select(m2, x, zero)}; })[0];
+      if (realignPacked) return pastEndZeroed({x}, m2)[0];
       return whole ? x : k.select(m2, x, zero);
     };
     // The tiles p[base + start + tl] (base [BD, 1] each).
     auto loadTiles = [&](const std::vector<std::pair<Value, Value>>& pb) {
       std::vector<Value> r;
-      if (!realigned) {
+      if (!realignPacked) {
         for (const auto& [p, base] : pb) r.push_back(load(p, base + tOff));
         return r;
       }
       PackedRuns pr(k, start + c, BT, run, L);
       for (const auto& [p, base] : pb) pr.load(p, base, chan);
-      return pastEndZeroed(pr.realign());
+      return pastEndZeroed(pr.realign(), tE(m1));
     };
     auto bcTile = [&](Value varying, Value p, Value sB, Value sG, Value sN, Value sD, int64_t n) {
       return k.ifElse(varying, [&] {
@@ -194,15 +193,15 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
     std::vector<std::pair<Value, Value>> tiles = {
         {u, row * sUb + dOffs * sUd}, {delta, row * sDlb + dOffs * sDld}, {dout, row * sDob + dOffs * sDod}};
     std::vector<Value> udg;
-    if (realigned) {  // u, delta, dout and the staged rows in one move
+    if (realignPacked) {  // u, delta, dout and the staged rows in one move
       PackedRuns pr(k, start + c, BT, run, L);
       for (const auto& [p, base] : tiles) pr.load(p, base, chan);
       staged.queue(pr);
-      udg = pastEndZeroed(pr.realign());
+      udg = pastEndZeroed(pr.realign(), tE(m1));
     } else {
       udg = loadTiles(tiles);
     }
-    staged.fill(realigned ? std::vector<Value>(udg.begin() + 3, udg.end()) : std::vector<Value>{},
+    staged.fill(realignPacked ? std::vector<Value>(udg.begin() + 3, udg.end()) : std::vector<Value>{},
                 whole ? Value{} : tE(m1), tOff);
     Value xu = udg[0];
     Value draw = udg[1] + dbiasT;
@@ -282,7 +281,7 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
           Value off = bcPartOffset(regionBase, pidD, NGL, k.constInt(lg), N, k.constInt(n), rowsBC, cpr, BT, ckptKey0, tl);
           // A packed row's partial tile too stores whole: the sums kernel reads no token past the
           // sequence, and the tile's key is the sequence's own.
-          whole || realigned ? k.store(ws, off, parts[n * NGL + lg]) : k.store(ws, off, parts[n * NGL + lg], m1);
+          whole || realignPacked ? k.store(ws, off, parts[n * NGL + lg]) : k.store(ws, off, parts[n * NGL + lg], m1);
         }
     };
     k.ifThen(bVar, [&] { storeParts(partB, bcBase); });
