@@ -32,6 +32,7 @@ namespace {
 struct ScanBenchOptions {
   int64_t dim = 5120, stateSize = 16, batch = 8, seqlen = 2048, longSeqlen = 16384, packedTokens = 16384;
   int64_t minLen = 57, maxLen = 2048;
+  std::vector<int64_t> packedLengths;  // when given, the packed row's sequences (else drawn)
   std::string dtype = "bf16", bc = "varying", passes = "both";
   int iters = 5, trials = 5;
   uint64_t seed = 1;
@@ -121,10 +122,12 @@ int runScanBench(const ScanBenchOptions& o) {
   };
   denseMs = run(strf("dense %lldx%lld", (long long)o.batch, (long long)o.seqlen), o.batch, o.seqlen, nullptr, 1.45);
   run(strf("dense 1x%lld", (long long)o.longSeqlen), 1, o.longSeqlen, nullptr, 1.93);
-  const std::vector<int64_t> lens = mixedLengths(o.packedTokens, o.minLen, o.maxLen, o.seed);
-  run(strf("packed %lld tokens, %zu seqs (%lld..%lld)", (long long)o.packedTokens, lens.size(),
+  const std::vector<int64_t> lens =
+      o.packedLengths.empty() ? mixedLengths(o.packedTokens, o.minLen, o.maxLen, o.seed) : o.packedLengths;
+  const int64_t packedTokens = std::accumulate(lens.begin(), lens.end(), int64_t{0});
+  run(strf("packed %lld tokens, %zu seqs (%lld..%lld)", (long long)packedTokens, lens.size(),
            (long long)*std::min_element(lens.begin(), lens.end()), (long long)*std::max_element(lens.begin(), lens.end())),
-      1, o.packedTokens, &lens, 0);
+      1, packedTokens, &lens, 0);
   std::printf("\nMamba-1 selective scan forward and backward: D %lld, N %lld, %s u/delta/z/out, %s, D, z, "
               "delta_bias, softplus; median of %d trials of %d calls\n\n",
               (long long)D, (long long)N, o.dtype.c_str(),
@@ -152,6 +155,11 @@ Command addScanBenchCommand(CLI::App& parent) {
   app->add_option("--packed-tokens", o->packedTokens, "Tokens of the packed row")->capture_default_str();
   app->add_option("--min-len", o->minLen, "Shortest packed sequence")->capture_default_str();
   app->add_option("--max-len", o->maxLen, "Longest packed sequence")->capture_default_str();
+  app->add_option("--packed-lengths", o->packedLengths,
+                  "The packed row's sequence lengths, comma-separated (instead of drawing them with --packed-tokens, "
+                  "--min-len, --max-len)")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   app->add_option("--dtype", o->dtype, "u, delta, z, out, B, C dtype: fp32, bf16, fp16")
       ->check(CLI::IsMember(floatDTypeNames()))
       ->capture_default_str();
