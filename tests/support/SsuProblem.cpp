@@ -29,6 +29,7 @@ std::string SsuCase::name() const {
   if (stateIdx) s += std::string("_idx") + (idxT == DType::I32 ? "32" : "64");
   if (pads) s += "_pads" + std::to_string(pads);
   if (strided) s += "_strided";
+  if (decayScale != 1) s += "_decay" + std::to_string(static_cast<int>(decayScale));
   return s;
 }
 
@@ -84,7 +85,7 @@ std::pair<double, double> valueRange(SsuTensor t, const SsuCase& c) {
   switch (t) {
     case kDt:  // softplus(dt + bias) stays small and positive; without softplus dt is used as is
       return c.softplus ? std::pair{-4.0, 1.0} : std::pair{0.01, 0.3};
-    case kA: return {c.mamba2 ? -4.0 : -2.0, -0.1};
+    case kA: return {(c.mamba2 ? -4.0 : -2.0) * c.decayScale, -0.1 * c.decayScale};
     case kZ: return {-3.0, 3.0};
     case kDtBias: return c.softplus ? std::pair{-1.0, 0.5} : std::pair{0.0, 0.1};
     default: return {-1.0, 1.0};
