@@ -14,9 +14,6 @@ using namespace dsl;
 
 namespace {
 
-// Below this the scaled state (see the token loop) is rebased: 2^-40.
-constexpr double kScaledStateFloor = 9.094947017729282e-13;
-
 void build(KernelBuilder& k, const Specialization& spec) {
   const int64_t BP = spec.get("meta:BLOCK_P"), BN = spec.get("meta:BLOCK_N");
   if (spec.find("meta:inner_lanes")) k.setInnerLanes(static_cast<int>(spec.get("meta:inner_lanes")));
@@ -173,37 +170,22 @@ void build(KernelBuilder& k, const Specialization& spec) {
   // instead of masking every read on t.
   auto loadToken = [&](Value t) { return staged ? loadStaged(t) : loadGlobal(t); };
 
-  // Mamba-2 over several tokens without per-token snapshots keeps the state scaled, u = s / alpha
-  // with alpha the product of the head's decays so far (one value a program): a token then costs
-  // one fma an element for the state, u += B (dt' x / alpha), and one for y = alpha sum_n u C,
-  // instead of three (s decay, + B dt' x, the y term). Where alpha would fall below 2^-40, u takes
-  // the decayed state itself and alpha restarts at 1, so u stays within 2^40 of s. meta:scaled_state
-  // 0 keeps the plain recurrence (the one-token kernel's arithmetic).
-  const bool scaled = spec.get("meta:scaled_state") != 0 && m2 && Ls > 1 && spec.get("state_write") != 2;
-  const size_t carried = scaled ? 2 : 1;  // the state (and alpha) before the token's inputs
+  // The state stays s (3 operations an element a token: decay, + B dt' x, the y term). Keeping it
+  // scaled by the product of the decays, u = s / alpha (u += B (dt' x / alpha), y = alpha sum u C:
+  // 2 operations, rebased below 2^-40), was measured and dropped (stop 35, H100, bf16 inputs,
+  // L 4 / 8 / 16): fp32 state 1-3% slower; bf16 state 15-48% slower (176 registers against 157:
+  // 2 programs an SM instead of 3). The loop is bound by latency and occupancy, not by its fmas.
   std::vector<Value> init = loadToken(k.constInt(0));
   init.insert(init.begin(), st);
-  if (scaled) init.insert(init.begin() + 1, k.constFloat(1));
-  std::vector<Value> last = k.forLoop(k.constInt(0), L, k.constInt(1), init, [&](Value t, const std::vector<Value>& c) {
+  Value finalState = k.forLoop(k.constInt(0), L, k.constInt(1), init, [&](Value t, const std::vector<Value>& c) {
     Value s = c[0];
-    const std::vector<Value> tok(c.begin() + carried, c.end());
-    std::vector<Value> in = staged ? tok : prepare(tok[0], tok[1], tok[2], tok[3], tok[4]);
+    std::vector<Value> in = staged ? std::vector<Value>(c.begin() + 1, c.end()) : prepare(c[1], c[2], c[3], c[4], c[5]);
     Value xv = in[0], dec = in[1], dtx = in[2], Bv = in[3], Cv = in[4], sz = in[5];
     // Issue token t + 1's loads before token t's math, so their latency overlaps it.
     std::vector<Value> next = loadToken(k.minimum(t + 1, L - 1));
-    Value y, alpha;
-    if (scaled) {
-      Value a = c[1] * dec;
-      std::vector<Value> rebased = k.ifElse(a < kScaledStateFloor, [&] { return std::vector<Value>{s * a, k.constFloat(1)}; },
-                                            [&] { return std::vector<Value>{s, a}; });
-      alpha = rebased[1];
-      s = rebased[0] + k.expandDims(Bv, 0) * k.expandDims(dtx * k.divApprox(k.constFloat(1), alpha), 1);
-      y = k.reduce(s * k.expandDims(Cv, 0), 1, "sum") * alpha;
-    } else {
-      Value decay = m2 ? k.splat(dec, {BP, BN}) : k.exp(Atile * k.expandDims(dec, 1));
-      s = s * decay + k.expandDims(Bv, 0) * k.expandDims(dtx, 1);
-      y = k.reduce(s * k.expandDims(Cv, 0), 1, "sum");
-    }
+    Value decay = m2 ? k.splat(dec, {BP, BN}) : k.exp(Atile * k.expandDims(dec, 1));
+    s = s * decay + k.expandDims(Bv, 0) * k.expandDims(dtx, 1);
+    Value y = k.reduce(s * k.expandDims(Cv, 0), 1, "sum");
     y = y + xv * Dv;
     if (withZ) y = y * sz;
     k.store(out, b * sOb + t * sOl + h * sOh + offsP * sOp, y, maskP);
@@ -214,11 +196,9 @@ void build(KernelBuilder& k, const Specialization& spec) {
       k.ifThen(bad, [&] { k.reportError(err, k.constInt(kErrDstSlotOutOfRange), b, dslot, nslots); });
       k.ifThen((dslot != -1) && !bad, [&] { k.store(state, stateOffsets(dslot), s, mask2); });
     });
-    if (scaled) next.insert(next.begin(), alpha);
     next.insert(next.begin(), s);
     return next;
-  });
-  Value finalState = scaled ? last[0] * last[1] : last[0];
+  })[0];
 
   k.ifThen(stateWrite == 0, [&] { k.store(state, stateOffsets(slot), finalState, mask2); });
 }
@@ -252,9 +232,6 @@ void chooseMeta(Specialization& s) {
     bp = std::min(bp, std::max<int64_t>(1, nextPow2(P)));
     s.set("meta:BLOCK_P", bp);
   }
-  // The scaled state of the token loop (Mamba-2, several tokens, no per-token snapshots).
-  if (!s.find("meta:scaled_state"))
-    s.set("meta:scaled_state", s.get("per_head") && s.get("L") > 1 && s.get("state_write") != 2);
   if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
 }
 

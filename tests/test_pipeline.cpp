@@ -129,39 +129,6 @@ TEST(Pipeline, TokensAreStagedBeforeTheTokenLoop) {
   }
 }
 
-// Mamba-2 over several tokens keeps the state scaled by the product of its decays (one fma an
-// element for the state and one for y a token), rebased below 2^-40. Per-token snapshots, one
-// token and Mamba-1 keep the plain recurrence, as meta:scaled_state 0 does.
-TEST(Pipeline, SeveralTokensKeepTheStateScaled) {
-  auto chosen = [](Specialization s) {  // the heuristic's choice (mamba2Spec's metas dropped)
-    auto& v = s.values;
-    v.erase(std::remove_if(v.begin(), v.end(), [](const auto& kv) { return kv.first.rfind("meta:", 0) == 0; }), v.end());
-    dsl::completeSpecialization(s);
-    return s.get("meta:scaled_state");
-  };
-  Specialization m2 = mamba2Spec(8, ScalarType::F32, true, "sm_90a");
-  EXPECT_EQ(chosen(m2), 1);
-  EXPECT_EQ(chosen(Specialization(m2).set("state_write", 1)), 1);
-  EXPECT_EQ(chosen(Specialization(m2).set("state_write", 2)), 0);
-  EXPECT_EQ(chosen(Specialization(m2).set("L", 1)), 0);
-  EXPECT_EQ(chosen(Specialization(m2).set("per_head", 0)), 0);
-  auto cuda = [](const Specialization& s) {
-    std::string c;
-    PipelineOptions o;
-    o.runNvrtc = false;
-    o.onStage = [&](const std::string& k, const std::string& v) {
-      if (k == "cuda") c = v;
-    };
-    compileKernel(s, o);
-    return c;
-  };
-  const std::string floor = "9.094947018e-13";  // 2^-40, as the emitter prints it
-  const std::string scaled = cuda(m2), plain = cuda(Specialization(m2).set("meta:scaled_state", 0));
-  EXPECT_NE(scaled.find(floor), std::string::npos) << "the rebase's floor:\n" << scaled;
-  EXPECT_EQ(plain.find(floor), std::string::npos) << plain;
-  EXPECT_EQ(cuda(Specialization(m2).set("state_write", 2)).find(floor), std::string::npos);
-}
-
 // form-fma: each fused multiply-add takes one multiply and one add/subtract away; NVRTC fuses
 // nothing else (--fmad=false), so rounding is decided on the IR.
 TEST(Pipeline, FusedMultiplyAddsAreFormedOnTheIr) {

@@ -34,7 +34,7 @@ struct SsuCase {
   DType idxT = DType::I32;
   StateWrite write = StateWrite::Final;
   bool strided = false;  // padded / transposed / offset layouts on most tensors
-  double decayScale = 1;  // A's range times this: at 10, Mamba-2 decays reach 2^-40 within a few tokens
+  double decayScale = 1;  // A's range times this: at 10, Mamba-2 decays underflow within a few tokens
   uint64_t seed = 1;
 
   bool allF32() const {

@@ -32,8 +32,6 @@ constexpr int kMaxTokens = 32;
 // Per token: dt' = dt (+ dt_bias), then softplus if dt_softplus, then the clamp; the state
 // becomes state * exp(A * dt') + B * dt' * x; y = sum_n state * C (+ x * D), times silu(z) if z.
 // The state is read once, kept in fp32 across the L tokens and written as state_write says.
-// Mamba-2 over several tokens (state_write Final or None) keeps it scaled by the product of the
-// decays so far, which rounds differently from L one-token calls (within 1e-6 relative in fp32).
 //
 // Slots: S is the number of state slots. Without state_batch_indices, S must equal B and sequence
 // b uses slot b; with it (int32/int64, (B,)), sequence b uses slot state_batch_indices[b], and -1
