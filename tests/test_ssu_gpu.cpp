@@ -198,8 +198,8 @@ std::vector<SsuCase> matrixCases() {
     c.write = StateWrite::PerToken;
     add(c);
   }
-  // Mamba-2 heads whose decays reach 2^-40 within a few tokens and underflow within a few more
-  // (staged tokens and tokens from memory; fp32 and bf16 state; final and no write).
+  // Mamba-2 heads whose decays underflow within a few tokens (staged tokens and tokens from memory;
+  // fp32 and bf16 state; final and no write).
   {
     SsuCase c = mamba2Heads(/*H=*/4, /*P=*/16, /*N=*/64, /*G=*/2);
     c.L = 16;

@@ -152,14 +152,17 @@ Command addScanBenchCommand(CLI::App& parent) {
   app->add_option("--batch", o->batch, "Dense rows")->capture_default_str();
   app->add_option("--seqlen", o->seqlen, "Dense row length")->capture_default_str();
   app->add_option("--long-seqlen", o->longSeqlen, "Length of the single long sequence")->capture_default_str();
-  app->add_option("--packed-tokens", o->packedTokens, "Tokens of the packed row")->capture_default_str();
-  app->add_option("--min-len", o->minLen, "Shortest packed sequence")->capture_default_str();
-  app->add_option("--max-len", o->maxLen, "Longest packed sequence")->capture_default_str();
+  CLI::Option* tokens = app->add_option("--packed-tokens", o->packedTokens, "Tokens of the packed row")->capture_default_str();
+  CLI::Option* minLen = app->add_option("--min-len", o->minLen, "Shortest packed sequence")->capture_default_str();
+  CLI::Option* maxLen = app->add_option("--max-len", o->maxLen, "Longest packed sequence")->capture_default_str();
   app->add_option("--packed-lengths", o->packedLengths,
                   "The packed row's sequence lengths, comma-separated (instead of drawing them with --packed-tokens, "
                   "--min-len, --max-len)")
       ->delimiter(',')
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
+      ->excludes(tokens)
+      ->excludes(minLen)
+      ->excludes(maxLen);
   app->add_option("--dtype", o->dtype, "u, delta, z, out, B, C dtype: fp32, bf16, fp16")
       ->check(CLI::IsMember(floatDTypeNames()))
       ->capture_default_str();
