@@ -166,23 +166,30 @@ void build(KernelBuilder& k, const Specialization& spec) {
                               k.load(smem, oDtx + row), k.load(smem, t * BNp + padN(offsN)),
                               k.load(smem, oC + t * BNp + padN(offsN)), withZ ? k.load(smem, oZ + row) : zeroP};
   };
-  // The loop reads token min(t + 1, L - 1) ahead: the last iteration rereads its own token
-  // instead of masking every read on t.
-  auto loadToken = [&](Value t) { return staged ? loadStaged(t) : loadGlobal(t); };
-
   // The state stays s (3 operations an element a token: decay, + B dt' x, the y term). Keeping it
   // scaled by the product of the decays, u = s / alpha (u += B (dt' x / alpha), y = alpha sum u C:
   // 2 operations, rebased below 2^-40), was measured and dropped (stop 35, H100, bf16 inputs,
   // L 4 / 8 / 16): fp32 state 1-3% slower; bf16 state 15-48% slower (176 registers against 157:
   // 2 programs an SM instead of 3). The loop is bound by latency and occupancy, not by its fmas.
-  std::vector<Value> init = loadToken(k.constInt(0));
-  init.insert(init.begin(), st);
+  //
+  // Token inputs from memory are loaded a token ahead (min(t + 1, L - 1): the last iteration
+  // rereads its own token instead of masking every read on t), so their latency overlaps a token's
+  // math. Staged ones are read at the top of their own token: a second token's B and C rows held
+  // in registers cost more (occupancy; addresses recomputed in the loop) than the wait on shared
+  // memory. H100, Mamba-2 2.7B heads, bf16 inputs, staged a token ahead (168 registers at L 16)
+  // against now (127): bf16 state, batch 16 / 64: L 8 35.7 / 114.2 -> 31.8 / 97.7 us, L 16
+  // 50.7 / 176.2 -> 44.6 / 153.9; fp32 state L 16 53.9 / 171.7 -> 55.0 / 163.7 (stop 36).
+  std::vector<Value> init{st};
+  if (!staged) {
+    std::vector<Value> first = loadGlobal(k.constInt(0));
+    init.insert(init.end(), first.begin(), first.end());
+  }
   Value finalState = k.forLoop(k.constInt(0), L, k.constInt(1), init, [&](Value t, const std::vector<Value>& c) {
     Value s = c[0];
-    std::vector<Value> in = staged ? std::vector<Value>(c.begin() + 1, c.end()) : prepare(c[1], c[2], c[3], c[4], c[5]);
+    std::vector<Value> in = staged ? loadStaged(t) : prepare(c[1], c[2], c[3], c[4], c[5]);
     Value xv = in[0], dec = in[1], dtx = in[2], Bv = in[3], Cv = in[4], sz = in[5];
-    // Issue token t + 1's loads before token t's math, so their latency overlaps it.
-    std::vector<Value> next = loadToken(k.minimum(t + 1, L - 1));
+    std::vector<Value> next;
+    if (!staged) next = loadGlobal(k.minimum(t + 1, L - 1));
     Value decay = m2 ? k.splat(dec, {BP, BN}) : k.exp(Atile * k.expandDims(dec, 1));
     s = s * decay + k.expandDims(Bv, 0) * k.expandDims(dtx, 1);
     Value y = k.reduce(s * k.expandDims(Cv, 0), 1, "sum");
