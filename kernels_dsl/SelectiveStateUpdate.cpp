@@ -233,8 +233,16 @@ void chooseMeta(Specialization& s) {
     // 16-bit state is best at 32 values (64 B) a thread (81-94%; 16 values 66-79%, 64 values
     // 74-92%); Mamba-1 keeps 8 fp32 values (32 B).
     // Several tokens: Mamba-1 also keeps A per state element in registers, so half as many.
+    // Mamba-2 with few tokens, still mostly the state's traffic, takes 32 too: H100, 2.7B heads,
+    // bf16 inputs, batch 1 / 16 / 64 / 256, 32 against 64 values a thread (us): fp32 state L 2
+    // 5.35 / 34.4 / 122.0 / 474 against 5.90 / 36.6 / 125.5 / 481, L 4 5.65 / 33.4 / 122.9 / 478
+    // against 6.51 / 37.0 / 126.0 / 482; bf16 state L 2 4.37 / 19.7 / 66.2 / 252 against 4.73 /
+    // 20.9 / 66.8 / 251, but L 4 4.95 / 22.6 / 73.2 / 273 against 5.43 / 21.9 / 70.2 / 258 and
+    // fp32 L 8 / L 16 1% / 9% slower at batch 64 (stop 36).
+    const int64_t L = s.get("L");
+    const bool fewTokens = L == 2 || (L <= 4 && stateBytes == 4);
     const int64_t perThread =
-        s.get("L") > 1 ? (s.get("per_head") ? 64 : 32) : (oneTokenF32Heads ? 16 : stateBytes == 4 ? 8 : 32);
+        L > 1 ? (s.get("per_head") && !fewTokens ? 64 : 32) : (oneTokenF32Heads ? 16 : stateBytes == 4 ? 8 : 32);
     int64_t bp = std::max<int64_t>(1, perThread * 32 * s.get("meta:num_warps") / BN);
     bp = std::min(bp, std::max<int64_t>(1, nextPow2(P)));
     s.set("meta:BLOCK_P", bp);

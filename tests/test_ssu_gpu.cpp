@@ -136,7 +136,7 @@ std::vector<SsuCase> matrixCases() {
     add(c);
   }
   {
-    SsuCase c = mamba2Heads(/*H=*/2, /*P=*/128, /*N=*/256, /*G=*/1);  // BLOCK_P 32: four a head
+    SsuCase c = mamba2Heads(/*H=*/2, /*P=*/128, /*N=*/256, /*G=*/1);  // BLOCK_P 16: eight a head
     c.L = 4;
     c.batch = 2;
     c.write = StateWrite::PerToken;
