@@ -295,6 +295,20 @@ dsl::Value KernelBuilder::reduce(dsl::Value t, int axis, const std::string& kind
   return W(sj::ReduceOp::create(B, L, withShape(elemOf(v.getType()), rs), v, axis, kind, mlir::Value()));
 }
 
+dsl::Value KernelBuilder::dot(dsl::Value a, dsl::Value ptr, dsl::Value offset, dsl::Value strideK,
+                              dsl::Value strideN, dsl::Value acc, int aPieces, int bPieces) {
+  mlir::Value av = unwrap(a), cv = unwrap(acc);
+  auto as = shapeOfType(av.getType()), cs = shapeOfType(cv.getType());
+  if (as.size() != 2 || cs.size() != 2) fail("dot multiplies 2-D tiles");
+  if (as[0] != cs[0]) fail("dot: a has " + std::to_string(as[0]) + " rows, acc " + std::to_string(cs[0]));
+  if (as[1] % 8 || cs[1] % 8) fail("dot: K and N must be multiples of 8");
+  if (aPieces < 1 || aPieces > 3 || bPieces < 1 || bPieces > 3) fail("dot: pieces must be 1..3");
+  for (dsl::Value s : {offset, strideK, strideN})
+    if (!s.shape().empty() || s.isFloat() || s.isBool()) fail("dot: offset and strides are index scalars");
+  return W(sj::DotOp::create(B, L, cv.getType(), av, unwrap(ptr), unwrap(offset), unwrap(strideK),
+                             unwrap(strideN), cv, aPieces, bPieces));
+}
+
 std::vector<dsl::Value> KernelBuilder::associativeScan(const std::vector<dsl::Value>& tiles, int axis,
                                                        const ScanCombine& combine,
                                                        const std::vector<dsl::Value>& inits, bool reverse) {

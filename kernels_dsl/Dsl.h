@@ -69,6 +69,15 @@ class KernelBuilder {
   Value load(Value ptr, Value offsets, Value mask = {}, Value other = {});
   void store(Value ptr, Value offsets, Value value, Value mask = {});
   Value reduce(Value t, int axis, const std::string& kind);  // "sum", "max", "min"
+  // acc + a . b on the tensor cores: a an [M, K] tile, acc [M, N]; b read from memory (a shared
+  // buffer or a tensor: every warp needs all of it), b[k][n] = ptr[offset + k * strideK +
+  // n * strideN]. K and N are multiples of 8. Each operand is multiplied as a sum of
+  // aPieces / bPieces bf16 terms (1: exact for bf16 data; 2: fp16 data; 3: any f32, exact to its
+  // 24 bits), the products of terms down to 2^-24 summed in f32, so 3 / 3 is f32 accuracy with
+  // every product exact. A kernel with a dot takes the mma accumulator layout as its parent
+  // (rows over 8 lanes and the warps, columns in pairs over 4 lanes).
+  Value dot(Value a, Value ptr, Value offset, Value strideK, Value strideN, Value acc,
+            int aPieces, int bPieces);
   // Inclusive scan along `axis` of k tiles of one shape (f32 or index), combined elementwise by
   // `combine`: an associative function of (lhs[0..k), rhs[0..k)) scalars returning k scalars,
   // built with these same ops (lhs is the earlier element). Returns the k scanned tiles, then

@@ -8,6 +8,8 @@
 
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
+#include "kernels_dsl/SsuChunkedTokens.h"
+#include "ssmjit/error.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -105,6 +107,13 @@ void build(KernelBuilder& k, const Specialization& spec) {
   // of the head; Mamba-1: dt' per channel, exp(A dt') taken per state element); dt' x; B; C; and
   // silu(z).
   const bool m2 = spec.get("per_head") != 0, withZ = spec.get("has_z") != 0;
+  if (spec.get("meta:chunked")) {
+    SsuChunkInputs in{state, x, dt, Bp, Cp, z, out, b, h, g, pidP, slot, L, P, N, offsN, maskN, mask2,
+                      wholeP, st, Ahead, biasHead, Dv, sXb, sXl, sXh, sXp, sDtb, sDtl, sDth,
+                      sBb, sBl, sBg, sBn, sCb, sCl, sCg, sCn, sZb, sZl, sZh, sZp, sOb, sOl, sOh, sOp,
+                      dtTransform, stateOffsets};
+    return buildSsuChunkedTokens(k, spec, in);
+  }
   auto prepare = [&](Value xv, Value dtRaw, Value Bv, Value Cv, Value zv) {
     Value d = dtTransform(dtRaw + (m2 ? biasHead : biasTile));
     return std::vector<Value>{xv, m2 ? k.exp(Ahead * d) : d, d * xv, Bv, Cv, withZ ? silu(zv) : zeroP};
@@ -225,6 +234,29 @@ void chooseMeta(Specialization& s) {
   // against 4.21 / 32.03 / 120.4 / 474.4 us (88%, 95%) for 4 warps of 8; 4 warps of 16 and
   // 2 warps of 8 fell between.
   if (!s.find("meta:num_warps")) s.set("meta:num_warps", oneTokenF32Heads ? 8 : 4);
+  // Mamba-2 heads over several tokens take the chunked form (SsuChunkedTokens.cpp) from the L
+  // where it measured faster than the token loop: 8 with 16-bit state, 13 with fp32 (its loop
+  // moves twice the bytes a token, so the math weighs less). H100, 2.7B heads, bf16 inputs, us at
+  // batch 16 / 64 / 256, chunked against the loop: bf16 state L 8 30.2 / 95.7 / 352 against
+  // 31.6 / 97.1 / 357, L 16 31.6 / 99.0 / 364 against 44.5 / 153.6 / 592; fp32 state L 12
+  // 44.1 / 147.0 / 558 against 46.1 / 140.6 / 511, L 16 40.9 / 142.0 / 539 against 54.3 / 162.9
+  // / 602 (stop 37). A program takes 64 rows (two a thread in the mma layout); bf16 state runs
+  // 4 programs an SM (b64 / b256 L 16: 99.0 / 364 against 103.3 / 383 at 3), fp32 state 3, and
+  // fp16 state as many as its registers allow (its two-term state fragments spill under a cap).
+  const bool chunkable = ssuChunkable(s);
+  if (!s.find("meta:chunked"))
+    s.set("meta:chunked", chunkable && s.get("L") >= (stateBytes == 4 ? 13 : 8) ? 1 : 0);
+  if (s.get("meta:chunked") && !chunkable)
+    throw Error(Error::Kind::InvalidArgument,
+                "meta:chunked = 1 needs Mamba-2 heads, L 2..16, state_write Final or None, N >= 16 "
+                "and sm_80 or later; got " + s.canonical());
+  if (s.get("meta:chunked")) {
+    if (!s.find("meta:BLOCK_P"))
+      s.set("meta:BLOCK_P", std::min<int64_t>(16 * s.get("meta:num_warps"), std::max<int64_t>(16, nextPow2(P))));
+    const auto st = static_cast<ScalarType>(s.get("dtype:state"));
+    if (!s.find("meta:min_blocks") && st != ScalarType::F16)
+      s.set("meta:min_blocks", st == ScalarType::BF16 ? 4 : 3);
+  }
   if (!s.find("meta:BLOCK_P")) {
     // One token is bandwidth-bound: many small programs. L tokens are bound by their math (the
     // inputs are staged once), so each thread keeps more state and fewer threads repeat the

@@ -15,8 +15,9 @@ namespace ssmjit {
 namespace {
 
 // A Mamba-2 2.7B decode specialisation as the op builds it (contiguous tensors, batch dynamic).
+// `chunked` >= 0 binds meta:chunked (the L-token form) instead of the kernel's choice.
 Specialization mamba2Spec(int L, ScalarType stateDtype, bool hasZ, const std::string& arch, int64_t P = 64,
-                          int64_t N = 128) {
+                          int64_t N = 128, int chunked = -1) {
   Specialization s;
   s.kernel = kernels::kSsuKernel;
   s.arch = arch;
@@ -39,6 +40,7 @@ Specialization mamba2Spec(int L, ScalarType stateDtype, bool hasZ, const std::st
   s.set("dtype:err", (int)ScalarType::I64);
   for (const char* p : {"state", "x", "dt", "A", "B", "C", "D", "z", "dt_bias", "out"})
     s.set(std::string("align:") + p, 16);
+  if (chunked >= 0) s.set("meta:chunked", chunked);
   dsl::completeSpecialization(s);
   return s;
 }
@@ -71,7 +73,7 @@ TEST(Pipeline, OneTokenLoopIsPromotedAndLongLoopsStayRolled) {
     PipelineOptions o;
     o.runNvrtc = false;
     o.onStage = [&](const std::string& k, const std::string& v) { stages[k] = v; };
-    compileKernel(mamba2Spec(L, ScalarType::F32, true, "sm_90a"), o);
+    compileKernel(mamba2Spec(L, ScalarType::F32, true, "sm_90a", 64, 128, /*chunked=*/0), o);
     bool rolled = stages["unroll-loops"].find("scf.for") != std::string::npos;
     EXPECT_EQ(rolled, L > 1) << "L = " << L;
     EXPECT_EQ(stages["cuda"].find("#pragma unroll 1") != std::string::npos, L > 1) << "L = " << L;
@@ -163,7 +165,7 @@ TEST(Pipeline, CompilesThroughNvrtcForHopperAndAmpere) {
   if (!nvrtcAvailable(&why)) GTEST_SKIP() << "NVRTC not loadable: " << why;
   for (const char* arch : {"sm_90a", "sm_80"})
     for (ScalarType st : {ScalarType::F32, ScalarType::BF16, ScalarType::F16})
-      for (int L : {1, 8}) {
+      for (int L : {1, 8, 16}) {  // 16: the chunked form (mma) with every state dtype
         CompiledKernel k = compileKernel(mamba2Spec(L, st, L == 1, arch));
         EXPECT_FALSE(k.cubin.empty()) << arch;
         EXPECT_FALSE(k.ptx.empty()) << arch;

@@ -142,6 +142,43 @@ std::vector<SsuCase> matrixCases() {
     c.write = StateWrite::PerToken;
     add(c);
   }
+  // The chunked form (Mamba-2, L >= 8 with 16-bit state, >= 13 with fp32; SsuChunkedTokens):
+  // rows and columns masked with one row a thread, f32 inputs (three-term operands), fp16 (two),
+  // no state write, P wider than a program's 64 rows, N at the mma's 16, pads and strides.
+  {
+    SsuCase c = oddSizes();  // all fp32, L 13
+    c.L = 13;
+    c.batch = 3;
+    c.stateIdx = true;
+    c.pads = 1;
+    c.strided = true;
+    add(c);
+  }
+  {
+    SsuCase c = oddSizes();  // fp16 state and inputs, verify only, batch 257
+    c.L = 8;
+    c.batch = 257;
+    c.stateT = c.inT = c.outT = DType::F16;
+    c.write = StateWrite::None;
+    c.clamp = true;
+    add(c);
+  }
+  {
+    SsuCase c = mamba2Heads(/*H=*/4, /*P=*/96, /*N=*/128, /*G=*/2);  // a full and a part program
+    c.L = 12;
+    c.batch = 3;
+    c.stateT = c.inT = DType::BF16;
+    c.hasZ = false;
+    add(c);
+  }
+  {
+    SsuCase c = mamba2Heads(/*H=*/2, /*P=*/8, /*N=*/16, /*G=*/1);  // 16 rows a program: replicated
+    c.L = 16;
+    c.batch = 1;
+    c.inT = DType::BF16;
+    c.softplus = false;
+    add(c);
+  }
   {
     SsuCase c;  // no optional input at all
     c.L = 2;
@@ -276,37 +313,41 @@ TEST(SsuGpu, TokensCallEqualsOneTokenCalls) {
   // exact, so only instruction-level differences remain: within 1e-6 relative L2 on out and
   // state. bf16 state: the one-token calls round the state to bf16 after every token, the fused
   // call once at the end: within 1e-2. Mamba-2 also with decays that underflow within a few tokens.
+  // L 8 and 16: Mamba-2 runs the token loop and the chunked form (fp32 state from L 13, bf16
+  // from 8), whose products are exact and whose sums only differ in order.
   int n = 0;
   for (auto [m2, decayScale] : {std::pair{true, 1.0}, std::pair{true, 10.0}, std::pair{false, 1.0}}) {
     for (DType st : {DType::F32, DType::BF16}) {
-      SsuCase c;
-      c.mamba2 = m2;
-      c.decayScale = decayScale;
-      c.H = 8;
-      c.G = 2;
-      c.P = m2 ? 16 : 40;
-      c.N = m2 ? 64 : 32;  // Mamba-2 N 64: the tokens staged through shared memory
-      c.batch = 5;
-      c.L = 8;
-      c.stateT = st;
-      c.inT = DType::BF16;
-      c.clamp = true;
-      c.stateIdx = true;
-      c.pads = 1;
-      c.seed = baseSeed() + 101 + n++;
-      SCOPED_TRACE(c.name());
-      const SsuProblem p = makeProblem(c);
-      DeviceProblem fused(p), chain(p);
-      runOp(true, fused.args);
-      runAsOneTokenCalls(c, chain);
-      ssmjit::checkDeviceErrors();
-      // The one-token results are the reference here; the fused ones are compared to them.
-      SsuProblem oneTok = p;
-      oneTok.out.bytes = chain.download(kOut);
-      oneTok.state.bytes = chain.download(kState);
-      const double tol = st == DType::F32 ? 1e-6 : 1e-2;
-      expectMatches(p, oneTok, fused.download(kOut), fused.download(kState), tol, rowsWritten(p),
-                    p.slotMayBeWritten);
+      for (int64_t L : {8, 16}) {
+        SsuCase c;
+        c.mamba2 = m2;
+        c.decayScale = decayScale;
+        c.H = 8;
+        c.G = 2;
+        c.P = m2 ? 16 : 40;
+        c.N = m2 ? 64 : 32;  // Mamba-2 N 64: the tokens staged through shared memory
+        c.batch = 5;
+        c.L = L;
+        c.stateT = st;
+        c.inT = DType::BF16;
+        c.clamp = true;
+        c.stateIdx = true;
+        c.pads = 1;
+        c.seed = baseSeed() + 101 + n++;
+        SCOPED_TRACE(c.name());
+        const SsuProblem p = makeProblem(c);
+        DeviceProblem fused(p), chain(p);
+        runOp(true, fused.args);
+        runAsOneTokenCalls(c, chain);
+        ssmjit::checkDeviceErrors();
+        // The one-token results are the reference here; the fused ones are compared to them.
+        SsuProblem oneTok = p;
+        oneTok.out.bytes = chain.download(kOut);
+        oneTok.state.bytes = chain.download(kState);
+        const double tol = st == DType::F32 ? 1e-6 : 1e-2;
+        expectMatches(p, oneTok, fused.download(kOut), fused.download(kState), tol, rowsWritten(p),
+                      p.slotMayBeWritten);
+      }
     }
   }
 }

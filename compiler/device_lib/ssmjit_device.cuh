@@ -128,6 +128,27 @@ template <> __device__ __forceinline__ unsigned ssm_pack2<ssm_f16>(float lo, flo
 }
 #endif
 
+// sj.dot's operands: x and y as P bf16 terms each, term i the rounding of what terms 0..i-1 left
+// (3 terms hold any normal f32 exactly), packed x low, y high: an mma fragment register per term.
+template <int P>
+__device__ __forceinline__ void ssm_bf16_pieces(float x, float y, unsigned* out) {
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    const unsigned w = ssm_pack2<ssm_bf16>(x, y);
+    out[i] = w;
+    x -= __uint_as_float(w << 16);
+    y -= __uint_as_float(w & 0xffff0000u);
+  }
+}
+// c += a . b, one mma.m16n8k16 (row.col, bf16 in, f32 accumulators; sm_80 and later).
+__device__ __forceinline__ void ssm_mma_bf16(float& c0, float& c1, float& c2, float& c3, unsigned a0,
+                                             unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
 template <int V, typename T, typename S>
 __device__ __forceinline__ void ssm_st(T* p, const S* src) {
   if constexpr (V == 1) {

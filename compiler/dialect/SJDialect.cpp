@@ -119,6 +119,20 @@ LogicalResult ReduceOp::verify() {
   return success();
 }
 
+LogicalResult DotOp::verify() {
+  auto a = shapeOf(getA().getType()), c = shapeOf(getAcc().getType());
+  if (a.size() != 2 || c.size() != 2) return emitOpError("multiplies 2-D tiles");
+  if (a[0] != c[0]) return emitOpError("a has ") << a[0] << " rows, acc " << c[0];
+  if (a[1] % 8 != 0 || c[1] % 8 != 0)
+    return emitOpError("K and N must be multiples of 8, got ") << a[1] << " and " << c[1];
+  if (getResult().getType() != getAcc().getType()) return emitOpError("the result has acc's type");
+  if (!isa<FloatType>(cast<PtrType>(getPtr().getType()).getElementType()))
+    return emitOpError("b must be float storage");
+  for (int p : {(int)getAPieces(), (int)getBPieces()})
+    if (p < 1 || p > 3) return emitOpError("pieces must be 1..3, got ") << p;
+  return success();
+}
+
 LogicalResult ShiftOp::verify() {
   auto s = shapeOf(getCur().getType());
   int axis = getAxis(), amount = getAmount();

@@ -210,4 +210,27 @@ def SJ_ReturnIfOp : SJ_Op<"return_if", [MemoryEffects<[MemWrite]>]> {
   let assemblyFormat = "$cond attr-dict";
 }
 
+def SJ_DotOp : SJ_Op<"dot", [MemoryEffects<[MemRead]>]> {
+  let summary = "acc + a . b on the tensor cores, b read from memory";
+  let description = [{
+    a: an [M, K] tile, acc and the result [M, N]; b[k][n] = ptr[offset + k * stride_k +
+    n * stride_n] for k < K, n < N (b comes from memory because every warp needs all of it).
+    K and N are multiples of 8. Each operand is taken as a sum of `a_pieces` / `b_pieces` bf16
+    terms, each the rounding of what the earlier ones left (1 is exact for bf16 data, 2 for fp16,
+    3 for any f32 in the normal range); the products of the terms whose weights reach 2^-24 go
+    through bf16 mma with f32 accumulation, smallest first. The kernel's parent layout is then
+    the mma accumulator's (assign-layouts): a's registers are the A fragments.
+  }];
+  let arguments = (ins TensorOf<[F32]>:$a, SJ_Ptr:$ptr, AnyTypeOf<[I32, I64]>:$offset,
+                       AnyTypeOf<[I32, I64]>:$stride_k, AnyTypeOf<[I32, I64]>:$stride_n,
+                       TensorOf<[F32]>:$acc, I32Attr:$a_pieces, I32Attr:$b_pieces);
+  let results = (outs TensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $a `,` $ptr `[` $offset `,` $stride_k `,` $stride_n `]` `,` $acc attr-dict `:`
+    type($a) `,` type($ptr) `,` type($offset) `,` type($stride_k) `,` type($stride_n) `,`
+    type($acc) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif

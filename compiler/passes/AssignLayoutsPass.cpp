@@ -55,23 +55,40 @@ struct AssignLayoutsPass : PassWrapper<AssignLayoutsPass, OperationPass<ModuleOp
     int64_t warps = f->getAttrOfType<IntegerAttr>("sj.num_warps").getInt();
     int64_t S0 = 1, S1 = 1;
     bool any2d = false;
-    int minBytes = 4;
+    int minBytes = 4, maxGlobalBytes = 1;
     f.walk([&](Operation* op) {
       for (Value r : op->getResults())
         if (auto t = dyn_cast<RankedTensorType>(r.getType()))
           if (t.getRank() == 2 && t.getNumElements() > S0 * S1) {
             S0 = t.getDimSize(0), S1 = t.getDimSize(1), any2d = true;
           }
-      if (auto l = dyn_cast<sj::LoadOp>(op); l && rankOf(l.getOffsets()) == 2)
-        minBytes = std::min(minBytes, storageBytes(l.getPtr()));
-      if (auto s = dyn_cast<sj::StoreOp>(op); s && rankOf(s.getOffsets()) == 2)
-        minBytes = std::min(minBytes, storageBytes(s.getPtr()));
+      auto access = [&](Value ptr) {
+        minBytes = std::min(minBytes, storageBytes(ptr));
+        if (!ptr.getDefiningOp<sj::SharedBufferOp>()) maxGlobalBytes = std::max(maxGlobalBytes, storageBytes(ptr));
+      };
+      if (auto l = dyn_cast<sj::LoadOp>(op); l && rankOf(l.getOffsets()) == 2) access(l.getPtr());
+      if (auto s = dyn_cast<sj::StoreOp>(op); s && rankOf(s.getOffsets()) == 2) access(s.getPtr());
     });
     if (!any2d) {  // 1-D kernel: every thread along the fastest dim
       f.walk([&](Operation* op) {
         for (Value r : op->getResults())
           if (auto t = dyn_cast<RankedTensorType>(r.getType())) S1 = std::max(S1, t.getDimSize(0));
       });
+    }
+    // A kernel with a dot takes an mma.m16n8k16 layout: lanes 4 g + q hold rows over the 8 lane
+    // groups g (then the warps) and columns over the 4 lanes q, in runs of one 16-byte vector of
+    // the widest global element (at least a pair). A thread's consecutive rows are then an mma's
+    // rows g and g + 8, and its registers along a row the fragments' columns in their order
+    // (sj.dot gathers b to match), so a and the result need no conversion. Why the widest: a
+    // run of two vectors leaves each load instruction half of every 32-byte sector it touches
+    // (H100, SSU chunked form, fp32 state: 8-float runs measured slower than 4).
+    bool dots = false;
+    f.walk([&](sj::DotOp) { dots = true; });
+    if (dots) {
+      layout::Parent p;
+      p.spt[1] = std::min<int64_t>(8, std::max<int64_t>(2, 16 / maxGlobalBytes));
+      p.tpw[0] = 8, p.tpw[1] = 4, p.wpc[0] = warps, p.wpc[1] = 1;
+      return p;
     }
     layout::Parent p;
     int64_t vec = std::max<int64_t>(1, 16 / minBytes);
