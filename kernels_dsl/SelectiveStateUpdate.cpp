@@ -9,7 +9,6 @@
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/SsuChunkedTokens.h"
-#include "ssmjit/error.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -243,13 +242,13 @@ void chooseMeta(Specialization& s) {
   // / 602 (stop 37). A program takes 64 rows (two a thread in the mma layout); bf16 state runs
   // 4 programs an SM (b64 / b256 L 16: 99.0 / 364 against 103.3 / 383 at 3), fp32 state 3, and
   // fp16 state as many as its registers allow (its two-term state fragments spill under a cap).
+  // meta:chunked = 1 set by a caller (SSMJIT_META) asks for the form wherever it serves: one
+  // setting then covers every call of a program, one-token calls included.
   const bool chunkable = ssuChunkable(s);
   if (!s.find("meta:chunked"))
     s.set("meta:chunked", chunkable && s.get("L") >= (stateBytes == 4 ? 13 : 8) ? 1 : 0);
-  if (s.get("meta:chunked") && !chunkable)
-    throw Error(Error::Kind::InvalidArgument,
-                "meta:chunked = 1 needs Mamba-2 heads, L 2..16, state_write Final or None, N >= 16 "
-                "and sm_80 or later; got " + s.canonical());
+  else if (!chunkable)
+    s.set("meta:chunked", 0);
   if (s.get("meta:chunked")) {
     if (!s.find("meta:BLOCK_P"))
       s.set("meta:BLOCK_P", std::min<int64_t>(16 * s.get("meta:num_warps"), std::max<int64_t>(16, nextPow2(P))));
