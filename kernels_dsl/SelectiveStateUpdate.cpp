@@ -234,27 +234,33 @@ void chooseMeta(Specialization& s) {
   // 2 warps of 8 fell between.
   if (!s.find("meta:num_warps")) s.set("meta:num_warps", oneTokenF32Heads ? 8 : 4);
   // Mamba-2 heads over several tokens take the chunked form (SsuChunkedTokens.cpp) from the L
-  // where it measured faster than the token loop: 8 with 16-bit state, 13 with fp32 (its loop
-  // moves twice the bytes a token, so the math weighs less). H100, 2.7B heads, bf16 inputs, us at
-  // batch 16 / 64 / 256, chunked against the loop: bf16 state L 8 30.2 / 95.7 / 352 against
-  // 31.6 / 97.1 / 357, L 16 31.6 / 99.0 / 364 against 44.5 / 153.6 / 592; fp32 state L 12
-  // 44.1 / 147.0 / 558 against 46.1 / 140.6 / 511, L 16 40.9 / 142.0 / 539 against 54.3 / 162.9
-  // / 602 (stop 37). A program takes 64 rows (two a thread in the mma layout); bf16 state runs
-  // 4 programs an SM (b64 / b256 L 16: 99.0 / 364 against 103.3 / 383 at 3), fp32 state 3, and
-  // fp16 state as many as its registers allow (its two-term state fragments spill under a cap).
+  // where it measured faster than the token loop: 6 with bf16 state, 8 with fp16, 12 with fp32
+  // (whose loop moves twice the bytes a token, so the math weighs less). H100, 2.7B heads, bf16
+  // inputs, us at batch 16 / 64 / 256, chunked against the loop (stop 37): bf16 state L 4 22.9 /
+  // 79.8 / 304 against 21.9 / 70.1 / 257, L 6 24.5 / 83.6 / 319 against 30.9 / 95.7 / 350, L 16
+  // 26.0 / 88.1 / 339 against 44.5 / 153.6 / 592; fp16 state L 8 25.3 / 87.7 / 337 against 30.0 /
+  // 90.4 / 328, L 12 26.7 / 94.7 / 368 against 34.0 / 111.2 / 421; fp32 state L 8 39.7 / 136.8 /
+  // 518 (an earlier build of the form) against 38.1 / 126.2 / 480, L 12 36.8 / 131.8 / 513 against 46.3 / 140.5 / 512, L 16
+  // 40.0 / 138.8 / 533 against 54.3 / 162.9 / 602. A program takes 64 rows (two a thread in the
+  // mma layout); bf16 state with 16-bit inputs runs 4 programs an SM (b64 / b256 L 16: 99.0 /
+  // 364 against 103.3 / 383 at 3), fp32 state and fp32 inputs (three-term operands) 3, and fp16
+  // state as many as its registers allow (3 with bf16 inputs): its two-term state fragments spill
+  // under a cap.
   // meta:chunked = 1 set by a caller (SSMJIT_META) asks for the form wherever it serves: one
   // setting then covers every call of a program, one-token calls included.
+  const auto stateT = static_cast<ScalarType>(s.get("dtype:state", 0));
+  const int64_t chunkedFrom = stateT == ScalarType::BF16 ? 6 : stateT == ScalarType::F16 ? 8 : 12;
   const bool chunkable = ssuChunkable(s);
   if (!s.find("meta:chunked"))
-    s.set("meta:chunked", chunkable && s.get("L") >= (stateBytes == 4 ? 13 : 8) ? 1 : 0);
+    s.set("meta:chunked", chunkable && s.get("L") >= chunkedFrom ? 1 : 0);
   else if (!chunkable)
     s.set("meta:chunked", 0);
   if (s.get("meta:chunked")) {
     if (!s.find("meta:BLOCK_P"))
       s.set("meta:BLOCK_P", std::min<int64_t>(16 * s.get("meta:num_warps"), std::max<int64_t>(16, nextPow2(P))));
-    const auto st = static_cast<ScalarType>(s.get("dtype:state"));
-    if (!s.find("meta:min_blocks") && st != ScalarType::F16)
-      s.set("meta:min_blocks", st == ScalarType::BF16 ? 4 : 3);
+    const bool wideInputs = scalarTypeBytes(static_cast<ScalarType>(s.get("dtype:B", 0))) == 4;
+    if (!s.find("meta:min_blocks") && stateT != ScalarType::F16)
+      s.set("meta:min_blocks", stateT == ScalarType::BF16 && !wideInputs ? 4 : 3);
   }
   if (!s.find("meta:BLOCK_P")) {
     // One token is bandwidth-bound: many small programs. L tokens are bound by their math (the

@@ -2,6 +2,7 @@
 // With a_t = A dt'_t and cum_t = a_0 + ... + a_t, the token loop's state and outputs are
 //   s_T  = exp(cum_T) s_0 + sum_u exp(cum_T - cum_u) dt'_u x_u B_u^T
 //   y_t  = exp(cum_t) s_0 C_t + sum_{u <= t} exp(cum_t - cum_u) (C_t . B_u) dt'_u x_u + D x_t
+// (cum_t - cum_u computed as the sum a_{u+1} + ... + a_t itself, not as the difference)
 // (T the last token): four products of small matrices per head (s_0 C^T, (dt' x w) B, C B^T and
 // the masked G times dt' x) in place of L passes of 3 operations over every state element. Why:
 // the token loop is bound by its fp32 math and its latency (H100, 2.7B heads, L 16: 1.9x the
@@ -44,10 +45,12 @@ void buildSsuChunkedTokens(KernelBuilder& k, const Specialization& spec, const S
   const int64_t LD = ssuChunkTokens(spec.get("L"));
   const bool withZ = spec.get("has_z") != 0;
   // Shared memory, f32: B and C rows [token][n] (a row BN + 4 long: the mma's b reads of a warp
-  // then fall in distinct banks), x and dt' x [token][row], silu(z), cum, and G [token][token].
+  // then fall in distinct banks), x and dt' x [token][row], silu(z), the a_t with their prefix
+  // and suffix sums, and G [token][token].
   const int64_t BNs = BN + 4, LDs = LD + 4;
   const int64_t oB = 0, oC = LD * BNs, oX = 2 * LD * BNs, oDx = oX + LD * BP, oZ = oDx + LD * BP;
-  const int64_t oCum = oZ + (withZ ? LD * BP : 0), oG = oCum + LD, floats = oG + LD * LDs;
+  const int64_t oCum = oZ + (withZ ? LD * BP : 0), oRev = oCum + LD, oLa = oRev + LD, oG = oLa + LD;
+  const int64_t floats = oG + LD * LDs;
   if (floats > kMaxSharedBufferFloats)
     throw Error(Error::Kind::Internal, "chunked state update: " + std::to_string(floats) +
                                            " floats of shared memory for BLOCK_P " + std::to_string(BP) +
@@ -88,11 +91,16 @@ void buildSsuChunkedTokens(KernelBuilder& k, const Specialization& spec, const S
   k.store(smem, oX + tP * BP + pP, xT);
   k.store(smem, oDx + tP * BP + pP, in.dtTransform(dtP + in.biasHead) * xT);
   if (withZ) k.store(smem, oZ + tP * BP + pP, silu(zT));
-  // cum_t = a_0 + ... + a_t (a_t = 0 past L, so cum stays at cum_T there).
+  // The decays' exponents: a_t (0 past L), cum_t = a_0 + ... + a_t and rev_t = a_{t+1} + ... +
+  // a_T, each summed on its own: exp(cum_T - cum_u) as a difference of two long sums lost
+  // |cum| ulps to cancellation (3e-6 relative on the state with decays that underflow in a few
+  // tokens, against the token loop's product of exps).
   Value la = k.select(tr < in.L, in.Ahead * in.dtTransform(dtRow + in.biasHead), zero);
   Value uR = k.expandDims(k.range(LD), 0);  // [1, LD]
-  Value cum = k.reduce(k.select(uR <= tC, k.broadcastTo(k.expandDims(la, 0), {LD, LD}), zero), 1, "sum");
-  k.store(smem, oCum + k.range(LD), cum);
+  Value laR = k.broadcastTo(k.expandDims(la, 0), {LD, LD});
+  k.store(smem, oCum + k.range(LD), k.reduce(k.select(uR <= tC, laR, zero), 1, "sum"));
+  k.store(smem, oRev + k.range(LD), k.reduce(k.select(uR > tC, laR, zero), 1, "sum"));
+  k.store(smem, oLa + k.range(LD), la);
   k.barrier();
 
   // [row, token] tiles: tokens along the columns (the mma's K of the state's product, N of y's).
@@ -100,23 +108,26 @@ void buildSsuChunkedTokens(KernelBuilder& k, const Specialization& spec, const S
   Value pC = k.expandDims(k.range(BP), 1);  // [BP, 1]
   Value dx = k.load(smem, oDx + tK * BP + pC);
   Value cumK = k.load(smem, oCum + tK);      // [1, LD]
-  Value cumT = k.load(smem, oCum + tC);      // [LD, 1]
+  Value revK = k.load(smem, oRev + tK);      // [1, LD]
   Value cumLast = k.load(smem, oCum + in.L - 1);
   const int sp = piecesFor(spec, "state"), bp = piecesFor(spec, "B"), cp = piecesFor(spec, "C");
-  // G[t, u] = (C_t . B_u) exp(cum_t - cum_u) for u <= t (the select drops u > t, where the
-  // exponent is positive and may overflow), through shared memory to every warp. First, so that
-  // its tiles are dead before the state's products (registers: 4 programs an SM).
+  // G[t, u] = (C_t . B_u) exp(a_{u+1} + ... + a_t) for u <= t, through shared memory to every
+  // warp. First, so that its tiles are dead before the state's products (registers: 4 programs
+  // an SM).
   // C as [token, n] from memory again (a hit in L1 or L2): 16-bit data stays its 32-bit pairs,
   // which are the A fragments as they stand, in half the registers of the staged f32 rows.
   Value nR = k.expandDims(in.offsN, 0);  // [1, BN]
   Value mNt = spec.get("N") == BN ? Value{} : k.broadcastTo(nR < in.N, {LD, BN});
   Value Ct = k.load(in.C, in.b * in.sCb + k.minimum(tC, in.L - 1) * in.sCl + in.g * in.sCg + nR * in.sCn, mNt, zero);
   Value CB = k.dot(Ct, smem, C(oB), C(1), C(BNs), k.splat(zero, {LD, LD}), cp, bp);
-  k.store(smem, oG + tC * LDs + tK, k.select(tK <= tC, CB * k.exp(cumT - cumK), zero));
+  Value seg = k.forLoop(C(0), C(LD), C(1), {k.splat(zero, {LD, LD})}, [&](Value s, const std::vector<Value>& acc) {
+    return std::vector<Value>{acc[0] + k.select((tK < s) && (tC >= s), k.load(smem, oLa + s), zero)};
+  })[0];
+  k.store(smem, oG + tC * LDs + tK, k.select(tK <= tC, CB * k.exp(seg), zero));
   // exp(cum_t) s_0 C_t, as [row, token].
   Value yOff = k.dot(in.st, smem, C(oC), C(1), C(BNs), k.splat(zero, {BP, LD}), sp, cp);
-  // The final state: exp(cum_T) s_0 + (dt' x exp(cum_T - cum_u)) B, stored at once.
-  Value sT = k.dot(dx * k.exp(cumLast - cumK), smem, C(oB), C(BNs), C(1), in.st * k.exp(cumLast), 3, bp);
+  // The final state: exp(cum_T) s_0 + (dt' x exp(rev_u)) B, stored at once.
+  Value sT = k.dot(dx * k.exp(revK), smem, C(oB), C(BNs), C(1), in.st * k.exp(cumLast), 3, bp);
   if (spec.get("state_write") == 0) k.store(in.state, in.stateOffsets(in.slot), sT, in.mask2);
   k.barrier();
   Value y = k.dot(dx, smem, C(oG), C(1), C(LDs), yOff * k.exp(cumK), 3, 3);
