@@ -74,8 +74,8 @@ class KernelBuilder {
   // n * strideN]. K and N are multiples of 8. Each operand is multiplied as a sum of
   // aPieces / bPieces bf16 terms (1: exact for bf16 data; 2: fp16 data; 3: any f32, exact to its
   // 24 bits), the products of terms down to 2^-24 summed in f32, so 3 / 3 is f32 accuracy with
-  // every product exact. A kernel with a dot takes the mma accumulator layout as its parent
-  // (rows over 8 lanes and the warps, columns in pairs over 4 lanes).
+  // every product exact. A kernel with a dot takes an mma layout as its parent (rows over 8 lane
+  // groups and the warps, columns in runs over the 4 lanes of a group).
   Value dot(Value a, Value ptr, Value offset, Value strideK, Value strideN, Value acc,
             int aPieces, int bPieces);
   // Inclusive scan along `axis` of k tiles of one shape (f32 or index), combined elementwise by

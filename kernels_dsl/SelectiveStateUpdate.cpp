@@ -240,9 +240,9 @@ void chooseMeta(Specialization& s) {
   // 79.8 / 304 against 21.9 / 70.1 / 257, L 6 24.5 / 83.6 / 319 against 30.9 / 95.7 / 350, L 16
   // 26.0 / 88.1 / 339 against 44.5 / 153.6 / 592; fp16 state L 8 25.3 / 87.7 / 337 against 30.0 /
   // 90.4 / 328, L 12 26.7 / 94.7 / 368 against 34.0 / 111.2 / 421; fp32 state L 8 39.7 / 136.8 /
-  // 518 (an earlier build of the form) against 38.1 / 126.2 / 480, L 12 36.8 / 131.8 / 513 against 46.3 / 140.5 / 512, L 16
-  // 40.0 / 138.8 / 533 against 54.3 / 162.9 / 602. A program takes 64 rows (two a thread in the
-  // mma layout); bf16 state with 16-bit inputs runs 4 programs an SM (b64 / b256 L 16: 99.0 /
+  // 518 (an earlier build of the form) against 38.1 / 126.2 / 480, L 12 36.8 / 131.8 / 513
+  // against 46.3 / 140.5 / 512, L 16 40.0 / 138.8 / 533 against 54.3 / 162.9 / 602. A program
+  // takes 64 rows (two a thread in the mma layout); bf16 state with 16-bit inputs runs 4 programs an SM (b64 / b256 L 16: 99.0 /
   // 364 against 103.3 / 383 at 3), fp32 state and fp32 inputs (three-term operands) 3, and fp16
   // state as many as its registers allow (3 with bf16 inputs): its two-term state fragments spill
   // under a cap.

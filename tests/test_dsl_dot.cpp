@@ -62,18 +62,7 @@ TEST(DslDot, ABf16OperandIsItsLoadedPairs) {
     Value cOff = rows * 16 + k.expandDims(k.range(16), 0);
     k.store(out, cOff, k.dot(A, b, k.constInt(0), k.constInt(16), k.constInt(1), k.splat(k.constFloat(0), {64, 16}), 1, 1));
   };
-  Specialization spec;
-  spec.kernel = def.name;
-  spec.set("dtype:a", (int)ScalarType::BF16).set("dtype:b", (int)ScalarType::F32).set("dtype:out", (int)ScalarType::F32);
-  for (const char* p : {"a", "b", "out"}) spec.set(std::string("align:") + p, 16);
-  spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
-  std::string cuda;
-  PipelineOptions o;
-  o.runNvrtc = false;
-  o.onStage = [&](const std::string& stage, const std::string& text) {
-    if (stage == "cuda") cuda = text;
-  };
-  compileKernel(def, spec, o);
+  const std::string cuda = ownKernelCuda(def, {"b", "out"}, {"a"});
   // The A fragments are the loaded 32-bit words; only b is split (two values a call).
   EXPECT_NE(cuda.find("ssm_ld_words<"), std::string::npos) << cuda;
   EXPECT_EQ(occurrences(cuda, "ssm_bf16_pieces<"), 2) << cuda;

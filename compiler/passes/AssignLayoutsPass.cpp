@@ -79,9 +79,8 @@ struct AssignLayoutsPass : PassWrapper<AssignLayoutsPass, OperationPass<ModuleOp
     // groups g (then the warps) and columns over the 4 lanes q, in runs of one 16-byte vector of
     // the widest global element (at least a pair). A thread's consecutive rows are then an mma's
     // rows g and g + 8, and its registers along a row the fragments' columns in their order
-    // (sj.dot gathers b to match), so a and the result need no conversion. Why the widest: a
-    // run of two vectors leaves each load instruction half of every 32-byte sector it touches
-    // (H100, SSU chunked form, fp32 state: 8-float runs measured slower than 4).
+    // (sj.dot gathers b to match), so a and the result need no conversion. Why the widest: with
+    // a run of two vectors, each load instruction uses half of every 32-byte sector it touches.
     bool dots = false;
     f.walk([&](sj::DotOp) { dots = true; });
     if (dots) {
