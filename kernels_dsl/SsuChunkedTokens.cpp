@@ -49,7 +49,7 @@ void buildSsuChunkedTokens(KernelBuilder& k, const Specialization& spec, const S
   // and suffix sums, and G [token][token].
   const int64_t BNs = BN + 4, LDs = LD + 4;
   const int64_t oB = 0, oC = LD * BNs, oX = 2 * LD * BNs, oDx = oX + LD * BP, oZ = oDx + LD * BP;
-  const int64_t oCum = oZ + (withZ ? LD * BP : 0), oRev = oCum + LD, oLa = oRev + LD, oG = oLa + LD;
+  const int64_t oCum = oZ + (withZ ? LD * BP : 0), oRev = oCum + LD, oSeg = oRev + LD, oG = oSeg + LD * LDs;
   const int64_t floats = oG + LD * LDs;
   if (floats > kMaxSharedBufferFloats)
     throw Error(Error::Kind::Internal, "chunked state update: " + std::to_string(floats) +
@@ -91,16 +91,19 @@ void buildSsuChunkedTokens(KernelBuilder& k, const Specialization& spec, const S
   k.store(smem, oX + tP * BP + pP, xT);
   k.store(smem, oDx + tP * BP + pP, in.dtTransform(dtP + in.biasHead) * xT);
   if (withZ) k.store(smem, oZ + tP * BP + pP, silu(zT));
-  // The decays' exponents: a_t (0 past L), cum_t = a_0 + ... + a_t and rev_t = a_{t+1} + ... +
-  // a_T, each summed on its own: exp(cum_T - cum_u) as a difference of two long sums lost
-  // |cum| ulps to cancellation (3e-6 relative on the state with decays that underflow in a few
-  // tokens, against the token loop's product of exps).
+  // The decays' exponents: a_t (0 past L), cum_t = a_0 + ... + a_t, rev_t = a_{t+1} + ... + a_T
+  // and, for G, a_{u+1} + ... + a_t, each summed on its own: exp(cum_T - cum_u) as a difference
+  // of two long sums lost |cum| ulps to cancellation (3e-6 relative on the state with decays that
+  // underflow in a few tokens, against the token loop's product of exps). The segments' sums are
+  // a product, [u < s <= t] (0 / 1) times a_s [s, u], staged here as a_s [s > u].
   Value la = k.select(tr < in.L, in.Ahead * in.dtTransform(dtRow + in.biasHead), zero);
   Value uR = k.expandDims(k.range(LD), 0);  // [1, LD]
   Value laR = k.broadcastTo(k.expandDims(la, 0), {LD, LD});
   k.store(smem, oCum + k.range(LD), k.reduce(k.select(uR <= tC, laR, zero), 1, "sum"));
   k.store(smem, oRev + k.range(LD), k.reduce(k.select(uR > tC, laR, zero), 1, "sum"));
-  k.store(smem, oLa + k.range(LD), la);
+  Value laCol = in.dtTransform(k.load(in.dt, in.b * in.sDtb + k.minimum(tC, in.L - 1) * in.sDtl + in.h * in.sDth) +
+                               in.biasHead);  // [LD, 1]: a_s down the rows
+  k.store(smem, oSeg + tC * LDs + uR, k.select((tC > uR) && (tC < in.L), in.Ahead * laCol, zero));
   k.barrier();
 
   // [row, token] tiles: tokens along the columns (the mma's K of the state's product, N of y's).
@@ -120,9 +123,8 @@ void buildSsuChunkedTokens(KernelBuilder& k, const Specialization& spec, const S
   Value mNt = spec.get("N") == BN ? Value{} : k.broadcastTo(nR < in.N, {LD, BN});
   Value Ct = k.load(in.C, in.b * in.sCb + k.minimum(tC, in.L - 1) * in.sCl + in.g * in.sCg + nR * in.sCn, mNt, zero);
   Value CB = k.dot(Ct, smem, C(oB), C(1), C(BNs), k.splat(zero, {LD, LD}), cp, bp);
-  Value seg = k.forLoop(C(0), C(LD), C(1), {k.splat(zero, {LD, LD})}, [&](Value s, const std::vector<Value>& acc) {
-    return std::vector<Value>{acc[0] + k.select((tK < s) && (tC >= s), k.load(smem, oLa + s), zero)};
-  })[0];
+  Value upTo = k.select(tK <= tC, k.splat(k.constFloat(1), {LD, LD}), zero);  // [t, s]: s <= t
+  Value seg = k.dot(upTo, smem, C(oSeg), C(LDs), C(1), k.splat(zero, {LD, LD}), 1, 3);
   k.store(smem, oG + tC * LDs + tK, k.select(tK <= tC, CB * k.exp(seg), zero));
   // exp(cum_t) s_0 C_t, as [row, token].
   Value yOff = k.dot(in.st, smem, C(oC), C(1), C(BNs), k.splat(zero, {BP, LD}), sp, cp);
