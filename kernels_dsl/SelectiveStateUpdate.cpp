@@ -242,10 +242,11 @@ void chooseMeta(Specialization& s) {
   // 90.4 / 328, L 12 26.7 / 94.7 / 368 against 34.0 / 111.2 / 421; fp32 state L 8 39.7 / 136.8 /
   // 518 (an earlier build of the form) against 38.1 / 126.2 / 480, L 12 36.8 / 131.8 / 513
   // against 46.3 / 140.5 / 512, L 16 40.0 / 138.8 / 533 against 54.3 / 162.9 / 602. A program
-  // takes 64 rows (two a thread in the mma layout); bf16 state with 16-bit inputs runs 4 programs an SM (b64 / b256 L 16: 99.0 /
-  // 364 against 103.3 / 383 at 3), fp32 state and fp32 inputs (three-term operands) 3, and fp16
-  // state as many as its registers allow (3 with bf16 inputs): its two-term state fragments spill
-  // under a cap.
+  // takes 64 rows (ssuChunkRows: two a thread in the mma layout; 32 for N over 128). Up to N 128,
+  // bf16 state with 16-bit inputs and whole tiles runs 4 programs an SM (b64 / b256 L 16: 99.0 /
+  // 364 against 103.3 / 383 at 3), the rest of fp32 and bf16 state 3; fp16 state (its two-term
+  // state fragments) and N over 128 take what their registers allow: they spilled under those
+  // caps (masks, three-term fp32 inputs and two-term fp16 state cost registers).
   // meta:chunked = 1 set by a caller (SSMJIT_META) asks for the form wherever it serves: one
   // setting then covers every call of a program, one-token calls included.
   const auto stateT = static_cast<ScalarType>(s.get("dtype:state", 0));
@@ -256,11 +257,11 @@ void chooseMeta(Specialization& s) {
   else if (!chunkable)
     s.set("meta:chunked", 0);
   if (s.get("meta:chunked")) {
-    if (!s.find("meta:BLOCK_P"))
-      s.set("meta:BLOCK_P", std::min<int64_t>(16 * s.get("meta:num_warps"), std::max<int64_t>(16, nextPow2(P))));
+    if (!s.find("meta:BLOCK_P")) s.set("meta:BLOCK_P", ssuChunkRows(P, BN, s.get("meta:num_warps")));
     const bool wideInputs = scalarTypeBytes(static_cast<ScalarType>(s.get("dtype:B", 0))) == 4;
-    if (!s.find("meta:min_blocks") && stateT != ScalarType::F16)
-      s.set("meta:min_blocks", stateT == ScalarType::BF16 && !wideInputs ? 4 : 3);
+    const bool unmasked = P % s.get("meta:BLOCK_P") == 0 && N == BN;
+    if (!s.find("meta:min_blocks") && stateT != ScalarType::F16 && BN <= 128)
+      s.set("meta:min_blocks", stateT == ScalarType::BF16 && !wideInputs && unmasked ? 4 : 3);
   }
   if (!s.find("meta:BLOCK_P")) {
     // One token is bandwidth-bound: many small programs. L tokens are bound by their math (the

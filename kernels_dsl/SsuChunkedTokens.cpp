@@ -34,28 +34,39 @@ int archMajor(const std::string& arch) {  // "sm_90a" -> 9
 }
 }  // namespace
 
+SsuChunkPlan ssuChunkPlan(int64_t L, int64_t BP, int64_t BN, bool withZ) {
+  SsuChunkPlan p;
+  p.LD = ssuChunkTokens(L), p.BNs = BN + 4, p.LDs = p.LD + 4;
+  p.oB = 0, p.oC = p.LD * p.BNs, p.oX = 2 * p.LD * p.BNs, p.oDx = p.oX + p.LD * BP, p.oZ = p.oDx + p.LD * BP;
+  p.oCum = p.oZ + (withZ ? p.LD * BP : 0), p.oRev = p.oCum + p.LD, p.oSeg = p.oRev + p.LD;
+  p.oG = p.oSeg + p.LD * p.LDs, p.floats = p.oG + p.LD * p.LDs;
+  return p;
+}
+
+int64_t ssuChunkRows(int64_t P, int64_t BN, int64_t numWarps) {
+  return std::min<int64_t>(8 * numWarps * (BN <= 128 ? 2 : 1), std::max<int64_t>(16, nextPow2(P)));
+}
+
 bool ssuChunkable(const Specialization& s) {
-  const int64_t L = s.get("L");
-  return s.get("per_head") != 0 && L >= 2 && L <= 16 && s.get("state_write") != 2 &&
-         s.get("meta:BLOCK_N") >= 16 && archMajor(s.arch) >= 8;
+  const int64_t L = s.get("L"), BN = s.get("meta:BLOCK_N");
+  if (s.get("per_head") == 0 || L < 2 || L > 16 || s.get("state_write") == 2 || BN < 16 || BN > 256 ||
+      archMajor(s.arch) < 8)
+    return false;
+  const int64_t BP = ssuChunkRows(s.get("P"), BN, s.get("meta:num_warps"));
+  return ssuChunkPlan(L, BP, BN, s.get("has_z") != 0).floats <= kMaxSharedBufferFloats;
 }
 
 void buildSsuChunkedTokens(KernelBuilder& k, const Specialization& spec, const SsuChunkInputs& in) {
   const int64_t BP = spec.get("meta:BLOCK_P"), BN = spec.get("meta:BLOCK_N");
-  const int64_t LD = ssuChunkTokens(spec.get("L"));
   const bool withZ = spec.get("has_z") != 0;
-  // Shared memory, f32: B and C rows [token][n] (a row BN + 4 long: the mma's b reads of a warp
-  // then fall in distinct banks), x and dt' x [token][row], silu(z), the a_t with their prefix
-  // and suffix sums, and G [token][token].
-  const int64_t BNs = BN + 4, LDs = LD + 4;
-  const int64_t oB = 0, oC = LD * BNs, oX = 2 * LD * BNs, oDx = oX + LD * BP, oZ = oDx + LD * BP;
-  const int64_t oCum = oZ + (withZ ? LD * BP : 0), oRev = oCum + LD, oSeg = oRev + LD, oG = oSeg + LD * LDs;
-  const int64_t floats = oG + LD * LDs;
-  if (floats > kMaxSharedBufferFloats)
-    throw Error(Error::Kind::Internal, "chunked state update: " + std::to_string(floats) +
+  const SsuChunkPlan plan = ssuChunkPlan(spec.get("L"), BP, BN, withZ);
+  const int64_t LD = plan.LD, BNs = plan.BNs, LDs = plan.LDs, oB = plan.oB, oC = plan.oC, oX = plan.oX;
+  const int64_t oDx = plan.oDx, oZ = plan.oZ, oCum = plan.oCum, oRev = plan.oRev, oSeg = plan.oSeg, oG = plan.oG;
+  if (plan.floats > kMaxSharedBufferFloats)  // ssuChunkable keeps such calls on the token loop
+    throw Error(Error::Kind::Internal, "chunked state update: " + std::to_string(plan.floats) +
                                            " floats of shared memory for BLOCK_P " + std::to_string(BP) +
                                            ", BLOCK_N " + std::to_string(BN) + ", over the limit");
-  Value smem = k.sharedBuffer(floats);
+  Value smem = k.sharedBuffer(plan.floats);
   Value zero = k.constFloat(0);
   auto C = [&](int64_t v) { return k.constInt(v); };
 

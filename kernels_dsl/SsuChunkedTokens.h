@@ -14,9 +14,22 @@ namespace ssmjit::kernels {
 // Tokens a chunk is padded to (a multiple of the mma's k-step of 16).
 inline int64_t ssuChunkTokens(int64_t L) { return std::max<int64_t>(16, dsl::nextPow2(L)); }
 
-// Whether the chunked form serves `s` (completed up to meta:BLOCK_N): Mamba-2 heads, 2..16
-// tokens, the final state or none written (per-token snapshots need the state after every
-// token: the token loop), rows of N at least an mma's 16, and an arch with bf16 mma (sm_80+).
+// Where the form keeps what in its shared buffer (f32 offsets): B and C rows [token][n] (a row
+// BN + 4 long: the mma's b reads of a warp then fall in distinct banks), x and dt' x [token][row],
+// silu(z), the decays' prefix and suffix sums, a_s [s > u] for the segment sums, and G.
+struct SsuChunkPlan {
+  int64_t LD, BNs, LDs, oB, oC, oX, oDx, oZ, oCum, oRev, oSeg, oG, floats;
+};
+SsuChunkPlan ssuChunkPlan(int64_t L, int64_t BP, int64_t BN, bool withZ);
+
+// Rows of a program: two a thread (the mma's pair) while a thread's share of the state stays at
+// 64 values or fewer (N up to 128), else one.
+int64_t ssuChunkRows(int64_t P, int64_t BN, int64_t numWarps);
+
+// Whether the chunked form serves `s` (completed up to meta:BLOCK_N and meta:num_warps): Mamba-2
+// heads, 2..16 tokens, the final state or none written (per-token snapshots need the state after
+// every token: the token loop), rows of N from an mma's 16 to 256 (a thread's one row), staging
+// that fits the shared buffer, and an arch with bf16 mma (sm_80+).
 bool ssuChunkable(const Specialization& s);
 
 struct SsuChunkInputs {

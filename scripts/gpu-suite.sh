@@ -42,11 +42,11 @@ fi
 # One small case of each kernel family (set SANITIZER_FILTER for others).
 sanitized='Shapes/SsuGpuMatrix.MatchesFloat64Reference/c0_*:DecodeStep.EqualsOneTokenKernels'
 # Several tokens: staged through shared memory for the token loop, from memory, and the chunked
-# form (tensor cores: masked rows and columns, a head over two programs, 16-row programs), and the
-# DSL's dot on its own.
+# form (tensor cores: masked rows and columns, a head over two programs, 16- and 32-row programs),
+# and the DSL's dot on its own.
 ssu='Shapes/SsuGpuMatrix.MatchesFloat64Reference/'
 sanitized+=":${ssu}c3_*:${ssu}*_H4P8N16G2_b3_L2_*:${ssu}*_H6P17N33G3_b1_L16_stbf16_*:${ssu}*_L13_*"
-sanitized+=":${ssu}*_H4P96N128G2_b3_L12_*:${ssu}*_H2P8N16G1_b1_L16_*:DslDotGpu.*"
+sanitized+=":${ssu}*_H4P96N128G2_b3_L12_*:${ssu}*_H2P8N16G1_b1_L16_*:${ssu}*_H2P64N256G1_b2_L12_*:DslDotGpu.*"
 sanitized+=':Matrix/ConvForward.MatchesFloat64Reference/cf_float32_wfloat32_W2_D67_*'
 sanitized+=':Matrix/ConvBackward.MatchesFloat64Reference/bwd_cf_float32_wfloat32_W2_D67_*'
 # Channel-last forward tiles (8 tokens a thread; 8 bytes of channels up to W 4, 4 beyond), and the

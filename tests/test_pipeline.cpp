@@ -174,6 +174,32 @@ TEST(Pipeline, CompilesThroughNvrtcForHopperAndAmpere) {
       }
 }
 
+// The chunked form (tensor cores) serves Mamba-2 tokens from the measured L (bf16 state 6, fp32
+// 12), with 64 rows a program up to N 128 and 32 beyond; N 512 does not fit its shared buffer
+// and stays on the token loop. None spills.
+TEST(Pipeline, ChunkedFormServesWhatFits) {
+  std::string why;
+  PipelineOptions o;
+  o.runNvrtc = nvrtcAvailable(&why);
+  struct Case {
+    int L;
+    ScalarType st;
+    int64_t N;
+    int chunked, blockP;
+  };
+  for (const Case& c : {Case{4, ScalarType::BF16, 128, 0, 64}, Case{6, ScalarType::BF16, 128, 1, 64},
+                        Case{8, ScalarType::F32, 128, 0, 64}, Case{12, ScalarType::F32, 128, 1, 64},
+                        Case{16, ScalarType::BF16, 256, 1, 32}, Case{16, ScalarType::BF16, 512, 0, 16}}) {
+    SCOPED_TRACE("L " + std::to_string(c.L) + " N " + std::to_string(c.N));
+    Specialization s = mamba2Spec(c.L, c.st, true, "sm_90a", 64, c.N);
+    EXPECT_EQ(s.get("meta:chunked"), c.chunked);
+    EXPECT_EQ(s.get("meta:BLOCK_P"), c.blockP);
+    CompiledKernel k = compileKernel(s, o);
+    if (o.runNvrtc) EXPECT_EQ(k.resources.spillStoreBytes, 0) << k.compileLog;
+  }
+  if (!o.runNvrtc) GTEST_SKIP() << "emitted only; NVRTC not loadable: " << why;
+}
+
 // One token's tiles depend on the head's size (8 warps of 16 fp32 values only for heads that fill
 // them; 8 warps over a small head's tile left a reduction with fewer values than threads): every
 // shape emits, and compiles where NVRTC is.

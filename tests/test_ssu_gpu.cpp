@@ -172,6 +172,13 @@ std::vector<SsuCase> matrixCases() {
     add(c);
   }
   {
+    SsuCase c = mamba2Heads(/*H=*/2, /*P=*/64, /*N=*/256, /*G=*/1);  // N 256: 32 rows a program
+    c.L = 12;
+    c.batch = 2;
+    c.inT = DType::BF16;
+    add(c);
+  }
+  {
     SsuCase c = mamba2Heads(/*H=*/2, /*P=*/8, /*N=*/16, /*G=*/1);  // 16 rows a program: replicated
     c.L = 16;
     c.batch = 1;
