@@ -299,12 +299,18 @@ dsl::Value KernelBuilder::dot(dsl::Value a, dsl::Value ptr, dsl::Value offset, d
                               dsl::Value strideN, dsl::Value acc, int aPieces, int bPieces) {
   mlir::Value av = unwrap(a), cv = unwrap(acc);
   auto as = shapeOfType(av.getType()), cs = shapeOfType(cv.getType());
-  if (as.size() != 2 || cs.size() != 2) fail("dot multiplies 2-D tiles");
+  if (as.size() != 2 || cs.size() != 2)
+    fail("dot multiplies 2-D tiles, got a of rank " + std::to_string(as.size()) + " and acc of rank " +
+         std::to_string(cs.size()));
   if (as[0] != cs[0]) fail("dot: a has " + std::to_string(as[0]) + " rows, acc " + std::to_string(cs[0]));
-  if (as[1] % 8 || cs[1] % 8) fail("dot: K and N must be multiples of 8");
-  if (aPieces < 1 || aPieces > 3 || bPieces < 1 || bPieces > 3) fail("dot: pieces must be 1..3");
+  if (as[1] % 8 || cs[1] % 8)
+    fail("dot: K and N must be multiples of 8, got K " + std::to_string(as[1]) + " and N " + std::to_string(cs[1]));
+  if (aPieces < 1 || aPieces > 3 || bPieces < 1 || bPieces > 3)
+    fail("dot: pieces must be 1..3, got " + std::to_string(aPieces) + " and " + std::to_string(bPieces));
   for (dsl::Value s : {offset, strideK, strideN})
-    if (!s.shape().empty() || s.isFloat() || s.isBool()) fail("dot: offset and strides are index scalars");
+    if (!s.shape().empty() || s.isFloat() || s.isBool())
+      fail(std::string("dot: offset and strides must be index scalars, got a ") + (s.isFloat() ? "float" : s.isBool() ? "bool" : "index") +
+           (s.shape().empty() ? " scalar" : " tile"));
   return W(sj::DotOp::create(B, L, cv.getType(), av, unwrap(ptr), unwrap(offset), unwrap(strideK),
                              unwrap(strideN), cv, aPieces, bPieces));
 }
