@@ -1,5 +1,6 @@
 // `ssmjit bench`: GPU time, achieved bandwidth against the device's measured copy bandwidth,
-// fused multi-token against L one-token calls, host overhead per cached call, and compile time.
+// fused multi-token against L one-token calls and against one cold one-token call, host overhead
+// per cached call, and compile time.
 //
 // Method. Kernel time comes from CUDA graphs of back-to-back calls replayed between two CUDA
 // events (the median of several trials), so launch overhead does not hide small kernels; the
@@ -161,6 +162,7 @@ struct CaseResult {
   int nsets = 0;
   double us = 0;            // one call (fused: one multi-token call)
   double graphUs = 0;       // tokens op: L one-token calls replayed from a graph
+  double coldOneUs = 0;     // tokens op: one one-token call, inputs rotated like the fused call's
   double hostUs = 0;        // host time per cached call
   double firstCallMs = 0;   // the op's first call of a new variant after its lookup: load + launch + run
   KernelSource source = KernelSource::Memory;  // where the variant's kernel came from
@@ -244,6 +246,15 @@ CaseResult Bench::runCase(const SsuCase& s) {
         for (const auto& a : slices[i % nsets]) runOp(false, a, cs);
     });
     r.graphUs = graphMicroseconds(g, groups, o_, st);
+    // One decode step as a model meets it: one one-token call whose state comes from DRAM (the
+    // calls rotate over the sets, as the fused calls do). In the graph above the state stays in
+    // L2 after its first call when it fits there, so its per-call time can lie under what the
+    // fused call's own bytes take at copy bandwidth.
+    const int units = nsets * ((16 + nsets - 1) / nsets);
+    const CudaGraph cold = CudaGraph::capture(st, [&](CUstream cs) {
+      for (int i = 0; i < units; ++i) runOp(false, slices[i % nsets][0], cs);
+    });
+    r.coldOneUs = graphMicroseconds(cold, units, o_, st);
   }
 
   // Host overhead per cached call: bursts of eager calls, no synchronisation inside.
@@ -310,8 +321,9 @@ int Bench::run(const std::vector<SsuCase>& cases) {
     std::printf("[%d/%zu] %s: %.2f us, %.2f TB/s (%.0f%% of copy)", i, cases.size(),
                 caseLabel(s).c_str(), r.us, tbs, 100.0 * tbs * 1e3 / copyGBs_);
     if (s.tokens)
-      std::printf(", %lld one-token calls %.2f us (fused / one-token %.2f)",
-                  static_cast<long long>(s.L), r.graphUs, r.us / (r.graphUs / s.L));
+      std::printf(", %lld one-token calls %.2f us (fused / one-token %.2f), one cold one-token call %.2f us "
+                  "(fused / cold one-token %.2f)",
+                  static_cast<long long>(s.L), r.graphUs, r.us / (r.graphUs / s.L), r.coldOneUs, r.us / r.coldOneUs);
     std::printf(", host %.2f us/call\n", r.hostUs);
     std::fflush(stdout);
     results.push_back(r);
@@ -344,7 +356,9 @@ void Bench::printTable(const std::vector<CaseResult>& results) const {
   if (tokens) header.push_back("L");
   for (const char* h : {"state", "inputs", "sets", "MB/call", "µs", "TB/s", "% copy"}) header.push_back(h);
   if (tokens)
-    for (const char* h : {"L×1-token graph µs", "fused / 1-token", "L calls / fused"}) header.push_back(h);
+    for (const char* h : {"L×1-token graph µs", "fused / 1-token", "L calls / fused", "cold 1-token µs",
+                          "fused / cold 1-token"})
+      header.push_back(h);
   for (const char* h : {"host µs/call", "kernel", "first launch ms"}) header.push_back(h);
   Table t(header);
   for (const CaseResult& r : results) {
@@ -363,6 +377,8 @@ void Bench::printTable(const std::vector<CaseResult>& results) const {
       row.push_back(strf("%.2f", r.graphUs));
       row.push_back(strf("%.2f×", r.us / (r.graphUs / static_cast<double>(s.L))));
       row.push_back(strf("%.2f×", r.graphUs / r.us));
+      row.push_back(strf("%.2f", r.coldOneUs));
+      row.push_back(strf("%.2f×", r.us / r.coldOneUs));
     }
     row.push_back(strf("%.2f", r.hostUs));
     row.push_back(r.source == KernelSource::Compiled ? strf("compiled %.0f ms", r.lookupMs)
@@ -383,8 +399,9 @@ void Bench::printTargets(const std::vector<CaseResult>& results) const {
       std::printf("- %s: %s (worst %s)\n", what, met ? "met" : "MISSED", worst.c_str());
   };
   std::printf("\ntargets:\n");
-  double worstCopy = 1e9, worstRatio = 0, worstHost = 0, worstCompile = 0;
+  double worstCopy = 1e9, worstRatio = 0, worstCold = 0, worstHost = 0, worstCompile = 0;
   bool copyMeasured = false, ratioMeasured = false, compileMeasured = false;
+  int ratioRows = 0, underFloor = 0;  // rows where 1.5x the graph's per-call time < the fused call's floor
   for (const CaseResult& r : results) {
     const SsuCase& s = r.shape;
     const double pct = 100.0 * (static_cast<double>(r.traffic.total()) / (r.us * 1e-6) / 1e12) * 1e3 / copyGBs_;
@@ -395,6 +412,10 @@ void Bench::printTargets(const std::vector<CaseResult>& results) const {
     if (s.tokens && s.L == 16 && s.batch >= 16) {
       ratioMeasured = true;
       worstRatio = std::max(worstRatio, r.us / (r.graphUs / 16.0));
+      worstCold = std::max(worstCold, r.us / r.coldOneUs);
+      const double floorUs = static_cast<double>(r.traffic.total()) / (copyGBs_ * 1e3);  // bytes at copy rate
+      ++ratioRows;
+      if (1.5 * r.graphUs / 16.0 < floorUs) ++underFloor;
     }
     worstHost = std::max(worstHost, r.hostUs);
     if (r.source == KernelSource::Compiled) {
@@ -404,8 +425,14 @@ void Bench::printTargets(const std::vector<CaseResult>& results) const {
   }
   line("one token >= 90% of copy bandwidth at batch >= 16", copyMeasured, worstCopy >= 90.0,
        strf("%.0f%%", worstCopy));
-  line("fused L = 16 within 1.5x of one one-token call at batch >= 16", ratioMeasured,
-       worstRatio <= 1.5, strf("%.2fx", worstRatio));
+  // "One one-token call" read two ways: a decode step's call, its state from DRAM; and the
+  // per-call time of 16 one-token calls in one graph, whose state stays in L2 when it fits.
+  line("fused L = 16 within 1.5x of one one-token call (cold: state from DRAM) at batch >= 16", ratioMeasured,
+       worstCold <= 1.5, strf("%.2fx", worstCold));
+  line("fused L = 16 within 1.5x of the per-call time of 16 one-token calls in one graph at batch >= 16",
+       ratioMeasured, worstRatio <= 1.5,
+       strf("%.2fx; in %d of %d rows 1.5x that time is under the fused call's own bytes at copy bandwidth",
+            worstRatio, underFloor, ratioRows));
   line("<= 5 us host time per cached call", !results.empty(), worstHost <= 5.0,
        strf("%.2f us; the driver's empty-kernel launch: %.2f us", worstHost, driverFloorUs_));
   line("first compile of a variant <= 300 ms", compileMeasured, worstCompile <= 300.0,
@@ -460,7 +487,9 @@ Command addBenchCommand(CLI::App& parent) {
       "(--op ssu-tokens) on the GPU: µs per call (CUDA events over graphs of back-to-back calls, "
       "median of trials, inputs rotated beyond L2), achieved TB/s and % of the device-to-device "
       "copy bandwidth measured in the same run, for the tokens op L one-token calls from one CUDA "
-      "graph, host overhead per cached call and compile time. Ends with a Markdown table.");
+      "graph (the state stays in L2 between them when it fits) and one cold one-token call (its "
+      "state from DRAM, as a decode step finds it), host overhead per cached call and compile "
+      "time. Ends with a Markdown table.");
   addOpShapeOptions(app, o->shape);
   app->add_option("--batch", o->batches, "Batch sizes, comma-separated")
       ->delimiter(',')
