@@ -246,7 +246,13 @@ void chooseMeta(Specialization& s) {
   // bf16 state with 16-bit inputs and whole tiles runs 4 programs an SM (b64 / b256 L 16: 99.0 /
   // 364 against 103.3 / 383 at 3), the rest of fp32 and bf16 state 3; fp16 state (its two-term
   // state fragments) and N over 128 take what their registers allow: they spilled under those
-  // caps (masks, three-term fp32 inputs and two-term fp16 state cost registers).
+  // caps (masks, three-term fp32 inputs and two-term fp16 state cost registers). bf16 state, L 16,
+  // batch 16 / 64 / 256, us (stop 38): 25.5 / 88.0 / 336 as chosen; 5 programs an SM (96
+  // registers, 72 B spilled) 27.6 / 97.6 / 373; 32 rows of 2 warps, 8 an SM 30.0 / 103.7 / 403.
+  // ncu (batch 16): issue slots 39% busy, 3.5 warps a scheduler with 0.8 eligible, stalls spread
+  // over shared-memory, barrier and global waits; no unit saturated but L1 (88%). NVCC already
+  // merges the dot's unit-stride b gathers into LDS.128; vectorising them in the emitter changed
+  // no time.
   // meta:chunked = 1 set by a caller (SSMJIT_META) asks for the form wherever it serves: one
   // setting then covers every call of a program, one-token calls included.
   const auto stateT = static_cast<ScalarType>(s.get("dtype:state", 0));
@@ -269,7 +275,10 @@ void chooseMeta(Specialization& s) {
     // per-token loads and row work.
     // One token, measured on an H100 (Mamba-2 2.7B heads, batch 16..256, % of copy bandwidth):
     // 16-bit state is best at 32 values (64 B) a thread (81-94%; 16 values 66-79%, 64 values
-    // 74-92%); Mamba-1 keeps 8 fp32 values (32 B).
+    // 74-92%). At batch 16 (bf16 state, 21 MB) the size itself costs: a bare in-place pass of
+    // 16-byte vectors over 21 MB reached 90% of copy (98.6% over 168 MB); this kernel gets
+    // 81-84%, and BLOCK_P 16 or 64, 8 or 2 warps moved it by at most 2% (stop 38).
+    // Mamba-1 keeps 8 fp32 values (32 B).
     // Several tokens: Mamba-1 also keeps A per state element in registers, so half as many.
     // Mamba-2 with few tokens, still mostly the state's traffic, takes 32 too: H100, 2.7B heads,
     // bf16 inputs, batch 1 / 16 / 64 / 256, 32 against 64 values a thread (us): fp32 state L 2
