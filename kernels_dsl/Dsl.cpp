@@ -309,8 +309,8 @@ dsl::Value KernelBuilder::dot(dsl::Value a, dsl::Value ptr, dsl::Value offset, d
     fail("dot: pieces must be 1..3, got " + std::to_string(aPieces) + " and " + std::to_string(bPieces));
   for (dsl::Value s : {offset, strideK, strideN})
     if (!s.shape().empty() || s.isFloat() || s.isBool())
-      fail(std::string("dot: offset and strides must be index scalars, got a ") + (s.isFloat() ? "float" : s.isBool() ? "bool" : "index") +
-           (s.shape().empty() ? " scalar" : " tile"));
+      fail(std::string("dot: offset and strides must be index scalars, got ") +
+           (s.isFloat() ? "a float" : s.isBool() ? "a bool" : "an index") + (s.shape().empty() ? " scalar" : " tile"));
   return W(sj::DotOp::create(B, L, cv.getType(), av, unwrap(ptr), unwrap(offset), unwrap(strideK),
                              unwrap(strideN), cv, aPieces, bPieces));
 }

@@ -223,9 +223,9 @@ CaseResult Bench::runCase(const SsuCase& s) {
     stream_->synchronize();
     r.firstCallMs = t.ms();
   }
-  // Kernel time: a graph of back-to-back calls rotating over the sets.
+  // Kernel time: a graph of back-to-back calls rotating over the sets (at least 16 calls).
+  const int units = nsets * ((16 + nsets - 1) / nsets);
   {
-    const int units = nsets * ((16 + nsets - 1) / nsets);
     const CudaGraph g = CudaGraph::capture(st, [&](CUstream cs) {
       for (int i = 0; i < units; ++i) runOp(s.tokens, sets.args[i % nsets], cs);
     });
@@ -250,7 +250,6 @@ CaseResult Bench::runCase(const SsuCase& s) {
     // calls rotate over the sets, as the fused calls do). In the graph above the state stays in
     // L2 after its first call when it fits there, so its per-call time can lie under what the
     // fused call's own bytes take at copy bandwidth.
-    const int units = nsets * ((16 + nsets - 1) / nsets);
     const CudaGraph cold = CudaGraph::capture(st, [&](CUstream cs) {
       for (int i = 0; i < units; ++i) runOp(false, slices[i % nsets][0], cs);
     });
