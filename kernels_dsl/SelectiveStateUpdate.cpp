@@ -246,13 +246,17 @@ void chooseMeta(Specialization& s) {
   // bf16 state with 16-bit inputs and whole tiles runs 4 programs an SM (b64 / b256 L 16: 99.0 /
   // 364 against 103.3 / 383 at 3), the rest of fp32 and bf16 state 3; fp16 state (its two-term
   // state fragments) and N over 128 take what their registers allow: they spilled under those
-  // caps (masks, three-term fp32 inputs and two-term fp16 state cost registers). bf16 state, L 16,
+  // caps (masks, three-term fp32 inputs and two-term fp16 state cost registers). fp32 state with
+  // fp16 inputs does spill at L 16 under 3 (40 B), and is still faster than at 2: batch 16 / 64 /
+  // 256, 43.5 / 149.2 / 570 against 43.0 / 156.4 / 612 us (stop 38). bf16 state, L 16,
   // batch 16 / 64 / 256, us (stop 38): 25.5 / 88.0 / 336 as chosen; 5 programs an SM (96
   // registers, 72 B spilled) 27.6 / 97.6 / 373; 32 rows of 2 warps, 8 an SM 30.0 / 103.7 / 403.
   // ncu (batch 16): issue slots 39% busy, 3.5 warps a scheduler with 0.8 eligible, stalls spread
   // over shared-memory, barrier and global waits; no unit saturated but L1 (88%). NVCC already
   // merges the dot's unit-stride b gathers into LDS.128; vectorising them in the emitter changed
-  // no time.
+  // no time. The state's product's b reads (B's [token, n] rows, k along the tokens) are 4-way
+  // bank conflicts; a transposed copy of B that makes them conflict-free 16-byte reads (8 KB more
+  // shared memory, one more barrier) measured 5% faster on one H100 and equal on two others.
   // meta:chunked = 1 set by a caller (SSMJIT_META) asks for the form wherever it serves: one
   // setting then covers every call of a program, one-token calls included.
   const auto stateT = static_cast<ScalarType>(s.get("dtype:state", 0));
