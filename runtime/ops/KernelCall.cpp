@@ -18,6 +18,12 @@ int64_t alignClass(const void* p) {
   return 1;
 }
 
+int64_t divClass(int64_t v) {
+  for (int64_t c : {16, 8, 4, 2})
+    if (v % c == 0) return c;
+  return 1;
+}
+
 void KernelCall::pointer(int arg, const TensorView& t, DType absent, bool data) {
   v[arg].ptr = t.data;
   bind(2, arg, static_cast<int64_t>(t.defined() ? t.dtype : absent));
@@ -32,12 +38,12 @@ void KernelCall::pointer(int arg, void* p, DType dtype) {
 void KernelCall::size(int arg, int64_t value, bool bound) {
   v[arg].i64 = value;
   if (bound) bind(0, arg, value);
-  else bind(1, arg, value % 16 == 0 ? 16 : 1);  // masks against it keep their vector width
+  else bind(1, arg, divClass(value));  // masks against it keep their vector width
 }
 void KernelCall::stride(int arg, int64_t value) {
   v[arg].i64 = value;
   if (value == 0 || value == 1) bind(0, arg, value);
-  else bind(1, arg, value % 16 == 0 ? 16 : 1);
+  else bind(1, arg, divClass(value));
 }
 void KernelCall::flag(int arg, bool value) {
   v[arg].i64 = value;

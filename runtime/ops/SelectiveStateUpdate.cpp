@@ -29,7 +29,7 @@
 #include "runtime/Driver.h"
 #include "runtime/LoadedKernel.h"
 #include "runtime/ops/ArgCheck.h"
-#include "runtime/ops/KernelCall.h"  // detail::alignClass
+#include "runtime/ops/KernelCall.h"  // detail::alignClass, detail::divClass
 #include "runtime/ops/SelectiveStateUpdateCheck.h"
 #include "runtime/ops/SelectiveStateUpdateSpec.h"
 #include "ssmjit/error.h"
@@ -443,7 +443,7 @@ static_assert(kSsuTensors == 12, "tensorsOf lists every tensor argument");
     if (s == 0 || s == 1)
       set(names.plain[i], s);
     else
-      set(names.div[i], s % 16 == 0 ? 16 : 1);
+      set(names.div[i], detail::divClass(s));
   }
   bool fits = true;
   for (const Layout* l : {&kState, &kX, &kDt, &kA, &kB, &kC, &kD, &kZ, &kDtb, &kOut, &kIdx, &kDst})
