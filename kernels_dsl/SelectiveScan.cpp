@@ -161,6 +161,12 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   // - 8 sequences of 2048 with starts aligned, so sh = 0 and no partial tile: +0.3%.
   // - Lengths 2049 (sh varies, a 1-token last tile a sequence): +8.3%.
   // - The bench's mix (57..2048): +9.3% (14.3% in stop 30, when the runs moved by lane shuffles).
+  // Stop 39, same run, forward ms against dense 8x2048 at 0.80:
+  // - 8 x 2048 (sh = 0, whole tiles) 0.828; 1, 7 x 2048, 2047 (sh = 1, whole tiles) 0.879;
+  // - 8 x 2056 (sh = 0, an 8-token last tile each, 0.4% more tokens) 0.920; 8 x 2040 + 64 (sh =
+  //   0, 56-token last tiles) 0.875: a last tile costs far more than a whole one;
+  // - 8 x 2049: 1.29 while the channel stride 16392 bound divisibility class 1 (scalar accesses),
+  //   0.940 with class 8; the mix 0.906-0.914 (+13.5-14%).
   // Changes that did not help were measured and dropped:
   // - One tile body for a packed row, the last tile's tokens past the sequence zeroed by select
   //   (as the backward does, where it saved 16%): +11% at sh = 0 and +13.4% on the mix (stop 33).
@@ -263,7 +269,9 @@ void chooseScanMeta(Specialization& s) {
   // (Mamba-1 2.8B shapes); one lane (no shuffles) was as fast on dense rows but slower on one
   // long sequence. With B/C staged: 16 lanes of 8 tokens gave one 16384-token sequence 1.100 ms
   // (1.137 here) but 8x2048 0.941 (0.894) and the packed row 1.260 (1.066); 16 of 4 and 32 of 4
-  // were slower everywhere.
+  // were slower everywhere. Stop 39 (forward ms, 8x2048 / 1x16384 / the bench's packed mix):
+  // 8 lanes 0.805 / 0.962 / 0.914; 4: 0.913 / 1.373 / 1.118; 2: 0.865 / 1.474 / 1.403; 1: 0.807 /
+  // 1.437 / 1.948.
   if (!s.find("meta:time_lanes")) s.set("meta:time_lanes", 8);
   const int64_t lanes = s.get("meta:time_lanes");
   if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", 8 * lanes);
