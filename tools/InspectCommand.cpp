@@ -27,6 +27,7 @@
 #include "runtime/ops/SelectiveStateUpdateSpec.h"
 #include "ssmjit/error.h"
 #include "tools/CallOptions.h"
+#include "tools/PtxAccesses.h"
 #include "tools/SsuCall.h"
 #include "tools/ToolSupport.h"
 
@@ -265,6 +266,7 @@ void printResources(const CompiledKernel& k, const Specialization& spec, const C
   std::printf("compile     %.1f ms (DSL + MLIR pipeline + NVRTC, wall); pipeline + NVRTC %.1f ms\n",
               wallMs, k.compileMs);
   std::printf("PTX         %lld lines\n", static_cast<long long>(lines));
+  std::printf("global      %s (PTX instructions by bytes each moves)\n", describe(globalAccesses(k.ptx)).c_str());
   std::printf("CUBIN       %s\n", k.cubin.empty() ? "none (PTX-only target)"
                                                   : (std::to_string(k.cubin.size()) + " bytes").c_str());
 }
@@ -346,7 +348,8 @@ Command addInspectCommand(CLI::App& parent) {
       "DSL's IR), specialized (after 'specialize'), after:<pass> with <pass> one of: " +
           passList() +
           "; cuda (generated CUDA C++), ptx, sass (via cuobjdump or nvdisasm) and resources "
-          "(registers, shared memory, local/stack bytes, spills, compile time).");
+          "(registers, shared memory, local/stack bytes, spills, compile time, global loads and stores by the "
+          "bytes each moves).");
   app->add_option("--stage", o->stage,
                   "generic | specialized | after:<pass> (" + passList() +
                       ") | cuda | ptx | sass | resources")

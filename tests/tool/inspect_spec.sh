@@ -1,6 +1,6 @@
 # inspect --spec: any kernel a workload recorded (SSMJIT_RECORD) is shown from its specialisation
 # line, whatever its op; an empty file, a wrong entry number, an op-call entry or call options
-# beside --spec are refused naming what came.
+# beside --spec are refused naming what came. The resources stage counts global accesses by width.
 source "$(dirname "$0")/lib.sh"
 
 SSMJIT_RECORD=$WORK/rec.jsonl run demo 0 "$TOOL" demo --no-gpu --seed 1
@@ -13,6 +13,14 @@ expect_grep "the CUDA source is the recorded kernel's" "__global__ .*$kernel" cu
 run resources 0 "$TOOL" inspect --spec rec.jsonl --entry 2 --stage resources
 expect_grep "resources name the kernel" "^kernel  *$kernel" resources.out
 expect_grep "resources give registers" "^registers  *[0-9]+ per thread" resources.out
+expect_grep "resources count global accesses by width" "^global  *loads [0-9]+ x [0-9]+ B" resources.out
+# Mamba-2 heads: aligned rows, 16-byte loads and stores. Head dim and state size 33 (fp32 rows of
+# divisibility class 1): 4-byte accesses, none of 16.
+run aligned 0 "$TOOL" inspect --op ssu --stage resources
+expect_grep "aligned rows move 16 bytes an instruction" "^global  *loads [0-9]+ x 16 B.*; stores [0-9]+ x 16 B" aligned.out
+run odd 0 "$TOOL" inspect --op ssu --head-dim 33 --dstate 33 --stage resources
+expect_grep "odd rows move 4 bytes an instruction" "^global  *loads [0-9]+ x 4 B;" odd.out
+if grep -q " x 16 B" odd.out; then fail "odd rows claim 16-byte accesses: $(grep '^global' odd.out)"; fi
 
 run past_end 2 "$TOOL" inspect --spec rec.jsonl --entry $((n + 1)) --stage cuda
 expect_grep "an entry past the end names the count" "--entry $((n + 1)): 'rec.jsonl' has $n entries, expected 1..$n" past_end.err
