@@ -30,6 +30,7 @@
 #include "tests/support/HostTensor.h"
 #include "tests/support/SsuProblem.h"
 #include "tools/CallOptions.h"
+#include "tools/DeviceFill.h"
 #include "tools/SsuCall.h"
 #include "tools/GpuTiming.h"
 #include "tools/ToolSupport.h"
@@ -66,22 +67,6 @@ constexpr double kL2Multiple = 3.0;
 constexpr int kMaxSets = 64;
 constexpr size_t kSetMemoryBudget = size_t(8) << 30;
 constexpr size_t kPitchAlign = 256;  // what cuMemAlloc guarantees: same alignment classes per set
-
-// Fills `count` elements at byte `offset` with U(lo, hi) in `dtype`: one random block of up to
-// 1 Mi elements, uploaded repeatedly (drawing hundreds of MB of state on the host would take
-// longer than the benchmark; the values only need to be finite and in range).
-void fillDeviceUniform(DeviceBuffer& buf, size_t offset, DType dtype, int64_t count, double lo,
-                       double hi, std::mt19937_64& rng) {
-  const int64_t block = std::min<int64_t>(count, int64_t(1) << 20);
-  const size_t eb = static_cast<size_t>(dtypeBytes(dtype));
-  testing::HostTensor host = testing::makeTensor(dtype, {block}, testing::Layout{}, rng);
-  testing::fillUniform(host, rng, lo, hi);
-  for (int64_t done = 0; done < count; done += block) {
-    const int64_t n = std::min(block, count - done);
-    buf.uploadBytes(host.bytes.data(), static_cast<size_t>(n) * eb,
-                    offset + static_cast<size_t>(done) * eb);
-  }
-}
 
 // `nsets` independent copies of every tensor of one call, one allocation per tensor.
 struct DeviceSets {

@@ -21,8 +21,8 @@
 
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
-#include "runtime/reference/ElementAccess.h"
 #include "ssmjit/ops.h"
+#include "tools/DeviceFill.h"
 #include "tools/GpuTiming.h"
 #include "tools/ToolSupport.h"
 
@@ -38,18 +38,16 @@ struct ScanBenchOptions {
   uint64_t seed = 1;
 };
 
-// A device tensor of `shape` filled with uniform values in [lo, hi).
+// A device tensor of `shape` filled with uniform values in [lo, hi) (zeros when lo == hi == 0).
 struct DeviceTensor {
   DeviceBuffer buf;
   TensorView view;
   DeviceTensor(DType t, std::initializer_list<int64_t> shape, double lo, double hi, std::mt19937_64& rng) {
     view = TensorView::contiguous(nullptr, t, shape);
     const int64_t n = view.numel();
-    std::vector<unsigned char> host(static_cast<size_t>(n * dtypeBytes(t)));
-    TensorView hv = TensorView::contiguous(host.data(), t, shape, DeviceKind::CPU);
-    std::uniform_real_distribution<double> dist(lo, hi);
-    for (int64_t i = 0; i < n; ++i) reference::storeElement(hv, i, dist(rng));
-    buf = DeviceBuffer::fromHost(host);
+    buf = DeviceBuffer(static_cast<size_t>(n * dtypeBytes(t)));
+    if (lo == 0 && hi == 0) buf.fill(0);
+    else fillDeviceUniform(buf, 0, t, n, lo, hi, rng);
     view.data = buf.data();
   }
 };

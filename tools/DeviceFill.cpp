@@ -1,0 +1,21 @@
+#include "tools/DeviceFill.h"
+
+#include <algorithm>
+
+#include "tests/support/HostTensor.h"
+
+namespace ssmjit::tool {
+
+void fillDeviceUniform(DeviceBuffer& buf, size_t offset, DType dtype, int64_t count, double lo, double hi,
+                       std::mt19937_64& rng) {
+  const int64_t block = std::min<int64_t>(count, int64_t(1) << 20);
+  const size_t eb = static_cast<size_t>(dtypeBytes(dtype));
+  testing::HostTensor host = testing::makeTensor(dtype, {block}, testing::Layout{}, rng);
+  testing::fillUniform(host, rng, lo, hi);
+  for (int64_t done = 0; done < count; done += block) {
+    const int64_t n = std::min(block, count - done);
+    buf.uploadBytes(host.bytes.data(), static_cast<size_t>(n) * eb, offset + static_cast<size_t>(done) * eb);
+  }
+}
+
+}  // namespace ssmjit::tool

@@ -1,0 +1,19 @@
+// Filling benchmark tensors on the device with random values, fast: one random block of up to
+// 1 Mi elements, uploaded repeatedly. Drawing every element of hundreds of MB on the host would
+// take longer than the benchmark (the scan bench's tensors took about a minute); the values only
+// need to be finite and in range.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <random>
+
+#include "runtime/DeviceBuffer.h"
+#include "ssmjit/tensor.h"
+
+namespace ssmjit::tool {
+
+// Fills `count` elements at byte `offset` of `buf` with U(lo, hi) in `dtype`.
+void fillDeviceUniform(DeviceBuffer& buf, size_t offset, DType dtype, int64_t count, double lo, double hi,
+                       std::mt19937_64& rng);
+
+}  // namespace ssmjit::tool
