@@ -27,7 +27,6 @@
 #include "runtime/ops/SelectiveStateUpdateSpec.h"
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
-#include "tests/support/HostTensor.h"
 #include "tests/support/SsuProblem.h"
 #include "tools/CallOptions.h"
 #include "tools/DeviceFill.h"
