@@ -34,6 +34,7 @@ struct ScanBenchOptions {
   int64_t minLen = 57, maxLen = 2048;
   std::vector<int64_t> packedLengths;  // when given, the packed row's sequences (else drawn)
   std::string dtype = "bf16", bc = "varying", passes = "both";
+  std::vector<std::string> cases{"dense", "long", "packed"};
   int iters = 5, trials = 5;
   uint64_t seed = 1;
 };
@@ -92,7 +93,7 @@ int runScanBench(const ScanBenchOptions& o) {
       const double tbs = bytes / (t * 1e-3) / 1e12;
       std::string anchor = anchorMs > 0 ? strf("%.2f ms", anchorMs) : "";
       std::string ratio = anchorMs > 0 ? strf("%.2fx faster", anchorMs / t) : "";
-      if (lens) ratio = strf("%+.1f%% vs dense", 100.0 * (t / denseT - 1));
+      if (lens) ratio = denseT > 0 ? strf("%+.1f%% vs dense", 100.0 * (t / denseT - 1)) : "(no dense case run)";
       table.add({what, pass, std::to_string(rowsB * L), strf("%.3f", t), strf("%.2f", tbs),
                  strf("%.0f%%", 100 * tbs * 1e3 / copy), anchor, ratio});
       std::printf("%-50s %-8s %8.3f ms\n", what.c_str(), pass, t);
@@ -118,14 +119,18 @@ int runScanBench(const ScanBenchOptions& o) {
     if (!lens && rowsB == o.batch) denseBwdMs = bwdMs;
     return ms;
   };
-  denseMs = run(strf("dense %lldx%lld", (long long)o.batch, (long long)o.seqlen), o.batch, o.seqlen, nullptr, 1.45);
-  run(strf("dense 1x%lld", (long long)o.longSeqlen), 1, o.longSeqlen, nullptr, 1.93);
-  const std::vector<int64_t> lens =
-      o.packedLengths.empty() ? mixedLengths(o.packedTokens, o.minLen, o.maxLen, o.seed) : o.packedLengths;
-  const int64_t packedTokens = std::accumulate(lens.begin(), lens.end(), int64_t{0});
-  run(strf("packed %lld tokens, %zu seqs (%lld..%lld)", (long long)packedTokens, lens.size(),
-           (long long)*std::min_element(lens.begin(), lens.end()), (long long)*std::max_element(lens.begin(), lens.end())),
-      1, packedTokens, &lens, 0);
+  auto wanted = [&](const char* c) { return std::find(o.cases.begin(), o.cases.end(), c) != o.cases.end(); };
+  if (wanted("dense"))
+    denseMs = run(strf("dense %lldx%lld", (long long)o.batch, (long long)o.seqlen), o.batch, o.seqlen, nullptr, 1.45);
+  if (wanted("long")) run(strf("dense 1x%lld", (long long)o.longSeqlen), 1, o.longSeqlen, nullptr, 1.93);
+  if (wanted("packed")) {
+    const std::vector<int64_t> lens =
+        o.packedLengths.empty() ? mixedLengths(o.packedTokens, o.minLen, o.maxLen, o.seed) : o.packedLengths;
+    const int64_t packedTokens = std::accumulate(lens.begin(), lens.end(), int64_t{0});
+    run(strf("packed %lld tokens, %zu seqs (%lld..%lld)", (long long)packedTokens, lens.size(),
+             (long long)*std::min_element(lens.begin(), lens.end()), (long long)*std::max_element(lens.begin(), lens.end())),
+        1, packedTokens, &lens, 0);
+  }
   std::printf("\nMamba-1 selective scan forward and backward: D %lld, N %lld, %s u/delta/z/out, %s, D, z, "
               "delta_bias, softplus; median of %d trials of %d calls\n\n",
               (long long)D, (long long)N, o.dtype.c_str(),
@@ -170,6 +175,12 @@ Command addScanBenchCommand(CLI::App& parent) {
       ->capture_default_str();
   app->add_option("--passes", o->passes, "Which passes to time: forward, backward or both")
       ->check(CLI::IsMember({"forward", "backward", "both"}))
+      ->capture_default_str();
+  app->add_option("--cases", o->cases,
+                  "Which cases to run, comma-separated: dense (--batch x --seqlen), long (1 x --long-seqlen), packed "
+                  "(the packed row's ratio is to dense, when dense runs)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"dense", "long", "packed"}))
       ->capture_default_str();
   app->add_option("--iters", o->iters, "Calls per trial")->capture_default_str();
   app->add_option("--trials", o->trials, "Trials; the median is reported")->capture_default_str();

@@ -1,5 +1,6 @@
 # Bad input: a missing manifest, an unknown option in an entry, a corrupted blob (verify finds it,
-# --remove-bad deletes it), and clearing a cache that does not exist.
+# --remove-bad deletes it), clearing a cache that does not exist, and bench-scan options out of
+# range (refused before any GPU is needed).
 source "$(dirname "$0")/lib.sh"
 
 rc=0
@@ -44,4 +45,8 @@ expect_grep "clear removes the entry" "^removed 1 file " clear.out
 expect_eq "entries after clear" 0 "$(cache_entries "$SSMJIT_CACHE_DIR")"
 run clear_missing 0 "$TOOL" cache clear --dir "$WORK/does-not-exist"
 expect_grep "clearing a missing directory removes nothing" "^removed 0 files" clear_missing.out
+run scan_case 2 "$TOOL" bench-scan --cases packed,bogus
+expect_grep "an unknown bench-scan case is named" "--cases: bogus not in \{dense,long,packed\}" scan_case.err
+run scan_length 2 "$TOOL" bench-scan --packed-lengths 2048,0
+expect_grep "a packed length of 0 is named" "--packed-lengths: Value 0 not in range" scan_length.err
 echo "PASS"
