@@ -17,10 +17,17 @@ testing::SsuCase OpShapeOptions::call() const {
   return s;
 }
 
-void addOpShapeOptions(CLI::App* app, OpShapeOptions& o) {
-  app->add_option("--op", o.op, "ssu (one token) or ssu-tokens (L tokens per sequence)")
-      ->check(CLI::IsMember({"ssu", "ssu-tokens"}))
-      ->capture_default_str();
+void addOpShapeOptions(CLI::App* app, OpShapeOptions& o, bool withScan) {
+  if (withScan)
+    app->add_option("--op", o.op,
+                    "ssu (one token), ssu-tokens (L tokens per sequence), scan or scan-backward (the Mamba-1 "
+                    "selective scan: --channels, --dstate, --groups, --batch x --seqlen or --packed-lengths)")
+        ->check(CLI::IsMember({"ssu", "ssu-tokens", "scan", "scan-backward"}))
+        ->capture_default_str();
+  else
+    app->add_option("--op", o.op, "ssu (one token) or ssu-tokens (L tokens per sequence)")
+        ->check(CLI::IsMember({"ssu", "ssu-tokens"}))
+        ->capture_default_str();
   app->add_option("--heads", o.heads, "Heads H")->check(atLeast(1))->capture_default_str();
   app->add_option("--head-dim", o.headDim, "Head dim P")->check(atLeast(1))->capture_default_str();
   app->add_option("--dstate", o.dstate, "State size N")->check(atLeast(1))->capture_default_str();
@@ -30,51 +37,92 @@ void addOpShapeOptions(CLI::App* app, OpShapeOptions& o) {
 }
 
 void addCallOptions(CLI::App* app, CallOptions& o) {
-  addOpShapeOptions(app, o.shape);
+  addOpShapeOptions(app, o.shape, true);
   o.headsOpt = app->get_option("--heads");
   o.headDimOpt = app->get_option("--head-dim");
   o.groupsOpt = app->get_option("--groups");
-  app->add_option("--form", o.form,
+  o.formOpt = app->add_option("--form", o.form,
                   "mamba2 (state: slots x heads x head dim x dstate) or mamba1 (slots x channels x "
                   "dstate; --heads, --head-dim and --groups do not apply)")
       ->check(CLI::IsMember({"mamba2", "mamba1"}))
       ->capture_default_str();
-  o.channelsOpt = app->add_option("--channels", o.channels, "Channels D of the Mamba-1 form (--form mamba1)")
+  o.channelsOpt = app->add_option("--channels", o.channels, "Channels D of the Mamba-1 form (--form mamba1) or the scan")
                       ->check(atLeast(1))
                       ->capture_default_str();
-  app->add_option("--batch", o.batch,
-                  "Batch (dynamic in the kernel; it only decides 32- or 64-bit indexing)")
+  o.batchOpt = app->add_option("--batch", o.batch,
+                               "Batch (dynamic in the state update: it only decides 32- or 64-bit indexing; the "
+                               "scan's dense rows)")
       ->check(atLeast(1))
       ->capture_default_str();
   o.tokensOpt = app->add_option("--tokens", o.tokens, "Tokens per sequence L (ssu-tokens only)")
                     ->check(CLI::Range(1, kMaxTokens))
                     ->capture_default_str();
-  app->add_option("--state-dtype", o.stateDtype, "State storage dtype (fp32, bf16, fp16)")
+  o.stateDtypeOpt = app->add_option("--state-dtype", o.stateDtype, "State storage dtype (fp32, bf16, fp16)")
       ->check(CLI::IsMember(floatDTypeNames()))
       ->capture_default_str();
-  app->add_option("--input-dtype", o.inputDtype, "Dtype of x, dt, B, C, z (fp32, bf16, fp16)")
+  app->add_option("--input-dtype", o.inputDtype,
+                  "Dtype of x, dt, B, C, z (fp32, bf16, fp16); the scan's u, delta, z, out and varying B, C")
       ->check(CLI::IsMember(floatDTypeNames()))
       ->capture_default_str();
-  app->add_option("--out-dtype", o.outDtype, "Dtype of out (default: as --input-dtype)")
+  o.outDtypeOpt = app->add_option("--out-dtype", o.outDtype, "Dtype of out (default: as --input-dtype)")
       ->check(CLI::IsMember(floatDTypeNames()));
-  app->add_option("--state-write", o.stateWrite, "final (in place), none (verify only) or per-token")
+  o.stateWriteOpt = app->add_option("--state-write", o.stateWrite, "final (in place), none (verify only) or per-token")
       ->check(CLI::IsMember({"final", "none", "per-token"}))
       ->capture_default_str();
   app->add_flag("--no-D", o.noD, "Without the skip connection D");
   app->add_flag("--no-z", o.noZ, "Without the gate z");
-  app->add_flag("--no-dt-bias", o.noDtBias, "Without dt_bias");
+  app->add_flag("--no-dt-bias", o.noDtBias, "Without dt_bias (the scan's delta_bias)");
   app->add_flag("--no-softplus", o.noSoftplus, "Without softplus on dt");
-  app->add_flag("--no-state-indices", o.noStateIdx, "Without state_batch_indices");
+  o.noStateIdxOpt = app->add_flag("--no-state-indices", o.noStateIdx, "Without state_batch_indices");
+  o.seqlenOpt = app->add_option("--seqlen", o.seqlen, "The scan's dense row length (--op scan, scan-backward)")
+                    ->check(atLeast(1))
+                    ->capture_default_str();
+  o.packedOpt = app->add_option("--packed-lengths", o.packedLengths,
+                                "The scan's packed row: its sequence lengths, comma-separated, instead of --batch x "
+                                "--seqlen (--op scan, scan-backward)")
+                    ->delimiter(',')
+                    ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  o.bcOpt = app->add_option("--bc", o.bc,
+                            "The scan's B and C: varying (batch, G, N, L) in --input-dtype or constant (D, N) fp32")
+                ->check(CLI::IsMember({"varying", "constant"}))
+                ->capture_default_str();
   app->add_option("--arch", o.arch, "NVRTC target (sm_90a, sm_90, sm_80, compute_90, ...)")
       ->capture_default_str();
 }
 
 namespace {
 bool given(const CLI::Option* opt) { return opt && opt->count() > 0; }
+
+// A scan call from the options; those of the state update only are refused by name.
+CheckedCall checkScanOptions(const CallOptions& o) {
+  const CLI::Option* ssuOnly[] = {o.formOpt, o.headsOpt, o.headDimOpt, o.tokensOpt, o.stateDtypeOpt,
+                                  o.outDtypeOpt, o.stateWriteOpt, o.noStateIdxOpt};
+  for (const CLI::Option* opt : ssuOnly)
+    if (given(opt)) throw UsageError(opt->get_name() + " applies to --op ssu and ssu-tokens only");
+  if (given(o.packedOpt))
+    for (const CLI::Option* opt : {o.batchOpt, o.seqlenOpt})
+      if (given(opt)) throw UsageError(opt->get_name() + " applies to dense rows; --packed-lengths gives the packed row");
+  ScanCall c;
+  c.backward = o.shape.op == "scan-backward";
+  c.D = o.channels, c.N = o.shape.dstate, c.G = o.shape.groups;
+  c.batch = o.batch, c.seqlen = o.seqlen, c.packedLengths = o.packedLengths;
+  c.x = parseFloatDType(o.inputDtype, "--input-dtype");
+  c.bcVarying = o.bc == "varying";
+  c.hasD = !o.noD, c.hasZ = !o.noZ, c.hasDeltaBias = !o.noDtBias, c.softplus = !o.noSoftplus;
+  c.arch = o.arch;
+  CheckedCall r;
+  r.ssu = false;
+  r.label = scanCallLabel(c);
+  r.specs = scanCallSpecializations(c);
+  return r;
+}
 }  // namespace
 
 CheckedCall checkCallOptions(const CallOptions& o) {
   checkArch(o.arch, "--arch");
+  if (o.shape.scan()) return checkScanOptions(o);
+  for (const CLI::Option* opt : {o.seqlenOpt, o.packedOpt, o.bcOpt})
+    if (given(opt)) throw UsageError(opt->get_name() + " applies to --op scan and scan-backward only");
   SsuCase s = o.shape.call();
   if (o.form == "mamba1") {
     for (const CLI::Option* opt : {o.headsOpt, o.headDimOpt, o.groupsOpt})
@@ -101,8 +149,12 @@ CheckedCall checkCallOptions(const CallOptions& o) {
   s.stateIdx = !o.noStateIdx || s.write == StateWrite::PerToken;
   if (o.noStateIdx && s.write == StateWrite::PerToken)
     throw UsageError("--no-state-indices contradicts --state-write per-token (snapshots go to slots)");
-  const detail::SsuDims dims = checkShapeOptions(s);
-  return {s, dims, detail::ssuSpecialization(argsWithoutMemory(s), s.tokens, o.arch)};
+  CheckedCall r;
+  r.dims = checkShapeOptions(s);
+  r.call = s;
+  r.label = callLabel(s);
+  r.specs = {detail::ssuSpecialization(argsWithoutMemory(s), s.tokens, o.arch)};
+  return r;
 }
 
 std::string callLabel(const SsuCase& s) {

@@ -1,6 +1,7 @@
-// One selective-state-update call described by command-line options: `inspect` takes them on its
-// command line and `prewarm` manifests use the same words (one parser for both), so an op entry of a
-// manifest compiles exactly the kernel `ssmjit inspect` with those options shows.
+// One op call described by command-line options (a selective-state-update call, or a Mamba-1
+// selective scan forward or backward): `inspect` takes them on its command line and `prewarm`
+// manifests use the same words (one parser for both), so an op entry of a manifest compiles
+// exactly the kernels `ssmjit inspect` with those options shows.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -8,6 +9,7 @@
 #include "compiler/Specialization.h"
 #include "runtime/ops/SelectiveStateUpdateCheck.h"
 #include "tests/support/SsuProblem.h"
+#include "tools/ScanCall.h"
 
 namespace CLI {
 class App;
@@ -17,17 +19,19 @@ class Option;
 namespace ssmjit::tool {
 
 // The options that pick the op and the Mamba-2 head shape (`bench`, and `inspect` through
-// CallOptions): --op, --heads, --head-dim, --dstate, --groups, registered in that order.
+// CallOptions): --op, --heads, --head-dim, --dstate, --groups, registered in that order. `bench`
+// takes the selective-state-update ops only; CallOptions also the scan's (withScan).
 struct OpShapeOptions {
   std::string op = "ssu";
   int64_t heads = 80, headDim = 64, dstate = 128, groups = 1;
 
   bool tokens() const { return op == "ssu-tokens"; }
+  bool scan() const { return op == "scan" || op == "scan-backward"; }
   // A Mamba-2 call of the op on these heads: tokens, H, P, N, G set; no spare slots (the state has
   // one slot per row, or per row and token for PerToken writes); the rest at SsuCase's defaults.
   testing::SsuCase call() const;
 };
-void addOpShapeOptions(CLI::App* app, OpShapeOptions& o);
+void addOpShapeOptions(CLI::App* app, OpShapeOptions& o, bool withScan = false);
 
 // Every option of a call, with the defaults `ssmjit inspect` documents.
 struct CallOptions {
@@ -41,19 +45,28 @@ struct CallOptions {
   std::string outDtype;  // empty: as --input-dtype
   std::string stateWrite = "final";
   bool noD = false, noZ = false, noDtBias = false, noSoftplus = false, noStateIdx = false;
+  int64_t seqlen = 2048;               // the scan's dense rows
+  std::vector<int64_t> packedLengths;  // the scan's packed row
+  std::string bc = "varying";          // the scan's B and C
   std::string arch = "sm_90a";
 
   // Set by addCallOptions: which options the command line gave (some only apply to one form/op).
   const CLI::Option *tokensOpt = nullptr, *channelsOpt = nullptr;
   const CLI::Option *headsOpt = nullptr, *headDimOpt = nullptr, *groupsOpt = nullptr;
+  const CLI::Option *formOpt = nullptr, *batchOpt = nullptr, *stateDtypeOpt = nullptr, *outDtypeOpt = nullptr,
+                    *stateWriteOpt = nullptr, *noStateIdxOpt = nullptr;
+  const CLI::Option *seqlenOpt = nullptr, *packedOpt = nullptr, *bcOpt = nullptr;
 };
 void addCallOptions(CLI::App* app, CallOptions& o);
 
-// A call checked as the op checks it, and the specialisation the op compiles for it.
+// A call checked as the op checks it, and the specialisations the op compiles for it in launch
+// order (one for a selective-state-update call; `call` and `dims` describe only those).
 struct CheckedCall {
+  std::string label;  // callLabel or scanCallLabel
+  std::vector<Specialization> specs;
+  bool ssu = true;
   testing::SsuCase call;
   detail::SsuDims dims;
-  Specialization spec;
 };
 // Throws UsageError naming the option for contradicting options and for calls the op rejects.
 CheckedCall checkCallOptions(const CallOptions& o);

@@ -41,6 +41,7 @@ struct InspectOptions {
   std::string stage;
   std::string specFile;  // set: inspect a manifest's specialisation instead of the call options
   int entry = 1;         // which entry of specFile (1-based)
+  int launch = 0;        // which of the call's launches (1-based; 0: the last)
   const CLI::App* app = nullptr;
 };
 
@@ -49,8 +50,8 @@ void refuseCallOptionsBesideSpec(const CLI::App& app) {
   for (const CLI::Option* opt : app.get_options())
     if (opt->count() > 0 && opt->get_name() != "--stage" && opt->get_name() != "--spec" &&
         opt->get_name() != "--entry")
-      throw UsageError(opt->get_name() + " describes a selective-state-update call; --spec gives the whole "
-                                         "specialisation (its arch included), so leave the call options out");
+      throw UsageError(opt->get_name() + " describes an op call; --spec gives the whole specialisation (its "
+                                         "arch included), so leave the call options out");
 }
 
 // Entry `entry` of the manifest `path`, which must be a specialisation (as SSMJIT_RECORD writes).
@@ -242,16 +243,20 @@ std::string figure(int v, const char* unit) {
              : std::string("n/a (ptxas printed no report)");
 }
 
-// `call` is set for a selective-state-update call given by options (it has a call label and a grid).
-void printResources(const CompiledKernel& k, const Specialization& spec, const CheckedCall* call, double wallMs) {
+// `call` is set for an op call given by options (it has a call label; a selective-state-update
+// call also a grid); `launch` is the 1-based launch of it shown.
+void printResources(const CompiledKernel& k, const Specialization& spec, const CheckedCall* call, size_t launch,
+                    double wallMs) {
   const ResourceUsage& r = k.resources;
   const auto lines = std::count(k.ptx.begin(), k.ptx.end(), '\n');
   std::printf("kernel      %s\n", k.entry.c_str());
   std::printf("arch        %s\n", k.arch.c_str());
-  if (call) std::printf("call        %s\n", callLabel(call->call).c_str());
+  if (call) std::printf("call        %s\n", call->label.c_str());
+  if (call && call->specs.size() > 1)
+    std::printf("launch      %zu of %zu (--launch)\n", launch, call->specs.size());
   std::printf("key         %s\n", spec.canonical().c_str());
   std::printf("block       %d threads\n", k.numThreads);
-  if (call) {
+  if (call && call->ssu) {
     const int64_t bp = spec.get("meta:BLOCK_P");
     const detail::SsuGrid grid = detail::ssuGrid(call->dims, bp);
     std::printf("grid        (%lld, %lld, batch) = (cdiv(P %lld, BLOCK_P %lld), H, batch)\n",
@@ -275,9 +280,15 @@ int runInspect(const InspectOptions& o) {
   const Stage stage = parseStage(o.stage);
   std::unique_ptr<CheckedCall> call;
   Specialization spec;
+  size_t launch = 1;
   if (o.specFile.empty()) {
     call = std::make_unique<CheckedCall>(checkCallOptions(o.call));
-    spec = call->spec;
+    const size_t n = call->specs.size();
+    launch = o.launch == 0 ? n : static_cast<size_t>(o.launch);
+    if (launch > n)
+      throw UsageError(strf("--launch %d: the call has %zu launch%s, expected 1..%zu", o.launch, n,
+                            n == 1 ? "" : "es", n));
+    spec = call->specs[launch - 1];
   } else {
     refuseCallOptionsBesideSpec(*o.app);
     spec = manifestSpecialization(o.specFile, o.entry);
@@ -329,7 +340,7 @@ int runInspect(const InspectOptions& o) {
     case Stage::Sass:
       return printSass(k);
     case Stage::Resources:
-      printResources(k, spec, call.get(), wallMs);
+      printResources(k, spec, call.get(), launch, wallMs);
       return kExitOk;
   }
   return kExitFailure;
@@ -341,10 +352,10 @@ Command addInspectCommand(CLI::App& parent) {
   auto o = std::make_shared<InspectOptions>();
   CLI::App* app = parent.add_subcommand(
       "inspect",
-      "Print one stage of a kernel (no GPU needed): the selective-state-update kernel for a call "
-      "shape, compiled for --arch with the specialisation the op builds for that call; or, with "
-      "--spec, any kernel's specialisation from a manifest (an SSMJIT_RECORD line of a scan, conv or "
-      "decode-step call), compiled for its own arch. Stages: generic (the "
+      "Print one stage of a kernel (no GPU needed): the kernel of a selective-state-update or Mamba-1 "
+      "selective-scan call (--op), compiled for --arch with the specialisation the op builds for that call; "
+      "or, with --spec, any kernel's specialisation from a manifest (an SSMJIT_RECORD line of a conv or "
+      "decode-step call, say), compiled for its own arch. Stages: generic (the "
       "DSL's IR), specialized (after 'specialize'), after:<pass> with <pass> one of: " +
           passList() +
           "; cuda (generated CUDA C++), ptx, sass (via cuobjdump or nvdisasm) and resources "
@@ -364,6 +375,11 @@ Command addInspectCommand(CLI::App& parent) {
       ->check(atLeast(1))
       ->needs(spec);
   addCallOptions(app, o->call);
+  app->add_option("--launch", o->launch,
+                  "Which of the call's launches, counted from 1 (default: the last; a scan whose sequences span "
+                  "several spans runs a states pass before its main pass, the backward a checkpoint pass first "
+                  "and its sums last)")
+      ->check(atLeast(1));
   o->app = app;
   return {app, [o] { return runInspect(*o); }};
 }

@@ -102,9 +102,14 @@ void expandOpCall(const cache::OpCall& call, const std::string& where, std::vect
     j.entry = where;
     try {
       const CheckedCall c = parseCall(args);
-      j.label = callLabel(c.call);
-      j.arch = c.spec.arch;
-      j.spec = c.spec;
+      for (size_t i = 0; i < c.specs.size(); ++i) {  // one job a launch of the call
+        Job l = j;
+        l.label = c.specs.size() == 1 ? c.label : strf("%s [launch %zu/%zu]", c.label.c_str(), i + 1, c.specs.size());
+        l.arch = c.specs[i].arch;
+        l.spec = c.specs[i];
+        jobs.push_back(std::move(l));
+      }
+      continue;
     } catch (const CLI::ParseError& e) {
       j.error = e.what();
     } catch (const UsageError& e) {

@@ -31,6 +31,6 @@ echo '{"op": "ssu", "archs": ["sm_80"]}' > op.jsonl
 run op_call 2 "$TOOL" inspect --spec op.jsonl --stage cuda
 expect_grep "an op-call entry is refused" "is an op call .*expected a specialisation" op_call.err
 run beside 2 "$TOOL" inspect --spec rec.jsonl --heads 4 --stage cuda
-expect_grep "a call option beside --spec is refused" "^.*--heads describes a selective-state-update call" beside.err
+expect_grep "a call option beside --spec is refused" "^.*--heads describes an op call" beside.err
 run no_spec_entry 2 "$TOOL" inspect --entry 2 --stage cuda
 echo "PASS"

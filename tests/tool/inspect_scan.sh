@@ -1,0 +1,41 @@
+# inspect and prewarm name the Mamba-1 scan's kernels from op words: dense rows take 16-byte
+# accesses at a row length of 512 tokens and none at 513; a packed row of 8 x 513 tokens (a stride
+# of divisibility class 8) takes them again; --launch picks one of the backward's launches; options
+# of the other op are refused by name; a prewarm entry compiles every launch of its call.
+source "$(dirname "$0")/lib.sh"
+
+scan=(--op scan --channels 256 --dstate 16 --input-dtype bf16 --stage resources)
+run dense512 0 "$TOOL" inspect "${scan[@]}" --seqlen 512
+expect_grep "the forward's main pass is shown" "^kernel  *selective_scan_fwd" dense512.out
+expect_grep "the call is labelled" "^call  *scan D256 N16 G1 b=16 L=512 bfloat16 varying B/C" dense512.out
+expect_grep "512-token rows take 16-byte loads" "^global  *loads [0-9]+ x 16 B" dense512.out
+run dense513 0 "$TOOL" inspect "${scan[@]}" --seqlen 513
+if grep -q " x 16 B" dense513.out; then fail "513-token rows claim 16-byte accesses: $(grep '^global' dense513.out)"; fi
+echo "ok: 513-token rows take no 16-byte access"
+run packed 0 "$TOOL" inspect "${scan[@]}" --packed-lengths 513,513,513,513,513,513,513,513
+expect_grep "a packed row of 8 x 513 tokens is labelled" "^call  *scan D256 N16 G1 packed 8 seqs \(4104 tokens\)" packed.out
+expect_grep "a packed row of 8 x 513 tokens takes 16-byte loads" "^global  *loads [0-9]+ x 16 B" packed.out
+
+bwd=(--op scan-backward --channels 256 --dstate 16 --input-dtype bf16 --seqlen 512 --stage resources)
+run bwd1 0 "$TOOL" inspect "${bwd[@]}" --launch 1
+expect_grep "the backward's first launch is the checkpoint forward" "^kernel  *selective_scan_fwd" bwd1.out
+expect_grep "the launch is counted" "^launch  *1 of [0-9]+ \(--launch\)" bwd1.out
+n=$(sed -nE 's/^launch  *1 of ([0-9]+).*/\1/p' bwd1.out)
+run bwd_past 2 "$TOOL" inspect "${bwd[@]}" --launch $((n + 1))
+expect_grep "a launch past the last is named" "--launch $((n + 1)): the call has $n launches, expected 1..$n" bwd_past.err
+
+run heads 2 "$TOOL" inspect "${scan[@]}" --heads 4
+expect_grep "a state-update option is refused for the scan" "--heads applies to --op ssu and ssu-tokens only" heads.err
+run seqlen 2 "$TOOL" inspect --op ssu --seqlen 7 --stage cuda
+expect_grep "a scan option is refused for the state update" "--seqlen applies to --op scan and scan-backward only" seqlen.err
+run both 2 "$TOOL" inspect "${scan[@]}" --packed-lengths 5,6 --batch 2
+expect_grep "--batch beside --packed-lengths is refused" "--batch applies to dense rows; --packed-lengths gives the packed row" both.err
+run groups 2 "$TOOL" inspect "${scan[@]}" --groups 3
+expect_grep "the op's own check names the argument" "the scan options give an invalid call: selective_scan: B has 3 groups" groups.err
+
+echo '{"op": "scan", "channels": 256, "dstate": 16, "seqlen": 512, "input-dtype": "bf16", "archs": ["sm_90a"]}' > scan.jsonl
+run prewarm 0 "$TOOL" prewarm --quiet scan.jsonl
+launches=$(grep -c "launch [0-9]/" prewarm.out || true)
+expect_eq "a prewarm entry compiles every launch of its call" "$launches" "$(summary compiled prewarm.out)" prewarm.out
+[ "$launches" -ge 2 ] || fail "a 512-token scan at D 256 runs a states pass and a main pass; prewarm listed $launches launches"
+echo "PASS"
