@@ -179,6 +179,26 @@ TEST(ConvKernels, ForwardTailIsFastSigmoidAndPairedRounding) {
   }
 }
 
+// Row, sequence and slot counts are only bounds to the conv kernels: no divisibility class of theirs
+// binds, so a serving batch or a varlen batch that changes every step does not compile again.
+TEST(ConvKernels, CountsBindNoClass) {
+  std::vector<ssmjit::Specialization> specs =
+      ssmjit::detail::convSpecializations(forwardArgs({ConvLayout::ChannelFirst, DType::BF16, 4, Packing::CuSeqlens}), "sm_90a");
+  for (const auto& s : ssmjit::detail::convBackwardSpecializations(
+           backwardArgs({ConvLayout::ChannelLast, DType::BF16, 4, Packing::CuSeqlens}), "sm_90a"))
+    specs.push_back(s);
+  ssmjit::CausalConv1dUpdateArgs a;
+  a.conv_state = view(1, DType::BF16, {5, 96, 3});
+  a.x = view(2, DType::BF16, {3, 1, 96});
+  a.out = view(3, DType::BF16, {3, 1, 96});
+  a.weight = view(4, DType::F32, {96, 4});
+  a.state_indices = view(6, DType::I32, {3});
+  specs.push_back(ssmjit::detail::convUpdateSpecialization(a, "sm_90a"));
+  for (const auto& s : specs)
+    for (const char* count : {"div:nseq=", "div:nslots", "div:search_steps=", "div:batch="})
+      EXPECT_EQ(s.canonical().find(count), std::string::npos) << count << " in " << s.canonical();
+}
+
 // The channel-first backward reads x and dout as 16-byte vectors in every tile, the look-ahead
 // tile of a chunk included (its mask covers whole runs of a thread's tokens): with a per-token
 // mask there, every load of the loop was scalar and the kernel issue-bound (H100 bf16 D 5376:

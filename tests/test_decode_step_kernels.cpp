@@ -88,6 +88,21 @@ void expectCompiles(const Variant& v, const char* arch) {
 
 }  // namespace
 
+// The batch and the slot count are only bounds to the kernel: calls that differ in them (a serving
+// batch changes every step) share one specialisation, so one compile.
+TEST(DecodeStepKernels, BatchAndSlotCountDoNotSpecialise) {
+  std::string key;
+  for (int64_t B : {1, 3, 8, 12}) {  // every one below the large-batch tiles at H 8
+    Variant v;
+    v.B = B;
+    v.extras = false;  // state slots = batch
+    const Call c = make(v);
+    const std::string k = detail::decodeStepSpecialization(c.s, c.w, c.a, "sm_90a").canonical();
+    if (key.empty()) key = k;
+    EXPECT_EQ(k, key) << "batch " << B;
+  }
+}
+
 TEST(DecodeStepKernels, EveryPartAndDtypeCompiles) {
   SSMJIT_REQUIRE_NVRTC();
   for (DecodeStepParts parts : {DecodeStepParts::ReplayAndVerify, DecodeStepParts::ReplayOnly, DecodeStepParts::VerifyOnly})

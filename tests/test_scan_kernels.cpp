@@ -436,6 +436,19 @@ TEST(ScanKernels, ForwardTilesFollowTheGrid) {
 // vectors and takes its tokens by register moves (PackedRuns), so the packed kernels shuffle
 // no more than the dense ones; and the packed backward runs one tile body, its last tile
 // masked by select, where the dense one has a second body for a partial tile.
+// The number of sequences, the slot counts and the longest length are only bounds to the
+// kernels: no divisibility class of theirs is bound, so varlen batches that differ in them (one
+// every training step) do not compile again for it.
+TEST(ScanKernels, SequenceAndSlotCountsBindNoClass) {
+  Variant v;
+  v.packed = true, v.batch = 3, v.states = true, v.L = 4096;
+  std::vector<Specialization> specs = detail::scanSpecializations(make(v), "sm_90a");
+  for (const Specialization& s : detail::scanBackwardSpecializations(makeBackward(v, true), "sm_90a")) specs.push_back(s);
+  for (const Specialization& s : specs)
+    for (const char* count : {"div:nseq=", "div:nslots_init=", "div:nslots_final=", "div:max_len="})
+      EXPECT_EQ(s.canonical().find(count), std::string::npos) << count << " in " << s.canonical();
+}
+
 // A packed row of 8 x 2049 bf16 tokens: its channel stride (16392) is not a multiple of 16 tokens
 // but is of 8, which is 16 bytes, so the whole tiles still load 16-byte vectors (a 16-or-1
 // divisibility class made them scalar: 1.29 ms against 0.83 for 8 x 2048 on an H100). An odd row

@@ -17,12 +17,14 @@ testing::SsuCase OpShapeOptions::call() const {
   return s;
 }
 
-void addOpShapeOptions(CLI::App* app, OpShapeOptions& o, bool withScan) {
-  if (withScan)
+void addOpShapeOptions(CLI::App* app, OpShapeOptions& o, bool allOps) {
+  if (allOps)
     app->add_option("--op", o.op,
                     "ssu (one token), ssu-tokens (L tokens per sequence), scan or scan-backward (the Mamba-1 "
-                    "selective scan: --channels, --dstate, --groups, --batch x --seqlen or --packed-lengths)")
-        ->check(CLI::IsMember({"ssu", "ssu-tokens", "scan", "scan-backward"}))
+                    "selective scan: --channels, --dstate, --groups, --batch x --seqlen or --packed-lengths), "
+                    "decode-step (mamba2_decode_step: the heads, --width, --batch, --tokens drafts, "
+                    "--cache-tokens, --parts)")
+        ->check(CLI::IsMember({"ssu", "ssu-tokens", "scan", "scan-backward", "decode-step"}))
         ->capture_default_str();
   else
     app->add_option("--op", o.op, "ssu (one token) or ssu-tokens (L tokens per sequence)")
@@ -54,14 +56,15 @@ void addCallOptions(CLI::App* app, CallOptions& o) {
                                "scan's dense rows)")
       ->check(atLeast(1))
       ->capture_default_str();
-  o.tokensOpt = app->add_option("--tokens", o.tokens, "Tokens per sequence L (ssu-tokens only)")
+  o.tokensOpt = app->add_option("--tokens", o.tokens, "Tokens per sequence L (ssu-tokens; the decode step's drafts)")
                     ->check(CLI::Range(1, kMaxTokens))
                     ->capture_default_str();
-  o.stateDtypeOpt = app->add_option("--state-dtype", o.stateDtype, "State storage dtype (fp32, bf16, fp16)")
+  o.stateDtypeOpt = app->add_option("--state-dtype", o.stateDtype, "(SSM) state storage dtype (fp32, bf16, fp16)")
       ->check(CLI::IsMember(floatDTypeNames()))
       ->capture_default_str();
   app->add_option("--input-dtype", o.inputDtype,
-                  "Dtype of x, dt, B, C, z (fp32, bf16, fp16); the scan's u, delta, z, out and varying B, C")
+                  "Dtype of x, dt, B, C, z (fp32, bf16, fp16); the scan's u, delta, z, out and varying B, C; the "
+                  "decode step's drafts, caches, conv state, z and y")
       ->check(CLI::IsMember(floatDTypeNames()))
       ->capture_default_str();
   o.outDtypeOpt = app->add_option("--out-dtype", o.outDtype, "Dtype of out (default: as --input-dtype)")
@@ -82,6 +85,16 @@ void addCallOptions(CLI::App* app, CallOptions& o) {
                                 "--seqlen (--op scan, scan-backward)")
                     ->delimiter(',')
                     ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  o.widthOpt = app->add_option("--width", o.width, "The decode step's conv width W (2..8)")
+                   ->check(CLI::Range(2, 8))
+                   ->capture_default_str();
+  o.cacheTokensOpt = app->add_option("--cache-tokens", o.cacheTokens,
+                                     "The decode step's draft-cache depth Lc (default: as --tokens)")
+                         ->check(atLeast(1));
+  o.partsOpt = app->add_option("--parts", o.parts, "The decode step's parts: fused (replay and verify), replay or verify")
+                   ->check(CLI::IsMember({"fused", "replay", "verify"}))
+                   ->capture_default_str();
+  o.noConvBiasOpt = app->add_flag("--no-conv-bias", o.noConvBias, "The decode step without conv bias");
   o.bcOpt = app->add_option("--bc", o.bc,
                             "The scan's B and C: varying (batch, G, N, L) in --input-dtype or constant (D, N) fp32")
                 ->check(CLI::IsMember({"varying", "constant"}))
@@ -93,12 +106,20 @@ void addCallOptions(CLI::App* app, CallOptions& o) {
 namespace {
 bool given(const CLI::Option* opt) { return opt && opt->count() > 0; }
 
-// A scan call from the options; those of the state update only are refused by name.
+// Refuses, by name, each given option that `op` does not take (`takers` names the ops that do).
+void refuse(std::initializer_list<const CLI::Option*> opts, const std::string& op, const char* takers) {
+  for (const CLI::Option* opt : opts)
+    if (given(opt)) throw UsageError(opt->get_name() + " applies to --op " + takers + ", not " + op);
+}
+const char* const kSsuOps = "ssu and ssu-tokens";
+const char* const kScanOps = "scan and scan-backward";
+
+// A scan call from the options.
 CheckedCall checkScanOptions(const CallOptions& o) {
-  const CLI::Option* ssuOnly[] = {o.formOpt, o.headsOpt, o.headDimOpt, o.tokensOpt, o.stateDtypeOpt,
-                                  o.outDtypeOpt, o.stateWriteOpt, o.noStateIdxOpt};
-  for (const CLI::Option* opt : ssuOnly)
-    if (given(opt)) throw UsageError(opt->get_name() + " applies to --op ssu and ssu-tokens only");
+  refuse({o.formOpt, o.stateWriteOpt, o.outDtypeOpt}, o.shape.op, kSsuOps);
+  refuse({o.headsOpt, o.headDimOpt, o.tokensOpt, o.stateDtypeOpt, o.noStateIdxOpt}, o.shape.op,
+         "ssu, ssu-tokens and decode-step");
+  refuse({o.widthOpt, o.cacheTokensOpt, o.partsOpt, o.noConvBiasOpt}, o.shape.op, "decode-step");
   if (given(o.packedOpt))
     for (const CLI::Option* opt : {o.batchOpt, o.seqlenOpt})
       if (given(opt)) throw UsageError(opt->get_name() + " applies to dense rows; --packed-lengths gives the packed row");
@@ -116,13 +137,36 @@ CheckedCall checkScanOptions(const CallOptions& o) {
   r.specs = scanCallSpecializations(c);
   return r;
 }
+
+// A decode step from the options.
+CheckedCall checkDecodeStepOptions(const CallOptions& o) {
+  refuse({o.formOpt, o.stateWriteOpt, o.outDtypeOpt}, o.shape.op, kSsuOps);
+  refuse({o.channelsOpt, o.seqlenOpt, o.packedOpt, o.bcOpt}, o.shape.op, kScanOps);
+  DecodeStepCall c;
+  c.H = o.shape.heads, c.P = o.shape.headDim, c.N = o.shape.dstate, c.G = o.shape.groups, c.W = o.width;
+  c.batch = o.batch, c.L = o.tokens, c.cacheTokens = o.cacheTokens > 0 ? o.cacheTokens : o.tokens;
+  c.state = parseFloatDType(o.stateDtype, "--state-dtype");
+  c.drafts = parseFloatDType(o.inputDtype, "--input-dtype");
+  c.parts = o.parts == "replay" ? DecodeStepParts::ReplayOnly
+            : o.parts == "verify" ? DecodeStepParts::VerifyOnly
+                                  : DecodeStepParts::ReplayAndVerify;
+  c.convBias = !o.noConvBias, c.hasD = !o.noD, c.hasZ = !o.noZ, c.dtBias = !o.noDtBias, c.softplus = !o.noSoftplus;
+  c.stateIndices = !o.noStateIdx;
+  c.arch = o.arch;
+  CheckedCall r;
+  r.ssu = false;
+  r.label = decodeStepCallLabel(c);
+  r.specs = {decodeStepCallSpecialization(c)};
+  return r;
+}
 }  // namespace
 
 CheckedCall checkCallOptions(const CallOptions& o) {
   checkArch(o.arch, "--arch");
   if (o.shape.scan()) return checkScanOptions(o);
-  for (const CLI::Option* opt : {o.seqlenOpt, o.packedOpt, o.bcOpt})
-    if (given(opt)) throw UsageError(opt->get_name() + " applies to --op scan and scan-backward only");
+  if (o.shape.decodeStep()) return checkDecodeStepOptions(o);
+  refuse({o.seqlenOpt, o.packedOpt, o.bcOpt}, o.shape.op, kScanOps);
+  refuse({o.widthOpt, o.cacheTokensOpt, o.partsOpt, o.noConvBiasOpt}, o.shape.op, "decode-step");
   SsuCase s = o.shape.call();
   if (o.form == "mamba1") {
     for (const CLI::Option* opt : {o.headsOpt, o.headDimOpt, o.groupsOpt})

@@ -1,5 +1,5 @@
-// One op call described by command-line options (a selective-state-update call, or a Mamba-1
-// selective scan forward or backward): `inspect` takes them on its command line and `prewarm`
+// One op call described by command-line options (a selective-state-update call, a Mamba-1
+// selective scan forward or backward, or a Mamba-2 decode step): `inspect` takes them on its command line and `prewarm`
 // manifests use the same words (one parser for both), so an op entry of a manifest compiles
 // exactly the kernels `ssmjit inspect` with those options shows.
 #pragma once
@@ -9,6 +9,7 @@
 #include "compiler/Specialization.h"
 #include "runtime/ops/SelectiveStateUpdateCheck.h"
 #include "tests/support/SsuProblem.h"
+#include "tools/DecodeStepCall.h"
 #include "tools/ScanCall.h"
 
 namespace CLI {
@@ -20,18 +21,20 @@ namespace ssmjit::tool {
 
 // The options that pick the op and the Mamba-2 head shape (`bench`, and `inspect` through
 // CallOptions): --op, --heads, --head-dim, --dstate, --groups, registered in that order. `bench`
-// takes the selective-state-update ops only; CallOptions also the scan's (withScan).
+// takes the selective-state-update ops only; CallOptions also the scan's and the decode step
+// (allOps).
 struct OpShapeOptions {
   std::string op = "ssu";
   int64_t heads = 80, headDim = 64, dstate = 128, groups = 1;
 
   bool tokens() const { return op == "ssu-tokens"; }
   bool scan() const { return op == "scan" || op == "scan-backward"; }
+  bool decodeStep() const { return op == "decode-step"; }
   // A Mamba-2 call of the op on these heads: tokens, H, P, N, G set; no spare slots (the state has
   // one slot per row, or per row and token for PerToken writes); the rest at SsuCase's defaults.
   testing::SsuCase call() const;
 };
-void addOpShapeOptions(CLI::App* app, OpShapeOptions& o, bool withScan = false);
+void addOpShapeOptions(CLI::App* app, OpShapeOptions& o, bool allOps = false);
 
 // Every option of a call, with the defaults `ssmjit inspect` documents.
 struct CallOptions {
@@ -48,6 +51,10 @@ struct CallOptions {
   int64_t seqlen = 2048;               // the scan's dense rows
   std::vector<int64_t> packedLengths;  // the scan's packed row
   std::string bc = "varying";          // the scan's B and C
+  int64_t width = 4;                   // the decode step's conv width
+  int64_t cacheTokens = 0;             // the decode step's cache depth (0: as --tokens)
+  std::string parts = "fused";         // the decode step's parts
+  bool noConvBias = false;
   std::string arch = "sm_90a";
 
   // Set by addCallOptions: which options the command line gave (some only apply to one form/op).
@@ -56,11 +63,13 @@ struct CallOptions {
   const CLI::Option *formOpt = nullptr, *batchOpt = nullptr, *stateDtypeOpt = nullptr, *outDtypeOpt = nullptr,
                     *stateWriteOpt = nullptr, *noStateIdxOpt = nullptr;
   const CLI::Option *seqlenOpt = nullptr, *packedOpt = nullptr, *bcOpt = nullptr;
+  const CLI::Option *widthOpt = nullptr, *cacheTokensOpt = nullptr, *partsOpt = nullptr, *noConvBiasOpt = nullptr;
 };
 void addCallOptions(CLI::App* app, CallOptions& o);
 
 // A call checked as the op checks it, and the specialisations the op compiles for it in launch
-// order (one for a selective-state-update call; `call` and `dims` describe only those).
+// order (one for a selective-state-update call or a decode step; `call` and `dims` describe only
+// selective-state-update calls).
 struct CheckedCall {
   std::string label;  // callLabel or scanCallLabel
   std::vector<Specialization> specs;

@@ -61,9 +61,9 @@ void bindFinalState(KernelCall& c, const CausalConv1dArgs& a, const detail::Conv
   c.pointer(A("err"), err, DType::I64);
   c.size(A("D"), d.D, true);
   c.size(A("L"), d.L, false);
-  c.size(A("nseq"), d.nseq, false);
-  c.size(A("nslots_init"), d.initSlots, false);
-  c.size(A("nslots_final"), d.finalSlots, false);
+  c.count(A("nseq"), d.nseq);
+  c.count(A("nslots_init"), d.initSlots);
+  c.count(A("nslots_final"), d.finalSlots);
   detail::bindConvRows(c, A, a.x, d, "s_x_b", "s_x_t", "s_x_d");
   detail::bindStateStrides(c, A, is, "s_init_slot", "s_init_d", "s_init_k");
   detail::bindStateStrides(c, A, fs, "s_final_slot", "s_final_d", "s_final_k");
@@ -117,8 +117,8 @@ void bindUpdate(KernelCall& c, const CausalConv1dUpdateArgs& a, const detail::Co
   c.pointer(A("err"), err, DType::I64);
   c.size(A("D"), d.D, true);
   c.size(A("L"), d.L, true);
-  c.size(A("batch"), d.batch, false);
-  c.size(A("nslots"), d.S, false);
+  c.count(A("batch"), d.batch);
+  c.count(A("nslots"), d.S);
   const TensorView& st = a.conv_state;
   c.stride(A("s_state_slot"), st.strides[0]);
   c.stride(A("s_state_d"), st.strides[1]);

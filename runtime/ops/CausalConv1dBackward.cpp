@@ -122,9 +122,9 @@ void bindStates(KernelCall& c, const CausalConv1dBackwardArgs& a, const ConvBack
   c.pointer(A("err"), err, DType::I64);
   c.size(A("D"), d.D, true);
   c.size(A("L"), d.L, false);
-  c.size(A("nseq"), d.nseq, false);
-  c.size(A("nslots_init"), d.initSlots, false);
-  c.size(A("nslots_final"), d.dfinalSlots, false);
+  c.count(A("nseq"), d.nseq);
+  c.count(A("nslots_init"), d.initSlots);
+  c.count(A("nslots_final"), d.dfinalSlots);
   detail::bindConvRows(c, A, a.x, d, "s_x_b", "s_x_t", "s_x_d");
   detail::bindConvRows(c, A, a.dout, d, "s_dy_b", "s_dy_t", "s_dy_d");
   detail::bindConvRows(c, A, a.dx, d, "s_dx_b", "s_dx_t", "s_dx_d");

@@ -45,9 +45,9 @@ void bindConvInputs(KernelCall& c, const ArgIndex& A, const Args& a, const ConvD
   c.pointer(A("err"), err, DType::I64);
   c.size(A("D"), d.D, true);
   c.size(A("L"), d.L, false);
-  c.size(A("nseq"), d.nseq, false);
-  c.size(A("nslots"), d.initSlots, false);
-  c.size(A("search_steps"), dsl::log2Ceil(d.nseq) + 1, false);
+  c.count(A("nseq"), d.nseq);
+  c.count(A("nslots"), d.initSlots);
+  c.count(A("search_steps"), dsl::log2Ceil(d.nseq) + 1);
   bindConvRows(c, A, a.x, d, "s_x_b", "s_x_t", "s_x_d");
   c.stride(A("s_w_d"), a.weight.strides[0]);
   c.stride(A("s_w_k"), a.weight.strides[1]);

@@ -40,6 +40,7 @@ void KernelCall::size(int arg, int64_t value, bool bound) {
   if (bound) bind(0, arg, value);
   else bind(1, arg, divClass(value));  // masks against it keep their vector width
 }
+void KernelCall::count(int arg, int64_t value) { v[arg].i64 = value; }
 void KernelCall::stride(int arg, int64_t value) {
   v[arg].i64 = value;
   if (value == 0 || value == 1) bind(0, arg, value);

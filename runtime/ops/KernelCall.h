@@ -32,6 +32,9 @@ class KernelCall {
   // A metadata pointer of a fixed dtype (the device status record).
   void pointer(int arg, void* p, DType dtype);
   void size(int arg, int64_t value, bool bound);  // bound: on the value, else its "div:" class
+  // A count or bound the kernel only compares against or loops to (rows, slots, sequences): no
+  // class binds, so calls that differ in it share one kernel (its class never changed the code).
+  void count(int arg, int64_t value);
   void stride(int arg, int64_t value);            // 0 and 1 bind; others bind a "div:" class
   void flag(int arg, bool value);
   void meta(const char* name, int64_t value);     // `name` must outlive the call (a literal)

@@ -41,15 +41,15 @@ void bind(KernelCall& c, const Mamba2DecodeState& s, const Mamba2MixerWeights& w
   c.pointer(A("cached"), s.cached_tokens, DType::I32, false);
   c.pointer(A("arrivals"), s.arrivals, DType::I32, false);
   c.pointer(A("err"), err, DType::I64);
-  c.size(A("batch"), d.batch, false);
-  c.size(A("nslots"), d.S, false);
+  c.count(A("batch"), d.batch);
+  c.count(A("nslots"), d.S);
   c.size(A("H"), d.H, true);
   c.size(A("P"), d.P, true);
   c.size(A("N"), d.N, true);
   c.size(A("G"), d.G, true);
   c.size(A("L"), d.L, true);
   c.size(A("Lc"), d.Lc, true);  // the staged token tiles cover Lc + L
-  c.size(A("hpp"), 1, false);    // set at launch (headsPerProgram): every value it takes is class 1
+  c.count(A("hpp"), 1);  // set at launch (headsPerProgram)
   c.v[A("dt_min")].f32 = w.dt_min;
   c.v[A("dt_max")].f32 = w.dt_max;
   const TensorView &cs = s.conv_state, &ss = s.ssm_state, &xc = s.xbc_cache, &dc = s.dt_cache;

@@ -154,10 +154,10 @@ void bind(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, const Sc
   c.pointer(A("err"), err, DType::I64);
   c.size(A("D"), d.D, true);
   c.size(A("L"), d.L, false);
-  c.size(A("nseq"), d.nseq, false);
-  c.size(A("nslots_init"), d.initSlots, false);
-  c.size(A("nslots_final"), d.finalSlots, false);
-  c.size(A("max_len"), d.maxLen, false);
+  c.count(A("nseq"), d.nseq);
+  c.count(A("nslots_init"), d.initSlots);
+  c.count(A("nslots_final"), d.finalSlots);
+  c.count(A("max_len"), d.maxLen);
   c.size(A("keys_per_row"), p.keysPerRow, false);
   c.size(A("group"), d.D / d.G, true);
   c.size(A("ckpt_per_row"), ckptPerRow, false);

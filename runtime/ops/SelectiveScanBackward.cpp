@@ -117,10 +117,10 @@ void bindBwd(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& 
   c.pointer(A("err"), err, DType::I64);
   c.size(A("D"), d.D, true);
   c.size(A("L"), d.L, false);
-  c.size(A("nseq"), d.nseq, false);
-  c.size(A("nslots_init"), d.initSlots, false);
-  c.size(A("nslots_final"), b.dfinal_states.defined() ? b.dfinal_states.shape[0] : 0, false);
-  c.size(A("max_len"), d.packed && f.max_seqlen > 0 ? f.max_seqlen : d.L, false);
+  c.count(A("nseq"), d.nseq);
+  c.count(A("nslots_init"), d.initSlots);
+  c.count(A("nslots_final"), b.dfinal_states.defined() ? b.dfinal_states.shape[0] : 0);
+  c.count(A("max_len"), d.packed && f.max_seqlen > 0 ? f.max_seqlen : d.L);
   c.size(A("ckpt_per_row"), p.ckptPerRow, false);
   c.size(A("span_keys_per_row"), p.spanKeysPerRow, false);
   c.size(A("group"), d.D / d.G, true);
@@ -184,7 +184,7 @@ void bindSum(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& 
   c.pointer(A("cu"), b.forward.cu_seqlens, DType::I32, false);
   c.size(A("D"), d.D, false);
   c.size(A("L"), d.L, false);
-  c.size(A("nseq"), d.nseq, false);
+  c.count(A("nseq"), d.nseq);
   c.size(A("rows"), p.rows, false);
   c.size(A("G"), d.G, false);
   c.size(A("group"), d.D / d.G, false);

@@ -1,7 +1,9 @@
-# inspect and prewarm name the Mamba-1 scan's kernels from op words: dense rows take 16-byte
-# accesses at a row length of 512 tokens and none at 513; a packed row of 8 x 513 tokens (a stride
-# of divisibility class 8) takes them again; --launch picks one of the backward's launches; options
-# of the other op are refused by name; a prewarm entry compiles every launch of its call.
+# inspect and prewarm name the Mamba-1 scan's and the Mamba-2 decode step's kernels from op words.
+# Scan: dense rows take 16-byte accesses at a row length of 512 tokens and none at 513; a packed row
+# of 8 x 513 tokens (a stride of divisibility class 8) takes them again; --launch picks one of the
+# backward's launches; a prewarm entry compiles every launch of its call. Decode step: the parts
+# and the cache depth reach the kernel; the op's own check names a cache too shallow for the
+# drafts. Options of another op are refused by name.
 source "$(dirname "$0")/lib.sh"
 
 scan=(--op scan --channels 256 --dstate 16 --input-dtype bf16 --stage resources)
@@ -25,13 +27,27 @@ run bwd_past 2 "$TOOL" inspect "${bwd[@]}" --launch $((n + 1))
 expect_grep "a launch past the last is named" "--launch $((n + 1)): the call has $n launches, expected 1..$n" bwd_past.err
 
 run heads 2 "$TOOL" inspect "${scan[@]}" --heads 4
-expect_grep "a state-update option is refused for the scan" "--heads applies to --op ssu and ssu-tokens only" heads.err
+expect_grep "a state-update option is refused for the scan" "--heads applies to --op ssu, ssu-tokens and decode-step, not scan" heads.err
 run seqlen 2 "$TOOL" inspect --op ssu --seqlen 7 --stage cuda
-expect_grep "a scan option is refused for the state update" "--seqlen applies to --op scan and scan-backward only" seqlen.err
+expect_grep "a scan option is refused for the state update" "--seqlen applies to --op scan and scan-backward, not ssu" seqlen.err
 run both 2 "$TOOL" inspect "${scan[@]}" --packed-lengths 5,6 --batch 2
 expect_grep "--batch beside --packed-lengths is refused" "--batch applies to dense rows; --packed-lengths gives the packed row" both.err
 run groups 2 "$TOOL" inspect "${scan[@]}" --groups 3
 expect_grep "the op's own check names the argument" "the scan options give an invalid call: selective_scan: B has 3 groups" groups.err
+
+step=(--op decode-step --heads 8 --head-dim 64 --dstate 128 --batch 4 --input-dtype bf16 --stage resources)
+run fused 0 "$TOOL" inspect "${step[@]}" --tokens 4
+expect_grep "the decode step's kernel is shown" "^kernel  *mamba2_decode_step" fused.out
+expect_grep "the decode step is labelled" "^call  *decode-step H8 P64 N128 G1 W4 b=4 L=4 Lc=4 fused state float32 drafts bfloat16" fused.out
+expect_grep "the parts are bound" "^key .*;replay=1;verify=1(;|$)" fused.out
+run verify 0 "$TOOL" inspect "${step[@]}" --tokens 4 --parts verify --cache-tokens 8
+expect_grep "verify only, over a deeper cache" "^key .*;Lc=8;.*;replay=0;verify=1(;|$)" verify.out
+run shallow 2 "$TOOL" inspect "${step[@]}" --tokens 8 --cache-tokens 4
+expect_grep "a cache shallower than the drafts is named by the op's check" "the decode-step options give an invalid call: mamba2_decode_step: xBC has 8 drafts" shallow.err
+run width 2 "$TOOL" inspect --op ssu --width 3 --stage cuda
+expect_grep "a decode-step option is refused for the state update" "--width applies to --op decode-step, not ssu" width.err
+run channels 2 "$TOOL" inspect "${step[@]}" --channels 64
+expect_grep "a scan option is refused for the decode step" "--channels applies to --op scan and scan-backward, not decode-step" channels.err
 
 echo '{"op": "scan", "channels": 256, "dstate": 16, "seqlen": 512, "input-dtype": "bf16", "archs": ["sm_90a"]}' > scan.jsonl
 run prewarm 0 "$TOOL" prewarm --quiet scan.jsonl
