@@ -7,11 +7,6 @@
 namespace ssmjit::tool {
 namespace {
 
-// Distinct 16-byte-aligned addresses: only alignment classes are read.
-TensorView fake(int k, DType t, std::initializer_list<int64_t> shape) {
-  return TensorView::contiguous(reinterpret_cast<void*>(uintptr_t{0x10000} + uintptr_t(k) * 0x10000000), t, shape);
-}
-
 const char* partsName(DecodeStepParts p) {
   return p == DecodeStepParts::ReplayOnly ? "replay" : p == DecodeStepParts::VerifyOnly ? "verify" : "fused";
 }
@@ -36,28 +31,28 @@ std::string decodeStepCallLabel(const DecodeStepCall& c) {
 Specialization decodeStepCallSpecialization(const DecodeStepCall& c) {
   const int64_t B = c.batch, S = c.batch, Dc = c.H * c.P + 2 * c.G * c.N, Lc = c.cacheTokens;
   Mamba2DecodeState s;
-  s.conv_state = fake(1, c.drafts, {S, Dc, c.W - 1});
-  s.ssm_state = fake(2, c.state, {S, c.H, c.P, c.N});
-  s.xbc_cache = fake(3, c.drafts, {S, Lc, Dc});
-  s.dt_cache = fake(4, c.drafts, {S, Lc, c.H});
-  s.cached_tokens = fake(5, DType::I32, {S});
-  s.arrivals = fake(6, DType::I32, {S});
+  s.conv_state = fakeDeviceView(1, c.drafts, {S, Dc, c.W - 1});
+  s.ssm_state = fakeDeviceView(2, c.state, {S, c.H, c.P, c.N});
+  s.xbc_cache = fakeDeviceView(3, c.drafts, {S, Lc, Dc});
+  s.dt_cache = fakeDeviceView(4, c.drafts, {S, Lc, c.H});
+  s.cached_tokens = fakeDeviceView(5, DType::I32, {S});
+  s.arrivals = fakeDeviceView(6, DType::I32, {S});
   Mamba2MixerWeights w;
-  w.conv_weight = fake(7, DType::F32, {Dc, c.W});
-  if (c.convBias) w.conv_bias = fake(8, DType::F32, {Dc});
-  w.A = fake(9, DType::F32, {c.H});
-  if (c.hasD) w.D = fake(10, DType::F32, {c.H});
-  if (c.dtBias) w.dt_bias = fake(11, DType::F32, {c.H});
+  w.conv_weight = fakeDeviceView(7, DType::F32, {Dc, c.W});
+  if (c.convBias) w.conv_bias = fakeDeviceView(8, DType::F32, {Dc});
+  w.A = fakeDeviceView(9, DType::F32, {c.H});
+  if (c.hasD) w.D = fakeDeviceView(10, DType::F32, {c.H});
+  if (c.dtBias) w.dt_bias = fakeDeviceView(11, DType::F32, {c.H});
   w.dt_softplus = c.softplus;
   Mamba2DecodeStepArgs a;
   a.parts = c.parts;
-  if (c.stateIndices) a.state_indices = fake(12, DType::I32, {B});
-  if (c.parts != DecodeStepParts::VerifyOnly) a.num_accepted = fake(13, DType::I32, {B});
+  if (c.stateIndices) a.state_indices = fakeDeviceView(12, DType::I32, {B});
+  if (c.parts != DecodeStepParts::VerifyOnly) a.num_accepted = fakeDeviceView(13, DType::I32, {B});
   if (c.parts != DecodeStepParts::ReplayOnly) {
-    a.xBC = fake(14, c.drafts, {B, c.L, Dc});
-    a.dt = fake(15, c.drafts, {B, c.L, c.H});
-    a.y = fake(16, c.drafts, {B, c.L, c.H, c.P});
-    if (c.hasZ) a.z = fake(17, c.drafts, {B, c.L, c.H, c.P});
+    a.xBC = fakeDeviceView(14, c.drafts, {B, c.L, Dc});
+    a.dt = fakeDeviceView(15, c.drafts, {B, c.L, c.H});
+    a.y = fakeDeviceView(16, c.drafts, {B, c.L, c.H, c.P});
+    if (c.hasZ) a.z = fakeDeviceView(17, c.drafts, {B, c.L, c.H, c.P});
   }
   try {
     return detail::decodeStepSpecialization(s, w, a, c.arch);

@@ -200,4 +200,8 @@ std::string readManifestFile(const std::string& path) {
   return text.str();
 }
 
+TensorView fakeDeviceView(int k, DType t, std::initializer_list<int64_t> shape) {
+  return TensorView::contiguous(reinterpret_cast<void*>(static_cast<uintptr_t>(k) << 20), t, shape);
+}
+
 }  // namespace ssmjit::tool

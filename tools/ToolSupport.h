@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -76,6 +77,10 @@ const char* stateWriteName(StateWrite w);
 // "sm_90a", "sm_80", "compute_90", ...: throws UsageError naming `option` otherwise, so that a
 // typo is caught before NVRTC prints a less direct message.
 void checkArch(const std::string& arch, const char* option);
+
+// A contiguous device view at fake address k MiB (k >= 1): distinct per k and 16-byte-aligned like
+// cuMemAlloc's buffers, enough for an op's check and its specialisation with no GPU.
+TensorView fakeDeviceView(int k, DType t, std::initializer_list<int64_t> shape);
 
 // The text of a manifest file (prewarm, inspect --spec); throws UsageError naming the path and why.
 std::string readManifestFile(const std::string& path);
