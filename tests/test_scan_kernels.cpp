@@ -432,10 +432,6 @@ TEST(ScanKernels, ForwardTilesFollowTheGrid) {
   EXPECT_EQ(tiles(v), Tiles(0, 4));
 }
 
-// A packed row's tiles start anywhere: each thread loads its aligned run and the next one as
-// vectors and takes its tokens by register moves (PackedRuns), so the packed kernels shuffle
-// no more than the dense ones; and the packed backward runs one tile body, its last tile
-// masked by select, where the dense one has a second body for a partial tile.
 // The number of sequences, the slot counts and the longest length are only bounds to the
 // kernels: no divisibility class of theirs is bound, so varlen batches that differ in them (one
 // every training step) do not compile again for it.
@@ -468,6 +464,10 @@ TEST(ScanKernels, PackedRowStrideDivisibleByEightTokensLoadsVectors) {
   EXPECT_EQ(loads(8 * 2049 + 1), 0);
 }
 
+// A packed row's tiles start anywhere: each thread loads its aligned run and the next one as
+// vectors and takes its tokens by register moves (PackedRuns), so the packed kernels shuffle
+// no more than the dense ones; and the packed backward runs one tile body, its last tile
+// masked by select, where the dense one has a second body for a partial tile.
 TEST(ScanKernels, PackedTilesMoveTokensInRegistersAndTheBackwardRunsOneBody) {
   Variant v;
   v.L = 4096;

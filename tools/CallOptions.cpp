@@ -33,7 +33,8 @@ void addOpShapeOptions(CLI::App* app, OpShapeOptions& o, bool allOps) {
   app->add_option("--heads", o.heads, "Heads H")->check(atLeast(1))->capture_default_str();
   app->add_option("--head-dim", o.headDim, "Head dim P")->check(atLeast(1))->capture_default_str();
   app->add_option("--dstate", o.dstate, "State size N")->check(atLeast(1))->capture_default_str();
-  app->add_option("--groups", o.groups, "Groups G of B and C (must divide H)")
+  app->add_option("--groups", o.groups,
+                  allOps ? "Groups G of B and C (must divide H; the scan's, D)" : "Groups G of B and C (must divide H)")
       ->check(atLeast(1))
       ->capture_default_str();
 }
