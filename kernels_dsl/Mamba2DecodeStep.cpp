@@ -313,6 +313,13 @@ void build(KernelBuilder& k, const Specialization& spec) {
 // thread (with the heads per program the op picks for each): batch 64: 175.1 / 214.6 against
 // 161.7 / 197.7; batch 16: 71.1 / 90.3 against 52.6 / 62.1. Small batches keep 64: batch 4:
 // 24.9 / 29.1 against 23.4 / 30.7, batch 1: 13.6 / 15.2 against 15.0 / 16.7.
+// Stop 40 (fused L 4 at batch 16 / 64, us; default 52 / 161): 16 values a thread (BLOCK_P 16, 6 or
+// 8 an SM) 60-64 / 212-218; 8 warps of 16 values 88 / 247; BLOCK_P 32 at 6 an SM 55 / 174. The
+// fused step issues ~35% more instructions than the verify (ncu, batch 64) at the same stall mix:
+// the replayed tokens, not the commit's write, make most of (a) - verify. Also measured and
+// dropped: the next head's state requested from L2 (cp.async.bulk.prefetch) while the program
+// works on one (+10% at batch 64); the state loaded before its head's staging (within noise);
+// the staging started before the cached count arrives (no gain; +3% at batch 64, L 8).
 void chooseMeta(Specialization& s) {
   const int64_t P = s.get("P"), N = s.get("N"), H = s.get("H"), G = s.get("G");
   if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);

@@ -179,6 +179,15 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   //   and the edge stores cost more than the element stores they replace).
   // - Programs ordered sequence-fastest: a list-scheduling model of the mix's programs puts the
   //   current order within 2% of ideal and that one worse; not built.
+  // - u and delta (and StagedBC's B and C) issued before the staging barriers: 8x2048 +3%, the mix
+  //   +3.5% (stop 40). The sequence's last tile loaded whole (as above) again: 8 x 2056 unchanged
+  //   (0.920), the mix +15.5% against +13.6%.
+  // Stop 40, where the rest goes: 7 sequences of 2048 after a first of 64 (starts on 128-byte lines)
+  // 0.83 ms, as 8x2048; after a first of 8, 16 or 32 tokens (16-byte but not 128-byte aligned, two
+  // partial tiles) 0.866-0.880; after one of 4 (sh = 4) 0.89. So a tile that straddles two 128-byte
+  // lines costs ~5% (ncu at 8 x 2056: L2 traffic +50%, L1 hit rate 58 -> 50%, and the loop's
+  // spill reloads then miss L1). Tiles placed on the row's lines instead would change the scan's
+  // association within a sequence, and with it a packed sequence's bits against its own call.
   const bool realignPacked = spec.get("has_cu", 0) != 0;
   const int64_t run = BT / spec.get("meta:time_lanes");  // a thread's tokens
   // One tile [c, c + BT) of the span. A whole tile (the common case) has a mask constant along
@@ -271,7 +280,8 @@ void chooseScanMeta(Specialization& s) {
   // (1.137 here) but 8x2048 0.941 (0.894) and the packed row 1.260 (1.066); 16 of 4 and 32 of 4
   // were slower everywhere. Stop 39 (forward ms, 8x2048 / 1x16384 / the bench's packed mix):
   // 8 lanes 0.805 / 0.962 / 0.914; 4: 0.913 / 1.373 / 1.118; 2: 0.865 / 1.474 / 1.403; 1: 0.807 /
-  // 1.437 / 1.948.
+  // 1.437 / 1.948. Stop 40: 8 lanes of 4 tokens (BLOCK_T 32, which spills nothing at 96 registers
+  // where 64 spills 48 B) 0.957 / 1.255 / 1.055.
   if (!s.find("meta:time_lanes")) s.set("meta:time_lanes", 8);
   const int64_t lanes = s.get("meta:time_lanes");
   if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", 8 * lanes);
