@@ -112,9 +112,15 @@ void build(KernelBuilder& k, const Specialization& spec) {
   const int64_t R = BT + W - 1, RT = nextPow2(R), BNp = BN + BN / 32 * 4;
   const bool withZ = spec.get("has_z") != 0;
   auto padN = [&](Value n) { return n + (n / 32) * 4; };
+  // The conv weights (W rows) and bias (a row) of B, C and x sit beside their raw rows, staged
+  // with them: their loads are in flight with the raw rows', where loaded by the convs they were a
+  // memory latency after the barrier (stop 40, H100, fp32 state, us: verify batch 1 L 4 9.7 ->
+  // 8.1; fused batch 1 / 4 / 16 / 64 at L 4: 13.7 / 24.7 / 52.7 / 161.4 -> 12.4 / 21.4 / 47.3 /
+  // 147.2).
   const int64_t oC = R * BNp, oX = 2 * R * BNp, oDtx = oX + R * BP, oZ = oDtx + BT * BP,
-                oDec = oZ + (withZ ? BT * BP : 0), oDt = oDec + kMaxHeadsPerProgram * BT;
-  Value smem = k.sharedBuffer(oDt + kMaxHeadsPerProgram * BT);
+                oDec = oZ + (withZ ? BT * BP : 0), oDt = oDec + kMaxHeadsPerProgram * BT,
+                oWB = oDt + kMaxHeadsPerProgram * BT, oWC = oWB + (W + 1) * BNp, oWX = oWC + (W + 1) * BNp;
+  Value smem = k.sharedBuffer(oWX + (W + 1) * BP);
   Value tr = k.range(BT), tC = k.expandDims(tr, 1);  // [BT], [BT, 1]
   Value rC = k.expandDims(k.range(RT), 1);            // [RT, 1]
   Value nR = k.expandDims(offsN, 0), mN2 = k.expandDims(maskN, 0);
@@ -126,13 +132,23 @@ void build(KernelBuilder& k, const Specialization& spec) {
   auto ssmOffsets = [&](Value h) {
     return slot * sSsSlot + h * sSsH + k.expandDims(offsP, 1) * sSsP + k.expandDims(offsN, 0) * sSsN;
   };
+  // Channels ch2 ([1, n], mask m2)'s conv weights and bias to their rows at `oW` (row stride
+  // `rs`, places `at`): W weight rows, then the bias (0 without one).
+  const int64_t WR = nextPow2(W + 1);
+  Value wR = k.expandDims(k.range(WR), 1);  // [WR, 1]
+  auto stageWeights = [&](int64_t oW, int64_t rs, Value at, Value ch2, Value m2) {
+    Value w = k.load(convW, ch2 * sWc + k.minimum(wR, k.constInt(W - 1)) * sWk, m2 && (wR < W), zero);
+    Value bias = k.ifElse(hasConvBias, [&] { return std::vector<Value>{k.load(convB, ch2 * sCb, m2, zero)}; },
+                          [&] { return std::vector<Value>{k.splat(zero, {1, ch2.shape()[1]})}; })[0];
+    k.store(smem, oW + wR * rs + at, k.select(wR == W, k.broadcastTo(bias, w.shape()), w), wR <= W);
+  };
   // The SiLU conv of the chunk's tokens from the raw rows at `o` (row stride `rs`, places `at`)
-  // for channels ch1: bias + w[W-1] x(t), then w[q] x(t - (W-1) + q), as causal_conv1d_update sums.
-  auto convRows = [&](int64_t o, int64_t rs, Value at, Value ch1, Value m1) {
-    auto wk = [&](int64_t q) { return k.expandDims(k.load(convW, ch1 * sWc + q * sWk, m1, zero), 0); };
+  // with the weights at `oW`: bias + w[W-1] x(t), then w[q] x(t - (W-1) + q), as
+  // causal_conv1d_update sums.
+  auto convRows = [&](int64_t o, int64_t oW, int64_t rs, Value at) {
+    auto wk = [&](int64_t q) { return k.load(smem, oW + q * rs + at); };
     auto raw = [&](int64_t q) { return k.load(smem, o + (tC + q) * rs + at); };
-    Value bias = k.ifElse(hasConvBias, [&] { return std::vector<Value>{k.expandDims(k.load(convB, ch1 * sCb, m1, zero), 0)}; },
-                          [&] { return std::vector<Value>{k.splat(zero, {1, ch1.shape()[0]})}; })[0];
+    Value bias = wk(W);
     Value acc = bias + wk(W - 1) * raw(W - 1);
     for (int64_t q = 0; q + 1 < W; ++q) acc = acc + wk(q) * raw(q);
     return silu(acc);
@@ -147,6 +163,8 @@ void build(KernelBuilder& k, const Specialization& spec) {
     // Places past N get 0, which the token loop reads unmasked.
     k.store(smem, rC * BNp + padN(nR), virtualIn(pos, k.expandDims(chB, 0), okR && mN2), okR);
     k.store(smem, oC + rC * BNp + padN(nR), virtualIn(pos, k.expandDims(chC, 0), okR && mN2), okR);
+    stageWeights(oWB, BNp, padN(nR), k.expandDims(chB, 0), mN2);
+    stageWeights(oWC, BNp, padN(nR), k.expandDims(chC, 0), mN2);
     Value v1 = v0 + tC, ok1 = v1 < nTok, hs = hb * hpp + k.expandDims(k.range(HB), 0);  // [BT, 1], [1, HB]
     Value okH = (hs < hb * hpp + hpp) && (hs < H);
     Value dRaw = k.load(dtCache, slot * sDcSlot + v1 * sDcT + hs * sDcH, ok1 && okH && (v1 < c), zero) +
@@ -158,7 +176,7 @@ void build(KernelBuilder& k, const Specialization& spec) {
     k.store(smem, oDec + hl * BT + tC, k.exp(k.load(A, hs * sAh, okH, zero) * d));
     k.store(smem, oDt + hl * BT + tC, d);
     k.barrier();
-    Value bPost = convRows(0, BNp, padN(nR), chB, maskN), cPost = convRows(oC, BNp, padN(nR), chC, maskN);
+    Value bPost = convRows(0, oWB, BNp, padN(nR)), cPost = convRows(oC, oWC, BNp, padN(nR));
     k.barrier();  // every raw row is read before the first BT are overwritten
     k.store(smem, tC * BNp + padN(nR), bPost);
     k.store(smem, oC + tC * BNp + padN(nR), cPost);
@@ -171,6 +189,7 @@ void build(KernelBuilder& k, const Specialization& spec) {
     Value pos = v0 - (W - 1) + rC, okR = rC < R;
     Value chX0 = xChannels(h);
     k.store(smem, oX + rC * BP + pR, virtualIn(pos, k.expandDims(chX0, 0), okR && mP2), okR);
+    stageWeights(oWX, BP, pR, k.expandDims(chX0, 0), mP2);
     Value vC = v0 + tC, okC = vC < nTok;
     if (withZ) {
       Value mZ = okC && (vC >= c) && mP2;
@@ -188,7 +207,7 @@ void build(KernelBuilder& k, const Specialization& spec) {
                 k.load(smem, oX + (c + (W - 1) + lr) * BP + pR, m, zero), m);
       });
     }
-    Value xPost = convRows(oX, BP, pR, chX0, maskP0);
+    Value xPost = convRows(oX, oWX, BP, pR);
     Value dtx = k.load(smem, oDt + i * BT + tC) * xPost;
     k.barrier();
     k.store(smem, oX + tC * BP + pR, xPost);
@@ -352,7 +371,7 @@ void chooseMeta(Specialization& s) {
   if (!s.find("meta:BLOCK_T")) {
     const int64_t BP = s.get("meta:BLOCK_P"), W = s.get("meta:width"), BNp = BN + BN / 32 * 4;
     const int64_t tokens = (s.get("replay") ? s.get("Lc") : 0) + s.get("L");
-    auto floats = [&](int64_t bt) { return (bt + W - 1) * (2 * BNp + BP) + bt * BP * 2 + 2 * kMaxHeadsPerProgram * bt; };
+    auto floats = [&](int64_t bt) { return (bt + 2 * W) * (2 * BNp + BP) + bt * BP * 2 + 2 * kMaxHeadsPerProgram * bt; };
     int64_t bt = std::max<int64_t>(2, nextPow2(tokens));
     while (bt > 2 && floats(bt) > dsl::kMaxSharedBufferFloats) bt /= 2;
     s.set("meta:BLOCK_T", bt);

@@ -193,3 +193,28 @@ TEST(DecodeStepKernels, GeneratedCodeWritesSharedDataAfterTheLastArrival) {
   }
 }
 
+
+// The conv weights and biases (B's, C's and a head's x) are staged into shared memory with their
+// raw rows, before the barrier that the convs wait at, so their loads overlap the rows' loads:
+// one load site each, whatever the width, and each followed by a barrier before any conv reads it.
+TEST(DecodeStepKernels, ConvWeightsAreStagedWithTheRawRows) {
+  for (int64_t width : {2, 4}) {
+    Variant v;
+    v.W = width;
+    const Call c = make(v);
+    const Specialization spec = detail::decodeStepSpecialization(c.s, c.w, c.a, "sm_90a");
+    PipelineOptions o;
+    o.runNvrtc = false;
+    std::string cuda;
+    o.onStage = [&](const std::string& stage, const std::string& text) {
+      if (stage == "cuda") cuda = text;
+    };
+    compileKernel(spec, o);
+    std::vector<size_t> sites;
+    for (size_t at = cuda.find("p_conv_w + "); at != std::string::npos; at = cuda.find("p_conv_w + ", at + 1))
+      sites.push_back(at);
+    ASSERT_EQ(sites.size(), 3u) << "W " << width << "\n" << cuda;
+    // B's and C's before the first barrier, x's in the head's staging.
+    EXPECT_LT(sites[1], cuda.find("__syncthreads();")) << "W " << width;
+  }
+}
