@@ -7,14 +7,17 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "GpuTest.h"  // SSMJIT_REQUIRE_NVRTC
 #include "kernels_dsl/CompileKernel.h"
 #include "kernels_dsl/Mamba2DecodeStep.h"
 #include "runtime/ops/Mamba2DecodeStepSpec.h"
 #include "ssmjit/ops.h"
+#include "tests/support/GeneratedCuda.h"
 
 using namespace ssmjit;
+using ssmjit::testing::generatedCuda;
 
 namespace {
 
@@ -173,14 +176,7 @@ TEST(DecodeStepKernels, CompilesForSm80) {
 // be a race that the GPU tests may not catch.
 TEST(DecodeStepKernels, GeneratedCodeWritesSharedDataAfterTheLastArrival) {
   const Call c = make(Variant{});
-  const Specialization spec = detail::decodeStepSpecialization(c.s, c.w, c.a, "sm_90a");
-  PipelineOptions o;
-  o.runNvrtc = false;
-  std::string cuda;
-  o.onStage = [&](const std::string& stage, const std::string& text) {
-    if (stage == "cuda") cuda = text;
-  };
-  compileKernel(spec, o);
+  const std::string cuda = generatedCuda(detail::decodeStepSpecialization(c.s, c.w, c.a, "sm_90a"));
   const size_t arrive = cuda.find("ssm_arrive_last(");
   ASSERT_NE(arrive, std::string::npos) << cuda;
   for (const char* read : {", p_dt_cache + ", "ssm_load(p_cached + "}) {
@@ -202,14 +198,7 @@ TEST(DecodeStepKernels, ConvWeightsAreStagedWithTheRawRows) {
     Variant v;
     v.W = width;
     const Call c = make(v);
-    const Specialization spec = detail::decodeStepSpecialization(c.s, c.w, c.a, "sm_90a");
-    PipelineOptions o;
-    o.runNvrtc = false;
-    std::string cuda;
-    o.onStage = [&](const std::string& stage, const std::string& text) {
-      if (stage == "cuda") cuda = text;
-    };
-    compileKernel(spec, o);
+    const std::string cuda = generatedCuda(detail::decodeStepSpecialization(c.s, c.w, c.a, "sm_90a"));
     std::vector<size_t> sites;
     for (size_t at = cuda.find("p_conv_w + "); at != std::string::npos; at = cuda.find("p_conv_w + ", at + 1))
       sites.push_back(at);

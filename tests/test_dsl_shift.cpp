@@ -8,7 +8,7 @@
 #include "kernels_dsl/Dsl.h"
 #include "ssmjit/error.h"
 #include "tests/support/Occurrences.h"
-#include "tests/support/OwnKernelCuda.h"
+#include "tests/support/GeneratedCuda.h"
 
 namespace ssmjit {
 namespace {

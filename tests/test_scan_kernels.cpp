@@ -17,9 +17,11 @@
 #include "runtime/ops/SelectiveScanSpec.h"
 #include "ssmjit/ops.h"
 #include "tests/support/ExpectError.h"
+#include "tests/support/GeneratedCuda.h"
 #include "tests/support/Occurrences.h"
 
 using namespace ssmjit;
+using ssmjit::testing::generatedCuda;
 using ssmjit::testing::occurrences;
 
 namespace {
@@ -146,17 +148,6 @@ TEST(ScanKernels, LargeStateSizesCompileInChunks) {
 
 namespace {
 
-// The CUDA C++ the pipeline generates for a specialisation (no NVRTC).
-std::string generatedCuda(const Specialization& spec) {
-  PipelineOptions o;
-  o.runNvrtc = false;
-  std::string cuda;
-  o.onStage = [&](const std::string& stage, const std::string& text) {
-    if (stage == "cuda") cuda = text;
-  };
-  compileKernel(spec, o);
-  return cuda;
-}
 
 }  // namespace
 

@@ -1,5 +1,5 @@
-// The CUDA C++ the pipeline generates for a small kernel of a test's own (not in the registry):
-// the DSL and pass tests read which instructions it became. No NVRTC.
+// The CUDA C++ the pipeline generates (no NVRTC), for tests that read which instructions a kernel
+// became: a registry kernel's specialisation, or a small kernel of a test's own.
 #pragma once
 #include <initializer_list>
 #include <string>
@@ -8,6 +8,23 @@
 #include "kernels_dsl/Registry.h"
 
 namespace ssmjit::testing {
+
+// The options that stop the pipeline before NVRTC and keep its "cuda" stage in `cuda`.
+inline PipelineOptions capturingCuda(std::string& cuda) {
+  PipelineOptions o;
+  o.runNvrtc = false;
+  o.onStage = [&cuda](const std::string& stage, const std::string& text) {
+    if (stage == "cuda") cuda = text;
+  };
+  return o;
+}
+
+// A registry kernel's specialisation.
+inline std::string generatedCuda(const Specialization& spec) {
+  std::string cuda;
+  compileKernel(spec, capturingCuda(cuda));
+  return cuda;
+}
 
 // `def` specialised for sm_90a, 4 warps and 32-bit indices, its pointer arguments `f32Ptrs` f32
 // and `bf16Ptrs` bf16, all 16-byte aligned.
@@ -20,12 +37,7 @@ inline std::string ownKernelCuda(const dsl::KernelDef& def, std::initializer_lis
   for (const char* p : bf16Ptrs) spec.set(std::string("dtype:") + p, (int)ScalarType::BF16).set(std::string("align:") + p, 16);
   spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
   std::string cuda;
-  PipelineOptions o;
-  o.runNvrtc = false;
-  o.onStage = [&](const std::string& stage, const std::string& text) {
-    if (stage == "cuda") cuda = text;
-  };
-  compileKernel(def, spec, o);
+  compileKernel(def, spec, capturingCuda(cuda));
   return cuda;
 }
 
