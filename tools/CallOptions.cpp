@@ -209,10 +209,7 @@ std::string callLabel(const SsuCase& s) {
                            : strf("m1 D%lld N%lld ", static_cast<long long>(s.P),
                                   static_cast<long long>(s.N));
   l += caseLabel(s);
-  if (!s.hasD) l += " no-D";
-  if (!s.hasZ) l += " no-z";
-  if (!s.hasDtBias) l += " no-dt-bias";
-  if (!s.softplus) l += " no-softplus";
+  l += absentInputsLabel(s.hasD, s.hasZ, s.hasDtBias, s.softplus);
   if (!s.stateIdx) l += " no-state-indices";
   return l;
 }

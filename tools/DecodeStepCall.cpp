@@ -20,10 +20,7 @@ std::string decodeStepCallLabel(const DecodeStepCall& c) {
                        static_cast<long long>(c.L), static_cast<long long>(c.cacheTokens), partsName(c.parts),
                        dtypeName(c.state), dtypeName(c.drafts));
   if (!c.convBias) l += " no-conv-bias";
-  if (!c.hasD) l += " no-D";
-  if (!c.hasZ) l += " no-z";
-  if (!c.dtBias) l += " no-dt-bias";
-  if (!c.softplus) l += " no-softplus";
+  l += absentInputsLabel(c.hasD, c.hasZ, c.dtBias, c.softplus);
   if (!c.stateIndices) l += " no-state-indices";
   return l;
 }

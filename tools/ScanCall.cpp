@@ -17,18 +17,27 @@ int64_t rowLength(const ScanCall& c) {
   return packed(c) ? std::accumulate(c.packedLengths.begin(), c.packedLengths.end(), int64_t{0}) : c.seqlen;
 }
 
+// The call's tensors by kind, each at fake address k: a (rows, D, L) sequence tensor, A's (D, N),
+// B's or C's (time-varying or constant) and a per-channel (D) vector. Gradients take their
+// input's kind.
+TensorView sequenceView(const ScanCall& c, int k) { return fakeDeviceView(k, c.x, {rows(c), c.D, rowLength(c)}); }
+TensorView stateMatrixView(const ScanCall& c, int k) { return fakeDeviceView(k, DType::F32, {c.D, c.N}); }
+TensorView bcView(const ScanCall& c, int k) {
+  return c.bcVarying ? fakeDeviceView(k, c.x, {rows(c), c.G, c.N, rowLength(c)}) : stateMatrixView(c, k);
+}
+TensorView channelView(const ScanCall& c, int k) { return fakeDeviceView(k, DType::F32, {c.D}); }
+
 SelectiveScanArgs forwardArgs(const ScanCall& c) {
-  const int64_t Bt = rows(c), L = rowLength(c);
   SelectiveScanArgs a;
-  a.u = fakeDeviceView(1, c.x, {Bt, c.D, L});
-  a.delta = fakeDeviceView(2, c.x, {Bt, c.D, L});
-  a.out = fakeDeviceView(3, c.x, {Bt, c.D, L});
-  a.A = fakeDeviceView(4, DType::F32, {c.D, c.N});
-  a.B = c.bcVarying ? fakeDeviceView(5, c.x, {Bt, c.G, c.N, L}) : fakeDeviceView(5, DType::F32, {c.D, c.N});
-  a.C = c.bcVarying ? fakeDeviceView(6, c.x, {Bt, c.G, c.N, L}) : fakeDeviceView(6, DType::F32, {c.D, c.N});
-  if (c.hasD) a.D = fakeDeviceView(7, DType::F32, {c.D});
-  if (c.hasZ) a.z = fakeDeviceView(8, c.x, {Bt, c.D, L});
-  if (c.hasDeltaBias) a.delta_bias = fakeDeviceView(9, DType::F32, {c.D});
+  a.u = sequenceView(c, 1);
+  a.delta = sequenceView(c, 2);
+  a.out = sequenceView(c, 3);
+  a.A = stateMatrixView(c, 4);
+  a.B = bcView(c, 5);
+  a.C = bcView(c, 6);
+  if (c.hasD) a.D = channelView(c, 7);
+  if (c.hasZ) a.z = sequenceView(c, 8);
+  if (c.hasDeltaBias) a.delta_bias = channelView(c, 9);
   a.delta_softplus = c.softplus;
   if (packed(c)) {
     a.cu_seqlens = fakeDeviceView(10, DType::I32, {static_cast<int64_t>(c.packedLengths.size()) + 1});
@@ -38,19 +47,18 @@ SelectiveScanArgs forwardArgs(const ScanCall& c) {
 }
 
 SelectiveScanBackwardArgs backwardArgs(const ScanCall& c) {
-  const int64_t Bt = rows(c), L = rowLength(c);
   SelectiveScanBackwardArgs b;
   b.forward = forwardArgs(c);
   b.forward.out = {};
-  b.dout = fakeDeviceView(20, c.x, {Bt, c.D, L});
-  b.du = fakeDeviceView(21, c.x, {Bt, c.D, L});
-  b.ddelta = fakeDeviceView(22, c.x, {Bt, c.D, L});
-  b.dA = fakeDeviceView(23, DType::F32, {c.D, c.N});
-  b.dB = c.bcVarying ? fakeDeviceView(24, c.x, {Bt, c.G, c.N, L}) : fakeDeviceView(24, DType::F32, {c.D, c.N});
-  b.dC = c.bcVarying ? fakeDeviceView(25, c.x, {Bt, c.G, c.N, L}) : fakeDeviceView(25, DType::F32, {c.D, c.N});
-  if (c.hasD) b.dD = fakeDeviceView(26, DType::F32, {c.D});
-  if (c.hasZ) b.dz = fakeDeviceView(27, c.x, {Bt, c.D, L});
-  if (c.hasDeltaBias) b.ddelta_bias = fakeDeviceView(28, DType::F32, {c.D});
+  b.dout = sequenceView(c, 20);
+  b.du = sequenceView(c, 21);
+  b.ddelta = sequenceView(c, 22);
+  b.dA = stateMatrixView(c, 23);
+  b.dB = bcView(c, 24);
+  b.dC = bcView(c, 25);
+  if (c.hasD) b.dD = channelView(c, 26);
+  if (c.hasZ) b.dz = sequenceView(c, 27);
+  if (c.hasDeltaBias) b.ddelta_bias = channelView(c, 28);
   return b;
 }
 
@@ -62,11 +70,7 @@ std::string scanCallLabel(const ScanCall& c) {
   l += packed(c) ? strf("packed %zu seqs (%lld tokens)", c.packedLengths.size(), static_cast<long long>(rowLength(c)))
                  : strf("b=%lld L=%lld", static_cast<long long>(c.batch), static_cast<long long>(c.seqlen));
   l += std::string(" ") + dtypeName(c.x) + (c.bcVarying ? " varying B/C" : " constant B/C");
-  if (!c.hasD) l += " no-D";
-  if (!c.hasZ) l += " no-z";
-  if (!c.hasDeltaBias) l += " no-dt-bias";
-  if (!c.softplus) l += " no-softplus";
-  return l;
+  return l + absentInputsLabel(c.hasD, c.hasZ, c.hasDeltaBias, c.softplus);
 }
 
 std::vector<Specialization> scanCallSpecializations(const ScanCall& c) {

@@ -200,6 +200,15 @@ std::string readManifestFile(const std::string& path) {
   return text.str();
 }
 
+std::string absentInputsLabel(bool hasD, bool hasZ, bool dtBias, bool softplus) {
+  std::string l;
+  if (!hasD) l += " no-D";
+  if (!hasZ) l += " no-z";
+  if (!dtBias) l += " no-dt-bias";
+  if (!softplus) l += " no-softplus";
+  return l;
+}
+
 TensorView fakeDeviceView(int k, DType t, std::initializer_list<int64_t> shape) {
   return TensorView::contiguous(reinterpret_cast<void*>(static_cast<uintptr_t>(k) << 20), t, shape);
 }

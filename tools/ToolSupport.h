@@ -78,6 +78,10 @@ const char* stateWriteName(StateWrite w);
 // typo is caught before NVRTC prints a less direct message.
 void checkArch(const std::string& arch, const char* option);
 
+// The label words of the --no-D, --no-z, --no-dt-bias and --no-softplus flags that are set, each
+// after a space (call labels of every op that takes them).
+std::string absentInputsLabel(bool hasD, bool hasZ, bool dtBias, bool softplus);
+
 // A contiguous device view at fake address k MiB (k >= 1): distinct per k and 16-byte-aligned like
 // cuMemAlloc's buffers, enough for an op's check and its specialisation with no GPU.
 TensorView fakeDeviceView(int k, DType t, std::initializer_list<int64_t> shape);
