@@ -21,10 +21,29 @@ Value firstScanKey(KernelBuilder& k, const ScanSequence& s, Value perRow, int64_
   return s.row * perRow + s.start / unit + k.select(hasCu, i, k.constInt(0));
 }
 
+Value sequenceAtRank(KernelBuilder& k, Value cu, Value sCu, Value nseq, Value z, int64_t ranked, int64_t lanes) {
+  Value zeroI = k.constInt(0), oneI = k.constInt(1);
+  // [ranked, lanes], the kernels' (channels, time lanes) axes: a few sequences a thread rather
+  // than all, the same in each lane.
+  Value r = k.broadcastTo(k.expandDims(k.range(ranked), 1), {ranked, lanes}), in = r < nseq;
+  Value len = k.load(cu, (r + 1) * sCu, in, zeroI) - k.load(cu, r * sCu, in, zeroI);
+  // rank_r = #{j : len_j > len_r, or len_j == len_r and j < r}
+  std::vector<Value> rank = k.forLoop(zeroI, k.minimum(nseq, k.constInt(ranked)), oneI,
+                                      {k.splat(zeroI, {ranked, lanes})}, [&](Value j, const std::vector<Value>& c) {
+    Value lj = k.load(cu, (j + 1) * sCu) - k.load(cu, j * sCu);
+    Value before = (lj > len) || ((lj == len) && (j < r));
+    return std::vector<Value>{c[0] + k.select(before, oneI, zeroI)};
+  });
+  Value seq = k.reduce(k.reduce(k.select(in && (rank[0] == z), r, zeroI), 1, "max"), 0, "sum");
+  return k.select(nseq <= ranked, seq, z);
+}
+
 int64_t scanSpanForWidth(int64_t D) {
   int64_t span = 256;
   while (span < 2048 && span * 5 <= D) span *= 2;
   return span;
 }
+
+int64_t scanSerialLenForWidth(int64_t D) { return D >= 4096 ? 2048 : 0; }
 
 }  // namespace ssmjit::kernels

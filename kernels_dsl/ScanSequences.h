@@ -17,6 +17,14 @@ struct ScanSequence {
 ScanSequence scanSequence(dsl::KernelBuilder& k, dsl::Value hasCu, dsl::Value cu, dsl::Value sCu, dsl::Value L,
                           dsl::Value nseq, dsl::Value i);
 
+// The sequence that program z of a packed row's launch scans when the longest go first (so that
+// the last programs to start are short ones): the rank-z sequence by length, longest first, ties
+// by index. Rows of more than `ranked` sequences (a power of two, at least the threads along the
+// kernel's channel axis) keep their order (z itself): ranking costs each program a pass over the
+// row's lengths. `lanes`: the threads along the kernel's time axis.
+dsl::Value sequenceAtRank(dsl::KernelBuilder& k, dsl::Value cu, dsl::Value sCu, dsl::Value nseq, dsl::Value z,
+                          int64_t ranked, int64_t lanes);
+
 // The first key of sequence i in a region of `perRow` keys a row, one key for every `unit` tokens
 // from the sequence's start: row * perRow + start / unit (+ i when packed: a packed row's
 // sequences take up to one key more each than its tokens / unit).
@@ -27,5 +35,11 @@ dsl::Value firstScanKey(dsl::KernelBuilder& k, const ScanSequence& s, dsl::Value
 // meta:span): about D / 2.5, a power of two in 256..2048, so that one long sequence's programs
 // still fill the GPU a few times over.
 int64_t scanSpanForWidth(int64_t D);
+
+// The longest sequence the forward scans serially at D channels (one lane along time; their
+// default meta:serial_len; SelectiveScan.h, length classes): 2048 tokens from D 4096 up, where it
+// was measured (on the H100 at D 5120) at the speed of the parallel form on dense rows and faster
+// on packed ones; 0 (every sequence parallel) below, where it is unmeasured.
+int64_t scanSerialLenForWidth(int64_t D);
 
 }  // namespace ssmjit::kernels

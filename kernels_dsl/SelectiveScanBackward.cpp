@@ -66,7 +66,12 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
         hasFinalIdx = Fl("has_final_idx"), hasDinit = Fl("has_dinit"), hasInitIdx = Fl("has_init_idx"),
         partIn = Fl("part_in"), partOut = Fl("part_out");
 
-  Value pidD = k.programId(0), i = k.programId(1), j = k.programId(2);
+  // A packed row's sequences longest first (meta:longest_first; ScanSequences.h).
+  const bool longestFirst = spec.get("meta:longest_first") != 0 && spec.get("has_cu", 0) != 0;
+  Value pidD = k.programId(0), j = k.programId(2);
+  Value i = longestFirst ? sequenceAtRank(k, cu, sCu, nseq, k.programId(1), std::max<int64_t>(64, BD),
+                                          spec.get("meta:time_lanes"))
+                         : k.programId(1);
   Value zeroI = k.constInt(0), zero = k.constFloat(0), one = k.constFloat(1);
   // The sequence. Bad cu_seqlens and over-long sequences were reported by the checkpoint launch.
   const ScanSequence seq = scanSequence(k, hasCu, cu, sCu, L, nseq, i);
@@ -348,6 +353,7 @@ void chooseScanBwdMeta(Specialization& s) {
   // but the first).
   if (!s.find("meta:span")) s.set("meta:span", std::max(scanSpanForWidth(D), s.get("meta:BLOCK_T")));
   if (!s.find("meta:adjoint_pass")) s.set("meta:adjoint_pass", 0);
+  if (!s.find("meta:longest_first")) s.set("meta:longest_first", 0);
   if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
 }
 

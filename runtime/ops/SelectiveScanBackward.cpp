@@ -170,6 +170,7 @@ void bindBwd(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& 
   c.flag(A("part_out"), !adjointPass && chunk + 1 < p.chunks.count);
   c.meta("meta:dstate", d.N);
   c.meta("meta:adjoint_pass", adjointPass ? 1 : 0);
+  c.meta("meta:longest_first", d.packed);
   c.meta("meta:index_bits", p.wide ? 64 : 32);
 }
 
