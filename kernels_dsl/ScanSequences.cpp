@@ -44,6 +44,4 @@ int64_t scanSpanForWidth(int64_t D) {
   return span;
 }
 
-int64_t scanSerialLenForWidth(int64_t D) { return D >= 4096 ? 2048 : 0; }
-
 }  // namespace ssmjit::kernels

@@ -36,10 +36,4 @@ dsl::Value firstScanKey(dsl::KernelBuilder& k, const ScanSequence& s, dsl::Value
 // still fill the GPU a few times over.
 int64_t scanSpanForWidth(int64_t D);
 
-// The longest sequence the forward scans serially at D channels (one lane along time; their
-// default meta:serial_len; SelectiveScan.h, length classes): 2048 tokens from D 4096 up, where it
-// was measured (on the H100 at D 5120) at the speed of the parallel form on dense rows and faster
-// on packed ones; 0 (every sequence parallel) below, where it is unmeasured.
-int64_t scanSerialLenForWidth(int64_t D);
-
 }  // namespace ssmjit::kernels

@@ -59,31 +59,25 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
         hasFinal = Fl("has_final"), hasFinalIdx = Fl("has_final_idx"), multi = Fl("multi_span"),
         hasYacc = Fl("has_yacc");
 
-  // A packed row's sequences may be split by length between two launches (SelectiveScan.h,
-  // length classes): 1, those of at most meta:serial_len tokens; 2, the longer ones; 0, all.
-  const int64_t lengthClass = spec.get("meta:length_class"), serialLen = spec.get("meta:serial_len");
+  // A packed row's sequences longest first (meta:longest_first; ScanSequences.h).
   const bool longestFirst = spec.get("meta:longest_first") != 0 && spec.get("has_cu", 0) != 0;
   Value pidD = k.programId(0), j = k.programId(1);
   Value i = longestFirst ? sequenceAtRank(k, cu, sCu, nseq, k.programId(2), std::max<int64_t>(64, BD),
                                           spec.get("meta:time_lanes"))
                          : k.programId(2);
   Value zeroI = k.constInt(0), zero = k.constFloat(0);
-  // One program of the main pass reports a sequence's errors; those found before the length class
-  // is known (cu_seqlens, max_seqlen), class 1's.
+  // One program of the main pass reports a sequence's errors.
   Value reporter = statesPass ? k.constInt(1) : pidD + j;
-  Value rowReporter = lengthClass == 2 ? k.constInt(1) : reporter;
 
   // The sequence: [start, end) of its row; cu_seqlens checked.
   const ScanSequence seq = scanSequence(k, hasCu, cu, sCu, L, nseq, i);
   Value start = seq.start, end = seq.end, row = seq.row, badCu = seq.bad;
-  k.ifThen(badCu && (rowReporter == 0), [&] { k.reportError(err, k.constInt(kErrScanCuSeqlens), i, start, end); });
+  k.ifThen(badCu && (reporter == 0), [&] { k.reportError(err, k.constInt(kErrScanCuSeqlens), i, start, end); });
   k.returnIf(badCu);
   Value len = end - start;
   Value tooLong = hasMax && (len > maxLen);
-  k.ifThen(tooLong && (rowReporter == 0), [&] { k.reportError(err, k.constInt(kErrScanMaxLen), i, len, maxLen); });
+  k.ifThen(tooLong && (reporter == 0), [&] { k.reportError(err, k.constInt(kErrScanMaxLen), i, len, maxLen); });
   k.returnIf(tooLong);
-  if (lengthClass == 1) k.returnIf(len > serialLen);
-  if (lengthClass == 2) k.returnIf(len <= serialLen);
   Value t0rel = j * SPAN;
   k.returnIf(t0rel >= len);
   Value nspans = cdiv(len, k.constInt(SPAN));
@@ -199,40 +193,37 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   // lines costs ~5% (ncu at 8 x 2056: L2 traffic +50%, L1 hit rate 58 -> 50%, and the loop's
   // spill reloads then miss L1). Tiles placed on the row's lines instead would change the scan's
   // association within a sequence, and with it a packed sequence's bits against its own call.
-  // Stop 41: hence the serial class (one lane, the plain recurrence, tiles on the row's grid) for
-  // sequences of up to serial_len tokens: the mix 0.787 ms against 0.810 for 8x2048 (serial too)
-  // with the longest sequences first, 0.992 in cu_seqlens order (a long sequence started late).
+  // Stop 41, a serial form (ba6e748: one lane, the plain recurrence h_t = a_t h_{t-1} + b_t, whose
+  // bits do not depend on where a tile starts, so a packed row's tiles sat on the row's grid) for
+  // sequences of up to 2048 tokens from D 4096, the form chosen by length alone to keep the bits:
+  // the mix 0.787 ms against 0.776 for 8x2048 (serial too), but one thread a channel leaves few
+  // sequences short of threads: 1x2048 0.429 against 0.129 parallel, 2x2048 0.461 against 0.219,
+  // 4x2048 0.559 against 0.446. Reverted. Splitting a channel's states over threads, with y summed
+  // in a fixed tree of state groups (the same bits however many threads), would remove that.
+  const bool realignPacked = spec.get("has_cu", 0) != 0;
   const int64_t run = BT / spec.get("meta:time_lanes");  // a thread's tokens
-  // One lane along time (run == BT) scans by the plain recurrence h_t = a_t h_{t-1} + b_t, whose
-  // bits do not depend on where a tile starts: a packed row's main pass puts its tiles on the row's
-  // grid (aligned vectors, a sequence's first and last tiles partial) instead of realigning runs.
-  const bool packed = spec.get("has_cu", 0) != 0;
-  const bool rowGrid = packed && run == BT && !statesPass && !checkpoints;
-  const bool realignPacked = packed && !rowGrid;
-  // One tile of the span: tokens [c, c + BT) of the span, from token tStart = t0 + c of the row (c
-  // < 0 on the row grid's first tile). A whole tile (the common case) has a mask constant along
+  // One tile [c, c + BT) of the span. A whole tile (the common case) has a mask constant along
   // time, or none: straight-line loads the compiler can vectorise and schedule ahead of the math.
   // Checkpoint keys of the sequence: its tile q at ckptKey0 + q (see the header).
   Value ckptKey0 = firstScanKey(k, seq, cpr, BT, hasCu, i);
-  auto tile = [&](bool whole, Value c, Value tStart, const std::vector<Value>& cs) {
+  auto tile = [&](bool whole, Value c, const std::vector<Value>& cs) {
     if (checkpoints) storeStates(ws, (ckptKey0 + c / BT) * DN, k.constInt(1), D, cs, mD);
     Value tl = c + rT;  // token of the span
-    Value inSpan = rowGrid ? tl >= 0 && tl < spanLen : tl < spanLen;
-    Value m2 = tE(inSpan) && mD2;
+    Value m2 = tE(tl < spanLen) && mD2;
     Value mask = whole ? (channelsWhole ? Value{} : k.broadcastTo(mD2, {BD, BT})) : m2;
-    Value tOff = tE(tStart + rT);
+    Value tOff = tE(t0 + tl);
     auto load = [&](Value p, Value off) { return mask.valid() ? k.load(p, off, mask, zero) : k.load(p, off); };
     const bool realigned = realignPacked && whole;
     std::vector<Value> got;
     if (realigned) {
-      PackedRuns al(k, tStart, BT, run);
+      PackedRuns al(k, t0 + c, BT, run);
       al.load(u, row * sUb + dOffs * sUd, mask);
       al.load(delta, row * sDlb + dOffs * sDld, mask);
       staged.queue(al);
       got = al.realign();
     }
     staged.fill(realigned ? std::vector<Value>(got.begin() + 2, got.end()) : std::vector<Value>{},
-                whole ? Value{} : tE(inSpan), tOff);
+                whole ? Value{} : tE(tl < spanLen), tOff);
     Value xu = realigned ? got[0] : load(u, row * sUb + dOffs * sUd + tOff);
     Value dt = (realigned ? got[1] : load(delta, row * sDlb + dOffs * sDld + tOff)) + dbiasT;
     dt = k.ifElse(softplusOn, [&] { return std::vector<Value>{softplus(dt)}; },
@@ -246,9 +237,6 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     for (int64_t n = 0; n < N; ++n) {
       Value a = k.exp2(dt * dE(A2[n]));
       Value b = du * (stageB ? staged.row(n, false) : bcTile(bVar, Bp, sBb, sBg, sBn, sBd, n, tOff, load));
-      // Serially, outside the span (a = 1): b = -0 leaves the carry's bits as they are, -0
-      // included, wherever the tile's edges fall.
-      if (run == BT && !whole) b = k.select(m2, b, k.constFloat(-0.0));
       std::vector<Value> s = k.associativeScan({a, b}, 1, linear, {k.splat(k.constFloat(1), {BD}), cs[n]});
       next.push_back(s[3]);
       if (!statesPass && !checkpoints)
@@ -262,7 +250,7 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     if (checkpoints) return next;
     y = k.ifElse(hasZ, [&] {
       if (!realigned) return std::vector<Value>{y * silu(load(z, row * sZb + dOffs * sZd + tOff))};
-      PackedRuns az(k, tStart, BT, run);
+      PackedRuns az(k, t0 + c, BT, run);
       az.load(z, row * sZb + dOffs * sZd, mask);
       return std::vector<Value>{y * silu(az.realign()[0])};
     }, [&] { return std::vector<Value>{y}; })[0];
@@ -273,20 +261,11 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   };
   std::vector<Value> carry = h;
   carry.push_back(k.splat(zero, {BD}));  // summed dt (states pass)
-  if (rowGrid) {
-    // Tiles from the row's BT-multiple at or before t0.
-    carry = k.forLoop((t0 / BT) * BT, t0 + spanLen, k.constInt(BT), carry, [&](Value r, const std::vector<Value>& cs) {
-      Value c = r - t0;
-      Value whole = (c >= 0) && (c + BT <= spanLen);
-      return k.ifElse(whole, [&] { return tile(true, c, r, cs); }, [&] { return tile(false, c, r, cs); });
-    });
-  } else {
-    carry = k.forLoop(zeroI, spanLen, k.constInt(BT), carry, [&](Value c, const std::vector<Value>& cs) {
-      // A packed row's whole tile also reads the run after it: it must lie in the row.
-      Value whole = realignPacked ? (c + BT <= spanLen) && (t0 + c + BT + run <= L) : c + BT <= spanLen;
-      return k.ifElse(whole, [&] { return tile(true, c, t0 + c, cs); }, [&] { return tile(false, c, t0 + c, cs); });
-    });
-  }
+  carry = k.forLoop(zeroI, spanLen, k.constInt(BT), carry, [&](Value c, const std::vector<Value>& cs) {
+    // A packed row's whole tile also reads the run after it: it must lie in the row.
+    Value whole = realignPacked ? (c + BT <= spanLen) && (t0 + c + BT + run <= L) : c + BT <= spanLen;
+    return k.ifElse(whole, [&] { return tile(true, c, cs); }, [&] { return tile(false, c, cs); });
+  });
   std::vector<Value> hEnd(carry.begin(), carry.begin() + N);
   if (statesPass) {
     Value key = row * kpr + (t0 + SPAN) / SPAN;
@@ -313,9 +292,8 @@ void chooseScanMeta(Specialization& s) {
   // (1.137 here) but 8x2048 0.941 (0.894) and the packed row 1.260 (1.066); 16 of 4 and 32 of 4
   // were slower everywhere. Stop 39 (forward ms, 8x2048 / 1x16384 / the bench's packed mix):
   // 8 lanes 0.805 / 0.962 / 0.914; 4: 0.913 / 1.373 / 1.118; 2: 0.865 / 1.474 / 1.403; 1: 0.807 /
-  // 1.437 / 1.948 (that packed row realigned 8-token runs; on the row's grid, longest first, one
-  // lane takes 0.787: the serial length class). Stop 40: 8 lanes of 4 tokens (BLOCK_T 32, which
-  // spills nothing at 96 registers where 64 spills 48 B) 0.957 / 1.255 / 1.055.
+  // 1.437 / 1.948. Stop 40: 8 lanes of 4 tokens (BLOCK_T 32, which spills nothing at 96 registers
+  // where 64 spills 48 B) 0.957 / 1.255 / 1.055.
   if (!s.find("meta:time_lanes")) s.set("meta:time_lanes", 8);
   const int64_t lanes = s.get("meta:time_lanes");
   if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", 8 * lanes);
@@ -331,8 +309,6 @@ void chooseScanMeta(Specialization& s) {
     if ((D + bd - 1) / bd * s.get("meta:num_warps") >= 1024) span = int64_t{1} << 24;
     s.set("meta:span", std::max(span, s.get("meta:BLOCK_T")));
   }
-  if (!s.find("meta:serial_len")) s.set("meta:serial_len", scanSerialLenForWidth(D));
-  if (!s.find("meta:length_class")) s.set("meta:length_class", 0);
   if (!s.find("meta:longest_first")) s.set("meta:longest_first", 0);
   if (!s.find("meta:states_pass")) s.set("meta:states_pass", 0);
   if (!s.find("meta:min_blocks")) s.set("meta:min_blocks", 0);  // the op sets it from the grid

@@ -21,18 +21,12 @@
 //   state; the state carried into each tile q (tokens [q*BLOCK_T, (q+1)*BLOCK_T) of sequence i)
 //   goes to ws[key, n, d], key = row * ckpt_per_row + start_i / BLOCK_T + (packed ? i : 0) + q
 //   (disjoint across sequences: ckpt_per_row = cdiv(L, BLOCK_T) dense, T / BLOCK_T + nseq packed).
-// Length classes (meta:length_class, meta:serial_len = S): sequences of at most S tokens may be
-//   scanned serially, meta:time_lanes 1 (the plain recurrence h_t = a_t h_{t-1} + b_t in one
-//   thread; a packed row's tiles then sit on the row's BLOCK_T grid), longer ones by the lanes'
-//   associative scan. Class 1 scans the sequences of at most S tokens (serially; it reports the
-//   row's cu_seqlens errors), class 2 the longer ones, class 0 every sequence. The op runs a dense
-//   call in the form of its length (class 1, or 0), and a packed row in class 1 and, unless
-//   max_seqlen <= S, class 2.
 // meta:longest_first (packed rows of up to max(64, BLOCK_D) sequences): program z scans the rank-z
 //   sequence by length, longest first, so that the launch does not end on a long sequence started
-//   late (ScanSequences.h).
-// Spans sit at fixed token offsets of their sequence, and the class follows from the length, so a
-// sequence's arithmetic does not depend on where it lies in a packed row or on the batch.
+//   late (ScanSequences.h). The op sets it where programs take whole sequences (no spans); the
+//   selective_scan_bwd kernel takes it too.
+// Spans sit at fixed token offsets of their sequence, so a sequence's arithmetic does not depend
+// on where it lies in a packed row or on the batch.
 #pragma once
 
 namespace ssmjit::kernels {
