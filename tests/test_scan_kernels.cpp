@@ -426,8 +426,9 @@ TEST(ScanKernels, ForwardTilesFollowTheGrid) {
 // A packed row's launches take its sequences longest first (SelectiveScan.h), forward and
 // backward, its checkpoint pass included, where a program scans whole sequences (the forward's
 // spans bound a program's length otherwise); dense rows keep their order. On an H100 (D 5120, bf16,
-// the bench's packed row of 19 sequences against 8x2048) the forward ran +8.9% against +11.3%
-// with its lengths sorted by hand, and the backward +4.1-4.3% against +5.2-5.4% ranked in-kernel.
+// the bench's packed row of 19 sequences against 8x2048): the backward +4.1-4.4% ranked against
+// +5.2-5.7% in cu_seqlens order; the forward +13.2% against +13.7% (and +8.9% against +11.3% on
+// another machine with the lengths sorted by hand).
 TEST(ScanKernels, PackedLaunchesTakeTheLongestSequencesFirst) {
   Variant v;
   v.D = 5120, v.batch = 19, v.L = 16384;
