@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 
+#include "compiler/Specialization.h"
 #include "kernels_dsl/Dsl.h"
 
 namespace ssmjit::kernels {
@@ -17,13 +18,14 @@ struct ScanSequence {
 ScanSequence scanSequence(dsl::KernelBuilder& k, dsl::Value hasCu, dsl::Value cu, dsl::Value sCu, dsl::Value L,
                           dsl::Value nseq, dsl::Value i);
 
-// The sequence that program z of a packed row's launch scans when the longest go first (so that
-// the last programs to start are short ones): the rank-z sequence by length, longest first, ties
-// by index. Rows of more than `ranked` sequences (a power of two, at least the threads along the
-// kernel's channel axis) keep their order (z itself): ranking costs each program a pass over the
-// row's lengths. `lanes`: the threads along the kernel's time axis.
-dsl::Value sequenceAtRank(dsl::KernelBuilder& k, dsl::Value cu, dsl::Value sCu, dsl::Value nseq, dsl::Value z,
-                          int64_t ranked, int64_t lanes);
+// The sequence program z of a scan kernel's launch scans (z: its grid axis over sequences). With
+// meta:longest_first on a packed row (has_cu), the rank-z sequence by length, longest first, ties
+// by index, so that the last programs to start are short ones; rows of more than max(64,
+// meta:BLOCK_D) sequences keep their order, and so do dense rows: z itself. Ranking costs each
+// program a pass over the row's lengths (the ranked sequences spread over the kernel's channel
+// and time-lane axes, meta:BLOCK_D x meta:time_lanes).
+dsl::Value programSequence(dsl::KernelBuilder& k, const Specialization& spec, dsl::Value cu, dsl::Value sCu,
+                           dsl::Value nseq, dsl::Value z);
 
 // The first key of sequence i in a region of `perRow` keys a row, one key for every `unit` tokens
 // from the sequence's start: row * perRow + start / unit (+ i when packed: a packed row's

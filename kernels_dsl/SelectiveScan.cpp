@@ -59,12 +59,8 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
         hasFinal = Fl("has_final"), hasFinalIdx = Fl("has_final_idx"), multi = Fl("multi_span"),
         hasYacc = Fl("has_yacc");
 
-  // A packed row's sequences longest first (meta:longest_first; ScanSequences.h).
-  const bool longestFirst = spec.get("meta:longest_first") != 0 && spec.get("has_cu", 0) != 0;
   Value pidD = k.programId(0), j = k.programId(1);
-  Value i = longestFirst ? sequenceAtRank(k, cu, sCu, nseq, k.programId(2), std::max<int64_t>(64, BD),
-                                          spec.get("meta:time_lanes"))
-                         : k.programId(2);
+  Value i = programSequence(k, spec, cu, sCu, nseq, k.programId(2));  // longest first (ScanSequences.h)
   Value zeroI = k.constInt(0), zero = k.constFloat(0);
   // One program of the main pass reports a sequence's errors.
   Value reporter = statesPass ? k.constInt(1) : pidD + j;

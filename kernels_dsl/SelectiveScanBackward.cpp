@@ -66,12 +66,8 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
         hasFinalIdx = Fl("has_final_idx"), hasDinit = Fl("has_dinit"), hasInitIdx = Fl("has_init_idx"),
         partIn = Fl("part_in"), partOut = Fl("part_out");
 
-  // A packed row's sequences longest first (meta:longest_first; ScanSequences.h).
-  const bool longestFirst = spec.get("meta:longest_first") != 0 && spec.get("has_cu", 0) != 0;
   Value pidD = k.programId(0), j = k.programId(2);
-  Value i = longestFirst ? sequenceAtRank(k, cu, sCu, nseq, k.programId(1), std::max<int64_t>(64, BD),
-                                          spec.get("meta:time_lanes"))
-                         : k.programId(1);
+  Value i = programSequence(k, spec, cu, sCu, nseq, k.programId(1));  // longest first (ScanSequences.h)
   Value zeroI = k.constInt(0), zero = k.constFloat(0), one = k.constFloat(1);
   // The sequence. Bad cu_seqlens and over-long sequences were reported by the checkpoint launch.
   const ScanSequence seq = scanSequence(k, hasCu, cu, sCu, L, nseq, i);

@@ -146,11 +146,6 @@ TEST(ScanKernels, LargeStateSizesCompileInChunks) {
   expectCompiles(v, "sm_90a", 3);
 }
 
-namespace {
-
-
-}  // namespace
-
 // The scan of a time tile: each thread's run is a register chain, the time lanes (one warp) add
 // log2(lanes) + 1 shuffles of each of the two components per state, and no warp waits for another.
 TEST(ScanKernels, TimeTileScanIsRegisterChainsAndLaneShuffles) {
