@@ -26,6 +26,18 @@ namespace {
 
 constexpr double kLog2e = 1.4426950408889634;
 
+// The serial class' groups of states (n % G), whose sums of C h meet in a fixed tree: up to 4, with
+// at least two states each (a group's sum is then an fma, never a bare product, however many
+// threads a channel: form-fma would fuse a product into the tree's add in one thread but not
+// across threads). Its threads a channel (meta:state_parts) divide G. (8 groups, which allowed 8
+// threads a channel, made 8x2048 and the bench's packed row 7% and 2% slower with one thread a
+// channel, and 8 threads were no faster than 4 on 1x2048; H100, D 5120.)
+int64_t scanStateGroups(int64_t N) {
+  int64_t g = 1;
+  while (g < 4 && N % (4 * g) == 0) g *= 2;
+  return g;
+}
+
 void buildScan(KernelBuilder& k, const Specialization& spec) {
   const int64_t BD = spec.get("meta:BLOCK_D"), BT = spec.get("meta:BLOCK_T"), N = spec.get("meta:dstate"),
                 SPAN = spec.get("meta:span");
@@ -59,21 +71,34 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
         hasFinal = Fl("has_final"), hasFinalIdx = Fl("has_final_idx"), multi = Fl("multi_span"),
         hasYacc = Fl("has_yacc");
 
+  // Length classes (SelectiveScan.h): 1 scans the sequences of at most meta:serial_len tokens
+  // serially, 2 the longer ones by the lanes' scan, 0 every sequence by the lanes' scan.
+  const int64_t lengthClass = spec.get("meta:length_class"), serialLen = spec.get("meta:serial_len");
+  const bool serial = lengthClass == 1;
+  // The serial class splits a channel's states over P threads (its parts), state n in part n % P,
+  // and sums y over G fixed groups of states (n % G), so its bits do not depend on P.
+  const int64_t P = serial ? spec.get("meta:state_parts") : 1, G = serial ? scanStateGroups(N) : 1;
+  const int64_t NS = N / P;  // states a thread
+  const int64_t R = BD * P;  // a program's threads along channels: (channel, part)
   Value pidD = k.programId(0), j = k.programId(1);
   Value i = programSequence(k, spec, cu, sCu, nseq, k.programId(2));  // longest first (ScanSequences.h)
   Value zeroI = k.constInt(0), zero = k.constFloat(0);
-  // One program of the main pass reports a sequence's errors.
+  // One program of the main pass reports a sequence's errors; those found before the class is
+  // known (cu_seqlens, max_seqlen), class 1's when two classes run.
   Value reporter = statesPass ? k.constInt(1) : pidD + j;
+  Value rowReporter = lengthClass == 2 ? k.constInt(1) : reporter;
 
   // The sequence: [start, end) of its row; cu_seqlens checked.
   const ScanSequence seq = scanSequence(k, hasCu, cu, sCu, L, nseq, i);
   Value start = seq.start, end = seq.end, row = seq.row, badCu = seq.bad;
-  k.ifThen(badCu && (reporter == 0), [&] { k.reportError(err, k.constInt(kErrScanCuSeqlens), i, start, end); });
+  k.ifThen(badCu && (rowReporter == 0), [&] { k.reportError(err, k.constInt(kErrScanCuSeqlens), i, start, end); });
   k.returnIf(badCu);
   Value len = end - start;
   Value tooLong = hasMax && (len > maxLen);
-  k.ifThen(tooLong && (reporter == 0), [&] { k.reportError(err, k.constInt(kErrScanMaxLen), i, len, maxLen); });
+  k.ifThen(tooLong && (rowReporter == 0), [&] { k.reportError(err, k.constInt(kErrScanMaxLen), i, len, maxLen); });
   k.returnIf(tooLong);
+  if (lengthClass == 1) k.returnIf(len > serialLen);
+  if (lengthClass == 2) k.returnIf(len <= serialLen);
   Value t0rel = j * SPAN;
   k.returnIf(t0rel >= len);
   Value nspans = cdiv(len, k.constInt(SPAN));
@@ -81,11 +106,14 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   if (statesPass) k.returnIf(isLast);  // only spans with a successor
   Value t0 = start + t0rel, spanLen = k.minimum(k.constInt(SPAN), len - t0rel);
 
-  Value offsD = pidD * BD + k.range(BD), mD = offsD < D;
-  auto dE = [&](Value v) { return k.expandDims(v, 1); };  // [BD] -> [BD, 1]
+  Value rowsR = k.range(R), chan = P == 1 ? rowsR : rowsR / P, part = P == 1 ? Value{} : rowsR % P;
+  Value offsD = pidD * BD + chan, mD = offsD < D;
+  auto dE = [&](Value v) { return k.expandDims(v, 1); };  // [R] -> [R, 1]
   Value dOffs = dE(offsD), mD2 = dE(mD);
+  // The thread's s-th state: s, or part + s P ([R]).
+  auto stateOf = [&](int64_t s) { return P == 1 ? k.constInt(s) : part + s * P; };
   std::vector<Value> A2;  // A * log2(e): exp(dt A) = exp2(dt A2)
-  for (int64_t n = 0; n < N; ++n) A2.push_back(k.load(A, offsD * sAd + n * sAn, mD, zero) * kLog2e);
+  for (int64_t n = 0; n < NS; ++n) A2.push_back(k.load(A, offsD * sAd + stateOf(n) * sAn, mD, zero) * kLog2e);
 
   // ws: states [key, d, n], then summed dt [key, d], then initial-state copies [i, d, n].
   Value DN = D * N;
@@ -93,13 +121,13 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   Value sumBase = rows * kpr * DN, copyBase = sumBase + rows * kpr * D;
   auto loadStates = [&](Value ptr, Value base, Value sD, Value sN, Value mask) {
     std::vector<Value> h;
-    for (int64_t n = 0; n < N; ++n) h.push_back(k.load(ptr, base + offsD * sD + n * sN, mask, zero));
+    for (int64_t n = 0; n < NS; ++n) h.push_back(k.load(ptr, base + offsD * sD + stateOf(n) * sN, mask, zero));
     return h;
   };
   auto storeStates = [&](Value ptr, Value base, Value sD, Value sN, const std::vector<Value>& h, Value mask) {
-    for (int64_t n = 0; n < N; ++n) k.store(ptr, base + offsD * sD + n * sN, h[n], mask);
+    for (int64_t n = 0; n < NS; ++n) k.store(ptr, base + offsD * sD + stateOf(n) * sN, h[n], mask);
   };
-  std::vector<Value> zeros(N, k.splat(zero, {BD}));
+  std::vector<Value> zeros(NS, k.splat(zero, {R}));
   Value slotIn = k.ifElse(hasInit, [&] {
     return std::vector<Value>{checkedSlot(k, hasInitIdx, initIdx, sIidx, nInit, i, reporter, err, kErrScanInitSlot)};
   }, [&] { return std::vector<Value>{k.constInt(-1)}; })[0];
@@ -117,7 +145,7 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
       Value key = row * kpr + (start + jj * SPAN) / SPAN;
       Value sd = k.load(ws, sumBase + key * D + offsD, mD, zero);
       std::vector<Value> next;
-      for (int64_t n = 0; n < N; ++n)
+      for (int64_t n = 0; n < NS; ++n)
         next.push_back(k.exp2(A2[n] * sd) * c[n] + k.load(ws, key * DN + offsD * N + n, mD, zero));
       return next;
     });
@@ -126,22 +154,23 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     k.ifThen((j == 0) && hasInit, [&] { storeStates(ws, copyBase + i * DN, k.constInt(N), k.constInt(1), h, mD); });
 
   Value dbiasT = k.ifElse(hasDbias, [&] { return std::vector<Value>{dE(k.load(dbias, offsD * sDbd, mD, zero))}; },
-                          [&] { return std::vector<Value>{dE(k.splat(zero, {BD}))}; })[0];
+                          [&] { return std::vector<Value>{dE(k.splat(zero, {R}))}; })[0];
   Value DvT = k.ifElse(hasD, [&] { return std::vector<Value>{dE(k.load(Dv, offsD * sDd, mD, zero))}; },
-                       [&] { return std::vector<Value>{dE(k.splat(zero, {BD}))}; })[0];
+                       [&] { return std::vector<Value>{dE(k.splat(zero, {R}))}; })[0];
   Value gE = dE(offsD / group);
   Value rT = k.range(BT);
   auto tE = [&](Value v) { return k.expandDims(v, 0); };  // [BT] -> [1, BT]
   auto linear = [&](const std::vector<Value>& l, const std::vector<Value>& r) {
     return std::vector<Value>{l[0] * r[0], r[0] * l[1] + r[1]};
   };
-  // B or C of state n over the tile: time-varying [row, g, n, t] or constant [d, n].
-  auto bcTile = [&](Value varying, Value p, Value sB, Value sG, Value sN, Value sD, int64_t n, Value tOff,
+  // B or C of the thread's s-th state over the tile: time-varying [row, g, n, t] or constant [d, n].
+  auto bcTile = [&](Value varying, Value p, Value sB, Value sG, Value sN, Value sD, int64_t s, Value tOff,
                     const std::function<Value(Value, Value)>& load) {
+    Value n = stateOf(s);
     return k.ifElse(varying, [&] {
-      return std::vector<Value>{load(p, row * sB + gE * sG + n * sN + tOff)};
+      return std::vector<Value>{load(p, row * sB + gE * sG + (P == 1 ? n * sN : dE(n * sN)) + tOff)};
     }, [&] {
-      return std::vector<Value>{k.broadcastTo(dE(k.load(p, offsD * sD + n * sN, mD, zero)), {BD, BT})};
+      return std::vector<Value>{k.broadcastTo(dE(k.load(p, offsD * sD + n * sN, mD, zero)), {R, BT})};
     })[0];
   };
 
@@ -151,7 +180,7 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   const bool stageB = oneGroup && spec.get("b_varying", 0) && StagedBC::fits(N, BT, 1);
   const bool stageC = oneGroup && spec.get("c_varying", 0) && !statesPass && !checkpoints &&
                       StagedBC::fits(N, BT, stageB ? 2 : 1);
-  StagedBC staged(k, N, BD, BT, stageB, stageC, (pidD * BD) / group, row, {Bp, sBb, sBg, sBn}, {Cp, sCb, sCg, sCn});
+  StagedBC staged(k, N, R, BT, stageB, stageC, (pidD * BD) / group, row, {Bp, sBb, sBg, sBn}, {Cp, sCb, sCg, sCn});
 
   // D bound to a multiple of BLOCK_D: no channel mask, so a whole tile's accesses are plain.
   const bool channelsWhole = spec.find("D") && spec.get("D") % BD == 0;
@@ -194,9 +223,8 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   // sequences of up to 2048 tokens from D 4096, the form chosen by length alone to keep the bits:
   // the mix 0.787 ms against 0.776 for 8x2048 (serial too), but one thread a channel leaves few
   // sequences short of threads: 1x2048 0.429 against 0.129 parallel, 2x2048 0.461 against 0.219,
-  // 4x2048 0.559 against 0.446. Reverted. Splitting a channel's states over threads, with y summed
-  // in a fixed tree of state groups (the same bits however many threads), would remove that.
-  const bool realignPacked = spec.get("has_cu", 0) != 0;
+  // 4x2048 0.559 against 0.446. Reverted; hence the serial class' state parts (below).
+  const bool realignPacked = spec.get("has_cu", 0) != 0 && !serial;
   const int64_t run = BT / spec.get("meta:time_lanes");  // a thread's tokens
   // One tile [c, c + BT) of the span. A whole tile (the common case) has a mask constant along
   // time, or none: straight-line loads the compiler can vectorise and schedule ahead of the math.
@@ -206,7 +234,7 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     if (checkpoints) storeStates(ws, (ckptKey0 + c / BT) * DN, k.constInt(1), D, cs, mD);
     Value tl = c + rT;  // token of the span
     Value m2 = tE(tl < spanLen) && mD2;
-    Value mask = whole ? (channelsWhole ? Value{} : k.broadcastTo(mD2, {BD, BT})) : m2;
+    Value mask = whole ? (channelsWhole ? Value{} : k.broadcastTo(mD2, {R, BT})) : m2;
     Value tOff = tE(t0 + tl);
     auto load = [&](Value p, Value off) { return mask.valid() ? k.load(p, off, mask, zero) : k.load(p, off); };
     const bool realigned = realignPacked && whole;
@@ -230,19 +258,19 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     Value y = k.ifElse(hasYacc, [&] { return std::vector<Value>{DvT * xu + load(yacc, row * sYab + dOffs * sYad + tOff)}; },
                        [&] { return std::vector<Value>{DvT * xu}; })[0];
     std::vector<Value> next;
-    for (int64_t n = 0; n < N; ++n) {
+    for (int64_t n = 0; n < NS; ++n) {
       Value a = k.exp2(dt * dE(A2[n]));
       Value b = du * (stageB ? staged.row(n, false) : bcTile(bVar, Bp, sBb, sBg, sBn, sBd, n, tOff, load));
-      std::vector<Value> s = k.associativeScan({a, b}, 1, linear, {k.splat(k.constFloat(1), {BD}), cs[n]});
+      std::vector<Value> s = k.associativeScan({a, b}, 1, linear, {k.splat(k.constFloat(1), {R}), cs[n]});
       next.push_back(s[3]);
       if (!statesPass && !checkpoints)
         y = y + (stageC ? staged.row(n, true) : bcTile(cVar, Cp, sCb, sCg, sCn, sCd, n, tOff, load)) * s[1];
     }
     if (statesPass) {
-      next.push_back(cs[N] + k.reduce(dt, 1, "sum"));
+      next.push_back(cs[NS] + k.reduce(dt, 1, "sum"));
       return next;
     }
-    next.push_back(cs[N]);
+    next.push_back(cs[NS]);
     if (checkpoints) return next;
     y = k.ifElse(hasZ, [&] {
       if (!realigned) return std::vector<Value>{y * silu(load(z, row * sZb + dOffs * sZd + tOff))};
@@ -255,18 +283,115 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     else k.store(out, oOff, y);
     return next;
   };
+  // The serial class' tile: tokens [c, c + BT) of the span, from token tStart = t0 + c of the row,
+  // tiles on the row's BT grid (c < 0 on a sequence's first tile, which may start in the sequence
+  // before). Per state the plain recurrence h_t = a_t h_{t-1} + b_t, one thread's register chain:
+  // its bits do not depend on where a tile starts. Thread (channel, part) holds the channel's states
+  // part + s P and computes dt for its own W = BT / P tokens; with P > 1 the parts exchange dt and
+  // dt u, and their sums of C h over each group of states, through shared memory.
+  const int64_t W = BT / P, xchgPlane = BD * BT, groupRow = G * BT + 4;  // + 4: banks
+  Value xchg = P > 1 ? k.sharedBuffer(2 * xchgPlane) : Value{}, groups = P > 1 ? k.sharedBuffer(BD * groupRow) : Value{};
+  Value chanE = dE(chan), partE = P > 1 ? dE(part) : Value{};
+  auto serialTile = [&](bool whole, Value c, Value tStart, const std::vector<Value>& cs) {
+    Value rW = tE(k.range(W));
+    Value own = P == 1 ? rW : partE * W + rW;  // [R or 1, W]: the thread's tokens of the tile
+    Value ownIn = (c + own >= 0) && (c + own < spanLen);
+    Value ownMask = whole ? (channelsWhole ? Value{} : k.broadcastTo(mD2, {R, W})) : k.broadcastTo(ownIn && mD2, {R, W});
+    auto loadOwn = [&](Value p, Value base) {
+      Value off = base + tStart + own;
+      return ownMask.valid() ? k.load(p, off, ownMask, zero) : k.load(p, off);
+    };
+    Value xu = loadOwn(u, row * sUb + dOffs * sUd);
+    Value dt = loadOwn(delta, row * sDlb + dOffs * sDld) + dbiasT;
+    dt = k.ifElse(softplusOn, [&] { return std::vector<Value>{softplus(dt)}; },
+                  [&] { return std::vector<Value>{dt}; })[0];
+    if (!whole) dt = k.select(k.broadcastTo(ownIn, {R, W}), dt, zero);  // outside the span: a = 1
+    Value du = dt * xu;
+    Value base = k.ifElse(hasYacc, [&] { return std::vector<Value>{DvT * xu + loadOwn(yacc, row * sYab + dOffs * sYad)}; },
+                          [&] { return std::vector<Value>{DvT * xu}; })[0];
+    Value tl = c + rT;
+    Value inSpan = tE((tl >= 0) && (tl < spanLen));
+    Value tOff = tE(tStart + rT);
+    if (P > 1) {
+      k.store(xchg, chanE * BT + own, dt);
+      k.store(xchg, chanE * BT + own + xchgPlane, du);
+    }
+    staged.fill({}, whole ? Value{} : inSpan, tOff);
+    Value dtT = dt, duT = du;
+    if (P > 1) {
+      if (!staged.any()) k.barrier();
+      Value at = k.broadcastTo(chanE * BT + tE(rT), {R, BT});
+      dtT = k.load(xchg, at);
+      duT = k.load(xchg, at + xchgPlane);
+    }
+    Value mask = whole ? (channelsWhole ? Value{} : k.broadcastTo(mD2, {R, BT})) : k.broadcastTo(inSpan && mD2, {R, BT});
+    auto load = [&](Value p, Value off) { return mask.valid() ? k.load(p, off, mask, zero) : k.load(p, off); };
+    Value outside = whole ? Value{} : k.broadcastTo(!inSpan, {R, BT});
+    // The thread's state s is in its group q = s % (G / P) (group q P + part of the channel's): walked
+    // group by group, so that one group's sum of C h is live at a time, and summed in the fixed tree.
+    const int64_t GQ = G / P;
+    std::vector<Value> next(NS);
+    std::vector<std::pair<Value, int64_t>> tree;  // pending sums and their levels, ((g0 + g1) + (g2 + g3))
+    auto treeAdd = [&](Value v) {
+      int64_t level = 0;
+      for (; !tree.empty() && tree.back().second == level; ++level) {
+        v = tree.back().first + v;
+        tree.pop_back();
+      }
+      tree.push_back({v, level});
+    };
+    for (int64_t q = 0; q < GQ; ++q) {
+      Value sum;
+      for (int64_t n = q; n < NS; n += GQ) {
+        Value a = k.exp2(dtT * dE(A2[n]));
+        Value bcN = P == 1 ? Value{} : dE(stateOf(n));
+        Value b = duT * (stageB ? (P == 1 ? staged.row(n, false) : staged.row(bcN, false))
+                                : bcTile(bVar, Bp, sBb, sBg, sBn, sBd, n, tOff, load));
+        // Outside the span (a = 1): b = -0 leaves the carry's bits as they are, -0 included.
+        if (!whole) b = k.select(outside, k.constFloat(-0.0), b);
+        std::vector<Value> sc = k.associativeScan({a, b}, 1, linear, {k.splat(k.constFloat(1), {R}), cs[n]});
+        next[n] = sc[3];
+        Value ch = (stageC ? (P == 1 ? staged.row(n, true) : staged.row(bcN, true))
+                           : bcTile(cVar, Cp, sCb, sCg, sCn, sCd, n, tOff, load)) * sc[1];
+        sum = sum.valid() ? sum + ch : ch;
+      }
+      if (P == 1) treeAdd(sum);
+      else k.store(groups, chanE * groupRow + (partE + q * P) * BT + tE(rT), sum);
+    }
+    next.push_back(cs[NS]);
+    if (P > 1) {  // the channel's G groups over the own tokens
+      k.barrier();
+      for (int64_t g = 0; g < G; ++g) treeAdd(k.load(groups, k.broadcastTo(chanE * groupRow + g * BT + own, {R, W})));
+    }
+    Value y = base + tree[0].first;
+    y = k.ifElse(hasZ, [&] { return std::vector<Value>{y * silu(loadOwn(z, row * sZb + dOffs * sZd))}; },
+                 [&] { return std::vector<Value>{y}; })[0];
+    Value oOff = row * sOb + dOffs * sOd + tStart + own;
+    if (ownMask.valid()) k.store(out, oOff, y, ownMask);
+    else k.store(out, oOff, y);
+    return next;
+  };
   std::vector<Value> carry = h;
-  carry.push_back(k.splat(zero, {BD}));  // summed dt (states pass)
-  carry = k.forLoop(zeroI, spanLen, k.constInt(BT), carry, [&](Value c, const std::vector<Value>& cs) {
-    // A packed row's whole tile also reads the run after it: it must lie in the row.
-    Value whole = realignPacked ? (c + BT <= spanLen) && (t0 + c + BT + run <= L) : c + BT <= spanLen;
-    return k.ifElse(whole, [&] { return tile(true, c, cs); }, [&] { return tile(false, c, cs); });
-  });
-  std::vector<Value> hEnd(carry.begin(), carry.begin() + N);
+  carry.push_back(k.splat(zero, {R}));  // summed dt (states pass)
+  if (serial) {
+    // Tiles from the row's BT-multiple at or before t0.
+    carry = k.forLoop((t0 / BT) * BT, t0 + spanLen, k.constInt(BT), carry, [&](Value r, const std::vector<Value>& cs) {
+      Value c = r - t0;
+      Value whole = (c >= 0) && (c + BT <= spanLen);
+      return k.ifElse(whole, [&] { return serialTile(true, c, r, cs); }, [&] { return serialTile(false, c, r, cs); });
+    });
+  } else {
+    carry = k.forLoop(zeroI, spanLen, k.constInt(BT), carry, [&](Value c, const std::vector<Value>& cs) {
+      // A packed row's whole tile also reads the run after it: it must lie in the row.
+      Value whole = realignPacked ? (c + BT <= spanLen) && (t0 + c + BT + run <= L) : c + BT <= spanLen;
+      return k.ifElse(whole, [&] { return tile(true, c, cs); }, [&] { return tile(false, c, cs); });
+    });
+  }
+  std::vector<Value> hEnd(carry.begin(), carry.begin() + NS);
   if (statesPass) {
     Value key = row * kpr + (t0 + SPAN) / SPAN;
     storeStates(ws, key * DN, k.constInt(N), k.constInt(1), hEnd, mD);
-    k.store(ws, sumBase + key * D + offsD, carry[N], mD);
+    k.store(ws, sumBase + key * D + offsD, carry[NS], mD);
     return;
   }
   k.returnIf(!(isLast && hasFinal));
@@ -290,12 +415,24 @@ void chooseScanMeta(Specialization& s) {
   // 8 lanes 0.805 / 0.962 / 0.914; 4: 0.913 / 1.373 / 1.118; 2: 0.865 / 1.474 / 1.403; 1: 0.807 /
   // 1.437 / 1.948. Stop 40: 8 lanes of 4 tokens (BLOCK_T 32, which spills nothing at 96 registers
   // where 64 spills 48 B) 0.957 / 1.255 / 1.055.
-  if (!s.find("meta:time_lanes")) s.set("meta:time_lanes", 8);
+  if (!s.find("meta:length_class")) s.set("meta:length_class", 0);
+  if (!s.find("meta:serial_len")) s.set("meta:serial_len", 0);
+  const bool serial = s.get("meta:length_class") == 1;
+  if (!s.find("meta:state_parts")) s.set("meta:state_parts", 1);
+  if (!s.find("meta:time_lanes")) s.set("meta:time_lanes", serial ? 1 : 8);
   const int64_t lanes = s.get("meta:time_lanes");
   if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", 8 * lanes);
+  if (serial) {  // P: a power of two dividing the groups of states, with a token of the tile each
+    const int64_t most = std::min({s.get("meta:state_parts"), scanStateGroups(s.get("meta:dstate", 1)), s.get("meta:BLOCK_T")});
+    int64_t parts = 1;
+    while (parts * 2 <= most) parts *= 2;
+    s.set("meta:state_parts", parts);
+  }
   if (!s.find("meta:num_warps"))
     s.set("meta:num_warps", std::clamp<int64_t>(nextPow2(D) * lanes / 32, 1, 4));
-  if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", s.get("meta:num_warps") * 32 / lanes);
+  // A program's threads along channels: its channels times the parts of each (serial class).
+  const int64_t parts = serial ? s.get("meta:state_parts") : 1;
+  if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", std::max<int64_t>(1, s.get("meta:num_warps") * 32 / lanes / parts));
   if (!s.find("meta:span")) {
     int64_t span = scanSpanForWidth(D);
     // A sequence whose channels alone give ~1000 warps fills the GPU: no spans, no states pass

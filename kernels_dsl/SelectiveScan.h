@@ -25,8 +25,18 @@
 //   sequence by length, longest first, so that the launch does not end on a long sequence started
 //   late (ScanSequences.h). The op sets it where programs take whole sequences (no spans); the
 //   selective_scan_bwd kernel takes it too.
-// Spans sit at fixed token offsets of their sequence, so a sequence's arithmetic does not depend
-// on where it lies in a packed row or on the batch.
+// Length classes (meta:length_class, meta:serial_len = S): sequences of at most S tokens may be
+//   scanned serially (the plain recurrence h_t = a_t h_{t-1} + b_t in one thread a state, along
+//   8-token tiles that sit on a packed row's grid), longer ones by the lanes' associative scan.
+//   Class 1 scans the sequences of at most S tokens serially (and reports the row's cu_seqlens
+//   errors), class 2 the longer ones, class 0 every sequence. The op runs a dense call in the form
+//   of its length (class 1, or 0), and a packed row in class 1 and, unless max_seqlen <= S, class 2.
+//   Class 1 splits a channel's states over meta:state_parts P threads (1, 2 or 4; meta:BLOCK_D
+//   channels of P threads a program): state n in part n % P; the parts exchange dt and dt u
+//   through shared memory, and y sums C h over 4 groups of states (n % 4; fewer when N has fewer
+//   factors of two) in a fixed tree, ((g0 + g1) + (g2 + g3)), so its bits do not depend on P.
+// Spans sit at fixed token offsets of their sequence, and the class follows from the length, so a
+// sequence's arithmetic does not depend on where it lies in a packed row or on the batch.
 #pragma once
 
 namespace ssmjit::kernels {

@@ -60,4 +60,8 @@ Value StagedBC::row(int64_t n, bool c) const {
   return k_.load(smem_, k_.broadcastTo(padT_ + (n + (c ? rowC_ : 0)) * rowStride_, {BD_, BT_}));
 }
 
+Value StagedBC::row(Value n, bool c) const {
+  return k_.load(smem_, k_.broadcastTo(padT_ + (n + (c ? rowC_ : 0)) * rowStride_, {BD_, BT_}));
+}
+
 }  // namespace ssmjit::kernels

@@ -30,8 +30,10 @@ class StagedBC {
   // loaded here from the token offsets tOff ([1, BT]; runs need not be aligned), masked by tokMask
   // ([1, BT] or none).
   void fill(const std::vector<dsl::Value>& queued, dsl::Value tokMask, dsl::Value tOff);
-  // State n's staged row of B or C as a [BD, BT] tile.
+  // State n's staged row of B or C as a [BD, BT] tile; n a constant, or a [BD, 1] tile (each thread
+  // its own state's row).
   dsl::Value row(int64_t n, bool c) const;
+  dsl::Value row(dsl::Value n, bool c) const;
 
  private:
   // [RS, 1]: the offsets of the group's rows of `s` at token 0.

@@ -35,6 +35,16 @@ for t in $("$PREFIX/bin/ssmjit_gpu_tests" --gtest_list_tests --gtest_filter="$ow
     && echo "own process: $t PASSED" || { echo "own process: $t FAILED"; status=1; }
 done
 fi
+if [ -z "${SKIP_TESTS:-}" ]; then
+# The forward's serial length class (SelectiveScan.h) at every width: it takes the sequences of up
+# to serial_seqlen tokens (0 by default); here the scan tests run again with it taking those of up
+# to 600 at any D, so that most packed rows mix both classes.
+echo "== scan tests, serial class forced (SSMJIT_META selective_scan_fwd:serial_len=600)"
+SSMJIT_META='selective_scan_fwd:serial_len=600' "$PREFIX/bin/ssmjit_gpu_tests" --gtest_brief=1 \
+  --gtest_filter='Shapes/ScanGpu.*:ScanGpuPacking.*' > "$OUT/gpu_tests_serial.log" 2>&1 || status=1
+echo "serial class: $(grep -hE '^\[  PASSED  \] [0-9]+ tests?' "$OUT/gpu_tests_serial.log" | awk '{print $4}') passed," \
+  "$(grep -hE '^\[  FAILED  \] [^0-9 ]' "$OUT/gpu_tests_serial.log" | wc -l) failed"
+fi
 if [ -z "${SKIP_CPU_TESTS:-}" ]; then
   echo "== CPU tests (on the GPU machine)"
   "$PREFIX/bin/ssmjit_tests" --gtest_brief=1 2>&1 | tee "$OUT/cpu_tests.log" | tail -5 || status=1
@@ -65,6 +75,9 @@ sanitized+=':Shapes/ScanGpu.MatchesReference/*_D64_N16_G2_*'
 sanitized+=':Shapes/ScanGpu.MatchesReference/*_D112_N16_*packed150*:ScanGpuPacking.BadCuSeqlensAreReported'
 # A packed row ranked longest first, ties by index (the forward's order of programs).
 sanitized+=':Shapes/ScanGpu.MatchesReference/*_D40_N8_*'
+# D 4096: the serial length class (its tiles on a packed row's grid, its states over 2 or 4 threads
+# a channel) beside the parallel one.
+sanitized+=':Shapes/ScanGpu.MatchesReference/*_D4096_*:ScanGpuPacking.LengthClassesEqualEachAlone'
 # Chunks of states: y and the backward's per-token sums carried across launches in the workspace.
 sanitized+=':Shapes/ScanGpu.MatchesReference/*_D36_N100_*:Shapes/ScanBackwardGpu.MatchesReference/*_D24_N40_*'
 for tool in $([ -n "${SKIP_SANITIZER:-}" ] || echo memcheck racecheck); do
@@ -88,4 +101,6 @@ echo "== bench-decode"
 "$PREFIX/bin/ssmjit" bench-decode ${DECODE_BENCH_ARGS:-} 2>&1 | tee "$OUT/bench_decode.log" | tail -16 || status=1
 echo "== bench-scan"
 [ -n "${SKIP_SCAN_BENCH:-}" ] || { "$PREFIX/bin/ssmjit" bench-scan ${SCAN_BENCH_ARGS:-} 2>&1 | tee "$OUT/bench_scan.log" | tail -14 || status=1; }
+echo "== bench-scan, forward, serial_seqlen 2048"
+[ -n "${SKIP_SCAN_BENCH:-}" ] || { "$PREFIX/bin/ssmjit" bench-scan --passes forward --serial-seqlen 2048 ${SCAN_BENCH_ARGS:-} 2>&1 | tee "$OUT/bench_scan_serial.log" | tail -14 || status=1; }
 exit $status

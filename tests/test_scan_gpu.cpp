@@ -98,6 +98,15 @@ std::vector<ScanCase> cases() {
   c.D = 36, c.N = 100, c.lens = {3, 600, 41, 257}, c.bVarying = false, c.strided = true, c.finalStates = true;
   c.stateType = DType::F16;
   v.push_back(c);
+  // D 4096 (serial_len 2048, SelectiveScan.h): a packed row in both length classes (equal lengths
+  // ranked by index), with states through slots; and dense rows of the serial class.
+  c = allDtypes({}, DType::BF16);
+  c.D = 4096, c.N = 16, c.lens = {2049, 3, 2048, 700, 64, 1, 64, 2048}, c.serialSeqlen = 2048;
+  c.initialStates = c.finalStates = c.slotIndices = true;
+  v.push_back(c);
+  c = {};
+  c.batch = 2, c.D = 4096, c.N = 16, c.L = 333, c.serialSeqlen = 2048, c.initialStates = c.finalStates = true;
+  v.push_back(c);
   return v;
 }
 
@@ -160,6 +169,23 @@ TEST(ScanGpuPacking, PackedEqualsEachSequenceAlone) {
     pc.D = 40, pc.N = 16, pc.lens = {700, 5, 300, 1, 513, 256}, pc.initialStates = pc.finalStates = true;
     expectPackedEqualsEachSequenceAlone(pc);
   }
+}
+
+// serial_seqlen 2048: the sequences of at most 2048 tokens are scanned serially, tiles on the packed row's
+// grid, and the longer ones in parallel: each class equals its sequences alone. The serial class
+// splits a channel's states over threads by the call's sequences (runtime/ops/SelectiveScan.cpp):
+// packed, 5 sequences take 2 a channel and 10 take 1, a sequence alone more; y's fixed tree of
+// state groups keeps the bits.
+TEST(ScanGpuPacking, LengthClassesEqualEachAlone) {
+  SSMJIT_REQUIRE_GPU();
+  ScanCase pc = allDtypes({}, DType::BF16);
+  pc.D = 4096, pc.N = 16, pc.lens = {2100, 5, 2048, 301, 9}, pc.initialStates = pc.finalStates = true;
+  pc.serialSeqlen = 2048;
+  expectPackedEqualsEachSequenceAlone(pc);
+  pc.lens = {2100, 5, 2048, 301, 9, 64, 1, 700, 33, 128};
+  expectPackedEqualsEachSequenceAlone(pc);
+  pc.N = 4;  // two groups of two states: one thread a channel packed, two alone
+  expectPackedEqualsEachSequenceAlone(pc);
 }
 
 // Over 32 states, in chunks of states: the sums over states cross the chunks through the

@@ -35,10 +35,12 @@ struct Variant {
   int64_t batch = 2, D = 256, N = 16, L = 4096, G = 1;
   DType x = DType::BF16, bc = DType::BF16, state = DType::F32;
   bool bVarying = true, cVarying = true, extras = true, packed = false, states = false;
+  int64_t serial = 0;  // serial_seqlen
 };
 
 SelectiveScanArgs make(const Variant& v) {
   SelectiveScanArgs a;
+  a.serial_seqlen = v.serial;
   const int64_t Bt = v.packed ? 1 : v.batch;
   a.u = view(1, v.x, {Bt, v.D, v.L});
   a.delta = view(2, v.x, {Bt, v.D, v.L});
@@ -398,17 +400,19 @@ TEST(ScanKernels, UnrollBudgetAndInnerLanesOutOfRangeAreNamed) {
   }
 }
 
-// The forward's tiles follow the grid at N <= 16: many programs (8x2048 at D 5120: 2560) keep 4
-// warps capped for 4 blocks an SM, or 5 in a packed row; few (one 16384-token sequence: 320)
-// take 2 warps a program, capped for 5 blocks. N 32 is left to the kernel's choice.
+// The parallel class' tiles follow the grid at N <= 16: many programs (8x4096 at D 5120: 2560)
+// keep 4 warps capped for 4 blocks an SM, or 5 in a packed row; few (one 16384-token sequence:
+// 320) take 2 warps a program, capped for 5 blocks. N 32 is left to the kernel's choice.
 TEST(ScanKernels, ForwardTilesFollowTheGrid) {
   using Tiles = std::pair<int64_t, int64_t>;  // min_blocks, num_warps
   auto tiles = [](const Variant& v) {
-    const Specialization s = detail::scanSpecializations(make(v), "sm_90a").back();
-    return Tiles{s.get("meta:min_blocks"), s.get("meta:num_warps")};
+    for (const Specialization& s : detail::scanSpecializations(make(v), "sm_90a"))
+      if (s.get("meta:time_lanes") > 1) return Tiles{s.get("meta:min_blocks"), s.get("meta:num_warps")};
+    ADD_FAILURE() << "no parallel launch";
+    return Tiles{};
   };
   Variant v;
-  v.D = 5120, v.batch = 8, v.L = 2048;
+  v.D = 5120, v.batch = 8, v.L = 4096;
   EXPECT_EQ(tiles(v), Tiles(4, 4));
   v.packed = true, v.L = 16384;
   EXPECT_EQ(tiles(v), Tiles(5, 4));
@@ -439,6 +443,65 @@ TEST(ScanKernels, PackedLaunchesTakeTheLongestSequencesFirst) {
   const std::vector<Specialization> spans = detail::scanSpecializations(make(v), "sm_90a");
   ASSERT_EQ(spans.size(), 2u);
   for (const Specialization& s : spans) EXPECT_EQ(s.get("meta:longest_first"), 0) << s.canonical();
+}
+
+// Length classes at D 5120 with serial_seqlen 2048 (SelectiveScan.h; without it every sequence is
+// parallel): a dense call runs in its length's class, a packed row in both, or in the serial one
+// alone when max_seqlen rules the other out. The
+// serial launch scans with one lane of 8-token tiles, 2 warps capped for 5 blocks an SM, a
+// channel's states over 4 threads for up to 3 sequences, 2 for up to 7, else 1; a packed row's
+// launches take the longest sequences first. Over 16 states every sequence is parallel.
+TEST(ScanKernels, LengthClassesFollowTheCall) {
+  struct Launch {
+    int64_t cls, lanes, minBlocks, warps, longestFirst, parts;
+    bool operator==(const Launch& o) const {
+      return cls == o.cls && lanes == o.lanes && minBlocks == o.minBlocks && warps == o.warps &&
+             longestFirst == o.longestFirst && (cls != 1 || parts == o.parts);
+    }
+  };
+  auto launches = [](const SelectiveScanArgs& a) {
+    std::vector<Launch> l;
+    for (const Specialization& s : detail::scanSpecializations(a, "sm_90a"))
+      l.push_back({s.get("meta:length_class"), s.get("meta:time_lanes"), s.get("meta:min_blocks"),
+                   s.get("meta:num_warps"), s.get("meta:longest_first"), s.get("meta:state_parts")});
+    return l;
+  };
+  Variant v;
+  v.D = 5120, v.batch = 8, v.L = 2048;
+  EXPECT_EQ(launches(make(v)), (std::vector<Launch>{{0, 8, 4, 4, 0, 0}}));
+  v.serial = 2048;
+  EXPECT_EQ(launches(make(v)), (std::vector<Launch>{{1, 1, 5, 2, 0, 1}}));
+  v.batch = 7;
+  EXPECT_EQ(launches(make(v)), (std::vector<Launch>{{1, 1, 5, 2, 0, 2}}));
+  v.batch = 3;
+  EXPECT_EQ(launches(make(v)), (std::vector<Launch>{{1, 1, 5, 2, 0, 4}}));
+  v.batch = 8, v.L = 2049;
+  EXPECT_EQ(launches(make(v)), (std::vector<Launch>{{0, 8, 4, 4, 0, 0}}));
+  v.batch = 1, v.L = 16384;
+  EXPECT_EQ(launches(make(v)), (std::vector<Launch>{{0, 8, 5, 2, 0, 0}}));
+  v.packed = true, v.batch = 19;
+  SelectiveScanArgs a = make(v);
+  EXPECT_EQ(launches(a), (std::vector<Launch>{{2, 8, 5, 4, 1, 0}, {1, 1, 5, 2, 1, 1}}));
+  a.max_seqlen = 2048;
+  EXPECT_EQ(launches(a), (std::vector<Launch>{{1, 1, 5, 2, 1, 1}}));
+  v.packed = false, v.batch = 8, v.L = 2048, v.N = 32;
+  EXPECT_EQ(launches(make(v)), (std::vector<Launch>{{0, 8, 0, 4, 0, 0}}));
+}
+
+// The serial launch of a packed row puts its tiles on the row's grid: u, delta and z load as
+// 16-byte vectors with no runs moved between registers or lanes (the ranking of the sequences,
+// longest first, is the launch's only cross-lane step).
+TEST(ScanKernels, SerialPackedTilesSitOnTheRowGrid) {
+  Variant v;
+  v.D = 5120, v.packed = true, v.batch = 19, v.L = 16384, v.serial = 2048;
+  Specialization s = detail::scanSpecializations(make(v), "sm_90a").back();
+  ASSERT_EQ(s.get("meta:length_class"), 1);
+  s.set("meta:longest_first", 0);
+  const std::string cuda = generatedCuda(s);
+  for (const char* p : {"p_u", "p_delta", "p_z"})
+    EXPECT_TRUE(std::regex_search(cuda, std::regex(std::string("ssm_ld_words<8>\\(&v\\d+\\[r\\], ") + p + " "))) << p;
+  EXPECT_EQ(occurrences(cuda, "__shfl"), 0);
+  EXPECT_EQ(occurrences(cuda, "const int q = j - ("), 0) << "a run moved by a shift";
 }
 
 // The number of sequences, the slot counts and the longest length are only bounds to the

@@ -244,6 +244,7 @@ TEST(ScanReference, BadCallsAreNamedAndWriteNothing) {
        {"cu_seqlens is given and u has batch 2 (shape (2, 8, 6))", "expected batch 1"}},
       {&dense, [](P&, A& a) { a.max_seqlen = 5; }, {"max_seqlen is 5", "expected 0", "cu_seqlens is not given"}},
       {&packed, [](P&, A& a) { a.max_seqlen = -1; }, {"max_seqlen is -1", "expected >= 0"}},
+      {&dense, [](P&, A& a) { a.serial_seqlen = -2; }, {"serial_seqlen is -2", "expected >= 0"}},
       {&packed, [](P&, A& a) { a.cu_seqlens.ndim = 2; }, {"cu_seqlens has rank 2", "expected rank 1 (nseq + 1)"}},
       {&packed, [](P&, A& a) { a.cu_seqlens.shape[0] = 1; }, {"cu_seqlens has shape (1)", "expected at least 2 entries"}},
       {&packed, [](P&, A& a) { a.cu_seqlens.dtype = DType::F32; }, {"cu_seqlens has dtype float32", "expected int32 or int64"}},

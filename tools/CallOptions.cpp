@@ -86,6 +86,11 @@ void addCallOptions(CLI::App* app, CallOptions& o) {
                                 "--seqlen (--op scan, scan-backward)")
                     ->delimiter(',')
                     ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  o.serialOpt = app->add_option("--serial-seqlen", o.serialSeqlen,
+                                "The scan forward's serial_seqlen: sequences of at most this many tokens scanned serially "
+                                "(0: every sequence in parallel; --op scan)")
+                    ->check(atLeast(0))
+                    ->capture_default_str();
   o.widthOpt = app->add_option("--width", o.width, "The decode step's conv width W (2..8)")
                    ->check(CLI::Range(2, 8))
                    ->capture_default_str();
@@ -126,8 +131,9 @@ CheckedCall checkScanOptions(const CallOptions& o) {
       if (given(opt)) throw UsageError(opt->get_name() + " applies to dense rows; --packed-lengths gives the packed row");
   ScanCall c;
   c.backward = o.shape.op == "scan-backward";
+  if (c.backward) refuse({o.serialOpt}, o.shape.op, "scan");
   c.D = o.channels, c.N = o.shape.dstate, c.G = o.shape.groups;
-  c.batch = o.batch, c.seqlen = o.seqlen, c.packedLengths = o.packedLengths;
+  c.batch = o.batch, c.seqlen = o.seqlen, c.packedLengths = o.packedLengths, c.serialSeqlen = o.serialSeqlen;
   c.x = parseFloatDType(o.inputDtype, "--input-dtype");
   c.bcVarying = o.bc == "varying";
   c.hasD = !o.noD, c.hasZ = !o.noZ, c.hasDeltaBias = !o.noDtBias, c.softplus = !o.noSoftplus;
@@ -142,7 +148,7 @@ CheckedCall checkScanOptions(const CallOptions& o) {
 // A decode step from the options.
 CheckedCall checkDecodeStepOptions(const CallOptions& o) {
   refuse({o.formOpt, o.stateWriteOpt, o.outDtypeOpt}, o.shape.op, kSsuOps);
-  refuse({o.channelsOpt, o.seqlenOpt, o.packedOpt, o.bcOpt}, o.shape.op, kScanOps);
+  refuse({o.channelsOpt, o.seqlenOpt, o.packedOpt, o.bcOpt, o.serialOpt}, o.shape.op, kScanOps);
   DecodeStepCall c;
   c.H = o.shape.heads, c.P = o.shape.headDim, c.N = o.shape.dstate, c.G = o.shape.groups, c.W = o.width;
   c.batch = o.batch, c.L = o.tokens, c.cacheTokens = o.cacheTokens > 0 ? o.cacheTokens : o.tokens;
@@ -166,7 +172,7 @@ CheckedCall checkCallOptions(const CallOptions& o) {
   checkArch(o.arch, "--arch");
   if (o.shape.scan()) return checkScanOptions(o);
   if (o.shape.decodeStep()) return checkDecodeStepOptions(o);
-  refuse({o.seqlenOpt, o.packedOpt, o.bcOpt}, o.shape.op, kScanOps);
+  refuse({o.seqlenOpt, o.packedOpt, o.bcOpt, o.serialOpt}, o.shape.op, kScanOps);
   refuse({o.widthOpt, o.cacheTokensOpt, o.partsOpt, o.noConvBiasOpt}, o.shape.op, "decode-step");
   SsuCase s = o.shape.call();
   if (o.form == "mamba1") {

@@ -377,8 +377,8 @@ Command addInspectCommand(CLI::App& parent) {
   addCallOptions(app, o->call);
   app->add_option("--launch", o->launch,
                   "Which of the call's launches, counted from 1 (default: the last; a scan whose sequences span "
-                  "several spans runs a states pass before its main pass, the backward a checkpoint pass first "
-                  "and its sums last)")
+                  "several spans runs a states pass before its main pass, a packed scan from D 4096 its parallel "
+                  "class before its serial one, the backward a checkpoint pass first and its sums last)")
       ->check(atLeast(1));
   o->app = app;
   return {app, [o] { return runInspect(*o); }};

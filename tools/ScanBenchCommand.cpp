@@ -31,7 +31,7 @@ namespace {
 
 struct ScanBenchOptions {
   int64_t dim = 5120, stateSize = 16, batch = 8, seqlen = 2048, longSeqlen = 16384, packedTokens = 16384;
-  int64_t minLen = 57, maxLen = 2048;
+  int64_t minLen = 57, maxLen = 2048, serialSeqlen = 0;
   std::vector<int64_t> packedLengths;  // when given, the packed row's sequences (else drawn)
   std::string dtype = "bf16", bc = "varying", passes = "both";
   std::vector<std::string> cases{"dense", "long", "packed"};
@@ -77,6 +77,7 @@ int runScanBench(const ScanBenchOptions& o) {
     SelectiveScanArgs a;
     a.u = u.view, a.delta = delta.view, a.z = z.view, a.out = out.view, a.A = A.view, a.D = Dv.view;
     a.delta_bias = bias.view, a.B = B.view, a.C = C.view, a.delta_softplus = true;
+    a.serial_seqlen = o.serialSeqlen;
     if (lens) {
       std::vector<int32_t> c{0};
       for (int64_t l : *lens) c.push_back(c.back() + static_cast<int32_t>(l));
@@ -166,6 +167,11 @@ Command addScanBenchCommand(CLI::App& parent) {
       ->excludes(tokens)
       ->excludes(minLen)
       ->excludes(maxLen);
+  app->add_option("--serial-seqlen", o->serialSeqlen,
+                  "The forward's serial_seqlen (ssmjit/ops.h): sequences of at most this many tokens scanned serially; "
+                  "0: every sequence in parallel")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
+      ->capture_default_str();
   app->add_option("--dtype", o->dtype, "u, delta, z, out, B, C dtype: fp32, bf16, fp16")
       ->check(CLI::IsMember(floatDTypeNames()))
       ->capture_default_str();

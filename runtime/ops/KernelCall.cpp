@@ -51,7 +51,7 @@ void KernelCall::flag(int arg, bool value) {
   bind(0, arg, value);
 }
 void KernelCall::meta(const char* name, int64_t value) {
-  if (nMeta_ == 8) throw Error(Error::Kind::Internal, "KernelCall: too many meta values");
+  if (nMeta_ == kMaxMeta) throw Error(Error::Kind::Internal, "KernelCall: too many meta values");
   metaNames_[nMeta_] = name;
   bind(4, nMeta_++, value);
 }

@@ -52,13 +52,14 @@ class KernelCall {
     int arg;   // schema index, or (meta) index into metaNames_
     int64_t value;
   };
-  static constexpr int kMaxBinds = 3 * kMaxArgs;
+  static constexpr int kMaxMeta = 16;
+  static constexpr int kMaxBinds = 3 * kMaxArgs + kMaxMeta;
   void bind(int kind, int arg, int64_t value) { binds_[nb_++] = Bind{kind, arg, value}; }
   const char* kernel_;
   ArgSchema schema_;
   Bind binds_[kMaxBinds];
   int nb_ = 0;
-  const char* metaNames_[8];
+  const char* metaNames_[kMaxMeta];
   int nMeta_ = 0;
   const void* memo_ = nullptr;  // the memo slot found by kernel()
 };

@@ -40,6 +40,10 @@ struct ScanPlan {
   int64_t workspace = 0;      // float32 elements
   int64_t minBlocks = 0;      // meta:min_blocks of the states and main passes
   int64_t numWarps = 0;       // their meta:num_warps (0: the kernel's choice)
+  int64_t serialLen = 0;      // meta:serial_len: the longest sequence of the serial class
+  int64_t stateParts = 1;     // the serial class' meta:state_parts
+  bool serial = false;        // the serial class launches (a dense call of at most serialLen tokens, or packed)
+  bool parallel = true;       // the parallel class launches
 };
 
 // Blocks an SM the register allocation must fit, from the grid: with many programs more resident
@@ -65,20 +69,38 @@ ScanTiles chooseTiles(int64_t programs, int64_t N, bool packed) {
   if (programs < 1024) return {5, 2};
   return {packed ? 5 : 4, 0};
 }
+// The serial class' threads a channel (meta:state_parts), from the call's sequences x channels: one
+// thread a channel leaves few sequences short of threads, while splitting the states costs the
+// exchange of dt, dt u and the groups' sums through shared memory. H100, D 5120, N 16, bf16,
+// forward ms with 1 / 2 / 4 threads a channel: 1x2048 0.475 / 0.394 / 0.283; 2x2048 0.487 / 0.433
+// / 0.329; 4x2048 0.613 / 0.528 / 0.684; 8x2048 0.837 / 1.037 / 1.122; the bench's packed row of
+// 19 sequences 0.802 / 0.893 / 0.919 (by the lanes' scan: 0.126, 0.220, 0.417, 0.800, 0.903).
+int64_t serialStateParts(int64_t channelSequences) {
+  if (channelSequences >= 8 * 5120) return 1;
+  return channelSequences >= 4 * 5120 ? 2 : 4;
+}
+
 ScanPlan plan(const SelectiveScanArgs& a, const ScanDims& d) {
   Specialization s;
   s.kernel = kernels::kScanKernel;
   s.set("D", d.D);
+  s.set("meta:serial_len", a.serial_seqlen);  // SSMJIT_META may override it (the GPU suite does)
   dsl::completeSpecialization(s);
   ScanPlan p;
+  p.chunks = detail::scanStateChunks(d.N, detail::kScanStateChunk);
+  const int64_t nc = p.chunks.size;  // each chunk reuses the states pass' region in turn
+  // Length classes (SelectiveScan.h): a dense call runs in its length's; a packed row in both,
+  // unless max_seqlen rules the parallel class out. The serial form holds up to 16 states.
+  p.serialLen = nc <= 16 ? s.get("meta:serial_len") : 0;
+  p.serial = p.serialLen > 0 && (d.packed || d.L <= p.serialLen);
+  p.parallel = !p.serial || (d.packed && d.maxLen > p.serialLen);
+  p.stateParts = serialStateParts(d.nseq * d.D);
   p.span = s.get("meta:span");
   const int64_t bd = s.get("meta:BLOCK_D");
   p.spans = (d.maxLen + p.span - 1) / p.span;
-  p.multi = p.spans > 1;
+  p.multi = p.parallel && p.spans > 1;
   p.keysPerRow = d.L / p.span + 1;
   p.rows = d.packed ? 1 : d.batch;
-  p.chunks = detail::scanStateChunks(d.N, detail::kScanStateChunk);
-  const int64_t nc = p.chunks.size;  // each chunk reuses the states pass' region in turn
   const ScanTiles tiles = chooseTiles((d.D + bd - 1) / bd * p.spans * d.nseq, nc, d.packed);
   p.minBlocks = tiles.minBlocks;
   p.numWarps = tiles.numWarps;
@@ -128,12 +150,27 @@ ChunkCall chunkCall(const SelectiveScanArgs& a, const ScanDims& d, const ScanPla
 }
 
 enum class Pass { States, Main, Checkpoints };
+// Which sequences a launch scans (SelectiveScan.h, length classes): the serial form's launch always
+// class 1 (its sequences are at most serial_len long); the parallel form's class 2 beside it, else 0.
+enum class Class { All = 0, Serial = 1, Parallel = 2 };
+
+// The serial class' programs: 2 warps of (channel, part) threads, 8-token tiles, 5 an SM (stop 41,
+// one part: 16-token tiles, 1 or 4 warps were slower on 8x2048 and the bench's packed row).
+void bindSerial(KernelCall& c, int64_t parts) {
+  c.meta("meta:time_lanes", 1);
+  c.meta("meta:BLOCK_T", 8);
+  c.meta("meta:num_warps", 2);
+  c.meta("meta:min_blocks", 5);
+  c.meta("meta:state_parts", parts);
+  c.meta("meta:span", int64_t{1} << 24);  // whole sequences: at most serial_len tokens
+}
 
 // `ckptBlockT`, `ckptPerRow`: the checkpoint pass' tile and keys (SelectiveScan.h).
 // `a`, `d`: one chunk's call (chunkCall); `yacc`: the plane it adds (when `hasYacc`).
-void bind(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, const ScanPlan& p, Pass pass, void* err,
-          const TensorView& yacc = {}, bool hasYacc = false, int64_t ckptBlockT = 0, int64_t ckptPerRow = 0) {
+void bind(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, const ScanPlan& p, Pass pass, Class cls,
+          void* err, const TensorView& yacc = {}, bool hasYacc = false, int64_t ckptBlockT = 0, int64_t ckptPerRow = 0) {
   const bool statesPass = pass == Pass::States, ckpt = pass == Pass::Checkpoints;
+  const bool serial = cls == Class::Serial;
   thread_local const ArgIndex A{kSchema.names, kSchema.count};
   c.pointer(A("u"), a.u, DType::F32, true);
   c.pointer(A("delta"), a.delta, DType::F32, true);
@@ -199,15 +236,23 @@ void bind(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, const Sc
   c.flag(A("has_init_idx"), a.initial_state_indices.defined());
   c.flag(A("has_final"), a.final_states.defined() && !ckpt);
   c.flag(A("has_final_idx"), a.final_state_indices.defined());
-  c.flag(A("multi_span"), p.multi && !ckpt);
+  c.flag(A("multi_span"), p.multi && !ckpt && !serial);
   c.flag(A("has_yacc"), hasYacc);
   c.meta("meta:dstate", d.N);
   c.meta("meta:states_pass", statesPass);
   // Whole sequences a program: the longest first (spans already bound a program's length; and
   // there the ranked sequence index, held in a register, spilled 312 B where 256 at most at D 256).
-  c.meta("meta:longest_first", d.packed && !p.multi);
-  if (!ckpt) c.meta("meta:min_blocks", p.minBlocks);
-  if (!ckpt && p.numWarps > 0) c.meta("meta:num_warps", p.numWarps);
+  c.meta("meta:longest_first", d.packed && (serial || !p.multi));
+  if (serial) {
+    bindSerial(c, p.stateParts);
+  } else {
+    if (!ckpt) c.meta("meta:min_blocks", p.minBlocks);
+    if (!ckpt && p.numWarps > 0) c.meta("meta:num_warps", p.numWarps);
+  }
+  if (!ckpt) {
+    c.meta("meta:length_class", static_cast<int64_t>(cls));
+    c.meta("meta:serial_len", p.serialLen);
+  }
   if (ckpt) {
     c.meta("meta:checkpoints", 1);
     c.meta("meta:BLOCK_T", ckptBlockT);
@@ -219,17 +264,27 @@ void bind(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, const Sc
   c.meta("meta:index_bits", wide ? 64 : 32);
 }
 
-// Every launch of the call in order, bound in the KernelCall handed to `f`: per chunk of states the
-// states pass (when it runs), then the main pass.
+// Every launch of the call in order, bound in the KernelCall handed to `f` with its grid's span
+// count: per chunk of states, the parallel class (its states pass, when it runs, then its main
+// pass), then the serial class.
 template <class F>
 void forEachLaunch(const SelectiveScanArgs& a, const ScanDims& d, const ScanPlan& p, void* err, F&& f) {
+  const bool both = p.serial && p.parallel;
   for (int64_t k = 0; k < p.chunks.count; ++k) {
     const ChunkCall cc = chunkCall(a, d, p, k);
-    for (int pass = p.multi ? 0 : 1; pass < 2; ++pass) {
+    if (p.parallel) {
+      const Class cls = both ? Class::Parallel : Class::All;
+      for (int pass = p.multi ? 0 : 1; pass < 2; ++pass) {
+        KernelCall c(kernels::kScanKernel, kSchema);
+        if (pass == 0) bind(c, cc.narrowed, cc.dims, p, Pass::States, cls, err);
+        else bind(c, cc.args, cc.dims, p, Pass::Main, cls, err, cc.plane, cc.yacc);
+        f(c, p.spans);
+      }
+    }
+    if (p.serial) {
       KernelCall c(kernels::kScanKernel, kSchema);
-      if (pass == 0) bind(c, cc.narrowed, cc.dims, p, Pass::States, err);
-      else bind(c, cc.args, cc.dims, p, Pass::Main, err, cc.plane, cc.yacc);
-      f(c);
+      bind(c, cc.args, cc.dims, p, Pass::Main, Class::Serial, err, cc.plane, cc.yacc);
+      f(c, int64_t{1});
     }
   }
 }
@@ -251,9 +306,9 @@ void selective_scan(const SelectiveScanArgs& a, Stream stream) {
                                                   std::to_string(d.maxLen) + " tokens, expected at most 65535 sequences and 65535 spans of " +
                                                   std::to_string(p.span) + " tokens (grid limits)");
   const CUstream s = static_cast<CUstream>(stream);
-  forEachLaunch(a, d, p, deviceStatusRecord(), [&](KernelCall& c) {
+  forEachLaunch(a, d, p, deviceStatusRecord(), [&](KernelCall& c, int64_t spans) {
     const int64_t bd = c.metaValue("meta:BLOCK_D");
-    const unsigned grid[3] = {static_cast<unsigned>((d.D + bd - 1) / bd), static_cast<unsigned>(p.spans),
+    const unsigned grid[3] = {static_cast<unsigned>((d.D + bd - 1) / bd), static_cast<unsigned>(spans),
                               static_cast<unsigned>(d.nseq)};
     c.launch(grid, s);
   });
@@ -263,7 +318,7 @@ std::vector<Specialization> detail::scanSpecializations(const SelectiveScanArgs&
   const ScanDims d = checkSelectiveScanArgs(a, a.u.device, kOp);
   const ScanPlan p = plan(a, d);
   std::vector<Specialization> out;
-  forEachLaunch(a, d, p, nullptr, [&](KernelCall& c) {
+  forEachLaunch(a, d, p, nullptr, [&](KernelCall& c, int64_t) {
     Specialization sp = c.specialization(arch);
     if (std::find(out.begin(), out.end(), sp) == out.end()) out.push_back(std::move(sp));
   });
@@ -273,7 +328,7 @@ std::vector<Specialization> detail::scanSpecializations(const SelectiveScanArgs&
 void detail::bindScanCheckpoints(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, int64_t blockT,
                                  int64_t ckptPerRow, void* err) {
   const ScanPlan p;  // no spans: the checkpoint pass walks each sequence whole
-  bind(c, a, d, p, Pass::Checkpoints, err, {}, false, blockT, ckptPerRow);
+  bind(c, a, d, p, Pass::Checkpoints, Class::All, err, {}, false, blockT, ckptPerRow);
 }
 
 void detail::bindScanBC(KernelCall& c, const ArgIndex& A, const TensorView& t, bool varying, bool batched, const char* sb,

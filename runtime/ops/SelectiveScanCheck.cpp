@@ -124,6 +124,7 @@ ScanDims checkSelectiveScanArgs(const SelectiveScanArgs& a, DeviceKind device, c
     c.tensor("cu_seqlens", a.cu_seqlens, eCu, 1, kIndexTypes, false);
     d.nseq = a.cu_seqlens.shape[0] - 1;
   }
+  if (a.serial_seqlen < 0) c.fail("serial_seqlen is " + str(a.serial_seqlen) + ", expected >= 0 (0: no serial scan)");
   if (a.max_seqlen < 0) c.fail("max_seqlen is " + str(a.max_seqlen) + ", expected >= 0 (0: no bound)");
   if (a.max_seqlen != 0 && !d.packed)
     c.fail("max_seqlen is " + str(a.max_seqlen) + ", expected 0: it bounds packed sequences, and cu_seqlens is not given");

@@ -44,6 +44,7 @@ std::string ScanCase::name() const {
     s += "_packed" + std::to_string(lens.size()) + "_T" + std::to_string(std::accumulate(lens.begin(), lens.end(), int64_t{0}));
     if (maxSeqlen) s += "_max" + std::to_string(maxSeqlen);
   }
+  if (serialSeqlen) s += "_serial" + std::to_string(serialSeqlen);
   if (hasZ) s += "_z" + std::string(dtypeName(zType));
   if (!hasD) s += "_noD";
   if (!hasDeltaBias) s += "_nobias";
@@ -124,6 +125,7 @@ SelectiveScanArgs ScanProblem::args() const {
   a.delta_softplus = c.softplus;
   a.cu_seqlens = view(cu);
   a.max_seqlen = c.lens.empty() ? 0 : c.maxSeqlen;
+  a.serial_seqlen = c.serialSeqlen;
   a.initial_states = view(initStates);
   a.initial_state_indices = view(initIdx);
   if (c.finalStates) a.final_states = view(finalHolder());

@@ -24,6 +24,7 @@ struct ScanCase {
   bool hasD = true, hasZ = true, hasDeltaBias = true, softplus = true;
   std::vector<int64_t> lens;  // packed (cu_seqlens) when not empty: batch 1, L = their sum
   int64_t maxSeqlen = 0;      // max_seqlen of a packed call (0: none)
+  int64_t serialSeqlen = 0;   // serial_seqlen
   bool initialStates = false, finalStates = false;
   bool inPlace = true;        // one tensor for both states when both are given
   // Slots through index tensors: a permutation of S = nseq + 2 slots (the same one for both
