@@ -86,6 +86,16 @@ for tool in $([ -n "${SKIP_SANITIZER:-}" ] || echo memcheck racecheck); do
     --gtest_filter="${SANITIZER_FILTER:-$sanitized}" --gtest_brief=1 > "$OUT/sanitizer_$tool.log" 2>&1
   rc=$?; tail -4 "$OUT/sanitizer_$tool.log"; echo "$tool exit $rc"; [ $rc -eq 0 ] || status=1
 done
+# The serial class forced at small D (4 threads a channel): D24 G2 reads B/C per thread (dt and dt u
+# still exchanged through shared memory), D112 stages them; both packed rows mix the two classes.
+for tool in $([ -n "${SKIP_SANITIZER:-}" ] || echo memcheck racecheck); do
+  echo "== compute-sanitizer $tool, serial class forced"
+  SSMJIT_META='selective_scan_fwd:serial_len=600' compute-sanitizer --tool $tool --error-exitcode 3 \
+    "$PREFIX/bin/ssmjit_gpu_tests" --gtest_brief=1 \
+    --gtest_filter='Shapes/ScanGpu.MatchesReference/*_D24_N16_G2_*:Shapes/ScanGpu.MatchesReference/*_D112_N16_*packed150*' \
+    > "$OUT/sanitizer_serial_$tool.log" 2>&1
+  rc=$?; tail -4 "$OUT/sanitizer_serial_$tool.log"; echo "$tool (serial) exit $rc"; [ $rc -eq 0 ] || status=1
+done
 echo "== examples/host_program against the installed tree"
 ex=$(mktemp -d)
 { cmake -S examples/host_program -B "$ex" -DCMAKE_PREFIX_PATH="$(realpath "$PREFIX")" > "$OUT/example.log" 2>&1 &&

@@ -265,7 +265,8 @@ void selective_scan(const SelectiveScanArgs& args, Stream stream = nullptr);
 // ddelta_bias, constant dB/dC fp32; dinitial_states / dfinal_states fp32, bf16 or fp16. Every
 // gradient is overwritten (not accumulated into). Outputs may not alias any input or each other.
 struct SelectiveScanBackwardArgs {
-  SelectiveScanArgs forward;         // the forward call (out, final_states, workspace unused)
+  SelectiveScanArgs forward;         // the forward call (out, final_states, workspace and
+                                     // serial_seqlen unused)
   TensorView dout;                   // (Bt, D, L): the gradient of out
   TensorView dfinal_states;          // optional (S, D, N): the gradient of the final states
   TensorView du, ddelta;             // (Bt, D, L)
