@@ -294,17 +294,31 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   const int64_t W = BT / P, xchgPlane = BD * BT, groupRow = G * BT + 4;  // + 4: banks
   Value xchg = P > 1 ? k.sharedBuffer(2 * xchgPlane) : Value{}, groups = P > 1 ? k.sharedBuffer(BD * groupRow) : Value{};
   Value chanE = dE(chan), partE = P > 1 ? dE(part) : Value{};
-  auto serialTile = [&](bool whole, Value c, Value tStart, const std::vector<Value>& cs) {
-    Value rW = tE(k.range(W));
-    Value own = P == 1 ? rW : partE * W + rW;  // [R or 1, W]: the thread's tokens of the tile
+  Value own = P == 1 ? tE(k.range(W)) : partE * W + tE(k.range(W));  // [R or 1, W]: the thread's tokens
+  auto ownMaskOf = [&](bool whole, Value ownIn) {
+    return whole ? (channelsWhole ? Value{} : k.broadcastTo(mD2, {R, W})) : k.broadcastTo(ownIn && mD2, {R, W});
+  };
+  auto loadOwnWith = [&](Value mask, Value tStart, Value p, Value base) {
+    Value off = base + tStart + own;
+    return mask.valid() ? k.load(p, off, mask, zero) : k.load(p, off);
+  };
+  // The tile's global reads before its math: u and delta (own tokens), then the staged B/C rows.
+  auto serialLoads = [&](bool whole, Value c, Value tStart) {
+    Value mask = ownMaskOf(whole, (c + own >= 0) && (c + own < spanLen));
+    std::vector<Value> got{loadOwnWith(mask, tStart, u, row * sUb + dOffs * sUd),
+                           loadOwnWith(mask, tStart, delta, row * sDlb + dOffs * sDld)};
+    Value tl = c + rT;
+    for (Value v : staged.load(whole ? Value{} : tE((tl >= 0) && (tl < spanLen)), tE(tStart + rT))) got.push_back(v);
+    return got;
+  };
+  // `got`: the tile's serialLoads when issued a tile ahead (meta:prefetch), else empty.
+  auto serialTile = [&](bool whole, Value c, Value tStart, const std::vector<Value>& cs, std::vector<Value> got) {
+    if (got.empty()) got = serialLoads(whole, c, tStart);
     Value ownIn = (c + own >= 0) && (c + own < spanLen);
-    Value ownMask = whole ? (channelsWhole ? Value{} : k.broadcastTo(mD2, {R, W})) : k.broadcastTo(ownIn && mD2, {R, W});
-    auto loadOwn = [&](Value p, Value base) {
-      Value off = base + tStart + own;
-      return ownMask.valid() ? k.load(p, off, ownMask, zero) : k.load(p, off);
-    };
-    Value xu = loadOwn(u, row * sUb + dOffs * sUd);
-    Value dt = loadOwn(delta, row * sDlb + dOffs * sDld) + dbiasT;
+    Value ownMask = ownMaskOf(whole, ownIn);
+    auto loadOwn = [&](Value p, Value base) { return loadOwnWith(ownMask, tStart, p, base); };
+    Value xu = got[0];
+    Value dt = got[1] + dbiasT;
     dt = k.ifElse(softplusOn, [&] { return std::vector<Value>{softplus(dt)}; },
                   [&] { return std::vector<Value>{dt}; })[0];
     if (!whole) dt = k.select(k.broadcastTo(ownIn, {R, W}), dt, zero);  // outside the span: a = 1
@@ -318,7 +332,7 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
       k.store(xchg, chanE * BT + own, dt);
       k.store(xchg, chanE * BT + own + xchgPlane, du);
     }
-    staged.fill({}, whole ? Value{} : inSpan, tOff);
+    staged.fill(std::vector<Value>(got.begin() + 2, got.end()), whole ? Value{} : inSpan, tOff);
     Value dtT = dt, duT = du;
     if (P > 1) {
       if (!staged.any()) k.barrier();
@@ -376,11 +390,27 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   std::vector<Value> carry = h;
   carry.push_back(k.splat(zero, {R}));  // summed dt (states pass)
   if (serial) {
-    // Tiles from the row's BT-multiple at or before t0.
-    carry = k.forLoop((t0 / BT) * BT, t0 + spanLen, k.constInt(BT), carry, [&](Value r, const std::vector<Value>& cs) {
+    // Tiles from the row's BT-multiple at or before t0. With meta:prefetch each tile's global reads
+    // are issued one tile ahead and carried (the last tile's, past the span, are masked off).
+    const bool prefetch = spec.get("meta:prefetch") != 0;
+    auto loadsAt = [&](Value r) {
+      Value c = r - t0;
+      return k.ifElse((c >= 0) && (c + BT <= spanLen), [&] { return serialLoads(true, c, r); },
+                      [&] { return serialLoads(false, c, r); });
+    };
+    Value r0 = (t0 / BT) * BT;
+    const size_t nState = carry.size();
+    if (prefetch)
+      for (Value v : loadsAt(r0)) carry.push_back(v);
+    carry = k.forLoop(r0, t0 + spanLen, k.constInt(BT), carry, [&](Value r, const std::vector<Value>& cs) {
+      const std::vector<Value> state(cs.begin(), cs.begin() + nState), got(cs.begin() + nState, cs.end());
+      const std::vector<Value> ahead = prefetch ? loadsAt(r + BT) : std::vector<Value>{};
       Value c = r - t0;
       Value whole = (c >= 0) && (c + BT <= spanLen);
-      return k.ifElse(whole, [&] { return serialTile(true, c, r, cs); }, [&] { return serialTile(false, c, r, cs); });
+      std::vector<Value> next = k.ifElse(whole, [&] { return serialTile(true, c, r, state, got); },
+                                         [&] { return serialTile(false, c, r, state, got); });
+      next.insert(next.end(), ahead.begin(), ahead.end());
+      return next;
     });
   } else {
     carry = k.forLoop(zeroI, spanLen, k.constInt(BT), carry, [&](Value c, const std::vector<Value>& cs) {
@@ -434,6 +464,11 @@ void chooseScanMeta(Specialization& s) {
     s.set("meta:num_warps", std::clamp<int64_t>(nextPow2(D) * lanes / 32, 1, 4));
   // A program's threads along channels: its channels times the parts of each (serial class).
   const int64_t parts = serial ? s.get("meta:state_parts") : 1;
+  // The serial class' reads a tile ahead where a channel's states are split (few sequences: each
+  // program's tiles wait on memory). H100, D 5120, forward ms without / with: 1x2048 0.233 / 0.227,
+  // 2x2048 0.288 / 0.279, 4x2048 0.485 / 0.467; one thread a channel (many sequences, registers
+  // short): 8x2048 0.826 / 0.843, the bench's packed row 0.810 / 0.852.
+  if (!s.find("meta:prefetch")) s.set("meta:prefetch", parts > 1);
   if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", std::max<int64_t>(1, s.get("meta:num_warps") * 32 / lanes / parts));
   if (!s.find("meta:span")) {
     int64_t span = scanSpanForWidth(D);

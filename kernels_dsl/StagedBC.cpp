@@ -41,18 +41,23 @@ void StagedBC::store(Value v, bool c) {
   else k_.store(smem_, sOff, v);
 }
 
+std::vector<Value> StagedBC::load(Value tokMask, Value tOff) const {
+  Value m = tokMask.valid() ? (rowMask_.valid() ? rowMask_ && tokMask : k_.broadcastTo(tokMask, {RS_, BT_})) : rowMask_;
+  std::vector<Value> rows;
+  for (const Source* s : {stageB_ ? &b_ : nullptr, stageC_ ? &c_ : nullptr}) {
+    if (!s) continue;
+    Value off = base(*s) + tOff;
+    rows.push_back(m.valid() ? k_.load(s->ptr, off, m, k_.constFloat(0)) : k_.load(s->ptr, off));
+  }
+  return rows;
+}
+
 void StagedBC::fill(const std::vector<Value>& queued, Value tokMask, Value tOff) {
   if (!any()) return;
   k_.barrier();  // the previous tile's reads of the buffer are done
-  auto load = [&](const Source& s) {
-    Value b = base(s);
-    Value m = tokMask.valid() ? (rowMask_.valid() ? rowMask_ && tokMask : k_.broadcastTo(tokMask, {RS_, BT_}))
-                              : rowMask_;
-    Value off = b + tOff;
-    return m.valid() ? k_.load(s.ptr, off, m, k_.constFloat(0)) : k_.load(s.ptr, off);
-  };
-  if (stageB_) store(queued.empty() ? load(b_) : queued[0], false);
-  if (stageC_) store(queued.empty() ? load(c_) : queued[stageB_ ? 1 : 0], true);
+  const std::vector<Value> rows = queued.empty() ? load(tokMask, tOff) : queued;
+  if (stageB_) store(rows[0], false);
+  if (stageC_) store(rows[stageB_ ? 1 : 0], true);
   k_.barrier();
 }
 

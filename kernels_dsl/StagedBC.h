@@ -25,10 +25,12 @@ class StagedBC {
   bool any() const { return stageB_ || stageC_; }
   // Queues the tile's staged rows on `runs` (B's, then C's), for a packed row's tile.
   void queue(PackedRuns& runs) const;
+  // The tile's staged rows (B's, then C's) loaded from the token offsets tOff ([1, BT]; runs need
+  // not be aligned), masked by tokMask ([1, BT] or none): what fill() stores.
+  std::vector<dsl::Value> load(dsl::Value tokMask, dsl::Value tOff) const;
   // Fills the buffer with the tile's rows between two barriers (the previous tile's reads are done
-  // before it, the rows visible after): `queued`, what queue() loaded, realigned; or, when empty,
-  // loaded here from the token offsets tOff ([1, BT]; runs need not be aligned), masked by tokMask
-  // ([1, BT] or none).
+  // before it, the rows visible after): `queued`, what queue() or load() loaded (realigned); or,
+  // when empty, loaded here (load()).
   void fill(const std::vector<dsl::Value>& queued, dsl::Value tokMask, dsl::Value tOff);
   // State n's staged row of B or C as a [BD, BT] tile; n a constant, or a [BD, 1] tile (each thread
   // its own state's row).

@@ -475,6 +475,11 @@ TEST(ScanKernels, LengthClassesFollowTheCall) {
   EXPECT_EQ(launches(make(v)), (std::vector<Launch>{{1, 1, 5, 2, 0, 2}}));
   v.batch = 3;
   EXPECT_EQ(launches(make(v)), (std::vector<Launch>{{1, 1, 5, 2, 0, 4}}));
+  // With the states split, the tiles' reads go a tile ahead (meta:prefetch); one thread a channel
+  // has no registers for them.
+  EXPECT_EQ(detail::scanSpecializations(make(v), "sm_90a").back().get("meta:prefetch"), 1);
+  v.batch = 8;
+  EXPECT_EQ(detail::scanSpecializations(make(v), "sm_90a").back().get("meta:prefetch"), 0);
   v.batch = 8, v.L = 2049;
   EXPECT_EQ(launches(make(v)), (std::vector<Launch>{{0, 8, 4, 4, 0, 0}}));
   v.batch = 1, v.L = 16384;
