@@ -224,7 +224,7 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   // the mix 0.787 ms against 0.776 for 8x2048 (serial too), but one thread a channel leaves few
   // sequences short of threads: 1x2048 0.429 against 0.129 parallel, 2x2048 0.461 against 0.219,
   // 4x2048 0.559 against 0.446. Stop 42: the serial class below splits a channel's states over up
-  // to 4 threads (1x2048 0.282, 2x2048 0.326, 4x2048 0.520; 8x2048 0.834, the mix 0.798), still
+  // to 4 threads (1x2048 0.228, 2x2048 0.280, 4x2048 0.470; 8x2048 0.826, the mix 0.810), still
   // behind the lanes' scan on few sequences, so a call asks for it (serial_seqlen, ssmjit/ops.h).
   const bool realignPacked = spec.get("has_cu", 0) != 0 && !serial;
   const int64_t run = BT / spec.get("meta:time_lanes");  // a thread's tokens

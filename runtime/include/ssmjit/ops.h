@@ -231,8 +231,8 @@ struct SelectiveScanArgs {
   // channels are many or few), longer ones by lanes in parallel (0, the default: every sequence).
   // The serial form's tiles sit on a packed row's grid wherever its sequences start, so a packed
   // row of many sequences runs at dense speed; calls of few sequences run slower than in parallel.
-  // H100, D 5120, N 16, bf16, forward ms, parallel / serial_seqlen 2048: 8x2048 0.80 / 0.84; the
-  // bench's packed row of 19 sequences 0.90 / 0.80; 4x2048 0.42 / 0.53; 1x2048 0.13 / 0.28. Which
+  // H100, D 5120, N 16, bf16, forward ms, parallel / serial_seqlen 2048: 8x2048 0.80 / 0.83; the
+  // bench's packed row of 19 sequences 0.90 / 0.81; 4x2048 0.42 / 0.47; 1x2048 0.13 / 0.23. Which
   // form scans a sequence follows from its length and this bound only, so a packed sequence equals
   // its own call bit for bit when both pass the same bound. Applies to up to 16 states (a chunk).
   int64_t serial_seqlen = 0;
