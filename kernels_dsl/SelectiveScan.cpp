@@ -295,6 +295,9 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   Value xchg = P > 1 ? k.sharedBuffer(2 * xchgPlane) : Value{}, groups = P > 1 ? k.sharedBuffer(BD * groupRow) : Value{};
   Value chanE = dE(chan), partE = P > 1 ? dE(part) : Value{};
   Value own = P == 1 ? tE(k.range(W)) : partE * W + tE(k.range(W));  // [R or 1, W]: the thread's tokens
+  // Which of the thread's own tokens, and which of the tile's, lie in the span.
+  auto ownInAt = [&](Value c) { return (c + own >= 0) && (c + own < spanLen); };
+  auto inSpanAt = [&](Value c) { return tE((c + rT >= 0) && (c + rT < spanLen)); };
   auto ownMaskOf = [&](bool whole, Value ownIn) {
     return whole ? (channelsWhole ? Value{} : k.broadcastTo(mD2, {R, W})) : k.broadcastTo(ownIn && mD2, {R, W});
   };
@@ -304,17 +307,16 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   };
   // The tile's global reads before its math: u and delta (own tokens), then the staged B/C rows.
   auto serialLoads = [&](bool whole, Value c, Value tStart) {
-    Value mask = ownMaskOf(whole, (c + own >= 0) && (c + own < spanLen));
+    Value mask = ownMaskOf(whole, ownInAt(c));
     std::vector<Value> got{loadOwnWith(mask, tStart, u, row * sUb + dOffs * sUd),
                            loadOwnWith(mask, tStart, delta, row * sDlb + dOffs * sDld)};
-    Value tl = c + rT;
-    for (Value v : staged.load(whole ? Value{} : tE((tl >= 0) && (tl < spanLen)), tE(tStart + rT))) got.push_back(v);
+    for (Value v : staged.load(whole ? Value{} : inSpanAt(c), tE(tStart + rT))) got.push_back(v);
     return got;
   };
   // `got`: the tile's serialLoads when issued a tile ahead (meta:prefetch), else empty.
   auto serialTile = [&](bool whole, Value c, Value tStart, const std::vector<Value>& cs, std::vector<Value> got) {
     if (got.empty()) got = serialLoads(whole, c, tStart);
-    Value ownIn = (c + own >= 0) && (c + own < spanLen);
+    Value ownIn = ownInAt(c);
     Value ownMask = ownMaskOf(whole, ownIn);
     auto loadOwn = [&](Value p, Value base) { return loadOwnWith(ownMask, tStart, p, base); };
     Value xu = got[0];
@@ -325,8 +327,7 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     Value du = dt * xu;
     Value base = k.ifElse(hasYacc, [&] { return std::vector<Value>{DvT * xu + loadOwn(yacc, row * sYab + dOffs * sYad)}; },
                           [&] { return std::vector<Value>{DvT * xu}; })[0];
-    Value tl = c + rT;
-    Value inSpan = tE((tl >= 0) && (tl < spanLen));
+    Value inSpan = inSpanAt(c);
     Value tOff = tE(tStart + rT);
     if (P > 1) {
       k.store(xchg, chanE * BT + own, dt);

@@ -73,9 +73,10 @@ ScanTiles chooseTiles(int64_t programs, int64_t N, bool packed) {
 // thread a channel leaves few sequences short of threads, while splitting the states costs the
 // exchange of dt, dt u and the groups' sums through shared memory. H100, D 5120, N 16, bf16,
 // forward ms with 1 / 2 / 4 threads a channel (before the tiles' reads moved ahead of their
-// barriers, which took 1x2048 to 0.228 and 4x2048 to 0.470): 1x2048 0.475 / 0.394 / 0.283; 2x2048 0.487 / 0.433
-// / 0.329; 4x2048 0.613 / 0.528 / 0.684; 8x2048 0.837 / 1.037 / 1.122; the bench's packed row of
-// 19 sequences 0.802 / 0.893 / 0.919 (by the lanes' scan: 0.126, 0.220, 0.417, 0.800, 0.903).
+// barriers, which took 1x2048 to 0.228 and 4x2048 to 0.470): 1x2048 0.475 / 0.394 / 0.283;
+// 2x2048 0.487 / 0.433 / 0.329; 4x2048 0.613 / 0.528 / 0.684; 8x2048 0.837 / 1.037 / 1.122; the
+// bench's packed row of 19 sequences 0.802 / 0.893 / 0.919 (by the lanes' scan: 0.126, 0.220,
+// 0.417, 0.800, 0.903).
 int64_t serialStateParts(int64_t channelSequences) {
   if (channelSequences >= 8 * 5120) return 1;
   return channelSequences >= 4 * 5120 ? 2 : 4;
