@@ -17,6 +17,9 @@ const std::vector<Knob>& knobs() {
       {"SSMJIT_ALWAYS_COMPILE", false, "1: bypass the disk cache (neither read nor write); always run the compiler."},
       {"SSMJIT_RECORD", false,
        "FILE: append every specialisation this process uses to FILE (JSON Lines manifest for `ssmjit prewarm`)."},
+      {"SSMJIT_DUMP_DIR", false,
+       "DIR: write the CUDA C++ of every kernel the pipeline generates to DIR/<kernel>-<key hash>.cu (the first "
+       "line names the specialisation)."},
       {"SSMJIT_FORCE_PTX", false, "1: load kernels from their PTX (driver JIT) instead of the CUBIN."},
       {"SSMJIT_NVRTC_OPTIONS", true,
        "Extra NVRTC options, space-separated (e.g. -lineinfo for profilers)."},

@@ -2,9 +2,11 @@
 #include "compiler/Pipeline.h"
 
 #include <chrono>
+#include <fstream>
 
 #include "compiler/BuildInfo.h"
 #include "compiler/Hash.h"
+#include "compiler/Knobs.h"
 #include "compiler/Nvrtc.h"
 #include "compiler/dialect/SJDialect.h"
 #include "compiler/emit/CudaEmitter.h"
@@ -38,6 +40,14 @@ const std::vector<Step>& steps() {
       {"vectorize-accesses", [](const Specialization&) { return passes::createVectorizeAccessesPass(); }},
   };
   return s;
+}
+
+// SSMJIT_DUMP_DIR: the generated source, one file a specialisation (a failed write is ignored:
+// dumping is a debugging aid and must not fail a compile).
+void dumpSource(const Specialization& spec, const std::string& source) {
+  const std::string dir = knobValue("SSMJIT_DUMP_DIR");
+  if (dir.empty()) return;
+  std::ofstream(dir + "/" + spec.kernel + "-" + hash::hex(spec.canonical(), 64) + ".cu") << source;
 }
 
 std::string print(mlir::ModuleOp m) {
@@ -89,6 +99,7 @@ CompiledKernel runPipeline(mlir::ModuleOp module, const Specialization& spec,
   // Header comment: what this source was specialised for (visible in `ssmjit inspect`).
   std::string source = "// ssmjit " + std::string(buildId()) + ": " + spec.canonical() + "\n" + e.source;
   if (options.onStage) options.onStage("cuda", source);
+  dumpSource(spec, source);
 
   CompiledKernel out;
   out.entry = e.entry;
