@@ -3,7 +3,9 @@
 # ssmjit::ssmjit.
 include(CMakePackageConfigHelpers)
 install(TARGETS ssmjit EXPORT ssmjitTargets LIBRARY DESTINATION lib)
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/runtime/include/ssmjit DESTINATION include)
+# The public headers: the ground floor's (error, dtype) and the runtime's (tensor views, ops).
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/compiler/include/ssmjit ${PROJECT_SOURCE_DIR}/runtime/include/ssmjit
+        DESTINATION include)
 install(EXPORT ssmjitTargets NAMESPACE ssmjit:: DESTINATION lib/cmake/ssmjit)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/ssmjitConfig.cmake.in
   ${PROJECT_BINARY_DIR}/ssmjitConfig.cmake INSTALL_DESTINATION lib/cmake/ssmjit)

@@ -8,29 +8,6 @@
 
 namespace ssmjit {
 
-const char* scalarTypeName(ScalarType t) {
-  switch (t) {
-    case ScalarType::F32: return "float32";
-    case ScalarType::F16: return "float16";
-    case ScalarType::BF16: return "bfloat16";
-    case ScalarType::I32: return "int32";
-    case ScalarType::I64: return "int64";
-  }
-  return "unknown";
-}
-
-int scalarTypeBytes(ScalarType t) {
-  switch (t) {
-    case ScalarType::F32: return 4;
-    case ScalarType::F16: return 2;
-    case ScalarType::BF16: return 2;
-    case ScalarType::I32: return 4;
-    case ScalarType::I64: return 8;
-  }
-  throw Error(Error::Kind::Internal,
-              "scalarTypeBytes: unknown ScalarType " + std::to_string(static_cast<int>(t)));
-}
-
 namespace {
 
 // ';' and '=' delimit canonical(); a name containing them would make two different

@@ -6,16 +6,13 @@
 #include <utility>
 #include <vector>
 
-namespace ssmjit {
+#include "ssmjit/dtype.h"
 
-// Storage dtypes of tensors. Math is always fp32 (float types) or the index type (integers).
-enum class ScalarType : int { F32 = 0, F16 = 1, BF16 = 2, I32 = 3, I64 = 4 };
-const char* scalarTypeName(ScalarType t);
-int scalarTypeBytes(ScalarType t);
+namespace ssmjit {
 
 // Binding names follow one convention, so every pass reads them the same way:
 //   "<arg>"        a kernel argument (size, stride or flag) bound to a constant;
-//   "dtype:<ptr>"  storage dtype (ScalarType) of a pointer argument;
+//   "dtype:<ptr>"  storage dtype (DType) of a pointer argument;
 //   "align:<ptr>"  alignment class in bytes (16, 8, 4, 2, 1) of a *data* pointer, never metadata;
 //   "div:<arg>"    divisibility class (16, 8, 4, 2, 1) of an integer argument left dynamic;
 //   "meta:<name>"  a build-time constant of the kernel definition (block sizes, index bits, warps).

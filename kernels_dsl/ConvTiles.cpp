@@ -11,7 +11,7 @@ using namespace dsl;
 int64_t smallestElement(const Specialization& s, std::initializer_list<const char*> tensors) {
   int64_t bytes = 8;
   for (const char* t : tensors)
-    bytes = std::min<int64_t>(bytes, scalarTypeBytes(static_cast<ScalarType>(s.get(std::string("dtype:") + t, 0))));
+    bytes = std::min<int64_t>(bytes, dtypeBytes(static_cast<DType>(s.get(std::string("dtype:") + t, 0))));
   return bytes;
 }
 

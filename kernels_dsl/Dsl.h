@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "compiler/IntMath.h"
+
 namespace ssmjit::dsl {
 
 class KernelBuilder;
@@ -178,19 +180,6 @@ class KernelBuilder {
  private:
   std::unique_ptr<Impl> impl_;
 };
-
-// Build-time arithmetic for block-size heuristics.
-inline bool isPow2(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
-inline int64_t nextPow2(int64_t n) {
-  int64_t p = 1;
-  while (p < n) p <<= 1;
-  return p;
-}
-inline int64_t log2Ceil(int64_t n) {  // smallest k with 2^k >= n
-  int64_t k = 0;
-  while ((int64_t(1) << k) < n) ++k;
-  return k;
-}
 
 // Composite math, written once for every kernel. sigmoid takes the hardware's exp2 and reciprocal
 // (a few ulp, as --use_fast_math builds of causal-conv1d and mamba_ssm do): the precise expf and

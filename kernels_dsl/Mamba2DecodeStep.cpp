@@ -361,7 +361,7 @@ void chooseMeta(Specialization& s) {
   if (!s.find("meta:inner_lanes")) s.set("meta:inner_lanes", 8);
   // Wider rows spill at 168 registers; fp32 drafts (twice the staging registers) spill a little at
   // 96 (36 bytes), not at 128.
-  const bool drafts16 = scalarTypeBytes(static_cast<ScalarType>(s.get("dtype:xbc_cache"))) == 2;
+  const bool drafts16 = dtypeBytes(static_cast<DType>(s.get("dtype:xbc_cache"))) == 2;
   if (!s.find("meta:min_blocks") && BN <= 128) s.set("meta:min_blocks", large ? (drafts16 ? 5 : 4) : 3);
   // The first program's B/C conv: [tokens, 64 channels] tiles (wider ones spill at W 8).
   if (!s.find("meta:BLOCK_C")) s.set("meta:BLOCK_C", std::min<int64_t>(64, std::max<int64_t>(4, nextPow2(2 * G * N))));

@@ -224,7 +224,7 @@ void chooseMeta(Specialization& s) {
   const int64_t P = s.get("P"), N = s.get("N");
   if (!s.find("meta:BLOCK_N")) s.set("meta:BLOCK_N", std::max<int64_t>(4, nextPow2(N)));
   const int64_t BN = s.get("meta:BLOCK_N");
-  const int64_t stateBytes = scalarTypeBytes(static_cast<ScalarType>(s.get("dtype:state", 0)));
+  const int64_t stateBytes = dtypeBytes(static_cast<DType>(s.get("dtype:state", 0)));
   // (Heads big enough for a full tile of them: a smaller tile has fewer values than 8 warps.)
   const bool oneTokenF32Heads =
       s.get("L") == 1 && s.get("per_head") && stateBytes == 4 && nextPow2(P) * BN >= 16 * 32 * 8;
@@ -259,8 +259,8 @@ void chooseMeta(Specialization& s) {
   // shared memory, one more barrier) measured 5% faster on one H100 and equal on two others.
   // meta:chunked = 1 set by a caller (SSMJIT_META) asks for the form wherever it serves: one
   // setting then covers every call of a program, one-token calls included.
-  const auto stateT = static_cast<ScalarType>(s.get("dtype:state", 0));
-  const int64_t chunkedFrom = stateT == ScalarType::BF16 ? 6 : stateT == ScalarType::F16 ? 8 : 12;
+  const auto stateT = static_cast<DType>(s.get("dtype:state", 0));
+  const int64_t chunkedFrom = stateT == DType::BF16 ? 6 : stateT == DType::F16 ? 8 : 12;
   const bool chunkable = ssuChunkable(s);
   if (!s.find("meta:chunked"))
     s.set("meta:chunked", chunkable && s.get("L") >= chunkedFrom ? 1 : 0);
@@ -268,10 +268,10 @@ void chooseMeta(Specialization& s) {
     s.set("meta:chunked", 0);
   if (s.get("meta:chunked")) {
     if (!s.find("meta:BLOCK_P")) s.set("meta:BLOCK_P", ssuChunkRows(P, BN, s.get("meta:num_warps")));
-    const bool wideInputs = scalarTypeBytes(static_cast<ScalarType>(s.get("dtype:B", 0))) == 4;
+    const bool wideInputs = dtypeBytes(static_cast<DType>(s.get("dtype:B", 0))) == 4;
     const bool unmasked = P % s.get("meta:BLOCK_P") == 0 && N == BN;
-    if (!s.find("meta:min_blocks") && stateT != ScalarType::F16 && BN <= 128)
-      s.set("meta:min_blocks", stateT == ScalarType::BF16 && !wideInputs && unmasked ? 4 : 3);
+    if (!s.find("meta:min_blocks") && stateT != DType::F16 && BN <= 128)
+      s.set("meta:min_blocks", stateT == DType::BF16 && !wideInputs && unmasked ? 4 : 3);
   }
   if (!s.find("meta:BLOCK_P")) {
     // One token is bandwidth-bound: many small programs. L tokens are bound by their math (the

@@ -22,9 +22,9 @@ using namespace dsl;
 namespace {
 // bf16 terms that hold a value of this storage dtype exactly (f32 math results: 3).
 int piecesFor(const Specialization& s, const char* ptr) {
-  switch (static_cast<ScalarType>(s.get(std::string("dtype:") + ptr))) {
-    case ScalarType::BF16: return 1;
-    case ScalarType::F16: return 2;
+  switch (static_cast<DType>(s.get(std::string("dtype:") + ptr))) {
+    case DType::BF16: return 1;
+    case DType::F16: return 2;
     default: return 3;
   }
 }

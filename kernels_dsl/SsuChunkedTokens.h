@@ -6,13 +6,14 @@
 #include <cstdint>
 #include <functional>
 
+#include "compiler/IntMath.h"
 #include "compiler/Specialization.h"
 #include "kernels_dsl/Dsl.h"
 
 namespace ssmjit::kernels {
 
 // Tokens a chunk is padded to (a multiple of the mma's k-step of 16).
-inline int64_t ssuChunkTokens(int64_t L) { return std::max<int64_t>(16, dsl::nextPow2(L)); }
+inline int64_t ssuChunkTokens(int64_t L) { return std::max<int64_t>(16, nextPow2(L)); }
 
 // Where the form keeps what in its shared buffer (f32 offsets): B and C rows [token][n] (a row
 // BN + 4 long: the mma's b reads of a warp then fall in distinct banks), x and dt' x [token][row],

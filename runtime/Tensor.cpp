@@ -13,28 +13,6 @@
 
 namespace ssmjit {
 
-const char* dtypeName(DType t) {
-  switch (t) {
-    case DType::F32: return "float32";
-    case DType::F16: return "float16";
-    case DType::BF16: return "bfloat16";
-    case DType::I32: return "int32";
-    case DType::I64: return "int64";
-  }
-  return "unknown";
-}
-
-int dtypeBytes(DType t) {
-  switch (t) {
-    case DType::F32: return 4;
-    case DType::F16: return 2;
-    case DType::BF16: return 2;
-    case DType::I32: return 4;
-    case DType::I64: return 8;
-  }
-  throw Error(Error::Kind::Internal, "dtypeBytes: unknown DType " + std::to_string(static_cast<int>(t)));
-}
-
 namespace {
 
 // DLPack's codes (stable since 0.6); checked against dlpack.h where it is installed.

@@ -65,8 +65,8 @@ double worstRelativeError(const DotCase& c, uint64_t seed) {
   Specialization spec;
   spec.kernel = def.name;
   spec.arch = driver::currentArch();
-  spec.set("dtype:a", (int)(c.aBf16 ? ScalarType::BF16 : ScalarType::F32));
-  for (const char* p : {"b", "acc", "out"}) spec.set(std::string("dtype:") + p, (int)ScalarType::F32);
+  spec.set("dtype:a", (int)(c.aBf16 ? DType::BF16 : DType::F32));
+  for (const char* p : {"b", "acc", "out"}) spec.set(std::string("dtype:") + p, (int)DType::F32);
   for (const char* p : {"a", "b", "acc", "out"}) spec.set(std::string("align:") + p, 16);
   spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
   const CompiledKernel ck = compileKernel(def, spec);

@@ -16,7 +16,7 @@ namespace {
 
 // A Mamba-2 2.7B decode specialisation as the op builds it (contiguous tensors, batch dynamic).
 // `chunked` >= 0 binds meta:chunked (the L-token form) instead of the kernel's choice.
-Specialization mamba2Spec(int L, ScalarType stateDtype, bool hasZ, const std::string& arch, int64_t P = 64,
+Specialization mamba2Spec(int L, DType stateDtype, bool hasZ, const std::string& arch, int64_t P = 64,
                           int64_t N = 128, int chunked = -1) {
   Specialization s;
   s.kernel = kernels::kSsuKernel;
@@ -35,9 +35,9 @@ Specialization mamba2Spec(int L, ScalarType stateDtype, bool hasZ, const std::st
     s.set(std::string("div:") + d, 16);
   s.set("dtype:state", (int)stateDtype);
   for (const char* p : {"x", "dt", "A", "B", "C", "D", "z", "dt_bias", "out"})
-    s.set(std::string("dtype:") + p, (int)ScalarType::F32);
-  s.set("dtype:state_idx", (int)ScalarType::I32).set("dtype:dst_idx", (int)ScalarType::I32);
-  s.set("dtype:err", (int)ScalarType::I64);
+    s.set(std::string("dtype:") + p, (int)DType::F32);
+  s.set("dtype:state_idx", (int)DType::I32).set("dtype:dst_idx", (int)DType::I32);
+  s.set("dtype:err", (int)DType::I64);
   for (const char* p : {"state", "x", "dt", "A", "B", "C", "D", "z", "dt_bias", "out"})
     s.set(std::string("align:") + p, 16);
   if (chunked >= 0) s.set("meta:chunked", chunked);
@@ -50,7 +50,7 @@ TEST(Pipeline, StagesOfTheStateUpdate) {
   PipelineOptions o;
   o.runNvrtc = false;
   o.onStage = [&](const std::string& k, const std::string& v) { stages[k] = v; };
-  CompiledKernel k = compileKernel(mamba2Spec(4, ScalarType::F32, true, "sm_90a"), o);
+  CompiledKernel k = compileKernel(mamba2Spec(4, DType::F32, true, "sm_90a"), o);
   ASSERT_TRUE(stages.count("generic"));
   EXPECT_NE(stages["generic"].find("sj.load"), std::string::npos);
   EXPECT_NE(stages["generic"].find("scf.for"), std::string::npos) << "the token loop is generic";
@@ -73,7 +73,7 @@ TEST(Pipeline, OneTokenLoopIsPromotedAndLongLoopsStayRolled) {
     PipelineOptions o;
     o.runNvrtc = false;
     o.onStage = [&](const std::string& k, const std::string& v) { stages[k] = v; };
-    compileKernel(mamba2Spec(L, ScalarType::F32, true, "sm_90a", 64, 128, /*chunked=*/0), o);
+    compileKernel(mamba2Spec(L, DType::F32, true, "sm_90a", 64, 128, /*chunked=*/0), o);
     bool rolled = stages["unroll-loops"].find("scf.for") != std::string::npos;
     EXPECT_EQ(rolled, L > 1) << "L = " << L;
     EXPECT_EQ(stages["cuda"].find("#pragma unroll 1") != std::string::npos, L > 1) << "L = " << L;
@@ -81,8 +81,8 @@ TEST(Pipeline, OneTokenLoopIsPromotedAndLongLoopsStayRolled) {
 }
 
 // The generated CUDA of the L-token state update with x, dt, B, C, z and out in `in`.
-std::string tokensCuda(int L, ScalarType in) {
-  Specialization spec = mamba2Spec(L, ScalarType::F32, true, "sm_90a");
+std::string tokensCuda(int L, DType in) {
+  Specialization spec = mamba2Spec(L, DType::F32, true, "sm_90a");
   for (const char* p : {"x", "dt", "B", "C", "z", "out"}) spec.set(std::string("dtype:") + p, (int)in);
   std::string cuda;
   PipelineOptions o;
@@ -98,10 +98,10 @@ std::string tokensCuda(int L, ScalarType in) {
 // are converted where they are used: converting at the load made every prefetch wait where it was
 // issued (bf16 inputs, batch 16, L = 16 on an H100: 141 us before, 95 us after; fp32 inputs: 85 us).
 TEST(Pipeline, SixteenBitPrefetchesCrossTheTokenLoopUnconverted) {
-  for (ScalarType in : {ScalarType::BF16, ScalarType::F16}) {
+  for (DType in : {DType::BF16, DType::F16}) {
     // 32 tokens do not fit in shared memory: the loop prefetches the next token from memory.
     const std::string cuda = tokensCuda(32, in);
-    const std::string T = in == ScalarType::BF16 ? "ssm_bf16" : "ssm_f16";
+    const std::string T = in == DType::BF16 ? "ssm_bf16" : "ssm_f16";
     const size_t loop = cuda.find("#pragma unroll 1");
     ASSERT_NE(loop, std::string::npos);
     const std::string before = cuda.substr(0, loop);
@@ -117,7 +117,7 @@ TEST(Pipeline, SixteenBitPrefetchesCrossTheTokenLoopUnconverted) {
 // Several tokens that fit: every token's inputs are staged into shared memory before the token
 // loop (one barrier), and the loop reads only shared memory (it stores out and the state).
 TEST(Pipeline, TokensAreStagedBeforeTheTokenLoop) {
-  for (ScalarType in : {ScalarType::F32, ScalarType::BF16}) {
+  for (DType in : {DType::F32, DType::BF16}) {
     const std::string cuda = tokensCuda(8, in);
     const size_t loop = cuda.find("#pragma unroll 1");
     ASSERT_NE(loop, std::string::npos) << cuda;
@@ -138,7 +138,7 @@ TEST(Pipeline, FusedMultiplyAddsAreFormedOnTheIr) {
   PipelineOptions o;
   o.runNvrtc = false;
   o.onStage = [&](const std::string& k, const std::string& v) { stages[k] = v; };
-  compileKernel(mamba2Spec(4, ScalarType::F32, true, "sm_90a"), o);
+  compileKernel(mamba2Spec(4, DType::F32, true, "sm_90a"), o);
   auto count = [&](const std::string& stage, const std::string& what) {
     const std::string& t = stages[stage];
     int64_t n = 0;
@@ -164,7 +164,7 @@ TEST(Pipeline, CompilesThroughNvrtcForHopperAndAmpere) {
   std::string why;
   if (!nvrtcAvailable(&why)) GTEST_SKIP() << "NVRTC not loadable: " << why;
   for (const char* arch : {"sm_90a", "sm_80"})
-    for (ScalarType st : {ScalarType::F32, ScalarType::BF16, ScalarType::F16})
+    for (DType st : {DType::F32, DType::BF16, DType::F16})
       for (int L : {1, 8, 16}) {  // 16: the chunked form (mma) with every state dtype
         CompiledKernel k = compileKernel(mamba2Spec(L, st, L == 1, arch));
         EXPECT_FALSE(k.cubin.empty()) << arch;
@@ -183,13 +183,13 @@ TEST(Pipeline, ChunkedFormServesWhatFits) {
   o.runNvrtc = nvrtcAvailable(&why);
   struct Case {
     int L;
-    ScalarType st;
+    DType st;
     int64_t N;
     int chunked, blockP;
   };
-  for (const Case& c : {Case{4, ScalarType::BF16, 128, 0, 64}, Case{6, ScalarType::BF16, 128, 1, 64},
-                        Case{8, ScalarType::F32, 128, 0, 64}, Case{12, ScalarType::F32, 128, 1, 64},
-                        Case{16, ScalarType::BF16, 256, 1, 32}, Case{16, ScalarType::BF16, 512, 0, 16}}) {
+  for (const Case& c : {Case{4, DType::BF16, 128, 0, 64}, Case{6, DType::BF16, 128, 1, 64},
+                        Case{8, DType::F32, 128, 0, 64}, Case{12, DType::F32, 128, 1, 64},
+                        Case{16, DType::BF16, 256, 1, 32}, Case{16, DType::BF16, 512, 0, 16}}) {
     SCOPED_TRACE("L " + std::to_string(c.L) + " N " + std::to_string(c.N));
     Specialization s = mamba2Spec(c.L, c.st, true, "sm_90a", 64, c.N);
     EXPECT_EQ(s.get("meta:chunked"), c.chunked);
@@ -208,7 +208,7 @@ TEST(Pipeline, OneTokenTilesFitSmallHeads) {
   PipelineOptions emitOnly;
   emitOnly.runNvrtc = nvrtcAvailable(&why);
   for (auto [P, N] : {std::pair<int64_t, int64_t>{64, 128}, {8, 16}, {16, 32}, {3, 5}, {96, 128}})
-    for (ScalarType st : {ScalarType::F32, ScalarType::BF16}) {
+    for (DType st : {DType::F32, DType::BF16}) {
       SCOPED_TRACE("P " + std::to_string(P) + " N " + std::to_string(N) + " state " + std::to_string((int)st));
       EXPECT_NO_THROW(compileKernel(mamba2Spec(1, st, true, "sm_90a", P, N), emitOnly));
     }

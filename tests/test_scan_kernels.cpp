@@ -132,13 +132,13 @@ TEST(ScanKernels, LargeStateSizesCompileInChunks) {
   EXPECT_EQ(specs[0].get("has_yacc"), 0);
   EXPECT_EQ(specs[0].get("has_D"), 0);
   EXPECT_EQ(specs[0].get("has_z"), 0);
-  EXPECT_EQ(specs[0].get("dtype:out"), static_cast<int64_t>(ScalarType::F32));
+  EXPECT_EQ(specs[0].get("dtype:out"), static_cast<int64_t>(DType::F32));
   EXPECT_EQ(specs[1].get("has_yacc"), 1);
-  EXPECT_EQ(specs[1].get("dtype:out"), static_cast<int64_t>(ScalarType::F32));
+  EXPECT_EQ(specs[1].get("dtype:out"), static_cast<int64_t>(DType::F32));
   EXPECT_EQ(specs[2].get("has_yacc"), 1);
   EXPECT_EQ(specs[2].get("has_D"), 1);
   EXPECT_EQ(specs[2].get("has_z"), 1);
-  EXPECT_EQ(specs[2].get("dtype:out"), static_cast<int64_t>(ScalarType::BF16));
+  EXPECT_EQ(specs[2].get("dtype:out"), static_cast<int64_t>(DType::BF16));
   v.L = 100;
   v.N = 100;
   specs = detail::scanSpecializations(make(v), "sm_90a");

@@ -14,7 +14,7 @@ Specialization sample() {
   Specialization s;
   s.kernel = "selective_state_update";
   s.arch = "sm_90a";
-  s.set("dtype:state", static_cast<int64_t>(ssmjit::ScalarType::BF16)).set("N", 128).set("align:x", 16);
+  s.set("dtype:state", static_cast<int64_t>(ssmjit::DType::BF16)).set("N", 128).set("align:x", 16);
   return s;
 }
 }  // namespace
@@ -134,16 +134,16 @@ TEST(Specialization, WorksAsUnorderedMapKey) {
   EXPECT_EQ(set.count(sample()), 1u);
 }
 
-TEST(ScalarType, NamesAndBytes) {
-  using ssmjit::ScalarType;
-  EXPECT_STREQ(ssmjit::scalarTypeName(ScalarType::F32), "float32");
-  EXPECT_STREQ(ssmjit::scalarTypeName(ScalarType::F16), "float16");
-  EXPECT_STREQ(ssmjit::scalarTypeName(ScalarType::BF16), "bfloat16");
-  EXPECT_STREQ(ssmjit::scalarTypeName(ScalarType::I32), "int32");
-  EXPECT_STREQ(ssmjit::scalarTypeName(ScalarType::I64), "int64");
-  EXPECT_EQ(ssmjit::scalarTypeBytes(ScalarType::F32), 4);
-  EXPECT_EQ(ssmjit::scalarTypeBytes(ScalarType::F16), 2);
-  EXPECT_EQ(ssmjit::scalarTypeBytes(ScalarType::BF16), 2);
-  EXPECT_EQ(ssmjit::scalarTypeBytes(ScalarType::I32), 4);
-  EXPECT_EQ(ssmjit::scalarTypeBytes(ScalarType::I64), 8);
+TEST(DType, NamesAndBytes) {
+  using ssmjit::DType;
+  EXPECT_STREQ(ssmjit::dtypeName(DType::F32), "float32");
+  EXPECT_STREQ(ssmjit::dtypeName(DType::F16), "float16");
+  EXPECT_STREQ(ssmjit::dtypeName(DType::BF16), "bfloat16");
+  EXPECT_STREQ(ssmjit::dtypeName(DType::I32), "int32");
+  EXPECT_STREQ(ssmjit::dtypeName(DType::I64), "int64");
+  EXPECT_EQ(ssmjit::dtypeBytes(DType::F32), 4);
+  EXPECT_EQ(ssmjit::dtypeBytes(DType::F16), 2);
+  EXPECT_EQ(ssmjit::dtypeBytes(DType::BF16), 2);
+  EXPECT_EQ(ssmjit::dtypeBytes(DType::I32), 4);
+  EXPECT_EQ(ssmjit::dtypeBytes(DType::I64), 8);
 }

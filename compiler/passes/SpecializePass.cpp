@@ -15,13 +15,13 @@ using namespace mlir;
 
 namespace {
 
-Type storageType(MLIRContext* ctx, ScalarType t) {
+Type storageType(MLIRContext* ctx, DType t) {
   switch (t) {
-    case ScalarType::F32: return Float32Type::get(ctx);
-    case ScalarType::F16: return Float16Type::get(ctx);
-    case ScalarType::BF16: return BFloat16Type::get(ctx);
-    case ScalarType::I32: return IntegerType::get(ctx, 32);
-    case ScalarType::I64: return IntegerType::get(ctx, 64);
+    case DType::F32: return Float32Type::get(ctx);
+    case DType::F16: return Float16Type::get(ctx);
+    case DType::BF16: return BFloat16Type::get(ctx);
+    case DType::I32: return IntegerType::get(ctx, 32);
+    case DType::I64: return IntegerType::get(ctx, 64);
   }
   return {};
 }
@@ -68,11 +68,11 @@ struct SpecializePass : PassWrapper<SpecializePass, OperationPass<ModuleOp>> {
         }
       } else if (role == "data" || role == "metadata") {
         if (const int64_t* dt = spec.find("dtype:" + name)) {
-          Type elem = storageType(ctx, static_cast<ScalarType>(*dt));
+          Type elem = storageType(ctx, static_cast<DType>(*dt));
           bool wantFloat = isa<FloatType>(cast<sj::PtrType>(arg.getType()).getElementType());
           if (!elem || wantFloat != isa<FloatType>(elem))
             return f.emitError("specialize: pointer '") << name << "' bound to dtype "
-                                                          << scalarTypeName((ScalarType)*dt)
+                                                          << dtypeName((DType)*dt)
                                                           << ", which its kernel cannot take";
           arg.setType(sj::PtrType::get(ctx, elem));
           typedPtr[i] = true;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/IntMath.h"
 #include "kernels_dsl/CausalConv1d.h"
 #include "kernels_dsl/Dsl.h"
 #include "runtime/DeviceStatus.h"
@@ -44,7 +45,6 @@ const ArgSchema kStatesSchema{kernels::kConvBwdStatesArgNames, kernels::kConvBwd
 
 using detail::strideOr0;
 constexpr auto u = detail::gridDim;
-int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // How the dx kernel cuts each row into chunks of `tiles` time tiles (one program each).
 struct ChunkPlan {

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 
+#include "compiler/IntMath.h"
 #include "kernels_dsl/Dsl.h"
 #include "runtime/ops/CausalConv1dCheck.h"
 #include "runtime/ops/KernelCall.h"
@@ -47,7 +48,7 @@ void bindConvInputs(KernelCall& c, const ArgIndex& A, const Args& a, const ConvD
   c.size(A("L"), d.L, false);
   c.count(A("nseq"), d.nseq);
   c.count(A("nslots"), d.initSlots);
-  c.count(A("search_steps"), dsl::log2Ceil(d.nseq) + 1);
+  c.count(A("search_steps"), log2Ceil(d.nseq) + 1);
   bindConvRows(c, A, a.x, d, "s_x_b", "s_x_t", "s_x_d");
   c.stride(A("s_w_d"), a.weight.strides[0]);
   c.stride(A("s_w_k"), a.weight.strides[1]);

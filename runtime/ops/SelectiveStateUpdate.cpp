@@ -22,6 +22,7 @@
 #include <string>
 #include <utility>
 
+#include "compiler/IntMath.h"
 #include "compiler/Specialization.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/SelectiveStateUpdate.h"
@@ -272,22 +273,6 @@ struct MemoSlot {
 };
 constexpr int kMemoSlots = 4;
 
-int64_t nextPow2(int64_t n) {
-  int64_t p = 1;
-  while (p < n) p <<= 1;
-  return p;
-}
-
-ScalarType scalarType(DType t) {
-  static_assert(static_cast<int>(DType::F32) == static_cast<int>(ScalarType::F32) &&
-                    static_cast<int>(DType::F16) == static_cast<int>(ScalarType::F16) &&
-                    static_cast<int>(DType::BF16) == static_cast<int>(ScalarType::BF16) &&
-                    static_cast<int>(DType::I32) == static_cast<int>(ScalarType::I32) &&
-                    static_cast<int>(DType::I64) == static_cast<int>(ScalarType::I64),
-                "DType and ScalarType must agree");
-  return static_cast<ScalarType>(static_cast<int>(t));
-}
-
 // Kernel axes: b batch, l token, h head, p head dim (Mamba-1: channel), n state, g group,
 // s slot. A tensor's axes are listed by letter; kernel axes it lacks get stride 0.
 struct Layout {
@@ -429,10 +414,10 @@ static_assert(kSsuTensors == 12, "tensorsOf lists every tensor argument");
   for (int i = a_state; i <= a_dst_idx; ++i) {
     const TensorView& t = *ptrs[i - a_state];
     const DType dflt = i >= a_state_idx ? DType::I32 : DType::F32;
-    set(names.dtype[i], static_cast<int64_t>(scalarType(t.defined() ? t.dtype : dflt)));
+    set(names.dtype[i], static_cast<int64_t>(t.defined() ? t.dtype : dflt));
   }
   // The device status record is int64[4] by contract (DeviceStatus.h).
-  set(names.dtype[a_err], static_cast<int64_t>(ScalarType::I64));
+  set(names.dtype[a_err], static_cast<int64_t>(DType::I64));
   // Alignment classes of data pointers only: index arrays and the status record are metadata
   // whose addresses vary between calls; specialising on them would recompile mid-serving.
   for (int i = a_state; i <= a_out; ++i) set(names.align[i], detail::alignClass(v[i].ptr));

@@ -4,11 +4,9 @@
 #include <initializer_list>
 #include <string>
 
-namespace ssmjit {
+#include "ssmjit/dtype.h"
 
-enum class DType : int { F32 = 0, F16 = 1, BF16 = 2, I32 = 3, I64 = 4 };
-const char* dtypeName(DType t);
-int dtypeBytes(DType t);
+namespace ssmjit {
 
 enum class DeviceKind : int { CPU = 0, CUDA = 1 };
 
