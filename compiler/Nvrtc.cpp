@@ -289,16 +289,11 @@ ResourceUsage kernelResources(const std::vector<char>& cubin, const std::string&
 std::vector<std::string> nvrtcOptions(const std::string& arch) {
   // --fmad=false: the only fused multiply-adds are the IR's math.fma (form-fma), so rounding does
   // not depend on how NVVM or ptxas see the control flow.
-  // --minimal: no texture, device-runtime or CUDA API types, none of which the kernels use; the
-  // front end then takes ~18 instead of ~30 ms of every compile (measured here).
-  // Where a compile's time goes (NVRTC --time; SSU L 16, bf16 state, 3077 PTX lines): front end
-  // 26 ms, NVVM 337 ms, ptxas 147 ms on the build machine; 45 / 764 / 232 ms on the H100 host.
-  // NVVM grows faster than the code (one token, 424 lines: 42 ms here). Unrolling is not most of
-  // it (nvcc's cicc on the same source, its empty-kernel time taken off: 422 ms; every loop
-  // unrolled by hand 463; none unrolled, the arrays then on the stack, 276). Tried
-  // and dropped: --Ofast-compile=mid / max (NVVM 116 / 47 ms) leave the kernels' register arrays
-  // on the stack (3.4-4 KB a thread), and the L 8 / 16 kernels ran 20-73x / 137-308x slower on
-  // the H100; --split-compile changes nothing for one kernel.
+  // --minimal: no texture, device-runtime or CUDA API types, none of which the kernels use; it
+  // saves ~12 ms of every compile's front end. Most of a compile is NVVM, and it grows faster than
+  // the code (unrolling is not most of it). --Ofast-compile cuts NVVM's time but leaves the
+  // kernels' register arrays on the stack (3.4-4 KB a thread, kernels tens to hundreds of times
+  // slower), and --split-compile changes nothing for one kernel, so neither is used.
   std::vector<std::string> opts = {"--gpu-architecture=" + arch, "-std=c++17", "-default-device", "--fmad=false",
                                    "--minimal"};
   // ptxas' verbose report is how we learn spills (the other figures come from the CUBIN). NVRTC

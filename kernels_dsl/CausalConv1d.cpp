@@ -170,15 +170,10 @@ void buildFinalState(KernelBuilder& k, const Specialization& spec) {
   for (int64_t j = 0; j + 1 < W; ++j) k.store(fin, slotOut * sFs + offsD * sFd + j * sFk, cols[j], maskD);
 }
 
-// Forward tiles, measured on an H100 (bf16, D 5376, W 4, 8x2048; us channel-first / channel-last,
-// with the fast sigmoid and paired 16-bit stores):
-// - channel-first: a warp a channel, its 32 lanes a 512-byte run of time (256 bf16 tokens), 4
-//   warps, 8 tiles a program: 123-124 us; 16 channels x 64 tokens (4 channel rows a warp), 8
-//   tiles: 133; 8 channels x 128 tokens: 124-125 (packed row 133 against 131).
-// - channel-last: the time tile (8 tokens) in each thread, 8 bytes of channels a thread, 2 warps
-//   (256 bf16 channels, which divide 5376), 4 tiles a program: 126 us; 4 warps: 127; 8 tiles:
-//   131-132; 4 tokens and 4 bytes a thread, 32 tiles (the rule before): 144. Short programs keep
-//   more of them resident: the bytes in flight, not the per-program set-up, bound it.
+// Forward tiles: channel-first, a warp a channel, its 32 lanes a 512-byte run of time (256 bf16
+// tokens), 4 warps, 8 tiles a program; channel-last, the time tile (8 tokens) in each thread, 8
+// bytes of channels a thread, 2 warps, 4 tiles a program. Short programs keep more of them
+// resident: the bytes in flight, not the per-program set-up, bound it.
 void chooseForwardMeta(Specialization& s) {
   const bool cl = s.get("meta:channel_last") != 0;
   if (cl && !s.find("meta:num_warps")) s.set("meta:num_warps", 2);

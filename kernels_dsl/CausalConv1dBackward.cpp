@@ -12,13 +12,11 @@
 // it only), so no gradient crosses a boundary. At the end each program reduces its sums along
 // time and writes them to its own row of the workspace.
 //
-// The kernel is bound by instruction issue more than by DRAM (ncu: ~70% issue-active), so a
-// packed row's cost over a dense one is the instructions of its boundary tiles. Tried for a packed
-// channel-first row (H100, bf16 D 5376, 19 sequences, then 245 us against 221 dense) and measured
-// slower: running it as one dense row and mending each sequence's first and last W - 1 tokens in
-// the per-sequence kernel (256 us: that kernel re-reads a few tokens of every channel row per
-// sequence, scattered sectors, ~40 us); finding a chunk's first sequence with one 128-wide load a
-// step instead of the binary search (265 us).
+// The kernel is bound by instruction issue more than by DRAM (ncu: ~70% issue-active), so a packed
+// row's cost over a dense one is the instructions of its boundary tiles. Running a packed row as
+// one dense row and mending each sequence's edges in the per-sequence kernel costs more (that
+// kernel re-reads a few tokens of every channel row per sequence, scattered sectors), and so does
+// finding a chunk's first sequence by 128-wide loads instead of the binary search.
 //
 // causal_conv1d_bwd_reduce sums the workspace rows in a fixed order (deterministic dweight and
 // dbias whatever the scheduling), and causal_conv1d_bwd_states handles what belongs to whole
@@ -191,10 +189,10 @@ void buildBackward(KernelBuilder& k, const Specialization& spec) {
     k.store(ws, (p * (W + 1) + j) * D + offsD, k.reduce(fin[kAcc + j], ta, "sum"), maskD);
 }
 
-// dweight[d, j] = sum_p ws[p, j, d] (j < W), dbias[d] = sum_p ws[p, W, d]: program (channel
-// block, j) sums [partials x channels] tiles element-wise, then along the partials (a fixed order
-// for a given call). A column a program and BLOCK_P partials a step: its latency, not bytes,
-// bounded the sum (84 programs and ~4 dependent steps took 6-24 us on the H100, ncu).
+// dweight[d, j] = sum_p ws[p, j, d] (j < W), dbias[d] = sum_p ws[p, W, d]: program (channel block,
+// j) sums [partials x channels] tiles element-wise, then along the partials (a fixed order for a
+// given call). A column a program and BLOCK_P partials a step: its latency, not bytes, bounds the
+// sum.
 void buildReduce(KernelBuilder& k, const Specialization& spec) {
   const int64_t BD = spec.get("meta:BLOCK_D"), BP = spec.get("meta:BLOCK_P"), W = spec.get("meta:width");
   auto F = PtrClass::Float;
@@ -296,15 +294,12 @@ void buildStates(KernelBuilder& k, const Specialization& spec) {
   }
 }
 
-// Measured on an H100 (bf16 W 4, 8x2048 / packed 16384 tokens, us; with the fast sigmoid):
-// - channel-first: 8 channels x 128 tokens (16 lanes a channel, 16 bytes a lane): 228 / 277;
-//   16 x 64: 246 / 289; 4 x 256: 232 / 304.
-// - channel-last: the time tile in each thread (4 tokens) and two channels a thread: 279 / 280;
-//   one channel: 280 / 313; 8 tokens: 308 / 296. From W 5 one channel (8-token tiles spill at
-//   two): the W + 1 per-element sums and the tiles in flight bound the registers.
+// Tiles: channel-first 8 channels x 128 tokens (16 lanes a channel, 16 bytes a lane); channel-last
+// the time tile in each thread (4 tokens) and two channels a thread, one channel from W 5 (8-token
+// tiles spill at two): the W + 1 per-element sums and the tiles in flight bound the registers.
 // 16-bit rows up to W 4 without initial states are held to 4 blocks an SM (128 registers, no
-// spills; 146-151 otherwise): channel-first packed 266 -> 256 us, channel-last packed 249 -> 246,
-// dense rows unchanged. With initial states or wider windows they would spill.
+// spills; 146-151 otherwise), which helps packed rows and leaves dense ones unchanged; with initial
+// states or wider windows they would spill.
 void chooseBackwardMeta(Specialization& s) {
   const int64_t elem = smallestElement(s, {"x", "dout", "dx"});
   chooseConvTiles(s, elem, 16, s.get("meta:width") <= 4 ? 2 * elem : elem, true);

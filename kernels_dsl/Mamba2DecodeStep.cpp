@@ -112,11 +112,9 @@ void build(KernelBuilder& k, const Specialization& spec) {
   const int64_t R = BT + W - 1, RT = nextPow2(R), BNp = BN + BN / 32 * 4;
   const bool withZ = spec.get("has_z") != 0;
   auto padN = [&](Value n) { return n + (n / 32) * 4; };
-  // The conv weights (W rows) and bias (a row) of B, C and x sit beside their raw rows, staged
-  // with them: their loads are in flight with the raw rows', where loaded by the convs they were a
-  // memory latency after the barrier (stop 40, H100, fp32 state, us: verify batch 1 L 4 9.7 ->
-  // 8.1; fused batch 1 / 4 / 16 / 64 at L 4: 13.7 / 24.7 / 52.7 / 161.4 -> 12.4 / 21.4 / 47.3 /
-  // 147.2).
+  // The conv weights (W rows) and bias (a row) of B, C and x sit beside their raw rows, staged with
+  // them: their loads are in flight with the raw rows', instead of a memory latency after the
+  // barrier.
   const int64_t oC = R * BNp, oX = 2 * R * BNp, oDtx = oX + R * BP, oZ = oDtx + BT * BP,
                 oDec = oZ + (withZ ? BT * BP : 0), oDt = oDec + kMaxHeadsPerProgram * BT,
                 oWB = oDt + kMaxHeadsPerProgram * BT, oWC = oWB + (W + 1) * BNp, oWX = oWC + (W + 1) * BNp;
@@ -321,24 +319,15 @@ void build(KernelBuilder& k, const Specialization& spec) {
 }
 
 // The SSM state row (N) whole in one tile; rows of P so that each thread keeps 64 state values in
-// registers across the tokens; 8 lanes along N. At least 3 programs an SM (168 registers; rows of
-// N up to 128, wider ones spill there): the staging's latency is hidden by the other programs'
-// tokens. Measured on an H100 (H 80, P 64, N 128, fp32 state, fused L 4 / L 8, us): batch 64:
-// 175 / 215 at 3 programs an SM, 203 / 244 at 2 (178 registers); 8 warps instead of 4 at batch 1:
-// 16.9 / 18.0 against 13.8 / 15.4.
-// Large batches (meta:large_batch, set by the op) have programs enough for 5 an SM of half the
-// rows (32 state values a thread, 96 registers; 4 with fp32 drafts): more warps hide the
-// staging's and the state's latency. Measured likewise, fused L 4 / L 8 at 64 against 32 values a
-// thread (with the heads per program the op picks for each): batch 64: 175.1 / 214.6 against
-// 161.7 / 197.7; batch 16: 71.1 / 90.3 against 52.6 / 62.1. Small batches keep 64: batch 4:
-// 24.9 / 29.1 against 23.4 / 30.7, batch 1: 13.6 / 15.2 against 15.0 / 16.7.
-// Stop 40 (fused L 4 at batch 16 / 64, us; default 52 / 161): 16 values a thread (BLOCK_P 16, 6 or
-// 8 an SM) 60-64 / 212-218; 8 warps of 16 values 88 / 247; BLOCK_P 32 at 6 an SM 55 / 174. The
-// fused step issues ~35% more instructions than the verify (ncu, batch 64) at the same stall mix:
-// the replayed tokens, not the commit's write, make most of (a) - verify. Also measured and
-// dropped: the next head's state requested from L2 (cp.async.bulk.prefetch) while the program
-// works on one (+10% at batch 64); the state loaded before its head's staging (within noise);
-// the staging started before the cached count arrives (no gain; +3% at batch 64, L 8).
+// registers across the tokens; 8 lanes along N. At least 3 programs an SM (168 registers; rows of N
+// up to 128, wider ones spill there): the staging's latency is hidden by the other programs'
+// tokens.
+//
+// Large batches (meta:large_batch, set by the op) have programs enough for 5 an SM of half the rows
+// (32 state values a thread, 96 registers; 4 with fp32 drafts): more warps hide the staging's and
+// the state's latency. Small batches keep 64 values a thread, where fewer programs would leave SMs
+// idle. The fused step issues ~35% more instructions than the verify (ncu, batch 64) at the same
+// stall mix: the replayed tokens, not the commit's write, make most of (a) - verify.
 void chooseMeta(Specialization& s) {
   const int64_t P = s.get("P"), N = s.get("N"), H = s.get("H"), G = s.get("G");
   if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);

@@ -28,10 +28,9 @@ constexpr double kLog2e = 1.4426950408889634;
 
 // The serial class' groups of states (n % G), whose sums of C h meet in a fixed tree: up to 4, with
 // at least two states each (a group's sum is then an fma, never a bare product, however many
-// threads a channel: form-fma would fuse a product into the tree's add in one thread but not
-// across threads). Its threads a channel (meta:state_parts) divide G. (8 groups, which allowed 8
-// threads a channel, made 8x2048 and the bench's packed row 7% and 2% slower with one thread a
-// channel, and 8 threads were no faster than 4 on 1x2048; H100, D 5120.)
+// threads a channel: form-fma would fuse a product into the tree's add in one thread but not across
+// threads). Its threads a channel (meta:state_parts) divide G. More groups cost the
+// one-thread-a-channel case and 8 threads a channel gain nothing over 4.
 int64_t scanStateGroups(int64_t N) {
   int64_t g = 1;
   while (g < 4 && N % (4 * g) == 0) g *= 2;
@@ -187,45 +186,11 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   // A packed row's whole tiles load through PackedRuns (aligned vectors moved along time). Tiles
   // stay where they are, relative to the sequence start: a packed sequence's results equal its
   // own, bitwise.
-  // Where a packed row's time goes over dense 8x2048 (H100, Mamba-1 2.8B forward, stop 33):
-  // - 8 sequences of 2048 with starts aligned, so sh = 0 and no partial tile: +0.3%.
-  // - Lengths 2049 (sh varies, a 1-token last tile a sequence): +8.3%.
-  // - The bench's mix (57..2048): +9.3% (14.3% in stop 30, when the runs moved by lane shuffles).
-  // Stop 39, same run, forward ms against dense 8x2048 at 0.80:
-  // - 8 x 2048 (sh = 0, whole tiles) 0.828; 1, 7 x 2048, 2047 (sh = 1, whole tiles) 0.879;
-  // - 8 x 2056 (sh = 0, an 8-token last tile each, 0.4% more tokens) 0.920; 8 x 2040 + 64 (sh =
-  //   0, 56-token last tiles) 0.875: a last tile costs far more than a whole one;
-  // - 8 x 2049: 1.29 while the channel stride 16392 bound divisibility class 1 (scalar accesses),
-  //   0.940 with class 8; the mix 0.906-0.914 (+13.5-14%).
-  // Changes that did not help were measured and dropped:
-  // - One tile body for a packed row, the last tile's tokens past the sequence zeroed by select
-  //   (as the backward does, where it saved 16%): +11% at sh = 0 and +13.4% on the mix (stop 33).
-  // - A sequence's last tile loaded whole and masked by select (when the row goes on) instead of
-  //   element by element: +6.9% at 2040, but +14.2% on the mix.
-  // - Programs taking sequences longest first (ranks computed from cu_seqlens): +23% on the mix.
-  // - Whole tiles' stores (out here; du, ddelta, dz and the parts in the backward) as aligned
-  //   runs shifted into place by lane shuffles, the tile's edge tokens one by one: forward
-  //   +15.5% against +13.6%, backward +17.2% against +5.7% on the mix (stop 35; the shuffles
-  //   and the edge stores cost more than the element stores they replace).
-  // - Programs ordered sequence-fastest: a list-scheduling model of the mix's programs puts the
-  //   current order within 2% of ideal and that one worse; not built.
-  // - u and delta (and StagedBC's B and C) issued before the staging barriers: 8x2048 +3%, the mix
-  //   +3.5% (stop 40). The sequence's last tile loaded whole (as above) again: 8 x 2056 unchanged
-  //   (0.920), the mix +15.5% against +13.6%.
-  // Stop 40, where the rest goes: 7 sequences of 2048 after a first of 64 (starts on 128-byte lines)
-  // 0.83 ms, as 8x2048; after a first of 8, 16 or 32 tokens (16-byte but not 128-byte aligned, two
-  // partial tiles) 0.866-0.880; after one of 4 (sh = 4) 0.89. So a tile that straddles two 128-byte
-  // lines costs ~5% (ncu at 8 x 2056: L2 traffic +50%, L1 hit rate 58 -> 50%, and the loop's
-  // spill reloads then miss L1). Tiles placed on the row's lines instead would change the scan's
-  // association within a sequence, and with it a packed sequence's bits against its own call.
-  // Stop 41, a serial form (ba6e748: one lane, the plain recurrence h_t = a_t h_{t-1} + b_t, whose
-  // bits do not depend on where a tile starts, so a packed row's tiles sat on the row's grid) for
-  // sequences of up to 2048 tokens from D 4096, the form chosen by length alone to keep the bits:
-  // the mix 0.787 ms against 0.776 for 8x2048 (serial too), but one thread a channel leaves few
-  // sequences short of threads: 1x2048 0.429 against 0.129 parallel, 2x2048 0.461 against 0.219,
-  // 4x2048 0.559 against 0.446. Stop 42: the serial class below splits a channel's states over up
-  // to 4 threads (1x2048 0.228, 2x2048 0.280, 4x2048 0.470; 8x2048 0.826, the mix 0.810), still
-  // behind the lanes' scan on few sequences, so a call asks for it (serial_seqlen, ssmjit/ops.h).
+  // A packed row's extra time over a dense one is mostly its sequences' last tiles (partial, loaded
+  // element by element) and tiles that straddle two 128-byte lines (~5% of the forward). Tiles
+  // placed on the row's lines instead would change the scan's association within a sequence, and
+  // with it a packed sequence's bits against its own call; the serial class (serial_seqlen,
+  // ssmjit/ops.h) keeps its tiles on the row's grid instead, for calls of many sequences.
   const bool realignPacked = spec.get("has_cu", 0) != 0 && !serial;
   const int64_t run = BT / spec.get("meta:time_lanes");  // a thread's tokens
   // One tile [c, c + BT) of the span. A whole tile (the common case) has a mask constant along
@@ -440,14 +405,9 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
 // them into spans of about D / 2.5 tokens (256..2048), so a long sequence still fills the GPU.
 void chooseScanMeta(Specialization& s) {
   const int64_t D = s.get("D");
-  // 8 lanes of 8 tokens: measured best of 1..16 lanes and 8..16 tokens a thread on the H100
-  // (Mamba-1 2.8B shapes); one lane (no shuffles) was as fast on dense rows but slower on one
-  // long sequence. With B/C staged: 16 lanes of 8 tokens gave one 16384-token sequence 1.100 ms
-  // (1.137 here) but 8x2048 0.941 (0.894) and the packed row 1.260 (1.066); 16 of 4 and 32 of 4
-  // were slower everywhere. Stop 39 (forward ms, 8x2048 / 1x16384 / the bench's packed mix):
-  // 8 lanes 0.805 / 0.962 / 0.914; 4: 0.913 / 1.373 / 1.118; 2: 0.865 / 1.474 / 1.403; 1: 0.807 /
-  // 1.437 / 1.948. Stop 40: 8 lanes of 4 tokens (BLOCK_T 32, which spills nothing at 96 registers
-  // where 64 spills 48 B) 0.957 / 1.255 / 1.055.
+  // 8 lanes of 8 tokens: the best of 1..16 lanes and 4..16 tokens a thread at Mamba-1 2.8B shapes;
+  // fewer lanes lose on one long sequence and on packed rows, more lanes or fewer tokens a thread
+  // lose on dense rows.
   if (!s.find("meta:length_class")) s.set("meta:length_class", 0);
   if (!s.find("meta:serial_len")) s.set("meta:serial_len", 0);
   const bool serial = s.get("meta:length_class") == 1;
@@ -466,16 +426,13 @@ void chooseScanMeta(Specialization& s) {
   // A program's threads along channels: its channels times the parts of each (serial class).
   const int64_t parts = serial ? s.get("meta:state_parts") : 1;
   // The serial class' reads a tile ahead where a channel's states are split (few sequences: each
-  // program's tiles wait on memory). H100, D 5120, forward ms without / with: 1x2048 0.233 / 0.227,
-  // 2x2048 0.288 / 0.279, 4x2048 0.485 / 0.467; one thread a channel (many sequences, registers
-  // short): 8x2048 0.826 / 0.843, the bench's packed row 0.810 / 0.852.
+  // program's tiles wait on memory); with one thread a channel (many sequences) registers are short
+  // and the prefetch costs.
   if (!s.find("meta:prefetch")) s.set("meta:prefetch", parts > 1);
   if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", std::max<int64_t>(1, s.get("meta:num_warps") * 32 / lanes / parts));
   if (!s.find("meta:span")) {
     int64_t span = scanSpanForWidth(D);
-    // A sequence whose channels alone give ~1000 warps fills the GPU: no spans, no states pass
-    // (measured on the H100 at D 5120: one 16384-token pass 1.48 ms, 2048-token spans 1.85 ms; with
-    // B/C staged 1.137 against 1.376 for 2048-token and 1.356 for 4096-token spans).
+    // A sequence whose channels alone give ~1000 warps fills the GPU: no spans, no states pass.
     const int64_t bd = s.get("meta:BLOCK_D");
     if ((D + bd - 1) / bd * s.get("meta:num_warps") >= 1024) span = int64_t{1} << 24;
     s.set("meta:span", std::max(span, s.get("meta:BLOCK_T")));

@@ -340,10 +340,9 @@ void chooseScanBwdMeta(Specialization& s) {
     const int64_t bd = s.get("meta:BLOCK_D"), group = s.find("group") ? s.get("group") : 1;
     s.set("meta:groups_per_block", group % bd == 0 ? 1 : (bd - 1) / group + 2);
   }
-  // Four blocks an SM (128 registers a thread) at N <= 16: on an H100 at D 5120 the backward took
-  // 8.7 ms (compiler's choice), 7.6 (three), 6.6 (four) and 8.8 (five) at 8x2048; five was also
-  // slower on one 16384-token sequence and on a packed row. Larger N is unmeasured: 0
-  // leaves the register budget to the compiler.
+  // Four blocks an SM (128 registers a thread) at N <= 16: the spills cost less than the occupancy
+  // they buy (6.6 ms at D 5120, 8x2048, against 8.7 with the compiler's choice). Larger N is
+  // unmeasured: 0 leaves the register budget to the compiler.
   if (!s.find("meta:min_blocks")) s.set("meta:min_blocks", s.get("meta:dstate") <= 16 ? 4 : 0);
   // The forward's spans at any width (the adjoint pass costs about a forward scan of every span
   // but the first).

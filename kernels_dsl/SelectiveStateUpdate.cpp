@@ -175,18 +175,15 @@ void build(KernelBuilder& k, const Specialization& spec) {
                               k.load(smem, oC + t * BNp + padN(offsN)), withZ ? k.load(smem, oZ + row) : zeroP};
   };
   // The state stays s (3 operations an element a token: decay, + B dt' x, the y term). Keeping it
-  // scaled by the product of the decays, u = s / alpha (u += B (dt' x / alpha), y = alpha sum u C:
-  // 2 operations, rebased below 2^-40), was measured and dropped (stop 35, H100, bf16 inputs,
-  // L 4 / 8 / 16): fp32 state 1-3% slower; bf16 state 15-48% slower (176 registers against 157:
-  // 2 programs an SM instead of 3). The loop is bound by latency and occupancy, not by its fmas.
+  // scaled by the product of the decays, u = s / alpha (2 operations, rebased below 2^-40), is
+  // slower: the loop is bound by latency and occupancy, not by its fmas, and the form costs
+  // registers.
   //
   // Token inputs from memory are loaded a token ahead (min(t + 1, L - 1): the last iteration
   // rereads its own token instead of masking every read on t), so their latency overlaps a token's
-  // math. Staged ones are read at the top of their own token: a second token's B and C rows held
-  // in registers cost more (occupancy; addresses recomputed in the loop) than the wait on shared
-  // memory. H100, Mamba-2 2.7B heads, bf16 inputs, staged a token ahead (168 registers at L 16)
-  // against now (127): bf16 state, batch 16 / 64: L 8 35.7 / 114.2 -> 31.8 / 97.7 us, L 16
-  // 50.7 / 176.2 -> 44.6 / 153.9; fp32 state L 16 53.9 / 171.7 -> 55.0 / 163.7 (stop 36).
+  // math. Staged ones are read at the top of their own token: a second token's B and C rows held in
+  // registers cost more (occupancy; addresses recomputed in the loop) than the wait on shared
+  // memory.
   std::vector<Value> init{st};
   if (!staged) {
     std::vector<Value> first = loadGlobal(k.constInt(0));
@@ -228,35 +225,22 @@ void chooseMeta(Specialization& s) {
   // (Heads big enough for a full tile of them: a smaller tile has fewer values than 8 warps.)
   const bool oneTokenF32Heads =
       s.get("L") == 1 && s.get("per_head") && stateBytes == 4 && nextPow2(P) * BN >= 16 * 32 * 8;
-  // One token, Mamba-2 heads, fp32 state: 8 warps of 16 values (64 B) a thread. H100, 2.7B heads,
-  // batch 1 / 16 / 64 / 256: 3.93 / 31.27 / 118.0 / 465.9 us (90% of copy at 16, 97% at 256)
-  // against 4.21 / 32.03 / 120.4 / 474.4 us (88%, 95%) for 4 warps of 8; 4 warps of 16 and
-  // 2 warps of 8 fell between.
+  // One token, Mamba-2 heads, fp32 state: 8 warps of 16 values (64 B) a thread, ahead of 4 warps of
+  // 8 at every batch (97% of copy bandwidth at batch 256).
   if (!s.find("meta:num_warps")) s.set("meta:num_warps", oneTokenF32Heads ? 8 : 4);
-  // Mamba-2 heads over several tokens take the chunked form (SsuChunkedTokens.cpp) from the L
-  // where it measured faster than the token loop: 6 with bf16 state, 8 with fp16, 12 with fp32
-  // (whose loop moves twice the bytes a token, so the math weighs less). H100, 2.7B heads, bf16
-  // inputs, us at batch 16 / 64 / 256, chunked against the loop (stop 37): bf16 state L 4 22.9 /
-  // 79.8 / 304 against 21.9 / 70.1 / 257, L 6 24.5 / 83.6 / 319 against 30.9 / 95.7 / 350, L 16
-  // 26.0 / 88.1 / 339 against 44.5 / 153.6 / 592; fp16 state L 8 25.3 / 87.7 / 337 against 30.0 /
-  // 90.4 / 328, L 12 26.7 / 94.7 / 368 against 34.0 / 111.2 / 421; fp32 state L 8 39.7 / 136.8 /
-  // 518 (an earlier build of the form) against 38.1 / 126.2 / 480, L 12 36.8 / 131.8 / 513
-  // against 46.3 / 140.5 / 512, L 16 40.0 / 138.8 / 533 against 54.3 / 162.9 / 602. A program
-  // takes 64 rows (ssuChunkRows: two a thread in the mma layout; 32 for N over 128). Up to N 128,
-  // bf16 state with 16-bit inputs and whole tiles runs 4 programs an SM (b64 / b256 L 16: 99.0 /
-  // 364 against 103.3 / 383 at 3), the rest of fp32 and bf16 state 3; fp16 state (its two-term
-  // state fragments) and N over 128 take what their registers allow: they spilled under those
-  // caps (masks, three-term fp32 inputs and two-term fp16 state cost registers). fp32 state with
-  // fp16 inputs does spill at L 16 under 3 (40 B), and is still faster than at 2: batch 16 / 64 /
-  // 256, 43.5 / 149.2 / 570 against 43.0 / 156.4 / 612 us (stop 38). bf16 state, L 16,
-  // batch 16 / 64 / 256, us (stop 38): 25.5 / 88.0 / 336 as chosen; 5 programs an SM (96
-  // registers, 72 B spilled) 27.6 / 97.6 / 373; 32 rows of 2 warps, 8 an SM 30.0 / 103.7 / 403.
-  // ncu (batch 16): issue slots 39% busy, 3.5 warps a scheduler with 0.8 eligible, stalls spread
-  // over shared-memory, barrier and global waits; no unit saturated but L1 (88%). NVCC already
-  // merges the dot's unit-stride b gathers into LDS.128; vectorising them in the emitter changed
-  // no time. The state's product's b reads (B's [token, n] rows, k along the tokens) are 4-way
-  // bank conflicts; a transposed copy of B that makes them conflict-free 16-byte reads (8 KB more
-  // shared memory, one more barrier) measured 5% faster on one H100 and equal on two others.
+  // Mamba-2 heads over several tokens take the chunked form (SsuChunkedTokens.cpp) from the L where
+  // it is faster than the token loop: 6 with bf16 state, 8 with fp16, 12 with fp32 (whose loop
+  // moves twice the bytes a token, so the math weighs less). A program takes 64 rows (ssuChunkRows:
+  // two a thread in the mma layout; 32 for N over 128). Up to N 128, bf16 state with 16-bit inputs
+  // and whole tiles runs 4 programs an SM, the rest of fp32 and bf16 state 3; fp16 state (its
+  // two-term state fragments) and N over 128 take what their registers allow: they spill under
+  // those caps (masks, three-term fp32 inputs and two-term fp16 state cost registers). fp32 state
+  // with fp16 inputs spills at L 16 under 3 (40 B) and is still faster than at 2.
+  //
+  // The form is bound by latency, not by a unit (ncu, batch 16: issue slots 39% busy, stalls spread
+  // over shared-memory, barrier and global waits). The state's product's b reads (B's [token, n]
+  // rows, k along the tokens) are 4-way bank conflicts; a conflict-free transposed copy of B gains
+  // nothing consistent across devices, so it is not built.
   // meta:chunked = 1 set by a caller (SSMJIT_META) asks for the form wherever it serves: one
   // setting then covers every call of a program, one-token calls included.
   const auto stateT = static_cast<DType>(s.get("dtype:state", 0));
@@ -277,19 +261,13 @@ void chooseMeta(Specialization& s) {
     // One token is bandwidth-bound: many small programs. L tokens are bound by their math (the
     // inputs are staged once), so each thread keeps more state and fewer threads repeat the
     // per-token loads and row work.
-    // One token, measured on an H100 (Mamba-2 2.7B heads, batch 16..256, % of copy bandwidth):
-    // 16-bit state is best at 32 values (64 B) a thread (81-94%; 16 values 66-79%, 64 values
-    // 74-92%). At batch 16 (bf16 state, 21 MB) the size itself costs: a bare in-place pass of
-    // 16-byte vectors over 21 MB reached 90% of copy (98.6% over 168 MB); this kernel gets
-    // 81-84%, and BLOCK_P 16 or 64, 8 or 2 warps moved it by at most 2% (stop 38).
+    // One token: 16-bit state is best at 32 values (64 B) a thread (81-94% of copy bandwidth at
+    // Mamba-2 2.7B heads, batch 16..256). At batch 16 the state's size itself (21 MB) keeps even a
+    // bare in-place pass below copy bandwidth.
     // Mamba-1 keeps 8 fp32 values (32 B).
     // Several tokens: Mamba-1 also keeps A per state element in registers, so half as many.
-    // Mamba-2 with few tokens, still mostly the state's traffic, takes 32 too: H100, 2.7B heads,
-    // bf16 inputs, batch 1 / 16 / 64 / 256, 32 against 64 values a thread (us): fp32 state L 2
-    // 5.35 / 34.4 / 122.0 / 474 against 5.90 / 36.6 / 125.5 / 481, L 4 5.65 / 33.4 / 122.9 / 478
-    // against 6.51 / 37.0 / 126.0 / 482; bf16 state L 2 4.37 / 19.7 / 66.2 / 252 against 4.73 /
-    // 20.9 / 66.8 / 251, but L 4 4.95 / 22.6 / 73.2 / 273 against 5.43 / 21.9 / 70.2 / 258 and
-    // fp32 L 8 / L 16 1% / 9% slower at batch 64 (stop 36).
+    // Mamba-2 with few tokens (L 2, or up to 4 with fp32 state), still mostly the state's traffic,
+    // takes 32 too.
     const int64_t L = s.get("L");
     const bool fewTokens = L == 2 || (L <= 4 && stateBytes == 4);
     const int64_t perThread =

@@ -199,10 +199,10 @@ TEST(ConvKernels, CountsBindNoClass) {
       EXPECT_EQ(s.canonical().find(count), std::string::npos) << count << " in " << s.canonical();
 }
 
-// The channel-first backward reads x and dout as 16-byte vectors in every tile, the look-ahead
-// tile of a chunk included (its mask covers whole runs of a thread's tokens): with a per-token
-// mask there, every load of the loop was scalar and the kernel issue-bound (H100 bf16 D 5376:
-// 221 -> 215 us dense, 246 -> 227 us packed). Rows of 256 tokens: 16-byte multiples.
+// The channel-first backward reads x and dout as 16-byte vectors in every tile, the look-ahead tile
+// of a chunk included (its mask covers whole runs of a thread's tokens): a per-token mask there
+// makes every load of the loop scalar and the kernel issue-bound. Rows of 256 tokens: 16-byte
+// multiples.
 TEST(ConvKernels, ChannelFirstBackwardLoadsVectors) {
   SSMJIT_REQUIRE_NVRTC();
   for (DType dt : {DType::BF16, DType::F32})

@@ -422,12 +422,10 @@ TEST(ScanKernels, ForwardTilesFollowTheGrid) {
   EXPECT_EQ(tiles(v), Tiles(0, 4));
 }
 
-// A packed row's launches take its sequences longest first (SelectiveScan.h), forward and
-// backward, its checkpoint pass included, where a program scans whole sequences (the forward's
-// spans bound a program's length otherwise); dense rows keep their order. On an H100 (D 5120, bf16,
-// the bench's packed row of 19 sequences against 8x2048): the backward +4.1-4.4% ranked against
-// +5.2-5.7% in cu_seqlens order; the forward +13.2% against +13.7% (and +8.9% against +11.3% on
-// another machine with the lengths sorted by hand).
+// A packed row's launches take its sequences longest first (SelectiveScan.h), forward and backward,
+// its checkpoint pass included, where a program scans whole sequences (the forward's spans bound a
+// program's length otherwise), so the longest sequences do not finish last; dense rows keep their
+// order.
 TEST(ScanKernels, PackedLaunchesTakeTheLongestSequencesFirst) {
   Variant v;
   v.D = 5120, v.batch = 19, v.L = 16384;
@@ -523,9 +521,8 @@ TEST(ScanKernels, SequenceAndSlotCountsBindNoClass) {
 }
 
 // A packed row of 8 x 2049 bf16 tokens: its channel stride (16392) is not a multiple of 16 tokens
-// but is of 8, which is 16 bytes, so the whole tiles still load 16-byte vectors (a 16-or-1
-// divisibility class made them scalar: 1.29 ms against 0.83 for 8 x 2048 on an H100). An odd row
-// length leaves no aligned vector.
+// but is of 8, which is 16 bytes, so the whole tiles still load 16-byte vectors (scalar accesses
+// make that row 1.5x slower than 8 x 2048). An odd row length leaves no aligned vector.
 TEST(ScanKernels, PackedRowStrideDivisibleByEightTokensLoadsVectors) {
   Variant v;
   v.packed = true, v.batch = 8;

@@ -651,10 +651,8 @@ class Emitter {
       // Elements through E: a loaded 16-bit tile is still its storage bits here.
       auto el = [&](Value v, const std::string& i) { return E(v, srcK, srcIdx("j", i)); };
       if (Value wt = r.getWeight()) {  // sum of src * weight: one fma an element
-        // One chain. Four (element i on chain i % 4, for 16 or more elements) were measured on the
-        // H100 and dropped (stop 35): SSU tokens fp32 L 8 9% slower at batch 16, bf16 L 4 8% slower
-        // at batch 64, the decode verify up to 6% slower; L 16 within 2% (more registers, 3
-        // programs an SM where 4 fitted).
+        // One chain: several interleaved chains cost registers (fewer programs an SM) and are
+        // slower on the token loops that use this reduction.
         line(ty + " acc = " + el(r.getSrc(), "0") + " * " + el(wt, "0") + ";");
         line("#pragma unroll");
         line("for (int i = 1; i < " + I(nRed) + "; ++i) acc = __fmaf_rn(" + el(r.getSrc(), "i") + ", " + el(wt, "i") +

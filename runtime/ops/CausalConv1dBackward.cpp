@@ -29,11 +29,10 @@ using detail::ConvBackwardDims;
 using detail::KernelCall;
 
 constexpr const char* kOp = "causal_conv1d_backward";
-// Programs the dx kernel aims for: enough to fill an H100 a few times over; fewer (longer chunks)
-// keep the workspace and the reduction small. Channel-first wants more: one packed row of 16384
-// bf16 tokens (D 5376) in 7 chunks instead of 2 is 2.55 -> 8.9 waves, 258 -> 251 us on the H100;
-// channel-last rows get slower with more (246 -> 260 us at twice as many). Constants, so the
-// workspace size and the sums' order depend on the shapes only, not on the device.
+// Programs the dx kernel aims for: enough to fill the GPU a few times over; fewer (longer chunks)
+// keep the workspace and the reduction small. Channel-first wants more (a packed row is faster at
+// ~9 waves than at ~2.5); channel-last rows get slower with more. Constants, so the workspace size
+// and the sums' order depend on the shapes only, not on the device.
 constexpr int64_t kTargetProgramsChannelFirst = 4096;
 constexpr int64_t kTargetProgramsChannelLast = 1024;
 // The meta values (block sizes) do not depend on the arch; the workspace query needs no device.

@@ -66,8 +66,8 @@ class KernelCall {
 
 int64_t alignClass(const void* p);
 // Divisibility class of a dynamic size or stride: the largest of 16, 8, 4, 2 dividing it, else 1.
-// Finer than 16-or-1 because a bf16 row stride divisible by 8 still takes 16-byte vectors (a packed
-// row of 8 x 2049 tokens: 1.29 ms with scalar accesses against 0.83 at 8 x 2048, H100).
+// Finer than 16-or-1 because a bf16 row stride divisible by 8 still takes 16-byte vectors (scalar
+// accesses make a packed row of 8 x 2049 tokens 1.5x slower).
 int64_t divClass(int64_t v);
 
 // Argument indices by name in a kernel's schema (the names are the kernels' contract). Call sites

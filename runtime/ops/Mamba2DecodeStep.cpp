@@ -108,12 +108,10 @@ void bind(KernelCall& c, const Mamba2DecodeState& s, const Mamba2MixerWeights& w
 
 // Heads per program: each program stages its group's B and C conv (and the dt of its heads) once
 // for its heads, so past a few rows several heads share one staging, while the launch keeps at
-// least `minPrograms`: 128, or 512 with the large-batch tiles (5 programs an SM). hpp divides
-// H / G (the heads share a group) and stays within the kernel's kMaxHeadsPerProgram (8; its div
-// class is then 1, so one specialisation serves every batch). Measured on an H100 (Mamba-2 2.7B
-// heads, fp32 state, L 4; verify us at hpp 1 / 2 / 4 / 8): batch 1: 10.3 / 13.5 / 19.6 / 32.3;
-// batch 4: 25.8 / 18.9 / 20.0 / 32.7. Large-batch tiles (fused L 4 us at hpp 1 / 2 / 4 / 8):
-// batch 16: 87.6 / 64.6 / 52.4 / 58.3; batch 64: 313.9 / 216.7 / 179.8 / 163.4.
+// least `minPrograms`: 128, or 512 with the large-batch tiles (5 programs an SM). hpp divides H / G
+// (the heads share a group) and stays within the kernel's kMaxHeadsPerProgram (8; its div class is
+// then 1, so one specialisation serves every batch). At batch 1 one head a program is fastest; from
+// batch 4 sharing the staging wins.
 int64_t headsPerProgram(const detail::DecodeStepDims& d, int64_t programsPerHead, int64_t minPrograms) {
   int64_t hpp = 1;
   for (int64_t cand = 2; cand <= kernels::kMaxHeadsPerProgram; ++cand)

@@ -48,19 +48,10 @@ struct ScanPlan {
 
 // Blocks an SM the register allocation must fit, from the grid: with many programs more resident
 // warps hide the loads' latency better than spill-free code does; with few (one long sequence), the
-// SMs have room anyway and spills only cost. On an H100 at D 5120, N 16, bf16 (ms, the compiler's
-// 158 registers / min_blocks 4 / 5): 8x2048 (2560 programs) 1.32 / 1.14 / 1.11; a packed row of 19
-// sequences (6080) 1.79 / 1.57 / 1.35; one 16384-token sequence (320) 1.44 / 1.59 / 1.87. Larger N
-// is unmeasured and left to the compiler. Measured before B/C were staged through shared memory;
-// with them staged, min_blocks 4 everywhere instead of this choice: 0.912 / 1.137 / 1.310 ms against
-// 0.894 / 1.066 / 1.137.
-// Few programs (one long sequence: 320 of 4 warps) leave 2 or 3 blocks on an SM, unevenly: as 640
-// programs of 2 warps held to 5 blocks an SM it took 0.970 ms against 1.041 (4 warps, the
-// compiler's 163 registers), 1.001 (4 warps, min_blocks 3), 0.970 (2 warps, 6), 1.111 (2 warps,
-// 8). Many programs keep 4 warps: 2 warps (min_blocks 5) gave 8x2048 0.812 ms against 0.831, but
-// the packed row 1.066 against 0.951. (H100, D 5120, N 16, bf16, B/C staged.)
-// Stop 33 (packed runs moved within a thread): min_blocks 4 / 5 gave dense 8x2048 0.801 / 0.822 to
-// 0.835 ms (two and four runs), the packed row 0.964 / 0.908: dense rows with many programs take 4.
+// SMs have room anyway and spills only cost. Larger N is unmeasured and left to the compiler. Few
+// programs (one long sequence: 320 of 4 warps at D 5120) would leave 2 or 3 blocks on an SM,
+// unevenly, so they run as programs of 2 warps held to 5 blocks an SM. Many programs keep 4 warps;
+// dense rows take 4 blocks an SM, packed rows 5.
 struct ScanTiles {
   int64_t minBlocks = 0, numWarps = 0;
 };
@@ -71,12 +62,8 @@ ScanTiles chooseTiles(int64_t programs, int64_t N, bool packed) {
 }
 // The serial class' threads a channel (meta:state_parts), from the call's sequences x channels: one
 // thread a channel leaves few sequences short of threads, while splitting the states costs the
-// exchange of dt, dt u and the groups' sums through shared memory. H100, D 5120, N 16, bf16,
-// forward ms with 1 / 2 / 4 threads a channel (before the tiles' reads moved ahead of their
-// barriers, which took 1x2048 to 0.228 and 4x2048 to 0.470): 1x2048 0.475 / 0.394 / 0.283;
-// 2x2048 0.487 / 0.433 / 0.329; 4x2048 0.613 / 0.528 / 0.684; 8x2048 0.837 / 1.037 / 1.122; the
-// bench's packed row of 19 sequences 0.802 / 0.893 / 0.919 (by the lanes' scan: 0.126, 0.220,
-// 0.417, 0.800, 0.903).
+// exchange of dt, dt u and the groups' sums through shared memory, which pays only while the
+// sequences x channels are few (4 threads a channel below 4 x 5120, 2 below 8 x 5120).
 int64_t serialStateParts(int64_t channelSequences) {
   if (channelSequences >= 8 * 5120) return 1;
   return channelSequences >= 4 * 5120 ? 2 : 4;
@@ -156,8 +143,8 @@ enum class Pass { States, Main, Checkpoints };
 // class 1 (its sequences are at most serial_len long); the parallel form's class 2 beside it, else 0.
 enum class Class { All = 0, Serial = 1, Parallel = 2 };
 
-// The serial class' programs: 2 warps of (channel, part) threads, 8-token tiles, 5 an SM (stop 41,
-// one part: 16-token tiles, 1 or 4 warps were slower on 8x2048 and the bench's packed row).
+// The serial class' programs: 2 warps of (channel, part) threads, 8-token tiles, 5 an SM (16-token
+// tiles and 1 or 4 warps are slower on dense and packed rows).
 void bindSerial(KernelCall& c, int64_t parts) {
   c.meta("meta:time_lanes", 1);
   c.meta("meta:BLOCK_T", 8);

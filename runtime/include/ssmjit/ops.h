@@ -230,11 +230,10 @@ struct SelectiveScanArgs {
   // walked by one thread; a channel's states over 1, 2 or 4 threads as the call's sequences x
   // channels are many or few), longer ones by lanes in parallel (0, the default: every sequence).
   // The serial form's tiles sit on a packed row's grid wherever its sequences start, so a packed
-  // row of many sequences runs at dense speed; calls of few sequences run slower than in parallel.
-  // H100, D 5120, N 16, bf16, forward ms, parallel / serial_seqlen 2048: 8x2048 0.80 / 0.83; the
-  // bench's packed row of 19 sequences 0.90 / 0.81; 4x2048 0.42 / 0.47; 1x2048 0.13 / 0.23. Which
-  // form scans a sequence follows from its length and this bound only, so a packed sequence equals
-  // its own call bit for bit when both pass the same bound. Applies to up to 16 states (a chunk).
+  // row of many sequences runs at dense speed; calls of few sequences run slower than in parallel
+  // (docs/performance.md). Which form scans a sequence follows from its length and this bound only,
+  // so a packed sequence equals its own call bit for bit when both pass the same bound. Applies to
+  // up to 16 states (a chunk).
   int64_t serial_seqlen = 0;
 };
 // The workspace the call needs, in float32 elements (checks every argument but the workspace).
