@@ -4,12 +4,15 @@
 #include <cuda.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 
 #include "compiler/Nvrtc.h"
 #include "runtime/CudaGraph.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
+#include "tests/support/HostTensor.h"
+#include "tests/support/Tolerance.h"
 
 // Skips the current test with "no GPU: <reason>" unless the driver loads and a device is present;
 // otherwise makes a context current. Use at the top of a TEST body or in SetUp().
@@ -38,6 +41,16 @@ class GpuTest : public ::testing::Test {
  protected:
   void SetUp() override { SSMJIT_REQUIRE_GPU(); }
 };
+
+// Expects what a run left in one tensor (`c`) within `b` (tests/support/Tolerance.h), and prints
+// the measured error beside its bound, so that every GPU run shows the margin each check leaves.
+inline void expectWithin(const Compared& c, const Bound& b, const std::string& what) {
+  std::fprintf(stderr, "[ measured ] %s %s %s\n",
+               ::testing::UnitTest::GetInstance()->current_test_info()->name(), what.c_str(),
+               measured(c, b).c_str());
+  const std::string why = outside(c, b);
+  EXPECT_TRUE(why.empty()) << what << ": " << why;
+}
 
 // A hand-written kernel compiled with NVRTC for the current device and loaded (CUBIN, falling back
 // to PTX if the driver refuses the CUBIN). Unloaded on destruction.
