@@ -133,17 +133,3 @@ TEST(Specialization, WorksAsUnorderedMapKey) {
   EXPECT_EQ(set.size(), 2u);
   EXPECT_EQ(set.count(sample()), 1u);
 }
-
-TEST(DType, NamesAndBytes) {
-  using ssmjit::DType;
-  EXPECT_STREQ(ssmjit::dtypeName(DType::F32), "float32");
-  EXPECT_STREQ(ssmjit::dtypeName(DType::F16), "float16");
-  EXPECT_STREQ(ssmjit::dtypeName(DType::BF16), "bfloat16");
-  EXPECT_STREQ(ssmjit::dtypeName(DType::I32), "int32");
-  EXPECT_STREQ(ssmjit::dtypeName(DType::I64), "int64");
-  EXPECT_EQ(ssmjit::dtypeBytes(DType::F32), 4);
-  EXPECT_EQ(ssmjit::dtypeBytes(DType::F16), 2);
-  EXPECT_EQ(ssmjit::dtypeBytes(DType::BF16), 2);
-  EXPECT_EQ(ssmjit::dtypeBytes(DType::I32), 4);
-  EXPECT_EQ(ssmjit::dtypeBytes(DType::I64), 8);
-}

@@ -62,13 +62,16 @@ bool has(const std::string& s, const std::string& part) { return s.find(part) !=
 
 TEST(DType, NamesAndBytes) {
   EXPECT_STREQ(ssmjit::dtypeName(DType::F32), "float32");
+  EXPECT_STREQ(ssmjit::dtypeName(DType::F16), "float16");
   EXPECT_STREQ(ssmjit::dtypeName(DType::BF16), "bfloat16");
+  EXPECT_STREQ(ssmjit::dtypeName(DType::I32), "int32");
   EXPECT_STREQ(ssmjit::dtypeName(DType::I64), "int64");
   EXPECT_EQ(ssmjit::dtypeBytes(DType::F32), 4);
   EXPECT_EQ(ssmjit::dtypeBytes(DType::F16), 2);
   EXPECT_EQ(ssmjit::dtypeBytes(DType::BF16), 2);
   EXPECT_EQ(ssmjit::dtypeBytes(DType::I32), 4);
   EXPECT_EQ(ssmjit::dtypeBytes(DType::I64), 8);
+  EXPECT_THROW(ssmjit::dtypeBytes(static_cast<DType>(9)), ssmjit::Error);
 }
 
 TEST(TensorView, ContiguousRowMajor) {
