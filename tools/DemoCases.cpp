@@ -120,169 +120,141 @@ class DecodeDemo : public DemoCase {
   testing::DecodeProblem p_;
 };
 
-// causal_conv1d: one packed row of three sequences, states in place through slots.
-class ConvDemo : public DemoCase {
- public:
-  explicit ConvDemo(const testing::ConvCase& c)
-      : DemoCase("conv", strf("D%lld W%d packed %s %s", ll(c.D), c.W, lengths(c.lens).c_str(), shortDTypeName(c.xType))),
-        p_(c) {}
-  std::vector<HostTensor*> tensors() override { return p_.all(); }
-  std::vector<DemoOutput> outputs() override {
-    return {{"out", 3, allOf(p_.out), 1e-2}, {"states", 6, p_.slotsWritten(), 1e-2}};
-  }
-  DemoCall hostCall() override { return call(p_.args(), [](const CausalConv1dArgs& a, Stream) { reference::causal_conv1d(a); }, hostBytes(this)); }
-  DemoCall deviceCall() override {
-    auto d = std::make_shared<const DeviceTensors>(p_.all());
-    return call(deviceArgs(p_, *d), [](const CausalConv1dArgs& a, Stream s) { causal_conv1d(a, s); }, deviceBytes(d));
-  }
-
- private:
-  template <class Run>
-  static DemoCall call(const CausalConv1dArgs& a, Run run, std::function<std::vector<uint8_t>(size_t)> bytes) {
-    return {[a](const std::string& arch) { return opspec::conv(a, arch); }, [a, run](Stream s) { run(a, s); },
-            std::move(bytes)};
-  }
-  testing::ConvProblem p_;
+// An op whose call is one arguments struct (conv, its update and backward, the scan and its
+// backward): the kernels it compiles, the op, its reference, and its workspace (if it takes one).
+template <class Args>
+struct OneArgsOp {
+  std::vector<Specialization> (*kernels)(const Args&, const std::string& arch);
+  void (*op)(const Args&, Stream);
+  void (*reference)(const Args&);
+  TensorView Args::*workspace = nullptr;
+  int64_t (*workspaceSize)(const Args&) = nullptr;
 };
 
-// causal_conv1d_update: two tokens per row, a pad row, committed through slots.
-class ConvUpdateDemo : public DemoCase {
+template <class Problem, class Args>
+class OneArgsDemo : public DemoCase {
  public:
-  explicit ConvUpdateDemo(const testing::ConvUpdateCase& c)
-      : DemoCase("conv-update", strf("D%lld W%d b=%lld L=%lld %s", ll(c.D), c.W, ll(c.batch), ll(c.L), shortDTypeName(c.xType))),
-        p_(c) {}
+  using Outputs = std::vector<DemoOutput> (*)(Problem&);
+  template <class Case>
+  OneArgsDemo(std::string family, std::string shape, const Case& c, OneArgsOp<Args> op, Outputs outputs)
+      : DemoCase(std::move(family), std::move(shape)), p_(c), op_(op), outputs_(outputs) {}
   std::vector<HostTensor*> tensors() override { return p_.all(); }
-  std::vector<DemoOutput> outputs() override {
-    return {{"out", 4, p_.rowsWritten(), 1e-2}, {"conv_state", 0, p_.slotsWritten(), 1e-2}};
-  }
+  std::vector<DemoOutput> outputs() override { return outputs_(p_); }
   DemoCall hostCall() override {
-    return call(p_.args(), [](const CausalConv1dUpdateArgs& a, Stream) { reference::causal_conv1d_update(a); }, hostBytes(this));
+    const Args a = p_.args();
+    const OneArgsOp<Args> op = op_;
+    return {[a, op](const std::string& arch) { return op.kernels(a, arch); }, [a, op](Stream) { op.reference(a); },
+            hostBytes(this)};
   }
   DemoCall deviceCall() override {
     auto d = std::make_shared<const DeviceTensors>(p_.all());
-    return call(deviceArgs(p_, *d), [](const CausalConv1dUpdateArgs& a, Stream s) { causal_conv1d_update(a, s); },
-                deviceBytes(d));
+    Args a = testing::deviceArgs(p_, *d);
+    std::shared_ptr<DeviceBuffer> ws;
+    if (op_.workspace) ws = workspace(op_.workspaceSize(a), a.*op_.workspace);
+    const OneArgsOp<Args> op = op_;
+    return {[a, op](const std::string& arch) { return op.kernels(a, arch); },
+            [a, op, ws](Stream s) { op.op(a, s); }, deviceBytes(d)};
   }
 
  private:
-  template <class Run>
-  static DemoCall call(const CausalConv1dUpdateArgs& a, Run run, std::function<std::vector<uint8_t>(size_t)> bytes) {
-    return {[a](const std::string& arch) { return std::vector<Specialization>{opspec::convUpdate(a, arch)}; },
-            [a, run](Stream s) { run(a, s); }, std::move(bytes)};
-  }
-  testing::ConvUpdateProblem p_;
+  Problem p_;
+  OneArgsOp<Args> op_;
+  Outputs outputs_;
 };
 
-// causal_conv1d_backward: the forward's packed row, every gradient (dweight and dbias are fp32
-// sums of the same products on both sides, hence their tight bound).
-class ConvBackwardDemo : public DemoCase {
- public:
-  explicit ConvBackwardDemo(const testing::ConvBackwardCase& c)
-      : DemoCase("conv-backward",
-                 strf("D%lld W%d packed %s %s", ll(c.D), c.W, lengths(c.lens).c_str(), shortDTypeName(c.xType))),
-        p_(c) {}
-  std::vector<HostTensor*> tensors() override { return p_.all(); }
-  std::vector<DemoOutput> outputs() override {
-    return {{"dx", 10, allOf(p_.dx), 1e-2},
-            {"dweight", 11, allOf(p_.dweight), 1e-5},
-            {"dbias", 12, allOf(p_.dbias), 1e-5},
-            {"dinitial_states", 13, p_.slotsWritten(), 1e-2}};
-  }
-  DemoCall hostCall() override {
-    return call(p_.args(), nullptr, [](const CausalConv1dBackwardArgs& a, Stream) { reference::causal_conv1d_backward(a); },
-                hostBytes(this));
-  }
-  DemoCall deviceCall() override {
-    auto d = std::make_shared<const DeviceTensors>(p_.all());
-    CausalConv1dBackwardArgs a = deviceArgs(p_, *d);
-    auto ws = workspace(causal_conv1d_backward_workspace_size(a), a.workspace);
-    return call(a, ws, [](const CausalConv1dBackwardArgs& a, Stream s) { causal_conv1d_backward(a, s); },
-                deviceBytes(d));
-  }
+template <class Problem, class Args, class Case>
+std::function<std::unique_ptr<DemoCase>()> oneArgsMaker(std::string family, std::string shape, const Case& c,
+                                                        OneArgsOp<Args> op,
+                                                        std::vector<DemoOutput> (*outputs)(Problem&)) {
+  return [=] { return std::make_unique<OneArgsDemo<Problem, Args>>(family, shape, c, op, outputs); };
+}
 
- private:
-  template <class Run>
-  static DemoCall call(const CausalConv1dBackwardArgs& a, std::shared_ptr<DeviceBuffer> ws, Run run,
-                       std::function<std::vector<uint8_t>(size_t)> bytes) {
-    return {[a](const std::string& arch) { return opspec::convBackward(a, arch); },
-            [a, ws, run](Stream s) { run(a, s); }, std::move(bytes)};
-  }
-  testing::ConvBackwardProblem p_;
-};
+// causal_conv1d: one packed row of three sequences, states in place through slots; its update
+// (two tokens per row, a pad row, committed through slots) and backward (every gradient; dweight
+// and dbias are fp32 sums of the same products on both sides, hence their tight bound). bf16: the
+// GPU tests' bounds.
+void addConvCases(uint64_t seed, std::vector<std::function<std::unique_ptr<DemoCase>()>>& makers) {
+  testing::ConvCase c;
+  c.xType = c.stateType = DType::BF16;
+  c.D = 256, c.lens = {100, 37, 200}, c.packing = testing::ConvPacking::CuSeqlens;
+  c.initialStates = c.finalStates = c.slotIndices = true;
+  c.seed = seed + makers.size();
+  const std::string shape = strf("D%lld W%d packed %s bf16", ll(c.D), c.W, lengths(c.lens).c_str());
+  makers.push_back(oneArgsMaker<testing::ConvProblem, CausalConv1dArgs>(
+      "conv", shape, c, {opspec::conv, causal_conv1d, reference::causal_conv1d},
+      [](testing::ConvProblem& p) {
+        return std::vector<DemoOutput>{{"out", 3, allOf(p.out), 1e-2}, {"states", 6, p.slotsWritten(), 1e-2}};
+      }));
+
+  testing::ConvUpdateCase u;
+  u.xType = u.stateType = DType::BF16;
+  u.D = 256, u.batch = 4, u.L = 2, u.slots = 6;
+  u.seed = seed + makers.size();
+  makers.push_back(oneArgsMaker<testing::ConvUpdateProblem, CausalConv1dUpdateArgs>(
+      "conv-update", strf("D%lld W%d b=%lld L=%lld bf16", ll(u.D), u.W, ll(u.batch), ll(u.L)), u,
+      {[](const CausalConv1dUpdateArgs& a, const std::string& arch) {
+         return std::vector<Specialization>{opspec::convUpdate(a, arch)};
+       },
+       causal_conv1d_update, reference::causal_conv1d_update},
+      [](testing::ConvUpdateProblem& p) {
+        return std::vector<DemoOutput>{{"out", 4, p.rowsWritten(), 1e-2}, {"conv_state", 0, p.slotsWritten(), 1e-2}};
+      }));
+
+  testing::ConvBackwardCase b;
+  b.xType = b.stateType = DType::BF16;
+  b.D = c.D, b.lens = c.lens, b.packing = c.packing;
+  b.initialStates = b.dfinalStates = b.dinitialStates = b.slotIndices = true;
+  b.seed = seed + makers.size();
+  makers.push_back(oneArgsMaker<testing::ConvBackwardProblem, CausalConv1dBackwardArgs>(
+      "conv-backward", shape, b,
+      {opspec::convBackward, causal_conv1d_backward, reference::causal_conv1d_backward,
+       &CausalConv1dBackwardArgs::workspace, causal_conv1d_backward_workspace_size},
+      [](testing::ConvBackwardProblem& p) {
+        return std::vector<DemoOutput>{{"dx", 10, allOf(p.dx), 1e-2},
+                                       {"dweight", 11, allOf(p.dweight), 1e-5},
+                                       {"dbias", 12, allOf(p.dbias), 1e-5},
+                                       {"dinitial_states", 13, p.slotsWritten(), 1e-2}};
+      }));
+}
 
 // selective_scan: a packed row of three sequences (one spans several programs), states in place
-// through slots. Bounds: the output's and the inputs' bf16 roundings (the GPU tests' bound).
-class ScanDemo : public DemoCase {
- public:
-  explicit ScanDemo(const testing::ScanCase& c)
-      : DemoCase("scan", strf("D%lld N%lld packed %s %s", ll(c.D), ll(c.N), lengths(c.lens).c_str(),
-                              shortDTypeName(c.uType))),
-        p_(c) {}
-  std::vector<HostTensor*> tensors() override { return p_.all(); }
-  std::vector<DemoOutput> outputs() override {
-    return {{"out", 3, allOf(p_.out), 3e-2}, {"final_states", p_.inPlace() ? 10u : 12u, p_.slotsWritten(), 2e-2}};
-  }
-  DemoCall hostCall() override {
-    return call(p_.args(), nullptr, [](const SelectiveScanArgs& a, Stream) { reference::selective_scan(a); },
-                hostBytes(this));
-  }
-  DemoCall deviceCall() override {
-    auto d = std::make_shared<const DeviceTensors>(p_.all());
-    SelectiveScanArgs a = deviceArgs(p_, *d);
-    auto ws = workspace(selective_scan_workspace_size(a), a.workspace);
-    return call(a, ws, [](const SelectiveScanArgs& a, Stream s) { selective_scan(a, s); }, deviceBytes(d));
-  }
+// through slots, bf16; its backward on the same row, state gradients through slots. Bounds: the
+// bf16 roundings of the output and the inputs it depends on (the GPU tests' bounds).
+void addScanCases(uint64_t seed, std::vector<std::function<std::unique_ptr<DemoCase>()>>& makers) {
+  testing::ScanCase f;
+  f.uType = f.deltaType = f.zType = f.outType = f.bType = f.cType = DType::BF16;
+  f.D = 128, f.N = 16, f.lens = {300, 37, 700};
+  f.initialStates = f.finalStates = f.slotIndices = true;
+  f.seed = seed + makers.size();
+  makers.push_back(oneArgsMaker<testing::ScanProblem, SelectiveScanArgs>(
+      "scan", strf("D%lld N%lld packed %s bf16", ll(f.D), ll(f.N), lengths(f.lens).c_str()), f,
+      {opspec::scan, selective_scan, reference::selective_scan, &SelectiveScanArgs::workspace,
+       selective_scan_workspace_size},
+      [](testing::ScanProblem& p) {
+        return std::vector<DemoOutput>{{"out", 3, allOf(p.out), 3e-2},
+                                       {"final_states", p.inPlace() ? 10u : 12u, p.slotsWritten(), 2e-2}};
+      }));
 
- private:
-  template <class Run>
-  static DemoCall call(const SelectiveScanArgs& a, std::shared_ptr<DeviceBuffer> ws, Run run,
-                       std::function<std::vector<uint8_t>(size_t)> bytes) {
-    return {[a](const std::string& arch) { return opspec::scan(a, arch); }, [a, ws, run](Stream s) { run(a, s); },
-            std::move(bytes)};
-  }
-  testing::ScanProblem p_;
-};
-
-// selective_scan_backward: every gradient of a packed row, state gradients through slots.
-class ScanBackwardDemo : public DemoCase {
- public:
-  explicit ScanBackwardDemo(const testing::ScanBackwardCase& c)
-      : DemoCase("scan-backward", strf("D%lld N%lld packed %s %s", ll(c.fwd.D), ll(c.fwd.N),
-                                       lengths(c.fwd.lens).c_str(), shortDTypeName(c.fwd.uType))),
-        p_(c) {}
-  std::vector<HostTensor*> tensors() override { return p_.all(); }
-  std::vector<DemoOutput> outputs() override {
-    // The roundings of u, B and delta in bf16, then the gradient's own (the GPU tests' bound).
-    const auto t = p_.all();
-    auto bound = [&](size_t k) { return 6e-2 + (t[k]->meta.dtype == DType::F32 ? 1e-4 : 2e-2); };
-    std::vector<DemoOutput> o;
-    const char* names[] = {"du", "ddelta", "dA", "dB", "dC", "dD", "dz", "ddelta_bias"};
-    for (size_t k = 16; k < 24; ++k) o.push_back({names[k - 16], k, allOf(*t[k]), bound(k)});
-    o.push_back({"dinitial_states", 24, p_.slotsWritten(), bound(24)});
-    return o;
-  }
-  DemoCall hostCall() override {
-    return call(p_.args(), nullptr,
-                [](const SelectiveScanBackwardArgs& a, Stream) { reference::selective_scan_backward(a); },
-                hostBytes(this));
-  }
-  DemoCall deviceCall() override {
-    auto d = std::make_shared<const DeviceTensors>(p_.all());
-    SelectiveScanBackwardArgs a = deviceArgs(p_, *d);
-    auto ws = workspace(selective_scan_backward_workspace_size(a), a.workspace);
-    return call(a, ws, [](const SelectiveScanBackwardArgs& a, Stream s) { selective_scan_backward(a, s); },
-                deviceBytes(d));
-  }
-
- private:
-  template <class Run>
-  static DemoCall call(const SelectiveScanBackwardArgs& a, std::shared_ptr<DeviceBuffer> ws, Run run,
-                       std::function<std::vector<uint8_t>(size_t)> bytes) {
-    return {[a](const std::string& arch) { return opspec::scanBackward(a, arch); },
-            [a, ws, run](Stream s) { run(a, s); }, std::move(bytes)};
-  }
-  testing::ScanBackwardProblem p_;
-};
+  testing::ScanBackwardCase b;
+  b.fwd = f;
+  b.fwd.D = 64, b.fwd.inPlace = false;
+  b.doutType = b.duType = b.ddeltaType = b.dzType = b.dBType = b.dCType = DType::BF16;
+  b.dfinalStates = b.dinitialStates = true;
+  b.fwd.seed = seed + makers.size();
+  makers.push_back(oneArgsMaker<testing::ScanBackwardProblem, SelectiveScanBackwardArgs>(
+      "scan-backward", strf("D%lld N%lld packed %s bf16", ll(b.fwd.D), ll(b.fwd.N), lengths(b.fwd.lens).c_str()), b,
+      {opspec::scanBackward, selective_scan_backward, reference::selective_scan_backward,
+       &SelectiveScanBackwardArgs::workspace, selective_scan_backward_workspace_size},
+      [](testing::ScanBackwardProblem& p) {
+        const auto t = p.all();
+        auto bound = [&](size_t k) { return 6e-2 + (t[k]->meta.dtype == DType::F32 ? 1e-4 : 2e-2); };
+        std::vector<DemoOutput> o;
+        const char* names[] = {"du", "ddelta", "dA", "dB", "dC", "dD", "dz", "ddelta_bias"};
+        for (size_t k = 16; k < 24; ++k) o.push_back({names[k - 16], k, allOf(*t[k]), bound(k)});
+        o.push_back({"dinitial_states", 24, p.slotsWritten(), bound(24)});
+        return o;
+      }));
+}
 
 }  // namespace
 
@@ -309,38 +281,8 @@ std::vector<std::function<std::unique_ptr<DemoCase>()>> demoCases(uint64_t seed)
   dc.convStateType = dc.xType = dc.dtType = DType::BF16;
   dc.seed = seed + makers.size();
   makers.push_back([dc] { return std::make_unique<DecodeDemo>(dc); });
-
-  testing::ConvCase cc;
-  cc.xType = cc.stateType = DType::BF16;
-  cc.D = 256, cc.lens = {100, 37, 200}, cc.packing = testing::ConvPacking::CuSeqlens;
-  cc.initialStates = cc.finalStates = cc.slotIndices = true;
-  cc.seed = seed + makers.size();
-  makers.push_back([cc] { return std::make_unique<ConvDemo>(cc); });
-  testing::ConvUpdateCase uc;
-  uc.xType = uc.stateType = DType::BF16;
-  uc.D = 256, uc.batch = 4, uc.L = 2, uc.slots = 6;
-  uc.seed = seed + makers.size();
-  makers.push_back([uc] { return std::make_unique<ConvUpdateDemo>(uc); });
-  testing::ConvBackwardCase bc;
-  bc.xType = bc.stateType = DType::BF16;
-  bc.D = 256, bc.lens = cc.lens, bc.packing = testing::ConvPacking::CuSeqlens;
-  bc.initialStates = bc.dfinalStates = bc.dinitialStates = bc.slotIndices = true;
-  bc.seed = seed + makers.size();
-  makers.push_back([bc] { return std::make_unique<ConvBackwardDemo>(bc); });
-
-  testing::ScanCase sc;
-  sc.uType = sc.deltaType = sc.zType = sc.outType = sc.bType = sc.cType = DType::BF16;
-  sc.D = 128, sc.N = 16, sc.lens = {300, 37, 700};
-  sc.initialStates = sc.finalStates = sc.slotIndices = true;
-  sc.seed = seed + makers.size();
-  makers.push_back([sc] { return std::make_unique<ScanDemo>(sc); });
-  testing::ScanBackwardCase sb;
-  sb.fwd = sc;
-  sb.fwd.D = 64, sb.fwd.inPlace = false;
-  sb.doutType = sb.duType = sb.ddeltaType = sb.dzType = sb.dBType = sb.dCType = DType::BF16;
-  sb.dfinalStates = sb.dinitialStates = true;
-  sb.fwd.seed = seed + makers.size();
-  makers.push_back([sb] { return std::make_unique<ScanBackwardDemo>(sb); });
+  addConvCases(seed, makers);
+  addScanCases(seed, makers);
   return makers;
 }
 
