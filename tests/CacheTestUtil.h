@@ -16,7 +16,7 @@
 #include "compiler/Specialization.h"
 #include "runtime/ops/SelectiveStateUpdateSpec.h"
 #include "ssmjit/error.h"
-#include "tests/support/SsuProblem.h"
+#include "tools/problems/SsuProblem.h"
 
 namespace cachetest {
 

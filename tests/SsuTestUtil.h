@@ -1,4 +1,4 @@
-// What the selective-state-update tests share beyond tests/support (problems, host and device
+// What the selective-state-update tests share beyond tools/problems (problems, host and device
 // tensors, comparisons, which the tool uses too): the shapes several tests run and the checks that
 // need GoogleTest.
 #pragma once
@@ -11,9 +11,9 @@
 
 #include "GpuTest.h"
 #include "ssmjit/error.h"
-#include "tests/support/DeviceProblem.h"
-#include "tests/support/HostTensor.h"
-#include "tests/support/SsuProblem.h"
+#include "tools/problems/DeviceProblem.h"
+#include "tools/problems/HostTensor.h"
+#include "tools/problems/SsuProblem.h"
 
 namespace ssmjit::testing {
 // Parameterised tests print a case by its name (gtest would dump its bytes into CTest's test names).

@@ -13,7 +13,7 @@
 #include "GpuTest.h"
 #include "ssmjit/ops.h"
 #include "ssmjit/reference.h"
-#include "tests/support/ConvProblem.h"
+#include "tools/problems/ConvProblem.h"
 
 using namespace ssmjit;
 using namespace ssmjit::testing;

@@ -18,9 +18,9 @@
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
 #include "ssmjit/reference.h"
-#include "tests/support/ConvProblem.h"
-#include "tests/support/HostTensor.h"
 #include "tests/support/ExpectError.h"
+#include "tools/problems/ConvProblem.h"
+#include "tools/problems/HostTensor.h"
 
 using ssmjit::CausalConv1dArgs;
 using ssmjit::CausalConv1dUpdateArgs;

@@ -16,9 +16,9 @@
 #include "ssmjit/ops.h"
 #include "ssmjit/reference.h"
 #include "tests/support/ExpectError.h"
-#include "tests/support/HostTensor.h"
-#include "tests/support/ScanBackwardProblem.h"
-#include "tests/support/ScanProblem.h"
+#include "tools/problems/HostTensor.h"
+#include "tools/problems/ScanBackwardProblem.h"
+#include "tools/problems/ScanProblem.h"
 
 using namespace ssmjit;
 using namespace ssmjit::testing;

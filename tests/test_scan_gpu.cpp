@@ -14,8 +14,8 @@
 #include "runtime/DeviceBuffer.h"
 #include "ssmjit/ops.h"
 #include "ssmjit/reference.h"
-#include "tests/support/HostTensor.h"
-#include "tests/support/ScanProblem.h"
+#include "tools/problems/HostTensor.h"
+#include "tools/problems/ScanProblem.h"
 
 using namespace ssmjit;
 using namespace ssmjit::testing;

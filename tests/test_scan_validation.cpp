@@ -18,9 +18,9 @@
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
 #include "ssmjit/reference.h"
-#include "tests/support/HostTensor.h"
-#include "tests/support/ScanProblem.h"
 #include "tests/support/ExpectError.h"
+#include "tools/problems/HostTensor.h"
+#include "tools/problems/ScanProblem.h"
 
 using namespace ssmjit;
 using namespace ssmjit::testing;

@@ -24,15 +24,15 @@
 #include "runtime/CudaGraph.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
-#include "runtime/ops/SelectiveStateUpdateSpec.h"
+#include "runtime/OpSpecializations.h"
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
-#include "tests/support/SsuProblem.h"
 #include "tools/CallOptions.h"
 #include "tools/DeviceFill.h"
 #include "tools/SsuCall.h"
 #include "tools/GpuTiming.h"
 #include "tools/ToolSupport.h"
+#include "tools/problems/SsuProblem.h"
 
 namespace ssmjit::tool {
 namespace {
@@ -198,7 +198,7 @@ CaseResult Bench::runCase(const SsuCase& s) {
   // row's variant. Then the op's first call: module load + launch + run.
   {
     const WallTimer t;
-    r.source = lookupOrCompileKernel(detail::ssuSpecialization(sets.args[0], s.tokens, arch_)).source;
+    r.source = lookupOrCompileKernel(opspec::ssu(sets.args[0], s.tokens, arch_)).source;
     r.lookupMs = t.ms();
   }
   {

@@ -2,7 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "runtime/ops/SelectiveStateUpdateSpec.h"
+#include "runtime/OpSpecializations.h"
 #include "ssmjit/ops.h"
 #include "tools/SsuCall.h"
 #include "tools/ToolSupport.h"
@@ -204,7 +204,7 @@ CheckedCall checkCallOptions(const CallOptions& o) {
   r.dims = checkShapeOptions(s);
   r.call = s;
   r.label = callLabel(s);
-  r.specs = {detail::ssuSpecialization(argsWithoutMemory(s), s.tokens, o.arch)};
+  r.specs = {opspec::ssu(argsWithoutMemory(s), s.tokens, o.arch)};
   return r;
 }
 

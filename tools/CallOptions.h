@@ -7,10 +7,10 @@
 #include <string>
 
 #include "compiler/Specialization.h"
-#include "runtime/ops/SelectiveStateUpdateCheck.h"
-#include "tests/support/SsuProblem.h"
+#include "runtime/OpSpecializations.h"
 #include "tools/DecodeStepCall.h"
 #include "tools/ScanCall.h"
+#include "tools/problems/SsuProblem.h"
 
 namespace CLI {
 class App;
@@ -76,7 +76,7 @@ struct CheckedCall {
   std::vector<Specialization> specs;
   bool ssu = true;
   testing::SsuCase call;
-  detail::SsuDims dims;
+  opspec::SsuSizes dims;
 };
 // Throws UsageError naming the option for contradicting options and for calls the op rejects.
 CheckedCall checkCallOptions(const CallOptions& o);

@@ -17,9 +17,9 @@
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
 #include "ssmjit/ops.h"
-#include "tests/support/ConvProblem.h"
 #include "tools/GpuTiming.h"
 #include "tools/ToolSupport.h"
+#include "tools/problems/ConvProblem.h"
 
 namespace ssmjit::tool {
 namespace {

@@ -24,9 +24,9 @@
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
 #include "ssmjit/ops.h"
-#include "tests/support/DecodeProblem.h"
 #include "tools/GpuTiming.h"
 #include "tools/ToolSupport.h"
+#include "tools/problems/DecodeProblem.h"
 
 namespace ssmjit::tool {
 namespace {

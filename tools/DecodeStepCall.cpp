@@ -1,6 +1,6 @@
 #include "tools/DecodeStepCall.h"
 
-#include "runtime/ops/Mamba2DecodeStepSpec.h"
+#include "runtime/OpSpecializations.h"
 #include "ssmjit/error.h"
 #include "tools/ToolSupport.h"
 
@@ -52,7 +52,7 @@ Specialization decodeStepCallSpecialization(const DecodeStepCall& c) {
     if (c.hasZ) a.z = fakeDeviceView(17, c.drafts, {B, c.L, c.H, c.P});
   }
   try {
-    return detail::decodeStepSpecialization(s, w, a, c.arch);
+    return opspec::decodeStep(s, w, a, c.arch);
   } catch (const Error& e) {
     if (e.kind() != Error::Kind::InvalidArgument) throw;
     throw UsageError(std::string("the decode-step options give an invalid call: ") + e.what());

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "tests/support/HostTensor.h"
+#include "tools/problems/HostTensor.h"
 
 namespace ssmjit::tool {
 

@@ -24,7 +24,7 @@
 #include "compiler/Pipeline.h"
 #include "kernels_dsl/CompileKernel.h"
 #include "kernels_dsl/Registry.h"
-#include "runtime/ops/SelectiveStateUpdateSpec.h"
+#include "runtime/OpSpecializations.h"
 #include "ssmjit/error.h"
 #include "tools/CallOptions.h"
 #include "tools/PtxAccesses.h"
@@ -258,7 +258,7 @@ void printResources(const CompiledKernel& k, const Specialization& spec, const C
   std::printf("block       %d threads\n", k.numThreads);
   if (call && call->ssu) {
     const int64_t bp = spec.get("meta:BLOCK_P");
-    const detail::SsuGrid grid = detail::ssuGrid(call->dims, bp);
+    const opspec::Grid grid = opspec::ssuGrid(call->dims, bp);
     std::printf("grid        (%lld, %lld, batch) = (cdiv(P %lld, BLOCK_P %lld), H, batch)\n",
                 static_cast<long long>(grid.x), static_cast<long long>(grid.y),
                 static_cast<long long>(call->dims.P), static_cast<long long>(bp));

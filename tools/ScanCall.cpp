@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "runtime/ops/SelectiveScanSpec.h"
+#include "runtime/OpSpecializations.h"
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
 #include "tools/ToolSupport.h"
@@ -77,8 +77,8 @@ std::string scanCallLabel(const ScanCall& c) {
 
 std::vector<Specialization> scanCallSpecializations(const ScanCall& c) {
   try {
-    return c.backward ? detail::scanBackwardSpecializations(backwardArgs(c), c.arch)
-                      : detail::scanSpecializations(forwardArgs(c), c.arch);
+    return c.backward ? opspec::scanBackward(backwardArgs(c), c.arch)
+                      : opspec::scan(forwardArgs(c), c.arch);
   } catch (const Error& e) {
     if (e.kind() != Error::Kind::InvalidArgument) throw;
     throw UsageError(std::string("the scan options give an invalid call: ") + e.what());

@@ -52,7 +52,7 @@ SelectiveStateUpdateArgs argsWithoutMemory(const SsuCase& s) {
   return contiguousArgs(s, p, DeviceKind::CUDA);
 }
 
-detail::SsuDims checkShapeOptions(const SsuCase& s) {
+opspec::SsuSizes checkShapeOptions(const SsuCase& s) {
   const char* op = s.tokens ? "selective_state_update_tokens" : "selective_state_update";
   const std::string invalid = "the shape options give an invalid call: ";
   if (!s.tokens && s.L != 1)
@@ -63,7 +63,7 @@ detail::SsuDims checkShapeOptions(const SsuCase& s) {
                      strf("%s: %lld pad rows need state_batch_indices and at most batch = %lld rows",
                           op, static_cast<long long>(s.pads), static_cast<long long>(s.batch)));
   try {
-    return detail::checkSsuArgs(argsWithoutMemory(s), s.tokens, DeviceKind::CUDA, op);
+    return opspec::checkSsu(argsWithoutMemory(s), s.tokens);
   } catch (const Error& e) {
     if (e.kind() != Error::Kind::InvalidArgument) throw;
     throw UsageError(invalid + e.what());

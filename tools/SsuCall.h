@@ -1,5 +1,5 @@
 // One selective-state-update call as the tool describes and drives it. The call itself is a
-// testing::SsuCase (tests/support/SsuProblem.h: the tests and the tool build and check calls with
+// testing::SsuCase (tools/problems/SsuProblem.h: the tests and the tool build and check calls with
 // the same code); this adds what only the tool needs: a label for tables, views over device
 // buffers or fake addresses, the option check and the bytes one call moves.
 #pragma once
@@ -7,10 +7,10 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/ops/SelectiveStateUpdateCheck.h"
+#include "runtime/OpSpecializations.h"
 #include "ssmjit/ops.h"
 #include "ssmjit/tensor.h"
-#include "tests/support/SsuProblem.h"
+#include "tools/problems/SsuProblem.h"
 
 namespace ssmjit::tool {
 
@@ -31,7 +31,7 @@ SelectiveStateUpdateArgs argsWithoutMemory(const SsuCase& s);
 // Checks a call built from command-line options with the op's own argument check (so messages
 // match the op's) and returns its sizes; throws UsageError("the shape options give an invalid
 // call: ...") naming the argument, the expected and the actual value.
-detail::SsuDims checkShapeOptions(const SsuCase& s);
+opspec::SsuSizes checkShapeOptions(const SsuCase& s);
 
 // Bytes one call moves, counted once per call: the state read for every non-pad row, the state
 // written (Final: once per row; PerToken: per token; None: nothing), every input read once (A, D,

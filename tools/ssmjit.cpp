@@ -1,12 +1,14 @@
 // `ssmjit`: the command-line tool. Subcommands live one per file (DemoCommand.cpp,
-// BenchCommand.cpp, InspectCommand.cpp, PrewarmCommand.cpp, CacheCommand.cpp); this file parses the
-// command line and maps outcomes to exit codes: 0 ok, 1 failure or mismatch, 2 usage error.
+// BenchCommand.cpp, ConvBenchCommand.cpp, ..., CacheCommand.cpp); this file registers them with a
+// one-line summary each (the top of `ssmjit --help`), parses the command line and maps outcomes to
+// exit codes: 0 ok, 1 failure or mismatch, 2 usage error.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <exception>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "compiler/BuildInfo.h"
 #include "compiler/Knobs.h"
@@ -42,6 +44,39 @@ std::string environmentHelp() {
   return s;
 }
 
+// Every subcommand, in the order --help lists them.
+struct Subcommand {
+  ssmjit::tool::Command (*add)(CLI::App& parent);
+  const char* summary;
+};
+const Subcommand kSubcommands[] = {
+    {ssmjit::tool::addDemoCommand,
+     "run every op family on small problems and check it against the float64 CPU reference (no GPU: compile "
+     "the kernels and run the reference)"},
+    {ssmjit::tool::addBenchCommand,
+     "time selective_state_update(_tokens): us per call, bandwidth, host overhead, compile time"},
+    {ssmjit::tool::addConvBenchCommand, "time causal_conv1d forward, backward (dense, packed) and update"},
+    {ssmjit::tool::addDecodeBenchCommand, "time mamba2_decode_step: fused replay+verify against split and snapshots"},
+    {ssmjit::tool::addScanBenchCommand, "time selective_scan and its backward (dense rows, a long sequence, a packed row)"},
+    {ssmjit::tool::addInspectCommand,
+     "print one stage of a kernel (IR, CUDA C++, PTX, SASS, resources) for an op call or a recorded one; no GPU"},
+    {ssmjit::tool::addPrewarmCommand, "compile the kernels of a manifest into the disk cache; no GPU"},
+    {ssmjit::tool::addCacheCommand, "ls | stats | verify | clear the disk cache"},
+};
+
+std::string description(const std::vector<ssmjit::tool::Command>& commands) {
+  std::string s =
+      "ssmjit: JIT-compiled Mamba-1 / Mamba-2 GPU kernels (selective state update, Mamba-2 decode step, causal "
+      "conv1d, selective scan; C++ DSL -> MLIR -> CUDA C++ -> NVRTC -> CUBIN -> CUDA Driver API).\n";
+  for (size_t i = 0; i < commands.size(); ++i)
+    s += ssmjit::tool::strf("  %-13s %s\n", commands[i].app->get_name().c_str(), kSubcommands[i].summary);
+  return s +
+         "Run 'ssmjit <command> --help' for each command's options.\n"
+         "Exit codes: 0 ok, 1 failure or mismatch, 2 usage error.\n"
+         "Sets CUDA_CACHE_DISABLE=1 unless the environment sets it, so that every NVRTC compile is cold and reports "
+         "its resources (CUDA's JIT cache would otherwise serve repeat CUBINs).";
+}
+
 const char* errorKindName(ssmjit::Error::Kind k) {
   switch (k) {
     case ssmjit::Error::Kind::InvalidArgument: return "invalid argument";
@@ -59,23 +94,12 @@ int main(int argc, char** argv) {
   using namespace ssmjit::tool;
   // Before anything can load NVRTC or the driver (they read it once): see ToolSupport.h.
   disableCudaJitCacheUnlessSet();
-  CLI::App app{
-      "ssmjit: JIT-compiled Mamba selective-state-update kernels "
-      "(C++ DSL -> MLIR -> CUDA C++ -> NVRTC -> CUBIN -> CUDA Driver API).\n"
-      "  demo     run the ops on Mamba-2 2.7B heads and check them against the CPU reference\n"
-      "  bench    GPU time, bandwidth, host overhead and compile time\n"
-      "  inspect  print one stage of a kernel (IR, CUDA C++, PTX, SASS, resources); no GPU\n"
-      "  prewarm  compile the kernels of a manifest into the disk cache; no GPU\n"
-      "  cache    ls | stats | verify | clear the disk cache\n"
-      "Run 'ssmjit <command> --help' for each command's options.\n"
-      "Exit codes: 0 ok, 1 failure or mismatch, 2 usage error.\n"
-      "Sets CUDA_CACHE_DISABLE=1 unless the environment sets it, so that every NVRTC compile is "
-      "cold and reports its resources (CUDA's JIT cache would otherwise serve repeat CUBINs).",
-      "ssmjit"};
+  CLI::App app{"", "ssmjit"};
   app.set_version_flag("--version", versionText, "Print the build id and the NVRTC version, then exit");
   app.require_subcommand(1);
-  const Command commands[] = {addDemoCommand(app), addBenchCommand(app), addConvBenchCommand(app), addDecodeBenchCommand(app), addScanBenchCommand(app), addInspectCommand(app),
-                              addPrewarmCommand(app), addCacheCommand(app)};
+  std::vector<Command> commands;
+  for (const Subcommand& s : kSubcommands) commands.push_back(s.add(app));
+  app.description(description(commands));
   app.footer(environmentHelp());  // after the subcommands, which would inherit it
 
   try {

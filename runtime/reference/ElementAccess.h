@@ -1,5 +1,5 @@
 // One element of a tensor as a double, and back: the reference's only way of reading and writing
-// tensor data, shared with the test and benchmark drivers (tests/support) so that every host-side
+// tensor data, shared with the test and benchmark drivers (tools/problems) so that every host-side
 // producer and reader of 16-bit floats goes through the conversions of ssmjit/reference.h. Inline:
 // the reference calls these for every element. Internal to the runtime.
 #pragma once

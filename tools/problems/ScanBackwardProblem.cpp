@@ -1,4 +1,4 @@
-#include "tests/support/ScanBackwardProblem.h"
+#include "tools/problems/ScanBackwardProblem.h"
 
 #include <random>
 

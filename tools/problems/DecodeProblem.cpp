@@ -1,4 +1,4 @@
-#include "tests/support/DecodeProblem.h"
+#include "tools/problems/DecodeProblem.h"
 
 #include <algorithm>
 #include <cstring>
@@ -142,6 +142,22 @@ Mamba2DecodeStepArgs DecodeProblem::args() const {
   a.y = view(y);
   a.parts = c.parts;
   return a;
+}
+
+std::vector<char> DecodeProblem::rowsVerified() const {
+  std::vector<char> w(static_cast<size_t>(c.batch), 0);
+  for (int64_t b = 0; b < c.batch && c.parts != DecodeStepParts::ReplayOnly; ++b)
+    w[static_cast<size_t>(b)] = (idx.defined ? at(idx, b) : b) >= 0;
+  return w;
+}
+
+std::vector<char> DecodeProblem::slotsCommitted() const {
+  std::vector<char> w(static_cast<size_t>(ssmState.meta.shape[0]), 0);
+  for (int64_t b = 0; b < c.batch && accepted.defined; ++b) {
+    const int64_t s = idx.defined ? at(idx, b) : b;
+    if (s >= 0 && at(accepted, b) > 0) w[static_cast<size_t>(s)] = 1;
+  }
+  return w;
 }
 
 std::vector<HostTensor*> DecodeProblem::all() {

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "ssmjit/ops.h"
-#include "tests/support/ConvProblem.h"  // DeviceTensors
-#include "tests/support/HostTensor.h"
+#include "tools/problems/ConvProblem.h"  // DeviceTensors
+#include "tools/problems/HostTensor.h"
 
 namespace ssmjit::testing {
 

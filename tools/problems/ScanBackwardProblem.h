@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "ssmjit/ops.h"
-#include "tests/support/ConvProblem.h"  // DeviceTensors
-#include "tests/support/HostTensor.h"
-#include "tests/support/ScanProblem.h"
+#include "tools/problems/ConvProblem.h"  // DeviceTensors
+#include "tools/problems/HostTensor.h"
+#include "tools/problems/ScanProblem.h"
 
 namespace ssmjit::testing {
 

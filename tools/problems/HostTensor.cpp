@@ -1,4 +1,4 @@
-#include "tests/support/HostTensor.h"
+#include "tools/problems/HostTensor.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "tests/support/SsuProblem.h"
+#include "tools/problems/SsuProblem.h"
 
 #include <algorithm>
 

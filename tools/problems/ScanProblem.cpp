@@ -1,4 +1,4 @@
-#include "tests/support/ScanProblem.h"
+#include "tools/problems/ScanProblem.h"
 
 #include <algorithm>
 #include <numeric>

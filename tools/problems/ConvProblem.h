@@ -10,7 +10,7 @@
 
 #include "runtime/DeviceBuffer.h"
 #include "ssmjit/ops.h"
-#include "tests/support/HostTensor.h"
+#include "tools/problems/HostTensor.h"
 
 namespace ssmjit::testing {
 
@@ -35,6 +35,7 @@ struct ConvProblem {
   HostTensor x, weight, bias, out, cu, pos, states, initIdx, finalIdx;
   explicit ConvProblem(const ConvCase& c);
   CausalConv1dArgs args() const;  // CPU views
+  std::vector<char> slotsWritten() const;  // per state slot: some sequence's final state goes there
   std::vector<HostTensor*> all();
 };
 
@@ -67,6 +68,7 @@ struct ConvBackwardProblem {
   HostTensor x, weight, bias, dout, cu, pos, states, initIdx, dfinal, finalIdx, dx, dweight, dbias, dinit;
   explicit ConvBackwardProblem(const ConvBackwardCase& c);
   CausalConv1dBackwardArgs args() const;  // CPU views; no workspace
+  std::vector<char> slotsWritten() const;  // per slot of dinit: read (so written) by some sequence
   std::vector<HostTensor*> all();
 };
 
@@ -84,6 +86,8 @@ struct ConvUpdateProblem {
   HostTensor state, x, weight, bias, out, idx;
   explicit ConvUpdateProblem(const ConvUpdateCase& c);
   CausalConv1dUpdateArgs args() const;
+  std::vector<char> rowsWritten() const;   // per row of out: not a pad
+  std::vector<char> slotsWritten() const;  // per state slot: a row's, with commit
   std::vector<HostTensor*> all();
 };
 

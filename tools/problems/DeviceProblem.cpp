@@ -1,4 +1,4 @@
-#include "tests/support/DeviceProblem.h"
+#include "tools/problems/DeviceProblem.h"
 
 #include "runtime/Driver.h"
 

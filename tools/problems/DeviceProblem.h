@@ -7,7 +7,7 @@
 
 #include "runtime/DeviceBuffer.h"
 #include "ssmjit/ops.h"
-#include "tests/support/SsuProblem.h"
+#include "tools/problems/SsuProblem.h"
 
 namespace ssmjit::testing {
 

@@ -12,7 +12,7 @@
 
 #include "ssmjit/ops.h"
 #include "ssmjit/tensor.h"
-#include "tests/support/HostTensor.h"
+#include "tools/problems/HostTensor.h"
 
 namespace ssmjit::testing {
 

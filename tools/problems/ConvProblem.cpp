@@ -1,4 +1,4 @@
-#include "tests/support/ConvProblem.h"
+#include "tools/problems/ConvProblem.h"
 
 #include <algorithm>
 #include <numeric>
@@ -27,6 +27,17 @@ std::vector<int64_t> slotList(int64_t n, int64_t slots, std::mt19937_64& rng) {
 }
 std::string dtypeShort(DType t) { return dtypeName(t); }
 TensorView view(const HostTensor& h) { return h.defined ? h.view() : TensorView{}; }
+// Slot i of `indices`, or i without it.
+int64_t slotAt(const HostTensor& indices, int64_t i) {
+  return indices.defined ? static_cast<int64_t>(loadElement(indices.view(), i)) : i;
+}
+// Per slot of `slots` slots: used by one of the first n entries of `indices` (or 0..n-1).
+std::vector<char> slotsUsed(const HostTensor& indices, int64_t n, int64_t slots) {
+  std::vector<char> w(static_cast<size_t>(slots), 0);
+  for (int64_t i = 0; i < n; ++i)
+    if (const int64_t s = slotAt(indices, i); s >= 0) w[static_cast<size_t>(s)] = 1;
+  return w;
+}
 
 // What ConvCase and ConvBackwardCase share: the name's start, and the forward's inputs (x, weight,
 // bias, cu_seqlens or positions, drawn in this order). Returns x's shape.
@@ -112,6 +123,11 @@ CausalConv1dArgs ConvProblem::args() const {
   return a;
 }
 
+std::vector<char> ConvProblem::slotsWritten() const {
+  if (!c.finalStates) return std::vector<char>(static_cast<size_t>(states.defined ? states.meta.shape[0] : 0), 0);
+  return slotsUsed(finalIdx, static_cast<int64_t>(c.lens.size()), states.meta.shape[0]);
+}
+
 std::vector<HostTensor*> ConvProblem::all() { return {&x, &weight, &bias, &out, &cu, &pos, &states, &initIdx, &finalIdx}; }
 
 std::string ConvBackwardCase::name() const {
@@ -170,6 +186,11 @@ CausalConv1dBackwardArgs ConvBackwardProblem::args() const {
   return a;
 }
 
+std::vector<char> ConvBackwardProblem::slotsWritten() const {
+  if (!dinit.defined) return {};
+  return slotsUsed(initIdx, static_cast<int64_t>(c.lens.size()), dinit.meta.shape[0]);
+}
+
 std::vector<HostTensor*> ConvBackwardProblem::all() {
   // The order the header documents (the GPU tests download by index).
   return {&x, &weight, &bias, &dout, &cu, &pos, &states, &initIdx, &dfinal, &finalIdx,
@@ -209,6 +230,17 @@ CausalConv1dUpdateArgs ConvUpdateProblem::args() const {
   a.silu = c.silu;
   a.commit = c.commit;
   return a;
+}
+
+std::vector<char> ConvUpdateProblem::rowsWritten() const {
+  std::vector<char> w(static_cast<size_t>(c.batch));
+  for (int64_t b = 0; b < c.batch; ++b) w[static_cast<size_t>(b)] = slotAt(idx, b) >= 0;
+  return w;
+}
+
+std::vector<char> ConvUpdateProblem::slotsWritten() const {
+  if (!c.commit) return std::vector<char>(static_cast<size_t>(state.meta.shape[0]), 0);
+  return slotsUsed(idx, c.batch, state.meta.shape[0]);
 }
 
 std::vector<HostTensor*> ConvUpdateProblem::all() { return {&state, &x, &weight, &bias, &out, &idx}; }

@@ -1,0 +1,53 @@
+#include "runtime/OpSpecializations.h"
+
+#include "runtime/ops/CausalConv1dSpec.h"
+#include "runtime/ops/Mamba2DecodeStepSpec.h"
+#include "runtime/ops/SelectiveScanSpec.h"
+#include "runtime/ops/SelectiveStateUpdateCheck.h"
+#include "runtime/ops/SelectiveStateUpdateSpec.h"
+
+namespace ssmjit::opspec {
+
+SsuSizes checkSsu(const SelectiveStateUpdateArgs& args, bool tokens) {
+  const detail::SsuDims d = detail::checkSsuArgs(
+      args, tokens, args.state.device, tokens ? "selective_state_update_tokens" : "selective_state_update");
+  return {d.mamba2, d.batch, d.L, d.S, d.H, d.P, d.N, d.G};
+}
+
+Specialization ssu(const SelectiveStateUpdateArgs& args, bool tokens, const std::string& arch) {
+  return detail::ssuSpecialization(args, tokens, arch);
+}
+
+Grid ssuGrid(const SsuSizes& s, int64_t blockP) {
+  detail::SsuDims d;
+  d.batch = s.batch, d.H = s.H, d.P = s.P;
+  const detail::SsuGrid g = detail::ssuGrid(d, blockP);
+  return {g.x, g.y, g.z};
+}
+
+std::vector<Specialization> conv(const CausalConv1dArgs& args, const std::string& arch) {
+  return detail::convSpecializations(args, arch);
+}
+
+std::vector<Specialization> convBackward(const CausalConv1dBackwardArgs& args, const std::string& arch) {
+  return detail::convBackwardSpecializations(args, arch);
+}
+
+Specialization convUpdate(const CausalConv1dUpdateArgs& args, const std::string& arch) {
+  return detail::convUpdateSpecialization(args, arch);
+}
+
+std::vector<Specialization> scan(const SelectiveScanArgs& args, const std::string& arch) {
+  return detail::scanSpecializations(args, arch);
+}
+
+std::vector<Specialization> scanBackward(const SelectiveScanBackwardArgs& args, const std::string& arch) {
+  return detail::scanBackwardSpecializations(args, arch);
+}
+
+Specialization decodeStep(const Mamba2DecodeState& state, const Mamba2MixerWeights& weights,
+                          const Mamba2DecodeStepArgs& args, const std::string& arch) {
+  return detail::decodeStepSpecialization(state, weights, args, arch);
+}
+
+}  // namespace ssmjit::opspec
