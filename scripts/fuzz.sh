@@ -18,7 +18,7 @@ CXX="${FUZZ_CXX:-clang++}"
 command -v "$CXX" >/dev/null ||
   die "$CXX not found: install clang and libclang-rt-14-dev (scripts/install-deps.sh)"
 flags=(-std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-       -I"$root" -I"$root/runtime/include")
+       -I"$root" -I"$root/compiler/include" -I"$root/runtime/include")
 # Each target links only what it tests.
 declare -A sources=(
   [blob]="cache/Blob.cpp compiler/Hash.cpp"
@@ -51,7 +51,7 @@ build_target() {
     mv "$bin.tmp" "$bin"
   fi
   if stale "$seeder" tests/fuzz/make_seeds.cpp cache/Blob.cpp compiler/Hash.cpp; then
-    "$CXX" -std=c++17 -O1 -I"$root" -I"$root/runtime/include" "$root/tests/fuzz/make_seeds.cpp" \
+    "$CXX" -std=c++17 -O1 -I"$root" -I"$root/compiler/include" -I"$root/runtime/include" "$root/tests/fuzz/make_seeds.cpp" \
       "$root/cache/Blob.cpp" "$root/compiler/Hash.cpp" -o "$seeder.tmp" || return 1
     mv "$seeder.tmp" "$seeder"
   fi

@@ -11,7 +11,7 @@
 #include "runtime/CudaGraph.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
-#include "tests/support/HostTensor.h"
+#include "tools/problems/HostTensor.h"
 #include "tests/support/Tolerance.h"
 
 // Skips the current test with "no GPU: <reason>" unless the driver loads and a device is present;

@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "tests/support/ConvProblem.h"
-#include "tests/support/DecodeProblem.h"
+#include "tools/problems/ConvProblem.h"
+#include "tools/problems/DecodeProblem.h"
 #include "tests/support/Relayout.h"
-#include "tests/support/ScanBackwardProblem.h"
-#include "tests/support/ScanProblem.h"
-#include "tests/support/SsuProblem.h"
+#include "tools/problems/ScanBackwardProblem.h"
+#include "tools/problems/ScanProblem.h"
+#include "tools/problems/SsuProblem.h"
 
 namespace layouts {
 

@@ -17,10 +17,10 @@
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
 #include "ssmjit/reference.h"
-#include "tests/support/ConvProblem.h"
-#include "tests/support/HostTensor.h"
-#include "tests/support/ScanBackwardProblem.h"
-#include "tests/support/ScanProblem.h"
+#include "tools/problems/ConvProblem.h"
+#include "tools/problems/HostTensor.h"
+#include "tools/problems/ScanBackwardProblem.h"
+#include "tools/problems/ScanProblem.h"
 
 using namespace ssmjit;
 using namespace ssmjit::testing;

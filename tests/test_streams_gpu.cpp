@@ -17,7 +17,7 @@
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
 #include "ssmjit/reference.h"
-#include "tests/support/ConvProblem.h"
+#include "tools/problems/ConvProblem.h"
 
 using namespace ssmjit;
 using namespace ssmjit::testing;

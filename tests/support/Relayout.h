@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/support/HostTensor.h"
+#include "tools/problems/HostTensor.h"
 
 namespace ssmjit::testing {
 

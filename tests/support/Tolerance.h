@@ -26,7 +26,7 @@
 #include <string>
 
 #include "ssmjit/tensor.h"
-#include "tests/support/HostTensor.h"
+#include "tools/problems/HostTensor.h"
 
 namespace ssmjit::testing {
 
