@@ -1,8 +1,4 @@
-// assign-layouts: picks the kernel's parent blocked layout and gives every tile a layout.
-// 2-D tiles take the parent; 1-D tiles become slices of it, inferred from how they meet 2-D tiles
-// (expand_dims at axis a, or the result of a reduction along a) and unified through elementwise
-// ops, loads, stores and control flow. Ranges, splats and constants are "any": the emitter
-// materialises them in whatever layout each use needs, so they never force a conversion.
+// sj-assign-layouts (Passes.td): the kernel's parent blocked layout and every tile's layout.
 #include <map>
 
 #include "compiler/dialect/SJDialect.h"
@@ -26,6 +22,9 @@ bool Parent::parse(const std::string& s, Parent& o) {
 }  // namespace layout
 
 namespace passes {
+#define GEN_PASS_DEF_ASSIGNLAYOUTSPASS
+#include "compiler/passes/Passes.h.inc"
+
 using namespace mlir;
 using layout::Kind;
 
@@ -44,8 +43,7 @@ int storageBytes(Value ptr) {
   return (int)e.getIntOrFloatBitWidth() / 8;
 }
 
-struct AssignLayoutsPass : PassWrapper<AssignLayoutsPass, OperationPass<ModuleOp>> {
-  StringRef getArgument() const override { return "assign-layouts"; }
+struct AssignLayoutsPass : impl::AssignLayoutsPassBase<AssignLayoutsPass> {
   void runOnOperation() override {
     for (auto f : getOperation().getOps<func::FuncOp>())
       if (failed(assign(f))) return signalPassFailure();
@@ -253,8 +251,6 @@ struct AssignLayoutsPass : PassWrapper<AssignLayoutsPass, OperationPass<ModuleOp
 };
 
 }  // namespace
-
-std::unique_ptr<Pass> createAssignLayoutsPass() { return std::make_unique<AssignLayoutsPass>(); }
 
 }  // namespace passes
 }  // namespace ssmjit

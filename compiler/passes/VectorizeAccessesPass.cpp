@@ -1,13 +1,10 @@
-// vectorize-accesses: how many consecutive elements each load and store may move in one
-// instruction (sj.vec), from a small contiguity/divisibility analysis in the spirit of Triton's
-// AxisInfo, along the fastest (last) axis only:
+// sj-vectorize-accesses (Passes.td): the vector width of each load and store (sj.vec). The
+// contiguity/divisibility facts it tracks per value, along the fastest (last) axis:
 //   contig  runs of this length, aligned in coordinates, increase by 1;
 //   div     a power of two dividing the first value of every run;
 //   cnst    runs of this length hold one value;
 //   all     a power of two dividing every value;
 //   nonneg  no value is negative (so a division truncates the way it floors).
-// Width = min(layout's register run, contiguity of offsets, 16 bytes, offsets' divisibility,
-// pointer alignment, constancy of the mask).
 #include <map>
 
 #include "compiler/dialect/SJDialect.h"
@@ -18,6 +15,9 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
 namespace ssmjit::passes {
+#define GEN_PASS_DEF_VECTORIZEACCESSESPASS
+#include "compiler/passes/Passes.h.inc"
+
 using namespace mlir;
 
 namespace {
@@ -158,8 +158,7 @@ int64_t accessWidth(Analysis& an, const layout::Parent& parent, Value ptr, Value
   return p;
 }
 
-struct VectorizeAccessesPass : PassWrapper<VectorizeAccessesPass, OperationPass<ModuleOp>> {
-  StringRef getArgument() const override { return "vectorize-accesses"; }
+struct VectorizeAccessesPass : impl::VectorizeAccessesPassBase<VectorizeAccessesPass> {
   void runOnOperation() override {
     for (auto f : getOperation().getOps<func::FuncOp>()) {
       layout::Parent parent;
@@ -189,9 +188,5 @@ struct VectorizeAccessesPass : PassWrapper<VectorizeAccessesPass, OperationPass<
 };
 
 }  // namespace
-
-std::unique_ptr<Pass> createVectorizeAccessesPass() {
-  return std::make_unique<VectorizeAccessesPass>();
-}
 
 }  // namespace ssmjit::passes
