@@ -59,7 +59,7 @@ std::vector<int64_t> shapeOf(Value v) {
 class Emitter {
  public:
   explicit Emitter(func::FuncOp f) : f_(f) {
-    if (auto p = f->getAttrOfType<StringAttr>("sj.parent")) layout::Parent::parse(p.str(), P_);
+    P_ = layout::parentOf(f);
     warps_ = f->getAttrOfType<IntegerAttr>("sj.num_warps").getInt();
   }
 
@@ -193,12 +193,8 @@ class Emitter {
     int r = (int)shapeOf(v).size();
     if (r == 0) return Kind::Scalar;
     if (r == 2) return Kind::Blocked;
-    if (Operation* d = v.getDefiningOp())
-      if (auto ls = d->getAttrOfType<ArrayAttr>("sj.layouts")) {
-        auto s = cast<StringAttr>(ls[cast<OpResult>(v).getResultNumber()]).str();
-        if (s != "any") return layout::parseKind(s);
-      }
-    return Kind::Slice0;
+    Attribute a = layout::layoutAttr(v);  // a rematerialised tile (#sj.any) is made where it is used
+    return a && !isa<sj::AnyAttr>(a) ? layout::kindOf(a) : Kind::Slice0;
   }
   // The layout an op works in: that of its first tile operand/result with a definite layout.
   Kind opLayout(Operation* op) {
@@ -1083,18 +1079,9 @@ class Emitter {
     }
   }
 
-  // The layout assign-layouts chose for a result of an scf.if / scf.for.
-  Kind resultKind(OpResult r) {
-    if (shapeOf(r).empty()) return Kind::Scalar;
-    if (shapeOf(r).size() == 2) return Kind::Blocked;
-    auto ls = r.getOwner()->getAttrOfType<ArrayAttr>("sj.layouts");
-    std::string s = ls ? cast<StringAttr>(ls[r.getResultNumber()]).str() : "slice0";
-    return layout::parseKind(s == "any" ? "slice0" : s);
-  }
-
   std::vector<std::string> declareResults(Operation* op) {
     std::vector<std::string> out;
-    for (OpResult r : op->getResults()) out.push_back(declare(r, resultKind(r)));
+    for (OpResult r : op->getResults()) out.push_back(declare(r, layoutOf(r)));
     return out;
   }
 
@@ -1134,7 +1121,7 @@ class Emitter {
     for (size_t k = 0; k < results.size(); ++k) {
       Value r = results[k];
       if (!rawInit[k]) {
-        targets.push_back(declare(r, resultKind(fo->getResult(k))));
+        targets.push_back(declare(r, layoutOf(r)));
         continue;
       }
       const std::string nm = fresh(), T = rawInit[k]->storage;

@@ -9,19 +9,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
-namespace ssmjit {
-namespace layout {
-std::string Parent::str() const {
-  auto p = [](const int64_t* a) { return "[" + std::to_string(a[0]) + "," + std::to_string(a[1]) + "]"; };
-  return "spt=" + p(spt) + " tpw=" + p(tpw) + " wpc=" + p(wpc);
-}
-bool Parent::parse(const std::string& s, Parent& o) {
-  return sscanf(s.c_str(), "spt=[%ld,%ld] tpw=[%ld,%ld] wpc=[%ld,%ld]", &o.spt[0], &o.spt[1],
-                &o.tpw[0], &o.tpw[1], &o.wpc[0], &o.wpc[1]) == 6;
-}
-}  // namespace layout
-
-namespace passes {
+namespace ssmjit::passes {
 #define GEN_PASS_DEF_ASSIGNLAYOUTSPASS
 #include "compiler/passes/Passes.h.inc"
 
@@ -136,8 +124,9 @@ struct AssignLayoutsPass : impl::AssignLayoutsPassBase<AssignLayoutsPass> {
   }
 
   LogicalResult assign(func::FuncOp f) {
-    layout::Parent parent = chooseParent(f);
-    f->setAttr("sj.parent", StringAttr::get(f.getContext(), parent.str()));
+    MLIRContext* ctx = f.getContext();
+    const sj::BlockedAttr parent = chooseParent(f).attr(ctx);
+    f->setAttr("sj.parent", parent);
 
     // Union-find over 1-D non-rematerialisable values; each class collects required kinds.
     llvm::EquivalenceClasses<void*> classes;
@@ -220,16 +209,16 @@ struct AssignLayoutsPass : impl::AssignLayoutsPassBase<AssignLayoutsPass> {
                << "); layout conversion is not supported yet";
       leaderKind[leader] = k;
     }
-    auto kindOf = [&](Value v) -> std::string {
+    auto layoutOf = [&](Value v) -> Attribute {  // null: unsupported
       int r = rankOf(v);
-      if (r == 0) return "scalar";
-      if (r == 2) return "blocked";
-      if (r > 2) return "unsupported";
-      if (isRemat(v)) return "any";
+      if (r == 0) return sj::ScalarAttr::get(ctx);
+      if (r == 2) return parent;
+      if (r > 2) return {};
+      if (isRemat(v)) return sj::AnyAttr::get(ctx);
       auto lit = classes.findLeader(key(v));
-      if (lit == classes.member_end()) return layout::kindName(Kind::Slice0);
+      if (lit == classes.member_end()) return layout::attrOf(Kind::Slice0, parent);
       auto it = leaderKind.find(*lit);
-      return layout::kindName(it == leaderKind.end() ? Kind::Slice0 : it->second);
+      return layout::attrOf(it == leaderKind.end() ? Kind::Slice0 : it->second, parent);
     };
 
     bool bad = false;
@@ -237,14 +226,15 @@ struct AssignLayoutsPass : impl::AssignLayoutsPassBase<AssignLayoutsPass> {
       if (op->getNumResults() == 0) return;
       SmallVector<Attribute> ls;
       for (Value r : op->getResults()) {
-        std::string k = kindOf(r);
-        if (k == "unsupported") {
+        Attribute l = layoutOf(r);
+        if (!l) {
           op->emitError("assign-layouts: tiles of rank > 2 are not supported");
           bad = true;
+          return;
         }
-        ls.push_back(StringAttr::get(f.getContext(), k));
+        ls.push_back(l);
       }
-      op->setAttr("sj.layouts", ArrayAttr::get(f.getContext(), ls));
+      op->setAttr("sj.layouts", ArrayAttr::get(ctx, ls));
     });
     return bad ? failure() : success();
   }
@@ -252,5 +242,4 @@ struct AssignLayoutsPass : impl::AssignLayoutsPassBase<AssignLayoutsPass> {
 
 }  // namespace
 
-}  // namespace passes
-}  // namespace ssmjit
+}  // namespace ssmjit::passes

@@ -133,11 +133,12 @@ struct Analysis {
 };
 
 int64_t accessWidth(Analysis& an, const layout::Parent& parent, Value ptr, Value offsets, Value mask,
-                    StringRef lay) {
+                    Attribute lay) {
   auto t = dyn_cast<RankedTensorType>(offsets.getType());
   if (!t) return 1;
   // Only the parent's dim 1 holds consecutive registers (blocked tiles, and slice0 1-D tiles).
-  if (!(lay == "blocked" || lay == "slice0" || lay == "any")) return 1;
+  const layout::Kind k = layout::kindOf(lay);
+  if (!(k == layout::Kind::Blocked || k == layout::Kind::Slice0 || isa_and_nonnull<sj::AnyAttr>(lay))) return 1;
   int64_t S = t.getShape().back();
   int64_t w = layout::runLength(parent, 1, S);
   Type elem = cast<sj::PtrType>(ptr.getType()).getElementType();
@@ -161,25 +162,18 @@ int64_t accessWidth(Analysis& an, const layout::Parent& parent, Value ptr, Value
 struct VectorizeAccessesPass : impl::VectorizeAccessesPassBase<VectorizeAccessesPass> {
   void runOnOperation() override {
     for (auto f : getOperation().getOps<func::FuncOp>()) {
-      layout::Parent parent;
-      if (auto p = f->getAttrOfType<StringAttr>("sj.parent")) layout::Parent::parse(p.str(), parent);
+      const layout::Parent parent = layout::parentOf(f);
       Analysis an;
       f.walk([&](Operation* op) { an.visit(op); });  // defs precede uses (pre-order of blocks)
-      auto layoutOf = [](Operation* op, Value v) -> StringRef {
-        if (Operation* d = v.getDefiningOp())
-          if (auto ls = d->getAttrOfType<ArrayAttr>("sj.layouts"))
-            return cast<StringAttr>(ls[cast<OpResult>(v).getResultNumber()]).getValue();
-        return "";
-      };
       OpBuilder b(f.getContext());
       f.walk([&](sj::LoadOp l) {
-        StringRef lay = layoutOf(l, l.getResult());
+        Attribute lay = layout::layoutAttr(l.getResult());
         l->setAttr("sj.vec", b.getI64IntegerAttr(
                                  accessWidth(an, parent, l.getPtr(), l.getOffsets(), l.getMask(), lay)));
       });
       f.walk([&](sj::StoreOp s) {
-        StringRef lay = layoutOf(s, s.getValue());
-        if (lay == "any") lay = layoutOf(s, s.getOffsets());
+        Attribute lay = layout::layoutAttr(s.getValue());
+        if (isa_and_nonnull<sj::AnyAttr>(lay)) lay = layout::layoutAttr(s.getOffsets());
         s->setAttr("sj.vec", b.getI64IntegerAttr(
                                  accessWidth(an, parent, s.getPtr(), s.getOffsets(), s.getMask(), lay)));
       });
