@@ -28,11 +28,17 @@ struct Step {
   std::function<std::unique_ptr<mlir::Pass>(const Specialization&)> make;
 };
 
+std::unique_ptr<mlir::Pass> specializePass(const Specialization& sp) {
+  passes::SpecializePassOptions o;
+  for (const auto& [name, value] : sp.values) o.bindings.push_back(name + "=" + std::to_string(value));
+  return passes::createSpecializePass(o);
+}
+
 const std::vector<Step>& steps() {
   static const std::vector<Step> s = {
-      {"specialize", [](const Specialization& sp) { return passes::createSpecializePass(sp); }},
+      {"specialize", specializePass},
       {"canonicalize", [](const Specialization&) { return mlir::createCanonicalizerPass(); }},
-      {"unroll-loops", [](const Specialization& sp) { return passes::createUnrollLoopsPass(sp.get("meta:unroll_ops", 256)); }},
+      {"unroll-loops", [](const Specialization& sp) { return passes::createUnrollLoopsPass({sp.get("meta:unroll_ops", 256)}); }},
       {"canonicalize-unrolled", [](const Specialization&) { return mlir::createCanonicalizerPass(); }},
       {"cse", [](const Specialization&) { return mlir::createCSEPass(); }},
       {"form-fma", [](const Specialization&) { return passes::createFormFmaPass(); }},

@@ -17,14 +17,34 @@ using namespace ssmjit::sj;
 #define GET_TYPEDEF_CLASSES
 #include "compiler/dialect/SJTypes.cpp.inc"
 
+#define GET_ATTRDEF_CLASSES
+#include "compiler/dialect/SJAttrs.cpp.inc"
+
 #define GET_OP_CLASSES
 #include "compiler/dialect/SJOps.cpp.inc"
+
+namespace {
+// Prints the parent layout once, as `#blocked = #sj.blocked<...>` above the module.
+struct SJAsmInterface : OpAsmDialectInterface {
+  using OpAsmDialectInterface::OpAsmDialectInterface;
+  AliasResult getAlias(Attribute attr, raw_ostream& os) const override {
+    if (!isa<BlockedAttr>(attr)) return AliasResult::NoAlias;
+    os << "blocked";
+    return AliasResult::FinalAlias;
+  }
+};
+}  // namespace
 
 void SJDialect::initialize() {
   addTypes<
 #define GET_TYPEDEF_LIST
 #include "compiler/dialect/SJTypes.cpp.inc"
       >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "compiler/dialect/SJAttrs.cpp.inc"
+      >();
+  addInterfaces<SJAsmInterface>();
   addOperations<
 #define GET_OP_LIST
 #include "compiler/dialect/SJOps.cpp.inc"
@@ -39,6 +59,19 @@ void ssmjit::sj::registerDialects(MLIRContext& ctx) {
 static ArrayRef<int64_t> shapeOf(Type t) {
   if (auto r = dyn_cast<RankedTensorType>(t)) return r.getShape();
   return {};
+}
+
+LogicalResult BlockedAttr::verify(function_ref<InFlightDiagnostic()> emitError, ArrayRef<int64_t> spt,
+                                  ArrayRef<int64_t> tpw, ArrayRef<int64_t> wpc) {
+  for (ArrayRef<int64_t> a : {spt, tpw, wpc})
+    if (a.size() != 2 || a[0] < 1 || a[1] < 1) return emitError() << "expects spt, tpw and wpc of two positive sizes";
+  if (tpw[0] * tpw[1] != 32) return emitError() << "expects tpw to cover a warp's 32 lanes, got " << tpw[0] * tpw[1];
+  return success();
+}
+
+LogicalResult SliceAttr::verify(function_ref<InFlightDiagnostic()> emitError, unsigned dim, BlockedAttr) {
+  if (dim > 1) return emitError() << "expects dim 0 or 1 of the 2-D parent, got " << dim;
+  return success();
 }
 
 LogicalResult ExpandDimsOp::verify() {

@@ -1,4 +1,4 @@
-// The sj dialect (see SJOps.td). Include this to use its ops and types.
+// The sj dialect (see SJOps.td, SJAttrs.td). Include this to use its ops, types and layouts.
 #pragma once
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/Builders.h"
@@ -11,6 +11,9 @@
 
 #define GET_TYPEDEF_CLASSES
 #include "compiler/dialect/SJTypes.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "compiler/dialect/SJAttrs.h.inc"
 
 #define GET_OP_CLASSES
 #include "compiler/dialect/SJOps.h.inc"

@@ -4,31 +4,8 @@
 #ifndef SSMJIT_SJ_OPS
 #define SSMJIT_SJ_OPS
 
-include "mlir/IR/OpBase.td"
-include "mlir/IR/AttrTypeBase.td"
-include "mlir/IR/BuiltinAttributes.td"
+include "dialect/SJDialect.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
-
-def SJ_Dialect : Dialect {
-  let name = "sj";
-  let cppNamespace = "::ssmjit::sj";
-  let summary = "ssmjit block programs over tiles";
-  let useDefaultTypePrinterParser = 1;
-  // Folders (splat of a constant) produce attributes; arith.constant materialises them.
-  let hasConstantMaterializer = 1;
-}
-
-class SJ_Type<string name, string typeMnemonic> : TypeDef<SJ_Dialect, name> {
-  let mnemonic = typeMnemonic;
-}
-
-// A pointer to a tensor's storage. The element type is the storage dtype (f32, f16, bf16, i32,
-// i64); loads widen floats to f32 and stores narrow from f32, so math is always fp32.
-def SJ_PtrType : SJ_Type<"Ptr", "ptr"> {
-  let summary = "pointer to tensor storage";
-  let parameters = (ins "::mlir::Type":$elementType);
-  let assemblyFormat = "`<` $elementType `>`";
-}
 
 def SJ_Ptr : Type<CPred<"::llvm::isa<::ssmjit::sj::PtrType>($_self)">, "sj pointer">;
 def SJ_Int : AnyTypeOf<[I1, I32, I64, TensorOf<[I1, I32, I64]>]>;

@@ -1,8 +1,4 @@
-// assign-layouts: picks the kernel's parent blocked layout and gives every tile a layout.
-// 2-D tiles take the parent; 1-D tiles become slices of it, inferred from how they meet 2-D tiles
-// (expand_dims at axis a, or the result of a reduction along a) and unified through elementwise
-// ops, loads, stores and control flow. Ranges, splats and constants are "any": the emitter
-// materialises them in whatever layout each use needs, so they never force a conversion.
+// sj-assign-layouts (Passes.td): the kernel's parent blocked layout and every tile's layout.
 #include <map>
 
 #include "compiler/dialect/SJDialect.h"
@@ -13,19 +9,10 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
-namespace ssmjit {
-namespace layout {
-std::string Parent::str() const {
-  auto p = [](const int64_t* a) { return "[" + std::to_string(a[0]) + "," + std::to_string(a[1]) + "]"; };
-  return "spt=" + p(spt) + " tpw=" + p(tpw) + " wpc=" + p(wpc);
-}
-bool Parent::parse(const std::string& s, Parent& o) {
-  return sscanf(s.c_str(), "spt=[%ld,%ld] tpw=[%ld,%ld] wpc=[%ld,%ld]", &o.spt[0], &o.spt[1],
-                &o.tpw[0], &o.tpw[1], &o.wpc[0], &o.wpc[1]) == 6;
-}
-}  // namespace layout
+namespace ssmjit::passes {
+#define GEN_PASS_DEF_ASSIGNLAYOUTSPASS
+#include "compiler/passes/Passes.h.inc"
 
-namespace passes {
 using namespace mlir;
 using layout::Kind;
 
@@ -44,8 +31,7 @@ int storageBytes(Value ptr) {
   return (int)e.getIntOrFloatBitWidth() / 8;
 }
 
-struct AssignLayoutsPass : PassWrapper<AssignLayoutsPass, OperationPass<ModuleOp>> {
-  StringRef getArgument() const override { return "assign-layouts"; }
+struct AssignLayoutsPass : impl::AssignLayoutsPassBase<AssignLayoutsPass> {
   void runOnOperation() override {
     for (auto f : getOperation().getOps<func::FuncOp>())
       if (failed(assign(f))) return signalPassFailure();
@@ -138,8 +124,9 @@ struct AssignLayoutsPass : PassWrapper<AssignLayoutsPass, OperationPass<ModuleOp
   }
 
   LogicalResult assign(func::FuncOp f) {
-    layout::Parent parent = chooseParent(f);
-    f->setAttr("sj.parent", StringAttr::get(f.getContext(), parent.str()));
+    MLIRContext* ctx = f.getContext();
+    const sj::BlockedAttr parent = chooseParent(f).attr(ctx);
+    f->setAttr("sj.parent", parent);
 
     // Union-find over 1-D non-rematerialisable values; each class collects required kinds.
     llvm::EquivalenceClasses<void*> classes;
@@ -222,16 +209,16 @@ struct AssignLayoutsPass : PassWrapper<AssignLayoutsPass, OperationPass<ModuleOp
                << "); layout conversion is not supported yet";
       leaderKind[leader] = k;
     }
-    auto kindOf = [&](Value v) -> std::string {
+    auto layoutOf = [&](Value v) -> Attribute {  // null: unsupported
       int r = rankOf(v);
-      if (r == 0) return "scalar";
-      if (r == 2) return "blocked";
-      if (r > 2) return "unsupported";
-      if (isRemat(v)) return "any";
+      if (r == 0) return sj::ScalarAttr::get(ctx);
+      if (r == 2) return parent;
+      if (r > 2) return {};
+      if (isRemat(v)) return sj::AnyAttr::get(ctx);
       auto lit = classes.findLeader(key(v));
-      if (lit == classes.member_end()) return layout::kindName(Kind::Slice0);
+      if (lit == classes.member_end()) return layout::attrOf(Kind::Slice0, parent);
       auto it = leaderKind.find(*lit);
-      return layout::kindName(it == leaderKind.end() ? Kind::Slice0 : it->second);
+      return layout::attrOf(it == leaderKind.end() ? Kind::Slice0 : it->second, parent);
     };
 
     bool bad = false;
@@ -239,14 +226,15 @@ struct AssignLayoutsPass : PassWrapper<AssignLayoutsPass, OperationPass<ModuleOp
       if (op->getNumResults() == 0) return;
       SmallVector<Attribute> ls;
       for (Value r : op->getResults()) {
-        std::string k = kindOf(r);
-        if (k == "unsupported") {
+        Attribute l = layoutOf(r);
+        if (!l) {
           op->emitError("assign-layouts: tiles of rank > 2 are not supported");
           bad = true;
+          return;
         }
-        ls.push_back(StringAttr::get(f.getContext(), k));
+        ls.push_back(l);
       }
-      op->setAttr("sj.layouts", ArrayAttr::get(f.getContext(), ls));
+      op->setAttr("sj.layouts", ArrayAttr::get(ctx, ls));
     });
     return bad ? failure() : success();
   }
@@ -254,7 +242,4 @@ struct AssignLayoutsPass : PassWrapper<AssignLayoutsPass, OperationPass<ModuleOp
 
 }  // namespace
 
-std::unique_ptr<Pass> createAssignLayoutsPass() { return std::make_unique<AssignLayoutsPass>(); }
-
-}  // namespace passes
-}  // namespace ssmjit
+}  // namespace ssmjit::passes

@@ -1,9 +1,4 @@
-// form-fma: a float add or subtract of a single-use multiply becomes one math.fma, and a sum of
-// a single-use product along an axis becomes one weighted sj.reduce (an fma per element). The kernels
-// are compiled with --fmad=false, so these are the only fused multiply-adds: which products are
-// rounded before the add is decided here, on the IR, not by NVVM or ptxas from the shape of the
-// generated control flow. Two specialisations that differ only in bound flags (a packed row and a
-// dense one) then round every value alike, which packed == per-sequence bitwise needs.
+// sj-form-fma (Passes.td): single-use products fused into math.fma and weighted sj.reduce.
 #include "compiler/passes/Passes.h"
 #include "compiler/dialect/SJDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -11,6 +6,9 @@
 #include "mlir/IR/Builders.h"
 
 namespace ssmjit::passes {
+#define GEN_PASS_DEF_FORMFMAPASS
+#include "compiler/passes/Passes.h.inc"
+
 using namespace mlir;
 
 namespace {
@@ -21,8 +19,7 @@ arith::MulFOp fusable(Value v, Operation* user) {
   return m && m->hasOneUse() && m->getBlock() == user->getBlock() ? m : arith::MulFOp{};
 }
 
-struct FormFmaPass : PassWrapper<FormFmaPass, OperationPass<ModuleOp>> {
-  StringRef getArgument() const override { return "form-fma"; }
+struct FormFmaPass : impl::FormFmaPassBase<FormFmaPass> {
   void runOnOperation() override {
     std::vector<Operation*> adds;
     std::vector<sj::ReduceOp> sums;
@@ -63,7 +60,5 @@ struct FormFmaPass : PassWrapper<FormFmaPass, OperationPass<ModuleOp>> {
   }
 };
 }  // namespace
-
-std::unique_ptr<Pass> createFormFmaPass() { return std::make_unique<FormFmaPass>(); }
 
 }  // namespace ssmjit::passes

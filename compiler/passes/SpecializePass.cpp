@@ -1,8 +1,5 @@
-// specialize: binds the values a call observed. Bound sizes, strides and flags become constants
-// (then folded: dead branches go, shapes of loops become static); pointer arguments get their
-// storage dtype; data pointers get their alignment class and dynamic integers their divisibility
-// class as argument attributes (sj.align, sj.div) for the vectorizer. Metadata pointers are never
-// specialised on alignment. Arguments left unused are dropped from the signature.
+// sj-specialize (Passes.td): binds the values a call observed.
+#include "compiler/Specialization.h"
 #include "compiler/dialect/SJDialect.h"
 #include "compiler/passes/Passes.h"
 #include "llvm/ADT/BitVector.h"
@@ -11,6 +8,9 @@
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace ssmjit::passes {
+#define GEN_PASS_DEF_SPECIALIZEPASS
+#include "compiler/passes/Passes.h.inc"
+
 using namespace mlir;
 
 namespace {
@@ -36,12 +36,21 @@ LogicalResult canonicalize(Operation* op) {
   return applyPatternsGreedily(op, std::move(patterns));
 }
 
-struct SpecializePass : PassWrapper<SpecializePass, OperationPass<ModuleOp>> {
+struct SpecializePass : impl::SpecializePassBase<SpecializePass> {
+  using SpecializePassBase::SpecializePassBase;
   Specialization spec;
-  explicit SpecializePass(Specialization s) : spec(std::move(s)) {}
-  StringRef getArgument() const override { return "specialize"; }
 
   void runOnOperation() override {
+    spec = Specialization{};
+    for (const std::string& b : bindings) {
+      const size_t eq = b.find('=');
+      int64_t v = 0;
+      if (eq == std::string::npos || eq == 0 || StringRef(b).substr(eq + 1).getAsInteger(10, v)) {
+        getOperation().emitError("sj-specialize: binding '") << b << "' is not name=<integer>";
+        return signalPassFailure();
+      }
+      spec.set(b.substr(0, eq), v);
+    }
     for (auto f : getOperation().getOps<func::FuncOp>())
       if (failed(specialize(f))) return signalPassFailure();
   }
@@ -103,9 +112,5 @@ struct SpecializePass : PassWrapper<SpecializePass, OperationPass<ModuleOp>> {
 };
 
 }  // namespace
-
-std::unique_ptr<Pass> createSpecializePass(const Specialization& spec) {
-  return std::make_unique<SpecializePass>(spec);
-}
 
 }  // namespace ssmjit::passes

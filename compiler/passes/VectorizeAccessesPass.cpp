@@ -1,13 +1,10 @@
-// vectorize-accesses: how many consecutive elements each load and store may move in one
-// instruction (sj.vec), from a small contiguity/divisibility analysis in the spirit of Triton's
-// AxisInfo, along the fastest (last) axis only:
+// sj-vectorize-accesses (Passes.td): the vector width of each load and store (sj.vec). The
+// contiguity/divisibility facts it tracks per value, along the fastest (last) axis:
 //   contig  runs of this length, aligned in coordinates, increase by 1;
 //   div     a power of two dividing the first value of every run;
 //   cnst    runs of this length hold one value;
 //   all     a power of two dividing every value;
 //   nonneg  no value is negative (so a division truncates the way it floors).
-// Width = min(layout's register run, contiguity of offsets, 16 bytes, offsets' divisibility,
-// pointer alignment, constancy of the mask).
 #include <map>
 
 #include "compiler/dialect/SJDialect.h"
@@ -18,6 +15,9 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
 namespace ssmjit::passes {
+#define GEN_PASS_DEF_VECTORIZEACCESSESPASS
+#include "compiler/passes/Passes.h.inc"
+
 using namespace mlir;
 
 namespace {
@@ -133,11 +133,12 @@ struct Analysis {
 };
 
 int64_t accessWidth(Analysis& an, const layout::Parent& parent, Value ptr, Value offsets, Value mask,
-                    StringRef lay) {
+                    Attribute lay) {
   auto t = dyn_cast<RankedTensorType>(offsets.getType());
   if (!t) return 1;
   // Only the parent's dim 1 holds consecutive registers (blocked tiles, and slice0 1-D tiles).
-  if (!(lay == "blocked" || lay == "slice0" || lay == "any")) return 1;
+  const layout::Kind k = layout::kindOf(lay);
+  if (!(k == layout::Kind::Blocked || k == layout::Kind::Slice0 || isa_and_nonnull<sj::AnyAttr>(lay))) return 1;
   int64_t S = t.getShape().back();
   int64_t w = layout::runLength(parent, 1, S);
   Type elem = cast<sj::PtrType>(ptr.getType()).getElementType();
@@ -158,29 +159,21 @@ int64_t accessWidth(Analysis& an, const layout::Parent& parent, Value ptr, Value
   return p;
 }
 
-struct VectorizeAccessesPass : PassWrapper<VectorizeAccessesPass, OperationPass<ModuleOp>> {
-  StringRef getArgument() const override { return "vectorize-accesses"; }
+struct VectorizeAccessesPass : impl::VectorizeAccessesPassBase<VectorizeAccessesPass> {
   void runOnOperation() override {
     for (auto f : getOperation().getOps<func::FuncOp>()) {
-      layout::Parent parent;
-      if (auto p = f->getAttrOfType<StringAttr>("sj.parent")) layout::Parent::parse(p.str(), parent);
+      const layout::Parent parent = layout::parentOf(f);
       Analysis an;
       f.walk([&](Operation* op) { an.visit(op); });  // defs precede uses (pre-order of blocks)
-      auto layoutOf = [](Operation* op, Value v) -> StringRef {
-        if (Operation* d = v.getDefiningOp())
-          if (auto ls = d->getAttrOfType<ArrayAttr>("sj.layouts"))
-            return cast<StringAttr>(ls[cast<OpResult>(v).getResultNumber()]).getValue();
-        return "";
-      };
       OpBuilder b(f.getContext());
       f.walk([&](sj::LoadOp l) {
-        StringRef lay = layoutOf(l, l.getResult());
+        Attribute lay = layout::layoutAttr(l.getResult());
         l->setAttr("sj.vec", b.getI64IntegerAttr(
                                  accessWidth(an, parent, l.getPtr(), l.getOffsets(), l.getMask(), lay)));
       });
       f.walk([&](sj::StoreOp s) {
-        StringRef lay = layoutOf(s, s.getValue());
-        if (lay == "any") lay = layoutOf(s, s.getOffsets());
+        Attribute lay = layout::layoutAttr(s.getValue());
+        if (isa_and_nonnull<sj::AnyAttr>(lay)) lay = layout::layoutAttr(s.getOffsets());
         s->setAttr("sj.vec", b.getI64IntegerAttr(
                                  accessWidth(an, parent, s.getPtr(), s.getOffsets(), s.getMask(), lay)));
       });
@@ -189,9 +182,5 @@ struct VectorizeAccessesPass : PassWrapper<VectorizeAccessesPass, OperationPass<
 };
 
 }  // namespace
-
-std::unique_ptr<Pass> createVectorizeAccessesPass() {
-  return std::make_unique<VectorizeAccessesPass>();
-}
 
 }  // namespace ssmjit::passes

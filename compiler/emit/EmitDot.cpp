@@ -1,0 +1,93 @@
+// Matrix products on the tensor cores.
+#include "compiler/emit/EmitterCore.h"
+
+namespace ssmjit::emit {
+using namespace mlir;
+
+// sj.dot on mma.m16n8k16 (bf16 in, f32 accumulate). In an mma parent layout (assign-layouts)
+// lane 4 g + q holds rows over g and columns over q. A thread's rows 2i and 2i + 1 play an
+// mma's rows g and g + 8, and its registers 4s..4s+3 along a row the A fragment's k slots
+// 2q + {0, 1} and 8 + 2q + {0, 1} of k-step s; the accumulators' column slots 2q + {0, 1} of
+// n-tile m are its registers 2m + {0, 1}. Which tile columns those are is the layout's affair:
+// b is gathered to match, k at the thread's own columns of those registers and n at those of
+// register 2m + (g & 1) of lane q = g / 2. So a and the result stay in the parent layout and
+// only b moves. A thread with an odd row count gives its last mma's second row zeros.
+void Emitter::emit(sj::DotOp d) {
+  if (!(P_.spt[1] % 2 == 0 && P_.tpw[0] == 8 && P_.tpw[1] == 4 && P_.wpc[1] == 1))
+    fail(d, "dot outside the mma parent layout (" + P_.str() + ")");
+  auto as = shapeOf(d.getA()), cs = shapeOf(d.getAcc());
+  const int64_t K = as[1], N = cs[1];
+  const int64_t nr = n(0, as[0]), nk = n(1, K), nn = n(1, N);
+  const int pa = (int)d.getAPieces(), pb = (int)d.getBPieces(), pmax = std::max(pa, pb);
+  const std::string nm = declare(d.getResult(), Kind::Blocked);
+  forRegs(nr * nn, [&] { line(nm + "[r] = " + E(d.getAcc(), Kind::Blocked, "r") + ";"); });
+  // b[k][n]: k at this thread's columns of a's registers 4 ks + e, n at lane g / 2's of the
+  // result's register 2 m + (g & 1).
+  auto bLoad = [&](int e) {
+    return "ssm_load(" + name(d.getPtr()) + " + " + name(d.getOffset()) + " + " + coord(1, K, "4 * ks + " + I(e)) +
+           " * " + name(d.getStrideK()) + " + ssm_n * " + name(d.getStrideN()) + ")";
+  };
+  const bool halfStep = K == 8;  // one k-step of 8: the fragments' upper halves are zeros
+  line("{");
+  ++ind_;
+  line("const int ssm_g = ssm_lane >> 2;");
+  line("#pragma unroll");
+  line("for (int ks = 0; ks < " + I(halfStep ? 1 : K / 16) + "; ++ks) {");
+  ++ind_;
+  const int64_t pairs = (nr + 1) / 2;
+  // a loaded from bf16 in vectors keeps each pair's 32-bit word: one piece is that word.
+  const Raw* rawA = rawOf(d.getA());
+  const bool rawPairs = pa == 1 && rawA && rawA->words && rawA->elem == "ssm_bf16";
+  // A fragments: [pair][register][piece].
+  line("unsigned ssm_a[" + I(pairs) + "][4][" + I(pa) + "];");
+  for (int64_t i = 0; i < pairs; ++i)
+    for (int e = 0; e < 4; ++e) {
+      const int64_t row = 2 * i + (e & 1);
+      const std::string at = "ssm_a[" + I(i) + "][" + I(e) + "]";
+      if (row >= nr || (halfStep && e >= 2)) {
+        line("ssm_bf16_pieces<" + I(pa) + ">(0.0f, 0.0f, " + at + ");");
+        continue;
+      }
+      const std::string r0 = I(row * nk) + " + 4 * ks + " + I(2 * (e >> 1));
+      if (rawPairs) {  // the loaded bf16 pair is the fragment register
+        line(at + "[0] = " + rawA->name + "[" + r0 + "];");
+        continue;
+      }
+      line("ssm_bf16_pieces<" + I(pa) + ">(" + E(d.getA(), Kind::Blocked, r0) + ", " +
+           E(d.getA(), Kind::Blocked, r0 + " + 1") + ", " + at + ");");
+    }
+  line("#pragma unroll");
+  line("for (int m = 0; m < " + I(N / 8) + "; ++m) {");
+  ++ind_;
+  line("const int ssm_n = " + coord(1, N, "2 * m + (ssm_g & 1)", "(ssm_g >> 1)") + ";");
+  line("unsigned ssm_b[2][" + I(pb) + "];");
+  line("ssm_bf16_pieces<" + I(pb) + ">(" + bLoad(0) + ", " + bLoad(1) + ", ssm_b[0]);");
+  if (halfStep)
+    line("ssm_bf16_pieces<" + I(pb) + ">(0.0f, 0.0f, ssm_b[1]);");
+  else
+    line("ssm_bf16_pieces<" + I(pb) + ">(" + bLoad(2) + ", " + bLoad(3) + ", ssm_b[1]);");
+  for (int64_t i = 0; i < pairs; ++i) {
+    const bool second = 2 * i + 1 < nr;
+    const std::string c0 = nm + "[" + I(2 * i * nn) + " + 2 * m]", c1 = nm + "[" + I(2 * i * nn) + " + 2 * m + 1]";
+    if (!second) line("float ssm_z0 = 0.0f, ssm_z1 = 0.0f;");
+    const std::string c2 = second ? nm + "[" + I((2 * i + 1) * nn) + " + 2 * m]" : "ssm_z0";
+    const std::string c3 = second ? nm + "[" + I((2 * i + 1) * nn) + " + 2 * m + 1]" : "ssm_z1";
+    // Terms by weight, smallest first (pa + pb - 2 down to 0), those of weight >= 2^-24 only.
+    for (int w = pmax - 1; w >= 0; --w)
+      for (int x = 0; x < pa; ++x) {
+        const int y = w - x;
+        if (y < 0 || y >= pb) continue;
+        const std::string a = "ssm_a[" + I(i) + "]", xs = "[" + I(x) + "]";
+        line("ssm_mma_bf16(" + c0 + ", " + c1 + ", " + c2 + ", " + c3 + ", " + a + "[0]" + xs + ", " + a + "[1]" +
+             xs + ", " + a + "[2]" + xs + ", " + a + "[3]" + xs + ", ssm_b[0][" + I(y) + "], ssm_b[1][" + I(y) + "]);");
+      }
+  }
+  --ind_;
+  line("}");
+  --ind_;
+  line("}");
+  --ind_;
+  line("}");
+}
+
+}  // namespace ssmjit::emit

@@ -1,0 +1,147 @@
+// Memory: loads (16-bit float loads kept as their storage bits, see Raw), stores (one owner
+// thread per element, in vectors of sj.vec), shared buffers, the arrival counter and error reports.
+#include "compiler/emit/EmitterCore.h"
+
+namespace ssmjit::emit {
+using namespace mlir;
+
+namespace {
+bool isNarrowFloat(Type t) { return t.isF16() || t.isBF16(); }
+
+bool isZeroConstant(Value v) {
+  auto c = v.getDefiningOp<arith::ConstantOp>();
+  if (!c) return false;
+  auto f = dyn_cast_or_null<FloatAttr>(splatValue(c));
+  return f && f.getValueAsDouble() == 0.0 && !f.getValue().isNegative();
+}
+
+int64_t vecOf(Operation* access) {
+  auto a = access->getAttrOfType<IntegerAttr>("sj.vec");
+  return a ? a.getInt() : 1;
+}
+}  // namespace
+
+// The storage type of a value emitted as raw 16-bit bits (a 16-bit float load whose masked-off
+// elements are 0.0), else a null type.
+Type Emitter::rawLoadStorage(Value v) {
+  auto l = v.getDefiningOp<sj::LoadOp>();
+  if (!l) return {};
+  Type storage = cast<sj::PtrType>(l.getPtr().getType()).getElementType();
+  if (!isNarrowFloat(storage) || (l.getOther() && !isZeroConstant(l.getOther()))) return {};
+  return storage;
+}
+
+// How a raw 16-bit load is kept (rawLoadStorage(v) is set): words for a tile loaded in vectors.
+Emitter::Raw Emitter::rawForm(Value v, const std::string& name) {
+  const std::string elem = storageCType(rawLoadStorage(v));
+  const bool words = !shapeOf(v).empty() && vecOf(v.getDefiningOp()) >= 2;
+  return Raw{name, words ? "unsigned" : elem, elem, words};
+}
+
+void Emitter::emit(sj::LoadOp l) {
+  Value res = l.getResult();
+  Type storage = cast<sj::PtrType>(l.getPtr().getType()).getElementType();
+  bool isFloat = isa<FloatType>(storage);
+  std::string other = l.getOther() ? "" : (isFloat ? "0.0f" : "0");
+  if (rawLoadStorage(res)) return emitRawLoad(l);
+  if (shapeOf(res).empty()) {
+    std::string load = "ssm_load(" + name(l.getPtr()) + " + " + name(l.getOffsets()) + ")";
+    if (!isFloat) load = "(" + cType(res.getType()) + ")" + load;
+    if (l.getMask())
+      load = name(l.getMask()) + " ? " + load + " : " + (l.getOther() ? name(l.getOther()) : other);
+    return defineScalar(res, load);
+  }
+  Kind k = layoutOf(res);
+  const int64_t vec = vecOf(l);
+  std::string nm = declare(res, k);
+  const std::string fill = l.getOther() ? E(l.getOther(), k, "r + ssm_k") : other;
+  forRegs(regs(k, shapeOf(res)), [&] {
+    std::string addr = name(l.getPtr()) + " + " + E(l.getOffsets(), k, "r");
+    std::string ld = "ssm_ld<" + I(vec) + ">(&" + nm + "[r], " + addr + ");";
+    if (l.getMask()) {
+      line("if (" + E(l.getMask(), k, "r") + ") " + ld);
+      line("else {");
+      line("  #pragma unroll");
+      line("  for (int ssm_k = 0; ssm_k < " + I(vec) + "; ++ssm_k) " + nm + "[r + ssm_k] = " + fill + ";");
+      line("}");
+    } else {
+      line(ld);
+    }
+  }, vec);
+}
+
+// A 16-bit float load as storage bits; masked-off elements are +0.0 (all bits zero).
+void Emitter::emitRawLoad(sj::LoadOp l) {
+  Value res = l.getResult();
+  const std::string nm = fresh(), ptr = name(l.getPtr());
+  const Raw raw = rawForm(res, nm);
+  const std::string& T = raw.storage;
+  raw_[res.getAsOpaquePointer()] = raw;
+  if (shapeOf(res).empty()) {
+    const std::string at = ptr + "[" + name(l.getOffsets()) + "]";
+    line("const " + T + " " + nm + " = " + (l.getMask() ? name(l.getMask()) + " ? " + at + " : " + T + "{0}" : at) + ";");
+    names_[res.getAsOpaquePointer()] = "ssm_to_float(" + nm + ")";
+    return;
+  }
+  Kind k = layoutOf(res);
+  const int64_t vec = vecOf(l), n = regs(k, shapeOf(res));
+  line(T + " " + nm + "[" + I(n) + "] = {};");
+  names_[res.getAsOpaquePointer()] = nm;
+  kinds_[res.getAsOpaquePointer()] = k;
+  const std::string fn = raw.words ? "ssm_ld_words<" : "ssm_ld_raw<";
+  forRegs(n, [&] {
+    std::string ld = fn + I(vec) + ">(&" + nm + "[r], " + ptr + " + " + E(l.getOffsets(), k, "r") + ");";
+    line(l.getMask() ? "if (" + E(l.getMask(), k, "r") + ") " + ld : ld);
+  }, vec);
+}
+
+void Emitter::emit(sj::StoreOp s) {
+  Value v = s.getValue();
+  if (shapeOf(v).empty()) {
+    std::string st = "ssm_store(" + name(s.getPtr()) + " + " + name(s.getOffsets()) + ", " + name(v) + ");";
+    // A scalar store is uniform: one thread writes it.
+    std::string cond = "threadIdx.x == 0";
+    if (s.getMask()) cond += " && " + name(s.getMask());
+    line("if (" + cond + ") " + st);
+    return;
+  }
+  Kind k = opLayout(s);
+  auto shape = shapeOf(v);
+  const int64_t vec = vecOf(s);
+  std::string own = owner(k, shape);
+  if (!own.empty()) {
+    line("if (" + own + ") {");
+    ++ind_;
+  }
+  // Gather the value registers of one vector, then store them together.
+  forRegs(regs(k, shape), [&] {
+    line("float ssm_v[" + I(vec) + "];");
+    line("#pragma unroll");
+    line("for (int ssm_k = 0; ssm_k < " + I(vec) + "; ++ssm_k) ssm_v[ssm_k] = (float)" + E(v, k, "r + ssm_k") + ";");
+    std::string st = "ssm_st<" + I(vec) + ">(" + name(s.getPtr()) + " + " + E(s.getOffsets(), k, "r") + ", ssm_v);";
+    if (s.getMask()) line("if (" + E(s.getMask(), k, "r") + ") " + st);
+    else line(st);
+  }, vec);
+  if (!own.empty()) {
+    --ind_;
+    line("}");
+  }
+}
+
+void Emitter::emit(sj::SharedBufferOp b) {
+  std::string nm = fresh();
+  names_[b.getResult().getAsOpaquePointer()] = nm;
+  line("__shared__ __align__(16) float " + nm + "[" + I(b.getSize()) + "];");
+}
+
+void Emitter::emit(sj::ArriveLastOp a) {
+  defineScalar(a.getResult(), "ssm_arrive_last(" + name(a.getCounter()) + " + " + name(a.getOffset()) + ", " +
+                                  name(a.getCount()) + ")");
+}
+
+void Emitter::emit(sj::ReportErrorOp r) {
+  line("ssm_report_error(" + name(r.getErr()) + ", " + name(r.getCode()) + ", " + name(r.getA()) + ", " +
+       name(r.getB()) + ", " + name(r.getC()) + ");");
+}
+
+}  // namespace ssmjit::emit
