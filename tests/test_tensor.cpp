@@ -60,17 +60,6 @@ bool has(const std::string& s, const std::string& part) { return s.find(part) !=
 
 }  // namespace
 
-TEST(DType, NamesAndBytes) {
-  EXPECT_STREQ(ssmjit::dtypeName(DType::F32), "float32");
-  EXPECT_STREQ(ssmjit::dtypeName(DType::BF16), "bfloat16");
-  EXPECT_STREQ(ssmjit::dtypeName(DType::I64), "int64");
-  EXPECT_EQ(ssmjit::dtypeBytes(DType::F32), 4);
-  EXPECT_EQ(ssmjit::dtypeBytes(DType::F16), 2);
-  EXPECT_EQ(ssmjit::dtypeBytes(DType::BF16), 2);
-  EXPECT_EQ(ssmjit::dtypeBytes(DType::I32), 4);
-  EXPECT_EQ(ssmjit::dtypeBytes(DType::I64), 8);
-}
-
 TEST(TensorView, ContiguousRowMajor) {
   float buf[1];
   TensorView v = TensorView::contiguous(buf, DType::F32, {2, 80, 64});
