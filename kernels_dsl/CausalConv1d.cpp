@@ -28,22 +28,20 @@ void buildForward(KernelBuilder& k, const Specialization& spec) {
   const bool cl = spec.get("meta:channel_last") != 0;
   const int ta = cl ? 0 : 1;  // the time axis of 2-D tiles
   applyConvTileLayout(k, spec);
-  auto F = PtrClass::Float, Ix = PtrClass::Int;
-  auto M = PtrRole::Metadata;
-  Value x = k.ptrArg("x", F), w = k.ptrArg("weight", F), bias = k.ptrArg("bias", F),
-        out = k.ptrArg("out", F), init = k.ptrArg("init", F);
-  Value cu = k.ptrArg("cu", Ix, M), pos = k.ptrArg("pos", Ix, M), initIdx = k.ptrArg("init_idx", Ix, M);
-  Value err = k.ptrArg("err", Ix, M);
-  Value D = k.intArg("D"), L = k.intArg("L"), nseq = k.intArg("nseq"), nslots = k.intArg("nslots"),
-        steps = k.intArg("search_steps");
-  auto I = [&](const char* n) { return k.intArg(n); };
+  Value x = k.arg("x"), w = k.arg("weight"), bias = k.arg("bias"),
+        out = k.arg("out"), init = k.arg("init");
+  Value cu = k.arg("cu"), pos = k.arg("pos"), initIdx = k.arg("init_idx");
+  Value err = k.arg("err");
+  Value D = k.arg("D"), L = k.arg("L"), nseq = k.arg("nseq"), nslots = k.arg("nslots"),
+        steps = k.arg("search_steps");
+  auto I = [&](const char* n) { return k.arg(n); };
   Value sXb = I("s_x_b"), sXt = I("s_x_t"), sXd = I("s_x_d"), sWd = I("s_w_d"), sWk = I("s_w_k"),
         sBias = I("s_bias_d"), sOb = I("s_out_b"), sOt = I("s_out_t"), sOd = I("s_out_d"),
         sIs = I("s_init_slot"), sId = I("s_init_d"), sIk = I("s_init_k"), sCu = I("s_cu"),
         sPos = I("s_pos_t"), sIidx = I("s_init_idx");
-  Value hasBias = k.flagArg("has_bias"), siluOn = k.flagArg("silu"), hasCu = k.flagArg("has_cu"),
-        hasPos = k.flagArg("has_pos"), hasInit = k.flagArg("has_init"),
-        hasInitIdx = k.flagArg("has_init_idx");
+  Value hasBias = k.arg("has_bias"), siluOn = k.arg("silu"), hasCu = k.arg("has_cu"),
+        hasPos = k.arg("has_pos"), hasInit = k.arg("has_init"),
+        hasInitIdx = k.arg("has_init_idx");
 
   Value pidD = k.programId(0), pidC = k.programId(1), row = k.programId(2);
   Value offsD = pidD * BD + k.range(BD), maskD = offsD < D;
@@ -129,20 +127,18 @@ void buildForward(KernelBuilder& k, const Specialization& spec) {
 // in-place update (same tensor, same slot) needs no barrier.
 void buildFinalState(KernelBuilder& k, const Specialization& spec) {
   const int64_t BD = spec.get("meta:BLOCK_D"), W = spec.get("meta:width");
-  auto F = PtrClass::Float, Ix = PtrClass::Int;
-  auto M = PtrRole::Metadata;
-  Value x = k.ptrArg("x", F), init = k.ptrArg("init", F), fin = k.ptrArg("final", F);
-  Value cu = k.ptrArg("cu", Ix, M), initIdx = k.ptrArg("init_idx", Ix, M),
-        finalIdx = k.ptrArg("final_idx", Ix, M), err = k.ptrArg("err", Ix, M);
-  Value D = k.intArg("D"), L = k.intArg("L"), nseq = k.intArg("nseq"),
-        nInit = k.intArg("nslots_init"), nFinal = k.intArg("nslots_final");
-  auto I = [&](const char* n) { return k.intArg(n); };
+  Value x = k.arg("x"), init = k.arg("init"), fin = k.arg("final");
+  Value cu = k.arg("cu"), initIdx = k.arg("init_idx"),
+        finalIdx = k.arg("final_idx"), err = k.arg("err");
+  Value D = k.arg("D"), L = k.arg("L"), nseq = k.arg("nseq"),
+        nInit = k.arg("nslots_init"), nFinal = k.arg("nslots_final");
+  auto I = [&](const char* n) { return k.arg(n); };
   Value sXb = I("s_x_b"), sXt = I("s_x_t"), sXd = I("s_x_d"), sIs = I("s_init_slot"),
         sId = I("s_init_d"), sIk = I("s_init_k"), sFs = I("s_final_slot"), sFd = I("s_final_d"),
         sFk = I("s_final_k"), sCu = I("s_cu"), sIidx = I("s_init_idx"), sFidx = I("s_final_idx");
-  Value hasCu = k.flagArg("has_cu"), hasInit = k.flagArg("has_init"),
-        hasInitIdx = k.flagArg("has_init_idx"), hasFinal = k.flagArg("has_final"),
-        hasFinalIdx = k.flagArg("has_final_idx");
+  Value hasCu = k.arg("has_cu"), hasInit = k.arg("has_init"),
+        hasInitIdx = k.arg("has_init_idx"), hasFinal = k.arg("has_final"),
+        hasFinalIdx = k.arg("has_final_idx");
 
   Value pidD = k.programId(0), i = k.programId(1);
   Value zero = k.constFloat(0);
@@ -186,7 +182,7 @@ void chooseForwardMeta(Specialization& s) {
 
 }  // namespace
 
-KernelDef convForwardKernel() { return {kConvFwdKernel, buildForward, chooseForwardMeta}; }
-KernelDef convFinalStateKernel() { return {kConvFinalStateKernel, buildFinalState, choosePerSequenceTiles}; }
+KernelDef convForwardKernel() { return {kConvFwd.kernel, buildForward, chooseForwardMeta, &kConvFwd}; }
+KernelDef convFinalStateKernel() { return {kConvFinalState.kernel, buildFinalState, choosePerSequenceTiles, &kConvFinalState}; }
 
 }  // namespace ssmjit::kernels

@@ -9,52 +9,67 @@
 // Strides are in elements; kernels index x[b, t, d] by (s_x_b, s_x_t, s_x_d) whatever the
 // memory order; meta:channel_last picks the tile orientation (time or channels fastest).
 #pragma once
+#include "kernels_dsl/Signature.h"
 
 namespace ssmjit::kernels {
 
-inline constexpr const char* kConvFwdKernel = "causal_conv1d_fwd";
-inline constexpr const char* kConvFinalStateKernel = "causal_conv1d_final_state";
-inline constexpr const char* kConvUpdateKernel = "causal_conv1d_update";
-inline constexpr const char* kConvBwdKernel = "causal_conv1d_bwd";
-inline constexpr const char* kConvBwdReduceKernel = "causal_conv1d_bwd_reduce";
-inline constexpr const char* kConvBwdStatesKernel = "causal_conv1d_bwd_states";
+namespace conv {
+using dsl::SizeArg;
+using dsl::TensorArg;
+constexpr auto F = dsl::PtrClass::Float, I = dsl::PtrClass::Int;
+constexpr auto M = dsl::PtrRole::Metadata;
+constexpr auto Bound = dsl::SizeUse::Bound, Div = dsl::SizeUse::Div, Count = dsl::SizeUse::Count;
+// The tensors the kernels share. x and its companions are indexed [b, t, d] whatever the memory
+// order (meta:channel_last picks the tile orientation: time or channels fastest).
+inline constexpr TensorArg x{"x", F, {"b", "t", "d"}}, weight{"weight", F, {"d", "k"}, "w"},
+    bias{"bias", F, {"d"}}, out{"out", F, {"b", "t", "d"}}, dout{"dout", F, {"b", "t", "d"}, "dy"},
+    dx{"dx", F, {"b", "t", "d"}}, init{"init", F, {"slot", "d", "k"}}, final{"final", F, {"slot", "d", "k"}},
+    ws{"ws", F, {}}, cu{"cu", I, {""}, nullptr, M}, pos{"pos", I, {"t"}, nullptr, M},
+    initIdx{"init_idx", I, {""}, nullptr, M}, finalIdx{"final_idx", I, {""}, nullptr, M},
+    err{"err", I, {}, nullptr, M};
 
-// causal_conv1d_fwd. Pointers (data): x weight bias out init; (metadata) cu pos init_idx err.
-// The width W is meta:width (it shapes the code). Sizes: D (bound), L (row length), nseq, nslots (init slots), search_steps (>= log2(nseq) + 1,
-// the binary search over cu). Flags: has_bias silu has_cu has_pos has_init has_init_idx.
-//   x/out[b, t, d]  weight[d, k]  bias[d]  init[slot, d, k]  cu[i]  pos[t]  init_idx[i]
-inline constexpr const char* kConvFwdArgNames[] = {
-    "x", "weight", "bias", "out", "init", "cu", "pos", "init_idx", "err",
-    "D", "L", "nseq", "nslots", "search_steps",
-    "s_x_b", "s_x_t", "s_x_d", "s_w_d", "s_w_k", "s_bias_d",
-    "s_out_b", "s_out_t", "s_out_d", "s_init_slot", "s_init_d", "s_init_k",
-    "s_cu", "s_pos_t", "s_init_idx",
-    "has_bias", "silu", "has_cu", "has_pos", "has_init", "has_init_idx"};
-inline constexpr int kConvFwdNumArgs = sizeof(kConvFwdArgNames) / sizeof(kConvFwdArgNames[0]);
+// causal_conv1d_fwd. The width W is meta:width (it shapes the code). nslots: init's slots;
+// search_steps >= log2(nseq) + 1 (the binary search over cu).
+inline constexpr TensorArg kFwdTensors[] = {x, weight, bias, out, init, cu, pos, initIdx, err};
+inline constexpr SizeArg kFwdSizes[] = {
+    {"D", Bound}, {"L", Div}, {"nseq", Count}, {"nslots", Count}, {"search_steps", Count}};
+inline constexpr const char* kFwdFlags[] = {"has_bias", "silu", "has_cu", "has_pos", "has_init", "has_init_idx"};
 
-// causal_conv1d_final_state. Pointers: x init final (data); cu init_idx final_idx err (metadata).
-// Sizes: D (bound), L, nseq, nslots_init, nslots_final. Flags: has_cu has_init has_init_idx
-// has_final has_final_idx (without has_final the kernel only checks cu and the initial slots).
-inline constexpr const char* kConvFinalStateArgNames[] = {
-    "x", "init", "final", "cu", "init_idx", "final_idx", "err",
-    "D", "L", "nseq", "nslots_init", "nslots_final",
-    "s_x_b", "s_x_t", "s_x_d", "s_init_slot", "s_init_d", "s_init_k",
-    "s_final_slot", "s_final_d", "s_final_k", "s_cu", "s_init_idx", "s_final_idx",
-    "has_cu", "has_init", "has_init_idx", "has_final", "has_final_idx"};
-inline constexpr int kConvFinalStateNumArgs =
-    sizeof(kConvFinalStateArgNames) / sizeof(kConvFinalStateArgNames[0]);
+// causal_conv1d_final_state. Without has_final the kernel only checks cu and the initial slots.
+inline constexpr TensorArg kFinalTensors[] = {x, init, final, cu, initIdx, finalIdx, err};
+inline constexpr SizeArg kFinalSizes[] = {
+    {"D", Bound}, {"L", Div}, {"nseq", Count}, {"nslots_init", Count}, {"nslots_final", Count}};
+inline constexpr const char* kFinalFlags[] = {"has_cu", "has_init", "has_init_idx", "has_final", "has_final_idx"};
 
-// causal_conv1d_update. Pointers: state x weight bias out (data); state_idx err (metadata).
-// Sizes: D and L (bound), batch, nslots. Flags: has_bias silu has_state_idx commit.
-//   state[slot, d, k]  x/out[b, t, d]  weight[d, k]  bias[d]  state_idx[b]
-inline constexpr const char* kConvUpdateArgNames[] = {
-    "state", "x", "weight", "bias", "out", "state_idx", "err",
-    "D", "L", "batch", "nslots",
-    "s_state_slot", "s_state_d", "s_state_k", "s_x_b", "s_x_t", "s_x_d", "s_w_d", "s_w_k",
-    "s_bias_d", "s_out_b", "s_out_t", "s_out_d", "s_idx_b",
-    "has_bias", "silu", "has_state_idx", "commit"};
-inline constexpr int kConvUpdateNumArgs = sizeof(kConvUpdateArgNames) / sizeof(kConvUpdateArgNames[0]);
+// causal_conv1d_update: state[slot, d, k], state_idx[b].
+inline constexpr TensorArg kUpdateTensors[] = {
+    {"state", F, {"slot", "d", "k"}}, x, weight, bias, out, {"state_idx", I, {"b"}, "idx", M}, err};
+inline constexpr SizeArg kUpdateSizes[] = {{"D", Bound}, {"L", Bound}, {"batch", Count}, {"nslots", Count}};
+inline constexpr const char* kUpdateFlags[] = {"has_bias", "silu", "has_state_idx", "commit"};
 
+// causal_conv1d_bwd: `tiles` time tiles a program, nchunks programs a row.
+inline constexpr TensorArg kBwdTensors[] = {x, weight, bias, dout, dx, init, ws, cu, pos, initIdx, err};
+inline constexpr SizeArg kBwdSizes[] = {{"D", Bound},         {"L", Div},     {"nseq", Count},  {"nslots", Count},
+                                       {"search_steps", Count}, {"tiles", Div}, {"nchunks", Div}};
+
+// causal_conv1d_bwd_reduce. partials = rows * nchunks.
+inline constexpr TensorArg kReduceTensors[] = {ws, {"dweight", F, {"d", "k"}, "dw"}, {"dbias", F, {"d"}, "db"}};
+inline constexpr SizeArg kReduceSizes[] = {{"D", Bound}, {"partials", Div}};
+inline constexpr const char* kReduceFlags[] = {"has_dbias"};
+
+// causal_conv1d_bwd_states. dinit[slot] is written for each sequence with an initial slot (when
+// has_dinit); dfinal[slot] (final_idx, or i) is added to dx / dinit (when has_dfinal).
+inline constexpr TensorArg kStatesTensors[] = {x,    weight, bias, dout, dx, init, {"dinit", F, {"slot", "d", "k"}},
+                                               {"dfinal", F, {"slot", "d", "k"}}, cu, initIdx, finalIdx, err};
+inline constexpr const char* kStatesFlags[] = {"has_bias",     "silu",      "has_cu",     "has_init",
+                                               "has_init_idx", "has_dinit", "has_dfinal", "has_final_idx"};
+}  // namespace conv
+
+inline constexpr dsl::Signature kConvFwd{"causal_conv1d_fwd", conv::kFwdTensors, conv::kFwdSizes, {}, conv::kFwdFlags};
+inline constexpr dsl::Signature kConvFinalState{"causal_conv1d_final_state", conv::kFinalTensors, conv::kFinalSizes,
+                                                {}, conv::kFinalFlags};
+inline constexpr dsl::Signature kConvUpdate{"causal_conv1d_update", conv::kUpdateTensors, conv::kUpdateSizes, {},
+                                            conv::kUpdateFlags};
 // Backward (three launches, in this order):
 //   causal_conv1d_bwd          dx over dense rows or one packed row, and each program's partial
 //                              dweight / dbias sums into ws. Grid (cdiv(D, BLOCK_D), nchunks, rows);
@@ -66,34 +81,11 @@ inline constexpr int kConvUpdateNumArgs = sizeof(kConvUpdateArgNames) / sizeof(k
 //                              dbias.
 // ws[p, j, d] (float32, p = row * nchunks + chunk, j < W: dweight column j, j = W: dbias) holds
 // the partial sums: (rows * nchunks) * (W + 1) * D floats.
-inline constexpr const char* kConvBwdArgNames[] = {
-    "x", "weight", "bias", "dout", "dx", "init", "ws", "cu", "pos", "init_idx", "err",
-    "D", "L", "nseq", "nslots", "search_steps", "tiles", "nchunks",
-    "s_x_b", "s_x_t", "s_x_d", "s_w_d", "s_w_k", "s_bias_d", "s_dy_b", "s_dy_t", "s_dy_d",
-    "s_dx_b", "s_dx_t", "s_dx_d", "s_init_slot", "s_init_d", "s_init_k",
-    "s_cu", "s_pos_t", "s_init_idx",
-    "has_bias", "silu", "has_cu", "has_pos", "has_init", "has_init_idx"};
-inline constexpr int kConvBwdNumArgs = sizeof(kConvBwdArgNames) / sizeof(kConvBwdArgNames[0]);
-
-// causal_conv1d_bwd_reduce. partials = rows * nchunks.
-inline constexpr const char* kConvBwdReduceArgNames[] = {
-    "ws", "dweight", "dbias", "D", "partials", "s_dw_d", "s_dw_k", "s_db_d", "has_dbias"};
-inline constexpr int kConvBwdReduceNumArgs =
-    sizeof(kConvBwdReduceArgNames) / sizeof(kConvBwdReduceArgNames[0]);
-
-// causal_conv1d_bwd_states. dinit[slot] is written for each sequence with an initial slot (when
-// has_dinit); dfinal[slot] (final_idx, or i) is added to dx / dinit (when has_dfinal).
-inline constexpr const char* kConvBwdStatesArgNames[] = {
-    "x", "weight", "bias", "dout", "dx", "init", "dinit", "dfinal", "cu", "init_idx", "final_idx", "err",
-    "D", "L", "nseq", "nslots_init", "nslots_final",
-    "s_x_b", "s_x_t", "s_x_d", "s_w_d", "s_w_k", "s_bias_d", "s_dy_b", "s_dy_t", "s_dy_d",
-    "s_dx_b", "s_dx_t", "s_dx_d", "s_init_slot", "s_init_d", "s_init_k",
-    "s_dinit_slot", "s_dinit_d", "s_dinit_k", "s_dfinal_slot", "s_dfinal_d", "s_dfinal_k",
-    "s_cu", "s_init_idx", "s_final_idx",
-    "has_bias", "silu", "has_cu", "has_init", "has_init_idx", "has_dinit", "has_dfinal",
-    "has_final_idx"};
-inline constexpr int kConvBwdStatesNumArgs =
-    sizeof(kConvBwdStatesArgNames) / sizeof(kConvBwdStatesArgNames[0]);
+inline constexpr dsl::Signature kConvBwd{"causal_conv1d_bwd", conv::kBwdTensors, conv::kBwdSizes, {}, conv::kFwdFlags};
+inline constexpr dsl::Signature kConvBwdReduce{"causal_conv1d_bwd_reduce", conv::kReduceTensors, conv::kReduceSizes,
+                                               {}, conv::kReduceFlags};
+inline constexpr dsl::Signature kConvBwdStates{"causal_conv1d_bwd_states", conv::kStatesTensors, conv::kFinalSizes,
+                                               {}, conv::kStatesFlags};
 
 // Device status codes (err[0]; err[1..3] as listed).
 inline constexpr long long kErrConvUpdateSlot = 10;   // row b, state_indices[b], slots

@@ -43,22 +43,20 @@ void buildBackward(KernelBuilder& k, const Specialization& spec) {
   const bool cl = spec.get("meta:channel_last") != 0;
   const int ta = cl ? 0 : 1;  // the time axis of 2-D tiles
   applyConvTileLayout(k, spec);
-  auto F = PtrClass::Float, Ix = PtrClass::Int;
-  auto M = PtrRole::Metadata;
-  Value x = k.ptrArg("x", F), w = k.ptrArg("weight", F), bias = k.ptrArg("bias", F),
-        dy = k.ptrArg("dout", F), dx = k.ptrArg("dx", F), init = k.ptrArg("init", F), ws = k.ptrArg("ws", F);
-  Value cu = k.ptrArg("cu", Ix, M), pos = k.ptrArg("pos", Ix, M), initIdx = k.ptrArg("init_idx", Ix, M);
-  Value err = k.ptrArg("err", Ix, M);
-  Value D = k.intArg("D"), L = k.intArg("L"), nseq = k.intArg("nseq"), nslots = k.intArg("nslots"),
-        steps = k.intArg("search_steps"), tiles = k.intArg("tiles"), nchunks = k.intArg("nchunks");
-  auto I = [&](const char* n) { return k.intArg(n); };
+  Value x = k.arg("x"), w = k.arg("weight"), bias = k.arg("bias"),
+        dy = k.arg("dout"), dx = k.arg("dx"), init = k.arg("init"), ws = k.arg("ws");
+  Value cu = k.arg("cu"), pos = k.arg("pos"), initIdx = k.arg("init_idx");
+  Value err = k.arg("err");
+  Value D = k.arg("D"), L = k.arg("L"), nseq = k.arg("nseq"), nslots = k.arg("nslots"),
+        steps = k.arg("search_steps"), tiles = k.arg("tiles"), nchunks = k.arg("nchunks");
+  auto I = [&](const char* n) { return k.arg(n); };
   Value sXb = I("s_x_b"), sXt = I("s_x_t"), sXd = I("s_x_d"), sWd = I("s_w_d"), sWk = I("s_w_k"),
         sBias = I("s_bias_d"), sYb = I("s_dy_b"), sYt = I("s_dy_t"), sYd = I("s_dy_d"), sDb = I("s_dx_b"),
         sDt = I("s_dx_t"), sDd = I("s_dx_d"), sIs = I("s_init_slot"), sId = I("s_init_d"),
         sIk = I("s_init_k"), sCu = I("s_cu"), sPos = I("s_pos_t"), sIidx = I("s_init_idx");
-  Value hasBias = k.flagArg("has_bias"), siluOn = k.flagArg("silu"), hasCu = k.flagArg("has_cu"),
-        hasPos = k.flagArg("has_pos"), hasInit = k.flagArg("has_init"),
-        hasInitIdx = k.flagArg("has_init_idx");
+  Value hasBias = k.arg("has_bias"), siluOn = k.arg("silu"), hasCu = k.arg("has_cu"),
+        hasPos = k.arg("has_pos"), hasInit = k.arg("has_init"),
+        hasInitIdx = k.arg("has_init_idx");
 
   Value pidD = k.programId(0), pidC = k.programId(1), row = k.programId(2);
   Value offsD = pidD * BD + k.range(BD), maskD = offsD < D;
@@ -195,11 +193,10 @@ void buildBackward(KernelBuilder& k, const Specialization& spec) {
 // sum.
 void buildReduce(KernelBuilder& k, const Specialization& spec) {
   const int64_t BD = spec.get("meta:BLOCK_D"), BP = spec.get("meta:BLOCK_P"), W = spec.get("meta:width");
-  auto F = PtrClass::Float;
-  Value ws = k.ptrArg("ws", F), dw = k.ptrArg("dweight", F), db = k.ptrArg("dbias", F);
-  Value D = k.intArg("D"), P = k.intArg("partials");
-  Value sDwd = k.intArg("s_dw_d"), sDwk = k.intArg("s_dw_k"), sDb = k.intArg("s_db_d");
-  Value hasDb = k.flagArg("has_dbias");
+  Value ws = k.arg("ws"), dw = k.arg("dweight"), db = k.arg("dbias");
+  Value D = k.arg("D"), P = k.arg("partials");
+  Value sDwd = k.arg("s_dw_d"), sDwk = k.arg("s_dw_k"), sDb = k.arg("s_db_d");
+  Value hasDb = k.arg("has_dbias");
   Value offsD = k.programId(0) * BD + k.range(BD), maskD = offsD < D, j = k.programId(1);
   Value zero = k.constFloat(0), zeroI = k.constInt(0), rP = k.expandDims(k.range(BP), 1);
   Value dOffs = k.expandDims(offsD, 0), mD = k.expandDims(maskD, 0);
@@ -216,26 +213,24 @@ void buildReduce(KernelBuilder& k, const Specialization& spec) {
 // of its initial state from its first W - 1 tokens (g recomputed), and of its final state.
 void buildStates(KernelBuilder& k, const Specialization& spec) {
   const int64_t BD = spec.get("meta:BLOCK_D"), W = spec.get("meta:width");
-  auto F = PtrClass::Float, Ix = PtrClass::Int;
-  auto M = PtrRole::Metadata;
-  Value x = k.ptrArg("x", F), w = k.ptrArg("weight", F), bias = k.ptrArg("bias", F), dy = k.ptrArg("dout", F),
-        dx = k.ptrArg("dx", F), init = k.ptrArg("init", F), dinit = k.ptrArg("dinit", F),
-        dfinal = k.ptrArg("dfinal", F);
-  Value cu = k.ptrArg("cu", Ix, M), initIdx = k.ptrArg("init_idx", Ix, M), finalIdx = k.ptrArg("final_idx", Ix, M),
-        err = k.ptrArg("err", Ix, M);
-  Value D = k.intArg("D"), L = k.intArg("L"), nseq = k.intArg("nseq"), nInit = k.intArg("nslots_init"),
-        nFinal = k.intArg("nslots_final");
-  auto I = [&](const char* n) { return k.intArg(n); };
+  Value x = k.arg("x"), w = k.arg("weight"), bias = k.arg("bias"), dy = k.arg("dout"),
+        dx = k.arg("dx"), init = k.arg("init"), dinit = k.arg("dinit"),
+        dfinal = k.arg("dfinal");
+  Value cu = k.arg("cu"), initIdx = k.arg("init_idx"), finalIdx = k.arg("final_idx"),
+        err = k.arg("err");
+  Value D = k.arg("D"), L = k.arg("L"), nseq = k.arg("nseq"), nInit = k.arg("nslots_init"),
+        nFinal = k.arg("nslots_final");
+  auto I = [&](const char* n) { return k.arg(n); };
   Value sXb = I("s_x_b"), sXt = I("s_x_t"), sXd = I("s_x_d"), sWd = I("s_w_d"), sWk = I("s_w_k"),
         sBias = I("s_bias_d"), sYb = I("s_dy_b"), sYt = I("s_dy_t"), sYd = I("s_dy_d"), sDb = I("s_dx_b"),
         sDt = I("s_dx_t"), sDd = I("s_dx_d"), sIs = I("s_init_slot"), sId = I("s_init_d"),
         sIk = I("s_init_k"), sGs = I("s_dinit_slot"), sGd = I("s_dinit_d"), sGk = I("s_dinit_k"),
         sFs = I("s_dfinal_slot"), sFd = I("s_dfinal_d"), sFk = I("s_dfinal_k"), sCu = I("s_cu"),
         sIidx = I("s_init_idx"), sFidx = I("s_final_idx");
-  Value hasBias = k.flagArg("has_bias"), siluOn = k.flagArg("silu"), hasCu = k.flagArg("has_cu"),
-        hasInit = k.flagArg("has_init"), hasInitIdx = k.flagArg("has_init_idx"),
-        hasDinit = k.flagArg("has_dinit"), hasDfinal = k.flagArg("has_dfinal"),
-        hasFinalIdx = k.flagArg("has_final_idx");
+  Value hasBias = k.arg("has_bias"), siluOn = k.arg("silu"), hasCu = k.arg("has_cu"),
+        hasInit = k.arg("has_init"), hasInitIdx = k.arg("has_init_idx"),
+        hasDinit = k.arg("has_dinit"), hasDfinal = k.arg("has_dfinal"),
+        hasFinalIdx = k.arg("has_final_idx");
 
   Value pidD = k.programId(0), i = k.programId(1);
   Value zero = k.constFloat(0), noSlot = k.constInt(-1);
@@ -317,8 +312,8 @@ void chooseReduceMeta(Specialization& s) {
 
 }  // namespace
 
-KernelDef convBackwardKernel() { return {kConvBwdKernel, buildBackward, chooseBackwardMeta}; }
-KernelDef convBackwardReduceKernel() { return {kConvBwdReduceKernel, buildReduce, chooseReduceMeta}; }
-KernelDef convBackwardStatesKernel() { return {kConvBwdStatesKernel, buildStates, choosePerSequenceTiles}; }
+KernelDef convBackwardKernel() { return {kConvBwd.kernel, buildBackward, chooseBackwardMeta, &kConvBwd}; }
+KernelDef convBackwardReduceKernel() { return {kConvBwdReduce.kernel, buildReduce, chooseReduceMeta, &kConvBwdReduce}; }
+KernelDef convBackwardStatesKernel() { return {kConvBwdStates.kernel, buildStates, choosePerSequenceTiles, &kConvBwdStates}; }
 
 }  // namespace ssmjit::kernels

@@ -13,20 +13,18 @@ namespace {
 
 void build(KernelBuilder& k, const Specialization& spec) {
   const int64_t BD = spec.get("meta:BLOCK_D"), W = spec.get("meta:width");
-  auto F = PtrClass::Float;
-  Value state = k.ptrArg("state", F), x = k.ptrArg("x", F), w = k.ptrArg("weight", F),
-        bias = k.ptrArg("bias", F), out = k.ptrArg("out", F);
-  Value idx = k.ptrArg("state_idx", PtrClass::Int, PtrRole::Metadata);
-  Value err = k.ptrArg("err", PtrClass::Int, PtrRole::Metadata);
-  Value D = k.intArg("D"), L = k.intArg("L");
-  k.intArg("batch");
-  Value nslots = k.intArg("nslots");
-  auto I = [&](const char* n) { return k.intArg(n); };
+  Value state = k.arg("state"), x = k.arg("x"), w = k.arg("weight"),
+        bias = k.arg("bias"), out = k.arg("out");
+  Value idx = k.arg("state_idx");
+  Value err = k.arg("err");
+  Value D = k.arg("D"), L = k.arg("L");
+  Value nslots = k.arg("nslots");
+  auto I = [&](const char* n) { return k.arg(n); };
   Value sSs = I("s_state_slot"), sSd = I("s_state_d"), sSk = I("s_state_k"), sXb = I("s_x_b"),
         sXt = I("s_x_t"), sXd = I("s_x_d"), sWd = I("s_w_d"), sWk = I("s_w_k"), sBias = I("s_bias_d"),
         sOb = I("s_out_b"), sOt = I("s_out_t"), sOd = I("s_out_d"), sIdx = I("s_idx_b");
-  Value hasBias = k.flagArg("has_bias"), siluOn = k.flagArg("silu"),
-        hasIdx = k.flagArg("has_state_idx"), commit = k.flagArg("commit");
+  Value hasBias = k.arg("has_bias"), siluOn = k.arg("silu"),
+        hasIdx = k.arg("has_state_idx"), commit = k.arg("commit");
 
   Value pidD = k.programId(0), b = k.programId(1);
   Value slot = k.ifElse(hasIdx, [&] { return std::vector<Value>{k.load(idx, b * sIdx)}; },
@@ -71,6 +69,6 @@ void chooseMeta(Specialization& s) {
 
 }  // namespace
 
-KernelDef convUpdateKernel() { return {kConvUpdateKernel, build, chooseMeta}; }
+KernelDef convUpdateKernel() { return {kConvUpdate.kernel, build, chooseMeta, &kConvUpdate}; }
 
 }  // namespace ssmjit::kernels

@@ -18,6 +18,7 @@ CompiledKernel compileKernel(const dsl::KernelDef& def, const Specialization& sp
   sj::registerDialects(ctx);
   dsl::KernelBuilder kb(&ctx, spec.kernel, (int)spec.get("meta:index_bits", 32),
                         (int)spec.get("meta:num_warps", 4));
+  if (def.signature) kb.declare(*def.signature);
   def.build(kb, spec);
   if (const int64_t mb = spec.get("meta:min_blocks", 0); mb > 0) kb.setMinBlocksPerSM(static_cast<int>(mb));
   auto module = mlir::cast<mlir::ModuleOp>(static_cast<mlir::Operation*>(kb.finish()));

@@ -24,6 +24,8 @@ struct KernelBuilder::Impl {
   std::vector<Type> argTypes;
   std::vector<std::pair<std::string, std::string>> argAttrs;  // (name, role)
   std::vector<std::string> argDtypeClass;                     // "float", "int" or ""
+  const Signature* signature = nullptr;                       // declared arguments, if any
+  std::vector<dsl::Value> declared;                           // in parameters(*signature) order
 
   Impl(MLIRContext* c) : ctx(c), b(c), loc(UnknownLoc::get(c)) {}
 };
@@ -79,7 +81,39 @@ static dsl::Value wrap(KernelBuilder* kb, mlir::Value v) { return {kb, v.getAsOp
 #define B impl_->b
 #define L impl_->loc
 
+namespace {
+// A kernel with a declared signature takes exactly its parameters.
+void undeclaredOnly(const KernelBuilder::Impl& I, const std::string& name) {
+  if (I.signature)
+    fail("argument '" + name + "' added to kernel " + I.signature->kernel + ", whose arguments are its signature");
+}
+}  // namespace
+
+void KernelBuilder::declare(const Signature& sig) {
+  if (!impl_->argTypes.empty()) fail("declare() after arguments were added");
+  for (const Param& p : parameters(sig).params) {
+    dsl::Value v;
+    switch (p.kind) {
+      case ParamKind::Pointer: v = ptrArg(p.name, p.cls, p.role); break;
+      case ParamKind::Size:
+      case ParamKind::Stride: v = intArg(p.name); break;
+      case ParamKind::Scalar: v = floatArg(p.name); break;
+      case ParamKind::Flag: v = flagArg(p.name); break;
+    }
+    impl_->declared.push_back(v);
+  }
+  impl_->signature = &sig;
+}
+dsl::Value KernelBuilder::arg(const std::string& name) const {
+  if (!impl_->signature) fail("arg('" + name + "') without a declared signature");
+  const auto& ps = parameters(*impl_->signature).params;
+  for (size_t i = 0; i < ps.size(); ++i)
+    if (ps[i].name == name) return impl_->declared[i];
+  detail::unknownArgument(impl_->signature->kernel, "argument", name.c_str());
+}
+
 dsl::Value KernelBuilder::ptrArg(const std::string& name, PtrClass cls, PtrRole role) {
+  undeclaredOnly(*impl_, name);
   // The generic storage type is a placeholder (f32 / the index type); specialise binds the dtype.
   Type elem = cls == PtrClass::Float ? Type(B.getF32Type()) : impl_->indexTy;
   Type t = sj::PtrType::get(impl_->ctx, elem);
@@ -89,18 +123,21 @@ dsl::Value KernelBuilder::ptrArg(const std::string& name, PtrClass cls, PtrRole 
   return W(impl_->entry->addArgument(t, L));
 }
 dsl::Value KernelBuilder::intArg(const std::string& name) {
+  undeclaredOnly(*impl_, name);
   impl_->argTypes.push_back(impl_->indexTy);
   impl_->argAttrs.push_back({name, "int"});
   impl_->argDtypeClass.push_back("");
   return W(impl_->entry->addArgument(impl_->indexTy, L));
 }
 dsl::Value KernelBuilder::floatArg(const std::string& name) {
+  undeclaredOnly(*impl_, name);
   impl_->argTypes.push_back(B.getF32Type());
   impl_->argAttrs.push_back({name, "float"});
   impl_->argDtypeClass.push_back("");
   return W(impl_->entry->addArgument(B.getF32Type(), L));
 }
 dsl::Value KernelBuilder::flagArg(const std::string& name) {
+  undeclaredOnly(*impl_, name);
   impl_->argTypes.push_back(B.getI1Type());
   impl_->argAttrs.push_back({name, "flag"});
   impl_->argDtypeClass.push_back("");

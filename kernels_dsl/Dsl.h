@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "compiler/IntMath.h"
+#include "kernels_dsl/Signature.h"
 
 namespace ssmjit::dsl {
 
@@ -38,12 +39,6 @@ class Value {
   void* v_ = nullptr;  // an mlir::Value as an opaque pointer
 };
 
-// Storage class of a pointer argument; its exact dtype is bound by specialisation.
-enum class PtrClass { Float, Int };
-// Data pointers may be specialised on their alignment; metadata pointers (indices, cu_seqlens,
-// status records) never are.
-enum class PtrRole { Data, Metadata };
-
 class KernelBuilder {
  public:
   // `mlirContext` is an mlir::MLIRContext* with the sj dialects loaded (sj::registerDialects).
@@ -52,7 +47,13 @@ class KernelBuilder {
   KernelBuilder(const KernelBuilder&) = delete;
   KernelBuilder& operator=(const KernelBuilder&) = delete;
 
-  // Kernel arguments, in order. Names are what the runtime fills by name.
+  // A registered kernel's arguments: its signature's parameters, in order (compileKernel declares
+  // them before the build runs); `arg` finds one by name, throwing Error(Internal) naming the
+  // kernel and the name when the signature lacks it.
+  void declare(const Signature& sig);
+  Value arg(const std::string& name) const;
+  // A test kernel's arguments, one at a time, in order (not once a signature is declared). Names
+  // are what the runtime fills by name.
   Value ptrArg(const std::string& name, PtrClass cls, PtrRole role = PtrRole::Data);
   Value intArg(const std::string& name);    // a size or a stride (index type)
   Value floatArg(const std::string& name);  // an f32 scalar

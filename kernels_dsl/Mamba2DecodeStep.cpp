@@ -25,19 +25,18 @@ void build(KernelBuilder& k, const Specialization& spec) {
   const int64_t BP = spec.get("meta:BLOCK_P"), BN = spec.get("meta:BLOCK_N"), BH = spec.get("meta:BLOCK_H"),
                 BT = spec.get("meta:BLOCK_T"), BC = spec.get("meta:BLOCK_C"), W = spec.get("meta:width");
   k.setInnerLanes(static_cast<int>(spec.get("meta:inner_lanes")));
-  auto F = PtrClass::Float;
-  auto M = [&](const char* n) { return k.ptrArg(n, PtrClass::Int, PtrRole::Metadata); };
-  Value convState = k.ptrArg("conv_state", F), ssmState = k.ptrArg("ssm_state", F),
-        xbcCache = k.ptrArg("xbc_cache", F), dtCache = k.ptrArg("dt_cache", F), convW = k.ptrArg("conv_w", F),
-        convB = k.ptrArg("conv_b", F), A = k.ptrArg("A", F), Dp = k.ptrArg("D", F), dtBias = k.ptrArg("dt_bias", F),
-        xbc = k.ptrArg("xbc", F), dt = k.ptrArg("dt", F), z = k.ptrArg("z", F), y = k.ptrArg("y", F);
+  auto M = [&](const char* n) { return k.arg(n); };
+  Value convState = k.arg("conv_state"), ssmState = k.arg("ssm_state"),
+        xbcCache = k.arg("xbc_cache"), dtCache = k.arg("dt_cache"), convW = k.arg("conv_w"),
+        convB = k.arg("conv_b"), A = k.arg("A"), Dp = k.arg("D"), dtBias = k.arg("dt_bias"),
+        xbc = k.arg("xbc"), dt = k.arg("dt"), z = k.arg("z"), y = k.arg("y");
   Value stateIdx = M("state_idx"), accepted = M("accepted"), cached = M("cached"), arrivals = M("arrivals"),
         err = M("err");
-  auto I = [&](const char* n) { return k.intArg(n); };
+  auto I = [&](const char* n) { return k.arg(n); };
   I("batch");
   Value nslots = I("nslots"), H = I("H"), P = I("P"), N = I("N"), G = I("G"), L = I("L"), Lc = I("Lc"),
         hpp = I("hpp");
-  Value dtMin = k.floatArg("dt_min"), dtMax = k.floatArg("dt_max");
+  Value dtMin = k.arg("dt_min"), dtMax = k.arg("dt_max");
   Value sCsSlot = I("s_cs_slot"), sCsC = I("s_cs_c"), sCsK = I("s_cs_k");
   Value sSsSlot = I("s_ss_slot"), sSsH = I("s_ss_h"), sSsP = I("s_ss_p"), sSsN = I("s_ss_n");
   Value sXcSlot = I("s_xc_slot"), sXcT = I("s_xc_t"), sXcC = I("s_xc_c");
@@ -49,10 +48,10 @@ void build(KernelBuilder& k, const Specialization& spec) {
   Value sZb = I("s_z_b"), sZt = I("s_z_t"), sZh = I("s_z_h"), sZp = I("s_z_p");
   Value sYb = I("s_y_b"), sYt = I("s_y_t"), sYh = I("s_y_h"), sYp = I("s_y_p");
   Value sIdx = I("s_idx_b"), sAcc = I("s_acc_b"), sCached = I("s_cached");
-  Value hasConvBias = k.flagArg("has_conv_bias"), hasD = k.flagArg("has_D"), hasZ = k.flagArg("has_z"),
-        hasDtBias = k.flagArg("has_dt_bias"), softplusOn = k.flagArg("dt_softplus"),
-        hasClamp = k.flagArg("has_clamp"), hasIdx = k.flagArg("has_state_idx"), replay = k.flagArg("replay"),
-        verify = k.flagArg("verify");
+  Value hasConvBias = k.arg("has_conv_bias"), hasD = k.arg("has_D"), hasZ = k.arg("has_z"),
+        hasDtBias = k.arg("has_dt_bias"), softplusOn = k.arg("dt_softplus"),
+        hasClamp = k.arg("has_clamp"), hasIdx = k.arg("has_state_idx"), replay = k.arg("replay"),
+        verify = k.arg("verify");
   (void)hasZ;  // read from the specialisation: it decides the shared-memory plan
 
   Value pidP = k.programId(0), hb = k.programId(1), b = k.programId(2);
@@ -371,6 +370,6 @@ void chooseMeta(Specialization& s) {
 
 }  // namespace
 
-KernelDef decodeStepKernel() { return {kDecodeStepKernel, build, chooseMeta}; }
+KernelDef decodeStepKernel() { return {kDecodeStep.kernel, build, chooseMeta, &kDecodeStep}; }
 
 }  // namespace ssmjit::kernels

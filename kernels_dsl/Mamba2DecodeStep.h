@@ -10,41 +10,52 @@
 
 #include <cstdint>
 
+#include "kernels_dsl/Signature.h"
+
 namespace ssmjit::kernels {
 
-inline constexpr const char* kDecodeStepKernel = "mamba2_decode_step";
 // The most heads one program runs (hpp; their dt rows are staged together).
 inline constexpr int64_t kMaxHeadsPerProgram = 8;
 // Calls with at least this many (sequence, head) pairs get the large-batch tiles (see chooseMeta):
 // about 8 a streaming multiprocessor of an H100.
 inline constexpr int64_t kDecodeLargeBatchHeads = 1024;
 
-// Pointers (data): conv_state ssm_state xbc_cache dt_cache conv_w conv_b A D dt_bias xbc dt z y.
-// Pointers (metadata): state_idx accepted cached arrivals err.
-// Sizes: batch nslots hpp (dynamic); H P N G L (bound; L = drafts of this step, 0 with replay
-// only); Lc (cache depth, bound: the staged token tiles cover Lc + L). Floats: dt_min dt_max. The
-// conv width W is meta:width.
-// Layout as the kernel indexes them (channels ch in xBC order: x h*P+p | B H*P+g*N+n | C ...):
-//   conv_state[slot, ch, k]  ssm_state[slot, h, p, n]  xbc_cache[slot, t, ch]  dt_cache[slot, t, h]
-//   conv_w[ch, k]  conv_b[ch]  A/D/dt_bias[h]  xbc[b, t, ch]  dt[b, t, h]  z/y[b, t, h, p]
-//   state_idx[b]  accepted[b]  cached[slot]  arrivals[slot] (int32 counter)  err: int64[4]
-inline constexpr const char* kDecodeStepArgNames[] = {
-    "conv_state", "ssm_state", "xbc_cache", "dt_cache", "conv_w", "conv_b", "A", "D", "dt_bias",
-    "xbc", "dt", "z", "y", "state_idx", "accepted", "cached", "arrivals", "err",
-    "batch", "nslots", "H", "P", "N", "G", "L", "Lc", "hpp", "dt_min", "dt_max",
-    "s_cs_slot", "s_cs_c", "s_cs_k",
-    "s_ss_slot", "s_ss_h", "s_ss_p", "s_ss_n",
-    "s_xc_slot", "s_xc_t", "s_xc_c",
-    "s_dc_slot", "s_dc_t", "s_dc_h",
-    "s_w_c", "s_w_k", "s_cb_c", "s_A_h", "s_D_h", "s_dtb_h",
-    "s_xbc_b", "s_xbc_t", "s_xbc_c",
-    "s_dt_b", "s_dt_t", "s_dt_h",
-    "s_z_b", "s_z_t", "s_z_h", "s_z_p",
-    "s_y_b", "s_y_t", "s_y_h", "s_y_p",
-    "s_idx_b", "s_acc_b", "s_cached",
-    "has_conv_bias", "has_D", "has_z", "has_dt_bias", "dt_softplus", "has_clamp", "has_state_idx",
-    "replay", "verify"};
-inline constexpr int kDecodeStepNumArgs = sizeof(kDecodeStepArgNames) / sizeof(kDecodeStepArgNames[0]);
+namespace decode {
+using dsl::TensorArg;
+constexpr auto F = dsl::PtrClass::Float, I = dsl::PtrClass::Int;
+constexpr auto M = dsl::PtrRole::Metadata;
+constexpr auto Bound = dsl::SizeUse::Bound, Count = dsl::SizeUse::Count;
+// Channels ch in xBC order: x h*P+p | B H*P+g*N+n | C ...; arrivals[slot] is an int32 counter,
+// err the int64[4] device status record. The conv width W is meta:width.
+inline constexpr TensorArg kTensors[] = {{"conv_state", F, {"slot", "c", "k"}, "cs"},
+                                         {"ssm_state", F, {"slot", "h", "p", "n"}, "ss"},
+                                         {"xbc_cache", F, {"slot", "t", "c"}, "xc"},
+                                         {"dt_cache", F, {"slot", "t", "h"}, "dc"},
+                                         {"conv_w", F, {"c", "k"}, "w"},
+                                         {"conv_b", F, {"c"}, "cb"},
+                                         {"A", F, {"h"}},
+                                         {"D", F, {"h"}},
+                                         {"dt_bias", F, {"h"}, "dtb"},
+                                         {"xbc", F, {"b", "t", "c"}},
+                                         {"dt", F, {"b", "t", "h"}},
+                                         {"z", F, {"b", "t", "h", "p"}},
+                                         {"y", F, {"b", "t", "h", "p"}},
+                                         {"state_idx", I, {"b"}, "idx", M},
+                                         {"accepted", I, {"b"}, "acc", M},
+                                         {"cached", I, {""}, nullptr, M},
+                                         {"arrivals", I, {}, nullptr, M},
+                                         {"err", I, {}, nullptr, M}};
+// L: drafts of this step (0 with replay only); Lc: the cache depth (the staged token tiles cover
+// Lc + L); hpp: heads a program, chosen at launch.
+inline constexpr dsl::SizeArg kSizes[] = {{"batch", Count}, {"nslots", Count}, {"H", Bound}, {"P", Bound}, {"N", Bound},
+                                          {"G", Bound},     {"L", Bound},      {"Lc", Bound}, {"hpp", Count}};
+inline constexpr const char* kScalars[] = {"dt_min", "dt_max"};
+inline constexpr const char* kFlags[] = {"has_conv_bias", "has_D",         "has_z",  "has_dt_bias", "dt_softplus",
+                                         "has_clamp",     "has_state_idx", "replay", "verify"};
+}  // namespace decode
+
+inline constexpr dsl::Signature kDecodeStep{"mamba2_decode_step", decode::kTensors, decode::kSizes, decode::kScalars,
+                                            decode::kFlags};
 
 // Device status codes (err[0]; err[1] = row b, err[2] = value, err[3] = bound).
 inline constexpr long long kErrDecodeSlot = 20;      // state_indices[b] outside [0, S)

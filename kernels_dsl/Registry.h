@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "compiler/Specialization.h"
+#include "kernels_dsl/Signature.h"
 
 namespace ssmjit::dsl {
 class KernelBuilder;
@@ -18,6 +19,9 @@ struct KernelDef {
   std::function<void(KernelBuilder&, const Specialization&)> build;
   // Fills the "meta:*" values a call did not set (block sizes by heuristic). Cheap: runs per call.
   std::function<void(Specialization&)> chooseMeta;
+  // The kernel's arguments (a registered kernel has one; compileKernel declares it before the
+  // build runs). A test's own kernel may leave it out and add its arguments one by one.
+  const Signature* signature = nullptr;
   // Content hash of the definition's source (compiler/BuildInfo.h), set by the registry: part of
   // the disk-cache key, so editing a kernel misses exactly its own entries.
   std::string definitionHash;

@@ -44,15 +44,13 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   // For the backward: no out; the carried state at each tile's start goes to ws (see the header).
   const bool checkpoints = spec.get("meta:checkpoints") != 0;
   k.setShiftLanes(static_cast<int>(spec.get("meta:time_lanes")));
-  auto F = PtrClass::Float, Ix = PtrClass::Int;
-  auto M = PtrRole::Metadata;
-  Value u = k.ptrArg("u", F), delta = k.ptrArg("delta", F), A = k.ptrArg("A", F), Bp = k.ptrArg("B", F),
-        Cp = k.ptrArg("C", F), Dv = k.ptrArg("Dv", F), z = k.ptrArg("z", F), dbias = k.ptrArg("dbias", F),
-        out = k.ptrArg("out", F), init = k.ptrArg("init", F), fin = k.ptrArg("final", F), ws = k.ptrArg("ws", F),
-        yacc = k.ptrArg("yacc", F);
-  Value cu = k.ptrArg("cu", Ix, M), initIdx = k.ptrArg("init_idx", Ix, M), finIdx = k.ptrArg("final_idx", Ix, M),
-        err = k.ptrArg("err", Ix, M);
-  auto I = [&](const char* n) { return k.intArg(n); };
+  Value u = k.arg("u"), delta = k.arg("delta"), A = k.arg("A"), Bp = k.arg("B"),
+        Cp = k.arg("C"), Dv = k.arg("Dv"), z = k.arg("z"), dbias = k.arg("dbias"),
+        out = k.arg("out"), init = k.arg("init"), fin = k.arg("final"), ws = k.arg("ws"),
+        yacc = k.arg("yacc");
+  Value cu = k.arg("cu"), initIdx = k.arg("init_idx"), finIdx = k.arg("final_idx"),
+        err = k.arg("err");
+  auto I = [&](const char* n) { return k.arg(n); };
   Value D = I("D"), L = I("L"), nseq = I("nseq"), nInit = I("nslots_init"), nFinal = I("nslots_final"),
         maxLen = I("max_len"), kpr = I("keys_per_row"), group = I("group"), cpr = I("ckpt_per_row");
   Value sUb = I("s_u_b"), sUd = I("s_u_d"), sDlb = I("s_dl_b"), sDld = I("s_dl_d"), sZb = I("s_z_b"),
@@ -63,7 +61,7 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
         sIs = I("s_init_slot"), sId = I("s_init_d"), sIn = I("s_init_n"), sFs = I("s_final_slot"),
         sFd = I("s_final_d"), sFn = I("s_final_n"), sCu = I("s_cu"), sIidx = I("s_init_idx"),
         sFidx = I("s_final_idx");
-  auto Fl = [&](const char* n) { return k.flagArg(n); };
+  auto Fl = [&](const char* n) { return k.arg(n); };
   Value bVar = Fl("b_varying"), cVar = Fl("c_varying"), hasD = Fl("has_D"), hasZ = Fl("has_z"),
         hasDbias = Fl("has_dbias"), softplusOn = Fl("softplus"), hasCu = Fl("has_cu"),
         hasMax = Fl("has_max_len"), hasInit = Fl("has_init"), hasInitIdx = Fl("has_init_idx"),
@@ -446,6 +444,6 @@ void chooseScanMeta(Specialization& s) {
 
 }  // namespace
 
-KernelDef scanKernel() { return {kScanKernel, buildScan, chooseScanMeta}; }
+KernelDef scanKernel() { return {kScan.kernel, buildScan, chooseScanMeta, &kScan}; }
 
 }  // namespace ssmjit::kernels

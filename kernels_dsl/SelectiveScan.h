@@ -38,28 +38,42 @@
 // Spans sit at fixed token offsets of their sequence, and the class follows from the length, so a
 // sequence's arithmetic does not depend on where it lies in a packed row or on the batch.
 #pragma once
+#include "kernels_dsl/Signature.h"
 
 namespace ssmjit::kernels {
 
-inline constexpr const char* kScanKernel = "selective_scan_fwd";
+namespace scan {
+using dsl::SizeArg;
+using dsl::TensorArg;
+constexpr auto F = dsl::PtrClass::Float, I = dsl::PtrClass::Int;
+constexpr auto M = dsl::PtrRole::Metadata;
+constexpr auto Bound = dsl::SizeUse::Bound, Div = dsl::SizeUse::Div, Count = dsl::SizeUse::Count;
+// The tensors the forward and backward kernels share, as indexed: u/delta/z[row, d, t] (time
+// contiguous), A[d, n], B/C time-varying [row, g, n, t] or constant [d, n] (their b and g strides
+// 0, n and d the constant's), Dv/dbias[d], states [slot, d, n].
+inline constexpr TensorArg u{"u", F, {"b", "d"}}, delta{"delta", F, {"b", "d"}, "dl"}, A{"A", F, {"d", "n"}},
+    B{"B", F, {"b", "g", "n", "d"}}, C{"C", F, {"b", "g", "n", "d"}}, Dv{"Dv", F, {"d"}, "D"},
+    z{"z", F, {"b", "d"}}, dbias{"dbias", F, {"d"}, "db"}, ws{"ws", F, {}}, cu{"cu", I, {""}, nullptr, M},
+    initIdx{"init_idx", I, {""}, nullptr, M}, finalIdx{"final_idx", I, {""}, nullptr, M},
+    err{"err", I, {}, nullptr, M};
 
-// Pointers (data): u delta A B C Dv z dbias out init final ws yacc. Metadata: cu init_idx final_idx err.
-// Sizes: D L (row length T) nseq nslots_init nslots_final max_len keys_per_row ckpt_per_row (dynamic);
-//   group (channels a group of B/C: D / G, bound). N is meta:dstate.
-// Layout as indexed: u/delta/z/out/yacc[row, d, t]  A[d, n]  B/C time-varying [row, g, n, t] or
-//   constant [d, n]  Dv/dbias[d]  init/final[slot, d, n]  ws: float32, the states at [key, d, n]
-//   (keys x D x N), then the summed dt at [key, d] (keys x D), then the initial-state copies [i, d, n].
-inline constexpr const char* kScanArgNames[] = {
-    "u", "delta", "A", "B", "C", "Dv", "z", "dbias", "out", "init", "final", "ws", "yacc",
-    "cu", "init_idx", "final_idx", "err",
-    "D", "L", "nseq", "nslots_init", "nslots_final", "max_len", "keys_per_row", "group", "ckpt_per_row",
-    "s_u_b", "s_u_d", "s_dl_b", "s_dl_d", "s_z_b", "s_z_d", "s_o_b", "s_o_d", "s_ya_b", "s_ya_d",
-    "s_A_d", "s_A_n", "s_B_b", "s_B_g", "s_B_n", "s_B_d", "s_C_b", "s_C_g", "s_C_n", "s_C_d",
-    "s_D_d", "s_db_d", "s_init_slot", "s_init_d", "s_init_n", "s_final_slot", "s_final_d",
-    "s_final_n", "s_cu", "s_init_idx", "s_final_idx",
-    "b_varying", "c_varying", "has_D", "has_z", "has_dbias", "softplus", "has_cu", "has_max_len",
-    "has_init", "has_init_idx", "has_final", "has_final_idx", "multi_span", "has_yacc"};
-inline constexpr int kScanNumArgs = sizeof(kScanArgNames) / sizeof(kScanArgNames[0]);
+// N is meta:dstate; group: channels a group of B/C (D / G). ws: float32, the states at [key, d, n]
+// (keys x D x N), then the summed dt at [key, d] (keys x D), then the initial-state copies [i, d, n].
+inline constexpr TensorArg kFwdTensors[] = {
+    u, delta, A, B, C, Dv, z, dbias, {"out", F, {"b", "d"}, "o"}, {"init", F, {"slot", "d", "n"}},
+    {"final", F, {"slot", "d", "n"}}, ws, {"yacc", F, {"b", "d"}, "ya"}, cu, initIdx, finalIdx, err};
+inline constexpr const char* kFwdStrideOrder[] = {"u",  "delta", "z",    "out",   "yacc", "A",        "B",        "C",
+                                                  "Dv", "dbias", "init", "final", "cu",   "init_idx", "final_idx"};
+inline constexpr SizeArg kFwdSizes[] = {{"D", Bound},         {"L", Div},           {"nseq", Count},
+                                        {"nslots_init", Count}, {"nslots_final", Count}, {"max_len", Count},
+                                        {"keys_per_row", Div},  {"group", Bound},        {"ckpt_per_row", Div}};
+inline constexpr const char* kFwdFlags[] = {"b_varying", "c_varying",    "has_D",       "has_z",     "has_dbias",
+                                            "softplus",  "has_cu",       "has_max_len", "has_init",  "has_init_idx",
+                                            "has_final", "has_final_idx", "multi_span", "has_yacc"};
+}  // namespace scan
+
+inline constexpr dsl::Signature kScan{"selective_scan_fwd", scan::kFwdTensors, scan::kFwdSizes, {}, scan::kFwdFlags,
+                                      scan::kFwdStrideOrder};
 
 // Device status codes (err[0]; err[1..3] as named).
 inline constexpr long long kErrScanCuSeqlens = 30;  // sequence i, cu[i], cu[i + 1]

@@ -41,15 +41,13 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
                 NGL = spec.get("meta:groups_per_block"), NS = scanBwdSums(N), SPAN = spec.get("meta:span");
   const bool adjointPass = spec.get("meta:adjoint_pass") != 0;
   k.setShiftLanes(static_cast<int>(spec.get("meta:time_lanes")));
-  auto F = PtrClass::Float, Ix = PtrClass::Int;
-  auto M = PtrRole::Metadata;
-  auto P = [&](const char* n) { return k.ptrArg(n, F); };
+  auto P = [&](const char* n) { return k.arg(n); };
   Value u = P("u"), delta = P("delta"), A = P("A"), Bp = P("B"), Cp = P("C"), Dv = P("Dv"), z = P("z"),
         dbias = P("dbias"), dout = P("dout"), dfin = P("dfinal"), du = P("du"), ddelta = P("ddelta"), dz = P("dz"),
         dinit = P("dinit"), ws = P("ws"), part = P("part");
-  Value cu = k.ptrArg("cu", Ix, M), initIdx = k.ptrArg("init_idx", Ix, M), finIdx = k.ptrArg("final_idx", Ix, M),
-        err = k.ptrArg("err", Ix, M);
-  auto I = [&](const char* n) { return k.intArg(n); };
+  Value cu = k.arg("cu"), initIdx = k.arg("init_idx"), finIdx = k.arg("final_idx"),
+        err = k.arg("err");
+  auto I = [&](const char* n) { return k.arg(n); };
   Value D = I("D"), L = I("L"), nseq = I("nseq"), nInit = I("nslots_init"), nFinal = I("nslots_final"),
         maxLen = I("max_len"), cpr = I("ckpt_per_row"), spr = I("span_keys_per_row"), group = I("group"),
         adjBase = I("adj_base"), partBase = I("part_base"), bcBase = I("bc_base"), bcSize = I("bc_size");
@@ -60,7 +58,7 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
         sCb = I("s_C_b"), sCg = I("s_C_g"), sCn = I("s_C_n"), sCd = I("s_C_d"), sDd = I("s_D_d"),
         sDbd = I("s_db_d"), sFs = I("s_df_slot"), sFd = I("s_df_d"), sFn = I("s_df_n"), sIs = I("s_di_slot"),
         sId = I("s_di_d"), sIn = I("s_di_n"), sCu = I("s_cu"), sIidx = I("s_init_idx"), sFidx = I("s_final_idx");
-  auto Fl = [&](const char* n) { return k.flagArg(n); };
+  auto Fl = [&](const char* n) { return k.arg(n); };
   Value bVar = Fl("b_varying"), cVar = Fl("c_varying"), hasD = Fl("has_D"), hasZ = Fl("has_z"),
         hasDbias = Fl("has_dbias"), softplusOn = Fl("softplus"), hasCu = Fl("has_cu"), hasDfinal = Fl("has_dfinal"),
         hasFinalIdx = Fl("has_final_idx"), hasDinit = Fl("has_dinit"), hasInitIdx = Fl("has_init_idx"),
@@ -358,10 +356,9 @@ void buildScanBwdSum(KernelBuilder& k, const Specialization& spec) {
                 NGL = spec.get("meta:groups_per_block"), NS = scanBwdSums(N);
   const int64_t SPAN = spec.get("meta:span"), BT = spec.get("meta:bwd_block_t");
   const bool part1 = spec.get("meta:part") != 0;
-  auto F = PtrClass::Float;
-  Value ws = k.ptrArg("ws", F), dA = k.ptrArg("dA", F), dD = k.ptrArg("dD", F), ddb = k.ptrArg("ddbias", F),
-        dB = k.ptrArg("dB", F), dC = k.ptrArg("dC", F), cu = k.ptrArg("cu", PtrClass::Int, PtrRole::Metadata);
-  auto I = [&](const char* n) { return k.intArg(n); };
+  Value ws = k.arg("ws"), dA = k.arg("dA"), dD = k.arg("dD"), ddb = k.arg("ddbias"),
+        dB = k.arg("dB"), dC = k.arg("dC"), cu = k.arg("cu");
+  auto I = [&](const char* n) { return k.arg(n); };
   Value D = I("D"), L = I("L"), nseq = I("nseq"), rows = I("rows"), G = I("G"), group = I("group"),
         dblocks = I("dblocks"), spr = I("span_keys_per_row"), cpr = I("ckpt_per_row"), partBase = I("part_base"),
         bcBase = I("bc_base"),
@@ -369,8 +366,8 @@ void buildScanBwdSum(KernelBuilder& k, const Specialization& spec) {
   Value sAd = I("s_dA_d"), sAn = I("s_dA_n"), sDD = I("s_dD"), sDdb = I("s_ddb"), sBb = I("s_dB_b"),
         sBg = I("s_dB_g"), sBn = I("s_dB_n"), sBd = I("s_dB_d"), sCb = I("s_dC_b"), sCg = I("s_dC_g"),
         sCn = I("s_dC_n"), sCd = I("s_dC_d");
-  Value bVar = k.flagArg("b_varying"), cVar = k.flagArg("c_varying"), hasD = k.flagArg("has_D"),
-        hasDbias = k.flagArg("has_dbias"), hasCu = k.flagArg("has_cu");
+  Value bVar = k.arg("b_varying"), cVar = k.arg("c_varying"), hasD = k.arg("has_D"),
+        hasDbias = k.arg("has_dbias"), hasCu = k.arg("has_cu");
   Value zero = k.constFloat(0), zeroI = k.constInt(0);
   Value offs = k.programId(0) * BLOCK + k.range(BLOCK);
   if (!part1) {
@@ -424,7 +421,7 @@ void chooseScanBwdSumMeta(Specialization& s) {
 
 }  // namespace
 
-KernelDef scanBwdKernel() { return {kScanBwdKernel, buildScanBwd, chooseScanBwdMeta}; }
-KernelDef scanBwdSumKernel() { return {kScanBwdSumKernel, buildScanBwdSum, chooseScanBwdSumMeta}; }
+KernelDef scanBwdKernel() { return {kScanBwd.kernel, buildScanBwd, chooseScanBwdMeta, &kScanBwd}; }
+KernelDef scanBwdSumKernel() { return {kScanBwdSum.kernel, buildScanBwdSum, chooseScanBwdSumMeta, &kScanBwdSum}; }
 
 }  // namespace ssmjit::kernels

@@ -37,42 +37,67 @@
 #pragma once
 #include <cstdint>
 
-namespace ssmjit::kernels {
+#include "kernels_dsl/SelectiveScan.h"
 
-inline constexpr const char* kScanBwdKernel = "selective_scan_bwd";
-inline constexpr const char* kScanBwdSumKernel = "selective_scan_bwd_sum";
+namespace ssmjit::kernels {
 
 // Per-sequence sums, rows r of ws' partial block: dA (N rows), dD, ddelta_bias, dB and dC when
 // constant (N rows each): 3 N + 2 rows.
 inline int64_t scanBwdSums(int64_t N) { return 3 * N + 2; }
 
-// Pointers (data): u delta A B C Dv z dbias dout dfinal du ddelta dz dinit ws part. Metadata: cu
-// init_idx final_idx err. Sizes: D L nseq nslots_init nslots_final max_len (L when unbounded)
-// ckpt_per_row span_keys_per_row group (bound) adj_base part_base bc_base bc_size. Layouts as the forward's; dinit/dfinal
-// [slot, d, n].
-inline constexpr const char* kScanBwdArgNames[] = {
-    "u", "delta", "A", "B", "C", "Dv", "z", "dbias", "dout", "dfinal", "du", "ddelta", "dz", "dinit", "ws", "part",
-    "cu", "init_idx", "final_idx", "err",
-    "D", "L", "nseq", "nslots_init", "nslots_final", "max_len", "ckpt_per_row", "span_keys_per_row", "group",
-    "adj_base", "part_base", "bc_base", "bc_size",
-    "s_u_b", "s_u_d", "s_dl_b", "s_dl_d", "s_z_b", "s_z_d", "s_do_b", "s_do_d", "s_du_b", "s_du_d", "s_ddl_b",
-    "s_ddl_d", "s_dz_b", "s_dz_d", "s_A_d", "s_A_n", "s_B_b", "s_B_g", "s_B_n", "s_B_d", "s_C_b", "s_C_g", "s_C_n",
-    "s_C_d", "s_D_d", "s_db_d", "s_df_slot", "s_df_d", "s_df_n", "s_di_slot", "s_di_d", "s_di_n", "s_cu",
-    "s_init_idx", "s_final_idx",
-    "b_varying", "c_varying", "has_D", "has_z", "has_dbias", "softplus", "has_cu", "has_dfinal",
-    "has_final_idx", "has_dinit", "has_init_idx", "part_in", "part_out"};
-inline constexpr int kScanBwdNumArgs = sizeof(kScanBwdArgNames) / sizeof(kScanBwdArgNames[0]);
+namespace scan {
+// dinit/dfinal [slot, d, n]; the gradients of u, delta, z laid out as they are.
+inline constexpr TensorArg kBwdTensors[] = {u,
+                                            delta,
+                                            A,
+                                            B,
+                                            C,
+                                            Dv,
+                                            z,
+                                            dbias,
+                                            {"dout", F, {"b", "d"}, "do"},
+                                            {"dfinal", F, {"slot", "d", "n"}, "df"},
+                                            {"du", F, {"b", "d"}},
+                                            {"ddelta", F, {"b", "d"}, "ddl"},
+                                            {"dz", F, {"b", "d"}},
+                                            {"dinit", F, {"slot", "d", "n"}, "di"},
+                                            ws,
+                                            {"part", F, {}},
+                                            cu,
+                                            initIdx,
+                                            finalIdx,
+                                            err};
+inline constexpr const char* kBwdStrideOrder[] = {"u", "delta", "z",     "dout",   "du",    "ddelta",
+                                                  "dz", "A",    "B",     "C",      "Dv",    "dbias",
+                                                  "dfinal", "dinit", "cu", "init_idx", "final_idx"};
+// max_len: L when unbounded.
+inline constexpr SizeArg kBwdSizes[] = {
+    {"D", Bound},      {"L", Div},         {"nseq", Count},     {"nslots_init", Count}, {"nslots_final", Count},
+    {"max_len", Count}, {"ckpt_per_row", Div}, {"span_keys_per_row", Div}, {"group", Bound}, {"adj_base", Div},
+    {"part_base", Div}, {"bc_base", Div},   {"bc_size", Div}};
+inline constexpr const char* kBwdFlags[] = {"b_varying",  "c_varying",     "has_D",     "has_z",        "has_dbias",
+                                            "softplus",   "has_cu",        "has_dfinal", "has_final_idx", "has_dinit",
+                                            "has_init_idx", "part_in",     "part_out"};
 
-// Pointers: ws dA dD ddbias dB dC, cu (metadata). Sizes: D L nseq rows G group dblocks
-// span_keys_per_row part_base bc_base bc_size. meta: part, dstate, span, bwd_block_d,
-// groups_per_block (the backward's).
-inline constexpr const char* kScanBwdSumArgNames[] = {
-    "ws", "dA", "dD", "ddbias", "dB", "dC", "cu",
-    "D", "L", "nseq", "rows", "G", "group", "dblocks", "span_keys_per_row", "ckpt_per_row", "part_base",
-    "bc_base", "bc_size", "s_cu",
-    "s_dA_d", "s_dA_n", "s_dD", "s_ddb", "s_dB_b", "s_dB_g", "s_dB_n", "s_dB_d", "s_dC_b", "s_dC_g", "s_dC_n",
-    "s_dC_d",
-    "b_varying", "c_varying", "has_D", "has_dbias", "has_cu"};
-inline constexpr int kScanBwdSumNumArgs = sizeof(kScanBwdSumArgNames) / sizeof(kScanBwdSumArgNames[0]);
+// meta: part, dstate, span, bwd_block_d, groups_per_block (the backward's).
+inline constexpr TensorArg kSumTensors[] = {ws,
+                                            {"dA", F, {"d", "n"}},
+                                            {"dD", F, {""}},
+                                            {"ddbias", F, {""}, "ddb"},
+                                            {"dB", F, {"b", "g", "n", "d"}},
+                                            {"dC", F, {"b", "g", "n", "d"}},
+                                            cu};
+inline constexpr const char* kSumStrideOrder[] = {"cu", "dA", "dD", "ddbias", "dB", "dC"};
+inline constexpr SizeArg kSumSizes[] = {
+    {"D", Div},     {"L", Div},     {"nseq", Count},    {"rows", Div},    {"G", Div},       {"group", Div},
+    {"dblocks", Div}, {"span_keys_per_row", Div}, {"ckpt_per_row", Div}, {"part_base", Div}, {"bc_base", Div},
+    {"bc_size", Div}};
+inline constexpr const char* kSumFlags[] = {"b_varying", "c_varying", "has_D", "has_dbias", "has_cu"};
+}  // namespace scan
+
+inline constexpr dsl::Signature kScanBwd{"selective_scan_bwd", scan::kBwdTensors, scan::kBwdSizes, {}, scan::kBwdFlags,
+                                         scan::kBwdStrideOrder};
+inline constexpr dsl::Signature kScanBwdSum{"selective_scan_bwd_sum", scan::kSumTensors, scan::kSumSizes, {},
+                                            scan::kSumFlags, scan::kSumStrideOrder};
 
 }  // namespace ssmjit::kernels

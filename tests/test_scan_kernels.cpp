@@ -359,7 +359,7 @@ TEST(ScanKernels, PackedBackwardTilesAccessVectors) {
   Variant v;
   v.packed = true, v.batch = 3, v.L = 256;  // channel strides of 16 tokens: whole runs align
   const std::vector<Specialization> specs = detail::scanBackwardSpecializations(makeBackward(v, false), "sm_90a");
-  ASSERT_EQ(specs[1].kernel, kernels::kScanBwdKernel);
+  ASSERT_EQ(specs[1].kernel, kernels::kScanBwd.kernel);
   ASSERT_EQ(specs[1].get("meta:adjoint_pass"), 0);
   const std::string cuda = generatedCuda(specs[1]);
   for (const char* p : {"p_u", "p_delta", "p_dout", "p_z", "p_B", "p_C"})
@@ -371,7 +371,7 @@ TEST(ScanKernels, PackedBackwardTilesAccessVectors) {
 TEST(ScanKernels, BackwardMinBlocksOutOfRangeIsNamed) {
   for (int64_t mb : {-1, 33}) {
     Specialization s;
-    s.kernel = kernels::kScanBwdKernel;
+    s.kernel = kernels::kScanBwd.kernel;
     s.set("D", 256), s.set("group", 256), s.set("meta:dstate", 16), s.set("meta:min_blocks", mb);
     const std::string msg = ssmjit::testing::invalidArgMessage([&] { dsl::completeSpecialization(s); });
     EXPECT_NE(msg.find("selective_scan_bwd: meta min_blocks (SSMJIT_META) is " + std::to_string(mb) +
@@ -385,7 +385,7 @@ TEST(ScanKernels, BackwardMinBlocksOutOfRangeIsNamed) {
 TEST(ScanKernels, UnrollBudgetAndInnerLanesOutOfRangeAreNamed) {
   auto message = [](const char* name, int64_t v) {
     Specialization s;
-    s.kernel = kernels::kScanBwdKernel;
+    s.kernel = kernels::kScanBwd.kernel;
     s.set("D", 256), s.set("group", 256), s.set("meta:dstate", 16), s.set(std::string("meta:") + name, v);
     return ssmjit::testing::invalidArgMessage([&] { dsl::completeSpecialization(s); });
   };
@@ -433,7 +433,7 @@ TEST(ScanKernels, PackedLaunchesTakeTheLongestSequencesFirst) {
     v.packed = packed;
     std::vector<Specialization> specs = detail::scanSpecializations(make(v), "sm_90a");
     for (const Specialization& s : detail::scanBackwardSpecializations(makeBackward(v, true), "sm_90a"))
-      if (s.kernel != kernels::kScanBwdSumKernel) specs.push_back(s);
+      if (s.kernel != kernels::kScanBwdSum.kernel) specs.push_back(s);
     ASSERT_GE(specs.size(), 3u);
     for (const Specialization& s : specs) EXPECT_EQ(s.get("meta:longest_first"), packed) << s.canonical();
   }
@@ -555,7 +555,7 @@ TEST(ScanKernels, PackedTilesMoveTokensInRegistersAndTheBackwardRunsOneBody) {
   const auto bwd = [&](bool isPacked) {
     v.packed = isPacked;
     for (Specialization s : detail::scanBackwardSpecializations(makeBackward(v, false), "sm_90a"))
-      if (s.kernel == kernels::kScanBwdKernel && s.get("meta:adjoint_pass") == 0) {
+      if (s.kernel == kernels::kScanBwd.kernel && s.get("meta:adjoint_pass") == 0) {
         s.set("meta:longest_first", 0);
         return generatedCuda(s);
       }

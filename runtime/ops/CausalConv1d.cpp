@@ -23,10 +23,11 @@
 namespace ssmjit {
 namespace {
 
-using detail::ArgIndex;
 using detail::KernelCall;
 using detail::fits32;
-using detail::strideOr0;
+using kernels::kConvFinalState;
+using kernels::kConvFwd;
+using kernels::kConvUpdate;
 constexpr auto u = detail::gridDim;
 bool wideOffsets(const CausalConv1dArgs& a) {
   return !fits32({&a.x, &a.out, &a.weight, &a.bias, &a.initial_states, &a.final_states, &a.seq_pos});
@@ -37,44 +38,32 @@ bool needsFinalStateLaunch(const CausalConv1dArgs& a) {
   return a.final_states.defined() || a.initial_state_indices.defined();
 }
 
-const ArgSchema kFwdSchema{kernels::kConvFwdArgNames, kernels::kConvFwdNumArgs};
-const ArgSchema kFinalSchema{kernels::kConvFinalStateArgNames, kernels::kConvFinalStateNumArgs};
-const ArgSchema kUpdateSchema{kernels::kConvUpdateArgNames, kernels::kConvUpdateNumArgs};
-
 void bindForward(KernelCall& c, const CausalConv1dArgs& a, const detail::ConvDims& d, void* err) {
-  thread_local const ArgIndex A{kFwdSchema.names, kFwdSchema.count};
-  detail::bindConvInputs(c, A, a, d, err);
-  c.pointer(A("out"), a.out, DType::F32, true);
-  detail::bindConvRows(c, A, a.out, d, "s_out_b", "s_out_t", "s_out_d");
+  detail::bindConvInputs<kConvFwd>(c, a, d, err);
+  c.tensor(kConvFwd.tensor("out"), a.out, detail::convRows(d));
   c.meta("meta:index_bits", wideOffsets(a) ? 64 : 32);
 }
 
 void bindFinalState(KernelCall& c, const CausalConv1dArgs& a, const detail::ConvDims& d, void* err) {
-  thread_local const ArgIndex A{kFinalSchema.names, kFinalSchema.count};
+  constexpr const dsl::Signature& S = kConvFinalState;
   const TensorView &is = a.initial_states, &fs = a.final_states;
-  c.pointer(A("x"), a.x, DType::F32, true);
-  c.pointer(A("init"), is, DType::F32, true);
-  c.pointer(A("final"), fs, DType::F32, true);
-  c.pointer(A("cu"), a.cu_seqlens, DType::I32, false);
-  c.pointer(A("init_idx"), a.initial_state_indices, DType::I32, false);
-  c.pointer(A("final_idx"), a.final_state_indices, DType::I32, false);
-  c.pointer(A("err"), err, DType::I64);
-  c.size(A("D"), d.D, true);
-  c.size(A("L"), d.L, false);
-  c.count(A("nseq"), d.nseq);
-  c.count(A("nslots_init"), d.initSlots);
-  c.count(A("nslots_final"), d.finalSlots);
-  detail::bindConvRows(c, A, a.x, d, "s_x_b", "s_x_t", "s_x_d");
-  detail::bindStateStrides(c, A, is, "s_init_slot", "s_init_d", "s_init_k");
-  detail::bindStateStrides(c, A, fs, "s_final_slot", "s_final_d", "s_final_k");
-  c.stride(A("s_cu"), strideOr0(a.cu_seqlens, 0));
-  c.stride(A("s_init_idx"), strideOr0(a.initial_state_indices, 0));
-  c.stride(A("s_final_idx"), strideOr0(a.final_state_indices, 0));
-  c.flag(A("has_cu"), d.packedCu);
-  c.flag(A("has_init"), is.defined());
-  c.flag(A("has_init_idx"), a.initial_state_indices.defined());
-  c.flag(A("has_final"), fs.defined());
-  c.flag(A("has_final_idx"), a.final_state_indices.defined());
+  c.tensor(S.tensor("x"), a.x, detail::convRows(d));
+  c.tensor(S.tensor("init"), is);
+  c.tensor(S.tensor("final"), fs);
+  c.tensor(S.tensor("cu"), a.cu_seqlens);
+  c.tensor(S.tensor("init_idx"), a.initial_state_indices);
+  c.tensor(S.tensor("final_idx"), a.final_state_indices);
+  c.pointer(S.tensor("err"), err, DType::I64);
+  c.size(S.size("D"), d.D);
+  c.size(S.size("L"), d.L);
+  c.size(S.size("nseq"), d.nseq);
+  c.size(S.size("nslots_init"), d.initSlots);
+  c.size(S.size("nslots_final"), d.finalSlots);
+  c.flag(S.flag("has_cu"), d.packedCu);
+  c.flag(S.flag("has_init"), is.defined());
+  c.flag(S.flag("has_init_idx"), a.initial_state_indices.defined());
+  c.flag(S.flag("has_final"), fs.defined());
+  c.flag(S.flag("has_final_idx"), a.final_state_indices.defined());
   c.meta("meta:width", d.W);
   c.meta("meta:index_bits", wideOffsets(a) ? 64 : 32);
 }
@@ -87,7 +76,7 @@ void causal_conv1d(const CausalConv1dArgs& a, Stream stream) {
   const CUstream s = static_cast<CUstream>(stream);
   void* err = deviceStatusRecord();
   {
-    KernelCall c(kernels::kConvFwdKernel, kFwdSchema);
+    KernelCall c(kConvFwd);
     bindForward(c, a, d, err);
     const int64_t bd = c.metaValue("meta:BLOCK_D"), chunk = c.metaValue("meta:BLOCK_T") * c.metaValue("meta:tiles");
     if ((d.L + chunk - 1) / chunk > 65535)  // grid y: one program per chunk of the row
@@ -98,7 +87,7 @@ void causal_conv1d(const CausalConv1dArgs& a, Stream stream) {
     c.launch(grid, s);
   }
   if (!needsFinalStateLaunch(a)) return;
-  KernelCall c(kernels::kConvFinalStateKernel, kFinalSchema);
+  KernelCall c(kConvFinalState);
   bindFinalState(c, a, d, err);
   const int64_t bd = c.metaValue("meta:BLOCK_D");
   const unsigned grid[3] = {u((d.D + bd - 1) / bd), u(d.nseq), 1};
@@ -107,36 +96,24 @@ void causal_conv1d(const CausalConv1dArgs& a, Stream stream) {
 
 namespace {
 void bindUpdate(KernelCall& c, const CausalConv1dUpdateArgs& a, const detail::ConvUpdateDims& d, void* err) {
-  thread_local const ArgIndex A{kUpdateSchema.names, kUpdateSchema.count};
-  c.pointer(A("state"), a.conv_state, DType::F32, true);
-  c.pointer(A("x"), a.x, DType::F32, true);
-  c.pointer(A("weight"), a.weight, DType::F32, true);
-  c.pointer(A("bias"), a.bias, DType::F32, true);
-  c.pointer(A("out"), a.out, DType::F32, true);
-  c.pointer(A("state_idx"), a.state_indices, DType::I32, false);
-  c.pointer(A("err"), err, DType::I64);
-  c.size(A("D"), d.D, true);
-  c.size(A("L"), d.L, true);
-  c.count(A("batch"), d.batch);
-  c.count(A("nslots"), d.S);
-  const TensorView& st = a.conv_state;
-  c.stride(A("s_state_slot"), st.strides[0]);
-  c.stride(A("s_state_d"), st.strides[1]);
-  c.stride(A("s_state_k"), st.strides[2]);
-  c.stride(A("s_x_b"), a.x.strides[0]);
-  c.stride(A("s_x_t"), d.L > 1 ? a.x.strides[1] : 0);
-  c.stride(A("s_x_d"), a.x.strides[2]);
-  c.stride(A("s_w_d"), a.weight.strides[0]);
-  c.stride(A("s_w_k"), a.weight.strides[1]);
-  c.stride(A("s_bias_d"), strideOr0(a.bias, 0));
-  c.stride(A("s_out_b"), a.out.strides[0]);
-  c.stride(A("s_out_t"), d.L > 1 ? a.out.strides[1] : 0);
-  c.stride(A("s_out_d"), a.out.strides[2]);
-  c.stride(A("s_idx_b"), strideOr0(a.state_indices, 0));
-  c.flag(A("has_bias"), a.bias.defined());
-  c.flag(A("silu"), a.silu);
-  c.flag(A("has_state_idx"), a.state_indices.defined());
-  c.flag(A("commit"), a.commit);
+  constexpr const dsl::Signature& S = kConvUpdate;
+  // One token: the time stride is never stepped, 0 binds it out of the code.
+  const detail::Axes rows{0, d.L > 1 ? 1 : detail::kNoAxis, 2};
+  c.tensor(S.tensor("state"), a.conv_state);
+  c.tensor(S.tensor("x"), a.x, rows);
+  c.tensor(S.tensor("weight"), a.weight);
+  c.tensor(S.tensor("bias"), a.bias);
+  c.tensor(S.tensor("out"), a.out, rows);
+  c.tensor(S.tensor("state_idx"), a.state_indices);
+  c.pointer(S.tensor("err"), err, DType::I64);
+  c.size(S.size("D"), d.D);
+  c.size(S.size("L"), d.L);
+  c.size(S.size("batch"), d.batch);
+  c.size(S.size("nslots"), d.S);
+  c.flag(S.flag("has_bias"), a.bias.defined());
+  c.flag(S.flag("silu"), a.silu);
+  c.flag(S.flag("has_state_idx"), a.state_indices.defined());
+  c.flag(S.flag("commit"), a.commit);
   c.meta("meta:width", d.W);
   c.meta("meta:index_bits", fits32({&a.conv_state, &a.x, &a.out, &a.weight, &a.bias}) ? 32 : 64);
 }
@@ -145,7 +122,7 @@ void bindUpdate(KernelCall& c, const CausalConv1dUpdateArgs& a, const detail::Co
 void causal_conv1d_update(const CausalConv1dUpdateArgs& a, Stream stream) {
   const detail::ConvUpdateDims d = detail::checkConv1dUpdateArgs(a, DeviceKind::CUDA, "causal_conv1d_update");
   if (d.batch == 0 || d.D == 0) return;
-  KernelCall c(kernels::kConvUpdateKernel, kUpdateSchema);
+  KernelCall c(kConvUpdate);
   bindUpdate(c, a, d, deviceStatusRecord());
   const int64_t bd = c.metaValue("meta:BLOCK_D");
   const unsigned grid[3] = {u((d.D + bd - 1) / bd), u(d.batch), 1};
@@ -155,11 +132,11 @@ void causal_conv1d_update(const CausalConv1dUpdateArgs& a, Stream stream) {
 std::vector<Specialization> detail::convSpecializations(const CausalConv1dArgs& a, const std::string& arch) {
   const ConvDims d = checkConv1dArgs(a, a.x.device, "causal_conv1d");
   std::vector<Specialization> out;
-  KernelCall f(kernels::kConvFwdKernel, kFwdSchema);
+  KernelCall f(kConvFwd);
   bindForward(f, a, d, nullptr);
   out.push_back(f.specialization(arch));
   if (needsFinalStateLaunch(a)) {
-    KernelCall c(kernels::kConvFinalStateKernel, kFinalSchema);
+    KernelCall c(kConvFinalState);
     bindFinalState(c, a, d, nullptr);
     out.push_back(c.specialization(arch));
   }
@@ -168,7 +145,7 @@ std::vector<Specialization> detail::convSpecializations(const CausalConv1dArgs& 
 
 Specialization detail::convUpdateSpecialization(const CausalConv1dUpdateArgs& a, const std::string& arch) {
   const ConvUpdateDims d = checkConv1dUpdateArgs(a, a.x.device, "causal_conv1d_update");
-  KernelCall c(kernels::kConvUpdateKernel, kUpdateSchema);
+  KernelCall c(kConvUpdate);
   bindUpdate(c, a, d, nullptr);
   return c.specialization(arch);
 }

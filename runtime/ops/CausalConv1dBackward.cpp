@@ -24,7 +24,6 @@
 namespace ssmjit {
 namespace {
 
-using detail::ArgIndex;
 using detail::ConvBackwardDims;
 using detail::KernelCall;
 
@@ -38,11 +37,9 @@ constexpr int64_t kTargetProgramsChannelLast = 1024;
 // The meta values (block sizes) do not depend on the arch; the workspace query needs no device.
 constexpr const char* kPlanArch = "sm_90a";
 
-const ArgSchema kBwdSchema{kernels::kConvBwdArgNames, kernels::kConvBwdNumArgs};
-const ArgSchema kReduceSchema{kernels::kConvBwdReduceArgNames, kernels::kConvBwdReduceNumArgs};
-const ArgSchema kStatesSchema{kernels::kConvBwdStatesArgNames, kernels::kConvBwdStatesNumArgs};
-
-using detail::strideOr0;
+using kernels::kConvBwd;
+using kernels::kConvBwdReduce;
+using kernels::kConvBwdStates;
 constexpr auto u = detail::gridDim;
 
 // How the dx kernel cuts each row into chunks of `tiles` time tiles (one program each).
@@ -70,30 +67,24 @@ bool wideOffsets(const CausalConv1dBackwardArgs& a, int64_t workspace) {
 
 void bindBackward(KernelCall& c, const CausalConv1dBackwardArgs& a, const ConvBackwardDims& d, const ChunkPlan& p,
                   void* err, bool wide) {
-  thread_local const ArgIndex A{kBwdSchema.names, kBwdSchema.count};
-  detail::bindConvInputs(c, A, a, d, err);
-  c.pointer(A("dout"), a.dout, DType::F32, true);
-  c.pointer(A("dx"), a.dx, DType::F32, true);
-  c.pointer(A("ws"), a.workspace, DType::F32, true);
-  c.size(A("tiles"), p.tiles, false);
-  c.size(A("nchunks"), p.nchunks, false);
-  detail::bindConvRows(c, A, a.dout, d, "s_dy_b", "s_dy_t", "s_dy_d");
-  detail::bindConvRows(c, A, a.dx, d, "s_dx_b", "s_dx_t", "s_dx_d");
+  detail::bindConvInputs<kConvBwd>(c, a, d, err);
+  c.tensor(kConvBwd.tensor("dout"), a.dout, detail::convRows(d));
+  c.tensor(kConvBwd.tensor("dx"), a.dx, detail::convRows(d));
+  c.tensor(kConvBwd.tensor("ws"), a.workspace);
+  c.size(kConvBwd.size("tiles"), p.tiles);
+  c.size(kConvBwd.size("nchunks"), p.nchunks);
   c.meta("meta:index_bits", wide ? 64 : 32);
 }
 
 void bindReduce(KernelCall& c, const CausalConv1dBackwardArgs& a, const ConvBackwardDims& d, const ChunkPlan& p,
                 bool wide) {
-  thread_local const ArgIndex A{kReduceSchema.names, kReduceSchema.count};
-  c.pointer(A("ws"), a.workspace, DType::F32, true);
-  c.pointer(A("dweight"), a.dweight, DType::F32, true);
-  c.pointer(A("dbias"), a.dbias, DType::F32, true);
-  c.size(A("D"), d.D, true);
-  c.size(A("partials"), p.partials(d), false);
-  c.stride(A("s_dw_d"), a.dweight.strides[0]);
-  c.stride(A("s_dw_k"), a.dweight.strides[1]);
-  c.stride(A("s_db_d"), strideOr0(a.dbias, 0));
-  c.flag(A("has_dbias"), a.dbias.defined());
+  constexpr const dsl::Signature& S = kConvBwdReduce;
+  c.tensor(S.tensor("ws"), a.workspace);
+  c.tensor(S.tensor("dweight"), a.dweight);
+  c.tensor(S.tensor("dbias"), a.dbias);
+  c.size(S.size("D"), d.D);
+  c.size(S.size("partials"), p.partials(d));
+  c.flag(S.flag("has_dbias"), a.dbias.defined());
   c.meta("meta:width", d.W);
   c.meta("meta:index_bits", wide ? 64 : 32);
 }
@@ -105,45 +96,33 @@ bool needsStatesLaunch(const CausalConv1dBackwardArgs& a, const ConvBackwardDims
 }
 
 void bindStates(KernelCall& c, const CausalConv1dBackwardArgs& a, const ConvBackwardDims& d, void* err, bool wide) {
-  thread_local const ArgIndex A{kStatesSchema.names, kStatesSchema.count};
+  constexpr const dsl::Signature& S = kConvBwdStates;
   const TensorView &is = a.initial_states, &gi = a.dinitial_states, &gf = a.dfinal_states;
-  c.pointer(A("x"), a.x, DType::F32, true);
-  c.pointer(A("weight"), a.weight, DType::F32, true);
-  c.pointer(A("bias"), a.bias, DType::F32, true);
-  c.pointer(A("dout"), a.dout, DType::F32, true);
-  c.pointer(A("dx"), a.dx, DType::F32, true);
-  c.pointer(A("init"), is, DType::F32, true);
-  c.pointer(A("dinit"), gi, DType::F32, true);
-  c.pointer(A("dfinal"), gf, DType::F32, true);
-  c.pointer(A("cu"), a.cu_seqlens, DType::I32, false);
-  c.pointer(A("init_idx"), a.initial_state_indices, DType::I32, false);
-  c.pointer(A("final_idx"), a.final_state_indices, DType::I32, false);
-  c.pointer(A("err"), err, DType::I64);
-  c.size(A("D"), d.D, true);
-  c.size(A("L"), d.L, false);
-  c.count(A("nseq"), d.nseq);
-  c.count(A("nslots_init"), d.initSlots);
-  c.count(A("nslots_final"), d.dfinalSlots);
-  detail::bindConvRows(c, A, a.x, d, "s_x_b", "s_x_t", "s_x_d");
-  detail::bindConvRows(c, A, a.dout, d, "s_dy_b", "s_dy_t", "s_dy_d");
-  detail::bindConvRows(c, A, a.dx, d, "s_dx_b", "s_dx_t", "s_dx_d");
-  c.stride(A("s_w_d"), a.weight.strides[0]);
-  c.stride(A("s_w_k"), a.weight.strides[1]);
-  c.stride(A("s_bias_d"), strideOr0(a.bias, 0));
-  detail::bindStateStrides(c, A, is, "s_init_slot", "s_init_d", "s_init_k");
-  detail::bindStateStrides(c, A, gi, "s_dinit_slot", "s_dinit_d", "s_dinit_k");
-  detail::bindStateStrides(c, A, gf, "s_dfinal_slot", "s_dfinal_d", "s_dfinal_k");
-  c.stride(A("s_cu"), strideOr0(a.cu_seqlens, 0));
-  c.stride(A("s_init_idx"), strideOr0(a.initial_state_indices, 0));
-  c.stride(A("s_final_idx"), strideOr0(a.final_state_indices, 0));
-  c.flag(A("has_bias"), a.bias.defined());
-  c.flag(A("silu"), a.silu);
-  c.flag(A("has_cu"), d.packedCu);
-  c.flag(A("has_init"), is.defined());
-  c.flag(A("has_init_idx"), a.initial_state_indices.defined());
-  c.flag(A("has_dinit"), gi.defined());
-  c.flag(A("has_dfinal"), gf.defined());
-  c.flag(A("has_final_idx"), a.final_state_indices.defined());
+  c.tensor(S.tensor("x"), a.x, detail::convRows(d));
+  c.tensor(S.tensor("weight"), a.weight);
+  c.tensor(S.tensor("bias"), a.bias);
+  c.tensor(S.tensor("dout"), a.dout, detail::convRows(d));
+  c.tensor(S.tensor("dx"), a.dx, detail::convRows(d));
+  c.tensor(S.tensor("init"), is);
+  c.tensor(S.tensor("dinit"), gi);
+  c.tensor(S.tensor("dfinal"), gf);
+  c.tensor(S.tensor("cu"), a.cu_seqlens);
+  c.tensor(S.tensor("init_idx"), a.initial_state_indices);
+  c.tensor(S.tensor("final_idx"), a.final_state_indices);
+  c.pointer(S.tensor("err"), err, DType::I64);
+  c.size(S.size("D"), d.D);
+  c.size(S.size("L"), d.L);
+  c.size(S.size("nseq"), d.nseq);
+  c.size(S.size("nslots_init"), d.initSlots);
+  c.size(S.size("nslots_final"), d.dfinalSlots);
+  c.flag(S.flag("has_bias"), a.bias.defined());
+  c.flag(S.flag("silu"), a.silu);
+  c.flag(S.flag("has_cu"), d.packedCu);
+  c.flag(S.flag("has_init"), is.defined());
+  c.flag(S.flag("has_init_idx"), a.initial_state_indices.defined());
+  c.flag(S.flag("has_dinit"), gi.defined());
+  c.flag(S.flag("has_dfinal"), gf.defined());
+  c.flag(S.flag("has_final_idx"), a.final_state_indices.defined());
   c.meta("meta:width", d.W);
   c.meta("meta:index_bits", wide ? 64 : 32);
 }
@@ -162,7 +141,7 @@ ChunkPlan planFor(const CausalConv1dBackwardArgs& a, const ConvBackwardDims& d) 
                          static_cast<int64_t>(a.dx.dtype)) * 16 + d.W) * 2) + (d.channelLast ? 1 : 0);
   for (const Tiles& t : memo)
     if (t.key == key) return planChunks(d, t.bd, t.bt);
-  KernelCall c(kernels::kConvBwdKernel, kBwdSchema);
+  KernelCall c(kConvBwd);
   bindBackward(c, a, d, ChunkPlan{1, 1}, nullptr, false);
   const Specialization s = c.specialization(kPlanArch);
   Tiles& t = memo[next++ % 4];
@@ -202,18 +181,18 @@ void causal_conv1d_backward(const CausalConv1dBackwardArgs& a, Stream stream) {
   const bool wide = wideOffsets(a, p.workspace(d));
   const CUstream s = static_cast<CUstream>(stream);
   if (p.partials(d) > 0) {
-    KernelCall c(kernels::kConvBwdKernel, kBwdSchema);
+    KernelCall c(kConvBwd);
     bindBackward(c, a, d, p, deviceStatusRecord(), wide);
     const unsigned grid[3] = {u(cdiv(d.D, c.metaValue("meta:BLOCK_D"))), u(p.nchunks), u(d.batch)};
     c.launch(grid, s);
   }
   if (needsStatesLaunch(a, d)) {
-    KernelCall c(kernels::kConvBwdStatesKernel, kStatesSchema);
+    KernelCall c(kConvBwdStates);
     bindStates(c, a, d, deviceStatusRecord(), wide);
     const unsigned grid[3] = {u(cdiv(d.D, c.metaValue("meta:BLOCK_D"))), u(d.nseq), 1};
     c.launch(grid, s);
   }
-  KernelCall c(kernels::kConvBwdReduceKernel, kReduceSchema);
+  KernelCall c(kConvBwdReduce);
   bindReduce(c, a, d, p, wide);
   const unsigned grid[3] = {u(cdiv(d.D, c.metaValue("meta:BLOCK_D"))),
                             u(d.W + (a.dbias.defined() ? 1 : 0)), 1};  // no dbias, no column for it
@@ -226,15 +205,15 @@ std::vector<Specialization> detail::convBackwardSpecializations(const CausalConv
   const ChunkPlan p = planFor(a, d);
   const bool wide = wideOffsets(a, p.workspace(d));
   std::vector<Specialization> out;
-  KernelCall b(kernels::kConvBwdKernel, kBwdSchema);
+  KernelCall b(kConvBwd);
   bindBackward(b, a, d, p, nullptr, wide);
   out.push_back(b.specialization(arch));
   if (needsStatesLaunch(a, d)) {
-    KernelCall c(kernels::kConvBwdStatesKernel, kStatesSchema);
+    KernelCall c(kConvBwdStates);
     bindStates(c, a, d, nullptr, wide);
     out.push_back(c.specialization(arch));
   }
-  KernelCall r(kernels::kConvBwdReduceKernel, kReduceSchema);
+  KernelCall r(kConvBwdReduce);
   bindReduce(r, a, d, p, wide);
   out.push_back(r.specialization(arch));
   return out;

@@ -1,43 +1,51 @@
-// One launch of a generic DSL kernel from an op: the argument values in the kernel's schema order
-// and the bindings the specialisation depends on (dtypes, alignment classes, bound sizes, strides
-// 0/1 or their divisibility class, flags, meta values). A per-thread memo of recent binding lists
-// finds the loaded kernel without building the Specialization; a miss specialises, completes the
-// meta values and loads (compiling through the cache). Internal to the runtime.
+// One launch of a generic DSL kernel from an op, bound through the kernel's signature
+// (kernels_dsl/Signature.h): the argument values in parameter order and the bindings the
+// specialisation depends on (dtypes, alignment classes, bound sizes, strides 0/1 or their
+// divisibility class, flags, meta values). Every declared argument is bound exactly once (an
+// Error(Internal) names the kernel and the argument otherwise). A per-thread memo of recent
+// binding lists finds the loaded kernel without building the Specialization; a miss specialises
+// in parameter order, completes the meta values and loads (compiling through the cache).
+// Internal to the runtime.
 #pragma once
 #include <cuda.h>
 
+#include <array>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
 
 #include "compiler/Specialization.h"
+#include "kernels_dsl/Signature.h"
 #include "runtime/LoadedKernel.h"
 #include "ssmjit/tensor.h"
 
 namespace ssmjit::detail {
 
-// An optional tensor's stride along `axis`, 0 when it is absent (the kernel never reads it).
-inline int64_t strideOr0(const TensorView& t, int axis) { return t.defined() ? t.strides[axis] : 0; }
+// In a tensor's axis map: the kernel's stride along that axis is 0 (a broadcast, or an axis the
+// view lacks).
+inline constexpr int kNoAxis = -1;
+// The view's axis for each of the kernel's axes of a tensor.
+using Axes = std::array<int, dsl::kMaxAxes>;
+inline constexpr Axes kSameAxes{0, 1, 2, 3, 4, 5};
 
 class KernelCall {
  public:
   static constexpr int kMaxArgs = 96;
-  KernelCall(const char* kernel, const ArgSchema& schema) : kernel_(kernel), schema_(schema) {}
+  explicit KernelCall(const dsl::Signature& sig);
 
-  ArgValue v[kMaxArgs] = {};
-
-  // A tensor's data pointer: its dtype binds (an absent tensor binds `absent`, and is never read),
-  // and a data pointer's alignment class binds.
-  void pointer(int arg, const TensorView& t, DType absent, bool data);
+  // A tensor: its pointer, its dtype (an absent tensor binds float32 or int32 by its class, and
+  // is never read), a data pointer's alignment class, and its strides: the kernel's axis j takes
+  // the view's axis axes[j], kNoAxis gives 0 (an absent tensor's, TensorView{}, are all 0).
+  void tensor(dsl::TensorId t, const TensorView& view, const Axes& axes = kSameAxes);
   // A metadata pointer of a fixed dtype (the device status record).
-  void pointer(int arg, void* p, DType dtype);
-  void size(int arg, int64_t value, bool bound);  // bound: on the value, else its "div:" class
-  // A count or bound the kernel only compares against or loops to (rows, slots, sequences): no
-  // class binds, so calls that differ in it share one kernel (its class never changed the code).
-  void count(int arg, int64_t value);
-  void stride(int arg, int64_t value);            // 0 and 1 bind; others bind a "div:" class
+  void pointer(dsl::TensorId t, void* p, DType dtype);
+  void size(int arg, int64_t value);  // as the signature's SizeUse says
+  void scalar(int arg, float value);
   void flag(int arg, bool value);
-  void meta(const char* name, int64_t value);     // `name` must outlive the call (a literal)
+  void meta(const char* name, int64_t value);  // `name` must outlive the call (a literal)
+  // An argument's value after binding (an op may set one the specialisation never depends on,
+  // such as a count chosen at launch).
+  ArgValue& value(int arg) { return v_[arg]; }
 
   // The specialisation of these bindings on `arch`, completed (meta values chosen); no GPU needed.
   Specialization specialization(const std::string& arch) const;
@@ -48,18 +56,20 @@ class KernelCall {
 
  private:
   struct Bind {
-    int kind;  // 0 plain, 1 div, 2 dtype, 3 align, 4 meta
-    int arg;   // schema index, or (meta) index into metaNames_
+    int32_t kind;  // BindKind (KernelCall.cpp)
+    int32_t aux;   // a pointer's dtype
     int64_t value;
   };
   static constexpr int kMaxMeta = 16;
-  static constexpr int kMaxBinds = 3 * kMaxArgs + kMaxMeta;
-  void bind(int kind, int arg, int64_t value) { binds_[nb_++] = Bind{kind, arg, value}; }
-  const char* kernel_;
-  ArgSchema schema_;
-  Bind binds_[kMaxBinds];
-  int nb_ = 0;
-  const char* metaNames_[kMaxMeta];
+  void bind(int arg, int kind, int64_t value, int32_t aux = 0);
+  void stride(int arg, int64_t value);
+  void checkComplete() const;
+  const dsl::Signature& sig_;
+  int n_;
+  int bound_ = 0;
+  ArgValue v_[kMaxArgs] = {};
+  Bind binds_[kMaxArgs + kMaxMeta] = {};
+  const char* metaNames_[kMaxMeta] = {};
   int nMeta_ = 0;
   const void* memo_ = nullptr;  // the memo slot found by kernel()
 };
@@ -69,17 +79,6 @@ int64_t alignClass(const void* p);
 // Finer than 16-or-1 because a bf16 row stride divisible by 8 still takes 16-byte vectors (scalar
 // accesses make a packed row of 8 x 2049 tokens 1.5x slower).
 int64_t divClass(int64_t v);
-
-// Argument indices by name in a kernel's schema (the names are the kernels' contract). Call sites
-// pass literals, so each is resolved once and then found by its address (ops on the serving hot
-// path bind every call). Throws Error(Internal) for a name the schema lacks.
-struct ArgIndex {
-  const char* const* names;
-  int count;
-  mutable const char* seen[KernelCall::kMaxArgs] = {};
-  mutable int index[KernelCall::kMaxArgs] = {};
-  int operator()(const char* name) const;
-};
 
 // 32-bit offsets do for a launch when every given tensor's reach and every stride fits.
 bool fits32(std::initializer_list<const TensorView*> tensors);

@@ -13,91 +13,52 @@
 namespace ssmjit {
 namespace {
 
-using detail::ArgIndex;
 using detail::KernelCall;
-
-const ArgSchema kSchema{kernels::kDecodeStepArgNames, kernels::kDecodeStepNumArgs};
-
-using detail::strideOr0;
+using kernels::kDecodeStep;
 
 void bind(KernelCall& c, const Mamba2DecodeState& s, const Mamba2MixerWeights& w, const Mamba2DecodeStepArgs& a,
           const detail::DecodeStepDims& d, void* err) {
-  thread_local const ArgIndex A{kSchema.names, kSchema.count};
-  c.pointer(A("conv_state"), s.conv_state, DType::F32, true);
-  c.pointer(A("ssm_state"), s.ssm_state, DType::F32, true);
-  c.pointer(A("xbc_cache"), s.xbc_cache, DType::F32, true);
-  c.pointer(A("dt_cache"), s.dt_cache, DType::F32, true);
-  c.pointer(A("conv_w"), w.conv_weight, DType::F32, true);
-  c.pointer(A("conv_b"), w.conv_bias, DType::F32, true);
-  c.pointer(A("A"), w.A, DType::F32, true);
-  c.pointer(A("D"), w.D, DType::F32, true);
-  c.pointer(A("dt_bias"), w.dt_bias, DType::F32, true);
-  c.pointer(A("xbc"), a.xBC, DType::F32, true);
-  c.pointer(A("dt"), a.dt, DType::F32, true);
-  c.pointer(A("z"), a.z, DType::F32, true);
-  c.pointer(A("y"), a.y, DType::F32, true);
-  c.pointer(A("state_idx"), a.state_indices, DType::I32, false);
-  c.pointer(A("accepted"), a.num_accepted, DType::I32, false);
-  c.pointer(A("cached"), s.cached_tokens, DType::I32, false);
-  c.pointer(A("arrivals"), s.arrivals, DType::I32, false);
-  c.pointer(A("err"), err, DType::I64);
-  c.count(A("batch"), d.batch);
-  c.count(A("nslots"), d.S);
-  c.size(A("H"), d.H, true);
-  c.size(A("P"), d.P, true);
-  c.size(A("N"), d.N, true);
-  c.size(A("G"), d.G, true);
-  c.size(A("L"), d.L, true);
-  c.size(A("Lc"), d.Lc, true);  // the staged token tiles cover Lc + L
-  c.count(A("hpp"), 1);  // set at launch (headsPerProgram)
-  c.v[A("dt_min")].f32 = w.dt_min;
-  c.v[A("dt_max")].f32 = w.dt_max;
-  const TensorView &cs = s.conv_state, &ss = s.ssm_state, &xc = s.xbc_cache, &dc = s.dt_cache;
-  c.stride(A("s_cs_slot"), cs.strides[0]);
-  c.stride(A("s_cs_c"), cs.strides[1]);
-  c.stride(A("s_cs_k"), cs.strides[2]);
-  c.stride(A("s_ss_slot"), ss.strides[0]);
-  c.stride(A("s_ss_h"), ss.strides[1]);
-  c.stride(A("s_ss_p"), ss.strides[2]);
-  c.stride(A("s_ss_n"), ss.strides[3]);
-  c.stride(A("s_xc_slot"), xc.strides[0]);
-  c.stride(A("s_xc_t"), xc.strides[1]);
-  c.stride(A("s_xc_c"), xc.strides[2]);
-  c.stride(A("s_dc_slot"), dc.strides[0]);
-  c.stride(A("s_dc_t"), dc.strides[1]);
-  c.stride(A("s_dc_h"), dc.strides[2]);
-  c.stride(A("s_w_c"), w.conv_weight.strides[0]);
-  c.stride(A("s_w_k"), w.conv_weight.strides[1]);
-  c.stride(A("s_cb_c"), strideOr0(w.conv_bias, 0));
-  c.stride(A("s_A_h"), w.A.strides[0]);
-  c.stride(A("s_D_h"), strideOr0(w.D, 0));
-  c.stride(A("s_dtb_h"), strideOr0(w.dt_bias, 0));
-  c.stride(A("s_xbc_b"), strideOr0(a.xBC, 0));
-  c.stride(A("s_xbc_t"), d.L > 1 ? a.xBC.strides[1] : 0);
-  c.stride(A("s_xbc_c"), strideOr0(a.xBC, 2));
-  c.stride(A("s_dt_b"), strideOr0(a.dt, 0));
-  c.stride(A("s_dt_t"), d.L > 1 ? a.dt.strides[1] : 0);
-  c.stride(A("s_dt_h"), strideOr0(a.dt, 2));
-  c.stride(A("s_z_b"), strideOr0(a.z, 0));
-  c.stride(A("s_z_t"), d.L > 1 ? strideOr0(a.z, 1) : 0);
-  c.stride(A("s_z_h"), strideOr0(a.z, 2));
-  c.stride(A("s_z_p"), strideOr0(a.z, 3));
-  c.stride(A("s_y_b"), strideOr0(a.y, 0));
-  c.stride(A("s_y_t"), d.L > 1 ? a.y.strides[1] : 0);
-  c.stride(A("s_y_h"), strideOr0(a.y, 2));
-  c.stride(A("s_y_p"), strideOr0(a.y, 3));
-  c.stride(A("s_idx_b"), strideOr0(a.state_indices, 0));
-  c.stride(A("s_acc_b"), strideOr0(a.num_accepted, 0));
-  c.stride(A("s_cached"), s.cached_tokens.strides[0]);
-  c.flag(A("has_conv_bias"), w.conv_bias.defined());
-  c.flag(A("has_D"), w.D.defined());
-  c.flag(A("has_z"), a.z.defined());
-  c.flag(A("has_dt_bias"), w.dt_bias.defined());
-  c.flag(A("dt_softplus"), w.dt_softplus);
-  c.flag(A("has_clamp"), w.dt_max > w.dt_min);
-  c.flag(A("has_state_idx"), a.state_indices.defined());
-  c.flag(A("replay"), d.replay);
-  c.flag(A("verify"), d.verify);
+  constexpr const dsl::Signature& S = kDecodeStep;
+  // One token: the time strides are never stepped, 0 binds them out of the code.
+  const int t = d.L > 1 ? 1 : detail::kNoAxis;
+  c.tensor(S.tensor("conv_state"), s.conv_state);
+  c.tensor(S.tensor("ssm_state"), s.ssm_state);
+  c.tensor(S.tensor("xbc_cache"), s.xbc_cache);
+  c.tensor(S.tensor("dt_cache"), s.dt_cache);
+  c.tensor(S.tensor("conv_w"), w.conv_weight);
+  c.tensor(S.tensor("conv_b"), w.conv_bias);
+  c.tensor(S.tensor("A"), w.A);
+  c.tensor(S.tensor("D"), w.D);
+  c.tensor(S.tensor("dt_bias"), w.dt_bias);
+  c.tensor(S.tensor("xbc"), a.xBC, {0, t, 2});
+  c.tensor(S.tensor("dt"), a.dt, {0, t, 2});
+  c.tensor(S.tensor("z"), a.z, {0, t, 2, 3});
+  c.tensor(S.tensor("y"), a.y, {0, t, 2, 3});
+  c.tensor(S.tensor("state_idx"), a.state_indices);
+  c.tensor(S.tensor("accepted"), a.num_accepted);
+  c.tensor(S.tensor("cached"), s.cached_tokens);
+  c.tensor(S.tensor("arrivals"), s.arrivals);
+  c.pointer(S.tensor("err"), err, DType::I64);
+  c.size(S.size("batch"), d.batch);
+  c.size(S.size("nslots"), d.S);
+  c.size(S.size("H"), d.H);
+  c.size(S.size("P"), d.P);
+  c.size(S.size("N"), d.N);
+  c.size(S.size("G"), d.G);
+  c.size(S.size("L"), d.L);
+  c.size(S.size("Lc"), d.Lc);
+  c.size(S.size("hpp"), 1);  // set at launch (headsPerProgram)
+  c.scalar(S.scalar("dt_min"), w.dt_min);
+  c.scalar(S.scalar("dt_max"), w.dt_max);
+  c.flag(S.flag("has_conv_bias"), w.conv_bias.defined());
+  c.flag(S.flag("has_D"), w.D.defined());
+  c.flag(S.flag("has_z"), a.z.defined());
+  c.flag(S.flag("has_dt_bias"), w.dt_bias.defined());
+  c.flag(S.flag("dt_softplus"), w.dt_softplus);
+  c.flag(S.flag("has_clamp"), w.dt_max > w.dt_min);
+  c.flag(S.flag("has_state_idx"), a.state_indices.defined());
+  c.flag(S.flag("replay"), d.replay);
+  c.flag(S.flag("verify"), d.verify);
   c.meta("meta:width", d.W);
   c.meta("meta:large_batch", d.batch * d.H >= kernels::kDecodeLargeBatchHeads);
   c.meta("meta:index_bits", detail::fits32({&s.conv_state, &s.ssm_state, &s.xbc_cache, &s.dt_cache, &w.conv_weight,
@@ -125,12 +86,11 @@ void mamba2_decode_step(const Mamba2DecodeState& s, const Mamba2MixerWeights& w,
                         Stream stream) {
   const detail::DecodeStepDims d = detail::checkDecodeStepArgs(s, w, a, DeviceKind::CUDA, "mamba2_decode_step");
   if (d.batch == 0) return;
-  KernelCall c(kernels::kDecodeStepKernel, kSchema);
+  KernelCall c(kDecodeStep);
   bind(c, s, w, a, d, deviceStatusRecord());
   const int64_t bp = c.metaValue("meta:BLOCK_P"),
                 hpp = headsPerProgram(d, (d.P + bp - 1) / bp, c.metaValue("meta:large_batch") ? 512 : 128);
-  thread_local const ArgIndex A{kSchema.names, kSchema.count};
-  c.v[A("hpp")].i64 = hpp;
+  c.value(kDecodeStep.size("hpp")).i64 = hpp;
   const unsigned grid[3] = {static_cast<unsigned>((d.P + bp - 1) / bp), static_cast<unsigned>(d.H / hpp),
                             static_cast<unsigned>(d.batch)};
   c.launch(grid, static_cast<CUstream>(stream));
@@ -139,7 +99,7 @@ void mamba2_decode_step(const Mamba2DecodeState& s, const Mamba2MixerWeights& w,
 Specialization detail::decodeStepSpecialization(const Mamba2DecodeState& s, const Mamba2MixerWeights& w,
                                                 const Mamba2DecodeStepArgs& a, const std::string& arch) {
   const DecodeStepDims d = checkDecodeStepArgs(s, w, a, s.ssm_state.device, "mamba2_decode_step");
-  KernelCall c(kernels::kDecodeStepKernel, kSchema);
+  KernelCall c(kDecodeStep);
   bind(c, s, w, a, d, nullptr);
   return c.specialization(arch);
 }

@@ -21,14 +21,12 @@
 namespace ssmjit {
 namespace {
 
-using detail::ArgIndex;
 using detail::KernelCall;
+using detail::kNoAxis;
 using detail::ScanDims;
+using kernels::kScan;
 
-const ArgSchema kSchema{kernels::kScanArgNames, kernels::kScanNumArgs};
 constexpr const char* kOp = "selective_scan";
-
-using detail::strideOr0;
 
 // How the call is cut into spans (the kernel's meta:span for this D, SSMJIT_META included) and
 // into chunks of states.
@@ -71,7 +69,7 @@ int64_t serialStateParts(int64_t channelSequences) {
 
 ScanPlan plan(const SelectiveScanArgs& a, const ScanDims& d) {
   Specialization s;
-  s.kernel = kernels::kScanKernel;
+  s.kernel = kernels::kScan.kernel;
   s.set("D", d.D);
   s.set("meta:serial_len", a.serial_seqlen);  // SSMJIT_META may override it (the GPU suite does)
   dsl::completeSpecialization(s);
@@ -160,73 +158,48 @@ void bind(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, const Sc
           void* err, const TensorView& yacc = {}, bool hasYacc = false, int64_t ckptBlockT = 0, int64_t ckptPerRow = 0) {
   const bool statesPass = pass == Pass::States, ckpt = pass == Pass::Checkpoints;
   const bool serial = cls == Class::Serial;
-  thread_local const ArgIndex A{kSchema.names, kSchema.count};
-  c.pointer(A("u"), a.u, DType::F32, true);
-  c.pointer(A("delta"), a.delta, DType::F32, true);
-  c.pointer(A("A"), a.A, DType::F32, true);
-  c.pointer(A("B"), a.B, DType::F32, true);
-  c.pointer(A("C"), a.C, DType::F32, true);
-  c.pointer(A("Dv"), a.D, DType::F32, true);
-  c.pointer(A("z"), a.z, DType::F32, true);
-  c.pointer(A("dbias"), a.delta_bias, DType::F32, true);
-  c.pointer(A("out"), a.out, DType::F32, true);
-  c.pointer(A("init"), a.initial_states, DType::F32, true);
-  c.pointer(A("final"), a.final_states, DType::F32, true);
-  c.pointer(A("ws"), p.multi || ckpt ? a.workspace : TensorView{}, DType::F32, true);
-  c.pointer(A("yacc"), yacc, DType::F32, true);
-  c.pointer(A("cu"), a.cu_seqlens, DType::I32, false);
-  c.pointer(A("init_idx"), a.initial_state_indices, DType::I32, false);
-  c.pointer(A("final_idx"), a.final_state_indices, DType::I32, false);
-  c.pointer(A("err"), err, DType::I64);
-  c.size(A("D"), d.D, true);
-  c.size(A("L"), d.L, false);
-  c.count(A("nseq"), d.nseq);
-  c.count(A("nslots_init"), d.initSlots);
-  c.count(A("nslots_final"), d.finalSlots);
-  c.count(A("max_len"), d.maxLen);
-  c.size(A("keys_per_row"), p.keysPerRow, false);
-  c.size(A("group"), d.D / d.G, true);
-  c.size(A("ckpt_per_row"), ckptPerRow, false);
-  const bool batched = d.batch > 1;
-  c.stride(A("s_u_b"), batched ? a.u.strides[0] : 0);
-  c.stride(A("s_u_d"), a.u.strides[1]);
-  c.stride(A("s_dl_b"), batched ? a.delta.strides[0] : 0);
-  c.stride(A("s_dl_d"), a.delta.strides[1]);
-  c.stride(A("s_z_b"), batched ? strideOr0(a.z, 0) : 0);
-  c.stride(A("s_z_d"), strideOr0(a.z, 1));
-  c.stride(A("s_o_b"), batched ? a.out.strides[0] : 0);
-  c.stride(A("s_o_d"), a.out.strides[1]);
-  c.stride(A("s_ya_b"), hasYacc && batched ? yacc.strides[0] : 0);
-  c.stride(A("s_ya_d"), hasYacc ? yacc.strides[1] : 0);
-  c.stride(A("s_A_d"), a.A.strides[0]);
-  c.stride(A("s_A_n"), a.A.strides[1]);
-  detail::bindScanBC(c, A, a.B, d.bVarying, batched, "s_B_b", "s_B_g", "s_B_n", "s_B_d");
-  detail::bindScanBC(c, A, a.C, d.cVarying, batched, "s_C_b", "s_C_g", "s_C_n", "s_C_d");
-  c.stride(A("s_D_d"), strideOr0(a.D, 0));
-  c.stride(A("s_db_d"), strideOr0(a.delta_bias, 0));
-  c.stride(A("s_init_slot"), strideOr0(a.initial_states, 0));
-  c.stride(A("s_init_d"), strideOr0(a.initial_states, 1));
-  c.stride(A("s_init_n"), strideOr0(a.initial_states, 2));
-  c.stride(A("s_final_slot"), strideOr0(a.final_states, 0));
-  c.stride(A("s_final_d"), strideOr0(a.final_states, 1));
-  c.stride(A("s_final_n"), strideOr0(a.final_states, 2));
-  c.stride(A("s_cu"), strideOr0(a.cu_seqlens, 0));
-  c.stride(A("s_init_idx"), strideOr0(a.initial_state_indices, 0));
-  c.stride(A("s_final_idx"), strideOr0(a.final_state_indices, 0));
-  c.flag(A("b_varying"), d.bVarying);
-  c.flag(A("c_varying"), d.cVarying);
-  c.flag(A("has_D"), a.D.defined());
-  c.flag(A("has_z"), a.z.defined());
-  c.flag(A("has_dbias"), a.delta_bias.defined());
-  c.flag(A("softplus"), a.delta_softplus);
-  c.flag(A("has_cu"), d.packed);
-  c.flag(A("has_max_len"), d.packed && a.max_seqlen > 0);
-  c.flag(A("has_init"), a.initial_states.defined());
-  c.flag(A("has_init_idx"), a.initial_state_indices.defined());
-  c.flag(A("has_final"), a.final_states.defined() && !ckpt);
-  c.flag(A("has_final_idx"), a.final_state_indices.defined());
-  c.flag(A("multi_span"), p.multi && !ckpt && !serial);
-  c.flag(A("has_yacc"), hasYacc);
+  constexpr const dsl::Signature& S = kScan;
+  const detail::Axes rows{d.batch > 1 ? 0 : kNoAxis, 1};
+  c.tensor(S.tensor("u"), a.u, rows);
+  c.tensor(S.tensor("delta"), a.delta, rows);
+  c.tensor(S.tensor("A"), a.A);
+  c.tensor(S.tensor("B"), a.B, detail::scanBCAxes(d.bVarying, d.batch > 1));
+  c.tensor(S.tensor("C"), a.C, detail::scanBCAxes(d.cVarying, d.batch > 1));
+  c.tensor(S.tensor("Dv"), a.D);
+  c.tensor(S.tensor("z"), a.z, rows);
+  c.tensor(S.tensor("dbias"), a.delta_bias);
+  c.tensor(S.tensor("out"), a.out, rows);
+  c.tensor(S.tensor("init"), a.initial_states);
+  c.tensor(S.tensor("final"), a.final_states);
+  c.tensor(S.tensor("ws"), p.multi || ckpt ? a.workspace : TensorView{});
+  c.tensor(S.tensor("yacc"), yacc, hasYacc ? rows : detail::Axes{kNoAxis, kNoAxis});
+  c.tensor(S.tensor("cu"), a.cu_seqlens);
+  c.tensor(S.tensor("init_idx"), a.initial_state_indices);
+  c.tensor(S.tensor("final_idx"), a.final_state_indices);
+  c.pointer(S.tensor("err"), err, DType::I64);
+  c.size(S.size("D"), d.D);
+  c.size(S.size("L"), d.L);
+  c.size(S.size("nseq"), d.nseq);
+  c.size(S.size("nslots_init"), d.initSlots);
+  c.size(S.size("nslots_final"), d.finalSlots);
+  c.size(S.size("max_len"), d.maxLen);
+  c.size(S.size("keys_per_row"), p.keysPerRow);
+  c.size(S.size("group"), d.D / d.G);
+  c.size(S.size("ckpt_per_row"), ckptPerRow);
+  c.flag(S.flag("b_varying"), d.bVarying);
+  c.flag(S.flag("c_varying"), d.cVarying);
+  c.flag(S.flag("has_D"), a.D.defined());
+  c.flag(S.flag("has_z"), a.z.defined());
+  c.flag(S.flag("has_dbias"), a.delta_bias.defined());
+  c.flag(S.flag("softplus"), a.delta_softplus);
+  c.flag(S.flag("has_cu"), d.packed);
+  c.flag(S.flag("has_max_len"), d.packed && a.max_seqlen > 0);
+  c.flag(S.flag("has_init"), a.initial_states.defined());
+  c.flag(S.flag("has_init_idx"), a.initial_state_indices.defined());
+  c.flag(S.flag("has_final"), a.final_states.defined() && !ckpt);
+  c.flag(S.flag("has_final_idx"), a.final_state_indices.defined());
+  c.flag(S.flag("multi_span"), p.multi && !ckpt && !serial);
+  c.flag(S.flag("has_yacc"), hasYacc);
   c.meta("meta:dstate", d.N);
   c.meta("meta:states_pass", statesPass);
   // Whole sequences a program: the longest first (spans already bound a program's length; and
@@ -264,14 +237,14 @@ void forEachLaunch(const SelectiveScanArgs& a, const ScanDims& d, const ScanPlan
     if (p.parallel) {
       const Class cls = both ? Class::Parallel : Class::All;
       for (int pass = p.multi ? 0 : 1; pass < 2; ++pass) {
-        KernelCall c(kernels::kScanKernel, kSchema);
+        KernelCall c(kScan);
         if (pass == 0) bind(c, cc.narrowed, cc.dims, p, Pass::States, cls, err);
         else bind(c, cc.args, cc.dims, p, Pass::Main, cls, err, cc.plane, cc.yacc);
         f(c, p.spans);
       }
     }
     if (p.serial) {
-      KernelCall c(kernels::kScanKernel, kSchema);
+      KernelCall c(kScan);
       bind(c, cc.args, cc.dims, p, Pass::Main, Class::Serial, err, cc.plane, cc.yacc);
       f(c, int64_t{1});
     }
@@ -320,12 +293,9 @@ void detail::bindScanCheckpoints(KernelCall& c, const SelectiveScanArgs& a, cons
   bind(c, a, d, p, Pass::Checkpoints, Class::All, err, {}, false, blockT, ckptPerRow);
 }
 
-void detail::bindScanBC(KernelCall& c, const ArgIndex& A, const TensorView& t, bool varying, bool batched, const char* sb,
-                        const char* sg, const char* sn, const char* sd) {
-  c.stride(A(sb), varying && batched ? t.strides[0] : 0);
-  c.stride(A(sg), varying ? t.strides[1] : 0);
-  c.stride(A(sn), varying ? t.strides[2] : t.strides[1]);
-  c.stride(A(sd), varying ? 0 : t.strides[0]);
+detail::Axes detail::scanBCAxes(bool varying, bool batched) {
+  if (!varying) return {kNoAxis, kNoAxis, 1, 0};
+  return {batched ? 0 : kNoAxis, 1, 2, kNoAxis};
 }
 
 }  // namespace ssmjit

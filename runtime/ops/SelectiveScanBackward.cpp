@@ -23,13 +23,11 @@
 namespace ssmjit {
 namespace {
 
-using detail::ArgIndex;
 using detail::KernelCall;
+using detail::kNoAxis;
 using detail::ScanDims;
-using detail::strideOr0;
-
-const ArgSchema kSchema{kernels::kScanBwdArgNames, kernels::kScanBwdNumArgs};
-const ArgSchema kSumSchema{kernels::kScanBwdSumArgNames, kernels::kScanBwdSumNumArgs};
+using kernels::kScanBwd;
+using kernels::kScanBwdSum;
 constexpr const char* kOp = "selective_scan_backward";
 
 // The workspace regions, in float32 elements (SelectiveScanBackward.h), and the launches' index
@@ -46,7 +44,7 @@ BwdPlan plan(const SelectiveScanBackwardArgs& b, const ScanDims& d) {
   const detail::ScanStateChunks chunks = detail::scanStateChunks(d.N, detail::kScanBwdStateChunk);
   const int64_t N = chunks.size;
   Specialization s;
-  s.kernel = kernels::kScanBwdKernel;
+  s.kernel = kernels::kScanBwd.kernel;
   s.set("D", d.D);
   s.set("group", d.D / d.G);
   s.set("meta:dstate", N);
@@ -93,81 +91,57 @@ TensorView planes(const SelectiveScanBackwardArgs& b, const BwdPlan& p) {
 // `b`, `d`: one chunk's call (chunkCall).
 void bindBwd(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& d, const BwdPlan& p, bool adjointPass,
              int64_t chunk, void* err) {
-  thread_local const ArgIndex A{kSchema.names, kSchema.count};
+  constexpr const dsl::Signature& S = kScanBwd;
   const SelectiveScanArgs& f = b.forward;
-  c.pointer(A("u"), f.u, DType::F32, true);
-  c.pointer(A("delta"), f.delta, DType::F32, true);
-  c.pointer(A("A"), f.A, DType::F32, true);
-  c.pointer(A("B"), f.B, DType::F32, true);
-  c.pointer(A("C"), f.C, DType::F32, true);
-  c.pointer(A("Dv"), f.D, DType::F32, true);
-  c.pointer(A("z"), f.z, DType::F32, true);
-  c.pointer(A("dbias"), f.delta_bias, DType::F32, true);
-  c.pointer(A("dout"), b.dout, DType::F32, true);
-  c.pointer(A("dfinal"), b.dfinal_states, DType::F32, true);
-  c.pointer(A("du"), b.du, DType::F32, true);
-  c.pointer(A("ddelta"), b.ddelta, DType::F32, true);
-  c.pointer(A("dz"), b.dz, DType::F32, true);
-  c.pointer(A("dinit"), b.dinitial_states, DType::F32, true);
-  c.pointer(A("ws"), b.workspace, DType::F32, true);
-  c.pointer(A("part"), p.chunks.count > 1 ? planes(b, p) : TensorView{}, DType::F32, true);
-  c.pointer(A("cu"), f.cu_seqlens, DType::I32, false);
-  c.pointer(A("init_idx"), f.initial_state_indices, DType::I32, false);
-  c.pointer(A("final_idx"), b.dfinal_states.defined() ? f.final_state_indices : TensorView{}, DType::I32, false);
-  c.pointer(A("err"), err, DType::I64);
-  c.size(A("D"), d.D, true);
-  c.size(A("L"), d.L, false);
-  c.count(A("nseq"), d.nseq);
-  c.count(A("nslots_init"), d.initSlots);
-  c.count(A("nslots_final"), b.dfinal_states.defined() ? b.dfinal_states.shape[0] : 0);
-  c.count(A("max_len"), d.packed && f.max_seqlen > 0 ? f.max_seqlen : d.L);
-  c.size(A("ckpt_per_row"), p.ckptPerRow, false);
-  c.size(A("span_keys_per_row"), p.spanKeysPerRow, false);
-  c.size(A("group"), d.D / d.G, true);
-  c.size(A("adj_base"), p.adjBase, false);
-  c.size(A("part_base"), p.partBase, false);
-  c.size(A("bc_base"), p.bcBase, false);
-  c.size(A("bc_size"), p.bcSize, false);
   const bool batched = d.batch > 1;
-  auto bd = [&](const char* sb, const char* sd, const TensorView& t) {
-    c.stride(A(sb), batched ? strideOr0(t, 0) : 0);
-    c.stride(A(sd), strideOr0(t, 1));
-  };
-  bd("s_u_b", "s_u_d", f.u);
-  bd("s_dl_b", "s_dl_d", f.delta);
-  bd("s_z_b", "s_z_d", f.z);
-  bd("s_do_b", "s_do_d", b.dout);
-  bd("s_du_b", "s_du_d", b.du);
-  bd("s_ddl_b", "s_ddl_d", b.ddelta);
-  bd("s_dz_b", "s_dz_d", b.dz);
-  c.stride(A("s_A_d"), f.A.strides[0]);
-  c.stride(A("s_A_n"), f.A.strides[1]);
-  detail::bindScanBC(c, A, f.B, d.bVarying, batched, "s_B_b", "s_B_g", "s_B_n", "s_B_d");
-  detail::bindScanBC(c, A, f.C, d.cVarying, batched, "s_C_b", "s_C_g", "s_C_n", "s_C_d");
-  c.stride(A("s_D_d"), strideOr0(f.D, 0));
-  c.stride(A("s_db_d"), strideOr0(f.delta_bias, 0));
-  c.stride(A("s_df_slot"), strideOr0(b.dfinal_states, 0));
-  c.stride(A("s_df_d"), strideOr0(b.dfinal_states, 1));
-  c.stride(A("s_df_n"), strideOr0(b.dfinal_states, 2));
-  c.stride(A("s_di_slot"), strideOr0(b.dinitial_states, 0));
-  c.stride(A("s_di_d"), strideOr0(b.dinitial_states, 1));
-  c.stride(A("s_di_n"), strideOr0(b.dinitial_states, 2));
-  c.stride(A("s_cu"), strideOr0(f.cu_seqlens, 0));
-  c.stride(A("s_init_idx"), strideOr0(f.initial_state_indices, 0));
-  c.stride(A("s_final_idx"), b.dfinal_states.defined() ? strideOr0(f.final_state_indices, 0) : 0);
-  c.flag(A("b_varying"), d.bVarying);
-  c.flag(A("c_varying"), d.cVarying);
-  c.flag(A("has_D"), f.D.defined());
-  c.flag(A("has_z"), f.z.defined());
-  c.flag(A("has_dbias"), f.delta_bias.defined());
-  c.flag(A("softplus"), f.delta_softplus);
-  c.flag(A("has_cu"), d.packed);
-  c.flag(A("has_dfinal"), b.dfinal_states.defined());
-  c.flag(A("has_final_idx"), b.dfinal_states.defined() && f.final_state_indices.defined());
-  c.flag(A("has_dinit"), b.dinitial_states.defined());
-  c.flag(A("has_init_idx"), f.initial_state_indices.defined());
-  c.flag(A("part_in"), !adjointPass && chunk > 0);  // the adjoint pass writes no per-token gradient
-  c.flag(A("part_out"), !adjointPass && chunk + 1 < p.chunks.count);
+  const detail::Axes rows{batched ? 0 : kNoAxis, 1};
+  const TensorView finalIdx = b.dfinal_states.defined() ? f.final_state_indices : TensorView{};
+  c.tensor(S.tensor("u"), f.u, rows);
+  c.tensor(S.tensor("delta"), f.delta, rows);
+  c.tensor(S.tensor("A"), f.A);
+  c.tensor(S.tensor("B"), f.B, detail::scanBCAxes(d.bVarying, batched));
+  c.tensor(S.tensor("C"), f.C, detail::scanBCAxes(d.cVarying, batched));
+  c.tensor(S.tensor("Dv"), f.D);
+  c.tensor(S.tensor("z"), f.z, rows);
+  c.tensor(S.tensor("dbias"), f.delta_bias);
+  c.tensor(S.tensor("dout"), b.dout, rows);
+  c.tensor(S.tensor("dfinal"), b.dfinal_states);
+  c.tensor(S.tensor("du"), b.du, rows);
+  c.tensor(S.tensor("ddelta"), b.ddelta, rows);
+  c.tensor(S.tensor("dz"), b.dz, rows);
+  c.tensor(S.tensor("dinit"), b.dinitial_states);
+  c.tensor(S.tensor("ws"), b.workspace);
+  c.tensor(S.tensor("part"), p.chunks.count > 1 ? planes(b, p) : TensorView{});
+  c.tensor(S.tensor("cu"), f.cu_seqlens);
+  c.tensor(S.tensor("init_idx"), f.initial_state_indices);
+  c.tensor(S.tensor("final_idx"), finalIdx);
+  c.pointer(S.tensor("err"), err, DType::I64);
+  c.size(S.size("D"), d.D);
+  c.size(S.size("L"), d.L);
+  c.size(S.size("nseq"), d.nseq);
+  c.size(S.size("nslots_init"), d.initSlots);
+  c.size(S.size("nslots_final"), b.dfinal_states.defined() ? b.dfinal_states.shape[0] : 0);
+  c.size(S.size("max_len"), d.packed && f.max_seqlen > 0 ? f.max_seqlen : d.L);
+  c.size(S.size("ckpt_per_row"), p.ckptPerRow);
+  c.size(S.size("span_keys_per_row"), p.spanKeysPerRow);
+  c.size(S.size("group"), d.D / d.G);
+  c.size(S.size("adj_base"), p.adjBase);
+  c.size(S.size("part_base"), p.partBase);
+  c.size(S.size("bc_base"), p.bcBase);
+  c.size(S.size("bc_size"), p.bcSize);
+  c.flag(S.flag("b_varying"), d.bVarying);
+  c.flag(S.flag("c_varying"), d.cVarying);
+  c.flag(S.flag("has_D"), f.D.defined());
+  c.flag(S.flag("has_z"), f.z.defined());
+  c.flag(S.flag("has_dbias"), f.delta_bias.defined());
+  c.flag(S.flag("softplus"), f.delta_softplus);
+  c.flag(S.flag("has_cu"), d.packed);
+  c.flag(S.flag("has_dfinal"), b.dfinal_states.defined());
+  c.flag(S.flag("has_final_idx"), finalIdx.defined());
+  c.flag(S.flag("has_dinit"), b.dinitial_states.defined());
+  c.flag(S.flag("has_init_idx"), f.initial_state_indices.defined());
+  c.flag(S.flag("part_in"), !adjointPass && chunk > 0);  // the adjoint pass writes no per-token gradient
+  c.flag(S.flag("part_out"), !adjointPass && chunk + 1 < p.chunks.count);
   c.meta("meta:dstate", d.N);
   c.meta("meta:adjoint_pass", adjointPass ? 1 : 0);
   c.meta("meta:longest_first", d.packed);
@@ -175,39 +149,32 @@ void bindBwd(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& 
 }
 
 void bindSum(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& d, const BwdPlan& p, int part) {
-  thread_local const ArgIndex A{kSumSchema.names, kSumSchema.count};
-  c.pointer(A("ws"), b.workspace, DType::F32, true);
-  c.pointer(A("dA"), b.dA, DType::F32, true);
-  c.pointer(A("dD"), b.dD, DType::F32, true);
-  c.pointer(A("ddbias"), b.ddelta_bias, DType::F32, true);
-  c.pointer(A("dB"), b.dB, DType::F32, true);
-  c.pointer(A("dC"), b.dC, DType::F32, true);
-  c.pointer(A("cu"), b.forward.cu_seqlens, DType::I32, false);
-  c.size(A("D"), d.D, false);
-  c.size(A("L"), d.L, false);
-  c.count(A("nseq"), d.nseq);
-  c.size(A("rows"), p.rows, false);
-  c.size(A("G"), d.G, false);
-  c.size(A("group"), d.D / d.G, false);
-  c.size(A("dblocks"), p.dblocks, false);
-  c.size(A("span_keys_per_row"), p.spanKeysPerRow, false);
-  c.size(A("ckpt_per_row"), p.ckptPerRow, false);
-  c.size(A("part_base"), p.partBase, false);
-  c.size(A("bc_base"), p.bcBase, false);
-  c.size(A("bc_size"), p.bcSize, false);
-  c.stride(A("s_dA_d"), b.dA.strides[0]);
-  c.stride(A("s_dA_n"), b.dA.strides[1]);
-  c.stride(A("s_dD"), strideOr0(b.dD, 0));
-  c.stride(A("s_ddb"), strideOr0(b.ddelta_bias, 0));
+  constexpr const dsl::Signature& S = kScanBwdSum;
   const bool batched = d.batch > 1;
-  detail::bindScanBC(c, A, b.dB, d.bVarying, batched, "s_dB_b", "s_dB_g", "s_dB_n", "s_dB_d");
-  detail::bindScanBC(c, A, b.dC, d.cVarying, batched, "s_dC_b", "s_dC_g", "s_dC_n", "s_dC_d");
-  c.flag(A("b_varying"), d.bVarying);
-  c.flag(A("c_varying"), d.cVarying);
-  c.flag(A("has_D"), b.dD.defined());
-  c.stride(A("s_cu"), strideOr0(b.forward.cu_seqlens, 0));
-  c.flag(A("has_dbias"), b.ddelta_bias.defined());
-  c.flag(A("has_cu"), d.packed);
+  c.tensor(S.tensor("ws"), b.workspace);
+  c.tensor(S.tensor("dA"), b.dA);
+  c.tensor(S.tensor("dD"), b.dD);
+  c.tensor(S.tensor("ddbias"), b.ddelta_bias);
+  c.tensor(S.tensor("dB"), b.dB, detail::scanBCAxes(d.bVarying, batched));
+  c.tensor(S.tensor("dC"), b.dC, detail::scanBCAxes(d.cVarying, batched));
+  c.tensor(S.tensor("cu"), b.forward.cu_seqlens);
+  c.size(S.size("D"), d.D);
+  c.size(S.size("L"), d.L);
+  c.size(S.size("nseq"), d.nseq);
+  c.size(S.size("rows"), p.rows);
+  c.size(S.size("G"), d.G);
+  c.size(S.size("group"), d.D / d.G);
+  c.size(S.size("dblocks"), p.dblocks);
+  c.size(S.size("span_keys_per_row"), p.spanKeysPerRow);
+  c.size(S.size("ckpt_per_row"), p.ckptPerRow);
+  c.size(S.size("part_base"), p.partBase);
+  c.size(S.size("bc_base"), p.bcBase);
+  c.size(S.size("bc_size"), p.bcSize);
+  c.flag(S.flag("b_varying"), d.bVarying);
+  c.flag(S.flag("c_varying"), d.cVarying);
+  c.flag(S.flag("has_D"), b.dD.defined());
+  c.flag(S.flag("has_dbias"), b.ddelta_bias.defined());
+  c.flag(S.flag("has_cu"), d.packed);
   c.meta("meta:part", part);
   c.meta("meta:dstate", d.N);
   c.meta("meta:span", p.span);
@@ -275,23 +242,22 @@ enum class Launch { Checkpoints, Backward, Sums, BCSums };
 // can have two spans), the backward, its sums, and those of time-varying dB/dC when there are any.
 template <class F>
 void forEachLaunch(const SelectiveScanBackwardArgs& b, const ScanDims& d, const BwdPlan& p, void* err, F&& f) {
-  const ArgSchema fwdSchema{kernels::kScanArgNames, kernels::kScanNumArgs};
   for (int64_t k = 0; k < p.chunks.count; ++k) {
     const ChunkCall cc = chunkCall(b, d, p, k);
     {
-      KernelCall c(kernels::kScanKernel, fwdSchema);
+      KernelCall c(kernels::kScan);
       detail::bindScanCheckpoints(c, checkpointCall(cc.args), cc.dims, p.blockT, p.ckptPerRow, err);
       f(c, Launch::Checkpoints, cc.dims.N);
     }
     for (const bool adjointPass : {true, false}) {
       if (adjointPass && p.maxSpans < 2) continue;
-      KernelCall c(kernels::kScanBwdKernel, kSchema);
+      KernelCall c(kScanBwd);
       bindBwd(c, cc.args, cc.dims, p, adjointPass, k, err);
       f(c, Launch::Backward, cc.dims.N);
     }
     for (int part = 0; part < 2; ++part) {
       if (part == 1 && !d.bVarying && !d.cVarying) break;
-      KernelCall c(kernels::kScanBwdSumKernel, kSumSchema);
+      KernelCall c(kScanBwdSum);
       bindSum(c, cc.args, cc.dims, p, part);
       f(c, part == 0 ? Launch::Sums : Launch::BCSums, cc.dims.N);
     }

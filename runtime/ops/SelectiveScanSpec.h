@@ -20,15 +20,14 @@ std::vector<Specialization> scanSpecializations(const SelectiveScanArgs& args, c
 
 // The backward's first launch: the forward scan of `args` (checked; one pass a sequence) writing
 // each sequence's state every `blockT` tokens to args.workspace (SelectiveScan.h, checkpoints),
-// bound in `c`, a call of the forward's kernel (kScanKernel, kScanArgNames). Its grid:
+// bound in `c`, a call of the forward's kernel (kernels::kScan). Its grid:
 // (cdiv(D, meta:BLOCK_D), 1, nseq).
 void bindScanCheckpoints(KernelCall& c, const SelectiveScanArgs& args, const ScanDims& d, int64_t blockT,
                          int64_t ckptPerRow, void* err);
 
-// Binds B or C (or their gradients) to the four stride arguments sb, sg, sn, sd of a scan
-// kernel: time-varying (Bt, G, N, L) or constant (D, N).
-void bindScanBC(KernelCall& c, const ArgIndex& A, const TensorView& t, bool varying, bool batched, const char* sb,
-                const char* sg, const char* sn, const char* sd);
+// The axes of B or C (or their gradients) for a scan kernel's [b, g, n, d] strides: time-varying
+// (Bt, G, N, L) or constant (D, N).
+Axes scanBCAxes(bool varying, bool batched);
 
 // selective_scan_backward's specialisations (the checkpoint pass, the backward, its sums).
 std::vector<Specialization> scanBackwardSpecializations(const SelectiveScanBackwardArgs& args, const std::string& arch);

@@ -1,0 +1,96 @@
+// Kernel signatures on the CPU: every registered kernel declares one, well formed; the builder
+// takes exactly its declared arguments; an op that binds an argument twice or leaves one out
+// fails naming the kernel and the argument. (That every op binds every declared argument is
+// checked on each specialisation the ops build: the kernel tests run them all.)
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "kernels_dsl/CausalConv1d.h"
+#include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/Registry.h"
+#include "kernels_dsl/Signature.h"
+#include "runtime/ops/KernelCall.h"
+#include "ssmjit/error.h"
+#include "kernels_dsl/CompileKernel.h"
+
+namespace {
+
+using namespace ssmjit;
+using kernels::kConvUpdate;
+
+// Runs `f`, expects ssmjit::Error(Internal) whose message holds every one of `parts`.
+template <class F>
+void expectInternal(std::initializer_list<const char*> parts, F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::Internal) << e.what();
+    for (const char* p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+    return;
+  }
+  ADD_FAILURE() << "expected ssmjit::Error(Internal), nothing was thrown";
+}
+
+// Kernels still bound by their op's own machinery (the selective state update's).
+bool undeclared(const std::string& name) { return name == "selective_state_update"; }
+
+TEST(KernelSignatures, EveryRegisteredKernelDeclaresAWellFormedSignature) {
+  for (const std::string& name : dsl::kernelNames()) {
+    SCOPED_TRACE(name);
+    const dsl::KernelDef& def = dsl::findKernel(name);
+    if (undeclared(name)) {
+      EXPECT_EQ(def.signature, nullptr);
+      continue;
+    }
+    ASSERT_NE(def.signature, nullptr);
+    EXPECT_EQ(std::string(def.signature->kernel), name);
+    EXPECT_NO_THROW(dsl::checkSignature(*def.signature));
+    EXPECT_LE(def.signature->count(), detail::KernelCall::kMaxArgs);
+  }
+}
+
+TEST(KernelSignatures, ParametersFollowTheDeclaration) {
+  // Pointers, sizes, strides ("s_<short>_<axis>", "s_<short>" for an unnamed axis), flags.
+  const auto& p = dsl::parameters(kConvUpdate).names;
+  ASSERT_EQ(static_cast<int>(p.size()), kConvUpdate.count());
+  EXPECT_STREQ(p[0], "state");
+  EXPECT_STREQ(p[kConvUpdate.size("D")], "D");
+  const dsl::TensorId idx = kConvUpdate.tensor("state_idx");
+  EXPECT_STREQ(p[idx.firstStride], "s_idx_b");
+  EXPECT_STREQ(p[kConvUpdate.tensor("weight").firstStride + 1], "s_w_k");
+  EXPECT_STREQ(p[kConvUpdate.flag("commit")], "commit");
+  EXPECT_STREQ(dsl::parameters(kernels::kConvFwd).names[kernels::kConvFwd.tensor("cu").firstStride], "s_cu");
+}
+
+TEST(KernelSignatures, AnUnknownNameIsAnErrorNamingKernelAndArgument) {
+  const char* bad = "stat";  // not a constant expression: the lookup runs, and throws
+  expectInternal({"causal_conv1d_update", "'stat'"},
+                       [&] { (void)kConvUpdate.tensor(bad); });
+}
+
+TEST(KernelSignatures, BindingTwiceOrMissingAnArgumentFails) {
+  const TensorView none;
+  detail::KernelCall twice(kConvUpdate);
+  twice.flag(kConvUpdate.flag("silu"), true);
+  expectInternal({"causal_conv1d_update", "'silu'", "twice"},
+                       [&] { twice.flag(kConvUpdate.flag("silu"), false); });
+  detail::KernelCall missing(kConvUpdate);
+  missing.tensor(kConvUpdate.tensor("state"), none);
+  expectInternal({"causal_conv1d_update", "'commit'", "not bound"},
+                       [&] { (void)missing.specialization("sm_90a"); });
+}
+
+TEST(KernelSignatures, ADeclaredKernelTakesNoOtherArgument) {
+  dsl::KernelDef def = dsl::findKernel(kConvUpdate.kernel);
+  def.build = [](dsl::KernelBuilder& k, const Specialization&) { k.arg("no_such_argument"); };
+  Specialization spec;
+  spec.kernel = kConvUpdate.kernel;
+  expectInternal({"causal_conv1d_update", "'no_such_argument'"},
+                       [&] { (void)compileKernel(def, spec); });
+  def.build = [](dsl::KernelBuilder& k, const Specialization&) { k.intArg("extra"); };
+  expectInternal({"causal_conv1d_update", "'extra'"},
+                       [&] { (void)compileKernel(def, spec); });
+}
+
+}  // namespace
