@@ -36,7 +36,8 @@ using namespace ssmjit::testing;
 
 namespace {
 
-constexpr int64_t kGuardBytes = 256;  // poison checked on each side of a slot block (keeps 256-byte alignment)
+// Poison checked on each side of a slot block; the first block keeps the buffer's 256-byte alignment.
+constexpr int64_t kGuardBytes = 256;
 constexpr int64_t kFirstWideOffset = int64_t{1} << 31;  // INT32_MAX + 1
 
 // The slot stride that puts slot `lastSlot` at element offset 2^31 or beyond (so its elements need
@@ -109,8 +110,8 @@ class WideSlots {
 
   const TensorView& view() const { return view_; }
 
-  // The host tensor's bytes as uploaded with every slot block as the device holds it; a test failure for each
-  // guard byte around a block that is no longer poison (a write past a slot).
+  // The host tensor's bytes as uploaded, every slot block as the device holds it; a test failure
+  // where a guard byte around a block is no longer poison (a write past a slot).
   std::vector<uint8_t> download() const {
     std::vector<uint8_t> bytes = hostBytes_;
     std::vector<uint8_t> around(static_cast<size_t>(blockBytes_ + 2 * kGuardBytes));
@@ -201,7 +202,8 @@ TEST_F(WideOffsetsGpu, CausalConv1dStates) {
   expectIndexBits64(detail::convSpecializations(a, driver::currentArch()));
   causal_conv1d(a);
   checkDeviceErrors();
-  expectWithin(compareTensor(ref.out, d.download(3), std::vector<char>(size_t(ref.out.meta.shape[0]), 1)), bound(c.xType, kFp32Short), "out");
+  const std::vector<char> rows(static_cast<size_t>(ref.out.meta.shape[0]), 1);
+  expectWithin(compareTensor(ref.out, d.download(3), rows), bound(c.xType, kFp32Short), "out");
   expectWithin(compareTensor(ref.states, states.download(), statesBefore, {0, 1, 0, 1}), bound(c.stateType, kExact),
                "states");
 }
@@ -234,7 +236,8 @@ TEST_F(WideOffsetsGpu, SelectiveScanStates) {
   checkDeviceErrors();
   reference::selective_scan(p.args());
   const Fp32Error e = fp32Recurrence(c.L);
-  expectWithin(compareTensor(p.out, d.download(3), std::vector<char>(size_t(p.out.meta.shape[0]), 1)), bound(c.outType, e), "out");
+  const std::vector<char> rows(static_cast<size_t>(p.out.meta.shape[0]), 1);
+  expectWithin(compareTensor(p.out, d.download(3), rows), bound(c.outType, e), "out");
   expectWithin(compareTensor(p.initStates, states.download(), statesBefore, p.slotsWritten()), bound(c.stateType, e),
                "final_states");
 }
