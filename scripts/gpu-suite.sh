@@ -13,15 +13,18 @@ status=0
 # device machine has a time limit; run the rest in the next call).
 # With a GPU present, a GPU test that skips is a failure (a broken driver or NVRTC must not pass
 # as skips), except those matching allowed_skips: tests whose skip depends on the machine (a
-# second device, free memory), each printing why: the wrong-device test on a one-GPU machine.
+# second device, free memory), each printing why: the wrong-device test on a one-GPU machine, and
+# the 64-bit-offset tests (memory_skips) only where their reason says the device lacks the memory.
 allowed_skips='^SecondDevice\.TensorOnDeviceOneIsRejected$'
+memory_skips='^WideOffsetsGpu\.'
 gpu_present=$(nvidia-smi -L > /dev/null 2>&1 && echo 1)
 # Each skipped test of gtest logs (run without --gtest_brief, which names no skipped test), with
 # the reason it gave; sets status=1 for a skip outside allowed_skips while a GPU is present.
 check_skips() {
   for t in $(grep -hE '^\[  SKIPPED \] [^0-9 ]' "$@" | awk '{print $4}' | sort -u); do
     why=$(grep -h -B3 -F "[  SKIPPED ] $t (" "$@" | grep -vE '^\[|^$|: Skipped$' | tail -1)
-    if [ -z "$gpu_present" ] || { [ -n "$allowed_skips" ] && [[ $t =~ $allowed_skips ]]; }; then
+    if [ -z "$gpu_present" ] || { [ -n "$allowed_skips" ] && [[ $t =~ $allowed_skips ]]; } ||
+       { [[ $t =~ $memory_skips ]] && [[ $why == *"the device lacks the memory"* ]]; }; then
       echo "skipped (allowed here): $t: $why"
     else
       echo "SKIPPED with a GPU present: $t: $why"; status=1
@@ -32,12 +35,14 @@ if [ -z "${SKIP_TESTS:-}" ]; then
 echo "== GPU tests"
 # The disk-cache damage tests need a process each (the cache is configured once per process).
 own='Damages/DiskCacheGpu.*'
+# The 64-bit-offset tests take about 4.3 GB each: one process after the shards, not 8 at once.
+wide='WideOffsetsGpu.*'
 # The rest in $SHARDS processes at once: the suite's time is mostly first compiles (NVRTC is
 # single-threaded), and the processes share the disk cache.
 SHARDS=${SHARDS:-8}
 for i in $(seq 0 $((SHARDS - 1))); do
   GTEST_TOTAL_SHARDS=$SHARDS GTEST_SHARD_INDEX=$i "$PREFIX/bin/ssmjit_gpu_tests" \
-    --gtest_filter="-$own" > "$OUT/gpu_tests_shard$i.log" 2>&1 &
+    --gtest_filter="-$own:$wide" > "$OUT/gpu_tests_shard$i.log" 2>&1 &
 done
 for job in $(jobs -p); do wait "$job" || status=1; done
 cat "$OUT"/gpu_tests_shard*.log > "$OUT/gpu_tests.log"
@@ -53,6 +58,11 @@ for t in $("$PREFIX/bin/ssmjit_gpu_tests" --gtest_list_tests --gtest_filter="$ow
   "$PREFIX/bin/ssmjit_gpu_tests" --gtest_filter="$t" >> "$OUT/gpu_tests_own_process.log" 2>&1 \
     && echo "own process: $t PASSED" || { echo "own process: $t FAILED"; status=1; }
 done
+"$PREFIX/bin/ssmjit_gpu_tests" --gtest_filter="$wide" > "$OUT/gpu_tests_wide.log" 2>&1 || status=1
+echo "64-bit offsets: $(grep -hE '^\[  PASSED  \] [0-9]+ tests?' "$OUT/gpu_tests_wide.log" | awk '{print $4 + 0}') passed," \
+  "$(grep -hE '^\[  FAILED  \] [^0-9 ]' "$OUT/gpu_tests_wide.log" | awk '{print $4}' | sort -u | wc -l) failed," \
+  "$(grep -hE '^\[  SKIPPED \] [0-9]+ tests?' "$OUT/gpu_tests_wide.log" | awk '{print $4 + 0}') skipped"
+grep -h "^\[ measured \]" "$OUT/gpu_tests_wide.log" >> "$OUT/gpu_tests_measured.log"
 # The loader and launcher against a fake compiler (its own binary), plain and with the PTX fallback.
 for ptx in 0 1; do
   log="$OUT/loader_gpu_tests_ptx$ptx.log"
@@ -61,7 +71,7 @@ for ptx in 0 1; do
   echo "loader tests (SSMJIT_FORCE_PTX=$ptx): $(grep -hE '^\[  PASSED  \] [0-9]+' "$log" | awk '{print $4}') passed," \
     "$(grep -hE '^\[  FAILED  \] [^0-9 ]' "$log" | awk '{print $4}' | sort -u | wc -l) failed"
 done
-check_skips "$OUT/gpu_tests.log" "$OUT/gpu_tests_own_process.log" "$OUT"/loader_gpu_tests_ptx*.log
+check_skips "$OUT/gpu_tests.log" "$OUT/gpu_tests_own_process.log" "$OUT/gpu_tests_wide.log" "$OUT"/loader_gpu_tests_ptx*.log
 fi
 if [ -z "${SKIP_TESTS:-}" ]; then
 # The forward's serial length class (SelectiveScan.h) at every width: it takes the sequences of up
