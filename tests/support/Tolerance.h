@@ -80,19 +80,24 @@ inline constexpr Fp32Error kExact{0, 0};
 // Flips of one ulp allowed beyond the expected number (see above).
 inline constexpr double kFlipSlack = 8;
 
-// The bound for one result tensor stored as `stored`.
+// The bound for one result tensor stored as `stored`. `twiceRounded`: the fraction of its elements
+// the op rounds to `stored` twice (stored, then read back, added to and stored again), each of
+// which may differ from the once-rounded reference by one ulp: they add ulp sqrt(fraction) to the
+// relative L2 (a per-element difference of one ulp is within the element bound already).
 struct Bound {
   DType stored = DType::F32;
   Fp32Error fp32;
+  double twiceRounded = 0;
   bool exact() const { return fp32.relL2 == 0 && fp32.element == 0; }
   double element() const { return exact() ? 0 : 2 * unitRoundoff(stored) + fp32.element; }
   double relL2(int64_t written) const {
     if (exact()) return 0;
     const double ulp = 2 * unitRoundoff(stored);
-    return fp32.relL2 + std::sqrt(ulp * fp32.relL2) + ulp * std::sqrt(kFlipSlack / double(std::max<int64_t>(1, written)));
+    return fp32.relL2 + std::sqrt(ulp * fp32.relL2) + ulp * std::sqrt(twiceRounded) +
+           ulp * std::sqrt(kFlipSlack / double(std::max<int64_t>(1, written)));
   }
 };
-inline Bound bound(DType stored, Fp32Error fp32) { return {stored, fp32}; }
+inline Bound bound(DType stored, Fp32Error fp32, double twiceRounded = 0) { return {stored, fp32, twiceRounded}; }
 
 // What `c` measured against `b`, one line: the margin a GPU run leaves.
 inline std::string measured(const Compared& c, const Bound& b) {
