@@ -26,10 +26,10 @@
 #include "runtime/ops/SelectiveStateUpdateSpec.h"
 #include "ssmjit/ops.h"
 #include "ssmjit/reference.h"
-#include "tests/support/ConvProblem.h"
-#include "tests/support/DecodeProblem.h"
-#include "tests/support/ScanProblem.h"
-#include "tests/support/SsuProblem.h"
+#include "tools/problems/ConvProblem.h"
+#include "tools/problems/DecodeProblem.h"
+#include "tools/problems/ScanProblem.h"
+#include "tools/problems/SsuProblem.h"
 
 using namespace ssmjit;
 using namespace ssmjit::testing;
