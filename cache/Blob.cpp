@@ -57,8 +57,8 @@ class Reader {
     uint64_t len = 0;
     if (!get(&len, what)) return false;
     if (len > n_ - pos_)
-      return fail(std::string(what) + " length " + std::to_string(len) + " exceeds the " +
-                  std::to_string(n_ - pos_) + " bytes left");
+      return fail(std::string(what) + " length " + std::to_string(len) + " exceeds the " + std::to_string(n_ - pos_) +
+                  " bytes left");
     out->assign(p_ + pos_, p_ + pos_ + len);
     pos_ += static_cast<size_t>(len);
     return true;
@@ -74,8 +74,7 @@ class Reader {
  private:
   bool need(size_t k, const char* what) {
     if (k <= n_ - pos_) return true;
-    return fail(std::string(what) + " needs " + std::to_string(k) + " bytes, " + std::to_string(n_ - pos_) +
-                " left");
+    return fail(std::string(what) + " needs " + std::to_string(k) + " bytes, " + std::to_string(n_ - pos_) + " left");
   }
 
   const char* p_;
@@ -84,8 +83,7 @@ class Reader {
 };
 
 void putResources(Writer& w, const ResourceUsage& r) {
-  for (int v : {r.registers, r.sharedBytes, r.localBytes, r.spillStoreBytes, r.spillLoadBytes})
-    w.put<int32_t>(v);
+  for (int v : {r.registers, r.sharedBytes, r.localBytes, r.spillStoreBytes, r.spillLoadBytes}) w.put<int32_t>(v);
 }
 
 bool getResources(Reader& r, ResourceUsage* u) {
@@ -99,14 +97,12 @@ bool getResources(Reader& r, ResourceUsage* u) {
 // Fills everything but the status; returns false with `r.error` set on the first problem.
 bool parsePayload(Reader& r, DecodedBlob* b) {
   CompiledKernel& k = b->kernel;
-  if (!r.getBytes(&b->keyText, "key text") || !r.getBytes(&k.entry, "entry name") ||
-      !r.getBytes(&k.arch, "arch"))
+  if (!r.getBytes(&b->keyText, "key text") || !r.getBytes(&k.entry, "entry name") || !r.getBytes(&k.arch, "arch"))
     return false;
   uint32_t threads = 0;
   if (!r.get(&threads, "numThreads")) return false;
   if (threads < 1 || threads > kMaxThreads)
-    return r.fail("numThreads is " + std::to_string(threads) + ", expected 1.." +
-                  std::to_string(kMaxThreads));
+    return r.fail("numThreads is " + std::to_string(threads) + ", expected 1.." + std::to_string(kMaxThreads));
   k.numThreads = static_cast<int>(threads);
   uint32_t count = 0;
   if (!r.get(&count, "parameter count")) return false;
@@ -115,16 +111,14 @@ bool parsePayload(Reader& r, DecodedBlob* b) {
   constexpr size_t kMinParamBytes = sizeof(uint64_t) + sizeof(uint8_t);
   if (count > r.left() / kMinParamBytes)
     return r.fail("parameter count " + std::to_string(count) + " needs at least " +
-                  std::to_string(uint64_t{count} * kMinParamBytes) + " bytes, " + std::to_string(r.left()) +
-                  " left");
+                  std::to_string(uint64_t{count} * kMinParamBytes) + " bytes, " + std::to_string(r.left()) + " left");
   k.params.resize(count);
   for (uint32_t i = 0; i < count; ++i) {
     KernelParam& p = k.params[i];
     uint8_t kind = 0;
     if (!r.getBytes(&p.name, "parameter name") || !r.get(&kind, "parameter kind")) return false;
     if (kind > static_cast<uint8_t>(KernelParam::Kind::F32))
-      return r.fail("parameter #" + std::to_string(i) + " kind is " + std::to_string(kind) +
-                    ", expected 0..3");
+      return r.fail("parameter #" + std::to_string(i) + " kind is " + std::to_string(kind) + ", expected 0..3");
     p.kind = static_cast<KernelParam::Kind>(kind);
   }
   if (!getResources(r, &k.resources) || !r.get(&k.compileMs, "compile time") || !r.getBytes(&k.ptx, "ptx") ||
@@ -186,13 +180,20 @@ std::vector<char> encodeBlob(const std::string& keyText, const CompiledKernel& k
 
 const char* blobStatusName(BlobStatus s) {
   switch (s) {
-    case BlobStatus::Ok: return "ok";
-    case BlobStatus::Empty: return "empty";
-    case BlobStatus::Truncated: return "truncated";
-    case BlobStatus::BadMagic: return "bad-magic";
-    case BlobStatus::ForeignVersion: return "foreign-version";
-    case BlobStatus::BadChecksum: return "bad-checksum";
-    case BlobStatus::Malformed: return "malformed";
+    case BlobStatus::Ok:
+      return "ok";
+    case BlobStatus::Empty:
+      return "empty";
+    case BlobStatus::Truncated:
+      return "truncated";
+    case BlobStatus::BadMagic:
+      return "bad-magic";
+    case BlobStatus::ForeignVersion:
+      return "foreign-version";
+    case BlobStatus::BadChecksum:
+      return "bad-checksum";
+    case BlobStatus::Malformed:
+      return "malformed";
   }
   return "unknown";
 }
@@ -210,8 +211,7 @@ DecodedBlob decodeBlob(const void* data, size_t size) {
       std::snprintf(buf, sizeof buf, "%s%02x", i ? " " : "", static_cast<unsigned char>(p[i]));
       got += buf;
     }
-    return failed(BlobStatus::BadMagic,
-                  "magic is " + got + ", expected 53 53 4d 4a 49 54 4b 00 (\"SSMJITK\\0\")");
+    return failed(BlobStatus::BadMagic, "magic is " + got + ", expected 53 53 4d 4a 49 54 4b 00 (\"SSMJITK\\0\")");
   }
   uint32_t version = 0, reserved = 0;
   uint64_t declared = 0, sum = 0;
@@ -220,28 +220,27 @@ DecodedBlob decodeBlob(const void* data, size_t size) {
   std::memcpy(&declared, p + 16, 8);
   std::memcpy(&sum, p + 24, 8);
   if (version != kBlobFormatVersion)
-    return failed(BlobStatus::ForeignVersion,
-                  "format version " + std::to_string(version) + ", this build reads " +
-                      std::to_string(kBlobFormatVersion),
-                  version);
+    return failed(
+        BlobStatus::ForeignVersion,
+        "format version " + std::to_string(version) + ", this build reads " + std::to_string(kBlobFormatVersion),
+        version);
   // Checked so that every header byte is significant: a damaged one never decodes as Ok.
   if (reserved != 0)
-    return failed(BlobStatus::Malformed,
-                  "reserved header field is " + std::to_string(reserved) + ", expected 0", version);
+    return failed(BlobStatus::Malformed, "reserved header field is " + std::to_string(reserved) + ", expected 0",
+                  version);
   const uint64_t actual = size - kHeaderBytes;
   if (actual < declared)
     return failed(BlobStatus::Truncated,
-                  "payload is " + std::to_string(actual) + " bytes, header says " + std::to_string(declared),
-                  version);
+                  "payload is " + std::to_string(actual) + " bytes, header says " + std::to_string(declared), version);
   if (actual > declared)
     return failed(BlobStatus::Malformed,
-                  "payload is " + std::to_string(actual) + " bytes, header says " + std::to_string(declared) +
-                      " (" + std::to_string(actual - declared) + " trailing bytes)",
+                  "payload is " + std::to_string(actual) + " bytes, header says " + std::to_string(declared) + " (" +
+                      std::to_string(actual - declared) + " trailing bytes)",
                   version);
   const uint64_t got = hash::bytes64(p + kHeaderBytes, actual);
   if (got != sum)
-    return failed(BlobStatus::BadChecksum,
-                  "payload checksum is " + hex64(got) + ", header says " + hex64(sum), version);
+    return failed(BlobStatus::BadChecksum, "payload checksum is " + hex64(got) + ", header says " + hex64(sum),
+                  version);
 
   DecodedBlob b;
   b.version = version;

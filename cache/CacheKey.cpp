@@ -12,8 +12,8 @@ namespace ssmjit::cache {
 CacheKey cacheKeyFor(const Specialization& spec) {
   // Process-wide parts first (computed once: NVRTC's identity loads the library).
   static const std::string fixed = [] {
-    return std::string("ssmjit-kernel-cache-key 1\n") + "build=" + buildId() + "\n" +
-           "nvrtc=" + nvrtcIdentity() + "\n" + "device-lib=" + deviceLibHash() + "\n";
+    return std::string("ssmjit-kernel-cache-key 1\n") + "build=" + buildId() + "\n" + "nvrtc=" + nvrtcIdentity() +
+           "\n" + "device-lib=" + deviceLibHash() + "\n";
   }();
   const dsl::KernelDef& def = dsl::findKernel(spec.kernel);
   std::string options;

@@ -89,8 +89,8 @@ std::string keyField(const std::string& text, const char* name) {
 }
 
 uint64_t parseSize(const std::string& v) {
-  const std::string bad = "SSMJIT_CACHE_MAX_BYTES is '" + v +
-                          "', expected a byte count such as 2147483648, 512M or 2G (0: no bound)";
+  const std::string bad =
+      "SSMJIT_CACHE_MAX_BYTES is '" + v + "', expected a byte count such as 2147483648, 512M or 2G (0: no bound)";
   size_t i = 0;
   uint64_t n = 0;
   while (i < v.size() && v[i] >= '0' && v[i] <= '9') {
@@ -185,9 +185,7 @@ void DiskCache::warnOnce(const std::string& what) {
                          : "kernels stay in memory for this process");
 }
 
-std::string DiskCache::pathFor(const CacheKey& key) const {
-  return config_.dir + "/" + key.fileStem + kBlobSuffix;
-}
+std::string DiskCache::pathFor(const CacheKey& key) const { return config_.dir + "/" + key.fileStem + kBlobSuffix; }
 
 std::shared_ptr<const CompiledKernel> DiskCache::load(const CacheKey& key) {
   if (!readable_) return nullptr;

@@ -22,7 +22,7 @@ inline constexpr uint64_t kDefaultMaxBytes = 2ull << 30;  // 2 GiB
 inline constexpr const char* kBlobSuffix = ".sjk";
 
 struct DiskCacheConfig {
-  std::string dir;                     // empty: no disk cache
+  std::string dir;  // empty: no disk cache
   uint64_t maxBytes = kDefaultMaxBytes;
   // SSMJIT_CACHE_DIR, else $XDG_CACHE_HOME/ssmjit, else $HOME/.cache/ssmjit (empty without HOME);
   // SSMJIT_CACHE_MAX_BYTES (a byte count, or with a K/M/G suffix). Throws Error(InvalidArgument)
@@ -34,12 +34,12 @@ struct DiskCacheConfig {
 struct EntryInfo {
   std::string path;
   uint64_t bytes = 0;
-  int64_t mtimeNs = 0;        // last use (hits touch the file)
+  int64_t mtimeNs = 0;  // last use (hits touch the file)
   BlobStatus status = BlobStatus::Ok;
-  std::string detail;         // why it is not Ok
-  std::string kernel, arch;   // Ok only: from the key text
-  std::string spec;           // Ok only: the specialisation's canonical text
-  bool keyMatchesName = true; // Ok only: the file name is the hash of the stored key
+  std::string detail;          // why it is not Ok
+  std::string kernel, arch;    // Ok only: from the key text
+  std::string spec;            // Ok only: the specialisation's canonical text
+  bool keyMatchesName = true;  // Ok only: the file name is the hash of the stored key
   // Sound and reachable: decodes, and its name is its key's hash (else no lookup can find it).
   bool good() const { return status == BlobStatus::Ok && keyMatchesName; }
 };
@@ -62,13 +62,13 @@ class DiskCache {
   bool store(const CacheKey& key, const CompiledKernel& kernel);
 
   // Tools.
-  std::vector<EntryInfo> list() const;       // every blob, decoded (verify = check each status)
-  uint64_t totalBytes() const;               // sum of blob sizes
+  std::vector<EntryInfo> list() const;  // every blob, decoded (verify = check each status)
+  uint64_t totalBytes() const;          // sum of blob sizes
   // Deletes least recently used blobs until the total is <= `targetBytes`; returns bytes freed.
   // Also removes temp files older than an hour (left by killed writers).
   uint64_t evictTo(uint64_t targetBytes);
-  size_t removeBad();                        // deletes every blob that is not good(); returns count
-  size_t clear();                            // deletes every blob and temp file; returns count
+  size_t removeBad();  // deletes every blob that is not good(); returns count
+  size_t clear();      // deletes every blob and temp file; returns count
 
   std::string pathFor(const CacheKey& key) const;
 

@@ -44,9 +44,12 @@ void record(const Specialization& spec) {
 
 const char* kernelSourceName(KernelSource s) {
   switch (s) {
-    case KernelSource::Memory: return "memory";
-    case KernelSource::Disk: return "disk";
-    case KernelSource::Compiled: return "compiled";
+    case KernelSource::Memory:
+      return "memory";
+    case KernelSource::Disk:
+      return "disk";
+    case KernelSource::Compiled:
+      return "compiled";
   }
   return "unknown";
 }

@@ -62,8 +62,7 @@ void checkText(const std::string& text, const std::string& source) {
     } else if (c == '"') {
       inString = true;
     } else if (c == '[' || c == '{') {
-      if (++depth > kMaxDepth)
-        fail(at(source, line), "nested deeper than " + std::to_string(kMaxDepth) + " levels");
+      if (++depth > kMaxDepth) fail(at(source, line), "nested deeper than " + std::to_string(kMaxDepth) + " levels");
     } else if ((c == ']' || c == '}') && depth > 0) {
       --depth;
     }
@@ -111,9 +110,8 @@ bool parseJson(const std::string& text, int firstLine, Json* out, JsonError* err
 }
 
 [[noreturn]] void failJson(const JsonError& err, const std::string& source) {
-  const std::string what = "invalid JSON" +
-                           (err.column ? " at column " + std::to_string(err.column) : std::string()) + ": " +
-                           err.what;
+  const std::string what =
+      "invalid JSON" + (err.column ? " at column " + std::to_string(err.column) : std::string()) + ": " + err.what;
   fail(err.line ? at(source, err.line) : source, what);
 }
 
@@ -137,8 +135,10 @@ bool isDelimiter(char c) {
     case ']':
     case '{':
     case '}':
-    case '"': return true;
-    default: return false;
+    case '"':
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -214,12 +214,10 @@ bool validArch(const std::string& s) {
   return true;
 }
 
-const char* const kArchExpected =
-    "expected an arch like \"sm_90a\" (sm_XX or compute_XX, optionally ending in 'a')";
+const char* const kArchExpected = "expected an arch like \"sm_90a\" (sm_XX or compute_XX, optionally ending in 'a')";
 
 std::string archValue(const Json& v, const std::string& what, const std::string& where) {
-  if (!v.is_string() || !validArch(v.get<std::string>()))
-    fail(where, what + " is " + shown(v) + ", " + kArchExpected);
+  if (!v.is_string() || !validArch(v.get<std::string>())) fail(where, what + " is " + shown(v) + ", " + kArchExpected);
   return v.get<std::string>();
 }
 
@@ -266,8 +264,8 @@ Specialization specializationEntry(const Json& e, const std::string& where) {
       fail(where, path + "[1] is " + shown(value) + ", expected an integer in the int64 range");
     const auto [it, fresh] = firstAt.emplace(n, i);
     if (!fresh)
-      fail(where, path + " binds " + jsonString(n) + " again (first at \"bindings\"[" +
-                      std::to_string(it->second) + "])");
+      fail(where,
+           path + " binds " + jsonString(n) + " again (first at \"bindings\"[" + std::to_string(it->second) + "])");
     spec.values.emplace_back(n, value.get<int64_t>());
   }
   return spec;
@@ -298,8 +296,7 @@ OpCall opCallEntry(const Json& e, const std::string& where) {
   call.op = nonEmptyString(e, "op", where);
   const auto arch = e.find("arch");
   const auto archs = e.find("archs");
-  if (arch != e.end() && archs != e.end())
-    fail(where, "both \"arch\" and \"archs\" (give one; \"archs\" for several)");
+  if (arch != e.end() && archs != e.end()) fail(where, "both \"arch\" and \"archs\" (give one; \"archs\" for several)");
   const char* const archList = "a non-empty array of archs like [\"sm_90a\", \"sm_80\"]";
   if (arch != e.end()) {
     call.archs.push_back(archValue(*arch, "\"arch\"", where));
@@ -324,13 +321,12 @@ OpCall opCallEntry(const Json& e, const std::string& where) {
     } else if (v.is_array() && !v.empty()) {
       for (size_t i = 0; i < v.size(); ++i) {
         if (!scalarText(v[i], &text))
-          fail(where, option + "[" + std::to_string(i) + "] is " + shown(v[i]) +
-                          ", expected a number, string or boolean");
+          fail(where,
+               option + "[" + std::to_string(i) + "] is " + shown(v[i]) + ", expected a number, string or boolean");
         values.push_back(text);
       }
     } else {
-      fail(where,
-           option + " is " + shown(v) + ", expected a number, string, boolean or a non-empty array of them");
+      fail(where, option + " is " + shown(v) + ", expected a number, string, boolean or a non-empty array of them");
     }
     call.options.emplace_back(name, std::move(values));
   }
@@ -360,23 +356,21 @@ Manifest document(const Json& doc, const Layout& layout, const std::string& sour
   const std::string where = at(source, layout.valueLine);
   for (const auto& kv : doc.items())
     if (kv.key() != "ssmjit_manifest" && kv.key() != "entries")
-      fail(where, "unknown key " + jsonString(kv.key()) +
-                      " (a manifest document has \"ssmjit_manifest\" and \"entries\")");
+      fail(where,
+           "unknown key " + jsonString(kv.key()) + " (a manifest document has \"ssmjit_manifest\" and \"entries\")");
   const std::string version = std::to_string(kManifestVersion);
   const Json& v = member(doc, "ssmjit_manifest", where, version);
   if (!v.is_number_integer() || v != kManifestVersion)
-    fail(where, "\"ssmjit_manifest\" is " + shown(v) + ", expected " + version +
-                    " (the manifest format this build reads)");
+    fail(where,
+         "\"ssmjit_manifest\" is " + shown(v) + ", expected " + version + " (the manifest format this build reads)");
   const Json& entries = doc.at("entries");
-  if (!entries.is_array())
-    fail(where, "\"entries\" is " + shown(entries) + ", expected an array of entry objects");
+  if (!entries.is_array()) fail(where, "\"entries\" is " + shown(entries) + ", expected an array of entry objects");
   Manifest m;
   for (size_t i = 0; i < entries.size(); ++i) {
     // at(): the scanner finds one line per element; a mismatch is a bug to surface, not to hide.
     const int line = layout.entryLines.at(i);
     m.entries.push_back(
-        entry(entries[i],
-              source + ": entry #" + std::to_string(i + 1) + " (line " + std::to_string(line) + ")", line));
+        entry(entries[i], source + ": entry #" + std::to_string(i + 1) + " (line " + std::to_string(line) + ")", line));
   }
   return m;
 }
@@ -399,11 +393,10 @@ std::string optionValue(const std::string& v) {
 }
 
 std::string specializationObject(const Specialization& spec) {
-  std::string out = "{\"kernel\": " + jsonString(spec.kernel) + ", \"arch\": " + jsonString(spec.arch) +
-                    ", \"bindings\": [";
+  std::string out =
+      "{\"kernel\": " + jsonString(spec.kernel) + ", \"arch\": " + jsonString(spec.arch) + ", \"bindings\": [";
   for (size_t i = 0; i < spec.values.size(); ++i)
-    out += (i ? ", [" : "[") + jsonString(spec.values[i].first) + ", " +
-           std::to_string(spec.values[i].second) + "]";
+    out += (i ? ", [" : "[") + jsonString(spec.values[i].first) + ", " + std::to_string(spec.values[i].second) + "]";
   return out + "]}";
 }
 
@@ -435,8 +428,8 @@ Manifest parseManifest(const std::string& text, const std::string& source) {
     if (doc.is_object() && doc.contains("entries")) return document(doc, layout, source);
     if (!doc.is_object() || !(doc.contains("kernel") || doc.contains("op")))
       fail(at(source, layout.valueLine),
-           "got " + shown(doc) + ", expected a manifest {\"ssmjit_manifest\": " +
-               std::to_string(kManifestVersion) + ", \"entries\": [...]}, one entry object or JSON Lines");
+           "got " + shown(doc) + ", expected a manifest {\"ssmjit_manifest\": " + std::to_string(kManifestVersion) +
+               ", \"entries\": [...]}, one entry object or JSON Lines");
     Manifest m;
     m.entries.push_back(entry(doc, at(source, layout.valueLine), layout.valueLine));
     return m;
@@ -475,8 +468,7 @@ std::string manifestDocument(const Manifest& m) {
   std::string out = "{\"ssmjit_manifest\": " + std::to_string(kManifestVersion) + ", \"entries\": [\n";
   for (size_t i = 0; i < m.entries.size(); ++i) {
     const ManifestEntry& e = m.entries[i];
-    out +=
-        e.kind == ManifestEntry::Kind::Specialization ? specializationObject(e.spec) : opCallObject(e.call);
+    out += e.kind == ManifestEntry::Kind::Specialization ? specializationObject(e.spec) : opCallObject(e.call);
     out += i + 1 < m.entries.size() ? ",\n" : "\n";
   }
   return out + "]}\n";

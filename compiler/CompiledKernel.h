@@ -25,16 +25,16 @@ struct ResourceUsage {
 };
 
 struct CompiledKernel {
-  std::string entry;                 // extern "C" symbol name
+  std::string entry;  // extern "C" symbol name
   std::vector<KernelParam> params;
-  int numThreads = 128;              // block size the code was generated for
-  std::string cudaSource;            // generated CUDA C++
+  int numThreads = 128;    // block size the code was generated for
+  std::string cudaSource;  // generated CUDA C++
   std::string ptx;
-  std::vector<char> cubin;           // empty when compiled for PTX only
+  std::vector<char> cubin;  // empty when compiled for PTX only
   std::string arch;
   std::string compileLog;
   ResourceUsage resources;
-  double compileMs = 0;              // MLIR pipeline + NVRTC
+  double compileMs = 0;  // MLIR pipeline + NVRTC
 };
 
 }  // namespace ssmjit

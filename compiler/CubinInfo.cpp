@@ -68,7 +68,11 @@ struct FuncAttr {
 // broken section contributes nothing: its earlier records cannot be trusted either.
 void readNvInfo(const Bytes& b, const Section& s, uint64_t numSyms, std::map<uint64_t, FuncAttr>* attrs) {
   if (s.type == kShtNobits || !b.has(s.offset, s.size)) return;
-  struct Rec { uint8_t attr; uint64_t sym; uint64_t value; };
+  struct Rec {
+    uint8_t attr;
+    uint64_t sym;
+    uint64_t value;
+  };
   std::vector<Rec> recs;
   uint64_t pos = s.offset, end = s.offset + s.size;
   while (pos < end) {
@@ -96,8 +100,8 @@ void readNvInfo(const Bytes& b, const Section& s, uint64_t numSyms, std::map<uin
   for (const Rec& r : recs) {
     if (r.sym == 0 || r.sym >= numSyms || r.value > kSaneLimit) continue;
     FuncAttr& f = (*attrs)[r.sym];
-    int* dst = r.attr == kEiattrRegcount      ? &f.registers
-               : r.attr == kEiattrFrameSize   ? &f.frame
+    int* dst = r.attr == kEiattrRegcount       ? &f.registers
+               : r.attr == kEiattrFrameSize    ? &f.frame
                : r.attr == kEiattrMinStackSize ? &f.minStack
                                                : &f.maxStack;
     int v = static_cast<int>(r.value);

@@ -48,8 +48,8 @@ struct CubinKernel {
 
 struct CubinInfo {
   bool ok = false;
-  std::string error;             // why nothing could be read (ok == false)
-  int reservedSharedBytes = 0;   // counted in each kernel's .nv.shared section (sm_90+); -1 unknown
+  std::string error;            // why nothing could be read (ok == false)
+  int reservedSharedBytes = 0;  // counted in each kernel's .nv.shared section (sm_90+); -1 unknown
   std::vector<CubinKernel> kernels;
 
   const CubinKernel* find(const std::string& name) const;

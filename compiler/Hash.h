@@ -50,9 +50,7 @@ inline uint64_t finalize(uint64_t h) {
 }
 
 // A whole buffer's 64-bit hash.
-inline uint64_t bytes64(const void* data, size_t n, uint64_t seed = kSeed) {
-  return finalize(mixBytes(seed, data, n));
-}
+inline uint64_t bytes64(const void* data, size_t n, uint64_t seed = kSeed) { return finalize(mixBytes(seed, data, n)); }
 
 // Lower-case hex of `bits` (64 or 128) bits of the content hash of `s`: two independent seeds for
 // 128 bits (content-addressed file names).

@@ -21,8 +21,7 @@ const std::vector<Knob>& knobs() {
        "DIR: write the CUDA C++ of every kernel the pipeline generates to DIR/<kernel>-<key hash>.cu (the first "
        "line names the specialisation)."},
       {"SSMJIT_FORCE_PTX", false, "1: load kernels from their PTX (driver JIT) instead of the CUBIN."},
-      {"SSMJIT_NVRTC_OPTIONS", true,
-       "Extra NVRTC options, space-separated (e.g. -lineinfo for profilers)."},
+      {"SSMJIT_NVRTC_OPTIONS", true, "Extra NVRTC options, space-separated (e.g. -lineinfo for profilers)."},
       {"SSMJIT_META", false,
        "KERNEL:NAME=V,...[;KERNEL:...]: set meta values (BLOCK_D, BLOCK_T, num_warps, ...) of a kernel instead "
        "of its heuristic, for tuning (e.g. causal_conv1d_fwd:BLOCK_D=256,num_warps=2). They are part of the "

@@ -36,10 +36,10 @@ struct NvrtcApi {
   decltype(&::nvrtcGetPTX) getPTX = nullptr;
   decltype(&::nvrtcGetCUBINSize) getCUBINSize = nullptr;
   decltype(&::nvrtcGetCUBIN) getCUBIN = nullptr;
-  std::string error;      // why loading failed; empty on success
-  std::string libPath;    // the name dlopen succeeded with
-  std::string versionStr; // "13.0"
-  std::string identity;   // "13.0 build-id 65be0db3..."
+  std::string error;       // why loading failed; empty on success
+  std::string libPath;     // the name dlopen succeeded with
+  std::string versionStr;  // "13.0"
+  std::string identity;    // "13.0 build-id 65be0db3..."
 };
 
 std::vector<std::string> candidateLibs() {
@@ -161,8 +161,7 @@ const NvrtcApi& requireApi() {
 
 void checkNvrtc(const NvrtcApi& api, nvrtcResult r, const char* what, const std::string& name) {
   if (r != NVRTC_SUCCESS)
-    throw Error(Error::Kind::Compile,
-                std::string(what) + " for " + name + " failed: " + api.getErrorString(r));
+    throw Error(Error::Kind::Compile, std::string(what) + " for " + name + " failed: " + api.getErrorString(r));
 }
 
 // The first `maxLines` lines of `src`, numbered as NVRTC's log numbers them.
@@ -218,7 +217,8 @@ std::string nvrtcVersion() { return requireApi().versionStr; }
 //   ptxas info    : Compiling entry function 'k' for 'sm_90a'
 //   ptxas info    : Function properties for k
 //   ptxas         .     40 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
-//   ptxas info    : Used 10 registers, used 1 barriers, 272 bytes cumulative stack size, 256 bytes smem, 364 bytes cmem[0]
+//   ptxas info    : Used 10 registers, used 1 barriers, 272 bytes cumulative stack size, 256 bytes smem, 364 bytes
+//   cmem[0]
 // Non-inlined device functions get a "Function properties" block too; only entries count, but an
 // entry's "cumulative stack size" (printed when it has a stack) includes its callees' frames: that is
 // the local memory a thread needs, and what the CUBIN records (EIATTR_MIN_STACK_SIZE), so it wins
@@ -317,8 +317,8 @@ NvrtcResult nvrtcCompile(const std::string& source, const std::string& name, con
   const NvrtcApi& api = requireApi();
   const bool realArch = arch.rfind("sm_", 0) == 0;
   if (!realArch && arch.rfind("compute_", 0) != 0)
-    throw Error(Error::Kind::InvalidArgument, "nvrtcCompile(" + name + "): arch '" + arch +
-                                                  "' is invalid (expected sm_XX[a] or compute_XX[a])");
+    throw Error(Error::Kind::InvalidArgument,
+                "nvrtcCompile(" + name + "): arch '" + arch + "' is invalid (expected sm_XX[a] or compute_XX[a])");
 
   std::vector<const char*> hdrSrc, hdrName;
   for (const auto& h : headers) {
@@ -327,8 +327,8 @@ NvrtcResult nvrtcCompile(const std::string& source, const std::string& name, con
   }
   nvrtcProgram prog = nullptr;
   checkNvrtc(api,
-             api.createProgram(&prog, source.c_str(), name.c_str(), static_cast<int>(headers.size()),
-                               hdrSrc.data(), hdrName.data()),
+             api.createProgram(&prog, source.c_str(), name.c_str(), static_cast<int>(headers.size()), hdrSrc.data(),
+                               hdrName.data()),
              "nvrtcCreateProgram", name);
   // Destroys the program on every path out, including throws.
   struct Guard {
@@ -356,11 +356,10 @@ NvrtcResult nvrtcCompile(const std::string& source, const std::string& name, con
   if (cr != NVRTC_SUCCESS) {
     std::string optLine;
     for (const auto& o : opts) optLine += " " + o;
-    throw Error(Error::Kind::Compile,
-                "NVRTC failed to compile " + name + " for " + arch + " (" + api.getErrorString(cr) +
-                    ")\noptions:" + optLine + "\n--- log ---\n" + out.log +
-                    (out.log.empty() || out.log.back() == '\n' ? "" : "\n") +
-                    "--- source (first 60 lines) ---\n" + numberedSource(source, 60));
+    throw Error(Error::Kind::Compile, "NVRTC failed to compile " + name + " for " + arch + " (" +
+                                          api.getErrorString(cr) + ")\noptions:" + optLine + "\n--- log ---\n" +
+                                          out.log + (out.log.empty() || out.log.back() == '\n' ? "" : "\n") +
+                                          "--- source (first 60 lines) ---\n" + numberedSource(source, 60));
   }
 
   size_t ptxSize = 0;
@@ -377,8 +376,8 @@ NvrtcResult nvrtcCompile(const std::string& source, const std::string& name, con
     size_t cubinSize = 0;
     checkNvrtc(api, api.getCUBINSize(prog, &cubinSize), "nvrtcGetCUBINSize", name);
     if (cubinSize == 0)
-      throw Error(Error::Kind::Compile,
-                  "NVRTC compiled " + name + " for " + arch + " but produced no CUBIN (expected SASS for a sm_ target)");
+      throw Error(Error::Kind::Compile, "NVRTC compiled " + name + " for " + arch +
+                                            " but produced no CUBIN (expected SASS for a sm_ target)");
     out.cubin.resize(cubinSize);
     checkNvrtc(api, api.getCUBIN(prog, out.cubin.data()), "nvrtcGetCUBIN", name);
     out.resources = kernelResources(out.cubin, out.log, out.ptx);

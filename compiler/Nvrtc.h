@@ -10,9 +10,9 @@ namespace ssmjit {
 
 struct NvrtcResult {
   std::string ptx;
-  std::vector<char> cubin;   // empty if the arch has no SASS target (e.g. "compute_90")
+  std::vector<char> cubin;  // empty if the arch has no SASS target (e.g. "compute_90")
   std::string log;
-  ResourceUsage resources;   // see kernelResources; all -1 for a compute_ target
+  ResourceUsage resources;  // see kernelResources; all -1 for a compute_ target
 };
 
 // Is NVRTC loadable here? Returns false with a reason instead of throwing.

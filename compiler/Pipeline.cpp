@@ -38,7 +38,8 @@ const std::vector<Step>& steps() {
   static const std::vector<Step> s = {
       {"specialize", specializePass},
       {"canonicalize", [](const Specialization&) { return mlir::createCanonicalizerPass(); }},
-      {"unroll-loops", [](const Specialization& sp) { return passes::createUnrollLoopsPass({sp.get("meta:unroll_ops", 256)}); }},
+      {"unroll-loops",
+       [](const Specialization& sp) { return passes::createUnrollLoopsPass({sp.get("meta:unroll_ops", 256)}); }},
       {"canonicalize-unrolled", [](const Specialization&) { return mlir::createCanonicalizerPass(); }},
       {"cse", [](const Specialization&) { return mlir::createCSEPass(); }},
       {"form-fma", [](const Specialization&) { return passes::createFormFmaPass(); }},
@@ -77,8 +78,7 @@ const std::string& deviceLibHash() {
   return h;
 }
 
-CompiledKernel runPipeline(mlir::ModuleOp module, const Specialization& spec,
-                           const PipelineOptions& options) {
+CompiledKernel runPipeline(mlir::ModuleOp module, const Specialization& spec, const PipelineOptions& options) {
   auto t0 = std::chrono::steady_clock::now();
   // MLIR reports failures as diagnostics; collect them into the error we throw.
   std::string diagnostics;
@@ -114,15 +114,13 @@ CompiledKernel runPipeline(mlir::ModuleOp module, const Specialization& spec,
   out.cudaSource = source;
   out.arch = spec.arch;
   if (options.runNvrtc) {
-    NvrtcResult r = nvrtcCompile(source, spec.kernel + ".cu", spec.arch,
-                                 {{"ssmjit_device.cuh", kDeviceLibSource}});
+    NvrtcResult r = nvrtcCompile(source, spec.kernel + ".cu", spec.arch, {{"ssmjit_device.cuh", kDeviceLibSource}});
     out.ptx = std::move(r.ptx);
     out.cubin = std::move(r.cubin);
     out.compileLog = std::move(r.log);
     out.resources = r.resources;
   }
-  out.compileMs =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  out.compileMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }
 

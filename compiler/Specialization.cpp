@@ -2,7 +2,6 @@
 // cache lookup), so it walks the fields directly instead of building canonical().
 #include "compiler/Specialization.h"
 
-
 #include "compiler/Hash.h"
 #include "ssmjit/error.h"
 
@@ -49,9 +48,8 @@ const int64_t* Specialization::find(const std::string& name) const {
 
 int64_t Specialization::get(const std::string& name) const {
   if (const int64_t* v = find(name)) return *v;
-  throw Error(Error::Kind::Internal, "Specialization(" + kernel + " for " + arch +
-                                         "): no value bound for '" + name + "' (have " +
-                                         std::to_string(values.size()) + " bindings)");
+  throw Error(Error::Kind::Internal, "Specialization(" + kernel + " for " + arch + "): no value bound for '" + name +
+                                         "' (have " + std::to_string(values.size()) + " bindings)");
 }
 
 int64_t Specialization::get(const std::string& name, int64_t dflt) const {

@@ -25,7 +25,7 @@ struct Specialization {
   const int64_t* find(const std::string& name) const;
   int64_t get(const std::string& name) const;  // throws if absent
   int64_t get(const std::string& name, int64_t dflt) const;
-  std::string canonical() const;               // stable text: the identity used in cache keys
+  std::string canonical() const;  // stable text: the identity used in cache keys
   bool operator==(const Specialization& o) const;
   size_t hash() const;
 };

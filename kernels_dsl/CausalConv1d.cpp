@@ -23,25 +23,21 @@ using namespace dsl;
 namespace {
 
 void buildForward(KernelBuilder& k, const Specialization& spec) {
-  const int64_t BD = spec.get("meta:BLOCK_D"), BT = spec.get("meta:BLOCK_T"),
-                tiles = spec.get("meta:tiles"), W = spec.get("meta:width");
+  const int64_t BD = spec.get("meta:BLOCK_D"), BT = spec.get("meta:BLOCK_T"), tiles = spec.get("meta:tiles"),
+                W = spec.get("meta:width");
   const bool cl = spec.get("meta:channel_last") != 0;
   const int ta = cl ? 0 : 1;  // the time axis of 2-D tiles
   applyConvTileLayout(k, spec);
-  Value x = k.arg("x"), w = k.arg("weight"), bias = k.arg("bias"),
-        out = k.arg("out"), init = k.arg("init");
+  Value x = k.arg("x"), w = k.arg("weight"), bias = k.arg("bias"), out = k.arg("out"), init = k.arg("init");
   Value cu = k.arg("cu"), pos = k.arg("pos"), initIdx = k.arg("init_idx");
   Value err = k.arg("err");
-  Value D = k.arg("D"), L = k.arg("L"), nseq = k.arg("nseq"), nslots = k.arg("nslots"),
-        steps = k.arg("search_steps");
+  Value D = k.arg("D"), L = k.arg("L"), nseq = k.arg("nseq"), nslots = k.arg("nslots"), steps = k.arg("search_steps");
   auto I = [&](const char* n) { return k.arg(n); };
-  Value sXb = I("s_x_b"), sXt = I("s_x_t"), sXd = I("s_x_d"), sWd = I("s_w_d"), sWk = I("s_w_k"),
-        sBias = I("s_bias_d"), sOb = I("s_out_b"), sOt = I("s_out_t"), sOd = I("s_out_d"),
-        sIs = I("s_init_slot"), sId = I("s_init_d"), sIk = I("s_init_k"), sCu = I("s_cu"),
-        sPos = I("s_pos_t"), sIidx = I("s_init_idx");
-  Value hasBias = k.arg("has_bias"), siluOn = k.arg("silu"), hasCu = k.arg("has_cu"),
-        hasPos = k.arg("has_pos"), hasInit = k.arg("has_init"),
-        hasInitIdx = k.arg("has_init_idx");
+  Value sXb = I("s_x_b"), sXt = I("s_x_t"), sXd = I("s_x_d"), sWd = I("s_w_d"), sWk = I("s_w_k"), sBias = I("s_bias_d"),
+        sOb = I("s_out_b"), sOt = I("s_out_t"), sOd = I("s_out_d"), sIs = I("s_init_slot"), sId = I("s_init_d"),
+        sIk = I("s_init_k"), sCu = I("s_cu"), sPos = I("s_pos_t"), sIidx = I("s_init_idx");
+  Value hasBias = k.arg("has_bias"), siluOn = k.arg("silu"), hasCu = k.arg("has_cu"), hasPos = k.arg("has_pos"),
+        hasInit = k.arg("has_init"), hasInitIdx = k.arg("has_init_idx");
 
   Value pidD = k.programId(0), pidC = k.programId(1), row = k.programId(2);
   Value offsD = pidD * BD + k.range(BD), maskD = offsD < D;
@@ -52,8 +48,9 @@ void buildForward(KernelBuilder& k, const Specialization& spec) {
   Value zero = k.constFloat(0), zeroI = k.constInt(0);
   std::vector<Value> wk;
   for (int64_t j = 0; j < W; ++j) wk.push_back(dE(k.load(w, offsD * sWd + j * sWk, maskD, zero)));
-  Value biasT = k.ifElse(hasBias, [&] { return std::vector<Value>{dE(k.load(bias, offsD * sBias, maskD, zero))}; },
-                         [&] { return std::vector<Value>{dE(k.splat(zero, {BD}))}; })[0];
+  Value biasT = k.ifElse(
+      hasBias, [&] { return std::vector<Value>{dE(k.load(bias, offsD * sBias, maskD, zero))}; },
+      [&] { return std::vector<Value>{dE(k.splat(zero, {BD}))}; })[0];
 
   Value t0 = pidC * (BT * tiles);
   Value xRow = row * sXb, oRow = row * sOb;
@@ -77,7 +74,8 @@ void buildForward(KernelBuilder& k, const Specialization& spec) {
       Value bad = in && badCuSeqlensEntry(i, a, b, nseq, L);
       Value first = k.reduce(k.select(bad, i, nseq), 0, "min");
       k.ifThen(first < nseq, [&] {
-        k.reportError(err, k.constInt(kErrConvCuSeqlens), first, k.load(cu, first * sCu), k.load(cu, (first + 1) * sCu));
+        k.reportError(err, k.constInt(kErrConvCuSeqlens), first, k.load(cu, first * sCu),
+                      k.load(cu, (first + 1) * sCu));
       });
       return std::vector<Value>{};
     });
@@ -94,30 +92,35 @@ void buildForward(KernelBuilder& k, const Specialization& spec) {
     Value tv = t0 + i * BT + rT;
     return k.load(x, xAt(tv), tE((tv < L) && (i < nTiles)) && mD, zero);
   };
-  k.forLoop(zeroI, nTiles, k.constInt(1), {prev, loadTile(zeroI), seq0, b0[0], b0[1]},
-            [&](Value i, const std::vector<Value>& c) {
-    Value prevT = c[0], cur = c[1], seq = c[2], start = c[3], next = c[4];
-    Value ahead = loadTile(i + 1);
-    Value tt = t0 + i * BT, tv = tt + rT;
-    auto conv = [&](const std::vector<Value>& taps) {
-      Value acc = biasT + wk[W - 1] * taps[0];
-      for (int s = 1; s < W; ++s) acc = acc + wk[W - 1 - s] * taps[s];
-      return acc;
-    };
-    // Every window of this tile inside one sequence: no per-element test.
-    Value inside = !hasPos && (tt - start >= W - 1) && (tt + BT <= next);
-    std::vector<Value> r = k.ifElse(inside, [&] {
-      return std::vector<Value>{conv(convTaps(k, cur, prevT, ta, W, nullptr, st, dOffs, mD)), seq, start, next};
-    }, [&] {
-      // Each token's position in its sequence and its sequence (for the initial states).
-      TileTokens tk = tileTokens(k, pk, tt, tv, seq, start, next);
-      return std::vector<Value>{conv(convTaps(k, cur, prevT, ta, W, &tk, st, dOffs, mD)), tk.seq, tk.start, tk.next};
-    });
-    Value y = k.ifElse(siluOn, [&] { return std::vector<Value>{silu(r[0])}; },
-                       [&] { return std::vector<Value>{r[0]}; })[0];
-    k.store(out, oRow + tE(tv) * sOt + dOffs * sOd, y, tE(tv < L) && mD);
-    return std::vector<Value>{cur, ahead, r[1], r[2], r[3]};
-  });
+  k.forLoop(
+      zeroI, nTiles, k.constInt(1), {prev, loadTile(zeroI), seq0, b0[0], b0[1]},
+      [&](Value i, const std::vector<Value>& c) {
+        Value prevT = c[0], cur = c[1], seq = c[2], start = c[3], next = c[4];
+        Value ahead = loadTile(i + 1);
+        Value tt = t0 + i * BT, tv = tt + rT;
+        auto conv = [&](const std::vector<Value>& taps) {
+          Value acc = biasT + wk[W - 1] * taps[0];
+          for (int s = 1; s < W; ++s) acc = acc + wk[W - 1 - s] * taps[s];
+          return acc;
+        };
+        // Every window of this tile inside one sequence: no per-element test.
+        Value inside = !hasPos && (tt - start >= W - 1) && (tt + BT <= next);
+        std::vector<Value> r = k.ifElse(
+            inside,
+            [&] {
+              return std::vector<Value>{conv(convTaps(k, cur, prevT, ta, W, nullptr, st, dOffs, mD)), seq, start, next};
+            },
+            [&] {
+              // Each token's position in its sequence and its sequence (for the initial states).
+              TileTokens tk = tileTokens(k, pk, tt, tv, seq, start, next);
+              return std::vector<Value>{conv(convTaps(k, cur, prevT, ta, W, &tk, st, dOffs, mD)), tk.seq, tk.start,
+                                        tk.next};
+            });
+        Value y = k.ifElse(
+            siluOn, [&] { return std::vector<Value>{silu(r[0])}; }, [&] { return std::vector<Value>{r[0]}; })[0];
+        k.store(out, oRow + tE(tv) * sOt + dOffs * sOd, y, tE(tv < L) && mD);
+        return std::vector<Value>{cur, ahead, r[1], r[2], r[3]};
+      });
 }
 
 // Per sequence (and block of channels): check its cu_seqlens entries and slot indices, then write
@@ -128,26 +131,27 @@ void buildForward(KernelBuilder& k, const Specialization& spec) {
 void buildFinalState(KernelBuilder& k, const Specialization& spec) {
   const int64_t BD = spec.get("meta:BLOCK_D"), W = spec.get("meta:width");
   Value x = k.arg("x"), init = k.arg("init"), fin = k.arg("final");
-  Value cu = k.arg("cu"), initIdx = k.arg("init_idx"),
-        finalIdx = k.arg("final_idx"), err = k.arg("err");
-  Value D = k.arg("D"), L = k.arg("L"), nseq = k.arg("nseq"),
-        nInit = k.arg("nslots_init"), nFinal = k.arg("nslots_final");
+  Value cu = k.arg("cu"), initIdx = k.arg("init_idx"), finalIdx = k.arg("final_idx"), err = k.arg("err");
+  Value D = k.arg("D"), L = k.arg("L"), nseq = k.arg("nseq"), nInit = k.arg("nslots_init"),
+        nFinal = k.arg("nslots_final");
   auto I = [&](const char* n) { return k.arg(n); };
-  Value sXb = I("s_x_b"), sXt = I("s_x_t"), sXd = I("s_x_d"), sIs = I("s_init_slot"),
-        sId = I("s_init_d"), sIk = I("s_init_k"), sFs = I("s_final_slot"), sFd = I("s_final_d"),
-        sFk = I("s_final_k"), sCu = I("s_cu"), sIidx = I("s_init_idx"), sFidx = I("s_final_idx");
-  Value hasCu = k.arg("has_cu"), hasInit = k.arg("has_init"),
-        hasInitIdx = k.arg("has_init_idx"), hasFinal = k.arg("has_final"),
-        hasFinalIdx = k.arg("has_final_idx");
+  Value sXb = I("s_x_b"), sXt = I("s_x_t"), sXd = I("s_x_d"), sIs = I("s_init_slot"), sId = I("s_init_d"),
+        sIk = I("s_init_k"), sFs = I("s_final_slot"), sFd = I("s_final_d"), sFk = I("s_final_k"), sCu = I("s_cu"),
+        sIidx = I("s_init_idx"), sFidx = I("s_final_idx");
+  Value hasCu = k.arg("has_cu"), hasInit = k.arg("has_init"), hasInitIdx = k.arg("has_init_idx"),
+        hasFinal = k.arg("has_final"), hasFinalIdx = k.arg("has_final_idx");
 
   Value pidD = k.programId(0), i = k.programId(1);
   Value zero = k.constFloat(0);
   const ConvPacking pk{cu, {}, sCu, {}, hasCu, k.constBool(false), nseq, L, i, err, pidD == 0, 1, W};
   const SequenceSpan sp = checkedSequence(k, pk, i, pidD, err);
   Value start = sp.start, end = sp.end, row = sp.row;
-  Value slotIn = k.ifElse(hasInit, [&] {
-    return std::vector<Value>{checkedSlot(k, hasInitIdx, initIdx, sIidx, nInit, i, pidD, err, kErrConvInitSlot)};
-  }, [&] { return std::vector<Value>{k.constInt(-1)}; })[0];
+  Value slotIn = k.ifElse(
+      hasInit,
+      [&] {
+        return std::vector<Value>{checkedSlot(k, hasInitIdx, initIdx, sIidx, nInit, i, pidD, err, kErrConvInitSlot)};
+      },
+      [&] { return std::vector<Value>{k.constInt(-1)}; })[0];
   k.returnIf(!hasFinal);
   Value slotOut = checkedSlot(k, hasFinalIdx, finalIdx, sFidx, nFinal, i, pidD, err, kErrConvFinalSlot);
 
@@ -158,8 +162,7 @@ void buildFinalState(KernelBuilder& k, const Specialization& spec) {
     Value p = end - (W - 1) + j;
     Value fromX = p >= start;
     Value xv = k.load(x, row * sXb + p * sXt + offsD * sXd, maskD && fromX, zero);
-    Value iv = k.load(init, slotIn * sIs + offsD * sId + (len + j) * sIk,
-                      maskD && !fromX && (slotIn >= 0), zero);
+    Value iv = k.load(init, slotIn * sIs + offsD * sId + (len + j) * sIk, maskD && !fromX && (slotIn >= 0), zero);
     cols.push_back(k.select(fromX, xv, iv));
   }
   k.returnIf(slotOut == -1);
@@ -183,6 +186,8 @@ void chooseForwardMeta(Specialization& s) {
 }  // namespace
 
 KernelDef convForwardKernel() { return {kConvFwd.kernel, buildForward, chooseForwardMeta, &kConvFwd}; }
-KernelDef convFinalStateKernel() { return {kConvFinalState.kernel, buildFinalState, choosePerSequenceTiles, &kConvFinalState}; }
+KernelDef convFinalStateKernel() {
+  return {kConvFinalState.kernel, buildFinalState, choosePerSequenceTiles, &kConvFinalState};
+}
 
 }  // namespace ssmjit::kernels

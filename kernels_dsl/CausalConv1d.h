@@ -21,12 +21,11 @@ constexpr auto M = dsl::PtrRole::Metadata;
 constexpr auto Bound = dsl::SizeUse::Bound, Div = dsl::SizeUse::Div, Count = dsl::SizeUse::Count;
 // The tensors the kernels share. x and its companions are indexed [b, t, d] whatever the memory
 // order (meta:channel_last picks the tile orientation: time or channels fastest).
-inline constexpr TensorArg x{"x", F, {"b", "t", "d"}}, weight{"weight", F, {"d", "k"}, "w"},
-    bias{"bias", F, {"d"}}, out{"out", F, {"b", "t", "d"}}, dout{"dout", F, {"b", "t", "d"}, "dy"},
-    dx{"dx", F, {"b", "t", "d"}}, init{"init", F, {"slot", "d", "k"}}, final{"final", F, {"slot", "d", "k"}},
-    ws{"ws", F, {}}, cu{"cu", I, {""}, nullptr, M}, pos{"pos", I, {"t"}, nullptr, M},
-    initIdx{"init_idx", I, {""}, nullptr, M}, finalIdx{"final_idx", I, {""}, nullptr, M},
-    err{"err", I, {}, nullptr, M};
+inline constexpr TensorArg x{"x", F, {"b", "t", "d"}}, weight{"weight", F, {"d", "k"}, "w"}, bias{"bias", F, {"d"}},
+    out{"out", F, {"b", "t", "d"}}, dout{"dout", F, {"b", "t", "d"}, "dy"}, dx{"dx", F, {"b", "t", "d"}},
+    init{"init", F, {"slot", "d", "k"}}, final{"final", F, {"slot", "d", "k"}}, ws{"ws", F, {}},
+    cu{"cu", I, {""}, nullptr, M}, pos{"pos", I, {"t"}, nullptr, M}, initIdx{"init_idx", I, {""}, nullptr, M},
+    finalIdx{"final_idx", I, {""}, nullptr, M}, err{"err", I, {}, nullptr, M};
 
 // causal_conv1d_fwd. The width W is meta:width (it shapes the code). nslots: init's slots;
 // search_steps >= log2(nseq) + 1 (the binary search over cu).
@@ -42,15 +41,16 @@ inline constexpr SizeArg kFinalSizes[] = {
 inline constexpr const char* kFinalFlags[] = {"has_cu", "has_init", "has_init_idx", "has_final", "has_final_idx"};
 
 // causal_conv1d_update: state[slot, d, k], state_idx[b].
-inline constexpr TensorArg kUpdateTensors[] = {
-    {"state", F, {"slot", "d", "k"}}, x, weight, bias, out, {"state_idx", I, {"b"}, "idx", M}, err};
+inline constexpr TensorArg kUpdateTensors[] = {{"state", F, {"slot", "d", "k"}},  x,  weight, bias, out,
+                                               {"state_idx", I, {"b"}, "idx", M}, err};
 inline constexpr SizeArg kUpdateSizes[] = {{"D", Bound}, {"L", Bound}, {"batch", Count}, {"nslots", Count}};
 inline constexpr const char* kUpdateFlags[] = {"has_bias", "silu", "has_state_idx", "commit"};
 
 // causal_conv1d_bwd: `tiles` time tiles a program, nchunks programs a row.
 inline constexpr TensorArg kBwdTensors[] = {x, weight, bias, dout, dx, init, ws, cu, pos, initIdx, err};
-inline constexpr SizeArg kBwdSizes[] = {{"D", Bound},         {"L", Div},     {"nseq", Count},  {"nslots", Count},
-                                       {"search_steps", Count}, {"tiles", Div}, {"nchunks", Div}};
+inline constexpr SizeArg kBwdSizes[] = {
+    {"D", Bound},   {"L", Div},      {"nseq", Count}, {"nslots", Count}, {"search_steps", Count},
+    {"tiles", Div}, {"nchunks", Div}};
 
 // causal_conv1d_bwd_reduce. partials = rows * nchunks.
 inline constexpr TensorArg kReduceTensors[] = {ws, {"dweight", F, {"d", "k"}, "dw"}, {"dbias", F, {"d"}, "db"}};
@@ -59,17 +59,18 @@ inline constexpr const char* kReduceFlags[] = {"has_dbias"};
 
 // causal_conv1d_bwd_states. dinit[slot] is written for each sequence with an initial slot (when
 // has_dinit); dfinal[slot] (final_idx, or i) is added to dx / dinit (when has_dfinal).
-inline constexpr TensorArg kStatesTensors[] = {x,    weight, bias, dout, dx, init, {"dinit", F, {"slot", "d", "k"}},
-                                               {"dfinal", F, {"slot", "d", "k"}}, cu, initIdx, finalIdx, err};
+inline constexpr TensorArg kStatesTensors[] = {
+    x,  weight,  bias,     dout, dx, init, {"dinit", F, {"slot", "d", "k"}}, {"dfinal", F, {"slot", "d", "k"}},
+    cu, initIdx, finalIdx, err};
 inline constexpr const char* kStatesFlags[] = {"has_bias",     "silu",      "has_cu",     "has_init",
                                                "has_init_idx", "has_dinit", "has_dfinal", "has_final_idx"};
 }  // namespace conv
 
 inline constexpr dsl::Signature kConvFwd{"causal_conv1d_fwd", conv::kFwdTensors, conv::kFwdSizes, {}, conv::kFwdFlags};
-inline constexpr dsl::Signature kConvFinalState{"causal_conv1d_final_state", conv::kFinalTensors, conv::kFinalSizes,
-                                                {}, conv::kFinalFlags};
-inline constexpr dsl::Signature kConvUpdate{"causal_conv1d_update", conv::kUpdateTensors, conv::kUpdateSizes, {},
-                                            conv::kUpdateFlags};
+inline constexpr dsl::Signature kConvFinalState{
+    "causal_conv1d_final_state", conv::kFinalTensors, conv::kFinalSizes, {}, conv::kFinalFlags};
+inline constexpr dsl::Signature kConvUpdate{
+    "causal_conv1d_update", conv::kUpdateTensors, conv::kUpdateSizes, {}, conv::kUpdateFlags};
 // Backward (three launches, in this order):
 //   causal_conv1d_bwd          dx over dense rows or one packed row, and each program's partial
 //                              dweight / dbias sums into ws. Grid (cdiv(D, BLOCK_D), nchunks, rows);
@@ -82,16 +83,16 @@ inline constexpr dsl::Signature kConvUpdate{"causal_conv1d_update", conv::kUpdat
 // ws[p, j, d] (float32, p = row * nchunks + chunk, j < W: dweight column j, j = W: dbias) holds
 // the partial sums: (rows * nchunks) * (W + 1) * D floats.
 inline constexpr dsl::Signature kConvBwd{"causal_conv1d_bwd", conv::kBwdTensors, conv::kBwdSizes, {}, conv::kFwdFlags};
-inline constexpr dsl::Signature kConvBwdReduce{"causal_conv1d_bwd_reduce", conv::kReduceTensors, conv::kReduceSizes,
-                                               {}, conv::kReduceFlags};
-inline constexpr dsl::Signature kConvBwdStates{"causal_conv1d_bwd_states", conv::kStatesTensors, conv::kFinalSizes,
-                                               {}, conv::kStatesFlags};
+inline constexpr dsl::Signature kConvBwdReduce{
+    "causal_conv1d_bwd_reduce", conv::kReduceTensors, conv::kReduceSizes, {}, conv::kReduceFlags};
+inline constexpr dsl::Signature kConvBwdStates{
+    "causal_conv1d_bwd_states", conv::kStatesTensors, conv::kFinalSizes, {}, conv::kStatesFlags};
 
 // Device status codes (err[0]; err[1..3] as listed).
-inline constexpr long long kErrConvUpdateSlot = 10;   // row b, state_indices[b], slots
-inline constexpr long long kErrConvCuSeqlens = 11;    // sequence i, cu[i], cu[i + 1]
-inline constexpr long long kErrConvInitSlot = 12;     // sequence i, initial_state_indices[i], slots
-inline constexpr long long kErrConvFinalSlot = 13;    // sequence i, final_state_indices[i], slots
-inline constexpr long long kErrConvSeqPos = 14;       // token t, seq_pos[t], seq_pos[t - 1] (-1 at t = 0)
+inline constexpr long long kErrConvUpdateSlot = 10;  // row b, state_indices[b], slots
+inline constexpr long long kErrConvCuSeqlens = 11;   // sequence i, cu[i], cu[i + 1]
+inline constexpr long long kErrConvInitSlot = 12;    // sequence i, initial_state_indices[i], slots
+inline constexpr long long kErrConvFinalSlot = 13;   // sequence i, final_state_indices[i], slots
+inline constexpr long long kErrConvSeqPos = 14;      // token t, seq_pos[t], seq_pos[t - 1] (-1 at t = 0)
 
 }  // namespace ssmjit::kernels

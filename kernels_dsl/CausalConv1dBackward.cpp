@@ -43,20 +43,19 @@ void buildBackward(KernelBuilder& k, const Specialization& spec) {
   const bool cl = spec.get("meta:channel_last") != 0;
   const int ta = cl ? 0 : 1;  // the time axis of 2-D tiles
   applyConvTileLayout(k, spec);
-  Value x = k.arg("x"), w = k.arg("weight"), bias = k.arg("bias"),
-        dy = k.arg("dout"), dx = k.arg("dx"), init = k.arg("init"), ws = k.arg("ws");
+  Value x = k.arg("x"), w = k.arg("weight"), bias = k.arg("bias"), dy = k.arg("dout"), dx = k.arg("dx"),
+        init = k.arg("init"), ws = k.arg("ws");
   Value cu = k.arg("cu"), pos = k.arg("pos"), initIdx = k.arg("init_idx");
   Value err = k.arg("err");
-  Value D = k.arg("D"), L = k.arg("L"), nseq = k.arg("nseq"), nslots = k.arg("nslots"),
-        steps = k.arg("search_steps"), tiles = k.arg("tiles"), nchunks = k.arg("nchunks");
+  Value D = k.arg("D"), L = k.arg("L"), nseq = k.arg("nseq"), nslots = k.arg("nslots"), steps = k.arg("search_steps"),
+        tiles = k.arg("tiles"), nchunks = k.arg("nchunks");
   auto I = [&](const char* n) { return k.arg(n); };
-  Value sXb = I("s_x_b"), sXt = I("s_x_t"), sXd = I("s_x_d"), sWd = I("s_w_d"), sWk = I("s_w_k"),
-        sBias = I("s_bias_d"), sYb = I("s_dy_b"), sYt = I("s_dy_t"), sYd = I("s_dy_d"), sDb = I("s_dx_b"),
-        sDt = I("s_dx_t"), sDd = I("s_dx_d"), sIs = I("s_init_slot"), sId = I("s_init_d"),
-        sIk = I("s_init_k"), sCu = I("s_cu"), sPos = I("s_pos_t"), sIidx = I("s_init_idx");
-  Value hasBias = k.arg("has_bias"), siluOn = k.arg("silu"), hasCu = k.arg("has_cu"),
-        hasPos = k.arg("has_pos"), hasInit = k.arg("has_init"),
-        hasInitIdx = k.arg("has_init_idx");
+  Value sXb = I("s_x_b"), sXt = I("s_x_t"), sXd = I("s_x_d"), sWd = I("s_w_d"), sWk = I("s_w_k"), sBias = I("s_bias_d"),
+        sYb = I("s_dy_b"), sYt = I("s_dy_t"), sYd = I("s_dy_d"), sDb = I("s_dx_b"), sDt = I("s_dx_t"),
+        sDd = I("s_dx_d"), sIs = I("s_init_slot"), sId = I("s_init_d"), sIk = I("s_init_k"), sCu = I("s_cu"),
+        sPos = I("s_pos_t"), sIidx = I("s_init_idx");
+  Value hasBias = k.arg("has_bias"), siluOn = k.arg("silu"), hasCu = k.arg("has_cu"), hasPos = k.arg("has_pos"),
+        hasInit = k.arg("has_init"), hasInitIdx = k.arg("has_init_idx");
 
   Value pidD = k.programId(0), pidC = k.programId(1), row = k.programId(2);
   Value offsD = pidD * BD + k.range(BD), maskD = offsD < D;
@@ -67,8 +66,9 @@ void buildBackward(KernelBuilder& k, const Specialization& spec) {
   const std::vector<int64_t> tileShape = cl ? std::vector<int64_t>{BT, BD} : std::vector<int64_t>{BD, BT};
   std::vector<Value> wk;
   for (int64_t j = 0; j < W; ++j) wk.push_back(dE(k.load(w, offsD * sWd + j * sWk, maskD, zero)));
-  Value biasT = k.ifElse(hasBias, [&] { return std::vector<Value>{dE(k.load(bias, offsD * sBias, maskD, zero))}; },
-                         [&] { return std::vector<Value>{dE(k.splat(zero, {BD}))}; })[0];
+  Value biasT = k.ifElse(
+      hasBias, [&] { return std::vector<Value>{dE(k.load(bias, offsD * sBias, maskD, zero))}; },
+      [&] { return std::vector<Value>{dE(k.splat(zero, {BD}))}; })[0];
 
   Value t0 = pidC * (BT * tiles);
   Value nTiles = k.minimum(tiles, cdiv(L - t0, k.constInt(BT)));
@@ -95,91 +95,117 @@ void buildBackward(KernelBuilder& k, const Specialization& spec) {
   Value zeroTile = k.splat(zero, tileShape);
   // Carried: x of the previous and this tile, dout of this tile, g and the first sequence of the
   // previous tile (and whether its dx needs masks), the running sequence, the W + 1 sums.
-  std::vector<Value> init0 = {prev, loadTile(x, xRow, sXt, sXd, zeroI), loadTile(dy, yRow, sYt, sYd, zeroI),
-                              zeroTile, seq0, k.constBool(true), seq0, b0[0], b0[1]};
+  std::vector<Value> init0 = {prev,
+                              loadTile(x, xRow, sXt, sXd, zeroI),
+                              loadTile(dy, yRow, sYt, sYd, zeroI),
+                              zeroTile,
+                              seq0,
+                              k.constBool(true),
+                              seq0,
+                              b0[0],
+                              b0[1]};
   for (int64_t j = 0; j <= W; ++j) init0.push_back(zeroTile);
   const size_t kAcc = 9;
-  std::vector<Value> fin = k.forLoop(zeroI, nTiles + 1, k.constInt(1), init0, [&](Value i, const std::vector<Value>& c) {
-    Value prevX = c[0], cur = c[1], dyT = c[2], gPrev = c[3], firstPrev = c[4], fastPrev = c[5], seq = c[6],
-          start = c[7], next = c[8];
-    Value xAhead = loadTile(x, xRow, sXt, sXd, i + 1), dyAhead = loadTile(dy, yRow, sYt, sYd, i + 1);
-    Value tt = t0 + i * BT, tv = tt + rT;
+  std::vector<Value> fin =
+      k.forLoop(zeroI, nTiles + 1, k.constInt(1), init0, [&](Value i, const std::vector<Value>& c) {
+        Value prevX = c[0], cur = c[1], dyT = c[2], gPrev = c[3], firstPrev = c[4], fastPrev = c[5], seq = c[6],
+              start = c[7], next = c[8];
+        Value xAhead = loadTile(x, xRow, sXt, sXd, i + 1), dyAhead = loadTile(dy, yRow, sYt, sYd, i + 1);
+        Value tt = t0 + i * BT, tv = tt + rT;
 
-    // g of this tile from its taps, and the sums (not for the look-ahead tile i = nTiles).
-    std::vector<Value> acc(c.begin() + kAcc, c.end());
-    auto gradients = [&](const std::vector<Value>& taps) {
-      Value pre = biasT + wk[W - 1] * taps[0];
-      for (int s = 1; s < W; ++s) pre = pre + wk[W - 1 - s] * taps[s];
-      Value g = k.ifElse(siluOn, [&] { return std::vector<Value>{dyT * siluGrad(pre)}; },
-                         [&] { return std::vector<Value>{dyT}; })[0];
-      std::vector<Value> out = k.ifElse(i < nTiles, [&] {
-        std::vector<Value> a = acc;
-        for (int s = 0; s < W; ++s) a[W - 1 - s] = a[W - 1 - s] + g * taps[s];
-        a[W] = a[W] + g;
-        return a;
-      }, [&] { return acc; });
-      out.push_back(g);
-      return out;
-    };
-    // Fast when this tile's windows and the W - 1 tokens after it lie in one sequence (then the
-    // dx of this tile, written next iteration, needs no mask either). Each branch goes on to g and
-    // the sums: joined after the taps, the branches' W x BLOCK_T tap values cost register copies.
-    Value fast = !hasPos && (tt - start >= W - 1) && (tt + BT + W - 1 <= next);
-    std::vector<Value> r = k.ifElse(fast, [&] {
-      std::vector<Value> out = gradients(convTaps(k, cur, prevX, ta, W, nullptr, st, dOffs, mD));
-      out.insert(out.end(), {seq, start, next});
-      return out;
-    }, [&] {
-      TileTokens tk = tileTokens(k, pk, tt, tv, seq, start, next);
-      std::vector<Value> out = gradients(convTaps(k, cur, prevX, ta, W, &tk, st, dOffs, mD));
-      out.insert(out.end(), {tk.seq, tk.start, tk.next});
-      return out;
-    });
-    acc.assign(r.begin(), r.begin() + W + 1);
-    Value g = r[W + 1];
-    const size_t kSeq = W + 2;  // r[kSeq..]: the sequence of the tile's last token, its bounds
-
-    // dx of the previous tile: g of its tokens and of the W - 1 after them, same sequence only.
-    k.ifThen(i >= 1, [&] {
-      Value tvP = tt - BT + rT;
-      Value dxv = k.ifElse(fastPrev, [&] {
-        Value a = wk[W - 1] * gPrev;
-        for (int s = 1; s < W; ++s) a = a + wk[W - 1 - s] * k.shift(gPrev, g, ta, -s);
-        return std::vector<Value>{a};
-      }, [&] {
-        // Token t + s counts only in t's sequence: with positions, when it sits at least s into
-        // its sequence; otherwise when no sequence starts in (t, t + s]. The starts that can lie
-        // there are those of the sequences after the previous tile's first, up to this tile's last.
-        std::vector<Value> sh;
-        for (int s = 1; s < W; ++s) sh.push_back(k.shift(gPrev, g, ta, -s));
-        sh = k.ifElse(hasPos, [&] {
-          std::vector<Value> out;
-          for (int s = 1; s < W; ++s) {
-            Value same = k.load(pos, (tvP + s) * sPos, tvP + s < L, zeroI) >= s;
-            out.push_back(k.select(tE(same), sh[s - 1], zero));
-          }
+        // g of this tile from its taps, and the sums (not for the look-ahead tile i = nTiles).
+        std::vector<Value> acc(c.begin() + kAcc, c.end());
+        auto gradients = [&](const std::vector<Value>& taps) {
+          Value pre = biasT + wk[W - 1] * taps[0];
+          for (int s = 1; s < W; ++s) pre = pre + wk[W - 1 - s] * taps[s];
+          Value g = k.ifElse(
+              siluOn, [&] { return std::vector<Value>{dyT * siluGrad(pre)}; },
+              [&] { return std::vector<Value>{dyT}; })[0];
+          std::vector<Value> out = k.ifElse(
+              i < nTiles,
+              [&] {
+                std::vector<Value> a = acc;
+                for (int s = 0; s < W; ++s) a[W - 1 - s] = a[W - 1 - s] + g * taps[s];
+                a[W] = a[W] + g;
+                return a;
+              },
+              [&] { return acc; });
+          out.push_back(g);
           return out;
-        }, [&] {
-          return k.ifElse(hasCu, [&] {
-            return foldStarts(k, pk, firstPrev + 1, r[kSeq], sh, [&](Value, Value b, const std::vector<Value>& v) {
-              Value d = b - tvP;  // t + s crosses start b when 0 < d <= s
-              std::vector<Value> out;
-              for (int s = 1; s < W; ++s) out.push_back(k.select(tE((d > 0) && (d <= s)), zero, v[s - 1]));
+        };
+        // Fast when this tile's windows and the W - 1 tokens after it lie in one sequence (then the
+        // dx of this tile, written next iteration, needs no mask either). Each branch goes on to g and
+        // the sums: joined after the taps, the branches' W x BLOCK_T tap values cost register copies.
+        Value fast = !hasPos && (tt - start >= W - 1) && (tt + BT + W - 1 <= next);
+        std::vector<Value> r = k.ifElse(
+            fast,
+            [&] {
+              std::vector<Value> out = gradients(convTaps(k, cur, prevX, ta, W, nullptr, st, dOffs, mD));
+              out.insert(out.end(), {seq, start, next});
+              return out;
+            },
+            [&] {
+              TileTokens tk = tileTokens(k, pk, tt, tv, seq, start, next);
+              std::vector<Value> out = gradients(convTaps(k, cur, prevX, ta, W, &tk, st, dOffs, mD));
+              out.insert(out.end(), {tk.seq, tk.start, tk.next});
               return out;
             });
-          }, [&] { return sh; });  // a dense row has no start after 0
-        });
-        Value a = wk[W - 1] * gPrev;
-        for (int s = 1; s < W; ++s) a = a + wk[W - 1 - s] * sh[s - 1];
-        return std::vector<Value>{a};
-      })[0];
-      k.store(dx, dxRow + tE(tvP) * sDt + dOffs * sDd, dxv, tE(tvP < L) && mD);
-    });
+        acc.assign(r.begin(), r.begin() + W + 1);
+        Value g = r[W + 1];
+        const size_t kSeq = W + 2;  // r[kSeq..]: the sequence of the tile's last token, its bounds
 
-    std::vector<Value> nx = {cur, xAhead, dyAhead, g, seq, fast, r[kSeq], r[kSeq + 1], r[kSeq + 2]};
-    nx.insert(nx.end(), acc.begin(), acc.end());
-    return nx;
-  });
+        // dx of the previous tile: g of its tokens and of the W - 1 after them, same sequence only.
+        k.ifThen(i >= 1, [&] {
+          Value tvP = tt - BT + rT;
+          Value dxv = k.ifElse(
+              fastPrev,
+              [&] {
+                Value a = wk[W - 1] * gPrev;
+                for (int s = 1; s < W; ++s) a = a + wk[W - 1 - s] * k.shift(gPrev, g, ta, -s);
+                return std::vector<Value>{a};
+              },
+              [&] {
+                // Token t + s counts only in t's sequence: with positions, when it sits at least s into
+                // its sequence; otherwise when no sequence starts in (t, t + s]. The starts that can lie
+                // there are those of the sequences after the previous tile's first, up to this tile's last.
+                std::vector<Value> sh;
+                for (int s = 1; s < W; ++s) sh.push_back(k.shift(gPrev, g, ta, -s));
+                sh = k.ifElse(
+                    hasPos,
+                    [&] {
+                      std::vector<Value> out;
+                      for (int s = 1; s < W; ++s) {
+                        Value same = k.load(pos, (tvP + s) * sPos, tvP + s < L, zeroI) >= s;
+                        out.push_back(k.select(tE(same), sh[s - 1], zero));
+                      }
+                      return out;
+                    },
+                    [&] {
+                      return k.ifElse(
+                          hasCu,
+                          [&] {
+                            return foldStarts(k, pk, firstPrev + 1, r[kSeq], sh,
+                                              [&](Value, Value b, const std::vector<Value>& v) {
+                                                Value d = b - tvP;  // t + s crosses start b when 0 < d <= s
+                                                std::vector<Value> out;
+                                                for (int s = 1; s < W; ++s)
+                                                  out.push_back(k.select(tE((d > 0) && (d <= s)), zero, v[s - 1]));
+                                                return out;
+                                              });
+                          },
+                          [&] { return sh; });  // a dense row has no start after 0
+                    });
+                Value a = wk[W - 1] * gPrev;
+                for (int s = 1; s < W; ++s) a = a + wk[W - 1 - s] * sh[s - 1];
+                return std::vector<Value>{a};
+              })[0];
+          k.store(dx, dxRow + tE(tvP) * sDt + dOffs * sDd, dxv, tE(tvP < L) && mD);
+        });
+
+        std::vector<Value> nx = {cur, xAhead, dyAhead, g, seq, fast, r[kSeq], r[kSeq + 1], r[kSeq + 2]};
+        nx.insert(nx.end(), acc.begin(), acc.end());
+        return nx;
+      });
 
   // This program's sums, reduced along time, to its workspace row ws[p, j, :].
   Value p = row * nchunks + pidC;
@@ -200,10 +226,11 @@ void buildReduce(KernelBuilder& k, const Specialization& spec) {
   Value offsD = k.programId(0) * BD + k.range(BD), maskD = offsD < D, j = k.programId(1);
   Value zero = k.constFloat(0), zeroI = k.constInt(0), rP = k.expandDims(k.range(BP), 1);
   Value dOffs = k.expandDims(offsD, 0), mD = k.expandDims(maskD, 0);
-  Value sum = k.forLoop(zeroI, P, k.constInt(BP), {k.splat(zero, {BP, BD})}, [&](Value p0, const std::vector<Value>& c) {
-    Value pv = p0 + rP;
-    return std::vector<Value>{c[0] + k.load(ws, (pv * (W + 1) + j) * D + dOffs, (pv < P) && mD, zero)};
-  })[0];
+  Value sum =
+      k.forLoop(zeroI, P, k.constInt(BP), {k.splat(zero, {BP, BD})}, [&](Value p0, const std::vector<Value>& c) {
+        Value pv = p0 + rP;
+        return std::vector<Value>{c[0] + k.load(ws, (pv * (W + 1) + j) * D + dOffs, (pv < P) && mD, zero)};
+      })[0];
   Value total = k.reduce(sum, 0, "sum");
   k.ifThen(j < W, [&] { k.store(dw, offsD * sDwd + j * sDwk, total, maskD); });
   k.ifThen(hasDb && (j == W), [&] { k.store(db, offsD * sDb, total, maskD); });
@@ -213,23 +240,19 @@ void buildReduce(KernelBuilder& k, const Specialization& spec) {
 // of its initial state from its first W - 1 tokens (g recomputed), and of its final state.
 void buildStates(KernelBuilder& k, const Specialization& spec) {
   const int64_t BD = spec.get("meta:BLOCK_D"), W = spec.get("meta:width");
-  Value x = k.arg("x"), w = k.arg("weight"), bias = k.arg("bias"), dy = k.arg("dout"),
-        dx = k.arg("dx"), init = k.arg("init"), dinit = k.arg("dinit"),
-        dfinal = k.arg("dfinal");
-  Value cu = k.arg("cu"), initIdx = k.arg("init_idx"), finalIdx = k.arg("final_idx"),
-        err = k.arg("err");
+  Value x = k.arg("x"), w = k.arg("weight"), bias = k.arg("bias"), dy = k.arg("dout"), dx = k.arg("dx"),
+        init = k.arg("init"), dinit = k.arg("dinit"), dfinal = k.arg("dfinal");
+  Value cu = k.arg("cu"), initIdx = k.arg("init_idx"), finalIdx = k.arg("final_idx"), err = k.arg("err");
   Value D = k.arg("D"), L = k.arg("L"), nseq = k.arg("nseq"), nInit = k.arg("nslots_init"),
         nFinal = k.arg("nslots_final");
   auto I = [&](const char* n) { return k.arg(n); };
-  Value sXb = I("s_x_b"), sXt = I("s_x_t"), sXd = I("s_x_d"), sWd = I("s_w_d"), sWk = I("s_w_k"),
-        sBias = I("s_bias_d"), sYb = I("s_dy_b"), sYt = I("s_dy_t"), sYd = I("s_dy_d"), sDb = I("s_dx_b"),
-        sDt = I("s_dx_t"), sDd = I("s_dx_d"), sIs = I("s_init_slot"), sId = I("s_init_d"),
-        sIk = I("s_init_k"), sGs = I("s_dinit_slot"), sGd = I("s_dinit_d"), sGk = I("s_dinit_k"),
-        sFs = I("s_dfinal_slot"), sFd = I("s_dfinal_d"), sFk = I("s_dfinal_k"), sCu = I("s_cu"),
-        sIidx = I("s_init_idx"), sFidx = I("s_final_idx");
-  Value hasBias = k.arg("has_bias"), siluOn = k.arg("silu"), hasCu = k.arg("has_cu"),
-        hasInit = k.arg("has_init"), hasInitIdx = k.arg("has_init_idx"),
-        hasDinit = k.arg("has_dinit"), hasDfinal = k.arg("has_dfinal"),
+  Value sXb = I("s_x_b"), sXt = I("s_x_t"), sXd = I("s_x_d"), sWd = I("s_w_d"), sWk = I("s_w_k"), sBias = I("s_bias_d"),
+        sYb = I("s_dy_b"), sYt = I("s_dy_t"), sYd = I("s_dy_d"), sDb = I("s_dx_b"), sDt = I("s_dx_t"),
+        sDd = I("s_dx_d"), sIs = I("s_init_slot"), sId = I("s_init_d"), sIk = I("s_init_k"), sGs = I("s_dinit_slot"),
+        sGd = I("s_dinit_d"), sGk = I("s_dinit_k"), sFs = I("s_dfinal_slot"), sFd = I("s_dfinal_d"),
+        sFk = I("s_dfinal_k"), sCu = I("s_cu"), sIidx = I("s_init_idx"), sFidx = I("s_final_idx");
+  Value hasBias = k.arg("has_bias"), siluOn = k.arg("silu"), hasCu = k.arg("has_cu"), hasInit = k.arg("has_init"),
+        hasInitIdx = k.arg("has_init_idx"), hasDinit = k.arg("has_dinit"), hasDfinal = k.arg("has_dfinal"),
         hasFinalIdx = k.arg("has_final_idx");
 
   Value pidD = k.programId(0), i = k.programId(1);
@@ -237,12 +260,19 @@ void buildStates(KernelBuilder& k, const Specialization& spec) {
   const ConvPacking pk{cu, {}, sCu, {}, hasCu, k.constBool(false), nseq, L, i, err, pidD == 0, 1, W};
   const SequenceSpan sp = checkedSequence(k, pk, i, pidD, err);
   Value start = sp.start, len = sp.end - sp.start, row = sp.row;
-  Value slotIn = k.ifElse(hasInit, [&] {
-    return std::vector<Value>{checkedSlot(k, hasInitIdx, initIdx, sIidx, nInit, i, pidD, err, kErrConvInitSlot)};
-  }, [&] { return std::vector<Value>{noSlot}; })[0];
-  Value slotF = k.ifElse(hasDfinal, [&] {
-    return std::vector<Value>{checkedSlot(k, hasFinalIdx, finalIdx, sFidx, nFinal, i, pidD, err, kErrConvFinalSlot)};
-  }, [&] { return std::vector<Value>{noSlot}; })[0];
+  Value slotIn = k.ifElse(
+      hasInit,
+      [&] {
+        return std::vector<Value>{checkedSlot(k, hasInitIdx, initIdx, sIidx, nInit, i, pidD, err, kErrConvInitSlot)};
+      },
+      [&] { return std::vector<Value>{noSlot}; })[0];
+  Value slotF = k.ifElse(
+      hasDfinal,
+      [&] {
+        return std::vector<Value>{
+            checkedSlot(k, hasFinalIdx, finalIdx, sFidx, nFinal, i, pidD, err, kErrConvFinalSlot)};
+      },
+      [&] { return std::vector<Value>{noSlot}; })[0];
 
   Value offsD = pidD * BD + k.range(BD), maskD = offsD < D;
   // The final state's column j is the token at position len - (W-1) + j: its gradient goes to
@@ -268,16 +298,17 @@ void buildStates(KernelBuilder& k, const Specialization& spec) {
   std::vector<Value> wk, xs;
   for (int64_t j = 0; j < W; ++j) wk.push_back(k.load(w, offsD * sWd + j * sWk, maskD, zero));
   for (int64_t q = -(W - 1); q + 1 < W; ++q) xs.push_back(xx(q));
-  Value biasT = k.ifElse(hasBias, [&] { return std::vector<Value>{k.load(bias, offsD * sBias, maskD, zero)}; },
-                         [&] { return std::vector<Value>{k.splat(zero, {BD})}; })[0];
+  Value biasT = k.ifElse(
+      hasBias, [&] { return std::vector<Value>{k.load(bias, offsD * sBias, maskD, zero)}; },
+      [&] { return std::vector<Value>{k.splat(zero, {BD})}; })[0];
   // g of the first W - 1 tokens (0 past the sequence's end), in the main kernel's order.
   std::vector<Value> g;
   for (int64_t t = 0; t + 1 < W; ++t) {
     Value dyt = k.load(dy, row * sYb + (start + t) * sYt + offsD * sYd, maskD && (len > t), zero);
     Value pre = biasT + wk[W - 1] * xs[t + W - 1];
     for (int64_t s = 1; s < W; ++s) pre = pre + wk[W - 1 - s] * xs[t + W - 1 - s];
-    g.push_back(k.ifElse(siluOn, [&] { return std::vector<Value>{dyt * siluGrad(pre)}; },
-                         [&] { return std::vector<Value>{dyt}; })[0]);
+    g.push_back(k.ifElse(
+        siluOn, [&] { return std::vector<Value>{dyt * siluGrad(pre)}; }, [&] { return std::vector<Value>{dyt}; })[0]);
   }
   // Column j (position j - (W-1)) is tap k of token j - k.
   for (int64_t j = 0; j + 1 < W; ++j) {
@@ -314,6 +345,8 @@ void chooseReduceMeta(Specialization& s) {
 
 KernelDef convBackwardKernel() { return {kConvBwd.kernel, buildBackward, chooseBackwardMeta, &kConvBwd}; }
 KernelDef convBackwardReduceKernel() { return {kConvBwdReduce.kernel, buildReduce, chooseReduceMeta, &kConvBwdReduce}; }
-KernelDef convBackwardStatesKernel() { return {kConvBwdStates.kernel, buildStates, choosePerSequenceTiles, &kConvBwdStates}; }
+KernelDef convBackwardStatesKernel() {
+  return {kConvBwdStates.kernel, buildStates, choosePerSequenceTiles, &kConvBwdStates};
+}
 
 }  // namespace ssmjit::kernels

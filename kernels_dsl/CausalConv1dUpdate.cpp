@@ -13,22 +13,20 @@ namespace {
 
 void build(KernelBuilder& k, const Specialization& spec) {
   const int64_t BD = spec.get("meta:BLOCK_D"), W = spec.get("meta:width");
-  Value state = k.arg("state"), x = k.arg("x"), w = k.arg("weight"),
-        bias = k.arg("bias"), out = k.arg("out");
+  Value state = k.arg("state"), x = k.arg("x"), w = k.arg("weight"), bias = k.arg("bias"), out = k.arg("out");
   Value idx = k.arg("state_idx");
   Value err = k.arg("err");
   Value D = k.arg("D"), L = k.arg("L");
   Value nslots = k.arg("nslots");
   auto I = [&](const char* n) { return k.arg(n); };
-  Value sSs = I("s_state_slot"), sSd = I("s_state_d"), sSk = I("s_state_k"), sXb = I("s_x_b"),
-        sXt = I("s_x_t"), sXd = I("s_x_d"), sWd = I("s_w_d"), sWk = I("s_w_k"), sBias = I("s_bias_d"),
-        sOb = I("s_out_b"), sOt = I("s_out_t"), sOd = I("s_out_d"), sIdx = I("s_idx_b");
-  Value hasBias = k.arg("has_bias"), siluOn = k.arg("silu"),
-        hasIdx = k.arg("has_state_idx"), commit = k.arg("commit");
+  Value sSs = I("s_state_slot"), sSd = I("s_state_d"), sSk = I("s_state_k"), sXb = I("s_x_b"), sXt = I("s_x_t"),
+        sXd = I("s_x_d"), sWd = I("s_w_d"), sWk = I("s_w_k"), sBias = I("s_bias_d"), sOb = I("s_out_b"),
+        sOt = I("s_out_t"), sOd = I("s_out_d"), sIdx = I("s_idx_b");
+  Value hasBias = k.arg("has_bias"), siluOn = k.arg("silu"), hasIdx = k.arg("has_state_idx"), commit = k.arg("commit");
 
   Value pidD = k.programId(0), b = k.programId(1);
-  Value slot = k.ifElse(hasIdx, [&] { return std::vector<Value>{k.load(idx, b * sIdx)}; },
-                        [&] { return std::vector<Value>{b}; })[0];
+  Value slot = k.ifElse(
+      hasIdx, [&] { return std::vector<Value>{k.load(idx, b * sIdx)}; }, [&] { return std::vector<Value>{b}; })[0];
   k.returnIf(slot == -1);  // a pad row
   Value bad = (slot < 0) || (slot >= nslots);
   k.ifThen(bad && (pidD == 0), [&] { k.reportError(err, k.constInt(kErrConvUpdateSlot), b, slot, nslots); });
@@ -39,15 +37,16 @@ void build(KernelBuilder& k, const Specialization& spec) {
   std::vector<Value> win, wk;
   for (int64_t j = 0; j + 1 < W; ++j) win.push_back(k.load(state, slot * sSs + offsD * sSd + j * sSk, maskD, zero));
   for (int64_t j = 0; j < W; ++j) wk.push_back(k.load(w, offsD * sWd + j * sWk, maskD, zero));
-  Value biasT = k.ifElse(hasBias, [&] { return std::vector<Value>{k.load(bias, offsD * sBias, maskD, zero)}; },
-                         [&] { return std::vector<Value>{k.splat(zero, {BD})}; })[0];
+  Value biasT = k.ifElse(
+      hasBias, [&] { return std::vector<Value>{k.load(bias, offsD * sBias, maskD, zero)}; },
+      [&] { return std::vector<Value>{k.splat(zero, {BD})}; })[0];
 
   std::vector<Value> last = k.forLoop(k.constInt(0), L, k.constInt(1), win, [&](Value t, const std::vector<Value>& c) {
     Value xt = k.load(x, b * sXb + t * sXt + offsD * sXd, maskD, zero);
     Value acc = biasT + wk[W - 1] * xt;
     for (int64_t j = 0; j + 1 < W; ++j) acc = acc + wk[j] * c[j];
-    Value y = k.ifElse(siluOn, [&] { return std::vector<Value>{silu(acc)}; },
-                       [&] { return std::vector<Value>{acc}; })[0];
+    Value y = k.ifElse(
+        siluOn, [&] { return std::vector<Value>{silu(acc)}; }, [&] { return std::vector<Value>{acc}; })[0];
     k.store(out, b * sOb + t * sOt + offsD * sOd, y, maskD);
     std::vector<Value> next(c.begin() + 1, c.end());
     next.push_back(xt);

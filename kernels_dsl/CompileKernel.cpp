@@ -16,8 +16,7 @@ CompiledKernel compileKernel(const dsl::KernelDef& def, const Specialization& sp
   // One context per compile: compiles run in parallel threads and share nothing.
   mlir::MLIRContext ctx(mlir::MLIRContext::Threading::DISABLED);
   sj::registerDialects(ctx);
-  dsl::KernelBuilder kb(&ctx, spec.kernel, (int)spec.get("meta:index_bits", 32),
-                        (int)spec.get("meta:num_warps", 4));
+  dsl::KernelBuilder kb(&ctx, spec.kernel, (int)spec.get("meta:index_bits", 32), (int)spec.get("meta:num_warps", 4));
   if (def.signature) kb.declare(*def.signature);
   def.build(kb, spec);
   if (const int64_t mb = spec.get("meta:min_blocks", 0); mb > 0) kb.setMinBlocksPerSM(static_cast<int>(mb));

@@ -23,7 +23,8 @@ void chooseConvTiles(Specialization& s, int64_t elemBytes, int64_t cfTimeLanes, 
     if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", std::max<int64_t>(4, nextPow2(W)));
     if (timeInThread && !s.find("meta:shift_lanes")) s.set("meta:shift_lanes", 1);
     const int64_t lanesT = s.find("meta:shift_lanes") ? s.get("meta:shift_lanes") : s.get("meta:BLOCK_T");
-    if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", std::max<int64_t>(1, clVecBytes / elemBytes) * (32 / lanesT) * warps);
+    if (!s.find("meta:BLOCK_D"))
+      s.set("meta:BLOCK_D", std::max<int64_t>(1, clVecBytes / elemBytes) * (32 / lanesT) * warps);
   } else {
     if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", std::max<int64_t>(16 / elemBytes * cfTimeLanes, nextPow2(W)));
     if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", 32 / cfTimeLanes * warps);
@@ -41,79 +42,98 @@ void applyConvTileLayout(KernelBuilder& k, const Specialization& s) {
 }
 
 Value sequenceOf(KernelBuilder& k, const ConvPacking& p, Value t, Value steps) {
-  return k.ifElse(p.hasCu, [&] {
-    // cu[0] = 0 <= t < cu[nseq] = L: keep cu[lo] <= t < cu[hi].
-    Value zeroI = k.constInt(0);
-    auto lohi = k.forLoop(zeroI, steps, k.constInt(1), {zeroI, p.nseq}, [&](Value, const std::vector<Value>& c) {
-      Value mid = (c[0] + c[1]) / 2;
-      Value le = k.load(p.cu, mid * p.sCu) <= t;
-      return std::vector<Value>{k.select(le, mid, c[0]), k.select(le, c[1], mid)};
-    });
-    return std::vector<Value>{lohi[0]};
-  }, [&] { return std::vector<Value>{p.row}; })[0];
+  return k.ifElse(
+      p.hasCu,
+      [&] {
+        // cu[0] = 0 <= t < cu[nseq] = L: keep cu[lo] <= t < cu[hi].
+        Value zeroI = k.constInt(0);
+        auto lohi = k.forLoop(zeroI, steps, k.constInt(1), {zeroI, p.nseq}, [&](Value, const std::vector<Value>& c) {
+          Value mid = (c[0] + c[1]) / 2;
+          Value le = k.load(p.cu, mid * p.sCu) <= t;
+          return std::vector<Value>{k.select(le, mid, c[0]), k.select(le, c[1], mid)};
+        });
+        return std::vector<Value>{lohi[0]};
+      },
+      [&] { return std::vector<Value>{p.row}; })[0];
 }
 
 std::vector<Value> sequenceBounds(KernelBuilder& k, const ConvPacking& p, Value s) {
-  return k.ifElse(p.hasCu, [&] { return std::vector<Value>{k.load(p.cu, s * p.sCu), k.load(p.cu, (s + 1) * p.sCu)}; },
-                  [&] { return std::vector<Value>{k.constInt(0), p.L + (2 * p.BT + p.W)}; });
+  return k.ifElse(
+      p.hasCu,
+      [&] {
+        return std::vector<Value>{k.load(p.cu, s * p.sCu), k.load(p.cu, (s + 1) * p.sCu)};
+      },
+      [&] {
+        return std::vector<Value>{k.constInt(0), p.L + (2 * p.BT + p.W)};
+      });
 }
 
-TileTokens tileTokens(KernelBuilder& k, const ConvPacking& p, Value tt, Value tv, Value seq, Value start,
-                      Value next) {
+TileTokens tileTokens(KernelBuilder& k, const ConvPacking& p, Value tt, Value tv, Value seq, Value start, Value next) {
   const int64_t BT = p.BT;
   Value zeroI = k.constInt(0);
-  std::vector<Value> r = k.ifElse(p.hasPos, [&] {
-    Value lp = k.load(p.pos, tv * p.sPos, tv < p.L, zeroI);
-    k.ifThen(p.reports, [&] {  // one program a tile checks
-      Value before = k.load(p.pos, (tv - 1) * p.sPos, (tv >= 1) && (tv < p.L), k.constInt(-1));
-      Value bad = (tv < p.L) && (lp != 0) && (lp != before + 1);
-      Value first = k.reduce(k.select(bad, tv, p.L), 0, "min");
-      k.ifThen(first < p.L, [&] {
-        Value at = k.load(p.pos, first * p.sPos);
-        Value prior = k.select(first >= 1, k.load(p.pos, k.maximum(first - 1, zeroI) * p.sPos), k.constInt(-1));
-        k.reportError(p.err, k.constInt(kErrConvSeqPos), first, at, prior);
+  std::vector<Value> r = k.ifElse(
+      p.hasPos,
+      [&] {
+        Value lp = k.load(p.pos, tv * p.sPos, tv < p.L, zeroI);
+        k.ifThen(p.reports, [&] {  // one program a tile checks
+          Value before = k.load(p.pos, (tv - 1) * p.sPos, (tv >= 1) && (tv < p.L), k.constInt(-1));
+          Value bad = (tv < p.L) && (lp != 0) && (lp != before + 1);
+          Value first = k.reduce(k.select(bad, tv, p.L), 0, "min");
+          k.ifThen(first < p.L, [&] {
+            Value at = k.load(p.pos, first * p.sPos);
+            Value prior = k.select(first >= 1, k.load(p.pos, k.maximum(first - 1, zeroI) * p.sPos), k.constInt(-1));
+            k.reportError(p.err, k.constInt(kErrConvSeqPos), first, at, prior);
+          });
+        });
+        return std::vector<Value>{lp, k.splat(zeroI, {BT}), seq, start, next};
+      },
+      [&] {
+        return k.ifElse(
+            p.hasCu,
+            [&] {
+              // The sequence of the tile's last token: seq plus the starts in (seq's start, lastT],
+              // counted among the next kNearStarts (loads issued together); past those, a binary search
+              // (at most BT starts lie in the tile, so it is in [seq, seq + BT]: cu strictly increases).
+              Value lastT = k.minimum(tt + BT, p.L) - 1;
+              std::vector<Value> near = nearStarts(k, p, seq + 1);
+              Value count = zeroI;
+              for (const Value& b : near) count = count + k.select(b <= lastT, k.constInt(1), zeroI);
+              std::vector<Value> last = k.ifElse(
+                  count < kNearStarts,
+                  [&] {
+                    // Its bounds are among the starts at hand.
+                    Value s0 = start, s1 = near[0];
+                    for (int j = 1; j < kNearStarts; ++j) {
+                      s0 = k.select(count == j, near[j - 1], s0);
+                      s1 = k.select(count == j, near[j], s1);
+                    }
+                    return std::vector<Value>{seq + count, s0, s1};
+                  },
+                  [&] {
+                    std::vector<Value> lh = {seq + kNearStarts, k.minimum(seq + (BT + 1), p.nseq)};
+                    for (int64_t step = 0; step <= log2Ceil(BT + 1); ++step) {
+                      Value mid = (lh[0] + lh[1]) / 2;
+                      Value le = k.load(p.cu, mid * p.sCu) <= lastT;
+                      lh = {k.select(le, mid, lh[0]), k.select(le, lh[1], mid)};
+                    }
+                    std::vector<Value> nb = sequenceBounds(k, p, lh[0]);
+                    return std::vector<Value>{lh[0], nb[0], nb[1]};
+                  });
+              Value seqLast = last[0];
+              // Each token takes the last start at or before it.
+              std::vector<Value> se = foldStarts(
+                  k, p, seq + 1, seqLast, {k.splat(start, {BT}), k.splat(seq, {BT})},
+                  [&](Value q, Value b, const std::vector<Value>& e) {
+                    Value after = tv >= b;
+                    return std::vector<Value>{k.select(after, b, e[0]), k.select(after, q, e[1])};
+                  },
+                  &near);
+              return std::vector<Value>{tv - se[0], se[1], seqLast, last[1], last[2]};
+            },
+            [&] {  // a dense row: one sequence from token 0
+              return std::vector<Value>{tv, k.splat(p.row, {BT}), seq, start, next};
+            });
       });
-    });
-    return std::vector<Value>{lp, k.splat(zeroI, {BT}), seq, start, next};
-  }, [&] {
-    return k.ifElse(p.hasCu, [&] {
-      // The sequence of the tile's last token: seq plus the starts in (seq's start, lastT],
-      // counted among the next kNearStarts (loads issued together); past those, a binary search
-      // (at most BT starts lie in the tile, so it is in [seq, seq + BT]: cu strictly increases).
-      Value lastT = k.minimum(tt + BT, p.L) - 1;
-      std::vector<Value> near = nearStarts(k, p, seq + 1);
-      Value count = zeroI;
-      for (const Value& b : near) count = count + k.select(b <= lastT, k.constInt(1), zeroI);
-      std::vector<Value> last = k.ifElse(count < kNearStarts, [&] {
-        // Its bounds are among the starts at hand.
-        Value s0 = start, s1 = near[0];
-        for (int j = 1; j < kNearStarts; ++j) {
-          s0 = k.select(count == j, near[j - 1], s0);
-          s1 = k.select(count == j, near[j], s1);
-        }
-        return std::vector<Value>{seq + count, s0, s1};
-      }, [&] {
-        std::vector<Value> lh = {seq + kNearStarts, k.minimum(seq + (BT + 1), p.nseq)};
-        for (int64_t step = 0; step <= log2Ceil(BT + 1); ++step) {
-          Value mid = (lh[0] + lh[1]) / 2;
-          Value le = k.load(p.cu, mid * p.sCu) <= lastT;
-          lh = {k.select(le, mid, lh[0]), k.select(le, lh[1], mid)};
-        }
-        std::vector<Value> nb = sequenceBounds(k, p, lh[0]);
-        return std::vector<Value>{lh[0], nb[0], nb[1]};
-      });
-      Value seqLast = last[0];
-      // Each token takes the last start at or before it.
-      std::vector<Value> se = foldStarts(k, p, seq + 1, seqLast, {k.splat(start, {BT}), k.splat(seq, {BT})},
-                                         [&](Value q, Value b, const std::vector<Value>& e) {
-        Value after = tv >= b;
-        return std::vector<Value>{k.select(after, b, e[0]), k.select(after, q, e[1])};
-      }, &near);
-      return std::vector<Value>{tv - se[0], se[1], seqLast, last[1], last[2]};
-    }, [&] {  // a dense row: one sequence from token 0
-      return std::vector<Value>{tv, k.splat(p.row, {BT}), seq, start, next};
-    });
-  });
   return {r[0], r[1], r[2], r[3], r[4]};
 }
 
@@ -126,16 +146,20 @@ std::vector<Value> convTaps(KernelBuilder& k, Value cur, Value prev, int timeAxi
     return taps;
   }
   Value zero = k.constFloat(0), lp = tE(tk->lp);
-  Value slotE = k.ifElse(st.hasIdx, [&] { return std::vector<Value>{k.load(st.idx, tk->seqE * st.sIdx)}; },
-                         [&] { return std::vector<Value>{tk->seqE}; })[0];
+  Value slotE = k.ifElse(
+      st.hasIdx, [&] { return std::vector<Value>{k.load(st.idx, tk->seqE * st.sIdx)}; },
+      [&] { return std::vector<Value>{tk->seqE}; })[0];
   Value slotOk = tE((slotE >= 0) && (slotE < st.nslots));
   Value slotOffs = tE(slotE) * st.sSlot + dOffs * st.sD;
   for (int s = 1; s < W; ++s) {
     Value before = lp < s;
-    Value fromInit = k.ifElse(st.has, [&] {
-      return std::vector<Value>{k.load(st.init, slotOffs + (lp + (W - 1 - s)) * st.sK,
-                                       before && (lp >= 0) && slotOk && mD, zero)};
-    }, [&] { return std::vector<Value>{k.splat(zero, cur.shape())}; })[0];
+    Value fromInit = k.ifElse(
+        st.has,
+        [&] {
+          return std::vector<Value>{
+              k.load(st.init, slotOffs + (lp + (W - 1 - s)) * st.sK, before && (lp >= 0) && slotOk && mD, zero)};
+        },
+        [&] { return std::vector<Value>{k.splat(zero, cur.shape())}; })[0];
     taps.push_back(k.select(before, fromInit, k.shift(cur, prev, timeAxis, s)));
   }
   return taps;
@@ -147,16 +171,17 @@ std::vector<Value> nearStarts(KernelBuilder& k, const ConvPacking& p, Value q0) 
   return bs;
 }
 
-std::vector<Value> foldStarts(KernelBuilder& k, const ConvPacking& p, Value q0, Value q1, const std::vector<Value>& inits,
+std::vector<Value> foldStarts(KernelBuilder& k, const ConvPacking& p, Value q0, Value q1,
+                              const std::vector<Value>& inits,
                               const std::function<std::vector<Value>(Value, Value, const std::vector<Value>&)>& fn,
                               const std::vector<Value>* near) {
   const std::vector<Value> bs = near ? *near : nearStarts(k, p, q0);
   std::vector<Value> c = inits;
   for (int j = 0; j < kNearStarts; ++j)
-    c = k.ifElse(q0 + j <= q1, [&] { return fn(q0 + j, bs[j], c); }, [&] { return c; });
-  return k.forLoop(q0 + kNearStarts, q1 + 1, k.constInt(1), c, [&](Value q, const std::vector<Value>& v) {
-    return fn(q, k.load(p.cu, q * p.sCu), v);
-  });
+    c = k.ifElse(
+        q0 + j <= q1, [&] { return fn(q0 + j, bs[j], c); }, [&] { return c; });
+  return k.forLoop(q0 + kNearStarts, q1 + 1, k.constInt(1), c,
+                   [&](Value q, const std::vector<Value>& v) { return fn(q, k.load(p.cu, q * p.sCu), v); });
 }
 
 Value badCuSeqlensEntry(Value i, Value a, Value b, Value nseq, Value L) {
@@ -165,9 +190,14 @@ Value badCuSeqlensEntry(Value i, Value a, Value b, Value nseq, Value L) {
 
 SequenceSpan checkedSequence(KernelBuilder& k, const ConvPacking& p, Value i, Value pidD, Value err) {
   Value zeroI = k.constInt(0);
-  std::vector<Value> se = k.ifElse(p.hasCu, [&] {
-    return std::vector<Value>{k.load(p.cu, i * p.sCu), k.load(p.cu, (i + 1) * p.sCu), zeroI};
-  }, [&] { return std::vector<Value>{zeroI, p.L, i}; });
+  std::vector<Value> se = k.ifElse(
+      p.hasCu,
+      [&] {
+        return std::vector<Value>{k.load(p.cu, i * p.sCu), k.load(p.cu, (i + 1) * p.sCu), zeroI};
+      },
+      [&] {
+        return std::vector<Value>{zeroI, p.L, i};
+      });
   Value start = se[0], end = se[1];
   Value bad = p.hasCu && badCuSeqlensEntry(i, start, end, p.nseq, p.L);
   k.ifThen(bad && (pidD == 0), [&] { k.reportError(err, k.constInt(kErrConvCuSeqlens), i, start, end); });
@@ -175,10 +205,10 @@ SequenceSpan checkedSequence(KernelBuilder& k, const ConvPacking& p, Value i, Va
   return {start, end, se[2]};
 }
 
-Value checkedSlot(KernelBuilder& k, Value hasIdx, Value idx, Value stride, Value n, Value i, Value pidD,
-                  Value err, long long errCode) {
-  Value s = k.ifElse(hasIdx, [&] { return std::vector<Value>{k.load(idx, i * stride)}; },
-                     [&] { return std::vector<Value>{i}; })[0];
+Value checkedSlot(KernelBuilder& k, Value hasIdx, Value idx, Value stride, Value n, Value i, Value pidD, Value err,
+                  long long errCode) {
+  Value s = k.ifElse(
+      hasIdx, [&] { return std::vector<Value>{k.load(idx, i * stride)}; }, [&] { return std::vector<Value>{i}; })[0];
   Value bad = (s != -1) && ((s < 0) || (s >= n));
   k.ifThen(bad && (pidD == 0), [&] { k.reportError(err, k.constInt(errCode), i, s, n); });
   return k.select(bad, k.constInt(-1), s);

@@ -54,11 +54,10 @@ constexpr int kNearStarts = 4;
 std::vector<dsl::Value> nearStarts(dsl::KernelBuilder& k, const ConvPacking& p, dsl::Value q0);
 // Folds fn(q, b, carried) over the sequences q in [q0, q1] of a packed row (b = cu[q]), in
 // order: the first kNearStarts unrolled from nearStarts(q0) (`near` if at hand), more in a loop.
-std::vector<dsl::Value> foldStarts(dsl::KernelBuilder& k, const ConvPacking& p, dsl::Value q0, dsl::Value q1,
-                                   const std::vector<dsl::Value>& inits,
-                                   const std::function<std::vector<dsl::Value>(dsl::Value q, dsl::Value b,
-                                                                               const std::vector<dsl::Value>&)>& fn,
-                                   const std::vector<dsl::Value>* near = nullptr);
+std::vector<dsl::Value> foldStarts(
+    dsl::KernelBuilder& k, const ConvPacking& p, dsl::Value q0, dsl::Value q1, const std::vector<dsl::Value>& inits,
+    const std::function<std::vector<dsl::Value>(dsl::Value q, dsl::Value b, const std::vector<dsl::Value>&)>& fn,
+    const std::vector<dsl::Value>* near = nullptr);
 
 // Per token of the tile [tt, tt + BT) (tv = tt + range(BT)) whose first token is in sequence
 // `seq` = [start, next): its position in its sequence (lp) and its sequence (seqE, 1-D tiles),
@@ -68,23 +67,22 @@ std::vector<dsl::Value> foldStarts(dsl::KernelBuilder& k, const ConvPacking& p, 
 struct TileTokens {
   dsl::Value lp, seqE, seq, start, next;
 };
-TileTokens tileTokens(dsl::KernelBuilder& k, const ConvPacking& p, dsl::Value tt, dsl::Value tv,
-                      dsl::Value seq, dsl::Value start, dsl::Value next);
+TileTokens tileTokens(dsl::KernelBuilder& k, const ConvPacking& p, dsl::Value tt, dsl::Value tv, dsl::Value seq,
+                      dsl::Value start, dsl::Value next);
 
 // The initial conv states a tile reads before its sequences' starts.
 struct ConvInitialStates {
-  dsl::Value init, idx;               // init[slot, d, k], idx[i]
-  dsl::Value sSlot, sD, sK, sIdx;     // strides
-  dsl::Value has, hasIdx, nslots;     // flags; slots in init
+  dsl::Value init, idx;            // init[slot, d, k], idx[i]
+  dsl::Value sSlot, sD, sK, sIdx;  // strides
+  dsl::Value has, hasIdx, nslots;  // flags; slots in init
 };
 
 // The taps x[t - s], s = 0..W-1, of a [channels x time] tile `cur` (time along `timeAxis`, its
 // channel offsets dOffs / mask mD as 2-D tiles): shifts of cur with the previous tile `prev`.
 // With tk (a tile near a sequence start), each place before its token's sequence start reads the
 // sequence's initial state (or 0).
-std::vector<dsl::Value> convTaps(dsl::KernelBuilder& k, dsl::Value cur, dsl::Value prev, int timeAxis,
-                                 int64_t W, const TileTokens* tk, const ConvInitialStates& st,
-                                 dsl::Value dOffs, dsl::Value mD);
+std::vector<dsl::Value> convTaps(dsl::KernelBuilder& k, dsl::Value cur, dsl::Value prev, int timeAxis, int64_t W,
+                                 const TileTokens* tk, const ConvInitialStates& st, dsl::Value dOffs, dsl::Value mD);
 
 // Per-sequence programs (grid axis 1 = sequence i): sequence i's [start, end) and row, with
 // cu_seqlens' entries checked (0 first, increasing, T last; a violation is reported once, by the
@@ -92,12 +90,12 @@ std::vector<dsl::Value> convTaps(dsl::KernelBuilder& k, dsl::Value cur, dsl::Val
 struct SequenceSpan {
   dsl::Value start, end, row;
 };
-SequenceSpan checkedSequence(dsl::KernelBuilder& k, const ConvPacking& p, dsl::Value i,
-                             dsl::Value pidD, dsl::Value err);
+SequenceSpan checkedSequence(dsl::KernelBuilder& k, const ConvPacking& p, dsl::Value i, dsl::Value pidD,
+                             dsl::Value err);
 
 // Sequence i's slot in a states tensor: idx[i * stride] (when hasIdx) or i; -1 when the slot is
 // outside [0, n) (reported as errCode by the first channel block) or -1.
-dsl::Value checkedSlot(dsl::KernelBuilder& k, dsl::Value hasIdx, dsl::Value idx, dsl::Value stride,
-                       dsl::Value n, dsl::Value i, dsl::Value pidD, dsl::Value err, long long errCode);
+dsl::Value checkedSlot(dsl::KernelBuilder& k, dsl::Value hasIdx, dsl::Value idx, dsl::Value stride, dsl::Value n,
+                       dsl::Value i, dsl::Value pidD, dsl::Value err, long long errCode);
 
 }  // namespace ssmjit::kernels

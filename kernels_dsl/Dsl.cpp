@@ -31,9 +31,7 @@ struct KernelBuilder::Impl {
 };
 
 namespace {
-[[noreturn]] void fail(const std::string& msg) {
-  throw Error(Error::Kind::Internal, "kernel DSL: " + msg);
-}
+[[noreturn]] void fail(const std::string& msg) { throw Error(Error::Kind::Internal, "kernel DSL: " + msg); }
 mlir::Value unwrap(dsl::Value v) {
   if (!v.valid()) fail("use of an undefined value");
   return mlir::Value::getFromOpaquePointer(v.raw());
@@ -59,8 +57,7 @@ std::vector<int64_t> Value::shape() const {
 bool Value::isFloat() const { return isa<FloatType>(elemOf(unwrap(*this).getType())); }
 bool Value::isBool() const { return elemOf(unwrap(*this).getType()).isInteger(1); }
 
-KernelBuilder::KernelBuilder(void* mlirContext, const std::string& name, int indexBits,
-                             int numWarps)
+KernelBuilder::KernelBuilder(void* mlirContext, const std::string& name, int indexBits, int numWarps)
     : impl_(std::make_unique<Impl>(static_cast<MLIRContext*>(mlirContext))) {
   auto& I = *impl_;
   if (indexBits != 32 && indexBits != 64) fail("index bits must be 32 or 64");
@@ -94,11 +91,19 @@ void KernelBuilder::declare(const Signature& sig) {
   for (const Param& p : parameters(sig).params) {
     dsl::Value v;
     switch (p.kind) {
-      case ParamKind::Pointer: v = ptrArg(p.name, p.cls, p.role); break;
+      case ParamKind::Pointer:
+        v = ptrArg(p.name, p.cls, p.role);
+        break;
       case ParamKind::Size:
-      case ParamKind::Stride: v = intArg(p.name); break;
-      case ParamKind::Scalar: v = floatArg(p.name); break;
-      case ParamKind::Flag: v = flagArg(p.name); break;
+      case ParamKind::Stride:
+        v = intArg(p.name);
+        break;
+      case ParamKind::Scalar:
+        v = floatArg(p.name);
+        break;
+      case ParamKind::Flag:
+        v = flagArg(p.name);
+        break;
     }
     impl_->declared.push_back(v);
   }
@@ -158,9 +163,7 @@ dsl::Value KernelBuilder::constInt(int64_t v) {
 dsl::Value KernelBuilder::constFloat(double v) {
   return W(arith::ConstantOp::create(B, L, B.getF32FloatAttr((float)v)));
 }
-dsl::Value KernelBuilder::constBool(bool v) {
-  return W(arith::ConstantOp::create(B, L, B.getBoolAttr(v)));
-}
+dsl::Value KernelBuilder::constBool(bool v) { return W(arith::ConstantOp::create(B, L, B.getBoolAttr(v))); }
 
 dsl::Value KernelBuilder::splat(dsl::Value s, const std::vector<int64_t>& shape) {
   mlir::Value v = unwrap(s);
@@ -174,8 +177,7 @@ dsl::Value KernelBuilder::expandDims(dsl::Value t, int axis) {
   if (s.empty()) fail("expandDims of a scalar");
   std::vector<int64_t> ns(s.begin(), s.end());
   ns.insert(ns.begin() + axis, 1);
-  return W(sj::ExpandDimsOp::create(B, L, RankedTensorType::get(ns, elemOf(v.getType())), v,
-                                    axis));
+  return W(sj::ExpandDimsOp::create(B, L, RankedTensorType::get(ns, elemOf(v.getType())), v, axis));
 }
 dsl::Value KernelBuilder::broadcastTo(dsl::Value t, const std::vector<int64_t>& shape) {
   mlir::Value v = unwrap(t);
@@ -212,51 +214,84 @@ static std::pair<dsl::Value, dsl::Value> unify(KernelBuilder* kb, dsl::Value a, 
 }
 
 template <typename FOp, typename IOp>
-static dsl::Value arith2(KernelBuilder* kb, OpBuilder& b, Location loc, dsl::Value x,
-                         dsl::Value y, const char* what) {
+static dsl::Value arith2(KernelBuilder* kb, OpBuilder& b, Location loc, dsl::Value x, dsl::Value y, const char* what) {
   auto [p, q] = unify(kb, x, y);
   mlir::Value u = unwrap(p), v = unwrap(q);
   if (elemOf(u.getType()) != elemOf(v.getType()))
     fail(std::string(what) + " of mismatched element types (convert explicitly)");
   if (isa<FloatType>(elemOf(u.getType()))) {
-    if constexpr (std::is_same_v<FOp, void>) fail(std::string(what) + " of floats");
-    else return wrap(kb, FOp::create(b, loc, u, v));
+    if constexpr (std::is_same_v<FOp, void>)
+      fail(std::string(what) + " of floats");
+    else
+      return wrap(kb, FOp::create(b, loc, u, v));
   } else {
-    if constexpr (std::is_same_v<IOp, void>) fail(std::string(what) + " of integers");
-    else return wrap(kb, IOp::create(b, loc, u, v));
+    if constexpr (std::is_same_v<IOp, void>)
+      fail(std::string(what) + " of integers");
+    else
+      return wrap(kb, IOp::create(b, loc, u, v));
   }
 }
 
-dsl::Value KernelBuilder::add(dsl::Value a, dsl::Value b) { return arith2<arith::AddFOp, arith::AddIOp>(this, B, L, a, b, "add"); }
-dsl::Value KernelBuilder::sub(dsl::Value a, dsl::Value b) { return arith2<arith::SubFOp, arith::SubIOp>(this, B, L, a, b, "sub"); }
-dsl::Value KernelBuilder::mul(dsl::Value a, dsl::Value b) { return arith2<arith::MulFOp, arith::MulIOp>(this, B, L, a, b, "mul"); }
-dsl::Value KernelBuilder::div(dsl::Value a, dsl::Value b) { return arith2<arith::DivFOp, arith::DivSIOp>(this, B, L, a, b, "div"); }
+dsl::Value KernelBuilder::add(dsl::Value a, dsl::Value b) {
+  return arith2<arith::AddFOp, arith::AddIOp>(this, B, L, a, b, "add");
+}
+dsl::Value KernelBuilder::sub(dsl::Value a, dsl::Value b) {
+  return arith2<arith::SubFOp, arith::SubIOp>(this, B, L, a, b, "sub");
+}
+dsl::Value KernelBuilder::mul(dsl::Value a, dsl::Value b) {
+  return arith2<arith::MulFOp, arith::MulIOp>(this, B, L, a, b, "mul");
+}
+dsl::Value KernelBuilder::div(dsl::Value a, dsl::Value b) {
+  return arith2<arith::DivFOp, arith::DivSIOp>(this, B, L, a, b, "div");
+}
 dsl::Value KernelBuilder::divApprox(dsl::Value a, dsl::Value b) {
   auto [p, q] = unify(this, a, b);
   if (!isa<FloatType>(elemOf(unwrap(p).getType())) || !isa<FloatType>(elemOf(unwrap(q).getType())))
     fail("divApprox of non-floats");
   return W(arith::DivFOp::create(B, L, unwrap(p), unwrap(q), arith::FastMathFlags::afn));
 }
-dsl::Value KernelBuilder::rem(dsl::Value a, dsl::Value b) { return arith2<void, arith::RemSIOp>(this, B, L, a, b, "rem"); }
-dsl::Value KernelBuilder::maximum(dsl::Value a, dsl::Value b) { return arith2<arith::MaxNumFOp, arith::MaxSIOp>(this, B, L, a, b, "maximum"); }
-dsl::Value KernelBuilder::minimum(dsl::Value a, dsl::Value b) { return arith2<arith::MinNumFOp, arith::MinSIOp>(this, B, L, a, b, "minimum"); }
-dsl::Value KernelBuilder::logicalAnd(dsl::Value a, dsl::Value b) { return arith2<void, arith::AndIOp>(this, B, L, a, b, "and"); }
-dsl::Value KernelBuilder::logicalOr(dsl::Value a, dsl::Value b) { return arith2<void, arith::OrIOp>(this, B, L, a, b, "or"); }
+dsl::Value KernelBuilder::rem(dsl::Value a, dsl::Value b) {
+  return arith2<void, arith::RemSIOp>(this, B, L, a, b, "rem");
+}
+dsl::Value KernelBuilder::maximum(dsl::Value a, dsl::Value b) {
+  return arith2<arith::MaxNumFOp, arith::MaxSIOp>(this, B, L, a, b, "maximum");
+}
+dsl::Value KernelBuilder::minimum(dsl::Value a, dsl::Value b) {
+  return arith2<arith::MinNumFOp, arith::MinSIOp>(this, B, L, a, b, "minimum");
+}
+dsl::Value KernelBuilder::logicalAnd(dsl::Value a, dsl::Value b) {
+  return arith2<void, arith::AndIOp>(this, B, L, a, b, "and");
+}
+dsl::Value KernelBuilder::logicalOr(dsl::Value a, dsl::Value b) {
+  return arith2<void, arith::OrIOp>(this, B, L, a, b, "or");
+}
 
-static dsl::Value compare(KernelBuilder* kb, OpBuilder& b, Location loc, dsl::Value x,
-                          dsl::Value y, arith::CmpFPredicate fp, arith::CmpIPredicate ip) {
+static dsl::Value compare(KernelBuilder* kb, OpBuilder& b, Location loc, dsl::Value x, dsl::Value y,
+                          arith::CmpFPredicate fp, arith::CmpIPredicate ip) {
   auto [p, q] = unify(kb, x, y);
   mlir::Value u = unwrap(p), v = unwrap(q);
   if (elemOf(u.getType()) != elemOf(v.getType())) fail("comparison of mismatched types");
   if (isa<FloatType>(elemOf(u.getType()))) return wrap(kb, arith::CmpFOp::create(b, loc, fp, u, v));
   return wrap(kb, arith::CmpIOp::create(b, loc, ip, u, v));
 }
-dsl::Value KernelBuilder::lt(dsl::Value a, dsl::Value b) { return compare(this, B, L, a, b, arith::CmpFPredicate::OLT, arith::CmpIPredicate::slt); }
-dsl::Value KernelBuilder::le(dsl::Value a, dsl::Value b) { return compare(this, B, L, a, b, arith::CmpFPredicate::OLE, arith::CmpIPredicate::sle); }
-dsl::Value KernelBuilder::gt(dsl::Value a, dsl::Value b) { return compare(this, B, L, a, b, arith::CmpFPredicate::OGT, arith::CmpIPredicate::sgt); }
-dsl::Value KernelBuilder::ge(dsl::Value a, dsl::Value b) { return compare(this, B, L, a, b, arith::CmpFPredicate::OGE, arith::CmpIPredicate::sge); }
-dsl::Value KernelBuilder::eq(dsl::Value a, dsl::Value b) { return compare(this, B, L, a, b, arith::CmpFPredicate::OEQ, arith::CmpIPredicate::eq); }
-dsl::Value KernelBuilder::ne(dsl::Value a, dsl::Value b) { return compare(this, B, L, a, b, arith::CmpFPredicate::UNE, arith::CmpIPredicate::ne); }
+dsl::Value KernelBuilder::lt(dsl::Value a, dsl::Value b) {
+  return compare(this, B, L, a, b, arith::CmpFPredicate::OLT, arith::CmpIPredicate::slt);
+}
+dsl::Value KernelBuilder::le(dsl::Value a, dsl::Value b) {
+  return compare(this, B, L, a, b, arith::CmpFPredicate::OLE, arith::CmpIPredicate::sle);
+}
+dsl::Value KernelBuilder::gt(dsl::Value a, dsl::Value b) {
+  return compare(this, B, L, a, b, arith::CmpFPredicate::OGT, arith::CmpIPredicate::sgt);
+}
+dsl::Value KernelBuilder::ge(dsl::Value a, dsl::Value b) {
+  return compare(this, B, L, a, b, arith::CmpFPredicate::OGE, arith::CmpIPredicate::sge);
+}
+dsl::Value KernelBuilder::eq(dsl::Value a, dsl::Value b) {
+  return compare(this, B, L, a, b, arith::CmpFPredicate::OEQ, arith::CmpIPredicate::eq);
+}
+dsl::Value KernelBuilder::ne(dsl::Value a, dsl::Value b) {
+  return compare(this, B, L, a, b, arith::CmpFPredicate::UNE, arith::CmpIPredicate::ne);
+}
 
 dsl::Value KernelBuilder::logicalNot(dsl::Value a) {
   if (!a.isBool()) fail("logical not of a non-boolean");
@@ -303,8 +338,7 @@ dsl::Value KernelBuilder::literalLike(dsl::Value like, double v) {
   return constInt((int64_t)v);
 }
 
-dsl::Value KernelBuilder::load(dsl::Value ptr, dsl::Value offsets, dsl::Value mask,
-                               dsl::Value other) {
+dsl::Value KernelBuilder::load(dsl::Value ptr, dsl::Value offsets, dsl::Value mask, dsl::Value other) {
   mlir::Value p = unwrap(ptr), off = unwrap(offsets);
   auto shape = shapeOfType(off.getType());
   Type storage = cast<sj::PtrType>(p.getType()).getElementType();
@@ -332,8 +366,8 @@ dsl::Value KernelBuilder::reduce(dsl::Value t, int axis, const std::string& kind
   return W(sj::ReduceOp::create(B, L, withShape(elemOf(v.getType()), rs), v, axis, kind, mlir::Value()));
 }
 
-dsl::Value KernelBuilder::dot(dsl::Value a, dsl::Value ptr, dsl::Value offset, dsl::Value strideK,
-                              dsl::Value strideN, dsl::Value acc, int aPieces, int bPieces) {
+dsl::Value KernelBuilder::dot(dsl::Value a, dsl::Value ptr, dsl::Value offset, dsl::Value strideK, dsl::Value strideN,
+                              dsl::Value acc, int aPieces, int bPieces) {
   mlir::Value av = unwrap(a), cv = unwrap(acc);
   auto as = shapeOfType(av.getType()), cs = shapeOfType(cv.getType());
   if (as.size() != 2 || cs.size() != 2)
@@ -347,14 +381,17 @@ dsl::Value KernelBuilder::dot(dsl::Value a, dsl::Value ptr, dsl::Value offset, d
   for (dsl::Value s : {offset, strideK, strideN})
     if (!s.shape().empty() || s.isFloat() || s.isBool())
       fail(std::string("dot: offset and strides must be index scalars, got ") +
-           (s.isFloat() ? "a float" : s.isBool() ? "a bool" : "an index") + (s.shape().empty() ? " scalar" : " tile"));
-  return W(sj::DotOp::create(B, L, cv.getType(), av, unwrap(ptr), unwrap(offset), unwrap(strideK),
-                             unwrap(strideN), cv, aPieces, bPieces));
+           (s.isFloat()  ? "a float"
+            : s.isBool() ? "a bool"
+                         : "an index") +
+           (s.shape().empty() ? " scalar" : " tile"));
+  return W(sj::DotOp::create(B, L, cv.getType(), av, unwrap(ptr), unwrap(offset), unwrap(strideK), unwrap(strideN), cv,
+                             aPieces, bPieces));
 }
 
 std::vector<dsl::Value> KernelBuilder::associativeScan(const std::vector<dsl::Value>& tiles, int axis,
-                                                       const ScanCombine& combine,
-                                                       const std::vector<dsl::Value>& inits, bool reverse) {
+                                                       const ScanCombine& combine, const std::vector<dsl::Value>& inits,
+                                                       bool reverse) {
   if (tiles.empty()) fail("associativeScan of no tiles");
   std::vector<mlir::Value> srcs;
   for (auto& t : tiles) srcs.push_back(unwrap(t));
@@ -436,9 +473,8 @@ void KernelBuilder::ifThen(dsl::Value cond, const std::function<void()>& body) {
   B.setInsertionPoint(op.thenBlock()->getTerminator());
   body();
 }
-std::vector<dsl::Value> KernelBuilder::ifElse(
-    dsl::Value cond, const std::function<std::vector<dsl::Value>()>& thenBody,
-    const std::function<std::vector<dsl::Value>()>& elseBody) {
+std::vector<dsl::Value> KernelBuilder::ifElse(dsl::Value cond, const std::function<std::vector<dsl::Value>()>& thenBody,
+                                              const std::function<std::vector<dsl::Value>()>& elseBody) {
   // Build both arms in a detached region first, to learn the result types.
   auto build = [&](Block* blk, const std::function<std::vector<dsl::Value>()>& fn) {
     OpBuilder::InsertionGuard g(B);
@@ -470,20 +506,20 @@ std::vector<dsl::Value> KernelBuilder::forLoop(
     const std::function<std::vector<dsl::Value>(dsl::Value, const std::vector<dsl::Value>&)>& body) {
   std::vector<mlir::Value> iv;
   for (auto& v : inits) iv.push_back(unwrap(v));
-  auto op = scf::ForOp::create(
-      B, L, unwrap(lo), unwrap(hi), unwrap(step), iv,
-      [&](OpBuilder& nb, Location, mlir::Value i, ValueRange iters) {
-        OpBuilder::InsertionGuard g(B);
-        B.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-        std::vector<dsl::Value> args;
-        for (auto a : iters) args.push_back(W(a));
-        std::vector<mlir::Value> next;
-        for (auto& v : body(W(i), args)) next.push_back(unwrap(v));
-        if (next.size() != iv.size()) fail("forLoop body yields the wrong number of values");
-        for (size_t k = 0; k < next.size(); ++k)
-          if (next[k].getType() != iv[k].getType()) fail("forLoop body changes a carried type");
-        scf::YieldOp::create(B, L, next);
-      });
+  auto op = scf::ForOp::create(B, L, unwrap(lo), unwrap(hi), unwrap(step), iv,
+                               [&](OpBuilder& nb, Location, mlir::Value i, ValueRange iters) {
+                                 OpBuilder::InsertionGuard g(B);
+                                 B.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+                                 std::vector<dsl::Value> args;
+                                 for (auto a : iters) args.push_back(W(a));
+                                 std::vector<mlir::Value> next;
+                                 for (auto& v : body(W(i), args)) next.push_back(unwrap(v));
+                                 if (next.size() != iv.size()) fail("forLoop body yields the wrong number of values");
+                                 for (size_t k = 0; k < next.size(); ++k)
+                                   if (next[k].getType() != iv[k].getType())
+                                     fail("forLoop body changes a carried type");
+                                 scf::YieldOp::create(B, L, next);
+                               });
   std::vector<dsl::Value> out;
   for (auto r : op.getResults()) out.push_back(W(r));
   return out;
@@ -503,8 +539,7 @@ dsl::Value KernelBuilder::sharedBuffer(int64_t elements) {
   return W(sj::SharedBufferOp::create(B, L, t, B.getI64IntegerAttr(elements)).getResult());
 }
 void KernelBuilder::returnIf(dsl::Value cond) { sj::ReturnIfOp::create(B, L, unwrap(cond)); }
-void KernelBuilder::reportError(dsl::Value err, dsl::Value code, dsl::Value a, dsl::Value b,
-                                dsl::Value c) {
+void KernelBuilder::reportError(dsl::Value err, dsl::Value code, dsl::Value a, dsl::Value b, dsl::Value c) {
   auto i64 = [&](dsl::Value v) -> mlir::Value {
     mlir::Value x = unwrap(v);
     if (x.getType().isInteger(64)) return x;
@@ -558,21 +593,21 @@ Value operator&&(Value a, Value b) { return a.builder()->logicalAnd(a, b); }
 Value operator||(Value a, Value b) { return a.builder()->logicalOr(a, b); }
 Value operator!(Value a) { return a.builder()->logicalNot(a); }
 
-#define SSMJIT_DSL_LITERAL_IMPL(T)                                                              \
-  Value operator+(Value a, T b) { return a + a.builder()->literalLike(a, (double)b); }          \
-  Value operator+(T a, Value b) { return b.builder()->literalLike(b, (double)a) + b; }          \
-  Value operator-(Value a, T b) { return a - a.builder()->literalLike(a, (double)b); }          \
-  Value operator-(T a, Value b) { return b.builder()->literalLike(b, (double)a) - b; }          \
-  Value operator*(Value a, T b) { return a * a.builder()->literalLike(a, (double)b); }          \
-  Value operator*(T a, Value b) { return b.builder()->literalLike(b, (double)a) * b; }          \
-  Value operator/(Value a, T b) { return a / a.builder()->literalLike(a, (double)b); }          \
-  Value operator/(T a, Value b) { return b.builder()->literalLike(b, (double)a) / b; }          \
-  Value operator%(Value a, T b) { return a % a.builder()->literalLike(a, (double)b); }          \
-  Value operator<(Value a, T b) { return a < a.builder()->literalLike(a, (double)b); }          \
-  Value operator<=(Value a, T b) { return a <= a.builder()->literalLike(a, (double)b); }        \
-  Value operator>(Value a, T b) { return a > a.builder()->literalLike(a, (double)b); }          \
-  Value operator>=(Value a, T b) { return a >= a.builder()->literalLike(a, (double)b); }        \
-  Value operator==(Value a, T b) { return a == a.builder()->literalLike(a, (double)b); }        \
+#define SSMJIT_DSL_LITERAL_IMPL(T)                                                       \
+  Value operator+(Value a, T b) { return a + a.builder()->literalLike(a, (double)b); }   \
+  Value operator+(T a, Value b) { return b.builder()->literalLike(b, (double)a) + b; }   \
+  Value operator-(Value a, T b) { return a - a.builder()->literalLike(a, (double)b); }   \
+  Value operator-(T a, Value b) { return b.builder()->literalLike(b, (double)a) - b; }   \
+  Value operator*(Value a, T b) { return a * a.builder()->literalLike(a, (double)b); }   \
+  Value operator*(T a, Value b) { return b.builder()->literalLike(b, (double)a) * b; }   \
+  Value operator/(Value a, T b) { return a / a.builder()->literalLike(a, (double)b); }   \
+  Value operator/(T a, Value b) { return b.builder()->literalLike(b, (double)a) / b; }   \
+  Value operator%(Value a, T b) { return a % a.builder()->literalLike(a, (double)b); }   \
+  Value operator<(Value a, T b) { return a < a.builder()->literalLike(a, (double)b); }   \
+  Value operator<=(Value a, T b) { return a <= a.builder()->literalLike(a, (double)b); } \
+  Value operator>(Value a, T b) { return a > a.builder()->literalLike(a, (double)b); }   \
+  Value operator>=(Value a, T b) { return a >= a.builder()->literalLike(a, (double)b); } \
+  Value operator==(Value a, T b) { return a == a.builder()->literalLike(a, (double)b); } \
   Value operator!=(Value a, T b) { return a != a.builder()->literalLike(a, (double)b); }
 SSMJIT_DSL_LITERAL_IMPL(int)
 SSMJIT_DSL_LITERAL_IMPL(int64_t)

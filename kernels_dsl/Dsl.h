@@ -60,8 +60,8 @@ class KernelBuilder {
   Value flagArg(const std::string& name);   // an i1 flag, always bound by specialisation
 
   Value programId(int axis);
-  Value range(int64_t n);                    // [0, n), n a power of two
-  Value constInt(int64_t v);                 // index type
+  Value range(int64_t n);     // [0, n), n a power of two
+  Value constInt(int64_t v);  // index type
   Value constFloat(double v);
   Value constBool(bool v);
 
@@ -79,24 +79,21 @@ class KernelBuilder {
   // 24 bits), the products of terms down to 2^-24 summed in f32, so 3 / 3 is f32 accuracy with
   // every product exact. A kernel with a dot takes an mma layout as its parent (rows over 8 lane
   // groups and the warps, columns in runs over the 4 lanes of a group).
-  Value dot(Value a, Value ptr, Value offset, Value strideK, Value strideN, Value acc,
-            int aPieces, int bPieces);
+  Value dot(Value a, Value ptr, Value offset, Value strideK, Value strideN, Value acc, int aPieces, int bPieces);
   // Inclusive scan along `axis` of k tiles of one shape (f32 or index), combined elementwise by
   // `combine`: an associative function of (lhs[0..k), rhs[0..k)) scalars returning k scalars,
   // built with these same ops (lhs is the earlier element). Returns the k scanned tiles, then
   // the k totals (the whole axis combined: a 1-D tile along the other axis, or a scalar for 1-D
   // tiles). `inits` (optional, k values shaped like the totals) come before the axis' first
-  // element: a carry from an earlier tile, folded in without a pass over the result. Each thread combines its contiguous run of the axis in order, then lanes and warps
-  // combine their runs: the order depends on the layout only, never on the data. Along the axis
-  // each thread holds one contiguous run (the layout keeps it so; setShiftLanes sets the lanes).
-  // `reverse`: the scan runs from the axis' last element to its first (lhs is the later element,
-  // the inits come after the last element, the totals end at the first): the adjoint recurrence
-  // of a backward pass, with no flipped loads.
-  using ScanCombine = std::function<std::vector<Value>(const std::vector<Value>& lhs,
-                                                       const std::vector<Value>& rhs)>;
-  std::vector<Value> associativeScan(const std::vector<Value>& tiles, int axis,
-                                     const ScanCombine& combine, const std::vector<Value>& inits = {},
-                                     bool reverse = false);
+  // element: a carry from an earlier tile, folded in without a pass over the result. Each thread combines its
+  // contiguous run of the axis in order, then lanes and warps combine their runs: the order depends on the layout only,
+  // never on the data. Along the axis each thread holds one contiguous run (the layout keeps it so; setShiftLanes sets
+  // the lanes). `reverse`: the scan runs from the axis' last element to its first (lhs is the later element, the inits
+  // come after the last element, the totals end at the first): the adjoint recurrence of a backward pass, with no
+  // flipped loads.
+  using ScanCombine = std::function<std::vector<Value>(const std::vector<Value>& lhs, const std::vector<Value>& rhs)>;
+  std::vector<Value> associativeScan(const std::vector<Value>& tiles, int axis, const ScanCombine& combine,
+                                     const std::vector<Value>& inits = {}, bool reverse = false);
   // The sliding window of a 2-D tile streamed along `axis` (extent S there): `cur` moved by s
   // places, the vacated places taken from the neighbour tile `fill` (same shape). s > 0:
   // result[i] = i >= s ? cur[i - s] : fill[S + i - s] (fill = the previous tile); s < 0:
@@ -123,8 +120,8 @@ class KernelBuilder {
   Value add(Value a, Value b);
   Value sub(Value a, Value b);
   Value mul(Value a, Value b);
-  Value div(Value a, Value b);   // float division, or signed integer division
-  Value rem(Value a, Value b);   // signed integer remainder
+  Value div(Value a, Value b);  // float division, or signed integer division
+  Value rem(Value a, Value b);  // signed integer remainder
   Value maximum(Value a, Value b);
   Value minimum(Value a, Value b);
   Value lt(Value a, Value b);
@@ -154,8 +151,7 @@ class KernelBuilder {
                             const std::function<std::vector<Value>()>& elseBody);
   // for (iv = lo; iv < hi; iv += step) with loop-carried values; body returns the next values.
   std::vector<Value> forLoop(Value lo, Value hi, Value step, const std::vector<Value>& inits,
-                             const std::function<std::vector<Value>(Value iv,
-                                                                    const std::vector<Value>&)>& body);
+                             const std::function<std::vector<Value>(Value iv, const std::vector<Value>&)>& body);
   void returnIf(Value cond);
   // The programs of a group (`count` of them, each calling this once, at the top level, after
   // its last access of the data the group shares) count themselves in at the int32 counter
@@ -206,15 +202,22 @@ Value operator!=(Value a, Value b);
 Value operator&&(Value a, Value b);
 Value operator||(Value a, Value b);
 Value operator!(Value a);
-#define SSMJIT_DSL_LITERAL_OPS(T)                                                             \
-  Value operator+(Value a, T b);  Value operator+(T a, Value b);                               \
-  Value operator-(Value a, T b);  Value operator-(T a, Value b);                               \
-  Value operator*(Value a, T b);  Value operator*(T a, Value b);                               \
-  Value operator/(Value a, T b);  Value operator/(T a, Value b);                               \
-  Value operator%(Value a, T b);                               \
-  Value operator<(Value a, T b);  Value operator<=(Value a, T b);                              \
-  Value operator>(Value a, T b);  Value operator>=(Value a, T b);                              \
-  Value operator==(Value a, T b); Value operator!=(Value a, T b);
+#define SSMJIT_DSL_LITERAL_OPS(T) \
+  Value operator+(Value a, T b);  \
+  Value operator+(T a, Value b);  \
+  Value operator-(Value a, T b);  \
+  Value operator-(T a, Value b);  \
+  Value operator*(Value a, T b);  \
+  Value operator*(T a, Value b);  \
+  Value operator/(Value a, T b);  \
+  Value operator/(T a, Value b);  \
+  Value operator%(Value a, T b);  \
+  Value operator<(Value a, T b);  \
+  Value operator<=(Value a, T b); \
+  Value operator>(Value a, T b);  \
+  Value operator>=(Value a, T b); \
+  Value operator==(Value a, T b); \
+  Value operator!=(Value a, T b);
 SSMJIT_DSL_LITERAL_OPS(int)
 SSMJIT_DSL_LITERAL_OPS(int64_t)
 SSMJIT_DSL_LITERAL_OPS(double)

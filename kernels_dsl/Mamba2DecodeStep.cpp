@@ -26,55 +26,54 @@ void build(KernelBuilder& k, const Specialization& spec) {
                 BT = spec.get("meta:BLOCK_T"), BC = spec.get("meta:BLOCK_C"), W = spec.get("meta:width");
   k.setInnerLanes(static_cast<int>(spec.get("meta:inner_lanes")));
   auto M = [&](const char* n) { return k.arg(n); };
-  Value convState = k.arg("conv_state"), ssmState = k.arg("ssm_state"),
-        xbcCache = k.arg("xbc_cache"), dtCache = k.arg("dt_cache"), convW = k.arg("conv_w"),
-        convB = k.arg("conv_b"), A = k.arg("A"), Dp = k.arg("D"), dtBias = k.arg("dt_bias"),
-        xbc = k.arg("xbc"), dt = k.arg("dt"), z = k.arg("z"), y = k.arg("y");
+  Value convState = k.arg("conv_state"), ssmState = k.arg("ssm_state"), xbcCache = k.arg("xbc_cache"),
+        dtCache = k.arg("dt_cache"), convW = k.arg("conv_w"), convB = k.arg("conv_b"), A = k.arg("A"), Dp = k.arg("D"),
+        dtBias = k.arg("dt_bias"), xbc = k.arg("xbc"), dt = k.arg("dt"), z = k.arg("z"), y = k.arg("y");
   Value stateIdx = M("state_idx"), accepted = M("accepted"), cached = M("cached"), arrivals = M("arrivals"),
         err = M("err");
   auto I = [&](const char* n) { return k.arg(n); };
   I("batch");
-  Value nslots = I("nslots"), H = I("H"), P = I("P"), N = I("N"), G = I("G"), L = I("L"), Lc = I("Lc"),
-        hpp = I("hpp");
+  Value nslots = I("nslots"), H = I("H"), P = I("P"), N = I("N"), G = I("G"), L = I("L"), Lc = I("Lc"), hpp = I("hpp");
   Value dtMin = k.arg("dt_min"), dtMax = k.arg("dt_max");
   Value sCsSlot = I("s_cs_slot"), sCsC = I("s_cs_c"), sCsK = I("s_cs_k");
   Value sSsSlot = I("s_ss_slot"), sSsH = I("s_ss_h"), sSsP = I("s_ss_p"), sSsN = I("s_ss_n");
   Value sXcSlot = I("s_xc_slot"), sXcT = I("s_xc_t"), sXcC = I("s_xc_c");
   Value sDcSlot = I("s_dc_slot"), sDcT = I("s_dc_t"), sDcH = I("s_dc_h");
-  Value sWc = I("s_w_c"), sWk = I("s_w_k"), sCb = I("s_cb_c"), sAh = I("s_A_h"), sDh = I("s_D_h"),
-        sDtbH = I("s_dtb_h");
+  Value sWc = I("s_w_c"), sWk = I("s_w_k"), sCb = I("s_cb_c"), sAh = I("s_A_h"), sDh = I("s_D_h"), sDtbH = I("s_dtb_h");
   Value sXb = I("s_xbc_b"), sXt = I("s_xbc_t"), sXc = I("s_xbc_c");
   Value sDtB = I("s_dt_b"), sDtT = I("s_dt_t"), sDtH = I("s_dt_h");
   Value sZb = I("s_z_b"), sZt = I("s_z_t"), sZh = I("s_z_h"), sZp = I("s_z_p");
   Value sYb = I("s_y_b"), sYt = I("s_y_t"), sYh = I("s_y_h"), sYp = I("s_y_p");
   Value sIdx = I("s_idx_b"), sAcc = I("s_acc_b"), sCached = I("s_cached");
   Value hasConvBias = k.arg("has_conv_bias"), hasD = k.arg("has_D"), hasZ = k.arg("has_z"),
-        hasDtBias = k.arg("has_dt_bias"), softplusOn = k.arg("dt_softplus"),
-        hasClamp = k.arg("has_clamp"), hasIdx = k.arg("has_state_idx"), replay = k.arg("replay"),
-        verify = k.arg("verify");
+        hasDtBias = k.arg("has_dt_bias"), softplusOn = k.arg("dt_softplus"), hasClamp = k.arg("has_clamp"),
+        hasIdx = k.arg("has_state_idx"), replay = k.arg("replay"), verify = k.arg("verify");
   (void)hasZ;  // read from the specialisation: it decides the shared-memory plan
 
   Value pidP = k.programId(0), hb = k.programId(1), b = k.programId(2);
   Value first = (pidP == 0) && (hb == 0);  // the row's lowest block id: reports the row's errors
 
   // The row's slot (-1: pad, skipped by all its programs: none touches its counter).
-  Value slot = k.ifElse(hasIdx, [&] { return std::vector<Value>{k.load(stateIdx, b * sIdx)}; },
-                        [&] { return std::vector<Value>{b}; })[0];
+  Value slot = k.ifElse(
+      hasIdx, [&] { return std::vector<Value>{k.load(stateIdx, b * sIdx)}; }, [&] { return std::vector<Value>{b}; })[0];
   k.returnIf(slot == -1);
   Value badSlot = (slot < 0) || (slot >= nslots);
   k.ifThen(badSlot && first, [&] { k.reportError(err, k.constInt(kErrDecodeSlot), b, slot, nslots); });
   k.returnIf(badSlot);
   // Every program of the row reads the same count and bound (only the row's last program writes
   // `cached`, after all have read it), so all skip a bad row alike.
-  Value c = k.ifElse(replay, [&] { return std::vector<Value>{k.load(accepted, b * sAcc)}; },
-                     [&] { return std::vector<Value>{k.constInt(0)}; })[0];
-  Value bound = k.ifElse(replay, [&] { return std::vector<Value>{k.minimum(k.load(cached, slot * sCached), Lc)}; },
-                         [&] { return std::vector<Value>{k.constInt(0)}; })[0];
+  Value c = k.ifElse(
+      replay, [&] { return std::vector<Value>{k.load(accepted, b * sAcc)}; },
+      [&] { return std::vector<Value>{k.constInt(0)}; })[0];
+  Value bound = k.ifElse(
+      replay, [&] { return std::vector<Value>{k.minimum(k.load(cached, slot * sCached), Lc)}; },
+      [&] { return std::vector<Value>{k.constInt(0)}; })[0];
   Value bad = (c < 0) || (c > bound);
   k.ifThen(bad && first, [&] { k.reportError(err, k.constInt(kErrDecodeAccepted), b, c, bound); });
   k.returnIf(bad);
-  Value nTok = c + k.ifElse(verify, [&] { return std::vector<Value>{L}; },
-                            [&] { return std::vector<Value>{k.constInt(0)}; })[0];
+  Value nTok =
+      c + k.ifElse(
+              verify, [&] { return std::vector<Value>{L}; }, [&] { return std::vector<Value>{k.constInt(0)}; })[0];
 
   Value zero = k.constFloat(0);
   Value HP = H * P, GN = G * N;
@@ -83,10 +82,11 @@ void build(KernelBuilder& k, const Specialization& spec) {
   Value mask2 = k.expandDims(maskP, 1) && k.expandDims(maskN, 0);
   Value g = (hb * hpp) / (H / G);  // the program's heads share one group (hpp divides H / G)
   auto dtTransform = [&](Value d) {
-    d = k.ifElse(softplusOn, [&] { return std::vector<Value>{softplus(d)}; },
-                 [&] { return std::vector<Value>{d}; })[0];
-    return k.ifElse(hasClamp, [&] { return std::vector<Value>{k.minimum(k.maximum(d, dtMin), dtMax)}; },
-                    [&] { return std::vector<Value>{d}; })[0];
+    d = k.ifElse(
+        softplusOn, [&] { return std::vector<Value>{softplus(d)}; }, [&] { return std::vector<Value>{d}; })[0];
+    return k.ifElse(
+        hasClamp, [&] { return std::vector<Value>{k.minimum(k.maximum(d, dtMin), dtMax)}; },
+        [&] { return std::vector<Value>{d}; })[0];
   };
 
   // The row's "virtual sequence": the W - 1 conv state columns (positions < 0), the c cached
@@ -119,7 +119,7 @@ void build(KernelBuilder& k, const Specialization& spec) {
                 oWB = oDt + kMaxHeadsPerProgram * BT, oWC = oWB + (W + 1) * BNp, oWX = oWC + (W + 1) * BNp;
   Value smem = k.sharedBuffer(oWX + (W + 1) * BP);
   Value tr = k.range(BT), tC = k.expandDims(tr, 1);  // [BT], [BT, 1]
-  Value rC = k.expandDims(k.range(RT), 1);            // [RT, 1]
+  Value rC = k.expandDims(k.range(RT), 1);           // [RT, 1]
   Value nR = k.expandDims(offsN, 0), mN2 = k.expandDims(maskN, 0);
   // The [rows, P] tiles spread P along the lanes (written so that CSE does not fold them into
   // maskP and the state's row offsets: a 1-D tile has one layout).
@@ -135,8 +135,11 @@ void build(KernelBuilder& k, const Specialization& spec) {
   Value wR = k.expandDims(k.range(WR), 1);  // [WR, 1]
   auto stageWeights = [&](int64_t oW, int64_t rs, Value at, Value ch2, Value m2) {
     Value w = k.load(convW, ch2 * sWc + k.minimum(wR, k.constInt(W - 1)) * sWk, m2 && (wR < W), zero);
-    Value bias = k.ifElse(hasConvBias, [&] { return std::vector<Value>{k.load(convB, ch2 * sCb, m2, zero)}; },
-                          [&] { return std::vector<Value>{k.splat(zero, {1, ch2.shape()[1]})}; })[0];
+    Value bias = k.ifElse(
+        hasConvBias, [&] { return std::vector<Value>{k.load(convB, ch2 * sCb, m2, zero)}; },
+        [&] {
+          return std::vector<Value>{k.splat(zero, {1, ch2.shape()[1]})};
+        })[0];
     k.store(smem, oW + wR * rs + at, k.select(wR == W, k.broadcastTo(bias, w.shape()), w), wR <= W);
   };
   // The SiLU conv of the chunk's tokens from the raw rows at `o` (row stride `rs`, places `at`)
@@ -166,8 +169,11 @@ void build(KernelBuilder& k, const Specialization& spec) {
     Value okH = (hs < hb * hpp + hpp) && (hs < H);
     Value dRaw = k.load(dtCache, slot * sDcSlot + v1 * sDcT + hs * sDcH, ok1 && okH && (v1 < c), zero) +
                  k.load(dt, b * sDtB + (v1 - c) * sDtT + hs * sDtH, ok1 && okH && (v1 >= c), zero);
-    Value bias = k.ifElse(hasDtBias, [&] { return std::vector<Value>{k.load(dtBias, hs * sDtbH, okH, zero)}; },
-                          [&] { return std::vector<Value>{k.splat(zero, {1, HB})}; })[0];
+    Value bias = k.ifElse(
+        hasDtBias, [&] { return std::vector<Value>{k.load(dtBias, hs * sDtbH, okH, zero)}; },
+        [&] {
+          return std::vector<Value>{k.splat(zero, {1, HB})};
+        })[0];
     Value d = dtTransform(dRaw + bias);
     Value hl = k.expandDims(k.range(HB), 0);
     k.store(smem, oDec + hl * BT + tC, k.exp(k.load(A, hs * sAh, okH, zero) * d));
@@ -190,7 +196,8 @@ void build(KernelBuilder& k, const Specialization& spec) {
     Value vC = v0 + tC, okC = vC < nTok;
     if (withZ) {
       Value mZ = okC && (vC >= c) && mP2;
-      k.store(smem, oZ + tC * BP + pR, silu(k.load(z, b * sZb + (vC - c) * sZt + h * sZh + (pidP * BP + pR) * sZp, mZ, zero)));
+      k.store(smem, oZ + tC * BP + pR,
+              silu(k.load(z, b * sZb + (vC - c) * sZt + h * sZh + (pidP * BP + pR) * sZp, mZ, zero)));
     }
     k.barrier();
     if (commitFromRaw) {
@@ -214,8 +221,8 @@ void build(KernelBuilder& k, const Specialization& spec) {
   // The tokens of the staged chunk from v0 for head h: the replayed ones update the state (the
   // last commits it); the new drafts also give y.
   auto tokens = [&](Value v0, Value h, Value i, Value s0) {
-    Value Dv = k.ifElse(hasD, [&] { return std::vector<Value>{k.load(Dp, h * sDh)}; },
-                        [&] { return std::vector<Value>{zero}; })[0];
+    Value Dv = k.ifElse(
+        hasD, [&] { return std::vector<Value>{k.load(Dp, h * sDh)}; }, [&] { return std::vector<Value>{zero}; })[0];
     Value sIn = s0.valid() ? s0 : k.load(ssmState, ssmOffsets(h), mask2, zero);
     return k.forLoop(v0, k.minimum(v0 + BT, nTok), k.constInt(1), {sIn}, [&](Value v, const std::vector<Value>& sv) {
       Value r = v - v0, row = r * BP + offsP - pidP * BP;
@@ -226,8 +233,9 @@ void build(KernelBuilder& k, const Specialization& spec) {
       k.ifThen(v >= c, [&] {
         Value Cv = k.load(smem, oC + r * BNp + padN(offsN));
         Value yv = k.reduce(s * k.expandDims(Cv, 0), 1, "sum");
-        yv = k.ifElse(hasD, [&] { return std::vector<Value>{yv + k.load(smem, oX + row) * Dv}; },
-                      [&] { return std::vector<Value>{yv}; })[0];
+        yv = k.ifElse(
+            hasD, [&] { return std::vector<Value>{yv + k.load(smem, oX + row) * Dv}; },
+            [&] { return std::vector<Value>{yv}; })[0];
         if (withZ) yv = yv * k.load(smem, oZ + row);
         k.store(y, b * sYb + (v - c) * sYt + h * sYh + offsP * sYp, yv, maskP);
       });
@@ -240,8 +248,10 @@ void build(KernelBuilder& k, const Specialization& spec) {
     std::vector<Value> cols;
     for (int64_t q = 0; q + 1 < W; ++q) {
       Value pos = c - (W - 1) + q;
-      Value vs = k.load(convState, slot * sCsSlot + ch * sCsC + k.maximum(pos + (W - 1), k.constInt(0)) * sCsK, mask && (pos < 0), zero);
-      Value vc = k.load(xbcCache, slot * sXcSlot + k.maximum(pos, k.constInt(0)) * sXcT + ch * sXcC, mask && (pos >= 0), zero);
+      Value vs = k.load(convState, slot * sCsSlot + ch * sCsC + k.maximum(pos + (W - 1), k.constInt(0)) * sCsK,
+                        mask && (pos < 0), zero);
+      Value vc =
+          k.load(xbcCache, slot * sXcSlot + k.maximum(pos, k.constInt(0)) * sXcT + ch * sXcC, mask && (pos >= 0), zero);
       cols.push_back(vs + vc);
     }
     for (int64_t q = 0; q + 1 < W; ++q) k.store(convState, slot * sCsSlot + ch * sCsC + q * sCsK, cols[q], mask);
@@ -277,10 +287,12 @@ void build(KernelBuilder& k, const Specialization& spec) {
                   k.load(xbc, b * sXb + lr * sXt + (HP + col) * sXc, mC2, zero), mC2);
         }
         Value h2 = k.expandDims(k.range(BH), 0), mH2 = (h2 < H) && (lr < L);
-        k.store(dtCache, slot * sDcSlot + lr * sDcT + h2 * sDcH, k.load(dt, b * sDtB + lr * sDtT + h2 * sDtH, mH2, zero), mH2);
+        k.store(dtCache, slot * sDcSlot + lr * sDcT + h2 * sDcH,
+                k.load(dt, b * sDtB + lr * sDtT + h2 * sDtH, mH2, zero), mH2);
       });
-      k.store(cached, slot * sCached, k.ifElse(verify, [&] { return std::vector<Value>{L}; },
-                                                [&] { return std::vector<Value>{k.constInt(0)}; })[0]);
+      k.store(cached, slot * sCached,
+              k.ifElse(
+                  verify, [&] { return std::vector<Value>{L}; }, [&] { return std::vector<Value>{k.constInt(0)}; })[0]);
     });
   };
 
@@ -359,7 +371,9 @@ void chooseMeta(Specialization& s) {
   if (!s.find("meta:BLOCK_T")) {
     const int64_t BP = s.get("meta:BLOCK_P"), W = s.get("meta:width"), BNp = BN + BN / 32 * 4;
     const int64_t tokens = (s.get("replay") ? s.get("Lc") : 0) + s.get("L");
-    auto floats = [&](int64_t bt) { return (bt + 2 * W) * (2 * BNp + BP) + bt * BP * 2 + 2 * kMaxHeadsPerProgram * bt; };
+    auto floats = [&](int64_t bt) {
+      return (bt + 2 * W) * (2 * BNp + BP) + bt * BP * 2 + 2 * kMaxHeadsPerProgram * bt;
+    };
     int64_t bt = std::max<int64_t>(2, nextPow2(tokens));
     while (bt > 2 && floats(bt) > dsl::kMaxSharedBufferFloats) bt /= 2;
     s.set("meta:BLOCK_T", bt);

@@ -47,8 +47,9 @@ inline constexpr TensorArg kTensors[] = {{"conv_state", F, {"slot", "c", "k"}, "
                                          {"err", I, {}, nullptr, M}};
 // L: drafts of this step (0 with replay only); Lc: the cache depth (the staged token tiles cover
 // Lc + L); hpp: heads a program, chosen at launch.
-inline constexpr dsl::SizeArg kSizes[] = {{"batch", Count}, {"nslots", Count}, {"H", Bound}, {"P", Bound}, {"N", Bound},
-                                          {"G", Bound},     {"L", Bound},      {"Lc", Bound}, {"hpp", Count}};
+inline constexpr dsl::SizeArg kSizes[] = {{"batch", Count}, {"nslots", Count}, {"H", Bound},
+                                          {"P", Bound},     {"N", Bound},      {"G", Bound},
+                                          {"L", Bound},     {"Lc", Bound},     {"hpp", Count}};
 inline constexpr const char* kScalars[] = {"dt_min", "dt_max"};
 inline constexpr const char* kFlags[] = {"has_conv_bias", "has_D",         "has_z",  "has_dt_bias", "dt_softplus",
                                          "has_clamp",     "has_state_idx", "replay", "verify"};

@@ -21,7 +21,7 @@ dsl::KernelDef decodeStepKernel();
 dsl::KernelDef scanKernel();
 dsl::KernelDef scanBwdKernel();
 dsl::KernelDef scanBwdSumKernel();
-}
+}  // namespace ssmjit::kernels
 
 namespace ssmjit::dsl {
 
@@ -62,8 +62,7 @@ const KernelDef& findKernel(const std::string& name) {
     if (d.name == name) return d;
   std::string known;
   for (auto& d : registry()) known += (known.empty() ? "" : ", ") + d.name;
-  throw Error(Error::Kind::InvalidArgument,
-              "kernel: unknown kernel '" + name + "'; expected one of: " + known);
+  throw Error(Error::Kind::InvalidArgument, "kernel: unknown kernel '" + name + "'; expected one of: " + known);
 }
 
 std::vector<std::string> kernelNames() {
@@ -93,8 +92,8 @@ std::vector<std::pair<std::string, int64_t>> metaOverrides(const std::string& ke
       char* rest = nullptr;
       const long long v = eq == std::string::npos ? 0 : std::strtoll(item.c_str() + eq + 1, &rest, 10);
       if (eq == std::string::npos || eq == 0 || !rest || *rest != '\0' || rest == item.c_str() + eq + 1)
-        throw Error(Error::Kind::InvalidArgument, "SSMJIT_META: '" + item + "' (kernel " + kernel +
-                                                      ") is not NAME=INTEGER");
+        throw Error(Error::Kind::InvalidArgument,
+                    "SSMJIT_META: '" + item + "' (kernel " + kernel + ") is not NAME=INTEGER");
       out.emplace_back("meta:" + item.substr(0, eq), v);
     }
   }
@@ -106,12 +105,12 @@ void completeSpecialization(Specialization& spec) {
   for (const auto& [name, value] : metaOverrides(spec.kernel)) spec.set(name, value);
   findKernel(spec.kernel).chooseMeta(spec);
   if (const int64_t mb = spec.get("meta:min_blocks", 0); mb < 0 || mb > 32)
-    throw Error(Error::Kind::InvalidArgument, spec.kernel + ": meta min_blocks (SSMJIT_META) is " +
-                                                  std::to_string(mb) + ", expected 0 (the compiler's choice) or 1..32 "
+    throw Error(Error::Kind::InvalidArgument, spec.kernel + ": meta min_blocks (SSMJIT_META) is " + std::to_string(mb) +
+                                                  ", expected 0 (the compiler's choice) or 1..32 "
                                                   "blocks an SM");
   if (const int64_t u = spec.get("meta:unroll_ops", 0); u < 0)
-    throw Error(Error::Kind::InvalidArgument, spec.kernel + ": meta unroll_ops (SSMJIT_META) is " +
-                                                  std::to_string(u) + ", expected >= 0 operations (trip count x body)");
+    throw Error(Error::Kind::InvalidArgument, spec.kernel + ": meta unroll_ops (SSMJIT_META) is " + std::to_string(u) +
+                                                  ", expected >= 0 operations (trip count x body)");
   if (const auto* il = spec.find("meta:inner_lanes"); il && (!isPow2(*il) || *il > 32))
     throw Error(Error::Kind::InvalidArgument, spec.kernel + ": meta inner_lanes (SSMJIT_META) is " +
                                                   std::to_string(*il) + ", expected a power of two in 1..32 lanes");

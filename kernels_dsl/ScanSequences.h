@@ -30,8 +30,8 @@ dsl::Value programSequence(dsl::KernelBuilder& k, const Specialization& spec, ds
 // The first key of sequence i in a region of `perRow` keys a row, one key for every `unit` tokens
 // from the sequence's start: row * perRow + start / unit (+ i when packed: a packed row's
 // sequences take up to one key more each than its tokens / unit).
-dsl::Value firstScanKey(dsl::KernelBuilder& k, const ScanSequence& s, dsl::Value perRow, int64_t unit,
-                        dsl::Value hasCu, dsl::Value i);
+dsl::Value firstScanKey(dsl::KernelBuilder& k, const ScanSequence& s, dsl::Value perRow, int64_t unit, dsl::Value hasCu,
+                        dsl::Value i);
 
 // The tokens a program of the scan kernels walks serially at D channels (their default
 // meta:span): about D / 2.5, a power of two in 256..2048, so that one long sequence's programs

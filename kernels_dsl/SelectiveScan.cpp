@@ -44,29 +44,24 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   // For the backward: no out; the carried state at each tile's start goes to ws (see the header).
   const bool checkpoints = spec.get("meta:checkpoints") != 0;
   k.setShiftLanes(static_cast<int>(spec.get("meta:time_lanes")));
-  Value u = k.arg("u"), delta = k.arg("delta"), A = k.arg("A"), Bp = k.arg("B"),
-        Cp = k.arg("C"), Dv = k.arg("Dv"), z = k.arg("z"), dbias = k.arg("dbias"),
-        out = k.arg("out"), init = k.arg("init"), fin = k.arg("final"), ws = k.arg("ws"),
-        yacc = k.arg("yacc");
-  Value cu = k.arg("cu"), initIdx = k.arg("init_idx"), finIdx = k.arg("final_idx"),
-        err = k.arg("err");
+  Value u = k.arg("u"), delta = k.arg("delta"), A = k.arg("A"), Bp = k.arg("B"), Cp = k.arg("C"), Dv = k.arg("Dv"),
+        z = k.arg("z"), dbias = k.arg("dbias"), out = k.arg("out"), init = k.arg("init"), fin = k.arg("final"),
+        ws = k.arg("ws"), yacc = k.arg("yacc");
+  Value cu = k.arg("cu"), initIdx = k.arg("init_idx"), finIdx = k.arg("final_idx"), err = k.arg("err");
   auto I = [&](const char* n) { return k.arg(n); };
   Value D = I("D"), L = I("L"), nseq = I("nseq"), nInit = I("nslots_init"), nFinal = I("nslots_final"),
         maxLen = I("max_len"), kpr = I("keys_per_row"), group = I("group"), cpr = I("ckpt_per_row");
-  Value sUb = I("s_u_b"), sUd = I("s_u_d"), sDlb = I("s_dl_b"), sDld = I("s_dl_d"), sZb = I("s_z_b"),
-        sZd = I("s_z_d"), sOb = I("s_o_b"), sOd = I("s_o_d"), sYab = I("s_ya_b"), sYad = I("s_ya_d"),
-        sAd = I("s_A_d"), sAn = I("s_A_n"),
-        sBb = I("s_B_b"), sBg = I("s_B_g"), sBn = I("s_B_n"), sBd = I("s_B_d"), sCb = I("s_C_b"),
-        sCg = I("s_C_g"), sCn = I("s_C_n"), sCd = I("s_C_d"), sDd = I("s_D_d"), sDbd = I("s_db_d"),
-        sIs = I("s_init_slot"), sId = I("s_init_d"), sIn = I("s_init_n"), sFs = I("s_final_slot"),
-        sFd = I("s_final_d"), sFn = I("s_final_n"), sCu = I("s_cu"), sIidx = I("s_init_idx"),
-        sFidx = I("s_final_idx");
+  Value sUb = I("s_u_b"), sUd = I("s_u_d"), sDlb = I("s_dl_b"), sDld = I("s_dl_d"), sZb = I("s_z_b"), sZd = I("s_z_d"),
+        sOb = I("s_o_b"), sOd = I("s_o_d"), sYab = I("s_ya_b"), sYad = I("s_ya_d"), sAd = I("s_A_d"), sAn = I("s_A_n"),
+        sBb = I("s_B_b"), sBg = I("s_B_g"), sBn = I("s_B_n"), sBd = I("s_B_d"), sCb = I("s_C_b"), sCg = I("s_C_g"),
+        sCn = I("s_C_n"), sCd = I("s_C_d"), sDd = I("s_D_d"), sDbd = I("s_db_d"), sIs = I("s_init_slot"),
+        sId = I("s_init_d"), sIn = I("s_init_n"), sFs = I("s_final_slot"), sFd = I("s_final_d"), sFn = I("s_final_n"),
+        sCu = I("s_cu"), sIidx = I("s_init_idx"), sFidx = I("s_final_idx");
   auto Fl = [&](const char* n) { return k.arg(n); };
   Value bVar = Fl("b_varying"), cVar = Fl("c_varying"), hasD = Fl("has_D"), hasZ = Fl("has_z"),
-        hasDbias = Fl("has_dbias"), softplusOn = Fl("softplus"), hasCu = Fl("has_cu"),
-        hasMax = Fl("has_max_len"), hasInit = Fl("has_init"), hasInitIdx = Fl("has_init_idx"),
-        hasFinal = Fl("has_final"), hasFinalIdx = Fl("has_final_idx"), multi = Fl("multi_span"),
-        hasYacc = Fl("has_yacc");
+        hasDbias = Fl("has_dbias"), softplusOn = Fl("softplus"), hasCu = Fl("has_cu"), hasMax = Fl("has_max_len"),
+        hasInit = Fl("has_init"), hasInitIdx = Fl("has_init_idx"), hasFinal = Fl("has_final"),
+        hasFinalIdx = Fl("has_final_idx"), multi = Fl("multi_span"), hasYacc = Fl("has_yacc");
 
   // Length classes (SelectiveScan.h): 1 scans the sequences of at most meta:serial_len tokens
   // serially, 2 the longer ones by the lanes' scan, 0 every sequence by the lanes' scan.
@@ -125,15 +120,20 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     for (int64_t n = 0; n < NS; ++n) k.store(ptr, base + offsD * sD + stateOf(n) * sN, h[n], mask);
   };
   std::vector<Value> zeros(NS, k.splat(zero, {R}));
-  Value slotIn = k.ifElse(hasInit, [&] {
-    return std::vector<Value>{checkedSlot(k, hasInitIdx, initIdx, sIidx, nInit, i, reporter, err, kErrScanInitSlot)};
-  }, [&] { return std::vector<Value>{k.constInt(-1)}; })[0];
+  Value slotIn = k.ifElse(
+      hasInit,
+      [&] {
+        return std::vector<Value>{
+            checkedSlot(k, hasInitIdx, initIdx, sIidx, nInit, i, reporter, err, kErrScanInitSlot)};
+      },
+      [&] { return std::vector<Value>{k.constInt(-1)}; })[0];
   // The sequence's initial state: read by span 0 (of the main pass from ws when the states pass
   // copied it: the last span may overwrite the slot in place meanwhile).
   auto initialState = [&] {
     Value fromCopy = statesPass ? k.constBool(false) : (hasInit && multi && (nspans > 1));
-    return k.ifElse(fromCopy, [&] { return loadStates(ws, copyBase + i * DN, k.constInt(N), k.constInt(1), mD); },
-                    [&] { return loadStates(init, slotIn * sIs, sId, sIn, mD && (slotIn >= 0)); });
+    return k.ifElse(
+        fromCopy, [&] { return loadStates(ws, copyBase + i * DN, k.constInt(N), k.constInt(1), mD); },
+        [&] { return loadStates(init, slotIn * sIs, sId, sIn, mD && (slotIn >= 0)); });
   };
   std::vector<Value> h = k.ifElse(j == 0, initialState, [&] {
     if (statesPass) return zeros;
@@ -150,10 +150,12 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   if (statesPass)
     k.ifThen((j == 0) && hasInit, [&] { storeStates(ws, copyBase + i * DN, k.constInt(N), k.constInt(1), h, mD); });
 
-  Value dbiasT = k.ifElse(hasDbias, [&] { return std::vector<Value>{dE(k.load(dbias, offsD * sDbd, mD, zero))}; },
-                          [&] { return std::vector<Value>{dE(k.splat(zero, {R}))}; })[0];
-  Value DvT = k.ifElse(hasD, [&] { return std::vector<Value>{dE(k.load(Dv, offsD * sDd, mD, zero))}; },
-                       [&] { return std::vector<Value>{dE(k.splat(zero, {R}))}; })[0];
+  Value dbiasT = k.ifElse(
+      hasDbias, [&] { return std::vector<Value>{dE(k.load(dbias, offsD * sDbd, mD, zero))}; },
+      [&] { return std::vector<Value>{dE(k.splat(zero, {R}))}; })[0];
+  Value DvT = k.ifElse(
+      hasD, [&] { return std::vector<Value>{dE(k.load(Dv, offsD * sDd, mD, zero))}; },
+      [&] { return std::vector<Value>{dE(k.splat(zero, {R}))}; })[0];
   Value gE = dE(offsD / group);
   Value rT = k.range(BT);
   auto tE = [&](Value v) { return k.expandDims(v, 0); };  // [BT] -> [1, BT]
@@ -164,19 +166,20 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   auto bcTile = [&](Value varying, Value p, Value sB, Value sG, Value sN, Value sD, int64_t s, Value tOff,
                     const std::function<Value(Value, Value)>& load) {
     Value n = stateOf(s);
-    return k.ifElse(varying, [&] {
-      return std::vector<Value>{load(p, row * sB + gE * sG + (P == 1 ? n * sN : dE(n * sN)) + tOff)};
-    }, [&] {
-      return std::vector<Value>{k.broadcastTo(dE(k.load(p, offsD * sD + n * sN, mD, zero)), {R, BT})};
-    })[0];
+    return k.ifElse(
+        varying,
+        [&] { return std::vector<Value>{load(p, row * sB + gE * sG + (P == 1 ? n * sN : dE(n * sN)) + tOff)}; },
+        [&] {
+          return std::vector<Value>{k.broadcastTo(dE(k.load(p, offsD * sD + n * sN, mD, zero)), {R, BT})};
+        })[0];
   };
 
   // Time-varying B and C rows staged through shared memory when the block's channels share a group
   // (StagedBC); rows that do not fit are read as before.
   const bool oneGroup = spec.find("group") && spec.get("group") % BD == 0;
   const bool stageB = oneGroup && spec.get("b_varying", 0) && StagedBC::fits(N, BT, 1);
-  const bool stageC = oneGroup && spec.get("c_varying", 0) && !statesPass && !checkpoints &&
-                      StagedBC::fits(N, BT, stageB ? 2 : 1);
+  const bool stageC =
+      oneGroup && spec.get("c_varying", 0) && !statesPass && !checkpoints && StagedBC::fits(N, BT, stageB ? 2 : 1);
   StagedBC staged(k, N, R, BT, stageB, stageC, (pidD * BD) / group, row, {Bp, sBb, sBg, sBn}, {Cp, sCb, sCg, sCn});
 
   // D bound to a multiple of BLOCK_D: no channel mask, so a whole tile's accesses are plain.
@@ -215,13 +218,14 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
                 whole ? Value{} : tE(tl < spanLen), tOff);
     Value xu = realigned ? got[0] : load(u, row * sUb + dOffs * sUd + tOff);
     Value dt = (realigned ? got[1] : load(delta, row * sDlb + dOffs * sDld + tOff)) + dbiasT;
-    dt = k.ifElse(softplusOn, [&] { return std::vector<Value>{softplus(dt)}; },
-                  [&] { return std::vector<Value>{dt}; })[0];
+    dt = k.ifElse(
+        softplusOn, [&] { return std::vector<Value>{softplus(dt)}; }, [&] { return std::vector<Value>{dt}; })[0];
     if (!whole) dt = k.select(m2, dt, zero);  // past the span: a = 1, b = 0 leave the carry as it is
     Value du = dt * xu;
     // The earlier state chunks' sum of y (SelectiveScan.h, state chunks).
-    Value y = k.ifElse(hasYacc, [&] { return std::vector<Value>{DvT * xu + load(yacc, row * sYab + dOffs * sYad + tOff)}; },
-                       [&] { return std::vector<Value>{DvT * xu}; })[0];
+    Value y = k.ifElse(
+        hasYacc, [&] { return std::vector<Value>{DvT * xu + load(yacc, row * sYab + dOffs * sYad + tOff)}; },
+        [&] { return std::vector<Value>{DvT * xu}; })[0];
     std::vector<Value> next;
     for (int64_t n = 0; n < NS; ++n) {
       Value a = k.exp2(dt * dE(A2[n]));
@@ -237,15 +241,20 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     }
     next.push_back(cs[NS]);
     if (checkpoints) return next;
-    y = k.ifElse(hasZ, [&] {
-      if (!realigned) return std::vector<Value>{y * silu(load(z, row * sZb + dOffs * sZd + tOff))};
-      PackedRuns az(k, t0 + c, BT, run);
-      az.load(z, row * sZb + dOffs * sZd, mask);
-      return std::vector<Value>{y * silu(az.realign()[0])};
-    }, [&] { return std::vector<Value>{y}; })[0];
+    y = k.ifElse(
+        hasZ,
+        [&] {
+          if (!realigned) return std::vector<Value>{y * silu(load(z, row * sZb + dOffs * sZd + tOff))};
+          PackedRuns az(k, t0 + c, BT, run);
+          az.load(z, row * sZb + dOffs * sZd, mask);
+          return std::vector<Value>{y * silu(az.realign()[0])};
+        },
+        [&] { return std::vector<Value>{y}; })[0];
     Value oOff = row * sOb + dOffs * sOd + tOff;
-    if (mask.valid()) k.store(out, oOff, y, mask);
-    else k.store(out, oOff, y);
+    if (mask.valid())
+      k.store(out, oOff, y, mask);
+    else
+      k.store(out, oOff, y);
     return next;
   };
   // The serial class' tile: tokens [c, c + BT) of the span, from token tStart = t0 + c of the row,
@@ -255,7 +264,8 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   // part + s P and computes dt for its own W = BT / P tokens; with P > 1 the parts exchange dt and
   // dt u, and their sums of C h over each group of states, through shared memory.
   const int64_t W = BT / P, xchgPlane = BD * BT, groupRow = G * BT + 4;  // + 4: banks
-  Value xchg = P > 1 ? k.sharedBuffer(2 * xchgPlane) : Value{}, groups = P > 1 ? k.sharedBuffer(BD * groupRow) : Value{};
+  Value xchg = P > 1 ? k.sharedBuffer(2 * xchgPlane) : Value{},
+        groups = P > 1 ? k.sharedBuffer(BD * groupRow) : Value{};
   Value chanE = dE(chan), partE = P > 1 ? dE(part) : Value{};
   Value own = P == 1 ? tE(k.range(W)) : partE * W + tE(k.range(W));  // [R or 1, W]: the thread's tokens
   // Which of the thread's own tokens, and which of the tile's, lie in the span.
@@ -284,12 +294,13 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     auto loadOwn = [&](Value p, Value base) { return loadOwnWith(ownMask, tStart, p, base); };
     Value xu = got[0];
     Value dt = got[1] + dbiasT;
-    dt = k.ifElse(softplusOn, [&] { return std::vector<Value>{softplus(dt)}; },
-                  [&] { return std::vector<Value>{dt}; })[0];
+    dt = k.ifElse(
+        softplusOn, [&] { return std::vector<Value>{softplus(dt)}; }, [&] { return std::vector<Value>{dt}; })[0];
     if (!whole) dt = k.select(k.broadcastTo(ownIn, {R, W}), dt, zero);  // outside the span: a = 1
     Value du = dt * xu;
-    Value base = k.ifElse(hasYacc, [&] { return std::vector<Value>{DvT * xu + loadOwn(yacc, row * sYab + dOffs * sYad)}; },
-                          [&] { return std::vector<Value>{DvT * xu}; })[0];
+    Value base = k.ifElse(
+        hasYacc, [&] { return std::vector<Value>{DvT * xu + loadOwn(yacc, row * sYab + dOffs * sYad)}; },
+        [&] { return std::vector<Value>{DvT * xu}; })[0];
     Value inSpan = inSpanAt(c);
     Value tOff = tE(tStart + rT);
     if (P > 1) {
@@ -304,7 +315,8 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
       dtT = k.load(xchg, at);
       duT = k.load(xchg, at + xchgPlane);
     }
-    Value mask = whole ? (channelsWhole ? Value{} : k.broadcastTo(mD2, {R, BT})) : k.broadcastTo(inSpan && mD2, {R, BT});
+    Value mask =
+        whole ? (channelsWhole ? Value{} : k.broadcastTo(mD2, {R, BT})) : k.broadcastTo(inSpan && mD2, {R, BT});
     auto load = [&](Value p, Value off) { return mask.valid() ? k.load(p, off, mask, zero) : k.load(p, off); };
     Value outside = whole ? Value{} : k.broadcastTo(!inSpan, {R, BT});
     // The thread's state s is in its group q = s % (G / P) (group q P + part of the channel's): walked
@@ -332,11 +344,14 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
         std::vector<Value> sc = k.associativeScan({a, b}, 1, linear, {k.splat(k.constFloat(1), {R}), cs[n]});
         next[n] = sc[3];
         Value ch = (stageC ? (P == 1 ? staged.row(n, true) : staged.row(bcN, true))
-                           : bcTile(cVar, Cp, sCb, sCg, sCn, sCd, n, tOff, load)) * sc[1];
+                           : bcTile(cVar, Cp, sCb, sCg, sCn, sCd, n, tOff, load)) *
+                   sc[1];
         sum = sum.valid() ? sum + ch : ch;
       }
-      if (P == 1) treeAdd(sum);
-      else k.store(groups, chanE * groupRow + (partE + q * P) * BT + tE(rT), sum);
+      if (P == 1)
+        treeAdd(sum);
+      else
+        k.store(groups, chanE * groupRow + (partE + q * P) * BT + tE(rT), sum);
     }
     next.push_back(cs[NS]);
     if (P > 1) {  // the channel's G groups over the own tokens
@@ -344,11 +359,14 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
       for (int64_t g = 0; g < G; ++g) treeAdd(k.load(groups, k.broadcastTo(chanE * groupRow + g * BT + own, {R, W})));
     }
     Value y = base + tree[0].first;
-    y = k.ifElse(hasZ, [&] { return std::vector<Value>{y * silu(loadOwn(z, row * sZb + dOffs * sZd))}; },
-                 [&] { return std::vector<Value>{y}; })[0];
+    y = k.ifElse(
+        hasZ, [&] { return std::vector<Value>{y * silu(loadOwn(z, row * sZb + dOffs * sZd))}; },
+        [&] { return std::vector<Value>{y}; })[0];
     Value oOff = row * sOb + dOffs * sOd + tStart + own;
-    if (ownMask.valid()) k.store(out, oOff, y, ownMask);
-    else k.store(out, oOff, y);
+    if (ownMask.valid())
+      k.store(out, oOff, y, ownMask);
+    else
+      k.store(out, oOff, y);
     return next;
   };
   std::vector<Value> carry = h;
@@ -371,8 +389,9 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
       const std::vector<Value> ahead = prefetch ? loadsAt(r + BT) : std::vector<Value>{};
       Value c = r - t0;
       Value whole = (c >= 0) && (c + BT <= spanLen);
-      std::vector<Value> next = k.ifElse(whole, [&] { return serialTile(true, c, r, state, got); },
-                                         [&] { return serialTile(false, c, r, state, got); });
+      std::vector<Value> next = k.ifElse(
+          whole, [&] { return serialTile(true, c, r, state, got); },
+          [&] { return serialTile(false, c, r, state, got); });
       next.insert(next.end(), ahead.begin(), ahead.end());
       return next;
     });
@@ -380,7 +399,8 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     carry = k.forLoop(zeroI, spanLen, k.constInt(BT), carry, [&](Value c, const std::vector<Value>& cs) {
       // A packed row's whole tile also reads the run after it: it must lie in the row.
       Value whole = realignPacked ? (c + BT <= spanLen) && (t0 + c + BT + run <= L) : c + BT <= spanLen;
-      return k.ifElse(whole, [&] { return tile(true, c, cs); }, [&] { return tile(false, c, cs); });
+      return k.ifElse(
+          whole, [&] { return tile(true, c, cs); }, [&] { return tile(false, c, cs); });
     });
   }
   std::vector<Value> hEnd(carry.begin(), carry.begin() + NS);
@@ -414,20 +434,21 @@ void chooseScanMeta(Specialization& s) {
   const int64_t lanes = s.get("meta:time_lanes");
   if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", 8 * lanes);
   if (serial) {  // P: a power of two dividing the groups of states, with a token of the tile each
-    const int64_t most = std::min({s.get("meta:state_parts"), scanStateGroups(s.get("meta:dstate", 1)), s.get("meta:BLOCK_T")});
+    const int64_t most =
+        std::min({s.get("meta:state_parts"), scanStateGroups(s.get("meta:dstate", 1)), s.get("meta:BLOCK_T")});
     int64_t parts = 1;
     while (parts * 2 <= most) parts *= 2;
     s.set("meta:state_parts", parts);
   }
-  if (!s.find("meta:num_warps"))
-    s.set("meta:num_warps", std::clamp<int64_t>(nextPow2(D) * lanes / 32, 1, 4));
+  if (!s.find("meta:num_warps")) s.set("meta:num_warps", std::clamp<int64_t>(nextPow2(D) * lanes / 32, 1, 4));
   // A program's threads along channels: its channels times the parts of each (serial class).
   const int64_t parts = serial ? s.get("meta:state_parts") : 1;
   // The serial class' reads a tile ahead where a channel's states are split (few sequences: each
   // program's tiles wait on memory); with one thread a channel (many sequences) registers are short
   // and the prefetch costs.
   if (!s.find("meta:prefetch")) s.set("meta:prefetch", parts > 1);
-  if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", std::max<int64_t>(1, s.get("meta:num_warps") * 32 / lanes / parts));
+  if (!s.find("meta:BLOCK_D"))
+    s.set("meta:BLOCK_D", std::max<int64_t>(1, s.get("meta:num_warps") * 32 / lanes / parts));
   if (!s.find("meta:span")) {
     int64_t span = scanSpanForWidth(D);
     // A sequence whose channels alone give ~1000 warps fills the GPU: no spans, no states pass.

@@ -52,28 +52,47 @@ constexpr auto Bound = dsl::SizeUse::Bound, Div = dsl::SizeUse::Div, Count = dsl
 // contiguous), A[d, n], B/C time-varying [row, g, n, t] or constant [d, n] (their b and g strides
 // 0, n and d the constant's), Dv/dbias[d], states [slot, d, n].
 inline constexpr TensorArg u{"u", F, {"b", "d"}}, delta{"delta", F, {"b", "d"}, "dl"}, A{"A", F, {"d", "n"}},
-    B{"B", F, {"b", "g", "n", "d"}}, C{"C", F, {"b", "g", "n", "d"}}, Dv{"Dv", F, {"d"}, "D"},
-    z{"z", F, {"b", "d"}}, dbias{"dbias", F, {"d"}, "db"}, ws{"ws", F, {}}, cu{"cu", I, {""}, nullptr, M},
-    initIdx{"init_idx", I, {""}, nullptr, M}, finalIdx{"final_idx", I, {""}, nullptr, M},
-    err{"err", I, {}, nullptr, M};
+    B{"B", F, {"b", "g", "n", "d"}}, C{"C", F, {"b", "g", "n", "d"}}, Dv{"Dv", F, {"d"}, "D"}, z{"z", F, {"b", "d"}},
+    dbias{"dbias", F, {"d"}, "db"}, ws{"ws", F, {}}, cu{"cu", I, {""}, nullptr, M},
+    initIdx{"init_idx", I, {""}, nullptr, M}, finalIdx{"final_idx", I, {""}, nullptr, M}, err{"err", I, {}, nullptr, M};
 
 // N is meta:dstate; group: channels a group of B/C (D / G). ws: float32, the states at [key, d, n]
 // (keys x D x N), then the summed dt at [key, d] (keys x D), then the initial-state copies [i, d, n].
-inline constexpr TensorArg kFwdTensors[] = {
-    u, delta, A, B, C, Dv, z, dbias, {"out", F, {"b", "d"}, "o"}, {"init", F, {"slot", "d", "n"}},
-    {"final", F, {"slot", "d", "n"}}, ws, {"yacc", F, {"b", "d"}, "ya"}, cu, initIdx, finalIdx, err};
+inline constexpr TensorArg kFwdTensors[] = {u,
+                                            delta,
+                                            A,
+                                            B,
+                                            C,
+                                            Dv,
+                                            z,
+                                            dbias,
+                                            {"out", F, {"b", "d"}, "o"},
+                                            {"init", F, {"slot", "d", "n"}},
+                                            {"final", F, {"slot", "d", "n"}},
+                                            ws,
+                                            {"yacc", F, {"b", "d"}, "ya"},
+                                            cu,
+                                            initIdx,
+                                            finalIdx,
+                                            err};
 inline constexpr const char* kFwdStrideOrder[] = {"u",  "delta", "z",    "out",   "yacc", "A",        "B",        "C",
                                                   "Dv", "dbias", "init", "final", "cu",   "init_idx", "final_idx"};
-inline constexpr SizeArg kFwdSizes[] = {{"D", Bound},         {"L", Div},           {"nseq", Count},
-                                        {"nslots_init", Count}, {"nslots_final", Count}, {"max_len", Count},
-                                        {"keys_per_row", Div},  {"group", Bound},        {"ckpt_per_row", Div}};
-inline constexpr const char* kFwdFlags[] = {"b_varying", "c_varying",    "has_D",       "has_z",     "has_dbias",
-                                            "softplus",  "has_cu",       "has_max_len", "has_init",  "has_init_idx",
-                                            "has_final", "has_final_idx", "multi_span", "has_yacc"};
+inline constexpr SizeArg kFwdSizes[] = {{"D", Bound},
+                                        {"L", Div},
+                                        {"nseq", Count},
+                                        {"nslots_init", Count},
+                                        {"nslots_final", Count},
+                                        {"max_len", Count},
+                                        {"keys_per_row", Div},
+                                        {"group", Bound},
+                                        {"ckpt_per_row", Div}};
+inline constexpr const char* kFwdFlags[] = {"b_varying", "c_varying",     "has_D",       "has_z",    "has_dbias",
+                                            "softplus",  "has_cu",        "has_max_len", "has_init", "has_init_idx",
+                                            "has_final", "has_final_idx", "multi_span",  "has_yacc"};
 }  // namespace scan
 
-inline constexpr dsl::Signature kScan{"selective_scan_fwd", scan::kFwdTensors, scan::kFwdSizes, {}, scan::kFwdFlags,
-                                      scan::kFwdStrideOrder};
+inline constexpr dsl::Signature kScan{"selective_scan_fwd", scan::kFwdTensors,    scan::kFwdSizes, {},
+                                      scan::kFwdFlags,      scan::kFwdStrideOrder};
 
 // Device status codes (err[0]; err[1..3] as named).
 inline constexpr long long kErrScanCuSeqlens = 30;  // sequence i, cu[i], cu[i + 1]

@@ -45,19 +45,18 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
   Value u = P("u"), delta = P("delta"), A = P("A"), Bp = P("B"), Cp = P("C"), Dv = P("Dv"), z = P("z"),
         dbias = P("dbias"), dout = P("dout"), dfin = P("dfinal"), du = P("du"), ddelta = P("ddelta"), dz = P("dz"),
         dinit = P("dinit"), ws = P("ws"), part = P("part");
-  Value cu = k.arg("cu"), initIdx = k.arg("init_idx"), finIdx = k.arg("final_idx"),
-        err = k.arg("err");
+  Value cu = k.arg("cu"), initIdx = k.arg("init_idx"), finIdx = k.arg("final_idx"), err = k.arg("err");
   auto I = [&](const char* n) { return k.arg(n); };
   Value D = I("D"), L = I("L"), nseq = I("nseq"), nInit = I("nslots_init"), nFinal = I("nslots_final"),
         maxLen = I("max_len"), cpr = I("ckpt_per_row"), spr = I("span_keys_per_row"), group = I("group"),
         adjBase = I("adj_base"), partBase = I("part_base"), bcBase = I("bc_base"), bcSize = I("bc_size");
-  Value sUb = I("s_u_b"), sUd = I("s_u_d"), sDlb = I("s_dl_b"), sDld = I("s_dl_d"), sZb = I("s_z_b"),
-        sZd = I("s_z_d"), sDob = I("s_do_b"), sDod = I("s_do_d"), sDub = I("s_du_b"), sDud = I("s_du_d"),
-        sDdlb = I("s_ddl_b"), sDdld = I("s_ddl_d"), sDzb = I("s_dz_b"), sDzd = I("s_dz_d"), sAd = I("s_A_d"),
-        sAn = I("s_A_n"), sBb = I("s_B_b"), sBg = I("s_B_g"), sBn = I("s_B_n"), sBd = I("s_B_d"),
-        sCb = I("s_C_b"), sCg = I("s_C_g"), sCn = I("s_C_n"), sCd = I("s_C_d"), sDd = I("s_D_d"),
-        sDbd = I("s_db_d"), sFs = I("s_df_slot"), sFd = I("s_df_d"), sFn = I("s_df_n"), sIs = I("s_di_slot"),
-        sId = I("s_di_d"), sIn = I("s_di_n"), sCu = I("s_cu"), sIidx = I("s_init_idx"), sFidx = I("s_final_idx");
+  Value sUb = I("s_u_b"), sUd = I("s_u_d"), sDlb = I("s_dl_b"), sDld = I("s_dl_d"), sZb = I("s_z_b"), sZd = I("s_z_d"),
+        sDob = I("s_do_b"), sDod = I("s_do_d"), sDub = I("s_du_b"), sDud = I("s_du_d"), sDdlb = I("s_ddl_b"),
+        sDdld = I("s_ddl_d"), sDzb = I("s_dz_b"), sDzd = I("s_dz_d"), sAd = I("s_A_d"), sAn = I("s_A_n"),
+        sBb = I("s_B_b"), sBg = I("s_B_g"), sBn = I("s_B_n"), sBd = I("s_B_d"), sCb = I("s_C_b"), sCg = I("s_C_g"),
+        sCn = I("s_C_n"), sCd = I("s_C_d"), sDd = I("s_D_d"), sDbd = I("s_db_d"), sFs = I("s_df_slot"),
+        sFd = I("s_df_d"), sFn = I("s_df_n"), sIs = I("s_di_slot"), sId = I("s_di_d"), sIn = I("s_di_n"),
+        sCu = I("s_cu"), sIidx = I("s_init_idx"), sFidx = I("s_final_idx");
   auto Fl = [&](const char* n) { return k.arg(n); };
   Value bVar = Fl("b_varying"), cVar = Fl("c_varying"), hasD = Fl("has_D"), hasZ = Fl("has_z"),
         hasDbias = Fl("has_dbias"), softplusOn = Fl("softplus"), hasCu = Fl("has_cu"), hasDfinal = Fl("has_dfinal"),
@@ -91,8 +90,9 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
     A2.push_back(An.back() * kLog2e);
   }
   auto param = [&](Value has, Value p, Value s) {
-    return k.ifElse(has, [&] { return std::vector<Value>{dE(k.load(p, offsD * s, mD, zero))}; },
-                    [&] { return std::vector<Value>{dE(k.splat(zero, {BD}))}; })[0];
+    return k.ifElse(
+        has, [&] { return std::vector<Value>{dE(k.load(p, offsD * s, mD, zero))}; },
+        [&] { return std::vector<Value>{dE(k.splat(zero, {BD}))}; })[0];
   };
   Value dbiasT = param(hasDbias, dbias, sDbd), DvT = param(hasD, Dv, sDd);
   Value gE = dE(offsD / group);
@@ -112,9 +112,13 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
   } else {
     // The adjoint at the span's end: d(final state) of the sequence's slot (or 0) carried back
     // through the later spans, last first: s = S + exp(A sum_dt) s.
-    Value slotF = k.ifElse(hasDfinal, [&] {
-      return std::vector<Value>{checkedSlot(k, hasFinalIdx, finIdx, sFidx, nFinal, i, pidD + j, err, kErrScanFinalSlot)};
-    }, [&] { return std::vector<Value>{k.constInt(-1)}; })[0];
+    Value slotF = k.ifElse(
+        hasDfinal,
+        [&] {
+          return std::vector<Value>{
+              checkedSlot(k, hasFinalIdx, finIdx, sFidx, nFinal, i, pidD + j, err, kErrScanFinalSlot)};
+        },
+        [&] { return std::vector<Value>{k.constInt(-1)}; })[0];
     for (int64_t n = 0; n < N; ++n)
       carry.push_back(k.load(dfin, slotF * sFs + offsD * sFd + n * sFn, mD && (slotF >= 0), zero));
     carry = k.forLoop(zeroI, nspans - 1 - j, k.constInt(1), carry, [&](Value q, const std::vector<Value>& c) {
@@ -160,11 +164,13 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
     // A packed row's tiles with their places past the sequence (a loaded tile's: read from the
     // next one) zeroed where `m` is false ([1, BT] or the tiles' shape), in a partial tile only.
     auto pastEndZeroed = [&](const std::vector<Value>& v, Value m) {
-      return k.ifElse(full, [&] { return v; }, [&] {
-        std::vector<Value> r;
-        for (Value x : v) r.push_back(k.select(m.shape() == x.shape() ? m : k.broadcastTo(m, x.shape()), x, zero));
-        return r;
-      });
+      return k.ifElse(
+          full, [&] { return v; },
+          [&] {
+            std::vector<Value> r;
+            for (Value x : v) r.push_back(k.select(m.shape() == x.shape() ? m : k.broadcastTo(m, x.shape()), x, zero));
+            return r;
+          });
     };
     // Past the sequence: a = 1, b = 0, no gradient.
     auto pastEndZero = [&](Value x) {
@@ -183,11 +189,11 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
       return pastEndZeroed(pr.realign(), tE(m1));
     };
     auto bcTile = [&](Value varying, Value p, Value sB, Value sG, Value sN, Value sD, int64_t n) {
-      return k.ifElse(varying, [&] {
-        return std::vector<Value>{load(p, row * sB + gE * sG + n * sN + tOff)};
-      }, [&] {
-        return std::vector<Value>{k.broadcastTo(dE(k.load(p, offsD * sD + n * sN, mD, zero)), {BD, BT})};
-      })[0];
+      return k.ifElse(
+          varying, [&] { return std::vector<Value>{load(p, row * sB + gE * sG + n * sN + tOff)}; },
+          [&] {
+            return std::vector<Value>{k.broadcastTo(dE(k.load(p, offsD * sD + n * sN, mD, zero)), {BD, BT})};
+          })[0];
     };
     std::vector<std::pair<Value, Value>> tiles = {
         {u, row * sUb + dOffs * sUd}, {delta, row * sDlb + dOffs * sDld}, {dout, row * sDob + dOffs * sDod}};
@@ -204,15 +210,20 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
                 whole ? Value{} : tE(m1), tOff);
     Value xu = udg[0];
     Value draw = udg[1] + dbiasT;
-    Value dt = k.ifElse(softplusOn, [&] { return std::vector<Value>{softplus(draw)}; },
-                        [&] { return std::vector<Value>{draw}; })[0];
+    Value dt = k.ifElse(
+        softplusOn, [&] { return std::vector<Value>{softplus(draw)}; }, [&] { return std::vector<Value>{draw}; })[0];
     dt = pastEndZero(dt);
     Value go = udg[2];
-    std::vector<Value> zg = k.ifElse(hasZ, [&] {
-      Value zt = loadTiles({{z, row * sZb + dOffs * sZd}})[0];
-      Value sg = sigmoid(zt);
-      return std::vector<Value>{go * (zt * sg), sg * (1.0 + zt * (1.0 - sg))};  // dy, silu'(z)
-    }, [&] { return std::vector<Value>{go, k.splat(zero, {BD, BT})}; });
+    std::vector<Value> zg = k.ifElse(
+        hasZ,
+        [&] {
+          Value zt = loadTiles({{z, row * sZb + dOffs * sZd}})[0];
+          Value sg = sigmoid(zt);
+          return std::vector<Value>{go * (zt * sg), sg * (1.0 + zt * (1.0 - sg))};  // dy, silu'(z)
+        },
+        [&] {
+          return std::vector<Value>{go, k.splat(zero, {BD, BT})};
+        });
     Value dy = zg[0];
     if (adjointPass) {
       std::vector<Value> next;
@@ -229,11 +240,17 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
     // State chunks (SelectiveScanBackward.h): the earlier chunks' sums over their states of du,
     // ddelta before softplus' derivative, and y, from the three planes of `part`.
     Value plane = rowsBC * D * L, pOff = (row * D + dOffs) * L + tOff;
-    std::vector<Value> acc = k.ifElse(partIn, [&] {
-      Value yIn = k.ifElse(hasZ, [&] { return std::vector<Value>{DvT * xu + load(part, plane * 2 + pOff)}; },
-                           [&] { return std::vector<Value>{DvT * xu}; })[0];  // y is only for dz
-      return std::vector<Value>{DvT * dy + load(part, pOff), load(part, plane + pOff), yIn};
-    }, [&] { return std::vector<Value>{DvT * dy, k.splat(zero, {BD, BT}), DvT * xu}; });
+    std::vector<Value> acc = k.ifElse(
+        partIn,
+        [&] {
+          Value yIn = k.ifElse(
+              hasZ, [&] { return std::vector<Value>{DvT * xu + load(part, plane * 2 + pOff)}; },
+              [&] { return std::vector<Value>{DvT * xu}; })[0];  // y is only for dz
+          return std::vector<Value>{DvT * dy + load(part, pOff), load(part, plane + pOff), yIn};
+        },
+        [&] {
+          return std::vector<Value>{DvT * dy, k.splat(zero, {BD, BT}), DvT * xu};
+        });
     Value duAcc = acc[0], ddt = acc[1], y = acc[2];
     std::vector<Value> next(cs.size()), partB, partC;
     for (int64_t n = 0; n < N; ++n) {
@@ -257,16 +274,19 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
       // Time-varying dB/dC: this block's channels of each group summed per token; stored after
       // the last state, so that the reductions of every state share one barrier.
       auto perToken = [&](Value varying, Value v, int64_t r, std::vector<Value>& parts) {
-        std::vector<Value> res = k.ifElse(varying, [&] {
-          std::vector<Value> out{cs[r]};
-          for (int64_t lg = 0; lg < NGL; ++lg)
-            out.push_back(k.reduce(NGL == 1 ? v : k.select(gE == g0 + lg, v, zero), 0, "sum"));
-          return out;
-        }, [&] {
-          std::vector<Value> out{cs[r] + k.reduce(v, 1, "sum")};
-          for (int64_t lg = 0; lg < NGL; ++lg) out.push_back(k.splat(zero, {BT}));
-          return out;
-        });
+        std::vector<Value> res = k.ifElse(
+            varying,
+            [&] {
+              std::vector<Value> out{cs[r]};
+              for (int64_t lg = 0; lg < NGL; ++lg)
+                out.push_back(k.reduce(NGL == 1 ? v : k.select(gE == g0 + lg, v, zero), 0, "sum"));
+              return out;
+            },
+            [&] {
+              std::vector<Value> out{cs[r] + k.reduce(v, 1, "sum")};
+              for (int64_t lg = 0; lg < NGL; ++lg) out.push_back(k.splat(zero, {BT}));
+              return out;
+            });
         next[r] = res[0];
         parts.insert(parts.end(), res.begin() + 1, res.end());
       };
@@ -277,7 +297,8 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
     auto storeParts = [&](const std::vector<Value>& parts, Value regionBase) {
       for (int64_t n = 0; n < N; ++n)
         for (int64_t lg = 0; lg < NGL; ++lg) {
-          Value off = bcPartOffset(regionBase, pidD, NGL, k.constInt(lg), N, k.constInt(n), rowsBC, cpr, BT, ckptKey0, tl);
+          Value off =
+              bcPartOffset(regionBase, pidD, NGL, k.constInt(lg), N, k.constInt(n), rowsBC, cpr, BT, ckptKey0, tl);
           // A packed row's partial tile too stores whole: the sums kernel reads no token past the
           // sequence, and the tile's key is the sequence's own.
           whole || realignPacked ? k.store(ws, off, parts[n * NGL + lg]) : k.store(ws, off, parts[n * NGL + lg], m1);
@@ -286,27 +307,34 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
     k.ifThen(bVar, [&] { storeParts(partB, bcBase); });
     k.ifThen(cVar, [&] { storeParts(partC, bcBase + k.select(bVar, bcSize, zeroI)); });
     next[N + N] = cs[N + N] + k.reduce(dy * xu, 1, "sum");
-    next[N + N + 1] = k.ifElse(partOut, [&] {
-      store(part, pOff, duAcc);
-      store(part, plane + pOff, ddt);
-      k.ifThen(hasZ, [&] { store(part, plane * 2 + pOff, y); });
-      return std::vector<Value>{cs[N + N + 1]};
-    }, [&] {
-      k.ifThen(hasZ, [&] { store(dz, row * sDzb + dOffs * sDzd + tOff, go * y * zg[1]); });
-      Value dd = k.ifElse(softplusOn, [&] {
-        return std::vector<Value>{ddt * k.select(draw <= 20.0, sigmoid(draw), k.splat(one, {BD, BT}))};
-      }, [&] { return std::vector<Value>{ddt}; })[0];
-      dd = pastEndZero(dd);
-      store(du, row * sDub + dOffs * sDud + tOff, duAcc);
-      store(ddelta, row * sDdlb + dOffs * sDdld + tOff, dd);
-      return std::vector<Value>{cs[N + N + 1] + k.reduce(dd, 1, "sum")};
-    })[0];
+    next[N + N + 1] = k.ifElse(
+        partOut,
+        [&] {
+          store(part, pOff, duAcc);
+          store(part, plane + pOff, ddt);
+          k.ifThen(hasZ, [&] { store(part, plane * 2 + pOff, y); });
+          return std::vector<Value>{cs[N + N + 1]};
+        },
+        [&] {
+          k.ifThen(hasZ, [&] { store(dz, row * sDzb + dOffs * sDzd + tOff, go * y * zg[1]); });
+          Value dd = k.ifElse(
+              softplusOn,
+              [&] {
+                return std::vector<Value>{ddt * k.select(draw <= 20.0, sigmoid(draw), k.splat(one, {BD, BT}))};
+              },
+              [&] { return std::vector<Value>{ddt}; })[0];
+          dd = pastEndZero(dd);
+          store(du, row * sDub + dOffs * sDud + tOff, duAcc);
+          store(ddelta, row * sDdlb + dOffs * sDdld + tOff, dd);
+          return std::vector<Value>{cs[N + N + 1] + k.reduce(dd, 1, "sum")};
+        })[0];
     return next;
   };
   carry = k.forLoop(zeroI, nTiles, k.constInt(1), carry, [&](Value q, const std::vector<Value>& cs) {
     Value c = t0 + (nTiles - 1 - q) * BT;
     if (realignPacked) return tile(false, c, cs);  // one body (see above)
-    return k.ifElse(c + BT <= len, [&] { return tile(true, c, cs); }, [&] { return tile(false, c, cs); });
+    return k.ifElse(
+        c + BT <= len, [&] { return tile(true, c, cs); }, [&] { return tile(false, c, cs); });
   });
 
   if (adjointPass) {
@@ -317,8 +345,7 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
   for (int64_t r = 0; r < NS; ++r) k.store(ws, partBase + (spanKey * NS + r) * D + offsD, carry[N + r], mD);
   k.ifThen(hasDinit && (j == 0), [&] {
     Value slotI = checkedSlot(k, hasInitIdx, initIdx, sIidx, nInit, i, k.constInt(1), err, kErrScanInitSlot);
-    for (int64_t n = 0; n < N; ++n)
-      k.store(dinit, slotI * sIs + offsD * sId + n * sIn, carry[n], mD && (slotI >= 0));
+    for (int64_t n = 0; n < N; ++n) k.store(dinit, slotI * sIs + offsD * sId + n * sIn, carry[n], mD && (slotI >= 0));
   });
 }
 
@@ -330,8 +357,7 @@ void chooseScanBwdMeta(Specialization& s) {
   if (!s.find("meta:time_lanes")) s.set("meta:time_lanes", 8);
   const int64_t lanes = s.get("meta:time_lanes");
   if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", 4 * lanes);
-  if (!s.find("meta:num_warps"))
-    s.set("meta:num_warps", std::clamp<int64_t>(nextPow2(D) * lanes / 32, 1, 4));
+  if (!s.find("meta:num_warps")) s.set("meta:num_warps", std::clamp<int64_t>(nextPow2(D) * lanes / 32, 1, 4));
   if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", s.get("meta:num_warps") * 32 / lanes);
   if (!s.find("meta:groups_per_block")) {
     // The most groups BLOCK_D consecutive channels can touch.
@@ -356,18 +382,17 @@ void buildScanBwdSum(KernelBuilder& k, const Specialization& spec) {
                 NGL = spec.get("meta:groups_per_block"), NS = scanBwdSums(N);
   const int64_t SPAN = spec.get("meta:span"), BT = spec.get("meta:bwd_block_t");
   const bool part1 = spec.get("meta:part") != 0;
-  Value ws = k.arg("ws"), dA = k.arg("dA"), dD = k.arg("dD"), ddb = k.arg("ddbias"),
-        dB = k.arg("dB"), dC = k.arg("dC"), cu = k.arg("cu");
+  Value ws = k.arg("ws"), dA = k.arg("dA"), dD = k.arg("dD"), ddb = k.arg("ddbias"), dB = k.arg("dB"), dC = k.arg("dC"),
+        cu = k.arg("cu");
   auto I = [&](const char* n) { return k.arg(n); };
   Value D = I("D"), L = I("L"), nseq = I("nseq"), rows = I("rows"), G = I("G"), group = I("group"),
         dblocks = I("dblocks"), spr = I("span_keys_per_row"), cpr = I("ckpt_per_row"), partBase = I("part_base"),
-        bcBase = I("bc_base"),
-        bcSize = I("bc_size"), sCu = I("s_cu");
-  Value sAd = I("s_dA_d"), sAn = I("s_dA_n"), sDD = I("s_dD"), sDdb = I("s_ddb"), sBb = I("s_dB_b"),
-        sBg = I("s_dB_g"), sBn = I("s_dB_n"), sBd = I("s_dB_d"), sCb = I("s_dC_b"), sCg = I("s_dC_g"),
-        sCn = I("s_dC_n"), sCd = I("s_dC_d");
-  Value bVar = k.arg("b_varying"), cVar = k.arg("c_varying"), hasD = k.arg("has_D"),
-        hasDbias = k.arg("has_dbias"), hasCu = k.arg("has_cu");
+        bcBase = I("bc_base"), bcSize = I("bc_size"), sCu = I("s_cu");
+  Value sAd = I("s_dA_d"), sAn = I("s_dA_n"), sDD = I("s_dD"), sDdb = I("s_ddb"), sBb = I("s_dB_b"), sBg = I("s_dB_g"),
+        sBn = I("s_dB_n"), sBd = I("s_dB_d"), sCb = I("s_dC_b"), sCg = I("s_dC_g"), sCn = I("s_dC_n"),
+        sCd = I("s_dC_d");
+  Value bVar = k.arg("b_varying"), cVar = k.arg("c_varying"), hasD = k.arg("has_D"), hasDbias = k.arg("has_dbias"),
+        hasCu = k.arg("has_cu");
   Value zero = k.constFloat(0), zeroI = k.constInt(0);
   Value offs = k.programId(0) * BLOCK + k.range(BLOCK);
   if (!part1) {
@@ -375,15 +400,17 @@ void buildScanBwdSum(KernelBuilder& k, const Specialization& spec) {
     // Per sequence its spans in order, then the sequences in order: a sequence's sum does not
     // depend on where it lies in a packed row. A bad cu_seqlens (reported by the checkpoint
     // launch) reads no span.
-    Value acc = k.forLoop(zeroI, nseq, k.constInt(1), {k.splat(zero, {BLOCK})}, [&](Value i, const std::vector<Value>& c) {
-      const ScanSequence s = scanSequence(k, hasCu, cu, sCu, L, nseq, i);
-      Value key0 = firstScanKey(k, s, spr, SPAN, hasCu, i);
-      Value spans = k.select(s.bad, zeroI, cdiv(s.end - s.start, k.constInt(SPAN)));
-      Value seq = k.forLoop(zeroI, spans, k.constInt(1), {k.splat(zero, {BLOCK})}, [&](Value jj, const std::vector<Value>& cs) {
-        return std::vector<Value>{cs[0] + k.load(ws, partBase + ((key0 + jj) * NS + r) * D + offs, m, zero)};
-      })[0];
-      return std::vector<Value>{c[0] + seq};
-    })[0];
+    Value acc =
+        k.forLoop(zeroI, nseq, k.constInt(1), {k.splat(zero, {BLOCK})}, [&](Value i, const std::vector<Value>& c) {
+          const ScanSequence s = scanSequence(k, hasCu, cu, sCu, L, nseq, i);
+          Value key0 = firstScanKey(k, s, spr, SPAN, hasCu, i);
+          Value spans = k.select(s.bad, zeroI, cdiv(s.end - s.start, k.constInt(SPAN)));
+          Value seq = k.forLoop(
+              zeroI, spans, k.constInt(1), {k.splat(zero, {BLOCK})}, [&](Value jj, const std::vector<Value>& cs) {
+                return std::vector<Value>{cs[0] + k.load(ws, partBase + ((key0 + jj) * NS + r) * D + offs, m, zero)};
+              })[0];
+          return std::vector<Value>{c[0] + seq};
+        })[0];
     k.ifThen(r < N, [&] { k.store(dA, offs * sAd + r * sAn, acc, m); });
     k.ifThen((r == N) && hasD, [&] { k.store(dD, offs * sDD, acc, m); });
     k.ifThen((r == N + 1) && hasDbias, [&] { k.store(ddb, offs * sDdb, acc, m); });
@@ -404,10 +431,12 @@ void buildScanBwdSum(KernelBuilder& k, const Specialization& spec) {
   Value key0 = firstScanKey(k, s, cpr, BT, hasCu, i);
   // The blocks holding the group's channels, in order.
   Value b0 = (g * group) / BDb, b1 = k.minimum(((g + 1) * group - 1) / BDb, dblocks - 1);
-  Value acc = k.forLoop(b0, b1 + 1, k.constInt(1), {k.splat(zero, {BLOCK})}, [&](Value blk, const std::vector<Value>& c) {
-    Value lg = g - (blk * BDb) / group;
-    return std::vector<Value>{c[0] + k.load(ws, bcPartOffset(region, blk, NGL, lg, N, n, rows, cpr, BT, key0, offs), m, zero)};
-  })[0];
+  Value acc =
+      k.forLoop(b0, b1 + 1, k.constInt(1), {k.splat(zero, {BLOCK})}, [&](Value blk, const std::vector<Value>& c) {
+        Value lg = g - (blk * BDb) / group;
+        return std::vector<Value>{
+            c[0] + k.load(ws, bcPartOffset(region, blk, NGL, lg, N, n, rows, cpr, BT, key0, offs), m, zero)};
+      })[0];
   Value t = s.start + offs;
   k.ifThen(isC == 1, [&] { k.store(dC, s.row * sCb + g * sCg + n * sCn + t, acc, m); });
   k.ifThen(isC == 0, [&] { k.store(dB, s.row * sBb + g * sBg + n * sBn + t, acc, m); });

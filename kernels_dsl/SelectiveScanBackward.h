@@ -67,17 +67,26 @@ inline constexpr TensorArg kBwdTensors[] = {u,
                                             initIdx,
                                             finalIdx,
                                             err};
-inline constexpr const char* kBwdStrideOrder[] = {"u", "delta", "z",     "dout",   "du",    "ddelta",
-                                                  "dz", "A",    "B",     "C",      "Dv",    "dbias",
+inline constexpr const char* kBwdStrideOrder[] = {"u",      "delta", "z",  "dout",     "du",       "ddelta",
+                                                  "dz",     "A",     "B",  "C",        "Dv",       "dbias",
                                                   "dfinal", "dinit", "cu", "init_idx", "final_idx"};
 // max_len: L when unbounded.
-inline constexpr SizeArg kBwdSizes[] = {
-    {"D", Bound},      {"L", Div},         {"nseq", Count},     {"nslots_init", Count}, {"nslots_final", Count},
-    {"max_len", Count}, {"ckpt_per_row", Div}, {"span_keys_per_row", Div}, {"group", Bound}, {"adj_base", Div},
-    {"part_base", Div}, {"bc_base", Div},   {"bc_size", Div}};
-inline constexpr const char* kBwdFlags[] = {"b_varying",  "c_varying",     "has_D",     "has_z",        "has_dbias",
-                                            "softplus",   "has_cu",        "has_dfinal", "has_final_idx", "has_dinit",
-                                            "has_init_idx", "part_in",     "part_out"};
+inline constexpr SizeArg kBwdSizes[] = {{"D", Bound},
+                                        {"L", Div},
+                                        {"nseq", Count},
+                                        {"nslots_init", Count},
+                                        {"nslots_final", Count},
+                                        {"max_len", Count},
+                                        {"ckpt_per_row", Div},
+                                        {"span_keys_per_row", Div},
+                                        {"group", Bound},
+                                        {"adj_base", Div},
+                                        {"part_base", Div},
+                                        {"bc_base", Div},
+                                        {"bc_size", Div}};
+inline constexpr const char* kBwdFlags[] = {"b_varying",    "c_varying", "has_D",      "has_z",         "has_dbias",
+                                            "softplus",     "has_cu",    "has_dfinal", "has_final_idx", "has_dinit",
+                                            "has_init_idx", "part_in",   "part_out"};
 
 // meta: part, dstate, span, bwd_block_d, groups_per_block (the backward's).
 inline constexpr TensorArg kSumTensors[] = {ws,
@@ -88,16 +97,24 @@ inline constexpr TensorArg kSumTensors[] = {ws,
                                             {"dC", F, {"b", "g", "n", "d"}},
                                             cu};
 inline constexpr const char* kSumStrideOrder[] = {"cu", "dA", "dD", "ddbias", "dB", "dC"};
-inline constexpr SizeArg kSumSizes[] = {
-    {"D", Div},     {"L", Div},     {"nseq", Count},    {"rows", Div},    {"G", Div},       {"group", Div},
-    {"dblocks", Div}, {"span_keys_per_row", Div}, {"ckpt_per_row", Div}, {"part_base", Div}, {"bc_base", Div},
-    {"bc_size", Div}};
+inline constexpr SizeArg kSumSizes[] = {{"D", Div},
+                                        {"L", Div},
+                                        {"nseq", Count},
+                                        {"rows", Div},
+                                        {"G", Div},
+                                        {"group", Div},
+                                        {"dblocks", Div},
+                                        {"span_keys_per_row", Div},
+                                        {"ckpt_per_row", Div},
+                                        {"part_base", Div},
+                                        {"bc_base", Div},
+                                        {"bc_size", Div}};
 inline constexpr const char* kSumFlags[] = {"b_varying", "c_varying", "has_D", "has_dbias", "has_cu"};
 }  // namespace scan
 
-inline constexpr dsl::Signature kScanBwd{"selective_scan_bwd", scan::kBwdTensors, scan::kBwdSizes, {}, scan::kBwdFlags,
-                                         scan::kBwdStrideOrder};
-inline constexpr dsl::Signature kScanBwdSum{"selective_scan_bwd_sum", scan::kSumTensors, scan::kSumSizes, {},
-                                            scan::kSumFlags, scan::kSumStrideOrder};
+inline constexpr dsl::Signature kScanBwd{"selective_scan_bwd", scan::kBwdTensors,    scan::kBwdSizes, {},
+                                         scan::kBwdFlags,      scan::kBwdStrideOrder};
+inline constexpr dsl::Signature kScanBwdSum{"selective_scan_bwd_sum", scan::kSumTensors,    scan::kSumSizes, {},
+                                            scan::kSumFlags,          scan::kSumStrideOrder};
 
 }  // namespace ssmjit::kernels

@@ -27,7 +27,7 @@ inline constexpr int kMaxAxes = 6;
 struct TensorArg {
   const char* name;
   PtrClass cls;
-  const char* axes[kMaxAxes];  // named axes with a stride argument each, in order
+  const char* axes[kMaxAxes];    // named axes with a stride argument each, in order
   const char* stride = nullptr;  // the strides' short name (default: `name`)
   PtrRole role = PtrRole::Data;
   constexpr int rank() const {
@@ -73,9 +73,9 @@ enum class ParamKind { Pointer, Size, Scalar, Stride, Flag };
 struct Param {
   std::string name;
   ParamKind kind;
-  PtrClass cls = PtrClass::Float;    // pointers only
-  PtrRole role = PtrRole::Data;      // pointers only
-  SizeUse use = SizeUse::Bound;      // sizes only
+  PtrClass cls = PtrClass::Float;  // pointers only
+  PtrRole role = PtrRole::Data;    // pointers only
+  SizeUse use = SizeUse::Bound;    // sizes only
 };
 
 struct Signature {

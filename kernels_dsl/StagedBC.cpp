@@ -16,10 +16,21 @@ bool StagedBC::fits(int64_t N, int64_t BT, int64_t sets) {
   return sets * N * rowStrideFor(BT) <= kMaxSharedBufferFloats;
 }
 
-StagedBC::StagedBC(KernelBuilder& k, int64_t N, int64_t BD, int64_t BT, bool stageB, bool stageC, Value g0,
-                   Value row, Source b, Source c)
-    : k_(k), N_(N), BD_(BD), BT_(BT), RS_(std::max(nextPow2(N), BD)), rowStride_(rowStrideFor(BT)),
-      rowC_(stageB ? N : 0), stageB_(stageB), stageC_(stageC), g0_(g0), row_(row), b_(b), c_(c) {
+StagedBC::StagedBC(KernelBuilder& k, int64_t N, int64_t BD, int64_t BT, bool stageB, bool stageC, Value g0, Value row,
+                   Source b, Source c)
+    : k_(k),
+      N_(N),
+      BD_(BD),
+      BT_(BT),
+      RS_(std::max(nextPow2(N), BD)),
+      rowStride_(rowStrideFor(BT)),
+      rowC_(stageB ? N : 0),
+      stageB_(stageB),
+      stageC_(stageC),
+      g0_(g0),
+      row_(row),
+      b_(b),
+      c_(c) {
   if (!any()) return;
   smem_ = k.sharedBuffer((rowC_ + (stageC ? N : 0)) * rowStride_);
   Value rT = k.range(BT);
@@ -37,8 +48,10 @@ void StagedBC::queue(PackedRuns& runs) const {
 
 void StagedBC::store(Value v, bool c) {
   Value sOff = (rS_ + (c ? rowC_ : 0)) * rowStride_ + padT_;
-  if (rowMask_.valid()) k_.store(smem_, sOff, v, rowMask_);
-  else k_.store(smem_, sOff, v);
+  if (rowMask_.valid())
+    k_.store(smem_, sOff, v, rowMask_);
+  else
+    k_.store(smem_, sOff, v);
 }
 
 std::vector<Value> StagedBC::load(Value tokMask, Value tOff) const {

@@ -54,8 +54,7 @@ void CudaGraph::reset() {
   graph_ = nullptr;
 }
 
-CudaGraph CudaGraph::capture(CUstream stream, const std::function<void(CUstream)>& body,
-                             CUstreamCaptureMode mode) {
+CudaGraph CudaGraph::capture(CUstream stream, const std::function<void(CUstream)>& body, CUstreamCaptureMode mode) {
   if (stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD)
     throw Error(Error::Kind::InvalidArgument,
                 "CudaGraph::capture: stream must be a created stream, got the default stream");
@@ -73,8 +72,9 @@ CudaGraph CudaGraph::capture(CUstream stream, const std::function<void(CUstream)
   }
   CUresult r = a.cuStreamEndCapture(stream, &g.graph_);
   if (r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
-    driver::check(r, "cuStreamEndCapture (the capture was invalidated by an operation that cannot be "
-                     "captured, e.g. a synchronisation, cuMemAlloc or a legacy-stream call in the body)");
+    driver::check(r,
+                  "cuStreamEndCapture (the capture was invalidated by an operation that cannot be "
+                  "captured, e.g. a synchronisation, cuMemAlloc or a legacy-stream call in the body)");
   driver::check(r, "cuStreamEndCapture");
   driver::check(a.cuGraphInstantiate(&g.exec_, g.graph_, 0), "cuGraphInstantiate");
   return g;

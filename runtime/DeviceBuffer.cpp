@@ -11,8 +11,7 @@ namespace ssmjit {
 DeviceBuffer::DeviceBuffer(size_t bytes) {
   if (bytes == 0) return;
   driver::ensureContext();
-  driver::check(driver::api().cuMemAlloc(&ptr_, bytes),
-                ("cuMemAlloc(" + std::to_string(bytes) + " bytes)").c_str());
+  driver::check(driver::api().cuMemAlloc(&ptr_, bytes), ("cuMemAlloc(" + std::to_string(bytes) + " bytes)").c_str());
   bytes_ = bytes;
 }
 
@@ -42,9 +41,9 @@ void DeviceBuffer::reset() {
 namespace {
 void checkRange(const char* what, size_t bytes, size_t offset, size_t size) {
   if (offset > size || bytes > size - offset)
-    throw Error(Error::Kind::InvalidArgument,
-                std::string("DeviceBuffer::") + what + ": " + std::to_string(bytes) + " bytes at offset " +
-                    std::to_string(offset) + " run past the end of the " + std::to_string(size) + "-byte buffer");
+    throw Error(Error::Kind::InvalidArgument, std::string("DeviceBuffer::") + what + ": " + std::to_string(bytes) +
+                                                  " bytes at offset " + std::to_string(offset) +
+                                                  " run past the end of the " + std::to_string(size) + "-byte buffer");
 }
 }  // namespace
 

@@ -31,10 +31,14 @@ class DeviceBuffer {
   CUdeviceptr ptr() const { return ptr_; }
   void* data() const { return reinterpret_cast<void*>(static_cast<uintptr_t>(ptr_)); }
   template <class T>
-  T* as() const { return static_cast<T*>(data()); }
+  T* as() const {
+    return static_cast<T*>(data());
+  }
   size_t bytes() const { return bytes_; }
   template <class T>
-  size_t count() const { return bytes_ / sizeof(T); }
+  size_t count() const {
+    return bytes_ / sizeof(T);
+  }
 
   // Copies host -> device at byte offset `offset`; throws if it would run past the end.
   void uploadBytes(const void* src, size_t bytes, size_t offset = 0);

@@ -32,8 +32,9 @@ CUdeviceptr recordFor(CUcontext ctx) {
     CUdeviceptr p = 0;
     CUresult r = a.cuMemAlloc(&p, kDeviceStatusWords * sizeof(int64_t));
     if (r == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
-      driver::check(r, "cuMemAlloc(device status record, 32 bytes) during a CUDA graph capture: "
-                       "run the op once outside capture first");
+      driver::check(r,
+                    "cuMemAlloc(device status record, 32 bytes) during a CUDA graph capture: "
+                    "run the op once outside capture first");
     driver::check(r, "cuMemAlloc(device status record, 32 bytes)");
     // Synchronous copy so that the zeros are in place before any stream can use the record.
     static const int64_t zeros[kDeviceStatusWords] = {};
@@ -64,13 +65,12 @@ std::string deviceStatusMessage(const int64_t rec[kDeviceStatusWords]) {
     case 0:
       return "no device error";
     case kernels::kErrSlotOutOfRange:
-      return "selective_state_update: state_batch_indices[" + b + "] = " + v +
-             " is out of range [0, " + bound + ") and not -1 (padding); that row was skipped";
+      return "selective_state_update: state_batch_indices[" + b + "] = " + v + " is out of range [0, " + bound +
+             ") and not -1 (padding); that row was skipped";
     case kernels::kErrDstSlotOutOfRange:
       // The record carries the row b only (kernels_dsl/SelectiveStateUpdate.h), not the token.
-      return "selective_state_update: dst_state_indices[" + b + ", :] holds " + v +
-             ", which is out of range [0, " + bound +
-             ") and not -1 (skip); that token's state write was skipped";
+      return "selective_state_update: dst_state_indices[" + b + ", :] holds " + v + ", which is out of range [0, " +
+             bound + ") and not -1 (skip); that token's state write was skipped";
     case kernels::kErrConvUpdateSlot:
       return "causal_conv1d_update: state_indices[" + b + "] = " + v + " is out of range [0, " + bound +
              ") and not -1 (padding); that row was skipped";
@@ -108,8 +108,8 @@ std::string deviceStatusMessage(const int64_t rec[kDeviceStatusWords]) {
       return "selective_scan: final_state_indices[" + b + "] = " + v + " is out of range [0, " + bound +
              ") and not -1; that sequence's final state was not written";
   }
-  return "device status record holds unknown error code " + std::to_string(rec[0]) + " (row " + b +
-         ", value " + v + ", bound " + bound + ")";
+  return "device status record holds unknown error code " + std::to_string(rec[0]) + " (row " + b + ", value " + v +
+         ", bound " + bound + ")";
 }
 
 void checkDeviceErrors(Stream stream) {

@@ -194,8 +194,8 @@ void check(CUresult r, const char* what) {
   const char* msg = nullptr;
   if (s.api.cuGetErrorName) s.api.cuGetErrorName(r, &name);
   if (s.api.cuGetErrorString) s.api.cuGetErrorString(r, &msg);
-  std::string text = std::string(what) + ": " +
-                     (name ? std::string(name) : "CUresult " + std::to_string(static_cast<int>(r)));
+  std::string text =
+      std::string(what) + ": " + (name ? std::string(name) : "CUresult " + std::to_string(static_cast<int>(r)));
   if (msg) text += std::string(" (") + msg + ")";
   throw Error(Error::Kind::Cuda, text);
 }

@@ -25,8 +25,8 @@ struct Api {
   CUresult (*cuModuleUnload)(CUmodule);
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
   CUresult (*cuFuncGetAttribute)(int*, CUfunction_attribute, CUfunction);
-  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             unsigned, CUstream, void**, void**);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                             void**, void**);
   CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
   CUresult (*cuMemFree)(CUdeviceptr);
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t);

@@ -47,9 +47,7 @@ thread_local HitSlot tHits[kHitSlots];
 thread_local unsigned tNextSlot = 0;
 
 bool forcePtx() {
-  static const bool force = [] {
-    return knobValue("SSMJIT_FORCE_PTX") == "1";
-  }();
+  static const bool force = [] { return knobValue("SSMJIT_FORCE_PTX") == "1"; }();
   return force;
 }
 
@@ -64,8 +62,8 @@ const Entry* findLocked(CUcontext ctx, size_t hash, const Specialization& spec) 
 }
 
 std::string describeGrid(const unsigned grid[3], int threads) {
-  return "grid (" + std::to_string(grid[0]) + ", " + std::to_string(grid[1]) + ", " +
-         std::to_string(grid[2]) + "), block (" + std::to_string(threads) + ", 1, 1)";
+  return "grid (" + std::to_string(grid[0]) + ", " + std::to_string(grid[1]) + ", " + std::to_string(grid[2]) +
+         "), block (" + std::to_string(threads) + ", 1, 1)";
 }
 
 // Loads `image` (CUBIN, or NUL-terminated PTX) and returns the module, or the driver's error with
@@ -95,10 +93,10 @@ std::unique_ptr<Entry> loadEntry(const Specialization& spec, const ArgSchema& sc
 
   if (code.params.size() > kMaxParams)
     throw Error(Error::Kind::Internal, "kernel " + code.entry + " has " + std::to_string(code.params.size()) +
-                                          " parameters; the launcher packs at most " + std::to_string(kMaxParams));
+                                           " parameters; the launcher packs at most " + std::to_string(kMaxParams));
   if (code.numThreads < 1 || code.numThreads > 1024)
     throw Error(Error::Kind::Internal, "kernel " + code.entry + " was generated for " +
-                                          std::to_string(code.numThreads) + " threads per block (expected 1..1024)");
+                                           std::to_string(code.numThreads) + " threads per block (expected 1..1024)");
 
   // Resolve parameters by name before touching the driver: a schema mismatch is a generator bug
   // and should say so even on a machine where loading would also fail.
@@ -207,9 +205,15 @@ void launchKernel(const LoadedKernel& k, const ArgValue* values, const unsigned 
   for (size_t i = 0; i < n; ++i) {
     const ArgValue& v = values[k.paramToArg[i]];
     switch (code.params[i].kind) {
-      case KernelParam::Kind::Ptr: slots[i].ptr = v.ptr; break;
-      case KernelParam::Kind::I64: slots[i].i64 = v.i64; break;
-      case KernelParam::Kind::F32: slots[i].f32 = v.f32; break;
+      case KernelParam::Kind::Ptr:
+        slots[i].ptr = v.ptr;
+        break;
+      case KernelParam::Kind::I64:
+        slots[i].i64 = v.i64;
+        break;
+      case KernelParam::Kind::F32:
+        slots[i].f32 = v.f32;
+        break;
       case KernelParam::Kind::I32:
         // A value past 32 bits means the op should have asked for 64-bit indexing.
         if (v.i64 < std::numeric_limits<int32_t>::min() || v.i64 > std::numeric_limits<int32_t>::max())
@@ -221,8 +225,8 @@ void launchKernel(const LoadedKernel& k, const ArgValue* values, const unsigned 
     args[i] = &slots[i];
   }
   const driver::Api& a = driver::api();
-  CUresult r = a.cuLaunchKernel(k.function, grid[0], grid[1], grid[2], static_cast<unsigned>(code.numThreads), 1, 1,
-                                0, stream, args, nullptr);
+  CUresult r = a.cuLaunchKernel(k.function, grid[0], grid[1], grid[2], static_cast<unsigned>(code.numThreads), 1, 1, 0,
+                                stream, args, nullptr);
   if (r != CUDA_SUCCESS)
     driver::check(r, ("cuLaunchKernel(" + code.entry + ", " + describeGrid(grid, code.numThreads) + ")").c_str());
 }

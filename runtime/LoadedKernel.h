@@ -37,7 +37,6 @@ struct LoadedKernel {
 const LoadedKernel& loadedKernel(const Specialization& spec, const ArgSchema& schema);
 
 // Launches on `stream` with a 3-D grid and the kernel's own block size. Never synchronises.
-void launchKernel(const LoadedKernel& k, const ArgValue* values, const unsigned grid[3],
-                  CUstream stream);
+void launchKernel(const LoadedKernel& k, const ArgValue* values, const unsigned grid[3], CUstream stream);
 
 }  // namespace ssmjit

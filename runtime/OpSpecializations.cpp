@@ -9,8 +9,8 @@
 namespace ssmjit::opspec {
 
 SsuSizes checkSsu(const SelectiveStateUpdateArgs& args, bool tokens) {
-  const detail::SsuDims d = detail::checkSsuArgs(
-      args, tokens, args.state.device, tokens ? "selective_state_update_tokens" : "selective_state_update");
+  const detail::SsuDims d = detail::checkSsuArgs(args, tokens, args.state.device,
+                                                 tokens ? "selective_state_update_tokens" : "selective_state_update");
   return {d.mamba2, d.batch, d.L, d.S, d.H, d.P, d.N, d.G};
 }
 

@@ -16,11 +16,10 @@ namespace ssmjit {
 namespace {
 
 // DLPack's codes (stable since 0.6); checked against dlpack.h where it is installed.
-constexpr int kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3, kDLOpenCL = 4, kDLVulkan = 7, kDLMetal = 8,
-              kDLVPI = 9, kDLROCM = 10, kDLROCMHost = 11, kDLExtDev = 12, kDLCUDAManaged = 13,
-              kDLOneAPI = 14, kDLWebGPU = 15, kDLHexagon = 16;
-constexpr int kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLOpaqueHandle = 3, kDLBfloat = 4,
-              kDLComplex = 5, kDLBool = 6;
+constexpr int kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3, kDLOpenCL = 4, kDLVulkan = 7, kDLMetal = 8, kDLVPI = 9,
+              kDLROCM = 10, kDLROCMHost = 11, kDLExtDev = 12, kDLCUDAManaged = 13, kDLOneAPI = 14, kDLWebGPU = 15,
+              kDLHexagon = 16;
+constexpr int kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLOpaqueHandle = 3, kDLBfloat = 4, kDLComplex = 5, kDLBool = 6;
 
 #ifdef SSMJIT_HAVE_DLPACK_H
 static_assert(kDLCPU == ::kDLCPU && kDLCUDA == ::kDLCUDA && kDLCUDAManaged == ::kDLCUDAManaged, "DLPack device codes");
@@ -29,20 +28,34 @@ static_assert(kDLInt == ::kDLInt && kDLFloat == ::kDLFloat && kDLBfloat == ::kDL
 
 const char* dlDeviceName(int type) {
   switch (type) {
-    case kDLCPU: return "kDLCPU";
-    case kDLCUDA: return "kDLCUDA";
-    case kDLCUDAHost: return "kDLCUDAHost";
-    case kDLOpenCL: return "kDLOpenCL";
-    case kDLVulkan: return "kDLVulkan";
-    case kDLMetal: return "kDLMetal";
-    case kDLVPI: return "kDLVPI";
-    case kDLROCM: return "kDLROCM";
-    case kDLROCMHost: return "kDLROCMHost";
-    case kDLExtDev: return "kDLExtDev";
-    case kDLCUDAManaged: return "kDLCUDAManaged";
-    case kDLOneAPI: return "kDLOneAPI";
-    case kDLWebGPU: return "kDLWebGPU";
-    case kDLHexagon: return "kDLHexagon";
+    case kDLCPU:
+      return "kDLCPU";
+    case kDLCUDA:
+      return "kDLCUDA";
+    case kDLCUDAHost:
+      return "kDLCUDAHost";
+    case kDLOpenCL:
+      return "kDLOpenCL";
+    case kDLVulkan:
+      return "kDLVulkan";
+    case kDLMetal:
+      return "kDLMetal";
+    case kDLVPI:
+      return "kDLVPI";
+    case kDLROCM:
+      return "kDLROCM";
+    case kDLROCMHost:
+      return "kDLROCMHost";
+    case kDLExtDev:
+      return "kDLExtDev";
+    case kDLCUDAManaged:
+      return "kDLCUDAManaged";
+    case kDLOneAPI:
+      return "kDLOneAPI";
+    case kDLWebGPU:
+      return "kDLWebGPU";
+    case kDLHexagon:
+      return "kDLHexagon";
   }
   return "unknown";
 }
@@ -50,14 +63,30 @@ const char* dlDeviceName(int type) {
 std::string dlDTypeString(int code, int bits, int lanes) {
   std::string base;
   switch (code) {
-    case kDLInt: base = "int"; break;
-    case kDLUInt: base = "uint"; break;
-    case kDLFloat: base = "float"; break;
-    case kDLBfloat: base = "bfloat"; break;
-    case kDLComplex: base = "complex"; break;
-    case kDLOpaqueHandle: base = "opaque"; break;
-    case kDLBool: base = "bool"; break;
-    default: base = "code" + std::to_string(code) + "_"; break;
+    case kDLInt:
+      base = "int";
+      break;
+    case kDLUInt:
+      base = "uint";
+      break;
+    case kDLFloat:
+      base = "float";
+      break;
+    case kDLBfloat:
+      base = "bfloat";
+      break;
+    case kDLComplex:
+      base = "complex";
+      break;
+    case kDLOpaqueHandle:
+      base = "opaque";
+      break;
+    case kDLBool:
+      base = "bool";
+      break;
+    default:
+      base = "code" + std::to_string(code) + "_";
+      break;
   }
   std::string s = base + std::to_string(bits);
   if (lanes != 1) s += "x" + std::to_string(lanes);
@@ -70,12 +99,11 @@ std::string dlDTypeString(int code, int bits, int lanes) {
 
 }  // namespace
 
-TensorView TensorView::contiguous(void* data, DType dtype, std::initializer_list<int64_t> shape,
-                                  DeviceKind device, int deviceId) {
+TensorView TensorView::contiguous(void* data, DType dtype, std::initializer_list<int64_t> shape, DeviceKind device,
+                                  int deviceId) {
   if (shape.size() > static_cast<size_t>(kMaxDims))
-    throw Error(Error::Kind::InvalidArgument,
-                "TensorView::contiguous: expected at most " + std::to_string(kMaxDims) +
-                    " dimensions, got " + std::to_string(shape.size()));
+    throw Error(Error::Kind::InvalidArgument, "TensorView::contiguous: expected at most " + std::to_string(kMaxDims) +
+                                                  " dimensions, got " + std::to_string(shape.size()));
   TensorView v;
   v.data = data;
   v.dtype = dtype;
@@ -102,8 +130,12 @@ TensorView TensorView::fromDLPackFields(const DLPackFields& t, const char* argNa
   if (!argName) argName = "tensor";
   TensorView v;
   switch (t.deviceType) {
-    case kDLCUDA: v.device = DeviceKind::CUDA; break;
-    case kDLCPU: v.device = DeviceKind::CPU; break;
+    case kDLCUDA:
+      v.device = DeviceKind::CUDA;
+      break;
+    case kDLCPU:
+      v.device = DeviceKind::CPU;
+      break;
     default:
       invalid(argName, std::string("expected a kDLCUDA or kDLCPU tensor, got device type ") +
                            dlDeviceName(t.deviceType) + " (" + std::to_string(t.deviceType) + ")");
@@ -112,26 +144,30 @@ TensorView TensorView::fromDLPackFields(const DLPackFields& t, const char* argNa
 
   bool ok = t.dtypeLanes == 1;
   if (ok) {
-    if (t.dtypeCode == kDLFloat && t.dtypeBits == 32) v.dtype = DType::F32;
-    else if (t.dtypeCode == kDLFloat && t.dtypeBits == 16) v.dtype = DType::F16;
-    else if (t.dtypeCode == kDLBfloat && t.dtypeBits == 16) v.dtype = DType::BF16;
-    else if (t.dtypeCode == kDLInt && t.dtypeBits == 32) v.dtype = DType::I32;
-    else if (t.dtypeCode == kDLInt && t.dtypeBits == 64) v.dtype = DType::I64;
-    else ok = false;
+    if (t.dtypeCode == kDLFloat && t.dtypeBits == 32)
+      v.dtype = DType::F32;
+    else if (t.dtypeCode == kDLFloat && t.dtypeBits == 16)
+      v.dtype = DType::F16;
+    else if (t.dtypeCode == kDLBfloat && t.dtypeBits == 16)
+      v.dtype = DType::BF16;
+    else if (t.dtypeCode == kDLInt && t.dtypeBits == 32)
+      v.dtype = DType::I32;
+    else if (t.dtypeCode == kDLInt && t.dtypeBits == 64)
+      v.dtype = DType::I64;
+    else
+      ok = false;
   }
   if (!ok)
     invalid(argName, "expected dtype float32, float16, bfloat16, int32 or int64 (1 lane), got " +
                          dlDTypeString(t.dtypeCode, t.dtypeBits, t.dtypeLanes));
 
   if (t.ndim < 0 || t.ndim > kMaxDims)
-    invalid(argName, "expected 0 to " + std::to_string(kMaxDims) + " dimensions, got " +
-                         std::to_string(t.ndim));
+    invalid(argName, "expected 0 to " + std::to_string(kMaxDims) + " dimensions, got " + std::to_string(t.ndim));
   v.ndim = t.ndim;
   if (v.ndim > 0 && !t.shape) invalid(argName, "DLTensor has ndim " + std::to_string(t.ndim) + " but no shape");
   for (int i = 0; i < v.ndim; ++i) {
     if (t.shape[i] < 0)
-      invalid(argName, "expected sizes >= 0, got " + std::to_string(t.shape[i]) + " at dim " +
-                           std::to_string(i));
+      invalid(argName, "expected sizes >= 0, got " + std::to_string(t.shape[i]) + " at dim " + std::to_string(i));
     v.shape[i] = t.shape[i];
   }
   if (t.strides) {

@@ -75,14 +75,14 @@ inline int inChild(const std::function<int()>& body) {
 }
 
 // A child-side check: prints what failed and makes the child exit with 1.
-#define CHILD_CHECK(cond, ...)                                   \
-  do {                                                           \
-    if (!(cond)) {                                               \
-      std::fprintf(stderr, "child check failed: %s: ", #cond);   \
-      std::fprintf(stderr, __VA_ARGS__);                         \
-      std::fprintf(stderr, "\n");                                \
-      return 1;                                                  \
-    }                                                            \
+#define CHILD_CHECK(cond, ...)                                 \
+  do {                                                         \
+    if (!(cond)) {                                             \
+      std::fprintf(stderr, "child check failed: %s: ", #cond); \
+      std::fprintf(stderr, __VA_ARGS__);                       \
+      std::fprintf(stderr, "\n");                              \
+      return 1;                                                \
+    }                                                          \
   } while (0)
 
 // The specialisation the multi-token op builds for a small Mamba-2 call (fast to compile), made

@@ -11,27 +11,27 @@
 #include "runtime/CudaGraph.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
-#include "tools/problems/HostTensor.h"
 #include "tests/support/Tolerance.h"
+#include "tools/problems/HostTensor.h"
 
 // Skips the current test with "no GPU: <reason>" unless the driver loads and a device is present;
 // otherwise makes a context current. Use at the top of a TEST body or in SetUp().
-#define SSMJIT_REQUIRE_GPU()                                            \
-  do {                                                                 \
-    std::string sjWhy_;                                                \
-    if (!::ssmjit::driver::available(&sjWhy_)) {                       \
-      GTEST_SKIP() << "no GPU: " << sjWhy_;                            \
-    }                                                                  \
-    ::ssmjit::driver::ensureContext();                                 \
+#define SSMJIT_REQUIRE_GPU()                     \
+  do {                                           \
+    std::string sjWhy_;                          \
+    if (!::ssmjit::driver::available(&sjWhy_)) { \
+      GTEST_SKIP() << "no GPU: " << sjWhy_;      \
+    }                                            \
+    ::ssmjit::driver::ensureContext();           \
   } while (0)
 
 // Skips unless NVRTC loads (GPU tests that build their own kernels need it too).
-#define SSMJIT_REQUIRE_NVRTC()                                          \
-  do {                                                                 \
-    std::string sjWhy_;                                                \
-    if (!::ssmjit::nvrtcAvailable(&sjWhy_)) {                          \
-      GTEST_SKIP() << "NVRTC not loadable: " << sjWhy_;                \
-    }                                                                  \
+#define SSMJIT_REQUIRE_NVRTC()                          \
+  do {                                                  \
+    std::string sjWhy_;                                 \
+    if (!::ssmjit::nvrtcAvailable(&sjWhy_)) {           \
+      GTEST_SKIP() << "NVRTC not loadable: " << sjWhy_; \
+    }                                                   \
   } while (0)
 
 namespace ssmjit::testing {
@@ -45,9 +45,8 @@ class GpuTest : public ::testing::Test {
 // Expects what a run left in one tensor (`c`) within `b` (tests/support/Tolerance.h), and prints
 // the measured error beside its bound, so that every GPU run shows the margin each check leaves.
 inline void expectWithin(const Compared& c, const Bound& b, const std::string& what) {
-  std::fprintf(stderr, "[ measured ] %s %s %s\n",
-               ::testing::UnitTest::GetInstance()->current_test_info()->name(), what.c_str(),
-               measured(c, b).c_str());
+  std::fprintf(stderr, "[ measured ] %s %s %s\n", ::testing::UnitTest::GetInstance()->current_test_info()->name(),
+               what.c_str(), measured(c, b).c_str());
   const std::string why = outside(c, b);
   EXPECT_TRUE(why.empty()) << what << ": " << why;
 }

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/Relayout.h"
 #include "tools/problems/ConvProblem.h"
 #include "tools/problems/DecodeProblem.h"
-#include "tests/support/Relayout.h"
 #include "tools/problems/ScanBackwardProblem.h"
 #include "tools/problems/ScanProblem.h"
 #include "tools/problems/SsuProblem.h"
@@ -28,7 +28,10 @@ using namespace ssmjit::testing;
 
 enum class Placing { Contiguous, Sliced, Offset, Broadcast };
 inline const char* placingName(Placing p) {
-  return p == Placing::Contiguous ? "contiguous" : p == Placing::Sliced ? "sliced" : p == Placing::Offset ? "offset" : "broadcast";
+  return p == Placing::Contiguous ? "contiguous"
+         : p == Placing::Sliced   ? "sliced"
+         : p == Placing::Offset   ? "offset"
+                                  : "broadcast";
 }
 
 // Elements of one index of dims [rowDims, ndim): a row's columns.
@@ -78,7 +81,8 @@ inline SsuProblem placedProblem(const SsuLayoutCase& lc) {
   SsuProblem p = makeProblem(lc.c);
   const int rowDims = p.c.tokens ? 2 : 1;
   switch (lc.placing) {
-    case Placing::Contiguous: break;
+    case Placing::Contiguous:
+      break;
     case Placing::Sliced:
       sliceColumns({&p.z, &p.x, &p.B, &p.C, &p.dt}, rowDims);
       p.out = relayout(p.out, Slice{rowDims, 3, 5});
@@ -157,13 +161,18 @@ inline ConvProblem placedProblem(const ConvLayoutCase& lc) {
     case Placing::Sliced:
       // Channel-last: xBC, columns of in_proj's (tokens, width) rows after z, before dt; channel-
       // first: x of Mamba-1's (B, 2D, L) xz. Out in wider rows, states in a wider slot block.
-      if (cl) p.x = relayout(p.x, Slice{2, 2 * lc.c.D, 24});
-      else p.x = relayout(p.x, Slice{1, 0, columns(p.x, 1)});
+      if (cl)
+        p.x = relayout(p.x, Slice{2, 2 * lc.c.D, 24});
+      else
+        p.x = relayout(p.x, Slice{1, 0, columns(p.x, 1)});
       p.out = relayout(p.out, Slice{2, 3, 5});
       p.states = relayout(p.states, Slice{1, 10, 6});
       break;
-    case Placing::Offset: offsetAll({&p.x, &p.weight, &p.bias, &p.out, &p.cu, &p.pos, &p.states, &p.initIdx, &p.finalIdx}); break;
-    default: break;
+    case Placing::Offset:
+      offsetAll({&p.x, &p.weight, &p.bias, &p.out, &p.cu, &p.pos, &p.states, &p.initIdx, &p.finalIdx});
+      break;
+    default:
+      break;
   }
   return p;
 }
@@ -216,10 +225,11 @@ inline ConvBackwardProblem placedProblem(const ConvBackwardLayoutCase& lc) {
       p.dinit = relayout(p.dinit, Slice{1, 7, 1});
       break;
     case Placing::Offset:
-      offsetAll({&p.x, &p.weight, &p.bias, &p.dout, &p.cu, &p.pos, &p.states, &p.initIdx, &p.dfinal, &p.finalIdx,
-                 &p.dx, &p.dweight, &p.dbias, &p.dinit});
+      offsetAll({&p.x, &p.weight, &p.bias, &p.dout, &p.cu, &p.pos, &p.states, &p.initIdx, &p.dfinal, &p.finalIdx, &p.dx,
+                 &p.dweight, &p.dbias, &p.dinit});
       break;
-    default: break;
+    default:
+      break;
   }
   return p;
 }
@@ -259,8 +269,11 @@ inline ConvUpdateProblem placedProblem(const ConvUpdateLayoutCase& lc) {
       p.out = relayout(p.out, Slice{2, 3, 5});
       p.state = relayout(p.state, Slice{1, 0, 100});
       break;
-    case Placing::Offset: offsetAll({&p.state, &p.x, &p.weight, &p.bias, &p.out, &p.idx}); break;
-    default: break;
+    case Placing::Offset:
+      offsetAll({&p.state, &p.x, &p.weight, &p.bias, &p.out, &p.idx});
+      break;
+    default:
+      break;
   }
   return p;
 }
@@ -304,10 +317,11 @@ inline DecodeProblem placedProblem(const DecodeLayoutCase& lc) {
       break;
     case Placing::Offset:
       // cached_tokens and arrivals stay as they are: int32, and arrivals contiguous.
-      offsetAll({&p.convState, &p.ssmState, &p.xbcCache, &p.dtCache, &p.convW, &p.convB, &p.A, &p.D, &p.dtBias,
-                 &p.xbc, &p.dt, &p.z, &p.y});
+      offsetAll({&p.convState, &p.ssmState, &p.xbcCache, &p.dtCache, &p.convW, &p.convB, &p.A, &p.D, &p.dtBias, &p.xbc,
+                 &p.dt, &p.z, &p.y});
       break;
-    default: break;
+    default:
+      break;
   }
   return p;
 }
@@ -352,14 +366,15 @@ inline void placeScanForward(ScanProblem& p, Placing placing) {
       p.finalStates = relayout(p.finalStates, Slice{1, 4, 12});
       break;
     case Placing::Offset:
-      offsetAll({&p.u, &p.delta, &p.z, &p.out, &p.A, &p.B, &p.C, &p.Dv, &p.deltaBias, &p.cu, &p.initStates,
-                 &p.initIdx, &p.finalStates, &p.finalIdx});
+      offsetAll({&p.u, &p.delta, &p.z, &p.out, &p.A, &p.B, &p.C, &p.Dv, &p.deltaBias, &p.cu, &p.initStates, &p.initIdx,
+                 &p.finalStates, &p.finalIdx});
       break;
     case Placing::Broadcast:  // A = -(1..N) for every channel (S4D-real), one skip weight
       p.A = broadcastAlong(p.A, 0);
       p.Dv = broadcastAlong(p.Dv, 0);
       break;
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -408,7 +423,8 @@ inline ScanBackwardProblem placedProblem(const ScanBackwardLayoutCase& lc) {
     case Placing::Offset:
       offsetAll({&p.dout, &p.dfinal, &p.du, &p.ddelta, &p.dA, &p.dB, &p.dC, &p.dD, &p.dz, &p.ddeltaBias, &p.dinit});
       break;
-    default: break;
+    default:
+      break;
   }
   return p;
 }

@@ -52,8 +52,8 @@ void expectSameKernel(const CompiledKernel& want, const CompiledKernel& got) {
   }
   EXPECT_EQ(got.numThreads, want.numThreads);
   EXPECT_EQ(got.ptx, want.ptx);
-  EXPECT_TRUE(got.cubin == want.cubin)
-      << "cubin differs (" << got.cubin.size() << " vs " << want.cubin.size() << " bytes)";
+  EXPECT_TRUE(got.cubin == want.cubin) << "cubin differs (" << got.cubin.size() << " vs " << want.cubin.size()
+                                       << " bytes)";
   EXPECT_EQ(got.arch, want.arch);
   EXPECT_EQ(got.resources.registers, want.resources.registers);
   EXPECT_EQ(got.resources.sharedBytes, want.resources.sharedBytes);
@@ -159,8 +159,8 @@ TEST(Blob, EveryTruncationIsReported) {
     if (n < kHeader) {
       EXPECT_EQ(d.detail, "blob is " + std::to_string(n) + " bytes, shorter than the 32-byte header");
     } else {
-      EXPECT_EQ(d.detail, "payload is " + std::to_string(n - kHeader) + " bytes, header says " +
-                              std::to_string(payload));
+      EXPECT_EQ(d.detail,
+                "payload is " + std::to_string(n - kHeader) + " bytes, header says " + std::to_string(payload));
       EXPECT_EQ(d.version, kBlobFormatVersion);
     }
   }
@@ -174,8 +174,8 @@ TEST(Blob, EveryFlippedByteIsReported) {
       std::vector<char> b = blob;
       b[i] = static_cast<char>(b[i] ^ mask);
       const DecodedBlob d = decode(b);
-      SCOPED_TRACE("byte " + std::to_string(i) + " ^ " + std::to_string(mask) + ": " +
-                   blobStatusName(d.status) + ": " + d.detail);
+      SCOPED_TRACE("byte " + std::to_string(i) + " ^ " + std::to_string(mask) + ": " + blobStatusName(d.status) + ": " +
+                   d.detail);
       EXPECT_FALSE(d.detail.empty());
       if (i < 8) {
         EXPECT_EQ(d.status, BlobStatus::BadMagic);
@@ -223,8 +223,8 @@ TEST(Blob, TrailingBytesAreMalformed) {
   b.insert(b.end(), {'x', 'y', 'z'});
   const DecodedBlob d = decode(b);
   EXPECT_EQ(d.status, BlobStatus::Malformed);
-  EXPECT_EQ(d.detail, "payload is " + std::to_string(payload + 3) + " bytes, header says " +
-                          std::to_string(payload) + " (3 trailing bytes)");
+  EXPECT_EQ(d.detail, "payload is " + std::to_string(payload + 3) + " bytes, header says " + std::to_string(payload) +
+                          " (3 trailing bytes)");
 }
 
 TEST(Blob, BadChecksumNamesBothSums) {
@@ -260,8 +260,7 @@ TEST(Blob, MalformedPayloadsWithValidChecksums) {
 
   Bytes hugeString;
   hugeString.str("k").put<uint64_t>(uint64_t{1} << 62).str("e");
-  cases.push_back(
-      {"entry length 2^62", hugeString.data, "entry name length 4611686018427387904 exceeds the"});
+  cases.push_back({"entry length 2^62", hugeString.data, "entry name length 4611686018427387904 exceeds the"});
 
   Bytes hugeCount;  // must be refused before anything is allocated for 4 billion parameters
   hugeCount.str("k").str("e").str("sm_90a").put<uint32_t>(128).put<uint32_t>(0xffffffffu).put<uint64_t>(0);

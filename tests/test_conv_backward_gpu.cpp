@@ -197,8 +197,9 @@ TEST_P(ConvBackwardPacked, EqualsEachSequenceAlone) {
   EXPECT_LE(relL2(dbP, dbSum, dbElems), kFp32Short.relL2) << "dbias vs the sum of the sequences' dbias";
 }
 INSTANTIATE_TEST_SUITE_P(Layouts, ConvBackwardPacked,
-                         ::testing::Values(ConvLayout::ChannelFirst, ConvLayout::ChannelLast),
-                         [](const auto& i) { return i.param == ConvLayout::ChannelLast ? "channel_last" : "channel_first"; });
+                         ::testing::Values(ConvLayout::ChannelFirst, ConvLayout::ChannelLast), [](const auto& i) {
+                           return i.param == ConvLayout::ChannelLast ? "channel_last" : "channel_first";
+                         });
 
 // Deterministic: the same call twice gives the same bits everywhere.
 TEST_F(GpuTest, ConvBackwardIsDeterministic) {

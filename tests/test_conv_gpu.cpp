@@ -46,12 +46,12 @@ void runAndCompare(const ConvCase& c) {
   reference::causal_conv1d(ref.args());
   causal_conv1d(deviceArgs(gpu, d));
   checkDeviceErrors();
-  expectWithin(compareTensor(ref.out, d.download(3), allRows(ref.out.meta.shape[0])),
-               bound(c.xType, kFp32Short), "out");
+  expectWithin(compareTensor(ref.out, d.download(3), allRows(ref.out.meta.shape[0])), bound(c.xType, kFp32Short),
+               "out");
   // The final states hold the last inputs (or initial columns): copies.
   if (c.initialStates || c.finalStates)
-    expectWithin(compareTensor(ref.states, d.download(6), statesBefore, writtenSlots(ref)),
-                 bound(c.stateType, kExact), "states");
+    expectWithin(compareTensor(ref.states, d.download(6), statesBefore, writtenSlots(ref)), bound(c.stateType, kExact),
+                 "states");
 }
 
 std::vector<ConvCase> forwardCases() {
@@ -68,7 +68,8 @@ std::vector<ConvCase> forwardCases() {
           c.W = W;
           c.D = 67;
           c.packing = p;
-          c.lens = p == ConvPacking::Dense ? std::vector<int64_t>{301, 301, 301} : std::vector<int64_t>{1, 2, 70, 3, 257, 5, 129};
+          c.lens = p == ConvPacking::Dense ? std::vector<int64_t>{301, 301, 301}
+                                           : std::vector<int64_t>{1, 2, 70, 3, 257, 5, 129};
           c.initialStates = c.finalStates = p != ConvPacking::Positions;
           c.slotIndices = p == ConvPacking::CuSeqlens;
           c.seed = seed++;
@@ -118,8 +119,9 @@ TEST_P(ConvPacked, EqualsEachSequenceAlone) {
     const int64_t eb = dtypeBytes(c.xType);
     a.x.data = static_cast<char*>(dp.bufs[0].data()) + start * a.x.strides[cl ? 1 : 2] * eb;
     a.x.shape[cl ? 1 : 2] = len;
-    a.out = TensorView::contiguous(outAlone.data(), c.xType, cl ? std::initializer_list<int64_t>{1, len, c.D}
-                                                                 : std::initializer_list<int64_t>{1, c.D, len});
+    a.out = TensorView::contiguous(
+        outAlone.data(), c.xType,
+        cl ? std::initializer_list<int64_t>{1, len, c.D} : std::initializer_list<int64_t>{1, c.D, len});
     DeviceTensors fresh(packed.all());  // the states as they were before the packed call
     TensorView st = fresh.view(6, packed.states);
     st.data = static_cast<char*>(st.data) + static_cast<int64_t>(i) * st.strides[0] * dtypeBytes(c.stateType);
@@ -141,7 +143,9 @@ TEST_P(ConvPacked, EqualsEachSequenceAlone) {
   }
 }
 INSTANTIATE_TEST_SUITE_P(Layouts, ConvPacked, ::testing::Values(ConvLayout::ChannelFirst, ConvLayout::ChannelLast),
-                         [](const auto& i) { return i.param == ConvLayout::ChannelLast ? "channel_last" : "channel_first"; });
+                         [](const auto& i) {
+                           return i.param == ConvLayout::ChannelLast ? "channel_last" : "channel_first";
+                         });
 
 // Bad cu_seqlens is reported by checkDeviceErrors, naming it.
 class ConvDeviceChecks : public GpuTest {};
@@ -254,8 +258,10 @@ TEST_P(ConvUpdate, MatchesFloat64Reference) {
   std::vector<char> rows(static_cast<size_t>(c.batch), 1), slots(static_cast<size_t>(ref.state.meta.shape[0]), 0);
   for (int64_t b = 0; b < c.batch; ++b) {
     const int64_t s = c.indices ? static_cast<int64_t>(loadElement(ref.idx.view(), b)) : b;
-    if (s < 0) rows[static_cast<size_t>(b)] = 0;
-    else if (c.commit) slots[static_cast<size_t>(s)] = 1;
+    if (s < 0)
+      rows[static_cast<size_t>(b)] = 0;
+    else if (c.commit)
+      slots[static_cast<size_t>(s)] = 1;
   }
   expectWithin(compareTensor(ref.out, d.download(4), rows), bound(c.xType, kFp32Short), "out");
   // A committed state holds the last inputs: copies.

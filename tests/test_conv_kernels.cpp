@@ -166,7 +166,8 @@ TEST(ConvKernels, EveryBackwardVariantCompiles) {
 TEST(ConvKernels, ForwardTailIsFastSigmoidAndPairedRounding) {
   SSMJIT_REQUIRE_NVRTC();
   for (ConvLayout layout : {ConvLayout::ChannelFirst, ConvLayout::ChannelLast}) {
-    const auto specs = ssmjit::detail::convSpecializations(forwardArgs({layout, DType::BF16, 4, Packing::Dense}), "sm_90a");
+    const auto specs =
+        ssmjit::detail::convSpecializations(forwardArgs({layout, DType::BF16, 4, Packing::Dense}), "sm_90a");
     SCOPED_TRACE(specs.front().canonical());
     const std::string ptx = ssmjit::compileKernel(specs.front()).ptx;
     EXPECT_NE(ptx.find("ex2.approx.ftz.f32"), std::string::npos);
@@ -182,8 +183,8 @@ TEST(ConvKernels, ForwardTailIsFastSigmoidAndPairedRounding) {
 // Row, sequence and slot counts are only bounds to the conv kernels: no divisibility class of theirs
 // binds, so a serving batch or a varlen batch that changes every step does not compile again.
 TEST(ConvKernels, CountsBindNoClass) {
-  std::vector<ssmjit::Specialization> specs =
-      ssmjit::detail::convSpecializations(forwardArgs({ConvLayout::ChannelFirst, DType::BF16, 4, Packing::CuSeqlens}), "sm_90a");
+  std::vector<ssmjit::Specialization> specs = ssmjit::detail::convSpecializations(
+      forwardArgs({ConvLayout::ChannelFirst, DType::BF16, 4, Packing::CuSeqlens}), "sm_90a");
   for (const auto& s : ssmjit::detail::convBackwardSpecializations(
            backwardArgs({ConvLayout::ChannelLast, DType::BF16, 4, Packing::CuSeqlens}), "sm_90a"))
     specs.push_back(s);
@@ -207,7 +208,8 @@ TEST(ConvKernels, ChannelFirstBackwardLoadsVectors) {
   SSMJIT_REQUIRE_NVRTC();
   for (DType dt : {DType::BF16, DType::F32})
     for (Packing p : {Packing::Dense, Packing::CuSeqlens}) {
-      const auto specs = ssmjit::detail::convBackwardSpecializations(backwardArgs({ConvLayout::ChannelFirst, dt, 4, p}, 256), "sm_90a");
+      const auto specs = ssmjit::detail::convBackwardSpecializations(
+          backwardArgs({ConvLayout::ChannelFirst, dt, 4, p}, 256), "sm_90a");
       SCOPED_TRACE(specs.front().canonical());
       ASSERT_EQ(specs.front().kernel, "causal_conv1d_bwd");
       const std::string ptx = ssmjit::compileKernel(specs.front()).ptx;

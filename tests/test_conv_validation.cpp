@@ -99,17 +99,16 @@ CausalConv1dUpdateArgs validUpd(int64_t batch = 4) {
 // throw the same. The op is called only when the check threw: a call the check passed would
 // reach the driver with fake pointers.
 std::string fwdError(const CausalConv1dArgs& a) {
-  const std::string m = invalidArgMessage(
-      [&] { ssmjit::detail::checkConv1dArgs(a, DeviceKind::CUDA, "causal_conv1d"); });
+  const std::string m =
+      invalidArgMessage([&] { ssmjit::detail::checkConv1dArgs(a, DeviceKind::CUDA, "causal_conv1d"); });
   if (!m.empty()) {
     EXPECT_EQ(invalidArgMessage([&] { ssmjit::causal_conv1d(a); }), m);
   }
   return m;
 }
 std::string updError(const CausalConv1dUpdateArgs& a) {
-  const std::string m = invalidArgMessage([&] {
-    ssmjit::detail::checkConv1dUpdateArgs(a, DeviceKind::CUDA, "causal_conv1d_update");
-  });
+  const std::string m =
+      invalidArgMessage([&] { ssmjit::detail::checkConv1dUpdateArgs(a, DeviceKind::CUDA, "causal_conv1d_update"); });
   if (!m.empty()) {
     EXPECT_EQ(invalidArgMessage([&] { ssmjit::causal_conv1d_update(a); }), m);
   }
@@ -117,7 +116,7 @@ std::string updError(const CausalConv1dUpdateArgs& a) {
 }
 
 // Strings, not char pointers: the list's elements live through the loop.
-#define EXPECT_MENTIONS(msg, ...)                                                      \
+#define EXPECT_MENTIONS(msg, ...)                                                    \
   for (const std::string& sjPart_ : std::initializer_list<std::string>{__VA_ARGS__}) \
   EXPECT_NE((msg).find(sjPart_), std::string::npos) << "missing \"" << sjPart_ << "\" in: " << (msg)
 
@@ -199,8 +198,7 @@ TEST(ConvValidation, LayoutAndRanks) {
   a = validFwd();
   a.x = cuda(0, DType::BF16, {64, 20});
   m = fwdError(a);
-  EXPECT_MENTIONS(m, "x has rank 2", "(64, 20)", "expected rank 3 (batch, dim, seqlen)",
-                  "ChannelFirst");
+  EXPECT_MENTIONS(m, "x has rank 2", "(64, 20)", "expected rank 3 (batch, dim, seqlen)", "ChannelFirst");
   a = validFwd(ConvLayout::ChannelLast);
   a.x = cuda(0, DType::BF16, {1, 3, 20, 64});
   m = fwdError(a);
@@ -239,8 +237,7 @@ TEST(ConvValidation, WeightWidthRange) {
     CausalConv1dUpdateArgs u = validUpd();
     u.weight = cuda(2, DType::F16, {64, W});
     m = updError(u);
-    EXPECT_MENTIONS(m, "causal_conv1d_update: weight has width " + std::to_string(W),
-                    "2 <= W <= 8");
+    EXPECT_MENTIONS(m, "causal_conv1d_update: weight has width " + std::to_string(W), "2 <= W <= 8");
   }
 }
 
@@ -248,8 +245,7 @@ TEST(ConvValidation, MismatchedShapes) {
   CausalConv1dArgs a = validFwd();
   a.weight = cuda(1, DType::F32, {32, 4});
   std::string m = fwdError(a);
-  EXPECT_MENTIONS(m, "weight has shape (32, 4)", "expected (64, 4) [dim, width]",
-                  "dim 0 (dim) is 32, expected 64");
+  EXPECT_MENTIONS(m, "weight has shape (32, 4)", "expected (64, 4) [dim, width]", "dim 0 (dim) is 32, expected 64");
 
   a = validFwd();
   a.bias = cuda(2, DType::BF16, {63});
@@ -344,8 +340,7 @@ TEST(ConvValidation, Packing) {
   CausalConv1dArgs a = validCu();
   a.seq_pos = cuda(5, DType::I32, {1, 20});
   std::string m = fwdError(a);
-  EXPECT_MENTIONS(m, "cu_seqlens (shape (4))", "seq_pos (shape (1, 20))", "both given",
-                  "expected at most one");
+  EXPECT_MENTIONS(m, "cu_seqlens (shape (4))", "seq_pos (shape (1, 20))", "both given", "expected at most one");
 
   // Packed input is one row.
   for (bool cu : {true, false}) {
@@ -410,8 +405,7 @@ TEST(ConvValidation, StateSlotsAndIndices) {
   a = validFwd();
   a.initial_state_indices = cuda(7, DType::I32, {2});
   m = fwdError(a);
-  EXPECT_MENTIONS(m, "initial_state_indices has shape (2)", "expected (3) [nseq]",
-                  "dim 0 (nseq) is 2, expected 3");
+  EXPECT_MENTIONS(m, "initial_state_indices has shape (2)", "expected (3) [nseq]", "dim 0 (nseq) is 2, expected 3");
   a = validCu();
   a.final_state_indices = cuda(8, DType::I64, {1});
   m = fwdError(a);
@@ -426,22 +420,20 @@ TEST(ConvValidation, StateSlotsAndIndices) {
   a.initial_state_indices = a.final_state_indices = TensorView{};
   a.initial_states = a.final_states = cuda(6, DType::F32, {2, 64, 3});
   m = fwdError(a);
-  EXPECT_MENTIONS(m, "initial_states has 2 slots", "expected at least nseq = 3",
-                  "initial_state_indices is not given", "sequence i uses slot i");
+  EXPECT_MENTIONS(m, "initial_states has 2 slots", "expected at least nseq = 3", "initial_state_indices is not given",
+                  "sequence i uses slot i");
   a = validFwd();
   a.final_state_indices = TensorView{};
   a.final_states = cuda(9, DType::F32, {2, 64, 3});
   m = fwdError(a);
-  EXPECT_MENTIONS(m, "final_states has 2 slots", "expected at least nseq = 3",
-                  "final_state_indices is not given");
+  EXPECT_MENTIONS(m, "final_states has 2 slots", "expected at least nseq = 3", "final_state_indices is not given");
 }
 
 TEST(ConvValidation, StridesAlignmentAndDevices) {
   CausalConv1dArgs a = validFwd();
   a.x.strides[2] = -1;
   std::string m = fwdError(a);
-  EXPECT_MENTIONS(m, "x has strides (1280, 20, -1)", "dim 2 (seqlen) has stride -1",
-                  "expected a stride >= 0");
+  EXPECT_MENTIONS(m, "x has strides (1280, 20, -1)", "dim 2 (seqlen) has stride -1", "expected a stride >= 0");
   a = validFwd();
   a.weight.strides[1] = -4;
   m = fwdError(a);
@@ -451,8 +443,7 @@ TEST(ConvValidation, StridesAlignmentAndDevices) {
   a = validFwd(ConvLayout::ChannelLast);
   a.out.strides[2] = 0;
   m = fwdError(a);
-  EXPECT_MENTIONS(m, "out has strides (1280, 64, 0)", "dim 2 (dim, size 64) has stride 0",
-                  "expected a nonzero stride");
+  EXPECT_MENTIONS(m, "out has strides (1280, 64, 0)", "dim 2 (dim, size 64) has stride 0", "expected a nonzero stride");
   a = validFwd();
   a.x.strides[0] = 0;
   m = fwdError(a);
@@ -510,8 +501,7 @@ TEST(ConvValidation, StridesAlignmentAndDevices) {
   m = fwdError(a);
   EXPECT_MENTIONS(m, "cu_seqlens is a CPU tensor, expected a CUDA tensor");
   a = validFwd();
-  for (TensorView* t : {&a.x, &a.weight, &a.bias, &a.out, &a.initial_states, &a.final_states,
-                        &a.initial_state_indices})
+  for (TensorView* t : {&a.x, &a.weight, &a.bias, &a.out, &a.initial_states, &a.final_states, &a.initial_state_indices})
     t->deviceId = 2;
   m = fwdError(a);
   EXPECT_MENTIONS(m, "final_state_indices is on CUDA device 0, expected device 2 (where x is)");
@@ -571,8 +561,7 @@ TEST(ConvValidation, UpdateShapes) {
   a = validUpd();
   a.state_indices = cuda(5, DType::I64, {3});
   m = updError(a);
-  EXPECT_MENTIONS(m, "state_indices has shape (3)", "expected (4) [batch]",
-                  "dim 0 (batch) is 3, expected 4");
+  EXPECT_MENTIONS(m, "state_indices has shape (3)", "expected (4) [batch]", "dim 0 (batch) is 3, expected 4");
   a = validUpd();
   a.state_indices = TensorView{};  // 6 slots for 4 rows
   m = updError(a);
@@ -613,8 +602,7 @@ TEST(ConvValidation, UpdateDtypesStridesDevices) {
   a = validUpd();
   a.x.strides[1] = -64;
   m = updError(a);
-  EXPECT_MENTIONS(m, "x has strides (128, -64, 1)", "dim 1 (tokens) has stride -64",
-                  "expected a stride >= 0");
+  EXPECT_MENTIONS(m, "x has strides (128, -64, 1)", "dim 1 (tokens) has stride -64", "expected a stride >= 0");
   a = validUpd();
   a.state_indices.strides[0] = 0;
   m = updError(a);
@@ -647,8 +635,7 @@ TEST(ConvValidation, ReferenceRunsTheSameCheckOnCpuTensors) {
   std::string m = invalidArgMessage([&] { ssmjit::reference::causal_conv1d(validFwd()); });
   EXPECT_MENTIONS(m, "reference::causal_conv1d: x is a CUDA tensor", "expected a CPU tensor");
   m = invalidArgMessage([&] { ssmjit::reference::causal_conv1d_update(validUpd()); });
-  EXPECT_MENTIONS(m, "reference::causal_conv1d_update: conv_state is a CUDA tensor",
-                  "expected a CPU tensor");
+  EXPECT_MENTIONS(m, "reference::causal_conv1d_update: conv_state is a CUDA tensor", "expected a CPU tensor");
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -667,8 +654,8 @@ HostTensor hostTensor(DType t, const std::vector<int64_t>& shape, const std::vec
   });
   return h;
 }
-HostTensor randomTensor(DType t, const std::vector<int64_t>& shape, std::mt19937_64& rng,
-                        const Layout& lay = {}, double lo = -1, double hi = 1) {
+HostTensor randomTensor(DType t, const std::vector<int64_t>& shape, std::mt19937_64& rng, const Layout& lay = {},
+                        double lo = -1, double hi = 1) {
   HostTensor h = makeTensor(t, shape, lay, rng);
   fillUniform(h, rng, lo, hi);
   return h;
@@ -681,9 +668,7 @@ TensorView v(const HostTensor& h) { return h.defined ? h.view() : TensorView{}; 
 
 std::vector<double> values(const HostTensor& h) {
   std::vector<double> r;
-  forEachElement(h.view(), [&](int64_t off, const std::vector<int64_t>&) {
-    r.push_back(loadElement(h.view(), off));
-  });
+  forEachElement(h.view(), [&](int64_t off, const std::vector<int64_t>&) { r.push_back(loadElement(h.view(), off)); });
   return r;
 }
 
@@ -775,8 +760,7 @@ TEST(ConvReference, HandComputedWidth4ShortSequence) {
       for (int t = 0; t < 2; ++t) EXPECT_EQ(got[t], f32(act ? silu(want[t]) : want[t])) << t;
       // Final column j = xx(len - 3 + j) = xx(-1), x(0), x(1); written to slot 2 only.
       const std::vector<double> fs = values(stF);
-      EXPECT_EQ(std::vector<double>(fs.begin() + 6, fs.end()),
-                (std::vector<double>{init ? -1.0 : 0.0, 1, -2}));
+      EXPECT_EQ(std::vector<double>(fs.begin() + 6, fs.end()), (std::vector<double>{init ? -1.0 : 0.0, 1, -2}));
       EXPECT_TRUE(std::equal(before.begin(), before.begin() + 6 * 4, stF.bytes.begin()))
           << "slots 0 and 1 are not written";
     }
@@ -803,8 +787,8 @@ struct Packed {
   int W;
   int64_t D;
   std::vector<int64_t> lens;
-  bool cu = true;            // else seq_pos
-  bool states = true;        // initial and final states, in place, slots through indices
+  bool cu = true;      // else seq_pos
+  bool states = true;  // initial and final states, in place, slots through indices
   bool stridedLayouts = false;
   uint64_t seed = 1;
 };
@@ -1188,14 +1172,13 @@ TEST(ConvReference, UpdateEqualsForwardWithStates) {
     const TensorView uo = u.out.view(), fo = out.view();
     int64_t diffs = 0;
     forEachElement(uo, [&](int64_t off, const std::vector<int64_t>& i) {
-      if (i[0] == b) diffs += std::memcmp(static_cast<char*>(uo.data) + off * 4,
-                                          static_cast<char*>(fo.data) + off * 4, 4) != 0;
+      if (i[0] == b)
+        diffs += std::memcmp(static_cast<char*>(uo.data) + off * 4, static_cast<char*>(fo.data) + off * 4, 4) != 0;
     });
     EXPECT_EQ(diffs, 0) << "row " << b;
     const std::vector<double> us = values(u.state), fs = values(st);
     const size_t slot = size_t(D * (W - 1)), s = size_t(p0.slot[b]);
-    EXPECT_TRUE(std::equal(us.begin() + s * slot, us.begin() + (s + 1) * slot, fs.begin() + s * slot))
-        << "row " << b;
+    EXPECT_TRUE(std::equal(us.begin() + s * slot, us.begin() + (s + 1) * slot, fs.begin() + s * slot)) << "row " << b;
   }
 }
 
@@ -1204,8 +1187,7 @@ TEST(ConvReference, UpdateBadSlotThrowsBeforeWriting) {
   UpdProblem r = p0;
   storeElement(r.idx.view(), 3, 6);
   const std::string m = invalidArgMessage([&] { ssmjit::reference::causal_conv1d_update(updArgs(r)); });
-  EXPECT_MENTIONS(m, "reference::causal_conv1d_update: state_indices[3] = 6",
-                  "expected -1 (pad) or a slot in [0, 6)");
+  EXPECT_MENTIONS(m, "reference::causal_conv1d_update: state_indices[3] = 6", "expected -1 (pad) or a slot in [0, 6)");
   EXPECT_EQ(r.out.bytes, p0.out.bytes);
   EXPECT_EQ(r.state.bytes, p0.state.bytes);
 }
@@ -1229,9 +1211,21 @@ ConvBackwardCase checkCase() {
 }
 
 std::vector<TensorView*> tensorsOf(CausalConv1dBackwardArgs& a) {
-  return {&a.x, &a.weight, &a.bias, &a.dout, &a.cu_seqlens, &a.seq_pos, &a.initial_states,
-          &a.initial_state_indices, &a.dfinal_states, &a.final_state_indices, &a.dx, &a.dweight,
-          &a.dbias, &a.dinitial_states, &a.workspace};
+  return {&a.x,
+          &a.weight,
+          &a.bias,
+          &a.dout,
+          &a.cu_seqlens,
+          &a.seq_pos,
+          &a.initial_states,
+          &a.initial_state_indices,
+          &a.dfinal_states,
+          &a.final_state_indices,
+          &a.dx,
+          &a.dweight,
+          &a.dbias,
+          &a.dinitial_states,
+          &a.workspace};
 }
 
 // The same call with fake device pointers (never dereferenced).
@@ -1249,9 +1243,8 @@ CausalConv1dBackwardArgs onDevice(CausalConv1dBackwardArgs a) {
 
 // The check's message; the op and its workspace query (both check first) must throw the same.
 std::string bwdError(const CausalConv1dBackwardArgs& a) {
-  const std::string m = invalidArgMessage([&] {
-    ssmjit::detail::checkConv1dBackwardArgs(a, DeviceKind::CUDA, "causal_conv1d_backward");
-  });
+  const std::string m = invalidArgMessage(
+      [&] { ssmjit::detail::checkConv1dBackwardArgs(a, DeviceKind::CUDA, "causal_conv1d_backward"); });
   if (!m.empty()) {
     EXPECT_EQ(invalidArgMessage([&] { ssmjit::causal_conv1d_backward(a); }), m);
     EXPECT_EQ(invalidArgMessage([&] { ssmjit::causal_conv1d_backward_workspace_size(a); }), m);
@@ -1333,48 +1326,55 @@ TEST(ConvBackwardValidation, BadArgumentsAreNamedAndNothingIsWritten) {
     std::vector<std::string> mentions;
   };
   const std::vector<Bad> bad = {
-      {"dx missing", [](CausalConv1dBackwardArgs& a) { a.dx = TensorView{}; },
-       {"dx is required"}},
-      {"dx shape", [](CausalConv1dBackwardArgs& a) { a.dx.shape[1] = 63; },
-       {"dx has shape (1, 63, 20)", "expected (1, 64, 20) [batch, dim, seqlen]",
-        "dim 1 (dim) is 63, expected 64", "ChannelFirst"}},
-      {"dx dtype", [](CausalConv1dBackwardArgs& a) { a.dx.dtype = DType::I32; },
+      {"dx missing", [](CausalConv1dBackwardArgs& a) { a.dx = TensorView{}; }, {"dx is required"}},
+      {"dx shape",
+       [](CausalConv1dBackwardArgs& a) { a.dx.shape[1] = 63; },
+       {"dx has shape (1, 63, 20)", "expected (1, 64, 20) [batch, dim, seqlen]", "dim 1 (dim) is 63, expected 64",
+        "ChannelFirst"}},
+      {"dx dtype",
+       [](CausalConv1dBackwardArgs& a) { a.dx.dtype = DType::I32; },
        {"dx has dtype int32", "expected float32, bfloat16 or float16"}},
-      {"dx broadcast", [](CausalConv1dBackwardArgs& a) { a.dx.strides[1] = 0; },
+      {"dx broadcast",
+       [](CausalConv1dBackwardArgs& a) { a.dx.strides[1] = 0; },
        {"dx has strides (1280, 0, 1)", "dim 1 (dim, size 64) has stride 0"}},
-      {"dx aliases dout", [](CausalConv1dBackwardArgs& a) { a.dx.data = a.dout.data; },
+      {"dx aliases dout",
+       [](CausalConv1dBackwardArgs& a) { a.dx.data = a.dout.data; },
        {"dx has data pointer 0x", "the same as dout's", "dx may not alias dout"}},
-      {"dx aliases x", [](CausalConv1dBackwardArgs& a) { a.dx.data = a.x.data; },
-       {"dx may not alias x"}},
-      {"dout missing", [](CausalConv1dBackwardArgs& a) { a.dout = TensorView{}; },
-       {"dout is required"}},
-      {"dout shape", [](CausalConv1dBackwardArgs& a) { a.dout.shape[2] = 19; },
+      {"dx aliases x", [](CausalConv1dBackwardArgs& a) { a.dx.data = a.x.data; }, {"dx may not alias x"}},
+      {"dout missing", [](CausalConv1dBackwardArgs& a) { a.dout = TensorView{}; }, {"dout is required"}},
+      {"dout shape",
+       [](CausalConv1dBackwardArgs& a) { a.dout.shape[2] = 19; },
        {"dout has shape (1, 64, 19)", "dim 2 (seqlen) is 19, expected 20"}},
-      {"dout dtype", [](CausalConv1dBackwardArgs& a) { a.dout.dtype = DType::I64; },
-       {"dout has dtype int64"}},
-      {"dweight missing", [](CausalConv1dBackwardArgs& a) { a.dweight = TensorView{}; },
-       {"dweight is required"}},
-      {"dweight shape", [](CausalConv1dBackwardArgs& a) { a.dweight.shape[1] = 3; },
+      {"dout dtype", [](CausalConv1dBackwardArgs& a) { a.dout.dtype = DType::I64; }, {"dout has dtype int64"}},
+      {"dweight missing", [](CausalConv1dBackwardArgs& a) { a.dweight = TensorView{}; }, {"dweight is required"}},
+      {"dweight shape",
+       [](CausalConv1dBackwardArgs& a) { a.dweight.shape[1] = 3; },
        {"dweight has shape (64, 3)", "expected (64, 4) [dim, width]", "dim 1 (width) is 3, expected 4"}},
-      {"dweight dtype", [](CausalConv1dBackwardArgs& a) { a.dweight.dtype = DType::F16; },
+      {"dweight dtype",
+       [](CausalConv1dBackwardArgs& a) { a.dweight.dtype = DType::F16; },
        {"dweight has dtype float16", "expected float32 or bfloat16"}},
-      {"dweight broadcast", [](CausalConv1dBackwardArgs& a) { a.dweight.strides[0] = 0; },
+      {"dweight broadcast",
+       [](CausalConv1dBackwardArgs& a) { a.dweight.strides[0] = 0; },
        {"dweight has strides (0, 1)", "dim 0 (dim, size 64) has stride 0"}},
-      {"dbias without bias", [](CausalConv1dBackwardArgs& a) { a.bias = TensorView{}; },
+      {"dbias without bias",
+       [](CausalConv1dBackwardArgs& a) { a.bias = TensorView{}; },
        {"dbias is given (shape (64))", "expected none: bias is not given"}},
-      {"dbias shape", [](CausalConv1dBackwardArgs& a) { a.dbias.shape[0] = 65; },
+      {"dbias shape",
+       [](CausalConv1dBackwardArgs& a) { a.dbias.shape[0] = 65; },
        {"dbias has shape (65)", "expected (64) [dim]"}},
       {"dinitial_states without initial_states",
        [](CausalConv1dBackwardArgs& a) { a.initial_states = a.initial_state_indices = TensorView{}; },
        {"dinitial_states is given (shape (5, 64, 3))", "expected none: initial_states is not given"}},
-      {"dinitial_states shape", [](CausalConv1dBackwardArgs& a) { a.dinitial_states.shape[0] = 4; },
+      {"dinitial_states shape",
+       [](CausalConv1dBackwardArgs& a) { a.dinitial_states.shape[0] = 4; },
        {"dinitial_states has shape (4, 64, 3)", "expected (5, 64, 3) [slots, dim, width - 1]",
         "dim 0 (slots) is 4, expected 5", "initial_states' shape"}},
-      {"dinitial_states dtype", [](CausalConv1dBackwardArgs& a) { a.dinitial_states.dtype = DType::I32; },
+      {"dinitial_states dtype",
+       [](CausalConv1dBackwardArgs& a) { a.dinitial_states.dtype = DType::I32; },
        {"dinitial_states has dtype int32"}},
-      {"dfinal_states shape", [](CausalConv1dBackwardArgs& a) { a.dfinal_states.shape[2] = 2; },
-       {"dfinal_states has shape (5, 64, 2)", "[slots, dim, width - 1]",
-        "dim 2 (width - 1) is 2, expected 3"}},
+      {"dfinal_states shape",
+       [](CausalConv1dBackwardArgs& a) { a.dfinal_states.shape[2] = 2; },
+       {"dfinal_states has shape (5, 64, 2)", "[slots, dim, width - 1]", "dim 2 (width - 1) is 2, expected 3"}},
       {"dfinal_states too few slots without indices",
        [](CausalConv1dBackwardArgs& a) {
          a.final_state_indices = TensorView{};
@@ -1384,7 +1384,8 @@ TEST(ConvBackwardValidation, BadArgumentsAreNamedAndNothingIsWritten) {
       {"final_state_indices without dfinal_states",
        [](CausalConv1dBackwardArgs& a) { a.dfinal_states = TensorView{}; },
        {"final_state_indices is given", "dfinal_states is not given"}},
-      {"final_state_indices shape", [](CausalConv1dBackwardArgs& a) { a.final_state_indices.shape[0] = 2; },
+      {"final_state_indices shape",
+       [](CausalConv1dBackwardArgs& a) { a.final_state_indices.shape[0] = 2; },
        {"final_state_indices has shape (2)", "dim 0 (nseq) is 2, expected 3"}},
       {"dfinal_states with seq_pos",
        [](CausalConv1dBackwardArgs& a) {
@@ -1399,9 +1400,11 @@ TEST(ConvBackwardValidation, BadArgumentsAreNamedAndNothingIsWritten) {
          a.initial_states = a.initial_state_indices = a.dinitial_states = TensorView{};
        },
        {"dfinal_states is given (shape (5, 64, 3)) with seq_pos", "conv states need cu_seqlens"}},
-      {"initial_states shape", [](CausalConv1dBackwardArgs& a) { a.initial_states.shape[1] = 32; },
+      {"initial_states shape",
+       [](CausalConv1dBackwardArgs& a) { a.initial_states.shape[1] = 32; },
        {"initial_states has shape (5, 32, 3)", "dim 1 (dim) is 32, expected 64"}},
-      {"weight width", [](CausalConv1dBackwardArgs& a) { a.weight.shape[1] = 9; },
+      {"weight width",
+       [](CausalConv1dBackwardArgs& a) { a.weight.shape[1] = 9; },
        {"weight has width 9", "2 <= W <= 8"}},
   };
   const ConvBackwardProblem p0(checkCase());
@@ -1416,16 +1419,14 @@ TEST(ConvBackwardValidation, BadArgumentsAreNamedAndNothingIsWritten) {
     ConvBackwardProblem p = p0;
     CausalConv1dBackwardArgs host = p.args();
     b.mutate(host);
-    const std::string r =
-        invalidArgMessage([&] { ssmjit::reference::causal_conv1d_backward(host); });
+    const std::string r = invalidArgMessage([&] { ssmjit::reference::causal_conv1d_backward(host); });
     if (!m.empty() && m.find("data pointer") == std::string::npos)  // pointers differ
       EXPECT_EQ(r, "reference::" + m);
     EXPECT_MENTIONS(r, "reference::causal_conv1d_backward: ");
     EXPECT_TRUE(gradBytes(p) == gradBytes(p0)) << "a gradient was written";
   }
   // Device tensors are refused by the reference (it would dereference them).
-  const std::string m = invalidArgMessage(
-      [&] { ssmjit::reference::causal_conv1d_backward(onDevice(p0.args())); });
+  const std::string m = invalidArgMessage([&] { ssmjit::reference::causal_conv1d_backward(onDevice(p0.args())); });
   EXPECT_MENTIONS(m, "reference::causal_conv1d_backward: x is a CUDA tensor", "expected a CPU tensor");
 }
 
@@ -1730,12 +1731,18 @@ TEST(ConvBackwardReference, BadSlotThrowsBeforeWriting) {
     std::vector<std::string> mentions;
   };
   const std::vector<Bad> bad = {
-      {&ConvBackwardProblem::initIdx, 2, 5,
+      {&ConvBackwardProblem::initIdx,
+       2,
+       5,
        {"initial_state_indices[2] = 5", "expected -1 (zeros) or a slot in [0, 5)"}},
-      {&ConvBackwardProblem::finalIdx, 0, -2,
+      {&ConvBackwardProblem::finalIdx,
+       0,
+       -2,
        {"final_state_indices[0] = -2", "expected -1 (no gradient) or a slot in [0, 5)"}},
       // Two sequences reading one slot: its gradient would be written twice.
-      {&ConvBackwardProblem::initIdx, 2, slot0,
+      {&ConvBackwardProblem::initIdx,
+       2,
+       slot0,
        {"initial_state_indices[2] = " + std::to_string(slot0), "the slot of initial_state_indices[0] too",
         "expected distinct slots with dinitial_states"}},
   };

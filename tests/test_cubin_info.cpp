@@ -109,8 +109,8 @@ struct Case {
 };
 
 std::vector<Case> cases() {
-  return {{"tiny", kTiny, {}}, {"multi", kMulti, {}}, {"spill", kSpill, {"-maxrregcount=32"}},
-          {"indirect", kIndirect, {}}};
+  return {
+      {"tiny", kTiny, {}}, {"multi", kMulti, {}}, {"spill", kSpill, {"-maxrregcount=32"}}, {"indirect", kIndirect, {}}};
 }
 
 std::vector<std::string> arches() {
@@ -170,8 +170,8 @@ std::map<std::string, PtxasEntry> ptxasEntries(const std::string& log) {
 std::string fresh(const char* source) {
   static int counter = 0;
   auto now = std::chrono::steady_clock::now().time_since_epoch().count();
-  return std::string(source) + "\n__device__ int sj_fresh_" + std::to_string(getpid()) + "_" +
-         std::to_string(now) + "_" + std::to_string(counter++) + ";\n";
+  return std::string(source) + "\n__device__ int sj_fresh_" + std::to_string(getpid()) + "_" + std::to_string(now) +
+         "_" + std::to_string(counter++) + ";\n";
 }
 
 TEST(CubinInfo, AgreesWithPtxasOnNvrtcOutput) {
@@ -330,7 +330,12 @@ std::vector<unsigned char> makeCubin(const std::vector<unsigned char>& info, uin
   size_t infoOff = append(info.data(), info.size());
   while (b.size() % 8) b.push_back(0);
   size_t shoff = b.size();
-  struct Sh { uint32_t type; uint64_t off, size; uint32_t link; uint64_t entsize; };
+  struct Sh {
+    uint32_t type;
+    uint64_t off, size;
+    uint32_t link;
+    uint64_t entsize;
+  };
   std::vector<Sh> sh = {{0, 0, 0, 0, 0},
                         {3, shstrOff, shstr.size(), 0, 0},
                         {3, strOff, str.size(), 0, 0},
@@ -431,8 +436,7 @@ TEST(CubinInfo, BrokenAttributesAreUnknownNotWrong) {
   cut.push_back(4);
   EXPECT_EQ(unknownOf(cut).registers, -1);
   // Symbol indices out of range or of another symbol, short payloads: ignored, the rest is read.
-  CubinKernel k = unknownOf(nvInfo({{4, 0x2f, {7, 99}}, {4, 0x2f, {0, 98}}, {4, 0x11, {1}},
-                                    {4, 0x2f, {1, 12}}}));
+  CubinKernel k = unknownOf(nvInfo({{4, 0x2f, {7, 99}}, {4, 0x2f, {0, 98}}, {4, 0x11, {1}}, {4, 0x2f, {1, 12}}}));
   EXPECT_EQ(k.registers, 12);
   EXPECT_EQ(k.frameBytes, -1);
   // The shared figure stays known: it is not in .nv.info.
@@ -486,8 +490,7 @@ void expectSane(const CubinInfo& ci) {
     return;
   }
   for (const auto& k : ci.kernels)
-    for (int v : {k.registers, k.frameBytes, k.minStackBytes, k.maxStackBytes, k.sharedSectionBytes,
-                  k.sharedBytes})
+    for (int v : {k.registers, k.frameBytes, k.minStackBytes, k.maxStackBytes, k.sharedSectionBytes, k.sharedBytes})
       EXPECT_GE(v, -1);
 }
 

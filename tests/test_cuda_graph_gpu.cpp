@@ -44,9 +44,12 @@ TEST(CudaGraph, CapturesAndReplays) {
     CUdeviceptr p = buf.ptr();
     int count = n;
     void* args[] = {&p, &count};
-    CudaGraph g = CudaGraph::capture(stream, [&](CUstream s) {
-      for (int i = 0; i < 3; ++i) k.launch((n + 255) / 256, 256, s, args);
-    }, mode);
+    CudaGraph g = CudaGraph::capture(
+        stream,
+        [&](CUstream s) {
+          for (int i = 0; i < 3; ++i) k.launch((n + 255) / 256, 256, s, args);
+        },
+        mode);
     ASSERT_TRUE(g.valid());
     // Capturing records; nothing ran yet.
     stream.synchronize();
@@ -62,8 +65,7 @@ TEST(CudaGraph, CapturesAndReplays) {
 TEST(CudaGraph, ThrowingBodyEndsTheCapture) {
   SSMJIT_REQUIRE_GPU();
   OwnedStream stream;
-  EXPECT_THROW(CudaGraph::capture(stream, [](CUstream) { throw std::runtime_error("boom"); }),
-               std::runtime_error);
+  EXPECT_THROW(CudaGraph::capture(stream, [](CUstream) { throw std::runtime_error("boom"); }), std::runtime_error);
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
   ssmjit::driver::check(ssmjit::driver::api().cuStreamIsCapturing(stream, &status), "cuStreamIsCapturing");
   EXPECT_EQ(status, CU_STREAM_CAPTURE_STATUS_NONE);

@@ -228,8 +228,8 @@ TEST(DecodeStep, EqualsOneTokenKernels) {
   DecodeProblem p(c);
   DeviceTensors fused(p.all()), seq(p.all());
   const int64_t B = c.batch, Dc = c.H * c.P + 2 * c.G * c.N;
-  DeviceBuffer idx(size_t(B) * 4), convOut(size_t(B * Dc) * 4), y1(size_t(B * c.H * c.P) * 4),
-      xg(size_t(B * Dc) * 4), dg(size_t(B * c.H) * 4);
+  DeviceBuffer idx(size_t(B) * 4), convOut(size_t(B * Dc) * 4), y1(size_t(B * c.H * c.P) * 4), xg(size_t(B * Dc) * 4),
+      dg(size_t(B * c.H) * 4);
   DeviceBuffer convScratch(fused.bufs[kConv].bytes()), ssmScratch(fused.bufs[kSsm].bytes());
   ULPStats stState, stY;
   for (int r = 0; r < 8; ++r) {
@@ -303,10 +303,11 @@ TEST(DecodeStep, EqualsOneTokenKernels) {
     }
   }
   // The bar: bitwise where the arithmetic order matches, else within 1e-6 relative.
-  std::printf("[decode-step] committed states: %lld of %lld values bitwise equal, max rel diff %.3g; "
-              "y: %lld of %lld bitwise, max rel diff %.3g\n",
-              (long long)stState.exact, (long long)stState.n, stState.maxRel, (long long)stY.exact, (long long)stY.n,
-              stY.maxRel);
+  std::printf(
+      "[decode-step] committed states: %lld of %lld values bitwise equal, max rel diff %.3g; "
+      "y: %lld of %lld bitwise, max rel diff %.3g\n",
+      (long long)stState.exact, (long long)stState.n, stState.maxRel, (long long)stY.exact, (long long)stY.n,
+      stY.maxRel);
   EXPECT_GT(stState.n, 0);
   EXPECT_GT(stY.n, 0);
   // An element unwritten on one side (NaN poison) or a NaN result differs from a finite one.
@@ -367,8 +368,10 @@ void expectRowSkipped(int64_t badRow, bool badSlot) {
   const std::vector<uint8_t> convBefore = p.convState.bytes, ssmBefore = p.ssmState.bytes, yBefore = p.y.bytes;
   reference::mamba2_decode_step(expected.state(), expected.weights(), expected.args());
 
-  if (badSlot) storeElement(p.idx.view(), badRow, 9.0);  // slots are 5
-  else storeElement(p.accepted.view(), badRow, double(at(p.cachedTokens, slotOf(p, badRow)) + 1));
+  if (badSlot)
+    storeElement(p.idx.view(), badRow, 9.0);  // slots are 5
+  else
+    storeElement(p.accepted.view(), badRow, double(at(p.cachedTokens, slotOf(p, badRow)) + 1));
   DeviceTensors d(p.all());
   checkDeviceErrors();
   mamba2_decode_step(deviceState(p, d), deviceWeights(p, d), deviceArgs(p, d));

@@ -70,9 +70,10 @@ Call make(const Variant& v) {
     c.a.y = view(16, v.x, {B, v.L, v.H, v.P});
     if (v.extras) c.a.z = view(17, v.x, {B, v.L, v.H, v.P});
   }
-  if (!v.extras) c.s.ssm_state = view(2, v.state, {B, v.H, v.P, v.N}), c.s.conv_state = view(1, v.state, {B, Dc, v.W - 1}),
-                 c.s.xbc_cache = view(3, v.x, {B, Lc, Dc}), c.s.dt_cache = view(4, v.x, {B, Lc, v.H}),
-                 c.s.cached_tokens = view(5, DType::I32, {B}), c.s.arrivals = view(6, DType::I32, {B});
+  if (!v.extras)
+    c.s.ssm_state = view(2, v.state, {B, v.H, v.P, v.N}), c.s.conv_state = view(1, v.state, {B, Dc, v.W - 1}),
+    c.s.xbc_cache = view(3, v.x, {B, Lc, Dc}), c.s.dt_cache = view(4, v.x, {B, Lc, v.H}),
+    c.s.cached_tokens = view(5, DType::I32, {B}), c.s.arrivals = view(6, DType::I32, {B});
   return c;
 }
 
@@ -108,7 +109,8 @@ TEST(DecodeStepKernels, BatchAndSlotCountDoNotSpecialise) {
 
 TEST(DecodeStepKernels, EveryPartAndDtypeCompiles) {
   SSMJIT_REQUIRE_NVRTC();
-  for (DecodeStepParts parts : {DecodeStepParts::ReplayAndVerify, DecodeStepParts::ReplayOnly, DecodeStepParts::VerifyOnly})
+  for (DecodeStepParts parts :
+       {DecodeStepParts::ReplayAndVerify, DecodeStepParts::ReplayOnly, DecodeStepParts::VerifyOnly})
     for (DType st : {DType::F32, DType::BF16})
       for (DType x : {DType::F32, DType::BF16, DType::F16})
         for (bool extras : {true, false}) {
@@ -124,7 +126,8 @@ TEST(DecodeStepKernels, EveryPartAndDtypeCompiles) {
 // Large batches take half the rows a program at 5 programs an SM (96 registers; 4 with fp32 drafts).
 TEST(DecodeStepKernels, LargeBatchTilesCompile) {
   SSMJIT_REQUIRE_NVRTC();
-  for (DecodeStepParts parts : {DecodeStepParts::ReplayAndVerify, DecodeStepParts::ReplayOnly, DecodeStepParts::VerifyOnly})
+  for (DecodeStepParts parts :
+       {DecodeStepParts::ReplayAndVerify, DecodeStepParts::ReplayOnly, DecodeStepParts::VerifyOnly})
     for (DType st : {DType::F32, DType::BF16})
       for (DType x : {DType::F32, DType::BF16}) {
         Variant v;
@@ -154,7 +157,8 @@ TEST(DecodeStepKernels, WidthsShapesAndClampCompile) {
     v.W = W;
     expectCompiles(v, "sm_90a");
   }
-  for (auto [H, P, N, G] : {std::tuple<int, int, int, int>{6, 24, 20, 3}, {4, 7, 13, 2}, {2, 128, 256, 1}, {1, 1, 1, 1}}) {
+  for (auto [H, P, N, G] :
+       {std::tuple<int, int, int, int>{6, 24, 20, 3}, {4, 7, 13, 2}, {2, 128, 256, 1}, {1, 1, 1, 1}}) {
     Variant v;
     v.H = H, v.P = P, v.N = N, v.G = G, v.L = 1, v.clamp = true;
     expectCompiles(v, "sm_90a");
@@ -188,7 +192,6 @@ TEST(DecodeStepKernels, GeneratedCodeWritesSharedDataAfterTheLastArrival) {
     EXPECT_GT(cuda.find(write), arrive) << write;
   }
 }
-
 
 // The conv weights and biases (B's, C's and a head's x) are staged into shared memory with their
 // raw rows, before the barrier that the convs wait at, so their loads overlap the rows' loads:

@@ -25,7 +25,9 @@ using namespace ssmjit::testing;
 namespace {
 
 void* fake(int k) { return reinterpret_cast<void*>(uintptr_t{0x10000} + uintptr_t(k) * 0x1000000); }
-TensorView cuda(int k, DType t, std::initializer_list<int64_t> shape) { return TensorView::contiguous(fake(k), t, shape); }
+TensorView cuda(int k, DType t, std::initializer_list<int64_t> shape) {
+  return TensorView::contiguous(fake(k), t, shape);
+}
 
 // A valid call: H 4, P 8, N 16, G 2 (Dc 96), W 4, batch 3, L 4, cache depth 6, 5 slots.
 struct Call {
@@ -88,23 +90,54 @@ TEST(DecodeStepCheck, ValidCallPasses) {
 
 TEST(DecodeStepCheck, BadArgumentsAreNamed) {
   const std::vector<std::pair<std::function<void(Call&)>, std::vector<const char*>>> bad = {
-      {[](Call& c) { c.s.ssm_state = cuda(2, DType::F32, {5, 4, 8}); }, {"ssm_state", "rank 3", "expected rank 4"}},
-      {[](Call& c) { c.s.ssm_state = cuda(2, DType::F32, {5, 0, 8, 16}); }, {"ssm_state", "(5, 0, 8, 16)", ">= 1"}},
+      {[](Call& c) {
+         c.s.ssm_state = cuda(2, DType::F32, {5, 4, 8});
+       },
+       {"ssm_state", "rank 3", "expected rank 4"}},
+      {[](Call& c) {
+         c.s.ssm_state = cuda(2, DType::F32, {5, 0, 8, 16});
+       },
+       {"ssm_state", "(5, 0, 8, 16)", ">= 1"}},
       {[](Call& c) { c.s.ssm_state.strides[3] = -1; }, {"ssm_state", "stride -1", "stride >= 0"}},
       {[](Call& c) { c.s.ssm_state.strides[0] = 0; }, {"ssm_state", "stride 0", "nonzero stride"}},
-      {[](Call& c) { c.s.conv_state = cuda(1, DType::BF16, {5, 97, 3}); }, {"conv_state", "97", "H*P + 2*G*N"}},
+      {[](Call& c) {
+         c.s.conv_state = cuda(1, DType::BF16, {5, 97, 3});
+       },
+       {"conv_state", "97", "H*P + 2*G*N"}},
       {[](Call& c) {  // G = 3 groups do not divide H = 4
          c.s.conv_state = cuda(1, DType::BF16, {5, 32 + 96, 3});
          c.s.xbc_cache = cuda(3, DType::BF16, {5, 6, 128});
-       }, {"conv_state", "G = 3", "divide H = 4"}},
-      {[](Call& c) { c.s.conv_state = cuda(1, DType::BF16, {5, 96, 8}); }, {"conv_state", "width - 1 = 8", "2 <= W <= 8"}},
-      {[](Call& c) { c.s.conv_state = cuda(1, DType::I32, {5, 96, 3}); }, {"conv_state", "int32", "float32, bfloat16 or float16"}},
-      {[](Call& c) { c.s.xbc_cache = cuda(3, DType::BF16, {5, 6, 95}); }, {"xbc_cache", "95", "96"}},
-      {[](Call& c) { c.s.xbc_cache = cuda(3, DType::F32, {5, 6, 96}); }, {"xbc_cache", "float32", "bfloat16", "exactly"}},
-      {[](Call& c) { c.s.dt_cache = cuda(4, DType::F32, {5, 6, 4}); }, {"dt_cache", "float32", "bfloat16"}},
-      {[](Call& c) { c.s.dt_cache = cuda(4, DType::BF16, {5, 6, 3}); }, {"dt_cache", "3", "4"}},
+       },
+       {"conv_state", "G = 3", "divide H = 4"}},
+      {[](Call& c) {
+         c.s.conv_state = cuda(1, DType::BF16, {5, 96, 8});
+       },
+       {"conv_state", "width - 1 = 8", "2 <= W <= 8"}},
+      {[](Call& c) {
+         c.s.conv_state = cuda(1, DType::I32, {5, 96, 3});
+       },
+       {"conv_state", "int32", "float32, bfloat16 or float16"}},
+      {[](Call& c) {
+         c.s.xbc_cache = cuda(3, DType::BF16, {5, 6, 95});
+       },
+       {"xbc_cache", "95", "96"}},
+      {[](Call& c) {
+         c.s.xbc_cache = cuda(3, DType::F32, {5, 6, 96});
+       },
+       {"xbc_cache", "float32", "bfloat16", "exactly"}},
+      {[](Call& c) {
+         c.s.dt_cache = cuda(4, DType::F32, {5, 6, 4});
+       },
+       {"dt_cache", "float32", "bfloat16"}},
+      {[](Call& c) {
+         c.s.dt_cache = cuda(4, DType::BF16, {5, 6, 3});
+       },
+       {"dt_cache", "3", "4"}},
       {[](Call& c) { c.s.cached_tokens = cuda(5, DType::I64, {5}); }, {"cached_tokens", "int64", "int32"}},
-      {[](Call& c) { c.s.arrivals = cuda(6, DType::I32, {5, 2}); }, {"arrivals", "rank 2", "expected rank 1"}},
+      {[](Call& c) {
+         c.s.arrivals = cuda(6, DType::I32, {5, 2});
+       },
+       {"arrivals", "rank 2", "expected rank 1"}},
       {[](Call& c) { c.s.arrivals = cuda(6, DType::I32, {4}); }, {"arrivals", "is 4", "expected 5"}},
       {[](Call& c) { c.s.arrivals.strides[0] = 2; }, {"arrivals", "stride 2", "expected 1"}},
       {[](Call& c) { c.s.arrivals = cuda(6, DType::I64, {5}); }, {"arrivals", "int64", "int32"}},
@@ -116,13 +149,21 @@ TEST(DecodeStepCheck, BadArgumentsAreNamed) {
          c.a.dt = cuda(15, DType::BF16, {3, 33, 4});
          c.a.z = cuda(16, DType::BF16, {3, 33, 4, 8});
          c.a.y = cuda(17, DType::BF16, {3, 33, 4, 8});
-       }, {"xBC", "33 drafts", "1 <= L <= 32", "kMaxTokens = 32"}},
+       },
+       {"xBC", "33 drafts", "1 <= L <= 32", "kMaxTokens = 32"}},
       {[](Call& c) {
          c.a.xBC = cuda(14, DType::BF16, {3, 7, 96});
          c.a.dt = cuda(15, DType::BF16, {3, 7, 4});
-       }, {"xBC", "7 drafts", "1 <= L <= 6", "cache depth"}},
-      {[](Call& c) { c.a.dt = cuda(15, DType::BF16, {3, 4, 5}); }, {"dt", "5", "4"}},
-      {[](Call& c) { c.a.y = cuda(17, DType::BF16, {3, 4, 4, 9}); }, {"y", "9", "8"}},
+       },
+       {"xBC", "7 drafts", "1 <= L <= 6", "cache depth"}},
+      {[](Call& c) {
+         c.a.dt = cuda(15, DType::BF16, {3, 4, 5});
+       },
+       {"dt", "5", "4"}},
+      {[](Call& c) {
+         c.a.y = cuda(17, DType::BF16, {3, 4, 4, 9});
+       },
+       {"y", "9", "8"}},
       {[](Call& c) { c.a.y = {}; }, {"y is required"}},
       {[](Call& c) { c.a.y.data = c.a.xBC.data; }, {"y", "same as an input", "its own memory"}},
       {[](Call& c) { c.a.y.data = c.a.z.data; }, {"y", "same as an input"}},
@@ -133,19 +174,29 @@ TEST(DecodeStepCheck, BadArgumentsAreNamed) {
       {[](Call& c) {  // z alone left over with ReplayOnly
          c.a.parts = DecodeStepParts::ReplayOnly;
          c.a.xBC = c.a.dt = c.a.y = TensorView{};
-       }, {"z is given", "ReplayOnly"}},
-      {[](Call& c) { c.a.parts = DecodeStepParts::VerifyOnly; }, {"num_accepted is given", "expected none", "VerifyOnly"}},
+       },
+       {"z is given", "ReplayOnly"}},
+      {[](Call& c) { c.a.parts = DecodeStepParts::VerifyOnly; },
+       {"num_accepted is given", "expected none", "VerifyOnly"}},
       {[](Call& c) {  // ReplayOnly without drafts: the batch comes from num_accepted, and S must equal it
          c.a.parts = DecodeStepParts::ReplayOnly;
          c.a.xBC = c.a.dt = c.a.y = c.a.z = c.a.state_indices = TensorView{};
-       }, {"5 slots", "batch = 3"}},
+       },
+       {"5 slots", "batch = 3"}},
       {[](Call& c) { c.a.parts = static_cast<DecodeStepParts>(7); }, {"parts is 7", "ReplayAndVerify (0)"}},
       {[](Call& c) { c.a.state_indices = {}; }, {"slots", "batch = 3", "state_indices"}},
       {[](Call& c) { c.a.state_indices = cuda(12, DType::I32, {4}); }, {"state_indices", "4", "3"}},
       {[](Call& c) { c.a.xBC.strides[0] = 0; }, {"xBC", "stride 0", "nonzero stride"}},
-      {[](Call& c) { c.a.xBC.data = static_cast<char*>(c.a.xBC.data) + 1; }, {"xBC", "data pointer 0x", "multiple of its element size"}},
-      {[](Call& c) { c.w.conv_weight = cuda(7, DType::F32, {96, 3}); }, {"conv_weight", "3", "4"}},
-      {[](Call& c) { c.w.conv_weight = cuda(7, DType::F16, {96, 4}); }, {"conv_weight", "float16", "float32 or bfloat16"}},
+      {[](Call& c) { c.a.xBC.data = static_cast<char*>(c.a.xBC.data) + 1; },
+       {"xBC", "data pointer 0x", "multiple of its element size"}},
+      {[](Call& c) {
+         c.w.conv_weight = cuda(7, DType::F32, {96, 3});
+       },
+       {"conv_weight", "3", "4"}},
+      {[](Call& c) {
+         c.w.conv_weight = cuda(7, DType::F16, {96, 4});
+       },
+       {"conv_weight", "float16", "float32 or bfloat16"}},
       {[](Call& c) { c.w.A = cuda(9, DType::BF16, {4}); }, {"A", "bfloat16", "float32"}},
       {[](Call& c) { c.w.A = {}; }, {"A is required"}},
       {[](Call& c) { c.w.dt_bias = cuda(11, DType::F32, {5}); }, {"dt_bias", "5", "4"}},
@@ -160,7 +211,8 @@ TEST(DecodeStepCheck, BadArgumentsAreNamed) {
          c.a.dt = cuda(15, DType::BF16, {B, 4, 4});
          c.a.z = cuda(16, DType::BF16, {B, 4, 4, 8});
          c.a.y = cuda(17, DType::BF16, {B, 4, 4, 8});
-       }, {"batch = 70000", "at most 65535"}},
+       },
+       {"batch = 70000", "at most 65535"}},
   };
   for (size_t i = 0; i < bad.size(); ++i) {
     SCOPED_TRACE("case " + std::to_string(i));
@@ -291,7 +343,8 @@ ByHand stepByHand(DecodeProblem& q) {
       for (int64_t h = 0; h < c.H; ++h) dtr[size_t(h)] = float(val(q.dtCache, {s, t, h}));
       oneToken(q, s, xin, dtr, nullptr);
     }
-    for (int64_t i = 0; i < Dc * (c.W - 1); ++i) r.conv[size_t(s)].push_back(val(q.convState, {s, i / (c.W - 1), i % (c.W - 1)}));
+    for (int64_t i = 0; i < Dc * (c.W - 1); ++i)
+      r.conv[size_t(s)].push_back(val(q.convState, {s, i / (c.W - 1), i % (c.W - 1)}));
     for (int64_t i = 0; i < HP * c.N; ++i)
       r.ssm[size_t(s)].push_back(val(q.ssmState, {s, i / (c.P * c.N), (i / c.N) % c.P, i % c.N}));
     if (!q.xbc.defined) continue;
@@ -330,7 +383,8 @@ void expectStepMatches(DecodeProblem& p, DecodeProblem& start, const ByHand& e, 
     used[size_t(s)] = 1;
     // The conv window holds inputs (state columns and cached drafts), stored exactly.
     for (int64_t i = 0; i < Dc * (c.W - 1); ++i)
-      ASSERT_EQ(val(p.convState, {s, i / (c.W - 1), i % (c.W - 1)}), e.conv[size_t(s)][size_t(i)]) << "conv state " << i;
+      ASSERT_EQ(val(p.convState, {s, i / (c.W - 1), i % (c.W - 1)}), e.conv[size_t(s)][size_t(i)])
+          << "conv state " << i;
     for (int64_t i = 0; i < HP * c.N; ++i) {
       const double x = e.ssm[size_t(s)][size_t(i)];
       ASSERT_NEAR(val(p.ssmState, {s, i / (c.P * c.N), (i / c.N) % c.P, i % c.N}), x, tol(x)) << "ssm state " << i;
@@ -353,7 +407,8 @@ void expectStepMatches(DecodeProblem& p, DecodeProblem& start, const ByHand& e, 
     // The drafts are cached exactly (bit for bit: the same dtype), the rest of the cache kept.
     EXPECT_EQ(at(p.cachedTokens, {s}), c.L);
     const std::vector<uint8_t> xc = slotBytes(p.xbcCache, s), dc = slotBytes(p.dtCache, s), xs = slotBytes(p.xbc, b),
-                               ds = slotBytes(p.dt, b), xc0 = slotBytes(start.xbcCache, s), dc0 = slotBytes(start.dtCache, s);
+                               ds = slotBytes(p.dt, b), xc0 = slotBytes(start.xbcCache, s),
+                               dc0 = slotBytes(start.dtCache, s);
     EXPECT_TRUE(std::equal(xs.begin(), xs.end(), xc.begin()));
     EXPECT_TRUE(std::equal(xc.begin() + long(xs.size()), xc.end(), xc0.begin() + long(xs.size())));
     EXPECT_TRUE(std::equal(ds.begin(), ds.end(), dc.begin()));
@@ -363,8 +418,10 @@ void expectStepMatches(DecodeProblem& p, DecodeProblem& start, const ByHand& e, 
     if (used[size_t(s)]) continue;
     SCOPED_TRACE("unused slot " + std::to_string(s));
     for (auto [got, was] : {std::pair<const HostTensor*, const HostTensor*>{&p.convState, &start.convState},
-                            {&p.ssmState, &start.ssmState}, {&p.xbcCache, &start.xbcCache},
-                            {&p.dtCache, &start.dtCache}, {&p.cachedTokens, &start.cachedTokens}})
+                            {&p.ssmState, &start.ssmState},
+                            {&p.xbcCache, &start.xbcCache},
+                            {&p.dtCache, &start.dtCache},
+                            {&p.cachedTokens, &start.cachedTokens}})
       EXPECT_EQ(slotBytes(*got, s), slotBytes(*was, s));
   }
   EXPECT_EQ(p.arrivals.bytes, start.arrivals.bytes);
@@ -381,7 +438,8 @@ void runRoundsByHand(const DecodeCase& c, int rounds, const std::function<double
   for (int r = 0; r < rounds; ++r) {
     SCOPED_TRACE("round " + std::to_string(r));
     if (p.idx.defined)
-      for (int64_t b = 0; b < c.batch; ++b) storeElement(p.idx.view(), b, b == r % c.batch ? -1.0 : double(slots[size_t(b)]));
+      for (int64_t b = 0; b < c.batch; ++b)
+        storeElement(p.idx.view(), b, b == r % c.batch ? -1.0 : double(slots[size_t(b)]));
     if (c.parts == DecodeStepParts::ReplayOnly)  // each replay empties its cache: refill the counts
       for (int64_t s = 0; s < numSlots(p); ++s)
         storeElement(p.cachedTokens.view(), s, double(std::uniform_int_distribution<int64_t>(1, c.Lc)(p.rng)));
@@ -407,7 +465,8 @@ void runRoundsByHand(const DecodeCase& c, int rounds, const std::function<double
 // the fp32 state (and the fp32 conv output and y) after every token, and the op's tensors are
 // at most fp32: they agree to a few fp32 ulps, not to 1e-12.
 TEST(DecodeStepReference, EqualsOneTokenReferences) {
-  for (DecodeStepParts parts : {DecodeStepParts::ReplayAndVerify, DecodeStepParts::ReplayOnly, DecodeStepParts::VerifyOnly}) {
+  for (DecodeStepParts parts :
+       {DecodeStepParts::ReplayAndVerify, DecodeStepParts::ReplayOnly, DecodeStepParts::VerifyOnly}) {
     for (bool extras : {true, false}) {
       DecodeCase c;
       c.H = 4, c.P = 5, c.N = 6, c.G = 2, c.W = 3, c.batch = 4, c.slots = 6, c.L = 3, c.Lc = 4;
@@ -453,7 +512,8 @@ TEST(DecodeStepReference, BadArgumentsWriteNothing) {
       {[](Call& c) { c.s.conv_state.shape[2] = 0; }, {"conv_state", "width - 1 = 0", "2 <= W <= 8"}},
       {[](Call& c) {  // L = 4 > Lc = 2
          c.s.xbc_cache.shape[1] = c.s.dt_cache.shape[1] = 2;
-       }, {"xBC", "4 drafts", "1 <= L <= 2", "cache depth 2"}},
+       },
+       {"xBC", "4 drafts", "1 <= L <= 2", "cache depth 2"}},
       {[](Call& c) { c.s.xbc_cache.dtype = DType::BF16; }, {"xbc_cache", "bfloat16", "xBC's dtype float32", "exactly"}},
       {[](Call& c) { c.s.dt_cache.dtype = DType::F16; }, {"dt_cache", "float16", "dt's dtype float32"}},
       {[](Call& c) { c.s.cached_tokens.dtype = DType::F32; }, {"cached_tokens", "float32", "expected int32"}},
@@ -470,7 +530,8 @@ TEST(DecodeStepReference, BadArgumentsWriteNothing) {
       {[](Call& c) { c.a.state_indices = {}; }, {"5 slots", "batch = 3", "state_indices is not given"}},
       {[](Call& c) { c.a.state_indices.dtype = DType::F32; }, {"state_indices", "float32", "int32 or int64"}},
       {[](Call& c) { c.a.xBC.strides[0] = 0; }, {"xBC", "stride 0", "nonzero stride"}},
-      {[](Call& c) { c.a.xBC.data = static_cast<char*>(c.a.xBC.data) + 2; }, {"xBC", "data pointer", "multiple of its element size"}},
+      {[](Call& c) { c.a.xBC.data = static_cast<char*>(c.a.xBC.data) + 2; },
+       {"xBC", "data pointer", "multiple of its element size"}},
       {[](Call& c) { c.a.y.data = c.a.xBC.data; }, {"y", "same as an input", "its own memory"}},
       {[](Call& c) { c.a.y.data = c.a.dt.data; }, {"y", "same as an input"}},
       {[](Call& c) { c.a.z.shape[3] = 15; }, {"z", "is 15", "expected 16"}},
@@ -535,12 +596,20 @@ TEST(DecodeStepReference, BadSlotOrCountThrowsBeforeWriting) {
   const std::vector<Bad> bad = {
       {"slot 9", [](DecodeProblem& p) { storeElement(p.idx.view(), 2, 9.0); }, {"state_indices[2] = 9", "[0, 5)"}},
       {"slot -2", [](DecodeProblem& p) { storeElement(p.idx.view(), 2, -2.0); }, {"state_indices[2] = -2", "or -1"}},
-      {"int64 slot", [&](DecodeProblem& p) { p.idx = int64Tensor({slotOf(p, 0), -1, big}); },
+      {"int64 slot",
+       [&](DecodeProblem& p) {
+         p.idx = int64Tensor({slotOf(p, 0), -1, big});
+       },
        {"state_indices[2] = " + std::to_string(big)}},
-      {"count > cached", [&](DecodeProblem& p) { storeElement(p.accepted.view(), 2, double(cached2 + 1)); },
-       {"num_accepted[2] = " + std::to_string(cached2 + 1), "0.." + std::to_string(cached2), "slot " + std::to_string(s2)}},
+      {"count > cached",
+       [&](DecodeProblem& p) { storeElement(p.accepted.view(), 2, double(cached2 + 1)); },
+       {"num_accepted[2] = " + std::to_string(cached2 + 1), "0.." + std::to_string(cached2),
+        "slot " + std::to_string(s2)}},
       {"count -1", [](DecodeProblem& p) { storeElement(p.accepted.view(), 2, -1.0); }, {"num_accepted[2] = -1"}},
-      {"int64 count", [&](DecodeProblem& p) { p.accepted = int64Tensor({0, 0, big}); },
+      {"int64 count",
+       [&](DecodeProblem& p) {
+         p.accepted = int64Tensor({0, 0, big});
+       },
        {"num_accepted[2] = " + std::to_string(big)}},
   };
   for (const Bad& b : bad) {

@@ -99,8 +99,8 @@ void setMtime(const std::string& path, int64_t secondsAgo) {
 }
 
 bool sameKernel(const CompiledKernel& a, const CompiledKernel& b) {
-  if (a.entry != b.entry || a.numThreads != b.numThreads || a.arch != b.arch || a.ptx != b.ptx ||
-      a.cubin != b.cubin || a.params.size() != b.params.size())
+  if (a.entry != b.entry || a.numThreads != b.numThreads || a.arch != b.arch || a.ptx != b.ptx || a.cubin != b.cubin ||
+      a.params.size() != b.params.size())
     return false;
   for (size_t i = 0; i < a.params.size(); ++i)
     if (a.params[i].name != b.params[i].name || a.params[i].kind != b.params[i].kind) return false;
@@ -141,9 +141,13 @@ TEST(DiskCacheConfig, DirectoryFromSsmjitCacheDirThenXdgThenHome) {
 
 TEST(DiskCacheConfig, MaxBytesTakesSuffixesAndRejectsGarbage) {
   EXPECT_EQ(DiskCacheConfig::fromEnvironment().maxBytes, kDefaultMaxBytes);
-  const std::pair<const char*, uint64_t> good[] = {
-      {"1000", 1000}, {"512K", 512ull << 10}, {"3m", 3ull << 20}, {"2G", 2ull << 30}, {"2GiB", 2ull << 30},
-      {"1T", 1ull << 40}, {"0", 0}};
+  const std::pair<const char*, uint64_t> good[] = {{"1000", 1000},
+                                                   {"512K", 512ull << 10},
+                                                   {"3m", 3ull << 20},
+                                                   {"2G", 2ull << 30},
+                                                   {"2GiB", 2ull << 30},
+                                                   {"1T", 1ull << 40},
+                                                   {"0", 0}};
   for (auto [text, bytes] : good) {
     ScopedEnv e("SSMJIT_CACHE_MAX_BYTES", text);
     EXPECT_EQ(DiskCacheConfig::fromEnvironment().maxBytes, bytes) << text;
@@ -397,9 +401,8 @@ class CacheKeyTest : public ::testing::Test {
 TEST_F(CacheKeyTest, NamesEveryIngredient) {
   const Specialization spec = smallSpec(0);
   const CacheKey key = cacheKeyFor(spec);
-  for (const char* field : {"build=", "nvrtc=", "device-lib=", "kernel=selective_state_update\n",
-                            "kernel-definition=", "arch=sm_90a\n", "options=--gpu-architecture=sm_90a",
-                            "SSMJIT_NVRTC_OPTIONS=\n"})
+  for (const char* field : {"build=", "nvrtc=", "device-lib=", "kernel=selective_state_update\n", "kernel-definition=",
+                            "arch=sm_90a\n", "options=--gpu-architecture=sm_90a", "SSMJIT_NVRTC_OPTIONS=\n"})
     EXPECT_THAT(key.text, HasSubstr(field));
   EXPECT_THAT(key.text, HasSubstr("spec=" + spec.canonical() + "\n"));
   EXPECT_THAT(key.text, HasSubstr("nvrtc=" + nvrtcVersion() + " build-id "));  // CUDA's libnvrtc has one

@@ -27,10 +27,22 @@ struct Damage {
 
 const Damage kDamages[] = {
     {"intact", [](std::vector<char> b) { return b; }},
-    {"flipped_byte", [](std::vector<char> b) { b[b.size() / 3] ^= 0x01; return b; }},
-    {"truncated", [](std::vector<char> b) { b.resize(b.size() - 7); return b; }},
+    {"flipped_byte",
+     [](std::vector<char> b) {
+       b[b.size() / 3] ^= 0x01;
+       return b;
+     }},
+    {"truncated",
+     [](std::vector<char> b) {
+       b.resize(b.size() - 7);
+       return b;
+     }},
     {"empty", [](std::vector<char>) { return std::vector<char>{}; }},
-    {"foreign_version", [](std::vector<char> b) { b[8] = static_cast<char>(cache::kBlobFormatVersion + 7); return b; }},
+    {"foreign_version",
+     [](std::vector<char> b) {
+       b[8] = static_cast<char>(cache::kBlobFormatVersion + 7);
+       return b;
+     }},
 };
 
 void PrintTo(const Damage& d, std::ostream* os) { *os << d.name; }

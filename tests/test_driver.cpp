@@ -22,4 +22,3 @@ TEST(Driver, AvailabilityIsConsistentWithApi) {
     }
   }
 }
-

@@ -7,8 +7,8 @@
 
 #include "kernels_dsl/Dsl.h"
 #include "ssmjit/error.h"
-#include "tests/support/Occurrences.h"
 #include "tests/support/GeneratedCuda.h"
+#include "tests/support/Occurrences.h"
 
 namespace ssmjit {
 namespace {
@@ -60,7 +60,8 @@ TEST(DslDot, ABf16OperandIsItsLoadedPairs) {
     Value rows = k.expandDims(k.range(64), 1);
     Value A = k.load(a, rows * 32 + k.expandDims(k.range(32), 0));
     Value cOff = rows * 16 + k.expandDims(k.range(16), 0);
-    k.store(out, cOff, k.dot(A, b, k.constInt(0), k.constInt(16), k.constInt(1), k.splat(k.constFloat(0), {64, 16}), 1, 1));
+    k.store(out, cOff,
+            k.dot(A, b, k.constInt(0), k.constInt(16), k.constInt(1), k.splat(k.constFloat(0), {64, 16}), 1, 1));
   };
   const std::string cuda = ownKernelCuda(def, {"b", "out"}, {"a"});
   // The A fragments are the loaded 32-bit words; only b is split (two values a call).

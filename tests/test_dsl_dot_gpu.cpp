@@ -26,13 +26,13 @@ using dsl::Value;
 struct DotCase {
   int64_t M, K, N;
   int pa, pb;
-  int aBits, bBits;       // significand bits of the random data: 8 (bf16), 11 (fp16), 24 (f32)
-  bool bTransposed;       // b[k][n] at n * K + k instead of k * N + n
-  bool aBf16 = false;     // a stored as bf16
+  int aBits, bBits;    // significand bits of the random data: 8 (bf16), 11 (fp16), 24 (f32)
+  bool bTransposed;    // b[k][n] at n * K + k instead of k * N + n
+  bool aBf16 = false;  // a stored as bf16
   std::string name() const {
-    return "M" + std::to_string(M) + "_K" + std::to_string(K) + "_N" + std::to_string(N) + "_p" +
-           std::to_string(pa) + std::to_string(pb) + "_bits" + std::to_string(aBits) + "_" +
-           std::to_string(bBits) + (bTransposed ? "_bT" : "") + (aBf16 ? "_abf16" : "");
+    return "M" + std::to_string(M) + "_K" + std::to_string(K) + "_N" + std::to_string(N) + "_p" + std::to_string(pa) +
+           std::to_string(pb) + "_bits" + std::to_string(aBits) + "_" + std::to_string(bBits) +
+           (bTransposed ? "_bT" : "") + (aBf16 ? "_abf16" : "");
   }
 };
 
@@ -95,7 +95,8 @@ double worstRelativeError(const DotCase& c, uint64_t seed) {
   }
   std::vector<void*> args;
   for (CUdeviceptr& p : ptrs) args.push_back(&p);
-  driver::check(api.cuLaunchKernel(fn, 1, 1, 1, ck.numThreads, 1, 1, 0, nullptr, args.data(), nullptr), "cuLaunchKernel(dot)");
+  driver::check(api.cuLaunchKernel(fn, 1, 1, 1, ck.numThreads, 1, 1, 0, nullptr, args.data(), nullptr),
+                "cuLaunchKernel(dot)");
   driver::check(api.cuCtxSynchronize(), "cuCtxSynchronize(dot)");
   const std::vector<float> out = dout.download<float>();
   api.cuModuleUnload(mod);
@@ -121,12 +122,12 @@ class DslDotGpu : public testing::GpuTest {};
 TEST_F(DslDotGpu, MatchesFloat64Product) {
   // Pieces that hold the data exactly: every product exact, f32 sums (errors near 2^-24 K).
   const DotCase cases[] = {
-      {64, 128, 16, 3, 1, 24, 8, false},         // two rows a thread, f32 a, bf16 b
-      {64, 16, 128, 3, 3, 24, 24, true},         // f32 both, b transposed
-      {16, 64, 16, 1, 1, 8, 8, false},           // 16 rows: replicated over the warps
-      {32, 8, 8, 2, 2, 11, 11, false},           // one row a thread, a half k-step, fp16 data
-      {128, 32, 32, 3, 2, 24, 11, true},         // four rows a thread
-      {64, 32, 16, 1, 1, 8, 8, false, true},     // a stored as bf16: its loaded pairs
+      {64, 128, 16, 3, 1, 24, 8, false},      // two rows a thread, f32 a, bf16 b
+      {64, 16, 128, 3, 3, 24, 24, true},      // f32 both, b transposed
+      {16, 64, 16, 1, 1, 8, 8, false},        // 16 rows: replicated over the warps
+      {32, 8, 8, 2, 2, 11, 11, false},        // one row a thread, a half k-step, fp16 data
+      {128, 32, 32, 3, 2, 24, 11, true},      // four rows a thread
+      {64, 32, 16, 1, 1, 8, 8, false, true},  // a stored as bf16: its loaded pairs
   };
   uint64_t seed = 17;
   for (const DotCase& c : cases) {

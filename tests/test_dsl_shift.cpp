@@ -7,8 +7,8 @@
 
 #include "kernels_dsl/Dsl.h"
 #include "ssmjit/error.h"
-#include "tests/support/Occurrences.h"
 #include "tests/support/GeneratedCuda.h"
+#include "tests/support/Occurrences.h"
 
 namespace ssmjit {
 namespace {

@@ -23,7 +23,9 @@ using namespace layouts;
 namespace {
 
 std::vector<char> allRows(const HostTensor& h) { return std::vector<char>(static_cast<size_t>(h.meta.shape[0]), 1); }
-int64_t at(const HostTensor& t, int64_t i) { return static_cast<int64_t>(loadElement(t.view(), i * t.meta.strides[0])); }
+int64_t at(const HostTensor& t, int64_t i) {
+  return static_cast<int64_t>(loadElement(t.view(), i * t.meta.strides[0]));
+}
 
 // A float32 workspace of `n` elements (at least one), poisoned: its contents must not matter.
 TensorView poisonedWorkspace(DeviceBuffer& w, int64_t n) {
@@ -34,7 +36,9 @@ TensorView poisonedWorkspace(DeviceBuffer& w, int64_t n) {
 }
 
 template <class Case>
-std::string caseName(const ::testing::TestParamInfo<Case>& i) { return i.param.name(); }
+std::string caseName(const ::testing::TestParamInfo<Case>& i) {
+  return i.param.name();
+}
 
 // ---- selective state update ---------------------------------------------------------------------
 
@@ -73,8 +77,8 @@ TEST_P(ConvLayouts, MatchesFloat64Reference) {
   checkDeviceErrors();
   expectWithin(compareTensor(ref.out, d.download(3), allRows(ref.out)), bound(ref.c.xType, kFp32Short), "out");
   if (ref.c.initialStates || ref.c.finalStates)
-    expectWithin(compareTensor(ref.states, d.download(6), statesBefore, finalSlots(ref)), bound(ref.c.stateType, kExact),
-                 "states");
+    expectWithin(compareTensor(ref.states, d.download(6), statesBefore, finalSlots(ref)),
+                 bound(ref.c.stateType, kExact), "states");
 }
 INSTANTIATE_TEST_SUITE_P(Layouts, ConvLayouts, ::testing::ValuesIn(convLayoutCases()), caseName<ConvLayoutCase>);
 
@@ -91,10 +95,12 @@ TEST_P(ConvBackwardLayouts, MatchesFloat64Reference) {
   causal_conv1d_backward(a);
   checkDeviceErrors();
   const ConvBackwardCase& c = ref.c;
-  expectWithin(compareTensor(ref.dx, d.download(kDx), allRows(ref.dx)), bound(c.xType, kFp32Short, dxTwiceRounded(c)), "dx");
+  expectWithin(compareTensor(ref.dx, d.download(kDx), allRows(ref.dx)), bound(c.xType, kFp32Short, dxTwiceRounded(c)),
+               "dx");
   expectWithin(compareTensor(ref.dweight, d.download(kDweight), allRows(ref.dweight)), bound(c.wType, kFp32Short),
                "dweight");
-  if (c.bias) expectWithin(compareTensor(ref.dbias, d.download(kDbias), allRows(ref.dbias)), bound(c.wType, kFp32Short), "dbias");
+  if (c.bias)
+    expectWithin(compareTensor(ref.dbias, d.download(kDbias), allRows(ref.dbias)), bound(c.wType, kFp32Short), "dbias");
   if (c.dinitialStates) {
     std::vector<char> slots(static_cast<size_t>(ref.dinit.meta.shape[0]), 0);
     for (int64_t i = 0; i < static_cast<int64_t>(c.lens.size()); ++i) {
@@ -120,8 +126,10 @@ TEST_P(ConvUpdateLayouts, MatchesFloat64Reference) {
   std::vector<char> rows(static_cast<size_t>(c.batch), 1), slots(static_cast<size_t>(ref.state.meta.shape[0]), 0);
   for (int64_t b = 0; b < c.batch; ++b) {
     const int64_t s = c.indices ? at(ref.idx, b) : b;
-    if (s < 0) rows[static_cast<size_t>(b)] = 0;
-    else if (c.commit) slots[static_cast<size_t>(s)] = 1;
+    if (s < 0)
+      rows[static_cast<size_t>(b)] = 0;
+    else if (c.commit)
+      slots[static_cast<size_t>(s)] = 1;
   }
   expectWithin(compareTensor(ref.out, d.download(4), rows), bound(c.xType, kFp32Short), "out");
   expectWithin(compareTensor(ref.state, d.download(0), before, slots), bound(c.stateType, kExact), "state");
@@ -143,7 +151,8 @@ TEST_P(DecodeLayouts, MatchesFloat64Reference) {
     if (round > 0) p.nextRound(1);
     DeviceTensors d(p.all());  // the reference's state after the last round, the new drafts
     const std::vector<uint8_t> convBefore = p.convState.bytes, ssmBefore = p.ssmState.bytes, yBefore = p.y.bytes;
-    std::vector<char> committed(static_cast<size_t>(p.ssmState.meta.shape[0]), 0), rows(static_cast<size_t>(c.batch), 0);
+    std::vector<char> committed(static_cast<size_t>(p.ssmState.meta.shape[0]), 0),
+        rows(static_cast<size_t>(c.batch), 0);
     for (int64_t b = 0; b < c.batch; ++b) {
       const int64_t s = p.idx.defined ? at(p.idx, b) : b;
       if (s < 0) continue;
@@ -206,8 +215,9 @@ TEST_P(ScanBackwardLayouts, MatchesFloat64Reference) {
     const HostTensor& ref = *p.all()[static_cast<size_t>(idx)];
     if (!ref.defined) return;
     const std::vector<uint8_t> got = d.download(static_cast<size_t>(idx));
-    expectWithin(idx == kDinit ? compareTensor(ref, got, dinitBefore, p.slotsWritten()) : compareTensor(ref, got, allRows(ref)),
-                 bound(t, e), name);
+    expectWithin(
+        idx == kDinit ? compareTensor(ref, got, dinitBefore, p.slotsWritten()) : compareTensor(ref, got, allRows(ref)),
+        bound(t, e), name);
   };
   check("du", kDu, p.c.duType);
   check("ddelta", kDdelta, p.c.ddeltaType);

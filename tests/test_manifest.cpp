@@ -74,8 +74,7 @@ TEST(Manifest, DocumentForm) {
   const ManifestEntry& s = m.entries[0];
   EXPECT_EQ(s.kind, ManifestEntry::Kind::Specialization);
   EXPECT_EQ(s.line, 2);
-  EXPECT_EQ(s.spec, spec("selective_state_update", "sm_90a",
-                         {{"H", 80}, {"P", 64}, {"dtype:state", 2}, {"off", -3}}));
+  EXPECT_EQ(s.spec, spec("selective_state_update", "sm_90a", {{"H", 80}, {"P", 64}, {"dtype:state", 2}, {"off", -3}}));
 
   const ManifestEntry& o = m.entries[1];
   EXPECT_EQ(o.kind, ManifestEntry::Kind::OpCall);
@@ -186,8 +185,7 @@ TEST(Manifest, RecordLinesRoundTrip) {
     EXPECT_EQ(one.entries[0].spec, s) << line;
     file += line;
   }
-  EXPECT_EQ(specializationLine(specs[2]),
-            "{\"kernel\": \"no_bindings\", \"arch\": \"sm_80\", \"bindings\": []}\n");
+  EXPECT_EQ(specializationLine(specs[2]), "{\"kernel\": \"no_bindings\", \"arch\": \"sm_80\", \"bindings\": []}\n");
   const Manifest all = parseManifest(file, "rec.jsonl");
   ASSERT_EQ(all.entries.size(), specs.size());
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -221,8 +219,7 @@ TEST(Manifest, DocumentRoundTrip) {
   const std::string doc = manifestDocument(m);
   EXPECT_EQ(doc.rfind("{\"ssmjit_manifest\": 1, \"entries\": [\n", 0), 0u) << doc;
   EXPECT_EQ(std::count(doc.begin(), doc.end(), '\n'), static_cast<long>(m.entries.size()) + 2) << doc;
-  EXPECT_THAT(
-      doc, HasSubstr("\"heads\": 80, \"tokens\": [2, 4, 8], \"eps\": 0.5, \"no-z\": true, \"flag\": false"));
+  EXPECT_THAT(doc, HasSubstr("\"heads\": 80, \"tokens\": [2, 4, 8], \"eps\": 0.5, \"no-z\": true, \"flag\": false"));
   EXPECT_THAT(doc, HasSubstr("\"padded\": \"007\", \"sci\": \"1e3\", \"neg-zero\": \"-0\""));
   const Manifest back = parseManifest(doc, "doc.json");
   expectSameEntries(m, back);
@@ -234,11 +231,10 @@ TEST(Manifest, InvalidJson) {
   EXPECT_THAT(entryError("{\"kernel\": \"k\", \"arch\": \"sm_80\", \"bindings\": []}\n\n{\"kernel\": }\n"),
               HasSubstr("m.jsonl:3: invalid JSON at column 12: syntax error"));
   // A document with a trailing comma: the error is the document's, at its line, not line 1's.
-  EXPECT_THAT(
-      parseError("{\"ssmjit_manifest\": 1, \"entries\": [\n"
-                 "{\"kernel\": \"k\", \"arch\": \"sm_80\", \"bindings\": []},\n"
-                 "]}\n"),
-      HasSubstr("m.json:3: invalid JSON at column 1: syntax error while parsing value - unexpected ']'"));
+  EXPECT_THAT(parseError("{\"ssmjit_manifest\": 1, \"entries\": [\n"
+                         "{\"kernel\": \"k\", \"arch\": \"sm_80\", \"bindings\": []},\n"
+                         "]}\n"),
+              HasSubstr("m.json:3: invalid JSON at column 1: syntax error while parsing value - unexpected ']'"));
   // nlohmann reports a number overflow without a position: the line still comes from JSON Lines.
   const std::string ok = "{\"op\": \"ssu\", \"archs\": [\"sm_80\"]}\n";
   EXPECT_THAT(entryError(ok + "{\"op\": \"ssu\", \"archs\": [\"sm_80\"], \"x\": 1e400}\n"),
@@ -251,8 +247,7 @@ TEST(Manifest, DocumentErrors) {
               HasSubstr("m.json:1: \"ssmjit_manifest\" is 2, expected 1"));
   EXPECT_THAT(parseError("{\"ssmjit_manifest\": \"1\", \"entries\": []}"),
               HasSubstr("m.json:1: \"ssmjit_manifest\" is \"1\", expected 1"));
-  EXPECT_THAT(parseError("{\"entries\": []}"),
-              HasSubstr("m.json:1: missing \"ssmjit_manifest\" (expected 1)"));
+  EXPECT_THAT(parseError("{\"entries\": []}"), HasSubstr("m.json:1: missing \"ssmjit_manifest\" (expected 1)"));
   EXPECT_THAT(parseError("\n{\"ssmjit_manifest\": 1, \"entries\": {}}"),
               HasSubstr("m.json:2: \"entries\" is {}, expected an array of entry objects"));
   EXPECT_THAT(parseError("{\"ssmjit_manifest\": 1, \"entries\": [], \"comment\": \"x\"}"),
@@ -261,8 +256,7 @@ TEST(Manifest, DocumentErrors) {
   EXPECT_THAT(parseError(head + "{\"op\": \"a\", \"archs\": [\"sm_80\"]},\n5\n]}"),
               HasSubstr("m.json: entry #2 (line 3): got 5, expected an entry object"));
   EXPECT_THAT(
-      parseError(head +
-                 "{\"op\": \"a\", \"archs\": [\"sm_80\"]},\n\n {\"op\": \"b\", \"archs\": [\"sm80\"]}\n]}"),
+      parseError(head + "{\"op\": \"a\", \"archs\": [\"sm_80\"]},\n\n {\"op\": \"b\", \"archs\": [\"sm80\"]}\n]}"),
       HasSubstr("m.json: entry #2 (line 4): \"archs\"[0] is \"sm80\", expected an arch like"));
   // A document followed by more text is a broken document, not JSON Lines.
   EXPECT_THAT(parseError("{\"ssmjit_manifest\": 1, \"entries\": []}\n{\"op\": \"a\", \"arch\": \"sm_80\"}\n"),
@@ -270,13 +264,11 @@ TEST(Manifest, DocumentErrors) {
 }
 
 TEST(Manifest, SpecializationErrors) {
-  EXPECT_THAT(
-      entryError("{\"kernel\": \"k\", \"arch\": \"sm_80\", \"bindngs\": []}"),
-      HasSubstr("m.jsonl:1: unknown key \"bindngs\" (a specialisation entry has \"kernel\", \"arch\" and "
-                "\"bindings\")"));
+  EXPECT_THAT(entryError("{\"kernel\": \"k\", \"arch\": \"sm_80\", \"bindngs\": []}"),
+              HasSubstr("m.jsonl:1: unknown key \"bindngs\" (a specialisation entry has \"kernel\", \"arch\" and "
+                        "\"bindings\")"));
   EXPECT_THAT(entryError("{\"kernel\": \"k\", \"bindings\": []}"), HasSubstr("m.jsonl:1: missing \"arch\""));
-  EXPECT_THAT(entryError("{\"kernel\": \"k\", \"arch\": \"sm_80\"}"),
-              HasSubstr("m.jsonl:1: missing \"bindings\""));
+  EXPECT_THAT(entryError("{\"kernel\": \"k\", \"arch\": \"sm_80\"}"), HasSubstr("m.jsonl:1: missing \"bindings\""));
   EXPECT_THAT(entryError("{\"kernel\": \"\", \"arch\": \"sm_80\", \"bindings\": []}"),
               HasSubstr("m.jsonl:1: \"kernel\" is \"\", expected a non-empty string"));
   EXPECT_THAT(entryError("{\"kernel\": 7, \"arch\": \"sm_80\", \"bindings\": []}"),
@@ -288,31 +280,26 @@ TEST(Manifest, SpecializationErrors) {
   EXPECT_THAT(entryError("{\"kernel\": \"k\", \"arch\": 90, \"bindings\": []}"), HasSubstr("\"arch\" is 90"));
 
   const std::string pre = "{\"kernel\": \"k\", \"arch\": \"sm_90a\", \"bindings\": ";
-  EXPECT_THAT(entryError(pre + "{}}"),
-              HasSubstr("\"bindings\" is {}, expected an array of [name, integer] pairs"));
+  EXPECT_THAT(entryError(pre + "{}}"), HasSubstr("\"bindings\" is {}, expected an array of [name, integer] pairs"));
   EXPECT_THAT(entryError(pre + "[[\"H\", 80], [\"P\"]]}"),
               HasSubstr("m.jsonl:1: \"bindings\"[1] is [\"P\"], expected a [name, integer] pair"));
   EXPECT_THAT(entryError(pre + "[[\"H\", 80], [\"P\", 64], [\"N\", 1.5]]}"),
               HasSubstr("m.jsonl:1: \"bindings\"[2][1] is 1.5, expected an integer"));
-  EXPECT_THAT(entryError(pre + "[[\"H\", true]]}"),
-              HasSubstr("\"bindings\"[0][1] is true, expected an integer"));
-  EXPECT_THAT(entryError(pre + "[[\"H\", \"80\"]]}"),
-              HasSubstr("\"bindings\"[0][1] is \"80\", expected an integer"));
+  EXPECT_THAT(entryError(pre + "[[\"H\", true]]}"), HasSubstr("\"bindings\"[0][1] is true, expected an integer"));
+  EXPECT_THAT(entryError(pre + "[[\"H\", \"80\"]]}"), HasSubstr("\"bindings\"[0][1] is \"80\", expected an integer"));
   EXPECT_THAT(entryError(pre + "[[\"H\", 9223372036854775808]]}"),
               HasSubstr("\"bindings\"[0][1] is 9223372036854775808, expected an integer in the int64 range"));
   EXPECT_THAT(entryError(pre + "[[\"H\", -9223372036854775809]]}"),
               HasSubstr("\"bindings\"[0][1] is -9.223372036854776e+18, expected an integer"));
   EXPECT_THAT(entryError(pre + "[[5, 1]]}"), HasSubstr("\"bindings\"[0][0] is 5, expected a binding name"));
-  EXPECT_THAT(entryError(pre + "[[\"\", 1]]}"),
-              HasSubstr("\"bindings\"[0][0] is \"\", expected a binding name"));
+  EXPECT_THAT(entryError(pre + "[[\"\", 1]]}"), HasSubstr("\"bindings\"[0][0] is \"\", expected a binding name"));
   EXPECT_THAT(entryError(pre + "[[\"a=b\", 1]]}"),
               HasSubstr("\"bindings\"[0][0] is \"a=b\", expected a binding name without ';' or '='"));
   EXPECT_THAT(entryError(pre + "[[\"H\", 1], [\"a;b\", 1]]}"), HasSubstr("\"bindings\"[1][0] is \"a;b\""));
   EXPECT_THAT(entryError(pre + "[[\"H\", 80], [\"P\", 64], [\"H\", 64]]}"),
               HasSubstr("m.jsonl:1: \"bindings\"[2] binds \"H\" again (first at \"bindings\"[0])"));
 
-  const Manifest limits =
-      parseManifest(pre + "[[\"a\", 9223372036854775807], [\"b\", -9223372036854775808]]}", "x");
+  const Manifest limits = parseManifest(pre + "[[\"a\", 9223372036854775807], [\"b\", -9223372036854775808]]}", "x");
   EXPECT_EQ(limits.entries.at(0).spec.values,
             (std::vector<std::pair<std::string, int64_t>>{{"a", std::numeric_limits<int64_t>::max()},
                                                           {"b", std::numeric_limits<int64_t>::min()}}));
@@ -322,8 +309,7 @@ TEST(Manifest, OpCallErrors) {
   EXPECT_THAT(entryError("{\"kernel\": \"k\", \"op\": \"ssu\", \"archs\": [\"sm_80\"]}"),
               HasSubstr("m.jsonl:1: both \"kernel\" and \"op\""));
   // On a line of its own, a value that is no entry is a file that is no manifest; in JSON Lines, a bad line.
-  EXPECT_THAT(entryError("{\"kernal\": \"k\"}"),
-              HasSubstr("m.jsonl:1: got {\"kernal\":\"k\"}, expected a manifest"));
+  EXPECT_THAT(entryError("{\"kernal\": \"k\"}"), HasSubstr("m.jsonl:1: got {\"kernal\":\"k\"}, expected a manifest"));
   const std::string ok = "{\"op\": \"ssu\", \"archs\": [\"sm_80\"]}\n";
   EXPECT_THAT(entryError(ok + "{\"kernal\": \"k\"}"),
               HasSubstr("m.jsonl:2: got {\"kernal\":\"k\"}, expected an entry object ({\"kernel\": ...} or "
@@ -331,12 +317,10 @@ TEST(Manifest, OpCallErrors) {
   EXPECT_THAT(entryError(ok + "[1]"), HasSubstr("m.jsonl:2: got [1], expected an entry object"));
   EXPECT_THAT(entryError("{\"op\": \"\", \"archs\": [\"sm_80\"]}"),
               HasSubstr("\"op\" is \"\", expected a non-empty string"));
-  EXPECT_THAT(entryError("{\"op\": \"ssu\"}"),
-              HasSubstr("m.jsonl:1: missing \"archs\" (expected a non-empty array"));
+  EXPECT_THAT(entryError("{\"op\": \"ssu\"}"), HasSubstr("m.jsonl:1: missing \"archs\" (expected a non-empty array"));
   EXPECT_THAT(entryError("{\"op\": \"ssu\", \"archs\": []}"),
               HasSubstr("\"archs\" is [], expected a non-empty array of archs"));
-  EXPECT_THAT(entryError("{\"op\": \"ssu\", \"archs\": \"sm_80\"}"),
-              HasSubstr("\"archs\" is \"sm_80\", expected a"));
+  EXPECT_THAT(entryError("{\"op\": \"ssu\", \"archs\": \"sm_80\"}"), HasSubstr("\"archs\" is \"sm_80\", expected a"));
   EXPECT_THAT(entryError("{\"op\": \"ssu\", \"archs\": [\"sm_80\", \"sm_8\"]}"),
               HasSubstr("\"archs\"[1] is \"sm_8\", expected an arch like"));
   EXPECT_THAT(entryError("{\"op\": \"ssu\", \"arch\": \"sm_80\", \"archs\": [\"sm_80\"]}"),
@@ -344,10 +328,8 @@ TEST(Manifest, OpCallErrors) {
   const std::string pre = "{\"op\": \"ssu\", \"archs\": [\"sm_80\"], ";
   EXPECT_THAT(
       entryError(pre + "\"heads\": null}"),
-      HasSubstr(
-          "m.jsonl:1: option \"heads\" is null, expected a number, string, boolean or a non-empty array"));
-  EXPECT_THAT(entryError(pre + "\"heads\": {\"a\": 1}}"),
-              HasSubstr("option \"heads\" is {\"a\":1}, expected"));
+      HasSubstr("m.jsonl:1: option \"heads\" is null, expected a number, string, boolean or a non-empty array"));
+  EXPECT_THAT(entryError(pre + "\"heads\": {\"a\": 1}}"), HasSubstr("option \"heads\" is {\"a\":1}, expected"));
   EXPECT_THAT(entryError(pre + "\"tokens\": []}"), HasSubstr("option \"tokens\" is [], expected"));
   EXPECT_THAT(entryError(pre + "\"tokens\": [2, [4, 8]]}"),
               HasSubstr("option \"tokens\"[1] is [4,8], expected a number, string or boolean"));
@@ -381,21 +363,18 @@ TEST(Manifest, DuplicateKeysAreErrors) {
 TEST(Manifest, NulBytesAreRejected) {
   const std::string entry = "{\"op\": \"ssu\", \"archs\": [\"sm_80\"]}";
   EXPECT_THAT(parseError(entry + std::string("\0junk", 5)), HasSubstr("m.json:1: a NUL byte"));
-  EXPECT_THAT(parseError(entry + "\n" + entry + std::string("\0", 1) + "\n"),
-              HasSubstr("m.json:2: a NUL byte"));
+  EXPECT_THAT(parseError(entry + "\n" + entry + std::string("\0", 1) + "\n"), HasSubstr("m.json:2: a NUL byte"));
 }
 
 TEST(Manifest, DeepNestingIsRejectedCleanly) {
   EXPECT_THAT(parseError(std::string(100000, '[')), HasSubstr("m.json:1: nested deeper than 64 levels"));
-  EXPECT_THAT(parseError(std::string(5000, '{') + std::string(5000, '}')),
-              HasSubstr("nested deeper than 64"));
+  EXPECT_THAT(parseError(std::string(5000, '{') + std::string(5000, '}')), HasSubstr("nested deeper than 64"));
   const std::string ok = "{\"op\": \"ssu\", \"archs\": [\"sm_80\"]}\n";
   EXPECT_THAT(entryError(ok + ok + "{\"op\": \"ssu\", \"archs\": " + std::string(70, '[') + "\n"),
               HasSubstr("m.jsonl:3: nested deeper than 64 levels"));
   // Brackets inside strings are text, not nesting.
   const std::string brackets(200, '[');
-  const Manifest m =
-      parseManifest("{\"op\": \"ssu\", \"archs\": [\"sm_80\"], \"x\": \"" + brackets + "\"}", "m");
+  const Manifest m = parseManifest("{\"op\": \"ssu\", \"archs\": [\"sm_80\"], \"x\": \"" + brackets + "\"}", "m");
   EXPECT_EQ(m.entries.at(0).call.options, (Options{{"x", {brackets}}}));
 }
 

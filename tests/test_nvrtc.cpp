@@ -38,8 +38,7 @@ TEST(Nvrtc, CompilesToCubinAndPtxWithInMemoryHeader) {
   SSMJIT_REQUIRE_NVRTC();
   for (const char* arch : {"sm_90a", "sm_80"}) {
     SCOPED_TRACE(arch);
-    ssmjit::NvrtcResult r =
-        ssmjit::nvrtcCompile(kSource, "sj_tiny.cu", arch, {{"sj_tiny.cuh", kHeader}});
+    ssmjit::NvrtcResult r = ssmjit::nvrtcCompile(kSource, "sj_tiny.cu", arch, {{"sj_tiny.cuh", kHeader}});
     EXPECT_FALSE(r.cubin.empty());
     // ELF magic: a real CUBIN, not PTX text.
     ASSERT_GE(r.cubin.size(), 4u);
@@ -76,8 +75,8 @@ TEST(Nvrtc, SyntaxErrorThrowsCompileErrorWithLogAndSource) {
     EXPECT_EQ(e.kind(), ssmjit::Error::Kind::Compile);
     EXPECT_NE(msg.find("broken.cu"), std::string::npos) << msg;
     EXPECT_NE(msg.find("sm_90a"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("undefined_name"), std::string::npos) << msg;   // from NVRTC's log
-    EXPECT_NE(msg.find("is undefined"), std::string::npos) << msg;     // NVRTC's diagnosis
+    EXPECT_NE(msg.find("undefined_name"), std::string::npos) << msg;                    // from NVRTC's log
+    EXPECT_NE(msg.find("is undefined"), std::string::npos) << msg;                      // NVRTC's diagnosis
     EXPECT_NE(msg.find("    2 |   p[0] = undefined_name;"), std::string::npos) << msg;  // numbered source
   }
 }

@@ -171,8 +171,10 @@ TEST(DeviceChecksGpu, ConvUpdateBadSlot) {
   std::vector<char> rows(static_cast<size_t>(c.batch), 1), slots(static_cast<size_t>(c.slots), 0);
   for (int64_t b = 0; b < c.batch; ++b) {
     const int64_t s = static_cast<int64_t>(loadElement(expected.idx.view(), b));
-    if (s < 0) rows[size_t(b)] = 0;
-    else slots[size_t(s)] = 1;
+    if (s < 0)
+      rows[size_t(b)] = 0;
+    else
+      slots[size_t(s)] = 1;
   }
   storeElement(p.idx.view(), row, double(c.slots + 3));
   DeviceTensors d(p.all());
@@ -211,7 +213,7 @@ TEST(DeviceChecksGpu, ScanStateSlotsAndMaxSeqlen) {
     DeviceBuffer ws(static_cast<size_t>(n) * 4);
     a.workspace = TensorView::contiguous(ws.data(), DType::F32, {n});
     selective_scan(a);
-    checkDeviceErrors(); // inside expectReported: the report is read here and rethrown
+    checkDeviceErrors();  // inside expectReported: the report is read here and rethrown
   };
   for (int which : {0, 1}) {
     ScanCase c;

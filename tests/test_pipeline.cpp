@@ -16,22 +16,21 @@ namespace {
 
 // A Mamba-2 2.7B decode specialisation as the op builds it (contiguous tensors, batch dynamic).
 // `chunked` >= 0 binds meta:chunked (the L-token form) instead of the kernel's choice.
-Specialization mamba2Spec(int L, DType stateDtype, bool hasZ, const std::string& arch, int64_t P = 64,
-                          int64_t N = 128, int chunked = -1) {
+Specialization mamba2Spec(int L, DType stateDtype, bool hasZ, const std::string& arch, int64_t P = 64, int64_t N = 128,
+                          int chunked = -1) {
   Specialization s;
   s.kernel = kernels::kSsuKernel;
   s.arch = arch;
   const int64_t H = 80, G = 1;
-  for (auto [k, v] : std::map<std::string, int64_t>{{"H", H}, {"P", P}, {"N", N}, {"G", G}, {"L", L}})
-    s.set(k, v);
+  for (auto [k, v] : std::map<std::string, int64_t>{{"H", H}, {"P", P}, {"N", N}, {"G", G}, {"L", L}}) s.set(k, v);
   s.set("has_D", 1).set("has_z", hasZ).set("has_dt_bias", 1).set("dt_softplus", 1).set("has_clamp", 0);
   s.set("has_state_idx", 1).set("per_head", 1).set("state_write", 0);
   s.set("s_state_n", 1).set("s_x_p", 1).set("s_dt_p", 0).set("s_dt_h", 1).set("s_A_p", 0).set("s_A_n", 0);
   s.set("s_A_h", 1).set("s_B_n", 1).set("s_C_n", 1).set("s_D_p", 0).set("s_D_h", 1).set("s_z_p", 1);
   s.set("s_dtb_p", 0).set("s_dtb_h", 1).set("s_out_p", 1).set("s_idx_b", 1);
-  for (const char* d : {"s_state_slot", "s_state_h", "s_state_p", "s_x_b", "s_x_l", "s_x_h", "s_dt_b",
-                        "s_dt_l", "s_B_b", "s_B_l", "s_B_g", "s_C_b", "s_C_l", "s_C_g", "s_z_b", "s_z_l",
-                        "s_z_h", "s_out_b", "s_out_l", "s_out_h", "s_dst_b", "s_dst_l"})
+  for (const char* d : {"s_state_slot", "s_state_h", "s_state_p", "s_x_b",   "s_x_l",   "s_x_h",  "s_dt_b", "s_dt_l",
+                        "s_B_b",        "s_B_l",     "s_B_g",     "s_C_b",   "s_C_l",   "s_C_g",  "s_z_b",  "s_z_l",
+                        "s_z_h",        "s_out_b",   "s_out_l",   "s_out_h", "s_dst_b", "s_dst_l"})
     s.set(std::string("div:") + d, 16);
   s.set("dtype:state", (int)stateDtype);
   for (const char* p : {"x", "dt", "A", "B", "C", "D", "z", "dt_bias", "out"})
@@ -187,9 +186,9 @@ TEST(Pipeline, ChunkedFormServesWhatFits) {
     int64_t N;
     int chunked, blockP;
   };
-  for (const Case& c : {Case{4, DType::BF16, 128, 0, 64}, Case{6, DType::BF16, 128, 1, 64},
-                        Case{8, DType::F32, 128, 0, 64}, Case{12, DType::F32, 128, 1, 64},
-                        Case{16, DType::BF16, 256, 1, 32}, Case{16, DType::BF16, 512, 0, 16}}) {
+  for (const Case& c :
+       {Case{4, DType::BF16, 128, 0, 64}, Case{6, DType::BF16, 128, 1, 64}, Case{8, DType::F32, 128, 0, 64},
+        Case{12, DType::F32, 128, 1, 64}, Case{16, DType::BF16, 256, 1, 32}, Case{16, DType::BF16, 512, 0, 16}}) {
     SCOPED_TRACE("L " + std::to_string(c.L) + " N " + std::to_string(c.N));
     Specialization s = mamba2Spec(c.L, c.st, true, "sm_90a", 64, c.N);
     EXPECT_EQ(s.get("meta:chunked"), c.chunked);

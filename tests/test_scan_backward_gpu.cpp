@@ -42,7 +42,6 @@ std::vector<std::vector<uint8_t>> runOnDevice(ScanBackwardProblem& p) {
   return g;
 }
 
-
 ScanBackwardCase allDtypes(ScanBackwardCase c, DType t) {
   c.fwd.uType = c.fwd.deltaType = c.fwd.zType = c.fwd.bType = c.fwd.cType = t;
   c.doutType = c.duType = c.ddeltaType = c.dzType = c.dBType = c.dCType = t;
@@ -102,8 +101,9 @@ TEST_P(ScanBackwardGpu, MatchesReference) {
   auto check = [&](const char* name, int idx, DType t) {
     HostTensor& ref = *p.all()[idx];
     if (!ref.defined) return;
-    const Compared c = idx == kDinit ? compareTensor(ref, g[idx], dinitBefore, p.slotsWritten())
-                                     : compareTensor(ref, g[idx], std::vector<char>(static_cast<size_t>(ref.meta.shape[0]), 1));
+    const Compared c = idx == kDinit
+                           ? compareTensor(ref, g[idx], dinitBefore, p.slotsWritten())
+                           : compareTensor(ref, g[idx], std::vector<char>(static_cast<size_t>(ref.meta.shape[0]), 1));
     expectWithin(c, bound(t, e), name);
   };
   check("du", kDu, p.c.duType);
@@ -153,11 +153,15 @@ TEST_P(ScanBackwardGpuPacking, PackedEqualsEachSequenceAlone) {
     sc.fwd.lens.clear(), sc.fwd.batch = 1, sc.fwd.L = pc.fwd.lens[i];
     ScanBackwardProblem alone(sc);
     const int64_t start = packed.f.start[i];
-    for (auto [from, to] : {std::pair{&packed.f.u, &alone.f.u}, {&packed.f.delta, &alone.f.delta}, {&packed.f.z, &alone.f.z},
-                            {&packed.f.B, &alone.f.B}, {&packed.f.C, &alone.f.C}, {&packed.dout, &alone.dout}})
+    for (auto [from, to] : {std::pair{&packed.f.u, &alone.f.u},
+                            {&packed.f.delta, &alone.f.delta},
+                            {&packed.f.z, &alone.f.z},
+                            {&packed.f.B, &alone.f.B},
+                            {&packed.f.C, &alone.f.C},
+                            {&packed.dout, &alone.dout}})
       copyTokens(*from, *to, start);
-    for (auto [from, to] : {std::pair{&packed.f.A, &alone.f.A}, {&packed.f.Dv, &alone.f.Dv},
-                            {&packed.f.deltaBias, &alone.f.deltaBias}})
+    for (auto [from, to] :
+         {std::pair{&packed.f.A, &alone.f.A}, {&packed.f.Dv, &alone.f.Dv}, {&packed.f.deltaBias, &alone.f.deltaBias}})
       to->bytes = from->bytes;
     // Sequence i: slot i (no indices); alone, slot 0.
     std::memcpy(alone.f.initStates.bytes.data(), packed.f.initStates.bytes.data() + i * DN * 4, DN * 4);
@@ -172,7 +176,8 @@ TEST_P(ScanBackwardGpuPacking, PackedEqualsEachSequenceAlone) {
         int64_t t = 0;
         while (std::memcmp(p + t * eb, q + t * eb, eb) == 0) ++t;
         FAIL() << dtypeName(x) << " gradient " << idx << " sequence " << i << " " << what << " " << r << " token " << t
-               << " of " << sc.fwd.L << ": packed " << bitsString(p + t * eb, x) << ", alone " << bitsString(q + t * eb, x);
+               << " of " << sc.fwd.L << ": packed " << bitsString(p + t * eb, x) << ", alone "
+               << bitsString(q + t * eb, x);
       }
     };
     for (int idx : {kDu, kDdelta, kDz}) sameRows(idx, D, "channel");

@@ -40,7 +40,9 @@ int64_t offsetOf(const TensorView& t, const std::vector<int64_t>& idx) {
   for (size_t k = 0; k < idx.size(); ++k) off += idx[k] * t.strides[k];
   return off;
 }
-double value(const HostTensor& t, const std::vector<int64_t>& idx) { return loadElement(t.view(), offsetOf(t.meta, idx)); }
+double value(const HostTensor& t, const std::vector<int64_t>& idx) {
+  return loadElement(t.view(), offsetOf(t.meta, idx));
+}
 
 HostTensor poisoned(DType t, const std::vector<int64_t>& shape) {
   std::mt19937_64 rng(0);
@@ -49,7 +51,8 @@ HostTensor poisoned(DType t, const std::vector<int64_t>& shape) {
 
 int64_t nonFinite(const HostTensor& t) {
   int64_t n = 0;
-  forEachElement(t.view(), [&](int64_t off, const std::vector<int64_t>&) { n += !std::isfinite(loadElement(t.view(), off)); });
+  forEachElement(t.view(),
+                 [&](int64_t off, const std::vector<int64_t>&) { n += !std::isfinite(loadElement(t.view(), off)); });
   return n;
 }
 
@@ -69,7 +72,8 @@ double loss(const ScanProblem& fwd, const ScanBackwardProblem& p) {
   ScanProblem f = fwd;
   reference::selective_scan(f.args());
   double l = 0;
-  forEachElement(f.out.view(), [&](int64_t, const std::vector<int64_t>& i) { l += value(f.out, i) * value(p.dout, i); });
+  forEachElement(f.out.view(),
+                 [&](int64_t, const std::vector<int64_t>& i) { l += value(f.out, i) * value(p.dout, i); });
   if (p.c.dfinalStates)
     for (int64_t s : f.finalSlot)
       if (s >= 0)
@@ -112,7 +116,8 @@ void checkAgainstFd(const char* name, const ScanBackwardProblem& p, HostTensor S
     }
     const double g = value(grad, i), err = std::abs(fd - g) / (1 + std::abs(g));
     EXPECT_LE(err, 3e-4) << at << ": reference " << g << ", finite difference " << fd;
-    if (!(err <= st.worst)) st.worst = err, st.where = at + " (grad " + std::to_string(g) + ", fd " + std::to_string(fd) + ")";
+    if (!(err <= st.worst))
+      st.worst = err, st.where = at + " (grad " + std::to_string(g) + ", fd " + std::to_string(fd) + ")";
   });
 }
 
@@ -161,7 +166,9 @@ TEST(ScanBackwardReference, GradientsMatchFiniteDifferences) {
     const auto after = bytesOf(p);
     for (size_t k = 0; k < 16; ++k) EXPECT_EQ(after[k], inputsBefore[k]) << "input " << k << " was written";
     for (HostTensor* t : {&p.du, &p.ddelta, &p.dA, &p.dB, &p.dC, &p.dD, &p.dz, &p.ddeltaBias})
-      if (t->defined) { EXPECT_EQ(nonFinite(*t), 0); }
+      if (t->defined) {
+        EXPECT_EQ(nonFinite(*t), 0);
+      }
 
     FdStats st;
     using P = ScanProblem;
@@ -215,11 +222,13 @@ TEST(ScanBackwardReference, EverySequenceEqualsRunningItAlone) {
     const ScanProblem& f = whole.f;
     const SelectiveScanBackwardArgs in = alone.args();
     const int64_t D = f.c.D, N = f.c.N;
-    std::vector<double> dA(static_cast<size_t>(D * N), 0), dB(dA.size(), 0), dC(dA.size(), 0), dD(static_cast<size_t>(D), 0),
-        ddb(dD.size(), 0);
+    std::vector<double> dA(static_cast<size_t>(D * N), 0), dB(dA.size(), 0), dC(dA.size(), 0),
+        dD(static_cast<size_t>(D), 0), ddb(dD.size(), 0);
     for (int64_t i = 0; i < f.nseq; ++i) {
       const size_t k = static_cast<size_t>(i);
-      auto tokens = [&](const TensorView& t) { return slice(slice(t, 0, f.row[k], 1), t.ndim - 1, f.start[k], f.len[k]); };
+      auto tokens = [&](const TensorView& t) {
+        return slice(slice(t, 0, f.row[k], 1), t.ndim - 1, f.start[k], f.len[k]);
+      };
       SelectiveScanBackwardArgs s = in;
       SelectiveScanArgs& a = s.forward;
       a.u = tokens(in.forward.u), a.delta = tokens(in.forward.delta), a.z = tokens(in.forward.z);
@@ -235,7 +244,8 @@ TEST(ScanBackwardReference, EverySequenceEqualsRunningItAlone) {
       s.dinitial_states = sc.dinitialStates && is >= 0 ? slice(in.dinitial_states, 0, is, 1) : TensorView{};
       s.dout = tokens(in.dout), s.du = tokens(in.du), s.ddelta = tokens(in.ddelta), s.dz = tokens(in.dz);
       // The parameter gradients of this sequence alone, into fresh fp32 tensors summed below.
-      HostTensor pA = poisoned(DType::F32, {D, N}), pB = poisoned(DType::F32, {D, N}), pC = poisoned(DType::F32, {D, N});
+      HostTensor pA = poisoned(DType::F32, {D, N}), pB = poisoned(DType::F32, {D, N}),
+                 pC = poisoned(DType::F32, {D, N});
       HostTensor pD = poisoned(DType::F32, {D}), pDb = poisoned(DType::F32, {D});
       s.dA = pA.view();
       s.dB = f.c.bVarying ? tokens(in.dB) : pB.view();
@@ -259,8 +269,12 @@ TEST(ScanBackwardReference, EverySequenceEqualsRunningItAlone) {
     EXPECT_EQ(whole.du.bytes, alone.du.bytes);
     EXPECT_EQ(whole.ddelta.bytes, alone.ddelta.bytes);
     EXPECT_EQ(whole.dz.bytes, alone.dz.bytes);
-    if (f.c.bVarying) { EXPECT_EQ(whole.dB.bytes, alone.dB.bytes); }
-    if (f.c.cVarying) { EXPECT_EQ(whole.dC.bytes, alone.dC.bytes); }
+    if (f.c.bVarying) {
+      EXPECT_EQ(whole.dB.bytes, alone.dB.bytes);
+    }
+    if (f.c.cVarying) {
+      EXPECT_EQ(whole.dC.bytes, alone.dC.bytes);
+    }
     EXPECT_EQ(whole.dinit.bytes, alone.dinit.bytes);
     if (sc.dinitialStates) {
       const std::vector<char> read = whole.slotsWritten();
@@ -315,10 +329,14 @@ TEST(ScanBackwardReference, BadCallsAreNamedAndWriteNothing) {
       // The gradients of the per-token inputs: required, u's shape.
       {&packed, [](P&, A& a) { a.du = {}; }, {"du is required"}},
       {&packed, [](P&, A& a) { a.ddelta = {}; }, {"ddelta is required"}},
-      {&packed, [](P&, A& a) { a.du.dtype = DType::I32; }, {"du has dtype int32", "expected float32, bfloat16 or float16"}},
+      {&packed,
+       [](P&, A& a) { a.du.dtype = DType::I32; },
+       {"du has dtype int32", "expected float32, bfloat16 or float16"}},
       {&packed, [](P&, A& a) { a.ddelta.strides[2] = 2; }, {"ddelta has stride 2 along its token axis", "expected 1"}},
       // dz exactly with z.
-      {&packed, [](P&, A& a) { a.forward.z = {}; }, {"dz is given (shape (1, 8, 6))", "expected none", "forward.z is not given"}},
+      {&packed,
+       [](P&, A& a) { a.forward.z = {}; },
+       {"dz is given (shape (1, 8, 6))", "expected none", "forward.z is not given"}},
       {&packed, [](P&, A& a) { a.dz = {}; }, {"dz is not given, expected a tensor", "forward.z is given"}},
       {&packed, [](P&, A& a) { a.dz.shape[1] = 7; }, {"dz has shape (1, 7, 6)", "dim 1 (dim) is 7, expected 8"}},
       // dA (D, N) fp32.
@@ -333,30 +351,45 @@ TEST(ScanBackwardReference, BadCallsAreNamedAndWriteNothing) {
       {&constB, [](P&, A& a) { a.dB.shape[0] = 4; }, {"dB has shape (4, 4)", "expected (8, 4) [dim, dstate]"}},
       // dD / ddelta_bias exactly with D / delta_bias.
       {&packed, [](P&, A& a) { a.dD = {}; }, {"dD is not given, expected a tensor", "forward.D is given"}},
-      {&packed, [](P&, A& a) { a.forward.delta_bias = {}; }, {"ddelta_bias is given", "forward.delta_bias is not given"}},
+      {&packed,
+       [](P&, A& a) { a.forward.delta_bias = {}; },
+       {"ddelta_bias is given", "forward.delta_bias is not given"}},
       {&packed, [](P&, A& a) { a.dD.dtype = DType::F16; }, {"dD has dtype float16", "expected float32"}},
       // dinitial_states: only with initial states, their shape.
-      {&packed, [](P&, A& a) { a.forward.initial_states = a.forward.initial_state_indices = {}; },
+      {&packed,
+       [](P&, A& a) { a.forward.initial_states = a.forward.initial_state_indices = {}; },
        {"dinitial_states is given (shape (5, 8, 4))", "expected none", "forward.initial_states is not given"}},
-      {&packed, [](P&, A& a) { a.dinitial_states.shape[0] = 4; },
+      {&packed,
+       [](P&, A& a) { a.dinitial_states.shape[0] = 4; },
        {"dinitial_states has shape (4, 8, 4)", "expected (5, 8, 4) [slots, dim, dstate]"}},
       // dout: u's shape (checked as the forward checks out); dfinal_states as final_states.
       {&packed, [](P&, A& a) { a.dout = {}; }, {"dout is required"}},
       {&packed, [](P&, A& a) { a.dout.shape[2] = 5; }, {"dout has shape (1, 8, 5)", "dim 2 (seqlen) is 5, expected 6"}},
-      {&packed, [](P&, A& a) { a.dfinal_states.shape[2] = 3; }, {"dfinal_states has shape (5, 8, 3)", "dim 2 (dstate) is 3"}},
+      {&packed,
+       [](P&, A& a) { a.dfinal_states.shape[2] = 3; },
+       {"dfinal_states has shape (5, 8, 3)", "dim 2 (dstate) is 3"}},
       // No output may alias an input or another output.
-      {&packed, [](P&, A& a) { a.du.data = a.forward.u.data; }, {"du has data pointer 0x", "the same as u's", "expected a separate tensor"}},
+      {&packed,
+       [](P&, A& a) { a.du.data = a.forward.u.data; },
+       {"du has data pointer 0x", "the same as u's", "expected a separate tensor"}},
       {&packed, [](P&, A& a) { a.ddelta.data = a.dout.data; }, {"ddelta has data pointer", "the same as dout's"}},
-      {&packed, [](P&, A& a) { a.dinitial_states.data = a.forward.initial_states.data; },
+      {&packed,
+       [](P&, A& a) { a.dinitial_states.data = a.forward.initial_states.data; },
        {"dinitial_states has data pointer", "the same as initial_states's"}},
       {&packed, [](P&, A& a) { a.dz.data = a.du.data; }, {"dz has data pointer", "the same as du's"}},
       // Values, read by the reference before anything is written.
-      {&packed, [](P& p, A&) { setIndex(p.f.cu, 2, 2); }, {"cu_seqlens[2] = 2 after cu_seqlens[1] = 2", "strictly increasing"}},
-      {&packed, [](P&, A& a) { a.forward.max_seqlen = 2; }, {"sequence 1 has 3 tokens", "expected at most max_seqlen = 2"}},
+      {&packed,
+       [](P& p, A&) { setIndex(p.f.cu, 2, 2); },
+       {"cu_seqlens[2] = 2 after cu_seqlens[1] = 2", "strictly increasing"}},
+      {&packed,
+       [](P&, A& a) { a.forward.max_seqlen = 2; },
+       {"sequence 1 has 3 tokens", "expected at most max_seqlen = 2"}},
       {&packed, [](P& p, A&) { setIndex(p.f.initIdx, 2, 5); }, {"initial_state_indices[2] = 5", "[0, 5)"}},
       {&packed, [](P& p, A&) { setIndex(p.f.finalIdx, 0, -2); }, {"final_state_indices[0] = -2", "[0, 5)"}},
-      {&packed, [](P& p, A&) { setIndex(p.f.initIdx, 2, p.f.initSlot[0]); },
-       {"initial_state_indices[2]", "the slot of initial_state_indices[0] too", "expected distinct slots with dinitial_states"}},
+      {&packed,
+       [](P& p, A&) { setIndex(p.f.initIdx, 2, p.f.initSlot[0]); },
+       {"initial_state_indices[2]", "the slot of initial_state_indices[0] too",
+        "expected distinct slots with dinitial_states"}},
   };
   for (size_t i = 0; i < bad.size(); ++i) {
     SCOPED_TRACE("case " + std::to_string(i) + ": " + bad[i].parts[0]);
@@ -370,7 +403,9 @@ TEST(ScanBackwardReference, BadCallsAreNamedAndWriteNothing) {
       EXPECT_NE(m.find(part), std::string::npos) << "missing '" << part << "' in: " << m;
     EXPECT_EQ(bytesOf(p), before) << "a tensor was written";
     for (HostTensor* t : {&p.du, &p.ddelta, &p.dA, &p.dB, &p.dC, &p.dD, &p.dz, &p.ddeltaBias, &p.dinit})
-      if (t->defined) { EXPECT_EQ(nonFinite(*t), t->meta.numel()) << "a gradient is no longer poisoned"; }
+      if (t->defined) {
+        EXPECT_EQ(nonFinite(*t), t->meta.numel()) << "a gradient is no longer poisoned";
+      }
   }
 
   // The bases themselves are valid, and shared initial slots are fine without dinitial_states.

@@ -210,8 +210,8 @@ TEST(ScanGpuPacking, ManySequencesEqualEachAlone) {
 // (under compute-sanitizer) nothing is read or written outside the tensors.
 TEST(ScanGpuPacking, BadCuSeqlensAreReported) {
   SSMJIT_REQUIRE_GPU();
-  for (const auto& [cu1, expected] : {std::pair{0.0, "cu_seqlens[0] = 0, cu_seqlens[0 + 1] = 0"},
-                                      std::pair{1000.0, "= 1000"}}) {
+  for (const auto& [cu1, expected] :
+       {std::pair{0.0, "cu_seqlens[0] = 0, cu_seqlens[0 + 1] = 0"}, std::pair{1000.0, "= 1000"}}) {
     ScanCase c;
     c.D = 16, c.N = 4, c.lens = {10, 20, 30};
     ScanProblem p(c);

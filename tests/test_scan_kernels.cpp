@@ -188,7 +188,7 @@ TEST(ScanKernels, VaryingBCStagedOncePerBlockWhenItsChannelsShareAGroup) {
         // B and C rows of BLOCK_T tokens, 4 floats of padding after every 32 (bank-conflict free).
         const int64_t BT = spec.get("meta:BLOCK_T");
         EXPECT_TRUE(std::regex_search(cuda, std::regex("__shared__ __align__\\(16\\) float v\\d+\\[" +
-                                                        std::to_string(2 * v.N * (BT + BT / 32 * 4)) + "\\];")))
+                                                       std::to_string(2 * v.N * (BT + BT / 32 * 4)) + "\\];")))
             << cuda.substr(0, 4000);
         EXPECT_NE(cuda.find("ssm_ld<4>"), std::string::npos) << "the staged rows are read back as 16-byte vectors";
       }
@@ -390,7 +390,8 @@ TEST(ScanKernels, UnrollBudgetAndInnerLanesOutOfRangeAreNamed) {
     return ssmjit::testing::invalidArgMessage([&] { dsl::completeSpecialization(s); });
   };
   std::string msg = message("unroll_ops", -1);
-  EXPECT_NE(msg.find("selective_scan_bwd: meta unroll_ops (SSMJIT_META) is -1, expected >= 0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("selective_scan_bwd: meta unroll_ops (SSMJIT_META) is -1, expected >= 0"), std::string::npos)
+      << msg;
   for (int64_t lanes : {0, 3, 64}) {
     msg = message("inner_lanes", lanes);
     EXPECT_NE(msg.find("selective_scan_bwd: meta inner_lanes (SSMJIT_META) is " + std::to_string(lanes) +
@@ -514,7 +515,8 @@ TEST(ScanKernels, SequenceAndSlotCountsBindNoClass) {
   Variant v;
   v.packed = true, v.batch = 3, v.states = true, v.L = 4096;
   std::vector<Specialization> specs = detail::scanSpecializations(make(v), "sm_90a");
-  for (const Specialization& s : detail::scanBackwardSpecializations(makeBackward(v, true), "sm_90a")) specs.push_back(s);
+  for (const Specialization& s : detail::scanBackwardSpecializations(makeBackward(v, true), "sm_90a"))
+    specs.push_back(s);
   for (const Specialization& s : specs)
     for (const char* count : {"div:nseq=", "div:nslots_init=", "div:nslots_final=", "div:max_len="})
       EXPECT_EQ(s.canonical().find(count), std::string::npos) << count << " in " << s.canonical();
@@ -570,4 +572,3 @@ TEST(ScanKernels, PackedTilesMoveTokensInRegistersAndTheBackwardRunsOneBody) {
   EXPECT_EQ(decays(packedBwd), 2 * v.N);
   EXPECT_EQ(decays(denseBwd), 3 * v.N);
 }
-

@@ -30,10 +30,21 @@ namespace {
 // ---- helpers ----------------------------------------------------------------------------------
 
 std::vector<TensorView*> tensorsOf(SelectiveScanArgs& a) {
-  return {&a.u,      &a.delta,      &a.A,          &a.B,
-          &a.C,      &a.D,          &a.z,          &a.delta_bias,
-          &a.out,    &a.cu_seqlens, &a.initial_states, &a.initial_state_indices,
-          &a.final_states, &a.final_state_indices, &a.workspace};
+  return {&a.u,
+          &a.delta,
+          &a.A,
+          &a.B,
+          &a.C,
+          &a.D,
+          &a.z,
+          &a.delta_bias,
+          &a.out,
+          &a.cu_seqlens,
+          &a.initial_states,
+          &a.initial_state_indices,
+          &a.final_states,
+          &a.final_state_indices,
+          &a.workspace};
 }
 
 // The same call with every tensor on CUDA device 0: the pointers stay (host memory), so only
@@ -83,7 +94,8 @@ std::vector<int64_t> shapeOf(const HostTensor& t) { return {t.meta.shape, t.meta
 
 int64_t nonFinite(const HostTensor& t) {
   int64_t n = 0;
-  forEachElement(t.view(), [&](int64_t off, const std::vector<int64_t>&) { n += !std::isfinite(loadElement(t.view(), off)); });
+  forEachElement(t.view(),
+                 [&](int64_t off, const std::vector<int64_t>&) { n += !std::isfinite(loadElement(t.view(), off)); });
   return n;
 }
 
@@ -185,15 +197,21 @@ TEST(ScanReference, BadCallsAreNamedAndWriteNothing) {
       // u, delta, z: (batch, dim, seqlen), floats, tokens contiguous.
       {&dense, [](P&, A& a) { a.u = {}; }, {"u is required"}},
       {&dense, [](P&, A& a) { a.u.ndim = 2; }, {"u has rank 2 (shape (2, 8))", "expected rank 3 (batch, dim, seqlen)"}},
-      {&dense, [](P&, A& a) { a.u.dtype = DType::I32; }, {"u has dtype int32", "expected float32, bfloat16 or float16"}},
-      {&dense, [](P&, A& a) { a.u.strides[2] = 2; },
+      {&dense,
+       [](P&, A& a) { a.u.dtype = DType::I32; },
+       {"u has dtype int32", "expected float32, bfloat16 or float16"}},
+      {&dense,
+       [](P&, A& a) { a.u.strides[2] = 2; },
        {"u has stride 2 along its token axis (dim 2 of shape (2, 8, 6))", "expected 1"}},
-      {&dense, [](P&, A& a) { a.u.data = static_cast<char*>(a.u.data) + 1; },
+      {&dense,
+       [](P&, A& a) { a.u.data = static_cast<char*>(a.u.data) + 1; },
        {"u has data pointer 0x", "expected a multiple of its element size (bfloat16: 2 bytes)"}},
       {&dense, [](P&, A& a) { a.delta = {}; }, {"delta is required"}},
-      {&dense, [](P&, A& a) { a.delta.shape[1] = 7; },
+      {&dense,
+       [](P&, A& a) { a.delta.shape[1] = 7; },
        {"delta has shape (2, 7, 6)", "expected (2, 8, 6) [batch, dim, seqlen]", "dim 1 (dim) is 7, expected 8"}},
-      {&dense, [](P&, A& a) { a.delta.strides[1] = 1, a.delta.strides[2] = 8; },
+      {&dense,
+       [](P&, A& a) { a.delta.strides[1] = 1, a.delta.strides[2] = 8; },
        {"delta has stride 8 along its token axis", "expected 1"}},
       {&dense, [](P&, A& a) { a.delta.dtype = DType::I64; }, {"delta has dtype int64", "expected float32, bfloat16"}},
       {&dense, [](P&, A& a) { a.z.shape[2] = 5; }, {"z has shape (2, 8, 5)", "dim 2 (seqlen) is 5, expected 6"}},
@@ -201,97 +219,152 @@ TEST(ScanReference, BadCallsAreNamedAndWriteNothing) {
       // out: u's shape, no broadcast, not an input.
       {&dense, [](P&, A& a) { a.out = {}; }, {"out is required"}},
       {&dense, [](P&, A& a) { a.out.shape[0] = 3; }, {"out has shape (3, 8, 6)", "dim 0 (batch) is 3, expected 2"}},
-      {&dense, [](P&, A& a) { a.out.dtype = DType::I64; }, {"out has dtype int64", "expected float32, bfloat16 or float16"}},
-      {&dense, [](P&, A& a) { a.out.strides[0] = 0; },
+      {&dense,
+       [](P&, A& a) { a.out.dtype = DType::I64; },
+       {"out has dtype int64", "expected float32, bfloat16 or float16"}},
+      {&dense,
+       [](P&, A& a) { a.out.strides[0] = 0; },
        {"out has strides (0, 6, 1)", "dim 0 (batch, size 2) has stride 0", "expected a nonzero stride"}},
       {&dense, [](P&, A& a) { a.out.strides[2] = 2; }, {"out has stride 2 along its token axis", "expected 1"}},
-      {&dense, [](P&, A& a) { a.out.data = a.u.data; }, {"out has data pointer 0x", "the same as u's", "expected a separate tensor"}},
+      {&dense,
+       [](P&, A& a) { a.out.data = a.u.data; },
+       {"out has data pointer 0x", "the same as u's", "expected a separate tensor"}},
       {&dense, [](P&, A& a) { a.out.data = a.delta.data; }, {"the same as delta's"}},
       {&dense, [](P&, A& a) { a.out.data = a.z.data; }, {"the same as z's"}},
       // A (D, N) fp32, 1 <= N <= kMaxScanState.
       {&dense, [](P&, A& a) { a.A = {}; }, {"A is required"}},
       {&dense, [](P&, A& a) { a.A.ndim = 1; }, {"A has rank 1 (shape (8))", "expected rank 2 (dim, dstate)"}},
-      {&dense, [](P&, A& a) { a.A.shape[1] = 257; },
+      {&dense,
+       [](P&, A& a) { a.A.shape[1] = 257; },
        {"A has dstate 257 (dim 1 of shape (8, 257))", "expected 1 <= N <= 256 (kMaxScanState)"}},
       {&dense, [](P&, A& a) { a.A.shape[1] = 0; }, {"A has dstate 0", "1 <= N <= 256"}},
       {&dense, [](P&, A& a) { a.A.shape[0] = 7; }, {"A has shape (7, 4)", "dim 0 (dim) is 7, expected 8"}},
       {&dense, [](P&, A& a) { a.A.dtype = DType::BF16; }, {"A has dtype bfloat16", "expected float32"}},
       // B and C: (batch, G, N, L) or constant (D, N) fp32; the same G; D % G == 0.
       {&dense, [](P&, A& a) { a.B = {}; }, {"B is required"}},
-      {&dense, [](P&, A& a) { a.B.ndim = 3; },
+      {&dense,
+       [](P&, A& a) { a.B.ndim = 3; },
        {"B has rank 3", "expected rank 2 (dim, dstate) for a constant B or rank 4 (batch, ngroups, dstate, seqlen)"}},
-      {&dense, [](P&, A& a) { a.B.shape[1] = 3; },
-       {"B has 3 groups (dim 1 of shape (2, 3, 4, 6))", "dividing D = 8"}},
-      {&dense, [](P&, A& a) { a.B.shape[2] = 5; },
+      {&dense, [](P&, A& a) { a.B.shape[1] = 3; }, {"B has 3 groups (dim 1 of shape (2, 3, 4, 6))", "dividing D = 8"}},
+      {&dense,
+       [](P&, A& a) { a.B.shape[2] = 5; },
        {"B has shape (2, 2, 5, 6)", "[batch, ngroups, dstate, seqlen]", "dim 2 (dstate) is 5, expected 4"}},
       {&dense, [](P&, A& a) { a.B.shape[0] = 1; }, {"B has shape (1, 2, 4, 6)", "dim 0 (batch) is 1, expected 2"}},
-      {&dense, [](P&, A& a) { a.B.dtype = DType::I32; }, {"B has dtype int32", "expected float32, bfloat16 or float16"}},
+      {&dense,
+       [](P&, A& a) { a.B.dtype = DType::I32; },
+       {"B has dtype int32", "expected float32, bfloat16 or float16"}},
       {&dense, [](P&, A& a) { a.B.strides[3] = 2; }, {"B has stride 2 along its token axis (dim 3", "expected 1"}},
-      {&dense, [](P&, A& a) { a.B.strides[0] = 0; }, {"B has strides (0, 24, 6, 1)", "dim 0 (batch, size 2) has stride 0"}},
-      {&dense, [](P&, A& a) { a.C.shape[1] = 4; },
+      {&dense,
+       [](P&, A& a) { a.B.strides[0] = 0; },
+       {"B has strides (0, 24, 6, 1)", "dim 0 (batch, size 2) has stride 0"}},
+      {&dense,
+       [](P&, A& a) { a.C.shape[1] = 4; },
        {"B has 2 groups and C has 4", "(2, 2, 4, 6) and (2, 4, 4, 6)", "expected the same"}},
       {&dense, [](P&, A& a) { a.C = a.A, a.C.dtype = DType::BF16; }, {"C has dtype bfloat16", "expected float32"}},
-      {&dense, [](P&, A& a) { a.C = a.A, a.C.shape[1] = 5; },
+      {&dense,
+       [](P&, A& a) { a.C = a.A, a.C.shape[1] = 5; },
        {"C has shape (8, 5)", "expected (8, 4) [dim, dstate]", "dim 1 (dstate) is 5, expected 4"}},
       // D and delta_bias: (D,) fp32.
       {&dense, [](P&, A& a) { a.D.shape[0] = 9; }, {"D has shape (9)", "expected (8) [dim]"}},
       {&dense, [](P&, A& a) { a.D.dtype = DType::F16; }, {"D has dtype float16", "expected float32"}},
       {&dense, [](P&, A& a) { a.delta_bias.ndim = 2; }, {"delta_bias has rank 2", "expected rank 1 (dim)"}},
-      {&dense, [](P&, A& a) { a.delta_bias.strides[0] = -1; },
+      {&dense,
+       [](P&, A& a) { a.delta_bias.strides[0] = -1; },
        {"delta_bias has strides (-1)", "dim 0 (dim) has stride -1", "expected a stride >= 0"}},
       // Packing: one row; cu_seqlens (nseq + 1,) int32/int64; max_seqlen >= 0, only with it.
-      {&dense, [](P&, A& a) { a.cu_seqlens = a.initial_state_indices; },
+      {&dense,
+       [](P&, A& a) { a.cu_seqlens = a.initial_state_indices; },
        {"cu_seqlens is given and u has batch 2 (shape (2, 8, 6))", "expected batch 1"}},
       {&dense, [](P&, A& a) { a.max_seqlen = 5; }, {"max_seqlen is 5", "expected 0", "cu_seqlens is not given"}},
       {&packed, [](P&, A& a) { a.max_seqlen = -1; }, {"max_seqlen is -1", "expected >= 0"}},
       {&dense, [](P&, A& a) { a.serial_seqlen = -2; }, {"serial_seqlen is -2", "expected >= 0"}},
       {&packed, [](P&, A& a) { a.cu_seqlens.ndim = 2; }, {"cu_seqlens has rank 2", "expected rank 1 (nseq + 1)"}},
-      {&packed, [](P&, A& a) { a.cu_seqlens.shape[0] = 1; }, {"cu_seqlens has shape (1)", "expected at least 2 entries"}},
-      {&packed, [](P&, A& a) { a.cu_seqlens.dtype = DType::F32; }, {"cu_seqlens has dtype float32", "expected int32 or int64"}},
+      {&packed,
+       [](P&, A& a) { a.cu_seqlens.shape[0] = 1; },
+       {"cu_seqlens has shape (1)", "expected at least 2 entries"}},
+      {&packed,
+       [](P&, A& a) { a.cu_seqlens.dtype = DType::F32; },
+       {"cu_seqlens has dtype float32", "expected int32 or int64"}},
       {&packed, [](P&, A& a) { a.cu_seqlens.strides[0] = 0; }, {"cu_seqlens has strides (0)", "has stride 0"}},
       // States (S, D, N) and their indices (nseq,).
-      {&dense, [](P&, A& a) { a.initial_states = {}; },
+      {&dense,
+       [](P&, A& a) { a.initial_states = {}; },
        {"initial_state_indices is given (shape (2))", "expected none", "initial_states is not given"}},
       {&dense, [](P&, A& a) { a.final_states = {}; }, {"final_state_indices is given", "final_states is not given"}},
-      {&dense, [](P&, A& a) { a.initial_states.ndim = 2; }, {"initial_states has rank 2", "expected rank 3 (slots, dim, dstate)"}},
-      {&dense, [](P&, A& a) { a.initial_states.shape[2] = 3; },
+      {&dense,
+       [](P&, A& a) { a.initial_states.ndim = 2; },
+       {"initial_states has rank 2", "expected rank 3 (slots, dim, dstate)"}},
+      {&dense,
+       [](P&, A& a) { a.initial_states.shape[2] = 3; },
        {"initial_states has shape (4, 8, 3)", "[slots, dim, dstate]", "dim 2 (dstate) is 3, expected 4"}},
-      {&dense, [](P&, A& a) { a.final_states.dtype = DType::I32; }, {"final_states has dtype int32", "expected float32"}},
-      {&dense, [](P&, A& a) { a.final_states.strides[0] = 0; },
+      {&dense,
+       [](P&, A& a) { a.final_states.dtype = DType::I32; },
+       {"final_states has dtype int32", "expected float32"}},
+      {&dense,
+       [](P&, A& a) { a.final_states.strides[0] = 0; },
        {"final_states has strides (0, 4, 1)", "dim 0 (slots, size 4) has stride 0"}},
-      {&dense, [](P&, A& a) { a.final_states.data = static_cast<char*>(a.final_states.data) + 2; },
+      {&dense,
+       [](P&, A& a) { a.final_states.data = static_cast<char*>(a.final_states.data) + 2; },
        {"final_states has data pointer 0x", "(float32: 4 bytes)"}},
-      {&dense, [](P&, A& a) { a.initial_state_indices.shape[0] = 3; },
+      {&dense,
+       [](P&, A& a) { a.initial_state_indices.shape[0] = 3; },
        {"initial_state_indices has shape (3)", "expected (2) [nseq]", "dim 0 (nseq) is 3, expected 2"}},
-      {&packed, [](P&, A& a) { a.initial_state_indices.shape[0] = 2; },
+      {&packed,
+       [](P&, A& a) { a.initial_state_indices.shape[0] = 2; },
        {"initial_state_indices has shape (2)", "dim 0 (nseq) is 2, expected 3"}},
-      {&dense, [](P&, A& a) { a.final_state_indices.dtype = DType::F32; },
+      {&dense,
+       [](P&, A& a) { a.final_state_indices.dtype = DType::F32; },
        {"final_state_indices has dtype float32", "expected int32 or int64"}},
-      {&dense, [](P&, A& a) { a.final_state_indices.data = static_cast<char*>(a.final_state_indices.data) + 4; },
+      {&dense,
+       [](P&, A& a) { a.final_state_indices.data = static_cast<char*>(a.final_state_indices.data) + 4; },
        {"final_state_indices has data pointer 0x", "(int64: 8 bytes)"}},
-      {&packed, [](P&, A& a) { a.initial_state_indices = {}, a.initial_states.shape[0] = 2; },
+      {&packed,
+       [](P&, A& a) { a.initial_state_indices = {}, a.initial_states.shape[0] = 2; },
        {"initial_states has 2 slots (dim 0 of shape (2, 8, 4))", "expected at least nseq = 3",
         "without initial_state_indices, sequence i uses slot i"}},
-      {&dense, [](P&, A& a) { a.final_state_indices = {}, a.final_states.shape[0] = 1; },
+      {&dense,
+       [](P&, A& a) { a.final_state_indices = {}, a.final_states.shape[0] = 1; },
        {"final_states has 1 slots", "expected at least nseq = 2"}},
       // The grid: one program row per sequence.
-      {&bigDense, [](P&, A&) {}, {"u has batch 65536 (dim 0 of shape (65536, 1, 1))", "expected at most 65535", "grid limit"}},
+      {&bigDense,
+       [](P&, A&) {},
+       {"u has batch 65536 (dim 0 of shape (65536, 1, 1))", "expected at most 65535", "grid limit"}},
       {&bigPacked, [](P&, A&) {}, {"cu_seqlens holds 65536 sequences", "expected at most 65535", "grid limit"}},
       // Devices: the reference takes CPU tensors.
-      {&dense, [](P&, A& a) { a.D.device = DeviceKind::CUDA; }, {"D is a CUDA tensor, expected a CPU tensor"}, Wrong::Device},
-      {&dense, [](P&, A& a) { a.u.device = DeviceKind::CUDA; }, {"u is a CUDA tensor, expected a CPU tensor"}, Wrong::Device},
+      {&dense,
+       [](P&, A& a) { a.D.device = DeviceKind::CUDA; },
+       {"D is a CUDA tensor, expected a CPU tensor"},
+       Wrong::Device},
+      {&dense,
+       [](P&, A& a) { a.u.device = DeviceKind::CUDA; },
+       {"u is a CUDA tensor, expected a CPU tensor"},
+       Wrong::Device},
       // Values, read by the reference before anything is written.
       {&packed, [](P& p, A&) { setIndex(p.cu, 0, 1); }, {"cu_seqlens[0] = 1, expected 0"}, Wrong::Values},
-      {&packed, [](P& p, A&) { setIndex(p.cu, 2, 2); },
-       {"cu_seqlens[2] = 2 after cu_seqlens[1] = 2", "expected strictly increasing"}, Wrong::Values},
-      {&packed, [](P& p, A& a) { setIndex(p.cu, 2, 7), a.max_seqlen = 0; },
-       {"cu_seqlens[3] = 6 after cu_seqlens[2] = 7"}, Wrong::Values},
-      {&packed, [](P& p, A&) { setIndex(p.cu, 3, 7); },
-       {"cu_seqlens[3] = 7 (the last entry)", "expected T = 6 (u's seqlen)"}, Wrong::Values},
-      {&packed, [](P&, A& a) { a.max_seqlen = 2; }, {"sequence 1 has 3 tokens", "expected at most max_seqlen = 2"}, Wrong::Values},
-      {&packed, [](P& p, A&) { setIndex(p.initIdx, 2, 5); },
-       {"initial_state_indices[2] = 5", "expected -1 or a slot in [0, 5)"}, Wrong::Values},
-      {&packed, [](P& p, A&) { setIndex(p.finalIdx, 0, -2); }, {"final_state_indices[0] = -2", "[0, 5)"}, Wrong::Values},
+      {&packed,
+       [](P& p, A&) { setIndex(p.cu, 2, 2); },
+       {"cu_seqlens[2] = 2 after cu_seqlens[1] = 2", "expected strictly increasing"},
+       Wrong::Values},
+      {&packed,
+       [](P& p, A& a) { setIndex(p.cu, 2, 7), a.max_seqlen = 0; },
+       {"cu_seqlens[3] = 6 after cu_seqlens[2] = 7"},
+       Wrong::Values},
+      {&packed,
+       [](P& p, A&) { setIndex(p.cu, 3, 7); },
+       {"cu_seqlens[3] = 7 (the last entry)", "expected T = 6 (u's seqlen)"},
+       Wrong::Values},
+      {&packed,
+       [](P&, A& a) { a.max_seqlen = 2; },
+       {"sequence 1 has 3 tokens", "expected at most max_seqlen = 2"},
+       Wrong::Values},
+      {&packed,
+       [](P& p, A&) { setIndex(p.initIdx, 2, 5); },
+       {"initial_state_indices[2] = 5", "expected -1 or a slot in [0, 5)"},
+       Wrong::Values},
+      {&packed,
+       [](P& p, A&) { setIndex(p.finalIdx, 0, -2); },
+       {"final_state_indices[0] = -2", "[0, 5)"},
+       Wrong::Values},
       {&dense, [](P& p, A&) { setIndex(p.initIdx, 1, 4); }, {"initial_state_indices[1] = 4", "[0, 4)"}, Wrong::Values},
   };
   for (size_t i = 0; i < bad.size(); ++i) {
@@ -366,9 +439,9 @@ TEST(ScanCheck, BadWorkspaceIsNamed) {
   EXPECT_NE(message({}).find("workspace is not given, expected a float32 buffer of at least " + std::to_string(need)),
             std::string::npos);
   EXPECT_NE(message(ws(DType::BF16, {need})).find("workspace has dtype bfloat16, expected float32"), std::string::npos);
-  EXPECT_NE(message(ws(DType::F32, {need - 1})).find("workspace has " + std::to_string(need - 1) +
-                                                       " elements (shape (" + std::to_string(need - 1) +
-                                                       ")), expected at least " + std::to_string(need)),
+  EXPECT_NE(message(ws(DType::F32, {need - 1}))
+                .find("workspace has " + std::to_string(need - 1) + " elements (shape (" + std::to_string(need - 1) +
+                      ")), expected at least " + std::to_string(need)),
             std::string::npos);
   TensorView strided = ws(DType::F32, {need});
   strided.strides[0] = 2;
@@ -463,10 +536,10 @@ void runEachAlone(const ScanProblem& src, ScanProblem& dst) {
     if (in.C.ndim == 4) s.C = tokens(in.C);
     s.cu_seqlens = s.initial_state_indices = s.final_state_indices = {};
     s.max_seqlen = 0;
-    s.initial_states = src.c.initialStates && src.initSlot[k] >= 0 ? slice(in.initial_states, 0, src.initSlot[k], 1)
-                                                                    : TensorView{};
-    s.final_states = src.c.finalStates && src.finalSlot[k] >= 0 ? slice(io.final_states, 0, src.finalSlot[k], 1)
-                                                                 : TensorView{};
+    s.initial_states =
+        src.c.initialStates && src.initSlot[k] >= 0 ? slice(in.initial_states, 0, src.initSlot[k], 1) : TensorView{};
+    s.final_states =
+        src.c.finalStates && src.finalSlot[k] >= 0 ? slice(io.final_states, 0, src.finalSlot[k], 1) : TensorView{};
     reference::selective_scan(s);
   }
 }
@@ -568,8 +641,8 @@ TEST(ScanReference, ConstantAndGroupedBCEqualPerChannel) {
     bool b, c;
     int64_t G;
   };
-  for (const Form f : {Form{false, false, 1}, Form{true, false, 2}, Form{false, true, 3}, Form{true, true, 2},
-                       Form{true, true, 6}}) {
+  for (const Form f :
+       {Form{false, false, 1}, Form{true, false, 2}, Form{false, true, 3}, Form{true, true, 2}, Form{true, true, 6}}) {
     for (bool packed : {false, true}) {
       ScanCase c;
       c.batch = 2, c.D = 6, c.N = 4, c.L = 11, c.G = f.G, c.bVarying = f.b, c.cVarying = f.c;
@@ -631,7 +704,8 @@ TEST(ScanReference, SixteenBitInputsAreReadExactly) {
   std::mt19937_64 rng(5);
   auto grid = [&](HostTensor& t, int lo, int hi) {  // k / 64 for k in [lo, hi]
     std::uniform_int_distribution<int> k(lo, hi);
-    forEachElement(t.view(), [&](int64_t off, const std::vector<int64_t>&) { storeElement(t.view(), off, k(rng) / 64.0); });
+    forEachElement(t.view(),
+                   [&](int64_t off, const std::vector<int64_t>&) { storeElement(t.view(), off, k(rng) / 64.0); });
   };
   grid(p32.u, -64, 64), grid(p32.delta, -192, 0), grid(p32.z, -128, 128);
   grid(p32.B, -64, 64), grid(p32.C, -64, 64), grid(p32.initStates, -64, 64);

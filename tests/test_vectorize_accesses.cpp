@@ -7,8 +7,8 @@
 #include <string>
 
 #include "kernels_dsl/Dsl.h"
-#include "tests/support/Occurrences.h"
 #include "tests/support/GeneratedCuda.h"
+#include "tests/support/Occurrences.h"
 
 namespace ssmjit {
 namespace {
@@ -66,8 +66,7 @@ TEST(VectorizeAccesses, PaddedRowsStillMoveAsVectors) {
 // A quotient of values that may be negative is not taken as constant over a run (a truncating
 // division changes value right after a negative multiple): those accesses stay one element each.
 TEST(VectorizeAccesses, QuotientsOfPossiblyNegativeRunsAreNotConstant) {
-  const std::string cuda =
-      stagedCopyCuda([](KernelBuilder&, Value cols) { return cols + ((cols - 8) / 32) * 4; }, 72);
+  const std::string cuda = stagedCopyCuda([](KernelBuilder&, Value cols) { return cols + ((cols - 8) / 32) * 4; }, 72);
   const std::string buf = bufferName(cuda, 16 * 72);
   ASSERT_FALSE(buf.empty()) << cuda;
   EXPECT_TRUE(std::regex_search(cuda, std::regex("ssm_st<1>\\(" + buf + " \\+"))) << cuda;

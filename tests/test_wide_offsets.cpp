@@ -2,9 +2,9 @@
 // compile time: for every op, a call whose widened tensor's last element lies at offset
 // INT32_MAX - 1 builds 32-bit kernels, and one whose last element lies at INT32_MAX + 1 builds
 // 64-bit kernels, for each launch of the call (an offset of exactly INT32_MAX fits an int32; some
-// ops keep one element of margin), and the first 64-bit kernel of each op compiles. Fake device addresses stand in for the tensors (only
-// their alignment classes bind); the widened tensor is a slice of a wider buffer (its leading
-// stride set so that its span is the given number of elements).
+// ops keep one element of margin), and the first 64-bit kernel of each op compiles. Fake device addresses stand in for
+// the tensors (only their alignment classes bind); the widened tensor is a slice of a wider buffer (its leading stride
+// set so that its span is the given number of elements).
 #include <gtest/gtest.h>
 
 #include <climits>
@@ -192,7 +192,8 @@ TEST(WideOffsets, SelectiveStateUpdate) {
 }
 
 TEST(WideOffsets, CausalConv1d) {
-  expectWidensAtTheLimit("causal_conv1d", [](int64_t span) { return detail::convSpecializations(convArgs(span), "sm_90a"); });
+  expectWidensAtTheLimit("causal_conv1d",
+                         [](int64_t span) { return detail::convSpecializations(convArgs(span), "sm_90a"); });
   expectWidensAtTheLimit("causal_conv1d_backward", [](int64_t span) {
     return detail::convBackwardSpecializations(convBackwardArgs(span), "sm_90a");
   });
@@ -202,7 +203,8 @@ TEST(WideOffsets, CausalConv1d) {
 }
 
 TEST(WideOffsets, SelectiveScan) {
-  expectWidensAtTheLimit("selective_scan", [](int64_t span) { return detail::scanSpecializations(scanArgs(span), "sm_90a"); });
+  expectWidensAtTheLimit("selective_scan",
+                         [](int64_t span) { return detail::scanSpecializations(scanArgs(span), "sm_90a"); });
   expectWidensAtTheLimit("selective_scan_backward", [](int64_t span) {
     return detail::scanBackwardSpecializations(scanBackwardArgs(span), "sm_90a");
   });

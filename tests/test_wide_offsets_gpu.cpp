@@ -68,13 +68,13 @@ int64_t wideBytes(const HostTensor& h, int64_t slotStride) {
 
 // Skips the test (one line: gpu-suite.sh allows this skip by its words "the device lacks the
 // memory") unless `bytes` plus 1 GiB for the rest of the call are free.
-#define SKIP_UNLESS_DEVICE_HOLDS(bytes)                                                                  \
-  do {                                                                                                   \
-    const int64_t sjFree_ = freeDeviceBytes();                                                           \
-    const int64_t sjNeed_ = (bytes) + (int64_t{1} << 30);                                                \
-    if (sjFree_ >= 0 && sjFree_ < sjNeed_)                                                               \
-      GTEST_SKIP() << "the device lacks the memory: " << sjNeed_ / (1 << 20) << " MiB needed, "          \
-                   << sjFree_ / (1 << 20) << " MiB free";                                                \
+#define SKIP_UNLESS_DEVICE_HOLDS(bytes)                                                                                \
+  do {                                                                                                                 \
+    const int64_t sjFree_ = freeDeviceBytes();                                                                         \
+    const int64_t sjNeed_ = (bytes) + (int64_t{1} << 30);                                                              \
+    if (sjFree_ >= 0 && sjFree_ < sjNeed_)                                                                             \
+      GTEST_SKIP() << "the device lacks the memory: " << sjNeed_ / (1 << 20) << " MiB needed, " << sjFree_ / (1 << 20) \
+                   << " MiB free";                                                                                     \
   } while (0)
 
 // A host tensor's slots (dim 0), each a contiguous block, `slotStride` elements apart on the
@@ -138,8 +138,7 @@ class WideSlots {
 // Every launch of the call binds 64-bit offsets.
 void expectIndexBits64(const std::vector<Specialization>& specs) {
   ASSERT_FALSE(specs.empty());
-  for (const Specialization& s : specs)
-    EXPECT_EQ(s.get("meta:index_bits", -1), 64) << s.canonical();
+  for (const Specialization& s : specs) EXPECT_EQ(s.get("meta:index_bits", -1), 64) << s.canonical();
 }
 
 // Sequence i's state slot set to slots[i] in an index tensor (int32 or int64, any stride).

@@ -29,8 +29,8 @@
 #include "ssmjit/ops.h"
 #include "tools/CallOptions.h"
 #include "tools/DeviceFill.h"
-#include "tools/SsuCall.h"
 #include "tools/GpuTiming.h"
+#include "tools/SsuCall.h"
 #include "tools/ToolSupport.h"
 #include "tools/problems/SsuProblem.h"
 
@@ -106,7 +106,8 @@ DeviceSets makeDeviceSets(const SsuCase& s, int nsets, std::mt19937_64& rng) {
         continue;
       }
       if (i == kDstIdx)  // runBench rejects per-token before any allocation
-        throw Error(Error::Kind::Internal, "bench: dst_state_indices has no fill (per-token writes are not benchmarked)");
+        throw Error(Error::Kind::Internal,
+                    "bench: dst_state_indices has no fill (per-token writes are not benchmarked)");
       const auto [lo, hi] = testing::valueRange(static_cast<testing::SsuTensor>(i), s);
       fillDeviceUniform(d.buf[i], off, descs[i].dtype, descs[i].numel(), lo, hi, rng);
     }
@@ -128,8 +129,7 @@ double graphMicroseconds(const CudaGraph& g, int unitsPerReplay, const BenchOpti
   e1.record(s);
   const double estMs = std::max(1e-3, static_cast<double>(e1.since(e0)));
   const int maxReplays = std::max(1, (o.iters + unitsPerReplay - 1) / unitsPerReplay);
-  const int replays =
-      std::clamp(static_cast<int>(std::ceil(kTrialTargetMs / estMs)), 1, maxReplays);
+  const int replays = std::clamp(static_cast<int>(std::ceil(kTrialTargetMs / estMs)), 1, maxReplays);
   std::vector<double> us;
   for (int t = 0; t < o.trials; ++t) {
     e0.record(s);
@@ -144,13 +144,13 @@ struct CaseResult {
   SsuCase shape;
   Traffic traffic;
   int nsets = 0;
-  double us = 0;            // one call (fused: one multi-token call)
-  double graphUs = 0;       // tokens op: L one-token calls replayed from a graph
-  double coldOneUs = 0;     // tokens op: one one-token call, inputs rotated like the fused call's
-  double hostUs = 0;        // host time per cached call
-  double firstCallMs = 0;   // the op's first call of a new variant after its lookup: load + launch + run
+  double us = 0;           // one call (fused: one multi-token call)
+  double graphUs = 0;      // tokens op: L one-token calls replayed from a graph
+  double coldOneUs = 0;    // tokens op: one one-token call, inputs rotated like the fused call's
+  double hostUs = 0;       // host time per cached call
+  double firstCallMs = 0;  // the op's first call of a new variant after its lookup: load + launch + run
   KernelSource source = KernelSource::Memory;  // where the variant's kernel came from
-  double lookupMs = 0;      // wall time of that lookup
+  double lookupMs = 0;                         // wall time of that lookup
   bool newVariant() const { return source != KernelSource::Memory; }
 };
 
@@ -186,8 +186,7 @@ CaseResult Bench::runCase(const SsuCase& s) {
   const CUstream st = stream_->get();
 
   const size_t perSet = setBytes(s);
-  int nsets = static_cast<int>(std::ceil(kL2Multiple * static_cast<double>(l2Bytes_) /
-                                         static_cast<double>(perSet)));
+  int nsets = static_cast<int>(std::ceil(kL2Multiple * static_cast<double>(l2Bytes_) / static_cast<double>(perSet)));
   nsets = std::clamp(nsets, 1, kMaxSets);
   nsets = std::max(1, std::min<int>(nsets, static_cast<int>(kSetMemoryBudget / perSet)));
   r.nsets = nsets;
@@ -255,21 +254,22 @@ std::string Bench::deviceSummary() const {
 }
 
 std::string Bench::copySummary() const {
-  return strf("device-to-device copy: %.0f GB/s (cuMemcpyDtoDAsync of 1 GiB, bytes read + written)",
-              copyGBs_);
+  return strf("device-to-device copy: %.0f GB/s (cuMemcpyDtoDAsync of 1 GiB, bytes read + written)", copyGBs_);
 }
 
 std::string Bench::hostSummary() const {
-  return strf("host: median over %d trials of the wall time of %d eager cached calls (from an idle stream) / %d; "
-              "the driver's floor, cuLaunchKernel of an empty kernel measured the same way: %.2f us/call",
-              o_.trials, hostCalls(), hostCalls(), driverFloorUs_);
+  return strf(
+      "host: median over %d trials of the wall time of %d eager cached calls (from an idle stream) / %d; "
+      "the driver's floor, cuLaunchKernel of an empty kernel measured the same way: %.2f us/call",
+      o_.trials, hostCalls(), hostCalls(), driverFloorUs_);
 }
 
 int Bench::run(const std::vector<SsuCase>& cases) {
   std::string why;
   if (!driver::available(&why)) {
-    std::fprintf(stderr, "ssmjit bench: no GPU found (%s): the benchmark needs a GPU; "
-                         "`ssmjit inspect --stage resources` works without one\n",
+    std::fprintf(stderr,
+                 "ssmjit bench: no GPU found (%s): the benchmark needs a GPU; "
+                 "`ssmjit inspect --stage resources` works without one\n",
                  why.c_str());
     return kExitFailure;
   }
@@ -301,12 +301,13 @@ int Bench::run(const std::vector<SsuCase>& cases) {
     ++i;
     const CaseResult r = runCase(s);
     const double tbs = static_cast<double>(r.traffic.total()) / (r.us * 1e-6) / 1e12;
-    std::printf("[%d/%zu] %s: %.2f us, %.2f TB/s (%.0f%% of copy)", i, cases.size(),
-                caseLabel(s).c_str(), r.us, tbs, 100.0 * tbs * 1e3 / copyGBs_);
+    std::printf("[%d/%zu] %s: %.2f us, %.2f TB/s (%.0f%% of copy)", i, cases.size(), caseLabel(s).c_str(), r.us, tbs,
+                100.0 * tbs * 1e3 / copyGBs_);
     if (s.tokens)
-      std::printf(", %lld one-token calls %.2f us (fused / one-token %.2f), one cold one-token call %.2f us "
-                  "(fused / cold one-token %.2f)",
-                  static_cast<long long>(s.L), r.graphUs, r.us / (r.graphUs / s.L), r.coldOneUs, r.us / r.coldOneUs);
+      std::printf(
+          ", %lld one-token calls %.2f us (fused / one-token %.2f), one cold one-token call %.2f us "
+          "(fused / cold one-token %.2f)",
+          static_cast<long long>(s.L), r.graphUs, r.us / (r.graphUs / s.L), r.coldOneUs, r.us / r.coldOneUs);
     std::printf(", host %.2f us/call\n", r.hostUs);
     std::fflush(stdout);
     results.push_back(r);
@@ -325,22 +326,24 @@ void Bench::printTable(const std::vector<CaseResult>& results) const {
               static_cast<long long>(o_.shape.heads), static_cast<long long>(o_.shape.headDim),
               static_cast<long long>(o_.shape.dstate), static_cast<long long>(o_.shape.groups),
               o_.noStateIdx ? "" : ", state_batch_indices", o_.stateWrite.c_str());
-  std::printf("- kernel time: median of %d trials, CUDA graphs of back-to-back calls, inputs rotated "
-              "over `sets` copies (>= %.0fx L2 where memory allows); bytes = state read + state "
-              "written + inputs + outputs, once per call\n",
-              o_.trials, kL2Multiple);
+  std::printf(
+      "- kernel time: median of %d trials, CUDA graphs of back-to-back calls, inputs rotated "
+      "over `sets` copies (>= %.0fx L2 where memory allows); bytes = state read + state "
+      "written + inputs + outputs, once per call\n",
+      o_.trials, kL2Multiple);
   std::printf("- %s\n", hostSummary().c_str());
-  std::printf("- kernel: where the variant's kernel came from and the wall time of that lookup: "
-              "compiled (DSL + MLIR pipeline + NVRTC, NVRTC already loaded; %s), disk (the disk "
-              "cache) or memory (an earlier row's variant); first launch: the op's first call after "
-              "it (module load + launch + run, synchronised)\n\n",
-              cudaJitCacheNote().c_str());
+  std::printf(
+      "- kernel: where the variant's kernel came from and the wall time of that lookup: "
+      "compiled (DSL + MLIR pipeline + NVRTC, NVRTC already loaded; %s), disk (the disk "
+      "cache) or memory (an earlier row's variant); first launch: the op's first call after "
+      "it (module load + launch + run, synchronised)\n\n",
+      cudaJitCacheNote().c_str());
   std::vector<std::string> header = {"batch"};
   if (tokens) header.push_back("L");
   for (const char* h : {"state", "inputs", "sets", "MB/call", "µs", "TB/s", "% copy"}) header.push_back(h);
   if (tokens)
-    for (const char* h : {"L×1-token graph µs", "fused / 1-token", "L calls / fused", "cold 1-token µs",
-                          "fused / cold 1-token"})
+    for (const char* h :
+         {"L×1-token graph µs", "fused / 1-token", "L calls / fused", "cold 1-token µs", "fused / cold 1-token"})
       header.push_back(h);
   for (const char* h : {"host µs/call", "kernel", "first launch ms"}) header.push_back(h);
   Table t(header);
@@ -406,20 +409,18 @@ void Bench::printTargets(const std::vector<CaseResult>& results) const {
       worstCompile = std::max(worstCompile, r.lookupMs);
     }
   }
-  line("one token >= 90% of copy bandwidth at batch >= 16", copyMeasured, worstCopy >= 90.0,
-       strf("%.0f%%", worstCopy));
+  line("one token >= 90% of copy bandwidth at batch >= 16", copyMeasured, worstCopy >= 90.0, strf("%.0f%%", worstCopy));
   // "One one-token call" read two ways: a decode step's call, its state from DRAM; and the
   // per-call time of 16 one-token calls in one graph, whose state stays in L2 when it fits.
   line("fused L = 16 within 1.5x of one one-token call (cold: state from DRAM) at batch >= 16", ratioMeasured,
        worstCold <= 1.5, strf("%.2fx", worstCold));
-  line("fused L = 16 within 1.5x of the per-call time of 16 one-token calls in one graph at batch >= 16",
-       ratioMeasured, worstRatio <= 1.5,
-       strf("%.2fx; in %d of %d rows 1.5x that time is under the fused call's own bytes at copy bandwidth",
-            worstRatio, underFloor, ratioRows));
+  line("fused L = 16 within 1.5x of the per-call time of 16 one-token calls in one graph at batch >= 16", ratioMeasured,
+       worstRatio <= 1.5,
+       strf("%.2fx; in %d of %d rows 1.5x that time is under the fused call's own bytes at copy bandwidth", worstRatio,
+            underFloor, ratioRows));
   line("<= 5 us host time per cached call", !results.empty(), worstHost <= 5.0,
        strf("%.2f us; the driver's empty-kernel launch: %.2f us", worstHost, driverFloorUs_));
-  line("first compile of a variant <= 300 ms", compileMeasured, worstCompile <= 300.0,
-       strf("%.0f ms", worstCompile));
+  line("first compile of a variant <= 300 ms", compileMeasured, worstCompile <= 300.0, strf("%.0f ms", worstCompile));
 }
 
 // The cases of the command line, in the order they run: state dtype, then batch, then L.
@@ -442,15 +443,15 @@ std::vector<SsuCase> benchCases(const BenchOptions& o) {
 
 int runBench(BenchOptions& o) {
   const std::string& op = o.shape.op;
-  if (op != "ssu" && op != "ssu-tokens")
-    throw UsageError("--op is '" + op + "', expected ssu or ssu-tokens");
+  if (op != "ssu" && op != "ssu-tokens") throw UsageError("--op is '" + op + "', expected ssu or ssu-tokens");
   if (op == "ssu" && o.tokensGiven)
     throw UsageError("--tokens applies to --op ssu-tokens only (the one-token op has L = 1)");
   if (op == "ssu" && o.stateWrite == "per-token")
     throw UsageError("--state-write per-token applies to --op ssu-tokens only");
   if (o.stateWrite == "per-token")
-    throw UsageError("--state-write per-token is not benchmarked (it needs batch * L extra state "
-                     "slots); use final or none");
+    throw UsageError(
+        "--state-write per-token is not benchmarked (it needs batch * L extra state "
+        "slots); use final or none");
   if (o.iters < 1) throw UsageError(strf("--iters is %d, expected at least 1", o.iters));
   if (o.trials < 1) throw UsageError(strf("--trials is %d, expected at least 1", o.trials));
   // Check every shape with the op's own argument check before touching the GPU.
@@ -479,9 +480,9 @@ Command addBenchCommand(CLI::App& parent) {
       ->check(atLeast(1))
       ->capture_default_str();
   CLI::Option* tokensOpt = app->add_option("--tokens", o->tokens, "Tokens per sequence L (ssu-tokens), comma-separated")
-      ->delimiter(',')
-      ->check(CLI::Range(1, kMaxTokens))
-      ->capture_default_str();
+                               ->delimiter(',')
+                               ->check(CLI::Range(1, kMaxTokens))
+                               ->capture_default_str();
   app->add_option("--state-dtype", o->stateDtypes, "State storage dtypes (fp32, bf16, fp16), comma-separated")
       ->delimiter(',')
       ->check(CLI::IsMember(floatDTypeNames()))
@@ -498,8 +499,7 @@ Command addBenchCommand(CLI::App& parent) {
   app->add_option("--trials", o->trials, "Trials per case; the median is reported")
       ->check(atLeast(1))
       ->capture_default_str();
-  app->add_flag("--no-state-indices", o->noStateIdx,
-                "Call without state_batch_indices (sequence b uses slot b)");
+  app->add_flag("--no-state-indices", o->noStateIdx, "Call without state_batch_indices (sequence b uses slot b)");
   app->add_option("--seed", o->seed, "Random seed of the inputs")->capture_default_str();
   return {app, [o, tokensOpt] {
             o->tokensGiven = tokensOpt->count() > 0;

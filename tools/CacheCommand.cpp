@@ -81,8 +81,11 @@ int runLs(const CacheOptions& o) {
   uint64_t total = 0;
   for (const cache::EntryInfo& e : entries) {
     total += e.bytes;
-    std::vector<std::string> row{fileName(e.path), bytesText(e.bytes), localTime(e.mtimeNs),
-                                 e.kernel.empty() ? "-" : e.kernel, e.arch.empty() ? "-" : e.arch,
+    std::vector<std::string> row{fileName(e.path),
+                                 bytesText(e.bytes),
+                                 localTime(e.mtimeNs),
+                                 e.kernel.empty() ? "-" : e.kernel,
+                                 e.arch.empty() ? "-" : e.arch,
                                  statusCell(e)};
     if (o.longList) row.push_back(e.spec.empty() ? "-" : e.spec);
     table.add(row);
@@ -146,8 +149,8 @@ int runClear(const CacheOptions& o) {
   const std::string dir = o.dir.empty() ? cache::DiskCacheConfig::fromEnvironment().dir : o.dir;
   std::error_code ec;
   if (dir.empty() || !fs::exists(dir, ec)) {
-    std::printf("removed 0 files: %s\n", dir.empty() ? "no cache directory is configured"
-                                                     : (dir + " does not exist").c_str());
+    std::printf("removed 0 files: %s\n",
+                dir.empty() ? "no cache directory is configured" : (dir + " does not exist").c_str());
     return kExitOk;
   }
   std::unique_ptr<cache::DiskCache> owned;

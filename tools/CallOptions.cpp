@@ -45,34 +45,35 @@ void addCallOptions(CLI::App* app, CallOptions& o) {
   o.headDimOpt = app->get_option("--head-dim");
   o.groupsOpt = app->get_option("--groups");
   o.formOpt = app->add_option("--form", o.form,
-                  "mamba2 (state: slots x heads x head dim x dstate) or mamba1 (slots x channels x "
-                  "dstate; --heads, --head-dim and --groups do not apply)")
-      ->check(CLI::IsMember({"mamba2", "mamba1"}))
-      ->capture_default_str();
-  o.channelsOpt = app->add_option("--channels", o.channels, "Channels D of the Mamba-1 form (--form mamba1) or the scan")
-                      ->check(atLeast(1))
-                      ->capture_default_str();
+                              "mamba2 (state: slots x heads x head dim x dstate) or mamba1 (slots x channels x "
+                              "dstate; --heads, --head-dim and --groups do not apply)")
+                  ->check(CLI::IsMember({"mamba2", "mamba1"}))
+                  ->capture_default_str();
+  o.channelsOpt =
+      app->add_option("--channels", o.channels, "Channels D of the Mamba-1 form (--form mamba1) or the scan")
+          ->check(atLeast(1))
+          ->capture_default_str();
   o.batchOpt = app->add_option("--batch", o.batch,
                                "Batch (dynamic in the state update: it only decides 32- or 64-bit indexing; the "
                                "scan's dense rows)")
-      ->check(atLeast(1))
-      ->capture_default_str();
+                   ->check(atLeast(1))
+                   ->capture_default_str();
   o.tokensOpt = app->add_option("--tokens", o.tokens, "Tokens per sequence L (ssu-tokens; the decode step's drafts)")
                     ->check(CLI::Range(1, kMaxTokens))
                     ->capture_default_str();
   o.stateDtypeOpt = app->add_option("--state-dtype", o.stateDtype, "(SSM) state storage dtype (fp32, bf16, fp16)")
-      ->check(CLI::IsMember(floatDTypeNames()))
-      ->capture_default_str();
+                        ->check(CLI::IsMember(floatDTypeNames()))
+                        ->capture_default_str();
   app->add_option("--input-dtype", o.inputDtype,
                   "Dtype of x, dt, B, C, z (fp32, bf16, fp16); the scan's u, delta, z, out and varying B, C; the "
                   "decode step's drafts, caches, conv state, z and y")
       ->check(CLI::IsMember(floatDTypeNames()))
       ->capture_default_str();
   o.outDtypeOpt = app->add_option("--out-dtype", o.outDtype, "Dtype of out (default: as --input-dtype)")
-      ->check(CLI::IsMember(floatDTypeNames()));
+                      ->check(CLI::IsMember(floatDTypeNames()));
   o.stateWriteOpt = app->add_option("--state-write", o.stateWrite, "final (in place), none (verify only) or per-token")
-      ->check(CLI::IsMember({"final", "none", "per-token"}))
-      ->capture_default_str();
+                        ->check(CLI::IsMember({"final", "none", "per-token"}))
+                        ->capture_default_str();
   app->add_flag("--no-D", o.noD, "Without the skip connection D");
   app->add_flag("--no-z", o.noZ, "Without the gate z");
   app->add_flag("--no-dt-bias", o.noDtBias, "Without dt_bias (the scan's delta_bias)");
@@ -86,27 +87,28 @@ void addCallOptions(CLI::App* app, CallOptions& o) {
                                 "--seqlen (--op scan, scan-backward)")
                     ->delimiter(',')
                     ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
-  o.serialOpt = app->add_option("--serial-seqlen", o.serialSeqlen,
-                                "The scan forward's serial_seqlen: sequences of at most this many tokens scanned serially "
-                                "(0: every sequence in parallel; --op scan)")
-                    ->check(atLeast(0))
-                    ->capture_default_str();
+  o.serialOpt =
+      app->add_option("--serial-seqlen", o.serialSeqlen,
+                      "The scan forward's serial_seqlen: sequences of at most this many tokens scanned serially "
+                      "(0: every sequence in parallel; --op scan)")
+          ->check(atLeast(0))
+          ->capture_default_str();
   o.widthOpt = app->add_option("--width", o.width, "The decode step's conv width W (2..8)")
                    ->check(CLI::Range(2, 8))
                    ->capture_default_str();
-  o.cacheTokensOpt = app->add_option("--cache-tokens", o.cacheTokens,
-                                     "The decode step's draft-cache depth Lc (default: as --tokens)")
-                         ->check(atLeast(1));
-  o.partsOpt = app->add_option("--parts", o.parts, "The decode step's parts: fused (replay and verify), replay or verify")
-                   ->check(CLI::IsMember({"fused", "replay", "verify"}))
-                   ->capture_default_str();
+  o.cacheTokensOpt =
+      app->add_option("--cache-tokens", o.cacheTokens, "The decode step's draft-cache depth Lc (default: as --tokens)")
+          ->check(atLeast(1));
+  o.partsOpt =
+      app->add_option("--parts", o.parts, "The decode step's parts: fused (replay and verify), replay or verify")
+          ->check(CLI::IsMember({"fused", "replay", "verify"}))
+          ->capture_default_str();
   o.noConvBiasOpt = app->add_flag("--no-conv-bias", o.noConvBias, "The decode step without conv bias");
   o.bcOpt = app->add_option("--bc", o.bc,
                             "The scan's B and C: varying (batch, G, N, L) in --input-dtype or constant (D, N) fp32")
                 ->check(CLI::IsMember({"varying", "constant"}))
                 ->capture_default_str();
-  app->add_option("--arch", o.arch, "NVRTC target (sm_90a, sm_90, sm_80, compute_90, ...)")
-      ->capture_default_str();
+  app->add_option("--arch", o.arch, "NVRTC target (sm_90a, sm_90, sm_80, compute_90, ...)")->capture_default_str();
 }
 
 namespace {
@@ -128,7 +130,8 @@ CheckedCall checkScanOptions(const CallOptions& o) {
   refuse({o.widthOpt, o.cacheTokensOpt, o.partsOpt, o.noConvBiasOpt}, o.shape.op, "decode-step");
   if (given(o.packedOpt))
     for (const CLI::Option* opt : {o.batchOpt, o.seqlenOpt})
-      if (given(opt)) throw UsageError(opt->get_name() + " applies to dense rows; --packed-lengths gives the packed row");
+      if (given(opt))
+        throw UsageError(opt->get_name() + " applies to dense rows; --packed-lengths gives the packed row");
   ScanCall c;
   c.backward = o.shape.op == "scan-backward";
   if (c.backward) refuse({o.serialOpt}, o.shape.op, "scan");
@@ -154,7 +157,7 @@ CheckedCall checkDecodeStepOptions(const CallOptions& o) {
   c.batch = o.batch, c.L = o.tokens, c.cacheTokens = o.cacheTokens > 0 ? o.cacheTokens : o.tokens;
   c.state = parseFloatDType(o.stateDtype, "--state-dtype");
   c.drafts = parseFloatDType(o.inputDtype, "--input-dtype");
-  c.parts = o.parts == "replay" ? DecodeStepParts::ReplayOnly
+  c.parts = o.parts == "replay"   ? DecodeStepParts::ReplayOnly
             : o.parts == "verify" ? DecodeStepParts::VerifyOnly
                                   : DecodeStepParts::ReplayAndVerify;
   c.convBias = !o.noConvBias, c.hasD = !o.noD, c.hasZ = !o.noZ, c.dtBias = !o.noDtBias, c.softplus = !o.noSoftplus;
@@ -178,8 +181,9 @@ CheckedCall checkCallOptions(const CallOptions& o) {
   if (o.form == "mamba1") {
     for (const CLI::Option* opt : {o.headsOpt, o.headDimOpt, o.groupsOpt})
       if (given(opt))
-        throw UsageError(opt->get_name() + " applies to --form mamba2 only (Mamba-1 has one channel "
-                                           "axis: --channels)");
+        throw UsageError(opt->get_name() +
+                         " applies to --form mamba2 only (Mamba-1 has one channel "
+                         "axis: --channels)");
     s.mamba2 = false;
     s.H = s.G = 1;
     s.P = o.channels;
@@ -210,10 +214,8 @@ CheckedCall checkCallOptions(const CallOptions& o) {
 
 std::string callLabel(const SsuCase& s) {
   std::string l = s.mamba2 ? strf("m2 H%lld P%lld N%lld G%lld ", static_cast<long long>(s.H),
-                                  static_cast<long long>(s.P), static_cast<long long>(s.N),
-                                  static_cast<long long>(s.G))
-                           : strf("m1 D%lld N%lld ", static_cast<long long>(s.P),
-                                  static_cast<long long>(s.N));
+                                  static_cast<long long>(s.P), static_cast<long long>(s.N), static_cast<long long>(s.G))
+                           : strf("m1 D%lld N%lld ", static_cast<long long>(s.P), static_cast<long long>(s.N));
   l += caseLabel(s);
   l += absentInputsLabel(s.hasD, s.hasZ, s.hasDtBias, s.softplus);
   if (!s.stateIdx) l += " no-state-indices";

@@ -1,8 +1,9 @@
 // `ssmjit bench-conv`: causal conv1d forward and backward (both memory orders, dense rows and one
 // packed row of mixed-length sequences) and the decode update, on the GPU. Reports µs per call
 // (CUDA events around back-to-back calls, median of trials), achieved TB/s (bytes that must move:
-// x read, out written; backward x and dout read, dx written; update states read and written) and % of the device-to-device copy bandwidth measured in the
-// same run, next to causal-conv1d's H100 numbers from shared/anchors.md. Ends with a Markdown table.
+// x read, out written; backward x and dout read, dx written; update states read and written) and % of the
+// device-to-device copy bandwidth measured in the same run, next to causal-conv1d's H100 numbers from
+// shared/anchors.md. Ends with a Markdown table.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -70,7 +71,8 @@ int runConvBench(const ConvBenchOptions& o) {
   const double eb = dtypeBytes(dt);
 
   auto wanted = [&](ConvLayout layout) {
-    return std::find(o.layouts.begin(), o.layouts.end(), layout == ConvLayout::ChannelLast ? "cl" : "cf") != o.layouts.end();
+    return std::find(o.layouts.begin(), o.layouts.end(), layout == ConvLayout::ChannelLast ? "cl" : "cf") !=
+           o.layouts.end();
   };
   auto forward = [&](ConvLayout layout, testing::ConvPacking packing, std::vector<int64_t> lens, const char* anchor) {
     if (!wanted(layout)) return;
@@ -86,8 +88,9 @@ int runConvBench(const ConvBenchOptions& o) {
                                          (long long)*std::min_element(c.lens.begin(), c.lens.end()),
                                          (long long)*std::max_element(c.lens.begin(), c.lens.end()),
                                          packing == testing::ConvPacking::Positions ? ", positions" : "");
-    rows.push_back({strf("fwd %s %s", layout == ConvLayout::ChannelLast ? "channel-last" : "channel-first", shape.c_str()),
-                    us, 2.0 * static_cast<double>(T * o.dim) * eb, anchor});
+    rows.push_back(
+        {strf("fwd %s %s", layout == ConvLayout::ChannelLast ? "channel-last" : "channel-first", shape.c_str()), us,
+         2.0 * static_cast<double>(T * o.dim) * eb, anchor});
     std::printf("%-70s %9.1f us\n", rows.back().what.c_str(), us);
   };
   auto part = [&](const char* p) { return std::find(o.parts.begin(), o.parts.end(), p) != o.parts.end(); };
@@ -116,8 +119,9 @@ int runConvBench(const ConvBenchOptions& o) {
     const std::string shape = packing == testing::ConvPacking::Dense
                                   ? strf("%zux%lld", c.lens.size(), (long long)c.lens[0])
                                   : strf("packed %lld tokens, %zu seqs", (long long)T, c.lens.size());
-    rows.push_back({strf("bwd %s %s", layout == ConvLayout::ChannelLast ? "channel-last" : "channel-first", shape.c_str()),
-                    us, 3.0 * static_cast<double>(T * o.dim) * eb, ""});
+    rows.push_back(
+        {strf("bwd %s %s", layout == ConvLayout::ChannelLast ? "channel-last" : "channel-first", shape.c_str()), us,
+         3.0 * static_cast<double>(T * o.dim) * eb, ""});
     std::printf("%-70s %9.1f us\n", rows.back().what.c_str(), us);
   };
   if (part("bwd")) {
@@ -168,7 +172,8 @@ Command addConvBenchCommand(CLI::App& parent) {
   CLI::App* app = parent.add_subcommand(
       "bench-conv",
       "Benchmark causal_conv1d and causal_conv1d_backward (channel-first and channel-last, dense rows "
-      "and one packed row of mixed-length sequences) and causal_conv1d_update on the GPU: µs per call, achieved TB/s and "
+      "and one packed row of mixed-length sequences) and causal_conv1d_update on the GPU: µs per call, achieved TB/s "
+      "and "
       "% of the copy bandwidth measured in the same run. Ends with a Markdown table.");
   app->add_option("--dim", o->dim, "Channels D")->capture_default_str();
   app->add_option("--width", o->width, "Conv width W (2..8)")->capture_default_str();
@@ -184,12 +189,17 @@ Command addConvBenchCommand(CLI::App& parent) {
       ->delimiter(',')
       ->check(CLI::IsMember({"fwd", "bwd", "update"}))
       ->capture_default_str();
-  app->add_option("--layouts", o->layouts, "Forward/backward layouts, comma-separated: cf (channel-first), cl (channel-last)")
+  app->add_option("--layouts", o->layouts,
+                  "Forward/backward layouts, comma-separated: cf (channel-first), cl (channel-last)")
       ->delimiter(',')
       ->check(CLI::IsMember({"cf", "cl"}))
       ->capture_default_str();
-  app->add_option("--update-batch", o->updateBatches, "Update batch sizes, comma-separated")->delimiter(',')->capture_default_str();
-  app->add_option("--update-tokens", o->updateTokens, "New tokens per update, comma-separated")->delimiter(',')->capture_default_str();
+  app->add_option("--update-batch", o->updateBatches, "Update batch sizes, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  app->add_option("--update-tokens", o->updateTokens, "New tokens per update, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
   app->add_option("--iters", o->iters, "Calls per trial (forward and backward)")->capture_default_str();
   app->add_option("--trials", o->trials, "Trials; the median is reported")->capture_default_str();
   app->add_option("--seed", o->seed, "Random seed")->capture_default_str();

@@ -101,20 +101,26 @@ int runDecodeBench(const DecodeBenchOptions& o) {
       verify.num_accepted = {};
       replay.parts = DecodeStepParts::ReplayOnly;
       replay.xBC = replay.dt = replay.z = replay.y = {};
-      const double usVerify = graphStepUs([&](CUstream s) { mamba2_decode_step(ds, dw, verify, s); }, stream, o.iters, o.trials);
-      const double usFused = graphStepUs([&](CUstream s) { mamba2_decode_step(ds, dw, fused, s); }, stream, o.iters, o.trials);
-      const double usSplit = graphStepUs([&](CUstream s) {
-        mamba2_decode_step(ds, dw, replay, s);
-        mamba2_decode_step(ds, dw, verify, s);
-      }, stream, o.iters, o.trials);
+      const double usVerify =
+          graphStepUs([&](CUstream s) { mamba2_decode_step(ds, dw, verify, s); }, stream, o.iters, o.trials);
+      const double usFused =
+          graphStepUs([&](CUstream s) { mamba2_decode_step(ds, dw, fused, s); }, stream, o.iters, o.trials);
+      const double usSplit = graphStepUs(
+          [&](CUstream s) {
+            mamba2_decode_step(ds, dw, replay, s);
+            mamba2_decode_step(ds, dw, verify, s);
+          },
+          stream, o.iters, o.trials);
 
       // (c): L + 1 SSM slots a row (the read slot holds the accepted snapshot of the last step).
       const int64_t S2 = B * (L + 1);
-      DeviceBuffer snap(static_cast<size_t>(S2 * H * P * N * dtypeBytes(st))), convOut(static_cast<size_t>(B * L * Dc * dtypeBytes(xt)));
+      DeviceBuffer snap(static_cast<size_t>(S2 * H * P * N * dtypeBytes(st))),
+          convOut(static_cast<size_t>(B * L * Dc * dtypeBytes(xt)));
       snap.fill(0);
       std::vector<int32_t> readSlot(static_cast<size_t>(B)), dst(static_cast<size_t>(B * L));
       for (int64_t b = 0; b < B; ++b) {
-        readSlot[size_t(b)] = static_cast<int32_t>(b * (L + 1) + static_cast<int64_t>(loadElement(p.accepted.view(), b)));
+        readSlot[size_t(b)] =
+            static_cast<int32_t>(b * (L + 1) + static_cast<int64_t>(loadElement(p.accepted.view(), b)));
         for (int64_t t = 0; t < L; ++t) dst[size_t(b * L + t)] = static_cast<int32_t>(b * (L + 1) + 1 + t);
       }
       DeviceBuffer readBuf = DeviceBuffer::fromHost(readSlot), dstBuf = DeviceBuffer::fromHost(dst);
@@ -148,29 +154,34 @@ int runDecodeBench(const DecodeBenchOptions& o) {
       su.state_batch_indices = TensorView::contiguous(readBuf.data(), DType::I32, {B});
       su.dst_state_indices = TensorView::contiguous(dstBuf.data(), DType::I32, {B, L});
       su.state_write = StateWrite::PerToken;
-      const double usSnap = graphStepUs([&](CUstream s) {
-        causal_conv1d_update(cu, s);
-        selective_state_update_tokens(su, s);
-      }, stream, o.iters, o.trials);
+      const double usSnap = graphStepUs(
+          [&](CUstream s) {
+            causal_conv1d_update(cu, s);
+            selective_state_update_tokens(su, s);
+          },
+          stream, o.iters, o.trials);
 
       // State traffic per step: (a) reads both states once and writes the rows that accepted
       // any token; (c) reads the SSM state once and writes it L times (conv state read once).
-      const double ssmRow = static_cast<double>(H * P * N * dtypeBytes(st)), convRow = static_cast<double>(Dc * (W - 1) * dtypeBytes(xt));
+      const double ssmRow = static_cast<double>(H * P * N * dtypeBytes(st)),
+                   convRow = static_cast<double>(Dc * (W - 1) * dtypeBytes(xt));
       int64_t committedRows = 0;
       for (int64_t b = 0; b < B; ++b) committedRows += loadElement(p.accepted.view(), b) > 0;
       const double bytesA = B * (ssmRow + convRow) + committedRows * (ssmRow + convRow);
       const double bytesC = B * (ssmRow + convRow) + B * L * ssmRow;
       const double perTok = static_cast<double>(std::max<int64_t>(1, accepted));
-      table.add({std::to_string(B), std::to_string(L), std::to_string(accepted), strf("%.1f", usVerify), strf("%.1f", usFused),
-                 strf("%.2f", usFused / usVerify), strf("%.1f", usSplit), strf("%.1f", usSnap),
+      table.add({std::to_string(B), std::to_string(L), std::to_string(accepted), strf("%.1f", usVerify),
+                 strf("%.1f", usFused), strf("%.2f", usFused / usVerify), strf("%.1f", usSplit), strf("%.1f", usSnap),
                  strf("%.2f MB", bytesA / perTok / 1e6), strf("%.2f MB", bytesC / perTok / 1e6)});
-      std::printf("batch %3lld L %lld: verify %.1f us, fused %.1f us (%.2fx), replay+verify %.1f us, snapshots %.1f us\n",
-                  (long long)B, (long long)L, usVerify, usFused, usFused / usVerify, usSplit, usSnap);
+      std::printf(
+          "batch %3lld L %lld: verify %.1f us, fused %.1f us (%.2fx), replay+verify %.1f us, snapshots %.1f us\n",
+          (long long)B, (long long)L, usVerify, usFused, usFused / usVerify, usSplit, usSnap);
     }
-  std::printf("\nMamba-2 mixer H %lld, P %lld, N %lld, G %lld, conv %lld channels W %lld; SSM state %s, drafts/conv state %s; "
-              "CUDA graphs of %d steps, median of %d trials\n\n",
-              (long long)H, (long long)P, (long long)N, (long long)G, (long long)Dc, (long long)W, o.stateDtype.c_str(),
-              o.dtype.c_str(), o.iters, o.trials);
+  std::printf(
+      "\nMamba-2 mixer H %lld, P %lld, N %lld, G %lld, conv %lld channels W %lld; SSM state %s, drafts/conv state %s; "
+      "CUDA graphs of %d steps, median of %d trials\n\n",
+      (long long)H, (long long)P, (long long)N, (long long)G, (long long)Dc, (long long)W, o.stateDtype.c_str(),
+      o.dtype.c_str(), o.iters, o.trials);
   table.printMarkdown();
   std::printf("\ncopy bandwidth measured in this run: %.2f TB/s\n", copy / 1e3);
   return 0;

@@ -74,7 +74,8 @@ class SsuDemo : public DemoCase {
 
  private:
   std::function<std::vector<Specialization>(const std::string&)> kernels(const SelectiveStateUpdateArgs& a) const {
-    return [a, t = p_.c.tokens](const std::string& arch) { return std::vector<Specialization>{opspec::ssu(a, t, arch)}; };
+    return
+        [a, t = p_.c.tokens](const std::string& arch) { return std::vector<Specialization>{opspec::ssu(a, t, arch)}; };
   }
   testing::SsuProblem p_;
 };
@@ -84,9 +85,9 @@ class SsuDemo : public DemoCase {
 class DecodeDemo : public DemoCase {
  public:
   explicit DecodeDemo(const testing::DecodeCase& c)
-      : DemoCase("decode-step", strf("H%lld P%lld N%lld W%lld b=%lld L=%lld state %s drafts %s", ll(c.H), ll(c.P),
-                                     ll(c.N), ll(c.W), ll(c.batch), ll(c.L), shortDTypeName(c.ssmStateType),
-                                     shortDTypeName(c.xType))),
+      : DemoCase("decode-step",
+                 strf("H%lld P%lld N%lld W%lld b=%lld L=%lld state %s drafts %s", ll(c.H), ll(c.P), ll(c.N), ll(c.W),
+                      ll(c.batch), ll(c.L), shortDTypeName(c.ssmStateType), shortDTypeName(c.xType))),
         p_(c) {}
   std::vector<HostTensor*> tensors() override { return p_.all(); }
   std::vector<DemoOutput> outputs() override {
@@ -96,26 +97,30 @@ class DecodeDemo : public DemoCase {
             {"y", 16, p_.rowsVerified(), bound}};
   }
   DemoCall hostCall() override {
-    return call(p_.state(), p_.weights(), p_.args(),
-                [](const Mamba2DecodeState& s, const Mamba2MixerWeights& w, const Mamba2DecodeStepArgs& a, Stream) {
-                  reference::mamba2_decode_step(s, w, a);
-                },
-                hostBytes(this));
+    return call(
+        p_.state(), p_.weights(), p_.args(),
+        [](const Mamba2DecodeState& s, const Mamba2MixerWeights& w, const Mamba2DecodeStepArgs& a, Stream) {
+          reference::mamba2_decode_step(s, w, a);
+        },
+        hostBytes(this));
   }
   DemoCall deviceCall() override {
     auto d = std::make_shared<const DeviceTensors>(p_.all());
-    return call(deviceState(p_, *d), deviceWeights(p_, *d), deviceArgs(p_, *d),
-                [](const Mamba2DecodeState& s, const Mamba2MixerWeights& w, const Mamba2DecodeStepArgs& a,
-                   Stream st) { mamba2_decode_step(s, w, a, st); },
-                deviceBytes(d));
+    return call(
+        deviceState(p_, *d), deviceWeights(p_, *d), deviceArgs(p_, *d),
+        [](const Mamba2DecodeState& s, const Mamba2MixerWeights& w, const Mamba2DecodeStepArgs& a, Stream st) {
+          mamba2_decode_step(s, w, a, st);
+        },
+        deviceBytes(d));
   }
 
  private:
   template <class Run>
-  static DemoCall call(const Mamba2DecodeState& s, const Mamba2MixerWeights& w, const Mamba2DecodeStepArgs& a,
-                       Run run, std::function<std::vector<uint8_t>(size_t)> bytes) {
-    return {[s, w, a](const std::string& arch) { return std::vector<Specialization>{opspec::decodeStep(s, w, a, arch)}; },
-            [s, w, a, run](Stream st) { run(s, w, a, st); }, std::move(bytes)};
+  static DemoCall call(const Mamba2DecodeState& s, const Mamba2MixerWeights& w, const Mamba2DecodeStepArgs& a, Run run,
+                       std::function<std::vector<uint8_t>(size_t)> bytes) {
+    return {
+        [s, w, a](const std::string& arch) { return std::vector<Specialization>{opspec::decodeStep(s, w, a, arch)}; },
+        [s, w, a, run](Stream st) { run(s, w, a, st); }, std::move(bytes)};
   }
   testing::DecodeProblem p_;
 };
@@ -152,8 +157,8 @@ class OneArgsDemo : public DemoCase {
     std::shared_ptr<DeviceBuffer> ws;
     if (op_.workspace) ws = workspace(op_.workspaceSize(a), a.*op_.workspace);
     const OneArgsOp<Args> op = op_;
-    return {[a, op](const std::string& arch) { return op.kernels(a, arch); },
-            [a, op, ws](Stream s) { op.op(a, s); }, deviceBytes(d)};
+    return {[a, op](const std::string& arch) { return op.kernels(a, arch); }, [a, op, ws](Stream s) { op.op(a, s); },
+            deviceBytes(d)};
   }
 
  private:
@@ -181,8 +186,7 @@ void addConvCases(uint64_t seed, std::vector<std::function<std::unique_ptr<DemoC
   c.seed = seed + makers.size();
   const std::string shape = strf("D%lld W%d packed %s bf16", ll(c.D), c.W, lengths(c.lens).c_str());
   makers.push_back(oneArgsMaker<testing::ConvProblem, CausalConv1dArgs>(
-      "conv", shape, c, {opspec::conv, causal_conv1d, reference::causal_conv1d},
-      [](testing::ConvProblem& p) {
+      "conv", shape, c, {opspec::conv, causal_conv1d, reference::causal_conv1d}, [](testing::ConvProblem& p) {
         return std::vector<DemoOutput>{{"out", 3, allOf(p.out), 1e-2}, {"states", 6, p.slotsWritten(), 1e-2}};
       }));
 

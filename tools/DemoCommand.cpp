@@ -43,7 +43,7 @@ int64_t countLines(const std::string& s) {
 
 std::string resourceCell(int v) { return v < 0 ? "n/a" : std::to_string(v); }
 
-const std::vector<std::string> kKernelHeader = {"family", "entry", "registers", "spills st/ld B",
+const std::vector<std::string> kKernelHeader = {"family",   "entry",     "registers", "spills st/ld B",
                                                 "shared B", "PTX lines", "CUBIN B"};
 
 std::vector<std::string> kernelRow(const DemoCase& c, const CompiledKernel& k) {
@@ -75,9 +75,15 @@ std::shared_ptr<const CompiledKernel> fetchKernel(const DemoCase& c, const Speci
   const double ms = t.ms();
   const std::string what = caseLabel(c) + " (" + spec.kernel + ")";
   switch (k.source) {
-    case KernelSource::Compiled: std::printf("  %s: compiled in %.1f ms\n", what.c_str(), ms); break;
-    case KernelSource::Disk: std::printf("  %s: loaded from the disk cache in %.1f ms\n", what.c_str(), ms); break;
-    case KernelSource::Memory: std::printf("  %s: found in the memory cache\n", what.c_str()); break;
+    case KernelSource::Compiled:
+      std::printf("  %s: compiled in %.1f ms\n", what.c_str(), ms);
+      break;
+    case KernelSource::Disk:
+      std::printf("  %s: loaded from the disk cache in %.1f ms\n", what.c_str(), ms);
+      break;
+    case KernelSource::Memory:
+      std::printf("  %s: found in the memory cache\n", what.c_str());
+      break;
   }
   std::fflush(stdout);
   return k.kernel;
@@ -101,8 +107,8 @@ std::vector<Checked> checkOutputs(DemoCase& before, DemoCase& ref, const DemoCal
   std::vector<Checked> out;
   for (const DemoOutput& o : before.outputs())
     out.push_back({o.name,
-                   testing::compareTensor(*ref.tensors()[o.index], ran.bytes(o.index),
-                                          before.tensors()[o.index]->bytes, o.written),
+                   testing::compareTensor(*ref.tensors()[o.index], ran.bytes(o.index), before.tensors()[o.index]->bytes,
+                                          o.written),
                    o.bound});
   return out;
 }
@@ -113,12 +119,12 @@ std::vector<Checked> checkOutputs(DemoCase& before, DemoCase& ref, const DemoCal
 int runWithGpu(uint64_t seed) {
   driver::ensureContext();
   const std::string arch = driver::currentArch();
-  std::printf("device: %s (%s)\nseed: %llu (rerun with --seed %llu)\n\n", driver::deviceName().c_str(),
-              arch.c_str(), static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
+  std::printf("device: %s (%s)\nseed: %llu (rerun with --seed %llu)\n\n", driver::deviceName().c_str(), arch.c_str(),
+              static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
   OwnedStream stream;
   Table kernels(kKernelHeader);
-  Table results({"family", "shape", "worst output", "max |err|", "rel L2 / bound", "first call ms", "us per call",
-                 "result"});
+  Table results(
+      {"family", "shape", "worst output", "max |err|", "rel L2 / bound", "first call ms", "us per call", "result"});
   std::vector<std::string> problems;
 
   printCacheLine();
@@ -219,8 +225,7 @@ bool runReferenceOnly(const std::function<std::unique_ptr<DemoCase>()>& make, Ta
 int runWithoutGpu(const std::string& arch, uint64_t seed) {
   std::string nvrtcWhy;
   const bool nvrtc = nvrtcAvailable(&nvrtcWhy);
-  if (!nvrtc)
-    std::printf("NVRTC not available (%s): generating CUDA C++ only, no PTX or CUBIN\n", nvrtcWhy.c_str());
+  if (!nvrtc) std::printf("NVRTC not available (%s): generating CUDA C++ only, no PTX or CUBIN\n", nvrtcWhy.c_str());
   if (nvrtc)
     printCacheLine();
   else  // the cache keys on NVRTC's version: without it, the CUDA C++ is generated uncached
@@ -231,9 +236,10 @@ int runWithoutGpu(const std::string& arch, uint64_t seed) {
   std::printf("\nkernels for %s:\n", arch.c_str());
   kernels.printText();
 
-  std::printf("\nCPU reference (float64) on random inputs, seed %llu (the outputs' written elements, the sum of "
-              "their magnitudes, a hash of the outputs' bytes):\n",
-              static_cast<unsigned long long>(seed));
+  std::printf(
+      "\nCPU reference (float64) on random inputs, seed %llu (the outputs' written elements, the sum of "
+      "their magnitudes, a hash of the outputs' bytes):\n",
+      static_cast<unsigned long long>(seed));
   Table ref({"family", "shape", "elements", "sum |out|", "fnv1a(outputs)", "check"});
   bool ok = true;
   for (const auto& make : makers) ok = runReferenceOnly(make, ref) && ok;
@@ -250,8 +256,8 @@ int runWithoutGpu(const std::string& arch, uint64_t seed) {
 
 int runDemo(const DemoOptions& o) {
   checkArch(o.arch, "--arch");
-  const uint64_t seed = o.seedGiven ? o.seed : (static_cast<uint64_t>(std::random_device{}()) << 32) ^
-                                                    std::random_device{}();
+  const uint64_t seed =
+      o.seedGiven ? o.seed : (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   std::string why;
   if (o.noGpu) {
     why = "--no-gpu given";
@@ -275,11 +281,9 @@ Command addDemoCommand(CLI::App& parent) {
       "selective_scan_backward (packed rows, bf16). Prints each family's kernels and a table of the worst error "
       "against its bound and the time per call. Without a GPU: compile the same kernels for --arch, print their "
       "resources and run the CPU reference only. Exit 0 when everything passes, 1 otherwise.");
-  app->add_option("--arch", o->arch,
-                  "NVRTC target when no GPU is present (with a GPU the device's own arch is used)")
+  app->add_option("--arch", o->arch, "NVRTC target when no GPU is present (with a GPU the device's own arch is used)")
       ->capture_default_str();
-  CLI::Option* seedOpt =
-      app->add_option("--seed", o->seed, "Random seed (default: fresh each run; printed)");
+  CLI::Option* seedOpt = app->add_option("--seed", o->seed, "Random seed (default: fresh each run; printed)");
   app->add_flag("--no-gpu", o->noGpu, "Behave as if no GPU were present (compile + CPU reference)");
   return {app, [o, seedOpt] {
             o->seedGiven = seedOpt->count() > 0;

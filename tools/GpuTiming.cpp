@@ -45,7 +45,9 @@ double driverLaunchFloorUs(const std::vector<char>& cubin, CUstream s, int calls
   } unload{m};
   CUfunction f = nullptr;
   driver::check(a.cuModuleGetFunction(&f, m, "ssmjit_empty"), "cuModuleGetFunction(ssmjit_empty)");
-  auto launch = [&] { driver::check(a.cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, nullptr, nullptr), "cuLaunchKernel(empty)"); };
+  auto launch = [&] {
+    driver::check(a.cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, nullptr, nullptr), "cuLaunchKernel(empty)");
+  };
   launch();  // the first launch of a module does its lazy loading
   return hostCallUs(launch, s, calls, trials);
 }

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "compiler/Nvrtc.h"
 #include "cache/Manifest.h"
+#include "compiler/Nvrtc.h"
 #include "compiler/Pipeline.h"
 #include "kernels_dsl/CompileKernel.h"
 #include "kernels_dsl/Registry.h"
@@ -48,25 +48,25 @@ struct InspectOptions {
 // --spec names the whole kernel: a call option beside it would be silently ignored, so refuse it.
 void refuseCallOptionsBesideSpec(const CLI::App& app) {
   for (const CLI::Option* opt : app.get_options())
-    if (opt->count() > 0 && opt->get_name() != "--stage" && opt->get_name() != "--spec" &&
-        opt->get_name() != "--entry")
-      throw UsageError(opt->get_name() + " describes an op call; --spec gives the whole specialisation (its "
-                                         "arch included), so leave the call options out");
+    if (opt->count() > 0 && opt->get_name() != "--stage" && opt->get_name() != "--spec" && opt->get_name() != "--entry")
+      throw UsageError(opt->get_name() +
+                       " describes an op call; --spec gives the whole specialisation (its "
+                       "arch included), so leave the call options out");
 }
 
 // Entry `entry` of the manifest `path`, which must be a specialisation (as SSMJIT_RECORD writes).
 Specialization manifestSpecialization(const std::string& path, int entry) {
   const cache::Manifest m = cache::parseManifest(readManifestFile(path), path);
-  if (m.entries.empty())
-    throw UsageError("--spec '" + path + "' has no entries, expected at least one specialisation");
+  if (m.entries.empty()) throw UsageError("--spec '" + path + "' has no entries, expected at least one specialisation");
   if (entry < 1 || static_cast<size_t>(entry) > m.entries.size())
-    throw UsageError(strf("--entry %d: '%s' has %zu entries, expected 1..%zu", entry, path.c_str(),
-                          m.entries.size(), m.entries.size()));
+    throw UsageError(strf("--entry %d: '%s' has %zu entries, expected 1..%zu", entry, path.c_str(), m.entries.size(),
+                          m.entries.size()));
   const cache::ManifestEntry& e = m.entries[entry - 1];
   if (e.kind != cache::ManifestEntry::Kind::Specialization)
-    throw UsageError(strf("--entry %d: %s:%d is an op call (\"op\": \"%s\"), expected a specialisation "
-                          "({\"kernel\": ..., \"bindings\": ...}); give an op call's shape as options instead",
-                          entry, path.c_str(), e.line, e.call.op.c_str()));
+    throw UsageError(
+        strf("--entry %d: %s:%d is an op call (\"op\": \"%s\"), expected a specialisation "
+             "({\"kernel\": ..., \"bindings\": ...}); give an op call's shape as options instead",
+             entry, path.c_str(), e.line, e.call.op.c_str()));
   dsl::findKernel(e.spec.kernel);  // names an unknown kernel and lists the known ones
   checkArch(e.spec.arch, "--spec arch");
   return e.spec;
@@ -144,8 +144,7 @@ std::string findDisassembler(std::string* tried) {
       if (executable(candidate)) return candidate;
     }
   *tried = "cuobjdump and nvdisasm on PATH and in";
-  for (size_t i = 0; i < toolkit.size(); ++i)
-    *tried += (i ? ", " : " ") + toolkit[i];
+  for (size_t i = 0; i < toolkit.size(); ++i) *tried += (i ? ", " : " ") + toolkit[i];
   return "";
 }
 
@@ -191,8 +190,7 @@ int runProgram(const std::vector<std::string>& argv) {
   std::fflush(stderr);
   pid_t pid = 0;
   const int rc = ::posix_spawn(&pid, args[0], nullptr, nullptr, args.data(), environ);
-  if (rc != 0)
-    throw Error(Error::Kind::Internal, "inspect: cannot start " + argv[0] + ": " + std::strerror(rc));
+  if (rc != 0) throw Error(Error::Kind::Internal, "inspect: cannot start " + argv[0] + ": " + std::strerror(rc));
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR)
@@ -221,9 +219,8 @@ int printSass(const CompiledKernel& k) {
   }
   const TempFile cubin(k.cubin);
   const bool isCuobjdump = tool.size() >= 9 && tool.compare(tool.size() - 9, 9, "cuobjdump") == 0;
-  const std::vector<std::string> argv =
-      isCuobjdump ? std::vector<std::string>{tool, "--dump-sass", cubin.path()}
-                  : std::vector<std::string>{tool, "--print-code", cubin.path()};
+  const std::vector<std::string> argv = isCuobjdump ? std::vector<std::string>{tool, "--dump-sass", cubin.path()}
+                                                    : std::vector<std::string>{tool, "--print-code", cubin.path()};
   const int rc = runProgram(argv);
   if (rc != 0) {
     std::string cmd;
@@ -238,9 +235,8 @@ int printSass(const CompiledKernel& k) {
 
 std::string figure(int v, const char* unit) {
   if (v >= 0) return std::to_string(v) + unit;
-  return cudaJitCacheMayServe()
-             ? "n/a (ptxas printed no report: " + cudaJitCacheNote() + ")"
-             : std::string("n/a (ptxas printed no report)");
+  return cudaJitCacheMayServe() ? "n/a (ptxas printed no report: " + cudaJitCacheNote() + ")"
+                                : std::string("n/a (ptxas printed no report)");
 }
 
 // `call` is set for an op call given by options (it has a call label; a selective-state-update
@@ -252,28 +248,27 @@ void printResources(const CompiledKernel& k, const Specialization& spec, const C
   std::printf("kernel      %s\n", k.entry.c_str());
   std::printf("arch        %s\n", k.arch.c_str());
   if (call) std::printf("call        %s\n", call->label.c_str());
-  if (call && call->specs.size() > 1)
-    std::printf("launch      %zu of %zu (--launch)\n", launch, call->specs.size());
+  if (call && call->specs.size() > 1) std::printf("launch      %zu of %zu (--launch)\n", launch, call->specs.size());
   std::printf("key         %s\n", spec.canonical().c_str());
   std::printf("block       %d threads\n", k.numThreads);
   if (call && call->ssu) {
     const int64_t bp = spec.get("meta:BLOCK_P");
     const opspec::Grid grid = opspec::ssuGrid(call->dims, bp);
     std::printf("grid        (%lld, %lld, batch) = (cdiv(P %lld, BLOCK_P %lld), H, batch)\n",
-                static_cast<long long>(grid.x), static_cast<long long>(grid.y),
-                static_cast<long long>(call->dims.P), static_cast<long long>(bp));
+                static_cast<long long>(grid.x), static_cast<long long>(grid.y), static_cast<long long>(call->dims.P),
+                static_cast<long long>(bp));
   }
   std::printf("registers   %s\n", figure(r.registers, " per thread").c_str());
   std::printf("shared      %s\n", figure(r.sharedBytes, " bytes per block (static)").c_str());
   std::printf("local       %s\n", figure(r.localBytes, " bytes per thread (stack, callees included)").c_str());
   std::printf("spill st    %s\n", figure(r.spillStoreBytes, " bytes").c_str());
   std::printf("spill ld    %s\n", figure(r.spillLoadBytes, " bytes").c_str());
-  std::printf("compile     %.1f ms (DSL + MLIR pipeline + NVRTC, wall); pipeline + NVRTC %.1f ms\n",
-              wallMs, k.compileMs);
+  std::printf("compile     %.1f ms (DSL + MLIR pipeline + NVRTC, wall); pipeline + NVRTC %.1f ms\n", wallMs,
+              k.compileMs);
   std::printf("PTX         %lld lines\n", static_cast<long long>(lines));
   std::printf("global      %s (PTX instructions by bytes each moves)\n", describe(globalAccesses(k.ptx)).c_str());
-  std::printf("CUBIN       %s\n", k.cubin.empty() ? "none (PTX-only target)"
-                                                  : (std::to_string(k.cubin.size()) + " bytes").c_str());
+  std::printf("CUBIN       %s\n",
+              k.cubin.empty() ? "none (PTX-only target)" : (std::to_string(k.cubin.size()) + " bytes").c_str());
 }
 
 int runInspect(const InspectOptions& o) {
@@ -286,21 +281,21 @@ int runInspect(const InspectOptions& o) {
     const size_t n = call->specs.size();
     launch = o.launch == 0 ? n : static_cast<size_t>(o.launch);
     if (launch > n)
-      throw UsageError(strf("--launch %d: the call has %zu launch%s, expected 1..%zu", o.launch, n,
-                            n == 1 ? "" : "es", n));
+      throw UsageError(
+          strf("--launch %d: the call has %zu launch%s, expected 1..%zu", o.launch, n, n == 1 ? "" : "es", n));
     spec = call->specs[launch - 1];
   } else {
     refuseCallOptionsBesideSpec(*o.app);
     spec = manifestSpecialization(o.specFile, o.entry);
   }
 
-  const bool needNvrtc = stage.kind == Stage::Ptx || stage.kind == Stage::Sass ||
-                         stage.kind == Stage::Resources;
+  const bool needNvrtc = stage.kind == Stage::Ptx || stage.kind == Stage::Sass || stage.kind == Stage::Resources;
   if (needNvrtc) {
     std::string why;
     if (!nvrtcAvailable(&why)) {
-      std::fprintf(stderr, "ssmjit inspect: NVRTC is not available (%s): --stage %s needs it; "
-                           "the IR and cuda stages work without it\n",
+      std::fprintf(stderr,
+                   "ssmjit inspect: NVRTC is not available (%s): --stage %s needs it; "
+                   "the IR and cuda stages work without it\n",
                    why.c_str(), o.stage.c_str());
       return kExitFailure;
     }
@@ -325,8 +320,8 @@ int runInspect(const InspectOptions& o) {
     case Stage::Ir:
     case Stage::Cuda:
       if (!seen)
-        throw Error(Error::Kind::Internal, "inspect: the pipeline never reported stage '" +
-                                               stage.pipelineName + "' (passes: " + passList() + ")");
+        throw Error(Error::Kind::Internal, "inspect: the pipeline never reported stage '" + stage.pipelineName +
+                                               "' (passes: " + passList() + ")");
       // The CUDA source carries its own header line naming the specialisation.
       if (stage.kind == Stage::Ir)
         std::printf("// ssmjit inspect --stage %s: %s\n", o.stage.c_str(), spec.canonical().c_str());
@@ -362,15 +357,13 @@ Command addInspectCommand(CLI::App& parent) {
           "(registers, shared memory, local/stack bytes, spills, compile time, global loads and stores by the "
           "bytes each moves).");
   app->add_option("--stage", o->stage,
-                  "generic | specialized | after:<pass> (" + passList() +
-                      ") | cuda | ptx | sass | resources")
+                  "generic | specialized | after:<pass> (" + passList() + ") | cuda | ptx | sass | resources")
       ->required()
-      ->check(CLI::Validator(
-          [](std::string& s) { return stageError(s); }, "STAGE", "stage"));
-  CLI::Option* spec = app->add_option(
-      "--spec", o->specFile,
-      "Manifest file (JSON Lines as SSMJIT_RECORD writes them, or a manifest document) whose "
-      "specialisation to inspect instead of a selective-state-update call; its arch applies");
+      ->check(CLI::Validator([](std::string& s) { return stageError(s); }, "STAGE", "stage"));
+  CLI::Option* spec =
+      app->add_option("--spec", o->specFile,
+                      "Manifest file (JSON Lines as SSMJIT_RECORD writes them, or a manifest document) whose "
+                      "specialisation to inspect instead of a selective-state-update call; its arch applies");
   app->add_option("--entry", o->entry, "Which entry of --spec, counted from 1 (default 1)")
       ->check(atLeast(1))
       ->needs(spec);

@@ -46,8 +46,8 @@ struct Job {
   std::string label;
   std::string arch;
   Specialization spec;
-  std::string error;     // set: failed (before compiling, or compiling)
-  size_t original = 0;   // index of the first job with an equal spec (itself when not a duplicate)
+  std::string error;       // set: failed (before compiling, or compiling)
+  size_t original = 0;     // index of the first job with an equal spec (itself when not a duplicate)
   bool attempted = false;  // went to the compiler (else failed before, or a duplicate)
   KernelSource source = KernelSource::Compiled;
   double ms = 0;
@@ -134,8 +134,8 @@ Job specJob(const Specialization& spec, const std::string& where) {
   j.spec = spec;
   j.arch = spec.arch;
   const std::string canonical = spec.canonical();
-  j.label = spec.kernel + " " + strf("%08llx", static_cast<unsigned long long>(
-                                                   hash::bytes64(canonical.data(), canonical.size()) >> 32));
+  j.label = spec.kernel + " " +
+            strf("%08llx", static_cast<unsigned long long>(hash::bytes64(canonical.data(), canonical.size()) >> 32));
   try {
     dsl::findKernel(spec.kernel);  // names the unknown kernel and lists the known ones
     checkArch(spec.arch, "arch");
@@ -175,9 +175,8 @@ class Progress {
     if (!show_) return;
     constexpr size_t kWidth = 30;
     const size_t filled = total_ ? done_ * kWidth / total_ : kWidth;
-    std::fprintf(stderr, "\r[%s%s] %zu/%zu compiled %zu, cached %zu, failed %zu",
-                 std::string(filled, '#').c_str(), std::string(kWidth - filled, '.').c_str(), done_,
-                 total_, compiled_, cached_, failed_);
+    std::fprintf(stderr, "\r[%s%s] %zu/%zu compiled %zu, cached %zu, failed %zu", std::string(filled, '#').c_str(),
+                 std::string(kWidth - filled, '.').c_str(), done_, total_, compiled_, cached_, failed_);
     std::fflush(stderr);
   }
   std::mutex mu_;
@@ -215,9 +214,12 @@ std::string resultCell(const Job& j, bool duplicate) {
   if (!j.error.empty()) return "failed: " + firstLine(j.error);
   if (duplicate) return "cached (memory)";
   switch (j.source) {
-    case KernelSource::Compiled: return "compiled";
-    case KernelSource::Disk: return "cached (disk)";
-    case KernelSource::Memory: return "cached (memory)";
+    case KernelSource::Compiled:
+      return "compiled";
+    case KernelSource::Disk:
+      return "cached (disk)";
+    case KernelSource::Memory:
+      return "cached (memory)";
   }
   return "?";
 }
@@ -316,8 +318,7 @@ Command addPrewarmCommand(CLI::App& parent) {
       "\"tokens\": [2, 4], \"no-z\": true}; lists multiply out) or a specialisation as SSMJIT_RECORD "
       "writes it. Exit 0 when every kernel is compiled or cached, 1 when any failed.");
   CLI::Option* files = app->add_option("MANIFEST", o->files, "Manifest files (default: the embedded one)");
-  app->add_flag("--print-default", o->printDefault, "Print the embedded default manifest and exit")
-      ->excludes(files);
+  app->add_flag("--print-default", o->printDefault, "Print the embedded default manifest and exit")->excludes(files);
   app->add_option("--jobs,-j", o->jobs, "Kernels compiled at once (default: the number of cores)")
       ->check(atLeast(1))
       ->capture_default_str();

@@ -30,10 +30,14 @@ GlobalAccesses globalAccesses(const std::string& ptx) {
     std::istringstream parts(op);
     std::string p;
     while (std::getline(parts, p, '.')) {
-      if (p == "v2") vec = 2;
-      else if (p == "v4") vec = 4;
-      else if (p == "v8") vec = 8;
-      else if (int t = typeBytes(p)) bytes = t;
+      if (p == "v2")
+        vec = 2;
+      else if (p == "v4")
+        vec = 4;
+      else if (p == "v8")
+        vec = 8;
+      else if (int t = typeBytes(p))
+        bytes = t;
     }
     if (bytes > 0) ++(load ? a.loads : a.stores)[vec * bytes];
   }

@@ -47,8 +47,10 @@ struct DeviceTensor {
     view = TensorView::contiguous(nullptr, t, shape);
     const int64_t n = view.numel();
     buf = DeviceBuffer(static_cast<size_t>(n * dtypeBytes(t)));
-    if (lo == 0 && hi == 0) buf.fill(0);
-    else fillDeviceUniform(buf, 0, t, n, lo, hi, rng);
+    if (lo == 0 && hi == 0)
+      buf.fill(0);
+    else
+      fillDeviceUniform(buf, 0, t, n, lo, hi, rng);
     view.data = buf.data();
   }
 };
@@ -64,15 +66,18 @@ int runScanBench(const ScanBenchOptions& o) {
   Table table({"case", "pass", "tokens", "ms", "TB/s", "% of copy", "mamba_ssm (anchors.md)", "ratio"});
   double denseMs = 0, denseBwdMs = 0;
 
-  auto run = [&](const std::string& what, int64_t rowsB, int64_t L, const std::vector<int64_t>* lens,
-                 double anchorMs) {
-    DeviceTensor u(dt, {rowsB, D, L}, -1, 1, rng), delta(dt, {rowsB, D, L}, -4, 0, rng), z(dt, {rowsB, D, L}, -1, 1, rng);
+  auto run = [&](const std::string& what, int64_t rowsB, int64_t L, const std::vector<int64_t>* lens, double anchorMs) {
+    DeviceTensor u(dt, {rowsB, D, L}, -1, 1, rng), delta(dt, {rowsB, D, L}, -4, 0, rng),
+        z(dt, {rowsB, D, L}, -1, 1, rng);
     DeviceTensor out(dt, {rowsB, D, L}, 0, 0, rng);
-    DeviceTensor A(DType::F32, {D, N}, -2, -0.5, rng), Dv(DType::F32, {D}, -1, 1, rng), bias(DType::F32, {D}, -1, 0, rng);
+    DeviceTensor A(DType::F32, {D, N}, -2, -0.5, rng), Dv(DType::F32, {D}, -1, 1, rng),
+        bias(DType::F32, {D}, -1, 0, rng);
     const bool varying = o.bc == "varying";
     const DType bcType = varying ? dt : DType::F32;
-    DeviceTensor B = varying ? DeviceTensor(dt, {rowsB, 1, N, L}, -1, 1, rng) : DeviceTensor(bcType, {D, N}, -1, 1, rng);
-    DeviceTensor C = varying ? DeviceTensor(dt, {rowsB, 1, N, L}, -1, 1, rng) : DeviceTensor(bcType, {D, N}, -1, 1, rng);
+    DeviceTensor B =
+        varying ? DeviceTensor(dt, {rowsB, 1, N, L}, -1, 1, rng) : DeviceTensor(bcType, {D, N}, -1, 1, rng);
+    DeviceTensor C =
+        varying ? DeviceTensor(dt, {rowsB, 1, N, L}, -1, 1, rng) : DeviceTensor(bcType, {D, N}, -1, 1, rng);
     std::unique_ptr<DeviceBuffer> cu;
     SelectiveScanArgs a;
     a.u = u.view, a.delta = delta.view, a.z = z.view, a.out = out.view, a.A = A.view, a.D = Dv.view;
@@ -89,7 +94,8 @@ int runScanBench(const ScanBenchOptions& o) {
     a.workspace = TensorView::contiguous(ws.data(), DType::F32, {static_cast<int64_t>(ws.bytes() / 4)});
     const bool fwd = o.passes != "backward", bwd = o.passes != "forward";
     const double ms = fwd ? 1e-3 * callTimeUs([&](CUstream st) { selective_scan(a, st); }, s, o.iters, o.trials) : 0;
-    const double bdl = double(rowsB) * D * L * dtypeBytes(dt), bnl = varying ? double(rowsB) * N * L * dtypeBytes(dt) : 0;
+    const double bdl = double(rowsB) * D * L * dtypeBytes(dt),
+                 bnl = varying ? double(rowsB) * N * L * dtypeBytes(dt) : 0;
     auto row = [&](const char* pass, double t, double bytes, double anchorMs, double denseT) {
       const double tbs = bytes / (t * 1e-3) / 1e12;
       std::string anchor = anchorMs > 0 ? strf("%.2f ms", anchorMs) : "";
@@ -102,7 +108,8 @@ int runScanBench(const ScanBenchOptions& o) {
     if (fwd) row("forward", ms, 4 * bdl + 2 * bnl, varying ? anchorMs : 0, denseMs);  // the anchors are for varying B/C
     if (!bwd) return ms;
 
-    DeviceTensor dout(dt, {rowsB, D, L}, -1, 1, rng), du(dt, {rowsB, D, L}, 0, 0, rng), ddelta(dt, {rowsB, D, L}, 0, 0, rng);
+    DeviceTensor dout(dt, {rowsB, D, L}, -1, 1, rng), du(dt, {rowsB, D, L}, 0, 0, rng),
+        ddelta(dt, {rowsB, D, L}, 0, 0, rng);
     DeviceTensor dz(dt, {rowsB, D, L}, 0, 0, rng);
     DeviceTensor dB = varying ? DeviceTensor(dt, {rowsB, 1, N, L}, 0, 0, rng) : DeviceTensor(bcType, {D, N}, 0, 0, rng);
     DeviceTensor dC = varying ? DeviceTensor(dt, {rowsB, 1, N, L}, 0, 0, rng) : DeviceTensor(bcType, {D, N}, 0, 0, rng);
@@ -129,13 +136,16 @@ int runScanBench(const ScanBenchOptions& o) {
         o.packedLengths.empty() ? mixedLengths(o.packedTokens, o.minLen, o.maxLen, o.seed) : o.packedLengths;
     const int64_t packedTokens = std::accumulate(lens.begin(), lens.end(), int64_t{0});
     run(strf("packed %lld tokens, %zu seqs (%lld..%lld)", (long long)packedTokens, lens.size(),
-             (long long)*std::min_element(lens.begin(), lens.end()), (long long)*std::max_element(lens.begin(), lens.end())),
+             (long long)*std::min_element(lens.begin(), lens.end()),
+             (long long)*std::max_element(lens.begin(), lens.end())),
         1, packedTokens, &lens, 0);
   }
-  std::printf("\nMamba-1 selective scan forward and backward: D %lld, N %lld, %s u/delta/z/out, %s, D, z, "
-              "delta_bias, softplus; median of %d trials of %d calls\n\n",
-              (long long)D, (long long)N, o.dtype.c_str(),
-              o.bc == "varying" ? "time-varying B and C (G 1) in that dtype" : "constant B and C (D, N) fp32", o.trials, o.iters);
+  std::printf(
+      "\nMamba-1 selective scan forward and backward: D %lld, N %lld, %s u/delta/z/out, %s, D, z, "
+      "delta_bias, softplus; median of %d trials of %d calls\n\n",
+      (long long)D, (long long)N, o.dtype.c_str(),
+      o.bc == "varying" ? "time-varying B and C (G 1) in that dtype" : "constant B and C (D, N) fp32", o.trials,
+      o.iters);
   table.printMarkdown();
   std::printf("\ncopy bandwidth measured in this run: %.2f TB/s\n", copy / 1e3);
   return 0;
@@ -156,7 +166,8 @@ Command addScanBenchCommand(CLI::App& parent) {
   app->add_option("--batch", o->batch, "Dense rows")->capture_default_str();
   app->add_option("--seqlen", o->seqlen, "Dense row length")->capture_default_str();
   app->add_option("--long-seqlen", o->longSeqlen, "Length of the single long sequence")->capture_default_str();
-  CLI::Option* tokens = app->add_option("--packed-tokens", o->packedTokens, "Tokens of the packed row")->capture_default_str();
+  CLI::Option* tokens =
+      app->add_option("--packed-tokens", o->packedTokens, "Tokens of the packed row")->capture_default_str();
   CLI::Option* minLen = app->add_option("--min-len", o->minLen, "Shortest packed sequence")->capture_default_str();
   CLI::Option* maxLen = app->add_option("--max-len", o->maxLen, "Longest packed sequence")->capture_default_str();
   app->add_option("--packed-lengths", o->packedLengths,
@@ -175,8 +186,9 @@ Command addScanBenchCommand(CLI::App& parent) {
   app->add_option("--dtype", o->dtype, "u, delta, z, out, B, C dtype: fp32, bf16, fp16")
       ->check(CLI::IsMember(floatDTypeNames()))
       ->capture_default_str();
-  app->add_option("--bc", o->bc, "B and C: varying (B, 1, N, L) in --dtype, or constant (D, N) fp32; the anchors "
-                                  "are for varying")
+  app->add_option("--bc", o->bc,
+                  "B and C: varying (B, 1, N, L) in --dtype, or constant (D, N) fp32; the anchors "
+                  "are for varying")
       ->check(CLI::IsMember({"varying", "constant"}))
       ->capture_default_str();
   app->add_option("--passes", o->passes, "Which passes to time: forward, backward or both")

@@ -77,8 +77,7 @@ std::string scanCallLabel(const ScanCall& c) {
 
 std::vector<Specialization> scanCallSpecializations(const ScanCall& c) {
   try {
-    return c.backward ? opspec::scanBackward(backwardArgs(c), c.arch)
-                      : opspec::scan(forwardArgs(c), c.arch);
+    return c.backward ? opspec::scanBackward(backwardArgs(c), c.arch) : opspec::scan(forwardArgs(c), c.arch);
   } catch (const Error& e) {
     if (e.kind() != Error::Kind::InvalidArgument) throw;
     throw UsageError(std::string("the scan options give an invalid call: ") + e.what());

@@ -19,8 +19,7 @@ using testing::SsuCase;
 std::string caseLabel(const SsuCase& s);  // "ssu-tokens L=4 b=4 state bf16 in bf16"
 
 // Contiguous views over `ptrs` (one per SsuTensor; ignored for absent tensors).
-SelectiveStateUpdateArgs contiguousArgs(const SsuCase& s,
-                                        const std::array<void*, testing::kNumTensors>& ptrs,
+SelectiveStateUpdateArgs contiguousArgs(const SsuCase& s, const std::array<void*, testing::kNumTensors>& ptrs,
                                         DeviceKind device);
 
 // Views with distinct 1 MiB-aligned fake device addresses: enough to check the call and build its

@@ -34,7 +34,8 @@ bool cudaJitCacheMayServe() {
 }
 
 std::string cudaJitCacheNote() {
-  if (gJitCacheDisabledByTool) return "CUDA's JIT cache off (CUDA_CACHE_DISABLE=1, set by ssmjit): every compile is cold";
+  if (gJitCacheDisabledByTool)
+    return "CUDA's JIT cache off (CUDA_CACHE_DISABLE=1, set by ssmjit): every compile is cold";
   const char* v = std::getenv("CUDA_CACHE_DISABLE");
   if (v && std::string(v) == "1") return "CUDA's JIT cache off (CUDA_CACHE_DISABLE=1 from the environment)";
   return std::string("CUDA_CACHE_DISABLE=") + (v ? v : "") +
@@ -67,11 +68,16 @@ DType parseFloatDType(const std::string& name, const char* option) {
 
 const char* shortDTypeName(DType t) {
   switch (t) {
-    case DType::F32: return "fp32";
-    case DType::BF16: return "bf16";
-    case DType::F16: return "fp16";
-    case DType::I32: return "i32";
-    case DType::I64: return "i64";
+    case DType::F32:
+      return "fp32";
+    case DType::BF16:
+      return "bf16";
+    case DType::F16:
+      return "fp16";
+    case DType::I32:
+      return "i32";
+    case DType::I64:
+      return "i64";
   }
   return "?";
 }
@@ -85,9 +91,12 @@ StateWrite parseStateWrite(const std::string& name, const char* option) {
 
 const char* stateWriteName(StateWrite w) {
   switch (w) {
-    case StateWrite::Final: return "final";
-    case StateWrite::None: return "none";
-    case StateWrite::PerToken: return "per-token";
+    case StateWrite::Final:
+      return "final";
+    case StateWrite::None:
+      return "none";
+    case StateWrite::PerToken:
+      return "per-token";
   }
   return "?";
 }
@@ -142,8 +151,7 @@ void Table::printText() const {
   std::vector<size_t> width(header_.size(), 0);
   for (size_t i = 0; i < header_.size(); ++i) width[i] = displayWidth(header_[i]);
   for (const auto& r : rows_)
-    for (size_t i = 0; i < r.size() && i < width.size(); ++i)
-      width[i] = std::max(width[i], displayWidth(r[i]));
+    for (size_t i = 0; i < r.size() && i < width.size(); ++i) width[i] = std::max(width[i], displayWidth(r[i]));
   auto line = [&](const std::vector<std::string>& r) {
     std::string out;
     for (size_t i = 0; i < width.size(); ++i) {

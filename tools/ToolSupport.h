@@ -15,7 +15,7 @@
 namespace CLI {
 class App;
 class Validator;
-}
+}  // namespace CLI
 namespace ssmjit::cache {
 class DiskCache;
 }

@@ -57,7 +57,8 @@ const Subcommand kSubcommands[] = {
      "time selective_state_update(_tokens): us per call, bandwidth, host overhead, compile time"},
     {ssmjit::tool::addConvBenchCommand, "time causal_conv1d forward, backward (dense, packed) and update"},
     {ssmjit::tool::addDecodeBenchCommand, "time mamba2_decode_step: fused replay+verify against split and snapshots"},
-    {ssmjit::tool::addScanBenchCommand, "time selective_scan and its backward (dense rows, a long sequence, a packed row)"},
+    {ssmjit::tool::addScanBenchCommand,
+     "time selective_scan and its backward (dense rows, a long sequence, a packed row)"},
     {ssmjit::tool::addInspectCommand,
      "print one stage of a kernel (IR, CUDA C++, PTX, SASS, resources) for an op call or a recorded one; no GPU"},
     {ssmjit::tool::addPrewarmCommand, "compile the kernels of a manifest into the disk cache; no GPU"},
@@ -79,11 +80,16 @@ std::string description(const std::vector<ssmjit::tool::Command>& commands) {
 
 const char* errorKindName(ssmjit::Error::Kind k) {
   switch (k) {
-    case ssmjit::Error::Kind::InvalidArgument: return "invalid argument";
-    case ssmjit::Error::Kind::Compile: return "compile error";
-    case ssmjit::Error::Kind::Cuda: return "CUDA error";
-    case ssmjit::Error::Kind::Unavailable: return "unavailable";
-    case ssmjit::Error::Kind::Internal: return "internal error";
+    case ssmjit::Error::Kind::InvalidArgument:
+      return "invalid argument";
+    case ssmjit::Error::Kind::Compile:
+      return "compile error";
+    case ssmjit::Error::Kind::Cuda:
+      return "CUDA error";
+    case ssmjit::Error::Kind::Unavailable:
+      return "unavailable";
+    case ssmjit::Error::Kind::Internal:
+      return "internal error";
   }
   return "error";
 }
@@ -124,8 +130,7 @@ int main(int argc, char** argv) {
     return kExitUsage;
   } catch (const UsageError& e) {
     std::fflush(stdout);
-    std::fprintf(stderr, "ssmjit %s: error: %s\nRun 'ssmjit %s --help' for the options.\n", name,
-                 e.what(), name);
+    std::fprintf(stderr, "ssmjit %s: error: %s\nRun 'ssmjit %s --help' for the options.\n", name, e.what(), name);
     return kExitUsage;
   } catch (const ssmjit::Error& e) {
     std::fflush(stdout);

@@ -3,8 +3,12 @@
 // headers (NVRTC's built-ins only).
 #pragma once
 
-struct ssm_f16 { unsigned short x; };
-struct ssm_bf16 { unsigned short x; };
+struct ssm_f16 {
+  unsigned short x;
+};
+struct ssm_bf16 {
+  unsigned short x;
+};
 
 // ---- conversions: storage <-> compute (fp32 math; round to nearest even on the way out) ------
 __device__ __forceinline__ float ssm_to_float(float v) { return v; }
@@ -21,56 +25,94 @@ __device__ __forceinline__ float ssm_exp2(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
-template <typename T> __device__ __forceinline__ T ssm_from_float(float v);
-template <> __device__ __forceinline__ float ssm_from_float<float>(float v) { return v; }
-template <> __device__ __forceinline__ ssm_bf16 ssm_from_float<ssm_bf16>(float v) {
+template <typename T>
+__device__ __forceinline__ T ssm_from_float(float v);
+template <>
+__device__ __forceinline__ float ssm_from_float<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ ssm_bf16 ssm_from_float<ssm_bf16>(float v) {
   ssm_bf16 r;
 #if __CUDA_ARCH__ >= 800
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r.x) : "f"(v));
 #else
   unsigned u = __float_as_uint(v);
-  if ((u & 0x7fffffffu) > 0x7f800000u) { r.x = 0x7fc0; return r; }  // NaN stays NaN
+  if ((u & 0x7fffffffu) > 0x7f800000u) {
+    r.x = 0x7fc0;
+    return r;
+  }  // NaN stays NaN
   u += 0x7fffu + ((u >> 16) & 1u);
   r.x = (unsigned short)(u >> 16);
 #endif
   return r;
 }
-template <> __device__ __forceinline__ ssm_f16 ssm_from_float<ssm_f16>(float v) {
+template <>
+__device__ __forceinline__ ssm_f16 ssm_from_float<ssm_f16>(float v) {
   ssm_f16 r;
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r.x) : "f"(v));
   return r;
 }
 
 // ---- scalar accesses ----------------------------------------------------------------------
-template <typename T> __device__ __forceinline__ float ssm_load(const T* p) { return ssm_to_float(*p); }
+template <typename T>
+__device__ __forceinline__ float ssm_load(const T* p) {
+  return ssm_to_float(*p);
+}
 __device__ __forceinline__ long long ssm_load(const long long* p) { return *p; }
 __device__ __forceinline__ int ssm_load(const int* p) { return *p; }
-template <typename T, typename V> __device__ __forceinline__ void ssm_store(T* p, V v) {
+template <typename T, typename V>
+__device__ __forceinline__ void ssm_store(T* p, V v) {
   *p = ssm_from_float<T>((float)v);
 }
-template <typename V> __device__ __forceinline__ void ssm_store(long long* p, V v) { *p = (long long)v; }
-template <typename V> __device__ __forceinline__ void ssm_store(int* p, V v) { *p = (int)v; }
+template <typename V>
+__device__ __forceinline__ void ssm_store(long long* p, V v) {
+  *p = (long long)v;
+}
+template <typename V>
+__device__ __forceinline__ void ssm_store(int* p, V v) {
+  *p = (int)v;
+}
 
 // ---- vector accesses: V consecutive elements in one instruction (the vectorizer proved the
 // address aligned to V * sizeof(T)) ----------------------------------------------------------
-template <int Bytes> struct ssm_raw;
-template <> struct ssm_raw<16> { typedef uint4 type; };
-template <> struct ssm_raw<8> { typedef uint2 type; };
-template <> struct ssm_raw<4> { typedef unsigned int type; };
-template <> struct ssm_raw<2> { typedef unsigned short type; };
+template <int Bytes>
+struct ssm_raw;
+template <>
+struct ssm_raw<16> {
+  typedef uint4 type;
+};
+template <>
+struct ssm_raw<8> {
+  typedef uint2 type;
+};
+template <>
+struct ssm_raw<4> {
+  typedef unsigned int type;
+};
+template <>
+struct ssm_raw<2> {
+  typedef unsigned short type;
+};
 
-template <typename T> struct ssm_bits { typedef T type; };
+template <typename T>
+struct ssm_bits {
+  typedef T type;
+};
 
 template <int V, typename D, typename T>
 __device__ __forceinline__ void ssm_ld(D* dst, const T* p) {
   if constexpr (V == 1) {
     dst[0] = (D)ssm_load(p);
   } else {
-  typedef typename ssm_raw<V * sizeof(T)>::type R;
-  union { R r; T e[V]; } u;
-  u.r = *reinterpret_cast<const R*>(p);
+    typedef typename ssm_raw<V * sizeof(T)>::type R;
+    union {
+      R r;
+      T e[V];
+    } u;
+    u.r = *reinterpret_cast<const R*>(p);
 #pragma unroll
-  for (int k = 0; k < V; ++k) dst[k] = (D)ssm_load(&u.e[k]);
+    for (int k = 0; k < V; ++k) dst[k] = (D)ssm_load(&u.e[k]);
   }
 }
 
@@ -80,11 +122,14 @@ __device__ __forceinline__ void ssm_ld_raw(T* dst, const T* p) {
   if constexpr (V == 1) {
     dst[0] = *p;
   } else {
-  typedef typename ssm_raw<V * sizeof(T)>::type R;
-  union { R r; T e[V]; } u;
-  u.r = *reinterpret_cast<const R*>(p);
+    typedef typename ssm_raw<V * sizeof(T)>::type R;
+    union {
+      R r;
+      T e[V];
+    } u;
+    u.r = *reinterpret_cast<const R*>(p);
 #pragma unroll
-  for (int k = 0; k < V; ++k) dst[k] = u.e[k];
+    for (int k = 0; k < V; ++k) dst[k] = u.e[k];
   }
 }
 
@@ -94,34 +139,45 @@ template <int V, typename T>
 __device__ __forceinline__ void ssm_ld_words(unsigned* dst, const T* p) {
   static_assert(V >= 2 && sizeof(T) == 2, "words of 16-bit elements");
   typedef typename ssm_raw<V * 2>::type R;
-  union { R r; unsigned w[V / 2]; } u;
+  union {
+    R r;
+    unsigned w[V / 2];
+  } u;
   u.r = *reinterpret_cast<const R*>(p);
 #pragma unroll
   for (int k = 0; k < V; ++k) dst[k] = u.w[k / 2];
 }
-template <typename T> __device__ __forceinline__ float ssm_word_to_float(unsigned w, int half);
-template <> __device__ __forceinline__ float ssm_word_to_float<ssm_bf16>(unsigned w, int half) {
+template <typename T>
+__device__ __forceinline__ float ssm_word_to_float(unsigned w, int half);
+template <>
+__device__ __forceinline__ float ssm_word_to_float<ssm_bf16>(unsigned w, int half) {
   return __uint_as_float(half ? (w & 0xffff0000u) : (w << 16));
 }
-template <> __device__ __forceinline__ float ssm_word_to_float<ssm_f16>(unsigned w, int half) {
+template <>
+__device__ __forceinline__ float ssm_word_to_float<ssm_f16>(unsigned w, int half) {
   float f;
-  if (half) asm("{ .reg .f16 lo, hi; mov.b32 {lo, hi}, %1; cvt.f32.f16 %0, hi; }" : "=f"(f) : "r"(w));
-  else asm("{ .reg .f16 lo, hi; mov.b32 {lo, hi}, %1; cvt.f32.f16 %0, lo; }" : "=f"(f) : "r"(w));
+  if (half)
+    asm("{ .reg .f16 lo, hi; mov.b32 {lo, hi}, %1; cvt.f32.f16 %0, hi; }" : "=f"(f) : "r"(w));
+  else
+    asm("{ .reg .f16 lo, hi; mov.b32 {lo, hi}, %1; cvt.f32.f16 %0, lo; }" : "=f"(f) : "r"(w));
   return f;
 }
 
 // Two floats rounded to 16 bits in one 32-bit word, lo first in memory: one cvt for both
 // (sm_80 and later; one cvt each before).
-template <typename T> __device__ __forceinline__ unsigned ssm_pack2(float lo, float hi) {
+template <typename T>
+__device__ __forceinline__ unsigned ssm_pack2(float lo, float hi) {
   return (unsigned)ssm_from_float<T>(lo).x | ((unsigned)ssm_from_float<T>(hi).x << 16);
 }
 #if __CUDA_ARCH__ >= 800
-template <> __device__ __forceinline__ unsigned ssm_pack2<ssm_bf16>(float lo, float hi) {
+template <>
+__device__ __forceinline__ unsigned ssm_pack2<ssm_bf16>(float lo, float hi) {
   unsigned w;
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
   return w;
 }
-template <> __device__ __forceinline__ unsigned ssm_pack2<ssm_f16>(float lo, float hi) {
+template <>
+__device__ __forceinline__ unsigned ssm_pack2<ssm_f16>(float lo, float hi) {
   unsigned w;
   asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
   return w;
@@ -141,8 +197,8 @@ __device__ __forceinline__ void ssm_bf16_pieces(float x, float y, unsigned* out)
   }
 }
 // c += a . b, one mma.m16n8k16 (row.col, bf16 in, f32 accumulators; sm_80 and later).
-__device__ __forceinline__ void ssm_mma_bf16(float& c0, float& c1, float& c2, float& c3, unsigned a0,
-                                             unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+__device__ __forceinline__ void ssm_mma_bf16(float& c0, float& c1, float& c2, float& c3, unsigned a0, unsigned a1,
+                                             unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
   asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};"
       : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
@@ -155,16 +211,22 @@ __device__ __forceinline__ void ssm_st(T* p, const S* src) {
     ssm_store(p, src[0]);
   } else if constexpr (sizeof(T) == 2) {  // bf16 / f16: pairs
     typedef typename ssm_raw<V * sizeof(T)>::type R;
-    union { R r; unsigned w[V / 2]; } u;
+    union {
+      R r;
+      unsigned w[V / 2];
+    } u;
 #pragma unroll
     for (int k = 0; k < V / 2; ++k) u.w[k] = ssm_pack2<T>((float)src[2 * k], (float)src[2 * k + 1]);
     *reinterpret_cast<R*>(p) = u.r;
   } else {
-  typedef typename ssm_raw<V * sizeof(T)>::type R;
-  union { R r; T e[V]; } u;
+    typedef typename ssm_raw<V * sizeof(T)>::type R;
+    union {
+      R r;
+      T e[V];
+    } u;
 #pragma unroll
-  for (int k = 0; k < V; ++k) ssm_store(&u.e[k], src[k]);
-  *reinterpret_cast<R*>(p) = u.r;
+    for (int k = 0; k < V; ++k) ssm_store(&u.e[k], src[k]);
+    *reinterpret_cast<R*>(p) = u.r;
   }
 }
 
@@ -190,8 +252,8 @@ __device__ __forceinline__ bool ssm_arrive_last(T* counter, I count) {
 }
 
 // ---- device-side error record: err[0..3] = code, a, b, c; the first error wins --------------
-__device__ __forceinline__ void ssm_report_error(long long* err, long long code, long long a,
-                                                 long long b, long long c) {
+__device__ __forceinline__ void ssm_report_error(long long* err, long long code, long long a, long long b,
+                                                 long long c) {
   if (threadIdx.x != 0) return;
   if (atomicCAS(reinterpret_cast<unsigned long long*>(err), 0ull, (unsigned long long)code) == 0ull) {
     err[1] = a;

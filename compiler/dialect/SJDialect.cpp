@@ -52,8 +52,7 @@ void SJDialect::initialize() {
 }
 
 void ssmjit::sj::registerDialects(MLIRContext& ctx) {
-  ctx.loadDialect<SJDialect, func::FuncDialect, arith::ArithDialect, math::MathDialect,
-                  scf::SCFDialect>();
+  ctx.loadDialect<SJDialect, func::FuncDialect, arith::ArithDialect, math::MathDialect, scf::SCFDialect>();
 }
 
 static ArrayRef<int64_t> shapeOf(Type t) {
@@ -101,8 +100,7 @@ OpFoldResult BroadcastOp::fold(FoldAdaptor) {
 OpFoldResult SplatOp::fold(FoldAdaptor adaptor) {
   // splat(constant) -> dense constant tile, so arith folding sees through it.
   if (auto c = dyn_cast_or_null<TypedAttr>(adaptor.getSrc()))
-    if (isa<IntegerAttr, FloatAttr>(c))
-      return DenseElementsAttr::get(cast<ShapedType>(getResult().getType()), c);
+    if (isa<IntegerAttr, FloatAttr>(c)) return DenseElementsAttr::get(cast<ShapedType>(getResult().getType()), c);
   return {};
 }
 
@@ -120,8 +118,7 @@ static LogicalResult checkShapes(Operation* op, Value offsets, Value v, const ch
 LogicalResult LoadOp::verify() {
   Type storage = cast<PtrType>(getPtr().getType()).getElementType();
   Type res = elementOf(getResult().getType());
-  if (isa<FloatType>(storage) && !res.isF32())
-    return emitOpError("loads of float storage give f32");
+  if (isa<FloatType>(storage) && !res.isF32()) return emitOpError("loads of float storage give f32");
   if (isa<IntegerType>(storage) && res != elementOf(getOffsets().getType()))
     return emitOpError("loads of integer storage give the offsets' integer type");
   if (failed(checkShapes(*this, getOffsets(), getResult(), "the result"))) return failure();
@@ -173,8 +170,7 @@ LogicalResult ShiftOp::verify() {
   if (axis < 0 || axis > 1) return emitOpError("axis out of range");
   const int64_t P = getPeriod() ? static_cast<int32_t>(*getPeriod()) : s[axis];
   if (P < 1 || s[axis] % P != 0) return emitOpError("period ") << P << " does not divide the axis' " << s[axis];
-  if (amount == 0 || std::abs(amount) >= P)
-    return emitOpError("expects 0 < |amount| < ") << P << ", got " << amount;
+  if (amount == 0 || std::abs(amount) >= P) return emitOpError("expects 0 < |amount| < ") << P << ", got " << amount;
   return success();
 }
 
@@ -199,16 +195,15 @@ LogicalResult ScanOp::verify() {
   }
   if (!getInits().empty() && getInits().size() != k) return emitOpError("expects no inits or ") << k;
   for (size_t i = 0; i < getInits().size(); ++i)
-    if (getInits()[i].getType() != getResults()[k + i].getType()) return emitOpError("init ") << i << " must be shaped like the totals";
+    if (getInits()[i].getType() != getResults()[k + i].getType())
+      return emitOpError("init ") << i << " must be shaped like the totals";
   auto y = dyn_cast<YieldOp>(body.getTerminator());
   if (!y || y.getValues().size() != k) return emitOpError("combine must yield ") << k << " values";
   return success();
 }
 
-Operation* SJDialect::materializeConstant(OpBuilder& builder, Attribute value, Type type,
-                                          Location loc) {
+Operation* SJDialect::materializeConstant(OpBuilder& builder, Attribute value, Type type, Location loc) {
   if (auto typed = dyn_cast<TypedAttr>(value))
-    if (arith::ConstantOp::isBuildableWith(typed, type))
-      return arith::ConstantOp::create(builder, loc, type, typed);
+    if (arith::ConstantOp::isBuildableWith(typed, type)) return arith::ConstantOp::create(builder, loc, type, typed);
   return nullptr;
 }

@@ -17,9 +17,9 @@ void Emitter::emit(sj::ReduceOp r) {
   };
   // The parent dim reduced over, the source's layout and registers per kept position.
   Kind srcK = ss.size() == 2 ? Kind::Blocked : layoutOf(r.getSrc());
-  int pd;              // parent dim reduced
-  int64_t Sa;          // extent along it
-  int64_t nKept, nRed; // registers along the kept axis and along the reduced axis
+  int pd;               // parent dim reduced
+  int64_t Sa;           // extent along it
+  int64_t nKept, nRed;  // registers along the kept axis and along the reduced axis
   std::function<std::string(const std::string&, const std::string&)> srcIdx;
   Kind outK;
   if (ss.size() == 2) {
@@ -96,25 +96,26 @@ void Emitter::emit(sj::ReduceOp r) {
   warpSums("ssm_w[j]");
   line("#pragma unroll");
   line("for (int j = 0; j < " + I(nKept) + "; ++j)");
-  line("  if (" + lanePos + " == 0" + own + ") " + sm + "[" + warpPos + " * " + I(keptExtent) + " + " + keptCoord + "] = ssm_w[j];");
+  line("  if (" + lanePos + " == 0" + own + ") " + sm + "[" + warpPos + " * " + I(keptExtent) + " + " + keptCoord +
+       "] = ssm_w[j];");
   --ind_;
   line("}");
   const std::string out = scalar ? nm : nm + "[j]";
   const std::string fold = combine("acc", sm + "[w * " + I(keptExtent) + " + " + keptCoord + "]");
   void* key = r.getResult().getAsOpaquePointer();
   pending_.back().push_back({r.getOperation(), false, [=, this] {
-    names_[key] = nm;
-    line(decl);
-    line("#pragma unroll");
-    line("for (int j = 0; j < " + I(nKept) + "; ++j) {");
-    ++ind_;
-    line(ty + " acc = " + sm + "[" + keptCoord + "];");
-    line("#pragma unroll");
-    line("for (int w = 1; w < " + I(W) + "; ++w) acc = " + fold + ";");
-    line(out + " = acc;");
-    --ind_;
-    line("}");
-  }});
+                               names_[key] = nm;
+                               line(decl);
+                               line("#pragma unroll");
+                               line("for (int j = 0; j < " + I(nKept) + "; ++j) {");
+                               ++ind_;
+                               line(ty + " acc = " + sm + "[" + keptCoord + "];");
+                               line("#pragma unroll");
+                               line("for (int w = 1; w < " + I(W) + "; ++w) acc = " + fold + ";");
+                               line(out + " = acc;");
+                               --ind_;
+                               line("}");
+                             }});
 }
 
 // sj.shift. assign-layouts keeps the axis inside a warp: T lanes along it, each holding a
@@ -139,8 +140,8 @@ void Emitter::emit(sj::ShiftOp sh) {
   const int64_t n1 = n(1, shape[1]);
   const int64_t step = a == 1 ? 1 : n1;             // register distance of one place
   const int64_t laneStep = a == 1 ? 1 : P_.tpw[1];  // lane distance of one place
-  const std::string pos = a == 1 ? "(ssm_lane % " + I(P_.tpw[1]) + ")"
-                                 : "((ssm_lane / " + I(P_.tpw[1]) + ") % " + I(P_.tpw[0]) + ")";
+  const std::string pos =
+      a == 1 ? "(ssm_lane % " + I(P_.tpw[1]) + ")" : "((ssm_lane / " + I(P_.tpw[1]) + ") % " + I(P_.tpw[0]) + ")";
   const std::string nm = declare(sh.getResult(), Kind::Blocked);
   const std::string ty = cType(sh.getResult().getType());
   forRegs(regs(Kind::Blocked, shape), [&] {
@@ -157,8 +158,8 @@ void Emitter::emit(sj::ShiftOp sh) {
       line("  const int ssm_recv = " + pos + " - dl;");
       line("  const " + ty + " ssm_give = (ssm_recv < 0 || ssm_recv >= " + I(T) + ") ? " +
            E(sh.getFill(), Kind::Blocked, from) + " : " + E(sh.getCur(), Kind::Blocked, from) + ";");
-      line("  " + nm + "[r] = __shfl_sync(0xffffffffu, ssm_give, ssm_lane + (((" + pos + " + dl + " + I(T) +
-           ") % " + I(T) + ") - " + pos + ") * " + I(laneStep) + ");");
+      line("  " + nm + "[r] = __shfl_sync(0xffffffffu, ssm_give, ssm_lane + (((" + pos + " + dl + " + I(T) + ") % " +
+           I(T) + ") - " + pos + ") * " + I(laneStep) + ");");
     }
     line("}");
   });
@@ -179,8 +180,8 @@ void Emitter::emit(sj::ScanOp sc) {
   const int64_t Sa = ss[axis], T = P_.tpw[pd], W = P_.wpc[pd];
   const int64_t nRed = n(pd, Sa);
   if (Sa != P_.threads(pd) * P_.spt[pd] || nRed != P_.spt[pd])
-    fail(sc, "scan along an axis whose threads do not each hold one contiguous run (" + P_.str() + ", extent " +
-                 I(Sa) + ")");
+    fail(sc, "scan along an axis whose threads do not each hold one contiguous run (" + P_.str() + ", extent " + I(Sa) +
+                 ")");
   for (Value v : sc.getSrcs())
     if (isRemat(v) || layoutOf(v) != srcK) fail(sc, "scan of a rematerialised tile");
   const int64_t n1 = twoD ? n(1, ss[1]) : 1;
@@ -241,7 +242,8 @@ void Emitter::emit(sj::ScanOp sc) {
     return v;
   };
   const int64_t laneStride = pd == 1 ? 1 : P_.tpw[1];
-  const std::string lanePhys = pd == 1 ? "(ssm_lane % " + I(P_.tpw[1]) + ")" : "((ssm_lane / " + I(P_.tpw[1]) + ") % " + I(T) + ")";
+  const std::string lanePhys =
+      pd == 1 ? "(ssm_lane % " + I(P_.tpw[1]) + ")" : "((ssm_lane / " + I(P_.tpw[1]) + ") % " + I(T) + ")";
   const std::string warpPhys = pd == 0 ? "(ssm_warp / " + I(P_.wpc[1]) + ")" : "(ssm_warp % " + I(P_.wpc[1]) + ")";
   const std::string lanePos = rev ? "(" + I(T - 1) + " - " + lanePhys + ")" : lanePhys;
   const std::string warpPos = rev ? "(" + I(W - 1) + " - " + warpPhys + ")" : warpPhys;
@@ -249,8 +251,7 @@ void Emitter::emit(sj::ScanOp sc) {
   if (W > 1) {  // [warp][kept position][component], as float or int words of the widest type
     const int64_t keptExtent = twoD ? ss[1 - axis] : 1;
     sm = "ssm_scan" + I(counter_++);
-    for (size_t i = 0; i < k; ++i)
-      line("__shared__ " + ty[i] + " " + sm + "_" + I(i) + "[" + I(W * keptExtent) + "];");
+    for (size_t i = 0; i < k; ++i) line("__shared__ " + ty[i] + " " + sm + "_" + I(i) + "[" + I(W * keptExtent) + "];");
   }
   line("#pragma unroll");
   line("for (int j = 0; j < " + I(nKept) + "; ++j) {");
@@ -281,14 +282,16 @@ void Emitter::emit(sj::ScanOp sc) {
     line("{");
     ++ind_;
     for (size_t i = 0; i < k; ++i)
-      line("const " + ty[i] + " u" + I(i) + " = " + shflBefore + "(0xffffffffu, t" + I(i) + ", " + I(o * laneStride) + ");");
+      line("const " + ty[i] + " u" + I(i) + " = " + shflBefore + "(0xffffffffu, t" + I(i) + ", " + I(o * laneStride) +
+           ");");
     line("if (" + lanePos + " >= " + I(o) + ") " + call(list("u", ""), list("t", ""), list("t", "")));
     --ind_;
     line("}");
   }
   // e = the combination of everything before this thread's run (has_e: there is some).
   for (size_t i = 0; i < k; ++i)
-    line(ty[i] + " e" + I(i) + (T > 1 ? " = " + shflBefore + "(0xffffffffu, t" + I(i) + ", " + I(laneStride) + ")" : " = t" + I(i)) + ";");
+    line(ty[i] + " e" + I(i) +
+         (T > 1 ? " = " + shflBefore + "(0xffffffffu, t" + I(i) + ", " + I(laneStride) + ")" : " = t" + I(i)) + ";");
   line(std::string("bool has_e = ") + (T > 1 ? lanePos + " > 0" : "false") + ";");
   // The lane last in scan order, which holds the total.
   const std::string lastLane = "ssm_lane + (" + I(rev ? 0 : T - 1) + " - " + lanePhys + ") * " + I(laneStride);
@@ -298,10 +301,13 @@ void Emitter::emit(sj::ScanOp sc) {
     // One writer per word: the owner of the kept position (replicas of a 1-D tile stay out).
     std::string own = "";
     const std::string other = pd == 0 ? "ssm_t1" : "ssm_t0";
-    if (!twoD) own = " && " + other + " == 0";
-    else if (keptExtent < P_.threads(1 - pd)) own = " && " + other + " < " + I(keptExtent);
+    if (!twoD)
+      own = " && " + other + " == 0";
+    else if (keptExtent < P_.threads(1 - pd))
+      own = " && " + other + " < " + I(keptExtent);
     line("if (" + lanePos + " == " + I(T - 1) + own + ") {");
-    for (size_t i = 0; i < k; ++i) line("  " + sm + "_" + I(i) + "[" + warpPos + " * " + I(keptExtent) + " + " + kc + "] = t" + I(i) + ";");
+    for (size_t i = 0; i < k; ++i)
+      line("  " + sm + "_" + I(i) + "[" + warpPos + " * " + I(keptExtent) + " + " + kc + "] = t" + I(i) + ";");
     line("}");
     line("__syncthreads();");
     for (size_t i = 0; i < k; ++i) line(ty[i] + " p" + I(i) + " = " + sm + "_" + I(i) + "[" + kc + "];");
@@ -332,7 +338,8 @@ void Emitter::emit(sj::ScanOp sc) {
   line("if (has_e) {");
   ++ind_;
   line("#pragma unroll");
-  line("for (int i = 0; i < " + I(nRed) + "; ++i) " + call(list("e", ""), at(res, idx("j", "i")), at(res, idx("j", "i"))));
+  line("for (int i = 0; i < " + I(nRed) + "; ++i) " +
+       call(list("e", ""), at(res, idx("j", "i")), at(res, idx("j", "i"))));
   --ind_;
   line("}");
   --ind_;

@@ -60,11 +60,13 @@ void Emitter::assignYield(scf::YieldOp y, const std::vector<std::string>& target
   }
   for (size_t i = 0; i < targets.size(); ++i) {
     auto s = shapeOf(results[i]);
-    if (s.empty()) line(targets[i] + " = " + tmps[i] + ";");
+    if (s.empty())
+      line(targets[i] + " = " + tmps[i] + ";");
     else if (!direct[i].empty()) {
       if (direct[i] != targets[i] + "[r]")  // a value yielded unchanged needs no copy
         forRegs(regs(layoutOf(results[i]), s), [&] { line(targets[i] + "[r] = " + direct[i] + ";"); });
-    } else forRegs(regs(layoutOf(results[i]), s), [&] { line(targets[i] + "[r] = " + tmps[i] + "[r];"); });
+    } else
+      forRegs(regs(layoutOf(results[i]), s), [&] { line(targets[i] + "[r] = " + tmps[i] + "[r];"); });
   }
 }
 
@@ -131,8 +133,11 @@ void Emitter::emit(scf::ForOp fo) {
     if (rawInit[k]) continue;  // initialised above
     Value init = fo.getInitArgs()[k];
     auto s = shapeOf(init);
-    if (s.empty()) line(targets[k] + " = " + name(init) + ";");
-    else forRegs(regs(layoutOf(results[k]), s), [&] { line(targets[k] + "[r] = " + E(init, layoutOf(results[k]), "r") + ";"); });
+    if (s.empty())
+      line(targets[k] + " = " + name(init) + ";");
+    else
+      forRegs(regs(layoutOf(results[k]), s),
+              [&] { line(targets[k] + "[r] = " + E(init, layoutOf(results[k]), "r") + ";"); });
     names_[fo.getRegionIterArgs()[k].getAsOpaquePointer()] = targets[k];
     if (!s.empty()) kinds_[fo.getRegionIterArgs()[k].getAsOpaquePointer()] = layoutOf(results[k]);
   }
@@ -140,8 +145,8 @@ void Emitter::emit(scf::ForOp fo) {
   names_[fo.getInductionVar().getAsOpaquePointer()] = iv;
   std::string t = cType(fo.getInductionVar().getType());
   line("#pragma unroll 1");  // the unroll-loops pass decided to keep this loop rolled
-  line("for (" + t + " " + iv + " = " + name(fo.getLowerBound()) + "; " + iv + " < " + name(fo.getUpperBound()) +
-       "; " + iv + " += " + name(fo.getStep()) + ") {");
+  line("for (" + t + " " + iv + " = " + name(fo.getLowerBound()) + "; " + iv + " < " + name(fo.getUpperBound()) + "; " +
+       iv + " += " + name(fo.getStep()) + ") {");
   ++ind_;
   emitBlock(*fo.getBody());
   assignYield(yield, targets, results);

@@ -78,8 +78,8 @@ void Emitter::emit(sj::DotOp d) {
         const int y = w - x;
         if (y < 0 || y >= pb) continue;
         const std::string a = "ssm_a[" + I(i) + "]", xs = "[" + I(x) + "]";
-        line("ssm_mma_bf16(" + c0 + ", " + c1 + ", " + c2 + ", " + c3 + ", " + a + "[0]" + xs + ", " + a + "[1]" +
-             xs + ", " + a + "[2]" + xs + ", " + a + "[3]" + xs + ", ssm_b[0][" + I(y) + "], ssm_b[1][" + I(y) + "]);");
+        line("ssm_mma_bf16(" + c0 + ", " + c1 + ", " + c2 + ", " + c3 + ", " + a + "[0]" + xs + ", " + a + "[1]" + xs +
+             ", " + a + "[2]" + xs + ", " + a + "[3]" + xs + ", ssm_b[0][" + I(y) + "], ssm_b[1][" + I(y) + "]);");
       }
   }
   --ind_;

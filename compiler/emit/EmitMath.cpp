@@ -33,8 +33,7 @@ std::string Emitter::exprOf(Operation* op, const std::vector<std::string>& a) {
       .Case<arith::SubIOp, arith::SubFOp>([&](auto) { return infix("-"); })
       .Case<arith::MulIOp, arith::MulFOp>([&](auto) { return infix("*"); })
       .Case([&](arith::DivFOp d) {
-        return arith::bitEnumContainsAll(d.getFastmath(), arith::FastMathFlags::afn) ? call("__fdividef")
-                                                                                    : infix("/");
+        return arith::bitEnumContainsAll(d.getFastmath(), arith::FastMathFlags::afn) ? call("__fdividef") : infix("/");
       })
       .Case<arith::DivSIOp>([&](auto) { return infix("/"); })
       .Case<arith::RemSIOp>([&](auto) { return infix("%"); })
@@ -54,14 +53,22 @@ std::string Emitter::exprOf(Operation* op, const std::vector<std::string>& a) {
       .Case<math::Log1pOp>([&](auto) { return call("log1pf"); })
       .Case([&](arith::CmpIOp c) {
         return compare(op, c.getPredicate(),
-                       {{CmpIPredicate::slt, "<"}, {CmpIPredicate::sle, "<="}, {CmpIPredicate::sgt, ">"},
-                        {CmpIPredicate::sge, ">="}, {CmpIPredicate::eq, "=="}, {CmpIPredicate::ne, "!="}},
+                       {{CmpIPredicate::slt, "<"},
+                        {CmpIPredicate::sle, "<="},
+                        {CmpIPredicate::sgt, ">"},
+                        {CmpIPredicate::sge, ">="},
+                        {CmpIPredicate::eq, "=="},
+                        {CmpIPredicate::ne, "!="}},
                        a);
       })
       .Case([&](arith::CmpFOp c) {
         return compare(op, c.getPredicate(),
-                       {{CmpFPredicate::OLT, "<"}, {CmpFPredicate::OLE, "<="}, {CmpFPredicate::OGT, ">"},
-                        {CmpFPredicate::OGE, ">="}, {CmpFPredicate::OEQ, "=="}, {CmpFPredicate::UNE, "!="}},
+                       {{CmpFPredicate::OLT, "<"},
+                        {CmpFPredicate::OLE, "<="},
+                        {CmpFPredicate::OGT, ">"},
+                        {CmpFPredicate::OGE, ">="},
+                        {CmpFPredicate::OEQ, "=="},
+                        {CmpFPredicate::UNE, "!="}},
                        a);
       })
       .Case<arith::ExtSIOp, arith::TruncIOp, arith::SIToFPOp>([&](auto) { return convert(a[0]); })

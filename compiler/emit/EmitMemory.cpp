@@ -47,27 +47,29 @@ void Emitter::emit(sj::LoadOp l) {
   if (shapeOf(res).empty()) {
     std::string load = "ssm_load(" + name(l.getPtr()) + " + " + name(l.getOffsets()) + ")";
     if (!isFloat) load = "(" + cType(res.getType()) + ")" + load;
-    if (l.getMask())
-      load = name(l.getMask()) + " ? " + load + " : " + (l.getOther() ? name(l.getOther()) : other);
+    if (l.getMask()) load = name(l.getMask()) + " ? " + load + " : " + (l.getOther() ? name(l.getOther()) : other);
     return defineScalar(res, load);
   }
   Kind k = layoutOf(res);
   const int64_t vec = vecOf(l);
   std::string nm = declare(res, k);
   const std::string fill = l.getOther() ? E(l.getOther(), k, "r + ssm_k") : other;
-  forRegs(regs(k, shapeOf(res)), [&] {
-    std::string addr = name(l.getPtr()) + " + " + E(l.getOffsets(), k, "r");
-    std::string ld = "ssm_ld<" + I(vec) + ">(&" + nm + "[r], " + addr + ");";
-    if (l.getMask()) {
-      line("if (" + E(l.getMask(), k, "r") + ") " + ld);
-      line("else {");
-      line("  #pragma unroll");
-      line("  for (int ssm_k = 0; ssm_k < " + I(vec) + "; ++ssm_k) " + nm + "[r + ssm_k] = " + fill + ";");
-      line("}");
-    } else {
-      line(ld);
-    }
-  }, vec);
+  forRegs(
+      regs(k, shapeOf(res)),
+      [&] {
+        std::string addr = name(l.getPtr()) + " + " + E(l.getOffsets(), k, "r");
+        std::string ld = "ssm_ld<" + I(vec) + ">(&" + nm + "[r], " + addr + ");";
+        if (l.getMask()) {
+          line("if (" + E(l.getMask(), k, "r") + ") " + ld);
+          line("else {");
+          line("  #pragma unroll");
+          line("  for (int ssm_k = 0; ssm_k < " + I(vec) + "; ++ssm_k) " + nm + "[r + ssm_k] = " + fill + ";");
+          line("}");
+        } else {
+          line(ld);
+        }
+      },
+      vec);
 }
 
 // A 16-bit float load as storage bits; masked-off elements are +0.0 (all bits zero).
@@ -79,7 +81,8 @@ void Emitter::emitRawLoad(sj::LoadOp l) {
   raw_[res.getAsOpaquePointer()] = raw;
   if (shapeOf(res).empty()) {
     const std::string at = ptr + "[" + name(l.getOffsets()) + "]";
-    line("const " + T + " " + nm + " = " + (l.getMask() ? name(l.getMask()) + " ? " + at + " : " + T + "{0}" : at) + ";");
+    line("const " + T + " " + nm + " = " + (l.getMask() ? name(l.getMask()) + " ? " + at + " : " + T + "{0}" : at) +
+         ";");
     names_[res.getAsOpaquePointer()] = "ssm_to_float(" + nm + ")";
     return;
   }
@@ -89,10 +92,13 @@ void Emitter::emitRawLoad(sj::LoadOp l) {
   names_[res.getAsOpaquePointer()] = nm;
   kinds_[res.getAsOpaquePointer()] = k;
   const std::string fn = raw.words ? "ssm_ld_words<" : "ssm_ld_raw<";
-  forRegs(n, [&] {
-    std::string ld = fn + I(vec) + ">(&" + nm + "[r], " + ptr + " + " + E(l.getOffsets(), k, "r") + ");";
-    line(l.getMask() ? "if (" + E(l.getMask(), k, "r") + ") " + ld : ld);
-  }, vec);
+  forRegs(
+      n,
+      [&] {
+        std::string ld = fn + I(vec) + ">(&" + nm + "[r], " + ptr + " + " + E(l.getOffsets(), k, "r") + ");";
+        line(l.getMask() ? "if (" + E(l.getMask(), k, "r") + ") " + ld : ld);
+      },
+      vec);
 }
 
 void Emitter::emit(sj::StoreOp s) {
@@ -114,14 +120,20 @@ void Emitter::emit(sj::StoreOp s) {
     ++ind_;
   }
   // Gather the value registers of one vector, then store them together.
-  forRegs(regs(k, shape), [&] {
-    line("float ssm_v[" + I(vec) + "];");
-    line("#pragma unroll");
-    line("for (int ssm_k = 0; ssm_k < " + I(vec) + "; ++ssm_k) ssm_v[ssm_k] = (float)" + E(v, k, "r + ssm_k") + ";");
-    std::string st = "ssm_st<" + I(vec) + ">(" + name(s.getPtr()) + " + " + E(s.getOffsets(), k, "r") + ", ssm_v);";
-    if (s.getMask()) line("if (" + E(s.getMask(), k, "r") + ") " + st);
-    else line(st);
-  }, vec);
+  forRegs(
+      regs(k, shape),
+      [&] {
+        line("float ssm_v[" + I(vec) + "];");
+        line("#pragma unroll");
+        line("for (int ssm_k = 0; ssm_k < " + I(vec) + "; ++ssm_k) ssm_v[ssm_k] = (float)" + E(v, k, "r + ssm_k") +
+             ";");
+        std::string st = "ssm_st<" + I(vec) + ">(" + name(s.getPtr()) + " + " + E(s.getOffsets(), k, "r") + ", ssm_v);";
+        if (s.getMask())
+          line("if (" + E(s.getMask(), k, "r") + ") " + st);
+        else
+          line(st);
+      },
+      vec);
   if (!own.empty()) {
     --ind_;
     line("}");

@@ -92,8 +92,8 @@ EmittedKernel Emitter::run() {
   os_ << "// parent layout: " << P_.str() << ", " << warps_ << " warps\n";
   std::string bounds = std::to_string(k.numThreads);
   if (auto mb = f_->getAttrOfType<IntegerAttr>("sj.min_blocks")) bounds += ", " + std::to_string(mb.getInt());
-  os_ << "extern \"C\" __global__ void __launch_bounds__(" << bounds << ") " << k.entry
-      << "(\n    " << sig.str() << ") {\n";
+  os_ << "extern \"C\" __global__ void __launch_bounds__(" << bounds << ") " << k.entry << "(\n    " << sig.str()
+      << ") {\n";
   ind_ = 1;
   line("const int ssm_lane = threadIdx.x & 31, ssm_warp = threadIdx.x >> 5;");
   line("const int ssm_t0 = (ssm_warp / " + std::to_string(P_.wpc[1]) + ") * " + std::to_string(P_.tpw[0]) +
@@ -157,7 +157,8 @@ std::string Emitter::coord(int d, int64_t S, const std::string& j, const std::st
   const int64_t T = P_.threads(d), spt = P_.spt[d];
   const std::string t = !thread.empty() ? thread : d == 0 ? "ssm_t0" : "ssm_t1";
   if (S >= T * spt)
-    return "((" + j + ") / " + I(spt) + " * " + I(T * spt) + " + " + t + " * " + I(spt) + " + (" + j + ") % " + I(spt) + ")";
+    return "((" + j + ") / " + I(spt) + " * " + I(T * spt) + " + " + t + " * " + I(spt) + " + (" + j + ") % " + I(spt) +
+           ")";
   if (S >= T) return "(" + t + " * " + I(S / T) + " + (" + j + "))";
   return "(" + t + " % " + I(S) + ")";
 }
@@ -228,7 +229,8 @@ std::string Emitter::E(Value v, Kind k, const std::string& r) {
     return "(" + cType(v.getType()) + ")" + coords(k, shape, r)[0];
   }
   Kind have = layoutOf(v);
-  if (have != k) fail(d, std::string("a tile in layout ") + layout::kindName(have) + " is used as " + layout::kindName(k));
+  if (have != k)
+    fail(d, std::string("a tile in layout ") + layout::kindName(have) + " is used as " + layout::kindName(k));
   // Expansions and broadcasts are read through to their source at each use: materialised, each
   // was an array of copies that NVVM had to unroll and fold away (half the statements of an SSU
   // kernel, and much of its compile time).
@@ -319,12 +321,10 @@ void Emitter::emitOp(Operation* op) {
   llvm::TypeSwitch<Operation*>(op)
       // Yields are emitted by their parents; ranges, splats and broadcasts are read through at
       // each use (E).
-      .Case<func::ReturnOp, scf::YieldOp, sj::YieldOp, sj::RangeOp, sj::SplatOp, sj::BroadcastOp>(
-          [](Operation*) {})
-      .Case<arith::ConstantOp, sj::ProgramIdOp, sj::ExpandDimsOp, sj::LoadOp, sj::StoreOp,
-            sj::SharedBufferOp, sj::ArriveLastOp, sj::ReportErrorOp, scf::IfOp, scf::ForOp,
-            sj::ReturnIfOp, sj::BarrierOp, sj::ReduceOp, sj::ShiftOp, sj::ScanOp, sj::DotOp>(
-          [&](auto x) { emit(x); })
+      .Case<func::ReturnOp, scf::YieldOp, sj::YieldOp, sj::RangeOp, sj::SplatOp, sj::BroadcastOp>([](Operation*) {})
+      .Case<arith::ConstantOp, sj::ProgramIdOp, sj::ExpandDimsOp, sj::LoadOp, sj::StoreOp, sj::SharedBufferOp,
+            sj::ArriveLastOp, sj::ReportErrorOp, scf::IfOp, scf::ForOp, sj::ReturnIfOp, sj::BarrierOp, sj::ReduceOp,
+            sj::ShiftOp, sj::ScanOp, sj::DotOp>([&](auto x) { emit(x); })
       .Default([&](Operation* o) { emitElementwise(o); });
 }
 

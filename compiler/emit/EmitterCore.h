@@ -128,8 +128,7 @@ class Emitter {
   void emit(sj::ArriveLastOp a);
   void emit(sj::ReportErrorOp r);
   // EmitControl.cpp
-  void assignYield(mlir::scf::YieldOp y, const std::vector<std::string>& targets,
-                   const std::vector<Value>& results);
+  void assignYield(mlir::scf::YieldOp y, const std::vector<std::string>& targets, const std::vector<Value>& results);
   void emit(mlir::scf::IfOp i);
   void emit(mlir::scf::ForOp fo);
   void emit(sj::ReturnIfOp r);

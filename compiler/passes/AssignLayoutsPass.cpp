@@ -102,8 +102,7 @@ struct AssignLayoutsPass : impl::AssignLayoutsPassBase<AssignLayoutsPass> {
   // combines along an axis run by run, so along that axis one warp holds the whole extent, each
   // thread a contiguous run (sj.shift_lanes lanes when the kernel sets it); the warps go along
   // the other axis.
-  static void keepShiftsInWarps(func::FuncOp f, int64_t S0, int64_t S1, int64_t warps,
-                                layout::Parent& p) {
+  static void keepShiftsInWarps(func::FuncOp f, int64_t S0, int64_t S1, int64_t warps, layout::Parent& p) {
     int axis = -1;
     f.walk([&](sj::ShiftOp s) { axis = s.getAxis(); });
     f.walk([&](sj::ScanOp s) {
@@ -190,8 +189,10 @@ struct AssignLayoutsPass : impl::AssignLayoutsPassBase<AssignLayoutsPass> {
       Value first;
       auto visit = [&](Value v) {
         if (rankOf(v) != 1 || isRemat(v)) return;
-        if (!first) first = v, track(v);
-        else unite(first, v);
+        if (!first)
+          first = v, track(v);
+        else
+          unite(first, v);
       };
       for (Value v : op->getOperands()) visit(v);
       for (Value v : op->getResults()) visit(v);

@@ -1,6 +1,6 @@
 // sj-form-fma (Passes.td): single-use products fused into math.fma and weighted sj.reduce.
-#include "compiler/passes/Passes.h"
 #include "compiler/dialect/SJDialect.h"
+#include "compiler/passes/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/Builders.h"
@@ -31,8 +31,8 @@ struct FormFmaPass : impl::FormFmaPassBase<FormFmaPass> {
       arith::MulFOp m = fusable(r.getSrc(), r);
       if (!m) continue;
       OpBuilder b(r);
-      auto fused = sj::ReduceOp::create(b, r.getLoc(), r.getResult().getType(), m.getLhs(), r.getAxis(),
-                                        r.getKind(), m.getRhs());
+      auto fused = sj::ReduceOp::create(b, r.getLoc(), r.getResult().getType(), m.getLhs(), r.getAxis(), r.getKind(),
+                                        m.getRhs());
       fused->setAttrs(r->getAttrs());
       r.getResult().replaceAllUsesWith(fused.getResult());
       r->erase();

@@ -17,10 +17,14 @@ std::string Parent::str() const {
 
 const char* kindName(Kind k) {
   switch (k) {
-    case Kind::Blocked: return "blocked";
-    case Kind::Slice0: return "slice0";
-    case Kind::Slice1: return "slice1";
-    default: return "scalar";
+    case Kind::Blocked:
+      return "blocked";
+    case Kind::Slice0:
+      return "slice0";
+    case Kind::Slice1:
+      return "slice1";
+    default:
+      return "scalar";
   }
 }
 
@@ -33,10 +37,14 @@ Kind kindOf(Attribute layout) {
 Attribute attrOf(Kind k, sj::BlockedAttr parent) {
   MLIRContext* ctx = parent.getContext();
   switch (k) {
-    case Kind::Blocked: return parent;
-    case Kind::Slice0: return sj::SliceAttr::get(ctx, 0, parent);
-    case Kind::Slice1: return sj::SliceAttr::get(ctx, 1, parent);
-    default: return sj::ScalarAttr::get(ctx);
+    case Kind::Blocked:
+      return parent;
+    case Kind::Slice0:
+      return sj::SliceAttr::get(ctx, 0, parent);
+    case Kind::Slice1:
+      return sj::SliceAttr::get(ctx, 1, parent);
+    default:
+      return sj::ScalarAttr::get(ctx);
   }
 }
 

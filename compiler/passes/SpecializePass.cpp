@@ -17,11 +17,16 @@ namespace {
 
 Type storageType(MLIRContext* ctx, DType t) {
   switch (t) {
-    case DType::F32: return Float32Type::get(ctx);
-    case DType::F16: return Float16Type::get(ctx);
-    case DType::BF16: return BFloat16Type::get(ctx);
-    case DType::I32: return IntegerType::get(ctx, 32);
-    case DType::I64: return IntegerType::get(ctx, 64);
+    case DType::F32:
+      return Float32Type::get(ctx);
+    case DType::F16:
+      return Float16Type::get(ctx);
+    case DType::BF16:
+      return BFloat16Type::get(ctx);
+    case DType::I32:
+      return IntegerType::get(ctx, 32);
+    case DType::I64:
+      return IntegerType::get(ctx, 64);
   }
   return {};
 }
@@ -80,15 +85,13 @@ struct SpecializePass : impl::SpecializePassBase<SpecializePass> {
           Type elem = storageType(ctx, static_cast<DType>(*dt));
           bool wantFloat = isa<FloatType>(cast<sj::PtrType>(arg.getType()).getElementType());
           if (!elem || wantFloat != isa<FloatType>(elem))
-            return f.emitError("specialize: pointer '") << name << "' bound to dtype "
-                                                          << dtypeName((DType)*dt)
-                                                          << ", which its kernel cannot take";
+            return f.emitError("specialize: pointer '")
+                   << name << "' bound to dtype " << dtypeName((DType)*dt) << ", which its kernel cannot take";
           arg.setType(sj::PtrType::get(ctx, elem));
           typedPtr[i] = true;
         }
         if (role == "data")
-          if (const int64_t* a = spec.find("align:" + name))
-            f.setArgAttr(i, "sj.align", b.getI64IntegerAttr(*a));
+          if (const int64_t* a = spec.find("align:" + name)) f.setArgAttr(i, "sj.align", b.getI64IntegerAttr(*a));
       }
     }
     f.setType(FunctionType::get(ctx, entry.getArgumentTypes(), {}));
@@ -103,8 +106,7 @@ struct SpecializePass : impl::SpecializePassBase<SpecializePass> {
       }
       if (isa<sj::PtrType>(arg.getType()) && !typedPtr[i])
         return f.emitError("specialize: pointer '")
-               << f.getArgAttrOfType<StringAttr>(i, "sj.name").getValue()
-               << "' is used but has no dtype binding";
+               << f.getArgAttrOfType<StringAttr>(i, "sj.name").getValue() << "' is used but has no dtype binding";
     }
     if (failed(f.eraseArguments(erase))) return failure();
     return success();

@@ -50,8 +50,7 @@ struct Analysis {
     Info i;
     if (auto arg = dyn_cast<BlockArgument>(v)) {
       if (auto f = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()))
-        if (auto d = f.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "sj.div"))
-          i.all = i.div = d.getInt();
+        if (auto d = f.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "sj.div")) i.all = i.div = d.getInt();
       // A loop's induction variable: lb + k * step.
       if (auto fo = dyn_cast<scf::ForOp>(arg.getOwner()->getParentOp()); fo && arg == fo.getInductionVar())
         i.all = i.div = gcd2(get(fo.getLowerBound()).all, get(fo.getStep()).all);
@@ -70,10 +69,12 @@ struct Analysis {
     Info o;
     if (auto c = dyn_cast<arith::ConstantOp>(op)) {
       int64_t v = 0;
-      if (auto ia = dyn_cast<IntegerAttr>(c.getValue())) v = ia.getValue().getSExtValue();
+      if (auto ia = dyn_cast<IntegerAttr>(c.getValue()))
+        v = ia.getValue().getSExtValue();
       else if (auto da = dyn_cast<DenseIntElementsAttr>(c.getValue()); da && da.isSplat())
         v = da.getSplatValue<APInt>().getSExtValue();
-      else return;
+      else
+        return;
       o.all = o.div = pow2Divisor(v), o.cnst = S, o.nonneg = v >= 0;
     } else if (isa<sj::RangeOp>(op)) {
       o.contig = S, o.div = kMaxDiv, o.cnst = 1, o.all = 1, o.nonneg = true;
@@ -88,8 +89,10 @@ struct Analysis {
         o = a;
     } else if (auto bc = dyn_cast<sj::BroadcastOp>(op)) {
       Info a = get(bc.getSrc());
-      if (lastDim(bc.getSrc()) == 1 && S > 1) o.all = o.div = a.all, o.cnst = S, o.contig = 1, o.nonneg = a.nonneg;
-      else o = a;
+      if (lastDim(bc.getSrc()) == 1 && S > 1)
+        o.all = o.div = a.all, o.cnst = S, o.contig = 1, o.nonneg = a.nonneg;
+      else
+        o = a;
     } else if (isa<arith::AddIOp, arith::SubIOp>(op)) {
       Info a = get(op->getOperand(0)), b = get(op->getOperand(1));
       o.contig = std::max(gcd2(a.contig, b.cnst), gcd2(a.cnst, b.contig));
@@ -132,8 +135,7 @@ struct Analysis {
   }
 };
 
-int64_t accessWidth(Analysis& an, const layout::Parent& parent, Value ptr, Value offsets, Value mask,
-                    Attribute lay) {
+int64_t accessWidth(Analysis& an, const layout::Parent& parent, Value ptr, Value offsets, Value mask, Attribute lay) {
   auto t = dyn_cast<RankedTensorType>(offsets.getType());
   if (!t) return 1;
   // Only the parent's dim 1 holds consecutive registers (blocked tiles, and slice0 1-D tiles).
@@ -149,8 +151,7 @@ int64_t accessWidth(Analysis& an, const layout::Parent& parent, Value ptr, Value
   int64_t align = bytes;
   if (auto arg = dyn_cast<BlockArgument>(ptr))
     if (auto f = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()))
-      if (auto a = f.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "sj.align"))
-        align = a.getInt();
+      if (auto a = f.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "sj.align")) align = a.getInt();
   if (ptr.getDefiningOp<sj::SharedBufferOp>()) align = 16;
   w = std::min(w, std::max<int64_t>(1, align / bytes));
   if (mask) w = std::min(w, an.get(mask).cnst);
@@ -168,14 +169,14 @@ struct VectorizeAccessesPass : impl::VectorizeAccessesPassBase<VectorizeAccesses
       OpBuilder b(f.getContext());
       f.walk([&](sj::LoadOp l) {
         Attribute lay = layout::layoutAttr(l.getResult());
-        l->setAttr("sj.vec", b.getI64IntegerAttr(
-                                 accessWidth(an, parent, l.getPtr(), l.getOffsets(), l.getMask(), lay)));
+        l->setAttr("sj.vec",
+                   b.getI64IntegerAttr(accessWidth(an, parent, l.getPtr(), l.getOffsets(), l.getMask(), lay)));
       });
       f.walk([&](sj::StoreOp s) {
         Attribute lay = layout::layoutAttr(s.getValue());
         if (isa_and_nonnull<sj::AnyAttr>(lay)) lay = layout::layoutAttr(s.getOffsets());
-        s->setAttr("sj.vec", b.getI64IntegerAttr(
-                                 accessWidth(an, parent, s.getPtr(), s.getOffsets(), s.getMask(), lay)));
+        s->setAttr("sj.vec",
+                   b.getI64IntegerAttr(accessWidth(an, parent, s.getPtr(), s.getOffsets(), s.getMask(), lay)));
       });
     }
   }

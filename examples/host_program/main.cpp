@@ -11,13 +11,13 @@
 #include <random>
 #include <vector>
 
-#define CHECK(x)                                                                \
-  do {                                                                          \
-    cudaError_t e = (x);                                                        \
-    if (e != cudaSuccess) {                                                     \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e));              \
-      return 1;                                                                 \
-    }                                                                           \
+#define CHECK(x)                                                   \
+  do {                                                             \
+    cudaError_t e = (x);                                           \
+    if (e != cudaSuccess) {                                        \
+      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e)); \
+      return 1;                                                    \
+    }                                                              \
   } while (0)
 
 int main() {
@@ -34,9 +34,9 @@ int main() {
     for (auto& x : v) x = nd(rng) * scale;
     return v;
   };
-  std::vector<float> state = randn(batch * H * P * N, 1.f), x = randn(batch * H * P, 1.f),
-                     dt = randn(batch * H, 0.5f), A = randn(H, 1.f), B = randn(batch * G * N, 1.f),
-                     C = randn(batch * G * N, 1.f), out(batch * H * P, NAN);
+  std::vector<float> state = randn(batch * H * P * N, 1.f), x = randn(batch * H * P, 1.f), dt = randn(batch * H, 0.5f),
+                     A = randn(H, 1.f), B = randn(batch * G * N, 1.f), C = randn(batch * G * N, 1.f),
+                     out(batch * H * P, NAN);
   for (auto& a : A) a = -std::exp(a);  // A < 0, as in Mamba-2
 
   auto upload = [&](const std::vector<float>& h, float** d) {

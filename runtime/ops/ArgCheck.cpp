@@ -34,8 +34,7 @@ std::string dimNames(const Dim* d, int n) {
 
 std::string hexPtr(const void* p) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%llx",
-                static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p)));
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p)));
   return buf;
 }
 
@@ -60,53 +59,47 @@ void Checker::fail(const std::string& msg) const {
 }
 
 void Checker::required(const char* name, const TensorView& t) const {
-  if (!t.defined())
-    fail(std::string(name) + " is required, got an undefined tensor (null data pointer)");
+  if (!t.defined()) fail(std::string(name) + " is required, got an undefined tensor (null data pointer)");
 }
 
 void Checker::rank(const char* name, const TensorView& t, const Dim* exp, int n) const {
   if (t.ndim != n)
-    fail(std::string(name) + " has rank " + std::to_string(t.ndim) + " (shape " +
-         t.shapeString() + "), expected rank " + std::to_string(n) + " (" + dimNames(exp, n) +
-         ")" + form_);
+    fail(std::string(name) + " has rank " + std::to_string(t.ndim) + " (shape " + t.shapeString() +
+         "), expected rank " + std::to_string(n) + " (" + dimNames(exp, n) + ")" + form_);
 }
 
-void Checker::tensor(const char* name, const TensorView& t, const Dim* exp, int n,
-                     unsigned dtypes, bool zeroStrideOk) const {
+void Checker::tensor(const char* name, const TensorView& t, const Dim* exp, int n, unsigned dtypes,
+                     bool zeroStrideOk) const {
   rank(name, t, exp, n);
   for (int i = 0; i < n; ++i) {
     if (t.shape[i] != exp[i].size)
-      fail(std::string(name) + " has shape " + t.shapeString() + ", expected " +
-           dimSizes(exp, n) + " [" + dimNames(exp, n) + "]: dim " + std::to_string(i) + " (" +
-           exp[i].name + ") is " + std::to_string(t.shape[i]) + ", expected " +
-           std::to_string(exp[i].size) + form_);
+      fail(std::string(name) + " has shape " + t.shapeString() + ", expected " + dimSizes(exp, n) + " [" +
+           dimNames(exp, n) + "]: dim " + std::to_string(i) + " (" + exp[i].name + ") is " +
+           std::to_string(t.shape[i]) + ", expected " + std::to_string(exp[i].size) + form_);
   }
   if (!inSet(t.dtype, dtypes))
-    fail(std::string(name) + " has dtype " + dtypeName(t.dtype) + ", expected " +
-         setString(dtypes));
+    fail(std::string(name) + " has dtype " + dtypeName(t.dtype) + ", expected " + setString(dtypes));
   if (t.device != device_)
-    fail(std::string(name) + " is a " + (t.device == DeviceKind::CUDA ? "CUDA" : "CPU") +
-         " tensor, expected a " + (device_ == DeviceKind::CUDA ? "CUDA" : "CPU") + " tensor");
+    fail(std::string(name) + " is a " + (t.device == DeviceKind::CUDA ? "CUDA" : "CPU") + " tensor, expected a " +
+         (device_ == DeviceKind::CUDA ? "CUDA" : "CPU") + " tensor");
   if (device_ == DeviceKind::CUDA && t.deviceId != deviceId_)
-    fail(std::string(name) + " is on CUDA device " + std::to_string(t.deviceId) +
-         ", expected device " + std::to_string(deviceId_) + " (where " + deviceFrom_ + " is)");
+    fail(std::string(name) + " is on CUDA device " + std::to_string(t.deviceId) + ", expected device " +
+         std::to_string(deviceId_) + " (where " + deviceFrom_ + " is)");
   for (int i = 0; i < n; ++i) {
     if (t.strides[i] < 0)
-      fail(std::string(name) + " has strides " + listString(t.strides, n) + " for shape " +
-           t.shapeString() + ": dim " + std::to_string(i) + " (" + exp[i].name +
-           ") has stride " + std::to_string(t.strides[i]) + ", expected a stride >= 0");
+      fail(std::string(name) + " has strides " + listString(t.strides, n) + " for shape " + t.shapeString() + ": dim " +
+           std::to_string(i) + " (" + exp[i].name + ") has stride " + std::to_string(t.strides[i]) +
+           ", expected a stride >= 0");
     if (t.strides[i] == 0 && t.shape[i] > 1 && !zeroStrideOk)
-      fail(std::string(name) + " has strides " + listString(t.strides, n) + " for shape " +
-           t.shapeString() + ": dim " + std::to_string(i) + " (" + exp[i].name + ", size " +
-           std::to_string(t.shape[i]) +
+      fail(std::string(name) + " has strides " + listString(t.strides, n) + " for shape " + t.shapeString() + ": dim " +
+           std::to_string(i) + " (" + exp[i].name + ", size " + std::to_string(t.shape[i]) +
            ") has stride 0, expected a nonzero stride (the kernel takes no broadcast axis "
            "here)");
   }
   const int eb = dtypeBytes(t.dtype);
   if (reinterpret_cast<uintptr_t>(t.data) % static_cast<uintptr_t>(eb) != 0)
-    fail(std::string(name) + " has data pointer " + hexPtr(t.data) +
-         ", expected a multiple of its element size (" + dtypeName(t.dtype) + ": " +
-         std::to_string(eb) + " bytes)");
+    fail(std::string(name) + " has data pointer " + hexPtr(t.data) + ", expected a multiple of its element size (" +
+         dtypeName(t.dtype) + ": " + std::to_string(eb) + " bytes)");
 }
 
 }  // namespace ssmjit::detail

@@ -47,8 +47,7 @@ class Checker {
   // `zeroStrideOk`: the tensor may broadcast (stride 0) along axes of size > 1. Only inputs read
   // once per program (parameters such as A, D, dt_bias, weight, bias) may: the others are
   // written, or indexed per row where a broadcast axis means the caller passed the wrong view.
-  void tensor(const char* name, const TensorView& t, const Dim* exp, int n, unsigned dtypes,
-              bool zeroStrideOk) const;
+  void tensor(const char* name, const TensorView& t, const Dim* exp, int n, unsigned dtypes, bool zeroStrideOk) const;
 
   void optional(const char* name, const TensorView& t, const Dim* exp, int n, unsigned dtypes,
                 bool zeroStrideOk) const {

@@ -23,8 +23,8 @@
 namespace ssmjit {
 namespace {
 
-using detail::KernelCall;
 using detail::fits32;
+using detail::KernelCall;
 using kernels::kConvFinalState;
 using kernels::kConvFwd;
 using kernels::kConvUpdate;
@@ -80,9 +80,9 @@ void causal_conv1d(const CausalConv1dArgs& a, Stream stream) {
     bindForward(c, a, d, err);
     const int64_t bd = c.metaValue("meta:BLOCK_D"), chunk = c.metaValue("meta:BLOCK_T") * c.metaValue("meta:tiles");
     if ((d.L + chunk - 1) / chunk > 65535)  // grid y: one program per chunk of the row
-      throw Error(Error::Kind::InvalidArgument,
-                  "causal_conv1d: x has " + std::to_string(d.L) + " tokens a row, expected at most " +
-                      std::to_string(65535 * chunk) + " (65535 chunks of " + std::to_string(chunk) + ")");
+      throw Error(Error::Kind::InvalidArgument, "causal_conv1d: x has " + std::to_string(d.L) +
+                                                    " tokens a row, expected at most " + std::to_string(65535 * chunk) +
+                                                    " (65535 chunks of " + std::to_string(chunk) + ")");
     const unsigned grid[3] = {u((d.D + bd - 1) / bd), u((d.L + chunk - 1) / chunk), u(d.batch)};
     c.launch(grid, s);
   }

@@ -91,8 +91,8 @@ void bindReduce(KernelCall& c, const CausalConv1dBackwardArgs& a, const ConvBack
 
 // The per-sequence launch runs when there is something to check or write.
 bool needsStatesLaunch(const CausalConv1dBackwardArgs& a, const ConvBackwardDims& d) {
-  return d.nseq > 0 && (d.packedCu || a.initial_state_indices.defined() || a.dinitial_states.defined() ||
-                        a.dfinal_states.defined());
+  return d.nseq > 0 &&
+         (d.packedCu || a.initial_state_indices.defined() || a.dinitial_states.defined() || a.dfinal_states.defined());
 }
 
 void bindStates(KernelCall& c, const CausalConv1dBackwardArgs& a, const ConvBackwardDims& d, void* err, bool wide) {
@@ -138,7 +138,11 @@ ChunkPlan planFor(const CausalConv1dBackwardArgs& a, const ConvBackwardDims& d) 
   thread_local Tiles memo[4];
   thread_local int next = 0;
   const int64_t key = ((((static_cast<int64_t>(a.x.dtype) * 8 + static_cast<int64_t>(a.dout.dtype)) * 8 +
-                         static_cast<int64_t>(a.dx.dtype)) * 16 + d.W) * 2) + (d.channelLast ? 1 : 0);
+                         static_cast<int64_t>(a.dx.dtype)) *
+                            16 +
+                        d.W) *
+                       2) +
+                      (d.channelLast ? 1 : 0);
   for (const Tiles& t : memo)
     if (t.key == key) return planChunks(d, t.bd, t.bt);
   KernelCall c(kConvBwd);
@@ -194,8 +198,8 @@ void causal_conv1d_backward(const CausalConv1dBackwardArgs& a, Stream stream) {
   }
   KernelCall c(kConvBwdReduce);
   bindReduce(c, a, d, p, wide);
-  const unsigned grid[3] = {u(cdiv(d.D, c.metaValue("meta:BLOCK_D"))),
-                            u(d.W + (a.dbias.defined() ? 1 : 0)), 1};  // no dbias, no column for it
+  const unsigned grid[3] = {u(cdiv(d.D, c.metaValue("meta:BLOCK_D"))), u(d.W + (a.dbias.defined() ? 1 : 0)),
+                            1};  // no dbias, no column for it
   c.launch(grid, s);
 }
 

@@ -32,8 +32,8 @@ int64_t checkWidth(const Checker& c, const TensorView& weight) {
 
 // A weight (D, W) and an optional bias (D,), or their gradients: float32 or x's dtype. Inputs may
 // broadcast (`zeroStrideOk`); gradients are written, so they may not.
-void checkParams(const Checker& c, int64_t D, int64_t W, DType x, const char* wName,
-                 const TensorView& w, const char* bName, const TensorView& b, bool zeroStrideOk) {
+void checkParams(const Checker& c, int64_t D, int64_t W, DType x, const char* wName, const TensorView& w,
+                 const char* bName, const TensorView& b, bool zeroStrideOk) {
   const unsigned types = kF32Only | dtypeBit(x);
   c.required(wName, w);
   const Dim eW[2] = {{D, "dim"}, {W, "width"}};
@@ -43,16 +43,14 @@ void checkParams(const Checker& c, int64_t D, int64_t W, DType x, const char* wN
 }
 
 // `name` may be given only with `other` (indices with their states, a gradient with its input).
-void onlyWith(const Checker& c, const char* name, const TensorView& t, const char* other,
-              const TensorView& o, const char* why) {
+void onlyWith(const Checker& c, const char* name, const TensorView& t, const char* other, const TensorView& o,
+              const char* why) {
   if (t.defined() && !o.defined())
-    c.fail(std::string(name) + " is given (shape " + t.shapeString() + "), expected none: " +
-           other + " is not given (" + why + ")");
+    c.fail(std::string(name) + " is given (shape " + t.shapeString() + "), expected none: " + other +
+           " is not given (" + why + ")");
 }
 
-const char* layoutForm(const ConvDims& d) {
-  return d.channelLast ? " (layout ChannelLast)" : " (layout ChannelFirst)";
-}
+const char* layoutForm(const ConvDims& d) { return d.channelLast ? " (layout ChannelLast)" : " (layout ChannelFirst)"; }
 
 // A tensor of x's shape in its layout (x, out, dout, dx): fp32/bf16/fp16, no broadcast axis.
 void checkLikeX(Checker& c, const ConvDims& d, const char* name, const TensorView& t) {
@@ -69,11 +67,10 @@ void checkLikeX(Checker& c, const ConvDims& d, const char* name, const TensorVie
 
 // The layout, x (it fixes batch, dim, seqlen and the device: every other tensor is checked
 // against them), the weight and the bias.
-void checkInputs(Checker& c, ConvDims& d, ConvLayout layout, const TensorView& x,
-                 const TensorView& weight, const TensorView& bias) {
+void checkInputs(Checker& c, ConvDims& d, ConvLayout layout, const TensorView& x, const TensorView& weight,
+                 const TensorView& bias) {
   const int lay = static_cast<int>(layout);
-  if (lay != static_cast<int>(ConvLayout::ChannelFirst) &&
-      lay != static_cast<int>(ConvLayout::ChannelLast))
+  if (lay != static_cast<int>(ConvLayout::ChannelFirst) && lay != static_cast<int>(ConvLayout::ChannelLast))
     c.fail("layout is " + str(lay) + ", expected ChannelFirst (0) or ChannelLast (1)");
   d.channelLast = layout == ConvLayout::ChannelLast;
   c.required("x", x);
@@ -95,17 +92,15 @@ void checkInputs(Checker& c, ConvDims& d, ConvLayout layout, const TensorView& x
 }
 
 // Packing: at most one of cu_seqlens and seq_pos, and then one row. Sets nseq.
-void checkPacking(const Checker& c, ConvDims& d, const TensorView& x, const TensorView& cu,
-                  const TensorView& pos) {
+void checkPacking(const Checker& c, ConvDims& d, const TensorView& x, const TensorView& cu, const TensorView& pos) {
   d.packedCu = cu.defined();
   d.packedPos = pos.defined();
   if (d.packedCu && d.packedPos)
     c.fail("cu_seqlens (shape " + cu.shapeString() + ") and seq_pos (shape " + pos.shapeString() +
            ") are both given, expected at most one of them (they are two ways of packing)");
   if ((d.packedCu || d.packedPos) && d.batch != 1)
-    c.fail("x has batch " + str(d.batch) + " (dim 0 of shape " + x.shapeString() +
-           "), expected 1 with " + (d.packedCu ? "cu_seqlens" : "seq_pos") +
-           ": packed input is one row of sequences");
+    c.fail("x has batch " + str(d.batch) + " (dim 0 of shape " + x.shapeString() + "), expected 1 with " +
+           (d.packedCu ? "cu_seqlens" : "seq_pos") + ": packed input is one row of sequences");
   d.nseq = d.batch;
   if (d.packedCu) {
     Dim e[1] = {{-1, "nseq + 1"}};
@@ -128,8 +123,8 @@ void checkPacking(const Checker& c, ConvDims& d, const TensorView& x, const Tens
 // Conv states (slots, dim, width - 1) with any number of slots >= 1, and their slot indices:
 // (nseq,) when given (only with the states), else the states need a slot per sequence. Only with
 // cu_seqlens or dense rows. Returns the slots (0 without states).
-int64_t checkStates(const Checker& c, const ConvDims& d, const char* name, const TensorView& t,
-                    const char* idxName, const TensorView& idx) {
+int64_t checkStates(const Checker& c, const ConvDims& d, const char* name, const TensorView& t, const char* idxName,
+                    const TensorView& idx) {
   if (d.packedPos && t.defined())
     c.fail(std::string(name) + " is given (shape " + t.shapeString() +
            ") with seq_pos, expected none: conv states need cu_seqlens (positions do not "
@@ -163,12 +158,11 @@ void checkGrid(const Checker& c, const ConvDims& d) {
 }
 
 // An output written while `in` is still read may not be the same tensor.
-void noAlias(const Checker& c, const char* name, const TensorView& out, const char* inName,
-             const TensorView& in) {
+void noAlias(const Checker& c, const char* name, const TensorView& out, const char* inName, const TensorView& in) {
   if (out.data == in.data)
     c.fail(std::string(name) + " has data pointer " + hexPtr(out.data) + ", the same as " + inName +
-           "'s, expected a separate tensor: " + name + " may not alias " + inName + " (" + inName +
-           " is read while " + name + " is written)");
+           "'s, expected a separate tensor: " + name + " may not alias " + inName + " (" + inName + " is read while " +
+           name + " is written)");
 }
 
 }  // namespace
@@ -179,25 +173,20 @@ ConvDims checkConv1dArgs(const CausalConv1dArgs& a, DeviceKind device, const cha
   checkInputs(c, d, a.layout, a.x, a.weight, a.bias);
   checkLikeX(c, d, "out", a.out);
   checkPacking(c, d, a.x, a.cu_seqlens, a.seq_pos);
-  d.initSlots = checkStates(c, d, "initial_states", a.initial_states, "initial_state_indices",
-                            a.initial_state_indices);
-  d.finalSlots = checkStates(c, d, "final_states", a.final_states, "final_state_indices",
-                             a.final_state_indices);
+  d.initSlots = checkStates(c, d, "initial_states", a.initial_states, "initial_state_indices", a.initial_state_indices);
+  d.finalSlots = checkStates(c, d, "final_states", a.final_states, "final_state_indices", a.final_state_indices);
   checkGrid(c, d);
   return d;
 }
 
-ConvBackwardDims checkConv1dBackwardArgs(const CausalConv1dBackwardArgs& a, DeviceKind device,
-                                         const char* op) {
+ConvBackwardDims checkConv1dBackwardArgs(const CausalConv1dBackwardArgs& a, DeviceKind device, const char* op) {
   Checker c(op, device);
   ConvBackwardDims d;
   checkInputs(c, d, a.layout, a.x, a.weight, a.bias);
   checkLikeX(c, d, "dout", a.dout);
   checkPacking(c, d, a.x, a.cu_seqlens, a.seq_pos);
-  d.initSlots = checkStates(c, d, "initial_states", a.initial_states, "initial_state_indices",
-                            a.initial_state_indices);
-  d.dfinalSlots = checkStates(c, d, "dfinal_states", a.dfinal_states, "final_state_indices",
-                              a.final_state_indices);
+  d.initSlots = checkStates(c, d, "initial_states", a.initial_states, "initial_state_indices", a.initial_state_indices);
+  d.dfinalSlots = checkStates(c, d, "dfinal_states", a.dfinal_states, "final_state_indices", a.final_state_indices);
 
   // The gradients. dx is written while x and dout are read (by other programs).
   checkLikeX(c, d, "dx", a.dx);
@@ -217,8 +206,7 @@ ConvBackwardDims checkConv1dBackwardArgs(const CausalConv1dBackwardArgs& a, Devi
   return d;
 }
 
-ConvUpdateDims checkConv1dUpdateArgs(const CausalConv1dUpdateArgs& a, DeviceKind device,
-                                     const char* op) {
+ConvUpdateDims checkConv1dUpdateArgs(const CausalConv1dUpdateArgs& a, DeviceKind device, const char* op) {
   Checker c(op, device);
   ConvUpdateDims d;
 
@@ -255,9 +243,8 @@ ConvUpdateDims checkConv1dUpdateArgs(const CausalConv1dUpdateArgs& a, DeviceKind
   const Dim eIdx[1] = {{d.batch, "batch"}};
   c.optional("state_indices", a.state_indices, eIdx, 1, kIndexTypes, false);
   if (!a.state_indices.defined() && d.S != d.batch)
-    c.fail("conv_state has " + str(d.S) + " slots (dim 0 of shape " +
-           a.conv_state.shapeString() + "), expected batch = " + str(d.batch) +
-           " when state_indices is not given (sequence b uses slot b)");
+    c.fail("conv_state has " + str(d.S) + " slots (dim 0 of shape " + a.conv_state.shapeString() +
+           "), expected batch = " + str(d.batch) + " when state_indices is not given (sequence b uses slot b)");
   if (d.batch > kMaxGridRows)  // one grid row per sequence
     c.fail("x has batch = " + str(d.batch) + " (dim 0), expected at most " + str(kMaxGridRows));
   return d;

@@ -9,7 +9,7 @@ namespace ssmjit::detail {
 
 // The sizes of one causal_conv1d call, as the check derived them.
 struct ConvDims {
-  int64_t batch = 0;         // x's batch (1 when packed)
+  int64_t batch = 0;  // x's batch (1 when packed)
   int64_t D = 0, L = 0, W = 0;
   int64_t nseq = 0;          // sequences: batch, or cu_seqlens.size(0) - 1
   bool channelLast = false;  // args.layout == ChannelLast
@@ -37,15 +37,13 @@ struct ConvBackwardDims : ConvDims {
 // dx required, x's shape, fp32/bf16/fp16, no broadcast axis, and not x's or dout's data; dweight
 // required and dbias (only with bias) as weight and bias but without broadcast; dinitial_states
 // only with initial_states, of its shape (fp32/bf16/fp16, no broadcast).
-ConvBackwardDims checkConv1dBackwardArgs(const CausalConv1dBackwardArgs& args, DeviceKind device,
-                                         const char* op);
+ConvBackwardDims checkConv1dBackwardArgs(const CausalConv1dBackwardArgs& args, DeviceKind device, const char* op);
 
 // The sizes of one causal_conv1d_update call.
 struct ConvUpdateDims {
   int64_t batch = 0, L = 0, D = 0, W = 0;
   int64_t S = 0;  // conv_state slots
 };
-ConvUpdateDims checkConv1dUpdateArgs(const CausalConv1dUpdateArgs& args, DeviceKind device,
-                                     const char* op);
+ConvUpdateDims checkConv1dUpdateArgs(const CausalConv1dUpdateArgs& args, DeviceKind device, const char* op);
 
 }  // namespace ssmjit::detail

@@ -16,8 +16,7 @@ namespace ssmjit::detail {
 // launches it. Completed (meta values chosen).
 std::vector<Specialization> convSpecializations(const CausalConv1dArgs& args, const std::string& arch);
 // The backward's launches in order: dx, the per-sequence kernel when launched, the reduction.
-std::vector<Specialization> convBackwardSpecializations(const CausalConv1dBackwardArgs& args,
-                                                        const std::string& arch);
+std::vector<Specialization> convBackwardSpecializations(const CausalConv1dBackwardArgs& args, const std::string& arch);
 Specialization convUpdateSpecialization(const CausalConv1dUpdateArgs& args, const std::string& arch);
 
 }  // namespace ssmjit::detail

@@ -49,12 +49,12 @@ DecodeStepDims checkDecodeStepArgs(const Mamba2DecodeState& s, const Mamba2Mixer
   const int64_t HP = d.H * d.P, rest = d.Dc - HP;
   if (d.N < 1 || rest <= 0 || rest % (2 * d.N) != 0)
     c.fail("conv_state has " + str(d.Dc) + " conv channels (dim 1 of shape " + s.conv_state.shapeString() +
-           "), expected H*P + 2*G*N = " + str(HP) + " + " + str(2 * d.N) + "*G for some groups G >= 1 (H " +
-           str(d.H) + ", P " + str(d.P) + ", N " + str(d.N) + " from ssm_state)");
+           "), expected H*P + 2*G*N = " + str(HP) + " + " + str(2 * d.N) + "*G for some groups G >= 1 (H " + str(d.H) +
+           ", P " + str(d.P) + ", N " + str(d.N) + " from ssm_state)");
   d.G = rest / (2 * d.N);
   if (d.H % d.G != 0)
-    c.fail("conv_state has " + str(d.Dc) + " conv channels, which gives G = " + str(d.G) + " groups, expected G to divide H = " +
-           str(d.H) + " (head h reads group h / (H / G))");
+    c.fail("conv_state has " + str(d.Dc) + " conv channels, which gives G = " + str(d.G) +
+           " groups, expected G to divide H = " + str(d.H) + " (head h reads group h / (H / G))");
   if (d.W < 2 || d.W > kMaxConvWidth)
     c.fail("conv_state has width - 1 = " + str(d.W - 1) + " (dim 2 of shape " + s.conv_state.shapeString() +
            "), expected a conv width W with 2 <= W <= " + str(kMaxConvWidth));
@@ -90,9 +90,9 @@ DecodeStepDims checkDecodeStepArgs(const Mamba2DecodeState& s, const Mamba2Mixer
     d.L = a.xBC.shape[1];
     const int64_t maxL = std::min<int64_t>(d.Lc, kMaxTokens);
     if (d.L < 1 || d.L > maxL)
-      c.fail("xBC has " + str(d.L) + " drafts (dim 1 of shape " + a.xBC.shapeString() + "), expected 1 <= L <= " +
-             str(maxL) + " (the cache depth " + str(d.Lc) + " of xbc_cache, at most kMaxTokens = " + str(kMaxTokens) +
-             ": the cache must hold every draft)");
+      c.fail("xBC has " + str(d.L) + " drafts (dim 1 of shape " + a.xBC.shapeString() +
+             "), expected 1 <= L <= " + str(maxL) + " (the cache depth " + str(d.Lc) +
+             " of xbc_cache, at most kMaxTokens = " + str(kMaxTokens) + ": the cache must hold every draft)");
     eX[0].size = d.batch;
     eX[1].size = d.L;
     c.tensor("xBC", a.xBC, eX, 3, kFloat16Or32, false);
@@ -113,9 +113,11 @@ DecodeStepDims checkDecodeStepArgs(const Mamba2DecodeState& s, const Mamba2Mixer
       if (in->defined() && in->data == a.y.data)
         c.fail("y has data " + hexPtr(a.y.data) + ", the same as an input's (xBC, dt or z); expected its own memory");
   } else {
-    for (auto [name, t] : {std::pair<const char*, const TensorView*>{"xBC", &a.xBC}, {"dt", &a.dt}, {"z", &a.z}, {"y", &a.y}})
+    for (auto [name, t] :
+         {std::pair<const char*, const TensorView*>{"xBC", &a.xBC}, {"dt", &a.dt}, {"z", &a.z}, {"y", &a.y}})
       if (t->defined())
-        c.fail(std::string(name) + " is given (shape " + t->shapeString() + "), expected none: parts is ReplayOnly (no drafts to verify)");
+        c.fail(std::string(name) + " is given (shape " + t->shapeString() +
+               "), expected none: parts is ReplayOnly (no drafts to verify)");
   }
   if (d.replay) {
     c.required("num_accepted", a.num_accepted);
@@ -131,8 +133,8 @@ DecodeStepDims checkDecodeStepArgs(const Mamba2DecodeState& s, const Mamba2Mixer
   const Dim eIdx[1] = {{d.batch, "batch"}};
   c.optional("state_indices", a.state_indices, eIdx, 1, kIndexTypes, false);
   if (!a.state_indices.defined() && d.S != d.batch)
-    c.fail("ssm_state has " + str(d.S) + " slots (dim 0 of shape " + s.ssm_state.shapeString() + "), expected batch = " +
-           str(d.batch) + " when state_indices is not given (sequence b uses slot b)");
+    c.fail("ssm_state has " + str(d.S) + " slots (dim 0 of shape " + s.ssm_state.shapeString() +
+           "), expected batch = " + str(d.batch) + " when state_indices is not given (sequence b uses slot b)");
 
   // The weights (may broadcast).
   const unsigned wTypes = kF32Only | (d.verify ? dtypeBit(a.xBC.dtype) : kFloat16Or32);

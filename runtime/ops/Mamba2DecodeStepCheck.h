@@ -14,7 +14,7 @@ struct DecodeStepDims {
   int64_t S = 0;      // slots
   int64_t Lc = 0;     // cache depth (xbc_cache.size(1))
   int64_t H = 0, P = 0, N = 0, G = 0, W = 0;
-  int64_t Dc = 0;     // conv channels H*P + 2*G*N
+  int64_t Dc = 0;  // conv channels H*P + 2*G*N
   bool replay = false, verify = false;
 };
 

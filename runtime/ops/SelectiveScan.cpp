@@ -32,16 +32,16 @@ constexpr const char* kOp = "selective_scan";
 // into chunks of states.
 struct ScanPlan {
   int64_t span = 0, keysPerRow = 0, rows = 0, spans = 0;
-  bool multi = false;         // a sequence may cover more than one span: the states pass runs
+  bool multi = false;  // a sequence may cover more than one span: the states pass runs
   detail::ScanStateChunks chunks;
-  int64_t yBase = 0;          // with several chunks: the plane of y summed over the earlier ones
-  int64_t workspace = 0;      // float32 elements
-  int64_t minBlocks = 0;      // meta:min_blocks of the states and main passes
-  int64_t numWarps = 0;       // their meta:num_warps (0: the kernel's choice)
-  int64_t serialLen = 0;      // meta:serial_len: the longest sequence of the serial class
-  int64_t stateParts = 1;     // the serial class' meta:state_parts
-  bool serial = false;        // the serial class launches (a dense call of at most serialLen tokens, or packed)
-  bool parallel = true;       // the parallel class launches
+  int64_t yBase = 0;       // with several chunks: the plane of y summed over the earlier ones
+  int64_t workspace = 0;   // float32 elements
+  int64_t minBlocks = 0;   // meta:min_blocks of the states and main passes
+  int64_t numWarps = 0;    // their meta:num_warps (0: the kernel's choice)
+  int64_t serialLen = 0;   // meta:serial_len: the longest sequence of the serial class
+  int64_t stateParts = 1;  // the serial class' meta:state_parts
+  bool serial = false;     // the serial class launches (a dense call of at most serialLen tokens, or packed)
+  bool parallel = true;    // the parallel class launches
 };
 
 // Blocks an SM the register allocation must fit, from the grid: with many programs more resident
@@ -103,9 +103,10 @@ ScanPlan plan(const SelectiveScanArgs& a, const ScanDims& d) {
 void checkWorkspace(const SelectiveScanArgs& a, const ScanPlan& p) {
   if (p.workspace == 0) return;
   detail::checkScanWorkspace(kOp, a.workspace, a.u, p.workspace, "selective_scan_workspace_size",
-                             p.multi ? "sequences longer than " + std::to_string(p.span) + " tokens are split into spans"
-                                     : "more than " + std::to_string(detail::kScanStateChunk) +
-                                           " states run in chunks that sum y in the workspace");
+                             p.multi
+                                 ? "sequences longer than " + std::to_string(p.span) + " tokens are split into spans"
+                                 : "more than " + std::to_string(detail::kScanStateChunk) +
+                                       " states run in chunks that sum y in the workspace");
 }
 
 // Chunk k of the call: its states, and where its y goes (SelectiveScan.h, state chunks): every
@@ -115,8 +116,8 @@ void checkWorkspace(const SelectiveScanArgs& a, const ScanPlan& p) {
 struct ChunkCall {
   SelectiveScanArgs narrowed, args;
   ScanDims dims;
-  TensorView plane;     // (rows, D, L) fp32; undefined while there is no workspace (binding only)
-  bool yacc = false;    // adds the plane
+  TensorView plane;   // (rows, D, L) fp32; undefined while there is no workspace (binding only)
+  bool yacc = false;  // adds the plane
 };
 ChunkCall chunkCall(const SelectiveScanArgs& a, const ScanDims& d, const ScanPlan& p, int64_t k) {
   ChunkCall c;
@@ -155,7 +156,8 @@ void bindSerial(KernelCall& c, int64_t parts) {
 // `ckptBlockT`, `ckptPerRow`: the checkpoint pass' tile and keys (SelectiveScan.h).
 // `a`, `d`: one chunk's call (chunkCall); `yacc`: the plane it adds (when `hasYacc`).
 void bind(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, const ScanPlan& p, Pass pass, Class cls,
-          void* err, const TensorView& yacc = {}, bool hasYacc = false, int64_t ckptBlockT = 0, int64_t ckptPerRow = 0) {
+          void* err, const TensorView& yacc = {}, bool hasYacc = false, int64_t ckptBlockT = 0,
+          int64_t ckptPerRow = 0) {
   const bool statesPass = pass == Pass::States, ckpt = pass == Pass::Checkpoints;
   const bool serial = cls == Class::Serial;
   constexpr const dsl::Signature& S = kScan;
@@ -238,8 +240,10 @@ void forEachLaunch(const SelectiveScanArgs& a, const ScanDims& d, const ScanPlan
       const Class cls = both ? Class::Parallel : Class::All;
       for (int pass = p.multi ? 0 : 1; pass < 2; ++pass) {
         KernelCall c(kScan);
-        if (pass == 0) bind(c, cc.narrowed, cc.dims, p, Pass::States, cls, err);
-        else bind(c, cc.args, cc.dims, p, Pass::Main, cls, err, cc.plane, cc.yacc);
+        if (pass == 0)
+          bind(c, cc.narrowed, cc.dims, p, Pass::States, cls, err);
+        else
+          bind(c, cc.args, cc.dims, p, Pass::Main, cls, err, cc.plane, cc.yacc);
         f(c, p.spans);
       }
     }
@@ -264,8 +268,9 @@ void selective_scan(const SelectiveScanArgs& a, Stream stream) {
   checkWorkspace(a, p);
   if (d.nseq == 0 || d.L == 0 || d.D == 0) return;
   if (d.nseq > 65535 || p.spans > 65535)
-    throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + std::to_string(d.nseq) + " sequences of up to " +
-                                                  std::to_string(d.maxLen) + " tokens, expected at most 65535 sequences and 65535 spans of " +
+    throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + std::to_string(d.nseq) +
+                                                  " sequences of up to " + std::to_string(d.maxLen) +
+                                                  " tokens, expected at most 65535 sequences and 65535 spans of " +
                                                   std::to_string(p.span) + " tokens (grid limits)");
   const CUstream s = static_cast<CUstream>(stream);
   forEachLaunch(a, d, p, deviceStatusRecord(), [&](KernelCall& c, int64_t spans) {

@@ -59,9 +59,9 @@ BwdPlan plan(const SelectiveScanBackwardArgs& b, const ScanDims& d) {
   p.ckptPerRow = d.packed ? d.L / p.blockT + d.nseq + 1 : (d.L + p.blockT - 1) / p.blockT;
   p.span = s.get("meta:span");
   if (p.span <= 0 || p.span % p.blockT != 0)
-    throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": SSMJIT_META gives selective_scan_bwd span " +
-                                                  std::to_string(p.span) + ", expected a positive multiple of BLOCK_T " +
-                                                  std::to_string(p.blockT));
+    throw Error(Error::Kind::InvalidArgument,
+                std::string(kOp) + ": SSMJIT_META gives selective_scan_bwd span " + std::to_string(p.span) +
+                    ", expected a positive multiple of BLOCK_T " + std::to_string(p.blockT));
   p.spanKeysPerRow = d.packed ? d.L / p.span + d.nseq + 1 : (d.L + p.span - 1) / p.span;
   p.maxSpans = (d.maxLen + p.span - 1) / p.span;
   // Regions start at multiples of 16 elements: one divisibility class for every call, so calls
@@ -218,10 +218,10 @@ void checkLayout(KernelCall& c, const BwdPlan& p) {
   throw Error(Error::Kind::InvalidArgument,
               std::string(kOp) + ": SSMJIT_META gives this call's selective_scan_bwd BLOCK_T " +
                   std::to_string(c.metaValue("meta:BLOCK_T")) + ", BLOCK_D " +
-                  std::to_string(c.metaValue("meta:BLOCK_D")) + " and span " + std::to_string(c.metaValue("meta:span")) +
-                  ", expected the workspace plan's BLOCK_T " + std::to_string(p.blockT) + ", BLOCK_D " +
-                  std::to_string(p.blockD) + " and span " + std::to_string(p.span) +
-                  " (set them for every specialisation of the kernel alike)");
+                  std::to_string(c.metaValue("meta:BLOCK_D")) + " and span " +
+                  std::to_string(c.metaValue("meta:span")) + ", expected the workspace plan's BLOCK_T " +
+                  std::to_string(p.blockT) + ", BLOCK_D " + std::to_string(p.blockD) + " and span " +
+                  std::to_string(p.span) + " (set them for every specialisation of the kernel alike)");
 }
 
 // The forward call of the checkpoint pass: the backward's workspace holds the checkpoints.

@@ -40,7 +40,8 @@ void checkBC(const Checker& c, const char* name, const TensorView& t, ScanDims& 
     const Dim e[2] = {{d.D, "dim"}, {d.N, "dstate"}};
     if (t.ndim != 2)
       c.fail(std::string(name) + " has rank " + str(t.ndim) + " (shape " + t.shapeString() +
-             "), expected rank 2 (dim, dstate) for a constant " + name + " or rank 4 (batch, ngroups, dstate, seqlen) "
+             "), expected rank 2 (dim, dstate) for a constant " + name +
+             " or rank 4 (batch, ngroups, dstate, seqlen) "
              "for a time-varying one");
     c.tensor(name, t, e, 2, kF32Only, true);
   }
@@ -54,8 +55,8 @@ void onlyWith(const Checker& c, const char* name, const TensorView& t, const cha
 }
 
 // States (S, D, N) and their slot indices (nseq,).
-int64_t checkStates(const Checker& c, const char* name, const TensorView& t, const char* idxName,
-                    const TensorView& idx, const ScanDims& d) {
+int64_t checkStates(const Checker& c, const char* name, const TensorView& t, const char* idxName, const TensorView& idx,
+                    const ScanDims& d) {
   onlyWith(c, idxName, idx, name, t);
   if (!t.defined()) return 0;
   Dim e[3] = {{-1, "slots"}, {d.D, "dim"}, {d.N, "dstate"}};
@@ -104,8 +105,8 @@ ScanDims checkSelectiveScanArgs(const SelectiveScanArgs& a, DeviceKind device, c
   c.rank("A", a.A, eA, 2);
   d.N = a.A.shape[1];
   if (d.N < 1 || d.N > kMaxScanState)
-    c.fail("A has dstate " + str(d.N) + " (dim 1 of shape " + a.A.shapeString() + "), expected 1 <= N <= " +
-           str(kMaxScanState) + " (kMaxScanState)");
+    c.fail("A has dstate " + str(d.N) + " (dim 1 of shape " + a.A.shapeString() +
+           "), expected 1 <= N <= " + str(kMaxScanState) + " (kMaxScanState)");
   eA[1].size = d.N;
   c.tensor("A", a.A, eA, 2, kF32Only, true);
 
@@ -119,7 +120,8 @@ ScanDims checkSelectiveScanArgs(const SelectiveScanArgs& a, DeviceKind device, c
     Dim eCu[1] = {{-1, "nseq + 1"}};
     c.rank("cu_seqlens", a.cu_seqlens, eCu, 1);
     if (a.cu_seqlens.shape[0] < 2)
-      c.fail("cu_seqlens has shape " + a.cu_seqlens.shapeString() + ", expected at least 2 entries (nseq + 1, nseq >= 1)");
+      c.fail("cu_seqlens has shape " + a.cu_seqlens.shapeString() +
+             ", expected at least 2 entries (nseq + 1, nseq >= 1)");
     eCu[0].size = a.cu_seqlens.shape[0];
     c.tensor("cu_seqlens", a.cu_seqlens, eCu, 1, kIndexTypes, false);
     d.nseq = a.cu_seqlens.shape[0] - 1;
@@ -127,7 +129,8 @@ ScanDims checkSelectiveScanArgs(const SelectiveScanArgs& a, DeviceKind device, c
   if (a.serial_seqlen < 0) c.fail("serial_seqlen is " + str(a.serial_seqlen) + ", expected >= 0 (0: no serial scan)");
   if (a.max_seqlen < 0) c.fail("max_seqlen is " + str(a.max_seqlen) + ", expected >= 0 (0: no bound)");
   if (a.max_seqlen != 0 && !d.packed)
-    c.fail("max_seqlen is " + str(a.max_seqlen) + ", expected 0: it bounds packed sequences, and cu_seqlens is not given");
+    c.fail("max_seqlen is " + str(a.max_seqlen) +
+           ", expected 0: it bounds packed sequences, and cu_seqlens is not given");
   d.maxLen = a.max_seqlen > 0 ? std::min(a.max_seqlen, d.L) : d.L;
   if (d.nseq > kMaxGridRows)
     c.fail(d.packed ? "cu_seqlens holds " + str(d.nseq) + " sequences, expected at most " + str(kMaxGridRows) +
@@ -212,13 +215,26 @@ ScanDims checkSelectiveScanBackwardArgs(const SelectiveScanBackwardArgs& b, Devi
   }
   // Every output is written while inputs are still read: no output may share memory with an
   // input or another output.
-  const std::pair<const char*, const TensorView*> outs[] = {
-      {"du", &b.du}, {"ddelta", &b.ddelta}, {"dA", &b.dA}, {"dB", &b.dB}, {"dC", &b.dC}, {"dD", &b.dD},
-      {"dz", &b.dz}, {"ddelta_bias", &b.ddelta_bias}, {"dinitial_states", &b.dinitial_states}};
-  const std::pair<const char*, const TensorView*> ins[] = {
-      {"u", &f.u}, {"delta", &f.delta}, {"A", &f.A}, {"B", &f.B}, {"C", &f.C}, {"D", &f.D}, {"z", &f.z},
-      {"delta_bias", &f.delta_bias}, {"initial_states", &f.initial_states}, {"dout", &b.dout},
-      {"dfinal_states", &b.dfinal_states}};
+  const std::pair<const char*, const TensorView*> outs[] = {{"du", &b.du},
+                                                            {"ddelta", &b.ddelta},
+                                                            {"dA", &b.dA},
+                                                            {"dB", &b.dB},
+                                                            {"dC", &b.dC},
+                                                            {"dD", &b.dD},
+                                                            {"dz", &b.dz},
+                                                            {"ddelta_bias", &b.ddelta_bias},
+                                                            {"dinitial_states", &b.dinitial_states}};
+  const std::pair<const char*, const TensorView*> ins[] = {{"u", &f.u},
+                                                           {"delta", &f.delta},
+                                                           {"A", &f.A},
+                                                           {"B", &f.B},
+                                                           {"C", &f.C},
+                                                           {"D", &f.D},
+                                                           {"z", &f.z},
+                                                           {"delta_bias", &f.delta_bias},
+                                                           {"initial_states", &f.initial_states},
+                                                           {"dout", &b.dout},
+                                                           {"dfinal_states", &b.dfinal_states}};
   for (size_t i = 0; i < std::size(outs); ++i) {
     const auto& [on, o] = outs[i];
     if (!o->defined()) continue;
@@ -233,8 +249,8 @@ ScanDims checkSelectiveScanBackwardArgs(const SelectiveScanBackwardArgs& b, Devi
   return d;
 }
 
-void checkScanWorkspace(const char* op, const TensorView& w, const TensorView& u, int64_t need, const std::string& sizeFn,
-                        const std::string& missingNote) {
+void checkScanWorkspace(const char* op, const TensorView& w, const TensorView& u, int64_t need,
+                        const std::string& sizeFn, const std::string& missingNote) {
   Checker c(op, DeviceKind::CUDA);
   c.setDeviceId(u.deviceId, "u");
   if (!w.defined())
@@ -251,8 +267,8 @@ void checkScanWorkspace(const char* op, const TensorView& w, const TensorView& u
     expect *= w.shape[k];
   }
   if (w.numel() < need)
-    c.fail("workspace has " + std::to_string(w.numel()) + " elements (shape " + w.shapeString() + "), expected at least " +
-           std::to_string(need) + " (" + sizeFn + ")");
+    c.fail("workspace has " + std::to_string(w.numel()) + " elements (shape " + w.shapeString() +
+           "), expected at least " + std::to_string(need) + " (" + sizeFn + ")");
 }
 
 }  // namespace ssmjit::detail

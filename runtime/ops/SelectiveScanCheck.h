@@ -1,8 +1,8 @@
 // The argument check of selective_scan, shared by the GPU op and the float64 CPU reference so
 // that both accept exactly the same calls. Internal to the runtime.
 #pragma once
-#include <string>
 #include <cstdint>
+#include <string>
 
 #include "ssmjit/ops.h"
 
@@ -10,16 +10,16 @@ namespace ssmjit::detail {
 
 // The sizes of one selective_scan call, as the check derived them.
 struct ScanDims {
-  int64_t batch = 0;          // u's batch (1 when packed)
+  int64_t batch = 0;  // u's batch (1 when packed)
   int64_t D = 0, L = 0, N = 0;
-  int64_t G = 1;              // groups of the time-varying B/C (1 when both are constant)
-  bool bVarying = false;      // B is (Bt, G, N, L)
-  bool cVarying = false;      // C is (Bt, G, N, L)
-  int64_t nseq = 0;           // sequences: batch, or cu_seqlens.size(0) - 1
-  bool packed = false;        // cu_seqlens given
-  int64_t maxLen = 0;         // the longest a sequence can be: max_seqlen (at most L) when given, else L
-  int64_t initSlots = 0;      // initial_states.size(0) (0 without)
-  int64_t finalSlots = 0;     // final_states.size(0) (0 without)
+  int64_t G = 1;           // groups of the time-varying B/C (1 when both are constant)
+  bool bVarying = false;   // B is (Bt, G, N, L)
+  bool cVarying = false;   // C is (Bt, G, N, L)
+  int64_t nseq = 0;        // sequences: batch, or cu_seqlens.size(0) - 1
+  bool packed = false;     // cu_seqlens given
+  int64_t maxLen = 0;      // the longest a sequence can be: max_seqlen (at most L) when given, else L
+  int64_t initSlots = 0;   // initial_states.size(0) (0 without)
+  int64_t finalSlots = 0;  // final_states.size(0) (0 without)
 };
 
 // Checks every argument of selective_scan except `workspace` (ranks, shapes across tensors,
@@ -47,7 +47,7 @@ ScanDims checkSelectiveScanBackwardArgs(const SelectiveScanBackwardArgs& args, D
 // A scan op's workspace `w` (on u's device): a contiguous float32 buffer of at least `need`
 // elements. Errors name `sizeFn` (the op's workspace-size function), and when the workspace is
 // missing, `missingNote` after it.
-void checkScanWorkspace(const char* op, const TensorView& w, const TensorView& u, int64_t need, const std::string& sizeFn,
-                        const std::string& missingNote = "");
+void checkScanWorkspace(const char* op, const TensorView& w, const TensorView& u, int64_t need,
+                        const std::string& sizeFn, const std::string& missingNote = "");
 
 }  // namespace ssmjit::detail

@@ -28,15 +28,14 @@ double actGrad(double v, bool silu) {
 size_t at(int64_t i) { return static_cast<size_t>(i); }
 
 // The slot of each of `n` sequences: idx[i] (checked against [0, S) or -1), or i.
-std::vector<int64_t> slotsOf(const char* op, const char* name, const char* minusOne,
-                             const TensorView& idx, int64_t n, int64_t S) {
+std::vector<int64_t> slotsOf(const char* op, const char* name, const char* minusOne, const TensorView& idx, int64_t n,
+                             int64_t S) {
   std::vector<int64_t> s(at(n));
   for (int64_t i = 0; i < n; ++i) {
     const int64_t v = idx.defined() ? loadIndex(idx, i * idx.strides[0]) : i;
     if (v != -1 && (v < 0 || v >= S))
-      invalid(op, std::string(name) + "[" + std::to_string(i) + "] = " + std::to_string(v) +
-                      ", expected -1 (" + minusOne + ") or a slot in [0, " + std::to_string(S) +
-                      ")");
+      invalid(op, std::string(name) + "[" + std::to_string(i) + "] = " + std::to_string(v) + ", expected -1 (" +
+                      minusOne + ") or a slot in [0, " + std::to_string(S) + ")");
     s[at(i)] = v;
   }
   return s;
@@ -57,8 +56,7 @@ class Windows {
  public:
   template <class Args>
   Windows(const char* op, const detail::ConvDims& d, const Args& a)
-      : d_(d), K_(d.W - 1), x_(a.x), weight_(a.weight), bias_(a.bias), init_(a.initial_states),
-        wt_(at(d.W)) {
+      : d_(d), K_(d.W - 1), x_(a.x), weight_(a.weight), bias_(a.bias), init_(a.initial_states), wt_(at(d.W)) {
     tAx_ = d.channelLast ? 1 : 2;
     dAx_ = d.channelLast ? 2 : 1;
     if (d.packedCu) {
@@ -77,8 +75,7 @@ class Windows {
       for (int64_t b = 0; b < d.batch; ++b) seqs_.push_back({b, 0, d.L});
     }
     if (init_.defined())
-      initSlot_ = slotsOf(op, "initial_state_indices", "zeros", a.initial_state_indices, d.nseq,
-                          d.initSlots);
+      initSlot_ = slotsOf(op, "initial_state_indices", "zeros", a.initial_state_indices, d.nseq, d.initSlots);
   }
 
   // Offsets of tensors in x's layout and of conv states.
@@ -156,18 +153,17 @@ class Windows {
     std::vector<int64_t> c(at(d_.nseq + 1));
     for (int64_t i = 0; i <= d_.nseq; ++i) c[at(i)] = loadIndex(cu, i * cu.strides[0]);
     if (c[0] != 0)
-      invalid(op, "cu_seqlens[0] = " + std::to_string(c[0]) + ", expected 0 (the first sequence "
-                  "starts at token 0)");
+      invalid(op, "cu_seqlens[0] = " + std::to_string(c[0]) +
+                      ", expected 0 (the first sequence "
+                      "starts at token 0)");
     for (int64_t i = 1; i <= d_.nseq; ++i)
       if (c[at(i)] <= c[at(i - 1)])
         invalid(op, "cu_seqlens[" + std::to_string(i) + "] = " + std::to_string(c[at(i)]) +
                         ", expected more than cu_seqlens[" + std::to_string(i - 1) + "] = " +
-                        std::to_string(c[at(i - 1)]) +
-                        " (strictly increasing: every sequence has at least one token)");
+                        std::to_string(c[at(i - 1)]) + " (strictly increasing: every sequence has at least one token)");
     if (c[at(d_.nseq)] != d_.L)
       invalid(op, "cu_seqlens[" + std::to_string(d_.nseq) + "] = " + std::to_string(c[at(d_.nseq)]) +
-                      ", expected T = " + std::to_string(d_.L) +
-                      " (x's seqlen: the sequences cover the row)");
+                      ", expected T = " + std::to_string(d_.L) + " (x's seqlen: the sequences cover the row)");
     for (int64_t i = 0; i < d_.nseq; ++i) seqs_.push_back({0, c[at(i)], c[at(i + 1)] - c[at(i)]});
   }
 
@@ -192,8 +188,7 @@ void causal_conv1d(const CausalConv1dArgs& a) {
   const bool hasFinal = a.final_states.defined();
   std::vector<int64_t> finalSlot;
   if (hasFinal)
-    finalSlot = slotsOf(op, "final_state_indices", "not written", a.final_state_indices, d.nseq,
-                        d.finalSlots);
+    finalSlot = slotsOf(op, "final_state_indices", "not written", a.final_state_indices, d.nseq, d.finalSlots);
 
   // out and the final states ([seq][ch][j]), from the inputs only.
   std::vector<double> outv(at(d.batch * d.L * d.D));
@@ -202,9 +197,8 @@ void causal_conv1d(const CausalConv1dArgs& a) {
   auto finalIdx = [&](size_t i, int64_t ch, int64_t j) { return (i * at(d.D) + at(ch)) * at(K) + at(j); };
   for (int64_t ch = 0; ch < d.D; ++ch) {
     win.loadChannel(ch);
-    win.forEachToken([&](int64_t b, int64_t tok, const Loc* taps) {
-      outv[outIdx(b, tok, ch)] = act(win.pre(ch, taps), a.silu);
-    });
+    win.forEachToken(
+        [&](int64_t b, int64_t tok, const Loc* taps) { outv[outIdx(b, tok, ch)] = act(win.pre(ch, taps), a.silu); });
     if (hasFinal)
       for (size_t i = 0; i < win.sequences(); ++i)
         for (int64_t j = 0; j < K; ++j) finalv[finalIdx(i, ch, j)] = win.value(ch, win.finalColumn(i, j));
@@ -213,16 +207,14 @@ void causal_conv1d(const CausalConv1dArgs& a) {
   // The writes.
   for (int64_t b = 0; b < d.batch; ++b)
     for (int64_t t = 0; t < d.L; ++t)
-      for (int64_t ch = 0; ch < d.D; ++ch)
-        storeElement(a.out, win.xOff(a.out, b, t, ch), outv[outIdx(b, t, ch)]);
+      for (int64_t ch = 0; ch < d.D; ++ch) storeElement(a.out, win.xOff(a.out, b, t, ch), outv[outIdx(b, t, ch)]);
   if (hasFinal)
     for (size_t i = 0; i < win.sequences(); ++i) {
       const int64_t fs = finalSlot[i];
       if (fs < 0) continue;
       for (int64_t ch = 0; ch < d.D; ++ch)
         for (int64_t j = 0; j < K; ++j)
-          storeElement(a.final_states, Windows::stOff(a.final_states, fs, ch, j),
-                       finalv[finalIdx(i, ch, j)]);
+          storeElement(a.final_states, Windows::stOff(a.final_states, fs, ch, j), finalv[finalIdx(i, ch, j)]);
     }
 }
 
@@ -235,8 +227,7 @@ void causal_conv1d_backward(const CausalConv1dBackwardArgs& a) {
   const bool hasDfinal = a.dfinal_states.defined(), hasDinit = a.dinitial_states.defined();
   std::vector<int64_t> finalSlot;
   if (hasDfinal)
-    finalSlot = slotsOf(op, "final_state_indices", "no gradient", a.final_state_indices, d.nseq,
-                        d.dfinalSlots);
+    finalSlot = slotsOf(op, "final_state_indices", "no gradient", a.final_state_indices, d.nseq, d.dfinalSlots);
   if (hasDinit) {  // each written slot's gradient comes from one sequence
     std::vector<int64_t> reader(at(d.initSlots), -1);
     for (size_t i = 0; i < win.sequences(); ++i) {
@@ -287,8 +278,7 @@ void causal_conv1d_backward(const CausalConv1dBackwardArgs& a) {
   // The writes, each rounded once.
   for (int64_t b = 0; b < d.batch; ++b)
     for (int64_t t = 0; t < d.L; ++t)
-      for (int64_t ch = 0; ch < d.D; ++ch)
-        storeElement(a.dx, win.xOff(a.dx, b, t, ch), dxv[xIdx(b, t, ch)]);
+      for (int64_t ch = 0; ch < d.D; ++ch) storeElement(a.dx, win.xOff(a.dx, b, t, ch), dxv[xIdx(b, t, ch)]);
   for (int64_t ch = 0; ch < d.D; ++ch) {
     for (int64_t k = 0; k < W; ++k)
       storeElement(a.dweight, ch * a.dweight.strides[0] + k * a.dweight.strides[1], dwv[at(ch * W + k)]);
@@ -300,8 +290,7 @@ void causal_conv1d_backward(const CausalConv1dBackwardArgs& a) {
       if (s < 0) continue;
       for (int64_t ch = 0; ch < d.D; ++ch)
         for (int64_t j = 0; j < K; ++j)
-          storeElement(a.dinitial_states, Windows::stOff(a.dinitial_states, s, ch, j),
-                       dinitv[stIdx(s, ch, j)]);
+          storeElement(a.dinitial_states, Windows::stOff(a.dinitial_states, s, ch, j), dinitv[stIdx(s, ch, j)]);
     }
 }
 
@@ -310,8 +299,7 @@ void causal_conv1d_update(const CausalConv1dUpdateArgs& a) {
   const detail::ConvUpdateDims d = detail::checkConv1dUpdateArgs(a, DeviceKind::CPU, op);
   const int64_t W = d.W, K = d.W - 1;
   const TensorView& st = a.conv_state;
-  const std::vector<int64_t> slots =
-      slotsOf(op, "state_indices", "pad", a.state_indices, d.batch, d.S);
+  const std::vector<int64_t> slots = slotsOf(op, "state_indices", "pad", a.state_indices, d.batch, d.S);
   auto xOff = [](const TensorView& t, int64_t b, int64_t tok, int64_t ch) {
     return b * t.strides[0] + tok * t.strides[1] + ch * t.strides[2];
   };
@@ -321,12 +309,10 @@ void causal_conv1d_update(const CausalConv1dUpdateArgs& a) {
     if (s == -1) continue;  // pad row: nothing read, nothing written
     for (int64_t ch = 0; ch < d.D; ++ch) {
       for (int64_t k = 0; k < W; ++k)
-        wt[static_cast<size_t>(k)] =
-            loadElement(a.weight, ch * a.weight.strides[0] + k * a.weight.strides[1]);
+        wt[static_cast<size_t>(k)] = loadElement(a.weight, ch * a.weight.strides[0] + k * a.weight.strides[1]);
       const double bias = a.bias.defined() ? loadElement(a.bias, ch * a.bias.strides[0]) : 0.0;
       for (int64_t j = 0; j < K; ++j)
-        win[static_cast<size_t>(j)] =
-            loadElement(st, s * st.strides[0] + ch * st.strides[1] + j * st.strides[2]);
+        win[static_cast<size_t>(j)] = loadElement(st, s * st.strides[0] + ch * st.strides[1] + j * st.strides[2]);
       for (int64_t t = 0; t < d.L; ++t) {
         const double xv = loadElement(a.x, xOff(a.x, b, t, ch));
         double acc = bias;
@@ -338,8 +324,7 @@ void causal_conv1d_update(const CausalConv1dUpdateArgs& a) {
       }
       if (a.commit)
         for (int64_t j = 0; j < K; ++j)
-          storeElement(st, s * st.strides[0] + ch * st.strides[1] + j * st.strides[2],
-                       win[static_cast<size_t>(j)]);
+          storeElement(st, s * st.strides[0] + ch * st.strides[1] + j * st.strides[2], win[static_cast<size_t>(j)]);
     }
   }
 }

@@ -34,9 +34,9 @@ void mamba2_decode_step(const Mamba2DecodeState& s, const Mamba2MixerWeights& w,
     // Indices and counts read as integers: a huge int64 must not pass through double.
     const int64_t sl = a.state_indices.defined() ? loadIndex(a.state_indices, off(a.state_indices, {b})) : b;
     if (sl != -1 && (sl < 0 || sl >= d.S))
-      throw Error(Error::Kind::InvalidArgument, std::string(op) + ": state_indices[" + std::to_string(b) + "] = " +
-                                                    std::to_string(sl) + ", expected a slot in [0, " + std::to_string(d.S) +
-                                                    ") or -1 (padding)");
+      throw Error(Error::Kind::InvalidArgument, std::string(op) + ": state_indices[" + std::to_string(b) +
+                                                    "] = " + std::to_string(sl) + ", expected a slot in [0, " +
+                                                    std::to_string(d.S) + ") or -1 (padding)");
     slot[size_t(b)] = sl;
     if (sl == -1 || !d.replay) continue;
     const int64_t c = loadIndex(a.num_accepted, off(a.num_accepted, {b}));
@@ -93,10 +93,17 @@ void mamba2_decode_step(const Mamba2DecodeState& s, const Mamba2MixerWeights& w,
     // Replay: the accepted cached drafts, then commit.
     const int64_t c = count[size_t(b)];
     for (int64_t t = 0; t < c; ++t)
-      token([&](int64_t ch) { return at(s.xbc_cache, {sl, t, ch}); }, [&](int64_t h) { return at(s.dt_cache, {sl, t, h}); });
+      token(
+          [&](int64_t ch) {
+            return at(s.xbc_cache, {sl, t, ch});
+          },
+          [&](int64_t h) {
+            return at(s.dt_cache, {sl, t, h});
+          });
     if (c > 0) {
       for (int64_t ch = 0; ch < Dc; ++ch)
-        for (int64_t k = 0; k < K; ++k) storeElement(s.conv_state, off(s.conv_state, {sl, ch, k}), win[size_t(ch * K + k)]);
+        for (int64_t k = 0; k < K; ++k)
+          storeElement(s.conv_state, off(s.conv_state, {sl, ch, k}), win[size_t(ch * K + k)]);
       for (int64_t h = 0; h < H; ++h)
         for (int64_t p = 0; p < P; ++p)
           for (int64_t n = 0; n < N; ++n)
@@ -124,7 +131,8 @@ void mamba2_decode_step(const Mamba2DecodeState& s, const Mamba2MixerWeights& w,
     }
     // The drafts into the cache, exactly.
     for (int64_t t = 0; t < d.L; ++t) {
-      for (int64_t ch = 0; ch < Dc; ++ch) storeElement(s.xbc_cache, off(s.xbc_cache, {sl, t, ch}), at(a.xBC, {b, t, ch}));
+      for (int64_t ch = 0; ch < Dc; ++ch)
+        storeElement(s.xbc_cache, off(s.xbc_cache, {sl, t, ch}), at(a.xBC, {b, t, ch}));
       for (int64_t h = 0; h < H; ++h) storeElement(s.dt_cache, off(s.dt_cache, {sl, t, h}), at(a.dt, {b, t, h}));
     }
     storeElement(s.cached_tokens, off(s.cached_tokens, {sl}), double(d.L));

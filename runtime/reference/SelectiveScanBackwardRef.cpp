@@ -14,7 +14,9 @@ namespace ssmjit::reference {
 namespace {
 
 constexpr const char* kOp = "reference::selective_scan_backward";
-[[noreturn]] void invalid(const std::string& msg) { throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + msg); }
+[[noreturn]] void invalid(const std::string& msg) {
+  throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + msg);
+}
 size_t at(int64_t i) { return static_cast<size_t>(i); }
 int64_t offsetOf(const TensorView& t, std::initializer_list<int64_t> idx) {
   int64_t off = 0, k = 0;
@@ -38,17 +40,20 @@ void selective_scan_backward(const SelectiveScanBackwardArgs& b) {
   // final_state_indices for dfinal_states' slots (the check counted those in finalSlots).
   const bool hasDinit = b.dinitial_states.defined();
   std::vector<int64_t> in, fin;
-  if (a.initial_states.defined()) in = scanSlots(kOp, "initial_state_indices", a.initial_state_indices, d.nseq, d.initSlots);
-  if (b.dfinal_states.defined()) fin = scanSlots(kOp, "final_state_indices", a.final_state_indices, d.nseq, d.finalSlots);
+  if (a.initial_states.defined())
+    in = scanSlots(kOp, "initial_state_indices", a.initial_state_indices, d.nseq, d.initSlots);
+  if (b.dfinal_states.defined())
+    fin = scanSlots(kOp, "final_state_indices", a.final_state_indices, d.nseq, d.finalSlots);
   if (hasDinit) {  // each written slot's gradient comes from one sequence
     std::vector<int64_t> reader(at(d.initSlots), -1);
     for (int64_t i = 0; i < d.nseq; ++i) {
       const int64_t s = in[at(i)];
       if (s < 0) continue;
       if (reader[at(s)] >= 0)
-        invalid("initial_state_indices[" + std::to_string(i) + "] = " + std::to_string(s) +
-                ", the slot of initial_state_indices[" + std::to_string(reader[at(s)]) +
-                "] too, expected distinct slots with dinitial_states (each slot's gradient is written by one sequence)");
+        invalid(
+            "initial_state_indices[" + std::to_string(i) + "] = " + std::to_string(s) +
+            ", the slot of initial_state_indices[" + std::to_string(reader[at(s)]) +
+            "] too, expected distinct slots with dinitial_states (each slot's gradient is written by one sequence)");
       reader[at(s)] = i;
     }
   }

@@ -14,7 +14,9 @@ namespace ssmjit::reference {
 namespace {
 
 constexpr const char* kOp = "reference::selective_scan";
-[[noreturn]] void invalid(const std::string& msg) { throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + msg); }
+[[noreturn]] void invalid(const std::string& msg) {
+  throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + msg);
+}
 size_t at(int64_t i) { return static_cast<size_t>(i); }
 double el(const TensorView& t, std::initializer_list<int64_t> idx) {
   int64_t off = 0, k = 0;
@@ -30,8 +32,10 @@ void selective_scan(const SelectiveScanArgs& a) {
   const ScanSequences q = scanSequences(kOp, a, d);
   const auto& [row, start, len] = q;
   std::vector<int64_t> in, fin;
-  if (a.initial_states.defined()) in = scanSlots(kOp, "initial_state_indices", a.initial_state_indices, d.nseq, d.initSlots);
-  if (a.final_states.defined()) fin = scanSlots(kOp, "final_state_indices", a.final_state_indices, d.nseq, d.finalSlots);
+  if (a.initial_states.defined())
+    in = scanSlots(kOp, "initial_state_indices", a.initial_state_indices, d.nseq, d.initSlots);
+  if (a.final_states.defined())
+    fin = scanSlots(kOp, "final_state_indices", a.final_state_indices, d.nseq, d.finalSlots);
 
   // Every initial state is read before any final state is written (in-place updates).
   std::vector<double> h(at(d.nseq * d.D * d.N), 0.0);

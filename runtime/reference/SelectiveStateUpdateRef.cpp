@@ -83,8 +83,7 @@ void store(const TensorView& t, int64_t off, double v) {
 // ----- the update
 
 void run(const SelectiveStateUpdateArgs& a, bool tokens) {
-  const char* op = tokens ? "reference::selective_state_update_tokens"
-                          : "reference::selective_state_update";
+  const char* op = tokens ? "reference::selective_state_update_tokens" : "reference::selective_state_update";
   const detail::SsuDims d = detail::checkSsuArgs(a, tokens, DeviceKind::CPU, op);
   const bool m2 = d.mamba2;
   const bool perToken = a.state_write == StateWrite::PerToken;
@@ -118,14 +117,12 @@ void run(const SelectiveStateUpdateArgs& a, bool tokens) {
   // Every index first, so that a bad one throws before anything is written.
   std::vector<int64_t> slots(static_cast<size_t>(d.batch));
   for (int64_t b = 0; b < d.batch; ++b) {
-    const int64_t s = a.state_batch_indices.defined()
-                          ? loadIndex(a.state_batch_indices, b * a.state_batch_indices.strides[0])
-                          : b;
+    const int64_t s =
+        a.state_batch_indices.defined() ? loadIndex(a.state_batch_indices, b * a.state_batch_indices.strides[0]) : b;
     if (s != -1 && (s < 0 || s >= d.S))
       throw Error(Error::Kind::InvalidArgument,
-                  std::string(op) + ": state_batch_indices[" + std::to_string(b) + "] = " +
-                      std::to_string(s) + ", expected -1 (pad) or a slot in [0, " +
-                      std::to_string(d.S) + ")");
+                  std::string(op) + ": state_batch_indices[" + std::to_string(b) + "] = " + std::to_string(s) +
+                      ", expected -1 (pad) or a slot in [0, " + std::to_string(d.S) + ")");
     slots[static_cast<size_t>(b)] = s;
     if (s == -1 || !perToken) continue;
     for (int64_t t = 0; t < d.L; ++t) {
@@ -133,9 +130,8 @@ void run(const SelectiveStateUpdateArgs& a, bool tokens) {
       if (ds != -1 && (ds < 0 || ds >= d.S))
         throw Error(Error::Kind::InvalidArgument,
                     std::string(op) + ": dst_state_indices[" + std::to_string(b) +
-                        (tokens ? ", " + std::to_string(t) : std::string()) + "] = " +
-                        std::to_string(ds) + ", expected -1 (skip) or a slot in [0, " +
-                        std::to_string(d.S) + ")");
+                        (tokens ? ", " + std::to_string(t) : std::string()) + "] = " + std::to_string(ds) +
+                        ", expected -1 (skip) or a slot in [0, " + std::to_string(d.S) + ")");
     }
   }
 
@@ -180,9 +176,7 @@ void run(const SelectiveStateUpdateArgs& a, bool tokens) {
           const double* Ct = &Cs[t * d.N];
           double y = 0;
           for (int64_t n = 0; n < d.N; ++n) {
-            const double dA =
-                m2 ? dAHead
-                   : std::exp(loadElement(a.A, p * a.A.strides[0] + n * a.A.strides[1]) * dt);
+            const double dA = m2 ? dAHead : std::exp(loadElement(a.A, p * a.A.strides[0] + n * a.A.strides[1]) * dt);
             st[n] = st[n] * dA + (Bt[n] * dt) * x;
             y += st[n] * Ct[n];
           }

@@ -24,8 +24,7 @@ void check(const char* data, size_t size, bool validHeader) {
   const DecodedBlob d = decodeBlob(data, size);
   if (d.status != BlobStatus::Ok) {
     if (d.detail.empty()) bug("a failure without a detail", d, size);
-    if (validHeader && d.status != BlobStatus::Malformed)
-      bug("a valid header, yet not Ok or Malformed", d, size);
+    if (validHeader && d.status != BlobStatus::Malformed) bug("a valid header, yet not Ok or Malformed", d, size);
     return;
   }
   // Every field of an Ok blob is checked (sizes exact, no trailing bytes, reserved 0), so its

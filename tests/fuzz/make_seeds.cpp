@@ -54,31 +54,15 @@ bool manifestSeeds(const std::string& dir, const std::string& dict) {
       "\"eps\": 0.5, \"no-z\": true, \"state-dtype\": [\"fp32\", \"bf16\"]}";
   const std::string doc = "{\"ssmjit_manifest\": 1, \"entries\": [\n" + spec + ",\n" + op + "\n]}\n";
   const std::string lines = spec + "\n\n" + "{\"op\": \"ssu\", \"arch\": \"compute_80a\", \"x\": \"y\"}\n";
-  const std::string single =
-      "{\n  \"op\": \"ssu\",\n  \"archs\": [\"sm_100a\"],\n  \"heads\": [1, 2.5e3]\n}\n";
-  const char* const tokens[] = {"\"ssmjit_manifest\"",
-                                "\"entries\"",
-                                "\"kernel\"",
-                                "\"op\"",
-                                "\"arch\"",
-                                "\"archs\"",
-                                "\"bindings\"",
-                                "\"sm_90a\"",
-                                "\"compute_80\"",
-                                "true",
-                                "false",
-                                "null",
-                                "1e400",
-                                "-0",
-                                "\"\\u0065\"",
-                                "[[\"",
-                                "\":",
-                                "\", \""};
+  const std::string single = "{\n  \"op\": \"ssu\",\n  \"archs\": [\"sm_100a\"],\n  \"heads\": [1, 2.5e3]\n}\n";
+  const char* const tokens[] = {
+      "\"ssmjit_manifest\"", "\"entries\"",    "\"kernel\"", "\"op\"", "\"arch\"", "\"archs\"", "\"bindings\"",
+      "\"sm_90a\"",          "\"compute_80\"", "true",       "false",  "null",     "1e400",     "-0",
+      "\"\\u0065\"",         "[[\"",           "\":",        "\", \""};
   std::string d;
   for (const char* t : tokens) {
     std::string escaped;  // a dictionary entry is a C-like string literal
-    for (const char* c = t; *c; ++c)
-      escaped += *c == '"' || *c == '\\' ? std::string("\\") + *c : std::string(1, *c);
+    for (const char* c = t; *c; ++c) escaped += *c == '"' || *c == '\\' ? std::string("\\") + *c : std::string(1, *c);
     d += "\"" + escaped + "\"\n";
   }
   return writeText(dir + "/document.json", doc) && writeText(dir + "/record.jsonl", lines) &&

@@ -34,7 +34,8 @@ inline std::string ownKernelCuda(const dsl::KernelDef& def, std::initializer_lis
   spec.kernel = def.name;
   spec.arch = "sm_90a";
   for (const char* p : f32Ptrs) spec.set(std::string("dtype:") + p, (int)DType::F32).set(std::string("align:") + p, 16);
-  for (const char* p : bf16Ptrs) spec.set(std::string("dtype:") + p, (int)DType::BF16).set(std::string("align:") + p, 16);
+  for (const char* p : bf16Ptrs)
+    spec.set(std::string("dtype:") + p, (int)DType::BF16).set(std::string("align:") + p, 16);
   spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
   std::string cuda;
   compileKernel(def, spec, capturingCuda(cuda));

@@ -33,9 +33,8 @@ inline HostTensor relayout(const HostTensor& h, const Slice& s, DType dtype) {
   if (!h.defined) return h;
   const TensorView src = h.view();
   if (s.rowDims < 0 || s.rowDims > src.ndim || s.lead < 0 || s.trail < 0)
-    throw std::invalid_argument("relayout: slice {" + std::to_string(s.rowDims) + ", " + std::to_string(s.lead) +
-                                ", " + std::to_string(s.trail) + "} does not fit a view of rank " +
-                                std::to_string(src.ndim));
+    throw std::invalid_argument("relayout: slice {" + std::to_string(s.rowDims) + ", " + std::to_string(s.lead) + ", " +
+                                std::to_string(s.trail) + "} does not fit a view of rank " + std::to_string(src.ndim));
   HostTensor r;
   r.defined = true;
   r.meta = src;

@@ -31,9 +31,7 @@
 namespace ssmjit::testing {
 
 // Unit roundoff of a float dtype (half the distance from 1 to the next value).
-inline double unitRoundoff(DType t) {
-  return t == DType::BF16 ? 0x1p-8 : t == DType::F16 ? 0x1p-11 : 0x1p-24;
-}
+inline double unitRoundoff(DType t) { return t == DType::BF16 ? 0x1p-8 : t == DType::F16 ? 0x1p-11 : 0x1p-24; }
 
 // A bound on the fp32 arithmetic's error before the final rounding.
 struct Fp32Error {
@@ -102,9 +100,8 @@ inline Bound bound(DType stored, Fp32Error fp32, double twiceRounded = 0) { retu
 // What `c` measured against `b`, one line: the margin a GPU run leaves.
 inline std::string measured(const Compared& c, const Bound& b) {
   char buf[200];
-  std::snprintf(buf, sizeof buf, "%s: rel-L2 %.2e of %.2e, element %.2e of %.2e, %lld elements",
-                dtypeName(b.stored), c.relL2, b.relL2(c.written), c.maxErr, b.element(),
-                static_cast<long long>(c.written));
+  std::snprintf(buf, sizeof buf, "%s: rel-L2 %.2e of %.2e, element %.2e of %.2e, %lld elements", dtypeName(b.stored),
+                c.relL2, b.relL2(c.written), c.maxErr, b.element(), static_cast<long long>(c.written));
   return buf;
 }
 

@@ -128,7 +128,9 @@ std::vector<char> ConvProblem::slotsWritten() const {
   return slotsUsed(finalIdx, static_cast<int64_t>(c.lens.size()), states.meta.shape[0]);
 }
 
-std::vector<HostTensor*> ConvProblem::all() { return {&x, &weight, &bias, &out, &cu, &pos, &states, &initIdx, &finalIdx}; }
+std::vector<HostTensor*> ConvProblem::all() {
+  return {&x, &weight, &bias, &out, &cu, &pos, &states, &initIdx, &finalIdx};
+}
 
 std::string ConvBackwardCase::name() const {
   std::string s = "bwd_" + inputsName(*this);
@@ -193,13 +195,13 @@ std::vector<char> ConvBackwardProblem::slotsWritten() const {
 
 std::vector<HostTensor*> ConvBackwardProblem::all() {
   // The order the header documents (the GPU tests download by index).
-  return {&x, &weight, &bias, &dout, &cu, &pos, &states, &initIdx, &dfinal, &finalIdx,
-          &dx, &dweight, &dbias, &dinit};
+  return {&x, &weight, &bias, &dout, &cu, &pos, &states, &initIdx, &dfinal, &finalIdx, &dx, &dweight, &dbias, &dinit};
 }
 
 std::string ConvUpdateCase::name() const {
   return dtypeShort(xType) + "_state" + dtypeShort(stateType) + "_W" + std::to_string(W) + "_D" + std::to_string(D) +
-         "_b" + std::to_string(batch) + "_L" + std::to_string(L) + (commit ? "" : "_nocommit") + (indices ? "_idx" : "");
+         "_b" + std::to_string(batch) + "_L" + std::to_string(L) + (commit ? "" : "_nocommit") +
+         (indices ? "_idx" : "");
 }
 
 ConvUpdateProblem::ConvUpdateProblem(const ConvUpdateCase& cc) : c(cc) {

@@ -25,7 +25,7 @@ struct ConvCase {
   ConvPacking packing = ConvPacking::Dense;
   bool bias = true, silu = true;
   bool initialStates = false, finalStates = false;  // same tensor (in place) when both
-  bool slotIndices = false;  // slots through index tensors (permuted, one -1 each when > 1 seq)
+  bool slotIndices = false;                         // slots through index tensors (permuted, one -1 each when > 1 seq)
   uint64_t seed = 1;
   std::string name() const;
 };
@@ -34,7 +34,7 @@ struct ConvProblem {
   ConvCase c;
   HostTensor x, weight, bias, out, cu, pos, states, initIdx, finalIdx;
   explicit ConvProblem(const ConvCase& c);
-  CausalConv1dArgs args() const;  // CPU views
+  CausalConv1dArgs args() const;           // CPU views
   std::vector<char> slotsWritten() const;  // per state slot: some sequence's final state goes there
   std::vector<HostTensor*> all();
 };
@@ -67,7 +67,7 @@ struct ConvBackwardProblem {
   ConvBackwardCase c;
   HostTensor x, weight, bias, dout, cu, pos, states, initIdx, dfinal, finalIdx, dx, dweight, dbias, dinit;
   explicit ConvBackwardProblem(const ConvBackwardCase& c);
-  CausalConv1dBackwardArgs args() const;  // CPU views; no workspace
+  CausalConv1dBackwardArgs args() const;   // CPU views; no workspace
   std::vector<char> slotsWritten() const;  // per slot of dinit: read (so written) by some sequence
   std::vector<HostTensor*> all();
 };

@@ -17,9 +17,9 @@ int64_t at(const HostTensor& t, int64_t i) { return static_cast<int64_t>(loadEle
 
 std::string DecodeCase::name() const {
   static const char* partNames[] = {"replay_verify", "replay", "verify"};
-  std::string s = std::string(partNames[static_cast<int>(parts)]) + "_H" + std::to_string(H) + "_P" + std::to_string(P) +
-                  "_N" + std::to_string(N) + "_G" + std::to_string(G) + "_W" + std::to_string(W) + "_b" +
-                  std::to_string(batch) + "_L" + std::to_string(L) + "_Lc" + std::to_string(Lc) + "_ssm" +
+  std::string s = std::string(partNames[static_cast<int>(parts)]) + "_H" + std::to_string(H) + "_P" +
+                  std::to_string(P) + "_N" + std::to_string(N) + "_G" + std::to_string(G) + "_W" + std::to_string(W) +
+                  "_b" + std::to_string(batch) + "_L" + std::to_string(L) + "_Lc" + std::to_string(Lc) + "_ssm" +
                   dtypeName(ssmStateType) + "_conv" + dtypeName(convStateType) + "_x" + dtypeName(xType);
   // Every field but the seed shows, so that cases differing in one field get distinct names
   // (gtest rejects duplicates); defaults add nothing, keeping the names short.
@@ -161,8 +161,8 @@ std::vector<char> DecodeProblem::slotsCommitted() const {
 }
 
 std::vector<HostTensor*> DecodeProblem::all() {
-  return {&convState, &ssmState, &xbcCache, &dtCache, &cachedTokens, &arrivals, &convW, &convB, &A,
-          &D,         &dtBias,   &idx,      &accepted, &xbc,         &dt,          &z,        &y};
+  return {&convState, &ssmState, &xbcCache, &dtCache,  &cachedTokens, &arrivals, &convW, &convB, &A,
+          &D,         &dtBias,   &idx,      &accepted, &xbc,          &dt,       &z,     &y};
 }
 
 Mamba2DecodeState deviceState(DecodeProblem& p, const DeviceTensors& d) {

@@ -44,8 +44,8 @@ struct DecodeProblem {
   // Fresh random drafts (xbc, dt, z) and y re-poisoned; accepted[b] for each non-pad row chosen
   // from cachedTokens' current host values: mode 0 -> 0, 1 -> all cached, 2 -> uniform in [0, cached].
   void nextRound(int acceptMode);
-  std::vector<char> rowsVerified() const;     // per row of y: not a pad, when the step verifies
-  std::vector<char> slotsCommitted() const;   // per slot: its row replays accepted drafts
+  std::vector<char> rowsVerified() const;    // per row of y: not a pad, when the step verifies
+  std::vector<char> slotsCommitted() const;  // per slot: its row replays accepted drafts
   std::vector<HostTensor*> all();
 };
 Mamba2DecodeState deviceState(DecodeProblem& p, const DeviceTensors& d);

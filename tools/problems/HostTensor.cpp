@@ -12,8 +12,7 @@ TensorView HostTensor::view() const {
   return v;
 }
 
-HostTensor makeTensor(DType dtype, const std::vector<int64_t>& shape, const Layout& lay,
-                      std::mt19937_64& rng) {
+HostTensor makeTensor(DType dtype, const std::vector<int64_t>& shape, const Layout& lay, std::mt19937_64& rng) {
   HostTensor h;
   h.defined = true;
   h.meta.dtype = dtype;
@@ -49,8 +48,7 @@ Compared compareTensor(const HostTensor& ref, const std::vector<uint8_t>& got,
   return compareTensor(ref, got, ref.bytes, writtenByFirstIndex);
 }
 
-Compared compareTensor(const HostTensor& ref, const std::vector<uint8_t>& got,
-                       const std::vector<uint8_t>& before,
+Compared compareTensor(const HostTensor& ref, const std::vector<uint8_t>& got, const std::vector<uint8_t>& before,
                        const std::vector<char>& writtenByFirstIndex) {
   Compared r;
   const TensorView rv = ref.view();
@@ -83,8 +81,8 @@ Compared compareTensor(const HostTensor& ref, const std::vector<uint8_t>& got,
   for (size_t k = 0; k < got.size(); ++k) {
     if (covered[k] || got[k] == before[k]) continue;
     if (r.violations++ == 0)
-      r.first = "byte " + std::to_string(k) + " (not to be written) changed from " +
-                std::to_string(before[k]) + " to " + std::to_string(got[k]);
+      r.first = "byte " + std::to_string(k) + " (not to be written) changed from " + std::to_string(before[k]) +
+                " to " + std::to_string(got[k]);
   }
   r.relL2 = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
   const double rms = r.written ? std::sqrt(den / double(r.written)) : 0.0;

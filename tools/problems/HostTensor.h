@@ -57,21 +57,20 @@ struct HostTensor {
 };
 
 // A tensor of `shape` in `lay`, every byte poisoned. Draws from `rng` only for padded layouts.
-HostTensor makeTensor(DType dtype, const std::vector<int64_t>& shape, const Layout& lay,
-                      std::mt19937_64& rng);
+HostTensor makeTensor(DType dtype, const std::vector<int64_t>& shape, const Layout& lay, std::mt19937_64& rng);
 
 // Every element U(lo, hi), drawn in row-major index order.
 void fillUniform(HostTensor& h, std::mt19937_64& rng, double lo, double hi);
 
 // The outcome of comparing what a run left in one tensor with what the reference left.
 struct Compared {
-  double relL2 = 0;         // ||got - ref|| / ||ref|| over the elements that should be written
-  double maxErr = 0;        // max |got - ref| / (|ref| + rms(ref)): catches a few bad elements
-                            // that the L2 norm of a large tensor would hide
-  double maxAbsErr = 0;     // max |got - ref|
-  int64_t written = 0;      // elements compared by value
-  int64_t violations = 0;   // written elements not finite, or other bytes that changed
-  std::string first;        // the first violation (else the worst element), for messages
+  double relL2 = 0;        // ||got - ref|| / ||ref|| over the elements that should be written
+  double maxErr = 0;       // max |got - ref| / (|ref| + rms(ref)): catches a few bad elements
+                           // that the L2 norm of a large tensor would hide
+  double maxAbsErr = 0;    // max |got - ref|
+  int64_t written = 0;     // elements compared by value
+  int64_t violations = 0;  // written elements not finite, or other bytes that changed
+  std::string first;       // the first violation (else the worst element), for messages
 };
 
 // `writtenByFirstIndex[i]` says whether elements with first index i are written (row of out,
@@ -80,8 +79,7 @@ struct Compared {
 // stays as it was. Without `before`, ref's own bytes (the reference leaves those alone).
 Compared compareTensor(const HostTensor& ref, const std::vector<uint8_t>& got,
                        const std::vector<char>& writtenByFirstIndex);
-Compared compareTensor(const HostTensor& ref, const std::vector<uint8_t>& got,
-                       const std::vector<uint8_t>& before,
+Compared compareTensor(const HostTensor& ref, const std::vector<uint8_t>& got, const std::vector<uint8_t>& before,
                        const std::vector<char>& writtenByFirstIndex);
 
 // Token t of a multi-token view: the token axis (dim 1) removed.

@@ -16,7 +16,8 @@ ScanCase forwardCase(const ScanBackwardCase& c) {
 }  // namespace
 
 std::string ScanBackwardCase::name() const {
-  std::string s = fwd.name() + "_dout" + dtypeName(doutType) + "_du" + dtypeName(duType) + "_ddt" + dtypeName(ddeltaType);
+  std::string s =
+      fwd.name() + "_dout" + dtypeName(doutType) + "_du" + dtypeName(duType) + "_ddt" + dtypeName(ddeltaType);
   if (fwd.hasZ) s += "_dz" + std::string(dtypeName(dzType));
   if (fwd.bVarying) s += "_dB" + std::string(dtypeName(dBType));
   if (fwd.cVarying) s += "_dC" + std::string(dtypeName(dCType));

@@ -9,8 +9,8 @@ namespace ssmjit::testing {
 namespace {
 TensorView view(const HostTensor& h) { return h.defined ? h.view() : TensorView{}; }
 
-HostTensor randomTensor(DType t, const std::vector<int64_t>& shape, const Layout& lay, std::mt19937_64& rng,
-                        double lo, double hi) {
+HostTensor randomTensor(DType t, const std::vector<int64_t>& shape, const Layout& lay, std::mt19937_64& rng, double lo,
+                        double hi) {
   HostTensor h = makeTensor(t, shape, lay, rng);
   fillUniform(h, rng, lo, hi);
   return h;
@@ -19,7 +19,8 @@ HostTensor randomTensor(DType t, const std::vector<int64_t>& shape, const Layout
 HostTensor indexTensor(DType t, const std::vector<int64_t>& v, const Layout& lay, std::mt19937_64& rng) {
   HostTensor h = makeTensor(t, {static_cast<int64_t>(v.size())}, lay, rng);
   const TensorView tv = h.view();
-  for (size_t i = 0; i < v.size(); ++i) storeElement(tv, static_cast<int64_t>(i) * tv.strides[0], static_cast<double>(v[i]));
+  for (size_t i = 0; i < v.size(); ++i)
+    storeElement(tv, static_cast<int64_t>(i) * tv.strides[0], static_cast<double>(v[i]));
   return h;
 }
 
@@ -41,7 +42,8 @@ std::string ScanCase::name() const {
   if (lens.empty()) {
     s += "_b" + std::to_string(batch) + "_L" + std::to_string(L);
   } else {
-    s += "_packed" + std::to_string(lens.size()) + "_T" + std::to_string(std::accumulate(lens.begin(), lens.end(), int64_t{0}));
+    s += "_packed" + std::to_string(lens.size()) + "_T" +
+         std::to_string(std::accumulate(lens.begin(), lens.end(), int64_t{0}));
     if (maxSeqlen) s += "_max" + std::to_string(maxSeqlen);
   }
   if (serialSeqlen) s += "_serial" + std::to_string(serialSeqlen);
@@ -83,8 +85,9 @@ ScanProblem::ScanProblem(const ScanCase& cc) : c(cc) {
   B = c.bVarying ? randomTensor(c.bType, bcs, lay, rng, -1, 1) : randomTensor(DType::F32, {c.D, c.N}, layT, rng, -1, 1);
   C = c.cVarying ? randomTensor(c.cType, bcs, lay, rng, -1, 1) : randomTensor(DType::F32, {c.D, c.N}, layT, rng, -1, 1);
   if (c.hasD) Dv = randomTensor(DType::F32, {c.D}, lay, rng, -1, 1);
-  if (c.hasDeltaBias) deltaBias = c.softplus ? randomTensor(DType::F32, {c.D}, lay, rng, -1, 0.5)
-                                             : randomTensor(DType::F32, {c.D}, lay, rng, 0, 0.05);
+  if (c.hasDeltaBias)
+    deltaBias = c.softplus ? randomTensor(DType::F32, {c.D}, lay, rng, -1, 0.5)
+                           : randomTensor(DType::F32, {c.D}, lay, rng, 0, 0.05);
   if (packed) {
     std::vector<int64_t> cuv{0};
     for (int64_t l : c.lens) cuv.push_back(cuv.back() + l);

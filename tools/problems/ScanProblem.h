@@ -26,13 +26,13 @@ struct ScanCase {
   int64_t maxSeqlen = 0;      // max_seqlen of a packed call (0: none)
   int64_t serialSeqlen = 0;   // serial_seqlen
   bool initialStates = false, finalStates = false;
-  bool inPlace = true;        // one tensor for both states when both are given
+  bool inPlace = true;  // one tensor for both states when both are given
   // Slots through index tensors: a permutation of S = nseq + 2 slots (the same one for both
   // states when in place: two sequences must not share a slot), initial[1] = -1 and final[2] = -1
   // where those sequences exist. Without: sequence i uses slot i.
   bool slotIndices = false;
   DType indexType = DType::I32;  // cu_seqlens and the slot indices
-  bool strided = false;  // padded, offset layouts; A, constant B/C and the states also transposed
+  bool strided = false;          // padded, offset layouts; A, constant B/C and the states also transposed
   uint64_t seed = 1;
   std::string name() const;  // gtest-safe
 };
@@ -43,9 +43,9 @@ struct ScanCase {
 struct ScanProblem {
   ScanCase c;
   HostTensor u, delta, z, out, A, B, C, Dv, deltaBias, cu, initStates, initIdx, finalStates, finalIdx;
-  int64_t nseq = 0, S = 0;                  // sequences; slots of each states tensor
-  std::vector<int64_t> row, start, len;     // sequence i: tokens [start, start + len) of row `row`
-  std::vector<int64_t> initSlot, finalSlot; // per sequence (-1: none), empty without those states
+  int64_t nseq = 0, S = 0;                   // sequences; slots of each states tensor
+  std::vector<int64_t> row, start, len;      // sequence i: tokens [start, start + len) of row `row`
+  std::vector<int64_t> initSlot, finalSlot;  // per sequence (-1: none), empty without those states
 
   explicit ScanProblem(const ScanCase& c);
   SelectiveScanArgs args() const;  // CPU views; no workspace

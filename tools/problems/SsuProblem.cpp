@@ -12,12 +12,10 @@ int64_t SsuCase::slots() const {
 }
 
 std::string SsuCase::name() const {
-  auto dt = [](DType t) {
-    return std::string(t == DType::F32 ? "f32" : t == DType::BF16 ? "bf16" : "f16");
-  };
-  std::string s = mamba2 ? "m2_H" + std::to_string(H) + "P" + std::to_string(P) + "N" +
-                               std::to_string(N) + "G" + std::to_string(G)
-                         : "m1_D" + std::to_string(P) + "N" + std::to_string(N);
+  auto dt = [](DType t) { return std::string(t == DType::F32 ? "f32" : t == DType::BF16 ? "bf16" : "f16"); };
+  std::string s =
+      mamba2 ? "m2_H" + std::to_string(H) + "P" + std::to_string(P) + "N" + std::to_string(N) + "G" + std::to_string(G)
+             : "m1_D" + std::to_string(P) + "N" + std::to_string(N);
   s += "_b" + std::to_string(batch) + (tokens ? "_L" + std::to_string(L) : "_1tok");
   s += "_st" + dt(stateT) + "_in" + dt(inT) + "_out" + dt(outT);
   s += write == StateWrite::Final ? "_final" : write == StateWrite::None ? "_none" : "_pertoken";
@@ -48,9 +46,7 @@ int64_t TensorDesc::numel() const {
   return present ? n : 0;
 }
 
-size_t TensorDesc::bytes() const {
-  return static_cast<size_t>(numel()) * static_cast<size_t>(dtypeBytes(dtype));
-}
+size_t TensorDesc::bytes() const { return static_cast<size_t>(numel()) * static_cast<size_t>(dtypeBytes(dtype)); }
 
 std::array<TensorDesc, kNumTensors> ssuTensors(const SsuCase& c) {
   auto lead = [&](std::vector<int64_t> rest) {  // [batch][tokens] then the per-form dims
@@ -64,8 +60,7 @@ std::array<TensorDesc, kNumTensors> ssuTensors(const SsuCase& c) {
   const std::vector<int64_t> bcs = c.mamba2 ? lead({c.G, c.N}) : lead({c.N});
   std::array<TensorDesc, kNumTensors> t;
   t[kState] = {"state", true, c.stateT,
-               c.mamba2 ? std::vector<int64_t>{c.slots(), c.H, c.P, c.N}
-                        : std::vector<int64_t>{c.slots(), c.P, c.N}};
+               c.mamba2 ? std::vector<int64_t>{c.slots(), c.H, c.P, c.N} : std::vector<int64_t>{c.slots(), c.P, c.N}};
   t[kX] = {"x", true, c.inT, xs};
   t[kDt] = {"dt", true, c.inT, c.mamba2 ? lead({c.H}) : lead({c.P})};
   t[kA] = {"A", true, DType::F32, c.mamba2 ? heads : std::vector<int64_t>{c.P, c.N}};
@@ -85,16 +80,30 @@ std::pair<double, double> valueRange(SsuTensor t, const SsuCase& c) {
   switch (t) {
     case kDt:  // softplus(dt + bias) stays small and positive; without softplus dt is used as is
       return c.softplus ? std::pair{-4.0, 1.0} : std::pair{0.01, 0.3};
-    case kA: return {(c.mamba2 ? -4.0 : -2.0) * c.decayScale, -0.1 * c.decayScale};
-    case kZ: return {-3.0, 3.0};
-    case kDtBias: return c.softplus ? std::pair{-1.0, 0.5} : std::pair{0.0, 0.1};
-    default: return {-1.0, 1.0};
+    case kA:
+      return {(c.mamba2 ? -4.0 : -2.0) * c.decayScale, -0.1 * c.decayScale};
+    case kZ:
+      return {-3.0, 3.0};
+    case kDtBias:
+      return c.softplus ? std::pair{-1.0, 0.5} : std::pair{0.0, 0.1};
+    default:
+      return {-1.0, 1.0};
   }
 }
 
 std::array<TensorView*, kNumTensors> tensorsOf(SelectiveStateUpdateArgs& a) {
-  return {&a.state, &a.x, &a.dt, &a.A, &a.B, &a.C, &a.D, &a.z, &a.dt_bias,
-          &a.out, &a.state_batch_indices, &a.dst_state_indices};
+  return {&a.state,
+          &a.x,
+          &a.dt,
+          &a.A,
+          &a.B,
+          &a.C,
+          &a.D,
+          &a.z,
+          &a.dt_bias,
+          &a.out,
+          &a.state_batch_indices,
+          &a.dst_state_indices};
 }
 
 SelectiveStateUpdateArgs ssuArgs(const SsuCase& c, const std::array<TensorView, kNumTensors>& views) {
@@ -124,15 +133,14 @@ SsuProblem makeProblem(SsuCase c) {
   SsuProblem p;
   p.c = c;
   std::mt19937_64 rng(c.seed * 0x9E3779B97F4A7C15ull + 12345);
-  const Layout plain{}, padded{true, false, false}, transposed{false, true, true},
-      offsetOnly{false, false, true};
+  const Layout plain{}, padded{true, false, false}, transposed{false, true, true}, offsetOnly{false, false, true};
   const Layout& lx = c.strided ? padded : plain;
   const Layout& lbc = c.strided ? transposed : plain;
   const Layout& lst = c.strided ? padded : plain;
   const Layout& lout = c.strided ? offsetOnly : plain;
   const Layout& lsmall = c.strided ? padded : plain;  // D and the index arrays
-  const Layout* layout[kNumTensors] = {&lst, &lx, &lx, &plain, &lbc, &lbc, &lsmall, &lx, &plain,
-                                       &lout, &lsmall, &lsmall};
+  const Layout* layout[kNumTensors] = {&lst,    &lx, &lx,    &plain, &lbc,    &lbc,
+                                       &lsmall, &lx, &plain, &lout,  &lsmall, &lsmall};
 
   // Slots: the rows read a random permutation of slots; PerToken writes go to other slots.
   const bool perToken = c.write == StateWrite::PerToken;

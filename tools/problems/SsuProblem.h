@@ -17,9 +17,7 @@
 namespace ssmjit::testing {
 
 // The tensors of a call, in kernel-argument order.
-enum SsuTensor : int {
-  kState, kX, kDt, kA, kB, kC, kD, kZ, kDtBias, kOut, kStateIdx, kDstIdx, kNumTensors
-};
+enum SsuTensor : int { kState, kX, kDt, kA, kB, kC, kD, kZ, kDtBias, kOut, kStateIdx, kDstIdx, kNumTensors };
 
 // One call. Mamba-1 ignores H and G (P is the channel count D).
 struct SsuCase {
@@ -29,17 +27,15 @@ struct SsuCase {
   DType stateT = DType::F32, inT = DType::F32, outT = DType::F32;  // inT: x, dt, B, C, z
   bool hasD = true, hasZ = true, hasDtBias = true, softplus = true, clamp = false;
   bool stateIdx = false;
-  int pads = 0;                // rows marked -1 (needs stateIdx)
-  int64_t spareSlots = 3;      // with stateIdx: slots no row reads (they must stay untouched)
+  int pads = 0;            // rows marked -1 (needs stateIdx)
+  int64_t spareSlots = 3;  // with stateIdx: slots no row reads (they must stay untouched)
   DType idxT = DType::I32;
   StateWrite write = StateWrite::Final;
-  bool strided = false;  // padded / transposed / offset layouts on most tensors
+  bool strided = false;   // padded / transposed / offset layouts on most tensors
   double decayScale = 1;  // A's range times this: at 10, Mamba-2 decays underflow within a few tokens
   uint64_t seed = 1;
 
-  bool allF32() const {
-    return stateT == DType::F32 && inT == DType::F32 && outT == DType::F32;
-  }
+  bool allF32() const { return stateT == DType::F32 && inT == DType::F32 && outT == DType::F32; }
   // Slots of the state: batch, or with stateIdx batch + spareSlots, plus batch * L destination
   // slots for PerToken writes.
   int64_t slots() const;
@@ -83,8 +79,8 @@ struct SsuProblem {
   SsuCase c;
   int64_t S = 0;
   HostTensor state, x, dt, A, B, C, D, z, dtBias, out, idx, dst;
-  std::vector<int64_t> readSlot;        // per row; -1: pad
-  std::vector<char> slotMayBeWritten;   // per slot: written by this call (all else must not change)
+  std::vector<int64_t> readSlot;       // per row; -1: pad
+  std::vector<char> slotMayBeWritten;  // per slot: written by this call (all else must not change)
 
   SelectiveStateUpdateArgs args() const;  // CPU views into this object's bytes
   // Every tensor, in SsuTensor order (undefined ones included).

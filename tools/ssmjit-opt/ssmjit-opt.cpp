@@ -12,8 +12,8 @@
 
 int main(int argc, char** argv) {
   mlir::DialectRegistry registry;
-  registry.insert<ssmjit::sj::SJDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
-                  mlir::math::MathDialect, mlir::scf::SCFDialect>();
+  registry.insert<ssmjit::sj::SJDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect, mlir::math::MathDialect,
+                  mlir::scf::SCFDialect>();
   ssmjit::passes::registerSJPasses();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();

@@ -12,11 +12,16 @@ enum class DType : int { F32 = 0, F16 = 1, BF16 = 2, I32 = 3, I64 = 4 };
 
 inline const char* dtypeName(DType t) {
   switch (t) {
-    case DType::F32: return "float32";
-    case DType::F16: return "float16";
-    case DType::BF16: return "bfloat16";
-    case DType::I32: return "int32";
-    case DType::I64: return "int64";
+    case DType::F32:
+      return "float32";
+    case DType::F16:
+      return "float16";
+    case DType::BF16:
+      return "bfloat16";
+    case DType::I32:
+      return "int32";
+    case DType::I64:
+      return "int64";
   }
   return "unknown";
 }
@@ -24,11 +29,16 @@ inline const char* dtypeName(DType t) {
 // Bytes an element. Throws Error(Internal) for a value outside the enum.
 inline int dtypeBytes(DType t) {
   switch (t) {
-    case DType::F32: return 4;
-    case DType::F16: return 2;
-    case DType::BF16: return 2;
-    case DType::I32: return 4;
-    case DType::I64: return 8;
+    case DType::F32:
+      return 4;
+    case DType::F16:
+      return 2;
+    case DType::BF16:
+      return 2;
+    case DType::I32:
+      return 4;
+    case DType::I64:
+      return 8;
   }
   throw Error(Error::Kind::Internal, "dtypeBytes: unknown DType " + std::to_string(static_cast<int>(t)));
 }

@@ -16,5 +16,4 @@ class Error : public std::runtime_error {
   Kind kind_;
 };
 
-
 }  // namespace ssmjit

@@ -49,15 +49,15 @@ constexpr int kMaxTokens = 32;
 // ngroups, dstate]: dim 1 (ngroups) is 3, expected 2 (Mamba-2 form: state has rank 4)".
 // A float64 CPU reference taking the same arguments is in ssmjit/reference.h.
 struct SelectiveStateUpdateArgs {
-  TensorView state;                  // updated in place (slots), as state_write says
+  TensorView state;  // updated in place (slots), as state_write says
   TensorView x, dt, A, B, C;
-  TensorView D, z, dt_bias;          // optional: leave undefined (data == nullptr)
-  TensorView state_batch_indices;    // optional (B,)
-  TensorView dst_state_indices;      // required with StateWrite::PerToken, else leave undefined
-  TensorView out;                    // written for every token of every row but pad rows
+  TensorView D, z, dt_bias;        // optional: leave undefined (data == nullptr)
+  TensorView state_batch_indices;  // optional (B,)
+  TensorView dst_state_indices;    // required with StateWrite::PerToken, else leave undefined
+  TensorView out;                  // written for every token of every row but pad rows
   bool dt_softplus = false;
-  float dt_min = 0.0f;               // dt is clamped to [dt_min, dt_max] after bias and softplus
-  float dt_max = 0.0f;               // dt_max <= dt_min (the default) means no clamp; not NaN
+  float dt_min = 0.0f;  // dt is clamped to [dt_min, dt_max] after bias and softplus
+  float dt_max = 0.0f;  // dt_max <= dt_min (the default) means no clamp; not NaN
   StateWrite state_write = StateWrite::Final;
 };
 
@@ -95,12 +95,12 @@ enum class ConvLayout : int {
 // index tensors int32 or int64. Math is fp32. 64-bit offsets are used where a tensor needs them.
 struct CausalConv1dArgs {
   TensorView x, weight;
-  TensorView bias;                   // optional (D,)
-  TensorView out;                    // x's shape
+  TensorView bias;  // optional (D,)
+  TensorView out;   // x's shape
   ConvLayout layout = ConvLayout::ChannelFirst;
   bool silu = false;
-  TensorView cu_seqlens;             // optional (nseq + 1,), int32/int64, on the device
-  TensorView seq_pos;                // optional (1, T), int32/int64
+  TensorView cu_seqlens;  // optional (nseq + 1,), int32/int64, on the device
+  TensorView seq_pos;     // optional (1, T), int32/int64
   // Initial states (S, D, W-1): column j is the token at position j - (W-1) of the sequence
   // (just before its first token). Sequence i reads slot initial_state_indices[i] (-1: zeros), or
   // slot i without indices (then S must be >= nseq).
@@ -111,7 +111,7 @@ struct CausalConv1dArgs {
   // are zeros). Written to slot final_state_indices[i] (-1: not written), or slot i. The same
   // tensor and slots as the initial states may be given (in-place update).
   TensorView final_states;
-  TensorView final_state_indices;    // optional (nseq,), int32/int64
+  TensorView final_state_indices;  // optional (nseq,), int32/int64
 };
 void causal_conv1d(const CausalConv1dArgs& args, Stream stream = nullptr);
 
@@ -129,8 +129,8 @@ void causal_conv1d(const CausalConv1dArgs& args, Stream stream = nullptr);
 // its contents on entry do not matter). Nothing is accumulated into the outputs: each is written.
 struct CausalConv1dBackwardArgs {
   TensorView x, weight;
-  TensorView bias;                   // optional, as in the forward
-  TensorView dout;                   // x's shape
+  TensorView bias;  // optional, as in the forward
+  TensorView dout;  // x's shape
   ConvLayout layout = ConvLayout::ChannelFirst;
   bool silu = false;
   TensorView cu_seqlens;             // optional, as in the forward (checked by the kernels)
@@ -140,14 +140,14 @@ struct CausalConv1dBackwardArgs {
   // Optional (S, D, W-1): the gradient of the forward's final states, read from slot
   // final_state_indices[i] (-1: none), or slot i. Needs cu_seqlens or dense rows.
   TensorView dfinal_states;
-  TensorView final_state_indices;    // optional (nseq,), int32/int64
-  TensorView dx;                     // x's shape and dtype family (fp32/bf16/fp16); not dout
-  TensorView dweight;                // (D, W), fp32 or x's dtype
-  TensorView dbias;                  // optional (D,), only with bias
+  TensorView final_state_indices;  // optional (nseq,), int32/int64
+  TensorView dx;                   // x's shape and dtype family (fp32/bf16/fp16); not dout
+  TensorView dweight;              // (D, W), fp32 or x's dtype
+  TensorView dbias;                // optional (D,), only with bias
   // Optional, only with initial_states, its shape: written at the slots the sequences read
   // (slots no sequence reads are left as they are; sequences must read distinct slots).
   TensorView dinitial_states;
-  TensorView workspace;              // float32, contiguous, on the device
+  TensorView workspace;  // float32, contiguous, on the device
 };
 // The workspace the call needs, in float32 elements (checks every argument but the workspace).
 int64_t causal_conv1d_backward_workspace_size(const CausalConv1dBackwardArgs& args);
@@ -211,12 +211,12 @@ void causal_conv1d_update(const CausalConv1dUpdateArgs& args, Stream stream = nu
 // (Bt x D x L more elements).
 constexpr int kMaxScanState = 256;
 struct SelectiveScanArgs {
-  TensorView u, delta;               // (Bt, D, L)
-  TensorView A;                      // (D, N) fp32
-  TensorView B, C;                   // (D, N) fp32 or (Bt, G, N, L)
-  TensorView D;                      // optional (D,) fp32
-  TensorView z;                      // optional (Bt, D, L)
-  TensorView delta_bias;             // optional (D,) fp32
+  TensorView u, delta;    // (Bt, D, L)
+  TensorView A;           // (D, N) fp32
+  TensorView B, C;        // (D, N) fp32 or (Bt, G, N, L)
+  TensorView D;           // optional (D,) fp32
+  TensorView z;           // optional (Bt, D, L)
+  TensorView delta_bias;  // optional (D,) fp32
   bool delta_softplus = false;
   TensorView out;                    // (Bt, D, L); not u, delta or z
   TensorView cu_seqlens;             // optional (nseq + 1,), int32/int64, on the device
@@ -264,22 +264,22 @@ void selective_scan(const SelectiveScanArgs& args, Stream stream = nullptr);
 // ddelta_bias, constant dB/dC fp32; dinitial_states / dfinal_states fp32, bf16 or fp16. Every
 // gradient is overwritten (not accumulated into). Outputs may not alias any input or each other.
 struct SelectiveScanBackwardArgs {
-  SelectiveScanArgs forward;         // the forward call (out, final_states, workspace and
-                                     // serial_seqlen unused)
-  TensorView dout;                   // (Bt, D, L): the gradient of out
-  TensorView dfinal_states;          // optional (S, D, N): the gradient of the final states
-  TensorView du, ddelta;             // (Bt, D, L)
-  TensorView dA;                     // (D, N) fp32
-  TensorView dB, dC;                 // B's / C's shape: (Bt, G, N, L), or (D, N) fp32
-  TensorView dD;                     // (D,) fp32: exactly when forward.D is given
-  TensorView dz;                     // (Bt, D, L): exactly when forward.z is given
-  TensorView ddelta_bias;            // (D,) fp32: exactly when forward.delta_bias is given
-  TensorView dinitial_states;        // optional (S, D, N), with forward.initial_states: slots as
-                                     // forward.initial_state_indices (-1: not written). Each
-                                     // sequence needs its own slot: the indices live on the device
-                                     // and are not checked, and a shared slot gets one sequence's
-                                     // gradient, not their sum (the reference throws on it).
-  TensorView workspace;              // float32, contiguous, on the device
+  SelectiveScanArgs forward;   // the forward call (out, final_states, workspace and
+                               // serial_seqlen unused)
+  TensorView dout;             // (Bt, D, L): the gradient of out
+  TensorView dfinal_states;    // optional (S, D, N): the gradient of the final states
+  TensorView du, ddelta;       // (Bt, D, L)
+  TensorView dA;               // (D, N) fp32
+  TensorView dB, dC;           // B's / C's shape: (Bt, G, N, L), or (D, N) fp32
+  TensorView dD;               // (D,) fp32: exactly when forward.D is given
+  TensorView dz;               // (Bt, D, L): exactly when forward.z is given
+  TensorView ddelta_bias;      // (D,) fp32: exactly when forward.delta_bias is given
+  TensorView dinitial_states;  // optional (S, D, N), with forward.initial_states: slots as
+                               // forward.initial_state_indices (-1: not written). Each
+                               // sequence needs its own slot: the indices live on the device
+                               // and are not checked, and a shared slot gets one sequence's
+                               // gradient, not their sum (the reference throws on it).
+  TensorView workspace;        // float32, contiguous, on the device
 };
 // The workspace the backward needs, in float32 elements (checks every argument but the workspace).
 int64_t selective_scan_backward_workspace_size(const SelectiveScanBackwardArgs& args);
@@ -322,7 +322,7 @@ struct Mamba2MixerWeights {
   TensorView D;            // optional (H,) fp32
   TensorView dt_bias;      // optional (H,) fp32
   bool dt_softplus = true;
-  float dt_min = 0.0f;     // dt clamp after bias and softplus; dt_max <= dt_min: none
+  float dt_min = 0.0f;  // dt clamp after bias and softplus; dt_max <= dt_min: none
   float dt_max = 0.0f;
 };
 

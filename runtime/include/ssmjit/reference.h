@@ -128,8 +128,8 @@ void selective_scan(const SelectiveScanArgs& args);
 //   du = dy D + sum_n g[n] dt B[n, t]; ddt = sum_n g[n] (B[n, t] u + A[d, n] exp(dt A) h_prev[n]);
 //   dA += g dt exp(dt A) h_prev; dB += g dt u; dC += dy h; dD += dy u;
 //   ddelta = ddt (* sigmoid(delta + delta_bias) with softplus where delta + delta_bias <= 20,
-//   else 1: softplus passes larger values through); ddelta_bias += ddelta; g[n] = exp(dt A) g[n] before the previous token;
-//   dinitial_states = g at the sequence's start.
+//   else 1: softplus passes larger values through); ddelta_bias += ddelta; g[n] = exp(dt A) g[n] before the previous
+//   token; dinitial_states = g at the sequence's start.
 // Sums over channels (dB, dC of a group), tokens and sequences are in double, rounded once.
 void selective_scan_backward(const SelectiveScanBackwardArgs& args);
 
