@@ -1,7 +1,7 @@
 // Selective state update (Mamba-1 and Mamba-2 decode), one or L tokens per sequence, written once
 // in the DSL. Algorithm 1 of the speculative-decoding design: load the state tile once, run the L
 // tokens with the state in registers, write y per token, store the state once (or per token, or
-// not at all). See SelectiveStateUpdate.h for the argument contract.
+// not at all). See SelectiveStateUpdate.h for the signature.
 #include "kernels_dsl/SelectiveStateUpdate.h"
 
 #include <algorithm>
@@ -18,38 +18,28 @@ namespace {
 void build(KernelBuilder& k, const Specialization& spec) {
   const int64_t BP = spec.get("meta:BLOCK_P"), BN = spec.get("meta:BLOCK_N");
   if (spec.find("meta:inner_lanes")) k.setInnerLanes(static_cast<int>(spec.get("meta:inner_lanes")));
-  auto F = PtrClass::Float;
-  Value state = k.ptrArg("state", F), x = k.ptrArg("x", F), dt = k.ptrArg("dt", F),
-        A = k.ptrArg("A", F), Bp = k.ptrArg("B", F), Cp = k.ptrArg("C", F),
-        Dp = k.ptrArg("D", F), z = k.ptrArg("z", F), dtBias = k.ptrArg("dt_bias", F),
-        out = k.ptrArg("out", F);
-  Value stateIdx = k.ptrArg("state_idx", PtrClass::Int, PtrRole::Metadata);
-  Value dstIdx = k.ptrArg("dst_idx", PtrClass::Int, PtrRole::Metadata);
-  Value err = k.ptrArg("err", PtrClass::Int, PtrRole::Metadata);
-  Value batch = k.intArg("batch"), nslots = k.intArg("nslots"), H = k.intArg("H"),
-        P = k.intArg("P"), N = k.intArg("N"), G = k.intArg("G"), L = k.intArg("L");
-  (void)batch;
-  Value dtMin = k.floatArg("dt_min"), dtMax = k.floatArg("dt_max");
-  auto I = [&](const char* n) { return k.intArg(n); };
-  Value sStSlot = I("s_state_slot"), sStH = I("s_state_h"), sStP = I("s_state_p"),
-        sStN = I("s_state_n");
-  Value sXb = I("s_x_b"), sXl = I("s_x_l"), sXh = I("s_x_h"), sXp = I("s_x_p");
-  Value sDtb = I("s_dt_b"), sDtl = I("s_dt_l"), sDth = I("s_dt_h"), sDtp = I("s_dt_p");
-  Value sAh = I("s_A_h"), sAp = I("s_A_p"), sAn = I("s_A_n");
-  Value sBb = I("s_B_b"), sBl = I("s_B_l"), sBg = I("s_B_g"), sBn = I("s_B_n");
-  Value sCb = I("s_C_b"), sCl = I("s_C_l"), sCg = I("s_C_g"), sCn = I("s_C_n");
-  Value sDh = I("s_D_h"), sDp = I("s_D_p");
-  Value sZb = I("s_z_b"), sZl = I("s_z_l"), sZh = I("s_z_h"), sZp = I("s_z_p");
-  Value sBiasH = I("s_dtb_h"), sBiasP = I("s_dtb_p");
-  Value sOb = I("s_out_b"), sOl = I("s_out_l"), sOh = I("s_out_h"), sOp = I("s_out_p");
-  Value sIdxB = I("s_idx_b"), sDstB = I("s_dst_b"), sDstL = I("s_dst_l");
-  Value hasD = k.flagArg("has_D"), hasBias = k.flagArg("has_dt_bias"),
-        softplusOn = k.flagArg("dt_softplus"), hasClamp = k.flagArg("has_clamp"),
-        hasIdx = k.flagArg("has_state_idx");
-  // Bound at specialisation and read from it below: they decide the shared-memory plan.
-  k.flagArg("has_z");
-  k.flagArg("per_head");
-  Value stateWrite = k.intArg("state_write");
+  Value state = k.arg("state"), x = k.arg("x"), dt = k.arg("dt"), A = k.arg("A"), Bp = k.arg("B"),
+        Cp = k.arg("C"), Dp = k.arg("D"), z = k.arg("z"), dtBias = k.arg("dt_bias"), out = k.arg("out");
+  Value stateIdx = k.arg("state_idx"), dstIdx = k.arg("dst_idx"), err = k.arg("err");
+  Value nslots = k.arg("nslots"), H = k.arg("H"), P = k.arg("P"), N = k.arg("N"), G = k.arg("G"),
+        L = k.arg("L");
+  Value dtMin = k.arg("dt_min"), dtMax = k.arg("dt_max");
+  Value sStSlot = k.arg("s_state_slot"), sStH = k.arg("s_state_h"), sStP = k.arg("s_state_p"),
+        sStN = k.arg("s_state_n");
+  Value sXb = k.arg("s_x_b"), sXl = k.arg("s_x_l"), sXh = k.arg("s_x_h"), sXp = k.arg("s_x_p");
+  Value sDtb = k.arg("s_dt_b"), sDtl = k.arg("s_dt_l"), sDth = k.arg("s_dt_h"), sDtp = k.arg("s_dt_p");
+  Value sAh = k.arg("s_A_h"), sAp = k.arg("s_A_p"), sAn = k.arg("s_A_n");
+  Value sBb = k.arg("s_B_b"), sBl = k.arg("s_B_l"), sBg = k.arg("s_B_g"), sBn = k.arg("s_B_n");
+  Value sCb = k.arg("s_C_b"), sCl = k.arg("s_C_l"), sCg = k.arg("s_C_g"), sCn = k.arg("s_C_n");
+  Value sDh = k.arg("s_D_h"), sDp = k.arg("s_D_p");
+  Value sZb = k.arg("s_z_b"), sZl = k.arg("s_z_l"), sZh = k.arg("s_z_h"), sZp = k.arg("s_z_p");
+  Value sBiasH = k.arg("s_dtb_h"), sBiasP = k.arg("s_dtb_p");
+  Value sOb = k.arg("s_out_b"), sOl = k.arg("s_out_l"), sOh = k.arg("s_out_h"), sOp = k.arg("s_out_p");
+  Value sIdxB = k.arg("s_idx_b"), sDstB = k.arg("s_dst_b"), sDstL = k.arg("s_dst_l");
+  Value hasD = k.arg("has_D"), hasBias = k.arg("has_dt_bias"), softplusOn = k.arg("dt_softplus"),
+        hasClamp = k.arg("has_clamp"), hasIdx = k.arg("has_state_idx");
+  // has_z and per_head are read from the specialisation below: they decide the shared-memory plan.
+  Value stateWrite = k.arg("state_write");
 
   // Heads vary before rows: the blocks in flight then walk one slot's state (contiguous, H*P*N
   // values) instead of one head of many slots (a new page per row: TLB misses at large batch).
@@ -281,6 +271,6 @@ void chooseMeta(Specialization& s) {
 
 }  // namespace
 
-KernelDef selectiveStateUpdateKernel() { return {kSsuKernel, build, chooseMeta}; }
+KernelDef selectiveStateUpdateKernel() { return {kSsu.kernel, build, chooseMeta, &kSsu}; }
 
 }  // namespace ssmjit::kernels

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels_dsl/CausalConv1d.h"
+#include "kernels_dsl/SelectiveStateUpdate.h"
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/Signature.h"
@@ -32,17 +33,10 @@ void expectInternal(std::initializer_list<const char*> parts, F f) {
   ADD_FAILURE() << "expected ssmjit::Error(Internal), nothing was thrown";
 }
 
-// Kernels still bound by their op's own machinery (the selective state update's).
-bool undeclared(const std::string& name) { return name == "selective_state_update"; }
-
 TEST(KernelSignatures, EveryRegisteredKernelDeclaresAWellFormedSignature) {
   for (const std::string& name : dsl::kernelNames()) {
     SCOPED_TRACE(name);
     const dsl::KernelDef& def = dsl::findKernel(name);
-    if (undeclared(name)) {
-      EXPECT_EQ(def.signature, nullptr);
-      continue;
-    }
     ASSERT_NE(def.signature, nullptr);
     EXPECT_EQ(std::string(def.signature->kernel), name);
     EXPECT_NO_THROW(dsl::checkSignature(*def.signature));
@@ -61,6 +55,18 @@ TEST(KernelSignatures, ParametersFollowTheDeclaration) {
   EXPECT_STREQ(p[kConvUpdate.tensor("weight").firstStride + 1], "s_w_k");
   EXPECT_STREQ(p[kConvUpdate.flag("commit")], "commit");
   EXPECT_STREQ(dsl::parameters(kernels::kConvFwd).names[kernels::kConvFwd.tensor("cu").firstStride], "s_cu");
+}
+
+TEST(KernelSignatures, SelectiveStateUpdateStridesTakeTheirShortNames) {
+  using kernels::kSsu;
+  const auto& p = dsl::parameters(kSsu).names;
+  EXPECT_STREQ(p[kSsu.tensor("state").firstStride], "s_state_slot");
+  EXPECT_STREQ(p[kSsu.tensor("dt_bias").firstStride + 1], "s_dtb_p");
+  EXPECT_STREQ(p[kSsu.tensor("state_idx").firstStride], "s_idx_b");
+  EXPECT_STREQ(p[kSsu.tensor("dst_idx").firstStride + 1], "s_dst_l");
+  EXPECT_EQ(kSsu.tensor("err").rank, 0);
+  EXPECT_STREQ(p[kSsu.size("state_write")], "state_write");
+  EXPECT_STREQ(p[kSsu.count() - 1], "per_head");
 }
 
 TEST(KernelSignatures, AnUnknownNameIsAnErrorNamingKernelAndArgument) {

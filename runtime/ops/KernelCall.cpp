@@ -103,6 +103,11 @@ struct MemoSlot {
   std::shared_ptr<const Specialization> spec;
   int count = 0;
   std::unique_ptr<char[]> binds;  // the Bind array, then the meta names, compared with memcmp
+  // Meta values asked for by metaValue, by the name's address.
+  static constexpr int kAsked = 4;
+  const char* askedNames[kAsked] = {};
+  int64_t askedValues[kAsked] = {};
+  int nAsked = 0;
 };
 constexpr int kMemoSlots = 8;
 
@@ -137,7 +142,7 @@ const LoadedKernel& KernelCall::kernel() {
   thread_local unsigned next = 0;
   const int nb = n_ + nMeta_;
   const size_t bytes = sizeof(Bind) * static_cast<size_t>(nb), names = sizeof(char*) * static_cast<size_t>(nMeta_);
-  for (const MemoSlot& m : memo)
+  for (MemoSlot& m : memo)
     if (m.kernel == &sig_ && m.ctx == ctx && m.count == nb && std::memcmp(m.binds.get(), binds_, bytes) == 0 &&
         std::memcmp(m.binds.get() + bytes, metaNames_, names) == 0) {
       memo_ = &m;
@@ -150,6 +155,7 @@ const LoadedKernel& KernelCall::kernel() {
   m.loaded = &loadedKernel(*spec, ArgSchema{dsl::parameters(sig_).names.data(), n_});
   m.spec = std::move(spec);
   m.count = nb;
+  m.nAsked = 0;
   m.binds.reset(new char[bytes + names]);
   std::memcpy(m.binds.get(), binds_, bytes);
   std::memcpy(m.binds.get() + bytes, metaNames_, names);
@@ -159,7 +165,15 @@ const LoadedKernel& KernelCall::kernel() {
 
 int64_t KernelCall::metaValue(const char* name) {
   kernel();
-  return static_cast<const MemoSlot*>(memo_)->spec->get(name);
+  auto* m = static_cast<MemoSlot*>(memo_);
+  for (int i = 0; i < m->nAsked; ++i)
+    if (m->askedNames[i] == name) return m->askedValues[i];
+  const int64_t v = m->spec->get(name);
+  if (m->nAsked < MemoSlot::kAsked) {
+    m->askedNames[m->nAsked] = name;
+    m->askedValues[m->nAsked++] = v;
+  }
+  return v;
 }
 
 void KernelCall::launch(const unsigned grid[3], CUstream stream) { launchKernel(kernel(), v_, grid, stream); }

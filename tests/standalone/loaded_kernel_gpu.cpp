@@ -70,8 +70,9 @@ ssmjit::Specialization probeSpec(int64_t scale) {
   ssmjit::Specialization s;
   s.kernel = "probe";
   s.arch = ssmjit::driver::currentArch();
-  // A realistically large key: every selective_state_update argument name.
-  for (int i = 0; i < ssmjit::kernels::kSsuNumArgs; ++i) s.set(ssmjit::kernels::kSsuArgNames[i], i);
+  // A realistically large key: every selective_state_update parameter name.
+  const auto& names = ssmjit::dsl::parameters(ssmjit::kernels::kSsu).names;
+  for (size_t i = 0; i < names.size(); ++i) s.set(names[i], static_cast<int64_t>(i));
   s.set("scale", scale);
   return s;
 }
