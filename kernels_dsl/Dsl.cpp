@@ -96,7 +96,8 @@ void KernelBuilder::declare(const Signature& sig) {
     switch (p.kind) {
       case ParamKind::Pointer: v = ptrArg(p.name, p.cls, p.role); break;
       case ParamKind::Size:
-      case ParamKind::Stride: v = intArg(p.name); break;
+      case ParamKind::Stride:
+      case ParamKind::Mode: v = intArg(p.name); break;
       case ParamKind::Scalar: v = floatArg(p.name); break;
       case ParamKind::Flag: v = flagArg(p.name); break;
     }

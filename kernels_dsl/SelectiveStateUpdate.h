@@ -30,18 +30,17 @@ inline constexpr TensorArg kTensors[] = {{"state", F, {"slot", "h", "p", "n"}},
                                          {"state_idx", I, {"b"}, "idx", M},
                                          {"dst_idx", I, {"b", "l"}, "dst", M},
                                          {"err", I, {}, nullptr, M}};
-// state_write is the write mode (0 final, 1 none, 2 per token, into dst_idx[b, l]): an integer
-// the code is specialised on, like the bound sizes.
-inline constexpr dsl::SizeArg kSizes[] = {{"batch", Count}, {"nslots", Count}, {"H", Bound},
-                                          {"P", Bound},     {"N", Bound},      {"G", Bound},
-                                          {"L", Bound},     {"state_write", Bound}};
+inline constexpr dsl::SizeArg kSizes[] = {{"batch", Count}, {"nslots", Count}, {"H", Bound}, {"P", Bound},
+                                          {"N", Bound},     {"G", Bound},      {"L", Bound}};
 inline constexpr const char* kScalars[] = {"dt_min", "dt_max"};
 inline constexpr const char* kFlags[] = {"has_D",     "has_z",         "has_dt_bias", "dt_softplus",
                                          "has_clamp", "has_state_idx", "per_head"};
+// The write mode: 0 final, 1 none, 2 per token (into dst_idx[b, l]).
+inline constexpr const char* kModes[] = {"state_write"};
 }  // namespace ssu
 
 inline constexpr dsl::Signature kSsu{"selective_state_update", ssu::kTensors, ssu::kSizes, ssu::kScalars,
-                                     ssu::kFlags};
+                                     ssu::kFlags, {}, ssu::kModes};
 
 // Device status record codes written through `err` (first error wins):
 // err[0] = code, err[1] = row b, err[2] = offending value, err[3] = bound.

@@ -65,8 +65,9 @@ TEST(KernelSignatures, SelectiveStateUpdateStridesTakeTheirShortNames) {
   EXPECT_STREQ(p[kSsu.tensor("state_idx").firstStride], "s_idx_b");
   EXPECT_STREQ(p[kSsu.tensor("dst_idx").firstStride + 1], "s_dst_l");
   EXPECT_EQ(kSsu.tensor("err").rank, 0);
-  EXPECT_STREQ(p[kSsu.size("state_write")], "state_write");
-  EXPECT_STREQ(p[kSsu.count() - 1], "per_head");
+  EXPECT_STREQ(p[kSsu.flag("per_head")], "per_head");
+  EXPECT_STREQ(p[kSsu.mode("state_write")], "state_write");
+  EXPECT_EQ(kSsu.mode("state_write"), kSsu.count() - 1);  // modes come last
 }
 
 TEST(KernelSignatures, AnUnknownNameIsAnErrorNamingKernelAndArgument) {

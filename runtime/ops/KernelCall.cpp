@@ -79,6 +79,10 @@ void KernelCall::flag(int arg, bool value) {
   v_[arg].i64 = value;
   bind(arg, kPlain, value);
 }
+void KernelCall::mode(int arg, int64_t value) {
+  v_[arg].i64 = value;
+  bind(arg, kPlain, value);
+}
 void KernelCall::meta(const char* name, int64_t value) {
   if (nMeta_ == kMaxMeta) throw Error(Error::Kind::Internal, "KernelCall: too many meta values");
   metaNames_[nMeta_] = name;

@@ -42,6 +42,7 @@ class KernelCall {
   void size(int arg, int64_t value);  // as the signature's SizeUse says
   void scalar(int arg, float value);
   void flag(int arg, bool value);
+  void mode(int arg, int64_t value);
   void meta(const char* name, int64_t value);  // `name` must outlive the call (a literal)
   // An argument's value after binding (an op may set one the specialisation never depends on,
   // such as a count chosen at launch).

@@ -294,7 +294,6 @@ bool offsetsFit32(dsl::TensorId t, KernelCall& c, const detail::SsuDims& d) {
   c.size(S.size("N"), d.N);
   c.size(S.size("G"), d.G);
   c.size(S.size("L"), d.L);
-  c.size(S.size("state_write"), static_cast<int64_t>(a.state_write));
   c.scalar(S.scalar("dt_min"), a.dt_min);
   c.scalar(S.scalar("dt_max"), a.dt_max);
   c.flag(S.flag("has_D"), a.D.defined());
@@ -304,6 +303,7 @@ bool offsetsFit32(dsl::TensorId t, KernelCall& c, const detail::SsuDims& d) {
   c.flag(S.flag("has_clamp"), a.dt_max > a.dt_min);
   c.flag(S.flag("has_state_idx"), a.state_batch_indices.defined());
   c.flag(S.flag("per_head"), m2);
+  c.mode(S.mode("state_write"), static_cast<int64_t>(a.state_write));
   c.meta("meta:index_bits", fits ? 32 : 64);
 }
 
