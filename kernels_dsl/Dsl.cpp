@@ -96,6 +96,7 @@ void KernelBuilder::declare(const Signature& sig) {
         break;
       case ParamKind::Size:
       case ParamKind::Stride:
+      case ParamKind::Mode:
         v = intArg(p.name);
         break;
       case ParamKind::Scalar:

@@ -1,7 +1,7 @@
 // Selective state update (Mamba-1 and Mamba-2 decode), one or L tokens per sequence, written once
 // in the DSL. Algorithm 1 of the speculative-decoding design: load the state tile once, run the L
 // tokens with the state in registers, write y per token, store the state once (or per token, or
-// not at all). See SelectiveStateUpdate.h for the argument contract.
+// not at all). See SelectiveStateUpdate.h for the signature.
 #include "kernels_dsl/SelectiveStateUpdate.h"
 
 #include <algorithm>
@@ -18,51 +18,39 @@ namespace {
 void build(KernelBuilder& k, const Specialization& spec) {
   const int64_t BP = spec.get("meta:BLOCK_P"), BN = spec.get("meta:BLOCK_N");
   if (spec.find("meta:inner_lanes")) k.setInnerLanes(static_cast<int>(spec.get("meta:inner_lanes")));
-  auto F = PtrClass::Float;
-  Value state = k.ptrArg("state", F), x = k.ptrArg("x", F), dt = k.ptrArg("dt", F),
-        A = k.ptrArg("A", F), Bp = k.ptrArg("B", F), Cp = k.ptrArg("C", F),
-        Dp = k.ptrArg("D", F), z = k.ptrArg("z", F), dtBias = k.ptrArg("dt_bias", F),
-        out = k.ptrArg("out", F);
-  Value stateIdx = k.ptrArg("state_idx", PtrClass::Int, PtrRole::Metadata);
-  Value dstIdx = k.ptrArg("dst_idx", PtrClass::Int, PtrRole::Metadata);
-  Value err = k.ptrArg("err", PtrClass::Int, PtrRole::Metadata);
-  Value batch = k.intArg("batch"), nslots = k.intArg("nslots"), H = k.intArg("H"),
-        P = k.intArg("P"), N = k.intArg("N"), G = k.intArg("G"), L = k.intArg("L");
-  (void)batch;
-  Value dtMin = k.floatArg("dt_min"), dtMax = k.floatArg("dt_max");
-  auto I = [&](const char* n) { return k.intArg(n); };
-  Value sStSlot = I("s_state_slot"), sStH = I("s_state_h"), sStP = I("s_state_p"),
-        sStN = I("s_state_n");
-  Value sXb = I("s_x_b"), sXl = I("s_x_l"), sXh = I("s_x_h"), sXp = I("s_x_p");
-  Value sDtb = I("s_dt_b"), sDtl = I("s_dt_l"), sDth = I("s_dt_h"), sDtp = I("s_dt_p");
-  Value sAh = I("s_A_h"), sAp = I("s_A_p"), sAn = I("s_A_n");
-  Value sBb = I("s_B_b"), sBl = I("s_B_l"), sBg = I("s_B_g"), sBn = I("s_B_n");
-  Value sCb = I("s_C_b"), sCl = I("s_C_l"), sCg = I("s_C_g"), sCn = I("s_C_n");
-  Value sDh = I("s_D_h"), sDp = I("s_D_p");
-  Value sZb = I("s_z_b"), sZl = I("s_z_l"), sZh = I("s_z_h"), sZp = I("s_z_p");
-  Value sBiasH = I("s_dtb_h"), sBiasP = I("s_dtb_p");
-  Value sOb = I("s_out_b"), sOl = I("s_out_l"), sOh = I("s_out_h"), sOp = I("s_out_p");
-  Value sIdxB = I("s_idx_b"), sDstB = I("s_dst_b"), sDstL = I("s_dst_l");
-  Value hasD = k.flagArg("has_D"), hasBias = k.flagArg("has_dt_bias"),
-        softplusOn = k.flagArg("dt_softplus"), hasClamp = k.flagArg("has_clamp"),
-        hasIdx = k.flagArg("has_state_idx");
-  // Bound at specialisation and read from it below: they decide the shared-memory plan.
-  k.flagArg("has_z");
-  k.flagArg("per_head");
-  Value stateWrite = k.intArg("state_write");
+  Value state = k.arg("state"), x = k.arg("x"), dt = k.arg("dt"), A = k.arg("A"), Bp = k.arg("B"), Cp = k.arg("C"),
+        Dp = k.arg("D"), z = k.arg("z"), dtBias = k.arg("dt_bias"), out = k.arg("out");
+  Value stateIdx = k.arg("state_idx"), dstIdx = k.arg("dst_idx"), err = k.arg("err");
+  Value nslots = k.arg("nslots"), H = k.arg("H"), P = k.arg("P"), N = k.arg("N"), G = k.arg("G"), L = k.arg("L");
+  Value dtMin = k.arg("dt_min"), dtMax = k.arg("dt_max");
+  Value sStSlot = k.arg("s_state_slot"), sStH = k.arg("s_state_h"), sStP = k.arg("s_state_p"),
+        sStN = k.arg("s_state_n");
+  Value sXb = k.arg("s_x_b"), sXl = k.arg("s_x_l"), sXh = k.arg("s_x_h"), sXp = k.arg("s_x_p");
+  Value sDtb = k.arg("s_dt_b"), sDtl = k.arg("s_dt_l"), sDth = k.arg("s_dt_h"), sDtp = k.arg("s_dt_p");
+  Value sAh = k.arg("s_A_h"), sAp = k.arg("s_A_p"), sAn = k.arg("s_A_n");
+  Value sBb = k.arg("s_B_b"), sBl = k.arg("s_B_l"), sBg = k.arg("s_B_g"), sBn = k.arg("s_B_n");
+  Value sCb = k.arg("s_C_b"), sCl = k.arg("s_C_l"), sCg = k.arg("s_C_g"), sCn = k.arg("s_C_n");
+  Value sDh = k.arg("s_D_h"), sDp = k.arg("s_D_p");
+  Value sZb = k.arg("s_z_b"), sZl = k.arg("s_z_l"), sZh = k.arg("s_z_h"), sZp = k.arg("s_z_p");
+  Value sBiasH = k.arg("s_dtb_h"), sBiasP = k.arg("s_dtb_p");
+  Value sOb = k.arg("s_out_b"), sOl = k.arg("s_out_l"), sOh = k.arg("s_out_h"), sOp = k.arg("s_out_p");
+  Value sIdxB = k.arg("s_idx_b"), sDstB = k.arg("s_dst_b"), sDstL = k.arg("s_dst_l");
+  Value hasD = k.arg("has_D"), hasBias = k.arg("has_dt_bias"), softplusOn = k.arg("dt_softplus"),
+        hasClamp = k.arg("has_clamp"), hasIdx = k.arg("has_state_idx");
+  // has_z and per_head are read from the specialisation below: they decide the shared-memory plan.
+  Value stateWrite = k.arg("state_write");
 
   // Heads vary before rows: the blocks in flight then walk one slot's state (contiguous, H*P*N
   // values) instead of one head of many slots (a new page per row: TLB misses at large batch).
   Value pidP = k.programId(0), h = k.programId(1), b = k.programId(2);
 
   // Which slot this sequence reads; -1 is a pad row, skipped with its outputs untouched.
-  Value slot = k.ifElse(hasIdx, [&] { return std::vector<Value>{k.load(stateIdx, b * sIdxB)}; },
-                        [&] { return std::vector<Value>{b}; })[0];
+  Value slot = k.ifElse(
+      hasIdx, [&] { return std::vector<Value>{k.load(stateIdx, b * sIdxB)}; },
+      [&] { return std::vector<Value>{b}; })[0];
   k.returnIf(slot == -1);
   Value badSlot = (slot < 0) || (slot >= nslots);
-  k.ifThen(badSlot, [&] {
-    k.reportError(err, k.constInt(kErrSlotOutOfRange), b, slot, nslots);
-  });
+  k.ifThen(badSlot, [&] { k.reportError(err, k.constInt(kErrSlotOutOfRange), b, slot, nslots); });
   k.returnIf(badSlot);
 
   Value offsP = pidP * BP + k.range(BP);
@@ -82,35 +70,36 @@ void build(KernelBuilder& k, const Specialization& spec) {
   // dt' = clamp(softplus(dt + dt_bias)): on a tile (Mamba-1: per channel) or a scalar (Mamba-2:
   // one value per head and token, so it and exp(A dt') are computed once, not per state element).
   auto dtTransform = [&](Value d) {
-    d = k.ifElse(softplusOn, [&] { return std::vector<Value>{softplus(d)}; },
-                 [&] { return std::vector<Value>{d}; })[0];
-    return k.ifElse(hasClamp, [&] { return std::vector<Value>{k.minimum(k.maximum(d, dtMin), dtMax)}; },
-                    [&] { return std::vector<Value>{d}; })[0];
+    d = k.ifElse(
+        softplusOn, [&] { return std::vector<Value>{softplus(d)}; }, [&] { return std::vector<Value>{d}; })[0];
+    return k.ifElse(
+        hasClamp, [&] { return std::vector<Value>{k.minimum(k.maximum(d, dtMin), dtMax)}; },
+        [&] { return std::vector<Value>{d}; })[0];
   };
   // Loop invariants: A, D and dt_bias.
   Value zero = k.constFloat(0);
   Value zeroP = k.splat(zero, {BP});
   Value Ahead = k.load(A, h * sAh);
-  Value biasHead = k.ifElse(hasBias, [&] { return std::vector<Value>{k.load(dtBias, h * sBiasH)}; },
-                            [&] { return std::vector<Value>{zero}; })[0];
-  Value Atile = k.load(A, h * sAh + k.expandDims(offsP, 1) * sAp + k.expandDims(offsN, 0) * sAn,
-                       mask2, zero);
-  Value biasTile = k.ifElse(hasBias,
-                            [&] { return std::vector<Value>{k.load(dtBias, h * sBiasH + offsP * sBiasP, maskP, zero)}; },
-                            [&] { return std::vector<Value>{zeroP}; })[0];
-  Value Dv = k.ifElse(hasD,
-                      [&] { return std::vector<Value>{k.load(Dp, h * sDh + offsP * sDp, maskP, zero)}; },
-                      [&] { return std::vector<Value>{zeroP}; })[0];
+  Value biasHead = k.ifElse(
+      hasBias, [&] { return std::vector<Value>{k.load(dtBias, h * sBiasH)}; },
+      [&] { return std::vector<Value>{zero}; })[0];
+  Value Atile = k.load(A, h * sAh + k.expandDims(offsP, 1) * sAp + k.expandDims(offsN, 0) * sAn, mask2, zero);
+  Value biasTile = k.ifElse(
+      hasBias, [&] { return std::vector<Value>{k.load(dtBias, h * sBiasH + offsP * sBiasP, maskP, zero)}; },
+      [&] { return std::vector<Value>{zeroP}; })[0];
+  Value Dv = k.ifElse(
+      hasD, [&] { return std::vector<Value>{k.load(Dp, h * sDh + offsP * sDp, maskP, zero)}; },
+      [&] { return std::vector<Value>{zeroP}; })[0];
 
   // What token t's math needs (t < L), "prepared": x; the decay (Mamba-2: the scalar exp(A dt')
   // of the head; Mamba-1: dt' per channel, exp(A dt') taken per state element); dt' x; B; C; and
   // silu(z).
   const bool m2 = spec.get("per_head") != 0, withZ = spec.get("has_z") != 0;
   if (spec.get("meta:chunked")) {
-    SsuChunkInputs in{state, x, dt, Bp, Cp, z, out, b, h, g, pidP, slot, L, P, N, offsN, maskN, mask2,
-                      wholeP, st, Ahead, biasHead, Dv, sXb, sXl, sXh, sXp, sDtb, sDtl, sDth,
-                      sBb, sBl, sBg, sBn, sCb, sCl, sCg, sCn, sZb, sZl, sZh, sZp, sOb, sOl, sOh, sOp,
-                      dtTransform, stateOffsets};
+    SsuChunkInputs in{state, x,   dt,  Bp,    Cp,    z,     out,    b,   h,     g,        pidP,        slot,
+                      L,     P,   N,   offsN, maskN, mask2, wholeP, st,  Ahead, biasHead, Dv,          sXb,
+                      sXl,   sXh, sXp, sDtb,  sDtl,  sDth,  sBb,    sBl, sBg,   sBn,      sCb,         sCl,
+                      sCg,   sCn, sZb, sZl,   sZh,   sZp,   sOb,    sOl, sOh,   sOp,      dtTransform, stateOffsets};
     return buildSsuChunkedTokens(k, spec, in);
   }
   auto prepare = [&](Value xv, Value dtRaw, Value Bv, Value Cv, Value zv) {
@@ -142,16 +131,15 @@ void build(KernelBuilder& k, const Specialization& spec) {
   // rows (8 lanes along a row; fewer rows of N spread a row over fewer lanes, and Mamba-1's long
   // row blocks over all of them: those tiles would take 32-128 values a thread and spill).
   const int64_t threads = 32 * spec.get("meta:num_warps");
-  const bool staged = Ls > 1 && m2 && BN >= 64 && LB * BP <= 8 * threads &&
-                      stageFloats <= kMaxSharedBufferFloats;
+  const bool staged = Ls > 1 && m2 && BN >= 64 && LB * BP <= 8 * threads && stageFloats <= kMaxSharedBufferFloats;
   Value smem = staged ? k.sharedBuffer(stageFloats) : Value{};
   if (staged) {
     // Places along the lanes (coalesced, vectorised). The P places are a range of their own:
     // offsP is the state's row axis, and a 1-D tile has one layout. A row's place is its index
     // in the program's BP rows (pR); pG is the row of the head it holds.
     Value tr = k.range(LB), tC = k.expandDims(tr, 1), tV = tC < L;  // [LB, 1]
-    Value nR = k.expandDims(offsN, 0);                                // [1, BN]
-    Value pR = k.expandDims(k.range(BP), 0), pG = pR + pidP * BP;     // [1, BP]
+    Value nR = k.expandDims(offsN, 0);                              // [1, BN]
+    Value pR = k.expandDims(k.range(BP), 0), pG = pR + pidP * BP;   // [1, BP]
     Value mPR = wholeP ? Value{} : pG < P;
     Value mN2 = tV && k.expandDims(maskN, 0), mP2 = wholeP ? k.broadcastTo(tV, {LB, BP}) : tV && mPR;
     auto rowsAt = [&](int64_t o) { return o + tC * BP + pR; };
@@ -170,9 +158,12 @@ void build(KernelBuilder& k, const Specialization& spec) {
   }
   auto loadStaged = [&](Value t) {
     Value row = t * BP + (offsP - pidP * BP);
-    return std::vector<Value>{k.load(smem, oX + row), k.load(smem, oDec + t),
-                              k.load(smem, oDtx + row), k.load(smem, t * BNp + padN(offsN)),
-                              k.load(smem, oC + t * BNp + padN(offsN)), withZ ? k.load(smem, oZ + row) : zeroP};
+    return std::vector<Value>{k.load(smem, oX + row),
+                              k.load(smem, oDec + t),
+                              k.load(smem, oDtx + row),
+                              k.load(smem, t * BNp + padN(offsN)),
+                              k.load(smem, oC + t * BNp + padN(offsN)),
+                              withZ ? k.load(smem, oZ + row) : zeroP};
   };
   // The state stays s (3 operations an element a token: decay, + B dt' x, the y term). Keeping it
   // scaled by the product of the decays, u = s / alpha (2 operations, rebased below 2^-40), is
@@ -270,8 +261,10 @@ void chooseMeta(Specialization& s) {
     // takes 32 too.
     const int64_t L = s.get("L");
     const bool fewTokens = L == 2 || (L <= 4 && stateBytes == 4);
-    const int64_t perThread =
-        L > 1 ? (s.get("per_head") && !fewTokens ? 64 : 32) : (oneTokenF32Heads ? 16 : stateBytes == 4 ? 8 : 32);
+    const int64_t perThread = L > 1 ? (s.get("per_head") && !fewTokens ? 64 : 32)
+                                    : (oneTokenF32Heads  ? 16
+                                       : stateBytes == 4 ? 8
+                                                         : 32);
     int64_t bp = std::max<int64_t>(1, perThread * 32 * s.get("meta:num_warps") / BN);
     bp = std::min(bp, std::max<int64_t>(1, nextPow2(P)));
     s.set("meta:BLOCK_P", bp);
@@ -281,6 +274,6 @@ void chooseMeta(Specialization& s) {
 
 }  // namespace
 
-KernelDef selectiveStateUpdateKernel() { return {kSsuKernel, build, chooseMeta}; }
+KernelDef selectiveStateUpdateKernel() { return {kSsu.kernel, build, chooseMeta, &kSsu}; }
 
 }  // namespace ssmjit::kernels

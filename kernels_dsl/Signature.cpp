@@ -39,6 +39,7 @@ Parameters build(const Signature& sig) {
     for (int a = 0; a < t.rank(); ++a) p.params.push_back({strideName(t, a), ParamKind::Stride});
   }
   for (int i = 0; i < sig.flags.n; ++i) p.params.push_back({sig.flags[i], ParamKind::Flag});
+  for (int i = 0; i < sig.modes.n; ++i) p.params.push_back({sig.modes[i], ParamKind::Mode});
   return p;
 }
 

@@ -1,8 +1,8 @@
 // A kernel's signature, declared once beside its definition: its tensors (storage class, role,
-// named axes), sizes (and how a call binds each), f32 scalars and flags. Everything else follows
-// from it: the kernel's parameter list (pointers, sizes, scalars, strides, flags; a tensor's
-// stride along axis `a` is "s_<stride>_<a>", or "s_<stride>" for an axis named ""), the
-// builder's arguments (KernelBuilder::declare) and the runtime's generic binder (KernelCall).
+// named axes), sizes (and how a call binds each), f32 scalars, flags and modes. Everything else
+// follows from it: the kernel's parameter list (pointers, sizes, scalars, strides, flags, modes;
+// a tensor's stride along axis `a` is "s_<stride>_<a>", or "s_<stride>" for an axis named ""),
+// the builder's arguments (KernelBuilder::declare) and the runtime's generic binder (KernelCall).
 // Lookups by name are constexpr: an op's handles are compile-time constants, and a name the
 // signature lacks fails to compile. Plain C++, no MLIR.
 #pragma once
@@ -68,7 +68,7 @@ struct TensorId {
   int tensor, pointer, firstStride, rank;
 };
 
-enum class ParamKind { Pointer, Size, Scalar, Stride, Flag };
+enum class ParamKind { Pointer, Size, Scalar, Stride, Flag, Mode };
 
 struct Param {
   std::string name;
@@ -86,8 +86,11 @@ struct Signature {
   List<const char*> flags;
   // The tensors' names in the order their strides come (default: the tensors' order).
   List<const char*> strideOrder;
+  // Integer modes: always bound like flags (the code is specialised on each), with more than two
+  // values.
+  List<const char*> modes;
 
-  constexpr int count() const { return firstStride() + strideCount() + flags.n; }
+  constexpr int count() const { return firstStride() + strideCount() + flags.n + modes.n; }
   constexpr int firstStride() const { return tensors.n + sizes.n + scalars.n; }
   constexpr int strideCount() const {
     int n = 0;
@@ -124,6 +127,11 @@ struct Signature {
     for (int i = 0; i < flags.n; ++i)
       if (detail::sameName(flags[i], name)) return firstStride() + strideCount() + i;
     detail::unknownArgument(kernel, "flag", name);
+  }
+  constexpr int mode(const char* name) const {
+    for (int i = 0; i < modes.n; ++i)
+      if (detail::sameName(modes[i], name)) return firstStride() + strideCount() + flags.n + i;
+    detail::unknownArgument(kernel, "mode", name);
   }
 };
 

@@ -23,9 +23,12 @@ namespace {
 // bf16 terms that hold a value of this storage dtype exactly (f32 math results: 3).
 int piecesFor(const Specialization& s, const char* ptr) {
   switch (static_cast<DType>(s.get(std::string("dtype:") + ptr))) {
-    case DType::BF16: return 1;
-    case DType::F16: return 2;
-    default: return 3;
+    case DType::BF16:
+      return 1;
+    case DType::F16:
+      return 2;
+    default:
+      return 3;
   }
 }
 int archMajor(const std::string& arch) {  // "sm_90a" -> 9
@@ -64,8 +67,8 @@ void buildSsuChunkedTokens(KernelBuilder& k, const Specialization& spec, const S
   const int64_t oDx = plan.oDx, oZ = plan.oZ, oCum = plan.oCum, oRev = plan.oRev, oSeg = plan.oSeg, oG = plan.oG;
   if (plan.floats > kMaxSharedBufferFloats)  // ssuChunkable keeps such calls on the token loop
     throw Error(Error::Kind::Internal, "chunked state update: " + std::to_string(plan.floats) +
-                                           " floats of shared memory for BLOCK_P " + std::to_string(BP) +
-                                           ", BLOCK_N " + std::to_string(BN) + ", over the limit");
+                                           " floats of shared memory for BLOCK_P " + std::to_string(BP) + ", BLOCK_N " +
+                                           std::to_string(BN) + ", over the limit");
   Value smem = k.sharedBuffer(plan.floats);
   Value zero = k.constFloat(0);
   auto C = [&](int64_t v) { return k.constInt(v); };
@@ -121,8 +124,8 @@ void buildSsuChunkedTokens(KernelBuilder& k, const Specialization& spec, const S
   Value tK = k.expandDims(k.range(LD), 0);  // [1, LD]
   Value pC = k.expandDims(k.range(BP), 1);  // [BP, 1]
   Value dx = k.load(smem, oDx + tK * BP + pC);
-  Value cumK = k.load(smem, oCum + tK);      // [1, LD]
-  Value revK = k.load(smem, oRev + tK);      // [1, LD]
+  Value cumK = k.load(smem, oCum + tK);  // [1, LD]
+  Value revK = k.load(smem, oRev + tK);  // [1, LD]
   Value cumLast = k.load(smem, oCum + in.L - 1);
   const int sp = piecesFor(spec, "state"), bp = piecesFor(spec, "B"), cp = piecesFor(spec, "C");
   // G[t, u] = (C_t . B_u) exp(a_{u+1} + ... + a_t) for u <= t, through shared memory to every

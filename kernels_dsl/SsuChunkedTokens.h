@@ -42,8 +42,8 @@ struct SsuChunkInputs {
   dsl::Value Ahead, biasHead, D;   // A and dt_bias of the head (scalars), D of the rows [BLOCK_P]
   dsl::Value sXb, sXl, sXh, sXp, sDtb, sDtl, sDth, sBb, sBl, sBg, sBn, sCb, sCl, sCg, sCn;
   dsl::Value sZb, sZl, sZh, sZp, sOb, sOl, sOh, sOp;
-  std::function<dsl::Value(dsl::Value)> dtTransform;        // dt + bias -> dt'
-  std::function<dsl::Value(dsl::Value)> stateOffsets;       // slot -> the state tile's offsets
+  std::function<dsl::Value(dsl::Value)> dtTransform;   // dt + bias -> dt'
+  std::function<dsl::Value(dsl::Value)> stateOffsets;  // slot -> the state tile's offsets
 };
 
 void buildSsuChunkedTokens(dsl::KernelBuilder& k, const Specialization& spec, const SsuChunkInputs& in);

@@ -7,12 +7,13 @@
 #include <string>
 
 #include "kernels_dsl/CausalConv1d.h"
+#include "kernels_dsl/CompileKernel.h"
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
+#include "kernels_dsl/SelectiveStateUpdate.h"
 #include "kernels_dsl/Signature.h"
 #include "runtime/ops/KernelCall.h"
 #include "ssmjit/error.h"
-#include "kernels_dsl/CompileKernel.h"
 
 namespace {
 
@@ -32,17 +33,10 @@ void expectInternal(std::initializer_list<const char*> parts, F f) {
   ADD_FAILURE() << "expected ssmjit::Error(Internal), nothing was thrown";
 }
 
-// Kernels still bound by their op's own machinery (the selective state update's).
-bool undeclared(const std::string& name) { return name == "selective_state_update"; }
-
 TEST(KernelSignatures, EveryRegisteredKernelDeclaresAWellFormedSignature) {
   for (const std::string& name : dsl::kernelNames()) {
     SCOPED_TRACE(name);
     const dsl::KernelDef& def = dsl::findKernel(name);
-    if (undeclared(name)) {
-      EXPECT_EQ(def.signature, nullptr);
-      continue;
-    }
     ASSERT_NE(def.signature, nullptr);
     EXPECT_EQ(std::string(def.signature->kernel), name);
     EXPECT_NO_THROW(dsl::checkSignature(*def.signature));
@@ -63,22 +57,32 @@ TEST(KernelSignatures, ParametersFollowTheDeclaration) {
   EXPECT_STREQ(dsl::parameters(kernels::kConvFwd).names[kernels::kConvFwd.tensor("cu").firstStride], "s_cu");
 }
 
+TEST(KernelSignatures, SelectiveStateUpdateStridesTakeTheirShortNames) {
+  using kernels::kSsu;
+  const auto& p = dsl::parameters(kSsu).names;
+  EXPECT_STREQ(p[kSsu.tensor("state").firstStride], "s_state_slot");
+  EXPECT_STREQ(p[kSsu.tensor("dt_bias").firstStride + 1], "s_dtb_p");
+  EXPECT_STREQ(p[kSsu.tensor("state_idx").firstStride], "s_idx_b");
+  EXPECT_STREQ(p[kSsu.tensor("dst_idx").firstStride + 1], "s_dst_l");
+  EXPECT_EQ(kSsu.tensor("err").rank, 0);
+  EXPECT_STREQ(p[kSsu.flag("per_head")], "per_head");
+  EXPECT_STREQ(p[kSsu.mode("state_write")], "state_write");
+  EXPECT_EQ(kSsu.mode("state_write"), kSsu.count() - 1);  // modes come last
+}
+
 TEST(KernelSignatures, AnUnknownNameIsAnErrorNamingKernelAndArgument) {
   const char* bad = "stat";  // not a constant expression: the lookup runs, and throws
-  expectInternal({"causal_conv1d_update", "'stat'"},
-                       [&] { (void)kConvUpdate.tensor(bad); });
+  expectInternal({"causal_conv1d_update", "'stat'"}, [&] { (void)kConvUpdate.tensor(bad); });
 }
 
 TEST(KernelSignatures, BindingTwiceOrMissingAnArgumentFails) {
   const TensorView none;
   detail::KernelCall twice(kConvUpdate);
   twice.flag(kConvUpdate.flag("silu"), true);
-  expectInternal({"causal_conv1d_update", "'silu'", "twice"},
-                       [&] { twice.flag(kConvUpdate.flag("silu"), false); });
+  expectInternal({"causal_conv1d_update", "'silu'", "twice"}, [&] { twice.flag(kConvUpdate.flag("silu"), false); });
   detail::KernelCall missing(kConvUpdate);
   missing.tensor(kConvUpdate.tensor("state"), none);
-  expectInternal({"causal_conv1d_update", "'commit'", "not bound"},
-                       [&] { (void)missing.specialization("sm_90a"); });
+  expectInternal({"causal_conv1d_update", "'commit'", "not bound"}, [&] { (void)missing.specialization("sm_90a"); });
 }
 
 TEST(KernelSignatures, ADeclaredKernelTakesNoOtherArgument) {
@@ -86,11 +90,9 @@ TEST(KernelSignatures, ADeclaredKernelTakesNoOtherArgument) {
   def.build = [](dsl::KernelBuilder& k, const Specialization&) { k.arg("no_such_argument"); };
   Specialization spec;
   spec.kernel = kConvUpdate.kernel;
-  expectInternal({"causal_conv1d_update", "'no_such_argument'"},
-                       [&] { (void)compileKernel(def, spec); });
+  expectInternal({"causal_conv1d_update", "'no_such_argument'"}, [&] { (void)compileKernel(def, spec); });
   def.build = [](dsl::KernelBuilder& k, const Specialization&) { k.intArg("extra"); };
-  expectInternal({"causal_conv1d_update", "'extra'"},
-                       [&] { (void)compileKernel(def, spec); });
+  expectInternal({"causal_conv1d_update", "'extra'"}, [&] { (void)compileKernel(def, spec); });
 }
 
 }  // namespace

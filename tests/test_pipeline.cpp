@@ -19,7 +19,7 @@ namespace {
 Specialization mamba2Spec(int L, DType stateDtype, bool hasZ, const std::string& arch, int64_t P = 64, int64_t N = 128,
                           int chunked = -1) {
   Specialization s;
-  s.kernel = kernels::kSsuKernel;
+  s.kernel = kernels::kSsu.kernel;
   s.arch = arch;
   const int64_t H = 80, G = 1;
   for (auto [k, v] : std::map<std::string, int64_t>{{"H", H}, {"P", P}, {"N", N}, {"G", G}, {"L", L}}) s.set(k, v);

@@ -280,8 +280,7 @@ class SsuGpuMatrix : public ::testing::TestWithParam<SsuCase> {
 
 TEST_P(SsuGpuMatrix, MatchesFloat64Reference) {
   const SsuCase& c = GetParam();
-  SCOPED_TRACE("seed " + std::to_string(c.seed) + " (SSMJIT_TEST_SEED=" +
-               std::to_string(baseSeed()) + ")");
+  SCOPED_TRACE("seed " + std::to_string(c.seed) + " (SSMJIT_TEST_SEED=" + std::to_string(baseSeed()) + ")");
   const SsuProblem p = makeProblem(c);
   SsuProblem ref = p;
   runReference(ref);
@@ -350,8 +349,8 @@ TEST(SsuGpu, TokensCallEqualsOneTokenCalls) {
         SsuProblem oneTok = p;
         oneTok.out.bytes = chain.download(kOut);
         oneTok.state.bytes = chain.download(kState);
-        expectMatches(p, oneTok, fused.download(kOut), fused.download(kState), rowsWritten(p),
-                      p.slotMayBeWritten, st == DType::F32 ? kFp32Reordered : chainedStateRounding(st, L));
+        expectMatches(p, oneTok, fused.download(kOut), fused.download(kState), rowsWritten(p), p.slotMayBeWritten,
+                      st == DType::F32 ? kFp32Reordered : chainedStateRounding(st, L));
       }
     }
   }
@@ -525,8 +524,7 @@ TEST(SsuGpu, GraphCaptureAndReplayMatchDirectLaunch) {
   ssmjit::checkDeviceErrors(stream);
   SsuProblem ref = q;
   runReference(ref);
-  expectMatches(q, ref, dp.download(kOut), dp.download(kState), rowsWritten(q),
-                q.slotMayBeWritten);
+  expectMatches(q, ref, dp.download(kOut), dp.download(kState), rowsWritten(q), q.slotMayBeWritten);
 }
 
 }  // namespace

@@ -4,10 +4,10 @@
 // self-tests of the float64 reference the GPU tests compare against.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <algorithm>
 #include <initializer_list>
 #include <random>
 #include <string>
@@ -100,7 +100,7 @@ std::string oneTokenError(const SelectiveStateUpdateArgs& a) {
 
 // Strings, not char pointers: the list's elements live through the loop (temporaries inside a
 // braced list of const char* would not).
-#define EXPECT_MENTIONS(msg, ...)                                                      \
+#define EXPECT_MENTIONS(msg, ...)                                                    \
   for (const std::string& sjPart_ : std::initializer_list<std::string>{__VA_ARGS__}) \
   EXPECT_NE((msg).find(sjPart_), std::string::npos) << "missing \"" << sjPart_ << "\" in: " << (msg)
 
@@ -109,8 +109,7 @@ TEST(SsuValidation, ValidCallsPassTheCheck) {
   // baselines the other tests break are valid, on any machine.
   for (bool tokens : {false, true}) {
     SelectiveStateUpdateArgs a = validM2(tokens, 0);
-    EXPECT_NO_THROW(tokens ? ssmjit::selective_state_update_tokens(a)
-                           : ssmjit::selective_state_update(a));
+    EXPECT_NO_THROW(tokens ? ssmjit::selective_state_update_tokens(a) : ssmjit::selective_state_update(a));
   }
   // The full-size baselines get past the check to the driver: without one, that is the error.
   if (ssmjit::driver::available()) GTEST_SKIP() << "a GPU is present: fake pointers would launch";
@@ -143,8 +142,7 @@ TEST(SsuValidation, WrongRank) {
   a = validM2(false);
   a.dt = cuda(2, DType::BF16, {4, 8, 16});  // Mamba-2 dt is per head: (batch, nheads)
   m = oneTokenError(a);
-  EXPECT_MENTIONS(m, "selective_state_update: dt has rank 3", "expected rank 2 (batch, nheads)",
-                  "Mamba-2");
+  EXPECT_MENTIONS(m, "selective_state_update: dt has rank 3", "expected rank 2 (batch, nheads)", "Mamba-2");
 
   SelectiveStateUpdateArgs b = validM1();
   b.A = cuda(3, DType::F32, {24});  // Mamba-1 A is (dim, dstate)
@@ -156,8 +154,8 @@ TEST(SsuValidation, MismatchedDims) {
   SelectiveStateUpdateArgs a = validM2(true);
   a.C = cuda(5, DType::BF16, {4, 3, 1, 32});
   std::string m = tokensError(a);
-  EXPECT_MENTIONS(m, "C has shape (4, 3, 1, 32)", "expected (4, 3, 2, 32)",
-                  "[batch, tokens, ngroups, dstate]", "dim 2 (ngroups) is 1, expected 2");
+  EXPECT_MENTIONS(m, "C has shape (4, 3, 1, 32)", "expected (4, 3, 2, 32)", "[batch, tokens, ngroups, dstate]",
+                  "dim 2 (ngroups) is 1, expected 2");
 
   a = validM2(true);
   a.B = cuda(4, DType::BF16, {5, 3, 2, 32});
@@ -213,8 +211,7 @@ TEST(SsuValidation, HeadsNotDivisibleByGroups) {
   a.B = cuda(4, DType::BF16, {4, 3, 3, 32});
   a.C = cuda(5, DType::BF16, {4, 3, 3, 32});
   std::string m = tokensError(a);
-  EXPECT_MENTIONS(m, "B has shape (4, 3, 3, 32)", "dim 2 (ngroups) is 3",
-                  "expected a divisor of nheads H = 8");
+  EXPECT_MENTIONS(m, "B has shape (4, 3, 3, 32)", "dim 2 (ngroups) is 3", "expected a divisor of nheads H = 8");
 }
 
 TEST(SsuValidation, TokensOverTheLimit) {
@@ -224,8 +221,7 @@ TEST(SsuValidation, TokensOverTheLimit) {
       t->shape[1] = L;
     }
     const std::string m = tokensError(a);
-    EXPECT_MENTIONS(m, "x has " + std::to_string(L) + " tokens",
-                    "expected 1 <= L <= 32");
+    EXPECT_MENTIONS(m, "x has " + std::to_string(L) + " tokens", "expected 1 <= L <= 32");
   }
 }
 
@@ -233,8 +229,7 @@ TEST(SsuValidation, StridesTheKernelCannotTake) {
   SelectiveStateUpdateArgs a = validM2(true);
   a.x.strides[2] = -16;
   std::string m = tokensError(a);
-  EXPECT_MENTIONS(m, "x has strides (384, 128, -16, 1)", "dim 2 (nheads) has stride -16",
-                  "expected a stride >= 0");
+  EXPECT_MENTIONS(m, "x has strides (384, 128, -16, 1)", "dim 2 (nheads) has stride -16", "expected a stride >= 0");
 
   a = validM2(true);
   a.out.strides[3] = 0;  // every p would write the same element
@@ -264,8 +259,7 @@ TEST(SsuValidation, PerTokenNeedsDestinationSlots) {
   SelectiveStateUpdateArgs a = validM2(true);
   a.state_write = StateWrite::PerToken;
   std::string m = tokensError(a);
-  EXPECT_MENTIONS(m, "dst_state_indices is required with state_write = PerToken", "got none",
-                  "(4, 3) [batch, tokens]");
+  EXPECT_MENTIONS(m, "dst_state_indices is required with state_write = PerToken", "got none", "(4, 3) [batch, tokens]");
 
   // The one-token op takes them as (batch,).
   a = validM2(false);
@@ -332,10 +326,8 @@ TEST(SsuValidation, DevicesAlignmentAndMissingTensors) {
 
 TEST(SsuValidation, ReferenceRunsTheSameCheckOnCpuTensors) {
   // Device tensors are refused by the reference (it would dereference them).
-  const std::string m =
-      invalidArgMessage([&] { ssmjit::reference::selective_state_update_tokens(validM2(true)); });
-  EXPECT_MENTIONS(m, "reference::selective_state_update_tokens: state is a CUDA tensor",
-                  "expected a CPU tensor");
+  const std::string m = invalidArgMessage([&] { ssmjit::reference::selective_state_update_tokens(validM2(true)); });
+  EXPECT_MENTIONS(m, "reference::selective_state_update_tokens: state is a CUDA tensor", "expected a CPU tensor");
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -532,16 +524,15 @@ TEST(SsuReference, PerTokenWritesExactlyTheDestinationSlots) {
 
 // One sequence, one channel, N = 1: the closed form of the update, computed here independently.
 struct Scalar {
-  double state = 0.5, x = 0.75, dt = 0.3, A = -1.5, B = 0.625, C = -1.25, D = 0.5, z = 0.8,
-         bias = 0.2;
+  double state = 0.5, x = 0.75, dt = 0.3, A = -1.5, B = 0.625, C = -1.25, D = 0.5, z = 0.8, bias = 0.2;
   bool softplus = false, hasD = true, hasZ = true, hasBias = true;
   float dtMin = 0, dtMax = 0;
 };
 
 // Returns (out, new state) from the reference on a 1x1x1 Mamba-1 problem in fp32.
 std::pair<double, double> refScalar(const Scalar& s) {
-  float st = float(s.state), x = float(s.x), dt = float(s.dt), A = float(s.A), B = float(s.B),
-        C = float(s.C), D = float(s.D), z = float(s.z), bias = float(s.bias), out = NAN;
+  float st = float(s.state), x = float(s.x), dt = float(s.dt), A = float(s.A), B = float(s.B), C = float(s.C),
+        D = float(s.D), z = float(s.z), bias = float(s.bias), out = NAN;
   SelectiveStateUpdateArgs a;
   auto v = [](float* p, std::initializer_list<int64_t> shape) {
     return TensorView::contiguous(p, DType::F32, shape, ssmjit::DeviceKind::CPU);
@@ -574,11 +565,11 @@ std::pair<double, double> closedForm(const Scalar& s, double dtEff) {
 
 // The reference and the closed form round the same double values to fp32 storage; evaluated in a
 // different order they may land one fp32 ulp apart, never more.
-#define EXPECT_CLOSE_FP32(got, want)                                              \
-  do {                                                                            \
-    auto g_ = (got), w_ = (want);                                                 \
-    EXPECT_NEAR(g_.first, w_.first, 2.5e-7 * std::abs(w_.first)) << "out";       \
-    EXPECT_NEAR(g_.second, w_.second, 2.5e-7 * std::abs(w_.second)) << "state";  \
+#define EXPECT_CLOSE_FP32(got, want)                                            \
+  do {                                                                          \
+    auto g_ = (got), w_ = (want);                                               \
+    EXPECT_NEAR(g_.first, w_.first, 2.5e-7 * std::abs(w_.first)) << "out";      \
+    EXPECT_NEAR(g_.second, w_.second, 2.5e-7 * std::abs(w_.second)) << "state"; \
   } while (0)
 
 TEST(SsuReference, SoftplusClampAndGatingFollowTheClosedForm) {
@@ -653,8 +644,7 @@ TEST(SsuReference, Mamba1EqualsMamba2WithOneChannelHeads) {
   reshape(p2.C, {B, L, 1, N});
   std::mt19937_64 rng(1);
   p2.A = makeTensor(DType::F32, {D}, Layout{}, rng);
-  for (int64_t d = 0; d < D; ++d)
-    storeElement(p2.A.view(), d, loadElement(p1.A.view(), d * p1.A.meta.strides[0]));
+  for (int64_t d = 0; d < D; ++d) storeElement(p2.A.view(), d, loadElement(p1.A.view(), d * p1.A.meta.strides[0]));
   runRef(p1);
   runRef(p2);
   EXPECT_EQ(p1.out.bytes, p2.out.bytes);
@@ -685,12 +675,10 @@ TEST(SsuReference, StateColumnsEvolveIndependently) {
         if (!tf[k]->defined || tf[k] == &full.out) continue;
         const TensorView fv = tf[k]->view(), cv = tc[k]->view();
         // Tensors with an n axis (last): state, B, C, and A for Mamba-1.
-        const bool hasN = tf[k] == &full.state || tf[k] == &full.B || tf[k] == &full.C ||
-                          (tf[k] == &full.A && !m2);
+        const bool hasN = tf[k] == &full.state || tf[k] == &full.B || tf[k] == &full.C || (tf[k] == &full.A && !m2);
         forEachElement(cv, [&](int64_t off, const std::vector<int64_t>& i) {
           int64_t fo = 0;
-          for (size_t d = 0; d < i.size(); ++d)
-            fo += (hasN && d + 1 == i.size() ? n : i[d]) * fv.strides[d];
+          for (size_t d = 0; d < i.size(); ++d) fo += (hasN && d + 1 == i.size() ? n : i[d]) * fv.strides[d];
           storeElement(cv, off, loadElement(fv, fo));
         });
       }
@@ -781,8 +769,8 @@ TEST(SsuReference, HeadsReadTheirGroup) {
   for (auto [dst, src] : {std::pair{&p4.B, &p2.B}, std::pair{&p4.C, &p2.C}}) {
     const TensorView dv = dst->view(), sv = src->view();
     forEachElement(dv, [&](int64_t off, const std::vector<int64_t>& i) {
-      const int64_t so = i[0] * sv.strides[0] + i[1] * sv.strides[1] + (i[2] / 2) * sv.strides[2] +
-                         i[3] * sv.strides[3];
+      const int64_t so =
+          i[0] * sv.strides[0] + i[1] * sv.strides[1] + (i[2] / 2) * sv.strides[2] + i[3] * sv.strides[3];
       storeElement(dv, off, loadElement(sv, so));
     });
   }
@@ -839,8 +827,7 @@ TEST(SsuReference, BadSlotThrowsBeforeWriting) {
     SsuProblem r = p;
     storeElement(r.idx.view(), 1 * r.idx.meta.strides[0], double(p.S));
     const std::string m = invalidArgMessage([&] { runRef(r); });
-    EXPECT_MENTIONS(m, "state_batch_indices[1] = " + std::to_string(p.S),
-                    "expected -1 (pad) or a slot in [0, ");
+    EXPECT_MENTIONS(m, "state_batch_indices[1] = " + std::to_string(p.S), "expected -1 (pad) or a slot in [0, ");
     EXPECT_EQ(r.out.bytes, p.out.bytes);
     EXPECT_EQ(r.state.bytes, p.state.bytes);
   }
@@ -863,12 +850,12 @@ TEST(SsuReference, SixteenBitConversionsRoundToNearestEven) {
   EXPECT_EQ(toHalfBits(65519.99), 0x7BFF);
   EXPECT_EQ(toHalfBits(65520.0), 0x7C00);  // the tie above the largest finite rounds to inf
   EXPECT_EQ(toHalfBits(std::ldexp(1.0, -24)), 0x0001);
-  EXPECT_EQ(toHalfBits(std::ldexp(1.0, -25)), 0x0000);      // tie -> even (0)
-  EXPECT_EQ(toHalfBits(std::ldexp(3.0, -25)), 0x0002);      // tie -> even (2)
-  EXPECT_EQ(toHalfBits(1.0 + std::ldexp(1.0, -11)), 0x3C00);  // tie -> even
-  EXPECT_EQ(toHalfBits(1.0 + std::ldexp(3.0, -11)), 0x3C02);  // tie -> even (up)
+  EXPECT_EQ(toHalfBits(std::ldexp(1.0, -25)), 0x0000);                               // tie -> even (0)
+  EXPECT_EQ(toHalfBits(std::ldexp(3.0, -25)), 0x0002);                               // tie -> even (2)
+  EXPECT_EQ(toHalfBits(1.0 + std::ldexp(1.0, -11)), 0x3C00);                         // tie -> even
+  EXPECT_EQ(toHalfBits(1.0 + std::ldexp(3.0, -11)), 0x3C02);                         // tie -> even (up)
   EXPECT_EQ(toHalfBits(1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -30)), 0x3C01);  // no double rounding
-  EXPECT_EQ(toHalfBits(std::ldexp(1023.5, -24)), 0x0400);   // largest subnormal carries to min normal
+  EXPECT_EQ(toHalfBits(std::ldexp(1023.5, -24)), 0x0400);  // largest subnormal carries to min normal
   EXPECT_EQ(toHalfBits(-0.0), 0x8000);
   EXPECT_EQ(toHalfBits(1e300), 0x7C00);
   EXPECT_EQ(toHalfBits(-INFINITY), 0xFC00);
@@ -878,7 +865,7 @@ TEST(SsuReference, SixteenBitConversionsRoundToNearestEven) {
   EXPECT_EQ(toBFloat16Bits(1.0 + std::ldexp(1.0, -8)), 0x3F80);  // tie -> even
   EXPECT_EQ(toBFloat16Bits(1.0 + std::ldexp(3.0, -8)), 0x3F82);
   EXPECT_EQ(toBFloat16Bits(3.0e38), 0x7F62);
-  EXPECT_EQ(toBFloat16Bits(3.4e38), 0x7F80);  // past the largest finite + half ulp: inf
+  EXPECT_EQ(toBFloat16Bits(3.4e38), 0x7F80);                 // past the largest finite + half ulp: inf
   EXPECT_EQ(toBFloat16Bits(std::ldexp(1.0, -133)), 0x0001);  // smallest subnormal
   EXPECT_TRUE(std::isnan(fromBFloat16Bits(toBFloat16Bits(NAN))));
   EXPECT_EQ(fromHalfBits(0x0001), std::ldexp(1.0, -24));

@@ -30,8 +30,8 @@ enum BindKind : int32_t { kUnbound = 0, kPlain, kDiv, kPointer, kFree, kMeta };
 
 KernelCall::KernelCall(const dsl::Signature& sig) : sig_(sig), n_(sig.count()) {
   if (n_ > kMaxArgs)
-    throw Error(Error::Kind::Internal, std::string("kernel ") + sig.kernel + ": more than " +
-                                           std::to_string(kMaxArgs) + " arguments");
+    throw Error(Error::Kind::Internal,
+                std::string("kernel ") + sig.kernel + ": more than " + std::to_string(kMaxArgs) + " arguments");
 }
 
 void KernelCall::bind(int arg, int kind, int64_t value, int32_t aux) {
@@ -51,8 +51,7 @@ void KernelCall::tensor(dsl::TensorId t, const TensorView& view, const Axes& axe
   // specialising on them would recompile mid-serving.
   bind(t.pointer, kPointer, data ? (view.defined() ? alignClass(view.data) : 16) : -1,
        static_cast<int32_t>(view.defined() ? view.dtype : absent));
-  for (int j = 0; j < t.rank; ++j)
-    stride(t.firstStride + j, axes[j] != kNoAxis ? view.strides[axes[j]] : 0);
+  for (int j = 0; j < t.rank; ++j) stride(t.firstStride + j, axes[j] != kNoAxis ? view.strides[axes[j]] : 0);
 }
 void KernelCall::pointer(dsl::TensorId t, void* p, DType dtype) {
   v_[t.pointer].ptr = p;
@@ -61,9 +60,15 @@ void KernelCall::pointer(dsl::TensorId t, void* p, DType dtype) {
 void KernelCall::size(int arg, int64_t value) {
   v_[arg].i64 = value;
   switch (sig_.sizes[arg - sig_.tensors.n].use) {
-    case dsl::SizeUse::Bound: bind(arg, kPlain, value); break;
-    case dsl::SizeUse::Div: bind(arg, kDiv, divClass(value)); break;  // masks keep their vector width
-    case dsl::SizeUse::Count: bind(arg, kFree, 0); break;
+    case dsl::SizeUse::Bound:
+      bind(arg, kPlain, value);
+      break;
+    case dsl::SizeUse::Div:
+      bind(arg, kDiv, divClass(value));
+      break;  // masks keep their vector width
+    case dsl::SizeUse::Count:
+      bind(arg, kFree, 0);
+      break;
   }
 }
 void KernelCall::scalar(int arg, float value) {
@@ -72,10 +77,16 @@ void KernelCall::scalar(int arg, float value) {
 }
 void KernelCall::stride(int arg, int64_t value) {
   v_[arg].i64 = value;
-  if (value == 0 || value == 1) bind(arg, kPlain, value);
-  else bind(arg, kDiv, divClass(value));
+  if (value == 0 || value == 1)
+    bind(arg, kPlain, value);
+  else
+    bind(arg, kDiv, divClass(value));
 }
 void KernelCall::flag(int arg, bool value) {
+  v_[arg].i64 = value;
+  bind(arg, kPlain, value);
+}
+void KernelCall::mode(int arg, int64_t value) {
   v_[arg].i64 = value;
   bind(arg, kPlain, value);
 }
@@ -90,7 +101,8 @@ void KernelCall::checkComplete() const {
   if (bound_ == n_) return;
   std::string missing;
   for (int i = 0; i < n_; ++i)
-    if (binds_[i].kind == kUnbound) missing += (missing.empty() ? "'" : ", '") + std::string(dsl::parameters(sig_).names[i]) + "'";
+    if (binds_[i].kind == kUnbound)
+      missing += (missing.empty() ? "'" : ", '") + std::string(dsl::parameters(sig_).names[i]) + "'";
   throw Error(Error::Kind::Internal, std::string("kernel ") + sig_.kernel + ": argument(s) " + missing + " not bound");
 }
 
@@ -103,6 +115,11 @@ struct MemoSlot {
   std::shared_ptr<const Specialization> spec;
   int count = 0;
   std::unique_ptr<char[]> binds;  // the Bind array, then the meta names, compared with memcmp
+  // Meta values asked for by metaValue, by the name's address.
+  static constexpr int kAsked = 4;
+  const char* askedNames[kAsked] = {};
+  int64_t askedValues[kAsked] = {};
+  int nAsked = 0;
 };
 constexpr int kMemoSlots = 8;
 
@@ -117,8 +134,10 @@ Specialization KernelCall::specialization(const std::string& arch) const {
   for (int i = 0; i < n_; ++i) {
     const Bind& b = binds_[i];
     const std::string name = names[i];
-    if (b.kind == kPlain) spec.set(name, b.value);
-    else if (b.kind == kDiv) spec.set("div:" + name, b.value);
+    if (b.kind == kPlain)
+      spec.set(name, b.value);
+    else if (b.kind == kDiv)
+      spec.set("div:" + name, b.value);
     else if (b.kind == kPointer) {
       spec.set("dtype:" + name, b.aux);
       if (b.value >= 0) spec.set("align:" + name, b.value);
@@ -137,7 +156,7 @@ const LoadedKernel& KernelCall::kernel() {
   thread_local unsigned next = 0;
   const int nb = n_ + nMeta_;
   const size_t bytes = sizeof(Bind) * static_cast<size_t>(nb), names = sizeof(char*) * static_cast<size_t>(nMeta_);
-  for (const MemoSlot& m : memo)
+  for (MemoSlot& m : memo)
     if (m.kernel == &sig_ && m.ctx == ctx && m.count == nb && std::memcmp(m.binds.get(), binds_, bytes) == 0 &&
         std::memcmp(m.binds.get() + bytes, metaNames_, names) == 0) {
       memo_ = &m;
@@ -150,6 +169,7 @@ const LoadedKernel& KernelCall::kernel() {
   m.loaded = &loadedKernel(*spec, ArgSchema{dsl::parameters(sig_).names.data(), n_});
   m.spec = std::move(spec);
   m.count = nb;
+  m.nAsked = 0;
   m.binds.reset(new char[bytes + names]);
   std::memcpy(m.binds.get(), binds_, bytes);
   std::memcpy(m.binds.get() + bytes, metaNames_, names);
@@ -159,7 +179,15 @@ const LoadedKernel& KernelCall::kernel() {
 
 int64_t KernelCall::metaValue(const char* name) {
   kernel();
-  return static_cast<const MemoSlot*>(memo_)->spec->get(name);
+  auto* m = static_cast<MemoSlot*>(memo_);
+  for (int i = 0; i < m->nAsked; ++i)
+    if (m->askedNames[i] == name) return m->askedValues[i];
+  const int64_t v = m->spec->get(name);
+  if (m->nAsked < MemoSlot::kAsked) {
+    m->askedNames[m->nAsked] = name;
+    m->askedValues[m->nAsked++] = v;
+  }
+  return v;
 }
 
 void KernelCall::launch(const unsigned grid[3], CUstream stream) { launchKernel(kernel(), v_, grid, stream); }

@@ -42,15 +42,20 @@ class KernelCall {
   void size(int arg, int64_t value);  // as the signature's SizeUse says
   void scalar(int arg, float value);
   void flag(int arg, bool value);
+  void mode(int arg, int64_t value);
   void meta(const char* name, int64_t value);  // `name` must outlive the call (a literal)
   // An argument's value after binding (an op may set one the specialisation never depends on,
   // such as a count chosen at launch).
   ArgValue& value(int arg) { return v_[arg]; }
+  // Every argument's value, in parameter order (sig.count() of them).
+  const ArgValue* values() const { return v_; }
 
   // The specialisation of these bindings on `arch`, completed (meta values chosen); no GPU needed.
   Specialization specialization(const std::string& arch) const;
   // The loaded kernel and its completed specialisation (for grid sizes from meta values).
   const LoadedKernel& kernel();
+  // A meta value of the completed specialisation. The memo keeps the last few asked for by the
+  // name's address (a literal), so a repeated call looks up no string.
   int64_t metaValue(const char* name);
   void launch(const unsigned grid[3], CUstream stream);
 
@@ -71,7 +76,7 @@ class KernelCall {
   Bind binds_[kMaxArgs + kMaxMeta] = {};
   const char* metaNames_[kMaxMeta] = {};
   int nMeta_ = 0;
-  const void* memo_ = nullptr;  // the memo slot found by kernel()
+  void* memo_ = nullptr;  // the memo slot found by kernel()
 };
 
 int64_t alignClass(const void* p);

@@ -1,36 +1,34 @@
 // selective_state_update and selective_state_update_tokens: one implementation for both ops and
 // both model forms. The arguments are checked once, here at the edge and before anything touches
-// the GPU; then the call is mapped onto the generic kernel's layout (see
-// kernels_dsl/SelectiveStateUpdate.h), specialised, and launched on the caller's stream.
+// the GPU; then the call is bound to the generic kernel's signature (kernels_dsl/
+// SelectiveStateUpdate.h) through KernelCall, specialised, and launched on the caller's stream.
 //
 // Hot path: a call that differs from one of this thread's last calls in its data pointers only
 // (CallSlot) copies that call's argument values, sets the pointers and launches: no check, no
-// binding. Otherwise the check, the ArgValue array, the list of bindings compared with a
-// per-thread memo of recent bindings, one cuLaunchKernel. No allocation, no hashing of strings;
-// the Specialization is built (and the loader's cache consulted) only when the bindings change.
-// detail::ssuSpecialization (SelectiveStateUpdateSpec.h) runs the same binding step for drivers
-// that name the op's kernel without launching it.
+// binding. Otherwise the check, the binding and KernelCall's memo of recent bindings, one
+// cuLaunchKernel: no allocation, no hashing of strings; the Specialization is built (and the
+// loader's cache consulted) only when the bindings change. detail::ssuSpecialization
+// (SelectiveStateUpdateSpec.h) runs the same binding step for drivers that name the op's kernel
+// without launching it.
 #include <cuda.h>
 
 #include <algorithm>
 #include <array>
-#include <cstddef>
+#include <climits>
 #include <cmath>
-#include <cstdio>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string>
-#include <utility>
 
 #include "compiler/IntMath.h"
 #include "compiler/Specialization.h"
-#include "kernels_dsl/Registry.h"
 #include "kernels_dsl/SelectiveStateUpdate.h"
 #include "runtime/DeviceStatus.h"
 #include "runtime/Driver.h"
 #include "runtime/LoadedKernel.h"
 #include "runtime/ops/ArgCheck.h"
-#include "runtime/ops/KernelCall.h"  // detail::alignClass, detail::divClass
+#include "runtime/ops/KernelCall.h"
 #include "runtime/ops/SelectiveStateUpdateCheck.h"
 #include "runtime/ops/SelectiveStateUpdateSpec.h"
 #include "ssmjit/error.h"
@@ -46,16 +44,14 @@ constexpr int64_t kMaxGrid = 65535;  // gridDim.y (heads) and gridDim.z (batch)
 
 }  // namespace
 
-SsuDims checkSsuArgs(const SelectiveStateUpdateArgs& a, bool tokens, DeviceKind device,
-                     const char* op) {
+SsuDims checkSsuArgs(const SelectiveStateUpdateArgs& a, bool tokens, DeviceKind device, const char* op) {
   Checker c(op, device);
   SsuDims d;
   d.tokens = tokens;
 
   c.required("state", a.state);
   if (a.state.ndim != 3 && a.state.ndim != 4)
-    c.fail("state has rank " + std::to_string(a.state.ndim) + " (shape " +
-           a.state.shapeString() +
+    c.fail("state has rank " + std::to_string(a.state.ndim) + " (shape " + a.state.shapeString() +
            "), expected rank 3 (slots, dim, dstate) for Mamba-1 or 4 (slots, nheads, headdim, "
            "dstate) for Mamba-2");
   d.mamba2 = a.state.ndim == 4;
@@ -73,8 +69,8 @@ SsuDims checkSsuArgs(const SelectiveStateUpdateArgs& a, bool tokens, DeviceKind 
   if (d.H < 1 || d.P < 1 || d.N < 1)
     c.fail("state has shape " + a.state.shapeString() + ", expected every dim but slots (dim 0) >= 1");
   if (d.H > kMaxGrid)
-    c.fail("state has nheads = " + std::to_string(d.H) + " (dim 1), expected at most " +
-           std::to_string(kMaxGrid) + " (one grid y row per head)");
+    c.fail("state has nheads = " + std::to_string(d.H) + " (dim 1), expected at most " + std::to_string(kMaxGrid) +
+           " (one grid y row per head)");
 
   // x fixes batch and the number of tokens; every other tensor is checked against them.
   const char* pName = d.mamba2 ? "headdim" : "dim";
@@ -111,9 +107,9 @@ SsuDims checkSsuArgs(const SelectiveStateUpdateArgs& a, bool tokens, DeviceKind 
     c.rank("B", a.B, e, n);
     d.G = a.B.shape[n - 2];
     if (d.G < 1 || d.H % d.G != 0)
-      c.fail("B has shape " + a.B.shapeString() + " [" + dimNames(e, n) + "]: dim " +
-             std::to_string(n - 2) + " (ngroups) is " + std::to_string(d.G) +
-             ", expected a divisor of nheads H = " + std::to_string(d.H) + " (state dim 1)");
+      c.fail("B has shape " + a.B.shapeString() + " [" + dimNames(e, n) + "]: dim " + std::to_string(n - 2) +
+             " (ngroups) is " + std::to_string(d.G) + ", expected a divisor of nheads H = " + std::to_string(d.H) +
+             " (state dim 1)");
   }
 
   // Expected shapes, built front to back: [batch][tokens] then the per-form trailing dims.
@@ -168,8 +164,8 @@ SsuDims checkSsuArgs(const SelectiveStateUpdateArgs& a, bool tokens, DeviceKind 
   c.optional("state_batch_indices", a.state_batch_indices, eIdx, nIdx, kIndexTypes, false);
 
   if (!a.state_batch_indices.defined() && d.S != d.batch)
-    c.fail("state has " + std::to_string(d.S) + " slots (dim 0 of shape " +
-           a.state.shapeString() + "), expected batch = " + std::to_string(d.batch) +
+    c.fail("state has " + std::to_string(d.S) + " slots (dim 0 of shape " + a.state.shapeString() +
+           "), expected batch = " + std::to_string(d.batch) +
            " when state_batch_indices is not given (sequence b uses slot b)");
 
   const int sw = static_cast<int>(a.state_write);
@@ -177,13 +173,12 @@ SsuDims checkSsuArgs(const SelectiveStateUpdateArgs& a, bool tokens, DeviceKind 
     c.fail("state_write is " + std::to_string(sw) + ", expected Final (0), None (1) or PerToken (2)");
   if (a.state_write == StateWrite::PerToken) {
     if (!a.dst_state_indices.defined())
-      c.fail("dst_state_indices is required with state_write = PerToken, got none (expected " +
-             dimSizes(eDst, nDst) + " [" + dimNames(eDst, nDst) + "], int32 or int64)");
+      c.fail("dst_state_indices is required with state_write = PerToken, got none (expected " + dimSizes(eDst, nDst) +
+             " [" + dimNames(eDst, nDst) + "], int32 or int64)");
     c.tensor("dst_state_indices", a.dst_state_indices, eDst, nDst, kIndexTypes, false);
   } else if (a.dst_state_indices.defined()) {
     c.fail(std::string("dst_state_indices is given (shape ") + a.dst_state_indices.shapeString() +
-           "), expected none: state_write is " +
-           (a.state_write == StateWrite::Final ? "Final" : "None") +
+           "), expected none: state_write is " + (a.state_write == StateWrite::Final ? "Final" : "None") +
            " and only PerToken writes to destination slots");
   }
 
@@ -199,260 +194,157 @@ SsuDims checkSsuArgs(const SelectiveStateUpdateArgs& a, bool tokens, DeviceKind 
 // The launch.
 namespace {
 
-// Argument indices in kSsuArgNames order; the static_asserts below keep the two lists in step.
-#define SSMJIT_SSU_ARGS(X)                                                                          \
-  X(state) X(x) X(dt) X(A) X(B) X(C) X(D) X(z) X(dt_bias) X(out) X(state_idx) X(dst_idx) X(err)     \
-  X(batch) X(nslots) X(H) X(P) X(N) X(G) X(L) X(dt_min) X(dt_max)                                   \
-  X(s_state_slot) X(s_state_h) X(s_state_p) X(s_state_n)                                            \
-  X(s_x_b) X(s_x_l) X(s_x_h) X(s_x_p)                                                               \
-  X(s_dt_b) X(s_dt_l) X(s_dt_h) X(s_dt_p)                                                           \
-  X(s_A_h) X(s_A_p) X(s_A_n)                                                                        \
-  X(s_B_b) X(s_B_l) X(s_B_g) X(s_B_n)                                                               \
-  X(s_C_b) X(s_C_l) X(s_C_g) X(s_C_n)                                                               \
-  X(s_D_h) X(s_D_p)                                                                                 \
-  X(s_z_b) X(s_z_l) X(s_z_h) X(s_z_p)                                                               \
-  X(s_dtb_h) X(s_dtb_p)                                                                             \
-  X(s_out_b) X(s_out_l) X(s_out_h) X(s_out_p)                                                       \
-  X(s_idx_b) X(s_dst_b) X(s_dst_l)                                                                  \
-  X(has_D) X(has_z) X(has_dt_bias) X(dt_softplus) X(has_clamp) X(has_state_idx) X(per_head)         \
-  X(state_write)
+using detail::KernelCall;
+using kernels::kSsu;
 
-enum Arg : int {
-#define SSMJIT_X(n) a_##n,
-  SSMJIT_SSU_ARGS(SSMJIT_X)
-#undef SSMJIT_X
-  a_count
-};
-
-constexpr bool sameName(const char* a, const char* b) {
-  while (*a && *a == *b) ++a, ++b;
-  return *a == *b;
+// The tensors of a call, in the signature's order (the status record `err` comes last).
+constexpr int kSsuTensors = 12;
+constexpr dsl::TensorId kTensorIds[kSsuTensors] = {
+    kSsu.tensor("state"),   kSsu.tensor("x"),   kSsu.tensor("dt"),        kSsu.tensor("A"),
+    kSsu.tensor("B"),       kSsu.tensor("C"),   kSsu.tensor("D"),         kSsu.tensor("z"),
+    kSsu.tensor("dt_bias"), kSsu.tensor("out"), kSsu.tensor("state_idx"), kSsu.tensor("dst_idx")};
+static_assert(kSsu.tensors.n == kSsuTensors + 1, "tensorsOf lists every tensor but err");
+std::array<const TensorView*, kSsuTensors> tensorsOf(const SelectiveStateUpdateArgs& a) {
+  return {&a.state,
+          &a.x,
+          &a.dt,
+          &a.A,
+          &a.B,
+          &a.C,
+          &a.D,
+          &a.z,
+          &a.dt_bias,
+          &a.out,
+          &a.state_batch_indices,
+          &a.dst_state_indices};
 }
+constexpr bool isData(int i) { return kSsu.tensors[kTensorIds[i].tensor].role == dsl::PtrRole::Data; }
+// A kernel axis's letter: its name's first (SelectiveStateUpdate.h; "slot" is s).
+constexpr char axisLetter(dsl::TensorId t, int j) { return kSsu.tensors[t.tensor].axes[j][0]; }
 
-static_assert(a_count == kernels::kSsuNumArgs, "Arg enum out of step with kSsuArgNames");
-#define SSMJIT_X(n) \
-  static_assert(sameName(kernels::kSsuArgNames[a_##n], #n), "Arg enum out of step: " #n);
-SSMJIT_SSU_ARGS(SSMJIT_X)
-#undef SSMJIT_X
-#undef SSMJIT_SSU_ARGS
-
-// Binding names, built once: "<arg>", "div:<arg>", "dtype:<arg>", "align:<arg>". A binding
-// refers to its name by address, so two calls bind the same names iff the pointers are equal.
-struct BindingNames {
-  std::string plain[kernels::kSsuNumArgs], div[kernels::kSsuNumArgs],
-      dtype[kernels::kSsuNumArgs], align[kernels::kSsuNumArgs];
-  std::string indexBits = "meta:index_bits";
-  BindingNames() {
-    for (int i = 0; i < kernels::kSsuNumArgs; ++i) {
-      plain[i] = kernels::kSsuArgNames[i];
-      div[i] = "div:" + plain[i];
-      dtype[i] = "dtype:" + plain[i];
-      align[i] = "align:" + plain[i];
-    }
-  }
-};
-
-struct Binding {
-  const std::string* name;
-  int64_t value;
-};
-static_assert(sizeof(Binding) == sizeof(void*) + sizeof(int64_t), "Binding is compared with memcmp");
-constexpr int kMaxBindings = 96;
-
-// The last few calls of this thread: their bindings, context and loaded kernel. The
-// specialisation (and so the kernel) is a function of the bindings and the context's arch, so an
-// equal list means the same kernel, found without building the Specialization, hashing it or
-// taking the loader's lock. Loaded kernels are never unloaded (LoadedKernel.h), so the pointers
-// stay valid.
-struct MemoSlot {
-  CUcontext ctx = nullptr;
-  const LoadedKernel* kernel = nullptr;
-  int64_t blockP = 0;
-  int count = 0;
-  Binding bindings[kMaxBindings];
-};
-constexpr int kMemoSlots = 4;
-
-// Kernel axes: b batch, l token, h head, p head dim (Mamba-1: channel), n state, g group,
-// s slot. A tensor's axes are listed by letter; kernel axes it lacks get stride 0.
-struct Layout {
-  const char* kernelAxes;  // the kernel's axes for this argument, in stride-argument order
-  int firstStride;         // Arg index of its first stride
-};
-
-void mapStrides(const TensorView& t, const char* tensorAxes, const Layout& lay,
-                const detail::SsuDims& d, ArgValue* v) {
-  for (int k = 0; lay.kernelAxes[k]; ++k) {
-    const char ax = lay.kernelAxes[k];
-    int64_t s = 0;
-    if (t.defined())
-      for (int i = 0; tensorAxes[i]; ++i)
-        if (tensorAxes[i] == ax) s = t.strides[i];
-    // A static axis of size 1 is never stepped along: its stride is 0 whatever the view says,
-    // so equal calls get equal specialisations (e.g. G = 1, or L = 1 in the tokens op).
+// The view's axis for each kernel axis of tensor `t`, matched by letter. A kernel axis the view
+// lacks takes stride 0, and so does a bound axis of size 1: it is never stepped along, whatever
+// the view says, so equal calls get equal specialisations (e.g. G = 1, or L = 1 in the tokens op).
+// Batch and slot strides are taken as given.
+detail::Axes axesOf(dsl::TensorId t, const TensorView& v, const char* viewAxes, const detail::SsuDims& d) {
+  detail::Axes m;
+  m.fill(detail::kNoAxis);
+  if (!v.defined()) return m;
+  for (int j = 0; j < t.rank; ++j) {
+    const char ax = axisLetter(t, j);
     int64_t size = 0;
     switch (ax) {
-      case 'l': size = d.L; break;
-      case 'h': size = d.H; break;
-      case 'p': size = d.P; break;
-      case 'n': size = d.N; break;
-      case 'g': size = d.G; break;
-      default: size = 0; break;  // b and s stay dynamic: their strides are taken as given
+      case 'l':
+        size = d.L;
+        break;
+      case 'h':
+        size = d.H;
+        break;
+      case 'p':
+        size = d.P;
+        break;
+      case 'n':
+        size = d.N;
+        break;
+      case 'g':
+        size = d.G;
+        break;
+      default:
+        break;
     }
-    if (size == 1) s = 0;
-    v[lay.firstStride + k].i64 = s;
+    if (size == 1) continue;
+    for (int i = 0; viewAxes[i]; ++i)
+      if (viewAxes[i] == ax) m[j] = i;
   }
+  return m;
 }
 
-// Whether 32-bit indexing covers one argument: every stride, and the largest element offset a
-// program can form. Sizes of the tiled axes are rounded up to their tile (tiles are powers of two
-// with BLOCK_P <= nextPow2(P) and BLOCK_N = max(4, nextPow2(N))), since masked lanes still compute
-// their offsets.
-bool offsetsFit32(const Layout& lay, const detail::SsuDims& d, const ArgValue* v) {
+// Whether 32-bit indexing covers one tensor as bound: every stride, and the largest element offset
+// a program can form. Sizes of the tiled axes are rounded up to their tile (tiles are powers of
+// two with BLOCK_P <= nextPow2(P) and BLOCK_N = max(4, nextPow2(N))), since masked lanes still
+// compute their offsets.
+bool offsetsFit32(dsl::TensorId t, KernelCall& c, const detail::SsuDims& d) {
   __int128 reach = 0;
-  for (int k = 0; lay.kernelAxes[k]; ++k) {
+  for (int j = 0; j < t.rank; ++j) {
     int64_t size = 1;
-    switch (lay.kernelAxes[k]) {
-      case 'b': size = d.batch; break;
-      case 'l': size = d.L; break;
-      case 'h': size = d.H; break;
-      case 'p': size = nextPow2(d.P); break;
-      case 'n': size = std::max<int64_t>(4, nextPow2(d.N)); break;
-      case 'g': size = d.G; break;
-      case 's': size = d.S; break;
+    switch (axisLetter(t, j)) {
+      case 'b':
+        size = d.batch;
+        break;
+      case 'l':
+        size = d.L;
+        break;
+      case 'h':
+        size = d.H;
+        break;
+      case 'p':
+        size = nextPow2(d.P);
+        break;
+      case 'n':
+        size = std::max<int64_t>(4, nextPow2(d.N));
+        break;
+      case 'g':
+        size = d.G;
+        break;
+      case 's':
+        size = d.S;
+        break;
     }
-    const int64_t stride = v[lay.firstStride + k].i64;
+    const int64_t stride = c.value(t.firstStride + j).i64;
     if (stride > INT32_MAX) return false;  // passed as an int32 parameter with 32-bit indexing
     if (size > 0) reach += static_cast<__int128>(size - 1) * stride;
   }
   return reach <= INT32_MAX;
 }
 
-// The kernel's layout of each argument.
-constexpr Layout kState{"shpn", a_s_state_slot}, kX{"blhp", a_s_x_b}, kDt{"blhp", a_s_dt_b},
-    kA{"hpn", a_s_A_h}, kB{"blgn", a_s_B_b}, kC{"blgn", a_s_C_b}, kD{"hp", a_s_D_h},
-    kZ{"blhp", a_s_z_b}, kDtb{"hp", a_s_dtb_h}, kOut{"blhp", a_s_out_b}, kIdx{"b", a_s_idx_b},
-    kDst{"bl", a_s_dst_b};
-
-// The tensors of a call in kSsuArgNames order (a_state .. a_dst_idx).
-constexpr int kSsuTensors = a_dst_idx - a_state + 1;
-std::array<const TensorView*, kSsuTensors> tensorsOf(const SelectiveStateUpdateArgs& a) {
-  return {&a.state, &a.x, &a.dt, &a.A, &a.B, &a.C, &a.D, &a.z, &a.dt_bias, &a.out, &a.state_batch_indices,
-          &a.dst_state_indices};
-}
-static_assert(kSsuTensors == 12, "tensorsOf lists every tensor argument");
-
-// The argument values of a checked call (all but the status record, set at launch) and its
-// bindings: everything the specialisation depends on, in a fixed order. No allocation. Shared by
-// the launch and by ssuSpecialization(); inlined so that the launch pays no call for it.
-[[gnu::always_inline]] inline void bindSsu(const SelectiveStateUpdateArgs& a, bool tokens,
-                                          const detail::SsuDims& d, ArgValue* v, Binding* bind,
-                                          int& nb) {
-  // ----- argument values, in kSsuArgNames order
-  const bool hasIdx = a.state_batch_indices.defined();
-  v[a_state].ptr = a.state.data;
-  v[a_x].ptr = a.x.data;
-  v[a_dt].ptr = a.dt.data;
-  v[a_A].ptr = a.A.data;
-  v[a_B].ptr = a.B.data;
-  v[a_C].ptr = a.C.data;
-  v[a_D].ptr = a.D.data;
-  v[a_z].ptr = a.z.data;
-  v[a_dt_bias].ptr = a.dt_bias.data;
-  v[a_out].ptr = a.out.data;
-  v[a_state_idx].ptr = a.state_batch_indices.data;
-  v[a_dst_idx].ptr = a.dst_state_indices.data;
-  v[a_batch].i64 = d.batch;
-  v[a_nslots].i64 = d.S;
-  v[a_H].i64 = d.H;
-  v[a_P].i64 = d.P;
-  v[a_N].i64 = d.N;
-  v[a_G].i64 = d.G;
-  v[a_L].i64 = d.L;
-  const bool clamp = a.dt_max > a.dt_min;
-  v[a_dt_min].f32 = a.dt_min;
-  v[a_dt_max].f32 = a.dt_max;
-
-  // Each tensor's axes by letter; the kernel's layouts are in SelectiveStateUpdate.h.
+// Binds a checked call: shared by the launch and by ssuSpecialization(); inlined so that the
+// launch pays no call for it. An absent tensor is never read: it binds its class's dtype and zero
+// strides, and the specialisation depends only on its flag.
+[[gnu::always_inline]] inline void bind(KernelCall& c, const SelectiveStateUpdateArgs& a, bool tokens,
+                                        const detail::SsuDims& d, void* err) {
+  constexpr const dsl::Signature& S = kSsu;
+  // Each tensor's axes by letter, per form (the kernel's are in SelectiveStateUpdate.h).
   const bool m2 = d.mamba2;
   const char* xAxes = m2 ? (tokens ? "blhp" : "bhp") : (tokens ? "blp" : "bp");
-  const char* dtAxes = m2 ? (tokens ? "blh" : "bh") : xAxes;
+  const char* dtAxes = m2 ? (tokens ? "blh" : "bh") : xAxes;  // Mamba-2: no p axis, s_dt_p = 0
   const char* bcAxes = m2 ? (tokens ? "blgn" : "bgn") : (tokens ? "bln" : "bn");
   const char* headAxes = m2 ? "h" : "p";  // D, dt_bias (and A for Mamba-2)
-  mapStrides(a.state, m2 ? "shpn" : "spn", kState, d, v);
-  mapStrides(a.x, xAxes, kX, d, v);
-  mapStrides(a.dt, dtAxes, kDt, d, v);  // Mamba-2: no p axis, so s_dt_p = 0 (dt per head)
-  mapStrides(a.A, m2 ? "h" : "pn", kA, d, v);
-  mapStrides(a.B, bcAxes, kB, d, v);
-  mapStrides(a.C, bcAxes, kC, d, v);
-  mapStrides(a.D, headAxes, kD, d, v);
-  mapStrides(a.z, xAxes, kZ, d, v);
-  mapStrides(a.dt_bias, headAxes, kDtb, d, v);
-  mapStrides(a.out, xAxes, kOut, d, v);
-  mapStrides(a.state_batch_indices, "b", kIdx, d, v);
-  mapStrides(a.dst_state_indices, tokens ? "bl" : "b", kDst, d, v);
-
-  v[a_has_D].i64 = a.D.defined();
-  v[a_has_z].i64 = a.z.defined();
-  v[a_has_dt_bias].i64 = a.dt_bias.defined();
-  v[a_dt_softplus].i64 = a.dt_softplus;
-  v[a_has_clamp].i64 = clamp;
-  v[a_has_state_idx].i64 = hasIdx;
-  v[a_per_head].i64 = m2;
-  v[a_state_write].i64 = static_cast<int64_t>(a.state_write);
-
-  // ----- the bindings: everything the specialisation depends on, in a fixed order
-  static const BindingNames names;
-  nb = 0;
-  auto set = [&](const std::string& name, int64_t value) { bind[nb++] = Binding{&name, value}; };
-  for (int i : {a_H, a_P, a_N, a_G, a_L, a_has_D, a_has_z, a_has_dt_bias, a_dt_softplus,
-                a_has_clamp, a_has_state_idx, a_per_head, a_state_write})
-    set(names.plain[i], v[i].i64);
-  // Storage dtypes; an absent tensor is never read, so it binds a fixed dtype and the
-  // specialisation depends only on its flag.
-  const auto ptrs = tensorsOf(a);
-  for (int i = a_state; i <= a_dst_idx; ++i) {
-    const TensorView& t = *ptrs[i - a_state];
-    const DType dflt = i >= a_state_idx ? DType::I32 : DType::F32;
-    set(names.dtype[i], static_cast<int64_t>(t.defined() ? t.dtype : dflt));
+  const char* viewAxes[kSsuTensors] = {
+      m2 ? "shpn" : "spn", xAxes, dtAxes, m2 ? "h" : "pn", bcAxes, bcAxes, headAxes, xAxes, headAxes, xAxes, "b",
+      tokens ? "bl" : "b"};
+  const auto ts = tensorsOf(a);
+  bool fits = true;
+  for (int i = 0; i < kSsuTensors; ++i) {
+    c.tensor(kTensorIds[i], *ts[i], axesOf(kTensorIds[i], *ts[i], viewAxes[i], d));
+    fits = fits && offsetsFit32(kTensorIds[i], c, d);
   }
   // The device status record is int64[4] by contract (DeviceStatus.h).
-  set(names.dtype[a_err], static_cast<int64_t>(DType::I64));
-  // Alignment classes of data pointers only: index arrays and the status record are metadata
-  // whose addresses vary between calls; specialising on them would recompile mid-serving.
-  for (int i = a_state; i <= a_out; ++i) set(names.align[i], detail::alignClass(v[i].ptr));
-  // Strides: 0 and 1 bind (they change the code: broadcast, contiguous); others stay dynamic
-  // with a divisibility class.
-  for (int i = a_s_state_slot; i <= a_s_dst_l; ++i) {
-    const int64_t s = v[i].i64;
-    if (s == 0 || s == 1)
-      set(names.plain[i], s);
-    else
-      set(names.div[i], detail::divClass(s));
-  }
-  bool fits = true;
-  for (const Layout* l : {&kState, &kX, &kDt, &kA, &kB, &kC, &kD, &kZ, &kDtb, &kOut, &kIdx, &kDst})
-    fits = fits && offsetsFit32(*l, d, v);
-  set(names.indexBits, fits ? 32 : 64);
-}
-
-// The specialisation of a list of bindings on `arch`, completed (meta values chosen).
-Specialization specializationOf(const Binding* bind, int nb, std::string arch) {
-  Specialization spec;
-  spec.kernel = kernels::kSsuKernel;
-  spec.arch = std::move(arch);
-  // Names are distinct by construction: append directly (set() would search for each).
-  spec.values.reserve(static_cast<size_t>(nb) + 8);
-  for (int i = 0; i < nb; ++i) spec.values.emplace_back(*bind[i].name, bind[i].value);
-  dsl::completeSpecialization(spec);
-  return spec;
+  c.pointer(S.tensor("err"), err, DType::I64);
+  c.size(S.size("batch"), d.batch);
+  c.size(S.size("nslots"), d.S);
+  c.size(S.size("H"), d.H);
+  c.size(S.size("P"), d.P);
+  c.size(S.size("N"), d.N);
+  c.size(S.size("G"), d.G);
+  c.size(S.size("L"), d.L);
+  c.scalar(S.scalar("dt_min"), a.dt_min);
+  c.scalar(S.scalar("dt_max"), a.dt_max);
+  c.flag(S.flag("has_D"), a.D.defined());
+  c.flag(S.flag("has_z"), a.z.defined());
+  c.flag(S.flag("has_dt_bias"), a.dt_bias.defined());
+  c.flag(S.flag("dt_softplus"), a.dt_softplus);
+  c.flag(S.flag("has_clamp"), a.dt_max > a.dt_min);
+  c.flag(S.flag("has_state_idx"), a.state_batch_indices.defined());
+  c.flag(S.flag("per_head"), m2);
+  c.mode(S.mode("state_write"), static_cast<int64_t>(a.state_write));
+  c.meta("meta:index_bits", fits ? 32 : 64);
 }
 
 // Everything of a TensorView but its data pointer, compared as bytes: no padding in it.
 constexpr size_t kViewMetaOffset = offsetof(TensorView, dtype);
-static_assert(kViewMetaOffset == sizeof(void*) &&
-                  sizeof(TensorView) == sizeof(void*) + sizeof(DType) + sizeof(int) +
-                                            2 * TensorView::kMaxDims * sizeof(int64_t) + sizeof(DeviceKind) + sizeof(int),
+static_assert(kViewMetaOffset == sizeof(void*) && sizeof(TensorView) == sizeof(void*) + sizeof(DType) + sizeof(int) +
+                                                                            2 * TensorView::kMaxDims * sizeof(int64_t) +
+                                                                            sizeof(DeviceKind) + sizeof(int),
               "TensorView's metadata is compared with memcmp: it must have no padding");
 
 // The last calls of this thread, as checked and bound: a call that differs from one of them in
@@ -464,9 +356,9 @@ static_assert(kViewMetaOffset == sizeof(void*) &&
 struct CallSlot {
   CUcontext ctx = nullptr;  // null: empty
   bool tokens = false;
-  SelectiveStateUpdateArgs meta;  // the call's arguments (data pointers are not compared)
+  SelectiveStateUpdateArgs meta;    // the call's arguments (data pointers are not compared)
   int64_t align[kSsuTensors] = {};  // alignment class of each data pointer
-  ArgValue v[kernels::kSsuNumArgs] = {};
+  ArgValue v[kSsu.count()] = {};
   const LoadedKernel* kernel = nullptr;
   unsigned grid[3] = {};
 };
@@ -484,7 +376,7 @@ bool sameButPointers(const CallSlot& m, const SelectiveStateUpdateArgs& a, bool 
         std::memcmp(reinterpret_cast<const char*>(&x) + kViewMetaOffset,
                     reinterpret_cast<const char*>(&y) + kViewMetaOffset, sizeof(TensorView) - kViewMetaOffset) != 0)
       return false;
-    if (a_state + i <= a_out) {
+    if (isData(i)) {
       if (detail::alignClass(y.data) != m.align[i]) return false;
     } else if (reinterpret_cast<uintptr_t>(y.data) % static_cast<uintptr_t>(dtypeBytes(y.dtype)) != 0) {
       return false;  // the full check names the misaligned index array
@@ -501,10 +393,10 @@ void launchSsu(const SelectiveStateUpdateArgs& a, bool tokens, Stream stream) {
   CUcontext ctx = callNext ? driver::ensureContext() : nullptr;
   for (CallSlot& c : calls) {
     if (!c.ctx || !sameButPointers(c, a, tokens, ctx)) continue;
-    ArgValue v[kernels::kSsuNumArgs];
+    ArgValue v[kSsu.count()];
     std::memcpy(v, c.v, sizeof v);
     const auto ts = tensorsOf(a);
-    for (int i = 0; i < kSsuTensors; ++i) v[a_state + i].ptr = ts[i]->data;
+    for (int i = 0; i < kSsuTensors; ++i) v[kTensorIds[i].pointer].ptr = ts[i]->data;
     launchKernel(*c.kernel, v, c.grid, static_cast<CUstream>(stream));
     return;
   }
@@ -513,50 +405,20 @@ void launchSsu(const SelectiveStateUpdateArgs& a, bool tokens, Stream stream) {
   const detail::SsuDims d = detail::checkSsuArgs(a, tokens, DeviceKind::CUDA, op);
   if (d.batch == 0) return;  // nothing to compute; the GPU is not touched
 
-  ArgValue v[kernels::kSsuNumArgs];
-  Binding bind[kMaxBindings];
-  int nb = 0;
-  bindSsu(a, tokens, d, v, bind, nb);
-
-  // ----- the kernel: a memo hit, or specialise, compile/load (cached) and remember
-  ctx = driver::ensureContext();
-  thread_local MemoSlot memo[kMemoSlots];
-  thread_local unsigned memoNext = 0;
-  const MemoSlot* hit = nullptr;
-  for (const MemoSlot& m : memo) {
-    if (m.kernel && m.ctx == ctx && m.count == nb &&
-        std::memcmp(m.bindings, bind, sizeof(Binding) * static_cast<size_t>(nb)) == 0) {
-      hit = &m;
-      break;
-    }
-  }
-  if (!hit) {
-    const Specialization spec = specializationOf(bind, nb, driver::currentArch());
-    static const ArgSchema schema{kernels::kSsuArgNames, kernels::kSsuNumArgs};
-    const LoadedKernel& k = loadedKernel(spec, schema);
-    MemoSlot& m = memo[memoNext++ % kMemoSlots];
-    m.ctx = ctx;
-    m.kernel = &k;
-    m.blockP = spec.get("meta:BLOCK_P");
-    m.count = nb;
-    std::memcpy(m.bindings, bind, sizeof(Binding) * static_cast<size_t>(nb));
-    hit = &m;
-  }
-
-  v[a_err].ptr = deviceStatusRecord();
-  const detail::SsuGrid g = detail::ssuGrid(d, hit->blockP);
-  const unsigned grid[3] = {static_cast<unsigned>(g.x), static_cast<unsigned>(g.y),
-                            static_cast<unsigned>(g.z)};
-  launchKernel(*hit->kernel, v, grid, static_cast<CUstream>(stream));
+  KernelCall call(kSsu);
+  bind(call, a, tokens, d, deviceStatusRecord());
+  const detail::SsuGrid g = detail::ssuGrid(d, call.metaValue("meta:BLOCK_P"));
+  const unsigned grid[3] = {static_cast<unsigned>(g.x), static_cast<unsigned>(g.y), static_cast<unsigned>(g.z)};
+  call.launch(grid, static_cast<CUstream>(stream));
 
   CallSlot& c = calls[callNext++ % kCallSlots];
-  c.ctx = ctx;
+  c.ctx = driver::ensureContext();
   c.tokens = tokens;
   c.meta = a;
   const auto ts = tensorsOf(a);
-  for (int i = 0; i < kSsuTensors; ++i) c.align[i] = a_state + i <= a_out ? detail::alignClass(ts[i]->data) : 0;
-  std::memcpy(c.v, v, sizeof v);
-  c.kernel = hit->kernel;
+  for (int i = 0; i < kSsuTensors; ++i) c.align[i] = isData(i) ? detail::alignClass(ts[i]->data) : 0;
+  std::memcpy(c.v, call.values(), sizeof c.v);
+  c.kernel = &call.kernel();
   std::memcpy(c.grid, grid, sizeof grid);
 }
 
@@ -570,15 +432,12 @@ void selective_state_update_tokens(const SelectiveStateUpdateArgs& args, Stream 
   launchSsu(args, /*tokens=*/true, stream);
 }
 
-Specialization detail::ssuSpecialization(const SelectiveStateUpdateArgs& args, bool tokens,
-                                         const std::string& arch) {
+Specialization detail::ssuSpecialization(const SelectiveStateUpdateArgs& args, bool tokens, const std::string& arch) {
   const char* op = tokens ? "selective_state_update_tokens" : "selective_state_update";
   const detail::SsuDims d = detail::checkSsuArgs(args, tokens, args.state.device, op);
-  ArgValue v[kernels::kSsuNumArgs];
-  Binding bind[kMaxBindings];
-  int nb = 0;
-  bindSsu(args, tokens, d, v, bind, nb);
-  return specializationOf(bind, nb, arch);
+  KernelCall call(kSsu);
+  bind(call, args, tokens, d, nullptr);
+  return call.specialization(arch);
 }
 
 }  // namespace ssmjit

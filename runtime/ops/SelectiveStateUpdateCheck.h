@@ -22,7 +22,6 @@ struct SsuDims {
 // `op` leads every message; every tensor must be on `device` (CUDA for the ops, CPU for the
 // reference). Throws ssmjit::Error(InvalidArgument) naming the argument, the expected and the
 // actual value. Reads no tensor data, so it runs before anything touches the GPU.
-SsuDims checkSsuArgs(const SelectiveStateUpdateArgs& args, bool tokens, DeviceKind device,
-                     const char* op);
+SsuDims checkSsuArgs(const SelectiveStateUpdateArgs& args, bool tokens, DeviceKind device, const char* op);
 
 }  // namespace ssmjit::detail

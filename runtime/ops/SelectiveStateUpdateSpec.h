@@ -17,15 +17,12 @@ namespace ssmjit::detail {
 // addresses can stand in for device buffers: only their alignment classes are bound), and returns
 // the specialisation the op compiles for them on `arch`, completed (meta values chosen). Throws
 // ssmjit::Error(InvalidArgument) as the op does.
-Specialization ssuSpecialization(const SelectiveStateUpdateArgs& args, bool tokens,
-                                 const std::string& arch);
+Specialization ssuSpecialization(const SelectiveStateUpdateArgs& args, bool tokens, const std::string& arch);
 
 // The launch grid of the op's kernel: (cdiv(P, BLOCK_P), H, batch).
 struct SsuGrid {
   int64_t x, y, z;
 };
-inline SsuGrid ssuGrid(const SsuDims& d, int64_t blockP) {
-  return {(d.P + blockP - 1) / blockP, d.H, d.batch};
-}
+inline SsuGrid ssuGrid(const SsuDims& d, int64_t blockP) { return {(d.P + blockP - 1) / blockP, d.H, d.batch}; }
 
 }  // namespace ssmjit::detail

@@ -70,8 +70,9 @@ ssmjit::Specialization probeSpec(int64_t scale) {
   ssmjit::Specialization s;
   s.kernel = "probe";
   s.arch = ssmjit::driver::currentArch();
-  // A realistically large key: every selective_state_update argument name.
-  for (int i = 0; i < ssmjit::kernels::kSsuNumArgs; ++i) s.set(ssmjit::kernels::kSsuArgNames[i], i);
+  // A realistically large key: every selective_state_update parameter name.
+  const auto& names = ssmjit::dsl::parameters(ssmjit::kernels::kSsu).names;
+  for (size_t i = 0; i < names.size(); ++i) s.set(names[i], static_cast<int64_t>(i));
   s.set("scale", scale);
   return s;
 }
@@ -208,8 +209,8 @@ TEST_F(LoadedKernelTest, CachedCallHostTime) {
   stream.synchronize();
   double lookupUs = std::chrono::duration<double, std::micro>(t1 - t0).count() / n;
   double callUs = std::chrono::duration<double, std::micro>(t2 - t1).count() / n;
-  std::printf("cached lookup %.3f us, lookup + cuLaunchKernel %.3f us (key of %zu bindings)\n", lookupUs,
-              callUs, s.values.size());
+  std::printf("cached lookup %.3f us, lookup + cuLaunchKernel %.3f us (key of %zu bindings)\n", lookupUs, callUs,
+              s.values.size());
   EXPECT_LT(lookupUs, 5.0);
   EXPECT_EQ(&ssmjit::loadedKernel(s, kSchema), &k);
 }
