@@ -285,6 +285,104 @@ struct SelectiveScanBackwardArgs {
 int64_t selective_scan_backward_workspace_size(const SelectiveScanBackwardArgs& args);
 void selective_scan_backward(const SelectiveScanBackwardArgs& args, Stream stream = nullptr);
 
+// ---- Mamba-2 SSD chunked scan (prefill, training forward) --------------------------------------
+//
+// Per sequence, head h (group g = h / (H / G)), head channel p, state n, tokens t in order:
+//   dt' = dt[t, h] (+ dt_bias[h]); if dt_softplus: dt' = dt' > 20 ? dt' : log1p(exp(dt'));
+//   if dt_max > dt_min: dt' = min(max(dt', dt_min), dt_max);
+//   S[p, n] = exp(dt' A[h]) S[p, n] + dt' x[t, h, p] B[t, g, n]   (S starts at the initial state, or 0)
+//   y = sum_n C[t, g, n] S[p, n] (+ D[h] or D[h, p] times x[t, h, p]);
+//   out = y (* z sigmoid(z) with z).
+// Shapes (mamba_ssm's mamba_chunk_scan_combined layout): x, z, out (Bt, L, H, P); dt (Bt, L, H);
+// A (H,) fp32; B, C (Bt, L, G, N) with H % G == 0; D (H,) or (H, P) fp32; dt_bias (H,) fp32;
+// 1 <= P <= kMaxSsdHeadDim, 1 <= N <= kMaxSsdState. Without packing each row b is one sequence.
+//
+// How: the state-space-duality form. Each sequence is cut into chunks of chunk_size tokens from
+// its own start (64, 128 or 256); within a chunk the output is a masked matrix product on tensor
+// cores, across chunks the states are passed on in fp32. Results do not depend on how sequences
+// are batched or packed: a packed sequence equals its own call bitwise, and two runs are equal.
+//
+// Packed variable-length input: Bt == 1 and the row of L = T tokens holds the sequences
+// [cu_seqlens[i], cu_seqlens[i+1]) (int32/int64 on the device, 0 = cu[0] < cu[1] < ... < cu[nseq]
+// = T, checked by the kernel and reported by checkDeviceErrors()). No chunk straddles two
+// sequences.
+//
+// States (S, H, P, N), fp32/bf16/fp16: sequence i starts from slot initial_state_indices[i] of
+// initial_states (-1: zeros), or slot i without indices; its final state goes to slot
+// final_state_indices[i] of final_states (-1: not written), or slot i. The same tensor may be
+// both (in-place update); two sequences must not share a slot.
+//
+// Prefix caching: with block_state_tokens = K > 0 (a multiple of chunk_size), the state after
+// token (k + 1) K of sequence i, for every k with (k + 1) K <= its length, goes to slot
+// block_state_indices[i, k] of block_states (-1: not written; (nseq, kmax) with kmax at least the
+// longest sequence's count of blocks).
+//
+// Context parallelism by state passing: a sequence cut over ranks is run per rank from a zero
+// start without `out` (then only the states are computed), with sequence_decay, which takes
+// exp(sum over the sequence's tokens of dt' A[h]) per (sequence, head) in fp32. The ranks combine
+// (decay, final state) pairs by an exclusive scan, S_in(r) = decay(r-1) S_in(r-1) + S_final(r-1),
+// and each rank runs the call again with S_in as its initial state to produce out.
+//
+// Dtypes: x, dt, B, C, z, out fp32, bf16 or fp16 (each may differ); A, D, dt_bias fp32; index
+// tensors int32 or int64; states as above. Math is fp32 (tensor-core products of 16-bit inputs
+// exact; fp32 operands split into 16-bit terms). Strides >= 0; the last axis of x, z, out, B and
+// C must have stride 1 (a column slice of in_proj's output qualifies). 64-bit offsets where sizes
+// need them. Workspace: float32, contiguous, at least ssd_workspace_size(args) elements.
+constexpr int kMaxSsdHeadDim = 256;
+constexpr int kMaxSsdState = 256;
+struct SsdArgs {
+  TensorView x;        // (Bt, L, H, P)
+  TensorView dt;       // (Bt, L, H), raw (before dt_bias, softplus and the clamp)
+  TensorView A;        // (H,) fp32
+  TensorView B, C;     // (Bt, L, G, N)
+  TensorView D;        // optional (H,) or (H, P) fp32
+  TensorView z;        // optional (Bt, L, H, P)
+  TensorView dt_bias;  // optional (H,) fp32
+  bool dt_softplus = false;
+  float dt_min = 0.0f;  // dt' clamp after bias and softplus; dt_max <= dt_min: none
+  float dt_max = 0.0f;
+  int chunk_size = 256;              // 64, 128 or 256
+  TensorView out;                    // (Bt, L, H, P), not x or z; optional: states only
+  TensorView cu_seqlens;             // optional (nseq + 1,), int32/int64, on the device
+  TensorView initial_states;         // optional (S, H, P, N)
+  TensorView initial_state_indices;  // optional (nseq,), int32/int64
+  TensorView final_states;           // optional (S, H, P, N)
+  TensorView final_state_indices;    // optional (nseq,), int32/int64
+  int64_t block_state_tokens = 0;    // prefix-cache block K (a multiple of chunk_size); 0: none
+  TensorView block_states;           // (S', H, P, N) with K > 0
+  TensorView block_state_indices;    // (nseq, kmax) int32/int64 with K > 0
+  TensorView sequence_decay;         // optional (nseq, H) fp32 output
+  TensorView workspace;              // float32, contiguous, on the device
+};
+// The workspace the call needs, in float32 elements (checks every argument but the workspace).
+int64_t ssd_workspace_size(const SsdArgs& args);
+void ssd(const SsdArgs& args, Stream stream = nullptr);
+
+// The gradients of ssd for the same call: every input of `forward` as the forward read it
+// (forward.out, final_states, block_states, sequence_decay and workspace are not read;
+// forward.final_state_indices maps dfinal_states' slots). Packed rows keep every gradient inside
+// its sequence. Deterministic: no float atomics; sums over heads of a group (dB, dC), tokens and
+// sequences (dA, dD, ddt_bias) run in a fixed order. ddt is the gradient of the raw dt: zero
+// where the clamp binds. Dtypes: dx, ddt, dB, dC, dz fp32, bf16 or fp16; dA, dD, ddt_bias fp32;
+// dinitial_states fp32/bf16/fp16. Every gradient is overwritten. Outputs alias nothing.
+struct SsdBackwardArgs {
+  SsdArgs forward;             // the forward call
+  TensorView dout;             // (Bt, L, H, P): the gradient of out
+  TensorView dfinal_states;    // optional (S, H, P, N)
+  TensorView dx;               // (Bt, L, H, P)
+  TensorView ddt;              // (Bt, L, H)
+  TensorView dA;               // (H,) fp32
+  TensorView dB, dC;           // (Bt, L, G, N)
+  TensorView dD;               // D's shape: exactly when forward.D is given
+  TensorView dz;               // (Bt, L, H, P): exactly when forward.z is given
+  TensorView ddt_bias;         // (H,) fp32: exactly when forward.dt_bias is given
+  TensorView dinitial_states;  // optional (S, H, P, N), with forward.initial_states; slots as
+                               // forward.initial_state_indices (-1: not written)
+  TensorView workspace;        // float32, contiguous, on the device
+};
+int64_t ssd_backward_workspace_size(const SsdBackwardArgs& args);
+void ssd_backward(const SsdBackwardArgs& args, Stream stream = nullptr);
+
 // ---- Mamba-2 speculative decoding: activation replay with fused replay-and-verify ------------
 //
 // One Mamba-2 mixer layer's decode state, per sequence slot (Algorithm 2 of the speculative-
