@@ -21,6 +21,11 @@ dsl::KernelDef decodeStepKernel();
 dsl::KernelDef scanKernel();
 dsl::KernelDef scanBwdKernel();
 dsl::KernelDef scanBwdSumKernel();
+dsl::KernelDef ssdChunkCumsumKernel();
+dsl::KernelDef ssdBmmKernel();
+dsl::KernelDef ssdChunkStateKernel();
+dsl::KernelDef ssdStatePassingKernel();
+dsl::KernelDef ssdChunkScanKernel();
 }  // namespace ssmjit::kernels
 
 namespace ssmjit::dsl {
@@ -51,6 +56,11 @@ const std::vector<KernelDef>& registry() {
       withHash(kernels::scanKernel(), "SelectiveScan"),
       withHash(kernels::scanBwdKernel(), "SelectiveScanBackward"),
       withHash(kernels::scanBwdSumKernel(), "SelectiveScanBackward"),
+      withHash(kernels::ssdChunkCumsumKernel(), "SsdChunkCumsum"),
+      withHash(kernels::ssdBmmKernel(), "SsdBmm"),
+      withHash(kernels::ssdChunkStateKernel(), "SsdChunkState"),
+      withHash(kernels::ssdStatePassingKernel(), "SsdStatePassing"),
+      withHash(kernels::ssdChunkScanKernel(), "SsdChunkScan"),
   };
   return defs;
 }

@@ -9,6 +9,7 @@
 #include "kernels_dsl/Mamba2DecodeStep.h"
 #include "kernels_dsl/SelectiveScan.h"
 #include "kernels_dsl/SelectiveStateUpdate.h"
+#include "kernels_dsl/Ssd.h"
 #include "runtime/Driver.h"
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
@@ -128,7 +129,8 @@ void checkDeviceErrors(Stream stream) {
   const bool known = rec[0] == kernels::kErrSlotOutOfRange || rec[0] == kernels::kErrDstSlotOutOfRange ||
                      (rec[0] >= kernels::kErrConvUpdateSlot && rec[0] <= kernels::kErrConvFinalSlot) ||
                      rec[0] == kernels::kErrDecodeSlot || rec[0] == kernels::kErrDecodeAccepted ||
-                     (rec[0] >= kernels::kErrScanCuSeqlens && rec[0] <= kernels::kErrScanFinalSlot);
+                     (rec[0] >= kernels::kErrScanCuSeqlens && rec[0] <= kernels::kErrScanFinalSlot) ||
+                     (rec[0] >= kernels::kErrSsdCuSeqlens && rec[0] <= kernels::kErrSsdBlockCount);
   throw Error(known ? Error::Kind::InvalidArgument : Error::Kind::Internal, deviceStatusMessage(rec));
 }
 

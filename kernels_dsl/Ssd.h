@@ -1,0 +1,131 @@
+// The Mamba-2 SSD chunked scan's forward kernels and their contract with the op (ssmjit::ssd):
+// argument names and meaning, shared by the five kernels (each reads the arguments it needs;
+// the op binds all of them for every launch).
+//
+// Logical chunks: every sequence is cut into chunks of Q = meta:chunk tokens from its own start,
+// so no chunk straddles two sequences. Sequence i (dense: row i, tokens [0, L); packed: row 0,
+// [cu[i], cu[i + 1])) has cdiv(len, Q) chunks; its chunk c sits at slot
+//   firstSlot(i) + c,  firstSlot(i) = row * cdiv(L, Q) + start / Q + (packed ? i : 0)
+// of the `slots` slots (dense Bt * cdiv(L, Q), packed nseq + L / Q): distinct for distinct
+// chunks, since start / Q + cdiv(len, Q) <= (start + len) / Q + 1. A chunk's arithmetic depends
+// only on its own tokens and the state entering it, so a packed sequence equals its own call
+// bitwise.
+//
+// Workspace (float32; offsets o_* in elements, from ssdWorkspaceLayout):
+//   chunks (int32 view of the workspace's start): per slot {sequence, row, first token, tokens}
+//     (tokens 0: an empty slot);
+//   dt'[slot, h, Q] and dA_cumsum[slot, h, Q] at o_dt, o_cum (0 and constant past the chunk's
+//     tokens);
+//   states[slot, h, P, N] at o_st: each chunk's state from zero (chunk_state), then, in place,
+//     the state entering the chunk (state_passing);
+//   CB[slot, g, Q, Q] at o_cb: C_i . B_j of the chunk's tokens, 64 x 64 blocks j <= i written.
+//
+// Kernels, in launch order (grids in ssd's op, runtime/ops/Ssd.cpp):
+//   ssd_chunk_cumsum  (slots, cdiv(H, meta:BLOCK_H)): the chunk table (a packed slot finds its
+//     sequence by a binary search over cu of meta-free `search_steps` steps), dt' and its cumsum.
+//   ssd_bmm           (slots, G, (Q/64)^2): CB, blocks above the diagonal skipped.
+//   ssd_chunk_state   (slots, H, cdiv(P, BLOCK_P) * cdiv(N, BLOCK_N)): the chunk's state from
+//     zero, sum_t x_t (B_t dt'_t exp(cum_last - cum_t))^T.
+//   ssd_state_passing (cdiv(P N, BLOCK), H, nseq): per sequence, serially over its chunks, from
+//     its initial state: writes the entering states, block (prefix-cache) states, the final state
+//     and the sequence's decay; reports bad cu_seqlens entries and slots.
+//   ssd_chunk_scan    (slots, H, (Q/64) * cdiv(P, BLOCK_P)): out = exp(cum_i) C_i . S_in +
+//     sum_{j <= i} CB_ij exp(cum_i - cum_j) dt'_j x_j + D x_i, times silu(z).
+#pragma once
+#include <cstdint>
+
+#include "kernels_dsl/Signature.h"
+
+namespace ssmjit::kernels {
+
+namespace ssd {
+using dsl::SizeArg;
+using dsl::TensorArg;
+constexpr auto F = dsl::PtrClass::Float, I = dsl::PtrClass::Int;
+constexpr auto M = dsl::PtrRole::Metadata;
+constexpr auto Bound = dsl::SizeUse::Bound, Div = dsl::SizeUse::Div, Count = dsl::SizeUse::Count;
+
+// x/z/out[b, l, h, p], dt[b, l, h], B/C[b, l, g, n], A/dtb[h], Dv[h, p] (p stride 0 for D (H,)),
+// init/final/blk[slot, h, p, n], decay[s, h], blk_idx[i, k].
+inline constexpr TensorArg kTensors[] = {{"x", F, {"b", "l", "h", "p"}},
+                                         {"dt", F, {"b", "l", "h"}},
+                                         {"A", F, {"h"}},
+                                         {"B", F, {"b", "l", "g", "n"}},
+                                         {"C", F, {"b", "l", "g", "n"}},
+                                         {"Dv", F, {"h", "p"}, "D"},
+                                         {"z", F, {"b", "l", "h", "p"}},
+                                         {"dtb", F, {"h"}},
+                                         {"out", F, {"b", "l", "h", "p"}, "o"},
+                                         {"init", F, {"slot", "h", "p", "n"}},
+                                         {"final", F, {"slot", "h", "p", "n"}},
+                                         {"blk", F, {"slot", "h", "p", "n"}},
+                                         {"decay", F, {"s", "h"}},
+                                         {"ws", F, {}},
+                                         {"chunks", I, {}, nullptr, M},
+                                         {"cu", I, {""}, nullptr, M},
+                                         {"init_idx", I, {""}, nullptr, M},
+                                         {"final_idx", I, {""}, nullptr, M},
+                                         {"blk_idx", I, {"i", "k"}, nullptr, M},
+                                         {"err", I, {}, nullptr, M}};
+// hpg: heads a group (H / G). slots: the chunk slots. search_steps: binary-search steps over
+// cu (packed). blk_tokens: block_state_tokens. kmax: blk_idx's columns. o_*: workspace offsets.
+inline constexpr SizeArg kSizes[] = {{"H", Div},
+                                     {"P", Bound},
+                                     {"N", Bound},
+                                     {"hpg", Bound},
+                                     {"L", Div},
+                                     {"nseq", Count},
+                                     {"slots", Count},
+                                     {"search_steps", Count},
+                                     {"nslots_init", Count},
+                                     {"nslots_final", Count},
+                                     {"nslots_blk", Count},
+                                     {"blk_tokens", Count},
+                                     {"kmax", Count},
+                                     {"o_dt", Count},
+                                     {"o_cum", Count},
+                                     {"o_st", Count},
+                                     {"o_cb", Count}};
+inline constexpr const char* kScalars[] = {"dt_min", "dt_max"};
+inline constexpr const char* kFlags[] = {"has_cu",   "has_D",        "has_z",     "has_dtb",       "softplus",
+                                         "has_clamp", "has_init",    "has_init_idx", "has_final", "has_final_idx",
+                                         "has_blk",  "has_decay"};
+}  // namespace ssd
+
+inline constexpr dsl::Signature kSsdChunkCumsum{"ssd_chunk_cumsum", ssd::kTensors, ssd::kSizes, ssd::kScalars,
+                                                ssd::kFlags};
+inline constexpr dsl::Signature kSsdBmm{"ssd_bmm", ssd::kTensors, ssd::kSizes, ssd::kScalars, ssd::kFlags};
+inline constexpr dsl::Signature kSsdChunkState{"ssd_chunk_state", ssd::kTensors, ssd::kSizes, ssd::kScalars,
+                                               ssd::kFlags};
+inline constexpr dsl::Signature kSsdStatePassing{"ssd_state_passing", ssd::kTensors, ssd::kSizes, ssd::kScalars,
+                                                 ssd::kFlags};
+inline constexpr dsl::Signature kSsdChunkScan{"ssd_chunk_scan", ssd::kTensors, ssd::kSizes, ssd::kScalars,
+                                              ssd::kFlags};
+
+// The CB kernel's and the scan's row and column blocks of a chunk (tokens).
+inline constexpr int64_t kSsdTokenBlock = 64;
+
+// Where the workspace keeps what (float32 elements; each region 16-aligned).
+struct SsdWorkspaceLayout {
+  int64_t slots = 0, oDt = 0, oCum = 0, oSt = 0, oCb = 0, total = 0;
+};
+inline SsdWorkspaceLayout ssdWorkspaceLayout(int64_t slots, int64_t H, int64_t G, int64_t P, int64_t N, int64_t Q) {
+  auto up = [](int64_t v) { return (v + 15) / 16 * 16; };
+  SsdWorkspaceLayout w;
+  w.slots = slots;
+  w.oDt = up(4 * slots);
+  w.oCum = w.oDt + up(slots * H * Q);
+  w.oSt = w.oCum + up(slots * H * Q);
+  w.oCb = w.oSt + up(slots * H * P * N);
+  w.total = w.oCb + slots * G * Q * Q;
+  return w;
+}
+
+// Device status codes (err[0]; err[1..3] as named).
+inline constexpr long long kErrSsdCuSeqlens = 40;   // sequence i, cu[i], cu[i + 1]
+inline constexpr long long kErrSsdInitSlot = 41;    // sequence i, slot, slots
+inline constexpr long long kErrSsdFinalSlot = 42;   // sequence i, slot, slots
+inline constexpr long long kErrSsdBlockSlot = 43;   // sequence i, slot, slots
+inline constexpr long long kErrSsdBlockCount = 44;  // sequence i, its blocks, kmax
+
+}  // namespace ssmjit::kernels

@@ -1,0 +1,106 @@
+// ssd_chunk_scan (Ssd.h): a chunk's output rows i (a block of 64) for a head and a block of p,
+//   y_i = exp(cum_i) C_i . S_in + sum_{j <= i} CB_ij exp(cum_i - cum_j) dt'_j x_j + D x_i,
+//   out_i = y_i (* silu(z_i)),
+// on the tensor cores: C [64, 32 states] from memory into registers times the entering state
+// [32 states, BLOCK_P] staged through shared memory; then, over the causal 32-token blocks, the
+// decayed, masked scores [64, 32] (fp32: three exact terms) times x [32 tokens, BLOCK_P] staged
+// (zeros past the chunk), accumulated on the first product. Stored in out's dtype.
+#include <algorithm>
+
+#include "compiler/IntMath.h"
+#include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/Registry.h"
+#include "kernels_dsl/Ssd.h"
+#include "kernels_dsl/SsdChunks.h"
+
+namespace ssmjit::kernels {
+using namespace dsl;
+
+namespace {
+
+constexpr int64_t kStep = 32;  // states, then tokens, a step of the products
+
+void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
+  const int64_t Q = spec.get("meta:chunk"), T = kSsdTokenBlock, BP = spec.get("meta:BLOCK_P"), LDs = BP + 4;
+  const SsdValues a = ssdValues(k);
+  Value slot = k.programId(0), h = k.programId(1), blk = k.programId(2);
+  Value nPb = cdiv(a.P, k.constInt(BP));
+  Value bm = blk / nPb, p0 = (blk % nPb) * BP;
+  const SsdChunk ch = ssdChunkOfSlot(k, a, slot);
+  k.returnIf(bm * T >= ch.n);
+  Value zero = k.constFloat(0), zeroI = k.constInt(0);
+  Value g = h / a.hpg;
+  Value smem = k.sharedBuffer(kStep * LDs);
+  Value iR = bm * T + k.expandDims(k.range(T), 1);                          // [T, 1]: rows of the chunk
+  Value sC = k.expandDims(k.range(kStep), 0), sR = k.expandDims(k.range(kStep), 1);  // [1, 32], [32, 1]
+  Value pC = p0 + k.expandDims(k.range(BP), 0), mP = pC < a.P;                      // [1, BP]
+  Value mI = iR < ch.n;
+  Value wsRow = (slot * a.H + h) * Q;
+  Value cumI = k.load(a.ws, a.oCum + wsRow + iR);  // [T, 1]
+  const int pc = ssdPieces(spec, "C"), px = ssdPieces(spec, "x");
+
+  // exp(cum_i) C_i . S_in: S_in[p, n] staged as [n, p].
+  Value stBase = a.oSt + (slot * a.H + h) * a.P * a.N;
+  Value cBase = ch.row * a.sCb + (ch.t0 + iR) * a.sCl + g * a.sCg;
+  Value acc = k.forLoop(zeroI, a.N, k.constInt(kStep), {k.splat(zero, {T, BP})},
+                        [&](Value n0, const std::vector<Value>& c) {
+                          Value nR = n0 + sR;  // [32, 1]
+                          Value st = k.load(a.ws, stBase + pC * a.N + nR, (nR < a.N) && mP, zero);  // [32, BP]
+                          k.barrier();
+                          k.store(smem, sR * LDs + k.expandDims(k.range(BP), 0), st);
+                          k.barrier();
+                          Value nC = n0 + sC;
+                          Value Ct = k.load(a.C, cBase + nC * a.sCn, mI && (nC < a.N), zero);  // [T, 32]
+                          return std::vector<Value>{
+                              k.dot(Ct, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], pc, 3)};
+                        })[0];
+  acc = acc * k.exp(cumI);
+
+  // The chunk's own tokens j <= i: CB_ij exp(cum_i - cum_j) dt'_j times x_j.
+  Value cbRow = a.oCb + ((slot * (a.H / a.hpg) + g) * Q + iR) * Q;
+  Value jEnd = k.minimum(ch.n, (bm + 1) * T);
+  acc = k.forLoop(zeroI, jEnd, k.constInt(kStep), {acc}, [&](Value j0, const std::vector<Value>& c) {
+          Value jR = j0 + sR;  // [32, 1]
+          Value xt = k.load(a.x, ch.row * a.sXb + (ch.t0 + jR) * a.sXl + h * a.sXh + pC * a.sXp, (jR < ch.n) && mP,
+                            zero);  // [32, BP]
+          k.barrier();
+          k.store(smem, sR * LDs + k.expandDims(k.range(BP), 0), xt);
+          k.barrier();
+          Value jC = j0 + sC;  // [1, 32]
+          Value keep = (jC <= iR) && (jC < ch.n);
+          Value cumJ = k.load(a.ws, a.oCum + wsRow + jC), dtJ = k.load(a.ws, a.oDt + wsRow + jC);
+          Value cb = k.load(a.ws, cbRow + jC);  // [T, 32]; blocks above the diagonal are never read
+          Value w = k.select(keep, cb * k.exp(k.minimum(cumI - cumJ, zero)) * dtJ, zero);
+          return std::vector<Value>{k.dot(w, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], 3, px)};
+        })[0];
+
+  Value xOff = ch.row * a.sXb + (ch.t0 + iR) * a.sXl + h * a.sXh + pC * a.sXp;
+  Value mOut = mI && mP;
+  Value y = k.ifElse(
+      a.hasD,
+      [&] {
+        return std::vector<Value>{acc + k.load(a.Dv, h * a.sDh + pC * a.sDp, mP, zero) * k.load(a.x, xOff, mOut, zero)};
+      },
+      [&] { return std::vector<Value>{acc}; })[0];
+  y = k.ifElse(
+      a.hasZ,
+      [&] {
+        Value z = k.load(a.z, ch.row * a.sZb + (ch.t0 + iR) * a.sZl + h * a.sZh + pC * a.sZp, mOut, zero);
+        return std::vector<Value>{y * silu(z)};
+      },
+      [&] { return std::vector<Value>{y}; })[0];
+  k.store(a.out, ch.row * a.sOb + (ch.t0 + iR) * a.sOl + h * a.sOh + pC * a.sOp, y, mOut);
+}
+
+void chooseChunkScanMeta(Specialization& s) {
+  ssdDefaultMeta(s);
+  if (!s.find("meta:BLOCK_P")) s.set("meta:BLOCK_P", std::clamp<int64_t>(nextPow2(s.get("P")), 32, 64));
+}
+
+}  // namespace
+
+KernelDef ssdChunkScanKernel() {
+  return {kSsdChunkScan.kernel, buildChunkScan, chooseChunkScanMeta, &kSsdChunkScan};
+}
+
+}  // namespace ssmjit::kernels

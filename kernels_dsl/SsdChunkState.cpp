@@ -1,0 +1,71 @@
+// ssd_chunk_state (Ssd.h): the state a chunk leaves from a zero start,
+//   S[p, n] = sum_t x_t[p] (B_t[n] dt'_t exp(cum_last - cum_t)),
+// per (slot, head, block of p x n), on the tensor cores: x^T [BLOCK_P, 32 tokens] from memory
+// into registers (its dtype's exact terms), the decayed, dt-weighted B [32 tokens, BLOCK_N]
+// computed in fp32 and staged through shared memory (three terms: every product exact), zeros
+// past the chunk's tokens. fp32 to the workspace.
+#include <algorithm>
+
+#include "compiler/IntMath.h"
+#include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/Registry.h"
+#include "kernels_dsl/Ssd.h"
+#include "kernels_dsl/SsdChunks.h"
+
+namespace ssmjit::kernels {
+using namespace dsl;
+
+namespace {
+
+constexpr int64_t kTokens = 32;  // tokens a step of the product
+
+void buildChunkState(KernelBuilder& k, const Specialization& spec) {
+  const int64_t Q = spec.get("meta:chunk"), BP = spec.get("meta:BLOCK_P"), BN = spec.get("meta:BLOCK_N");
+  const int64_t LDs = BN + 4;
+  const SsdValues a = ssdValues(k);
+  Value slot = k.programId(0), h = k.programId(1), blk = k.programId(2);
+  Value nBlocks = cdiv(a.N, k.constInt(BN));
+  Value p0 = (blk / nBlocks) * BP, n0 = (blk % nBlocks) * BN;
+  const SsdChunk ch = ssdChunkOfSlot(k, a, slot);
+  k.returnIf(ch.n == 0);
+  Value zero = k.constFloat(0), zeroI = k.constInt(0);
+  Value g = h / a.hpg;
+  Value smem = k.sharedBuffer(kTokens * LDs);
+  Value tR = k.expandDims(k.range(kTokens), 1), tC = k.expandDims(k.range(kTokens), 0);  // [32, 1], [1, 32]
+  Value p = p0 + k.expandDims(k.range(BP), 1), n = n0 + k.expandDims(k.range(BN), 0);    // [BP, 1], [1, BN]
+  Value wsRow = (slot * a.H + h) * Q;
+  Value cumLast = k.load(a.ws, a.oCum + wsRow + ch.n - 1);
+  const int px = ssdPieces(spec, "x");
+  Value acc = k.forLoop(zeroI, ch.n, k.constInt(kTokens), {k.splat(zero, {BP, BN})},
+                        [&](Value j0, const std::vector<Value>& c) {
+                          Value t = j0 + tR, mt = t < ch.n;
+                          Value w = k.load(a.ws, a.oDt + wsRow + t, mt, zero) *
+                                    k.exp(cumLast - k.load(a.ws, a.oCum + wsRow + t, mt, zero));
+                          Value Bt = k.load(a.B, ch.row * a.sBb + (ch.t0 + t) * a.sBl + g * a.sBg + n * a.sBn,
+                                            mt && (n < a.N), zero);  // [32, BN]
+                          k.barrier();  // the previous step's dot has read the buffer
+                          k.store(smem, tR * LDs + k.expandDims(k.range(BN), 0), k.select(mt, Bt * w, zero));
+                          k.barrier();
+                          Value tx = j0 + tC;
+                          Value xt = k.load(a.x, ch.row * a.sXb + (ch.t0 + tx) * a.sXl + h * a.sXh + p * a.sXp,
+                                            (tx < ch.n) && (p < a.P), zero);  // [BP, 32]
+                          return std::vector<Value>{
+                              k.dot(xt, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], px, 3)};
+                        })[0];
+  k.store(a.ws, a.oSt + ((slot * a.H + h) * a.P + p) * a.N + n, acc, (p < a.P) && (n < a.N));
+}
+
+void chooseChunkStateMeta(Specialization& s) {
+  ssdDefaultMeta(s);
+  // [BLOCK_P, BLOCK_N] fp32 accumulators: 32 a thread at 64 x 64 over 4 warps.
+  if (!s.find("meta:BLOCK_P")) s.set("meta:BLOCK_P", std::clamp<int64_t>(nextPow2(s.get("P")), 32, 64));
+  if (!s.find("meta:BLOCK_N")) s.set("meta:BLOCK_N", std::clamp<int64_t>(nextPow2(s.get("N")), 16, 64));
+}
+
+}  // namespace
+
+KernelDef ssdChunkStateKernel() {
+  return {kSsdChunkState.kernel, buildChunkState, chooseChunkStateMeta, &kSsdChunkState};
+}
+
+}  // namespace ssmjit::kernels

@@ -1,0 +1,72 @@
+#include "kernels_dsl/SsdChunks.h"
+
+#include <string>
+
+#include "ssmjit/tensor.h"
+
+namespace ssmjit::kernels {
+using namespace dsl;
+
+SsdValues ssdValues(KernelBuilder& k) {
+  auto v = [&](const char* n) { return k.arg(n); };
+  SsdValues a;
+  a.x = v("x"), a.dt = v("dt"), a.A = v("A"), a.B = v("B"), a.C = v("C"), a.Dv = v("Dv"), a.z = v("z");
+  a.dtb = v("dtb"), a.out = v("out"), a.init = v("init"), a.fin = v("final"), a.blk = v("blk"), a.decay = v("decay");
+  a.ws = v("ws"), a.chunks = v("chunks"), a.cu = v("cu"), a.initIdx = v("init_idx"), a.finalIdx = v("final_idx");
+  a.blkIdx = v("blk_idx"), a.err = v("err");
+  a.H = v("H"), a.P = v("P"), a.N = v("N"), a.hpg = v("hpg"), a.L = v("L"), a.nseq = v("nseq"), a.slots = v("slots");
+  a.searchSteps = v("search_steps"), a.nInit = v("nslots_init"), a.nFinal = v("nslots_final");
+  a.nBlk = v("nslots_blk"), a.blkTokens = v("blk_tokens"), a.kmax = v("kmax");
+  a.oDt = v("o_dt"), a.oCum = v("o_cum"), a.oSt = v("o_st"), a.oCb = v("o_cb");
+  a.dtMin = v("dt_min"), a.dtMax = v("dt_max");
+  a.hasCu = v("has_cu"), a.hasD = v("has_D"), a.hasZ = v("has_z"), a.hasDtb = v("has_dtb");
+  a.softplusOn = v("softplus"), a.hasClamp = v("has_clamp"), a.hasInit = v("has_init");
+  a.hasInitIdx = v("has_init_idx"), a.hasFinal = v("has_final"), a.hasFinalIdx = v("has_final_idx");
+  a.hasBlk = v("has_blk"), a.hasDecay = v("has_decay");
+  a.sXb = v("s_x_b"), a.sXl = v("s_x_l"), a.sXh = v("s_x_h"), a.sXp = v("s_x_p");
+  a.sDtb = v("s_dt_b"), a.sDtl = v("s_dt_l"), a.sDth = v("s_dt_h"), a.sAh = v("s_A_h");
+  a.sBb = v("s_B_b"), a.sBl = v("s_B_l"), a.sBg = v("s_B_g"), a.sBn = v("s_B_n");
+  a.sCb = v("s_C_b"), a.sCl = v("s_C_l"), a.sCg = v("s_C_g"), a.sCn = v("s_C_n");
+  a.sDh = v("s_D_h"), a.sDp = v("s_D_p");
+  a.sZb = v("s_z_b"), a.sZl = v("s_z_l"), a.sZh = v("s_z_h"), a.sZp = v("s_z_p"), a.sDbh = v("s_dtb_h");
+  a.sOb = v("s_o_b"), a.sOl = v("s_o_l"), a.sOh = v("s_o_h"), a.sOp = v("s_o_p");
+  a.sIs = v("s_init_slot"), a.sIh = v("s_init_h"), a.sIp = v("s_init_p"), a.sIn = v("s_init_n");
+  a.sFs = v("s_final_slot"), a.sFh = v("s_final_h"), a.sFp = v("s_final_p"), a.sFn = v("s_final_n");
+  a.sKs = v("s_blk_slot"), a.sKh = v("s_blk_h"), a.sKp = v("s_blk_p"), a.sKn = v("s_blk_n");
+  a.sYs = v("s_decay_s"), a.sYh = v("s_decay_h"), a.sCu = v("s_cu"), a.sIidx = v("s_init_idx");
+  a.sFidx = v("s_final_idx"), a.sKi = v("s_blk_idx_i"), a.sKk = v("s_blk_idx_k");
+  return a;
+}
+
+SsdChunk ssdChunkOfSlot(KernelBuilder& k, const SsdValues& a, Value slot) {
+  Value at = slot * 4;
+  return {k.load(a.chunks, at), k.load(a.chunks, at + 1), k.load(a.chunks, at + 2), k.load(a.chunks, at + 3)};
+}
+
+Value ssdFirstSlot(KernelBuilder& k, const SsdValues& a, Value i, Value row, Value start, int64_t Q) {
+  return row * cdiv(a.L, k.constInt(Q)) + start / Q + k.select(a.hasCu, i, k.constInt(0));
+}
+
+Value ssdDtTransform(KernelBuilder& k, const SsdValues& a, Value dt, Value bias) {
+  Value v = dt + bias;
+  v = k.select(a.softplusOn, softplus(v), v);
+  return k.select(a.hasClamp, k.minimum(k.maximum(v, a.dtMin), a.dtMax), v);
+}
+
+int ssdPieces(const Specialization& s, const char* tensor) {
+  switch (static_cast<DType>(s.get(std::string("dtype:") + tensor))) {
+    case DType::BF16:
+      return 1;
+    case DType::F16:
+      return 2;
+    default:
+      return 3;
+  }
+}
+
+void ssdDefaultMeta(Specialization& s) {
+  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);
+  if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
+}
+
+}  // namespace ssmjit::kernels

@@ -1,0 +1,104 @@
+// The SSD chunked scan's kernels on the CPU: every kernel the op launches (chunk_cumsum, bmm,
+// chunk_state, state_passing, chunk_scan) goes through the whole pipeline and NVRTC for a few
+// shapes, dtypes and options (dense and packed rows, states through slots, block states, the
+// decay, states-only calls), with the specialisations the op's own binding makes. Tensors are fake
+// device addresses: only their alignment classes are read.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+#include "GpuTest.h"  // SSMJIT_REQUIRE_NVRTC
+#include "kernels_dsl/CompileKernel.h"
+#include "runtime/ops/SsdSpec.h"
+#include "ssmjit/ops.h"
+
+using namespace ssmjit;
+
+namespace {
+
+void* fake(int k) { return reinterpret_cast<void*>(uintptr_t{0x10000} + uintptr_t(k) * 0x10000000); }
+TensorView view(int k, DType t, std::initializer_list<int64_t> shape) {
+  return TensorView::contiguous(fake(k), t, shape);
+}
+
+struct Variant {
+  int64_t batch = 2, L = 1000, H = 8, P = 64, G = 1, N = 128, Q = 256;
+  DType x = DType::BF16;
+  bool packed = false, extras = true, states = false, blocks = false, out = true, dPerHead = true;
+};
+
+SsdArgs make(const Variant& v) {
+  SsdArgs a;
+  const int64_t Bt = v.packed ? 1 : v.batch;
+  a.x = view(1, v.x, {Bt, v.L, v.H, v.P});
+  a.dt = view(2, v.x, {Bt, v.L, v.H});
+  a.A = view(3, DType::F32, {v.H});
+  a.B = view(4, v.x, {Bt, v.L, v.G, v.N});
+  a.C = view(5, v.x, {Bt, v.L, v.G, v.N});
+  a.chunk_size = static_cast<int>(v.Q);
+  if (v.out) a.out = view(6, v.x, {Bt, v.L, v.H, v.P});
+  if (v.extras) {
+    a.D = v.dPerHead ? view(7, DType::F32, {v.H}) : view(7, DType::F32, {v.H, v.P});
+    a.z = view(8, v.x, {Bt, v.L, v.H, v.P});
+    a.dt_bias = view(9, DType::F32, {v.H});
+    a.dt_softplus = true;
+    a.dt_min = 0.001f, a.dt_max = 0.5f;
+  }
+  if (v.packed) a.cu_seqlens = view(10, DType::I32, {v.batch + 1});
+  if (v.states) {
+    a.initial_states = view(11, DType::F32, {5, v.H, v.P, v.N});
+    a.final_states = a.initial_states;
+    a.initial_state_indices = view(12, DType::I32, {v.batch});
+    a.final_state_indices = view(13, DType::I64, {v.batch});
+    a.sequence_decay = view(14, DType::F32, {v.batch, v.H});
+  }
+  if (v.blocks) {
+    a.block_state_tokens = 2 * v.Q;
+    a.block_states = view(15, DType::BF16, {9, v.H, v.P, v.N});
+    a.block_state_indices = view(16, DType::I32, {v.batch, 8});
+  }
+  return a;
+}
+
+void expectCompiles(const Variant& v, const char* arch, size_t kernels) {
+  const std::vector<Specialization> specs = detail::ssdSpecializations(make(v), arch);
+  ASSERT_EQ(specs.size(), kernels);
+  for (const Specialization& spec : specs) {
+    SCOPED_TRACE(spec.canonical());
+    CompiledKernel k = compileKernel(spec);
+    EXPECT_FALSE(k.cubin.empty());
+  }
+}
+
+}  // namespace
+
+TEST(SsdKernels, MambaHeadsCompile) {
+  SSMJIT_REQUIRE_NVRTC();
+  for (DType x : {DType::BF16, DType::F32}) {
+    Variant v;
+    v.x = x;
+    expectCompiles(v, "sm_90a", 5);
+  }
+}
+
+TEST(SsdKernels, ShapesAndChunksCompile) {
+  SSMJIT_REQUIRE_NVRTC();
+  Variant v;
+  v.G = 2, v.P = 32, v.N = 64, v.Q = 64, v.dPerHead = false;
+  expectCompiles(v, "sm_90a", 5);
+  v.Q = 128, v.extras = false, v.x = DType::F16;
+  expectCompiles(v, "sm_80", 5);
+  v = {};
+  v.P = 256, v.N = 256, v.H = 4, v.G = 4;
+  expectCompiles(v, "sm_90a", 5);
+}
+
+TEST(SsdKernels, PackedStatesAndBlocksCompile) {
+  SSMJIT_REQUIRE_NVRTC();
+  Variant v;
+  v.packed = true, v.batch = 5, v.states = true, v.blocks = true;
+  expectCompiles(v, "sm_90a", 5);
+  v.out = false;  // the states only: no bmm, no chunk_scan
+  expectCompiles(v, "sm_90a", 3);
+}
