@@ -22,7 +22,7 @@
 //
 // Kernels, in launch order (grids in ssd's op, runtime/ops/Ssd.cpp):
 //   ssd_chunk_cumsum  (slots, cdiv(H, meta:BLOCK_H)): the chunk table (a packed slot finds its
-//     sequence by a binary search over cu of meta-free `search_steps` steps), dt' and its cumsum.
+//     sequence by a binary search of `search_steps` steps over cu), dt' and its cumsum.
 //   ssd_bmm           (slots, G, (Q/64)^2): CB, blocks above the diagonal skipped.
 //   ssd_chunk_state   (slots, H, cdiv(P, BLOCK_P) * cdiv(N, BLOCK_N)): the chunk's state from
 //     zero, sum_t x_t (B_t dt'_t exp(cum_last - cum_t))^T.
@@ -87,9 +87,9 @@ inline constexpr SizeArg kSizes[] = {{"H", Div},
                                      {"o_st", Count},
                                      {"o_cb", Count}};
 inline constexpr const char* kScalars[] = {"dt_min", "dt_max"};
-inline constexpr const char* kFlags[] = {"has_cu",   "has_D",        "has_z",     "has_dtb",       "softplus",
-                                         "has_clamp", "has_init",    "has_init_idx", "has_final", "has_final_idx",
-                                         "has_blk",  "has_decay"};
+inline constexpr const char* kFlags[] = {"has_cu",    "has_D",         "has_z",    "has_dtb",
+                                         "softplus",  "has_clamp",     "has_init", "has_init_idx",
+                                         "has_final", "has_final_idx", "has_blk",  "has_decay"};
 }  // namespace ssd
 
 inline constexpr dsl::Signature kSsdChunkCumsum{"ssd_chunk_cumsum", ssd::kTensors, ssd::kSizes, ssd::kScalars,
@@ -99,8 +99,7 @@ inline constexpr dsl::Signature kSsdChunkState{"ssd_chunk_state", ssd::kTensors,
                                                ssd::kFlags};
 inline constexpr dsl::Signature kSsdStatePassing{"ssd_state_passing", ssd::kTensors, ssd::kSizes, ssd::kScalars,
                                                  ssd::kFlags};
-inline constexpr dsl::Signature kSsdChunkScan{"ssd_chunk_scan", ssd::kTensors, ssd::kSizes, ssd::kScalars,
-                                              ssd::kFlags};
+inline constexpr dsl::Signature kSsdChunkScan{"ssd_chunk_scan", ssd::kTensors, ssd::kSizes, ssd::kScalars, ssd::kFlags};
 
 // The CB kernel's and the scan's row and column blocks of a chunk (tokens).
 inline constexpr int64_t kSsdTokenBlock = 64;

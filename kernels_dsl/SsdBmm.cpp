@@ -29,19 +29,17 @@ void buildBmm(KernelBuilder& k, const Specialization& spec) {
   Value base = ch.row * a.sCb + g * a.sCg;
   Value baseB = ch.row * a.sBb + g * a.sBg;
   const int pc = ssdPieces(spec, "C"), pb = ssdPieces(spec, "B");
-  Value acc = k.forLoop(zeroI, a.N, k.constInt(kStates), {k.splat(zero, {T, T})},
-                        [&](Value n0, const std::vector<Value>& c) {
-                          Value n = n0 + cS;
-                          Value Bt = k.load(a.B, baseB + (ch.t0 + tj) * a.sBl + n * a.sBn, (tj < ch.n) && (n < a.N),
-                                            zero);  // [T tokens, 32 states]
-                          k.barrier();  // the previous step's dot has read the buffer
-                          k.store(smem, cS * LDs + rI, Bt);
-                          k.barrier();
-                          Value Ct = k.load(a.C, base + (ch.t0 + ti) * a.sCl + n * a.sCn, (ti < ch.n) && (n < a.N),
-                                            zero);
-                          return std::vector<Value>{
-                              k.dot(Ct, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], pc, pb)};
-                        })[0];
+  Value acc =
+      k.forLoop(zeroI, a.N, k.constInt(kStates), {k.splat(zero, {T, T})}, [&](Value n0, const std::vector<Value>& c) {
+        Value n = n0 + cS;
+        Value Bt = k.load(a.B, baseB + (ch.t0 + tj) * a.sBl + n * a.sBn, (tj < ch.n) && (n < a.N),
+                          zero);  // [T tokens, 32 states]
+        k.barrier();              // the previous step's dot has read the buffer
+        k.store(smem, cS * LDs + rI, Bt);
+        k.barrier();
+        Value Ct = k.load(a.C, base + (ch.t0 + ti) * a.sCl + n * a.sCn, (ti < ch.n) && (n < a.N), zero);
+        return std::vector<Value>{k.dot(Ct, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], pc, pb)};
+      })[0];
   Value cj = k.expandDims(k.range(T), 0);
   k.store(a.ws, a.oCb + ((slot * (a.H / a.hpg) + g) * Q + ti) * Q + bj * T + cj, acc);
 }

@@ -20,15 +20,14 @@ SsdChunk findChunk(KernelBuilder& k, const SsdValues& a, Value slot, int64_t Q) 
       a.hasCu,
       [&] {
         // The largest i with firstSlot(i) = i + cu[i] / Q <= slot (increasing in i).
-        std::vector<Value> lh = k.forLoop(zeroI, a.searchSteps, oneI, {zeroI, a.nseq},
-                                          [&](Value, const std::vector<Value>& c) {
-                                            Value mid = (c[0] + c[1]) / 2;
-                                            Value f = mid + k.load(a.cu, mid * a.sCu) / Q;
-                                            Value up = (c[1] - c[0] > 1) && (f <= slot);
-                                            Value down = (c[1] - c[0] > 1) && (f > slot);
-                                            return std::vector<Value>{k.select(up, mid, c[0]),
-                                                                      k.select(down, mid, c[1])};
-                                          });
+        std::vector<Value> lh =
+            k.forLoop(zeroI, a.searchSteps, oneI, {zeroI, a.nseq}, [&](Value, const std::vector<Value>& c) {
+              Value mid = (c[0] + c[1]) / 2;
+              Value f = mid + k.load(a.cu, mid * a.sCu) / Q;
+              Value up = (c[1] - c[0] > 1) && (f <= slot);
+              Value down = (c[1] - c[0] > 1) && (f > slot);
+              return std::vector<Value>{k.select(up, mid, c[0]), k.select(down, mid, c[1])};
+            });
         Value i = lh[0];
         Value start = k.load(a.cu, i * a.sCu), end = k.load(a.cu, (i + 1) * a.sCu);
         Value c = slot - (i + start / Q);
@@ -63,7 +62,9 @@ void buildChunkCumsum(KernelBuilder& k, const Specialization& spec) {
   Value dt = k.load(a.dt, ch.row * a.sDtb + (ch.t0 + t) * a.sDtl + h * a.sDth, m, zero);
   Value bias = k.ifElse(
       a.hasDtb, [&] { return std::vector<Value>{k.load(a.dtb, h * a.sDbh, mH, zero)}; },
-      [&] { return std::vector<Value>{k.splat(zero, {BH, 1})}; })[0];
+      [&] {
+        return std::vector<Value>{k.splat(zero, {BH, 1})};
+      })[0];
   Value dtp = k.select(m, ssdDtTransform(k, a, dt, bias), zero);
   Value dA = dtp * k.load(a.A, h * a.sAh, mH, zero);
   Value cum = k.associativeScan({dA}, 1, [&](const std::vector<Value>& l, const std::vector<Value>& r) {

@@ -31,9 +31,9 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   Value zero = k.constFloat(0), zeroI = k.constInt(0);
   Value g = h / a.hpg;
   Value smem = k.sharedBuffer(kStep * LDs);
-  Value iR = bm * T + k.expandDims(k.range(T), 1);                          // [T, 1]: rows of the chunk
+  Value iR = bm * T + k.expandDims(k.range(T), 1);                                   // [T, 1]: rows of the chunk
   Value sC = k.expandDims(k.range(kStep), 0), sR = k.expandDims(k.range(kStep), 1);  // [1, 32], [32, 1]
-  Value pC = p0 + k.expandDims(k.range(BP), 0), mP = pC < a.P;                      // [1, BP]
+  Value pC = p0 + k.expandDims(k.range(BP), 0), mP = pC < a.P;                       // [1, BP]
   Value mI = iR < ch.n;
   Value wsRow = (slot * a.H + h) * Q;
   Value cumI = k.load(a.ws, a.oCum + wsRow + iR);  // [T, 1]
@@ -42,37 +42,36 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   // exp(cum_i) C_i . S_in: S_in[p, n] staged as [n, p].
   Value stBase = a.oSt + (slot * a.H + h) * a.P * a.N;
   Value cBase = ch.row * a.sCb + (ch.t0 + iR) * a.sCl + g * a.sCg;
-  Value acc = k.forLoop(zeroI, a.N, k.constInt(kStep), {k.splat(zero, {T, BP})},
-                        [&](Value n0, const std::vector<Value>& c) {
-                          Value nR = n0 + sR;  // [32, 1]
-                          Value st = k.load(a.ws, stBase + pC * a.N + nR, (nR < a.N) && mP, zero);  // [32, BP]
-                          k.barrier();
-                          k.store(smem, sR * LDs + k.expandDims(k.range(BP), 0), st);
-                          k.barrier();
-                          Value nC = n0 + sC;
-                          Value Ct = k.load(a.C, cBase + nC * a.sCn, mI && (nC < a.N), zero);  // [T, 32]
-                          return std::vector<Value>{
-                              k.dot(Ct, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], pc, 3)};
-                        })[0];
+  Value acc =
+      k.forLoop(zeroI, a.N, k.constInt(kStep), {k.splat(zero, {T, BP})}, [&](Value n0, const std::vector<Value>& c) {
+        Value nR = n0 + sR;                                                       // [32, 1]
+        Value st = k.load(a.ws, stBase + pC * a.N + nR, (nR < a.N) && mP, zero);  // [32, BP]
+        k.barrier();
+        k.store(smem, sR * LDs + k.expandDims(k.range(BP), 0), st);
+        k.barrier();
+        Value nC = n0 + sC;
+        Value Ct = k.load(a.C, cBase + nC * a.sCn, mI && (nC < a.N), zero);  // [T, 32]
+        return std::vector<Value>{k.dot(Ct, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], pc, 3)};
+      })[0];
   acc = acc * k.exp(cumI);
 
   // The chunk's own tokens j <= i: CB_ij exp(cum_i - cum_j) dt'_j times x_j.
   Value cbRow = a.oCb + ((slot * (a.H / a.hpg) + g) * Q + iR) * Q;
   Value jEnd = k.minimum(ch.n, (bm + 1) * T);
   acc = k.forLoop(zeroI, jEnd, k.constInt(kStep), {acc}, [&](Value j0, const std::vector<Value>& c) {
-          Value jR = j0 + sR;  // [32, 1]
-          Value xt = k.load(a.x, ch.row * a.sXb + (ch.t0 + jR) * a.sXl + h * a.sXh + pC * a.sXp, (jR < ch.n) && mP,
-                            zero);  // [32, BP]
-          k.barrier();
-          k.store(smem, sR * LDs + k.expandDims(k.range(BP), 0), xt);
-          k.barrier();
-          Value jC = j0 + sC;  // [1, 32]
-          Value keep = (jC <= iR) && (jC < ch.n);
-          Value cumJ = k.load(a.ws, a.oCum + wsRow + jC), dtJ = k.load(a.ws, a.oDt + wsRow + jC);
-          Value cb = k.load(a.ws, cbRow + jC);  // [T, 32]; blocks above the diagonal are never read
-          Value w = k.select(keep, cb * k.exp(k.minimum(cumI - cumJ, zero)) * dtJ, zero);
-          return std::vector<Value>{k.dot(w, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], 3, px)};
-        })[0];
+    Value jR = j0 + sR;  // [32, 1]
+    Value xt = k.load(a.x, ch.row * a.sXb + (ch.t0 + jR) * a.sXl + h * a.sXh + pC * a.sXp, (jR < ch.n) && mP,
+                      zero);  // [32, BP]
+    k.barrier();
+    k.store(smem, sR * LDs + k.expandDims(k.range(BP), 0), xt);
+    k.barrier();
+    Value jC = j0 + sC;  // [1, 32]
+    Value keep = (jC <= iR) && (jC < ch.n);
+    Value cumJ = k.load(a.ws, a.oCum + wsRow + jC), dtJ = k.load(a.ws, a.oDt + wsRow + jC);
+    Value cb = k.load(a.ws, cbRow + jC);  // [T, 32]; blocks above the diagonal are never read
+    Value w = k.select(keep, cb * k.exp(k.minimum(cumI - cumJ, zero)) * dtJ, zero);
+    return std::vector<Value>{k.dot(w, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], 3, px)};
+  })[0];
 
   Value xOff = ch.row * a.sXb + (ch.t0 + iR) * a.sXl + h * a.sXh + pC * a.sXp;
   Value mOut = mI && mP;
@@ -99,8 +98,6 @@ void chooseChunkScanMeta(Specialization& s) {
 
 }  // namespace
 
-KernelDef ssdChunkScanKernel() {
-  return {kSsdChunkScan.kernel, buildChunkScan, chooseChunkScanMeta, &kSsdChunkScan};
-}
+KernelDef ssdChunkScanKernel() { return {kSsdChunkScan.kernel, buildChunkScan, chooseChunkScanMeta, &kSsdChunkScan}; }
 
 }  // namespace ssmjit::kernels

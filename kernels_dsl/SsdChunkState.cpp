@@ -36,22 +36,21 @@ void buildChunkState(KernelBuilder& k, const Specialization& spec) {
   Value wsRow = (slot * a.H + h) * Q;
   Value cumLast = k.load(a.ws, a.oCum + wsRow + ch.n - 1);
   const int px = ssdPieces(spec, "x");
-  Value acc = k.forLoop(zeroI, ch.n, k.constInt(kTokens), {k.splat(zero, {BP, BN})},
-                        [&](Value j0, const std::vector<Value>& c) {
-                          Value t = j0 + tR, mt = t < ch.n;
-                          Value w = k.load(a.ws, a.oDt + wsRow + t, mt, zero) *
-                                    k.exp(cumLast - k.load(a.ws, a.oCum + wsRow + t, mt, zero));
-                          Value Bt = k.load(a.B, ch.row * a.sBb + (ch.t0 + t) * a.sBl + g * a.sBg + n * a.sBn,
-                                            mt && (n < a.N), zero);  // [32, BN]
-                          k.barrier();  // the previous step's dot has read the buffer
-                          k.store(smem, tR * LDs + k.expandDims(k.range(BN), 0), k.select(mt, Bt * w, zero));
-                          k.barrier();
-                          Value tx = j0 + tC;
-                          Value xt = k.load(a.x, ch.row * a.sXb + (ch.t0 + tx) * a.sXl + h * a.sXh + p * a.sXp,
-                                            (tx < ch.n) && (p < a.P), zero);  // [BP, 32]
-                          return std::vector<Value>{
-                              k.dot(xt, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], px, 3)};
-                        })[0];
+  Value acc = k.forLoop(
+      zeroI, ch.n, k.constInt(kTokens), {k.splat(zero, {BP, BN})}, [&](Value j0, const std::vector<Value>& c) {
+        Value t = j0 + tR, mt = t < ch.n;
+        Value w =
+            k.load(a.ws, a.oDt + wsRow + t, mt, zero) * k.exp(cumLast - k.load(a.ws, a.oCum + wsRow + t, mt, zero));
+        Value Bt = k.load(a.B, ch.row * a.sBb + (ch.t0 + t) * a.sBl + g * a.sBg + n * a.sBn, mt && (n < a.N),
+                          zero);  // [32, BN]
+        k.barrier();              // the previous step's dot has read the buffer
+        k.store(smem, tR * LDs + k.expandDims(k.range(BN), 0), k.select(mt, Bt * w, zero));
+        k.barrier();
+        Value tx = j0 + tC;
+        Value xt = k.load(a.x, ch.row * a.sXb + (ch.t0 + tx) * a.sXl + h * a.sXh + p * a.sXp, (tx < ch.n) && (p < a.P),
+                          zero);  // [BP, 32]
+        return std::vector<Value>{k.dot(xt, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], px, 3)};
+      })[0];
   k.store(a.ws, a.oSt + ((slot * a.H + h) * a.P + p) * a.N + n, acc, (p < a.P) && (n < a.N));
 }
 

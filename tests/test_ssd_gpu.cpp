@@ -70,7 +70,10 @@ struct SsdProblem {
     }
     x = tensor(c.x, {Bt, L, c.H, c.P}), fillUniform(x, rng, -1, 1);
     dt = tensor(c.x, {Bt, L, c.H});
-    if (c.softplus) fillUniform(dt, rng, -4, -1); else fillUniform(dt, rng, 0.01, 0.2);
+    if (c.softplus)
+      fillUniform(dt, rng, -4, -1);
+    else
+      fillUniform(dt, rng, 0.01, 0.2);
     A = tensor(DType::F32, {c.H}), fillUniform(A, rng, -4, -0.5);
     B = tensor(c.x, {Bt, L, c.G, c.N}), fillUniform(B, rng, -1, 1);
     C = tensor(c.x, {Bt, L, c.G, c.N}), fillUniform(C, rng, -1, 1);
@@ -135,7 +138,7 @@ struct SsdProblem {
   Ref reference() const {
     Ref r{out, initStates, blk, decay};
     const int64_t H = c.H, P = c.P, N = c.N, hpg = c.H / c.G;
-    std::vector<double> S(size_t(H * P * N)), sumA(size_t(H));
+    std::vector<double> S(static_cast<size_t>(H * P * N)), sumA(static_cast<size_t>(H));
     for (int64_t i = 0; i < nseq; ++i) {
       for (int64_t h = 0; h < H; ++h)
         for (int64_t p = 0; p < P; ++p)
@@ -151,7 +154,7 @@ struct SsdProblem {
           if (c.clamp) d = std::min(std::max(d, double(dtMin)), double(dtMax));
           const double a = d * get(A, {h}), da = std::exp(a);
           sumA[h] += a;
-          std::vector<double> Bn(size_t(N)), Cn(size_t(N));
+          std::vector<double> Bn(static_cast<size_t>(N)), Cn(static_cast<size_t>(N));
           for (int64_t n = 0; n < N; ++n) Bn[n] = get(B, {b, l, g, n}), Cn[n] = get(C, {b, l, g, n});
           for (int64_t p = 0; p < P; ++p) {
             const double xv = get(x, {b, l, h, p});
@@ -173,8 +176,7 @@ struct SsdProblem {
           const int64_t k = (t + 1) / K - 1;
           const int64_t slot = int64_t(get(blkIdx, {i, k}));
           if (slot >= 0)
-            for (int64_t e = 0; e < H * P * N; ++e)
-              set(r.blk, {slot, e / (P * N), e / N % P, e % N}, S[size_t(e)]);
+            for (int64_t e = 0; e < H * P * N; ++e) set(r.blk, {slot, e / (P * N), e / N % P, e % N}, S[size_t(e)]);
         }
       }
       if (finalSlot[i] >= 0)
@@ -321,9 +323,10 @@ void expectPackedEqualsEachAlone(const SsdCase& pc) {
     const DeviceRun ra = runOnDevice(a);
     ASSERT_EQ(0, std::memcmp(rp.out.data() + packed.start[i] * perToken, ra.out.data(), size_t(a.L * perToken)))
         << "out of sequence " << i;
-    if (packed.finalSlot[i] >= 0)
+    if (packed.finalSlot[i] >= 0) {
       ASSERT_EQ(0, std::memcmp(rp.states.data() + packed.finalSlot[i] * HPN * eb, ra.states.data(), size_t(HPN * eb)))
           << "final state of sequence " << i;
+    }
   }
 }
 

@@ -38,8 +38,8 @@ struct SsdDims {
 };
 
 // States (S, H, P, N) and their slot indices (nseq,); returns the slots.
-int64_t checkStates(const Checker& c, const char* name, const TensorView& t, const char* idxName,
-                    const TensorView& idx, const SsdDims& d) {
+int64_t checkStates(const Checker& c, const char* name, const TensorView& t, const char* idxName, const TensorView& idx,
+                    const SsdDims& d) {
   if (idx.defined() && !t.defined())
     c.fail(std::string(idxName) + " is given (shape " + idx.shapeString() + "), expected none: " + name +
            " is not given");
@@ -67,8 +67,8 @@ SsdDims check(const SsdArgs& a, DeviceKind device) {
   for (int k = 0; k < 4; ++k) eX[k].size = a.x.shape[k];
   c.tensor("x", a.x, eX, 4, detail::kFloat16Or32, false);
   if (d.P < 1 || d.P > kMaxSsdHeadDim)
-    c.fail("x has headdim " + str(d.P) + " (shape " + a.x.shapeString() + "), expected 1 <= P <= " +
-           str(kMaxSsdHeadDim));
+    c.fail("x has headdim " + str(d.P) + " (shape " + a.x.shapeString() +
+           "), expected 1 <= P <= " + str(kMaxSsdHeadDim));
   c.optional("z", a.z, eX, 4, detail::kFloat16Or32, false);
   c.optional("out", a.out, eX, 4, detail::kFloat16Or32, false);
   for (auto [name, t] : {std::pair<const char*, const TensorView*>{"x", &a.x}, {"z", &a.z}})
@@ -97,11 +97,10 @@ SsdDims check(const SsdArgs& a, DeviceKind device) {
   c.required("C", a.C);
   c.tensor("C", a.C, eB, 4, detail::kFloat16Or32, false);
   if (d.G < 1 || d.H % d.G != 0)
-    c.fail("B has " + str(d.G) + " groups (dim 2 of shape " + a.B.shapeString() + "), expected G >= 1 dividing H = " +
-           str(d.H));
+    c.fail("B has " + str(d.G) + " groups (dim 2 of shape " + a.B.shapeString() +
+           "), expected G >= 1 dividing H = " + str(d.H));
   if (d.N < 1 || d.N > kMaxSsdState)
-    c.fail("B has dstate " + str(d.N) + " (shape " + a.B.shapeString() + "), expected 1 <= N <= " +
-           str(kMaxSsdState));
+    c.fail("B has dstate " + str(d.N) + " (shape " + a.B.shapeString() + "), expected 1 <= N <= " + str(kMaxSsdState));
   if (a.chunk_size != 64 && a.chunk_size != 128 && a.chunk_size != 256)
     c.fail("chunk_size is " + str(a.chunk_size) + ", expected 64, 128 or 256");
   d.Q = a.chunk_size;
@@ -147,13 +146,13 @@ SsdDims check(const SsdArgs& a, DeviceKind device) {
 
 // The call's chunk slots and workspace (Ssd.h).
 struct SsdPlan {
-  SsdWorkspaceLayout ws;
+  kernels::SsdWorkspaceLayout ws;
   int64_t searchSteps = 0;
 };
 SsdPlan plan(const SsdDims& d) {
   SsdPlan p;
   const int64_t slots = d.packed ? d.nseq + d.L / d.Q : d.batch * ((d.L + d.Q - 1) / d.Q);
-  p.ws = ssdWorkspaceLayout(slots, d.H, d.G, d.P, d.N, d.Q);
+  p.ws = kernels::ssdWorkspaceLayout(slots, d.H, d.G, d.P, d.N, d.Q);
   while ((int64_t{1} << p.searchSteps) < d.nseq) ++p.searchSteps;
   if (d.packed) ++p.searchSteps;
   return p;
@@ -222,9 +221,9 @@ void bind(KernelCall& c, const dsl::Signature& S, const SsdArgs& a, const SsdDim
   c.flag(S.flag("has_blk"), a.block_state_tokens > 0);
   c.flag(S.flag("has_decay"), a.sequence_decay.defined());
   c.meta("meta:chunk", d.Q);
-  const bool wide = !detail::fits32({&a.x, &a.dt, &a.z, &a.out, &a.B, &a.C, &a.initial_states, &a.final_states,
-                                     &a.block_states}) ||
-                    p.ws.total >= (int64_t{1} << 31);
+  const bool wide =
+      !detail::fits32({&a.x, &a.dt, &a.z, &a.out, &a.B, &a.C, &a.initial_states, &a.final_states, &a.block_states}) ||
+      p.ws.total >= (int64_t{1} << 31);
   c.meta("meta:index_bits", wide ? 64 : 32);
 }
 
@@ -236,7 +235,9 @@ void forEachLaunch(const SsdArgs& a, const SsdDims& d, const SsdPlan& p, void* e
   {
     KernelCall c(kernels::kSsdChunkCumsum);
     bind(c, kernels::kSsdChunkCumsum, a, d, p, err);
-    f(c, [&](KernelCall& k) { return std::array<unsigned, 3>{unsigned(S), cdivU(d.H, k.metaValue("meta:BLOCK_H")), 1}; });
+    f(c, [&](KernelCall& k) {
+      return std::array<unsigned, 3>{unsigned(S), cdivU(d.H, k.metaValue("meta:BLOCK_H")), 1};
+    });
   }
   if (a.out.defined()) {
     KernelCall c(kernels::kSsdBmm);
@@ -247,9 +248,8 @@ void forEachLaunch(const SsdArgs& a, const SsdDims& d, const SsdPlan& p, void* e
     KernelCall c(kernels::kSsdChunkState);
     bind(c, kernels::kSsdChunkState, a, d, p, err);
     f(c, [&](KernelCall& k) {
-      return std::array<unsigned, 3>{
-          unsigned(S), unsigned(d.H),
-          cdivU(d.P, k.metaValue("meta:BLOCK_P")) * cdivU(d.N, k.metaValue("meta:BLOCK_N"))};
+      return std::array<unsigned, 3>{unsigned(S), unsigned(d.H),
+                                     cdivU(d.P, k.metaValue("meta:BLOCK_P")) * cdivU(d.N, k.metaValue("meta:BLOCK_N"))};
     });
   }
   {
