@@ -67,7 +67,7 @@ inline constexpr TensorArg kTensors[] = {{"x", F, {"b", "l", "h", "p"}},
                                          {"final_idx", I, {""}, nullptr, M},
                                          {"blk_idx", I, {"i", "k"}, nullptr, M},
                                          {"err", I, {}, nullptr, M}};
-// hpg: heads a group (H / G). slots: the chunk slots. search_steps: binary-search steps over
+// hpg: heads a group (H / G). search_steps: binary-search steps over
 // cu (packed). blk_tokens: block_state_tokens. kmax: blk_idx's columns. o_*: workspace offsets.
 inline constexpr SizeArg kSizes[] = {{"H", Div},
                                      {"P", Bound},
@@ -75,8 +75,7 @@ inline constexpr SizeArg kSizes[] = {{"H", Div},
                                      {"hpg", Bound},
                                      {"L", Div},
                                      {"nseq", Count},
-                                     {"slots", Count},
-                                     {"search_steps", Count},
+                                                                          {"search_steps", Count},
                                      {"nslots_init", Count},
                                      {"nslots_final", Count},
                                      {"nslots_blk", Count},

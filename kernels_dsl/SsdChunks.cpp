@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "ssmjit/tensor.h"
+#include "ssmjit/dtype.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -14,7 +14,7 @@ SsdValues ssdValues(KernelBuilder& k) {
   a.dtb = v("dtb"), a.out = v("out"), a.init = v("init"), a.fin = v("final"), a.blk = v("blk"), a.decay = v("decay");
   a.ws = v("ws"), a.chunks = v("chunks"), a.cu = v("cu"), a.initIdx = v("init_idx"), a.finalIdx = v("final_idx");
   a.blkIdx = v("blk_idx"), a.err = v("err");
-  a.H = v("H"), a.P = v("P"), a.N = v("N"), a.hpg = v("hpg"), a.L = v("L"), a.nseq = v("nseq"), a.slots = v("slots");
+  a.H = v("H"), a.P = v("P"), a.N = v("N"), a.hpg = v("hpg"), a.L = v("L"), a.nseq = v("nseq");
   a.searchSteps = v("search_steps"), a.nInit = v("nslots_init"), a.nFinal = v("nslots_final");
   a.nBlk = v("nslots_blk"), a.blkTokens = v("blk_tokens"), a.kmax = v("kmax");
   a.oDt = v("o_dt"), a.oCum = v("o_cum"), a.oSt = v("o_st"), a.oCb = v("o_cb");

@@ -11,7 +11,7 @@ namespace ssmjit::kernels {
 // The arguments of the SSD kernels (Ssd.h), by the names the kernels use.
 struct SsdValues {
   dsl::Value x, dt, A, B, C, Dv, z, dtb, out, init, fin, blk, decay, ws, chunks, cu, initIdx, finalIdx, blkIdx, err;
-  dsl::Value H, P, N, hpg, L, nseq, slots, searchSteps, nInit, nFinal, nBlk, blkTokens, kmax, oDt, oCum, oSt, oCb;
+  dsl::Value H, P, N, hpg, L, nseq, searchSteps, nInit, nFinal, nBlk, blkTokens, kmax, oDt, oCum, oSt, oCb;
   dsl::Value dtMin, dtMax;
   dsl::Value hasCu, hasD, hasZ, hasDtb, softplusOn, hasClamp, hasInit, hasInitIdx, hasFinal, hasFinalIdx, hasBlk,
       hasDecay;

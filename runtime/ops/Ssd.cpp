@@ -194,7 +194,6 @@ void bind(KernelCall& c, const dsl::Signature& S, const SsdArgs& a, const SsdDim
   c.size(S.size("hpg"), d.H / d.G);
   c.size(S.size("L"), d.L);
   c.size(S.size("nseq"), d.nseq);
-  c.size(S.size("slots"), p.ws.slots);
   c.size(S.size("search_steps"), p.searchSteps);
   c.size(S.size("nslots_init"), d.initSlots);
   c.size(S.size("nslots_final"), d.finalSlots);
