@@ -230,7 +230,7 @@ TEST(SsdBackwardReference, DtGradientIsZeroWhereTheClampBinds) {
 // sequence alone; the parameter gradients (dA, dD, ddt_bias) are the sums of theirs.
 TEST(SsdBackwardReference, PackedSequenceEqualsItsOwnCall) {
   SsdCase c;
-  c.lens = {6, 1, 11, 3}, c.G = 2, c.dPerChannel = true, c.initial = c.slotIndices = true, c.seed = 90;
+  c.lens = {6, 1, 11, 3}, c.G = 2, c.dPerChannel = true, c.initial = c.final = c.slotIndices = true, c.seed = 90;
   SsdBackwardProblem packed(c, true, true), alone(c, true, true);
   reference::ssd_backward(packed.args());
   const SsdBackwardArgs b = alone.args();
