@@ -14,24 +14,28 @@ size_t at(int64_t i) { return static_cast<size_t>(i); }
 }  // namespace
 
 ScanSequences scanSequences(const char* op, const SelectiveScanArgs& a, const detail::ScanDims& d) {
+  return readSequences(op, d.packed ? a.cu_seqlens : TensorView{}, d.nseq, d.L, a.max_seqlen, "u's seqlen");
+}
+
+ScanSequences readSequences(const char* op, const TensorView& cu, int64_t nseq, int64_t L, int64_t maxSeqlen,
+                            const char* lengthOf) {
   ScanSequences q;
-  q.row.resize(at(d.nseq)), q.start.resize(at(d.nseq)), q.len.resize(at(d.nseq));
-  for (int64_t i = 0; i < d.nseq; ++i) {
-    if (!d.packed) {
-      q.row[at(i)] = i, q.start[at(i)] = 0, q.len[at(i)] = d.L;
+  q.row.resize(at(nseq)), q.start.resize(at(nseq)), q.len.resize(at(nseq));
+  for (int64_t i = 0; i < nseq; ++i) {
+    if (!cu.defined()) {
+      q.row[at(i)] = i, q.start[at(i)] = 0, q.len[at(i)] = L;
       continue;
     }
-    const TensorView& cu = a.cu_seqlens;
     const int64_t s = loadIndex(cu, i * cu.strides[0]), e = loadIndex(cu, (i + 1) * cu.strides[0]);
     const std::string at0 = "cu_seqlens[" + std::to_string(i) + "] = " + std::to_string(s);
     const std::string at1 = "cu_seqlens[" + std::to_string(i + 1) + "] = " + std::to_string(e);
     if (i == 0 && s != 0) invalid(op, at0 + ", expected 0");
     if (e <= s) invalid(op, at1 + " after " + at0 + ", expected strictly increasing entries (no empty sequence)");
-    if (i == d.nseq - 1 && e != d.L)
-      invalid(op, at1 + " (the last entry), expected T = " + std::to_string(d.L) + " (u's seqlen)");
-    if (a.max_seqlen > 0 && e - s > a.max_seqlen)
+    if (i == nseq - 1 && e != L)
+      invalid(op, at1 + " (the last entry), expected T = " + std::to_string(L) + " (" + lengthOf + ")");
+    if (maxSeqlen > 0 && e - s > maxSeqlen)
       invalid(op, "sequence " + std::to_string(i) + " has " + std::to_string(e - s) +
-                      " tokens, expected at most max_seqlen = " + std::to_string(a.max_seqlen));
+                      " tokens, expected at most max_seqlen = " + std::to_string(maxSeqlen));
     q.row[at(i)] = 0, q.start[at(i)] = s, q.len[at(i)] = e - s;
   }
   return q;

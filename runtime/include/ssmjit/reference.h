@@ -133,4 +133,36 @@ void selective_scan(const SelectiveScanArgs& args);
 // Sums over channels (dB, dC of a group), tokens and sequences are in double, rounded once.
 void selective_scan_backward(const SelectiveScanBackwardArgs& args);
 
+// Mamba-2 SSD chunked scan: the arguments, shapes, packing, states and checks of ssmjit::ssd
+// (ops.h), on CPU tensors of any supported dtype and strides. Writes out (when given), the final
+// states, the block states and sequence_decay. Not chunked: the plain recurrence per sequence,
+// head h (group g = h / (H / G)) and channel p, in double from every input as stored:
+//   dt' = dt (+ dt_bias); softplus: dt' > 20 ? dt' : log1p(exp(dt')); clamp when dt_max > dt_min;
+//   S[n] = exp(dt' A[h]) S[n] + dt' x B[g, n];  y = sum_n C[g, n] S[n] (+ D x) (* z sigmoid(z)).
+// S starts at the sequence's initial state (slot -1 or none: zeros). The state after token
+// (k + 1) K goes to block_state_indices[i, k] (-1: not written); sequence_decay[i, h] =
+// exp(sum over the sequence of dt' A[h]). chunk_size does not change the result. Every output
+// is rounded once; all initial states are read before anything is written (in-place updates).
+// cu_seqlens and every slot index are read here: a bad cu_seqlens entry, a slot outside [0, S)
+// other than -1, a sequence with more blocks than block_state_indices has columns, two writes
+// to one slot of a tensor, or a slot one sequence reads and another writes (same tensor) throws
+// ssmjit::Error(InvalidArgument) before anything is written (the GPU op reports cu_seqlens
+// through checkDeviceErrors() instead). The workspace is not used.
+void ssd(const SsdArgs& args);
+
+// The gradients of ssd (ssmjit::ssd_backward's contract and checks), in double from every input
+// as stored: per sequence, head and channel the forward recomputed, then the adjoint g[n] (of
+// the state after token t) from the sequence's end, starting at dfinal_states' slot
+// (forward.final_state_indices[i], or i; -1 or none: 0):
+//   dy = dout (* silu(z)); dz = dout y' dsilu(z) (y' before the gate); g[n] += C[g, n] dy;
+//   dx = dy D + sum_n g[n] dt' B[g, n]; d dt' = sum_{p, n} g[n] (B[g, n] x + A exp(dt' A) S_prev[n]);
+//   dA += g dt' exp(dt' A) S_prev; dB += g dt' x; dC += dy S; dD += dy x (per head, or (h, p));
+//   g[n] *= exp(dt' A) before the previous token; dinitial_states = g at the sequence's start.
+// ddt = d dt' times sigmoid(dt + dt_bias) through the softplus where dt + dt_bias <= 20 (else
+// 1), and 0 where the clamp binds (dt' before the clamp outside [dt_min, dt_max]); ddt_bias =
+// sum of ddt. Sums over a group's heads (dB, dC), channels, tokens and sequences run in double
+// and are rounded once. dinitial_states is written only at the slots sequences read (two
+// sequences reading one slot throw, as do the forward's bad cu_seqlens and slots).
+void ssd_backward(const SsdBackwardArgs& args);
+
 }  // namespace ssmjit::reference
