@@ -310,7 +310,12 @@ void selective_scan_backward(const SelectiveScanBackwardArgs& args, Stream strea
 // States (S, H, P, N), fp32/bf16/fp16: sequence i starts from slot initial_state_indices[i] of
 // initial_states (-1: zeros), or slot i without indices; its final state goes to slot
 // final_state_indices[i] of final_states (-1: not written), or slot i. The same tensor may be
-// both (in-place update); two sequences must not share a slot.
+// both (in-place update). No two writes (final or block states) may target one slot of one
+// tensor, and where tensors are shared no sequence may read a slot another writes; several
+// sequences may read one initial slot (not with the backward's dinitial_states). A slot outside
+// [0, S) other than -1, or a sequence with more blocks than kmax, is skipped and reported by the
+// next checkDeviceErrors(); block_state_indices entries past a sequence's block count are not read.
+// Without out, at least one of final_states, block_states or sequence_decay is required.
 //
 // Prefix caching: with block_state_tokens = K > 0 (a multiple of chunk_size), the state after
 // token (k + 1) K of sequence i, for every k with (k + 1) K <= its length, goes to slot
@@ -363,7 +368,9 @@ void ssd(const SsdArgs& args, Stream stream = nullptr);
 // forward.final_state_indices maps dfinal_states' slots). Packed rows keep every gradient inside
 // its sequence. Deterministic: no float atomics; sums over heads of a group (dB, dC), tokens and
 // sequences (dA, dD, ddt_bias) run in a fixed order. ddt is the gradient of the raw dt: zero
-// where the clamp binds. Dtypes: dx, ddt, dB, dC, dz fp32, bf16 or fp16; dA, dD, ddt_bias fp32;
+// where dt' before the clamp lies strictly outside [dt_min, dt_max]. dout, dx, dz, dB and dC
+// have their last axis with stride 1, as the forward's tensors. dinitial_states is written only
+// at slots some sequence reads. Dtypes: dx, ddt, dB, dC, dz fp32, bf16 or fp16; dA, dD, ddt_bias fp32;
 // dinitial_states fp32/bf16/fp16. Every gradient is overwritten. Outputs alias nothing.
 struct SsdBackwardArgs {
   SsdArgs forward;             // the forward call
