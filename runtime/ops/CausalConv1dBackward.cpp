@@ -5,7 +5,6 @@
 // to dx); the fixed-order reduction of the partial sums.
 #include <cuda.h>
 
-#include <algorithm>
 #include <string>
 #include <vector>
 
