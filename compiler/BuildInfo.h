@@ -8,8 +8,8 @@ namespace ssmjit {
 // generated code (compiler/, the DSL). Equal ids generate equal code for equal specialisations.
 const char* buildId();
 
-// The content hash of a kernel definition (kernels_dsl/<definitionFile>.cpp and .h), or nullptr
-// for a file cmake/BuildInfo.cmake does not list in SSMJIT_KERNEL_DEFINITIONS.
-const char* kernelDefinitionHash(const char* definitionFile);
+// The content hash of a kernel family (the folder kernels_dsl/<family>/ and the kernels_dsl headers
+// it includes: cmake/KernelHashes.cmake), or nullptr for a name that is no such folder.
+const char* kernelDefinitionHash(const char* family);
 
 }  // namespace ssmjit

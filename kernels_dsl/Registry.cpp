@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <sstream>
 
 #include "compiler/BuildInfo.h"
@@ -9,63 +10,38 @@
 #include "kernels_dsl/Dsl.h"
 #include "ssmjit/error.h"
 
-namespace ssmjit::kernels {
-dsl::KernelDef selectiveStateUpdateKernel();
-dsl::KernelDef convForwardKernel();
-dsl::KernelDef convFinalStateKernel();
-dsl::KernelDef convUpdateKernel();
-dsl::KernelDef convBackwardKernel();
-dsl::KernelDef convBackwardReduceKernel();
-dsl::KernelDef convBackwardStatesKernel();
-dsl::KernelDef decodeStepKernel();
-dsl::KernelDef scanKernel();
-dsl::KernelDef scanBwdKernel();
-dsl::KernelDef scanBwdSumKernel();
-dsl::KernelDef ssdChunkCumsumKernel();
-dsl::KernelDef ssdBmmKernel();
-dsl::KernelDef ssdChunkStateKernel();
-dsl::KernelDef ssdStatePassingKernel();
-dsl::KernelDef ssdChunkScanKernel();
-}  // namespace ssmjit::kernels
-
 namespace ssmjit::dsl {
 
 namespace {
 
-// A definition with the hash of the file it lives in (kernels_dsl/<file>.cpp, listed in
-// cmake/BuildInfo.cmake).
-KernelDef withHash(KernelDef def, const char* file) {
-  const char* h = kernelDefinitionHash(file);
-  if (!h)
-    throw Error(Error::Kind::Internal, "kernel registry: no definition hash for kernels_dsl/" + std::string(file) +
-                                           " (add it to SSMJIT_KERNEL_DEFINITIONS in cmake/BuildInfo.cmake)");
-  def.definitionHash = h;
-  return def;
+std::vector<std::pair<std::string, KernelDef>>& registrations() {
+  static std::vector<std::pair<std::string, KernelDef>> r;
+  return r;
 }
 
+// The registered definitions by name, each with its family folder's hash.
 const std::vector<KernelDef>& registry() {
-  static const std::vector<KernelDef> defs = {
-      withHash(kernels::selectiveStateUpdateKernel(), "SelectiveStateUpdate"),
-      withHash(kernels::convForwardKernel(), "CausalConv1d"),
-      withHash(kernels::convFinalStateKernel(), "CausalConv1d"),
-      withHash(kernels::convUpdateKernel(), "CausalConv1dUpdate"),
-      withHash(kernels::convBackwardKernel(), "CausalConv1dBackward"),
-      withHash(kernels::convBackwardReduceKernel(), "CausalConv1dBackward"),
-      withHash(kernels::convBackwardStatesKernel(), "CausalConv1dBackward"),
-      withHash(kernels::decodeStepKernel(), "Mamba2DecodeStep"),
-      withHash(kernels::scanKernel(), "SelectiveScan"),
-      withHash(kernels::scanBwdKernel(), "SelectiveScanBackward"),
-      withHash(kernels::scanBwdSumKernel(), "SelectiveScanBackward"),
-      withHash(kernels::ssdChunkCumsumKernel(), "SsdChunkCumsum"),
-      withHash(kernels::ssdBmmKernel(), "SsdBmm"),
-      withHash(kernels::ssdChunkStateKernel(), "SsdChunkState"),
-      withHash(kernels::ssdStatePassingKernel(), "SsdStatePassing"),
-      withHash(kernels::ssdChunkScanKernel(), "SsdChunkScan"),
-  };
+  static const std::vector<KernelDef> defs = [] {
+    std::vector<KernelDef> out;
+    for (auto& [family, def] : registrations()) {
+      const char* h = kernelDefinitionHash(family.c_str());
+      if (!h)
+        throw Error(Error::Kind::Internal, "kernel registry: no definition hash for " + def.name + "'s family '" +
+                                               family + "' (expected a folder kernels_dsl/" + family + "/)");
+      out.push_back(def);
+      out.back().definitionHash = h;
+    }
+    std::sort(out.begin(), out.end(), [](const KernelDef& a, const KernelDef& b) { return a.name < b.name; });
+    return out;
+  }();
   return defs;
 }
 
 }  // namespace
+
+KernelRegistration::KernelRegistration(const char* file, KernelDef def) {
+  registrations().emplace_back(std::filesystem::path(file).parent_path().filename().string(), std::move(def));
+}
 
 const KernelDef& findKernel(const std::string& name) {
   for (auto& d : registry())

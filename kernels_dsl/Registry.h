@@ -22,14 +22,21 @@ struct KernelDef {
   // The kernel's arguments (a registered kernel has one; compileKernel declares it before the
   // build runs). A test's own kernel may leave it out and add its arguments one by one.
   const Signature* signature = nullptr;
-  // Content hash of the definition's source (compiler/BuildInfo.h), set by the registry: part of
-  // the disk-cache key, so editing a kernel misses exactly its own entries.
+  // Content hash of the definition's family folder (compiler/BuildInfo.h), set by the registry:
+  // part of the disk-cache key, so editing a family misses exactly its own kernels' entries.
   std::string definitionHash;
+};
+
+// Registers a definition at static initialisation, one object per kernel in its definition file:
+//   const dsl::KernelRegistration kForward(__FILE__, {kConvFwd.kernel, build, chooseMeta, &kConvFwd});
+// The file's folder, kernels_dsl/<family>/, names its definition hash (cmake/KernelHashes.cmake).
+struct KernelRegistration {
+  KernelRegistration(const char* file, KernelDef def);
 };
 
 // Throws ssmjit::Error(InvalidArgument) naming the unknown kernel and listing the known ones.
 const KernelDef& findKernel(const std::string& name);
-std::vector<std::string> kernelNames();
+std::vector<std::string> kernelNames();  // sorted
 // findKernel(spec.kernel).chooseMeta(spec), after SSMJIT_META's values. Every kernel also takes
 // "meta:min_blocks" (blocks an SM the register allocation must fit; 0 or absent: the compiler's
 // choice), checked here and applied by compileKernel.

@@ -5,11 +5,11 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "kernels_dsl/CausalConv1d.h"
-#include "kernels_dsl/Mamba2DecodeStep.h"
-#include "kernels_dsl/SelectiveScan.h"
-#include "kernels_dsl/SelectiveStateUpdate.h"
-#include "kernels_dsl/Ssd.h"
+#include "kernels_dsl/conv/CausalConv1d.h"
+#include "kernels_dsl/decode/Mamba2DecodeStep.h"
+#include "kernels_dsl/scan/SelectiveScan.h"
+#include "kernels_dsl/ssd/Ssd.h"
+#include "kernels_dsl/ssu/SelectiveStateUpdate.h"
 #include "runtime/Driver.h"
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
@@ -69,7 +69,7 @@ std::string deviceStatusMessage(const int64_t rec[kDeviceStatusWords]) {
       return "selective_state_update: state_batch_indices[" + b + "] = " + v + " is out of range [0, " + bound +
              ") and not -1 (padding); that row was skipped";
     case kernels::kErrDstSlotOutOfRange:
-      // The record carries the row b only (kernels_dsl/SelectiveStateUpdate.h), not the token.
+      // The record carries the row b only (kernels_dsl/ssu/SelectiveStateUpdate.h), not the token.
       return "selective_state_update: dst_state_indices[" + b + ", :] holds " + v + ", which is out of range [0, " +
              bound + ") and not -1 (skip); that token's state write was skipped";
     case kernels::kErrConvUpdateSlot:

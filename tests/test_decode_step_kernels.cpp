@@ -11,7 +11,7 @@
 
 #include "GpuTest.h"  // SSMJIT_REQUIRE_NVRTC
 #include "kernels_dsl/CompileKernel.h"
-#include "kernels_dsl/Mamba2DecodeStep.h"
+#include "kernels_dsl/decode/Mamba2DecodeStep.h"
 #include "runtime/ops/Mamba2DecodeStepSpec.h"
 #include "ssmjit/ops.h"
 #include "tests/support/GeneratedCuda.h"

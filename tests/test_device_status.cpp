@@ -1,7 +1,7 @@
 // The device status record's messages: what checkDeviceErrors says about a bad slot index.
 #include <gtest/gtest.h>
 
-#include "kernels_dsl/SelectiveStateUpdate.h"
+#include "kernels_dsl/ssu/SelectiveStateUpdate.h"
 #include "runtime/DeviceStatus.h"
 
 TEST(DeviceStatus, MessagesNameIndexValueAndRange) {

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "GpuTest.h"
-#include "kernels_dsl/SelectiveStateUpdate.h"
+#include "kernels_dsl/ssu/SelectiveStateUpdate.h"
 #include "runtime/DeviceStatus.h"
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"

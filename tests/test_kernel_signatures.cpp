@@ -5,13 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
-#include "kernels_dsl/CausalConv1d.h"
 #include "kernels_dsl/CompileKernel.h"
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
-#include "kernels_dsl/SelectiveStateUpdate.h"
 #include "kernels_dsl/Signature.h"
+#include "kernels_dsl/conv/CausalConv1d.h"
+#include "kernels_dsl/ssu/SelectiveStateUpdate.h"
 #include "runtime/ops/KernelCall.h"
 #include "ssmjit/error.h"
 
@@ -31,6 +32,31 @@ void expectInternal(std::initializer_list<const char*> parts, F f) {
     return;
   }
   ADD_FAILURE() << "expected ssmjit::Error(Internal), nothing was thrown";
+}
+
+// Each family's definition files register their kernels themselves: a family whose registrars
+// are dropped (a file left out of the build, or discarded by the linker) is missing here.
+TEST(KernelRegistry, EveryFamilyRegistersItsKernelsInNameOrder) {
+  const std::vector<std::string> expected = {
+      "causal_conv1d_bwd",      "causal_conv1d_bwd_reduce", "causal_conv1d_bwd_states", "causal_conv1d_final_state",
+      "causal_conv1d_fwd",      "causal_conv1d_update",     "mamba2_decode_step",       "selective_scan_bwd",
+      "selective_scan_bwd_sum", "selective_scan_fwd",       "selective_state_update",   "ssd_bmm",
+      "ssd_chunk_cumsum",       "ssd_chunk_scan",           "ssd_chunk_state",          "ssd_state_passing"};
+  EXPECT_EQ(dsl::kernelNames(), expected);
+}
+
+// A kernel's definition hash is its family folder's: shared within the family, distinct across.
+TEST(KernelRegistry, DefinitionHashesFollowTheFamilyFolders) {
+  auto hash = [](const char* kernel) { return dsl::findKernel(kernel).definitionHash; };
+  EXPECT_EQ(hash("causal_conv1d_fwd"), hash("causal_conv1d_bwd_reduce"));
+  EXPECT_EQ(hash("selective_scan_fwd"), hash("selective_scan_bwd"));
+  const std::vector<std::string> families = {hash("causal_conv1d_update"), hash("mamba2_decode_step"),
+                                             hash("selective_scan_bwd_sum"), hash("selective_state_update"),
+                                             hash("ssd_chunk_scan")};
+  for (size_t i = 0; i < families.size(); ++i) {
+    EXPECT_EQ(families[i].size(), 16u) << families[i];
+    for (size_t j = 0; j < i; ++j) EXPECT_NE(families[i], families[j]);
+  }
 }
 
 TEST(KernelSignatures, EveryRegisteredKernelDeclaresAWellFormedSignature) {

@@ -8,7 +8,7 @@
 #include "compiler/Nvrtc.h"
 #include "kernels_dsl/CompileKernel.h"
 #include "kernels_dsl/Registry.h"
-#include "kernels_dsl/SelectiveStateUpdate.h"
+#include "kernels_dsl/ssu/SelectiveStateUpdate.h"
 #include "ssmjit/error.h"
 
 namespace ssmjit {

@@ -13,7 +13,7 @@
 #include "GpuTest.h"  // SSMJIT_REQUIRE_NVRTC
 #include "kernels_dsl/CompileKernel.h"
 #include "kernels_dsl/Registry.h"
-#include "kernels_dsl/SelectiveScanBackward.h"
+#include "kernels_dsl/scan/SelectiveScanBackward.h"
 #include "runtime/ops/SelectiveScanSpec.h"
 #include "ssmjit/ops.h"
 #include "tests/support/ExpectError.h"

@@ -1,5 +1,5 @@
 // causal_conv1d and causal_conv1d_update: the arguments are checked once, here at the edge
-// (CausalConv1dCheck), then mapped onto the generic kernels' layouts (kernels_dsl/CausalConv1d.h),
+// (CausalConv1dCheck), then mapped onto the generic kernels' layouts (kernels_dsl/conv/CausalConv1d.h),
 // specialised and launched on the caller's stream. The forward is one launch (which also checks
 // cu_seqlens), plus a small per-sequence launch after it when final states or initial slot indices
 // are given (it checks the slots and writes the final states: after the forward, whose reads of
@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels_dsl/CausalConv1d.h"
 #include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/conv/CausalConv1d.h"
 #include "runtime/DeviceStatus.h"
 #include "runtime/ops/CausalConv1dCheck.h"
 #include "runtime/ops/CausalConv1dSpec.h"

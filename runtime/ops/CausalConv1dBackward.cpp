@@ -1,17 +1,16 @@
 // causal_conv1d_backward: the arguments are checked at the edge (CausalConv1dCheck), then three
-// launches on the caller's stream (kernels_dsl/CausalConv1d.h): dx with per-program partial sums
+// launches on the caller's stream (kernels_dsl/conv/CausalConv1d.h): dx with per-program partial sums
 // of dweight / dbias into the caller's workspace; the per-sequence kernel when there are
 // sequences to check or state gradients to write (after dx: it adds the final states' gradient
 // to dx); the fixed-order reduction of the partial sums.
 #include <cuda.h>
 
-#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "compiler/IntMath.h"
-#include "kernels_dsl/CausalConv1d.h"
 #include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/conv/CausalConv1d.h"
 #include "runtime/DeviceStatus.h"
 #include "runtime/ops/ArgCheck.h"
 #include "runtime/ops/CausalConv1dCheck.h"
@@ -28,12 +27,6 @@ using detail::ConvBackwardDims;
 using detail::KernelCall;
 
 constexpr const char* kOp = "causal_conv1d_backward";
-// Programs the dx kernel aims for: enough to fill the GPU a few times over; fewer (longer chunks)
-// keep the workspace and the reduction small. Channel-first wants more (a packed row is faster at
-// ~9 waves than at ~2.5); channel-last rows get slower with more. Constants, so the workspace size
-// and the sums' order depend on the shapes only, not on the device.
-constexpr int64_t kTargetProgramsChannelFirst = 4096;
-constexpr int64_t kTargetProgramsChannelLast = 1024;
 // The meta values (block sizes) do not depend on the arch; the workspace query needs no device.
 constexpr const char* kPlanArch = "sm_90a";
 
@@ -42,20 +35,12 @@ using kernels::kConvBwdReduce;
 using kernels::kConvBwdStates;
 constexpr auto u = detail::gridDim;
 
-// How the dx kernel cuts each row into chunks of `tiles` time tiles (one program each).
-struct ChunkPlan {
-  int64_t tiles = 0, nchunks = 0;
-  int64_t partials(const ConvBackwardDims& d) const { return d.L == 0 ? 0 : d.batch * nchunks; }
-  int64_t workspace(const ConvBackwardDims& d) const { return partials(d) * (d.W + 1) * d.D; }
-};
+// How the dx kernel cuts each row into chunks (kernels::convBackwardChunks), and what that takes.
+using ChunkPlan = kernels::ConvBwdChunks;
+int64_t partials(const ConvBackwardDims& d, const ChunkPlan& p) { return d.L == 0 ? 0 : d.batch * p.nchunks; }
+int64_t workspaceSize(const ConvBackwardDims& d, const ChunkPlan& p) { return partials(d, p) * (d.W + 1) * d.D; }
 ChunkPlan planChunks(const ConvBackwardDims& d, int64_t bd, int64_t bt) {
-  ChunkPlan p;
-  const int64_t rowTiles = std::max<int64_t>(1, cdiv(d.L, bt));
-  const int64_t target = d.channelLast ? kTargetProgramsChannelLast : kTargetProgramsChannelFirst;
-  const int64_t perRow = std::max<int64_t>(1, cdiv(target, cdiv(d.D, bd) * std::max<int64_t>(1, d.batch)));
-  p.tiles = std::max({std::max<int64_t>(4, 128 / bt), cdiv(rowTiles, perRow), cdiv(rowTiles, 65535)});
-  p.nchunks = cdiv(rowTiles, p.tiles);
-  return p;
+  return kernels::convBackwardChunks(d.L, d.D, d.batch, d.channelLast, bd, bt);
 }
 
 // The kernels index the workspace only below `workspace` elements, whatever its size.
@@ -83,7 +68,7 @@ void bindReduce(KernelCall& c, const CausalConv1dBackwardArgs& a, const ConvBack
   c.tensor(S.tensor("dweight"), a.dweight);
   c.tensor(S.tensor("dbias"), a.dbias);
   c.size(S.size("D"), d.D);
-  c.size(S.size("partials"), p.partials(d));
+  c.size(S.size("partials"), partials(d, p));
   c.flag(S.flag("has_dbias"), a.dbias.defined());
   c.meta("meta:width", d.W);
   c.meta("meta:index_bits", wide ? 64 : 32);
@@ -174,17 +159,17 @@ void checkWorkspace(const CausalConv1dBackwardArgs& a, int64_t need) {
 
 int64_t causal_conv1d_backward_workspace_size(const CausalConv1dBackwardArgs& a) {
   const ConvBackwardDims d = detail::checkConv1dBackwardArgs(a, a.x.device, kOp);
-  return planFor(a, d).workspace(d);
+  return workspaceSize(d, planFor(a, d));
 }
 
 void causal_conv1d_backward(const CausalConv1dBackwardArgs& a, Stream stream) {
   const ConvBackwardDims d = detail::checkConv1dBackwardArgs(a, DeviceKind::CUDA, kOp);
   if (d.D == 0) return;
   const ChunkPlan p = planFor(a, d);
-  checkWorkspace(a, p.workspace(d));
-  const bool wide = wideOffsets(a, p.workspace(d));
+  checkWorkspace(a, workspaceSize(d, p));
+  const bool wide = wideOffsets(a, workspaceSize(d, p));
   const CUstream s = static_cast<CUstream>(stream);
-  if (p.partials(d) > 0) {
+  if (partials(d, p) > 0) {
     KernelCall c(kConvBwd);
     bindBackward(c, a, d, p, deviceStatusRecord(), wide);
     const unsigned grid[3] = {u(cdiv(d.D, c.metaValue("meta:BLOCK_D"))), u(p.nchunks), u(d.batch)};
@@ -207,7 +192,7 @@ std::vector<Specialization> detail::convBackwardSpecializations(const CausalConv
                                                                 const std::string& arch) {
   const ConvBackwardDims d = checkConv1dBackwardArgs(a, a.x.device, kOp);
   const ChunkPlan p = planFor(a, d);
-  const bool wide = wideOffsets(a, p.workspace(d));
+  const bool wide = wideOffsets(a, workspaceSize(d, p));
   std::vector<Specialization> out;
   KernelCall b(kConvBwd);
   bindBackward(b, a, d, p, nullptr, wide);

@@ -1,6 +1,6 @@
 // The bindings the causal-conv1d forward and backward kernels share: the forward's inputs (x,
 // weight, bias, initial states, packing) under the same declarations in both kernels' signatures
-// (kernels_dsl/CausalConv1d.h). Internal to the runtime.
+// (kernels_dsl/conv/CausalConv1d.h). Internal to the runtime.
 #pragma once
 #include <cstdint>
 

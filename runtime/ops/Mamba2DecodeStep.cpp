@@ -1,9 +1,9 @@
 // mamba2_decode_step: the arguments are checked once, here at the edge (Mamba2DecodeStepCheck),
-// then bound to the generic kernel (kernels_dsl/Mamba2DecodeStep.h), specialised and launched on
+// then bound to the generic kernel (kernels_dsl/decode/Mamba2DecodeStep.h), specialised and launched on
 // the caller's stream: one launch per step, whatever the parts.
 #include <cuda.h>
 
-#include "kernels_dsl/Mamba2DecodeStep.h"
+#include "kernels_dsl/decode/Mamba2DecodeStep.h"
 #include "runtime/DeviceStatus.h"
 #include "runtime/ops/KernelCall.h"
 #include "runtime/ops/Mamba2DecodeStepCheck.h"
@@ -47,7 +47,7 @@ void bind(KernelCall& c, const Mamba2DecodeState& s, const Mamba2MixerWeights& w
   c.size(S.size("G"), d.G);
   c.size(S.size("L"), d.L);
   c.size(S.size("Lc"), d.Lc);
-  c.size(S.size("hpp"), 1);  // set at launch (headsPerProgram)
+  c.size(S.size("hpp"), 1);  // set at launch (kernels::decodeHeadsPerProgram)
   c.scalar(S.scalar("dt_min"), w.dt_min);
   c.scalar(S.scalar("dt_max"), w.dt_max);
   c.flag(S.flag("has_conv_bias"), w.conv_bias.defined());
@@ -67,19 +67,6 @@ void bind(KernelCall& c, const Mamba2DecodeState& s, const Mamba2MixerWeights& w
                                 : 64);
 }
 
-// Heads per program: each program stages its group's B and C conv (and the dt of its heads) once
-// for its heads, so past a few rows several heads share one staging, while the launch keeps at
-// least `minPrograms`: 128, or 512 with the large-batch tiles (5 programs an SM). hpp divides H / G
-// (the heads share a group) and stays within the kernel's kMaxHeadsPerProgram (8; its div class is
-// then 1, so one specialisation serves every batch). At batch 1 one head a program is fastest; from
-// batch 4 sharing the staging wins.
-int64_t headsPerProgram(const detail::DecodeStepDims& d, int64_t programsPerHead, int64_t minPrograms) {
-  int64_t hpp = 1;
-  for (int64_t cand = 2; cand <= kernels::kMaxHeadsPerProgram; ++cand)
-    if ((d.H / d.G) % cand == 0 && d.batch * programsPerHead * (d.H / cand) >= minPrograms) hpp = cand;
-  return hpp;
-}
-
 }  // namespace
 
 void mamba2_decode_step(const Mamba2DecodeState& s, const Mamba2MixerWeights& w, const Mamba2DecodeStepArgs& a,
@@ -89,7 +76,8 @@ void mamba2_decode_step(const Mamba2DecodeState& s, const Mamba2MixerWeights& w,
   KernelCall c(kDecodeStep);
   bind(c, s, w, a, d, deviceStatusRecord());
   const int64_t bp = c.metaValue("meta:BLOCK_P"),
-                hpp = headsPerProgram(d, (d.P + bp - 1) / bp, c.metaValue("meta:large_batch") ? 512 : 128);
+                hpp = kernels::decodeHeadsPerProgram(d.batch, d.H, d.G, (d.P + bp - 1) / bp,
+                                                     c.metaValue("meta:large_batch") != 0);
   c.value(kDecodeStep.size("hpp")).i64 = hpp;
   const unsigned grid[3] = {static_cast<unsigned>((d.P + bp - 1) / bp), static_cast<unsigned>(d.H / hpp),
                             static_cast<unsigned>(d.batch)};

@@ -1,5 +1,5 @@
 // selective_scan: the arguments are checked once, here at the edge (SelectiveScanCheck), then
-// bound to the generic kernel (kernels_dsl/SelectiveScan.h), specialised and launched on the
+// bound to the generic kernel (kernels_dsl/scan/SelectiveScan.h), specialised and launched on the
 // caller's stream: per chunk of states (ScanStateChunks.h; one for N <= 32) one launch, or two
 // when a sequence can be longer than one span (the states pass, then the main pass).
 #include <cuda.h>
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kernels_dsl/Registry.h"
-#include "kernels_dsl/SelectiveScan.h"
+#include "kernels_dsl/scan/SelectiveScan.h"
 #include "runtime/DeviceStatus.h"
 #include "runtime/ops/KernelCall.h"
 #include "runtime/ops/ScanStateChunks.h"
@@ -44,29 +44,6 @@ struct ScanPlan {
   bool parallel = true;    // the parallel class launches
 };
 
-// Blocks an SM the register allocation must fit, from the grid: with many programs more resident
-// warps hide the loads' latency better than spill-free code does; with few (one long sequence), the
-// SMs have room anyway and spills only cost. Larger N is unmeasured and left to the compiler. Few
-// programs (one long sequence: 320 of 4 warps at D 5120) would leave 2 or 3 blocks on an SM,
-// unevenly, so they run as programs of 2 warps held to 5 blocks an SM. Many programs keep 4 warps;
-// dense rows take 4 blocks an SM, packed rows 5.
-struct ScanTiles {
-  int64_t minBlocks = 0, numWarps = 0;
-};
-ScanTiles chooseTiles(int64_t programs, int64_t N, bool packed) {
-  if (N > 16) return {};
-  if (programs < 1024) return {5, 2};
-  return {packed ? 5 : 4, 0};
-}
-// The serial class' threads a channel (meta:state_parts), from the call's sequences x channels: one
-// thread a channel leaves few sequences short of threads, while splitting the states costs the
-// exchange of dt, dt u and the groups' sums through shared memory, which pays only while the
-// sequences x channels are few (4 threads a channel below 4 x 5120, 2 below 8 x 5120).
-int64_t serialStateParts(int64_t channelSequences) {
-  if (channelSequences >= 8 * 5120) return 1;
-  return channelSequences >= 4 * 5120 ? 2 : 4;
-}
-
 ScanPlan plan(const SelectiveScanArgs& a, const ScanDims& d) {
   Specialization s;
   s.kernel = kernels::kScan.kernel;
@@ -81,14 +58,14 @@ ScanPlan plan(const SelectiveScanArgs& a, const ScanDims& d) {
   p.serialLen = nc <= 16 ? s.get("meta:serial_len") : 0;
   p.serial = p.serialLen > 0 && (d.packed || d.L <= p.serialLen);
   p.parallel = !p.serial || (d.packed && d.maxLen > p.serialLen);
-  p.stateParts = serialStateParts(d.nseq * d.D);
+  p.stateParts = kernels::scanStateParts(d.nseq * d.D);
   p.span = s.get("meta:span");
   const int64_t bd = s.get("meta:BLOCK_D");
   p.spans = (d.maxLen + p.span - 1) / p.span;
   p.multi = p.parallel && p.spans > 1;
   p.keysPerRow = d.L / p.span + 1;
   p.rows = d.packed ? 1 : d.batch;
-  const ScanTiles tiles = chooseTiles((d.D + bd - 1) / bd * p.spans * d.nseq, nc, d.packed);
+  const kernels::ScanTiles tiles = kernels::scanTiles((d.D + bd - 1) / bd * p.spans * d.nseq, nc, d.packed);
   p.minBlocks = tiles.minBlocks;
   p.numWarps = tiles.numWarps;
   if (p.multi)
@@ -142,17 +119,6 @@ enum class Pass { States, Main, Checkpoints };
 // class 1 (its sequences are at most serial_len long); the parallel form's class 2 beside it, else 0.
 enum class Class { All = 0, Serial = 1, Parallel = 2 };
 
-// The serial class' programs: 2 warps of (channel, part) threads, 8-token tiles, 5 an SM (16-token
-// tiles and 1 or 4 warps are slower on dense and packed rows).
-void bindSerial(KernelCall& c, int64_t parts) {
-  c.meta("meta:time_lanes", 1);
-  c.meta("meta:BLOCK_T", 8);
-  c.meta("meta:num_warps", 2);
-  c.meta("meta:min_blocks", 5);
-  c.meta("meta:state_parts", parts);
-  c.meta("meta:span", int64_t{1} << 24);  // whole sequences: at most serial_len tokens
-}
-
 // `ckptBlockT`, `ckptPerRow`: the checkpoint pass' tile and keys (SelectiveScan.h).
 // `a`, `d`: one chunk's call (chunkCall); `yacc`: the plane it adds (when `hasYacc`).
 void bind(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, const ScanPlan& p, Pass pass, Class cls,
@@ -204,23 +170,18 @@ void bind(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, const Sc
   c.flag(S.flag("has_yacc"), hasYacc);
   c.meta("meta:dstate", d.N);
   c.meta("meta:states_pass", statesPass);
-  // Whole sequences a program: the longest first (spans already bound a program's length; and
-  // there the ranked sequence index, held in a register, spilled 312 B where 256 at most at D 256).
-  c.meta("meta:longest_first", d.packed && (serial || !p.multi));
   if (serial) {
-    bindSerial(c, p.stateParts);
-  } else {
-    if (!ckpt) c.meta("meta:min_blocks", p.minBlocks);
-    if (!ckpt && p.numWarps > 0) c.meta("meta:num_warps", p.numWarps);
+    c.meta("meta:state_parts", p.stateParts);
+  } else if (!ckpt) {
+    c.meta("meta:min_blocks", p.minBlocks);
+    if (p.numWarps > 0) c.meta("meta:num_warps", p.numWarps);
   }
   if (!ckpt) {
     c.meta("meta:length_class", static_cast<int64_t>(cls));
     c.meta("meta:serial_len", p.serialLen);
-  }
-  if (ckpt) {
+  } else {
     c.meta("meta:checkpoints", 1);
     c.meta("meta:BLOCK_T", ckptBlockT);
-    c.meta("meta:span", int64_t{1} << 24);  // one pass over each sequence
   }
   const bool wide =
       !detail::fits32({&a.u, &a.delta, &a.z, &a.out, &a.B, &a.C, &a.initial_states, &a.final_states, &yacc}) ||

@@ -1,5 +1,5 @@
 // selective_scan_backward: checked once at the edge (SelectiveScanCheck), then launches on the
-// caller's stream (kernels_dsl/SelectiveScanBackward.h): the forward's checkpoint pass, the
+// caller's stream (kernels_dsl/scan/SelectiveScanBackward.h): the forward's checkpoint pass, the
 // adjoint pass (when a sequence can span more than one span), the backward, and its fixed-order
 // sums (per-span sums, and the per-block sums of time-varying dB/dC when there are any); all of it
 // once per chunk of states (ScanStateChunks.h; one for N <= 16).
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "kernels_dsl/Registry.h"
-#include "kernels_dsl/SelectiveScan.h"
-#include "kernels_dsl/SelectiveScanBackward.h"
+#include "kernels_dsl/scan/SelectiveScan.h"
+#include "kernels_dsl/scan/SelectiveScanBackward.h"
 #include "runtime/DeviceStatus.h"
 #include "runtime/ops/KernelCall.h"
 #include "runtime/ops/ScanStateChunks.h"

@@ -23,7 +23,7 @@
 
 #include "compiler/IntMath.h"
 #include "compiler/Specialization.h"
-#include "kernels_dsl/SelectiveStateUpdate.h"
+#include "kernels_dsl/ssu/SelectiveStateUpdate.h"
 #include "runtime/DeviceStatus.h"
 #include "runtime/Driver.h"
 #include "runtime/LoadedKernel.h"

@@ -1,5 +1,5 @@
 // ssd: the Mamba-2 SSD chunked scan forward (ssmjit/ops.h). The arguments are checked here (a
-// minimal check of shapes, dtypes and devices), then every SSD kernel (kernels_dsl/Ssd.h) is
+// minimal check of shapes, dtypes and devices), then every SSD kernel (kernels_dsl/ssd/Ssd.h) is
 // bound through the one signature they share and launched in order on the caller's stream:
 // chunk_cumsum, bmm, chunk_state, state_passing, then chunk_scan (not without out: states only).
 #include <cuda.h>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kernels_dsl/Registry.h"
-#include "kernels_dsl/Ssd.h"
+#include "kernels_dsl/ssd/Ssd.h"
 #include "runtime/DeviceStatus.h"
 #include "runtime/ops/ArgCheck.h"
 #include "runtime/ops/KernelCall.h"

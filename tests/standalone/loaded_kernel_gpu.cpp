@@ -15,7 +15,7 @@
 
 #include "../GpuTest.h"
 #include "cache/KernelCache.h"
-#include "kernels_dsl/SelectiveStateUpdate.h"
+#include "kernels_dsl/ssu/SelectiveStateUpdate.h"
 #include "runtime/LoadedKernel.h"
 #include "ssmjit/error.h"
 

@@ -9,8 +9,8 @@
 #include "compiler/IntMath.h"
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
-#include "kernels_dsl/Ssd.h"
-#include "kernels_dsl/SsdChunks.h"
+#include "kernels_dsl/ssd/Ssd.h"
+#include "kernels_dsl/ssd/SsdChunks.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -63,8 +63,6 @@ void chooseChunkStateMeta(Specialization& s) {
 
 }  // namespace
 
-KernelDef ssdChunkStateKernel() {
-  return {kSsdChunkState.kernel, buildChunkState, chooseChunkStateMeta, &kSsdChunkState};
-}
+const KernelRegistration kChunkState(__FILE__, {kSsdChunkState.kernel, buildChunkState, chooseChunkStateMeta, &kSsdChunkState});
 
 }  // namespace ssmjit::kernels

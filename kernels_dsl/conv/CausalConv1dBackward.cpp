@@ -22,10 +22,13 @@
 // dbias whatever the scheduling), and causal_conv1d_bwd_states handles what belongs to whole
 // sequences: the gradient of the initial states (the first W - 1 tokens' g, recomputed) and of the
 // final states (added to dx of the last W - 1 tokens, or to the initial state of a short one).
-#include "kernels_dsl/CausalConv1d.h"
-#include "kernels_dsl/ConvTiles.h"
+#include <algorithm>
+
+#include "compiler/IntMath.h"
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
+#include "kernels_dsl/conv/CausalConv1d.h"
+#include "kernels_dsl/conv/ConvTiles.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -343,10 +346,17 @@ void chooseReduceMeta(Specialization& s) {
 
 }  // namespace
 
-KernelDef convBackwardKernel() { return {kConvBwd.kernel, buildBackward, chooseBackwardMeta, &kConvBwd}; }
-KernelDef convBackwardReduceKernel() { return {kConvBwdReduce.kernel, buildReduce, chooseReduceMeta, &kConvBwdReduce}; }
-KernelDef convBackwardStatesKernel() {
-  return {kConvBwdStates.kernel, buildStates, choosePerSequenceTiles, &kConvBwdStates};
+ConvBwdChunks convBackwardChunks(int64_t L, int64_t D, int64_t rows, bool channelLast, int64_t bd, int64_t bt) {
+  const int64_t rowTiles = std::max<int64_t>(1, cdiv(L, bt));
+  const int64_t target = channelLast ? 1024 : 4096;
+  const int64_t perRow = std::max<int64_t>(1, cdiv(target, cdiv(D, bd) * std::max<int64_t>(1, rows)));
+  const int64_t tiles = std::max({std::max<int64_t>(4, 128 / bt), cdiv(rowTiles, perRow), cdiv(rowTiles, 65535)});
+  return {tiles, cdiv(rowTiles, tiles)};
 }
+
+const KernelRegistration kBackward(__FILE__, {kConvBwd.kernel, buildBackward, chooseBackwardMeta, &kConvBwd});
+const KernelRegistration kReduce(__FILE__, {kConvBwdReduce.kernel, buildReduce, chooseReduceMeta, &kConvBwdReduce});
+const KernelRegistration kStates(__FILE__,
+                                 {kConvBwdStates.kernel, buildStates, choosePerSequenceTiles, &kConvBwdStates});
 
 }  // namespace ssmjit::kernels

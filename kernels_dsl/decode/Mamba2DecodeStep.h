@@ -19,6 +19,13 @@ inline constexpr int64_t kMaxHeadsPerProgram = 8;
 // Calls with at least this many (sequence, head) pairs get the large-batch tiles (see chooseMeta):
 // about 8 a streaming multiprocessor of an H100.
 inline constexpr int64_t kDecodeLargeBatchHeads = 1024;
+// Heads per program (the size hpp, set at launch): each program stages its group's B and C conv
+// (and the dt of its heads) once for its heads, so past a few rows several heads share one staging,
+// while the launch keeps at least 128 programs, or 512 with the large-batch tiles (5 programs an
+// SM). hpp divides H / G (the heads share a group) and stays within kMaxHeadsPerProgram (its div
+// class is then 1, so one specialisation serves every batch). At batch 1 one head a program is
+// fastest; from batch 4 sharing the staging wins.
+int64_t decodeHeadsPerProgram(int64_t batch, int64_t H, int64_t G, int64_t programsPerHead, bool largeBatch);
 
 namespace decode {
 using dsl::TensorArg;

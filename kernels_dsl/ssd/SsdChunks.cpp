@@ -1,4 +1,4 @@
-#include "kernels_dsl/SsdChunks.h"
+#include "kernels_dsl/ssd/SsdChunks.h"
 
 #include <string>
 

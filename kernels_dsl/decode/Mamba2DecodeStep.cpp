@@ -9,7 +9,7 @@
 //
 // The per-token math is written exactly as the one-token kernels write it (CausalConv1dUpdate,
 // SelectiveStateUpdate), so replaying a token gives the same fp32 results as decoding it alone.
-#include "kernels_dsl/Mamba2DecodeStep.h"
+#include "kernels_dsl/decode/Mamba2DecodeStep.h"
 
 #include <algorithm>
 
@@ -384,6 +384,14 @@ void chooseMeta(Specialization& s) {
 
 }  // namespace
 
-KernelDef decodeStepKernel() { return {kDecodeStep.kernel, build, chooseMeta, &kDecodeStep}; }
+int64_t decodeHeadsPerProgram(int64_t batch, int64_t H, int64_t G, int64_t programsPerHead, bool largeBatch) {
+  const int64_t minPrograms = largeBatch ? 512 : 128;
+  int64_t hpp = 1;
+  for (int64_t cand = 2; cand <= kMaxHeadsPerProgram; ++cand)
+    if ((H / G) % cand == 0 && batch * programsPerHead * (H / cand) >= minPrograms) hpp = cand;
+  return hpp;
+}
+
+const KernelRegistration kDecode(__FILE__, {kDecodeStep.kernel, build, chooseMeta, &kDecodeStep});
 
 }  // namespace ssmjit::kernels

@@ -23,7 +23,7 @@
 //   (disjoint across sequences: ckpt_per_row = cdiv(L, BLOCK_T) dense, T / BLOCK_T + nseq packed).
 // meta:longest_first (packed rows of up to max(64, BLOCK_D) sequences): program z scans the rank-z
 //   sequence by length, longest first, so that the launch does not end on a long sequence started
-//   late (ScanSequences.h). The op sets it where programs take whole sequences (no spans); the
+//   late (ScanSequences.h). Set where programs take whole sequences (no spans); the
 //   selective_scan_bwd kernel takes it too.
 // Length classes (meta:length_class, meta:serial_len = S): sequences of at most S tokens may be
 //   scanned serially (the plain recurrence h_t = a_t h_{t-1} + b_t in one thread a state, along
@@ -38,6 +38,8 @@
 // Spans sit at fixed token offsets of their sequence, and the class follows from the length, so a
 // sequence's arithmetic does not depend on where it lies in a packed row or on the batch.
 #pragma once
+#include <cstdint>
+
 #include "kernels_dsl/Signature.h"
 
 namespace ssmjit::kernels {
@@ -93,6 +95,24 @@ inline constexpr const char* kFwdFlags[] = {"b_varying", "c_varying",     "has_D
 
 inline constexpr dsl::Signature kScan{"selective_scan_fwd", scan::kFwdTensors,    scan::kFwdSizes, {},
                                       scan::kFwdFlags,      scan::kFwdStrideOrder};
+
+// The schedule choices that depend on the call beyond the specialisation (the op binds them as
+// meta values). Blocks an SM the register allocation must fit and warps a program (0: the
+// chooser's) of the parallel class' passes, from the grid's programs: with many programs more
+// resident warps hide the loads' latency better than spill-free code does; with few (one long
+// sequence), the SMs have room anyway and spills only cost. Larger N is unmeasured and left to the
+// compiler. Few programs (one long sequence: 320 of 4 warps at D 5120) would leave 2 or 3 blocks
+// on an SM, unevenly, so they run as programs of 2 warps held to 5 blocks an SM. Many programs
+// keep 4 warps; dense rows take 4 blocks an SM, packed rows 5.
+struct ScanTiles {
+  int64_t minBlocks = 0, numWarps = 0;
+};
+ScanTiles scanTiles(int64_t programs, int64_t N, bool packed);
+// The serial class' threads a channel (meta:state_parts), from the call's sequences x channels: one
+// thread a channel leaves few sequences short of threads, while splitting the states costs the
+// exchange of dt, dt u and the groups' sums through shared memory, which pays only while the
+// sequences x channels are few (4 threads a channel below 4 x 5120, 2 below 8 x 5120).
+int64_t scanStateParts(int64_t channelSequences);
 
 // Device status codes (err[0]; err[1..3] as named).
 inline constexpr long long kErrScanCuSeqlens = 30;  // sequence i, cu[i], cu[i + 1]

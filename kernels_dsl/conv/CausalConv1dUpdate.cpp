@@ -2,9 +2,9 @@
 // (the verify pass of speculative decoding when L > 1). The W - 1 state columns are loaded once,
 // carried through the tokens as a sliding window in registers, and stored once (or not at all:
 // commit off). See CausalConv1d.h for the argument contract.
-#include "kernels_dsl/CausalConv1d.h"
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
+#include "kernels_dsl/conv/CausalConv1d.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -68,6 +68,6 @@ void chooseMeta(Specialization& s) {
 
 }  // namespace
 
-KernelDef convUpdateKernel() { return {kConvUpdate.kernel, build, chooseMeta, &kConvUpdate}; }
+const KernelRegistration kUpdate(__FILE__, {kConvUpdate.kernel, build, chooseMeta, &kConvUpdate});
 
 }  // namespace ssmjit::kernels

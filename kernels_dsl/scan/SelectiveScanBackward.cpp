@@ -7,19 +7,19 @@
 // of (a_t, a_t C_t dy_t) pairs with no shifted decay, and g_t = C_t dy_t + s_{t+1} (a shift of
 // s by one token, the next tile's s from the carry). a_t h_{t-1} = h_t - b_t, so neither scan
 // needs the state before a token. The carried s at a sequence's start is d(initial state).
-#include "kernels_dsl/SelectiveScanBackward.h"
+#include "kernels_dsl/scan/SelectiveScanBackward.h"
 
 #include <algorithm>
 #include <functional>
 #include <string>
 
-#include "kernels_dsl/ConvTiles.h"
 #include "kernels_dsl/Dsl.h"
-#include "kernels_dsl/PackedRuns.h"
 #include "kernels_dsl/Registry.h"
-#include "kernels_dsl/ScanSequences.h"
-#include "kernels_dsl/SelectiveScan.h"
-#include "kernels_dsl/StagedBC.h"
+#include "kernels_dsl/conv/ConvTiles.h"
+#include "kernels_dsl/scan/PackedRuns.h"
+#include "kernels_dsl/scan/ScanSequences.h"
+#include "kernels_dsl/scan/SelectiveScan.h"
+#include "kernels_dsl/scan/StagedBC.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -450,7 +450,7 @@ void chooseScanBwdSumMeta(Specialization& s) {
 
 }  // namespace
 
-KernelDef scanBwdKernel() { return {kScanBwd.kernel, buildScanBwd, chooseScanBwdMeta, &kScanBwd}; }
-KernelDef scanBwdSumKernel() { return {kScanBwdSum.kernel, buildScanBwdSum, chooseScanBwdSumMeta, &kScanBwdSum}; }
+const KernelRegistration kBackward(__FILE__, {kScanBwd.kernel, buildScanBwd, chooseScanBwdMeta, &kScanBwd});
+const KernelRegistration kSum(__FILE__, {kScanBwdSum.kernel, buildScanBwdSum, chooseScanBwdSumMeta, &kScanBwdSum});
 
 }  // namespace ssmjit::kernels

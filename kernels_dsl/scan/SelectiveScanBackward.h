@@ -37,7 +37,7 @@
 #pragma once
 #include <cstdint>
 
-#include "kernels_dsl/SelectiveScan.h"
+#include "kernels_dsl/scan/SelectiveScan.h"
 
 namespace ssmjit::kernels {
 

@@ -2,13 +2,13 @@
 // in the DSL. Algorithm 1 of the speculative-decoding design: load the state tile once, run the L
 // tokens with the state in registers, write y per token, store the state once (or per token, or
 // not at all). See SelectiveStateUpdate.h for the signature.
-#include "kernels_dsl/SelectiveStateUpdate.h"
+#include "kernels_dsl/ssu/SelectiveStateUpdate.h"
 
 #include <algorithm>
 
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
-#include "kernels_dsl/SsuChunkedTokens.h"
+#include "kernels_dsl/ssu/SsuChunkedTokens.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -274,6 +274,6 @@ void chooseMeta(Specialization& s) {
 
 }  // namespace
 
-KernelDef selectiveStateUpdateKernel() { return {kSsu.kernel, build, chooseMeta, &kSsu}; }
+const KernelRegistration kUpdate(__FILE__, {kSsu.kernel, build, chooseMeta, &kSsu});
 
 }  // namespace ssmjit::kernels

@@ -9,13 +9,13 @@
 // windows stay inside one sequence (all but those near a sequence start) take a path with no
 // per-element test; the others compute each token's position in its sequence and read the taps
 // before the start from the initial state (or zeros).
-#include "kernels_dsl/CausalConv1d.h"
+#include "kernels_dsl/conv/CausalConv1d.h"
 
 #include <algorithm>
 
-#include "kernels_dsl/ConvTiles.h"
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
+#include "kernels_dsl/conv/ConvTiles.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -185,9 +185,8 @@ void chooseForwardMeta(Specialization& s) {
 
 }  // namespace
 
-KernelDef convForwardKernel() { return {kConvFwd.kernel, buildForward, chooseForwardMeta, &kConvFwd}; }
-KernelDef convFinalStateKernel() {
-  return {kConvFinalState.kernel, buildFinalState, choosePerSequenceTiles, &kConvFinalState};
-}
+const KernelRegistration kForward(__FILE__, {kConvFwd.kernel, buildForward, chooseForwardMeta, &kConvFwd});
+const KernelRegistration kFinalState(__FILE__, {kConvFinalState.kernel, buildFinalState, choosePerSequenceTiles,
+                                                &kConvFinalState});
 
 }  // namespace ssmjit::kernels

@@ -10,8 +10,8 @@
 #include "compiler/IntMath.h"
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
-#include "kernels_dsl/Ssd.h"
-#include "kernels_dsl/SsdChunks.h"
+#include "kernels_dsl/ssd/Ssd.h"
+#include "kernels_dsl/ssd/SsdChunks.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -98,6 +98,6 @@ void chooseChunkScanMeta(Specialization& s) {
 
 }  // namespace
 
-KernelDef ssdChunkScanKernel() { return {kSsdChunkScan.kernel, buildChunkScan, chooseChunkScanMeta, &kSsdChunkScan}; }
+const KernelRegistration kChunkScan(__FILE__, {kSsdChunkScan.kernel, buildChunkScan, chooseChunkScanMeta, &kSsdChunkScan});
 
 }  // namespace ssmjit::kernels

@@ -9,6 +9,8 @@
 // Strides are in elements; kernels index x[b, t, d] by (s_x_b, s_x_t, s_x_d) whatever the
 // memory order; meta:channel_last picks the tile orientation (time or channels fastest).
 #pragma once
+#include <cstdint>
+
 #include "kernels_dsl/Signature.h"
 
 namespace ssmjit::kernels {
@@ -82,6 +84,16 @@ inline constexpr dsl::Signature kConvUpdate{
 //                              dbias.
 // ws[p, j, d] (float32, p = row * nchunks + chunk, j < W: dweight column j, j = W: dbias) holds
 // the partial sums: (rows * nchunks) * (W + 1) * D floats.
+// The dx kernel's chunks: `tiles` time tiles of bt (BLOCK_T) tokens a program, nchunks a row of L
+// tokens, for `rows` rows of D channels in blocks of bd (BLOCK_D). Chunks aim for enough programs
+// to fill the GPU a few times over; fewer (longer chunks) keep the workspace and the reduction
+// small. Channel-first wants more (a packed row is faster at ~9 waves than at ~2.5); channel-last
+// rows get slower with more. Constants, so the workspace size and the sums' order depend on the
+// shapes only, not on the device.
+struct ConvBwdChunks {
+  int64_t tiles = 0, nchunks = 0;
+};
+ConvBwdChunks convBackwardChunks(int64_t L, int64_t D, int64_t rows, bool channelLast, int64_t bd, int64_t bt);
 inline constexpr dsl::Signature kConvBwd{"causal_conv1d_bwd", conv::kBwdTensors, conv::kBwdSizes, {}, conv::kFwdFlags};
 inline constexpr dsl::Signature kConvBwdReduce{
     "causal_conv1d_bwd_reduce", conv::kReduceTensors, conv::kReduceSizes, {}, conv::kReduceFlags};

@@ -1,6 +1,6 @@
-#include "kernels_dsl/ScanSequences.h"
+#include "kernels_dsl/scan/ScanSequences.h"
 
-#include "kernels_dsl/ConvTiles.h"
+#include "kernels_dsl/conv/ConvTiles.h"
 
 #include <algorithm>
 #include <vector>

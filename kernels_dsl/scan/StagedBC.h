@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kernels_dsl/Dsl.h"
-#include "kernels_dsl/PackedRuns.h"
+#include "kernels_dsl/scan/PackedRuns.h"
 
 namespace ssmjit::kernels {
 

@@ -1,4 +1,4 @@
-#include "kernels_dsl/PackedRuns.h"
+#include "kernels_dsl/scan/PackedRuns.h"
 
 #include <functional>
 

@@ -10,7 +10,7 @@
 // at a small fraction of the instructions, and the state is read and written once as before.
 // Operands that are not bf16 data are split into bf16 terms (sj.dot), so every product is exact
 // and the sums are f32's; only the order of the sums differs from the token loop.
-#include "kernels_dsl/SsuChunkedTokens.h"
+#include "kernels_dsl/ssu/SsuChunkedTokens.h"
 
 #include <string>
 

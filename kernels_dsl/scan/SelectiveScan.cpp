@@ -7,17 +7,17 @@
 // dt_t B_nt u_t is an associative scan along time of (a, b) pairs, with the carried h folded in
 // as the scan's init; a thread holds a run of the tile's tokens (a chain of fma in registers) and
 // a few lanes share the tile (shuffles), and exp2 is the only special function per element.
-#include "kernels_dsl/SelectiveScan.h"
+#include "kernels_dsl/scan/SelectiveScan.h"
 
 #include <algorithm>
 #include <functional>
 
-#include "kernels_dsl/ConvTiles.h"
 #include "kernels_dsl/Dsl.h"
-#include "kernels_dsl/PackedRuns.h"
 #include "kernels_dsl/Registry.h"
-#include "kernels_dsl/ScanSequences.h"
-#include "kernels_dsl/StagedBC.h"
+#include "kernels_dsl/conv/ConvTiles.h"
+#include "kernels_dsl/scan/PackedRuns.h"
+#include "kernels_dsl/scan/ScanSequences.h"
+#include "kernels_dsl/scan/StagedBC.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -429,8 +429,18 @@ void chooseScanMeta(Specialization& s) {
   if (!s.find("meta:length_class")) s.set("meta:length_class", 0);
   if (!s.find("meta:serial_len")) s.set("meta:serial_len", 0);
   const bool serial = s.get("meta:length_class") == 1;
+  // The serial class: 2 warps of (channel, part) threads, 8-token tiles, 5 an SM, whole sequences
+  // (16-token tiles and 1 or 4 warps are slower on dense and packed rows).
+  if (serial) {
+    if (!s.find("meta:time_lanes")) s.set("meta:time_lanes", 1);
+    if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", 8);
+    if (!s.find("meta:num_warps")) s.set("meta:num_warps", 2);
+    if (!s.find("meta:min_blocks")) s.set("meta:min_blocks", 5);
+  }
+  // Whole sequences a program: the serial class (at most serial_len tokens) and the checkpoint pass.
+  if (!s.find("meta:span") && (serial || s.get("meta:checkpoints", 0))) s.set("meta:span", int64_t{1} << 24);
   if (!s.find("meta:state_parts")) s.set("meta:state_parts", 1);
-  if (!s.find("meta:time_lanes")) s.set("meta:time_lanes", serial ? 1 : 8);
+  if (!s.find("meta:time_lanes")) s.set("meta:time_lanes", 8);
   const int64_t lanes = s.get("meta:time_lanes");
   if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", 8 * lanes);
   if (serial) {  // P: a power of two dividing the groups of states, with a token of the tile each
@@ -456,7 +466,9 @@ void chooseScanMeta(Specialization& s) {
     if ((D + bd - 1) / bd * s.get("meta:num_warps") >= 1024) span = int64_t{1} << 24;
     s.set("meta:span", std::max(span, s.get("meta:BLOCK_T")));
   }
-  if (!s.find("meta:longest_first")) s.set("meta:longest_first", 0);
+  // The longest first where programs take whole sequences (spans already bound a program's
+  // length; there the ranked sequence index, held in a register, spilled 312 B where 256 at most at D 256).
+  if (!s.find("meta:longest_first")) s.set("meta:longest_first", s.get("has_cu", 0) && !s.get("multi_span", 0));
   if (!s.find("meta:states_pass")) s.set("meta:states_pass", 0);
   if (!s.find("meta:min_blocks")) s.set("meta:min_blocks", 0);  // the op sets it from the grid
   if (!s.find("meta:checkpoints")) s.set("meta:checkpoints", 0);
@@ -465,6 +477,17 @@ void chooseScanMeta(Specialization& s) {
 
 }  // namespace
 
-KernelDef scanKernel() { return {kScan.kernel, buildScan, chooseScanMeta, &kScan}; }
+ScanTiles scanTiles(int64_t programs, int64_t N, bool packed) {
+  if (N > 16) return {};
+  if (programs < 1024) return {5, 2};
+  return {packed ? 5 : 4, 0};
+}
+
+int64_t scanStateParts(int64_t channelSequences) {
+  if (channelSequences >= 8 * 5120) return 1;
+  return channelSequences >= 4 * 5120 ? 2 : 4;
+}
+
+const KernelRegistration kForward(__FILE__, {kScan.kernel, buildScan, chooseScanMeta, &kScan});
 
 }  // namespace ssmjit::kernels

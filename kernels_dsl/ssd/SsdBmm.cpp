@@ -5,8 +5,8 @@
 // loads (zeros past the chunk and the states), so the dot reads nothing outside its tensors.
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
-#include "kernels_dsl/Ssd.h"
-#include "kernels_dsl/SsdChunks.h"
+#include "kernels_dsl/ssd/Ssd.h"
+#include "kernels_dsl/ssd/SsdChunks.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -48,6 +48,6 @@ void chooseBmmMeta(Specialization& s) { ssdDefaultMeta(s); }
 
 }  // namespace
 
-KernelDef ssdBmmKernel() { return {kSsdBmm.kernel, buildBmm, chooseBmmMeta, &kSsdBmm}; }
+const KernelRegistration kBmm(__FILE__, {kSsdBmm.kernel, buildBmm, chooseBmmMeta, &kSsdBmm});
 
 }  // namespace ssmjit::kernels

@@ -1,7 +1,7 @@
 // Sequence bookkeeping of the causal-conv1d kernels (see ConvTiles.h).
-#include "kernels_dsl/ConvTiles.h"
+#include "kernels_dsl/conv/ConvTiles.h"
 
-#include "kernels_dsl/CausalConv1d.h"
+#include "kernels_dsl/conv/CausalConv1d.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "kernels_dsl/StagedBC.h"
+#include "kernels_dsl/scan/StagedBC.h"
 
 #include <algorithm>
 
