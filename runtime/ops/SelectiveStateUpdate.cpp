@@ -20,12 +20,14 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "compiler/IntMath.h"
 #include "compiler/Specialization.h"
 #include "kernels_dsl/SelectiveStateUpdate.h"
 #include "runtime/DeviceStatus.h"
 #include "runtime/Driver.h"
+#include "runtime/OpSpecializations.h"
 #include "runtime/LoadedKernel.h"
 #include "runtime/ops/ArgCheck.h"
 #include "runtime/ops/KernelCall.h"
@@ -203,21 +205,10 @@ constexpr dsl::TensorId kTensorIds[kSsuTensors] = {
     kSsu.tensor("state"),   kSsu.tensor("x"),   kSsu.tensor("dt"),        kSsu.tensor("A"),
     kSsu.tensor("B"),       kSsu.tensor("C"),   kSsu.tensor("D"),         kSsu.tensor("z"),
     kSsu.tensor("dt_bias"), kSsu.tensor("out"), kSsu.tensor("state_idx"), kSsu.tensor("dst_idx")};
-static_assert(kSsu.tensors.n == kSsuTensors + 1, "tensorsOf lists every tensor but err");
-std::array<const TensorView*, kSsuTensors> tensorsOf(const SelectiveStateUpdateArgs& a) {
-  return {&a.state,
-          &a.x,
-          &a.dt,
-          &a.A,
-          &a.B,
-          &a.C,
-          &a.D,
-          &a.z,
-          &a.dt_bias,
-          &a.out,
-          &a.state_batch_indices,
-          &a.dst_state_indices};
-}
+static_assert(kSsu.tensors.n == kSsuTensors + 1 &&
+                  std::tuple_size_v<decltype(opspec::ssuViews(std::declval<SelectiveStateUpdateArgs&>()))> ==
+                      kSsuTensors,
+              "ssuViews lists every tensor but err");
 constexpr bool isData(int i) { return kSsu.tensors[kTensorIds[i].tensor].role == dsl::PtrRole::Data; }
 // A kernel axis's letter: its name's first (SelectiveStateUpdate.h; "slot" is s).
 constexpr char axisLetter(dsl::TensorId t, int j) { return kSsu.tensors[t.tensor].axes[j][0]; }
@@ -312,7 +303,7 @@ bool offsetsFit32(dsl::TensorId t, KernelCall& c, const detail::SsuDims& d) {
   const char* viewAxes[kSsuTensors] = {
       m2 ? "shpn" : "spn", xAxes, dtAxes, m2 ? "h" : "pn", bcAxes, bcAxes, headAxes, xAxes, headAxes, xAxes, "b",
       tokens ? "bl" : "b"};
-  const auto ts = tensorsOf(a);
+  const auto ts = opspec::ssuViews(a);
   bool fits = true;
   for (int i = 0; i < kSsuTensors; ++i) {
     c.tensor(kTensorIds[i], *ts[i], axesOf(kTensorIds[i], *ts[i], viewAxes[i], d));
@@ -369,7 +360,7 @@ bool sameButPointers(const CallSlot& m, const SelectiveStateUpdateArgs& a, bool 
       m.meta.state_write != a.state_write || std::memcmp(&m.meta.dt_min, &a.dt_min, sizeof(float)) != 0 ||
       std::memcmp(&m.meta.dt_max, &a.dt_max, sizeof(float)) != 0)
     return false;
-  const auto mine = tensorsOf(m.meta), theirs = tensorsOf(a);
+  const auto mine = opspec::ssuViews(m.meta), theirs = opspec::ssuViews(a);
   for (int i = 0; i < kSsuTensors; ++i) {
     const TensorView &x = *mine[i], &y = *theirs[i];
     if (x.defined() != y.defined() ||
@@ -395,7 +386,7 @@ void launchSsu(const SelectiveStateUpdateArgs& a, bool tokens, Stream stream) {
     if (!c.ctx || !sameButPointers(c, a, tokens, ctx)) continue;
     ArgValue v[kSsu.count()];
     std::memcpy(v, c.v, sizeof v);
-    const auto ts = tensorsOf(a);
+    const auto ts = opspec::ssuViews(a);
     for (int i = 0; i < kSsuTensors; ++i) v[kTensorIds[i].pointer].ptr = ts[i]->data;
     launchKernel(*c.kernel, v, c.grid, static_cast<CUstream>(stream));
     return;
@@ -415,7 +406,7 @@ void launchSsu(const SelectiveStateUpdateArgs& a, bool tokens, Stream stream) {
   c.ctx = driver::ensureContext();
   c.tokens = tokens;
   c.meta = a;
-  const auto ts = tensorsOf(a);
+  const auto ts = opspec::ssuViews(a);
   for (int i = 0; i < kSsuTensors; ++i) c.align[i] = isData(i) ? detail::alignClass(ts[i]->data) : 0;
   std::memcpy(c.v, call.values(), sizeof c.v);
   c.kernel = &call.kernel();
