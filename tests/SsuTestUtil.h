@@ -48,7 +48,7 @@ inline int64_t countRows(const std::vector<char>& rows) {
 }
 
 // Checks out and state left by a device run against the reference run `ref` of problem `p`
-// (same inputs): written elements within the bounds of their dtypes (tests/support/Tolerance.h)
+// (same inputs): written elements within the bounds of their dtypes (tools/problems/Tolerance.h)
 // for `fp32` (the arithmetic between the two), no NaN among them, every other byte unchanged.
 inline void expectMatches(const SsuProblem& p, const SsuProblem& ref, const std::vector<uint8_t>& out,
                           const std::vector<uint8_t>& state, const std::vector<char>& rows,

@@ -1,7 +1,7 @@
 // Every op on the layouts a model hands it (tests/LayoutCases.h): inputs sliced from one in_proj
 // output, outputs and states inside wider buffers, pointers off 16-byte alignment, broadcast
 // parameters, int64 indices and 16-bit dtypes, each against the float64 reference on the same
-// bytes with the bounds of tests/support/Tolerance.h. Outputs and every gap start as NaN poison;
+// bytes with the bounds of tools/problems/Tolerance.h. Outputs and every gap start as NaN poison;
 // compareTensor holds every byte of a wider buffer outside the view to what it was.
 #include <gtest/gtest.h>
 
@@ -14,7 +14,6 @@
 #include "runtime/DeviceBuffer.h"
 #include "ssmjit/ops.h"
 #include "ssmjit/reference.h"
-#include "tests/support/ConvBackwardRounding.h"
 
 using namespace ssmjit;
 using namespace ssmjit::testing;
@@ -95,7 +94,7 @@ TEST_P(ConvBackwardLayouts, MatchesFloat64Reference) {
   causal_conv1d_backward(a);
   checkDeviceErrors();
   const ConvBackwardCase& c = ref.c;
-  expectWithin(compareTensor(ref.dx, d.download(kDx), allRows(ref.dx)), bound(c.xType, kFp32Short, dxTwiceRounded(c)),
+  expectWithin(compareTensor(ref.dx, d.download(kDx), allRows(ref.dx)), bound(c.xType, kFp32Short, c.dxTwiceRounded()),
                "dx");
   expectWithin(compareTensor(ref.dweight, d.download(kDweight), allRows(ref.dweight)), bound(c.wType, kFp32Short),
                "dweight");
@@ -189,7 +188,7 @@ TEST_P(ScanLayouts, MatchesFloat64Reference) {
   selective_scan(a);
   checkDeviceErrors();
   reference::selective_scan(p.args());
-  const Fp32Error e = fp32Recurrence(*std::max_element(p.len.begin(), p.len.end()));
+  const Fp32Error e = fp32Recurrence(p.longest());
   expectWithin(compareTensor(p.out, d.download(3), allRows(p.out)), bound(p.c.outType, e), "out");
   if (p.c.finalStates)
     expectWithin(compareTensor(p.finalHolder(), d.download(p.inPlace() ? 10 : 12), statesBefore, p.slotsWritten()),
@@ -210,7 +209,7 @@ TEST_P(ScanBackwardLayouts, MatchesFloat64Reference) {
   checkDeviceErrors();
   reference::selective_scan_backward(p.args());
   const ScanCase& f = p.f.c;
-  const Fp32Error e = fp32RecurrenceGradient(*std::max_element(p.f.len.begin(), p.f.len.end()));
+  const Fp32Error e = fp32RecurrenceGradient(p.f.longest());
   auto check = [&](const char* name, int idx, DType t) {
     const HostTensor& ref = *p.all()[static_cast<size_t>(idx)];
     if (!ref.defined) return;

@@ -97,7 +97,7 @@ TEST_P(ScanBackwardGpu, MatchesReference) {
   EXPECT_EQ(g, runOnDevice(p)) << "two runs differ";
   reference::selective_scan_backward(p.args());
   const ScanCase& f = p.f.c;
-  const Fp32Error e = fp32RecurrenceGradient(*std::max_element(p.f.len.begin(), p.f.len.end()));
+  const Fp32Error e = fp32RecurrenceGradient(p.f.longest());
   auto check = [&](const char* name, int idx, DType t) {
     HostTensor& ref = *p.all()[idx];
     if (!ref.defined) return;

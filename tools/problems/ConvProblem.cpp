@@ -143,6 +143,16 @@ std::string ConvBackwardCase::name() const {
   return s;
 }
 
+double ConvBackwardCase::dxTwiceRounded() const {
+  if (!dfinalStates || xType == DType::F32) return 0;
+  int64_t tokens = 0, tail = 0;
+  for (int64_t len : lens) {
+    tokens += len;
+    tail += std::min<int64_t>(len, W - 1);
+  }
+  return tokens ? double(tail) / double(tokens) : 0;
+}
+
 ConvBackwardProblem::ConvBackwardProblem(const ConvBackwardCase& cc) : c(cc) {
   std::mt19937_64 rng(c.seed);
   const int64_t nseq = static_cast<int64_t>(c.lens.size()), slots = nseq + 2;

@@ -57,6 +57,10 @@ struct ConvBackwardCase {
                                 // distinct initial slots)
   uint64_t seed = 1;
   std::string name() const;
+  // The fraction of dx's elements the backward rounds twice (Tolerance.h's Bound::twiceRounded):
+  // with d(final states), the W - 1 tokens before each sequence's end get dfinal added by a second
+  // kernel, after the first stored dx.
+  double dxTwiceRounded() const;
 };
 
 // all() lists the tensors in this order (the GPU tests download by index):

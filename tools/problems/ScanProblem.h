@@ -4,6 +4,7 @@
 // optional D, z, delta_bias, initial and final states through slots, plain or strided layouts),
 // and their device copies.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -52,6 +53,8 @@ struct ScanProblem {
   bool inPlace() const { return c.inPlace && c.initialStates && c.finalStates; }
   const HostTensor& finalHolder() const { return inPlace() ? initStates : finalStates; }
   std::vector<char> slotsWritten() const;  // per slot of finalHolder(): written by some sequence
+  // The longest sequence: the length its recurrence's fp32 error grows with (Tolerance.h).
+  int64_t longest() const { return *std::max_element(len.begin(), len.end()); }
   std::vector<HostTensor*> all();
 };
 
