@@ -35,13 +35,10 @@ struct ScanBackwardProblem {
   HostTensor dout, dfinal, du, ddelta, dA, dB, dC, dD, dz, ddeltaBias, dinit;
 
   explicit ScanBackwardProblem(const ScanBackwardCase& c);
-  SelectiveScanBackwardArgs args() const;  // CPU views (forward = f.args()); no workspace
+  // forward = f.args(view); no workspace
+  SelectiveScanBackwardArgs args(const Viewer& view = hostView) const;
   std::vector<char> slotsWritten() const;  // per slot of dinit: read (so written) by some sequence
   std::vector<HostTensor*> all();
 };
-
-// The same call on device copies (d = DeviceTensors(p.all())); the workspace (and the
-// forward's) is left undefined: the caller sizes and sets it.
-SelectiveScanBackwardArgs deviceArgs(ScanBackwardProblem& p, const DeviceTensors& d);
 
 }  // namespace ssmjit::testing
