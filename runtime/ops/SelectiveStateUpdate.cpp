@@ -30,6 +30,7 @@
 #include "runtime/OpSpecializations.h"
 #include "runtime/LoadedKernel.h"
 #include "runtime/ops/ArgCheck.h"
+#include "runtime/ops/HeadBinding.h"
 #include "runtime/ops/KernelCall.h"
 #include "runtime/ops/SelectiveStateUpdateCheck.h"
 #include "runtime/ops/SelectiveStateUpdateSpec.h"
@@ -311,21 +312,7 @@ bool offsetsFit32(dsl::TensorId t, KernelCall& c, const detail::SsuDims& d) {
   }
   // The device status record is int64[4] by contract (DeviceStatus.h).
   c.pointer(S.tensor("err"), err, DType::I64);
-  c.size(S.size("batch"), d.batch);
-  c.size(S.size("nslots"), d.S);
-  c.size(S.size("H"), d.H);
-  c.size(S.size("P"), d.P);
-  c.size(S.size("N"), d.N);
-  c.size(S.size("G"), d.G);
-  c.size(S.size("L"), d.L);
-  c.scalar(S.scalar("dt_min"), a.dt_min);
-  c.scalar(S.scalar("dt_max"), a.dt_max);
-  c.flag(S.flag("has_D"), a.D.defined());
-  c.flag(S.flag("has_z"), a.z.defined());
-  c.flag(S.flag("has_dt_bias"), a.dt_bias.defined());
-  c.flag(S.flag("dt_softplus"), a.dt_softplus);
-  c.flag(S.flag("has_clamp"), a.dt_max > a.dt_min);
-  c.flag(S.flag("has_state_idx"), a.state_batch_indices.defined());
+  detail::bindHeads<S>(c, d, {a.D, a.dt_bias, a.z, a.state_batch_indices, a.dt_softplus, a.dt_min, a.dt_max});
   c.flag(S.flag("per_head"), m2);
   c.mode(S.mode("state_write"), static_cast<int64_t>(a.state_write));
   c.meta("meta:index_bits", fits ? 32 : 64);
