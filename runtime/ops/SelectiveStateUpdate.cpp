@@ -213,6 +213,26 @@ static_assert(kSsu.tensors.n == kSsuTensors + 1 &&
 constexpr bool isData(int i) { return kSsu.tensors[kTensorIds[i].tensor].role == dsl::PtrRole::Data; }
 // A kernel axis's letter: its name's first (SelectiveStateUpdate.h; "slot" is s).
 constexpr char axisLetter(dsl::TensorId t, int j) { return kSsu.tensors[t.tensor].axes[j][0]; }
+// The size of the axis a letter names.
+int64_t axisSize(char ax, const detail::SsuDims& d) {
+  switch (ax) {
+    case 'b':
+      return d.batch;
+    case 's':
+      return d.S;
+    case 'l':
+      return d.L;
+    case 'h':
+      return d.H;
+    case 'p':
+      return d.P;
+    case 'n':
+      return d.N;
+    case 'g':
+      return d.G;
+  }
+  throw Error(Error::Kind::Internal, std::string("selective_state_update: unknown axis letter '") + ax + "'");
+}
 
 // The view's axis for each kernel axis of tensor `t`, matched by letter. A kernel axis the view
 // lacks takes stride 0, and so does a bound axis of size 1: it is never stepped along, whatever
@@ -224,27 +244,7 @@ detail::Axes axesOf(dsl::TensorId t, const TensorView& v, const char* viewAxes, 
   if (!v.defined()) return m;
   for (int j = 0; j < t.rank; ++j) {
     const char ax = axisLetter(t, j);
-    int64_t size = 0;
-    switch (ax) {
-      case 'l':
-        size = d.L;
-        break;
-      case 'h':
-        size = d.H;
-        break;
-      case 'p':
-        size = d.P;
-        break;
-      case 'n':
-        size = d.N;
-        break;
-      case 'g':
-        size = d.G;
-        break;
-      default:
-        break;
-    }
-    if (size == 1) continue;
+    if (ax != 'b' && ax != 's' && axisSize(ax, d) == 1) continue;
     for (int i = 0; viewAxes[i]; ++i)
       if (viewAxes[i] == ax) m[j] = i;
   }
@@ -258,30 +258,10 @@ detail::Axes axesOf(dsl::TensorId t, const TensorView& v, const char* viewAxes, 
 bool offsetsFit32(dsl::TensorId t, KernelCall& c, const detail::SsuDims& d) {
   __int128 reach = 0;
   for (int j = 0; j < t.rank; ++j) {
-    int64_t size = 1;
-    switch (axisLetter(t, j)) {
-      case 'b':
-        size = d.batch;
-        break;
-      case 'l':
-        size = d.L;
-        break;
-      case 'h':
-        size = d.H;
-        break;
-      case 'p':
-        size = nextPow2(d.P);
-        break;
-      case 'n':
-        size = std::max<int64_t>(4, nextPow2(d.N));
-        break;
-      case 'g':
-        size = d.G;
-        break;
-      case 's':
-        size = d.S;
-        break;
-    }
+    const char ax = axisLetter(t, j);
+    const int64_t size = ax == 'p'   ? nextPow2(d.P)
+                         : ax == 'n' ? std::max<int64_t>(4, nextPow2(d.N))
+                                     : axisSize(ax, d);
     const int64_t stride = c.value(t.firstStride + j).i64;
     if (stride > INT32_MAX) return false;  // passed as an int32 parameter with 32-bit indexing
     if (size > 0) reach += static_cast<__int128>(size - 1) * stride;
