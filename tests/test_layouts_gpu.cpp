@@ -10,6 +10,7 @@
 
 #include "GpuTest.h"
 #include "LayoutCases.h"
+#include "ScanBackwardCheck.h"
 #include "SsuTestUtil.h"
 #include "runtime/DeviceBuffer.h"
 #include "ssmjit/ops.h"
@@ -198,7 +199,6 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ScanLayouts, ::testing::ValuesIn(scanLayoutCas
 
 class ScanBackwardLayouts : public GpuTest, public ::testing::WithParamInterface<ScanBackwardLayoutCase> {};
 TEST_P(ScanBackwardLayouts, MatchesFloat64Reference) {
-  enum : int { kDu = 16, kDdelta, kDA, kDB, kDC, kDD, kDz, kDbias, kDinit };
   ScanBackwardProblem p = placedProblem(GetParam());
   const std::vector<uint8_t> dinitBefore = p.dinit.defined ? p.dinit.bytes : std::vector<uint8_t>{};
   DeviceTensors d(p.all());
@@ -208,25 +208,7 @@ TEST_P(ScanBackwardLayouts, MatchesFloat64Reference) {
   selective_scan_backward(a);
   checkDeviceErrors();
   reference::selective_scan_backward(p.args());
-  const ScanCase& f = p.f.c;
-  const Fp32Error e = fp32RecurrenceGradient(p.f.longest());
-  auto check = [&](const char* name, int idx, DType t) {
-    const HostTensor& ref = *p.all()[static_cast<size_t>(idx)];
-    if (!ref.defined) return;
-    const std::vector<uint8_t> got = d.download(static_cast<size_t>(idx));
-    expectWithin(
-        idx == kDinit ? compareTensor(ref, got, dinitBefore, p.slotsWritten()) : compareTensor(ref, got, allRows(ref)),
-        bound(t, e), name);
-  };
-  check("du", kDu, p.c.duType);
-  check("ddelta", kDdelta, p.c.ddeltaType);
-  check("dA", kDA, DType::F32);
-  check("dB", kDB, f.bVarying ? p.c.dBType : DType::F32);
-  check("dC", kDC, f.cVarying ? p.c.dCType : DType::F32);
-  check("dD", kDD, DType::F32);
-  check("dz", kDz, p.c.dzType);
-  check("ddelta_bias", kDbias, DType::F32);
-  check("dinitial_states", kDinit, p.c.dStateType);
+  expectGradients(p, [&](int k) { return d.download(static_cast<size_t>(k)); }, dinitBefore);
 }
 INSTANTIATE_TEST_SUITE_P(Layouts, ScanBackwardLayouts, ::testing::ValuesIn(scanBackwardLayoutCases()),
                          caseName<ScanBackwardLayoutCase>);

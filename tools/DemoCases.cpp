@@ -249,12 +249,11 @@ void addScanCases(uint64_t seed, std::vector<std::function<std::unique_ptr<DemoC
       {opspec::scanBackward, selective_scan_backward, reference::selective_scan_backward,
        &SelectiveScanBackwardArgs::workspace, selective_scan_backward_workspace_size},
       [](testing::ScanBackwardProblem& p) {
-        const auto t = p.all();
         const testing::Fp32Error e = testing::fp32RecurrenceGradient(p.f.longest());
         std::vector<DemoOutput> o;
-        const char* names[] = {"du", "ddelta", "dA", "dB", "dC", "dD", "dz", "ddelta_bias"};
-        for (size_t k = 16; k < 24; ++k) o.push_back({names[k - 16], k, allOf(*t[k]), e});
-        o.push_back({"dinitial_states", 24, p.slotsWritten(), e});
+        for (int k = testing::kFirstScanGradient; k <= testing::kDinit; ++k)
+          o.push_back({testing::kScanGradients[k - testing::kFirstScanGradient], static_cast<size_t>(k),
+                       p.written(k), e});
         return o;
       }));
 }

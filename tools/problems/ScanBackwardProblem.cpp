@@ -76,6 +76,11 @@ std::vector<char> ScanBackwardProblem::slotsWritten() const {
   return w;
 }
 
+std::vector<char> ScanBackwardProblem::written(int k) {
+  if (k == kDinit) return slotsWritten();
+  return std::vector<char>(static_cast<size_t>(all()[static_cast<size_t>(k)]->meta.shape[0]), 1);
+}
+
 std::vector<HostTensor*> ScanBackwardProblem::all() {
   std::vector<HostTensor*> v = f.all();
   for (HostTensor* t : {&dout, &dfinal, &du, &ddelta, &dA, &dB, &dC, &dD, &dz, &ddeltaBias, &dinit}) v.push_back(t);
