@@ -35,7 +35,6 @@ struct SsuCase {
   double decayScale = 1;  // A's range times this: at 10, Mamba-2 decays underflow within a few tokens
   uint64_t seed = 1;
 
-  bool allF32() const { return stateT == DType::F32 && inT == DType::F32 && outT == DType::F32; }
   // Slots of the state: batch, or with stateIdx batch + spareSlots, plus batch * L destination
   // slots for PerToken writes.
   int64_t slots() const;
