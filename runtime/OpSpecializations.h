@@ -35,8 +35,18 @@ Grid ssuGrid(const SsuSizes& sizes, int64_t blockP);  // (cdiv(P, BLOCK_P), H, b
 // order: the op binds them in this order.
 template <class Args>
 auto ssuViews(Args& a) {
-  return std::array{&a.state, &a.x, &a.dt,      &a.A,   &a.B,                 &a.C,
-                    &a.D,     &a.z, &a.dt_bias, &a.out, &a.state_batch_indices, &a.dst_state_indices};
+  return std::array{&a.state,
+                    &a.x,
+                    &a.dt,
+                    &a.A,
+                    &a.B,
+                    &a.C,
+                    &a.D,
+                    &a.z,
+                    &a.dt_bias,
+                    &a.out,
+                    &a.state_batch_indices,
+                    &a.dst_state_indices};
 }
 
 // causal_conv1d: the forward, then the per-sequence kernel when the call launches it.

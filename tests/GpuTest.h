@@ -11,8 +11,8 @@
 #include "runtime/CudaGraph.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
-#include "tools/problems/Tolerance.h"
 #include "tools/problems/HostTensor.h"
+#include "tools/problems/Tolerance.h"
 
 // Skips the current test with "no GPU: <reason>" unless the driver loads and a device is present;
 // otherwise makes a context current. Use at the top of a TEST body or in SetUp().

@@ -19,9 +19,9 @@ void expectGradients(ScanBackwardProblem& p, Got&& got, const std::vector<uint8_
     const HostTensor& ref = *p.all()[static_cast<size_t>(k)];
     if (!ref.defined) continue;
     const std::vector<uint8_t> bytes = got(k);
-    expectWithin(k == kDinit ? compareTensor(ref, bytes, dinitBefore, p.written(k))
-                             : compareTensor(ref, bytes, p.written(k)),
-                 bound(ref.meta.dtype, e), kScanGradients[k - kFirstScanGradient]);
+    expectWithin(
+        k == kDinit ? compareTensor(ref, bytes, dinitBefore, p.written(k)) : compareTensor(ref, bytes, p.written(k)),
+        bound(ref.meta.dtype, e), kScanGradients[k - kFirstScanGradient]);
   }
 }
 

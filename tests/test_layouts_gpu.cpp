@@ -208,7 +208,8 @@ TEST_P(ScanBackwardLayouts, MatchesFloat64Reference) {
   selective_scan_backward(a);
   checkDeviceErrors();
   reference::selective_scan_backward(p.args());
-  expectGradients(p, [&](int k) { return d.download(static_cast<size_t>(k)); }, dinitBefore);
+  expectGradients(
+      p, [&](int k) { return d.download(static_cast<size_t>(k)); }, dinitBefore);
 }
 INSTANTIATE_TEST_SUITE_P(Layouts, ScanBackwardLayouts, ::testing::ValuesIn(scanBackwardLayoutCases()),
                          caseName<ScanBackwardLayoutCase>);

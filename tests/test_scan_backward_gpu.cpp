@@ -94,7 +94,8 @@ TEST_P(ScanBackwardGpu, MatchesReference) {
   const auto g = runOnDevice(p);
   EXPECT_EQ(g, runOnDevice(p)) << "two runs differ";
   reference::selective_scan_backward(p.args());
-  expectGradients(p, [&](int k) { return g[static_cast<size_t>(k)]; }, dinitBefore);
+  expectGradients(
+      p, [&](int k) { return g[static_cast<size_t>(k)]; }, dinitBefore);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, ScanBackwardGpu, ::testing::ValuesIn(cases()),

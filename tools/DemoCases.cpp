@@ -252,8 +252,8 @@ void addScanCases(uint64_t seed, std::vector<std::function<std::unique_ptr<DemoC
         const testing::Fp32Error e = testing::fp32RecurrenceGradient(p.f.longest());
         std::vector<DemoOutput> o;
         for (int k = testing::kFirstScanGradient; k <= testing::kDinit; ++k)
-          o.push_back({testing::kScanGradients[k - testing::kFirstScanGradient], static_cast<size_t>(k),
-                       p.written(k), e});
+          o.push_back(
+              {testing::kScanGradients[k - testing::kFirstScanGradient], static_cast<size_t>(k), p.written(k), e});
         return o;
       }));
 }

@@ -152,8 +152,8 @@ int runWithGpu(uint64_t seed) {
       pass = pass && k.pass();
     }
     results.add({run->family, run->shape, worst->name, strf("%.3g", worst->c.maxAbsErr),
-                 strf("%.2g / %.1e", worst->c.relL2, worst->bound.relL2(worst->c.written)), strf("%.1f", firstCallMs), strf("%.1f", us),
-                 pass ? "PASS" : "FAIL"});
+                 strf("%.2g / %.1e", worst->c.relL2, worst->bound.relL2(worst->c.written)), strf("%.1f", firstCallMs),
+                 strf("%.1f", us), pass ? "PASS" : "FAIL"});
   }
 
   std::printf("\nkernels:\n");

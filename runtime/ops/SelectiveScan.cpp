@@ -13,9 +13,9 @@
 #include "runtime/DeviceStatus.h"
 #include "runtime/ops/KernelCall.h"
 #include "runtime/ops/ScanStateChunks.h"
-#include "runtime/ops/SequenceBinding.h"
 #include "runtime/ops/SelectiveScanCheck.h"
 #include "runtime/ops/SelectiveScanSpec.h"
+#include "runtime/ops/SequenceBinding.h"
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
 

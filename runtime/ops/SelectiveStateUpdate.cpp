@@ -27,8 +27,8 @@
 #include "kernels_dsl/SelectiveStateUpdate.h"
 #include "runtime/DeviceStatus.h"
 #include "runtime/Driver.h"
-#include "runtime/OpSpecializations.h"
 #include "runtime/LoadedKernel.h"
+#include "runtime/OpSpecializations.h"
 #include "runtime/ops/ArgCheck.h"
 #include "runtime/ops/HeadBinding.h"
 #include "runtime/ops/KernelCall.h"
@@ -259,9 +259,7 @@ bool offsetsFit32(dsl::TensorId t, KernelCall& c, const detail::SsuDims& d) {
   __int128 reach = 0;
   for (int j = 0; j < t.rank; ++j) {
     const char ax = axisLetter(t, j);
-    const int64_t size = ax == 'p'   ? nextPow2(d.P)
-                         : ax == 'n' ? std::max<int64_t>(4, nextPow2(d.N))
-                                     : axisSize(ax, d);
+    const int64_t size = ax == 'p' ? nextPow2(d.P) : ax == 'n' ? std::max<int64_t>(4, nextPow2(d.N)) : axisSize(ax, d);
     const int64_t stride = c.value(t.firstStride + j).i64;
     if (stride > INT32_MAX) return false;  // passed as an int32 parameter with 32-bit indexing
     if (size > 0) reach += static_cast<__int128>(size - 1) * stride;

@@ -31,8 +31,8 @@ struct ScanBackwardCase {
 // 24 dinit: the gradients, kScanGradients (their arguments' names) from index kFirstScanGradient.
 enum : int { kDu = 16, kDdelta, kDA, kDB, kDC, kDD, kDz, kDbias, kDinit };
 inline constexpr int kFirstScanGradient = kDu;
-inline constexpr const char* kScanGradients[] = {"du", "ddelta", "dA", "dB", "dC", "dD", "dz", "ddelta_bias",
-                                                 "dinitial_states"};
+inline constexpr const char* kScanGradients[] = {"du",          "ddelta",         "dA", "dB", "dC", "dD", "dz",
+                                                 "ddelta_bias", "dinitial_states"};
 struct ScanBackwardProblem {
   ScanBackwardCase c;
   ScanProblem f;
