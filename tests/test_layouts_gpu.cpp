@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "DecodeStepCheck.h"
 #include "GpuTest.h"
 #include "LayoutCases.h"
 #include "ScanBackwardCheck.h"
@@ -143,35 +144,16 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ConvUpdateLayouts, ::testing::ValuesIn(convUpd
 // reference from the same start.
 class DecodeLayouts : public GpuTest, public ::testing::WithParamInterface<DecodeLayoutCase> {};
 TEST_P(DecodeLayouts, MatchesFloat64Reference) {
-  enum : size_t { kConv = 0, kSsm, kXbcCache, kDtCache, kCached, kArrivals, kY = 16 };
   DecodeProblem p = placedProblem(GetParam());
-  const DecodeCase& c = p.c;
   for (int round = 0; round < 2; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
     if (round > 0) p.nextRound(1);
     DeviceTensors d(p.all());  // the reference's state after the last round, the new drafts
-    const std::vector<uint8_t> convBefore = p.convState.bytes, ssmBefore = p.ssmState.bytes, yBefore = p.y.bytes;
-    std::vector<char> committed(static_cast<size_t>(p.ssmState.meta.shape[0]), 0),
-        rows(static_cast<size_t>(c.batch), 0);
-    for (int64_t b = 0; b < c.batch; ++b) {
-      const int64_t s = p.idx.defined ? at(p.idx, b) : b;
-      if (s < 0) continue;
-      rows[size_t(b)] = 1;
-      if (at(p.accepted, b) > 0) committed[size_t(s)] = 1;
-    }
+    const DecodeStepBefore before(p);
     reference::mamba2_decode_step(p.state(), p.weights(), p.args());
     mamba2_decode_step(deviceState(p, d), deviceWeights(p, d), deviceArgs(p, d));
     checkDeviceErrors();
-    expectWithin(compareTensor(p.convState, d.download(kConv), convBefore, committed), bound(c.convStateType, kExact),
-                 "conv_state");
-    expectWithin(compareTensor(p.ssmState, d.download(kSsm), ssmBefore, committed), bound(c.ssmStateType, kFp32Short),
-                 "ssm_state");
-    expectWithin(compareTensor(p.y, d.download(kY), yBefore, rows), bound(c.xType, kFp32Short), "y");
-    EXPECT_EQ(d.download(kXbcCache), p.xbcCache.bytes) << "xbc_cache";
-    EXPECT_EQ(d.download(kDtCache), p.dtCache.bytes) << "dt_cache";
-    EXPECT_EQ(d.download(kCached), p.cachedTokens.bytes) << "cached_tokens";
-    const std::vector<uint8_t> arr = d.download(kArrivals);
-    EXPECT_TRUE(std::all_of(arr.begin(), arr.end(), [](uint8_t v) { return v == 0; })) << "arrivals not left zero";
+    expectStepMatches(p, d, before);
   }
 }
 INSTANTIATE_TEST_SUITE_P(Layouts, DecodeLayouts, ::testing::ValuesIn(decodeLayoutCases()), caseName<DecodeLayoutCase>);
