@@ -72,7 +72,6 @@ std::vector<std::string> pipelinePassNames() {
   return out;
 }
 
-const char* deviceLibSource() { return kDeviceLibSource; }
 const std::string& deviceLibHash() {
   static const std::string h = hash::hex(kDeviceLibSource, 64);
   return h;

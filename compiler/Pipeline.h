@@ -26,8 +26,7 @@ std::vector<std::string> pipelinePassNames();
 // Lowers a generic kernel module (built by the DSL) for `spec`. Consumes the module.
 CompiledKernel runPipeline(mlir::ModuleOp module, const Specialization& spec, const PipelineOptions& options);
 
-// The embedded device header library and its hash (part of every cache key).
-const char* deviceLibSource();
+// The hash of the embedded device header library (part of every cache key).
 const std::string& deviceLibHash();
 
 }  // namespace ssmjit

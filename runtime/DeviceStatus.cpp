@@ -62,52 +62,50 @@ std::string deviceStatusMessage(const int64_t rec[kDeviceStatusWords]) {
   const std::string b = std::to_string(rec[1]);
   const std::string v = std::to_string(rec[2]);
   const std::string bound = std::to_string(rec[3]);
+  // A slot index out of range, and a bad cu_seqlens, as every op reports them.
+  auto slot = [&](const char* op, const char* indices, const char* outcome) {
+    return std::string(op) + ": " + indices + "[" + b + "] = " + v + " is out of range [0, " + bound + ") and not -1" +
+           outcome;
+  };
+  auto cuSeqlens = [&](const char* op, const char* outcome) {
+    return std::string(op) + ": cu_seqlens[" + b + "] = " + v + ", cu_seqlens[" + b + " + 1] = " + bound +
+           ": expected cu_seqlens[0] = 0, strictly increasing, and cu_seqlens[nseq] = T (tokens); " + outcome;
+  };
   switch (rec[0]) {
     case 0:
       return "no device error";
     case kernels::kErrSlotOutOfRange:
-      return "selective_state_update: state_batch_indices[" + b + "] = " + v + " is out of range [0, " + bound +
-             ") and not -1 (padding); that row was skipped";
+      return slot("selective_state_update", "state_batch_indices", " (padding); that row was skipped");
     case kernels::kErrDstSlotOutOfRange:
       // The record carries the row b only (kernels_dsl/ssu/SelectiveStateUpdate.h), not the token.
       return "selective_state_update: dst_state_indices[" + b + ", :] holds " + v + ", which is out of range [0, " +
              bound + ") and not -1 (skip); that token's state write was skipped";
     case kernels::kErrConvUpdateSlot:
-      return "causal_conv1d_update: state_indices[" + b + "] = " + v + " is out of range [0, " + bound +
-             ") and not -1 (padding); that row was skipped";
+      return slot("causal_conv1d_update", "state_indices", " (padding); that row was skipped");
     case kernels::kErrConvCuSeqlens:
-      return "causal_conv1d: cu_seqlens[" + b + "] = " + v + ", cu_seqlens[" + b + " + 1] = " + bound +
-             ": expected cu_seqlens[0] = 0, strictly increasing, and cu_seqlens[nseq] = T (tokens); "
-             "the call's outputs are unspecified (no state of that sequence was written)";
+      return cuSeqlens("causal_conv1d", "the call's outputs are unspecified (no state of that sequence was written)");
     case kernels::kErrConvSeqPos:
       return "causal_conv1d: seq_pos[0, " + b + "] = " + v + " after seq_pos[0, " + b + " - 1] = " + bound +
              ": expected 0 (a sequence start) or one more than the token before (and 0 at token 0); "
              "the call's outputs are unspecified";
     case kernels::kErrConvInitSlot:
-      return "causal_conv1d: initial_state_indices[" + b + "] = " + v + " is out of range [0, " + bound +
-             ") and not -1; that sequence started from zeros";
+      return slot("causal_conv1d", "initial_state_indices", "; that sequence started from zeros");
     case kernels::kErrConvFinalSlot:
-      return "causal_conv1d: final_state_indices[" + b + "] = " + v + " is out of range [0, " + bound +
-             ") and not -1; that sequence's final state was not written";
+      return slot("causal_conv1d", "final_state_indices", "; that sequence's final state was not written");
     case kernels::kErrDecodeSlot:
-      return "mamba2_decode_step: state_indices[" + b + "] = " + v + " is out of range [0, " + bound +
-             ") and not -1 (padding); that row was skipped (nothing written for it)";
+      return slot("mamba2_decode_step", "state_indices", " (padding); that row was skipped (nothing written for it)");
     case kernels::kErrDecodeAccepted:
       return "mamba2_decode_step: num_accepted[" + b + "] = " + v + ", expected 0.." + bound +
              " (the drafts its slot's cache holds: cached_tokens); that row was skipped (nothing written for it)";
     case kernels::kErrScanCuSeqlens:
-      return "selective_scan: cu_seqlens[" + b + "] = " + v + ", cu_seqlens[" + b + " + 1] = " + bound +
-             ": expected cu_seqlens[0] = 0, strictly increasing, and cu_seqlens[nseq] = T (tokens); that sequence "
-             "was skipped (its out and final state not written)";
+      return cuSeqlens("selective_scan", "that sequence was skipped (its out and final state not written)");
     case kernels::kErrScanMaxLen:
       return "selective_scan: sequence " + b + " has " + v + " tokens, expected at most max_seqlen = " + bound +
              "; that sequence was skipped (its out and final state not written)";
     case kernels::kErrScanInitSlot:
-      return "selective_scan: initial_state_indices[" + b + "] = " + v + " is out of range [0, " + bound +
-             ") and not -1; that sequence started from zeros";
+      return slot("selective_scan", "initial_state_indices", "; that sequence started from zeros");
     case kernels::kErrScanFinalSlot:
-      return "selective_scan: final_state_indices[" + b + "] = " + v + " is out of range [0, " + bound +
-             ") and not -1; that sequence's final state was not written";
+      return slot("selective_scan", "final_state_indices", "; that sequence's final state was not written");
   }
   return "device status record holds unknown error code " + std::to_string(rec[0]) + " (row " + b + ", value " + v +
          ", bound " + bound + ")";

@@ -9,6 +9,7 @@
 // Internal to ssmjit: not installed with the public headers; libssmjit.so exports it for the tool.
 // A thin layer over the ops' detail:: functions, so that their bodies can change under it.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,6 +31,23 @@ struct Grid {
   int64_t x = 1, y = 1, z = 1;
 };
 Grid ssuGrid(const SsuSizes& sizes, int64_t blockP);  // (cdiv(P, BLOCK_P), H, batch)
+// The tensors of a selective_state_update call (`Args` const or not), in its kernel's argument
+// order: the op binds them in this order.
+template <class Args>
+auto ssuViews(Args& a) {
+  return std::array{&a.state,
+                    &a.x,
+                    &a.dt,
+                    &a.A,
+                    &a.B,
+                    &a.C,
+                    &a.D,
+                    &a.z,
+                    &a.dt_bias,
+                    &a.out,
+                    &a.state_batch_indices,
+                    &a.dst_state_indices};
+}
 
 // causal_conv1d: the forward, then the per-sequence kernel when the call launches it.
 std::vector<Specialization> conv(const CausalConv1dArgs& args, const std::string& arch);

@@ -51,7 +51,7 @@ sum() { grep -hE "^\[  $1 *\] [0-9]+ tests?" "$OUT/gpu_tests.log" | awk '{n += $
 failed=$(grep -hE "^\[  FAILED  \] [^0-9 ]" "$OUT/gpu_tests.log" | awk '{print $4}' | sort -u | wc -l)
 [ "$failed" -eq 0 ] || status=1
 echo "GPU tests: $(sum PASSED) passed, $failed failed, $(sum SKIPPED) skipped ($SHARDS shards)"
-# The measured error of every comparison beside its bound (tests/support/Tolerance.h): the margins.
+# The measured error of every comparison beside its bound (tools/problems/Tolerance.h): the margins.
 grep -h "^\[ measured \]" "$OUT/gpu_tests.log" > "$OUT/gpu_tests_measured.log"
 echo "measured errors: $(wc -l < "$OUT/gpu_tests_measured.log") lines in gpu_tests_measured.log"
 for t in $("$PREFIX/bin/ssmjit_gpu_tests" --gtest_list_tests --gtest_filter="$own" | awk '/^ /{print s $1} /^[^ ]/{s=$1}'); do

@@ -11,8 +11,8 @@
 #include "runtime/CudaGraph.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
-#include "tests/support/Tolerance.h"
 #include "tools/problems/HostTensor.h"
+#include "tools/problems/Tolerance.h"
 
 // Skips the current test with "no GPU: <reason>" unless the driver loads and a device is present;
 // otherwise makes a context current. Use at the top of a TEST body or in SetUp().
@@ -42,7 +42,7 @@ class GpuTest : public ::testing::Test {
   void SetUp() override { SSMJIT_REQUIRE_GPU(); }
 };
 
-// Expects what a run left in one tensor (`c`) within `b` (tests/support/Tolerance.h), and prints
+// Expects what a run left in one tensor (`c`) within `b` (tools/problems/Tolerance.h), and prints
 // the measured error beside its bound, so that every GPU run shows the margin each check leaves.
 inline void expectWithin(const Compared& c, const Bound& b, const std::string& what) {
   std::fprintf(stderr, "[ measured ] %s %s %s\n", ::testing::UnitTest::GetInstance()->current_test_info()->name(),

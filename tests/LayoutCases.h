@@ -69,13 +69,17 @@ inline void widenIndices(const std::vector<HostTensor*>& ts) {
     if (h->defined) *h = relayout(*h, kContiguous, DType::I64);
 }
 
-// ---- selective state update -------------------------------------------------------------------
-
-struct SsuLayoutCase {
-  SsuCase c;
+// A case of some op placed in memory one way.
+template <class Case>
+struct LayoutCase {
+  Case c;
   Placing placing = Placing::Contiguous;
   std::string name() const { return std::string(placingName(placing)) + "_" + c.name(); }
 };
+
+// ---- selective state update -------------------------------------------------------------------
+
+using SsuLayoutCase = LayoutCase<SsuCase>;
 
 inline SsuProblem placedProblem(const SsuLayoutCase& lc) {
   SsuProblem p = makeProblem(lc.c);
@@ -147,11 +151,7 @@ inline std::vector<SsuLayoutCase> ssuLayoutCases() {
 
 // ---- causal conv1d: forward, backward, update ---------------------------------------------------
 
-struct ConvLayoutCase {
-  ConvCase c;
-  Placing placing = Placing::Contiguous;
-  std::string name() const { return std::string(placingName(placing)) + "_" + c.name(); }
-};
+using ConvLayoutCase = LayoutCase<ConvCase>;
 
 inline ConvProblem placedProblem(const ConvLayoutCase& lc) {
   ConvProblem p(lc.c);
@@ -197,11 +197,7 @@ inline std::vector<ConvLayoutCase> convLayoutCases() {
   return v;
 }
 
-struct ConvBackwardLayoutCase {
-  ConvBackwardCase c;
-  Placing placing = Placing::Contiguous;
-  std::string name() const { return std::string(placingName(placing)) + "_" + c.name(); }
-};
+using ConvBackwardLayoutCase = LayoutCase<ConvBackwardCase>;
 
 inline ConvBackwardProblem placedProblem(const ConvBackwardLayoutCase& lc) {
   ConvBackwardProblem p(lc.c);
@@ -254,11 +250,7 @@ inline std::vector<ConvBackwardLayoutCase> convBackwardLayoutCases() {
   return v;
 }
 
-struct ConvUpdateLayoutCase {
-  ConvUpdateCase c;
-  Placing placing = Placing::Contiguous;
-  std::string name() const { return std::string(placingName(placing)) + "_" + c.name(); }
-};
+using ConvUpdateLayoutCase = LayoutCase<ConvUpdateCase>;
 
 inline ConvUpdateProblem placedProblem(const ConvUpdateLayoutCase& lc) {
   ConvUpdateProblem p(lc.c);
@@ -295,11 +287,7 @@ inline std::vector<ConvUpdateLayoutCase> convUpdateLayoutCases() {
 
 // ---- Mamba-2 decode step ------------------------------------------------------------------------
 
-struct DecodeLayoutCase {
-  DecodeCase c;
-  Placing placing = Placing::Contiguous;
-  std::string name() const { return std::string(placingName(placing)) + "_" + c.name(); }
-};
+using DecodeLayoutCase = LayoutCase<DecodeCase>;
 
 inline DecodeProblem placedProblem(const DecodeLayoutCase& lc) {
   DecodeProblem p(lc.c);
@@ -341,11 +329,7 @@ inline std::vector<DecodeLayoutCase> decodeLayoutCases() {
 
 // ---- selective scan, forward and backward -------------------------------------------------------
 
-struct ScanLayoutCase {
-  ScanCase c;
-  Placing placing = Placing::Contiguous;
-  std::string name() const { return std::string(placingName(placing)) + "_" + c.name(); }
-};
+using ScanLayoutCase = LayoutCase<ScanCase>;
 
 inline ScanCase allScanDtypes(ScanCase c, DType t) {
   c.uType = c.deltaType = c.zType = c.outType = c.bType = c.cType = c.stateType = t;
@@ -400,11 +384,7 @@ inline std::vector<ScanLayoutCase> scanLayoutCases() {
   return v;
 }
 
-struct ScanBackwardLayoutCase {
-  ScanBackwardCase c;
-  Placing placing = Placing::Contiguous;
-  std::string name() const { return std::string(placingName(placing)) + "_" + c.name(); }
-};
+using ScanBackwardLayoutCase = LayoutCase<ScanBackwardCase>;
 
 inline ScanBackwardProblem placedProblem(const ScanBackwardLayoutCase& lc) {
   ScanBackwardProblem p(lc.c);

@@ -27,11 +27,12 @@ using namespace ssmjit::testing;
 // Odd sizes: head dim and state size not powers of two, 3 groups of 2 heads.
 inline SsuCase oddSizes() { return mamba2Heads(/*H=*/6, /*P=*/17, /*N=*/33, /*G=*/3); }
 
-// Runs the multi-token op on `dp` (after clearing any stale report) and returns the error the next
-// checkDeviceErrors() throws; a test failure naming `what` if it throws none.
-inline std::optional<ssmjit::Error> reportedDeviceError(const DeviceProblem& dp, const char* what) {
+// Runs the multi-token op (or with `tokens` false the one-token op) on `dp` (after clearing any
+// stale report) and returns the error the next checkDeviceErrors() throws; a test failure naming
+// `what` if it throws none.
+inline std::optional<ssmjit::Error> reportedDeviceError(const DeviceProblem& dp, const char* what, bool tokens = true) {
   ssmjit::checkDeviceErrors();
-  runOp(true, dp.args);
+  runOp(tokens, dp.args);
   try {
     ssmjit::checkDeviceErrors();
   } catch (const ssmjit::Error& e) {
@@ -48,7 +49,7 @@ inline int64_t countRows(const std::vector<char>& rows) {
 }
 
 // Checks out and state left by a device run against the reference run `ref` of problem `p`
-// (same inputs): written elements within the bounds of their dtypes (tests/support/Tolerance.h)
+// (same inputs): written elements within the bounds of their dtypes (tools/problems/Tolerance.h)
 // for `fp32` (the arithmetic between the two), no NaN among them, every other byte unchanged.
 inline void expectMatches(const SsuProblem& p, const SsuProblem& ref, const std::vector<uint8_t>& out,
                           const std::vector<uint8_t>& state, const std::vector<char>& rows,

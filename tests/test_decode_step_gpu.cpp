@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "DecodeStepCheck.h"
 #include "GpuTest.h"
 #include "runtime/CudaGraph.h"
 #include "ssmjit/error.h"
@@ -64,31 +65,11 @@ void runRounds(const DecodeCase& c, int rounds) {
       p.nextRound(r % 3);  // 1: all accepted, 2: mixed, 0: none
       uploadStep(p, d);
     }
-    const std::vector<uint8_t> convBefore = p.convState.bytes, ssmBefore = p.ssmState.bytes, yBefore = p.y.bytes;
-    // Slots committed (replay of c > 0) and rows verified.
-    std::vector<char> committed(static_cast<size_t>(c.slots), 0), rows(static_cast<size_t>(c.batch), 0);
-    for (int64_t b = 0; b < c.batch; ++b) {
-      const int64_t s = slotOf(p, b);
-      if (s < 0) continue;
-      rows[size_t(b)] = 1;
-      if (c.parts != DecodeStepParts::VerifyOnly && at(p.accepted, b) > 0) committed[size_t(s)] = 1;
-    }
+    const DecodeStepBefore before(p);
     reference::mamba2_decode_step(p.state(), p.weights(), p.args());
     mamba2_decode_step(deviceState(p, d), deviceWeights(p, d), deviceArgs(p, d));
     checkDeviceErrors();
-    // The conv state holds the replayed drafts (copies); the SSM state and y a few fp32 steps.
-    expectWithin(compareTensor(p.convState, d.download(kConv), convBefore, committed), bound(c.convStateType, kExact),
-                 "conv_state");
-    expectWithin(compareTensor(p.ssmState, d.download(kSsm), ssmBefore, committed), bound(c.ssmStateType, kFp32Short),
-                 "ssm_state");
-    // The caches hold exact copies of the drafts.
-    EXPECT_EQ(d.download(kXbcCache), p.xbcCache.bytes) << "xbc_cache";
-    EXPECT_EQ(d.download(kDtCache), p.dtCache.bytes) << "dt_cache";
-    EXPECT_EQ(d.download(kCached), p.cachedTokens.bytes) << "cached_tokens";
-    std::vector<uint8_t> arr = d.download(kArrivals);
-    EXPECT_TRUE(std::all_of(arr.begin(), arr.end(), [](uint8_t v) { return v == 0; })) << "arrivals not left zero";
-    if (c.parts != DecodeStepParts::ReplayOnly)
-      expectWithin(compareTensor(p.y, d.download(kY), yBefore, rows), bound(c.xType, kFp32Short), "y");
+    expectStepMatches(p, d, before);
     // Both continue from the reference's results, so every round compares one step from the
     // same inputs (errors do not compound over the rounds).
     uploadAll(p, d);
@@ -357,15 +338,9 @@ void expectRowSkipped(int64_t badRow, bool badSlot) {
   ASSERT_GE(slotOf(p, badRow), 0) << "the bad row must not be a pad already";
   DecodeProblem expected = p;
   storeElement(expected.idx.view(), badRow, -1.0);
-  std::vector<char> committed(static_cast<size_t>(c.slots), 0), rows(static_cast<size_t>(c.batch), 0);
-  for (int64_t b = 0; b < c.batch; ++b) {
-    const int64_t s = slotOf(expected, b);
-    if (s < 0) continue;
-    rows[size_t(b)] = 1;
-    if (at(expected.accepted, b) > 0) committed[size_t(s)] = 1;
-  }
+  const std::vector<char> rows = expected.rowsVerified();
   ASSERT_TRUE(std::count(rows.begin(), rows.end(), 1) > 0) << "no good row left to check";
-  const std::vector<uint8_t> convBefore = p.convState.bytes, ssmBefore = p.ssmState.bytes, yBefore = p.y.bytes;
+  const DecodeStepBefore before(p);
   reference::mamba2_decode_step(expected.state(), expected.weights(), expected.args());
 
   if (badSlot)
@@ -383,16 +358,7 @@ void expectRowSkipped(int64_t badRow, bool badSlot) {
     const std::string want = std::string(badSlot ? "state_indices[" : "num_accepted[") + std::to_string(badRow) + "]";
     EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
   }
-  expectWithin(compareTensor(expected.convState, d.download(kConv), convBefore, committed),
-               bound(c.convStateType, kExact), "conv_state");
-  expectWithin(compareTensor(expected.ssmState, d.download(kSsm), ssmBefore, committed),
-               bound(c.ssmStateType, kFp32Short), "ssm_state");
-  expectWithin(compareTensor(expected.y, d.download(kY), yBefore, rows), bound(c.xType, kFp32Short), "y");
-  EXPECT_EQ(d.download(kXbcCache), expected.xbcCache.bytes) << "xbc_cache";
-  EXPECT_EQ(d.download(kDtCache), expected.dtCache.bytes) << "dt_cache";
-  EXPECT_EQ(d.download(kCached), expected.cachedTokens.bytes) << "cached_tokens";
-  const auto arr = d.download(kArrivals);
-  EXPECT_TRUE(std::all_of(arr.begin(), arr.end(), [](uint8_t v) { return v == 0; })) << "arrivals not left zero";
+  expectStepMatches(expected, d, before);
 }
 
 TEST(DecodeStep, BadAcceptedCountIsReportedAndSkipped) {

@@ -1,20 +1,21 @@
 // Every op on the layouts a model hands it (tests/LayoutCases.h): inputs sliced from one in_proj
 // output, outputs and states inside wider buffers, pointers off 16-byte alignment, broadcast
 // parameters, int64 indices and 16-bit dtypes, each against the float64 reference on the same
-// bytes with the bounds of tests/support/Tolerance.h. Outputs and every gap start as NaN poison;
+// bytes with the bounds of tools/problems/Tolerance.h. Outputs and every gap start as NaN poison;
 // compareTensor holds every byte of a wider buffer outside the view to what it was.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <vector>
 
+#include "DecodeStepCheck.h"
 #include "GpuTest.h"
 #include "LayoutCases.h"
+#include "ScanBackwardCheck.h"
 #include "SsuTestUtil.h"
 #include "runtime/DeviceBuffer.h"
 #include "ssmjit/ops.h"
 #include "ssmjit/reference.h"
-#include "tests/support/ConvBackwardRounding.h"
 
 using namespace ssmjit;
 using namespace ssmjit::testing;
@@ -95,7 +96,7 @@ TEST_P(ConvBackwardLayouts, MatchesFloat64Reference) {
   causal_conv1d_backward(a);
   checkDeviceErrors();
   const ConvBackwardCase& c = ref.c;
-  expectWithin(compareTensor(ref.dx, d.download(kDx), allRows(ref.dx)), bound(c.xType, kFp32Short, dxTwiceRounded(c)),
+  expectWithin(compareTensor(ref.dx, d.download(kDx), allRows(ref.dx)), bound(c.xType, kFp32Short, c.dxTwiceRounded()),
                "dx");
   expectWithin(compareTensor(ref.dweight, d.download(kDweight), allRows(ref.dweight)), bound(c.wType, kFp32Short),
                "dweight");
@@ -143,35 +144,16 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ConvUpdateLayouts, ::testing::ValuesIn(convUpd
 // reference from the same start.
 class DecodeLayouts : public GpuTest, public ::testing::WithParamInterface<DecodeLayoutCase> {};
 TEST_P(DecodeLayouts, MatchesFloat64Reference) {
-  enum : size_t { kConv = 0, kSsm, kXbcCache, kDtCache, kCached, kArrivals, kY = 16 };
   DecodeProblem p = placedProblem(GetParam());
-  const DecodeCase& c = p.c;
   for (int round = 0; round < 2; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
     if (round > 0) p.nextRound(1);
     DeviceTensors d(p.all());  // the reference's state after the last round, the new drafts
-    const std::vector<uint8_t> convBefore = p.convState.bytes, ssmBefore = p.ssmState.bytes, yBefore = p.y.bytes;
-    std::vector<char> committed(static_cast<size_t>(p.ssmState.meta.shape[0]), 0),
-        rows(static_cast<size_t>(c.batch), 0);
-    for (int64_t b = 0; b < c.batch; ++b) {
-      const int64_t s = p.idx.defined ? at(p.idx, b) : b;
-      if (s < 0) continue;
-      rows[size_t(b)] = 1;
-      if (at(p.accepted, b) > 0) committed[size_t(s)] = 1;
-    }
+    const DecodeStepBefore before(p);
     reference::mamba2_decode_step(p.state(), p.weights(), p.args());
     mamba2_decode_step(deviceState(p, d), deviceWeights(p, d), deviceArgs(p, d));
     checkDeviceErrors();
-    expectWithin(compareTensor(p.convState, d.download(kConv), convBefore, committed), bound(c.convStateType, kExact),
-                 "conv_state");
-    expectWithin(compareTensor(p.ssmState, d.download(kSsm), ssmBefore, committed), bound(c.ssmStateType, kFp32Short),
-                 "ssm_state");
-    expectWithin(compareTensor(p.y, d.download(kY), yBefore, rows), bound(c.xType, kFp32Short), "y");
-    EXPECT_EQ(d.download(kXbcCache), p.xbcCache.bytes) << "xbc_cache";
-    EXPECT_EQ(d.download(kDtCache), p.dtCache.bytes) << "dt_cache";
-    EXPECT_EQ(d.download(kCached), p.cachedTokens.bytes) << "cached_tokens";
-    const std::vector<uint8_t> arr = d.download(kArrivals);
-    EXPECT_TRUE(std::all_of(arr.begin(), arr.end(), [](uint8_t v) { return v == 0; })) << "arrivals not left zero";
+    expectStepMatches(p, d, before);
   }
 }
 INSTANTIATE_TEST_SUITE_P(Layouts, DecodeLayouts, ::testing::ValuesIn(decodeLayoutCases()), caseName<DecodeLayoutCase>);
@@ -189,7 +171,7 @@ TEST_P(ScanLayouts, MatchesFloat64Reference) {
   selective_scan(a);
   checkDeviceErrors();
   reference::selective_scan(p.args());
-  const Fp32Error e = fp32Recurrence(*std::max_element(p.len.begin(), p.len.end()));
+  const Fp32Error e = fp32Recurrence(p.longest());
   expectWithin(compareTensor(p.out, d.download(3), allRows(p.out)), bound(p.c.outType, e), "out");
   if (p.c.finalStates)
     expectWithin(compareTensor(p.finalHolder(), d.download(p.inPlace() ? 10 : 12), statesBefore, p.slotsWritten()),
@@ -199,7 +181,6 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ScanLayouts, ::testing::ValuesIn(scanLayoutCas
 
 class ScanBackwardLayouts : public GpuTest, public ::testing::WithParamInterface<ScanBackwardLayoutCase> {};
 TEST_P(ScanBackwardLayouts, MatchesFloat64Reference) {
-  enum : int { kDu = 16, kDdelta, kDA, kDB, kDC, kDD, kDz, kDbias, kDinit };
   ScanBackwardProblem p = placedProblem(GetParam());
   const std::vector<uint8_t> dinitBefore = p.dinit.defined ? p.dinit.bytes : std::vector<uint8_t>{};
   DeviceTensors d(p.all());
@@ -209,25 +190,8 @@ TEST_P(ScanBackwardLayouts, MatchesFloat64Reference) {
   selective_scan_backward(a);
   checkDeviceErrors();
   reference::selective_scan_backward(p.args());
-  const ScanCase& f = p.f.c;
-  const Fp32Error e = fp32RecurrenceGradient(*std::max_element(p.f.len.begin(), p.f.len.end()));
-  auto check = [&](const char* name, int idx, DType t) {
-    const HostTensor& ref = *p.all()[static_cast<size_t>(idx)];
-    if (!ref.defined) return;
-    const std::vector<uint8_t> got = d.download(static_cast<size_t>(idx));
-    expectWithin(
-        idx == kDinit ? compareTensor(ref, got, dinitBefore, p.slotsWritten()) : compareTensor(ref, got, allRows(ref)),
-        bound(t, e), name);
-  };
-  check("du", kDu, p.c.duType);
-  check("ddelta", kDdelta, p.c.ddeltaType);
-  check("dA", kDA, DType::F32);
-  check("dB", kDB, f.bVarying ? p.c.dBType : DType::F32);
-  check("dC", kDC, f.cVarying ? p.c.dCType : DType::F32);
-  check("dD", kDD, DType::F32);
-  check("dz", kDz, p.c.dzType);
-  check("ddelta_bias", kDbias, DType::F32);
-  check("dinitial_states", kDinit, p.c.dStateType);
+  expectGradients(
+      p, [&](int k) { return d.download(static_cast<size_t>(k)); }, dinitBefore);
 }
 INSTANTIATE_TEST_SUITE_P(Layouts, ScanBackwardLayouts, ::testing::ValuesIn(scanBackwardLayoutCases()),
                          caseName<ScanBackwardLayoutCase>);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 #include "cache/Manifest.h"
 #include "ssmjit/error.h"
@@ -280,24 +281,24 @@ TEST(Manifest, SpecializationErrors) {
   EXPECT_THAT(entryError("{\"kernel\": \"k\", \"arch\": 90, \"bindings\": []}"), HasSubstr("\"arch\" is 90"));
 
   const std::string pre = "{\"kernel\": \"k\", \"arch\": \"sm_90a\", \"bindings\": ";
-  EXPECT_THAT(entryError(pre + "{}}"), HasSubstr("\"bindings\" is {}, expected an array of [name, integer] pairs"));
-  EXPECT_THAT(entryError(pre + "[[\"H\", 80], [\"P\"]]}"),
-              HasSubstr("m.jsonl:1: \"bindings\"[1] is [\"P\"], expected a [name, integer] pair"));
-  EXPECT_THAT(entryError(pre + "[[\"H\", 80], [\"P\", 64], [\"N\", 1.5]]}"),
-              HasSubstr("m.jsonl:1: \"bindings\"[2][1] is 1.5, expected an integer"));
-  EXPECT_THAT(entryError(pre + "[[\"H\", true]]}"), HasSubstr("\"bindings\"[0][1] is true, expected an integer"));
-  EXPECT_THAT(entryError(pre + "[[\"H\", \"80\"]]}"), HasSubstr("\"bindings\"[0][1] is \"80\", expected an integer"));
-  EXPECT_THAT(entryError(pre + "[[\"H\", 9223372036854775808]]}"),
-              HasSubstr("\"bindings\"[0][1] is 9223372036854775808, expected an integer in the int64 range"));
-  EXPECT_THAT(entryError(pre + "[[\"H\", -9223372036854775809]]}"),
-              HasSubstr("\"bindings\"[0][1] is -9.223372036854776e+18, expected an integer"));
-  EXPECT_THAT(entryError(pre + "[[5, 1]]}"), HasSubstr("\"bindings\"[0][0] is 5, expected a binding name"));
-  EXPECT_THAT(entryError(pre + "[[\"\", 1]]}"), HasSubstr("\"bindings\"[0][0] is \"\", expected a binding name"));
-  EXPECT_THAT(entryError(pre + "[[\"a=b\", 1]]}"),
-              HasSubstr("\"bindings\"[0][0] is \"a=b\", expected a binding name without ';' or '='"));
-  EXPECT_THAT(entryError(pre + "[[\"H\", 1], [\"a;b\", 1]]}"), HasSubstr("\"bindings\"[1][0] is \"a;b\""));
-  EXPECT_THAT(entryError(pre + "[[\"H\", 80], [\"P\", 64], [\"H\", 64]]}"),
-              HasSubstr("m.jsonl:1: \"bindings\"[2] binds \"H\" again (first at \"bindings\"[0])"));
+  // Each "bindings" value and what the error says about it.
+  const std::pair<const char*, const char*> badBindings[] = {
+      {"{}", "\"bindings\" is {}, expected an array of [name, integer] pairs"},
+      {"[[\"H\", 80], [\"P\"]]", "m.jsonl:1: \"bindings\"[1] is [\"P\"], expected a [name, integer] pair"},
+      {"[[\"H\", 80], [\"P\", 64], [\"N\", 1.5]]", "m.jsonl:1: \"bindings\"[2][1] is 1.5, expected an integer"},
+      {"[[\"H\", true]]", "\"bindings\"[0][1] is true, expected an integer"},
+      {"[[\"H\", \"80\"]]", "\"bindings\"[0][1] is \"80\", expected an integer"},
+      {"[[\"H\", 9223372036854775808]]",
+       "\"bindings\"[0][1] is 9223372036854775808, expected an integer in the int64 range"},
+      {"[[\"H\", -9223372036854775809]]", "\"bindings\"[0][1] is -9.223372036854776e+18, expected an integer"},
+      {"[[5, 1]]", "\"bindings\"[0][0] is 5, expected a binding name"},
+      {"[[\"\", 1]]", "\"bindings\"[0][0] is \"\", expected a binding name"},
+      {"[[\"a=b\", 1]]", "\"bindings\"[0][0] is \"a=b\", expected a binding name without ';' or '='"},
+      {"[[\"H\", 1], [\"a;b\", 1]]", "\"bindings\"[1][0] is \"a;b\""},
+      {"[[\"H\", 80], [\"P\", 64], [\"H\", 64]]",
+       "m.jsonl:1: \"bindings\"[2] binds \"H\" again (first at \"bindings\"[0])"}};
+  for (const auto& [bindings, message] : badBindings)
+    EXPECT_THAT(entryError(pre + bindings + "}"), HasSubstr(message)) << bindings;
 
   const Manifest limits = parseManifest(pre + "[[\"a\", 9223372036854775807], [\"b\", -9223372036854775808]]}", "x");
   EXPECT_EQ(limits.entries.at(0).spec.values,
@@ -326,17 +327,19 @@ TEST(Manifest, OpCallErrors) {
   EXPECT_THAT(entryError("{\"op\": \"ssu\", \"arch\": \"sm_80\", \"archs\": [\"sm_80\"]}"),
               HasSubstr("both \"arch\" and \"archs\""));
   const std::string pre = "{\"op\": \"ssu\", \"archs\": [\"sm_80\"], ";
-  EXPECT_THAT(
-      entryError(pre + "\"heads\": null}"),
-      HasSubstr("m.jsonl:1: option \"heads\" is null, expected a number, string, boolean or a non-empty array"));
-  EXPECT_THAT(entryError(pre + "\"heads\": {\"a\": 1}}"), HasSubstr("option \"heads\" is {\"a\":1}, expected"));
-  EXPECT_THAT(entryError(pre + "\"tokens\": []}"), HasSubstr("option \"tokens\" is [], expected"));
-  EXPECT_THAT(entryError(pre + "\"tokens\": [2, [4, 8]]}"),
-              HasSubstr("option \"tokens\"[1] is [4,8], expected a number, string or boolean"));
-  EXPECT_THAT(entryError(pre + "\"tokens\": [2, null]}"), HasSubstr("option \"tokens\"[1] is null"));
-  EXPECT_THAT(entryError(pre + "\"--heads\": 80}"), HasSubstr("option name \"--heads\" is not one"));
-  EXPECT_THAT(entryError(pre + "\"heads=80\": 1}"), HasSubstr("option name \"heads=80\" is not one"));
-  EXPECT_THAT(entryError(pre + "\"\": 1}"), HasSubstr("option name \"\" is not one"));
+  // Each option and what the error says about it.
+  const std::pair<const char*, const char*> badOptions[] = {
+      {"\"heads\": null",
+       "m.jsonl:1: option \"heads\" is null, expected a number, string, boolean or a non-empty array"},
+      {"\"heads\": {\"a\": 1}", "option \"heads\" is {\"a\":1}, expected"},
+      {"\"tokens\": []", "option \"tokens\" is [], expected"},
+      {"\"tokens\": [2, [4, 8]]", "option \"tokens\"[1] is [4,8], expected a number, string or boolean"},
+      {"\"tokens\": [2, null]", "option \"tokens\"[1] is null"},
+      {"\"--heads\": 80", "option name \"--heads\" is not one"},
+      {"\"heads=80\": 1", "option name \"heads=80\" is not one"},
+      {"\"\": 1", "option name \"\" is not one"}};
+  for (const auto& [option, message] : badOptions)
+    EXPECT_THAT(entryError(pre + option + "}"), HasSubstr(message)) << option;
 }
 
 TEST(Manifest, DuplicateKeysAreErrors) {

@@ -1,9 +1,9 @@
 // Errors through the public ops on the GPU. Host-side checks the ops make themselves (not only
 // the reference): the scan backward's arguments and workspace, the conv backward's workspace,
 // each thrown before anything is launched, every output left as it was. Device-side checks: a
-// bad slot in the one-token state update and in the conv update, bad conv and scan state slots,
-// a scan sequence longer than max_seqlen and bad cu_seqlens in the scan backward, each reported
-// by the next checkDeviceErrors() naming the argument and the entry.
+// bad slot in the conv update (the state update's are in test_ssu_gpu.cpp), bad conv and scan
+// state slots, a scan sequence longer than max_seqlen and bad cu_seqlens in the scan backward,
+// each reported by the next checkDeviceErrors() naming the argument and the entry.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -131,31 +131,6 @@ TEST(OpChecksGpu, ConvBackwardWorkspace) {
 }
 
 // ---- device-side checks ---------------------------------------------------------------------
-
-// The one-token update: a bad slot skips its row (nothing written for it) and is reported.
-TEST(DeviceChecksGpu, OneTokenStateUpdateBadSlot) {
-  SSMJIT_REQUIRE_GPU();
-  SsuCase c = ssutest::oddSizes();
-  c.tokens = false;
-  c.batch = 5;
-  c.stateIdx = true;
-  c.pads = 1;
-  c.seed = 881;
-  SsuProblem p = makeProblem(c);
-  const int64_t row = 2;
-  ASSERT_GE(p.readSlot[row], 0);
-  SsuProblem expected = p;
-  storeElement(expected.idx.view(), row * expected.idx.meta.strides[0], -1);
-  runReference(expected);
-  std::vector<char> rows = rowsWritten(p), slots = p.slotMayBeWritten;
-  rows[row] = 0;
-  slots[p.readSlot[row]] = 0;
-  storeElement(p.idx.view(), row * p.idx.meta.strides[0], double(p.S + 7));
-  DeviceProblem dp(p);
-  expectReported([&] { selective_state_update(dp.args); },
-                 "state_batch_indices[" + std::to_string(row) + "] = " + std::to_string(p.S + 7));
-  ssutest::expectMatches(p, expected, dp.download(kOut), dp.download(kState), rows, slots);
-}
 
 // The conv update: a bad slot skips its row (out untouched, no state written) and is reported.
 TEST(DeviceChecksGpu, ConvUpdateBadSlot) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "GpuTest.h"
+#include "ScanBackwardCheck.h"
 #include "runtime/DeviceBuffer.h"
 #include "ssmjit/ops.h"
 #include "ssmjit/reference.h"
@@ -21,9 +22,6 @@ using namespace ssmjit;
 using namespace ssmjit::testing;
 
 namespace {
-
-// all() indices of the gradients.
-constexpr int kDu = 16, kDdelta = 17, kDA = 18, kDB = 19, kDC = 20, kDD = 21, kDz = 22, kDbias = 23, kDinit = 24;
 
 // Runs the backward on device copies with a poisoned workspace; the gradients' device bytes by
 // all() index.
@@ -96,25 +94,8 @@ TEST_P(ScanBackwardGpu, MatchesReference) {
   const auto g = runOnDevice(p);
   EXPECT_EQ(g, runOnDevice(p)) << "two runs differ";
   reference::selective_scan_backward(p.args());
-  const ScanCase& f = p.f.c;
-  const Fp32Error e = fp32RecurrenceGradient(*std::max_element(p.f.len.begin(), p.f.len.end()));
-  auto check = [&](const char* name, int idx, DType t) {
-    HostTensor& ref = *p.all()[idx];
-    if (!ref.defined) return;
-    const Compared c = idx == kDinit
-                           ? compareTensor(ref, g[idx], dinitBefore, p.slotsWritten())
-                           : compareTensor(ref, g[idx], std::vector<char>(static_cast<size_t>(ref.meta.shape[0]), 1));
-    expectWithin(c, bound(t, e), name);
-  };
-  check("du", kDu, p.c.duType);
-  check("ddelta", kDdelta, p.c.ddeltaType);
-  check("dA", kDA, DType::F32);
-  check("dB", kDB, f.bVarying ? p.c.dBType : DType::F32);
-  check("dC", kDC, f.cVarying ? p.c.dCType : DType::F32);
-  check("dD", kDD, DType::F32);
-  check("dz", kDz, p.c.dzType);
-  check("ddelta_bias", kDbias, DType::F32);
-  check("dinitial_states", kDinit, p.c.dStateType);
+  expectGradients(
+      p, [&](int k) { return g[static_cast<size_t>(k)]; }, dinitBefore);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, ScanBackwardGpu, ::testing::ValuesIn(cases()),

@@ -42,9 +42,6 @@ DeviceRun runOnDevice(ScanProblem& p) {
   return r;
 }
 
-// The longest sequence of a problem: the length its recurrence's fp32 error grows with.
-int64_t longest(const ScanProblem& p) { return *std::max_element(p.len.begin(), p.len.end()); }
-
 ScanCase allDtypes(ScanCase c, DType all) {
   c.uType = c.deltaType = c.zType = c.outType = c.bType = c.cType = all;
   return c;
@@ -121,7 +118,7 @@ TEST_P(ScanGpu, MatchesReference) {
   const DeviceRun r = runOnDevice(p);
   reference::selective_scan(p.args());
   const int64_t rows = p.out.meta.shape[0];
-  const Fp32Error e = fp32Recurrence(longest(p));
+  const Fp32Error e = fp32Recurrence(p.longest());
   expectWithin(compareTensor(p.out, r.out, std::vector<char>(static_cast<size_t>(rows), 1)), bound(p.c.outType, e),
                "out");
   if (p.c.finalStates)

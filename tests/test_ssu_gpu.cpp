@@ -423,34 +423,38 @@ SsuCase badSlotCase(StateWrite w, uint64_t seed) {
   return c;
 }
 
+// Both ops: the multi-token op (L = 4) and the one-token op.
 TEST(SsuGpu, BadStateSlotIsReportedAndItsRowSkipped) {
   SSMJIT_REQUIRE_GPU();
-  for (int64_t bad : {int64_t{1000}, int64_t{-3}}) {
-    SsuCase c = badSlotCase(StateWrite::Final, baseSeed() + 201 + (bad < 0));
-    SCOPED_TRACE(c.name() + " slot " + std::to_string(bad));
-    SsuProblem p = makeProblem(c);
-    const int64_t row = 2;  // not a pad (pads are rows 0 and batch - 1)
-    ASSERT_GE(p.readSlot[row], 0);
-    // Expected: the reference with that row as a pad; its original slot is not written.
-    SsuProblem expected = p;
-    storeElement(expected.idx.view(), row * expected.idx.meta.strides[0], -1);
-    runReference(expected);
-    std::vector<char> rows = rowsWritten(p), slots = p.slotMayBeWritten;
-    rows[row] = 0;
-    slots[p.readSlot[row]] = 0;
+  for (const bool tokens : {true, false})
+    for (int64_t bad : {int64_t{1000}, int64_t{-3}}) {
+      SsuCase c = badSlotCase(StateWrite::Final, baseSeed() + 201 + (bad < 0) + (tokens ? 0 : 2));
+      c.tokens = tokens;
+      c.L = tokens ? c.L : 1;
+      SCOPED_TRACE(c.name() + " slot " + std::to_string(bad));
+      SsuProblem p = makeProblem(c);
+      const int64_t row = 2;  // not a pad (pads are rows 0 and batch - 1)
+      ASSERT_GE(p.readSlot[row], 0);
+      // Expected: the reference with that row as a pad; its original slot is not written.
+      SsuProblem expected = p;
+      storeElement(expected.idx.view(), row * expected.idx.meta.strides[0], -1);
+      runReference(expected);
+      std::vector<char> rows = rowsWritten(p), slots = p.slotMayBeWritten;
+      rows[row] = 0;
+      slots[p.readSlot[row]] = 0;
 
-    storeElement(p.idx.view(), row * p.idx.meta.strides[0], double(bad));
-    DeviceProblem dp(p);
-    if (const auto e = reportedDeviceError(dp, "the bad slot")) {
-      const std::string m = e->what();
-      EXPECT_EQ(e->kind(), ssmjit::Error::Kind::InvalidArgument) << m;
-      const std::string want = "state_batch_indices[" + std::to_string(row) + "] = " + std::to_string(bad);
-      EXPECT_NE(m.find(want), std::string::npos) << "missing \"" << want << "\" in: " << m;
-      EXPECT_NE(m.find(std::to_string(p.S)), std::string::npos) << "the bound in: " << m;
+      storeElement(p.idx.view(), row * p.idx.meta.strides[0], double(bad));
+      DeviceProblem dp(p);
+      if (const auto e = reportedDeviceError(dp, "the bad slot", tokens)) {
+        const std::string m = e->what();
+        EXPECT_EQ(e->kind(), ssmjit::Error::Kind::InvalidArgument) << m;
+        const std::string want = "state_batch_indices[" + std::to_string(row) + "] = " + std::to_string(bad);
+        EXPECT_NE(m.find(want), std::string::npos) << "missing \"" << want << "\" in: " << m;
+        EXPECT_NE(m.find(std::to_string(p.S)), std::string::npos) << "the bound in: " << m;
+      }
+      EXPECT_NO_THROW(ssmjit::checkDeviceErrors()) << "the record is reset after a report";
+      expectMatches(p, expected, dp.download(kOut), dp.download(kState), rows, slots);
     }
-    EXPECT_NO_THROW(ssmjit::checkDeviceErrors()) << "the record is reset after a report";
-    expectMatches(p, expected, dp.download(kOut), dp.download(kState), rows, slots);
-  }
 }
 
 TEST(SsuGpu, BadDestinationSlotIsReportedAndItsWriteSkipped) {

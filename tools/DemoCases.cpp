@@ -46,7 +46,7 @@ std::shared_ptr<DeviceBuffer> workspace(int64_t n, TensorView& view) {
   return w;
 }
 
-// selective_state_update(_tokens): the demo's original cases (tools/SsuCall.h's bounds).
+// selective_state_update(_tokens).
 class SsuDemo : public DemoCase {
  public:
   explicit SsuDemo(const SsuCase& s)
@@ -59,8 +59,8 @@ class SsuDemo : public DemoCase {
     return {a.begin(), a.end()};
   }
   std::vector<DemoOutput> outputs() override {
-    return {{"out", testing::kOut, testing::rowsWritten(p_), tolerance(p_.c.outT)},
-            {"state", testing::kState, p_.slotMayBeWritten, tolerance(p_.c.stateT)}};
+    return {{"out", testing::kOut, testing::rowsWritten(p_), testing::kFp32Short},
+            {"state", testing::kState, p_.slotMayBeWritten, testing::kFp32Short}};
   }
   DemoCall hostCall() override {
     const SelectiveStateUpdateArgs a = p_.args();
@@ -91,10 +91,9 @@ class DecodeDemo : public DemoCase {
         p_(c) {}
   std::vector<HostTensor*> tensors() override { return p_.all(); }
   std::vector<DemoOutput> outputs() override {
-    const double bound = 2e-2;  // bf16 drafts and conv state (the GPU tests' bound)
-    return {{"conv_state", 0, p_.slotsCommitted(), bound},
-            {"ssm_state", 1, p_.slotsCommitted(), bound},
-            {"y", 16, p_.rowsVerified(), bound}};
+    return {{"conv_state", 0, p_.slotsCommitted(), testing::kExact},
+            {"ssm_state", 1, p_.slotsCommitted(), testing::kFp32Short},
+            {"y", 16, p_.rowsVerified(), testing::kFp32Short}};
   }
   DemoCall hostCall() override {
     return call(
@@ -175,9 +174,7 @@ std::function<std::unique_ptr<DemoCase>()> oneArgsMaker(std::string family, std:
 }
 
 // causal_conv1d: one packed row of three sequences, states in place through slots; its update
-// (two tokens per row, a pad row, committed through slots) and backward (every gradient; dweight
-// and dbias are fp32 sums of the same products on both sides, hence their tight bound). bf16: the
-// GPU tests' bounds.
+// (two tokens per row, a pad row, committed through slots) and backward (every gradient). bf16.
 void addConvCases(uint64_t seed, std::vector<std::function<std::unique_ptr<DemoCase>()>>& makers) {
   testing::ConvCase c;
   c.xType = c.stateType = DType::BF16;
@@ -187,7 +184,8 @@ void addConvCases(uint64_t seed, std::vector<std::function<std::unique_ptr<DemoC
   const std::string shape = strf("D%lld W%d packed %s bf16", ll(c.D), c.W, lengths(c.lens).c_str());
   makers.push_back(oneArgsMaker<testing::ConvProblem, CausalConv1dArgs>(
       "conv", shape, c, {opspec::conv, causal_conv1d, reference::causal_conv1d}, [](testing::ConvProblem& p) {
-        return std::vector<DemoOutput>{{"out", 3, allOf(p.out), 1e-2}, {"states", 6, p.slotsWritten(), 1e-2}};
+        return std::vector<DemoOutput>{{"out", 3, allOf(p.out), testing::kFp32Short},
+                                       {"states", 6, p.slotsWritten(), testing::kExact}};
       }));
 
   testing::ConvUpdateCase u;
@@ -201,7 +199,8 @@ void addConvCases(uint64_t seed, std::vector<std::function<std::unique_ptr<DemoC
        },
        causal_conv1d_update, reference::causal_conv1d_update},
       [](testing::ConvUpdateProblem& p) {
-        return std::vector<DemoOutput>{{"out", 4, p.rowsWritten(), 1e-2}, {"conv_state", 0, p.slotsWritten(), 1e-2}};
+        return std::vector<DemoOutput>{{"out", 4, p.rowsWritten(), testing::kFp32Short},
+                                       {"conv_state", 0, p.slotsWritten(), testing::kExact}};
       }));
 
   testing::ConvBackwardCase b;
@@ -214,16 +213,15 @@ void addConvCases(uint64_t seed, std::vector<std::function<std::unique_ptr<DemoC
       {opspec::convBackward, causal_conv1d_backward, reference::causal_conv1d_backward,
        &CausalConv1dBackwardArgs::workspace, causal_conv1d_backward_workspace_size},
       [](testing::ConvBackwardProblem& p) {
-        return std::vector<DemoOutput>{{"dx", 10, allOf(p.dx), 1e-2},
-                                       {"dweight", 11, allOf(p.dweight), 1e-5},
-                                       {"dbias", 12, allOf(p.dbias), 1e-5},
-                                       {"dinitial_states", 13, p.slotsWritten(), 1e-2}};
+        return std::vector<DemoOutput>{{"dx", 10, allOf(p.dx), testing::kFp32Short, p.c.dxTwiceRounded()},
+                                       {"dweight", 11, allOf(p.dweight), testing::kFp32Short},
+                                       {"dbias", 12, allOf(p.dbias), testing::kFp32Short},
+                                       {"dinitial_states", 13, p.slotsWritten(), testing::kFp32Short}};
       }));
 }
 
 // selective_scan: a packed row of three sequences (one spans several programs), states in place
-// through slots, bf16; its backward on the same row, state gradients through slots. Bounds: the
-// bf16 roundings of the output and the inputs it depends on (the GPU tests' bounds).
+// through slots, bf16; its backward on the same row, state gradients through slots.
 void addScanCases(uint64_t seed, std::vector<std::function<std::unique_ptr<DemoCase>()>>& makers) {
   testing::ScanCase f;
   f.uType = f.deltaType = f.zType = f.outType = f.bType = f.cType = DType::BF16;
@@ -235,8 +233,9 @@ void addScanCases(uint64_t seed, std::vector<std::function<std::unique_ptr<DemoC
       {opspec::scan, selective_scan, reference::selective_scan, &SelectiveScanArgs::workspace,
        selective_scan_workspace_size},
       [](testing::ScanProblem& p) {
-        return std::vector<DemoOutput>{{"out", 3, allOf(p.out), 3e-2},
-                                       {"final_states", p.inPlace() ? 10u : 12u, p.slotsWritten(), 2e-2}};
+        const testing::Fp32Error e = testing::fp32Recurrence(p.longest());
+        return std::vector<DemoOutput>{{"out", 3, allOf(p.out), e},
+                                       {"final_states", p.inPlace() ? 10u : 12u, p.slotsWritten(), e}};
       }));
 
   testing::ScanBackwardCase b;
@@ -250,12 +249,11 @@ void addScanCases(uint64_t seed, std::vector<std::function<std::unique_ptr<DemoC
       {opspec::scanBackward, selective_scan_backward, reference::selective_scan_backward,
        &SelectiveScanBackwardArgs::workspace, selective_scan_backward_workspace_size},
       [](testing::ScanBackwardProblem& p) {
-        const auto t = p.all();
-        auto bound = [&](size_t k) { return 6e-2 + (t[k]->meta.dtype == DType::F32 ? 1e-4 : 2e-2); };
+        const testing::Fp32Error e = testing::fp32RecurrenceGradient(p.f.longest());
         std::vector<DemoOutput> o;
-        const char* names[] = {"du", "ddelta", "dA", "dB", "dC", "dD", "dz", "ddelta_bias"};
-        for (size_t k = 16; k < 24; ++k) o.push_back({names[k - 16], k, allOf(*t[k]), bound(k)});
-        o.push_back({"dinitial_states", 24, p.slotsWritten(), bound(24)});
+        for (int k = testing::kFirstScanGradient; k <= testing::kDinit; ++k)
+          o.push_back(
+              {testing::kScanGradients[k - testing::kFirstScanGradient], static_cast<size_t>(k), p.written(k), e});
         return o;
       }));
 }

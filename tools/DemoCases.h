@@ -13,18 +13,20 @@
 #include "compiler/Specialization.h"
 #include "ssmjit/ops.h"
 #include "tools/problems/HostTensor.h"
+#include "tools/problems/Tolerance.h"
 
 namespace ssmjit::tool {
 
 // One output of a call: tensor `index` of DemoCase::tensors(). Elements whose first index is
-// marked in `written` (rows, slots) are compared by value, their rel L2 error within `bound`
-// (fp32 math against float64 plus the roundings of the stored dtypes); every other byte must keep
-// the value it had before the call.
+// marked in `written` (rows, slots) are compared by value, within the GPU tests' bound for the
+// tensor's dtype and the fp32 arithmetic that produced it (tools/problems/Tolerance.h); every other
+// byte must keep the value it had before the call.
 struct DemoOutput {
   std::string name;
   size_t index = 0;
   std::vector<char> written;
-  double bound = 0;
+  testing::Fp32Error fp32;
+  double twiceRounded = 0;  // Bound::twiceRounded
 };
 
 // A call bound to one set of tensors: the kernels the op compiles for it on an arch, running it,

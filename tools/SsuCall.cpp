@@ -90,17 +90,4 @@ Traffic ssuTraffic(const SsuCase& s) {
   return t;
 }
 
-double tolerance(DType dtype) {
-  switch (dtype) {
-    case DType::F32:
-      return 1e-4;
-    case DType::F16:
-      return 2e-3;  // fp16 keeps 11 bits: one rounding is 2^-11 relative
-    case DType::BF16:
-      return 1e-2;  // bf16 keeps 8 bits: one rounding is 2^-8 relative
-    default:
-      return 0;
-  }
-}
-
 }  // namespace ssmjit::tool

@@ -41,8 +41,4 @@ struct Traffic {
 };
 Traffic ssuTraffic(const SsuCase& s);
 
-// relL2 a correct kernel stays under, per output dtype: fp32 math on the GPU against float64,
-// plus at most one rounding step of the stored dtype.
-double tolerance(DType dtype);
-
 }  // namespace ssmjit::tool

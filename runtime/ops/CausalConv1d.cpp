@@ -17,6 +17,7 @@
 #include "runtime/ops/CausalConv1dSpec.h"
 #include "runtime/ops/ConvBinding.h"
 #include "runtime/ops/KernelCall.h"
+#include "runtime/ops/SequenceBinding.h"
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
 
@@ -50,20 +51,12 @@ void bindFinalState(KernelCall& c, const CausalConv1dArgs& a, const detail::Conv
   c.tensor(S.tensor("x"), a.x, detail::convRows(d));
   c.tensor(S.tensor("init"), is);
   c.tensor(S.tensor("final"), fs);
-  c.tensor(S.tensor("cu"), a.cu_seqlens);
-  c.tensor(S.tensor("init_idx"), a.initial_state_indices);
-  c.tensor(S.tensor("final_idx"), a.final_state_indices);
-  c.pointer(S.tensor("err"), err, DType::I64);
-  c.size(S.size("D"), d.D);
-  c.size(S.size("L"), d.L);
-  c.size(S.size("nseq"), d.nseq);
-  c.size(S.size("nslots_init"), d.initSlots);
-  c.size(S.size("nslots_final"), d.finalSlots);
-  c.flag(S.flag("has_cu"), d.packedCu);
+  detail::bindSequences<S>(c,
+                           {d.D, d.L, d.nseq, d.packedCu, a.cu_seqlens, a.initial_state_indices, d.initSlots,
+                            a.final_state_indices, d.finalSlots},
+                           err);
   c.flag(S.flag("has_init"), is.defined());
-  c.flag(S.flag("has_init_idx"), a.initial_state_indices.defined());
   c.flag(S.flag("has_final"), fs.defined());
-  c.flag(S.flag("has_final_idx"), a.final_state_indices.defined());
   c.meta("meta:width", d.W);
   c.meta("meta:index_bits", wideOffsets(a) ? 64 : 32);
 }

@@ -17,6 +17,7 @@
 #include "runtime/ops/CausalConv1dSpec.h"
 #include "runtime/ops/ConvBinding.h"
 #include "runtime/ops/KernelCall.h"
+#include "runtime/ops/SequenceBinding.h"
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
 
@@ -91,23 +92,15 @@ void bindStates(KernelCall& c, const CausalConv1dBackwardArgs& a, const ConvBack
   c.tensor(S.tensor("init"), is);
   c.tensor(S.tensor("dinit"), gi);
   c.tensor(S.tensor("dfinal"), gf);
-  c.tensor(S.tensor("cu"), a.cu_seqlens);
-  c.tensor(S.tensor("init_idx"), a.initial_state_indices);
-  c.tensor(S.tensor("final_idx"), a.final_state_indices);
-  c.pointer(S.tensor("err"), err, DType::I64);
-  c.size(S.size("D"), d.D);
-  c.size(S.size("L"), d.L);
-  c.size(S.size("nseq"), d.nseq);
-  c.size(S.size("nslots_init"), d.initSlots);
-  c.size(S.size("nslots_final"), d.dfinalSlots);
+  detail::bindSequences<S>(c,
+                           {d.D, d.L, d.nseq, d.packedCu, a.cu_seqlens, a.initial_state_indices, d.initSlots,
+                            a.final_state_indices, d.dfinalSlots},
+                           err);
   c.flag(S.flag("has_bias"), a.bias.defined());
   c.flag(S.flag("silu"), a.silu);
-  c.flag(S.flag("has_cu"), d.packedCu);
   c.flag(S.flag("has_init"), is.defined());
-  c.flag(S.flag("has_init_idx"), a.initial_state_indices.defined());
   c.flag(S.flag("has_dinit"), gi.defined());
   c.flag(S.flag("has_dfinal"), gf.defined());
-  c.flag(S.flag("has_final_idx"), a.final_state_indices.defined());
   c.meta("meta:width", d.W);
   c.meta("meta:index_bits", wide ? 64 : 32);
 }

@@ -5,6 +5,7 @@
 
 #include "kernels_dsl/decode/Mamba2DecodeStep.h"
 #include "runtime/DeviceStatus.h"
+#include "runtime/ops/HeadBinding.h"
 #include "runtime/ops/KernelCall.h"
 #include "runtime/ops/Mamba2DecodeStepCheck.h"
 #include "runtime/ops/Mamba2DecodeStepSpec.h"
@@ -39,24 +40,10 @@ void bind(KernelCall& c, const Mamba2DecodeState& s, const Mamba2MixerWeights& w
   c.tensor(S.tensor("cached"), s.cached_tokens);
   c.tensor(S.tensor("arrivals"), s.arrivals);
   c.pointer(S.tensor("err"), err, DType::I64);
-  c.size(S.size("batch"), d.batch);
-  c.size(S.size("nslots"), d.S);
-  c.size(S.size("H"), d.H);
-  c.size(S.size("P"), d.P);
-  c.size(S.size("N"), d.N);
-  c.size(S.size("G"), d.G);
-  c.size(S.size("L"), d.L);
+  detail::bindHeads<S>(c, d, {w.D, w.dt_bias, a.z, a.state_indices, w.dt_softplus, w.dt_min, w.dt_max});
   c.size(S.size("Lc"), d.Lc);
   c.size(S.size("hpp"), 1);  // set at launch (kernels::decodeHeadsPerProgram)
-  c.scalar(S.scalar("dt_min"), w.dt_min);
-  c.scalar(S.scalar("dt_max"), w.dt_max);
   c.flag(S.flag("has_conv_bias"), w.conv_bias.defined());
-  c.flag(S.flag("has_D"), w.D.defined());
-  c.flag(S.flag("has_z"), a.z.defined());
-  c.flag(S.flag("has_dt_bias"), w.dt_bias.defined());
-  c.flag(S.flag("dt_softplus"), w.dt_softplus);
-  c.flag(S.flag("has_clamp"), w.dt_max > w.dt_min);
-  c.flag(S.flag("has_state_idx"), a.state_indices.defined());
   c.flag(S.flag("replay"), d.replay);
   c.flag(S.flag("verify"), d.verify);
   c.meta("meta:width", d.W);

@@ -15,6 +15,7 @@
 #include "runtime/ops/ScanStateChunks.h"
 #include "runtime/ops/SelectiveScanCheck.h"
 #include "runtime/ops/SelectiveScanSpec.h"
+#include "runtime/ops/SequenceBinding.h"
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
 
@@ -127,45 +128,23 @@ void bind(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, const Sc
   const bool statesPass = pass == Pass::States, ckpt = pass == Pass::Checkpoints;
   const bool serial = cls == Class::Serial;
   constexpr const dsl::Signature& S = kScan;
-  const detail::Axes rows{d.batch > 1 ? 0 : kNoAxis, 1};
-  c.tensor(S.tensor("u"), a.u, rows);
-  c.tensor(S.tensor("delta"), a.delta, rows);
-  c.tensor(S.tensor("A"), a.A);
-  c.tensor(S.tensor("B"), a.B, detail::scanBCAxes(d.bVarying, d.batch > 1));
-  c.tensor(S.tensor("C"), a.C, detail::scanBCAxes(d.cVarying, d.batch > 1));
-  c.tensor(S.tensor("Dv"), a.D);
-  c.tensor(S.tensor("z"), a.z, rows);
-  c.tensor(S.tensor("dbias"), a.delta_bias);
+  const detail::Axes rows = detail::scanRows(d);
+  detail::bindScanInputs<S>(c, a, d);
+  detail::bindSequences<S>(c,
+                           {d.D, d.L, d.nseq, d.packed, a.cu_seqlens, a.initial_state_indices, d.initSlots,
+                            a.final_state_indices, d.finalSlots},
+                           err);
   c.tensor(S.tensor("out"), a.out, rows);
   c.tensor(S.tensor("init"), a.initial_states);
   c.tensor(S.tensor("final"), a.final_states);
   c.tensor(S.tensor("ws"), p.multi || ckpt ? a.workspace : TensorView{});
   c.tensor(S.tensor("yacc"), yacc, hasYacc ? rows : detail::Axes{kNoAxis, kNoAxis});
-  c.tensor(S.tensor("cu"), a.cu_seqlens);
-  c.tensor(S.tensor("init_idx"), a.initial_state_indices);
-  c.tensor(S.tensor("final_idx"), a.final_state_indices);
-  c.pointer(S.tensor("err"), err, DType::I64);
-  c.size(S.size("D"), d.D);
-  c.size(S.size("L"), d.L);
-  c.size(S.size("nseq"), d.nseq);
-  c.size(S.size("nslots_init"), d.initSlots);
-  c.size(S.size("nslots_final"), d.finalSlots);
   c.size(S.size("max_len"), d.maxLen);
   c.size(S.size("keys_per_row"), p.keysPerRow);
-  c.size(S.size("group"), d.D / d.G);
   c.size(S.size("ckpt_per_row"), ckptPerRow);
-  c.flag(S.flag("b_varying"), d.bVarying);
-  c.flag(S.flag("c_varying"), d.cVarying);
-  c.flag(S.flag("has_D"), a.D.defined());
-  c.flag(S.flag("has_z"), a.z.defined());
-  c.flag(S.flag("has_dbias"), a.delta_bias.defined());
-  c.flag(S.flag("softplus"), a.delta_softplus);
-  c.flag(S.flag("has_cu"), d.packed);
   c.flag(S.flag("has_max_len"), d.packed && a.max_seqlen > 0);
   c.flag(S.flag("has_init"), a.initial_states.defined());
-  c.flag(S.flag("has_init_idx"), a.initial_state_indices.defined());
   c.flag(S.flag("has_final"), a.final_states.defined() && !ckpt);
-  c.flag(S.flag("has_final_idx"), a.final_state_indices.defined());
   c.flag(S.flag("multi_span"), p.multi && !ckpt && !serial);
   c.flag(S.flag("has_yacc"), hasYacc);
   c.meta("meta:dstate", d.N);

@@ -17,6 +17,7 @@
 #include "runtime/ops/ScanStateChunks.h"
 #include "runtime/ops/SelectiveScanCheck.h"
 #include "runtime/ops/SelectiveScanSpec.h"
+#include "runtime/ops/SequenceBinding.h"
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
 
@@ -93,17 +94,13 @@ void bindBwd(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& 
              int64_t chunk, void* err) {
   constexpr const dsl::Signature& S = kScanBwd;
   const SelectiveScanArgs& f = b.forward;
-  const bool batched = d.batch > 1;
-  const detail::Axes rows{batched ? 0 : kNoAxis, 1};
+  const detail::Axes rows = detail::scanRows(d);
   const TensorView finalIdx = b.dfinal_states.defined() ? f.final_state_indices : TensorView{};
-  c.tensor(S.tensor("u"), f.u, rows);
-  c.tensor(S.tensor("delta"), f.delta, rows);
-  c.tensor(S.tensor("A"), f.A);
-  c.tensor(S.tensor("B"), f.B, detail::scanBCAxes(d.bVarying, batched));
-  c.tensor(S.tensor("C"), f.C, detail::scanBCAxes(d.cVarying, batched));
-  c.tensor(S.tensor("Dv"), f.D);
-  c.tensor(S.tensor("z"), f.z, rows);
-  c.tensor(S.tensor("dbias"), f.delta_bias);
+  detail::bindScanInputs<S>(c, f, d);
+  detail::bindSequences<S>(c,
+                           {d.D, d.L, d.nseq, d.packed, f.cu_seqlens, f.initial_state_indices, d.initSlots, finalIdx,
+                            b.dfinal_states.defined() ? b.dfinal_states.shape[0] : 0},
+                           err);
   c.tensor(S.tensor("dout"), b.dout, rows);
   c.tensor(S.tensor("dfinal"), b.dfinal_states);
   c.tensor(S.tensor("du"), b.du, rows);
@@ -112,34 +109,15 @@ void bindBwd(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& 
   c.tensor(S.tensor("dinit"), b.dinitial_states);
   c.tensor(S.tensor("ws"), b.workspace);
   c.tensor(S.tensor("part"), p.chunks.count > 1 ? planes(b, p) : TensorView{});
-  c.tensor(S.tensor("cu"), f.cu_seqlens);
-  c.tensor(S.tensor("init_idx"), f.initial_state_indices);
-  c.tensor(S.tensor("final_idx"), finalIdx);
-  c.pointer(S.tensor("err"), err, DType::I64);
-  c.size(S.size("D"), d.D);
-  c.size(S.size("L"), d.L);
-  c.size(S.size("nseq"), d.nseq);
-  c.size(S.size("nslots_init"), d.initSlots);
-  c.size(S.size("nslots_final"), b.dfinal_states.defined() ? b.dfinal_states.shape[0] : 0);
   c.size(S.size("max_len"), d.packed && f.max_seqlen > 0 ? f.max_seqlen : d.L);
   c.size(S.size("ckpt_per_row"), p.ckptPerRow);
   c.size(S.size("span_keys_per_row"), p.spanKeysPerRow);
-  c.size(S.size("group"), d.D / d.G);
   c.size(S.size("adj_base"), p.adjBase);
   c.size(S.size("part_base"), p.partBase);
   c.size(S.size("bc_base"), p.bcBase);
   c.size(S.size("bc_size"), p.bcSize);
-  c.flag(S.flag("b_varying"), d.bVarying);
-  c.flag(S.flag("c_varying"), d.cVarying);
-  c.flag(S.flag("has_D"), f.D.defined());
-  c.flag(S.flag("has_z"), f.z.defined());
-  c.flag(S.flag("has_dbias"), f.delta_bias.defined());
-  c.flag(S.flag("softplus"), f.delta_softplus);
-  c.flag(S.flag("has_cu"), d.packed);
   c.flag(S.flag("has_dfinal"), b.dfinal_states.defined());
-  c.flag(S.flag("has_final_idx"), finalIdx.defined());
   c.flag(S.flag("has_dinit"), b.dinitial_states.defined());
-  c.flag(S.flag("has_init_idx"), f.initial_state_indices.defined());
   c.flag(S.flag("part_in"), !adjointPass && chunk > 0);  // the adjoint pass writes no per-token gradient
   c.flag(S.flag("part_out"), !adjointPass && chunk + 1 < p.chunks.count);
   c.meta("meta:dstate", d.N);

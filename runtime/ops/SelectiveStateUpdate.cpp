@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "compiler/IntMath.h"
 #include "compiler/Specialization.h"
@@ -27,7 +28,9 @@
 #include "runtime/DeviceStatus.h"
 #include "runtime/Driver.h"
 #include "runtime/LoadedKernel.h"
+#include "runtime/OpSpecializations.h"
 #include "runtime/ops/ArgCheck.h"
+#include "runtime/ops/HeadBinding.h"
 #include "runtime/ops/KernelCall.h"
 #include "runtime/ops/SelectiveStateUpdateCheck.h"
 #include "runtime/ops/SelectiveStateUpdateSpec.h"
@@ -203,24 +206,33 @@ constexpr dsl::TensorId kTensorIds[kSsuTensors] = {
     kSsu.tensor("state"),   kSsu.tensor("x"),   kSsu.tensor("dt"),        kSsu.tensor("A"),
     kSsu.tensor("B"),       kSsu.tensor("C"),   kSsu.tensor("D"),         kSsu.tensor("z"),
     kSsu.tensor("dt_bias"), kSsu.tensor("out"), kSsu.tensor("state_idx"), kSsu.tensor("dst_idx")};
-static_assert(kSsu.tensors.n == kSsuTensors + 1, "tensorsOf lists every tensor but err");
-std::array<const TensorView*, kSsuTensors> tensorsOf(const SelectiveStateUpdateArgs& a) {
-  return {&a.state,
-          &a.x,
-          &a.dt,
-          &a.A,
-          &a.B,
-          &a.C,
-          &a.D,
-          &a.z,
-          &a.dt_bias,
-          &a.out,
-          &a.state_batch_indices,
-          &a.dst_state_indices};
-}
+static_assert(kSsu.tensors.n == kSsuTensors + 1 &&
+                  std::tuple_size_v<decltype(opspec::ssuViews(std::declval<SelectiveStateUpdateArgs&>()))> ==
+                      kSsuTensors,
+              "ssuViews lists every tensor but err");
 constexpr bool isData(int i) { return kSsu.tensors[kTensorIds[i].tensor].role == dsl::PtrRole::Data; }
 // A kernel axis's letter: its name's first (SelectiveStateUpdate.h; "slot" is s).
 constexpr char axisLetter(dsl::TensorId t, int j) { return kSsu.tensors[t.tensor].axes[j][0]; }
+// The size of the axis a letter names.
+int64_t axisSize(char ax, const detail::SsuDims& d) {
+  switch (ax) {
+    case 'b':
+      return d.batch;
+    case 's':
+      return d.S;
+    case 'l':
+      return d.L;
+    case 'h':
+      return d.H;
+    case 'p':
+      return d.P;
+    case 'n':
+      return d.N;
+    case 'g':
+      return d.G;
+  }
+  throw Error(Error::Kind::Internal, std::string("selective_state_update: unknown axis letter '") + ax + "'");
+}
 
 // The view's axis for each kernel axis of tensor `t`, matched by letter. A kernel axis the view
 // lacks takes stride 0, and so does a bound axis of size 1: it is never stepped along, whatever
@@ -232,27 +244,7 @@ detail::Axes axesOf(dsl::TensorId t, const TensorView& v, const char* viewAxes, 
   if (!v.defined()) return m;
   for (int j = 0; j < t.rank; ++j) {
     const char ax = axisLetter(t, j);
-    int64_t size = 0;
-    switch (ax) {
-      case 'l':
-        size = d.L;
-        break;
-      case 'h':
-        size = d.H;
-        break;
-      case 'p':
-        size = d.P;
-        break;
-      case 'n':
-        size = d.N;
-        break;
-      case 'g':
-        size = d.G;
-        break;
-      default:
-        break;
-    }
-    if (size == 1) continue;
+    if (ax != 'b' && ax != 's' && axisSize(ax, d) == 1) continue;
     for (int i = 0; viewAxes[i]; ++i)
       if (viewAxes[i] == ax) m[j] = i;
   }
@@ -266,30 +258,8 @@ detail::Axes axesOf(dsl::TensorId t, const TensorView& v, const char* viewAxes, 
 bool offsetsFit32(dsl::TensorId t, KernelCall& c, const detail::SsuDims& d) {
   __int128 reach = 0;
   for (int j = 0; j < t.rank; ++j) {
-    int64_t size = 1;
-    switch (axisLetter(t, j)) {
-      case 'b':
-        size = d.batch;
-        break;
-      case 'l':
-        size = d.L;
-        break;
-      case 'h':
-        size = d.H;
-        break;
-      case 'p':
-        size = nextPow2(d.P);
-        break;
-      case 'n':
-        size = std::max<int64_t>(4, nextPow2(d.N));
-        break;
-      case 'g':
-        size = d.G;
-        break;
-      case 's':
-        size = d.S;
-        break;
-    }
+    const char ax = axisLetter(t, j);
+    const int64_t size = ax == 'p' ? nextPow2(d.P) : ax == 'n' ? std::max<int64_t>(4, nextPow2(d.N)) : axisSize(ax, d);
     const int64_t stride = c.value(t.firstStride + j).i64;
     if (stride > INT32_MAX) return false;  // passed as an int32 parameter with 32-bit indexing
     if (size > 0) reach += static_cast<__int128>(size - 1) * stride;
@@ -312,7 +282,7 @@ bool offsetsFit32(dsl::TensorId t, KernelCall& c, const detail::SsuDims& d) {
   const char* viewAxes[kSsuTensors] = {
       m2 ? "shpn" : "spn", xAxes, dtAxes, m2 ? "h" : "pn", bcAxes, bcAxes, headAxes, xAxes, headAxes, xAxes, "b",
       tokens ? "bl" : "b"};
-  const auto ts = tensorsOf(a);
+  const auto ts = opspec::ssuViews(a);
   bool fits = true;
   for (int i = 0; i < kSsuTensors; ++i) {
     c.tensor(kTensorIds[i], *ts[i], axesOf(kTensorIds[i], *ts[i], viewAxes[i], d));
@@ -320,21 +290,7 @@ bool offsetsFit32(dsl::TensorId t, KernelCall& c, const detail::SsuDims& d) {
   }
   // The device status record is int64[4] by contract (DeviceStatus.h).
   c.pointer(S.tensor("err"), err, DType::I64);
-  c.size(S.size("batch"), d.batch);
-  c.size(S.size("nslots"), d.S);
-  c.size(S.size("H"), d.H);
-  c.size(S.size("P"), d.P);
-  c.size(S.size("N"), d.N);
-  c.size(S.size("G"), d.G);
-  c.size(S.size("L"), d.L);
-  c.scalar(S.scalar("dt_min"), a.dt_min);
-  c.scalar(S.scalar("dt_max"), a.dt_max);
-  c.flag(S.flag("has_D"), a.D.defined());
-  c.flag(S.flag("has_z"), a.z.defined());
-  c.flag(S.flag("has_dt_bias"), a.dt_bias.defined());
-  c.flag(S.flag("dt_softplus"), a.dt_softplus);
-  c.flag(S.flag("has_clamp"), a.dt_max > a.dt_min);
-  c.flag(S.flag("has_state_idx"), a.state_batch_indices.defined());
+  detail::bindHeads<S>(c, d, {a.D, a.dt_bias, a.z, a.state_batch_indices, a.dt_softplus, a.dt_min, a.dt_max});
   c.flag(S.flag("per_head"), m2);
   c.mode(S.mode("state_write"), static_cast<int64_t>(a.state_write));
   c.meta("meta:index_bits", fits ? 32 : 64);
@@ -369,7 +325,7 @@ bool sameButPointers(const CallSlot& m, const SelectiveStateUpdateArgs& a, bool 
       m.meta.state_write != a.state_write || std::memcmp(&m.meta.dt_min, &a.dt_min, sizeof(float)) != 0 ||
       std::memcmp(&m.meta.dt_max, &a.dt_max, sizeof(float)) != 0)
     return false;
-  const auto mine = tensorsOf(m.meta), theirs = tensorsOf(a);
+  const auto mine = opspec::ssuViews(m.meta), theirs = opspec::ssuViews(a);
   for (int i = 0; i < kSsuTensors; ++i) {
     const TensorView &x = *mine[i], &y = *theirs[i];
     if (x.defined() != y.defined() ||
@@ -395,7 +351,7 @@ void launchSsu(const SelectiveStateUpdateArgs& a, bool tokens, Stream stream) {
     if (!c.ctx || !sameButPointers(c, a, tokens, ctx)) continue;
     ArgValue v[kSsu.count()];
     std::memcpy(v, c.v, sizeof v);
-    const auto ts = tensorsOf(a);
+    const auto ts = opspec::ssuViews(a);
     for (int i = 0; i < kSsuTensors; ++i) v[kTensorIds[i].pointer].ptr = ts[i]->data;
     launchKernel(*c.kernel, v, c.grid, static_cast<CUstream>(stream));
     return;
@@ -415,7 +371,7 @@ void launchSsu(const SelectiveStateUpdateArgs& a, bool tokens, Stream stream) {
   c.ctx = driver::ensureContext();
   c.tokens = tokens;
   c.meta = a;
-  const auto ts = tensorsOf(a);
+  const auto ts = opspec::ssuViews(a);
   for (int i = 0; i < kSsuTensors; ++i) c.align[i] = isData(i) ? detail::alignClass(ts[i]->data) : 0;
   std::memcpy(c.v, call.values(), sizeof c.v);
   c.kernel = &call.kernel();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <stdexcept>
 
 #include "runtime/Driver.h"
 
@@ -26,7 +27,6 @@ std::vector<int64_t> slotList(int64_t n, int64_t slots, std::mt19937_64& rng) {
   return s;
 }
 std::string dtypeShort(DType t) { return dtypeName(t); }
-TensorView view(const HostTensor& h) { return h.defined ? h.view() : TensorView{}; }
 // Slot i of `indices`, or i without it.
 int64_t slotAt(const HostTensor& indices, int64_t i) {
   return indices.defined ? static_cast<int64_t>(loadElement(indices.view(), i)) : i;
@@ -106,7 +106,7 @@ ConvProblem::ConvProblem(const ConvCase& cc) : c(cc) {
   }
 }
 
-CausalConv1dArgs ConvProblem::args() const {
+CausalConv1dArgs ConvProblem::args(const Viewer& view) const {
   CausalConv1dArgs a;
   a.x = view(x);
   a.weight = view(weight);
@@ -143,6 +143,16 @@ std::string ConvBackwardCase::name() const {
   return s;
 }
 
+double ConvBackwardCase::dxTwiceRounded() const {
+  if (!dfinalStates || xType == DType::F32) return 0;
+  int64_t tokens = 0, tail = 0;
+  for (int64_t len : lens) {
+    tokens += len;
+    tail += std::min<int64_t>(len, W - 1);
+  }
+  return tokens ? double(tail) / double(tokens) : 0;
+}
+
 ConvBackwardProblem::ConvBackwardProblem(const ConvBackwardCase& cc) : c(cc) {
   std::mt19937_64 rng(c.seed);
   const int64_t nseq = static_cast<int64_t>(c.lens.size()), slots = nseq + 2;
@@ -167,7 +177,7 @@ ConvBackwardProblem::ConvBackwardProblem(const ConvBackwardCase& cc) : c(cc) {
   if (c.dinitialStates) dinit = contiguous(c.stateType, ss, rng);
 }
 
-CausalConv1dBackwardArgs ConvBackwardProblem::args() const {
+CausalConv1dBackwardArgs ConvBackwardProblem::args(const Viewer& view) const {
   CausalConv1dBackwardArgs a;
   a.x = view(x);
   a.weight = view(weight);
@@ -221,7 +231,7 @@ ConvUpdateProblem::ConvUpdateProblem(const ConvUpdateCase& cc) : c(cc) {
   if (c.indices) idx = indexTensor(slotList(c.batch, slots, rng), rng);
 }
 
-CausalConv1dUpdateArgs ConvUpdateProblem::args() const {
+CausalConv1dUpdateArgs ConvUpdateProblem::args(const Viewer& view) const {
   CausalConv1dUpdateArgs a;
   a.conv_state = view(state);
   a.x = view(x);
@@ -247,7 +257,7 @@ std::vector<char> ConvUpdateProblem::slotsWritten() const {
 
 std::vector<HostTensor*> ConvUpdateProblem::all() { return {&state, &x, &weight, &bias, &out, &idx}; }
 
-DeviceTensors::DeviceTensors(const std::vector<HostTensor*>& host) {
+DeviceTensors::DeviceTensors(const std::vector<HostTensor*>& host) : host(host.begin(), host.end()) {
   for (HostTensor* h : host) {
     bufs.emplace_back();
     if (!h->defined) continue;
@@ -266,55 +276,21 @@ TensorView DeviceTensors::view(size_t k, const HostTensor& h) const {
   return v;
 }
 
+TensorView DeviceTensors::view(const HostTensor& h) const {
+  const auto k = std::find(host.begin(), host.end(), &h);
+  if (k == host.end())
+    throw std::invalid_argument("DeviceTensors::view: the tensor is not one of those the copies were made from");
+  return view(static_cast<size_t>(k - host.begin()), h);
+}
+
+Viewer DeviceTensors::viewer() const {
+  return [this](const HostTensor& h) { return view(h); };
+}
+
 std::vector<uint8_t> DeviceTensors::download(size_t k) const {
   std::vector<uint8_t> v(bufs[k].bytes());
   if (!v.empty()) bufs[k].downloadBytes(v.data(), v.size());
   return v;
-}
-
-CausalConv1dArgs deviceArgs(ConvProblem& p, const DeviceTensors& d) {
-  CausalConv1dArgs a = p.args();
-  a.x = d.view(0, p.x);
-  a.weight = d.view(1, p.weight);
-  a.bias = d.view(2, p.bias);
-  a.out = d.view(3, p.out);
-  a.cu_seqlens = d.view(4, p.cu);
-  a.seq_pos = d.view(5, p.pos);
-  if (p.c.initialStates) a.initial_states = d.view(6, p.states);
-  if (p.c.finalStates) a.final_states = d.view(6, p.states);
-  a.initial_state_indices = d.view(7, p.initIdx);
-  a.final_state_indices = d.view(8, p.finalIdx);
-  return a;
-}
-
-CausalConv1dBackwardArgs deviceArgs(ConvBackwardProblem& p, const DeviceTensors& d) {
-  CausalConv1dBackwardArgs a = p.args();
-  a.x = d.view(0, p.x);
-  a.weight = d.view(1, p.weight);
-  a.bias = d.view(2, p.bias);
-  a.dout = d.view(3, p.dout);
-  a.cu_seqlens = d.view(4, p.cu);
-  a.seq_pos = d.view(5, p.pos);
-  a.initial_states = d.view(6, p.states);
-  a.initial_state_indices = d.view(7, p.initIdx);
-  a.dfinal_states = d.view(8, p.dfinal);
-  a.final_state_indices = d.view(9, p.finalIdx);
-  a.dx = d.view(10, p.dx);
-  a.dweight = d.view(11, p.dweight);
-  a.dbias = d.view(12, p.dbias);
-  a.dinitial_states = d.view(13, p.dinit);
-  return a;
-}
-
-CausalConv1dUpdateArgs deviceArgs(ConvUpdateProblem& p, const DeviceTensors& d) {
-  CausalConv1dUpdateArgs a = p.args();
-  a.conv_state = d.view(0, p.state);
-  a.x = d.view(1, p.x);
-  a.weight = d.view(2, p.weight);
-  a.bias = d.view(3, p.bias);
-  a.out = d.view(4, p.out);
-  a.state_indices = d.view(5, p.idx);
-  return a;
 }
 
 }  // namespace ssmjit::testing

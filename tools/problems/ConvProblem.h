@@ -34,7 +34,7 @@ struct ConvProblem {
   ConvCase c;
   HostTensor x, weight, bias, out, cu, pos, states, initIdx, finalIdx;
   explicit ConvProblem(const ConvCase& c);
-  CausalConv1dArgs args() const;           // CPU views
+  CausalConv1dArgs args(const Viewer& view = hostView) const;
   std::vector<char> slotsWritten() const;  // per state slot: some sequence's final state goes there
   std::vector<HostTensor*> all();
 };
@@ -57,6 +57,10 @@ struct ConvBackwardCase {
                                 // distinct initial slots)
   uint64_t seed = 1;
   std::string name() const;
+  // The fraction of dx's elements the backward rounds twice (Tolerance.h's Bound::twiceRounded):
+  // with d(final states), the W - 1 tokens before each sequence's end get dfinal added by a second
+  // kernel, after the first stored dx.
+  double dxTwiceRounded() const;
 };
 
 // all() lists the tensors in this order (the GPU tests download by index):
@@ -67,7 +71,7 @@ struct ConvBackwardProblem {
   ConvBackwardCase c;
   HostTensor x, weight, bias, dout, cu, pos, states, initIdx, dfinal, finalIdx, dx, dweight, dbias, dinit;
   explicit ConvBackwardProblem(const ConvBackwardCase& c);
-  CausalConv1dBackwardArgs args() const;   // CPU views; no workspace
+  CausalConv1dBackwardArgs args(const Viewer& view = hostView) const;  // no workspace
   std::vector<char> slotsWritten() const;  // per slot of dinit: read (so written) by some sequence
   std::vector<HostTensor*> all();
 };
@@ -85,7 +89,7 @@ struct ConvUpdateProblem {
   ConvUpdateCase c;
   HostTensor state, x, weight, bias, out, idx;
   explicit ConvUpdateProblem(const ConvUpdateCase& c);
-  CausalConv1dUpdateArgs args() const;
+  CausalConv1dUpdateArgs args(const Viewer& view = hostView) const;
   std::vector<char> rowsWritten() const;   // per row of out: not a pad
   std::vector<char> slotsWritten() const;  // per state slot: a row's, with commit
   std::vector<HostTensor*> all();
@@ -93,15 +97,20 @@ struct ConvUpdateProblem {
 
 // Device copies of host tensors (same bytes, gaps and poison included, same strides).
 struct DeviceTensors {
+  std::vector<const HostTensor*> host;  // the tensors copied, in order
   std::vector<DeviceBuffer> bufs;
   explicit DeviceTensors(const std::vector<HostTensor*>& host);
   TensorView view(size_t k, const HostTensor& h) const;  // CUDA view of tensor k
+  TensorView view(const HostTensor& h) const;            // CUDA view of `h`, one of `host`
+  Viewer viewer() const;                                 // view(h), for a problem's args()
   std::vector<uint8_t> download(size_t k) const;
 };
 
-CausalConv1dArgs deviceArgs(ConvProblem& p, const DeviceTensors& d);
-CausalConv1dUpdateArgs deviceArgs(ConvUpdateProblem& p, const DeviceTensors& d);
-// The workspace is left undefined: the caller sizes and sets it.
-CausalConv1dBackwardArgs deviceArgs(ConvBackwardProblem& p, const DeviceTensors& d);
+// A problem's call on device copies (d = DeviceTensors(p.all())); a workspace is left undefined:
+// the caller sizes and sets it.
+template <class Problem>
+auto deviceArgs(const Problem& p, const DeviceTensors& d) {
+  return p.args(d.viewer());
+}
 
 }  // namespace ssmjit::testing

@@ -11,7 +11,6 @@ namespace {
 HostTensor contiguous(DType t, const std::vector<int64_t>& shape, std::mt19937_64& rng) {
   return makeTensor(t, shape, Layout{}, rng);
 }
-TensorView view(const HostTensor& h) { return h.defined ? h.view() : TensorView{}; }
 int64_t at(const HostTensor& t, int64_t i) { return static_cast<int64_t>(loadElement(t.view(), i)); }
 }  // namespace
 
@@ -106,7 +105,7 @@ void DecodeProblem::nextRound(int acceptMode) {
   }
 }
 
-Mamba2DecodeState DecodeProblem::state() const {
+Mamba2DecodeState DecodeProblem::state(const Viewer& view) const {
   Mamba2DecodeState s;
   s.conv_state = view(convState);
   s.ssm_state = view(ssmState);
@@ -117,7 +116,7 @@ Mamba2DecodeState DecodeProblem::state() const {
   return s;
 }
 
-Mamba2MixerWeights DecodeProblem::weights() const {
+Mamba2MixerWeights DecodeProblem::weights(const Viewer& view) const {
   Mamba2MixerWeights w;
   w.conv_weight = view(convW);
   w.conv_bias = view(convB);
@@ -132,7 +131,7 @@ Mamba2MixerWeights DecodeProblem::weights() const {
   return w;
 }
 
-Mamba2DecodeStepArgs DecodeProblem::args() const {
+Mamba2DecodeStepArgs DecodeProblem::args(const Viewer& view) const {
   Mamba2DecodeStepArgs a;
   a.state_indices = view(idx);
   a.num_accepted = view(accepted);
@@ -163,36 +162,6 @@ std::vector<char> DecodeProblem::slotsCommitted() const {
 std::vector<HostTensor*> DecodeProblem::all() {
   return {&convState, &ssmState, &xbcCache, &dtCache,  &cachedTokens, &arrivals, &convW, &convB, &A,
           &D,         &dtBias,   &idx,      &accepted, &xbc,          &dt,       &z,     &y};
-}
-
-Mamba2DecodeState deviceState(DecodeProblem& p, const DeviceTensors& d) {
-  Mamba2DecodeState s;
-  s.conv_state = d.view(0, p.convState);
-  s.ssm_state = d.view(1, p.ssmState);
-  s.xbc_cache = d.view(2, p.xbcCache);
-  s.dt_cache = d.view(3, p.dtCache);
-  s.cached_tokens = d.view(4, p.cachedTokens);
-  s.arrivals = d.view(5, p.arrivals);
-  return s;
-}
-Mamba2MixerWeights deviceWeights(DecodeProblem& p, const DeviceTensors& d) {
-  Mamba2MixerWeights w = p.weights();
-  w.conv_weight = d.view(6, p.convW);
-  w.conv_bias = d.view(7, p.convB);
-  w.A = d.view(8, p.A);
-  w.D = d.view(9, p.D);
-  w.dt_bias = d.view(10, p.dtBias);
-  return w;
-}
-Mamba2DecodeStepArgs deviceArgs(DecodeProblem& p, const DeviceTensors& d) {
-  Mamba2DecodeStepArgs a = p.args();
-  a.state_indices = d.view(11, p.idx);
-  a.num_accepted = d.view(12, p.accepted);
-  a.xBC = d.view(13, p.xbc);
-  a.dt = d.view(14, p.dt);
-  a.z = d.view(15, p.z);
-  a.y = d.view(16, p.y);
-  return a;
 }
 
 }  // namespace ssmjit::testing

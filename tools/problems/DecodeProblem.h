@@ -38,9 +38,9 @@ struct DecodeProblem {
   HostTensor convW, convB, A, D, dtBias;
   HostTensor idx, accepted, xbc, dt, z, y;
   explicit DecodeProblem(const DecodeCase& c);
-  Mamba2DecodeState state() const;  // CPU views
-  Mamba2MixerWeights weights() const;
-  Mamba2DecodeStepArgs args() const;
+  Mamba2DecodeState state(const Viewer& view = hostView) const;
+  Mamba2MixerWeights weights(const Viewer& view = hostView) const;
+  Mamba2DecodeStepArgs args(const Viewer& view = hostView) const;
   // Fresh random drafts (xbc, dt, z) and y re-poisoned; accepted[b] for each non-pad row chosen
   // from cachedTokens' current host values: mode 0 -> 0, 1 -> all cached, 2 -> uniform in [0, cached].
   void nextRound(int acceptMode);
@@ -48,8 +48,9 @@ struct DecodeProblem {
   std::vector<char> slotsCommitted() const;  // per slot: its row replays accepted drafts
   std::vector<HostTensor*> all();
 };
-Mamba2DecodeState deviceState(DecodeProblem& p, const DeviceTensors& d);
-Mamba2MixerWeights deviceWeights(DecodeProblem& p, const DeviceTensors& d);
-Mamba2DecodeStepArgs deviceArgs(DecodeProblem& p, const DeviceTensors& d);
+inline Mamba2DecodeState deviceState(const DecodeProblem& p, const DeviceTensors& d) { return p.state(d.viewer()); }
+inline Mamba2MixerWeights deviceWeights(const DecodeProblem& p, const DeviceTensors& d) {
+  return p.weights(d.viewer());
+}
 
 }  // namespace ssmjit::testing

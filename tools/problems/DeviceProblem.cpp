@@ -1,12 +1,13 @@
 #include "tools/problems/DeviceProblem.h"
 
 #include "runtime/Driver.h"
+#include "runtime/OpSpecializations.h"
 
 namespace ssmjit::testing {
 
 DeviceProblem::DeviceProblem(const SsuProblem& p) {
   args = p.args();
-  const auto views = tensorsOf(args);
+  const auto views = opspec::ssuViews(args);
   const auto host = p.all();
   for (size_t k = 0; k < host.size(); ++k) {
     bufs.emplace_back();

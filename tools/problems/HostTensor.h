@@ -4,6 +4,7 @@
 // the reference's own conversions (runtime/reference/ElementAccess.h).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -55,6 +56,11 @@ struct HostTensor {
 
   TensorView view() const;  // points into this object's bytes (re-made after copies)
 };
+
+// How a problem's call sees its tensors: its own CPU views (hostView) or device copies
+// (DeviceTensors::viewer). An undefined tensor is an undefined view.
+using Viewer = std::function<TensorView(const HostTensor&)>;
+inline TensorView hostView(const HostTensor& h) { return h.defined ? h.view() : TensorView{}; }
 
 // A tensor of `shape` in `lay`, every byte poisoned. Draws from `rng` only for padded layouts.
 HostTensor makeTensor(DType dtype, const std::vector<int64_t>& shape, const Layout& lay, std::mt19937_64& rng);

@@ -5,7 +5,6 @@
 namespace ssmjit::testing {
 
 namespace {
-TensorView view(const HostTensor& h) { return h.defined ? h.view() : TensorView{}; }
 
 ScanCase forwardCase(const ScanBackwardCase& c) {
   ScanCase f = c.fwd;
@@ -53,9 +52,9 @@ ScanBackwardProblem::ScanBackwardProblem(const ScanBackwardCase& cc) : c(cc), f(
   if (c.dinitialStates) dinit = makeTensor(c.dStateType, {f.initStates.meta.shape[0], fc.D, fc.N}, layT, rng);
 }
 
-SelectiveScanBackwardArgs ScanBackwardProblem::args() const {
+SelectiveScanBackwardArgs ScanBackwardProblem::args(const Viewer& view) const {
   SelectiveScanBackwardArgs a;
-  a.forward = f.args();
+  a.forward = f.args(view);
   a.dout = view(dout);
   a.dfinal_states = view(dfinal);
   a.du = view(du);
@@ -77,27 +76,15 @@ std::vector<char> ScanBackwardProblem::slotsWritten() const {
   return w;
 }
 
+std::vector<char> ScanBackwardProblem::written(int k) {
+  if (k == kDinit) return slotsWritten();
+  return std::vector<char>(static_cast<size_t>(all()[static_cast<size_t>(k)]->meta.shape[0]), 1);
+}
+
 std::vector<HostTensor*> ScanBackwardProblem::all() {
   std::vector<HostTensor*> v = f.all();
   for (HostTensor* t : {&dout, &dfinal, &du, &ddelta, &dA, &dB, &dC, &dD, &dz, &ddeltaBias, &dinit}) v.push_back(t);
   return v;
-}
-
-SelectiveScanBackwardArgs deviceArgs(ScanBackwardProblem& p, const DeviceTensors& d) {
-  SelectiveScanBackwardArgs a = p.args();
-  a.forward = deviceArgs(p.f, d);  // indices 0..13
-  a.dout = d.view(14, p.dout);
-  a.dfinal_states = d.view(15, p.dfinal);
-  a.du = d.view(16, p.du);
-  a.ddelta = d.view(17, p.ddelta);
-  a.dA = d.view(18, p.dA);
-  a.dB = d.view(19, p.dB);
-  a.dC = d.view(20, p.dC);
-  a.dD = d.view(21, p.dD);
-  a.dz = d.view(22, p.dz);
-  a.ddelta_bias = d.view(23, p.ddeltaBias);
-  a.dinitial_states = d.view(24, p.dinit);
-  return a;
 }
 
 }  // namespace ssmjit::testing

@@ -28,20 +28,24 @@ struct ScanBackwardCase {
 
 // all() order (fixed; undefined tensors still listed): 0..13 the forward's (ScanProblem::all()),
 // then 14 dout, 15 dfinal, 16 du, 17 ddelta, 18 dA, 19 dB, 20 dC, 21 dD, 22 dz, 23 ddeltaBias,
-// 24 dinit.
+// 24 dinit: the gradients, kScanGradients (their arguments' names) from index kFirstScanGradient.
+enum : int { kDu = 16, kDdelta, kDA, kDB, kDC, kDD, kDz, kDbias, kDinit };
+inline constexpr int kFirstScanGradient = kDu;
+inline constexpr const char* kScanGradients[] = {"du",          "ddelta",         "dA", "dB", "dC", "dD", "dz",
+                                                 "ddelta_bias", "dinitial_states"};
 struct ScanBackwardProblem {
   ScanBackwardCase c;
   ScanProblem f;
   HostTensor dout, dfinal, du, ddelta, dA, dB, dC, dD, dz, ddeltaBias, dinit;
 
   explicit ScanBackwardProblem(const ScanBackwardCase& c);
-  SelectiveScanBackwardArgs args() const;  // CPU views (forward = f.args()); no workspace
+  // forward = f.args(view); no workspace
+  SelectiveScanBackwardArgs args(const Viewer& view = hostView) const;
   std::vector<char> slotsWritten() const;  // per slot of dinit: read (so written) by some sequence
+  // What the backward writes of gradient k (an all() index): dinit's slotsWritten(), every row of
+  // the others.
+  std::vector<char> written(int k);
   std::vector<HostTensor*> all();
 };
-
-// The same call on device copies (d = DeviceTensors(p.all())); the workspace (and the
-// forward's) is left undefined: the caller sizes and sets it.
-SelectiveScanBackwardArgs deviceArgs(ScanBackwardProblem& p, const DeviceTensors& d);
 
 }  // namespace ssmjit::testing

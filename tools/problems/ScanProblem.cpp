@@ -7,7 +7,6 @@
 namespace ssmjit::testing {
 
 namespace {
-TensorView view(const HostTensor& h) { return h.defined ? h.view() : TensorView{}; }
 
 HostTensor randomTensor(DType t, const std::vector<int64_t>& shape, const Layout& lay, std::mt19937_64& rng, double lo,
                         double hi) {
@@ -114,7 +113,7 @@ ScanProblem::ScanProblem(const ScanCase& cc) : c(cc) {
   }
 }
 
-SelectiveScanArgs ScanProblem::args() const {
+SelectiveScanArgs ScanProblem::args(const Viewer& view) const {
   SelectiveScanArgs a;
   a.u = view(u);
   a.delta = view(delta);
@@ -145,25 +144,6 @@ std::vector<char> ScanProblem::slotsWritten() const {
 
 std::vector<HostTensor*> ScanProblem::all() {
   return {&u, &delta, &z, &out, &A, &B, &C, &Dv, &deltaBias, &cu, &initStates, &initIdx, &finalStates, &finalIdx};
-}
-
-SelectiveScanArgs deviceArgs(ScanProblem& p, const DeviceTensors& d) {
-  SelectiveScanArgs a = p.args();
-  a.u = d.view(0, p.u);
-  a.delta = d.view(1, p.delta);
-  a.z = d.view(2, p.z);
-  a.out = d.view(3, p.out);
-  a.A = d.view(4, p.A);
-  a.B = d.view(5, p.B);
-  a.C = d.view(6, p.C);
-  a.D = d.view(7, p.Dv);
-  a.delta_bias = d.view(8, p.deltaBias);
-  a.cu_seqlens = d.view(9, p.cu);
-  a.initial_states = d.view(10, p.initStates);
-  a.initial_state_indices = d.view(11, p.initIdx);
-  if (p.c.finalStates) a.final_states = p.inPlace() ? a.initial_states : d.view(12, p.finalStates);
-  a.final_state_indices = d.view(13, p.finalIdx);
-  return a;
 }
 
 void copyTokens(const HostTensor& from, HostTensor& to, int64_t start) {

@@ -4,6 +4,7 @@
 // optional D, z, delta_bias, initial and final states through slots, plain or strided layouts),
 // and their device copies.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -48,16 +49,14 @@ struct ScanProblem {
   std::vector<int64_t> initSlot, finalSlot;  // per sequence (-1: none), empty without those states
 
   explicit ScanProblem(const ScanCase& c);
-  SelectiveScanArgs args() const;  // CPU views; no workspace
+  SelectiveScanArgs args(const Viewer& view = hostView) const;  // no workspace
   bool inPlace() const { return c.inPlace && c.initialStates && c.finalStates; }
   const HostTensor& finalHolder() const { return inPlace() ? initStates : finalStates; }
   std::vector<char> slotsWritten() const;  // per slot of finalHolder(): written by some sequence
+  // The longest sequence: the length its recurrence's fp32 error grows with (Tolerance.h).
+  int64_t longest() const { return *std::max_element(len.begin(), len.end()); }
   std::vector<HostTensor*> all();
 };
-
-// The same call on device copies (d = DeviceTensors(p.all())); the workspace is left undefined:
-// the caller sizes and sets it.
-SelectiveScanArgs deviceArgs(ScanProblem& p, const DeviceTensors& d);
 
 // Copies tokens [start, start + len) of `from`'s row 0 (the last axis) into `to` (batch 1, len
 // tokens): a packed sequence's inputs for running it alone. Does nothing when `from` is undefined.

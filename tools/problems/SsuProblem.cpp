@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "runtime/OpSpecializations.h"
 #include "ssmjit/reference.h"
 
 namespace ssmjit::testing {
@@ -91,24 +92,9 @@ std::pair<double, double> valueRange(SsuTensor t, const SsuCase& c) {
   }
 }
 
-std::array<TensorView*, kNumTensors> tensorsOf(SelectiveStateUpdateArgs& a) {
-  return {&a.state,
-          &a.x,
-          &a.dt,
-          &a.A,
-          &a.B,
-          &a.C,
-          &a.D,
-          &a.z,
-          &a.dt_bias,
-          &a.out,
-          &a.state_batch_indices,
-          &a.dst_state_indices};
-}
-
 SelectiveStateUpdateArgs ssuArgs(const SsuCase& c, const std::array<TensorView, kNumTensors>& views) {
   SelectiveStateUpdateArgs a;
-  const auto t = tensorsOf(a);
+  const auto t = opspec::ssuViews(a);
   for (int i = 0; i < kNumTensors; ++i) *t[i] = views[i];
   a.dt_softplus = c.softplus;
   if (c.clamp) {

@@ -16,7 +16,7 @@
 
 namespace ssmjit::testing {
 
-// The tensors of a call, in kernel-argument order.
+// The tensors of a call, in kernel-argument order (opspec::ssuViews).
 enum SsuTensor : int { kState, kX, kDt, kA, kB, kC, kD, kZ, kDtBias, kOut, kStateIdx, kDstIdx, kNumTensors };
 
 // One call. Mamba-1 ignores H and G (P is the channel count D).
@@ -35,7 +35,6 @@ struct SsuCase {
   double decayScale = 1;  // A's range times this: at 10, Mamba-2 decays underflow within a few tokens
   uint64_t seed = 1;
 
-  bool allF32() const { return stateT == DType::F32 && inT == DType::F32 && outT == DType::F32; }
   // Slots of the state: batch, or with stateIdx batch + spareSlots, plus batch * L destination
   // slots for PerToken writes.
   int64_t slots() const;
@@ -65,9 +64,6 @@ std::array<TensorDesc, kNumTensors> ssuTensors(const SsuCase& c);
 // The range an input is drawn from: bounded decays exp(A dt') in (0, 1), so the state stays
 // bounded, and dt' > 0 after softplus.
 std::pair<double, double> valueRange(SsuTensor t, const SsuCase& c);
-
-// The tensors of `a`, in SsuTensor order.
-std::array<TensorView*, kNumTensors> tensorsOf(SelectiveStateUpdateArgs& a);
 
 // The call over `views` (SsuTensor order; undefined views for absent tensors) with the case's
 // softplus, clamp and write mode.

@@ -1,6 +1,7 @@
-// The bounds every GPU test holds a kernel's result to, against the float64 reference run on the
-// same stored inputs, derived in one place from the stored dtype of the result and from how much
-// fp32 arithmetic produced it. If a GPU run shows a bound too tight, adjust it here, once.
+// The bounds every GPU test and `ssmjit demo` hold a kernel's result to, against the float64
+// reference run on the same stored inputs, derived in one place from the stored dtype of the result
+// and from how much fp32 arithmetic produced it. If a GPU run shows a bound too tight, adjust it
+// here, once.
 //
 // Why these bounds. The reference reads the very bytes the kernel reads (16-bit inputs included),
 // computes in float64 and rounds its result to the result's dtype with the same round-to-nearest-
