@@ -15,6 +15,7 @@
 #include "runtime/DeviceStatus.h"
 #include "runtime/ops/KernelCall.h"
 #include "runtime/ops/ScanStateChunks.h"
+#include "runtime/ops/ArgCheck.h"
 #include "runtime/ops/SelectiveScanCheck.h"
 #include "runtime/ops/SelectiveScanSpec.h"
 #include "ssmjit/error.h"
@@ -274,7 +275,7 @@ int64_t selective_scan_backward_workspace_size(const SelectiveScanBackwardArgs& 
 void selective_scan_backward(const SelectiveScanBackwardArgs& b, Stream stream) {
   const ScanDims d = detail::checkSelectiveScanBackwardArgs(b, DeviceKind::CUDA, kOp);
   const BwdPlan p = plan(b, d);
-  detail::checkScanWorkspace(kOp, b.workspace, b.forward.u, p.total, "selective_scan_backward_workspace_size");
+  detail::checkWorkspace(kOp, b.workspace, b.forward.u, "u", p.total, "selective_scan_backward_workspace_size");
   if (d.nseq == 0 || d.L == 0 || d.D == 0) return;
   const CUstream s = static_cast<CUstream>(stream);
   forEachLaunch(b, d, p, deviceStatusRecord(), [&](KernelCall& c, Launch launch, int64_t N) {
