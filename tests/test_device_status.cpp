@@ -33,8 +33,9 @@ TEST(DeviceStatus, SsdMessagesNameTheArgument) {
       {kErrSsdInitSlot, "ssd: initial_state_indices[2] = 7 is out of range [0, 5) and not -1"},
       {kErrSsdFinalSlot, "ssd: final_state_indices[2] = 7 is out of range [0, 5) and not -1"},
       {kErrSsdBlockSlot, "ssd: block_state_indices[2, :] holds 7, which is out of range [0, 5)"},
-      {kErrSsdBlockCount, "ssd: sequence 2 completes 7 blocks of block_state_tokens, expected at most "
-                          "block_state_indices' kmax = 5"},
+      {kErrSsdBlockCount,
+       "ssd: sequence 2 completes 7 blocks of block_state_tokens, expected at most "
+       "block_state_indices' kmax = 5"},
   };
   for (const Case& c : cases) {
     const int64_t rec[4] = {c.code, 2, 7, 5};

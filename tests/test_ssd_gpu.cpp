@@ -385,8 +385,9 @@ TEST(SsdDeviceChecksGpu, BadCuSeqlensAndBlockCountAreReported) {
   checkDeviceErrors();
   std::string reported;
   runOnDevice(p, true, &reported);
-  const std::string want = "ssd: cu_seqlens[2] = " + std::to_string(end2 + 43) + ", cu_seqlens[2 + 1] = " +
-                           std::to_string(end2) + ": expected cu_seqlens[0] = 0, strictly increasing";
+  const std::string want = "ssd: cu_seqlens[2] = " + std::to_string(end2 + 43) +
+                           ", cu_seqlens[2 + 1] = " + std::to_string(end2) +
+                           ": expected cu_seqlens[0] = 0, strictly increasing";
   EXPECT_EQ(reported.rfind(want, 0), 0u) << reported;
   EXPECT_NO_THROW(checkDeviceErrors());
 

@@ -466,9 +466,9 @@ TEST(SsdOpCheck, SharedCheckThenWorkspace) {
     return t;
   };
   SsdArgs a = p.args();
-  for (TensorView* t : {&a.x, &a.dt, &a.A, &a.B, &a.C, &a.D, &a.z, &a.dt_bias, &a.out, &a.initial_states,
-                        &a.initial_state_indices, &a.final_states, &a.final_state_indices, &a.block_states,
-                        &a.block_state_indices, &a.sequence_decay})
+  for (TensorView* t :
+       {&a.x, &a.dt, &a.A, &a.B, &a.C, &a.D, &a.z, &a.dt_bias, &a.out, &a.initial_states, &a.initial_state_indices,
+        &a.final_states, &a.final_state_indices, &a.block_states, &a.block_state_indices, &a.sequence_decay})
     *t = onDevice(*t);
   const int64_t need = ssd_workspace_size(a);
   ASSERT_GT(need, 0);

@@ -81,10 +81,9 @@ void addCallOptions(CLI::App* app, CallOptions& o) {
   app->add_flag("--no-dt-bias", o.noDtBias, "Without dt_bias (the scan's delta_bias)");
   app->add_flag("--no-softplus", o.noSoftplus, "Without softplus on dt");
   o.noStateIdxOpt = app->add_flag("--no-state-indices", o.noStateIdx, "Without state_batch_indices");
-  o.seqlenOpt =
-      app->add_option("--seqlen", o.seqlen, "The dense row length (--op scan, scan-backward, ssd)")
-          ->check(atLeast(1))
-          ->capture_default_str();
+  o.seqlenOpt = app->add_option("--seqlen", o.seqlen, "The dense row length (--op scan, scan-backward, ssd)")
+                    ->check(atLeast(1))
+                    ->capture_default_str();
   o.packedOpt = app->add_option("--packed-lengths", o.packedLengths,
                                 "The packed row: its sequence lengths, comma-separated, instead of --batch x "
                                 "--seqlen (--op scan, scan-backward, ssd)")

@@ -59,7 +59,7 @@ struct CallOptions {
   int64_t cacheTokens = 0;             // the decode step's cache depth (0: as --tokens)
   std::string parts = "fused";         // the decode step's parts
   bool noConvBias = false;
-  int64_t chunk = 256;           // the SSD scan's chunk size
+  int64_t chunk = 256;             // the SSD scan's chunk size
   std::string ssdStates = "none";  // the SSD scan's states
   std::string arch = "sm_90a";
 

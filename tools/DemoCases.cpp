@@ -271,8 +271,9 @@ void addSsdCase(uint64_t seed, std::vector<std::function<std::unique_ptr<DemoCas
   c.initial = c.final = c.inPlace = c.slotIndices = true;
   c.seed = seed + makers.size();
   makers.push_back(oneArgsMaker<testing::SsdProblem, SsdArgs>(
-      "ssd", strf("H%lld P%lld N%lld chunk %d packed %s bf16", ll(c.H), ll(c.P), ll(c.N), c.chunk, lengths(c.lens).c_str()),
-      c, {opspec::ssd, ssd, reference::ssd, &SsdArgs::workspace, ssd_workspace_size}, [](testing::SsdProblem& p) {
+      "ssd",
+      strf("H%lld P%lld N%lld chunk %d packed %s bf16", ll(c.H), ll(c.P), ll(c.N), c.chunk, lengths(c.lens).c_str()), c,
+      {opspec::ssd, ssd, reference::ssd, &SsdArgs::workspace, ssd_workspace_size}, [](testing::SsdProblem& p) {
         std::vector<char> slots(static_cast<size_t>(p.S), 0);
         for (int64_t s : p.finalSlot)
           if (s >= 0) slots[static_cast<size_t>(s)] = 1;

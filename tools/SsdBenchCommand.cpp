@@ -130,7 +130,8 @@ int runSsdBench(const SsdBenchOptions& o) {
     const int64_t R = c.rows, L = c.L, tokens = R * L;
     DeviceTensor x(xt, {R, L, H, P}, -1, 1, rng), z(xt, {R, L, H, P}, -2, 2, rng), out(xt, {R, L, H, P}, 0, 0, rng);
     DeviceTensor dt(dtt, {R, L, H}, -4, -3, rng), B(bct, {R, L, G, N}, -1, 1, rng), C(bct, {R, L, G, N}, -1, 1, rng);
-    DeviceTensor A(DType::F32, {H}, -4.5, -0.5, rng), Dv(DType::F32, {H}, -1, 1, rng), bias(DType::F32, {H}, -2, -1, rng);
+    DeviceTensor A(DType::F32, {H}, -4.5, -0.5, rng), Dv(DType::F32, {H}, -1, 1, rng),
+        bias(DType::F32, {H}, -2, -1, rng);
     SsdArgs a;
     a.x = x.view, a.dt = dt.view, a.A = A.view, a.B = B.view, a.C = C.view, a.D = Dv.view, a.z = z.view;
     a.dt_bias = bias.view, a.dt_softplus = true, a.chunk_size = static_cast<int>(Q), a.out = out.view;

@@ -62,9 +62,9 @@ SsdStates parseSsdStates(const std::string& name, const char* option) {
 }
 
 std::string ssdCallLabel(const SsdCall& c) {
-  std::string l = strf("ssd H%lld P%lld N%lld G%lld chunk %lld ", static_cast<long long>(c.H),
-                       static_cast<long long>(c.P), static_cast<long long>(c.N), static_cast<long long>(c.G),
-                       static_cast<long long>(c.chunk));
+  std::string l =
+      strf("ssd H%lld P%lld N%lld G%lld chunk %lld ", static_cast<long long>(c.H), static_cast<long long>(c.P),
+           static_cast<long long>(c.N), static_cast<long long>(c.G), static_cast<long long>(c.chunk));
   l += packed(c) ? strf("packed %zu seqs (%lld tokens)", c.packedLengths.size(), static_cast<long long>(rowLength(c)))
                  : strf("b=%lld L=%lld", static_cast<long long>(c.batch), static_cast<long long>(c.seqlen));
   l += std::string(" ") + dtypeName(c.x);
