@@ -106,6 +106,19 @@ std::string deviceStatusMessage(const int64_t rec[kDeviceStatusWords]) {
       return slot("selective_scan", "initial_state_indices", "; that sequence started from zeros");
     case kernels::kErrScanFinalSlot:
       return slot("selective_scan", "final_state_indices", "; that sequence's final state was not written");
+    case kernels::kErrSsdCuSeqlens:
+      return cuSeqlens("ssd", "the call's outputs are unspecified (no state of that sequence was written)");
+    case kernels::kErrSsdInitSlot:
+      return slot("ssd", "initial_state_indices", "; that sequence started from zeros");
+    case kernels::kErrSsdFinalSlot:
+      return slot("ssd", "final_state_indices", "; that sequence's final state was not written");
+    case kernels::kErrSsdBlockSlot:
+      // The record carries the sequence, not the block.
+      return "ssd: block_state_indices[" + b + ", :] holds " + v + ", which is out of range [0, " + bound +
+             ") and not -1; that block state was not written";
+    case kernels::kErrSsdBlockCount:
+      return "ssd: sequence " + b + " completes " + v + " blocks of block_state_tokens, expected at most " +
+             "block_state_indices' kmax = " + bound + "; its blocks past kmax were not written";
   }
   return "device status record holds unknown error code " + std::to_string(rec[0]) + " (row " + b + ", value " + v +
          ", bound " + bound + ")";

@@ -5,6 +5,7 @@
 #include "runtime/ops/SelectiveScanSpec.h"
 #include "runtime/ops/SelectiveStateUpdateCheck.h"
 #include "runtime/ops/SelectiveStateUpdateSpec.h"
+#include "runtime/ops/SsdSpec.h"
 
 namespace ssmjit::opspec {
 
@@ -43,6 +44,10 @@ std::vector<Specialization> scan(const SelectiveScanArgs& args, const std::strin
 
 std::vector<Specialization> scanBackward(const SelectiveScanBackwardArgs& args, const std::string& arch) {
   return detail::scanBackwardSpecializations(args, arch);
+}
+
+std::vector<Specialization> ssd(const SsdArgs& args, const std::string& arch) {
+  return detail::ssdSpecializations(args, arch);
 }
 
 Specialization decodeStep(const Mamba2DecodeState& state, const Mamba2MixerWeights& weights,

@@ -61,6 +61,10 @@ std::vector<Specialization> scan(const SelectiveScanArgs& args, const std::strin
 // selective_scan_backward: the checkpoint pass, the backward, its sums.
 std::vector<Specialization> scanBackward(const SelectiveScanBackwardArgs& args, const std::string& arch);
 
+// ssd: chunk_cumsum, bmm, chunk_state, state_passing, chunk_scan (bmm and chunk_scan only with
+// out; the workspace is not needed).
+std::vector<Specialization> ssd(const SsdArgs& args, const std::string& arch);
+
 Specialization decodeStep(const Mamba2DecodeState& state, const Mamba2MixerWeights& weights,
                           const Mamba2DecodeStepArgs& args, const std::string& arch);
 

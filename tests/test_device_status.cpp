@@ -1,7 +1,11 @@
-// The device status record's messages: what checkDeviceErrors says about a bad slot index.
+// The device status record's messages: what checkDeviceErrors says about a bad slot index, and
+// about each check of the SSD kernels.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "kernels_dsl/ssu/SelectiveStateUpdate.h"
+#include "kernels_dsl/ssd/Ssd.h"
 #include "runtime/DeviceStatus.h"
 
 TEST(DeviceStatus, MessagesNameIndexValueAndRange) {
@@ -16,4 +20,26 @@ TEST(DeviceStatus, MessagesNameIndexValueAndRange) {
   EXPECT_NE(m.find("[0, 16)"), std::string::npos) << m;
   const int64_t odd[4] = {99, 0, 0, 0};
   EXPECT_NE(ssmjit::deviceStatusMessage(odd).find("unknown error code 99"), std::string::npos);
+}
+
+TEST(DeviceStatus, SsdMessagesNameTheArgument) {
+  using namespace ssmjit::kernels;
+  struct Case {
+    long long code;
+    std::string want;
+  };
+  const Case cases[] = {
+      {kErrSsdCuSeqlens, "ssd: cu_seqlens[2] = 7, cu_seqlens[2 + 1] = 5: expected cu_seqlens[0] = 0, strictly"},
+      {kErrSsdInitSlot, "ssd: initial_state_indices[2] = 7 is out of range [0, 5) and not -1"},
+      {kErrSsdFinalSlot, "ssd: final_state_indices[2] = 7 is out of range [0, 5) and not -1"},
+      {kErrSsdBlockSlot, "ssd: block_state_indices[2, :] holds 7, which is out of range [0, 5)"},
+      {kErrSsdBlockCount,
+       "ssd: sequence 2 completes 7 blocks of block_state_tokens, expected at most "
+       "block_state_indices' kmax = 5"},
+  };
+  for (const Case& c : cases) {
+    const int64_t rec[4] = {c.code, 2, 7, 5};
+    const std::string m = ssmjit::deviceStatusMessage(rec);
+    EXPECT_EQ(m.rfind(c.want, 0), 0u) << m;
+  }
 }

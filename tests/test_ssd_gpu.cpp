@@ -1,11 +1,12 @@
-// The SSD chunked scan on the GPU against a float64 recurrence written here (per sequence, token
-// by token: dt' = softplus(dt + bias) clamped, S = exp(dt' A) S + dt' x B^T, y = C.S + D x,
-// y silu(z)): fresh random inputs, poisoned outputs and workspace; Mamba-2 2.7B-like heads scaled
-// down, groups, small heads and states, lengths 1 to 1000 around the chunk sizes 64, 128 and 256,
-// bf16 and fp32, D per head and per channel, z on and off, dt_bias with softplus and the clamp;
-// packed rows with initial and final states through slots, block (prefix-cache) states and the
-// sequences' decays; a packed sequence equals its own call bitwise; a states-only call (no out)
-// leaves the same states.
+// The SSD chunked scan on the GPU against the float64 reference (reference::ssd, a plain
+// recurrence checked on the CPU against the quadratic and chunked forms): fresh random inputs,
+// poisoned outputs and workspace; Mamba-2 2.7B-like heads scaled down, groups, small heads and
+// states, lengths 1 to 1000 around the chunk sizes 64, 128 and 256, bf16 and fp32, D per head and
+// per channel, z on and off, dt_bias with softplus and the clamp; packed rows with initial and
+// final states through slots, block (prefix-cache) states and the sequences' decays; a packed
+// sequence equals its own call bitwise; a states-only call (no out) leaves the same states. The
+// checks only the device can make (cu_seqlens and slot values) are reported by
+// checkDeviceErrors() naming the argument, and the other sequences still match the reference.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,7 +18,9 @@
 
 #include "GpuTest.h"
 #include "runtime/DeviceBuffer.h"
+#include "ssmjit/error.h"
 #include "ssmjit/ops.h"
+#include "ssmjit/reference.h"
 #include "tools/problems/HostTensor.h"
 
 using namespace ssmjit;
@@ -130,61 +133,13 @@ struct SsdProblem {
     return {&x, &dt, &A, &B, &C, &D, &z, &dtb, &cu, &initStates, &initIdx, &finalIdx, &blk, &blkIdx, &decay, &out};
   }
 
-  // The float64 recurrence: out, the states holder after the call (init/final share it), block
-  // states and decays, each rounded to its dtype.
-  struct Ref {
-    HostTensor out, states, blk, decay;
-  };
-  Ref reference() const {
-    Ref r{out, initStates, blk, decay};
-    const int64_t H = c.H, P = c.P, N = c.N, hpg = c.H / c.G;
-    std::vector<double> S(static_cast<size_t>(H * P * N)), sumA(static_cast<size_t>(H));
-    for (int64_t i = 0; i < nseq; ++i) {
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t p = 0; p < P; ++p)
-          for (int64_t n = 0; n < N; ++n)
-            S[(h * P + p) * N + n] = initSlot[i] >= 0 ? get(initStates, {initSlot[i], h, p, n}) : 0.0;
-      std::fill(sumA.begin(), sumA.end(), 0.0);
-      for (int64_t t = 0; t < len[i]; ++t) {
-        const int64_t b = row[i], l = start[i] + t;
-        for (int64_t h = 0; h < H; ++h) {
-          const int64_t g = h / hpg;
-          double d = get(dt, {b, l, h}) + (c.bias ? get(dtb, {h}) : 0.0);
-          if (c.softplus) d = d > 20 ? d : std::log1p(std::exp(d));
-          if (c.clamp) d = std::min(std::max(d, double(dtMin)), double(dtMax));
-          const double a = d * get(A, {h}), da = std::exp(a);
-          sumA[h] += a;
-          std::vector<double> Bn(static_cast<size_t>(N)), Cn(static_cast<size_t>(N));
-          for (int64_t n = 0; n < N; ++n) Bn[n] = get(B, {b, l, g, n}), Cn[n] = get(C, {b, l, g, n});
-          for (int64_t p = 0; p < P; ++p) {
-            const double xv = get(x, {b, l, h, p});
-            double y = 0;
-            for (int64_t n = 0; n < N; ++n) {
-              double& s = S[(h * P + p) * N + n];
-              s = da * s + d * xv * Bn[n];
-              y += Cn[n] * s;
-            }
-            y += (c.dPerChannel ? get(D, {h, p}) : get(D, {h})) * xv;
-            if (c.z) {
-              const double zv = get(z, {b, l, h, p});
-              y *= zv / (1 + std::exp(-zv));
-            }
-            set(r.out, {b, l, h, p}, y);
-          }
-        }
-        if (c.blocks && (t + 1) % K == 0) {
-          const int64_t k = (t + 1) / K - 1;
-          const int64_t slot = int64_t(get(blkIdx, {i, k}));
-          if (slot >= 0)
-            for (int64_t e = 0; e < H * P * N; ++e) set(r.blk, {slot, e / (P * N), e / N % P, e % N}, S[size_t(e)]);
-        }
-      }
-      if (finalSlot[i] >= 0)
-        for (int64_t e = 0; e < H * P * N; ++e)
-          set(r.states, {finalSlot[i], e / (P * N), e / N % P, e % N}, S[size_t(e)]);
-      if (c.decay)
-        for (int64_t h = 0; h < H; ++h) set(r.decay, {i, h}, std::exp(sumA[h]));
-    }
+  // The float64 reference on a copy of the problem: what out, the states holder (init and final
+  // share it), the block states and the decays hold after the call.
+  SsdProblem reference() const {
+    SsdProblem r = *this;
+    std::vector<TensorView> views;
+    for (const HostTensor* h : r.all()) views.push_back(h->defined ? h->view() : TensorView{});
+    reference::ssd(r.args(views));
     return r;
   }
 };
@@ -193,7 +148,9 @@ struct SsdProblem {
 struct DeviceRun {
   std::vector<uint8_t> out, states, blk, decay;
 };
-DeviceRun runOnDevice(const SsdProblem& p, bool withOut = true) {
+// With `deviceError`, the report of checkDeviceErrors() after the call lands there ("" when none);
+// without, a report fails the call.
+DeviceRun runOnDevice(const SsdProblem& p, bool withOut = true, std::string* deviceError = nullptr) {
   std::vector<DeviceBuffer> bufs;
   std::vector<TensorView> views;
   for (const HostTensor* h : p.all()) {
@@ -214,7 +171,12 @@ DeviceRun runOnDevice(const SsdProblem& p, bool withOut = true) {
   w.fill(kPoison);  // its contents on entry must not matter
   a.workspace = TensorView::contiguous(w.data(), DType::F32, {ws});
   ssd(a);
-  checkDeviceErrors();
+  try {
+    checkDeviceErrors();
+  } catch (const Error& e) {
+    if (!deviceError) throw;
+    *deviceError = e.what();
+  }
   auto download = [&](size_t k) {
     std::vector<uint8_t> b(bufs[k].bytes());
     if (!b.empty()) bufs[k].downloadBytes(b.data(), b.size());
@@ -259,32 +221,42 @@ std::vector<SsdCase> cases() {
 
 int64_t longest(const SsdProblem& p) { return *std::max_element(p.len.begin(), p.len.end()); }
 
-class SsdGpu : public ::testing::TestWithParam<SsdCase> {};
-
-TEST_P(SsdGpu, MatchesRecurrence) {
-  SSMJIT_REQUIRE_GPU();
-  const SsdProblem p(GetParam(), 44);
-  const DeviceRun r = runOnDevice(p);
-  const SsdProblem::Ref ref = p.reference();
+// What a run left against what the reference left on `ref` (a copy of p, its index tensors as
+// the run should have followed them): out, the final states in the slots written (the others
+// as they were), the block states likewise, the decays.
+void expectMatchesReference(const SsdProblem& p, const SsdProblem& ref, const DeviceRun& r) {
   const Fp32Error e = fp32Recurrence(longest(p));
   expectWithin(compareTensor(ref.out, r.out, allRows(p.out)), bound(p.c.x, e), "out");
   if (p.c.final) {
     std::vector<char> written(size_t(p.stateSlots), 0);
-    for (int64_t s : p.finalSlot)
+    for (int64_t i = 0; i < p.nseq; ++i) {
+      const int64_t s = p.c.slots ? int64_t(get(ref.finalIdx, {i})) : i;
       if (s >= 0) written[size_t(s)] = 1;
-    expectWithin(compareTensor(ref.states, r.states, p.initStates.bytes, written), bound(p.c.states, e),
+    }
+    expectWithin(compareTensor(ref.initStates, r.states, p.initStates.bytes, written), bound(p.c.states, e),
                  "final_states");
   }
   if (p.c.blocks) {
     std::vector<char> written(size_t(p.blk.meta.shape[0]), 0);
     for (int64_t i = 0; i < p.nseq; ++i)
-      for (int64_t k = 0; k < p.len[i] / p.K; ++k)
-        if (!(i == 0 && k == 1)) written[size_t(i * p.kmax + k)] = 1;
+      for (int64_t k = 0; k < p.len[i] / p.K; ++k) {
+        const int64_t s = int64_t(get(ref.blkIdx, {i, k}));
+        if (s >= 0) written[size_t(s)] = 1;
+      }
     expectWithin(compareTensor(ref.blk, r.blk, p.blk.bytes, written), bound(DType::F32, e), "block_states");
   }
   if (p.c.decay) expectWithin(compareTensor(ref.decay, r.decay, allRows(p.decay)), bound(DType::F32, e), "decay");
 }
 
+class SsdGpu : public ::testing::TestWithParam<SsdCase> {};
+
+TEST_P(SsdGpu, MatchesReference) {
+  SSMJIT_REQUIRE_GPU();
+  const SsdProblem p(GetParam(), 44);
+  const DeviceRun r = runOnDevice(p);
+  const SsdProblem ref = p.reference();
+  expectMatchesReference(p, ref, r);
+}
 INSTANTIATE_TEST_SUITE_P(Shapes, SsdGpu, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return info.param.name(); });
 
@@ -357,6 +329,83 @@ TEST(SsdGpuPacking, RepeatedRunsAreBitwiseEqual) {
   const DeviceRun a = runOnDevice(p), b = runOnDevice(p);
   EXPECT_EQ(a.out, b.out);
   EXPECT_EQ(a.states, b.states);
+}
+
+// ---- the checks only the device can make ------------------------------------------------------
+
+// The packed case with slots and blocks (lengths 300, 1, 256, 7, 513; chunk 128; blocks of 256
+// tokens; S = 7 state slots, 10 block slots).
+const SsdCase& packedSlotsCase() {
+  static const SsdCase c = cases()[6];
+  return c;
+}
+
+// A bad slot index is reported naming the entry, that read or write is skipped, and every other
+// result equals the reference's with the entry -1.
+TEST(SsdDeviceChecksGpu, BadSlotsAreReportedAndSkipped) {
+  SSMJIT_REQUIRE_GPU();
+  ASSERT_TRUE(packedSlotsCase().slots && packedSlotsCase().blocks);
+  const int64_t i = 2;
+  for (int which : {0, 1, 2}) {
+    SsdProblem p(packedSlotsCase(), 17 + uint64_t(which));
+    SsdProblem expected = p;
+    std::string want;
+    if (which == 0) {
+      set(p.initIdx, {i}, double(p.stateSlots + 7)), set(expected.initIdx, {i}, -1);
+      want = "ssd: initial_state_indices[2] = " + std::to_string(p.stateSlots + 7) + " is out of range [0, " +
+             std::to_string(p.stateSlots) + ")";
+    } else if (which == 1) {
+      set(p.finalIdx, {i}, double(p.stateSlots + 7)), set(expected.finalIdx, {i}, -1);
+      want = "ssd: final_state_indices[2] = " + std::to_string(p.stateSlots + 7) + " is out of range [0, " +
+             std::to_string(p.stateSlots) + ")";
+    } else {
+      ASSERT_GE(p.len[i] / p.K, 1);
+      const int64_t slots = p.blk.meta.shape[0];
+      set(p.blkIdx, {i, 0}, double(slots + 3)), set(expected.blkIdx, {i, 0}, -1);
+      want = "ssd: block_state_indices[2, :] holds " + std::to_string(slots + 3) + ", which is out of range [0, " +
+             std::to_string(slots) + ")";
+    }
+    SCOPED_TRACE(want);
+    checkDeviceErrors();  // nothing stale from earlier tests
+    std::string reported;
+    const DeviceRun r = runOnDevice(p, true, &reported);
+    EXPECT_EQ(reported.rfind(want, 0), 0u) << reported;
+    EXPECT_NO_THROW(checkDeviceErrors()) << "the record is reset after a report";
+    expectMatchesReference(p, expected.reference(), r);
+  }
+}
+
+// A bad cu_seqlens entry (sequence 2 ends before it starts) and a sequence with more blocks than
+// block_state_indices has columns are reported naming the entry and the sequence.
+TEST(SsdDeviceChecksGpu, BadCuSeqlensAndBlockCountAreReported) {
+  SSMJIT_REQUIRE_GPU();
+  SsdProblem p(packedSlotsCase(), 23);
+  const int64_t end2 = int64_t(get(p.cu, {3}));
+  set(p.cu, {2}, double(end2 + 43));
+  checkDeviceErrors();
+  std::string reported;
+  runOnDevice(p, true, &reported);
+  const std::string want = "ssd: cu_seqlens[2] = " + std::to_string(end2 + 43) +
+                           ", cu_seqlens[2 + 1] = " + std::to_string(end2) +
+                           ": expected cu_seqlens[0] = 0, strictly increasing";
+  EXPECT_EQ(reported.rfind(want, 0), 0u) << reported;
+  EXPECT_NO_THROW(checkDeviceErrors());
+
+  // One column of block slots; sequence 4 (513 tokens) completes two blocks of 256.
+  SsdProblem q(packedSlotsCase(), 24);
+  ASSERT_EQ(q.len[4] / q.K, 2);
+  q.kmax = 1;
+  q.blkIdx = tensor(DType::I32, {q.nseq, 1});
+  for (int64_t s = 0; s < q.nseq; ++s) set(q.blkIdx, {s, 0}, double(s));
+  checkDeviceErrors();
+  reported.clear();
+  runOnDevice(q, true, &reported);
+  EXPECT_EQ(reported.rfind("ssd: sequence 4 completes 2 blocks of block_state_tokens, expected at most "
+                           "block_state_indices' kmax = 1",
+                           0),
+            0u)
+      << reported;
+  EXPECT_NO_THROW(checkDeviceErrors());
 }
 
 }  // namespace

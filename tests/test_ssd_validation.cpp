@@ -456,6 +456,52 @@ TEST(SsdCheck, OutputsAndAliasing) {
   });
 }
 
+// The GPU op's own host-side checks, which throw before anything is launched (so they run here
+// on host memory labelled as device 0): the check the reference shares, then the workspace,
+// named "workspace" with the size function, on x's device.
+TEST(SsdOpCheck, SharedCheckThenWorkspace) {
+  SsdProblem p(denseCase());
+  auto onDevice = [](TensorView t) {
+    if (t.defined()) t.device = DeviceKind::CUDA;
+    return t;
+  };
+  SsdArgs a = p.args();
+  for (TensorView* t :
+       {&a.x, &a.dt, &a.A, &a.B, &a.C, &a.D, &a.z, &a.dt_bias, &a.out, &a.initial_states, &a.initial_state_indices,
+        &a.final_states, &a.final_state_indices, &a.block_states, &a.block_state_indices, &a.sequence_decay})
+    *t = onDevice(*t);
+  const int64_t need = ssd_workspace_size(a);
+  ASSERT_GT(need, 0);
+  std::vector<float> ws(size_t(need + 16));
+  auto withWorkspace = [&](int64_t n, DType t) {
+    SsdArgs w = a;
+    w.workspace = onDevice(TensorView::contiguous(ws.data(), t, {n}));
+    return w;
+  };
+  std::string m = invalidArgMessage([&] { ssd(a); });
+  EXPECT_EQ(m, "ssd: workspace is not given, expected a float32 buffer of at least " + std::to_string(need) +
+                   " elements (ssd_workspace_size: per-chunk dt, cumsums, states and C.B)");
+  m = invalidArgMessage([&] { ssd(withWorkspace(need - 1, DType::F32)); });
+  EXPECT_EQ(m, "ssd: workspace has " + std::to_string(need - 1) + " elements (shape (" + std::to_string(need - 1) +
+                   ")), expected at least " + std::to_string(need) + " (ssd_workspace_size)");
+  m = invalidArgMessage([&] { ssd(withWorkspace(need, DType::BF16)); });
+  EXPECT_NE(m.find("ssd: workspace has dtype bfloat16"), std::string::npos) << m;
+  SsdArgs other = withWorkspace(need, DType::F32);
+  other.workspace.deviceId = 1;
+  m = invalidArgMessage([&] { ssd(other); });
+  EXPECT_EQ(m, "ssd: workspace is on CUDA device 1, expected device 0 (where x is)");
+  // The shared check runs first and says what the reference says.
+  SsdArgs bad = withWorkspace(need, DType::F32);
+  bad.B.shape[2] = 3;
+  m = invalidArgMessage([&] { ssd(bad); });
+  EXPECT_EQ(m.rfind("ssd: B has 3 groups (dim 2 of shape (2, 6, 3, 5))", 0), 0u) << m;
+  bad = withWorkspace(need, DType::F32);
+  bad.out = {}, bad.final_states = {}, bad.final_state_indices = {}, bad.sequence_decay = {};
+  bad.block_state_tokens = 0, bad.block_states = {}, bad.block_state_indices = {};
+  m = invalidArgMessage([&] { ssd(bad); });
+  EXPECT_EQ(m.rfind("ssd: out is not given, expected out or at least one of", 0), 0u) << m;
+}
+
 // ---- the reference against the quadratic and chunked forms ------------------------------------
 
 struct FormCase {

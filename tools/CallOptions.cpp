@@ -23,8 +23,9 @@ void addOpShapeOptions(CLI::App* app, OpShapeOptions& o, bool allOps) {
                     "ssu (one token), ssu-tokens (L tokens per sequence), scan or scan-backward (the Mamba-1 "
                     "selective scan: --channels, --dstate, --groups, --batch x --seqlen or --packed-lengths), "
                     "decode-step (mamba2_decode_step: the heads, --width, --batch, --tokens drafts, "
-                    "--cache-tokens, --parts)")
-        ->check(CLI::IsMember({"ssu", "ssu-tokens", "scan", "scan-backward", "decode-step"}))
+                    "--cache-tokens, --parts), ssd (the Mamba-2 SSD chunked scan forward: the heads, --chunk, "
+                    "--batch x --seqlen or --packed-lengths, --states)")
+        ->check(CLI::IsMember({"ssu", "ssu-tokens", "scan", "scan-backward", "decode-step", "ssd"}))
         ->capture_default_str();
   else
     app->add_option("--op", o.op, "ssu (one token) or ssu-tokens (L tokens per sequence)")
@@ -55,18 +56,19 @@ void addCallOptions(CLI::App* app, CallOptions& o) {
           ->capture_default_str();
   o.batchOpt = app->add_option("--batch", o.batch,
                                "Batch (dynamic in the state update: it only decides 32- or 64-bit indexing; the "
-                               "scan's dense rows)")
+                               "scan's and the SSD scan's dense rows)")
                    ->check(atLeast(1))
                    ->capture_default_str();
   o.tokensOpt = app->add_option("--tokens", o.tokens, "Tokens per sequence L (ssu-tokens; the decode step's drafts)")
                     ->check(CLI::Range(1, kMaxTokens))
                     ->capture_default_str();
-  o.stateDtypeOpt = app->add_option("--state-dtype", o.stateDtype, "(SSM) state storage dtype (fp32, bf16, fp16)")
+  o.stateDtypeOpt = app->add_option("--state-dtype", o.stateDtype,
+                                    "(SSM) state storage dtype (fp32, bf16, fp16); the SSD scan's --states")
                         ->check(CLI::IsMember(floatDTypeNames()))
                         ->capture_default_str();
   app->add_option("--input-dtype", o.inputDtype,
-                  "Dtype of x, dt, B, C, z (fp32, bf16, fp16); the scan's u, delta, z, out and varying B, C; the "
-                  "decode step's drafts, caches, conv state, z and y")
+                  "Dtype of x, dt, B, C, z (fp32, bf16, fp16; the SSD scan's out too); the scan's u, delta, z, out "
+                  "and varying B, C; the decode step's drafts, caches, conv state, z and y")
       ->check(CLI::IsMember(floatDTypeNames()))
       ->capture_default_str();
   o.outDtypeOpt = app->add_option("--out-dtype", o.outDtype, "Dtype of out (default: as --input-dtype)")
@@ -79,12 +81,12 @@ void addCallOptions(CLI::App* app, CallOptions& o) {
   app->add_flag("--no-dt-bias", o.noDtBias, "Without dt_bias (the scan's delta_bias)");
   app->add_flag("--no-softplus", o.noSoftplus, "Without softplus on dt");
   o.noStateIdxOpt = app->add_flag("--no-state-indices", o.noStateIdx, "Without state_batch_indices");
-  o.seqlenOpt = app->add_option("--seqlen", o.seqlen, "The scan's dense row length (--op scan, scan-backward)")
+  o.seqlenOpt = app->add_option("--seqlen", o.seqlen, "The dense row length (--op scan, scan-backward, ssd)")
                     ->check(atLeast(1))
                     ->capture_default_str();
   o.packedOpt = app->add_option("--packed-lengths", o.packedLengths,
-                                "The scan's packed row: its sequence lengths, comma-separated, instead of --batch x "
-                                "--seqlen (--op scan, scan-backward)")
+                                "The packed row: its sequence lengths, comma-separated, instead of --batch x "
+                                "--seqlen (--op scan, scan-backward, ssd)")
                     ->delimiter(',')
                     ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   o.serialOpt =
@@ -108,6 +110,16 @@ void addCallOptions(CLI::App* app, CallOptions& o) {
                             "The scan's B and C: varying (batch, G, N, L) in --input-dtype or constant (D, N) fp32")
                 ->check(CLI::IsMember({"varying", "constant"}))
                 ->capture_default_str();
+  o.chunkOpt = app->add_option("--chunk", o.chunk, "The SSD scan's chunk size: 64, 128 or 256 (--op ssd)")
+                   ->check(CLI::IsMember(std::vector<int64_t>{64, 128, 256}))
+                   ->capture_default_str();
+  o.ssdStatesOpt =
+      app->add_option("--states", o.ssdStates,
+                      "The SSD scan's states (--op ssd): none, final (sequence i's final state to slot i) or slots "
+                      "(initial and final states in one tensor through slot indices, as a serving prefill), in "
+                      "--state-dtype")
+          ->check(CLI::IsMember({"none", "final", "slots"}))
+          ->capture_default_str();
   app->add_option("--arch", o.arch, "NVRTC target (sm_90a, sm_90, sm_80, compute_90, ...)")->capture_default_str();
 }
 
@@ -121,17 +133,25 @@ void refuse(std::initializer_list<const CLI::Option*> opts, const std::string& o
 }
 const char* const kSsuOps = "ssu and ssu-tokens";
 const char* const kScanOps = "scan and scan-backward";
+const char* const kHeadOps = "ssu, ssu-tokens, decode-step and ssd";
+const char* const kRowOps = "scan, scan-backward and ssd";
 
-// A scan call from the options.
-CheckedCall checkScanOptions(const CallOptions& o) {
-  refuse({o.formOpt, o.stateWriteOpt, o.outDtypeOpt}, o.shape.op, kSsuOps);
-  refuse({o.headsOpt, o.headDimOpt, o.tokensOpt, o.stateDtypeOpt, o.noStateIdxOpt}, o.shape.op,
-         "ssu, ssu-tokens and decode-step");
-  refuse({o.widthOpt, o.cacheTokensOpt, o.partsOpt, o.noConvBiasOpt}, o.shape.op, "decode-step");
+// --batch beside --packed-lengths (the ops that take rows).
+void refuseDenseBesidePacked(const CallOptions& o) {
   if (given(o.packedOpt))
     for (const CLI::Option* opt : {o.batchOpt, o.seqlenOpt})
       if (given(opt))
         throw UsageError(opt->get_name() + " applies to dense rows; --packed-lengths gives the packed row");
+}
+
+// A scan call from the options.
+CheckedCall checkScanOptions(const CallOptions& o) {
+  refuse({o.formOpt, o.stateWriteOpt, o.outDtypeOpt}, o.shape.op, kSsuOps);
+  refuse({o.headsOpt, o.headDimOpt, o.stateDtypeOpt}, o.shape.op, kHeadOps);
+  refuse({o.tokensOpt, o.noStateIdxOpt}, o.shape.op, "ssu, ssu-tokens and decode-step");
+  refuse({o.widthOpt, o.cacheTokensOpt, o.partsOpt, o.noConvBiasOpt}, o.shape.op, "decode-step");
+  refuse({o.chunkOpt, o.ssdStatesOpt}, o.shape.op, "ssd");
+  refuseDenseBesidePacked(o);
   ScanCall c;
   c.backward = o.shape.op == "scan-backward";
   if (c.backward) refuse({o.serialOpt}, o.shape.op, "scan");
@@ -151,7 +171,9 @@ CheckedCall checkScanOptions(const CallOptions& o) {
 // A decode step from the options.
 CheckedCall checkDecodeStepOptions(const CallOptions& o) {
   refuse({o.formOpt, o.stateWriteOpt, o.outDtypeOpt}, o.shape.op, kSsuOps);
-  refuse({o.channelsOpt, o.seqlenOpt, o.packedOpt, o.bcOpt, o.serialOpt}, o.shape.op, kScanOps);
+  refuse({o.channelsOpt, o.bcOpt, o.serialOpt}, o.shape.op, kScanOps);
+  refuse({o.seqlenOpt, o.packedOpt}, o.shape.op, kRowOps);
+  refuse({o.chunkOpt, o.ssdStatesOpt}, o.shape.op, "ssd");
   DecodeStepCall c;
   c.H = o.shape.heads, c.P = o.shape.headDim, c.N = o.shape.dstate, c.G = o.shape.groups, c.W = o.width;
   c.batch = o.batch, c.L = o.tokens, c.cacheTokens = o.cacheTokens > 0 ? o.cacheTokens : o.tokens;
@@ -169,14 +191,41 @@ CheckedCall checkDecodeStepOptions(const CallOptions& o) {
   r.specs = {decodeStepCallSpecialization(c)};
   return r;
 }
+
+// An SSD scan from the options.
+CheckedCall checkSsdOptions(const CallOptions& o) {
+  refuse({o.formOpt, o.stateWriteOpt, o.outDtypeOpt}, o.shape.op, kSsuOps);
+  refuse({o.tokensOpt, o.noStateIdxOpt}, o.shape.op, "ssu, ssu-tokens and decode-step");
+  refuse({o.channelsOpt, o.bcOpt, o.serialOpt}, o.shape.op, kScanOps);
+  refuse({o.widthOpt, o.cacheTokensOpt, o.partsOpt, o.noConvBiasOpt}, o.shape.op, "decode-step");
+  refuseDenseBesidePacked(o);
+  SsdCall c;
+  c.H = o.shape.heads, c.P = o.shape.headDim, c.N = o.shape.dstate, c.G = o.shape.groups, c.chunk = o.chunk;
+  c.batch = o.batch, c.seqlen = o.seqlen, c.packedLengths = o.packedLengths;
+  c.x = parseFloatDType(o.inputDtype, "--input-dtype");
+  c.states = parseSsdStates(o.ssdStates, "--states");
+  if (c.states == SsdStates::None && given(o.stateDtypeOpt))
+    throw UsageError("--state-dtype applies to the SSD scan's states: give --states final or slots");
+  c.state = parseFloatDType(o.stateDtype, "--state-dtype");
+  c.hasD = !o.noD, c.hasZ = !o.noZ, c.dtBias = !o.noDtBias, c.softplus = !o.noSoftplus;
+  c.arch = o.arch;
+  CheckedCall r;
+  r.ssu = false;
+  r.label = ssdCallLabel(c);
+  r.specs = ssdCallSpecializations(c);
+  return r;
+}
 }  // namespace
 
 CheckedCall checkCallOptions(const CallOptions& o) {
   checkArch(o.arch, "--arch");
   if (o.shape.scan()) return checkScanOptions(o);
   if (o.shape.decodeStep()) return checkDecodeStepOptions(o);
-  refuse({o.seqlenOpt, o.packedOpt, o.bcOpt, o.serialOpt}, o.shape.op, kScanOps);
+  if (o.shape.ssd()) return checkSsdOptions(o);
+  refuse({o.bcOpt, o.serialOpt}, o.shape.op, kScanOps);
+  refuse({o.seqlenOpt, o.packedOpt}, o.shape.op, kRowOps);
   refuse({o.widthOpt, o.cacheTokensOpt, o.partsOpt, o.noConvBiasOpt}, o.shape.op, "decode-step");
+  refuse({o.chunkOpt, o.ssdStatesOpt}, o.shape.op, "ssd");
   SsuCase s = o.shape.call();
   if (o.form == "mamba1") {
     for (const CLI::Option* opt : {o.headsOpt, o.headDimOpt, o.groupsOpt})

@@ -1,7 +1,8 @@
 // One op call described by command-line options (a selective-state-update call, a Mamba-1
-// selective scan forward or backward, or a Mamba-2 decode step): `inspect` takes them on its command line and `prewarm`
-// manifests use the same words (one parser for both), so an op entry of a manifest compiles
-// exactly the kernels `ssmjit inspect` with those options shows.
+// selective scan forward or backward, a Mamba-2 decode step or SSD chunked scan): `inspect` takes
+// them on its command line and `prewarm` manifests use the same words (one parser for both), so
+// an op entry of a manifest compiles exactly the kernels `ssmjit inspect` with those options
+// shows.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -10,6 +11,7 @@
 #include "runtime/OpSpecializations.h"
 #include "tools/DecodeStepCall.h"
 #include "tools/ScanCall.h"
+#include "tools/SsdCall.h"
 #include "tools/problems/SsuProblem.h"
 
 namespace CLI {
@@ -30,6 +32,7 @@ struct OpShapeOptions {
   bool tokens() const { return op == "ssu-tokens"; }
   bool scan() const { return op == "scan" || op == "scan-backward"; }
   bool decodeStep() const { return op == "decode-step"; }
+  bool ssd() const { return op == "ssd"; }
   // A Mamba-2 call of the op on these heads: tokens, H, P, N, G set; no spare slots (the state has
   // one slot per row, or per row and token for PerToken writes); the rest at SsuCase's defaults.
   testing::SsuCase call() const;
@@ -48,14 +51,16 @@ struct CallOptions {
   std::string outDtype;  // empty: as --input-dtype
   std::string stateWrite = "final";
   bool noD = false, noZ = false, noDtBias = false, noSoftplus = false, noStateIdx = false;
-  int64_t seqlen = 2048;               // the scan's dense rows
-  std::vector<int64_t> packedLengths;  // the scan's packed row
+  int64_t seqlen = 2048;               // the scan's and the SSD scan's dense rows
+  std::vector<int64_t> packedLengths;  // the scan's and the SSD scan's packed row
   int64_t serialSeqlen = 0;            // the scan forward's serial_seqlen
   std::string bc = "varying";          // the scan's B and C
   int64_t width = 4;                   // the decode step's conv width
   int64_t cacheTokens = 0;             // the decode step's cache depth (0: as --tokens)
   std::string parts = "fused";         // the decode step's parts
   bool noConvBias = false;
+  int64_t chunk = 256;             // the SSD scan's chunk size
+  std::string ssdStates = "none";  // the SSD scan's states
   std::string arch = "sm_90a";
 
   // Set by addCallOptions: which options the command line gave (some only apply to one form/op).
@@ -65,6 +70,7 @@ struct CallOptions {
                     *stateWriteOpt = nullptr, *noStateIdxOpt = nullptr;
   const CLI::Option *seqlenOpt = nullptr, *packedOpt = nullptr, *bcOpt = nullptr, *serialOpt = nullptr;
   const CLI::Option *widthOpt = nullptr, *cacheTokensOpt = nullptr, *partsOpt = nullptr, *noConvBiasOpt = nullptr;
+  const CLI::Option *chunkOpt = nullptr, *ssdStatesOpt = nullptr;
 };
 void addCallOptions(CLI::App* app, CallOptions& o);
 
@@ -72,7 +78,7 @@ void addCallOptions(CLI::App* app, CallOptions& o);
 // order (one for a selective-state-update call or a decode step; `call` and `dims` describe only
 // selective-state-update calls).
 struct CheckedCall {
-  std::string label;  // callLabel or scanCallLabel
+  std::string label;  // callLabel, scanCallLabel, decodeStepCallLabel or ssdCallLabel
   std::vector<Specialization> specs;
   bool ssu = true;
   testing::SsuCase call;

@@ -13,6 +13,7 @@
 #include "tools/problems/DeviceProblem.h"
 #include "tools/problems/ScanBackwardProblem.h"
 #include "tools/problems/ScanProblem.h"
+#include "tools/problems/SsdProblem.h"
 #include "tools/problems/SsuProblem.h"
 
 namespace ssmjit::tool {
@@ -258,6 +259,26 @@ void addScanCases(uint64_t seed, std::vector<std::function<std::unique_ptr<DemoC
       }));
 }
 
+// ssd: a packed row of three sequences (across chunk boundaries, one shorter than a chunk) at
+// Mamba-2 heads cut to 8, bf16 inputs and out, fp32 states in place through slots. Bounds: the
+// bf16 rounding of out (the GPU tests hold it far tighter).
+void addSsdCase(uint64_t seed, std::vector<std::function<std::unique_ptr<DemoCase>()>>& makers) {
+  testing::SsdCase c;
+  c.H = 8, c.P = 64, c.N = 128, c.G = 1, c.chunk = 128, c.lens = {300, 37, 700};
+  c.xType = c.dtType = c.bcType = c.zType = c.outType = DType::BF16;
+  c.initial = c.final = c.inPlace = c.slotIndices = true;
+  c.seed = seed + makers.size();
+  makers.push_back(oneArgsMaker<testing::SsdProblem, SsdArgs>(
+      "ssd",
+      strf("H%lld P%lld N%lld chunk %d packed %s bf16", ll(c.H), ll(c.P), ll(c.N), c.chunk, lengths(c.lens).c_str()), c,
+      {opspec::ssd, ssd, reference::ssd, &SsdArgs::workspace, ssd_workspace_size}, [](testing::SsdProblem& p) {
+        std::vector<char> slots(static_cast<size_t>(p.S), 0);
+        for (int64_t s : p.finalSlot)
+          if (s >= 0) slots[static_cast<size_t>(s)] = 1;
+        return std::vector<DemoOutput>{{"out", 8, allOf(p.out), 2e-2}, {"final_states", 10, slots, 1e-2}};
+      }));
+}
+
 }  // namespace
 
 std::vector<std::function<std::unique_ptr<DemoCase>()>> demoCases(uint64_t seed) {
@@ -285,6 +306,7 @@ std::vector<std::function<std::unique_ptr<DemoCase>()>> demoCases(uint64_t seed)
   makers.push_back([dc] { return std::make_unique<DecodeDemo>(dc); });
   addConvCases(seed, makers);
   addScanCases(seed, makers);
+  addSsdCase(seed, makers);
   return makers;
 }
 

@@ -1,8 +1,9 @@
 // `ssmjit demo`: the main job. With a GPU it runs every op family (the one-token and multi-token
 // selective state update, the Mamba-2 decode step, causal conv1d forward, update and backward, the
-// Mamba-1 selective scan forward and backward) on small problems (DemoCases.h) with fresh random
-// inputs and poisoned outputs, and checks every output against the float64 CPU reference. Without
-// one it compiles the same kernels for --arch, prints their resources and runs the CPU reference.
+// Mamba-1 selective scan forward and backward, the Mamba-2 SSD chunked scan forward) on small
+// problems (DemoCases.h) with fresh random inputs and poisoned outputs, and checks every output
+// against the float64 CPU reference. Without one it compiles the same kernels for --arch, prints
+// their resources and runs the CPU reference.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -280,7 +281,8 @@ Command addDemoCommand(CLI::App& parent) {
       "selective_state_update (one token) and selective_state_update_tokens (L = 4) on Mamba-2 2.7B heads (fp32 "
       "and bf16 state, a pad row), mamba2_decode_step (fused replay and verify), causal_conv1d (a packed row with "
       "states through slots), causal_conv1d_update, causal_conv1d_backward, selective_scan and "
-      "selective_scan_backward (packed rows, bf16). Prints each family's kernels and a table of the worst error "
+      "selective_scan_backward (packed rows, bf16), ssd (the SSD chunked scan forward: a packed row, bf16, states "
+      "through slots). Prints each family's kernels and a table of the worst error "
       "against its bound and the time per call. Without a GPU: compile the same kernels for --arch, print their "
       "resources and run the CPU reference only. Exit 0 when everything passes, 1 otherwise.");
   app->add_option("--arch", o->arch, "NVRTC target when no GPU is present (with a GPU the device's own arch is used)")

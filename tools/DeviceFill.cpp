@@ -18,4 +18,15 @@ void fillDeviceUniform(DeviceBuffer& buf, size_t offset, DType dtype, int64_t co
   }
 }
 
+DeviceTensor::DeviceTensor(DType t, std::initializer_list<int64_t> shape, double lo, double hi, std::mt19937_64& rng) {
+  view = TensorView::contiguous(nullptr, t, shape);
+  const int64_t n = view.numel();
+  buf = DeviceBuffer(static_cast<size_t>(n * dtypeBytes(t)));
+  if (lo == 0 && hi == 0)
+    buf.fill(0);
+  else
+    fillDeviceUniform(buf, 0, t, n, lo, hi, rng);
+  view.data = buf.data();
+}
+
 }  // namespace ssmjit::tool

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <random>
 
 #include "runtime/DeviceBuffer.h"
@@ -15,5 +16,12 @@ namespace ssmjit::tool {
 // Fills `count` elements at byte `offset` of `buf` with U(lo, hi) in `dtype`.
 void fillDeviceUniform(DeviceBuffer& buf, size_t offset, DType dtype, int64_t count, double lo, double hi,
                        std::mt19937_64& rng);
+
+// A contiguous device tensor of `shape` filled with U(lo, hi) (zeros when lo == hi == 0).
+struct DeviceTensor {
+  DeviceBuffer buf;
+  TensorView view;
+  DeviceTensor(DType t, std::initializer_list<int64_t> shape, double lo, double hi, std::mt19937_64& rng);
+};
 
 }  // namespace ssmjit::tool

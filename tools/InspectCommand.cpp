@@ -1,8 +1,9 @@
 // `ssmjit inspect`: prints one stage of a kernel: the generic IR the DSL builds, the IR after any
 // pass, the CUDA C++, the PTX, SASS (through cuobjdump or nvdisasm, where installed) or the
-// resource report. Needs no GPU. The kernel is the selective-state-update one the op builds for a
-// call shape given by options (compiled for --arch), or any kernel's specialisation read from a
-// manifest (--spec: an SSMJIT_RECORD line, e.g. of a scan or conv call, compiled for its arch).
+// resource report. Needs no GPU. The kernel is one the op builds for a call given by options
+// (--op: a selective-state-update call, a Mamba-1 selective scan, a Mamba-2 decode step or SSD
+// chunked scan; compiled for --arch), or any kernel's specialisation read from a manifest
+// (--spec: an SSMJIT_RECORD line, e.g. of a conv call, compiled for its arch).
 #include <CLI/CLI.hpp>
 
 #include <fcntl.h>
@@ -347,8 +348,9 @@ Command addInspectCommand(CLI::App& parent) {
   auto o = std::make_shared<InspectOptions>();
   CLI::App* app = parent.add_subcommand(
       "inspect",
-      "Print one stage of a kernel (no GPU needed): the kernel of a selective-state-update or Mamba-1 "
-      "selective-scan call (--op), compiled for --arch with the specialisation the op builds for that call; "
+      "Print one stage of a kernel (no GPU needed): a kernel of a selective-state-update, Mamba-1 "
+      "selective-scan, Mamba-2 decode-step or SSD chunked-scan call (--op), compiled for --arch with the "
+      "specialisation the op builds for that call; "
       "or, with --spec, any kernel's specialisation from a manifest (an SSMJIT_RECORD line of a conv or "
       "decode-step call, say), compiled for its own arch. Stages: generic (the "
       "DSL's IR), specialized (after 'specialize'), after:<pass> with <pass> one of: " +
@@ -371,7 +373,8 @@ Command addInspectCommand(CLI::App& parent) {
   app->add_option("--launch", o->launch,
                   "Which of the call's launches, counted from 1 (default: the last; a scan whose sequences span "
                   "several spans runs a states pass before its main pass, a packed scan from D 4096 its parallel "
-                  "class before its serial one, the backward a checkpoint pass first and its sums last)")
+                  "class before its serial one, the backward a checkpoint pass first and its sums last; ssd runs "
+                  "chunk_cumsum, bmm, chunk_state, state_passing, chunk_scan)")
       ->check(atLeast(1));
   o->app = app;
   return {app, [o] { return runInspect(*o); }};

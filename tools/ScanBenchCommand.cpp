@@ -39,22 +39,6 @@ struct ScanBenchOptions {
   uint64_t seed = 1;
 };
 
-// A device tensor of `shape` filled with uniform values in [lo, hi) (zeros when lo == hi == 0).
-struct DeviceTensor {
-  DeviceBuffer buf;
-  TensorView view;
-  DeviceTensor(DType t, std::initializer_list<int64_t> shape, double lo, double hi, std::mt19937_64& rng) {
-    view = TensorView::contiguous(nullptr, t, shape);
-    const int64_t n = view.numel();
-    buf = DeviceBuffer(static_cast<size_t>(n * dtypeBytes(t)));
-    if (lo == 0 && hi == 0)
-      buf.fill(0);
-    else
-      fillDeviceUniform(buf, 0, t, n, lo, hi, rng);
-    view.data = buf.data();
-  }
-};
-
 int runScanBench(const ScanBenchOptions& o) {
   const DType dt = parseFloatDType(o.dtype, "--dtype");
   driver::ensureContext();

@@ -45,6 +45,7 @@ Command addBenchCommand(CLI::App& parent);
 Command addConvBenchCommand(CLI::App& parent);
 Command addDecodeBenchCommand(CLI::App& parent);
 Command addScanBenchCommand(CLI::App& parent);
+Command addSsdBenchCommand(CLI::App& parent);
 Command addInspectCommand(CLI::App& parent);
 Command addPrewarmCommand(CLI::App& parent);
 Command addCacheCommand(CLI::App& parent);

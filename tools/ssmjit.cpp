@@ -59,6 +59,7 @@ const Subcommand kSubcommands[] = {
     {ssmjit::tool::addDecodeBenchCommand, "time mamba2_decode_step: fused replay+verify against split and snapshots"},
     {ssmjit::tool::addScanBenchCommand,
      "time selective_scan and its backward (dense rows, a long sequence, a packed row)"},
+    {ssmjit::tool::addSsdBenchCommand, "time ssd, the Mamba-2 SSD chunked scan forward (dense shapes, packed rows)"},
     {ssmjit::tool::addInspectCommand,
      "print one stage of a kernel (IR, CUDA C++, PTX, SASS, resources) for an op call or a recorded one; no GPU"},
     {ssmjit::tool::addPrewarmCommand, "compile the kernels of a manifest into the disk cache; no GPU"},
@@ -68,7 +69,7 @@ const Subcommand kSubcommands[] = {
 std::string description(const std::vector<ssmjit::tool::Command>& commands) {
   std::string s =
       "ssmjit: JIT-compiled Mamba-1 / Mamba-2 GPU kernels (selective state update, Mamba-2 decode step, causal "
-      "conv1d, selective scan; C++ DSL -> MLIR -> CUDA C++ -> NVRTC -> CUBIN -> CUDA Driver API).\n";
+      "conv1d, selective scan, SSD chunked scan; C++ DSL -> MLIR -> CUDA C++ -> NVRTC -> CUBIN -> CUDA Driver API).\n";
   for (size_t i = 0; i < commands.size(); ++i)
     s += ssmjit::tool::strf("  %-13s %s\n", commands[i].app->get_name().c_str(), kSubcommands[i].summary);
   return s +

@@ -2,6 +2,7 @@
 #include "runtime/ops/ArgCheck.h"
 
 #include <cstdio>
+#include <vector>
 
 namespace ssmjit::detail {
 
@@ -100,6 +101,28 @@ void Checker::tensor(const char* name, const TensorView& t, const Dim* exp, int 
   if (reinterpret_cast<uintptr_t>(t.data) % static_cast<uintptr_t>(eb) != 0)
     fail(std::string(name) + " has data pointer " + hexPtr(t.data) + ", expected a multiple of its element size (" +
          dtypeName(t.dtype) + ": " + std::to_string(eb) + " bytes)");
+}
+
+void checkWorkspace(const char* op, const TensorView& w, const TensorView& on, const char* onName, int64_t need,
+                    const std::string& sizeFn, const std::string& missingNote) {
+  Checker c(op, DeviceKind::CUDA);
+  c.setDeviceId(on.deviceId, onName);
+  if (!w.defined())
+    c.fail("workspace is not given, expected a float32 buffer of at least " + std::to_string(need) + " elements (" +
+           sizeFn + (missingNote.empty() ? "" : ": " + missingNote) + ")");
+  std::vector<Dim> e;
+  for (int k = 0; k < w.ndim; ++k) e.push_back({w.shape[k], "n"});
+  c.tensor("workspace", w, e.data(), w.ndim, kF32Only, false);
+  int64_t expect = 1;
+  for (int k = w.ndim - 1; k >= 0; --k) {
+    if (w.shape[k] != 1 && w.strides[k] != expect)
+      c.fail("workspace has strides " + listString(w.strides, w.ndim) + " for shape " + w.shapeString() +
+             ", expected contiguous strides");
+    expect *= w.shape[k];
+  }
+  if (w.numel() < need)
+    c.fail("workspace has " + std::to_string(w.numel()) + " elements (shape " + w.shapeString() +
+           "), expected at least " + std::to_string(need) + " (" + sizeFn + ")");
 }
 
 }  // namespace ssmjit::detail

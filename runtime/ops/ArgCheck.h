@@ -68,4 +68,10 @@ class Checker {
   const char* form_ = "";
 };
 
+// An op's workspace `w`: a contiguous float32 buffer of at least `need` elements on the CUDA
+// device of `on` (the op's first tensor, named `onName` in messages). Errors name `sizeFn` (the
+// op's workspace-size function) and, when the workspace is missing, `missingNote` after it.
+void checkWorkspace(const char* op, const TensorView& w, const TensorView& on, const char* onName, int64_t need,
+                    const std::string& sizeFn, const std::string& missingNote = "");
+
 }  // namespace ssmjit::detail

@@ -11,6 +11,7 @@
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/scan/SelectiveScan.h"
 #include "runtime/DeviceStatus.h"
+#include "runtime/ops/ArgCheck.h"
 #include "runtime/ops/KernelCall.h"
 #include "runtime/ops/ScanStateChunks.h"
 #include "runtime/ops/SelectiveScanCheck.h"
@@ -80,9 +81,8 @@ ScanPlan plan(const SelectiveScanArgs& a, const ScanDims& d) {
 
 void checkWorkspace(const SelectiveScanArgs& a, const ScanPlan& p) {
   if (p.workspace == 0) return;
-  detail::checkScanWorkspace(kOp, a.workspace, a.u, p.workspace, "selective_scan_workspace_size",
-                             p.multi
-                                 ? "sequences longer than " + std::to_string(p.span) + " tokens are split into spans"
+  detail::checkWorkspace(kOp, a.workspace, a.u, "u", p.workspace, "selective_scan_workspace_size",
+                         p.multi ? "sequences longer than " + std::to_string(p.span) + " tokens are split into spans"
                                  : "more than " + std::to_string(detail::kScanStateChunk) +
                                        " states run in chunks that sum y in the workspace");
 }

@@ -13,6 +13,7 @@
 #include "kernels_dsl/scan/SelectiveScan.h"
 #include "kernels_dsl/scan/SelectiveScanBackward.h"
 #include "runtime/DeviceStatus.h"
+#include "runtime/ops/ArgCheck.h"
 #include "runtime/ops/KernelCall.h"
 #include "runtime/ops/ScanStateChunks.h"
 #include "runtime/ops/SelectiveScanCheck.h"
@@ -252,7 +253,7 @@ int64_t selective_scan_backward_workspace_size(const SelectiveScanBackwardArgs& 
 void selective_scan_backward(const SelectiveScanBackwardArgs& b, Stream stream) {
   const ScanDims d = detail::checkSelectiveScanBackwardArgs(b, DeviceKind::CUDA, kOp);
   const BwdPlan p = plan(b, d);
-  detail::checkScanWorkspace(kOp, b.workspace, b.forward.u, p.total, "selective_scan_backward_workspace_size");
+  detail::checkWorkspace(kOp, b.workspace, b.forward.u, "u", p.total, "selective_scan_backward_workspace_size");
   if (d.nseq == 0 || d.L == 0 || d.D == 0) return;
   const CUstream s = static_cast<CUstream>(stream);
   forEachLaunch(b, d, p, deviceStatusRecord(), [&](KernelCall& c, Launch launch, int64_t N) {

@@ -249,26 +249,4 @@ ScanDims checkSelectiveScanBackwardArgs(const SelectiveScanBackwardArgs& b, Devi
   return d;
 }
 
-void checkScanWorkspace(const char* op, const TensorView& w, const TensorView& u, int64_t need,
-                        const std::string& sizeFn, const std::string& missingNote) {
-  Checker c(op, DeviceKind::CUDA);
-  c.setDeviceId(u.deviceId, "u");
-  if (!w.defined())
-    c.fail("workspace is not given, expected a float32 buffer of at least " + std::to_string(need) + " elements (" +
-           sizeFn + (missingNote.empty() ? "" : ": " + missingNote) + ")");
-  std::vector<Dim> e;
-  for (int k = 0; k < w.ndim; ++k) e.push_back({w.shape[k], "n"});
-  c.tensor("workspace", w, e.data(), w.ndim, kF32Only, false);
-  int64_t expect = 1;
-  for (int k = w.ndim - 1; k >= 0; --k) {
-    if (w.shape[k] != 1 && w.strides[k] != expect)
-      c.fail("workspace has strides " + listString(w.strides, w.ndim) + " for shape " + w.shapeString() +
-             ", expected contiguous strides");
-    expect *= w.shape[k];
-  }
-  if (w.numel() < need)
-    c.fail("workspace has " + std::to_string(w.numel()) + " elements (shape " + w.shapeString() +
-           "), expected at least " + std::to_string(need) + " (" + sizeFn + ")");
-}
-
 }  // namespace ssmjit::detail

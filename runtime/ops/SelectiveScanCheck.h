@@ -44,10 +44,4 @@ ScanDims checkSelectiveScanArgs(const SelectiveScanArgs& args, DeviceKind device
 // those of the inputs given), and no output sharing memory with an input or another output.
 ScanDims checkSelectiveScanBackwardArgs(const SelectiveScanBackwardArgs& args, DeviceKind device, const char* op);
 
-// A scan op's workspace `w` (on u's device): a contiguous float32 buffer of at least `need`
-// elements. Errors name `sizeFn` (the op's workspace-size function), and when the workspace is
-// missing, `missingNote` after it.
-void checkScanWorkspace(const char* op, const TensorView& w, const TensorView& u, int64_t need,
-                        const std::string& sizeFn, const std::string& missingNote = "");
-
 }  // namespace ssmjit::detail

@@ -1,10 +1,14 @@
-# The embedded default manifest: prewarm compiles it all, a second run finds it all cached, and
-# --print-default prints a manifest that reads back to the same kernels.
+# The embedded default manifest: prewarm compiles it all (the SSD entries' kernels among them), a
+# second run finds it all cached, and --print-default prints a manifest that reads back to the
+# same kernels.
 source "$(dirname "$0")/lib.sh"
 
 run first 0 "$TOOL" prewarm --jobs 2
 n=$(summary kernels first.out)
-[ "$n" -ge 30 ] && [ "$n" -le 60 ] || fail "default manifest: expected 30-60 kernels, got $n"
+[ "$n" -ge 60 ] && [ "$n" -le 90 ] || fail "default manifest: expected 60-90 kernels, got $n"
+# The SSD entries: Mamba-2 2.7B's, 1.3B's and 780M's heads (H 80, 64, 48), dense and packed, five
+# launches each, all distinct (the heads a group, H / G, bind by value).
+expect_eq "SSD kernels listed" 30 "$(grep -Ec 'ssd H(80|64|48) P64 N128 G1 chunk 256' first.out || true)" first.out
 expect_eq "first run: compiled" "$n" "$(summary compiled first.out)" first.out
 echo "TIMING: default manifest, $n kernels, --jobs 2: first run $(summary seconds first.out) s"
 

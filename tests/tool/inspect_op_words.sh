@@ -3,7 +3,8 @@
 # of 8 x 513 tokens (a stride of divisibility class 8) takes them again; --launch picks one of the
 # backward's launches; a prewarm entry compiles every launch of its call. Decode step: the parts
 # and the cache depth reach the kernel; the op's own check names a cache too shallow for the
-# drafts. Options of another op are refused by name.
+# drafts. SSD: its five launches, the chunk size and the states reach the kernels; the op's own
+# check names a bad group count. Options of another op are refused by name.
 source "$(dirname "$0")/lib.sh"
 
 scan=(--op scan --channels 256 --dstate 16 --input-dtype bf16 --stage resources)
@@ -27,9 +28,9 @@ run bwd_past 2 "$TOOL" inspect "${bwd[@]}" --launch $((n + 1))
 expect_grep "a launch past the last is named" "--launch $((n + 1)): the call has $n launches, expected 1..$n" bwd_past.err
 
 run heads 2 "$TOOL" inspect "${scan[@]}" --heads 4
-expect_grep "a state-update option is refused for the scan" "--heads applies to --op ssu, ssu-tokens and decode-step, not scan" heads.err
+expect_grep "a state-update option is refused for the scan" "--heads applies to --op ssu, ssu-tokens, decode-step and ssd, not scan" heads.err
 run seqlen 2 "$TOOL" inspect --op ssu --seqlen 7 --stage cuda
-expect_grep "a scan option is refused for the state update" "--seqlen applies to --op scan and scan-backward, not ssu" seqlen.err
+expect_grep "a scan option is refused for the state update" "--seqlen applies to --op scan, scan-backward and ssd, not ssu" seqlen.err
 run both 2 "$TOOL" inspect "${scan[@]}" --packed-lengths 5,6 --batch 2
 expect_grep "--batch beside --packed-lengths is refused" "--batch applies to dense rows; --packed-lengths gives the packed row" both.err
 run groups 2 "$TOOL" inspect "${scan[@]}" --groups 3
@@ -48,6 +49,28 @@ run width 2 "$TOOL" inspect --op ssu --width 3 --stage cuda
 expect_grep "a decode-step option is refused for the state update" "--width applies to --op decode-step, not ssu" width.err
 run channels 2 "$TOOL" inspect "${step[@]}" --channels 64
 expect_grep "a scan option is refused for the decode step" "--channels applies to --op scan and scan-backward, not decode-step" channels.err
+
+ssd=(--op ssd --heads 8 --head-dim 64 --dstate 128 --input-dtype bf16 --seqlen 512 --stage resources)
+run ssd_last 0 "$TOOL" inspect "${ssd[@]}"
+expect_grep "ssd's last launch is chunk_scan" "^kernel  *ssd_chunk_scan" ssd_last.out
+expect_grep "ssd runs five launches" "^launch  *5 of 5 \(--launch\)" ssd_last.out
+expect_grep "the ssd call is labelled" "^call  *ssd H8 P64 N128 G1 chunk 256 b=16 L=512 bfloat16$" ssd_last.out
+run ssd_first 0 "$TOOL" inspect "${ssd[@]}" --launch 1 --chunk 128
+expect_grep "ssd's first launch is chunk_cumsum" "^kernel  *ssd_chunk_cumsum" ssd_first.out
+expect_grep "the chunk size is bound" "^key .*;meta:chunk=128(;|$)" ssd_first.out
+packed=(--op ssd --heads 8 --head-dim 64 --dstate 128 --packed-lengths 100,300 --states slots --state-dtype bf16)
+run ssd_packed 0 "$TOOL" inspect "${packed[@]}" --launch 4 --stage resources
+expect_grep "ssd's fourth launch passes the states" "^kernel  *ssd_state_passing" ssd_packed.out
+expect_grep "the packed ssd call is labelled" "^call  *ssd H8 P64 N128 G1 chunk 256 packed 2 seqs \(400 tokens\) float32 states slots bfloat16$" ssd_packed.out
+expect_grep "slots bind initial states and their indices" "^key .*;has_init=1;has_init_idx=1;" ssd_packed.out
+run ssd_groups 2 "$TOOL" inspect "${ssd[@]}" --groups 3
+expect_grep "the ssd op's own check names the argument" "the ssd options give an invalid call: ssd: B has 3 groups" ssd_groups.err
+run ssd_sd 2 "$TOOL" inspect "${ssd[@]}" --state-dtype bf16
+expect_grep "a state dtype without states is refused" "--state-dtype applies to the SSD scan's states: give --states final or slots" ssd_sd.err
+run ssd_channels 2 "$TOOL" inspect "${ssd[@]}" --channels 64
+expect_grep "a scan option is refused for ssd" "--channels applies to --op scan and scan-backward, not ssd" ssd_channels.err
+run chunk_scan 2 "$TOOL" inspect "${scan[@]}" --chunk 128
+expect_grep "an ssd option is refused for the scan" "--chunk applies to --op ssd, not scan" chunk_scan.err
 
 echo '{"op": "scan", "channels": 256, "dstate": 16, "seqlen": 512, "input-dtype": "bf16", "archs": ["sm_90a"]}' > scan.jsonl
 run prewarm 0 "$TOOL" prewarm --quiet scan.jsonl

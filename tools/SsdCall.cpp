@@ -1,0 +1,84 @@
+#include "tools/SsdCall.h"
+
+#include <numeric>
+
+#include "runtime/OpSpecializations.h"
+#include "ssmjit/error.h"
+#include "ssmjit/ops.h"
+#include "tools/ToolSupport.h"
+
+namespace ssmjit::tool {
+namespace {
+
+bool packed(const SsdCall& c) { return !c.packedLengths.empty(); }
+int64_t rows(const SsdCall& c) { return packed(c) ? 1 : c.batch; }
+int64_t rowLength(const SsdCall& c) {
+  return packed(c) ? std::accumulate(c.packedLengths.begin(), c.packedLengths.end(), int64_t{0}) : c.seqlen;
+}
+int64_t sequences(const SsdCall& c) { return packed(c) ? static_cast<int64_t>(c.packedLengths.size()) : c.batch; }
+
+SsdArgs args(const SsdCall& c) {
+  const int64_t R = rows(c), L = rowLength(c), nseq = sequences(c);
+  SsdArgs a;
+  a.x = fakeDeviceView(1, c.x, {R, L, c.H, c.P});
+  a.dt = fakeDeviceView(2, c.x, {R, L, c.H});
+  a.A = fakeDeviceView(3, DType::F32, {c.H});
+  a.B = fakeDeviceView(4, c.x, {R, L, c.G, c.N});
+  a.C = fakeDeviceView(5, c.x, {R, L, c.G, c.N});
+  if (c.hasD) a.D = fakeDeviceView(6, DType::F32, {c.H});
+  if (c.hasZ) a.z = fakeDeviceView(7, c.x, {R, L, c.H, c.P});
+  if (c.dtBias) a.dt_bias = fakeDeviceView(8, DType::F32, {c.H});
+  a.dt_softplus = c.softplus;
+  a.chunk_size = static_cast<int>(c.chunk);
+  a.out = fakeDeviceView(9, c.x, {R, L, c.H, c.P});
+  if (packed(c)) a.cu_seqlens = fakeDeviceView(10, DType::I32, {nseq + 1});
+  if (c.states != SsdStates::None) a.final_states = fakeDeviceView(11, c.state, {nseq, c.H, c.P, c.N});
+  if (c.states == SsdStates::Slots) {
+    a.initial_states = a.final_states;
+    a.initial_state_indices = fakeDeviceView(12, DType::I32, {nseq});
+    a.final_state_indices = fakeDeviceView(13, DType::I32, {nseq});
+  }
+  return a;
+}
+
+}  // namespace
+
+const char* ssdStatesName(SsdStates s) {
+  switch (s) {
+    case SsdStates::None:
+      return "none";
+    case SsdStates::Final:
+      return "final";
+    case SsdStates::Slots:
+      return "slots";
+  }
+  return "?";
+}
+
+SsdStates parseSsdStates(const std::string& name, const char* option) {
+  for (SsdStates s : {SsdStates::None, SsdStates::Final, SsdStates::Slots})
+    if (name == ssdStatesName(s)) return s;
+  throw UsageError(std::string(option) + " is '" + name + "', expected none, final or slots");
+}
+
+std::string ssdCallLabel(const SsdCall& c) {
+  std::string l =
+      strf("ssd H%lld P%lld N%lld G%lld chunk %lld ", static_cast<long long>(c.H), static_cast<long long>(c.P),
+           static_cast<long long>(c.N), static_cast<long long>(c.G), static_cast<long long>(c.chunk));
+  l += packed(c) ? strf("packed %zu seqs (%lld tokens)", c.packedLengths.size(), static_cast<long long>(rowLength(c)))
+                 : strf("b=%lld L=%lld", static_cast<long long>(c.batch), static_cast<long long>(c.seqlen));
+  l += std::string(" ") + dtypeName(c.x);
+  if (c.states != SsdStates::None) l += std::string(" states ") + ssdStatesName(c.states) + " " + dtypeName(c.state);
+  return l + absentInputsLabel(c.hasD, c.hasZ, c.dtBias, c.softplus);
+}
+
+std::vector<Specialization> ssdCallSpecializations(const SsdCall& c) {
+  try {
+    return opspec::ssd(args(c), c.arch);
+  } catch (const Error& e) {
+    if (e.kind() != Error::Kind::InvalidArgument) throw;
+    throw UsageError(std::string("the ssd options give an invalid call: ") + e.what());
+  }
+}
+
+}  // namespace ssmjit::tool
