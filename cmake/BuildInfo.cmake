@@ -6,7 +6,7 @@
 #                     headers it includes and their .cpp), so editing
 #                     one kernel invalidates only its own cache entries.
 # Writes ${PROJECT_BINARY_DIR}/compiler/BuildInfo.cpp (rewritten only when an id changes).
-set(SSMJIT_KERNEL_DEFINITIONS SelectiveStateUpdate CausalConv1d CausalConv1dUpdate CausalConv1dBackward Mamba2DecodeStep SelectiveScan SelectiveScanBackward SsdChunkCumsum SsdBmm SsdChunkState SsdStatePassing SsdChunkScan)
+set(SSMJIT_KERNEL_DEFINITIONS SelectiveStateUpdate CausalConv1d CausalConv1dUpdate CausalConv1dBackward Mamba2DecodeStep SelectiveScan SelectiveScanBackward SsdChunkCumsum SsdBmm SsdChunkState SsdStatePassing SsdChunkScan SsdBwdDstates SsdBwdStatePassing SsdBwdDx SsdBwdDcb SsdBwdBC SsdBwdDt)
 
 file(GLOB_RECURSE _codegen_sources LIST_DIRECTORIES false
   ${PROJECT_SOURCE_DIR}/compiler/*.h ${PROJECT_SOURCE_DIR}/compiler/*.cpp

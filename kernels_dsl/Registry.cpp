@@ -26,6 +26,14 @@ dsl::KernelDef ssdBmmKernel();
 dsl::KernelDef ssdChunkStateKernel();
 dsl::KernelDef ssdStatePassingKernel();
 dsl::KernelDef ssdChunkScanKernel();
+dsl::KernelDef ssdBwdDstatesKernel();
+dsl::KernelDef ssdBwdStatePassingKernel();
+dsl::KernelDef ssdBwdDxKernel();
+dsl::KernelDef ssdBwdDcbKernel();
+dsl::KernelDef ssdBwdDbKernel();
+dsl::KernelDef ssdBwdDcKernel();
+dsl::KernelDef ssdBwdDtKernel();
+dsl::KernelDef ssdBwdSumsKernel();
 }  // namespace ssmjit::kernels
 
 namespace ssmjit::dsl {
@@ -61,6 +69,14 @@ const std::vector<KernelDef>& registry() {
       withHash(kernels::ssdChunkStateKernel(), "SsdChunkState"),
       withHash(kernels::ssdStatePassingKernel(), "SsdStatePassing"),
       withHash(kernels::ssdChunkScanKernel(), "SsdChunkScan"),
+      withHash(kernels::ssdBwdDstatesKernel(), "SsdBwdDstates"),
+      withHash(kernels::ssdBwdStatePassingKernel(), "SsdBwdStatePassing"),
+      withHash(kernels::ssdBwdDxKernel(), "SsdBwdDx"),
+      withHash(kernels::ssdBwdDcbKernel(), "SsdBwdDcb"),
+      withHash(kernels::ssdBwdDbKernel(), "SsdBwdBC"),
+      withHash(kernels::ssdBwdDcKernel(), "SsdBwdBC"),
+      withHash(kernels::ssdBwdDtKernel(), "SsdBwdDt"),
+      withHash(kernels::ssdBwdSumsKernel(), "SsdBwdDt"),
   };
   return defs;
 }
