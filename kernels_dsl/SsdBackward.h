@@ -64,11 +64,10 @@ inline constexpr TensorArg kTensors[] = {{"x", F, {"b", "l", "h", "p"}},
                                          {"ddtb", F, {"h"}},
                                          {"ws", F, {}},
                                          {"chunks", I, {}, nullptr, M}};
-inline constexpr SizeArg kSizes[] = {{"H", Div},     {"P", Bound},    {"N", Bound},     {"hpg", Bound},
-                                     {"L", Div},     {"slots", Count}, {"o_dt", Count},  {"o_cum", Count},
-                                     {"o_st", Count}, {"o_cb", Count}, {"o_y", Count},   {"o_g", Count},
-                                     {"o_tok", Count}, {"o_dd", Count}, {"o_pn", Count}, {"o_sl", Count},
-                                     {"o_dcb", Count}};
+inline constexpr SizeArg kSizes[] = {
+    {"H", Div},       {"P", Bound},     {"N", Bound},    {"hpg", Bound},  {"L", Div},      {"slots", Count},
+    {"o_dt", Count},  {"o_cum", Count}, {"o_st", Count}, {"o_cb", Count}, {"o_y", Count},  {"o_g", Count},
+    {"o_tok", Count}, {"o_dd", Count},  {"o_pn", Count}, {"o_sl", Count}, {"o_dcb", Count}};
 inline constexpr const char* kScalars[] = {"dt_min", "dt_max"};
 inline constexpr const char* kFlags[] = {"has_D", "d_per_channel", "has_z", "has_dtb", "softplus", "has_clamp"};
 
@@ -80,29 +79,36 @@ inline constexpr TensorArg kPassTensors[] = {{"dfinal", F, {"slot", "h", "p", "n
                                              {"init_idx", I, {""}, nullptr, M},
                                              {"final_idx", I, {""}, nullptr, M},
                                              {"err", I, {}, nullptr, M}};
-inline constexpr SizeArg kPassSizes[] = {{"H", Div},          {"P", Bound},           {"N", Bound},
-                                         {"L", Div},          {"nseq", Count},        {"nslots_init", Count},
-                                         {"nslots_final", Count}, {"o_cum", Count},   {"o_st", Count},
-                                         {"o_g", Count},      {"o_pn", Count}};
+inline constexpr SizeArg kPassSizes[] = {{"H", Div},
+                                         {"P", Bound},
+                                         {"N", Bound},
+                                         {"L", Div},
+                                         {"nseq", Count},
+                                         {"nslots_init", Count},
+                                         {"nslots_final", Count},
+                                         {"o_cum", Count},
+                                         {"o_st", Count},
+                                         {"o_g", Count},
+                                         {"o_pn", Count}};
 inline constexpr const char* kPassFlags[] = {"has_cu", "has_init_idx", "has_dfinal", "has_final_idx", "has_dinit"};
 }  // namespace ssd_bwd
 
 inline constexpr dsl::Signature kSsdBwdDstates{"ssd_bwd_dstates", ssd_bwd::kTensors, ssd_bwd::kSizes, ssd_bwd::kScalars,
-                                     ssd_bwd::kFlags};
+                                               ssd_bwd::kFlags};
 inline constexpr dsl::Signature kSsdBwdDx{"ssd_bwd_dx", ssd_bwd::kTensors, ssd_bwd::kSizes, ssd_bwd::kScalars,
-                                     ssd_bwd::kFlags};
+                                          ssd_bwd::kFlags};
 inline constexpr dsl::Signature kSsdBwdDcb{"ssd_bwd_dcb", ssd_bwd::kTensors, ssd_bwd::kSizes, ssd_bwd::kScalars,
-                                     ssd_bwd::kFlags};
+                                           ssd_bwd::kFlags};
 inline constexpr dsl::Signature kSsdBwdDb{"ssd_bwd_db", ssd_bwd::kTensors, ssd_bwd::kSizes, ssd_bwd::kScalars,
-                                     ssd_bwd::kFlags};
+                                          ssd_bwd::kFlags};
 inline constexpr dsl::Signature kSsdBwdDc{"ssd_bwd_dc", ssd_bwd::kTensors, ssd_bwd::kSizes, ssd_bwd::kScalars,
-                                     ssd_bwd::kFlags};
+                                          ssd_bwd::kFlags};
 inline constexpr dsl::Signature kSsdBwdDt{"ssd_bwd_dt", ssd_bwd::kTensors, ssd_bwd::kSizes, ssd_bwd::kScalars,
-                                     ssd_bwd::kFlags};
+                                          ssd_bwd::kFlags};
 inline constexpr dsl::Signature kSsdBwdSums{"ssd_bwd_sums", ssd_bwd::kTensors, ssd_bwd::kSizes, ssd_bwd::kScalars,
-                                     ssd_bwd::kFlags};
-inline constexpr dsl::Signature kSsdBwdStatePassing{"ssd_bwd_state_passing", ssd_bwd::kPassTensors,
-                                                    ssd_bwd::kPassSizes, {}, ssd_bwd::kPassFlags};
+                                            ssd_bwd::kFlags};
+inline constexpr dsl::Signature kSsdBwdStatePassing{
+    "ssd_bwd_state_passing", ssd_bwd::kPassTensors, ssd_bwd::kPassSizes, {}, ssd_bwd::kPassFlags};
 
 // Elements of p x n a state-passing-backward program takes.
 inline constexpr int64_t kSsdBwdPassBlock = 1024;

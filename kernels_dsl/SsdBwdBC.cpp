@@ -32,7 +32,7 @@ void buildBC(KernelBuilder& k, const Specialization& spec, bool dC) {
   Value zero = k.constFloat(0), zeroI = k.constInt(0), oneI = k.constInt(1);
   Value G = a.H / a.hpg;
   Value smem = k.sharedBuffer(kStep * LDs);
-  Value rR = bm * T + k.expandDims(k.range(T), 1), mR = rR < ch.n;                    // [T, 1]: tokens r
+  Value rR = bm * T + k.expandDims(k.range(T), 1), mR = rR < ch.n;                   // [T, 1]: tokens r
   Value sC = k.expandDims(k.range(kStep), 0), sR = k.expandDims(k.range(kStep), 1);  // [1, 32], [32, 1]
   Value nC = n0 + k.expandDims(k.range(BN), 0), mN = nC < a.N;                       // [1, BN]
   Value bnC = k.expandDims(k.range(BN), 0);
@@ -44,17 +44,18 @@ void buildBC(KernelBuilder& k, const Specialization& spec, bool dC) {
   Value oBase = ch.row * (dC ? a.sBb : a.sCb) + g * (dC ? a.sBg : a.sCg);
   Value lo = dC ? zeroI : bm * T, hi = dC ? k.minimum(ch.n, (bm + 1) * T) : ch.n;
   const int po = ssdPieces(spec, dC ? "B" : "C");
-  Value acc = k.forLoop(lo, hi, k.constInt(kStep), {k.splat(zero, {T, BN})}, [&](Value t0, const std::vector<Value>& c) {
-    Value tR = t0 + sR;
-    Value ot = k.load(other, oBase + (ch.t0 + tR) * sOl + nC * sOn, (tR < ch.n) && mN, zero);  // [32, BN]
-    k.barrier();
-    k.store(smem, sR * LDs + bnC, ot);
-    k.barrier();
-    Value tC = t0 + sC;  // [1, 32]
-    Value keep = (dC ? (tC <= rR) : (tC >= rR)) && (tC < ch.n) && mR;
-    Value d = k.load(a.ws, dC ? dcbBase + rR * Q + tC : dcbBase + tC * Q + rR, keep, zero);  // [T, 32]
-    return std::vector<Value>{k.dot(d, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], 3, po)};
-  })[0];
+  Value acc =
+      k.forLoop(lo, hi, k.constInt(kStep), {k.splat(zero, {T, BN})}, [&](Value t0, const std::vector<Value>& c) {
+        Value tR = t0 + sR;
+        Value ot = k.load(other, oBase + (ch.t0 + tR) * sOl + nC * sOn, (tR < ch.n) && mN, zero);  // [32, BN]
+        k.barrier();
+        k.store(smem, sR * LDs + bnC, ot);
+        k.barrier();
+        Value tC = t0 + sC;  // [1, 32]
+        Value keep = (dC ? (tC <= rR) : (tC >= rR)) && (tC < ch.n) && mR;
+        Value d = k.load(a.ws, dC ? dcbBase + rR * Q + tC : dcbBase + tC * Q + rR, keep, zero);  // [T, 32]
+        return std::vector<Value>{k.dot(d, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], 3, po)};
+      })[0];
 
   // The states' part, per head of the group: (scaled x or dy) [T, 32 channels] times g or S_in
   // [32 channels, BN].
@@ -62,9 +63,9 @@ void buildBC(KernelBuilder& k, const Specialization& spec, bool dC) {
     Value h = g * a.hpg + hh;
     Value wsRow = (slot * a.H + h) * Q;
     Value cumR = k.load(a.ws, a.oCum + wsRow + rR, mR, zero);
-    Value scale = dC ? k.exp(cumR)
-                     : k.load(a.ws, a.oDt + wsRow + rR, mR, zero) *
-                           k.exp(k.load(a.ws, a.oCum + wsRow + ch.n - 1) - cumR);
+    Value scale =
+        dC ? k.exp(cumR)
+           : k.load(a.ws, a.oDt + wsRow + rR, mR, zero) * k.exp(k.load(a.ws, a.oCum + wsRow + ch.n - 1) - cumR);
     Value stBase = (dC ? a.oSt : a.oG) + (slot * a.H + h) * a.P * a.N;
     return k.forLoop(zeroI, a.P, k.constInt(kStep), {ah[0]}, [&](Value c0, const std::vector<Value>& c) {
       Value pR = c0 + sR;

@@ -27,7 +27,7 @@ void buildDcb(KernelBuilder& k, const Specialization& spec) {
   Value G = a.H / a.hpg;
   Value smem = k.sharedBuffer(kChannels * LDs);
   Value iR = bi * T + k.expandDims(k.range(T), 1), jC = bj * T + k.expandDims(k.range(T), 0);  // [T, 1], [1, T]
-  Value cR = k.expandDims(k.range(kChannels), 1), cC = k.expandDims(k.range(kChannels), 0);  // [32, 1], [1, 32]
+  Value cR = k.expandDims(k.range(kChannels), 1), cC = k.expandDims(k.range(kChannels), 0);    // [32, 1], [1, 32]
   Value mI = iR < ch.n, mJ = jC < ch.n;
   Value keep = (jC <= iR) && mI && mJ;
   const int px = ssdPieces(spec, "x");

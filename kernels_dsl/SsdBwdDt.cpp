@@ -60,7 +60,9 @@ void buildDt(KernelBuilder& k, const Specialization& spec) {
   Value pre = k.load(a.dt, dtOff + h * a.sDth, m, zero);
   pre = pre + k.ifElse(
                   a.hasDtb, [&] { return std::vector<Value>{k.load(a.dtb, h * a.sDbh, mH, zero)}; },
-                  [&] { return std::vector<Value>{k.splat(zero, {BH, 1})}; })[0];
+                  [&] {
+                    return std::vector<Value>{k.splat(zero, {BH, 1})};
+                  })[0];
   Value v = k.select(a.softplusOn, softplus(pre), pre);
   Value gPre = k.select(a.softplusOn && (pre <= 20.0), sigmoid(pre), k.splat(one, {BH, Q}));
   Value binds = a.hasClamp && ((v < a.dtMin) || (v > a.dtMax));
@@ -82,8 +84,8 @@ void buildSums(KernelBuilder& k, const Specialization& spec) {
   Value h = k.programId(0);
   Value zero = k.constFloat(0), zeroI = k.constInt(0), oneI = k.constInt(1);
   Value p = k.range(BP), mP = p < a.P;
-  std::vector<Value> r = k.forLoop(
-      zeroI, a.slots, oneI, {zero, zero, k.splat(zero, {BP})}, [&](Value slot, const std::vector<Value>& c) {
+  std::vector<Value> r =
+      k.forLoop(zeroI, a.slots, oneI, {zero, zero, k.splat(zero, {BP})}, [&](Value slot, const std::vector<Value>& c) {
         Value n = k.load(a.chunks, slot * 4 + 3);
         Value live = n > 0;
         Value at = a.oSl + slot * a.H + h;

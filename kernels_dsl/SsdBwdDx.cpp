@@ -63,7 +63,7 @@ void buildDx(KernelBuilder& k, const Specialization& spec) {
   // The chunk's tokens i >= j: CB_ij exp(cum_i - cum_j) times dy_i.
   Value cbBase = a.oCb + (slot * G + g) * Q * Q;
   Value acc = k.forLoop(bm * T, ch.n, k.constInt(kStep), {accS}, [&](Value i0, const std::vector<Value>& c) {
-    Value iR = i0 + sR;  // [32, 1]
+    Value iR = i0 + sR;                                                        // [32, 1]
     Value dyI = ssdBwdDy(k, a, ch.row, ch.t0 + iR, h, pC, (iR < ch.n) && mP);  // [32, BP]
     k.barrier();
     k.store(smem, sR * LDs + bpC, dyI);
@@ -82,7 +82,9 @@ void buildDx(KernelBuilder& k, const Specialization& spec) {
   Value y = k.load(a.ws, a.oY + ((ch.row * a.L + tok) * a.H + h) * a.P + pC, mOut, zero);
   Value D = k.ifElse(
       a.hasD, [&] { return std::vector<Value>{k.load(a.Dv, h * a.sDh + pC * a.sDp, mP, zero)}; },
-      [&] { return std::vector<Value>{k.splat(zero, {1, BP})}; })[0];
+      [&] {
+        return std::vector<Value>{k.splat(zero, {1, BP})};
+      })[0];
   std::vector<Value> gate = k.ifElse(
       a.hasZ,
       [&] {

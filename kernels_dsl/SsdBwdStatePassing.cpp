@@ -41,8 +41,8 @@ void buildBwdStatePassing(KernelBuilder& k, const Specialization& spec) {
                                               v("nslots_final"), i, reporter, err, kErrSsdFinalSlot)};
       },
       [&] { return std::vector<Value>{k.constInt(-1)}; })[0];
-  Value g0 = k.load(v("dfinal"), slotOut * v("s_dfinal_slot") + h * v("s_dfinal_h") + p * v("s_dfinal_p") +
-                                     n * v("s_dfinal_n"),
+  Value g0 = k.load(v("dfinal"),
+                    slotOut * v("s_dfinal_slot") + h * v("s_dfinal_h") + p * v("s_dfinal_p") + n * v("s_dfinal_n"),
                     m && (slotOut >= 0), zero);
   Value g = k.forLoop(zeroI, nch, oneI, {g0}, [&](Value r, const std::vector<Value>& c) {
     Value slot = first + (nch - 1 - r);
@@ -55,8 +55,8 @@ void buildBwdStatePassing(KernelBuilder& k, const Specialization& spec) {
     return std::vector<Value>{local + decay * c[0]};
   })[0];
   k.ifThen(v("has_dinit"), [&] {
-    Value slotIn = checkedSlot(k, v("has_init_idx"), v("init_idx"), v("s_init_idx"), v("nslots_init"), i, reporter,
-                               err, kErrSsdInitSlot);
+    Value slotIn = checkedSlot(k, v("has_init_idx"), v("init_idx"), v("s_init_idx"), v("nslots_init"), i, reporter, err,
+                               kErrSsdInitSlot);
     k.store(v("dinit"), slotIn * v("s_dinit_slot") + h * v("s_dinit_h") + p * v("s_dinit_p") + n * v("s_dinit_n"), g,
             m && (slotIn >= 0));
   });

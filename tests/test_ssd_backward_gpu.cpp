@@ -82,15 +82,24 @@ constexpr int kDx = 19, kDdt = 20, kDA = 21, kDB = 22, kDC = 23, kDD = 24, kDz =
 constexpr int kGrads[] = {kDx, kDdt, kDA, kDB, kDC, kDD, kDz, kDdtBias, kDinit};
 const char* gradName(int k) {
   switch (k) {
-    case kDx: return "dx";
-    case kDdt: return "ddt";
-    case kDA: return "dA";
-    case kDB: return "dB";
-    case kDC: return "dC";
-    case kDD: return "dD";
-    case kDz: return "dz";
-    case kDdtBias: return "ddt_bias";
-    default: return "dinitial_states";
+    case kDx:
+      return "dx";
+    case kDdt:
+      return "ddt";
+    case kDA:
+      return "dA";
+    case kDB:
+      return "dB";
+    case kDC:
+      return "dC";
+    case kDD:
+      return "dD";
+    case kDz:
+      return "dz";
+    case kDdtBias:
+      return "ddt_bias";
+    default:
+      return "dinitial_states";
   }
 }
 
@@ -183,8 +192,7 @@ TEST_P(SsdBackwardGpu, MatchesReference) {
       for (int64_t s : p.f.initSlot)
         if (s >= 0) written[size_t(s)] = 1;
     }
-    expectWithin(compareTensor(ref, got[size_t(k)], before[size_t(k)], written), bound(ref.meta.dtype, e),
-                 gradName(k));
+    expectWithin(compareTensor(ref, got[size_t(k)], before[size_t(k)], written), bound(ref.meta.dtype, e), gradName(k));
   }
 }
 

@@ -44,8 +44,8 @@ BwdPlan plan(const SsdBackwardArgs& b, const SsdDims& d) {
   p.fwd = kernels::ssdWorkspaceLayout(slots, d.H, d.G, d.P, d.N, Q);
   p.bwd = kernels::ssdBwdWorkspaceLayout(p.fwd.total, slots, d.batch * d.L, d.H, d.G, d.P, d.N, Q);
   const SsdArgs& f = b.forward;
-  p.wide = !detail::fits32({&f.x, &f.dt, &f.z, &f.B, &f.C, &f.initial_states, &b.dout, &b.dfinal_states, &b.dx,
-                            &b.ddt, &b.dz, &b.dB, &b.dC, &b.dinitial_states}) ||
+  p.wide = !detail::fits32({&f.x, &f.dt, &f.z, &f.B, &f.C, &f.initial_states, &b.dout, &b.dfinal_states, &b.dx, &b.ddt,
+                            &b.dz, &b.dB, &b.dC, &b.dinitial_states}) ||
            p.bwd.total >= (int64_t{1} << 31);
   return p;
 }
@@ -179,13 +179,13 @@ void forEachLaunch(const SsdBackwardArgs& b, const SsdDims& d, const BwdPlan& p,
       bindPassing(c, b, d, p, err);
       f(c, [&](KernelCall&) { return Grid{cdivU(d.P * d.N, kernels::kSsdBwdPassBlock), u(d.H), u(d.nseq)}; });
     }
-    launch(kernels::kSsdBwdDx,
-           [&](KernelCall&) { return Grid{u(S), u(d.H), u(nb) * cdivU(d.P, kernels::ssdBwdBlockP(d.P))}; });
+    launch(kernels::kSsdBwdDx, [&](KernelCall&) {
+      return Grid{u(S), u(d.H), u(nb) * cdivU(d.P, kernels::ssdBwdBlockP(d.P))};
+    });
     launch(kernels::kSsdBwdDcb, [&](KernelCall&) { return Grid{u(S), u(d.G), u(nb * nb)}; });
     for (const dsl::Signature* sig : {&kernels::kSsdBwdDb, &kernels::kSsdBwdDc})
       launch(*sig, [&](KernelCall& k) { return Grid{u(S), u(d.G), u(nb) * cdivU(d.N, k.metaValue("meta:BLOCK_N"))}; });
-    launch(kernels::kSsdBwdDt,
-           [&](KernelCall& k) { return Grid{u(S), cdivU(d.H, k.metaValue("meta:BLOCK_H")), 1}; });
+    launch(kernels::kSsdBwdDt, [&](KernelCall& k) { return Grid{u(S), cdivU(d.H, k.metaValue("meta:BLOCK_H")), 1}; });
   }
   launch(kernels::kSsdBwdSums, [&](KernelCall&) { return Grid{u(d.H), 1, 1}; });
 }
