@@ -41,6 +41,8 @@ TEST(KernelRegistry, EveryFamilyRegistersItsKernelsInNameOrder) {
       "causal_conv1d_bwd",      "causal_conv1d_bwd_reduce", "causal_conv1d_bwd_states", "causal_conv1d_final_state",
       "causal_conv1d_fwd",      "causal_conv1d_update",     "mamba2_decode_step",       "selective_scan_bwd",
       "selective_scan_bwd_sum", "selective_scan_fwd",       "selective_state_update",   "ssd_bmm",
+      "ssd_bwd_db",             "ssd_bwd_dc",               "ssd_bwd_dcb",              "ssd_bwd_dstates",
+      "ssd_bwd_dt",             "ssd_bwd_dx",               "ssd_bwd_state_passing",    "ssd_bwd_sums",
       "ssd_chunk_cumsum",       "ssd_chunk_scan",           "ssd_chunk_state",          "ssd_state_passing"};
   EXPECT_EQ(dsl::kernelNames(), expected);
 }

@@ -38,9 +38,51 @@ SsdValues ssdValues(KernelBuilder& k) {
   return a;
 }
 
-SsdChunk ssdChunkOfSlot(KernelBuilder& k, const SsdValues& a, Value slot) {
+SsdChunk ssdChunkOfSlot(KernelBuilder& k, const SsdValues& a, Value slot) { return ssdChunkAt(k, a.chunks, slot); }
+
+SsdChunk ssdChunkAt(KernelBuilder& k, Value chunks, Value slot) {
   Value at = slot * 4;
-  return {k.load(a.chunks, at), k.load(a.chunks, at + 1), k.load(a.chunks, at + 2), k.load(a.chunks, at + 3)};
+  return {k.load(chunks, at), k.load(chunks, at + 1), k.load(chunks, at + 2), k.load(chunks, at + 3)};
+}
+
+SsdBwdValues ssdBwdValues(KernelBuilder& k) {
+  auto v = [&](const char* n) { return k.arg(n); };
+  SsdBwdValues a;
+  a.x = v("x"), a.dt = v("dt"), a.A = v("A"), a.B = v("B"), a.C = v("C"), a.Dv = v("Dv"), a.z = v("z");
+  a.dtb = v("dtb"), a.dout = v("dout"), a.dx = v("dx"), a.ddt = v("ddt"), a.dA = v("dA"), a.dB = v("dB");
+  a.dC = v("dC"), a.dD = v("dD"), a.dz = v("dz"), a.ddtb = v("ddtb"), a.ws = v("ws"), a.chunks = v("chunks");
+  a.H = v("H"), a.P = v("P"), a.N = v("N"), a.hpg = v("hpg"), a.L = v("L"), a.slots = v("slots");
+  a.oDt = v("o_dt"), a.oCum = v("o_cum"), a.oSt = v("o_st"), a.oCb = v("o_cb"), a.oY = v("o_y"), a.oG = v("o_g");
+  a.oTok = v("o_tok"), a.oDd = v("o_dd"), a.oPn = v("o_pn"), a.oSl = v("o_sl"), a.oDcb = v("o_dcb");
+  a.dtMin = v("dt_min"), a.dtMax = v("dt_max");
+  a.hasD = v("has_D"), a.dPerChannel = v("d_per_channel"), a.hasZ = v("has_z"), a.hasDtb = v("has_dtb");
+  a.softplusOn = v("softplus"), a.hasClamp = v("has_clamp");
+  a.sXb = v("s_x_b"), a.sXl = v("s_x_l"), a.sXh = v("s_x_h"), a.sXp = v("s_x_p");
+  a.sDtb = v("s_dt_b"), a.sDtl = v("s_dt_l"), a.sDth = v("s_dt_h"), a.sAh = v("s_A_h");
+  a.sBb = v("s_B_b"), a.sBl = v("s_B_l"), a.sBg = v("s_B_g"), a.sBn = v("s_B_n");
+  a.sCb = v("s_C_b"), a.sCl = v("s_C_l"), a.sCg = v("s_C_g"), a.sCn = v("s_C_n");
+  a.sDh = v("s_D_h"), a.sDp = v("s_D_p");
+  a.sZb = v("s_z_b"), a.sZl = v("s_z_l"), a.sZh = v("s_z_h"), a.sZp = v("s_z_p"), a.sDbh = v("s_dtb_h");
+  a.sOb = v("s_do_b"), a.sOl = v("s_do_l"), a.sOh = v("s_do_h"), a.sOp = v("s_do_p");
+  a.sDxb = v("s_dx_b"), a.sDxl = v("s_dx_l"), a.sDxh = v("s_dx_h"), a.sDxp = v("s_dx_p");
+  a.sDdtb = v("s_ddt_b"), a.sDdtl = v("s_ddt_l"), a.sDdth = v("s_ddt_h"), a.sDAh = v("s_dA_h");
+  a.sDBb = v("s_dB_b"), a.sDBl = v("s_dB_l"), a.sDBg = v("s_dB_g"), a.sDBn = v("s_dB_n");
+  a.sDCb = v("s_dC_b"), a.sDCl = v("s_dC_l"), a.sDCg = v("s_dC_g"), a.sDCn = v("s_dC_n");
+  a.sDDh = v("s_dD_h"), a.sDDp = v("s_dD_p");
+  a.sDzb = v("s_dz_b"), a.sDzl = v("s_dz_l"), a.sDzh = v("s_dz_h"), a.sDzp = v("s_dz_p"), a.sDdbh = v("s_ddtb_h");
+  return a;
+}
+
+Value ssdBwdDy(KernelBuilder& k, const SsdBwdValues& a, Value row, Value token, Value h, Value p, Value mask) {
+  Value zero = k.constFloat(0);
+  Value dout = k.load(a.dout, row * a.sOb + token * a.sOl + h * a.sOh + p * a.sOp, mask, zero);
+  return k.ifElse(
+      a.hasZ,
+      [&] {
+        Value z = k.load(a.z, row * a.sZb + token * a.sZl + h * a.sZh + p * a.sZp, mask, zero);
+        return std::vector<Value>{dout * silu(z)};
+      },
+      [&] { return std::vector<Value>{dout}; })[0];
 }
 
 Value ssdFirstSlot(KernelBuilder& k, const SsdValues& a, Value i, Value row, Value start, int64_t Q) {

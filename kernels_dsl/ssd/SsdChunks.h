@@ -28,6 +28,24 @@ struct SsdChunk {
   dsl::Value seq, row, t0, n;
 };
 SsdChunk ssdChunkOfSlot(dsl::KernelBuilder& k, const SsdValues& a, dsl::Value slot);
+SsdChunk ssdChunkAt(dsl::KernelBuilder& k, dsl::Value chunks, dsl::Value slot);
+
+// The arguments of the backward's token kernels (SsdBackward.h), by the names the kernels use.
+struct SsdBwdValues {
+  dsl::Value x, dt, A, B, C, Dv, z, dtb, dout, dx, ddt, dA, dB, dC, dD, dz, ddtb, ws, chunks;
+  dsl::Value H, P, N, hpg, L, slots, oDt, oCum, oSt, oCb, oY, oG, oTok, oDd, oPn, oSl, oDcb;
+  dsl::Value dtMin, dtMax;
+  dsl::Value hasD, dPerChannel, hasZ, hasDtb, softplusOn, hasClamp;
+  dsl::Value sXb, sXl, sXh, sXp, sDtb, sDtl, sDth, sAh, sBb, sBl, sBg, sBn, sCb, sCl, sCg, sCn, sDh, sDp, sZb, sZl, sZh,
+      sZp, sDbh, sOb, sOl, sOh, sOp, sDxb, sDxl, sDxh, sDxp, sDdtb, sDdtl, sDdth, sDAh, sDBb, sDBl, sDBg, sDBn, sDCb,
+      sDCl, sDCg, sDCn, sDDh, sDDp, sDzb, sDzl, sDzh, sDzp, sDdbh;
+};
+SsdBwdValues ssdBwdValues(dsl::KernelBuilder& k);
+
+// dy, the gradient of y before the gate: dout (* silu(z)), at the given offsets of
+// (row, token, head, channel) (0 where `mask` is false).
+dsl::Value ssdBwdDy(dsl::KernelBuilder& k, const SsdBwdValues& a, dsl::Value row, dsl::Value token, dsl::Value h,
+                    dsl::Value p, dsl::Value mask);
 
 // The first slot of sequence i (Ssd.h): row * cdiv(L, Q) + start / Q (+ i packed).
 dsl::Value ssdFirstSlot(dsl::KernelBuilder& k, const SsdValues& a, dsl::Value i, dsl::Value row, dsl::Value start,

@@ -1,0 +1,139 @@
+// The Mamba-2 SSD chunked scan's backward kernels and their contract with the op
+// (ssmjit::ssd_backward, runtime/ops/SsdBackward.cpp). The op first runs the forward (ssd) into
+// the front of its workspace (Ssd.h's layout: the chunk table, dt', dA_cumsum, the entering
+// states, CB) with out bound to the workspace's y plane and no z, so y (before the gate, D x
+// included) is kept; then these kernels, in launch order:
+//   ssd_bwd_dstates       (slots, H, cdiv(P, BLOCK_P) cdiv(N, BLOCK_N)): per chunk, the gradient
+//     its own outputs give the entering state, sum_i exp(cum_i) dy_i C_i^T, to the g plane.
+//   ssd_bwd_state_passing (cdiv(P N, kSsdBwdPassBlock), H, nseq): per sequence, its chunks in
+//     reverse from d(final state): g_c = local_c + exp(cum_last,c) g_{c+1}; the g plane then holds
+//     g_{c+1} (the gradient of chunk c's own state), the pass plane exp(cum_last) S_in . g_{c+1}
+//     per block of p x n, dinitial_states g_0.
+//   ssd_bwd_dx            (slots, H, (Q/64) cdiv(P, kSsdBwdBlockP(P))): per 64 tokens j and block
+//     of p: acc_j = exp(cum_last - cum_j) B_j . g + sum_{i >= j} CB_ij exp(cum_i - cum_j) dy_i;
+//     dx = dt'_j acc + D dy_j, dz; per token partials (per block of p) of u = dy . (y - D x),
+//     ddt's s = x . acc and w = dt' x . (the state part of acc); dD partials per 64 tokens.
+//   ssd_bwd_dcb           (slots, G, (Q/64)^2): dCB_ij = sum over the group's heads in order of
+//     exp(cum_i - cum_j) dt'_j dy_i . x_j, j <= i, to the dcb plane.
+//   ssd_bwd_db / ssd_bwd_dc (slots, G, (Q/64) cdiv(N, BLOCK_N)): dB_j = sum_{i >= j} dCB_ij C_i +
+//     sum_h dt'_j exp(cum_last - cum_j) x_j . g_h; dC_i = sum_{j <= i} dCB_ij B_j +
+//     sum_h exp(cum_i) dy_i . S_in,h.
+//   ssd_bwd_dt            (slots, cdiv(H, BLOCK_H)): d cum_t = u_t - dt'_t s_t, its reverse
+//     cumsum plus the chunk's last-position terms (sum of w, the pass plane) gives d(dt' A);
+//     ddt through the clamp, softplus and bias; per-chunk partials of dA and ddt_bias.
+//   ssd_bwd_sums          (H, 1, 1): dA, ddt_bias and dD as fixed-order sums of the partials.
+// Every sum runs in a fixed order (no atomics); a chunk's arithmetic reads its own sequence only.
+//
+// Workspace (float32), after the forward's region: y[b, l, h, p] at o_y; g[slot, h, P, N] at o_g;
+// three token planes [slot, h, cdiv(P, BLOCK_P), Q] (u, s, w) at o_tok; dD partials
+// [slot, Q/64, h, P] at o_dd; the pass plane [slot, h, cdiv(P N, kSsdBwdPassBlock)] at o_pn;
+// dA and ddt_bias partials [2, slot, h] at o_sl; dCB[slot, g, Q, Q] at o_dcb.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels_dsl/Signature.h"
+
+namespace ssmjit::kernels {
+
+namespace ssd_bwd {
+using dsl::SizeArg;
+using dsl::TensorArg;
+constexpr auto F = dsl::PtrClass::Float, I = dsl::PtrClass::Int;
+constexpr auto M = dsl::PtrRole::Metadata;
+constexpr auto Bound = dsl::SizeUse::Bound, Div = dsl::SizeUse::Div, Count = dsl::SizeUse::Count;
+
+// The token kernels' arguments: the forward's inputs, dout and the per-token and per-head
+// gradients (dD's p stride 0 for D (H,)).
+inline constexpr TensorArg kTensors[] = {{"x", F, {"b", "l", "h", "p"}},
+                                         {"dt", F, {"b", "l", "h"}},
+                                         {"A", F, {"h"}},
+                                         {"B", F, {"b", "l", "g", "n"}},
+                                         {"C", F, {"b", "l", "g", "n"}},
+                                         {"Dv", F, {"h", "p"}, "D"},
+                                         {"z", F, {"b", "l", "h", "p"}},
+                                         {"dtb", F, {"h"}},
+                                         {"dout", F, {"b", "l", "h", "p"}, "do"},
+                                         {"dx", F, {"b", "l", "h", "p"}},
+                                         {"ddt", F, {"b", "l", "h"}},
+                                         {"dA", F, {"h"}},
+                                         {"dB", F, {"b", "l", "g", "n"}},
+                                         {"dC", F, {"b", "l", "g", "n"}},
+                                         {"dD", F, {"h", "p"}},
+                                         {"dz", F, {"b", "l", "h", "p"}},
+                                         {"ddtb", F, {"h"}},
+                                         {"ws", F, {}},
+                                         {"chunks", I, {}, nullptr, M}};
+inline constexpr SizeArg kSizes[] = {
+    {"H", Div},       {"P", Bound},     {"N", Bound},    {"hpg", Bound},  {"L", Div},      {"slots", Count},
+    {"o_dt", Count},  {"o_cum", Count}, {"o_st", Count}, {"o_cb", Count}, {"o_y", Count},  {"o_g", Count},
+    {"o_tok", Count}, {"o_dd", Count},  {"o_pn", Count}, {"o_sl", Count}, {"o_dcb", Count}};
+inline constexpr const char* kScalars[] = {"dt_min", "dt_max"};
+inline constexpr const char* kFlags[] = {"has_D", "d_per_channel", "has_z", "has_dtb", "softplus", "has_clamp"};
+
+// The state-passing backward's arguments.
+inline constexpr TensorArg kPassTensors[] = {{"dfinal", F, {"slot", "h", "p", "n"}},
+                                             {"dinit", F, {"slot", "h", "p", "n"}},
+                                             {"ws", F, {}},
+                                             {"cu", I, {""}, nullptr, M},
+                                             {"init_idx", I, {""}, nullptr, M},
+                                             {"final_idx", I, {""}, nullptr, M},
+                                             {"err", I, {}, nullptr, M}};
+inline constexpr SizeArg kPassSizes[] = {{"H", Div},
+                                         {"P", Bound},
+                                         {"N", Bound},
+                                         {"L", Div},
+                                         {"nseq", Count},
+                                         {"nslots_init", Count},
+                                         {"nslots_final", Count},
+                                         {"o_cum", Count},
+                                         {"o_st", Count},
+                                         {"o_g", Count},
+                                         {"o_pn", Count}};
+inline constexpr const char* kPassFlags[] = {"has_cu", "has_init_idx", "has_dfinal", "has_final_idx", "has_dinit"};
+}  // namespace ssd_bwd
+
+inline constexpr dsl::Signature kSsdBwdDstates{"ssd_bwd_dstates", ssd_bwd::kTensors, ssd_bwd::kSizes, ssd_bwd::kScalars,
+                                               ssd_bwd::kFlags};
+inline constexpr dsl::Signature kSsdBwdDx{"ssd_bwd_dx", ssd_bwd::kTensors, ssd_bwd::kSizes, ssd_bwd::kScalars,
+                                          ssd_bwd::kFlags};
+inline constexpr dsl::Signature kSsdBwdDcb{"ssd_bwd_dcb", ssd_bwd::kTensors, ssd_bwd::kSizes, ssd_bwd::kScalars,
+                                           ssd_bwd::kFlags};
+inline constexpr dsl::Signature kSsdBwdDb{"ssd_bwd_db", ssd_bwd::kTensors, ssd_bwd::kSizes, ssd_bwd::kScalars,
+                                          ssd_bwd::kFlags};
+inline constexpr dsl::Signature kSsdBwdDc{"ssd_bwd_dc", ssd_bwd::kTensors, ssd_bwd::kSizes, ssd_bwd::kScalars,
+                                          ssd_bwd::kFlags};
+inline constexpr dsl::Signature kSsdBwdDt{"ssd_bwd_dt", ssd_bwd::kTensors, ssd_bwd::kSizes, ssd_bwd::kScalars,
+                                          ssd_bwd::kFlags};
+inline constexpr dsl::Signature kSsdBwdSums{"ssd_bwd_sums", ssd_bwd::kTensors, ssd_bwd::kSizes, ssd_bwd::kScalars,
+                                            ssd_bwd::kFlags};
+inline constexpr dsl::Signature kSsdBwdStatePassing{
+    "ssd_bwd_state_passing", ssd_bwd::kPassTensors, ssd_bwd::kPassSizes, {}, ssd_bwd::kPassFlags};
+
+// Elements of p x n a state-passing-backward program takes.
+inline constexpr int64_t kSsdBwdPassBlock = 1024;
+// The block of p ssd_bwd_dx takes (its token planes have cdiv(P, it) partials a token).
+inline int64_t ssdBwdBlockP(int64_t P) { return P <= 32 ? 32 : 64; }
+
+// Where the backward's workspace keeps what (float32 elements; each region 16-aligned), after
+// the forward's `fwdTotal` elements (ssdWorkspaceLayout).
+struct SsdBwdWorkspaceLayout {
+  int64_t oY = 0, oG = 0, oTok = 0, oDd = 0, oPn = 0, oSl = 0, oDcb = 0, total = 0;
+};
+inline SsdBwdWorkspaceLayout ssdBwdWorkspaceLayout(int64_t fwdTotal, int64_t slots, int64_t rowsTokens, int64_t H,
+                                                   int64_t G, int64_t P, int64_t N, int64_t Q) {
+  auto up = [](int64_t v) { return (v + 15) / 16 * 16; };
+  auto cdiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  SsdBwdWorkspaceLayout w;
+  w.oY = up(fwdTotal);
+  w.oG = w.oY + up(rowsTokens * H * P);
+  w.oTok = w.oG + up(slots * H * P * N);
+  w.oDd = w.oTok + up(3 * slots * H * cdiv(P, ssdBwdBlockP(P)) * Q);
+  w.oPn = w.oDd + up(slots * (Q / 64) * H * P);
+  w.oSl = w.oPn + up(slots * H * cdiv(P * N, kSsdBwdPassBlock));
+  w.oDcb = w.oSl + up(2 * slots * H);
+  w.total = w.oDcb + slots * G * Q * Q;
+  return w;
+}
+
+}  // namespace ssmjit::kernels

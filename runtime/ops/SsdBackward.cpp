@@ -1,0 +1,230 @@
+// ssd_backward: the gradients of the SSD chunked scan (ssmjit/ops.h). Checked once (SsdCheck),
+// then on the caller's stream: the forward (ssd) into the front of the workspace, keeping y
+// before the gate in the workspace's y plane, and the backward kernels (kernels_dsl/
+// SsdBackward.h) in order: dstates, state passing in reverse, dx (dz, the per-token partials),
+// dCB, dB, dC, ddt (the cumsum backward), then the fixed-order sums dA, ddt_bias and dD.
+#include <cuda.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels_dsl/Registry.h"
+#include "kernels_dsl/ssd/Ssd.h"
+#include "kernels_dsl/ssd/SsdBackward.h"
+#include "runtime/DeviceStatus.h"
+#include "runtime/ops/ArgCheck.h"
+#include "runtime/ops/KernelCall.h"
+#include "runtime/ops/SsdBackwardSpec.h"
+#include "runtime/ops/SsdCheck.h"
+#include "runtime/ops/SsdSpec.h"
+#include "ssmjit/error.h"
+#include "ssmjit/ops.h"
+
+namespace ssmjit {
+namespace {
+
+using detail::Axes;
+using detail::KernelCall;
+using detail::kNoAxis;
+using detail::SsdDims;
+
+constexpr const char* kOp = "ssd_backward";
+
+struct BwdPlan {
+  kernels::SsdWorkspaceLayout fwd;
+  kernels::SsdBwdWorkspaceLayout bwd;
+  bool wide = false;  // 64-bit offsets
+};
+BwdPlan plan(const SsdBackwardArgs& b, const SsdDims& d) {
+  BwdPlan p;
+  const int64_t Q = d.chunk, slots = d.packed ? d.nseq + d.L / Q : d.batch * ((d.L + Q - 1) / Q);
+  p.fwd = kernels::ssdWorkspaceLayout(slots, d.H, d.G, d.P, d.N, Q);
+  p.bwd = kernels::ssdBwdWorkspaceLayout(p.fwd.total, slots, d.batch * d.L, d.H, d.G, d.P, d.N, Q);
+  const SsdArgs& f = b.forward;
+  p.wide = !detail::fits32({&f.x, &f.dt, &f.z, &f.B, &f.C, &f.initial_states, &b.dout, &b.dfinal_states, &b.dx, &b.ddt,
+                            &b.dz, &b.dB, &b.dC, &b.dinitial_states}) ||
+           p.bwd.total >= (int64_t{1} << 31);
+  return p;
+}
+
+// The forward call that recomputes what the backward reads: its workspace is the front of the
+// backward's, out is the y plane (fp32, before the gate: no z), no state or decay outputs.
+SsdArgs recompute(const SsdBackwardArgs& b, const SsdDims& d, const BwdPlan& p) {
+  SsdArgs f = b.forward;
+  // Without a workspace (specialisations only) the y plane lies at a placeholder address with the
+  // alignment a device allocation has: the same kernels.
+  float* ws = b.workspace.defined() ? static_cast<float*>(b.workspace.data) : reinterpret_cast<float*>(uintptr_t{256});
+  auto plane = [&](int64_t at, std::initializer_list<int64_t> shape) {
+    TensorView v = TensorView::contiguous(ws + at, DType::F32, shape);
+    v.device = f.x.device, v.deviceId = f.x.deviceId;
+    return v;
+  };
+  f.z = {};
+  f.out = plane(p.bwd.oY, {d.batch, d.L, d.H, d.P});
+  f.final_states = {}, f.final_state_indices = {};
+  f.block_state_tokens = 0, f.block_states = {}, f.block_state_indices = {};
+  f.sequence_decay = {};
+  f.workspace = b.workspace.defined() ? plane(0, {p.fwd.total}) : TensorView{};
+  return f;
+}
+
+// Binds the token kernels' shared signature (SsdBackward.h) for kernel `S`.
+void bind(KernelCall& c, const dsl::Signature& S, const SsdBackwardArgs& b, const SsdDims& d, const BwdPlan& p) {
+  const SsdArgs& f = b.forward;
+  const Axes rows{d.batch > 1 ? 0 : kNoAxis, 1, 2, 3};
+  const Axes dAxes = d.dPerChannel ? detail::kSameAxes : Axes{0, kNoAxis};
+  c.tensor(S.tensor("x"), f.x, rows);
+  c.tensor(S.tensor("dt"), f.dt, rows);
+  c.tensor(S.tensor("A"), f.A);
+  c.tensor(S.tensor("B"), f.B, rows);
+  c.tensor(S.tensor("C"), f.C, rows);
+  c.tensor(S.tensor("Dv"), f.D, dAxes);
+  c.tensor(S.tensor("z"), f.z, rows);
+  c.tensor(S.tensor("dtb"), f.dt_bias);
+  c.tensor(S.tensor("dout"), b.dout, rows);
+  c.tensor(S.tensor("dx"), b.dx, rows);
+  c.tensor(S.tensor("ddt"), b.ddt, rows);
+  c.tensor(S.tensor("dA"), b.dA);
+  c.tensor(S.tensor("dB"), b.dB, rows);
+  c.tensor(S.tensor("dC"), b.dC, rows);
+  c.tensor(S.tensor("dD"), b.dD, dAxes);
+  c.tensor(S.tensor("dz"), b.dz, rows);
+  c.tensor(S.tensor("ddtb"), b.ddt_bias);
+  c.tensor(S.tensor("ws"), b.workspace);
+  c.pointer(S.tensor("chunks"), b.workspace.data, DType::I32);
+  c.size(S.size("H"), d.H);
+  c.size(S.size("P"), d.P);
+  c.size(S.size("N"), d.N);
+  c.size(S.size("hpg"), d.headsPerGroup);
+  c.size(S.size("L"), d.L);
+  c.size(S.size("slots"), p.fwd.slots);
+  c.size(S.size("o_dt"), p.fwd.oDt);
+  c.size(S.size("o_cum"), p.fwd.oCum);
+  c.size(S.size("o_st"), p.fwd.oSt);
+  c.size(S.size("o_cb"), p.fwd.oCb);
+  c.size(S.size("o_y"), p.bwd.oY);
+  c.size(S.size("o_g"), p.bwd.oG);
+  c.size(S.size("o_tok"), p.bwd.oTok);
+  c.size(S.size("o_dd"), p.bwd.oDd);
+  c.size(S.size("o_pn"), p.bwd.oPn);
+  c.size(S.size("o_sl"), p.bwd.oSl);
+  c.size(S.size("o_dcb"), p.bwd.oDcb);
+  c.scalar(S.scalar("dt_min"), d.clamp ? f.dt_min : 0.0f);
+  c.scalar(S.scalar("dt_max"), d.clamp ? f.dt_max : 0.0f);
+  c.flag(S.flag("has_D"), f.D.defined());
+  c.flag(S.flag("d_per_channel"), d.dPerChannel);
+  c.flag(S.flag("has_z"), f.z.defined());
+  c.flag(S.flag("has_dtb"), f.dt_bias.defined());
+  c.flag(S.flag("softplus"), f.dt_softplus);
+  c.flag(S.flag("has_clamp"), d.clamp);
+  c.meta("meta:chunk", d.chunk);
+  c.meta("meta:index_bits", p.wide ? 64 : 32);
+}
+
+void bindPassing(KernelCall& c, const SsdBackwardArgs& b, const SsdDims& d, const BwdPlan& p, void* err) {
+  constexpr const dsl::Signature& S = kernels::kSsdBwdStatePassing;
+  const SsdArgs& f = b.forward;
+  const TensorView finalIdx = b.dfinal_states.defined() ? f.final_state_indices : TensorView{};
+  c.tensor(S.tensor("dfinal"), b.dfinal_states);
+  c.tensor(S.tensor("dinit"), b.dinitial_states);
+  c.tensor(S.tensor("ws"), b.workspace);
+  c.tensor(S.tensor("cu"), f.cu_seqlens);
+  c.tensor(S.tensor("init_idx"), f.initial_state_indices);
+  c.tensor(S.tensor("final_idx"), finalIdx);
+  c.pointer(S.tensor("err"), err, DType::I64);
+  c.size(S.size("H"), d.H);
+  c.size(S.size("P"), d.P);
+  c.size(S.size("N"), d.N);
+  c.size(S.size("L"), d.L);
+  c.size(S.size("nseq"), d.nseq);
+  c.size(S.size("nslots_init"), d.initSlots);
+  c.size(S.size("nslots_final"), b.dfinal_states.defined() ? b.dfinal_states.shape[0] : 0);
+  c.size(S.size("o_cum"), p.fwd.oCum);
+  c.size(S.size("o_st"), p.fwd.oSt);
+  c.size(S.size("o_g"), p.bwd.oG);
+  c.size(S.size("o_pn"), p.bwd.oPn);
+  c.flag(S.flag("has_cu"), d.packed);
+  c.flag(S.flag("has_init_idx"), f.initial_state_indices.defined());
+  c.flag(S.flag("has_dfinal"), b.dfinal_states.defined());
+  c.flag(S.flag("has_final_idx"), finalIdx.defined());
+  c.flag(S.flag("has_dinit"), b.dinitial_states.defined());
+  c.meta("meta:chunk", d.chunk);
+  c.meta("meta:index_bits", p.wide ? 64 : 32);
+}
+
+using Grid = std::array<unsigned, 3>;
+
+// Every backward launch of the call in order (after the forward's), bound, with its grid. A call
+// without tokens launches the sums only (they write zeros).
+template <class F>
+void forEachLaunch(const SsdBackwardArgs& b, const SsdDims& d, const BwdPlan& p, void* err, F&& f) {
+  const int64_t S = p.fwd.slots, nb = d.chunk / kernels::kSsdTokenBlock;
+  auto cdivU = [](int64_t x, int64_t y) { return static_cast<unsigned>((x + y - 1) / y); };
+  auto u = [](int64_t v) { return static_cast<unsigned>(v); };
+  auto launch = [&](const dsl::Signature& sig, auto grid) {
+    KernelCall c(sig);
+    bind(c, sig, b, d, p);
+    f(c, [&](KernelCall& k) { return grid(k); });
+  };
+  const bool tokens = d.L > 0 && d.nseq > 0;
+  if (tokens) {
+    launch(kernels::kSsdBwdDstates, [&](KernelCall& k) {
+      return Grid{u(S), u(d.H), cdivU(d.P, k.metaValue("meta:BLOCK_P")) * cdivU(d.N, k.metaValue("meta:BLOCK_N"))};
+    });
+    {
+      KernelCall c(kernels::kSsdBwdStatePassing);
+      bindPassing(c, b, d, p, err);
+      f(c, [&](KernelCall&) { return Grid{cdivU(d.P * d.N, kernels::kSsdBwdPassBlock), u(d.H), u(d.nseq)}; });
+    }
+    launch(kernels::kSsdBwdDx, [&](KernelCall&) {
+      return Grid{u(S), u(d.H), u(nb) * cdivU(d.P, kernels::ssdBwdBlockP(d.P))};
+    });
+    launch(kernels::kSsdBwdDcb, [&](KernelCall&) { return Grid{u(S), u(d.G), u(nb * nb)}; });
+    for (const dsl::Signature* sig : {&kernels::kSsdBwdDb, &kernels::kSsdBwdDc})
+      launch(*sig, [&](KernelCall& k) { return Grid{u(S), u(d.G), u(nb) * cdivU(d.N, k.metaValue("meta:BLOCK_N"))}; });
+    launch(kernels::kSsdBwdDt, [&](KernelCall& k) { return Grid{u(S), cdivU(d.H, k.metaValue("meta:BLOCK_H")), 1}; });
+  }
+  launch(kernels::kSsdBwdSums, [&](KernelCall&) { return Grid{u(d.H), 1, 1}; });
+}
+
+}  // namespace
+
+int64_t ssd_backward_workspace_size(const SsdBackwardArgs& b) {
+  const SsdDims d = detail::checkSsdBackwardArgs(b, b.forward.x.device, kOp);
+  return plan(b, d).bwd.total;
+}
+
+void ssd_backward(const SsdBackwardArgs& b, Stream stream) {
+  const SsdDims d = detail::checkSsdBackwardArgs(b, DeviceKind::CUDA, kOp);
+  const BwdPlan p = plan(b, d);
+  detail::checkWorkspace(kOp, b.workspace, b.forward.x, "x", p.bwd.total, "ssd_backward_workspace_size",
+                         "the forward's recomputation and the gradients' partial sums");
+  if (d.H == 0) return;
+  if (d.nseq > 65535 || d.H > 65535)
+    throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + std::to_string(d.nseq) + " sequences and " +
+                                                  std::to_string(d.H) +
+                                                  " heads, expected at most 65535 of each (grid limits)");
+  if (d.L > 0 && d.nseq > 0) ssd(recompute(b, d, p), stream);
+  const CUstream s = static_cast<CUstream>(stream);
+  forEachLaunch(b, d, p, deviceStatusRecord(), [&](KernelCall& c, auto grid) {
+    const Grid g = grid(c);
+    const unsigned dims[3] = {g[0], g[1], g[2]};
+    c.launch(dims, s);
+  });
+}
+
+std::vector<Specialization> detail::ssdBackwardSpecializations(const SsdBackwardArgs& b, const std::string& arch) {
+  const SsdDims d = checkSsdBackwardArgs(b, b.forward.x.device, kOp);
+  const BwdPlan p = plan(b, d);
+  std::vector<Specialization> out = ssdSpecializations(recompute(b, d, p), arch);
+  forEachLaunch(b, d, p, nullptr, [&](KernelCall& c, auto) {
+    Specialization sp = c.specialization(arch);
+    if (std::find(out.begin(), out.end(), sp) == out.end()) out.push_back(std::move(sp));
+  });
+  return out;
+}
+
+}  // namespace ssmjit
