@@ -26,6 +26,7 @@ struct KernelBuilder::Impl {
   std::vector<std::string> argDtypeClass;                     // "float", "int" or ""
   const Signature* signature = nullptr;                       // declared arguments, if any
   std::vector<dsl::Value> declared;                           // in parameters(*signature) order
+  int64_t dynamicSharedBytes = 0;                             // of sharedBuffer(n, dtype), aligned
 
   Impl(MLIRContext* c) : ctx(c), b(c), loc(UnknownLoc::get(c)) {}
 };
@@ -537,7 +538,56 @@ dsl::Value KernelBuilder::sharedBuffer(int64_t elements) {
     fail("sharedBuffer: elements must be in 1.." + std::to_string(kMaxSharedBufferFloats) + " (48 KiB), got " +
          std::to_string(elements));
   Type t = sj::PtrType::get(impl_->ctx, B.getF32Type());
-  return W(sj::SharedBufferOp::create(B, L, t, B.getI64IntegerAttr(elements)).getResult());
+  return W(sj::SharedBufferOp::create(B, L, t, B.getI64IntegerAttr(elements), UnitAttr()).getResult());
+}
+dsl::Value KernelBuilder::sharedBuffer(int64_t elements, DType dtype) {
+  Type e;
+  int64_t bytes = 0;
+  switch (dtype) {
+    case DType::F32:
+      e = B.getF32Type(), bytes = 4;
+      break;
+    case DType::F16:
+      e = B.getF16Type(), bytes = 2;
+      break;
+    case DType::BF16:
+      e = B.getBF16Type(), bytes = 2;
+      break;
+    default:
+      fail(std::string("sharedBuffer: dtype must be float32, float16 or bfloat16, got ") + dtypeName(dtype));
+  }
+  if (elements < 1) fail("sharedBuffer: elements must be at least 1, got " + std::to_string(elements));
+  // Buffers start at multiples of 128 bytes (the emitter carves them in the same order).
+  const int64_t total = (impl_->dynamicSharedBytes + 127) / 128 * 128 + elements * bytes;
+  if (elements > kMaxDynamicSharedBytes || total > kMaxDynamicSharedBytes)
+    fail("sharedBuffer: the kernel's dynamic shared buffers would take " + std::to_string(total) +
+         " bytes, more than " + std::to_string(kMaxDynamicSharedBytes) + " (" + std::to_string(elements) + " " +
+         dtypeName(dtype) + " asked)");
+  impl_->dynamicSharedBytes = total;
+  Type t = sj::PtrType::get(impl_->ctx, e);
+  return W(sj::SharedBufferOp::create(B, L, t, B.getI64IntegerAttr(elements), B.getUnitAttr()).getResult());
+}
+void KernelBuilder::copyAsync(dsl::Value smem, dsl::Value smemOffsets, dsl::Value ptr, dsl::Value offsets,
+                              dsl::Value mask) {
+  mlir::Value sp = unwrap(smem), p = unwrap(ptr), off = unwrap(offsets);
+  auto buf = sp.getDefiningOp<sj::SharedBufferOp>();
+  if (!buf || !buf.getDynamic()) fail("copyAsync: smem must be a sharedBuffer(elements, dtype)");
+  if (!isa<sj::PtrType>(p.getType())) fail("copyAsync: ptr must be a pointer argument");
+  Type to = cast<sj::PtrType>(sp.getType()).getElementType(), from = cast<sj::PtrType>(p.getType()).getElementType();
+  if (to != from) fail("copyAsync: the buffer's dtype must be the source's (it copies bits)");
+  std::vector<int64_t> s = offsets.shape();
+  if (s.empty()) fail("copyAsync: offsets must be a tile, got a scalar");
+  if (smemOffsets.shape() != s) fail("copyAsync: smemOffsets must have the offsets' shape");
+  if (smemOffsets.isFloat() || smemOffsets.isBool() || offsets.isFloat() || offsets.isBool())
+    fail("copyAsync: offsets must be index tiles");
+  mlir::Value m;
+  if (mask.valid()) m = unwrap(broadcastTo(mask, s));
+  sj::CopyAsyncOp::create(B, L, sp, unwrap(smemOffsets), p, off, m);
+}
+void KernelBuilder::commitGroup() { sj::CommitGroupOp::create(B, L); }
+void KernelBuilder::waitGroup(int pending) {
+  if (pending < 0 || pending > 7) fail("waitGroup: pending must be 0..7, got " + std::to_string(pending));
+  sj::WaitGroupOp::create(B, L, pending);
 }
 void KernelBuilder::returnIf(dsl::Value cond) { sj::ReturnIfOp::create(B, L, unwrap(cond)); }
 void KernelBuilder::reportError(dsl::Value err, dsl::Value code, dsl::Value a, dsl::Value b, dsl::Value c) {

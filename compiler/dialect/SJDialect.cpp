@@ -149,6 +149,61 @@ LogicalResult ReduceOp::verify() {
   return success();
 }
 
+std::optional<int64_t> ssmjit::sj::constantInt(Value v) {
+  if (auto c = v.getDefiningOp<arith::ConstantOp>())
+    if (auto i = dyn_cast<IntegerAttr>(c.getValue())) return i.getValue().getSExtValue();
+  return std::nullopt;
+}
+
+SharedBufferOp ssmjit::sj::fragmentBuffer(DotOp d) {
+  auto buf = d.getPtr().getDefiningOp<SharedBufferOp>();
+  if (!buf || !buf.getDynamic()) return {};
+  Type e = cast<PtrType>(buf.getType()).getElementType();
+  return e.isBF16() || e.isF16() ? buf : SharedBufferOp();
+}
+
+LogicalResult SharedBufferOp::verify() {
+  Type e = cast<PtrType>(getType()).getElementType();
+  if (getSize() < 1) return emitOpError("expects at least one element, got ") << getSize();
+  if (!getDynamic() && !e.isF32()) return emitOpError("a static buffer holds f32");
+  if (!e.isF32() && !e.isF16() && !e.isBF16()) return emitOpError("holds f32, f16 or bf16");
+  return success();
+}
+
+LogicalResult CopyAsyncOp::verify() {
+  auto buf = getSmem().getDefiningOp<SharedBufferOp>();
+  if (!buf || !buf.getDynamic()) return emitOpError("copies into a dynamic shared buffer");
+  Type to = cast<PtrType>(getSmem().getType()).getElementType();
+  Type from = cast<PtrType>(getPtr().getType()).getElementType();
+  if (to != from) return emitOpError("copies bits: the buffer's storage must be the source's");
+  if (shapeOf(getSmemOffsets().getType()) != shapeOf(getOffsets().getType()))
+    return emitOpError("expects the shared and global offsets to have one shape");
+  if (getMask() && shapeOf(getMask().getType()) != shapeOf(getOffsets().getType()))
+    return emitOpError("expects the mask to have the offsets' shape");
+  return success();
+}
+
+LogicalResult WaitGroupOp::verify() {
+  if (getPending() < 0 || getPending() > 7) return emitOpError("pending must be 0..7, got ") << getPending();
+  return success();
+}
+
+// b from a 16-bit shared buffer is read as 8-element rows by ldmatrix: each 16-byte aligned.
+static LogicalResult verifyFragmentB(DotOp d, int64_t K, int64_t N) {
+  if (d.getBPieces() != 1) return d.emitOpError("b from a 16-bit shared buffer is one term, got ") << d.getBPieces();
+  if (K % 16 || N % 16)
+    return d.emitOpError("b from a 16-bit shared buffer needs K and N multiples of 16, got ") << K << " and " << N;
+  auto sk = constantInt(d.getStrideK()), sn = constantInt(d.getStrideN());
+  const bool kUnit = sk && *sk == 1, nUnit = sn && *sn == 1;
+  auto pitch = kUnit ? sn : sk;
+  if (!kUnit && !nUnit) return d.emitOpError("b from a 16-bit shared buffer needs a unit stride along k or n");
+  if (!pitch || *pitch % 8 || *pitch <= 0)
+    return d.emitOpError("b from a 16-bit shared buffer needs its other stride a positive constant multiple of 8");
+  if (auto off = constantInt(d.getOffset()); off && *off % 8)
+    return d.emitOpError("b's offset in a 16-bit shared buffer must be a multiple of 8, got ") << *off;
+  return success();
+}
+
 LogicalResult DotOp::verify() {
   auto a = shapeOf(getA().getType()), c = shapeOf(getAcc().getType());
   if (a.size() != 2 || c.size() != 2) return emitOpError("multiplies 2-D tiles");
@@ -160,6 +215,7 @@ LogicalResult DotOp::verify() {
     return emitOpError("b must be float storage");
   for (int p : {(int)getAPieces(), (int)getBPieces()})
     if (p < 1 || p > 3) return emitOpError("pieces must be 1..3, got ") << p;
+  if (fragmentBuffer(*this)) return verifyFragmentB(*this, a[1], c[1]);
   return success();
 }
 
