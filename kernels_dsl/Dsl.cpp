@@ -7,6 +7,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "ssmjit/error.h"
 
@@ -573,8 +574,6 @@ void KernelBuilder::copyAsync(dsl::Value smem, dsl::Value smemOffsets, dsl::Valu
   auto buf = sp.getDefiningOp<sj::SharedBufferOp>();
   if (!buf || !buf.getDynamic()) fail("copyAsync: smem must be a sharedBuffer(elements, dtype)");
   if (!isa<sj::PtrType>(p.getType())) fail("copyAsync: ptr must be a pointer argument");
-  Type to = cast<sj::PtrType>(sp.getType()).getElementType(), from = cast<sj::PtrType>(p.getType()).getElementType();
-  if (to != from) fail("copyAsync: the buffer's dtype must be the source's (it copies bits)");
   std::vector<int64_t> s = offsets.shape();
   if (s.empty()) fail("copyAsync: offsets must be a tile, got a scalar");
   if (smemOffsets.shape() != s) fail("copyAsync: smemOffsets must have the offsets' shape");
@@ -609,7 +608,14 @@ void* KernelBuilder::finish() {
     I.func.setArgAttr(i, "sj.name", I.b.getStringAttr(I.argAttrs[i].first));
     I.func.setArgAttr(i, "sj.role", I.b.getStringAttr(I.argAttrs[i].second));
   }
-  if (failed(mlir::verify(I.module))) fail("the built kernel does not verify");
+  std::string diagnostics;
+  {
+    ScopedDiagnosticHandler handler(I.ctx, [&](Diagnostic& d) {
+      diagnostics += "\n" + d.str();
+      return success();
+    });
+    if (failed(mlir::verify(I.module))) fail("the built kernel does not verify:" + diagnostics);
+  }
   return I.module.getOperation();
 }
 #undef W

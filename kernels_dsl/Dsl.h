@@ -182,8 +182,8 @@ class KernelBuilder {
   // buffers of a kernel take up to kMaxDynamicSharedBytes together (beyond 48 KiB the launch
   // raises the kernel's limit; a device with less refuses the launch, naming the kernel).
   Value sharedBuffer(int64_t elements, DType dtype);
-  // Starts copying ptr[offsets] into the dynamic shared buffer smem[smemOffsets] (same storage
-  // dtype, bits unchanged), zeros where `mask` is false: cp.async, 16 bytes a thread where the
+  // Starts copying ptr[offsets] into the dynamic shared buffer smem[smemOffsets] (the same
+  // storage dtype once specialised, bits unchanged), zeros where `mask` is false: cp.async, 16 bytes a thread where the
   // offsets allow (4 or 8 otherwise; narrower vectors copy synchronously). The copies a thread
   // started since its last commitGroup() form one group; waitGroup(n) waits until at most n of
   // its newest groups are in flight, then a barrier() makes every thread's copies visible to all.

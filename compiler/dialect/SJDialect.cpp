@@ -173,9 +173,6 @@ LogicalResult SharedBufferOp::verify() {
 LogicalResult CopyAsyncOp::verify() {
   auto buf = getSmem().getDefiningOp<SharedBufferOp>();
   if (!buf || !buf.getDynamic()) return emitOpError("copies into a dynamic shared buffer");
-  Type to = cast<PtrType>(getSmem().getType()).getElementType();
-  Type from = cast<PtrType>(getPtr().getType()).getElementType();
-  if (to != from) return emitOpError("copies bits: the buffer's storage must be the source's");
   if (shapeOf(getSmemOffsets().getType()) != shapeOf(getOffsets().getType()))
     return emitOpError("expects the shared and global offsets to have one shape");
   if (getMask() && shapeOf(getMask().getType()) != shapeOf(getOffsets().getType()))

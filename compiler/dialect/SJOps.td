@@ -180,7 +180,7 @@ def SJ_CopyAsyncOp : SJ_Op<"copy_async", [MemoryEffects<[MemRead, MemWrite]>]> {
   let summary = "start copying ptr[offsets] into smem[smem_offsets] (cp.async), 0 where masked";
   let description = [{
     An asynchronous copy of one tile of elements from global memory into a dynamic shared
-    buffer of the same storage type, bits unchanged; masked-off elements are written as zeros
+    buffer of the same storage type (checked once specialised), bits unchanged; masked-off elements are written as zeros
     (a source size of 0). The copies a thread issued since its last sj.commit_group form one
     group; sj.wait_group waits for them. A thread reads its copies' data only after a wait, and
     other threads' after a wait and a barrier. Vectors too narrow for cp.async (below 4 bytes)

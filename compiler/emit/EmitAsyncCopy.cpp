@@ -9,6 +9,10 @@ using namespace mlir;
 // load and store. A masked-off vector reads nothing (source size 0, from the pointer itself) and
 // writes zeros.
 void Emitter::emit(sj::CopyAsyncOp c) {
+  Type to = cast<sj::PtrType>(c.getSmem().getType()).getElementType();
+  Type from = cast<sj::PtrType>(c.getPtr().getType()).getElementType();
+  if (to != from)
+    fail(c, "copyAsync copies bits: the buffer holds " + storageCType(to) + ", the source " + storageCType(from));
   Kind k = opLayout(c);
   auto shape = shapeOf(c.getOffsets());
   auto v = c->getAttrOfType<IntegerAttr>("sj.vec");
