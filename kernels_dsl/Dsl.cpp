@@ -392,6 +392,19 @@ dsl::Value KernelBuilder::dot(dsl::Value a, dsl::Value ptr, dsl::Value offset, d
                              aPieces, bPieces));
 }
 
+dsl::Value KernelBuilder::dot(dsl::Value aBuf, dsl::Value aOffset, dsl::Value aStrideM, dsl::Value aStrideK, int64_t K,
+                              dsl::Value ptr, dsl::Value offset, dsl::Value strideK, dsl::Value strideN,
+                              dsl::Value acc) {
+  mlir::Value cv = unwrap(acc);
+  if (shapeOfType(cv.getType()).size() != 2)
+    fail("dot: acc must be a 2-D tile, got rank " + std::to_string(shapeOfType(cv.getType()).size()));
+  for (dsl::Value s : {aOffset, aStrideM, aStrideK, offset, strideK, strideN})
+    if (!s.shape().empty() || s.isFloat() || s.isBool()) fail("dot: offsets and strides must be index scalars");
+  return W(sj::DotSharedOp::create(B, L, cv.getType(), unwrap(aBuf), unwrap(aOffset), unwrap(aStrideM),
+                                   unwrap(aStrideK), unwrap(ptr), unwrap(offset), unwrap(strideK), unwrap(strideN), cv,
+                                   B.getI64IntegerAttr(K)));
+}
+
 std::vector<dsl::Value> KernelBuilder::associativeScan(const std::vector<dsl::Value>& tiles, int axis,
                                                        const ScanCombine& combine, const std::vector<dsl::Value>& inits,
                                                        bool reverse) {

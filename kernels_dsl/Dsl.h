@@ -91,6 +91,13 @@ class KernelBuilder {
   // the offset a multiple of 8, K and N multiples of 16. The mma layout's column runs are then
   // pairs, as the fragments hold them.
   Value dot(Value a, Value ptr, Value offset, Value strideK, Value strideN, Value acc, int aPieces, int bPieces);
+  // acc + a . b with a read from a 16-bit dynamic shared buffer as well (the dtype of b's):
+  // a[m][k] = aBuf[aOffset + m * aStrideM + k * aStrideK] for m < M (acc's rows), k < K, by
+  // ldmatrix as b is (one stride the constant 1, the other a constant multiple of 8, the offset
+  // a multiple of 8). aStrideM = 1 reads a transposed operand (x^T from x stored [k][m]). M a
+  // multiple of 8, K and N of 16.
+  Value dot(Value aBuf, Value aOffset, Value aStrideM, Value aStrideK, int64_t K, Value ptr, Value offset,
+            Value strideK, Value strideN, Value acc);
   // Inclusive scan along `axis` of k tiles of one shape (f32 or index), combined elementwise by
   // `combine`: an associative function of (lhs[0..k), rhs[0..k)) scalars returning k scalars,
   // built with these same ops (lhs is the earlier element). Returns the k scanned tiles, then

@@ -113,7 +113,7 @@ TEST(DslShared, ADotWithBInA16BitBufferNeedsLdmatrixRows) {
   EXPECT_EQ(dotError(32, 32, 1, 40, 8, 1), "");
   EXPECT_NE(dotError(32, 32, 40, 1, 0, 2).find("is one term, got 2"), std::string::npos);
   EXPECT_NE(dotError(8, 32, 40, 1, 0, 1).find("K and N multiples of 16, got 8 and 32"), std::string::npos);
-  EXPECT_NE(dotError(32, 32, 40, 2, 0, 1).find("a unit stride along k or n"), std::string::npos);
+  EXPECT_NE(dotError(32, 32, 40, 2, 0, 1).find("b from a 16-bit shared buffer needs a unit stride"), std::string::npos);
   EXPECT_NE(dotError(32, 32, 36, 1, 0, 1).find("a positive constant multiple of 8"), std::string::npos);
   EXPECT_NE(dotError(32, 32, 40, 1, 4, 1).find("must be a multiple of 8, got 4"), std::string::npos);
 }
@@ -163,6 +163,39 @@ TEST(DslShared, CopiesMove16BytesWhereTheLayoutRunsAre8Halves) {
   const CompiledKernel ck = compileKernel(testing::asyncCopyTileDef(DType::BF16), spec);
   EXPECT_NE(ck.ptx.find("cp.async.cg.shared.global"), std::string::npos);
   EXPECT_EQ(ck.dynamicSharedBytes, 32 * 72 * 2);
+}
+
+TEST(DslShared, ADotWithBothOperandsInSharedMemoryReadsAByLdmatrixToo) {
+  for (bool aT : {false, true})
+    for (int64_t M : {16, 32, 64}) {
+    testing::SharedDot c;
+    c.aTransposed = aT;
+    c.M = M;
+    SCOPED_TRACE(c.name());
+    Specialization spec;
+    spec.kernel = "shared_dot";
+    spec.arch = "sm_90a";
+    spec.set("dtype:a", (int)c.dtype).set("dtype:b", (int)c.dtype).set("dtype:out", (int)DType::F32);
+    for (const char* p : {"a", "b", "out"}) spec.set(std::string("align:") + p, 16);
+    spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
+    std::string cuda;
+    compileKernel(c.def(), spec, testing::capturingCuda(cuda));
+    // At most 64 rows: one row pair a thread (its second half zero below 64), one ldmatrix for a
+    // and one for b a k-step and n-tile pair.
+    EXPECT_EQ(occurrences(cuda, aT ? "ssm_ldmatrix_x4<true>(ssm_r" : "ssm_ldmatrix_x4<false>(ssm_r"), 1) << cuda;
+    EXPECT_EQ(occurrences(cuda, "ssm_ldmatrix_x4<true>(ssm_b"), 1) << cuda;
+    EXPECT_EQ(occurrences(cuda, "ssm_bf16_pieces"), 0) << "a is not split: " << cuda;
+    if (!nvrtcAvailable(nullptr)) continue;
+    const CompiledKernel ck = compileKernel(c.def(), spec);
+    EXPECT_FALSE(ck.cubin.empty()) << ck.compileLog;
+    EXPECT_EQ(ck.resources.spillStoreBytes, 0) << ck.compileLog;
+  }
+  const std::string mixed = buildError([](KernelBuilder& k, Value, Value) {
+    Value a = k.sharedBuffer(4096, DType::F16), b = k.sharedBuffer(4096, DType::BF16);
+    Value one = k.constInt(1), p = k.constInt(40);
+    k.dot(a, k.constInt(0), p, one, 32, b, k.constInt(0), p, one, k.splat(k.constFloat(0), {64, 32}));
+  });
+  EXPECT_NE(mixed.find("a and b must have one storage type"), std::string::npos) << mixed;
 }
 
 TEST(DslShared, NvrtcCompilesTheStagedDotAndRecordsItsSharedBytes) {

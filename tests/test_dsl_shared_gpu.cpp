@@ -24,6 +24,7 @@ namespace {
 
 using dsl::KernelBuilder;
 using dsl::Value;
+using testing::SharedDot;
 using testing::StagedDot;
 
 uint32_t bitsOf(float v) {
@@ -151,6 +152,48 @@ TEST_F(DslSharedGpu, AsyncCopyOf16ByteVectorsZeroFillsMaskedRows) {
     }
     EXPECT_EQ(bad, 0);
   }
+}
+
+// Both operands from shared memory: a [M][K] or transposed [K][M] (.trans), b [K][N]; M 16 and
+// 32 give a thread one row (its last pair's second half zero), 64 a full pair.
+TEST_F(DslSharedGpu, DotWithAFromSharedMemoryMatchesTheIntegerProduct) {
+  uint32_t seed = 41;
+  for (DType dt : {DType::BF16, DType::F16})
+    for (bool aT : {false, true})
+      for (int64_t M : {16, 32, 64}) {
+        SharedDot c;
+        c.M = M;
+        c.aTransposed = aT;
+        c.dtype = dt;
+        SCOPED_TRACE(c.name());
+        std::mt19937 rng(seed++);
+        std::uniform_int_distribution<int> small(-4, 4);
+        std::vector<float> av(c.M * c.K), bv(c.K * c.N);  // a[m][k], b[k][n]
+        for (float& v : av) v = static_cast<float>(small(rng));
+        for (float& v : bv) v = static_cast<float>(small(rng));
+        auto half = [&](float v) { return dt == DType::F16 ? toF16Exact(v) : toBf16(v); };
+        std::vector<uint16_t> a(c.M * c.K), b(c.K * c.N);
+        for (int64_t m = 0; m < c.M; ++m)
+          for (int64_t k = 0; k < c.K; ++k) a[aT ? k * c.M + m : m * c.K + k] = half(av[m * c.K + k]);
+        for (size_t i = 0; i < bv.size(); ++i) b[i] = half(bv[i]);
+        DeviceBuffer da = DeviceBuffer::fromHost(a), db = DeviceBuffer::fromHost(b);
+        DeviceBuffer dout = DeviceBuffer::fromHost(std::vector<float>(c.M * c.N, NAN));
+        Specialization spec;
+        spec.set("dtype:a", (int)dt).set("dtype:b", (int)dt).set("dtype:out", (int)DType::F32);
+        for (const char* p : {"a", "b", "out"}) spec.set(std::string("align:") + p, 16);
+        spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
+        launchOnce(c.def(), spec, {{"a", da.ptr()}, {"b", db.ptr()}, {"out", dout.ptr()}}, {});
+        const std::vector<float> out = dout.download<float>();
+        int bad = 0;
+        for (int64_t m = 0; m < c.M; ++m)
+          for (int64_t n = 0; n < c.N; ++n) {
+            double want = 0;
+            for (int64_t k = 0; k < c.K; ++k) want += double(av[m * c.K + k]) * bv[k * c.N + n];
+            if (bitsOf(out[m * c.N + n]) != bitsOf(static_cast<float>(want)) && bad++ < 5)
+              ADD_FAILURE() << "out[" << m << "][" << n << "] = " << out[m * c.N + n] << ", want " << want;
+          }
+        EXPECT_EQ(bad, 0);
+      }
 }
 
 // out = a . b over K (a multiple of 8, possibly not of the 64-element k-tile); b past K is NaN in

@@ -155,12 +155,14 @@ std::optional<int64_t> ssmjit::sj::constantInt(Value v) {
   return std::nullopt;
 }
 
-SharedBufferOp ssmjit::sj::fragmentBuffer(DotOp d) {
-  auto buf = d.getPtr().getDefiningOp<SharedBufferOp>();
+SharedBufferOp ssmjit::sj::fragmentBuffer(Value ptr) {
+  auto buf = ptr.getDefiningOp<SharedBufferOp>();
   if (!buf || !buf.getDynamic()) return {};
   Type e = cast<PtrType>(buf.getType()).getElementType();
   return e.isBF16() || e.isF16() ? buf : SharedBufferOp();
 }
+
+SharedBufferOp ssmjit::sj::fragmentBuffer(DotOp d) { return fragmentBuffer(d.getPtr()); }
 
 LogicalResult SharedBufferOp::verify() {
   Type e = cast<PtrType>(getType()).getElementType();
@@ -185,20 +187,39 @@ LogicalResult WaitGroupOp::verify() {
   return success();
 }
 
-// b from a 16-bit shared buffer is read as 8-element rows by ldmatrix: each 16-byte aligned.
+// An operand in a 16-bit shared buffer is read as 8-element rows by ldmatrix: each 16-byte
+// aligned. `what` names it; s0 and s1 are its strides.
+static LogicalResult verifyFragmentOperand(Operation* op, const char* what, Value offset, Value s0, Value s1) {
+  auto a = constantInt(s0), b = constantInt(s1);
+  const bool unit0 = a && *a == 1, unit1 = b && *b == 1;
+  auto pitch = unit1 ? a : b;
+  if (!unit0 && !unit1) return op->emitOpError(what) << " from a 16-bit shared buffer needs a unit stride";
+  if (!pitch || *pitch % 8 || *pitch <= 0)
+    return op->emitOpError(what) << " from a 16-bit shared buffer needs its other stride a positive constant multiple of 8";
+  if (auto off = constantInt(offset); off && *off % 8)
+    return op->emitOpError(what) << "'s offset in a 16-bit shared buffer must be a multiple of 8, got " << *off;
+  return success();
+}
+
 static LogicalResult verifyFragmentB(DotOp d, int64_t K, int64_t N) {
   if (d.getBPieces() != 1) return d.emitOpError("b from a 16-bit shared buffer is one term, got ") << d.getBPieces();
   if (K % 16 || N % 16)
     return d.emitOpError("b from a 16-bit shared buffer needs K and N multiples of 16, got ") << K << " and " << N;
-  auto sk = constantInt(d.getStrideK()), sn = constantInt(d.getStrideN());
-  const bool kUnit = sk && *sk == 1, nUnit = sn && *sn == 1;
-  auto pitch = kUnit ? sn : sk;
-  if (!kUnit && !nUnit) return d.emitOpError("b from a 16-bit shared buffer needs a unit stride along k or n");
-  if (!pitch || *pitch % 8 || *pitch <= 0)
-    return d.emitOpError("b from a 16-bit shared buffer needs its other stride a positive constant multiple of 8");
-  if (auto off = constantInt(d.getOffset()); off && *off % 8)
-    return d.emitOpError("b's offset in a 16-bit shared buffer must be a multiple of 8, got ") << *off;
-  return success();
+  return verifyFragmentOperand(d, "b", d.getOffset(), d.getStrideK(), d.getStrideN());
+}
+
+LogicalResult DotSharedOp::verify() {
+  auto c = shapeOf(getAcc().getType());
+  if (c.size() != 2) return emitOpError("accumulates a 2-D tile");
+  if (getResult().getType() != getAcc().getType()) return emitOpError("the result has acc's type");
+  SharedBufferOp a = fragmentBuffer(getAPtr()), b = fragmentBuffer(getPtr());
+  if (!a || !b) return emitOpError("reads a and b from 16-bit dynamic shared buffers");
+  if (a.getType() != b.getType()) return emitOpError("a and b must have one storage type");
+  const int64_t K = getK();
+  if (c[0] % 8 || K % 16 || c[1] % 16)
+    return emitOpError("needs M a multiple of 8, K and N of 16, got ") << c[0] << ", " << K << " and " << c[1];
+  if (failed(verifyFragmentOperand(*this, "a", getAOffset(), getAStrideM(), getAStrideK()))) return failure();
+  return verifyFragmentOperand(*this, "b", getOffset(), getStrideK(), getStrideN());
 }
 
 LogicalResult DotOp::verify() {

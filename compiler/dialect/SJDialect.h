@@ -27,6 +27,8 @@ void registerDialects(mlir::MLIRContext& ctx);
 // The dynamic shared buffer a dot reads b from with ldmatrix (16-bit storage), or null: b is
 // then gathered element by element.
 SharedBufferOp fragmentBuffer(DotOp d);
+// The dynamic 16-bit shared buffer `ptr` is, or null.
+SharedBufferOp fragmentBuffer(mlir::Value ptr);
 // The value of an integer scalar constant, if `v` is one.
 std::optional<int64_t> constantInt(mlir::Value v);
 }  // namespace ssmjit::sj

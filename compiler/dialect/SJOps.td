@@ -250,4 +250,27 @@ def SJ_DotOp : SJ_Op<"dot", [MemoryEffects<[MemRead]>]> {
   let hasVerifier = 1;
 }
 
+def SJ_DotSharedOp : SJ_Op<"dot_shared", [MemoryEffects<[MemRead]>]> {
+  let summary = "acc + a . b on the tensor cores, a and b read from 16-bit shared buffers";
+  let description = [{
+    a[m][k] = a_ptr[a_offset + m * a_stride_m + k * a_stride_k] for m < M (acc's rows), k < `k`;
+    b as sj.dot's from a 16-bit shared buffer (same storage type as a's): both read with
+    ldmatrix, their words the fragments as stored, the mma in their type (bf16 or f16). One of
+    a's strides is the constant 1 (.trans when it is a_stride_m: a transposed operand such as
+    x^T), the other a constant multiple of 8; M a multiple of 8, `k` and N of 16. The kernel's
+    parent layout is the mma accumulator's, with column runs of a pair.
+  }];
+  let arguments = (ins SJ_Ptr:$a_ptr, AnyTypeOf<[I32, I64]>:$a_offset, AnyTypeOf<[I32, I64]>:$a_stride_m,
+                       AnyTypeOf<[I32, I64]>:$a_stride_k, SJ_Ptr:$ptr, AnyTypeOf<[I32, I64]>:$offset,
+                       AnyTypeOf<[I32, I64]>:$stride_k, AnyTypeOf<[I32, I64]>:$stride_n,
+                       TensorOf<[F32]>:$acc, I64Attr:$k);
+  let results = (outs TensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $a_ptr `[` $a_offset `,` $a_stride_m `,` $a_stride_k `]` `,` $ptr `[` $offset `,` $stride_k `,` $stride_n `]`
+    `,` $acc attr-dict `:` type($a_ptr) `,` type($a_offset) `,` type($a_stride_m) `,` type($a_stride_k) `,`
+    type($ptr) `,` type($offset) `,` type($stride_k) `,` type($stride_n) `,` type($acc) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif

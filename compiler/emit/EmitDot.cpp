@@ -13,7 +13,11 @@ using namespace mlir;
 // register 2m + (g & 1) of lane q = g / 2. So a and the result stay in the parent layout and
 // only b moves. A thread with an odd row count gives its last mma's second row zeros.
 void Emitter::emit(sj::DotOp d) {
-  if (sj::SharedBufferOp b = sj::fragmentBuffer(d)) return emitDotFragments(d, b);
+  if (sj::SharedBufferOp b = sj::fragmentBuffer(d)) {
+    const std::string type = cast<sj::PtrType>(b.getType()).getElementType().isF16() ? "f16" : "bf16";
+    return emitFragmentDot(d, d.getAcc(), d.getResult(), shapeOf(d.getA())[1], (int)d.getAPieces(), b, d.getOffset(),
+                           d.getStrideK(), d.getStrideN(), [&] { emitAFragments(d, type, false); });
+  }
   if (!(P_.spt[1] % 2 == 0 && P_.tpw[0] == 8 && P_.tpw[1] == 4 && P_.wpc[1] == 1))
     fail(d, "dot outside the mma parent layout (" + P_.str() + ")");
   auto as = shapeOf(d.getA()), cs = shapeOf(d.getAcc());

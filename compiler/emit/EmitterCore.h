@@ -149,7 +149,11 @@ class Emitter {
   // EmitDot.cpp (b gathered) and EmitDotFragments.cpp (b by ldmatrix)
   void emit(sj::DotOp d);
   void emitAFragments(sj::DotOp d, const std::string& mmaType, bool halfStep);
-  void emitDotFragments(sj::DotOp d, sj::SharedBufferOp b);
+  void emit(sj::DotSharedOp d);
+  // The ldmatrix dot: acc + a . b with b in `b` at offset with strides (k, n); `aFragments`
+  // emits k-step ks's ssm_a[pair][register][piece] (aPieces terms of the mma's type).
+  void emitFragmentDot(Operation* op, Value acc, Value result, int64_t K, int aPieces, sj::SharedBufferOp b,
+                       Value offset, Value strideK, Value strideN, const std::function<void()>& aFragments);
 };
 
 }  // namespace ssmjit::emit

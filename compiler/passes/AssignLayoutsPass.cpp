@@ -71,6 +71,7 @@ struct AssignLayoutsPass : impl::AssignLayoutsPassBase<AssignLayoutsPass> {
     // columns 2q, 2q + 1 of 8 consecutive ones, so the registers must hold those columns.
     bool dots = false, fragments = false;
     f.walk([&](sj::DotOp d) { dots = true, fragments |= bool(sj::fragmentBuffer(d)); });
+    f.walk([&](sj::DotSharedOp) { dots = fragments = true; });
     if (dots) {
       layout::Parent p;
       p.spt[1] = fragments ? 2 : std::min<int64_t>(8, std::max<int64_t>(2, 16 / maxGlobalBytes));

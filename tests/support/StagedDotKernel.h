@@ -97,4 +97,41 @@ inline dsl::KernelDef asyncCopyTileDef(DType dtype) {
   return d;
 }
 
+// out [M, N] = a . b with both operands in 16-bit shared buffers (dot with a from shared memory):
+// a [M][K] (or, aTransposed, [K][M] as x^T is) and b [K][N] copied from global memory with
+// their layouts, rows padded by 8, then multiplied by ldmatrix fragments.
+struct SharedDot {
+  int64_t M = 64, K = 64, N = 64;
+  bool aTransposed = false;
+  DType dtype = DType::BF16;
+  std::string name() const {
+    return "shared_dot_M" + std::to_string(M) + (aTransposed ? "_aT" : "") + (dtype == DType::F16 ? "_f16" : "_bf16");
+  }
+  int64_t aPitch() const { return (aTransposed ? M : K) + 8; }
+  dsl::KernelDef def() const {
+    dsl::KernelDef d;
+    d.name = "shared_dot";
+    const SharedDot c = *this;
+    d.build = [c](dsl::KernelBuilder& k, const Specialization&) {
+      using dsl::Value;
+      Value a = k.ptrArg("a", dsl::PtrClass::Float), b = k.ptrArg("b", dsl::PtrClass::Float),
+            out = k.ptrArg("out", dsl::PtrClass::Float);
+      const int64_t aRows = c.aTransposed ? c.K : c.M, aCols = c.aTransposed ? c.M : c.K;
+      Value as = k.sharedBuffer(aRows * c.aPitch(), c.dtype), bs = k.sharedBuffer(c.K * (c.N + 8), c.dtype);
+      Value ar = k.expandDims(k.range(aRows), 1), ac = k.expandDims(k.range(aCols), 0);
+      k.copyAsync(as, ar * c.aPitch() + ac, a, ar * aCols + ac);
+      Value br = k.expandDims(k.range(c.K), 1), bc = k.expandDims(k.range(c.N), 0);
+      k.copyAsync(bs, br * (c.N + 8) + bc, b, br * c.N + bc);
+      k.commitGroup();
+      k.waitGroup(0);
+      k.barrier();
+      Value one = k.constInt(1), ap = k.constInt(c.aPitch());
+      Value r = k.dot(as, k.constInt(0), c.aTransposed ? one : ap, c.aTransposed ? ap : one, c.K, bs, k.constInt(0),
+                      k.constInt(c.N + 8), one, k.splat(k.constFloat(0), {c.M, c.N}));
+      k.store(out, k.expandDims(k.range(c.M), 1) * c.N + k.expandDims(k.range(c.N), 0), r);
+    };
+    return d;
+  }
+};
+
 }  // namespace ssmjit::testing
