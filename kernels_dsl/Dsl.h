@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "compiler/IntMath.h"
-#include "ssmjit/dtype.h"
 #include "kernels_dsl/Signature.h"
+#include "ssmjit/dtype.h"
 
 namespace ssmjit::dsl {
 

@@ -103,11 +103,10 @@ void allowDynamicShared(CUfunction fn, const CompiledKernel& code) {
                                        " bytes of dynamic shared memory (and " + std::to_string(staticBytes) +
                                        " static); the device allows a block " + std::to_string(optin) + " bytes");
   if (staticBytes + code.dynamicSharedBytes > kDefaultLimit)
-    driver::check(
-        a.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, code.dynamicSharedBytes),
-        ("cuFuncSetAttribute" + what + "MAX_DYNAMIC_SHARED_SIZE_BYTES, " + std::to_string(code.dynamicSharedBytes) +
-         ")")
-            .c_str());
+    driver::check(a.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, code.dynamicSharedBytes),
+                  ("cuFuncSetAttribute" + what + "MAX_DYNAMIC_SHARED_SIZE_BYTES, " +
+                   std::to_string(code.dynamicSharedBytes) + ")")
+                      .c_str());
 }
 
 std::unique_ptr<Entry> loadEntry(const Specialization& spec, const ArgSchema& schema) {

@@ -67,8 +67,7 @@ TEST(DslShared, DynamicBuffersAreCarvedFromOneExternArrayAt128Bytes) {
   };
   const std::string cuda = testing::ownKernelCuda(def, {"a", "out"});
   // 1001 bf16 take 2002 bytes; the f32 buffer starts at the next multiple of 128, 2048.
-  EXPECT_NE(cuda.find("extern __shared__ __align__(128) unsigned char ssm_smem[];  // 122048 bytes"),
-            std::string::npos)
+  EXPECT_NE(cuda.find("extern __shared__ __align__(128) unsigned char ssm_smem[];  // 122048 bytes"), std::string::npos)
       << cuda;
   EXPECT_NE(cuda.find("ssm_bf16* const v"), std::string::npos) << cuda;
   EXPECT_NE(cuda.find("reinterpret_cast<ssm_bf16*>(ssm_smem + 0)"), std::string::npos) << cuda;
@@ -77,8 +76,9 @@ TEST(DslShared, DynamicBuffersAreCarvedFromOneExternArrayAt128Bytes) {
 }
 
 TEST(DslShared, RefusesWhatItCannotHold) {
-  EXPECT_NE(buildError([](KernelBuilder& k, Value, Value) { k.sharedBuffer(100, DType::I32); })
-                .find("sharedBuffer: dtype must be float32, float16 or bfloat16, got int32"),
+  EXPECT_NE(buildError([](KernelBuilder& k, Value, Value) {
+              k.sharedBuffer(100, DType::I32);
+            }).find("sharedBuffer: dtype must be float32, float16 or bfloat16, got int32"),
             std::string::npos);
   const std::string big = buildError([](KernelBuilder& k, Value, Value) {
     k.sharedBuffer(100000, DType::BF16);
@@ -168,28 +168,28 @@ TEST(DslShared, CopiesMove16BytesWhereTheLayoutRunsAre8Halves) {
 TEST(DslShared, ADotWithBothOperandsInSharedMemoryReadsAByLdmatrixToo) {
   for (bool aT : {false, true})
     for (int64_t M : {16, 32, 64}) {
-    testing::SharedDot c;
-    c.aTransposed = aT;
-    c.M = M;
-    SCOPED_TRACE(c.name());
-    Specialization spec;
-    spec.kernel = "shared_dot";
-    spec.arch = "sm_90a";
-    spec.set("dtype:a", (int)c.dtype).set("dtype:b", (int)c.dtype).set("dtype:out", (int)DType::F32);
-    for (const char* p : {"a", "b", "out"}) spec.set(std::string("align:") + p, 16);
-    spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
-    std::string cuda;
-    compileKernel(c.def(), spec, testing::capturingCuda(cuda));
-    // At most 64 rows: one row pair a thread (its second half zero below 64), one ldmatrix for a
-    // and one for b a k-step and n-tile pair.
-    EXPECT_EQ(occurrences(cuda, aT ? "ssm_ldmatrix_x4<true>(ssm_r" : "ssm_ldmatrix_x4<false>(ssm_r"), 1) << cuda;
-    EXPECT_EQ(occurrences(cuda, "ssm_ldmatrix_x4<true>(ssm_b"), 1) << cuda;
-    EXPECT_EQ(occurrences(cuda, "ssm_bf16_pieces"), 0) << "a is not split: " << cuda;
-    if (!nvrtcAvailable(nullptr)) continue;
-    const CompiledKernel ck = compileKernel(c.def(), spec);
-    EXPECT_FALSE(ck.cubin.empty()) << ck.compileLog;
-    EXPECT_EQ(ck.resources.spillStoreBytes, 0) << ck.compileLog;
-  }
+      testing::SharedDot c;
+      c.aTransposed = aT;
+      c.M = M;
+      SCOPED_TRACE(c.name());
+      Specialization spec;
+      spec.kernel = "shared_dot";
+      spec.arch = "sm_90a";
+      spec.set("dtype:a", (int)c.dtype).set("dtype:b", (int)c.dtype).set("dtype:out", (int)DType::F32);
+      for (const char* p : {"a", "b", "out"}) spec.set(std::string("align:") + p, 16);
+      spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
+      std::string cuda;
+      compileKernel(c.def(), spec, testing::capturingCuda(cuda));
+      // At most 64 rows: one row pair a thread (its second half zero below 64), one ldmatrix for a
+      // and one for b a k-step and n-tile pair.
+      EXPECT_EQ(occurrences(cuda, aT ? "ssm_ldmatrix_x4<true>(ssm_r" : "ssm_ldmatrix_x4<false>(ssm_r"), 1) << cuda;
+      EXPECT_EQ(occurrences(cuda, "ssm_ldmatrix_x4<true>(ssm_b"), 1) << cuda;
+      EXPECT_EQ(occurrences(cuda, "ssm_bf16_pieces"), 0) << "a is not split: " << cuda;
+      if (!nvrtcAvailable(nullptr)) continue;
+      const CompiledKernel ck = compileKernel(c.def(), spec);
+      EXPECT_FALSE(ck.cubin.empty()) << ck.compileLog;
+      EXPECT_EQ(ck.resources.spillStoreBytes, 0) << ck.compileLog;
+    }
   const std::string mixed = buildError([](KernelBuilder& k, Value, Value) {
     Value a = k.sharedBuffer(4096, DType::F16), b = k.sharedBuffer(4096, DType::BF16);
     Value one = k.constInt(1), p = k.constInt(40);

@@ -52,8 +52,8 @@ uint16_t toF16Exact(float v) {  // v an integer of magnitude below 2048: exact i
 
 // Compiles `def` for this device, launches one program with the kernel's dynamic shared bytes
 // (raising the function's limit past 48 KiB, as the runtime does), arguments by name.
-CompiledKernel launchOnce(const dsl::KernelDef& def, Specialization spec, const std::map<std::string, CUdeviceptr>& ptrs,
-                          const std::map<std::string, int32_t>& ints) {
+CompiledKernel launchOnce(const dsl::KernelDef& def, Specialization spec,
+                          const std::map<std::string, CUdeviceptr>& ptrs, const std::map<std::string, int32_t>& ints) {
   spec.kernel = def.name;
   spec.arch = driver::currentArch();
   const CompiledKernel ck = compileKernel(def, spec);
@@ -79,9 +79,9 @@ CompiledKernel launchOnce(const dsl::KernelDef& def, Specialization spec, const 
       args.push_back(&iv[i]);
     }
   }
-  driver::check(api.cuLaunchKernel(fn, 1, 1, 1, ck.numThreads, 1, 1, ck.dynamicSharedBytes, nullptr, args.data(),
-                                   nullptr),
-                "cuLaunchKernel");
+  driver::check(
+      api.cuLaunchKernel(fn, 1, 1, 1, ck.numThreads, 1, 1, ck.dynamicSharedBytes, nullptr, args.data(), nullptr),
+      "cuLaunchKernel");
   driver::check(api.cuCtxSynchronize(), "cuCtxSynchronize");
   api.cuModuleUnload(mod);
   return ck;
@@ -109,7 +109,8 @@ TEST_F(DslSharedGpu, Bf16BufferBeyond48KiBNarrowsAndWidens) {
   for (float& v : a) v = u(rng);
   DeviceBuffer da = DeviceBuffer::fromHost(a), dout = DeviceBuffer::fromHost(std::vector<float>(64 * 64, NAN));
   Specialization spec;
-  for (const char* p : {"a", "out"}) spec.set(std::string("dtype:") + p, (int)DType::F32).set(std::string("align:") + p, 16);
+  for (const char* p : {"a", "out"})
+    spec.set(std::string("dtype:") + p, (int)DType::F32).set(std::string("align:") + p, 16);
   spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
   const CompiledKernel ck = launchOnce(def, spec, {{"a", da.ptr()}, {"out", dout.ptr()}}, {});
   EXPECT_EQ(ck.dynamicSharedBytes, 80000);
@@ -148,7 +149,8 @@ TEST_F(DslSharedGpu, AsyncCopyOf16ByteVectorsZeroFillsMaskedRows) {
     int bad = 0;
     for (int i = 0; i < 32 * 64; ++i) {
       const float want = i < R * 64 ? xv[i] : 0.f;
-      if (bitsOf(out[i]) != bitsOf(want) && bad++ < 5) ADD_FAILURE() << "out[" << i << "] = " << out[i] << ", want " << want;
+      if (bitsOf(out[i]) != bitsOf(want) && bad++ < 5)
+        ADD_FAILURE() << "out[" << i << "] = " << out[i] << ", want " << want;
     }
     EXPECT_EQ(bad, 0);
   }
@@ -225,8 +227,7 @@ void checkStagedDot(const StagedDot& c, int K, uint64_t seed) {
   for (const char* p : {"a", "b", "out"}) spec.set(std::string("align:") + p, 16);
   spec.set("div:K", 8).set("meta:num_warps", 4).set("meta:index_bits", 32);
   dsl::KernelDef def = c.def();
-  const CompiledKernel ck =
-      launchOnce(def, spec, {{"a", da.ptr()}, {"b", db.ptr()}, {"out", dout.ptr()}}, {{"K", K}});
+  const CompiledKernel ck = launchOnce(def, spec, {{"a", da.ptr()}, {"b", db.ptr()}, {"out", dout.ptr()}}, {{"K", K}});
   EXPECT_EQ(ck.dynamicSharedBytes, c.sharedBytes());
   const std::vector<float> out = dout.download<float>();
   int bad = 0;

@@ -195,7 +195,8 @@ static LogicalResult verifyFragmentOperand(Operation* op, const char* what, Valu
   auto pitch = unit1 ? a : b;
   if (!unit0 && !unit1) return op->emitOpError(what) << " from a 16-bit shared buffer needs a unit stride";
   if (!pitch || *pitch % 8 || *pitch <= 0)
-    return op->emitOpError(what) << " from a 16-bit shared buffer needs its other stride a positive constant multiple of 8";
+    return op->emitOpError(what)
+           << " from a 16-bit shared buffer needs its other stride a positive constant multiple of 8";
   if (auto off = constantInt(offset); off && *off % 8)
     return op->emitOpError(what) << "'s offset in a 16-bit shared buffer must be a multiple of 8, got " << *off;
   return success();

@@ -32,8 +32,8 @@ void Emitter::emitFragmentDot(Operation* op, Value acc, Value result, int64_t K,
   const std::string laneRow =
       kUnit ? "8 * (ssm_lane >> 4) * " + I(pitch) + " + (ssm_lane & 7) * " + I(pitch) + " + 8 * ((ssm_lane >> 3) & 1)"
             : "((ssm_lane & 7) + 8 * ((ssm_lane >> 3) & 1)) * " + I(pitch) + " + 8 * (ssm_lane >> 4)";
-  line("const " + storageCType(cast<sj::PtrType>(buf.getType()).getElementType()) + "* const ssm_brow = " +
-       name(buf.getResult()) + " + " + name(offset) + " + " + laneRow + ";");
+  line("const " + storageCType(cast<sj::PtrType>(buf.getType()).getElementType()) +
+       "* const ssm_brow = " + name(buf.getResult()) + " + " + name(offset) + " + " + laneRow + ";");
   line("#pragma unroll");
   line("for (int ks = 0; ks < " + I(K / 16) + "; ++ks) {");
   ++ind_;
@@ -50,7 +50,8 @@ void Emitter::emitFragmentDot(Operation* op, Value acc, Value result, int64_t K,
     for (int64_t i = 0; i < pairs; ++i) {
       const bool second = 2 * i + 1 < nr;
       const std::string m2 = "4 * mp + " + I(2 * h);  // 2 m for n-tile m = 2 mp + h
-      const std::string c0 = nm + "[" + I(2 * i * nn) + " + " + m2 + "]", c1 = nm + "[" + I(2 * i * nn) + " + " + m2 + " + 1]";
+      const std::string c0 = nm + "[" + I(2 * i * nn) + " + " + m2 + "]",
+                        c1 = nm + "[" + I(2 * i * nn) + " + " + m2 + " + 1]";
       if (!second) line("float ssm_z0 = 0.0f, ssm_z1 = 0.0f;");
       const std::string c2 = second ? nm + "[" + I((2 * i + 1) * nn) + " + " + m2 + "]" : "ssm_z0";
       const std::string c3 = second ? nm + "[" + I((2 * i + 1) * nn) + " + " + m2 + " + 1]" : "ssm_z1";
