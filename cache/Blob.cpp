@@ -18,6 +18,7 @@ namespace {
 constexpr char kMagic[8] = {'S', 'S', 'M', 'J', 'I', 'T', 'K', '\0'};
 constexpr size_t kHeaderBytes = 32;  // magic, version, reserved, payload size, checksum
 constexpr uint32_t kMaxThreads = 1024;
+constexpr uint32_t kMaxDynamicShared = 1 << 20;  // beyond any GPU's shared memory per block
 
 class Writer {
  public:
@@ -121,9 +122,15 @@ bool parsePayload(Reader& r, DecodedBlob* b) {
       return r.fail("parameter #" + std::to_string(i) + " kind is " + std::to_string(kind) + ", expected 0..3");
     p.kind = static_cast<KernelParam::Kind>(kind);
   }
-  if (!getResources(r, &k.resources) || !r.get(&k.compileMs, "compile time") || !r.getBytes(&k.ptx, "ptx") ||
-      !r.getBytes(&k.cubin, "cubin"))
+  uint32_t dynamicShared = 0;
+  if (!getResources(r, &k.resources) || !r.get(&k.compileMs, "compile time") ||
+      !r.get(&dynamicShared, "dynamic shared bytes"))
     return false;
+  if (dynamicShared > kMaxDynamicShared)
+    return r.fail("dynamic shared bytes are " + std::to_string(dynamicShared) + ", expected 0.." +
+                  std::to_string(kMaxDynamicShared));
+  k.dynamicSharedBytes = static_cast<int>(dynamicShared);
+  if (!r.getBytes(&k.ptx, "ptx") || !r.getBytes(&k.cubin, "cubin")) return false;
   if (r.left() != 0) return r.fail(std::to_string(r.left()) + " trailing bytes after the cubin");
   return true;
 }
@@ -146,8 +153,9 @@ DecodedBlob failed(BlobStatus s, std::string detail, uint32_t version = 0) {
 
 std::vector<char> encodeBlob(const std::string& keyText, const CompiledKernel& kernel) {
   // Reserved exactly, so the buffer never grows: lengths of 5 strings/byte arrays, numThreads, the
-  // parameter count, 5 resources, the compile time, the contents, then each parameter.
-  size_t payload = 5 * 8 + 4 + 4 + 5 * 4 + 8 + keyText.size() + kernel.entry.size() + kernel.arch.size() +
+  // parameter count, 5 resources, the compile time, the dynamic shared bytes, the contents, then
+  // each parameter.
+  size_t payload = 5 * 8 + 4 + 4 + 5 * 4 + 8 + 4 + keyText.size() + kernel.entry.size() + kernel.arch.size() +
                    kernel.ptx.size() + kernel.cubin.size();
   for (const KernelParam& p : kernel.params) payload += 8 + p.name.size() + 1;
   Writer w(kHeaderBytes + payload);
@@ -167,6 +175,7 @@ std::vector<char> encodeBlob(const std::string& keyText, const CompiledKernel& k
   }
   putResources(w, kernel.resources);
   w.put<double>(kernel.compileMs);
+  w.put<uint32_t>(static_cast<uint32_t>(kernel.dynamicSharedBytes));
   w.putString(kernel.ptx);
   w.putBytes(kernel.cubin.data(), kernel.cubin.size());
 

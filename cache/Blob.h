@@ -1,7 +1,7 @@
 // One disk-cache entry as bytes: the on-disk format of the kernel cache. A blob holds a header
 // (magic, format version, payload size, payload checksum) and a payload: the full key text (checked
 // on read, so a file-name collision is a miss), the entry name, launch metadata (parameters, block
-// size), resource usage, the compile time, the arch, the PTX and the CUBIN. Little-endian.
+// size), resource usage, the compile time, the dynamic shared bytes, the arch, the PTX and the CUBIN. Little-endian.
 // Decoding is bounds-checked everywhere: any byte string, however damaged, decodes to a status.
 #pragma once
 #include <cstddef>
@@ -13,7 +13,8 @@
 
 namespace ssmjit::cache {
 
-inline constexpr uint32_t kBlobFormatVersion = 1;
+// 2: the dynamic shared bytes follow the compile time.
+inline constexpr uint32_t kBlobFormatVersion = 2;
 
 // Serialises `kernel` (cudaSource and compileLog are not stored) under `keyText`.
 std::vector<char> encodeBlob(const std::string& keyText, const CompiledKernel& kernel);

@@ -27,8 +27,9 @@ struct ResourceUsage {
 struct CompiledKernel {
   std::string entry;  // extern "C" symbol name
   std::vector<KernelParam> params;
-  int numThreads = 128;    // block size the code was generated for
-  std::string cudaSource;  // generated CUDA C++
+  int numThreads = 128;        // block size the code was generated for
+  int dynamicSharedBytes = 0;  // dynamic shared memory a block takes (passed at launch)
+  std::string cudaSource;      // generated CUDA C++
   std::string ptx;
   std::vector<char> cubin;  // empty when compiled for PTX only
   std::string arch;

@@ -110,6 +110,7 @@ CompiledKernel runPipeline(mlir::ModuleOp module, const Specialization& spec, co
   out.entry = e.entry;
   out.params = std::move(e.params);
   out.numThreads = e.numThreads;
+  out.dynamicSharedBytes = e.dynamicSharedBytes;
   out.cudaSource = source;
   out.arch = spec.arch;
   if (options.runNvrtc) {

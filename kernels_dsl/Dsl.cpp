@@ -7,6 +7,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "ssmjit/error.h"
 
@@ -26,6 +27,7 @@ struct KernelBuilder::Impl {
   std::vector<std::string> argDtypeClass;                     // "float", "int" or ""
   const Signature* signature = nullptr;                       // declared arguments, if any
   std::vector<dsl::Value> declared;                           // in parameters(*signature) order
+  int64_t dynamicSharedBytes = 0;                             // of sharedBuffer(n, dtype), aligned
 
   Impl(MLIRContext* c) : ctx(c), b(c), loc(UnknownLoc::get(c)) {}
 };
@@ -390,6 +392,19 @@ dsl::Value KernelBuilder::dot(dsl::Value a, dsl::Value ptr, dsl::Value offset, d
                              aPieces, bPieces));
 }
 
+dsl::Value KernelBuilder::dot(dsl::Value aBuf, dsl::Value aOffset, dsl::Value aStrideM, dsl::Value aStrideK, int64_t K,
+                              dsl::Value ptr, dsl::Value offset, dsl::Value strideK, dsl::Value strideN,
+                              dsl::Value acc) {
+  mlir::Value cv = unwrap(acc);
+  if (shapeOfType(cv.getType()).size() != 2)
+    fail("dot: acc must be a 2-D tile, got rank " + std::to_string(shapeOfType(cv.getType()).size()));
+  for (dsl::Value s : {aOffset, aStrideM, aStrideK, offset, strideK, strideN})
+    if (!s.shape().empty() || s.isFloat() || s.isBool()) fail("dot: offsets and strides must be index scalars");
+  return W(sj::DotSharedOp::create(B, L, cv.getType(), unwrap(aBuf), unwrap(aOffset), unwrap(aStrideM),
+                                   unwrap(aStrideK), unwrap(ptr), unwrap(offset), unwrap(strideK), unwrap(strideN), cv,
+                                   B.getI64IntegerAttr(K)));
+}
+
 std::vector<dsl::Value> KernelBuilder::associativeScan(const std::vector<dsl::Value>& tiles, int axis,
                                                        const ScanCombine& combine, const std::vector<dsl::Value>& inits,
                                                        bool reverse) {
@@ -537,7 +552,54 @@ dsl::Value KernelBuilder::sharedBuffer(int64_t elements) {
     fail("sharedBuffer: elements must be in 1.." + std::to_string(kMaxSharedBufferFloats) + " (48 KiB), got " +
          std::to_string(elements));
   Type t = sj::PtrType::get(impl_->ctx, B.getF32Type());
-  return W(sj::SharedBufferOp::create(B, L, t, B.getI64IntegerAttr(elements)).getResult());
+  return W(sj::SharedBufferOp::create(B, L, t, B.getI64IntegerAttr(elements), UnitAttr()).getResult());
+}
+dsl::Value KernelBuilder::sharedBuffer(int64_t elements, DType dtype) {
+  Type e;
+  int64_t bytes = 0;
+  switch (dtype) {
+    case DType::F32:
+      e = B.getF32Type(), bytes = 4;
+      break;
+    case DType::F16:
+      e = B.getF16Type(), bytes = 2;
+      break;
+    case DType::BF16:
+      e = B.getBF16Type(), bytes = 2;
+      break;
+    default:
+      fail(std::string("sharedBuffer: dtype must be float32, float16 or bfloat16, got ") + dtypeName(dtype));
+  }
+  if (elements < 1) fail("sharedBuffer: elements must be at least 1, got " + std::to_string(elements));
+  // Buffers start at multiples of 128 bytes (the emitter carves them in the same order).
+  const int64_t total = (impl_->dynamicSharedBytes + 127) / 128 * 128 + elements * bytes;
+  if (elements > kMaxDynamicSharedBytes || total > kMaxDynamicSharedBytes)
+    fail("sharedBuffer: the kernel's dynamic shared buffers would take " + std::to_string(total) +
+         " bytes, more than " + std::to_string(kMaxDynamicSharedBytes) + " (" + std::to_string(elements) + " " +
+         dtypeName(dtype) + " asked)");
+  impl_->dynamicSharedBytes = total;
+  Type t = sj::PtrType::get(impl_->ctx, e);
+  return W(sj::SharedBufferOp::create(B, L, t, B.getI64IntegerAttr(elements), B.getUnitAttr()).getResult());
+}
+void KernelBuilder::copyAsync(dsl::Value smem, dsl::Value smemOffsets, dsl::Value ptr, dsl::Value offsets,
+                              dsl::Value mask) {
+  mlir::Value sp = unwrap(smem), p = unwrap(ptr), off = unwrap(offsets);
+  auto buf = sp.getDefiningOp<sj::SharedBufferOp>();
+  if (!buf || !buf.getDynamic()) fail("copyAsync: smem must be a sharedBuffer(elements, dtype)");
+  if (!isa<sj::PtrType>(p.getType())) fail("copyAsync: ptr must be a pointer argument");
+  std::vector<int64_t> s = offsets.shape();
+  if (s.empty()) fail("copyAsync: offsets must be a tile, got a scalar");
+  if (smemOffsets.shape() != s) fail("copyAsync: smemOffsets must have the offsets' shape");
+  if (smemOffsets.isFloat() || smemOffsets.isBool() || offsets.isFloat() || offsets.isBool())
+    fail("copyAsync: offsets must be index tiles");
+  mlir::Value m;
+  if (mask.valid()) m = unwrap(broadcastTo(mask, s));
+  sj::CopyAsyncOp::create(B, L, sp, unwrap(smemOffsets), p, off, m);
+}
+void KernelBuilder::commitGroup() { sj::CommitGroupOp::create(B, L); }
+void KernelBuilder::waitGroup(int pending) {
+  if (pending < 0 || pending > 7) fail("waitGroup: pending must be 0..7, got " + std::to_string(pending));
+  sj::WaitGroupOp::create(B, L, pending);
 }
 void KernelBuilder::returnIf(dsl::Value cond) { sj::ReturnIfOp::create(B, L, unwrap(cond)); }
 void KernelBuilder::reportError(dsl::Value err, dsl::Value code, dsl::Value a, dsl::Value b, dsl::Value c) {
@@ -559,7 +621,14 @@ void* KernelBuilder::finish() {
     I.func.setArgAttr(i, "sj.name", I.b.getStringAttr(I.argAttrs[i].first));
     I.func.setArgAttr(i, "sj.role", I.b.getStringAttr(I.argAttrs[i].second));
   }
-  if (failed(mlir::verify(I.module))) fail("the built kernel does not verify");
+  std::string diagnostics;
+  {
+    ScopedDiagnosticHandler handler(I.ctx, [&](Diagnostic& d) {
+      diagnostics += "\n" + d.str();
+      return success();
+    });
+    if (failed(mlir::verify(I.module))) fail("the built kernel does not verify:" + diagnostics);
+  }
   return I.module.getOperation();
 }
 #undef W

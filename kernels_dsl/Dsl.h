@@ -15,13 +15,17 @@
 
 #include "compiler/IntMath.h"
 #include "kernels_dsl/Signature.h"
+#include "ssmjit/dtype.h"
 
 namespace ssmjit::dsl {
 
 class KernelBuilder;
 
-// The most f32 a kernel's shared buffers may hold: 48 KiB, the static shared-memory limit.
+// The most f32 a kernel's static shared buffers may hold: 48 KiB, the static shared-memory limit.
 constexpr int64_t kMaxSharedBufferFloats = 12288;
+// The most bytes a kernel's dynamic shared buffers may take together: 227 KiB, the most a block
+// may opt into on sm_90 (sm_80: 163 KiB; the launch checks the device's own figure).
+constexpr int64_t kMaxDynamicSharedBytes = 232448;
 
 class Value {
  public:
@@ -79,7 +83,21 @@ class KernelBuilder {
   // 24 bits), the products of terms down to 2^-24 summed in f32, so 3 / 3 is f32 accuracy with
   // every product exact. A kernel with a dot takes an mma layout as its parent (rows over 8 lane
   // groups and the warps, columns in runs over the 4 lanes of a group).
+  // b in a 16-bit dynamic shared buffer (sharedBuffer(n, BF16 or F16)) is read with ldmatrix, its
+  // values the mma's B fragments as stored (bPieces 1), the mma taking b's dtype (f16 or bf16 in,
+  // f32 accumulate; a is split into aPieces terms of that dtype): strideK or strideN the constant
+  // 1 (b stored n-major or k-major), the other a constant multiple of 8 (a row pitch of
+  // 8 (2 j + 1) halves, an odd number of 16-byte units, reads each 8 rows from distinct banks),
+  // the offset a multiple of 8, K and N multiples of 16. The mma layout's column runs are then
+  // pairs, as the fragments hold them.
   Value dot(Value a, Value ptr, Value offset, Value strideK, Value strideN, Value acc, int aPieces, int bPieces);
+  // acc + a . b with a read from a 16-bit dynamic shared buffer as well (the dtype of b's):
+  // a[m][k] = aBuf[aOffset + m * aStrideM + k * aStrideK] for m < M (acc's rows), k < K, by
+  // ldmatrix as b is (one stride the constant 1, the other a constant multiple of 8, the offset
+  // a multiple of 8). aStrideM = 1 reads a transposed operand (x^T from x stored [k][m]). M a
+  // multiple of 8, K and N of 16.
+  Value dot(Value aBuf, Value aOffset, Value aStrideM, Value aStrideK, int64_t K, Value ptr, Value offset,
+            Value strideK, Value strideN, Value acc);
   // Inclusive scan along `axis` of k tiles of one shape (f32 or index), combined elementwise by
   // `combine`: an associative function of (lhs[0..k), rhs[0..k)) scalars returning k scalars,
   // built with these same ops (lhs is the earlier element). Returns the k scanned tiles, then
@@ -166,6 +184,21 @@ class KernelBuilder {
   // every thread needs (a row broadcast over channels) converts and fetches each element once for
   // the program. A buffer written again in a loop needs a barrier before the rewrite as well.
   Value sharedBuffer(int64_t elements);  // 1..kMaxSharedBufferFloats elements
+  // A buffer of `elements` of `dtype` (F32, F16 or BF16) in the program's dynamic shared memory,
+  // 128-byte aligned: stores narrow to dtype, loads widen to f32, as with a pointer argument. The
+  // buffers of a kernel take up to kMaxDynamicSharedBytes together (beyond 48 KiB the launch
+  // raises the kernel's limit; a device with less refuses the launch, naming the kernel).
+  Value sharedBuffer(int64_t elements, DType dtype);
+  // Starts copying ptr[offsets] into the dynamic shared buffer smem[smemOffsets] (the same
+  // storage dtype once specialised, bits unchanged), zeros where `mask` is false: cp.async, 16 bytes a thread where the
+  // offsets allow (4 or 8 otherwise; narrower vectors copy synchronously). The copies a thread
+  // started since its last commitGroup() form one group; waitGroup(n) waits until at most n of
+  // its newest groups are in flight, then a barrier() makes every thread's copies visible to all.
+  // A ring of stages: copy stage s + S - 1, commitGroup(), waitGroup(S - 1), barrier(), compute
+  // on stage s, barrier() before stage s is copied into again.
+  void copyAsync(Value smem, Value smemOffsets, Value ptr, Value offsets, Value mask = {});
+  void commitGroup();
+  void waitGroup(int pending);  // 0..7
   void reportError(Value errPtr, Value code, Value a, Value b, Value c);
 
   // Finishes the kernel and returns its module (an mlir::ModuleOp) as an opaque pointer owned by

@@ -72,6 +72,7 @@ void init() {
   SSMJIT_SYM(cuModuleUnload);
   SSMJIT_SYM(cuModuleGetFunction);
   SSMJIT_SYM(cuFuncGetAttribute);
+  SSMJIT_SYM(cuFuncSetAttribute);
   SSMJIT_SYM(cuLaunchKernel);
   SSMJIT_SYM(cuMemAlloc);
   SSMJIT_SYM(cuMemFree);

@@ -83,6 +83,32 @@ CUmodule loadModule(const void* image, std::string* error) {
   return nullptr;
 }
 
+// A kernel's dynamic shared memory beyond the default 48 KiB a block (static included) needs the
+// function's limit raised, once per loaded function; more than the device lets a block opt into
+// is refused here, naming the kernel, rather than failing every launch.
+void allowDynamicShared(CUfunction fn, const CompiledKernel& code) {
+  constexpr int kDefaultLimit = 48 * 1024;
+  if (code.dynamicSharedBytes <= 0) return;
+  const driver::Api& a = driver::api();
+  const std::string what = "(" + code.entry + ", ";
+  int staticBytes = 0, optin = 0;
+  CUdevice dev = 0;
+  driver::check(a.cuFuncGetAttribute(&staticBytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn),
+                ("cuFuncGetAttribute" + what + "SHARED_SIZE_BYTES)").c_str());
+  driver::check(a.cuCtxGetDevice(&dev), "cuCtxGetDevice");
+  driver::check(a.cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev),
+                "cuDeviceGetAttribute(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)");
+  if (staticBytes + code.dynamicSharedBytes > optin)
+    throw Error(Error::Kind::Cuda, "kernel " + code.entry + " asks for " + std::to_string(code.dynamicSharedBytes) +
+                                       " bytes of dynamic shared memory (and " + std::to_string(staticBytes) +
+                                       " static); the device allows a block " + std::to_string(optin) + " bytes");
+  if (staticBytes + code.dynamicSharedBytes > kDefaultLimit)
+    driver::check(a.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, code.dynamicSharedBytes),
+                  ("cuFuncSetAttribute" + what + "MAX_DYNAMIC_SHARED_SIZE_BYTES, " +
+                   std::to_string(code.dynamicSharedBytes) + ")")
+                      .c_str());
+}
+
 std::unique_ptr<Entry> loadEntry(const Specialization& spec, const ArgSchema& schema) {
   auto entry = std::make_unique<Entry>();
   entry->spec = spec;
@@ -154,6 +180,7 @@ std::unique_ptr<Entry> loadEntry(const Specialization& spec, const ArgSchema& sc
                 "kernel " + code.entry + " was generated for " + std::to_string(code.numThreads) +
                     " threads per block, but with " + std::to_string(code.resources.registers) +
                     " registers per thread the device allows only " + std::to_string(maxThreads));
+  allowDynamicShared(lk.function, code);
   unload.armed = false;
   return entry;
 }
@@ -225,8 +252,8 @@ void launchKernel(const LoadedKernel& k, const ArgValue* values, const unsigned 
     args[i] = &slots[i];
   }
   const driver::Api& a = driver::api();
-  CUresult r = a.cuLaunchKernel(k.function, grid[0], grid[1], grid[2], static_cast<unsigned>(code.numThreads), 1, 1, 0,
-                                stream, args, nullptr);
+  CUresult r = a.cuLaunchKernel(k.function, grid[0], grid[1], grid[2], static_cast<unsigned>(code.numThreads), 1, 1,
+                                static_cast<unsigned>(code.dynamicSharedBytes), stream, args, nullptr);
   if (r != CUDA_SUCCESS)
     driver::check(r, ("cuLaunchKernel(" + code.entry + ", " + describeGrid(grid, code.numThreads) + ")").c_str());
 }

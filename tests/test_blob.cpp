@@ -40,6 +40,7 @@ CompiledKernel sampleKernel(size_t cubinBytes) {
   k.compileLog = "ptxas info: not stored";
   k.resources = ResourceUsage{40, 2048, -1, -1, 0};
   k.compileMs = 123.456;
+  k.dynamicSharedBytes = 100352;
   return k;
 }
 
@@ -61,6 +62,7 @@ void expectSameKernel(const CompiledKernel& want, const CompiledKernel& got) {
   EXPECT_EQ(got.resources.spillStoreBytes, want.resources.spillStoreBytes);
   EXPECT_EQ(got.resources.spillLoadBytes, want.resources.spillLoadBytes);
   EXPECT_EQ(got.compileMs, want.compileMs);
+  EXPECT_EQ(got.dynamicSharedBytes, want.dynamicSharedBytes);
   EXPECT_TRUE(got.cudaSource.empty());
   EXPECT_TRUE(got.compileLog.empty());
 }
@@ -92,7 +94,7 @@ Bytes payloadOf(const std::string& key, const CompiledKernel& k) {
   const ResourceUsage& r = k.resources;
   p.put<int32_t>(r.registers).put<int32_t>(r.sharedBytes).put<int32_t>(r.localBytes);
   p.put<int32_t>(r.spillStoreBytes).put<int32_t>(r.spillLoadBytes);
-  p.put<double>(k.compileMs).str(k.ptx);
+  p.put<double>(k.compileMs).put<uint32_t>(static_cast<uint32_t>(k.dynamicSharedBytes)).str(k.ptx);
   p.str(std::string(k.cubin.begin(), k.cubin.end()));
   return p;
 }
@@ -269,6 +271,11 @@ TEST(Blob, MalformedPayloadsWithValidChecksums) {
   Bytes shortResources;
   shortResources.str("k").str("e").str("sm_90a").put<uint32_t>(128).put<uint32_t>(0).put<int32_t>(1);
   cases.push_back({"resources cut", shortResources.data, "resources needs 4 bytes, 0 left"});
+
+  CompiledKernel hugeShared = k;
+  hugeShared.dynamicSharedBytes = (1 << 20) + 1;
+  cases.push_back({"dynamic shared 1 MiB + 1", payloadOf("k", hugeShared).data,
+                   "dynamic shared bytes are 1048577, expected 0..1048576"});
 
   Bytes trailing = payloadOf("k", k);
   trailing.put<uint16_t>(0);

@@ -261,6 +261,8 @@ void printResources(const CompiledKernel& k, const Specialization& spec, const C
   }
   std::printf("registers   %s\n", figure(r.registers, " per thread").c_str());
   std::printf("shared      %s\n", figure(r.sharedBytes, " bytes per block (static)").c_str());
+  if (k.dynamicSharedBytes > 0)
+    std::printf("dyn shared  %d bytes per block (passed at launch)\n", k.dynamicSharedBytes);
   std::printf("local       %s\n", figure(r.localBytes, " bytes per thread (stack, callees included)").c_str());
   std::printf("spill st    %s\n", figure(r.spillStoreBytes, " bytes").c_str());
   std::printf("spill ld    %s\n", figure(r.spillLoadBytes, " bytes").c_str());

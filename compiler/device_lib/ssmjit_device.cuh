@@ -205,6 +205,75 @@ __device__ __forceinline__ void ssm_mma_bf16(float& c0, float& c1, float& c2, fl
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+// sj.dot's a as P f16 terms (an f16 mma, b in f16): as ssm_bf16_pieces, each term the f16
+// rounding of what the earlier ones left (in f16's range: beyond 65504 a term is infinite).
+template <int P>
+__device__ __forceinline__ void ssm_f16_pieces(float x, float y, unsigned* out) {
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    const unsigned w = ssm_pack2<ssm_f16>(x, y);
+    out[i] = w;
+    x -= ssm_word_to_float<ssm_f16>(w, 0);
+    y -= ssm_word_to_float<ssm_f16>(w, 1);
+  }
+}
+// c += a . b, one mma.m16n8k16 with f16 inputs and f32 accumulators.
+__device__ __forceinline__ void ssm_mma_f16(float& c0, float& c1, float& c2, float& c3, unsigned a0, unsigned a1,
+                                            unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// ---- shared memory by address: ldmatrix and cp.async (sm_80 and later) ---------------------
+// Volatile with a memory clobber: they read or write shared memory the compiler does not see,
+// so they stay between the barriers and waits around them.
+__device__ __forceinline__ unsigned ssm_smem_addr(const void* p) {
+  unsigned a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
+}
+// Four 8x8 matrices of 16-bit elements, lane 8 j + i giving the 16-byte row i of matrix j; r[j]
+// is this lane's pair of matrix j (row lane / 4, columns 2 (lane % 4) + {0, 1}; transposed:
+// rows 2 (lane % 4) + {0, 1} of column lane / 4).
+template <bool Trans>
+__device__ __forceinline__ void ssm_ldmatrix_x4(unsigned* r, const void* row) {
+  if constexpr (Trans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(ssm_smem_addr(row))
+                 : "memory");
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(ssm_smem_addr(row))
+                 : "memory");
+}
+// Bytes (4, 8 or 16, the addresses aligned to it) from global to shared memory, asynchronously;
+// when !pred nothing is read and zeros are written (a source size of 0).
+template <int Bytes>
+__device__ __forceinline__ void ssm_cp_async(void* dst, const void* src, bool pred) {
+  static_assert(Bytes == 4 || Bytes == 8 || Bytes == 16, "cp.async copies 4, 8 or 16 bytes");
+  const unsigned d = ssm_smem_addr(dst);
+  const int n = pred ? Bytes : 0;
+  if constexpr (Bytes == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(n) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(d), "l"(src), "n"(Bytes), "r"(n) : "memory");
+}
+__device__ __forceinline__ void ssm_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void ssm_cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+// A copy narrower than cp.async takes: V elements now, zeros when !pred.
+template <int V, typename T>
+__device__ __forceinline__ void ssm_copy_sync(T* dst, const T* src, bool pred) {
+#pragma unroll
+  for (int k = 0; k < V; ++k) dst[k] = pred ? src[k] : T{};
+}
+
 template <int V, typename T, typename S>
 __device__ __forceinline__ void ssm_st(T* p, const S* src) {
   if constexpr (V == 1) {

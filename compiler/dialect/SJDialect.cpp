@@ -149,6 +149,80 @@ LogicalResult ReduceOp::verify() {
   return success();
 }
 
+std::optional<int64_t> ssmjit::sj::constantInt(Value v) {
+  if (auto c = v.getDefiningOp<arith::ConstantOp>())
+    if (auto i = dyn_cast<IntegerAttr>(c.getValue())) return i.getValue().getSExtValue();
+  return std::nullopt;
+}
+
+SharedBufferOp ssmjit::sj::fragmentBuffer(Value ptr) {
+  auto buf = ptr.getDefiningOp<SharedBufferOp>();
+  if (!buf || !buf.getDynamic()) return {};
+  Type e = cast<PtrType>(buf.getType()).getElementType();
+  return e.isBF16() || e.isF16() ? buf : SharedBufferOp();
+}
+
+SharedBufferOp ssmjit::sj::fragmentBuffer(DotOp d) { return fragmentBuffer(d.getPtr()); }
+
+LogicalResult SharedBufferOp::verify() {
+  Type e = cast<PtrType>(getType()).getElementType();
+  if (getSize() < 1) return emitOpError("expects at least one element, got ") << getSize();
+  if (!getDynamic() && !e.isF32()) return emitOpError("a static buffer holds f32");
+  if (!e.isF32() && !e.isF16() && !e.isBF16()) return emitOpError("holds f32, f16 or bf16");
+  return success();
+}
+
+LogicalResult CopyAsyncOp::verify() {
+  auto buf = getSmem().getDefiningOp<SharedBufferOp>();
+  if (!buf || !buf.getDynamic()) return emitOpError("copies into a dynamic shared buffer");
+  if (shapeOf(getSmemOffsets().getType()) != shapeOf(getOffsets().getType()))
+    return emitOpError("expects the shared and global offsets to have one shape");
+  if (getMask() && shapeOf(getMask().getType()) != shapeOf(getOffsets().getType()))
+    return emitOpError("expects the mask to have the offsets' shape");
+  return success();
+}
+
+LogicalResult WaitGroupOp::verify() {
+  if (getPending() < 0 || getPending() > 7) return emitOpError("pending must be 0..7, got ") << getPending();
+  return success();
+}
+
+// An operand in a 16-bit shared buffer is read as 8-element rows by ldmatrix: each 16-byte
+// aligned. `what` names it; s0 and s1 are its strides.
+static LogicalResult verifyFragmentOperand(Operation* op, const char* what, Value offset, Value s0, Value s1) {
+  auto a = constantInt(s0), b = constantInt(s1);
+  const bool unit0 = a && *a == 1, unit1 = b && *b == 1;
+  auto pitch = unit1 ? a : b;
+  if (!unit0 && !unit1) return op->emitOpError(what) << " from a 16-bit shared buffer needs a unit stride";
+  if (!pitch || *pitch % 8 || *pitch <= 0)
+    return op->emitOpError(what)
+           << " from a 16-bit shared buffer needs its other stride a positive constant multiple of 8";
+  if (auto off = constantInt(offset); off && *off % 8)
+    return op->emitOpError(what) << "'s offset in a 16-bit shared buffer must be a multiple of 8, got " << *off;
+  return success();
+}
+
+static LogicalResult verifyFragmentB(DotOp d, int64_t K, int64_t N) {
+  if (d.getBPieces() != 1) return d.emitOpError("b from a 16-bit shared buffer is one term, got ") << d.getBPieces();
+  if (K % 16 || N % 16)
+    return d.emitOpError("b from a 16-bit shared buffer needs K and N multiples of 16, got ") << K << " and " << N;
+  return verifyFragmentOperand(d, "b", d.getOffset(), d.getStrideK(), d.getStrideN());
+}
+
+LogicalResult DotSharedOp::verify() {
+  auto c = shapeOf(getAcc().getType());
+  if (c.size() != 2) return emitOpError("accumulates a 2-D tile");
+  if (getResult().getType() != getAcc().getType()) return emitOpError("the result has acc's type");
+  SharedBufferOp a = fragmentBuffer(getAPtr()), b = fragmentBuffer(getPtr());
+  if (!a || !b) return emitOpError("reads a and b from 16-bit dynamic shared buffers");
+  if (a.getType() != b.getType()) return emitOpError("a and b must have one storage type");
+  const int64_t K = getK();
+  if (c[0] % 8 || K % 16 || c[1] % 16)
+    return emitOpError("needs M a multiple of 8, K and N of 16, got ") << c[0] << ", " << K << " and " << c[1];
+  if (failed(verifyFragmentOperand(*this, "a", getAOffset(), getAStrideM(), getAStrideK()))) return failure();
+  return verifyFragmentOperand(*this, "b", getOffset(), getStrideK(), getStrideN());
+}
+
 LogicalResult DotOp::verify() {
   auto a = shapeOf(getA().getType()), c = shapeOf(getAcc().getType());
   if (a.size() != 2 || c.size() != 2) return emitOpError("multiplies 2-D tiles");
@@ -160,6 +234,7 @@ LogicalResult DotOp::verify() {
     return emitOpError("b must be float storage");
   for (int p : {(int)getAPieces(), (int)getBPieces()})
     if (p < 1 || p > 3) return emitOpError("pieces must be 1..3, got ") << p;
+  if (fragmentBuffer(*this)) return verifyFragmentB(*this, a[1], c[1]);
   return success();
 }
 

@@ -160,16 +160,51 @@ def SJ_ArriveLastOp : SJ_Op<"arrive_last", [MemoryEffects<[MemRead, MemWrite]>]>
 }
 
 def SJ_SharedBufferOp : SJ_Op<"shared_buffer", [MemoryEffects<[MemAlloc]>]> {
-  let summary = "a program's own f32 buffer in shared memory, 16-byte aligned";
+  let summary = "a program's own buffer in shared memory, 16-byte aligned";
   let description = [{
     Loads and stores take it like a pointer argument. Tiles staged through it are read back in
     another thread's layout (a barrier in between): one conversion or global load per element
     for the whole program, where each thread would otherwise fetch what it needs itself.
-    Not Pure: two buffers of one size are two buffers.
+    Not Pure: two buffers of one size are two buffers. Without `dynamic`: a static f32 array
+    (48 KiB at most, the static limit). With `dynamic`: carved out of the kernel's one dynamic
+    shared array (128-byte aligned), storage f32, f16 or bf16 (the pointer's element type;
+    stores narrow, loads widen), the kernel's total recorded for the launch.
   }];
-  let arguments = (ins I64Attr:$size);
+  let arguments = (ins I64Attr:$size, UnitAttr:$dynamic);
   let results = (outs SJ_Ptr:$result);
   let assemblyFormat = "$size attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def SJ_CopyAsyncOp : SJ_Op<"copy_async", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "start copying ptr[offsets] into smem[smem_offsets] (cp.async), 0 where masked";
+  let description = [{
+    An asynchronous copy of one tile of elements from global memory into a dynamic shared
+    buffer of the same storage type (checked once specialised), bits unchanged; masked-off elements are written as zeros
+    (a source size of 0). The copies a thread issued since its last sj.commit_group form one
+    group; sj.wait_group waits for them. A thread reads its copies' data only after a wait, and
+    other threads' after a wait and a barrier. Vectors too narrow for cp.async (below 4 bytes)
+    are copied with a plain load and store, done before the wait.
+  }];
+  let arguments = (ins SJ_Ptr:$smem, SJ_Index:$smem_offsets, SJ_Ptr:$ptr, SJ_Index:$offsets,
+                       Optional<SJ_Mask>:$mask);
+  let assemblyFormat = [{
+    $smem `[` $smem_offsets `]` `,` $ptr `[` $offsets `]` (`mask` $mask^)? attr-dict `:`
+    type($smem) `,` type($smem_offsets) `,` type($ptr) `,` type($offsets) (`,` type($mask)^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def SJ_CommitGroupOp : SJ_Op<"commit_group", [MemoryEffects<[MemWrite]>]> {
+  let summary = "close this thread's group of asynchronous copies (cp.async.commit_group)";
+  let assemblyFormat = "attr-dict";
+}
+
+def SJ_WaitGroupOp : SJ_Op<"wait_group", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "wait until at most `pending` of this thread's newest copy groups are in flight";
+  let arguments = (ins I32Attr:$pending);
+  let assemblyFormat = "$pending attr-dict";
+  let hasVerifier = 1;
 }
 
 def SJ_BarrierOp : SJ_Op<"barrier", [MemoryEffects<[MemRead, MemWrite]>]> {
@@ -197,6 +232,11 @@ def SJ_DotOp : SJ_Op<"dot", [MemoryEffects<[MemRead]>]> {
     3 for any f32 in the normal range); the products of the terms whose weights reach 2^-24 go
     through bf16 mma with f32 accumulation, smallest first. The kernel's parent layout is then
     the mma accumulator's (assign-layouts): a's registers are the A fragments.
+    b from a dynamic shared buffer of 16-bit storage is read with ldmatrix, its words the B
+    fragments as they are (b_pieces 1), the mma taking b's type (bf16 or f16; a is split into
+    terms of that type): one stride is the constant 1 (.trans when it is stride_n), the other a
+    constant multiple of 8, K and N multiples of 16, and the offset a multiple of 8 (checked
+    when constant), so every 8-element row ldmatrix reads is 16-byte aligned.
   }];
   let arguments = (ins TensorOf<[F32]>:$a, SJ_Ptr:$ptr, AnyTypeOf<[I32, I64]>:$offset,
                        AnyTypeOf<[I32, I64]>:$stride_k, AnyTypeOf<[I32, I64]>:$stride_n,
@@ -206,6 +246,29 @@ def SJ_DotOp : SJ_Op<"dot", [MemoryEffects<[MemRead]>]> {
     $a `,` $ptr `[` $offset `,` $stride_k `,` $stride_n `]` `,` $acc attr-dict `:`
     type($a) `,` type($ptr) `,` type($offset) `,` type($stride_k) `,` type($stride_n) `,`
     type($acc) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def SJ_DotSharedOp : SJ_Op<"dot_shared", [MemoryEffects<[MemRead]>]> {
+  let summary = "acc + a . b on the tensor cores, a and b read from 16-bit shared buffers";
+  let description = [{
+    a[m][k] = a_ptr[a_offset + m * a_stride_m + k * a_stride_k] for m < M (acc's rows), k < `k`;
+    b as sj.dot's from a 16-bit shared buffer (same storage type as a's): both read with
+    ldmatrix, their words the fragments as stored, the mma in their type (bf16 or f16). One of
+    a's strides is the constant 1 (.trans when it is a_stride_m: a transposed operand such as
+    x^T), the other a constant multiple of 8; M a multiple of 8, `k` and N of 16. The kernel's
+    parent layout is the mma accumulator's, with column runs of a pair.
+  }];
+  let arguments = (ins SJ_Ptr:$a_ptr, AnyTypeOf<[I32, I64]>:$a_offset, AnyTypeOf<[I32, I64]>:$a_stride_m,
+                       AnyTypeOf<[I32, I64]>:$a_stride_k, SJ_Ptr:$ptr, AnyTypeOf<[I32, I64]>:$offset,
+                       AnyTypeOf<[I32, I64]>:$stride_k, AnyTypeOf<[I32, I64]>:$stride_n,
+                       TensorOf<[F32]>:$acc, I64Attr:$k);
+  let results = (outs TensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $a_ptr `[` $a_offset `,` $a_stride_m `,` $a_stride_k `]` `,` $ptr `[` $offset `,` $stride_k `,` $stride_n `]`
+    `,` $acc attr-dict `:` type($a_ptr) `,` type($a_offset) `,` type($a_stride_m) `,` type($a_stride_k) `,`
+    type($ptr) `,` type($offset) `,` type($stride_k) `,` type($stride_n) `,` type($acc) `->` type($result)
   }];
   let hasVerifier = 1;
 }

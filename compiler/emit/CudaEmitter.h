@@ -18,6 +18,7 @@ struct EmittedKernel {
   std::string entry;
   std::vector<KernelParam> params;
   int numThreads = 128;
+  int dynamicSharedBytes = 0;  // the dynamic shared buffers' extent, passed at launch
 };
 
 EmittedKernel emitCuda(mlir::func::FuncOp kernel);

@@ -13,11 +13,16 @@ using namespace mlir;
 // register 2m + (g & 1) of lane q = g / 2. So a and the result stay in the parent layout and
 // only b moves. A thread with an odd row count gives its last mma's second row zeros.
 void Emitter::emit(sj::DotOp d) {
+  if (sj::SharedBufferOp b = sj::fragmentBuffer(d)) {
+    const std::string type = cast<sj::PtrType>(b.getType()).getElementType().isF16() ? "f16" : "bf16";
+    return emitFragmentDot(d, d.getAcc(), d.getResult(), shapeOf(d.getA())[1], (int)d.getAPieces(), b, d.getOffset(),
+                           d.getStrideK(), d.getStrideN(), [&] { emitAFragments(d, type, false); });
+  }
   if (!(P_.spt[1] % 2 == 0 && P_.tpw[0] == 8 && P_.tpw[1] == 4 && P_.wpc[1] == 1))
     fail(d, "dot outside the mma parent layout (" + P_.str() + ")");
   auto as = shapeOf(d.getA()), cs = shapeOf(d.getAcc());
   const int64_t K = as[1], N = cs[1];
-  const int64_t nr = n(0, as[0]), nk = n(1, K), nn = n(1, N);
+  const int64_t nr = n(0, as[0]), nn = n(1, N);
   const int pa = (int)d.getAPieces(), pb = (int)d.getBPieces(), pmax = std::max(pa, pb);
   const std::string nm = declare(d.getResult(), Kind::Blocked);
   forRegs(nr * nn, [&] { line(nm + "[r] = " + E(d.getAcc(), Kind::Blocked, "r") + ";"); });
@@ -35,27 +40,7 @@ void Emitter::emit(sj::DotOp d) {
   line("for (int ks = 0; ks < " + I(halfStep ? 1 : K / 16) + "; ++ks) {");
   ++ind_;
   const int64_t pairs = (nr + 1) / 2;
-  // a loaded from bf16 in vectors keeps each pair's 32-bit word: one piece is that word.
-  const Raw* rawA = rawOf(d.getA());
-  const bool rawPairs = pa == 1 && rawA && rawA->words && rawA->elem == "ssm_bf16";
-  // A fragments: [pair][register][piece].
-  line("unsigned ssm_a[" + I(pairs) + "][4][" + I(pa) + "];");
-  for (int64_t i = 0; i < pairs; ++i)
-    for (int e = 0; e < 4; ++e) {
-      const int64_t row = 2 * i + (e & 1);
-      const std::string at = "ssm_a[" + I(i) + "][" + I(e) + "]";
-      if (row >= nr || (halfStep && e >= 2)) {
-        line("ssm_bf16_pieces<" + I(pa) + ">(0.0f, 0.0f, " + at + ");");
-        continue;
-      }
-      const std::string r0 = I(row * nk) + " + 4 * ks + " + I(2 * (e >> 1));
-      if (rawPairs) {  // the loaded bf16 pair is the fragment register
-        line(at + "[0] = " + rawA->name + "[" + r0 + "];");
-        continue;
-      }
-      line("ssm_bf16_pieces<" + I(pa) + ">(" + E(d.getA(), Kind::Blocked, r0) + ", " +
-           E(d.getA(), Kind::Blocked, r0 + " + 1") + ", " + at + ");");
-    }
+  emitAFragments(d, "bf16", halfStep);
   line("#pragma unroll");
   line("for (int m = 0; m < " + I(N / 8) + "; ++m) {");
   ++ind_;
@@ -88,6 +73,34 @@ void Emitter::emit(sj::DotOp d) {
   line("}");
   --ind_;
   line("}");
+}
+
+// The A fragments of k-step `ks` as ssm_a[pair][register][piece]: pieces of the mma's input
+// type `mmaType` (bf16 or f16); a loaded from that type in vectors keeps each pair's 32-bit word,
+// and one piece is that word.
+void Emitter::emitAFragments(sj::DotOp d, const std::string& mmaType, bool halfStep) {
+  const int64_t nr = n(0, shapeOf(d.getA())[0]), nk = n(1, shapeOf(d.getA())[1]);
+  const int pa = (int)d.getAPieces();
+  const int64_t pairs = (nr + 1) / 2;
+  const std::string pieces = "ssm_" + mmaType + "_pieces<" + I(pa) + ">(";
+  const Raw* rawA = rawOf(d.getA());
+  const bool rawPairs = pa == 1 && rawA && rawA->words && rawA->elem == "ssm_" + mmaType;
+  line("unsigned ssm_a[" + I(pairs) + "][4][" + I(pa) + "];");
+  for (int64_t i = 0; i < pairs; ++i)
+    for (int e = 0; e < 4; ++e) {
+      const int64_t row = 2 * i + (e & 1);
+      const std::string at = "ssm_a[" + I(i) + "][" + I(e) + "]";
+      if (row >= nr || (halfStep && e >= 2)) {
+        line(pieces + "0.0f, 0.0f, " + at + ");");
+        continue;
+      }
+      const std::string r0 = I(row * nk) + " + 4 * ks + " + I(2 * (e >> 1));
+      if (rawPairs) {  // the loaded pair is the fragment register
+        line(at + "[0] = " + rawA->name + "[" + r0 + "];");
+        continue;
+      }
+      line(pieces + E(d.getA(), Kind::Blocked, r0) + ", " + E(d.getA(), Kind::Blocked, r0 + " + 1") + ", " + at + ");");
+    }
 }
 
 }  // namespace ssmjit::emit

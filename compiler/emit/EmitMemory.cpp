@@ -143,7 +143,25 @@ void Emitter::emit(sj::StoreOp s) {
 void Emitter::emit(sj::SharedBufferOp b) {
   std::string nm = fresh();
   names_[b.getResult().getAsOpaquePointer()] = nm;
-  line("__shared__ __align__(16) float " + nm + "[" + I(b.getSize()) + "];");
+  if (!b.getDynamic()) {
+    line("__shared__ __align__(16) float " + nm + "[" + I(b.getSize()) + "];");
+    return;
+  }
+  const std::string T = storageCType(cast<sj::PtrType>(b.getType()).getElementType());
+  line(T + "* const " + nm + " = reinterpret_cast<" + T + "*>(ssm_smem + " + I(dynamicOffsets_.at(b)) + ");");
+}
+
+// One extern array for all dynamic buffers, each at the next multiple of 128 bytes: the start
+// of a 128-byte line, so that a buffer's bank pattern is the one its offsets say.
+void Emitter::carveDynamicShared() {
+  f_.walk([&](sj::SharedBufferOp b) {
+    if (!b.getDynamic()) return;
+    const int64_t bytes = b.getSize() * (cast<sj::PtrType>(b.getType()).getElementType().getIntOrFloatBitWidth() / 8);
+    dynamicOffsets_[b] = (dynamicBytes_ + 127) / 128 * 128;
+    dynamicBytes_ = dynamicOffsets_[b] + bytes;
+  });
+  if (dynamicBytes_ > 0)
+    line("extern __shared__ __align__(128) unsigned char ssm_smem[];  // " + I(dynamicBytes_) + " bytes");
 }
 
 void Emitter::emit(sj::ArriveLastOp a) {

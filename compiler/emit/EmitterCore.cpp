@@ -101,9 +101,11 @@ EmittedKernel Emitter::run() {
   line("const int ssm_t1 = (ssm_warp % " + std::to_string(P_.wpc[1]) + ") * " + std::to_string(P_.tpw[1]) +
        " + ssm_lane % " + std::to_string(P_.tpw[1]) + ";");
   line("(void)ssm_t0; (void)ssm_t1;");
+  carveDynamicShared();
   emitBlock(f_.getBody().front());
   os_ << "}\n";
   k.source = os_.str();
+  k.dynamicSharedBytes = (int)dynamicBytes_;
   return k;
 }
 
@@ -324,7 +326,8 @@ void Emitter::emitOp(Operation* op) {
       .Case<func::ReturnOp, scf::YieldOp, sj::YieldOp, sj::RangeOp, sj::SplatOp, sj::BroadcastOp>([](Operation*) {})
       .Case<arith::ConstantOp, sj::ProgramIdOp, sj::ExpandDimsOp, sj::LoadOp, sj::StoreOp, sj::SharedBufferOp,
             sj::ArriveLastOp, sj::ReportErrorOp, scf::IfOp, scf::ForOp, sj::ReturnIfOp, sj::BarrierOp, sj::ReduceOp,
-            sj::ShiftOp, sj::ScanOp, sj::DotOp>([&](auto x) { emit(x); })
+            sj::ShiftOp, sj::ScanOp, sj::DotOp, sj::DotSharedOp, sj::CopyAsyncOp, sj::CommitGroupOp, sj::WaitGroupOp>(
+          [&](auto x) { emit(x); })
       .Default([&](Operation* o) { emitElementwise(o); });
 }
 

@@ -45,6 +45,10 @@ class Emitter {
   int counter_ = 0;
   std::map<void*, std::string> names_;
   std::map<void*, Kind> kinds_;  // layout of array-valued tiles
+  // Dynamic shared buffers: each one's byte offset in the kernel's one extern array, in op order
+  // at multiples of 128 bytes (as the DSL counts them), and the array's extent.
+  std::map<Operation*, int64_t> dynamicOffsets_;
+  int64_t dynamicBytes_ = 0;
 
   // 16-bit float loads kept as their storage bits (name and C type of the raw array or scalar);
   // each use converts. Why: a conversion right after the load makes the thread wait for the load
@@ -125,6 +129,7 @@ class Emitter {
   void emitRawLoad(sj::LoadOp l);
   void emit(sj::StoreOp s);
   void emit(sj::SharedBufferOp b);
+  void carveDynamicShared();
   void emit(sj::ArriveLastOp a);
   void emit(sj::ReportErrorOp r);
   // EmitControl.cpp
@@ -137,8 +142,18 @@ class Emitter {
   void emit(sj::ReduceOp r);
   void emit(sj::ShiftOp sh);
   void emit(sj::ScanOp sc);
-  // EmitDot.cpp
+  // EmitAsyncCopy.cpp
+  void emit(sj::CopyAsyncOp c);
+  void emit(sj::CommitGroupOp);
+  void emit(sj::WaitGroupOp w);
+  // EmitDot.cpp (b gathered) and EmitDotFragments.cpp (b by ldmatrix)
   void emit(sj::DotOp d);
+  void emitAFragments(sj::DotOp d, const std::string& mmaType, bool halfStep);
+  void emit(sj::DotSharedOp d);
+  // The ldmatrix dot: acc + a . b with b in `b` at offset with strides (k, n); `aFragments`
+  // emits k-step ks's ssm_a[pair][register][piece] (aPieces terms of the mma's type).
+  void emitFragmentDot(Operation* op, Value acc, Value result, int64_t K, int aPieces, sj::SharedBufferOp b,
+                       Value offset, Value strideK, Value strideN, const std::function<void()>& aFragments);
 };
 
 }  // namespace ssmjit::emit

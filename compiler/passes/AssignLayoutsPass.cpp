@@ -67,11 +67,14 @@ struct AssignLayoutsPass : impl::AssignLayoutsPassBase<AssignLayoutsPass> {
     // rows g and g + 8, and its registers along a row the fragments' columns in their order
     // (sj.dot gathers b to match), so a and the result need no conversion. Why the widest: with
     // a run of two vectors, each load instruction uses half of every 32-byte sector it touches.
-    bool dots = false;
-    f.walk([&](sj::DotOp) { dots = true; });
+    // A dot reading b with ldmatrix takes runs of a pair: ldmatrix hands lane q the fragment
+    // columns 2q, 2q + 1 of 8 consecutive ones, so the registers must hold those columns.
+    bool dots = false, fragments = false;
+    f.walk([&](sj::DotOp d) { dots = true, fragments |= bool(sj::fragmentBuffer(d)); });
+    f.walk([&](sj::DotSharedOp) { dots = fragments = true; });
     if (dots) {
       layout::Parent p;
-      p.spt[1] = std::min<int64_t>(8, std::max<int64_t>(2, 16 / maxGlobalBytes));
+      p.spt[1] = fragments ? 2 : std::min<int64_t>(8, std::max<int64_t>(2, 16 / maxGlobalBytes));
       p.tpw[0] = 8, p.tpw[1] = 4, p.wpc[0] = warps, p.wpc[1] = 1;
       return p;
     }

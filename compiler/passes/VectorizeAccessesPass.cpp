@@ -178,6 +178,15 @@ struct VectorizeAccessesPass : impl::VectorizeAccessesPassBase<VectorizeAccesses
         s->setAttr("sj.vec",
                    b.getI64IntegerAttr(accessWidth(an, parent, s.getPtr(), s.getOffsets(), s.getMask(), lay)));
       });
+      // A copy moves vectors contiguous on both sides.
+      f.walk([&](sj::CopyAsyncOp c) {
+        Attribute lay = layout::layoutAttr(c.getOffsets());
+        if (!lay || isa<sj::AnyAttr>(lay)) lay = layout::layoutAttr(c.getSmemOffsets());
+        if (!lay) lay = sj::AnyAttr::get(f.getContext());
+        const int64_t w = std::min(accessWidth(an, parent, c.getPtr(), c.getOffsets(), c.getMask(), lay),
+                                   accessWidth(an, parent, c.getSmem(), c.getSmemOffsets(), c.getMask(), lay));
+        c->setAttr("sj.vec", b.getI64IntegerAttr(w));
+      });
     }
   }
 };

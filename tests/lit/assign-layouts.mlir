@@ -57,6 +57,23 @@ func.func @dot(%a: tensor<64x16xf32>, %b: !sj.ptr<bf16>, %acc: tensor<64x16xf32>
 
 // -----
 
+// A dot reading b from a 16-bit dynamic shared buffer (by ldmatrix) takes runs of a pair, the
+// columns 2 q, 2 q + 1 a lane's fragments hold, whatever the global elements' width.
+// CHECK: #blocked = #sj.blocked<spt = [1, 2], tpw = [8, 4], wpc = [4, 1]>
+// CHECK-LABEL: func.func @dot_fragments
+// CHECK: sj.dot {{.*}}sj.layouts = [#blocked]
+func.func @dot_fragments(%a: tensor<64x16xf32>, %x: !sj.ptr<bf16>, %acc: tensor<64x16xf32>, %o: i32) -> tensor<64x16xf32> attributes {sj.kernel, sj.num_warps = 4 : i32} {
+  %buf = sj.shared_buffer 4096 {dynamic} : !sj.ptr<bf16>
+  %one = arith.constant 1 : i32
+  %pitch = arith.constant 24 : i32
+  %r = sj.dot %a, %buf[%o, %one, %pitch], %acc {a_pieces = 1 : i32, b_pieces = 1 : i32} : tensor<64x16xf32>, !sj.ptr<bf16>, i32, i32, i32, tensor<64x16xf32> -> tensor<64x16xf32>
+  %off = arith.constant dense<0> : tensor<64x16xi32>
+  %v = sj.load %x[%off] : !sj.ptr<bf16>, tensor<64x16xi32> -> tensor<64x16xf32>
+  return %r : tensor<64x16xf32>
+}
+
+// -----
+
 // One 1-D tile cannot run along both dims: there is no layout conversion.
 func.func @both_dims(%x: !sj.ptr<f32>) -> (tensor<16x1xf32>, tensor<1x16xf32>) attributes {sj.kernel, sj.num_warps = 4 : i32} {
   %r = sj.range : tensor<16xi32>

@@ -70,3 +70,28 @@ func.func @accesses(%state: !sj.ptr<f32> {sj.align = 16 : i64}, %unaligned: !sj.
   sj.store %unaligned[%off], %q5 : !sj.ptr<f32>, tensor<16x32xi32>, tensor<16x32xf32>
   return
 }
+
+// A copy takes the vector both sides allow: source rows of 32 f32 and buffer rows of 32 give the
+// layout's run of 4; buffer rows of 34 (divisible by 2 only) give pairs.
+// CHECK-LABEL: func.func @copies
+func.func @copies(%src: !sj.ptr<f32> {sj.align = 16 : i64}) attributes {sj.kernel, sj.num_warps = 4 : i32, sj.parent = #blocked} {
+  %buf = sj.shared_buffer 2048 {dynamic} : !sj.ptr<f32>
+  %r = sj.range {sj.layouts = [#sj.any]} : tensor<16xi32>
+  %c = sj.range {sj.layouts = [#sj.any]} : tensor<32xi32>
+  %rows = sj.expand_dims %r {axis = 1 : i32, sj.layouts = [#blocked]} : tensor<16xi32> -> tensor<16x1xi32>
+  %cols = sj.expand_dims %c {axis = 0 : i32, sj.layouts = [#blocked]} : tensor<32xi32> -> tensor<1x32xi32>
+  %cb = sj.broadcast %cols {sj.layouts = [#blocked]} : tensor<1x32xi32> -> tensor<16x32xi32>
+  %k32 = arith.constant {sj.layouts = [#sj.any]} dense<32> : tensor<16x1xi32>
+  %k34 = arith.constant {sj.layouts = [#sj.any]} dense<34> : tensor<16x1xi32>
+  %g = arith.muli %rows, %k32 {sj.layouts = [#blocked]} : tensor<16x1xi32>
+  %gb = sj.broadcast %g {sj.layouts = [#blocked]} : tensor<16x1xi32> -> tensor<16x32xi32>
+  %goff = arith.addi %gb, %cb {sj.layouts = [#blocked]} : tensor<16x32xi32>
+  %s = arith.muli %rows, %k34 {sj.layouts = [#blocked]} : tensor<16x1xi32>
+  %sb = sj.broadcast %s {sj.layouts = [#blocked]} : tensor<16x1xi32> -> tensor<16x32xi32>
+  %soff = arith.addi %sb, %cb {sj.layouts = [#blocked]} : tensor<16x32xi32>
+  // CHECK: sj.copy_async %{{.*}}[%{{.*}}], %arg0[%{{.*}}] {sj.vec = 4 : i64}
+  sj.copy_async %buf[%goff], %src[%goff] : !sj.ptr<f32>, tensor<16x32xi32>, !sj.ptr<f32>, tensor<16x32xi32>
+  // CHECK: sj.copy_async %{{.*}}[%{{.*}}], %arg0[%{{.*}}] {sj.vec = 2 : i64}
+  sj.copy_async %buf[%soff], %src[%goff] : !sj.ptr<f32>, tensor<16x32xi32>, !sj.ptr<f32>, tensor<16x32xi32>
+  return
+}

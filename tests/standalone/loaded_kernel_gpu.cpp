@@ -22,14 +22,23 @@
 namespace {
 std::atomic<int> gCompiles{0};
 
-// Writes its arguments, launch shape and the bound constant SCALE back, so the test sees exactly
-// what the launcher packed.
+// Writes its arguments, launch shape, the bound constant SCALE and the dynamic shared memory it
+// was launched with (its last byte written and read back) back, so the test sees exactly what
+// the launcher packed.
 const char* kProbeSource = R"(
 extern "C" __global__ void probe(long long* out, int a, long long b, float c, long long* err) {
+  extern __shared__ unsigned char dyn[];
   if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) {
     out[0] = a; out[1] = b; out[2] = __float_as_int(c); out[3] = blockDim.x;
     out[4] = gridDim.x; out[5] = gridDim.y; out[6] = gridDim.z; out[7] = SCALE;
     out[8] = (long long)err;
+    unsigned d;
+    asm volatile("mov.u32 %0, %%dynamic_smem_size;" : "=r"(d));
+    out[9] = d;
+    if (d) {
+      dyn[d - 1] = 7;
+      out[10] = ((volatile unsigned char*)dyn)[d - 1];
+    }
   }
 }
 )";
@@ -43,6 +52,7 @@ KernelLookup lookupOrCompileKernel(const Specialization& spec) {
   auto ck = std::make_shared<CompiledKernel>();
   ck->entry = "probe";
   ck->numThreads = static_cast<int>(spec.get("meta:threads", 64));
+  ck->dynamicSharedBytes = static_cast<int>(spec.get("meta:dynamic_shared", 0));
   using K = KernelParam::Kind;
   ck->params = {{"out", K::Ptr}, {"a", K::I32}, {"b", K::I64}, {"c", K::F32}, {"err", K::Ptr}};
   if (spec.get("bogus", 0)) ck->params.push_back({"bogus", K::I32});
@@ -184,6 +194,41 @@ TEST_F(LoadedKernelTest, Int32OverflowIsRefusedAndEmptyGridIsANoop) {
   }
   unsigned empty[3] = {0, 1, 1};
   EXPECT_NO_THROW(ssmjit::launchKernel(k, v, empty, nullptr));
+}
+
+// Beyond the default 48 KiB the launcher raises the function's limit once, at load, and passes
+// the bytes at every launch; beyond what the device allows a block, loading names the kernel.
+TEST_F(LoadedKernelTest, DynamicSharedMemoryBeyond48KiBIsAllowedAndPassed) {
+  for (int bytes : {1000, 100 * 1024}) {
+    SCOPED_TRACE(bytes);
+    ssmjit::Specialization s = probeSpec(4);
+    s.set("meta:dynamic_shared", bytes);
+    const ssmjit::LoadedKernel& k = ssmjit::loadedKernel(s, kSchema);
+    DeviceBuffer out(16 * sizeof(int64_t));
+    out.fill(0);
+    ArgValue v[6];
+    v[0].f32 = 0;
+    v[1].ptr = out.data();
+    v[2].i64 = 0;
+    v[3].i64 = 0;
+    v[4].i64 = 0;
+    v[5].ptr = nullptr;
+    unsigned grid[3] = {2, 1, 1};
+    for (int launch = 0; launch < 2; ++launch) ssmjit::launchKernel(k, v, grid, nullptr);
+    std::vector<int64_t> got = out.download<int64_t>();
+    EXPECT_EQ(got[9], bytes);
+    EXPECT_EQ(got[10], 7);
+  }
+  ssmjit::Specialization s = probeSpec(5);
+  s.set("meta:dynamic_shared", 1 << 20);
+  try {
+    ssmjit::loadedKernel(s, kSchema);
+    FAIL() << "1 MiB of dynamic shared memory was accepted";
+  } catch (const ssmjit::Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("kernel probe asks for 1048576 bytes of dynamic shared memory"), std::string::npos) << what;
+    EXPECT_NE(what.find("the device allows a block"), std::string::npos) << what;
+  }
 }
 
 TEST_F(LoadedKernelTest, CachedCallHostTime) {

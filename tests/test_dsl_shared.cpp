@@ -1,0 +1,226 @@
+// The DSL's shared-memory features on small kernels of their own: typed dynamic buffers carved
+// out of one extern array (their bytes recorded for the launch), a dot reading b from a 16-bit
+// buffer with ldmatrix (k- or n-contiguous, the mma in b's dtype), asynchronous copies with their
+// groups, what each refuses, and NVRTC compiling the result. (test_dsl_shared_gpu.cpp runs them.)
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "GpuTest.h"  // SSMJIT_REQUIRE_NVRTC
+#include "kernels_dsl/CompileKernel.h"
+#include "kernels_dsl/Dsl.h"
+#include "ssmjit/error.h"
+#include "tests/support/GeneratedCuda.h"
+#include "tests/support/Occurrences.h"
+#include "tests/support/StagedDotKernel.h"
+
+namespace ssmjit {
+namespace {
+
+using dsl::KernelBuilder;
+using dsl::Value;
+using testing::occurrences;
+using testing::StagedDot;
+
+Specialization stagedSpec(const StagedDot& c, const std::string& arch = "sm_90a") {
+  Specialization spec;
+  spec.kernel = "staged_dot";
+  spec.arch = arch;
+  spec.set("dtype:a", (int)DType::F32).set("dtype:out", (int)DType::F32).set("dtype:b", (int)c.dtype);
+  for (const char* p : {"a", "b", "out"}) spec.set(std::string("align:") + p, 16);
+  spec.set("div:K", 8).set("meta:num_warps", 4).set("meta:index_bits", 32);
+  return spec;
+}
+
+std::string stagedCuda(const StagedDot& c) {
+  std::string cuda;
+  compileKernel(c.def(), stagedSpec(c), testing::capturingCuda(cuda));
+  return cuda;
+}
+
+// Builds `body` as a kernel with f32 pointers a and out; returns the error text, or "" if it built.
+std::string buildError(const std::function<void(KernelBuilder&, Value a, Value out)>& body) {
+  dsl::KernelDef def;
+  def.name = "shared_bad";
+  def.build = [&](KernelBuilder& k, const Specialization&) {
+    body(k, k.ptrArg("a", dsl::PtrClass::Float), k.ptrArg("out", dsl::PtrClass::Float));
+  };
+  try {
+    testing::ownKernelCuda(def, {"a", "out"});
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(DslShared, DynamicBuffersAreCarvedFromOneExternArrayAt128Bytes) {
+  dsl::KernelDef def;
+  def.name = "shared_carve";
+  def.build = [](KernelBuilder& k, const Specialization&) {
+    Value a = k.ptrArg("a", dsl::PtrClass::Float), out = k.ptrArg("out", dsl::PtrClass::Float);
+    Value h = k.sharedBuffer(1001, DType::BF16), f = k.sharedBuffer(30000, DType::F32);
+    Value off = k.expandDims(k.range(16), 1) * 64 + k.expandDims(k.range(64), 0);
+    k.store(h, off, k.load(a, off));
+    k.store(f, off + 100, k.load(a, off));
+    k.barrier();
+    k.store(out, off, k.load(h, off) + k.load(f, off + 100));
+  };
+  const std::string cuda = testing::ownKernelCuda(def, {"a", "out"});
+  // 1001 bf16 take 2002 bytes; the f32 buffer starts at the next multiple of 128, 2048.
+  EXPECT_NE(cuda.find("extern __shared__ __align__(128) unsigned char ssm_smem[];  // 122048 bytes"), std::string::npos)
+      << cuda;
+  EXPECT_NE(cuda.find("ssm_bf16* const v"), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("reinterpret_cast<ssm_bf16*>(ssm_smem + 0)"), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("reinterpret_cast<float*>(ssm_smem + 2048)"), std::string::npos) << cuda;
+  EXPECT_EQ(cuda.find("__shared__ __align__(16) float"), std::string::npos) << "no static buffer";
+}
+
+TEST(DslShared, RefusesWhatItCannotHold) {
+  EXPECT_NE(buildError([](KernelBuilder& k, Value, Value) {
+              k.sharedBuffer(100, DType::I32);
+            }).find("sharedBuffer: dtype must be float32, float16 or bfloat16, got int32"),
+            std::string::npos);
+  const std::string big = buildError([](KernelBuilder& k, Value, Value) {
+    k.sharedBuffer(100000, DType::BF16);
+    k.sharedBuffer(20000, DType::F32);
+  });
+  EXPECT_NE(big.find("would take 280064 bytes, more than 232448 (20000 float32 asked)"), std::string::npos) << big;
+  EXPECT_NE(buildError([](KernelBuilder& k, Value, Value) { k.waitGroup(8); }).find("waitGroup: pending must be 0..7"),
+            std::string::npos);
+  // A copy into a static buffer, and one whose dtypes differ once specialised.
+  const std::string intoStatic = buildError([](KernelBuilder& k, Value a, Value) {
+    Value off = k.range(64);
+    k.copyAsync(k.sharedBuffer(64), off, a, off);
+  });
+  EXPECT_NE(intoStatic.find("copyAsync: smem must be a sharedBuffer(elements, dtype)"), std::string::npos)
+      << intoStatic;
+  const std::string dtypes = buildError([](KernelBuilder& k, Value a, Value) {
+    Value off = k.range(64);
+    k.copyAsync(k.sharedBuffer(64, DType::BF16), off, a, off);
+  });
+  EXPECT_NE(dtypes.find("the buffer holds ssm_bf16, the source float"), std::string::npos) << dtypes;
+}
+
+TEST(DslShared, ADotWithBInA16BitBufferNeedsLdmatrixRows) {
+  auto dotError = [](int64_t K, int64_t N, int64_t sk, int64_t sn, int64_t offset, int pb) {
+    return buildError([=](KernelBuilder& k, Value, Value) {
+      Value buf = k.sharedBuffer(8192, DType::BF16);
+      k.dot(k.splat(k.constFloat(1), {64, K}), buf, k.constInt(offset), k.constInt(sk), k.constInt(sn),
+            k.splat(k.constFloat(0), {64, N}), 1, pb);
+    });
+  };
+  EXPECT_EQ(dotError(32, 32, 40, 1, 0, 1), "");
+  EXPECT_EQ(dotError(32, 32, 1, 40, 8, 1), "");
+  EXPECT_NE(dotError(32, 32, 40, 1, 0, 2).find("is one term, got 2"), std::string::npos);
+  EXPECT_NE(dotError(8, 32, 40, 1, 0, 1).find("K and N multiples of 16, got 8 and 32"), std::string::npos);
+  EXPECT_NE(dotError(32, 32, 40, 2, 0, 1).find("b from a 16-bit shared buffer needs a unit stride"), std::string::npos);
+  EXPECT_NE(dotError(32, 32, 36, 1, 0, 1).find("a positive constant multiple of 8"), std::string::npos);
+  EXPECT_NE(dotError(32, 32, 40, 1, 4, 1).find("must be a multiple of 8, got 4"), std::string::npos);
+}
+
+TEST(DslShared, StagedDotCopiesAsyncAndReadsFragmentsWithLdmatrix) {
+  StagedDot n;  // b [K][N]: ldmatrix .trans, bf16 mma
+  const std::string cn = stagedCuda(n);
+  EXPECT_NE(cn.find("parent layout: spt=[1,2] tpw=[8,4] wpc=[4,1]"), std::string::npos) << cn;
+  EXPECT_NE(cn.find("extern __shared__ __align__(128) unsigned char ssm_smem[];  // " +
+                    std::to_string(n.sharedBytes()) + " bytes"),
+            std::string::npos)
+      << cn;
+  EXPECT_GT(n.sharedBytes(), 48 * 1024);
+  EXPECT_NE(cn.find("ssm_ldmatrix_x4<true>(ssm_b, ssm_brow + 16 * ks * 136 + 16 * mp);"), std::string::npos) << cn;
+  EXPECT_EQ(occurrences(cn, "ssm_mma_bf16("), 2) << "one a term, two n-tiles an ldmatrix, one row pair: " << cn;
+  // The masked rows of the tail: one vector a copy (a pair of bf16, the layout's run), from the
+  // pointer itself when masked off; three copy sites (the prologue's two, unrolled, and the
+  // loop's), three commits, one wait.
+  EXPECT_EQ(occurrences(cn, "ssm_cp_async<4>("), 3) << cn;
+  EXPECT_NE(cn.find(" : p_b, "), std::string::npos) << cn;
+  EXPECT_EQ(occurrences(cn, "ssm_cp_async_commit();"), 3) << cn;
+  EXPECT_EQ(occurrences(cn, "ssm_cp_async_wait<2>();"), 1) << cn;
+
+  StagedDot k;  // b [N][K]: plain ldmatrix, f16 mma, a split into f16 terms
+  k.nContiguous = false;
+  k.dtype = DType::F16;
+  const std::string ck = stagedCuda(k);
+  EXPECT_NE(ck.find("ssm_ldmatrix_x4<false>(ssm_b, ssm_brow + 16 * ks + 16 * mp * 72);"), std::string::npos) << ck;
+  EXPECT_EQ(occurrences(ck, "ssm_mma_f16("), 2) << ck;
+  EXPECT_EQ(occurrences(ck, "ssm_mma_bf16("), 0) << ck;
+  EXPECT_NE(ck.find("ssm_f16_pieces<1>("), std::string::npos) << ck;
+  EXPECT_EQ(occurrences(ck, "ssm_cp_async<4>("), 3) << "K divisible by 8: the k tail masks whole vectors; " << ck;
+}
+
+TEST(DslShared, CopiesMove16BytesWhereTheLayoutRunsAre8Halves) {
+  Specialization spec;
+  spec.kernel = "async_copy_tile";
+  spec.arch = "sm_90a";
+  spec.set("dtype:x", (int)DType::BF16).set("dtype:out", (int)DType::F32);
+  for (const char* p : {"x", "out"}) spec.set(std::string("align:") + p, 16);
+  spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
+  std::string cuda;
+  compileKernel(testing::asyncCopyTileDef(DType::BF16), spec, testing::capturingCuda(cuda));
+  EXPECT_NE(cuda.find("ssm_cp_async<16>("), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("ssm_cp_async_wait<0>();"), std::string::npos) << cuda;
+  if (!nvrtcAvailable(nullptr)) return;
+  const CompiledKernel ck = compileKernel(testing::asyncCopyTileDef(DType::BF16), spec);
+  EXPECT_NE(ck.ptx.find("cp.async.cg.shared.global"), std::string::npos);
+  EXPECT_EQ(ck.dynamicSharedBytes, 32 * 72 * 2);
+}
+
+TEST(DslShared, ADotWithBothOperandsInSharedMemoryReadsAByLdmatrixToo) {
+  for (bool aT : {false, true})
+    for (int64_t M : {16, 32, 64}) {
+      testing::SharedDot c;
+      c.aTransposed = aT;
+      c.M = M;
+      SCOPED_TRACE(c.name());
+      Specialization spec;
+      spec.kernel = "shared_dot";
+      spec.arch = "sm_90a";
+      spec.set("dtype:a", (int)c.dtype).set("dtype:b", (int)c.dtype).set("dtype:out", (int)DType::F32);
+      for (const char* p : {"a", "b", "out"}) spec.set(std::string("align:") + p, 16);
+      spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
+      std::string cuda;
+      compileKernel(c.def(), spec, testing::capturingCuda(cuda));
+      // At most 64 rows: one row pair a thread (its second half zero below 64), one ldmatrix for a
+      // and one for b a k-step and n-tile pair.
+      EXPECT_EQ(occurrences(cuda, aT ? "ssm_ldmatrix_x4<true>(ssm_r" : "ssm_ldmatrix_x4<false>(ssm_r"), 1) << cuda;
+      EXPECT_EQ(occurrences(cuda, "ssm_ldmatrix_x4<true>(ssm_b"), 1) << cuda;
+      EXPECT_EQ(occurrences(cuda, "ssm_bf16_pieces"), 0) << "a is not split: " << cuda;
+      if (!nvrtcAvailable(nullptr)) continue;
+      const CompiledKernel ck = compileKernel(c.def(), spec);
+      EXPECT_FALSE(ck.cubin.empty()) << ck.compileLog;
+      EXPECT_EQ(ck.resources.spillStoreBytes, 0) << ck.compileLog;
+    }
+  const std::string mixed = buildError([](KernelBuilder& k, Value, Value) {
+    Value a = k.sharedBuffer(4096, DType::F16), b = k.sharedBuffer(4096, DType::BF16);
+    Value one = k.constInt(1), p = k.constInt(40);
+    k.dot(a, k.constInt(0), p, one, 32, b, k.constInt(0), p, one, k.splat(k.constFloat(0), {64, 32}));
+  });
+  EXPECT_NE(mixed.find("a and b must have one storage type"), std::string::npos) << mixed;
+}
+
+TEST(DslShared, NvrtcCompilesTheStagedDotAndRecordsItsSharedBytes) {
+  SSMJIT_REQUIRE_NVRTC();
+  for (bool nContiguous : {true, false})
+    for (DType dt : {DType::BF16, DType::F16}) {
+      StagedDot c;
+      c.nContiguous = nContiguous;
+      c.dtype = dt;
+      SCOPED_TRACE(c.name());
+      for (const char* arch : {"sm_90a", "sm_80"}) {
+        const CompiledKernel ck = compileKernel(c.def(), stagedSpec(c, arch));
+        EXPECT_FALSE(ck.cubin.empty()) << ck.compileLog;
+        EXPECT_EQ(ck.dynamicSharedBytes, c.sharedBytes());
+        EXPECT_EQ(ck.resources.spillStoreBytes, 0) << ck.compileLog;
+        EXPECT_NE(ck.ptx.find(nContiguous ? "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"
+                                          : "ldmatrix.sync.aligned.m8n8.x4.shared.b16"),
+                  std::string::npos);
+        EXPECT_NE(ck.ptx.find("cp.async.ca.shared.global"), std::string::npos);
+        EXPECT_NE(ck.ptx.find(dt == DType::F16 ? "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+                                               : "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"),
+                  std::string::npos);
+      }
+    }
+}
+
+}  // namespace
+}  // namespace ssmjit

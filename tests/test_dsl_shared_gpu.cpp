@@ -1,0 +1,265 @@
+// The DSL's shared-memory features on the GPU, checked bitwise: a bf16 dynamic buffer beyond
+// 48 KiB narrowing on store and widening on load; and the staged dot (StagedDotKernel.h): b
+// streamed by cp.async through a 3-stage ring over 48 KiB with a masked tail, multiplied by
+// ldmatrix fragments, k- and n-contiguous, bf16 and f16. Inputs are small integers, so every
+// product and sum is exact in f32 and the result must equal the integer product exactly.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "GpuTest.h"
+#include "kernels_dsl/CompileKernel.h"
+#include "kernels_dsl/Dsl.h"
+#include "runtime/DeviceBuffer.h"
+#include "runtime/Driver.h"
+#include "tests/support/StagedDotKernel.h"
+
+namespace ssmjit {
+namespace {
+
+using dsl::KernelBuilder;
+using dsl::Value;
+using testing::SharedDot;
+using testing::StagedDot;
+
+uint32_t bitsOf(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  return u;
+}
+float fromBits(uint32_t u) {
+  float v;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
+// Round to nearest even, as the device's cvt.rn does (finite inputs).
+uint16_t toBf16(float v) {
+  const uint32_t u = bitsOf(v);
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+uint16_t toF16Exact(float v) {  // v an integer of magnitude below 2048: exact in f16
+  if (v == 0) return std::signbit(v) ? 0x8000 : 0;
+  int e;
+  const float m = std::frexp(std::fabs(v), &e);  // |v| = m 2^e, m in [0.5, 1)
+  const uint32_t mant = static_cast<uint32_t>(std::ldexp(m, 11)) & 0x3ffu;
+  return static_cast<uint16_t>((v < 0 ? 0x8000u : 0u) | (static_cast<uint32_t>(e - 1 + 15) << 10) | mant);
+}
+
+// Compiles `def` for this device, launches one program with the kernel's dynamic shared bytes
+// (raising the function's limit past 48 KiB, as the runtime does), arguments by name.
+CompiledKernel launchOnce(const dsl::KernelDef& def, Specialization spec,
+                          const std::map<std::string, CUdeviceptr>& ptrs, const std::map<std::string, int32_t>& ints) {
+  spec.kernel = def.name;
+  spec.arch = driver::currentArch();
+  const CompiledKernel ck = compileKernel(def, spec);
+  const driver::Api& api = driver::api();
+  CUmodule mod = nullptr;
+  CUfunction fn = nullptr;
+  driver::check(api.cuModuleLoadDataEx(&mod, ck.cubin.data(), 0, nullptr, nullptr), "cuModuleLoadDataEx");
+  driver::check(api.cuModuleGetFunction(&fn, mod, ck.entry.c_str()), "cuModuleGetFunction");
+  if (ck.dynamicSharedBytes > 48 * 1024)
+    driver::check(api.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, ck.dynamicSharedBytes),
+                  "cuFuncSetAttribute");
+  std::vector<CUdeviceptr> p(ck.params.size());
+  std::vector<int32_t> iv(ck.params.size());
+  std::vector<void*> args;
+  for (size_t i = 0; i < ck.params.size(); ++i) {
+    const KernelParam& q = ck.params[i];
+    if (q.kind == KernelParam::Kind::Ptr) {
+      p[i] = ptrs.at(q.name);
+      args.push_back(&p[i]);
+    } else {
+      EXPECT_EQ(q.kind, KernelParam::Kind::I32) << q.name;
+      iv[i] = ints.at(q.name);
+      args.push_back(&iv[i]);
+    }
+  }
+  driver::check(
+      api.cuLaunchKernel(fn, 1, 1, 1, ck.numThreads, 1, 1, ck.dynamicSharedBytes, nullptr, args.data(), nullptr),
+      "cuLaunchKernel");
+  driver::check(api.cuCtxSynchronize(), "cuCtxSynchronize");
+  api.cuModuleUnload(mod);
+  return ck;
+}
+
+class DslSharedGpu : public testing::GpuTest {};
+
+// 40000 bf16 (80000 bytes): a [64, 64] f32 tile stored near the buffer's end (rounded to bf16),
+// read back transposed and widened.
+TEST_F(DslSharedGpu, Bf16BufferBeyond48KiBNarrowsAndWidens) {
+  constexpr int64_t kAt = 40000 - 64 * 64;
+  dsl::KernelDef def;
+  def.name = "shared_bf16_roundtrip";
+  def.build = [](KernelBuilder& k, const Specialization&) {
+    Value a = k.ptrArg("a", dsl::PtrClass::Float), out = k.ptrArg("out", dsl::PtrClass::Float);
+    Value buf = k.sharedBuffer(40000, DType::BF16);
+    Value r = k.expandDims(k.range(64), 1), c = k.expandDims(k.range(64), 0);
+    k.store(buf, r * 64 + c + kAt, k.load(a, r * 64 + c));
+    k.barrier();
+    k.store(out, r * 64 + c, k.load(buf, c * 64 + r + kAt));
+  };
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-100.f, 100.f);
+  std::vector<float> a(64 * 64);
+  for (float& v : a) v = u(rng);
+  DeviceBuffer da = DeviceBuffer::fromHost(a), dout = DeviceBuffer::fromHost(std::vector<float>(64 * 64, NAN));
+  Specialization spec;
+  for (const char* p : {"a", "out"})
+    spec.set(std::string("dtype:") + p, (int)DType::F32).set(std::string("align:") + p, 16);
+  spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
+  const CompiledKernel ck = launchOnce(def, spec, {{"a", da.ptr()}, {"out", dout.ptr()}}, {});
+  EXPECT_EQ(ck.dynamicSharedBytes, 80000);
+  const std::vector<float> out = dout.download<float>();
+  int bad = 0;
+  for (int i = 0; i < 64; ++i)
+    for (int j = 0; j < 64; ++j) {
+      const uint32_t want = uint32_t{toBf16(a[j * 64 + i])} << 16;
+      if (bitsOf(out[i * 64 + j]) != want && bad++ < 5)
+        ADD_FAILURE() << "out[" << i << "][" << j << "] = " << out[i * 64 + j] << ", want " << fromBits(want);
+    }
+  EXPECT_EQ(bad, 0);
+}
+
+// Rows below R copied bit for bit (widened on the load from shared memory), the rest zero-filled
+// without reading x there (NaN).
+TEST_F(DslSharedGpu, AsyncCopyOf16ByteVectorsZeroFillsMaskedRows) {
+  for (DType dt : {DType::BF16, DType::F16}) {
+    SCOPED_TRACE(dtypeName(dt));
+    std::mt19937 rng(3);
+    std::uniform_int_distribution<int> small(-50, 50);
+    std::vector<float> xv(32 * 64);
+    std::vector<uint16_t> x(32 * 64, dt == DType::F16 ? 0x7e00 : 0x7fc0);
+    const int R = 21;
+    for (int i = 0; i < R * 64; ++i) {
+      xv[i] = static_cast<float>(small(rng));
+      x[i] = dt == DType::F16 ? toF16Exact(xv[i]) : toBf16(xv[i]);
+    }
+    DeviceBuffer dx = DeviceBuffer::fromHost(x), dout = DeviceBuffer::fromHost(std::vector<float>(32 * 64, NAN));
+    Specialization spec;
+    spec.set("dtype:x", (int)dt).set("dtype:out", (int)DType::F32);
+    for (const char* p : {"x", "out"}) spec.set(std::string("align:") + p, 16);
+    spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
+    launchOnce(testing::asyncCopyTileDef(dt), spec, {{"x", dx.ptr()}, {"out", dout.ptr()}}, {{"R", R}});
+    const std::vector<float> out = dout.download<float>();
+    int bad = 0;
+    for (int i = 0; i < 32 * 64; ++i) {
+      const float want = i < R * 64 ? xv[i] : 0.f;
+      if (bitsOf(out[i]) != bitsOf(want) && bad++ < 5)
+        ADD_FAILURE() << "out[" << i << "] = " << out[i] << ", want " << want;
+    }
+    EXPECT_EQ(bad, 0);
+  }
+}
+
+// Both operands from shared memory: a [M][K] or transposed [K][M] (.trans), b [K][N]; M 16 and
+// 32 give a thread one row (its last pair's second half zero), 64 a full pair.
+TEST_F(DslSharedGpu, DotWithAFromSharedMemoryMatchesTheIntegerProduct) {
+  uint32_t seed = 41;
+  for (DType dt : {DType::BF16, DType::F16})
+    for (bool aT : {false, true})
+      for (int64_t M : {16, 32, 64}) {
+        SharedDot c;
+        c.M = M;
+        c.aTransposed = aT;
+        c.dtype = dt;
+        SCOPED_TRACE(c.name());
+        std::mt19937 rng(seed++);
+        std::uniform_int_distribution<int> small(-4, 4);
+        std::vector<float> av(c.M * c.K), bv(c.K * c.N);  // a[m][k], b[k][n]
+        for (float& v : av) v = static_cast<float>(small(rng));
+        for (float& v : bv) v = static_cast<float>(small(rng));
+        auto half = [&](float v) { return dt == DType::F16 ? toF16Exact(v) : toBf16(v); };
+        std::vector<uint16_t> a(c.M * c.K), b(c.K * c.N);
+        for (int64_t m = 0; m < c.M; ++m)
+          for (int64_t k = 0; k < c.K; ++k) a[aT ? k * c.M + m : m * c.K + k] = half(av[m * c.K + k]);
+        for (size_t i = 0; i < bv.size(); ++i) b[i] = half(bv[i]);
+        DeviceBuffer da = DeviceBuffer::fromHost(a), db = DeviceBuffer::fromHost(b);
+        DeviceBuffer dout = DeviceBuffer::fromHost(std::vector<float>(c.M * c.N, NAN));
+        Specialization spec;
+        spec.set("dtype:a", (int)dt).set("dtype:b", (int)dt).set("dtype:out", (int)DType::F32);
+        for (const char* p : {"a", "b", "out"}) spec.set(std::string("align:") + p, 16);
+        spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
+        launchOnce(c.def(), spec, {{"a", da.ptr()}, {"b", db.ptr()}, {"out", dout.ptr()}}, {});
+        const std::vector<float> out = dout.download<float>();
+        int bad = 0;
+        for (int64_t m = 0; m < c.M; ++m)
+          for (int64_t n = 0; n < c.N; ++n) {
+            double want = 0;
+            for (int64_t k = 0; k < c.K; ++k) want += double(av[m * c.K + k]) * bv[k * c.N + n];
+            if (bitsOf(out[m * c.N + n]) != bitsOf(static_cast<float>(want)) && bad++ < 5)
+              ADD_FAILURE() << "out[" << m << "][" << n << "] = " << out[m * c.N + n] << ", want " << want;
+          }
+        EXPECT_EQ(bad, 0);
+      }
+}
+
+// out = a . b over K (a multiple of 8, possibly not of the 64-element k-tile); b past K is NaN in
+// global memory, so a tail copied rather than zero-filled shows as NaN.
+void checkStagedDot(const StagedDot& c, int K, uint64_t seed) {
+  SCOPED_TRACE(c.name() + "_K" + std::to_string(K));
+  ASSERT_GT(c.sharedBytes(), 48 * 1024);
+  const int64_t L = StagedDot::kLd;
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::uniform_int_distribution<int> small(-3, 3);
+  std::vector<float> a(c.M * L, 0.f);
+  for (int64_t i = 0; i < c.M; ++i)
+    for (int64_t k = 0; k < K; ++k) a[i * L + k] = static_cast<float>(small(rng));
+  // b[k][n] as integers, stored n-contiguous ([L][N]) or k-contiguous ([N][L]).
+  std::vector<float> bv(L * c.N, 0.f);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < c.N; ++n) bv[k * c.N + n] = static_cast<float>(small(rng));
+  const uint16_t nan16 = c.dtype == DType::F16 ? 0x7e00 : 0x7fc0;
+  std::vector<uint16_t> b(L * c.N, nan16);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < c.N; ++n) {
+      const float v = bv[k * c.N + n];
+      b[c.nContiguous ? k * c.N + n : n * L + k] = c.dtype == DType::F16 ? toF16Exact(v) : toBf16(v);
+    }
+  DeviceBuffer da = DeviceBuffer::fromHost(a), db = DeviceBuffer::fromHost(b);
+  DeviceBuffer dout = DeviceBuffer::fromHost(std::vector<float>(c.M * c.N, NAN));
+  Specialization spec;
+  spec.set("dtype:a", (int)DType::F32).set("dtype:out", (int)DType::F32).set("dtype:b", (int)c.dtype);
+  for (const char* p : {"a", "b", "out"}) spec.set(std::string("align:") + p, 16);
+  spec.set("div:K", 8).set("meta:num_warps", 4).set("meta:index_bits", 32);
+  dsl::KernelDef def = c.def();
+  const CompiledKernel ck = launchOnce(def, spec, {{"a", da.ptr()}, {"b", db.ptr()}, {"out", dout.ptr()}}, {{"K", K}});
+  EXPECT_EQ(ck.dynamicSharedBytes, c.sharedBytes());
+  const std::vector<float> out = dout.download<float>();
+  int bad = 0;
+  for (int64_t i = 0; i < c.M; ++i)
+    for (int64_t n = 0; n < c.N; ++n) {
+      double want = 0;
+      for (int64_t k = 0; k < K; ++k) want += double(a[i * L + k]) * bv[k * c.N + n];
+      if (bitsOf(out[i * c.N + n]) != bitsOf(static_cast<float>(want)) && bad++ < 5)
+        ADD_FAILURE() << "out[" << i << "][" << n << "] = " << out[i * c.N + n] << ", want " << want;
+    }
+  EXPECT_EQ(bad, 0);
+}
+
+TEST_F(DslSharedGpu, StagedDotNContiguousBf16) {
+  StagedDot c;
+  for (int K : {200, 256, 40}) checkStagedDot(c, K, 11 + K);
+}
+
+TEST_F(DslSharedGpu, StagedDotKContiguousBf16) {
+  StagedDot c;
+  c.nContiguous = false;
+  for (int K : {200, 256, 40}) checkStagedDot(c, K, 23 + K);
+}
+
+TEST_F(DslSharedGpu, StagedDotF16BothOrders) {
+  for (bool nContiguous : {true, false}) {
+    StagedDot c;
+    c.nContiguous = nContiguous;
+    c.dtype = DType::F16;
+    checkStagedDot(c, 136, 31);
+  }
+}
+
+}  // namespace
+}  // namespace ssmjit
