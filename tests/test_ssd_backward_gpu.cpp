@@ -149,7 +149,7 @@ std::vector<BwdCase> cases() {
   v.push_back(c);
   c = {};
   c.label = "L1", c.f.batch = 3, c.f.L = 1, c.f.H = 4, c.f.P = 32, c.f.G = 2, c.f.N = 16, c.f.chunk = 64;
-  c.f.final = true, c.dfinal = true;
+  c.f.initial = c.f.final = true, c.dfinal = c.dinit = true;  // with no initial state dA is exactly 0
   v.push_back(c);
   c = {};
   c.label = "L7Bf16", c.grad = DType::BF16, c.f.L = 7, c.f.H = 4, c.f.P = 64, c.f.G = 1, c.f.N = 32, c.f.chunk = 64;
