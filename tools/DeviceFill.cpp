@@ -18,14 +18,24 @@ void fillDeviceUniform(DeviceBuffer& buf, size_t offset, DType dtype, int64_t co
   }
 }
 
-DeviceTensor::DeviceTensor(DType t, std::initializer_list<int64_t> shape, double lo, double hi, std::mt19937_64& rng) {
-  view = TensorView::contiguous(nullptr, t, shape);
+DeviceTensor::DeviceTensor(DType t, std::initializer_list<int64_t> shape, double lo, double hi, std::mt19937_64& rng)
+    : view(TensorView::contiguous(nullptr, t, shape)) {
+  fill(lo, hi, rng);
+}
+
+DeviceTensor::DeviceTensor(const TensorView& like, double lo, double hi, std::mt19937_64& rng) : view(like) {
+  int64_t stride = 1;
+  for (int d = view.ndim - 1; d >= 0; --d) view.strides[d] = stride, stride *= view.shape[d];
+  fill(lo, hi, rng);
+}
+
+void DeviceTensor::fill(double lo, double hi, std::mt19937_64& rng) {
   const int64_t n = view.numel();
-  buf = DeviceBuffer(static_cast<size_t>(n * dtypeBytes(t)));
+  buf = DeviceBuffer(static_cast<size_t>(n * dtypeBytes(view.dtype)));
   if (lo == 0 && hi == 0)
     buf.fill(0);
   else
-    fillDeviceUniform(buf, 0, t, n, lo, hi, rng);
+    fillDeviceUniform(buf, 0, view.dtype, n, lo, hi, rng);
   view.data = buf.data();
 }
 

@@ -22,6 +22,11 @@ struct DeviceTensor {
   DeviceBuffer buf;
   TensorView view;
   DeviceTensor(DType t, std::initializer_list<int64_t> shape, double lo, double hi, std::mt19937_64& rng);
+  // A contiguous tensor of `like`'s dtype and shape.
+  DeviceTensor(const TensorView& like, double lo, double hi, std::mt19937_64& rng);
+
+ private:
+  void fill(double lo, double hi, std::mt19937_64& rng);
 };
 
 }  // namespace ssmjit::tool

@@ -43,6 +43,7 @@ struct SsdBenchOptions {
   int64_t mixedTokens = 16384, minLen = 57, maxLen = 2048;
   int iters = 10, trials = 5;
   uint64_t seed = 1;
+  bool backward = false;
 };
 
 // "8x2048" -> {8, 2048}; throws UsageError naming --shapes otherwise.
@@ -83,6 +84,21 @@ std::vector<int64_t> parseLengths(const std::string& s) {
   return v;
 }
 
+// ms per ssd_backward call for the forward call `a` (every gradient; dout random).
+double backwardMs(const SsdArgs& a, std::mt19937_64& rng, const SsdBenchOptions& o) {
+  auto like = [&](const TensorView& v, double lo, double hi) { return DeviceTensor(v, lo, hi, rng); };
+  DeviceTensor dout = like(a.x, -1, 1), dx = like(a.x, 0, 0), dz = like(a.z, 0, 0), ddt = like(a.dt, 0, 0);
+  DeviceTensor dB = like(a.B, 0, 0), dC = like(a.C, 0, 0), dA = like(a.A, 0, 0), dD = like(a.D, 0, 0),
+               dbias = like(a.dt_bias, 0, 0);
+  SsdBackwardArgs b;
+  b.forward = a, b.dout = dout.view, b.dx = dx.view, b.ddt = ddt.view, b.dA = dA.view, b.dB = dB.view;
+  b.dC = dC.view, b.dD = dD.view, b.dz = dz.view, b.ddt_bias = dbias.view;
+  const int64_t wsElems = ssd_backward_workspace_size(b);
+  DeviceBuffer ws(static_cast<size_t>(wsElems) * 4);
+  b.workspace = TensorView::contiguous(ws.data(), DType::F32, {wsElems});
+  return 1e-3 * callTimeUs([&](CUstream st) { ssd_backward(b, st); }, nullptr, o.iters, o.trials);
+}
+
 int runSsdBench(const SsdBenchOptions& o) {
   const DType xt = parseFloatDType(o.dtype, "--dtype"), dtt = parseFloatDType(o.dtDtype, "--dt-dtype"),
               bct = parseFloatDType(o.bcDtype, "--bc-dtype");
@@ -118,7 +134,9 @@ int runSsdBench(const SsdBenchOptions& o) {
   const double copy = measureCopyGBs(s);
   std::printf("device-to-device copy: %.0f GB/s\n", copy);
   std::mt19937_64 rng(o.seed);
-  Table table({"case", "tokens", "ms", "GB/s", "% of copy", "TFLOP/s", "vs dense"});
+  std::vector<std::string> columns{"case", "tokens", "ms", "GB/s", "% of copy", "TFLOP/s", "vs dense"};
+  if (o.backward) columns.push_back("backward ms");
+  Table table(columns);
   struct Dense {
     std::string what;
     int64_t tokens;
@@ -158,8 +176,10 @@ int runSsdBench(const SsdBenchOptions& o) {
       if (!c.lens.empty() && d.tokens == tokens)
         vsDense += strf("%s%+.1f%% vs %s", vsDense.empty() ? "" : ", ", 100.0 * (ms / d.ms - 1), d.what.c_str());
     if (!c.lens.empty() && vsDense.empty()) vsDense = "(no dense case of as many tokens)";
-    table.add({c.what, std::to_string(tokens), strf("%.3f", ms), strf("%.0f", gbs), strf("%.0f%%", 100 * gbs / copy),
-               strf("%.1f", flops / (ms * 1e-3) / 1e12), vsDense});
+    std::vector<std::string> row{c.what,       std::to_string(tokens), strf("%.3f", ms), strf("%.0f", gbs),
+                                 strf("%.0f%%", 100 * gbs / copy), strf("%.1f", flops / (ms * 1e-3) / 1e12), vsDense};
+    if (o.backward) row.push_back(strf("%.3f", backwardMs(a, rng, o)));
+    table.add(row);
     std::printf("%-50s %8.3f ms\n", c.what.c_str(), ms);
   }
   std::printf(
@@ -217,6 +237,7 @@ Command addSsdBenchCommand(CLI::App& parent) {
   app->add_option("--iters", o->iters, "Calls per trial")->check(atLeast(1))->capture_default_str();
   app->add_option("--trials", o->trials, "Trials; the median is reported")->check(atLeast(1))->capture_default_str();
   app->add_option("--seed", o->seed, "Random seed")->capture_default_str();
+  app->add_flag("--backward", o->backward, "Also time ssd_backward (every gradient) for each case");
   return {app, [o] { return runSsdBench(*o); }};
 }
 
