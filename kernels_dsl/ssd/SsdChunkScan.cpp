@@ -120,6 +120,7 @@ void chooseChunkScanMeta(Specialization& s) {
 
 }  // namespace
 
-const KernelRegistration kChunkScan(__FILE__, {kSsdChunkScan.kernel, buildChunkScan, chooseChunkScanMeta, &kSsdChunkScan});
+const KernelRegistration kChunkScan(__FILE__,
+                                    {kSsdChunkScan.kernel, buildChunkScan, chooseChunkScanMeta, &kSsdChunkScan});
 
 }  // namespace ssmjit::kernels

@@ -1,9 +1,10 @@
 // ssd_chunk_state (Ssd.h): the state a chunk leaves from a zero start,
 //   S[p, n] = sum_t x_t[p] (B_t[n] dt'_t exp(cum_last - cum_t)),
-// per (slot, head, block of p x n), on the tensor cores: x^T [BLOCK_P, 32 tokens] from memory
-// into registers (its dtype's exact terms), the decayed, dt-weighted B [32 tokens, BLOCK_N]
-// computed in fp32 and staged through shared memory (three terms: every product exact), zeros
-// past the chunk's tokens. fp32 to the workspace.
+// per (slot, head, block of p x n), on the tensor cores, 32 tokens a step, zeros past the chunk's
+// tokens. bf16 B is staged raw and read by ldmatrix, the token weights going onto a: x^T
+// [BLOCK_P, 32] scaled per token in f32, three bf16 terms (every product exact). Otherwise x^T
+// comes from memory into registers (its dtype's exact terms) and the weighted B [32, BLOCK_N]
+// is computed in f32 and staged, three terms. fp32 to the workspace.
 #include <algorithm>
 
 #include "compiler/IntMath.h"
@@ -21,7 +22,9 @@ constexpr int64_t kTokens = 32;  // tokens a step of the product
 
 void buildChunkState(KernelBuilder& k, const Specialization& spec) {
   const int64_t Q = spec.get("meta:chunk"), BP = spec.get("meta:BLOCK_P"), BN = spec.get("meta:BLOCK_N");
-  const int64_t LDs = BN + 4;
+  const bool rawB = static_cast<DType>(spec.get("dtype:B")) == DType::BF16;
+  // Row pitches: f32 rows padded by 4; bf16 rows by 8 halves (an odd number of 16-byte units).
+  const int64_t LDs = rawB ? BN + 8 : BN + 4;
   const SsdValues a = ssdValues(k);
   Value slot = k.programId(0), h = k.programId(1), blk = k.programId(2);
   Value nBlocks = cdiv(a.N, k.constInt(BN));
@@ -30,25 +33,31 @@ void buildChunkState(KernelBuilder& k, const Specialization& spec) {
   k.returnIf(ch.n == 0);
   Value zero = k.constFloat(0), zeroI = k.constInt(0);
   Value g = h / a.hpg;
-  Value smem = k.sharedBuffer(kTokens * LDs);
+  Value smem = rawB ? k.sharedBuffer(kTokens * LDs, DType::BF16) : k.sharedBuffer(kTokens * LDs);
   Value tR = k.expandDims(k.range(kTokens), 1), tC = k.expandDims(k.range(kTokens), 0);  // [32, 1], [1, 32]
   Value p = p0 + k.expandDims(k.range(BP), 1), n = n0 + k.expandDims(k.range(BN), 0);    // [BP, 1], [1, BN]
   Value wsRow = (slot * a.H + h) * Q;
   Value cumLast = k.load(a.ws, a.oCum + wsRow + ch.n - 1);
   const int px = ssdPieces(spec, "x");
+  // dt'_t exp(cum_last - cum_t) of the tokens t (0 past the chunk).
+  auto weight = [&](Value t) {
+    Value mt = t < ch.n;
+    Value w = k.load(a.ws, a.oDt + wsRow + t, mt, zero) * k.exp(cumLast - k.load(a.ws, a.oCum + wsRow + t, mt, zero));
+    return k.select(mt, w, zero);
+  };
   Value acc = k.forLoop(
       zeroI, ch.n, k.constInt(kTokens), {k.splat(zero, {BP, BN})}, [&](Value j0, const std::vector<Value>& c) {
         Value t = j0 + tR, mt = t < ch.n;
-        Value w =
-            k.load(a.ws, a.oDt + wsRow + t, mt, zero) * k.exp(cumLast - k.load(a.ws, a.oCum + wsRow + t, mt, zero));
         Value Bt = k.load(a.B, ch.row * a.sBb + (ch.t0 + t) * a.sBl + g * a.sBg + n * a.sBn, mt && (n < a.N),
                           zero);  // [32, BN]
         k.barrier();              // the previous step's dot has read the buffer
-        k.store(smem, tR * LDs + k.expandDims(k.range(BN), 0), k.select(mt, Bt * w, zero));
+        k.store(smem, tR * LDs + k.expandDims(k.range(BN), 0), rawB ? Bt : Bt * weight(t));
         k.barrier();
         Value tx = j0 + tC;
         Value xt = k.load(a.x, ch.row * a.sXb + (ch.t0 + tx) * a.sXl + h * a.sXh + p * a.sXp, (tx < ch.n) && (p < a.P),
                           zero);  // [BP, 32]
+        if (rawB)
+          return std::vector<Value>{k.dot(xt * weight(tx), smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], 3, 1)};
         return std::vector<Value>{k.dot(xt, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], px, 3)};
       })[0];
   k.store(a.ws, a.oSt + ((slot * a.H + h) * a.P + p) * a.N + n, acc, (p < a.P) && (n < a.N));
@@ -63,6 +72,7 @@ void chooseChunkStateMeta(Specialization& s) {
 
 }  // namespace
 
-const KernelRegistration kChunkState(__FILE__, {kSsdChunkState.kernel, buildChunkState, chooseChunkStateMeta, &kSsdChunkState});
+const KernelRegistration kChunkState(__FILE__,
+                                     {kSsdChunkState.kernel, buildChunkState, chooseChunkStateMeta, &kSsdChunkState});
 
 }  // namespace ssmjit::kernels
