@@ -23,6 +23,7 @@ using namespace dsl;
 namespace {
 
 constexpr int64_t kStep = 32;  // states, then tokens, a step of the products
+constexpr int kStages = 3;     // x's ring (16-bit x)
 
 bool is16Bit(DType t) { return t == DType::BF16 || t == DType::F16; }
 
@@ -41,10 +42,10 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   k.returnIf(bm * T >= ch.n);
   Value zero = k.constFloat(0), zeroI = k.constInt(0), pitch = k.constInt(LDs), one = k.constInt(1);
   Value g = h / a.hpg;
-  // f32: one buffer for both products. 16-bit: the state's hi and lo, and x.
+  // f32: one buffer for both products. 16-bit: the state's hi and lo, and x's ring.
   Value smem = halves ? k.sharedBuffer(kStep * LDs, DType::BF16) : k.sharedBuffer(kStep * LDs);
   Value sLo = halves ? k.sharedBuffer(kStep * LDs, DType::BF16) : Value{};
-  Value xs = halves ? k.sharedBuffer(kStep * LDs, xT) : smem;
+  Value xs = halves ? k.sharedBuffer(kStages * kStep * LDs, xT) : smem;
   Value iR = bm * T + k.expandDims(k.range(T), 1);                                   // [T, 1]: rows of the chunk
   Value sC = k.expandDims(k.range(kStep), 0), sR = k.expandDims(k.range(kStep), 1);  // [1, 32], [32, 1]
   Value pC = p0 + k.expandDims(k.range(BP), 0), mP = pC < a.P;                       // [1, BP]
@@ -53,6 +54,22 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   Value wsRow = (slot * a.H + h) * Q;
   Value cumI = k.load(a.ws, a.oCum + wsRow + iR);  // [T, 1]
   const int pc = ssdPieces(spec, "C"), px = ssdPieces(spec, "x");
+
+  // 16-bit x: its 32-token tiles (up to the block's last row) through a ring of kStages buffers,
+  // copied asynchronously, the first ones while the state's product runs. Tile t + 2 goes into
+  // the stage tile t - 1 left (every warp passed the barrier after reading it).
+  Value jEnd = k.minimum(ch.n, (bm + 1) * T), tiles = halves ? cdiv(jEnd, k.constInt(kStep)) : Value{};
+  auto xOffsets = [&](Value jR) { return ch.row * a.sXb + (ch.t0 + jR) * a.sXl + h * a.sXh + pC * a.sXp; };
+  auto copyX = [&](Value t) {
+    Value jR = t * kStep + sR;
+    k.copyAsync(xs, (t % kStages) * (kStep * LDs) + sOff, a.x, xOffsets(jR), (jR < ch.n) && mP);
+  };
+  if (halves)
+    k.forLoop(zeroI, k.constInt(kStages - 1), one, {}, [&](Value t, const std::vector<Value>&) {
+      k.ifThen(t < tiles, [&] { copyX(t); });
+      k.commitGroup();
+      return std::vector<Value>{};
+    });
 
   // exp(cum_i) C_i . S_in: S_in[p, n] staged as [n, p].
   Value stBase = a.oSt + (slot * a.H + h) * a.P * a.N;
@@ -78,24 +95,36 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
 
   // The chunk's own tokens j <= i: CB_ij exp(cum_i - cum_j) dt'_j times x_j.
   Value cbRow = a.oCb + ((slot * (a.H / a.hpg) + g) * Q + iR) * Q;
-  Value jEnd = k.minimum(ch.n, (bm + 1) * T);
-  acc = k.forLoop(zeroI, jEnd, k.constInt(kStep), {acc}, [&](Value j0, const std::vector<Value>& c) {
-    Value jR = j0 + sR;  // [32, 1]
-    Value xt = k.load(a.x, ch.row * a.sXb + (ch.t0 + jR) * a.sXl + h * a.sXh + pC * a.sXp, (jR < ch.n) && mP,
-                      zero);  // [32, BP]
-    k.barrier();
-    k.store(xs, sOff, xt);
-    k.barrier();
-    Value jC = j0 + sC;  // [1, 32]
+  auto scores = [&](Value j0) {  // [T, 32]: the decayed, masked scores of tokens j0 ..
+    Value jC = j0 + sC;          // [1, 32]
     Value keep = (jC <= iR) && (jC < ch.n);
     Value cumJ = k.load(a.ws, a.oCum + wsRow + jC), dtJ = k.load(a.ws, a.oDt + wsRow + jC);
-    Value cb = k.load(a.ws, cbRow + jC);  // [T, 32]; blocks above the diagonal are never read
-    Value w = k.select(keep, cb * k.exp(k.minimum(cumI - cumJ, zero)) * dtJ, zero);
-    if (!halves) return std::vector<Value>{k.dot(w, xs, zeroI, pitch, one, c[0], 3, px)};
-    return std::vector<Value>{k.dot(w, xs, zeroI, pitch, one, c[0], 2, 1)};
-  })[0];
+    Value cb = k.load(a.ws, cbRow + jC);  // blocks above the diagonal are never read
+    return k.select(keep, cb * k.exp(k.minimum(cumI - cumJ, zero)) * dtJ, zero);
+  };
+  if (!halves) {
+    acc = k.forLoop(zeroI, jEnd, k.constInt(kStep), {acc}, [&](Value j0, const std::vector<Value>& c) {
+      Value jR = j0 + sR;                                             // [32, 1]
+      Value xt = k.load(a.x, xOffsets(jR), (jR < ch.n) && mP, zero);  // [32, BP]
+      k.barrier();
+      k.store(xs, sOff, xt);
+      k.barrier();
+      return std::vector<Value>{k.dot(scores(j0), xs, zeroI, pitch, one, c[0], 3, px)};
+    })[0];
+  } else {
+    acc = k.forLoop(zeroI, tiles, one, {acc}, [&](Value t, const std::vector<Value>& c) {
+      Value next = t + (kStages - 1);
+      k.ifThen(next < tiles, [&] { copyX(next); });
+      k.commitGroup();
+      k.waitGroup(kStages - 1);
+      k.barrier();
+      Value r = k.dot(scores(t * kStep), xs, (t % kStages) * (kStep * LDs), pitch, one, c[0], 2, 1);
+      k.barrier();
+      return std::vector<Value>{r};
+    })[0];
+  }
 
-  Value xOff = ch.row * a.sXb + (ch.t0 + iR) * a.sXl + h * a.sXh + pC * a.sXp;
+  Value xOff = xOffsets(iR);
   Value mOut = mI && mP;
   Value y = k.ifElse(
       a.hasD,
