@@ -116,9 +116,10 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
       Value next = t + (kStages - 1);
       k.ifThen(next < tiles, [&] { copyX(next); });
       k.commitGroup();
+      Value w = scores(t * kStep);  // its loads overlap the wait
       k.waitGroup(kStages - 1);
       k.barrier();
-      Value r = k.dot(scores(t * kStep), xs, (t % kStages) * (kStep * LDs), pitch, one, c[0], 2, 1);
+      Value r = k.dot(w, xs, (t % kStages) * (kStep * LDs), pitch, one, c[0], 2, 1);
       k.barrier();
       return std::vector<Value>{r};
     })[0];
