@@ -213,6 +213,9 @@ std::vector<SsdCase> cases() {
   c.blocks = c.decay = true, c.states = DType::BF16;
   v.push_back(c);
   c = {};
+  c.label = "F16Q128", c.batch = 2, c.L = 300, c.Q = 128, c.x = DType::F16, c.init = c.final = true;
+  v.push_back(c);
+  c = {};
   c.label = "PackedF32Q64", c.lens = {64, 1000, 3}, c.Q = 64, c.x = DType::F32, c.P = 32, c.N = 64;
   c.init = c.final = c.slots = c.blocks = true, c.dPerChannel = true;
   v.push_back(c);

@@ -3,8 +3,12 @@
 //   out_i = y_i (* silu(z_i)),
 // on the tensor cores: C [64, 32 states] from memory into registers times the entering state
 // [32 states, BLOCK_P] staged through shared memory; then, over the causal 32-token blocks, the
-// decayed, masked scores [64, 32] (fp32: three exact terms) times x [32 tokens, BLOCK_P] staged
-// (zeros past the chunk), accumulated on the first product. Stored in out's dtype.
+// decayed, masked scores [64, 32] times x [32 tokens, BLOCK_P] staged (zeros past the chunk),
+// accumulated on the first product. Stored in out's dtype.
+// With 16-bit x, C and out, the staged operands are 16-bit and read by ldmatrix: x in its own
+// dtype (exact), the state as bf16 hi + lo (16 bits, an error of 2^-17 relative), the scores as
+// two terms of x's dtype (2^-17 or less a product), all below out's rounding. Otherwise the
+// staged operands are f32, split into three bf16 terms (f32 accuracy).
 #include <algorithm>
 
 #include "compiler/IntMath.h"
@@ -19,25 +23,53 @@ using namespace dsl;
 namespace {
 
 constexpr int64_t kStep = 32;  // states, then tokens, a step of the products
+constexpr int kStages = 3;     // x's ring (16-bit x)
+
+bool is16Bit(DType t) { return t == DType::BF16 || t == DType::F16; }
 
 void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
-  const int64_t Q = spec.get("meta:chunk"), T = kSsdTokenBlock, BP = spec.get("meta:BLOCK_P"), LDs = BP + 4;
+  const int64_t Q = spec.get("meta:chunk"), T = kSsdTokenBlock, BP = spec.get("meta:BLOCK_P");
+  const DType xT = static_cast<DType>(spec.get("dtype:x"));
+  const bool halves = is16Bit(xT) && is16Bit(static_cast<DType>(spec.get("dtype:C"))) &&
+                      is16Bit(static_cast<DType>(spec.get("dtype:out")));
+  // Row pitches: f32 rows padded by 4; 16-bit rows by 8 halves (an odd number of 16-byte units).
+  const int64_t LDs = halves ? BP + 8 : BP + 4;
   const SsdValues a = ssdValues(k);
   Value slot = k.programId(0), h = k.programId(1), blk = k.programId(2);
   Value nPb = cdiv(a.P, k.constInt(BP));
   Value bm = blk / nPb, p0 = (blk % nPb) * BP;
   const SsdChunk ch = ssdChunkOfSlot(k, a, slot);
   k.returnIf(bm * T >= ch.n);
-  Value zero = k.constFloat(0), zeroI = k.constInt(0);
+  Value zero = k.constFloat(0), zeroI = k.constInt(0), pitch = k.constInt(LDs), one = k.constInt(1);
   Value g = h / a.hpg;
-  Value smem = k.sharedBuffer(kStep * LDs);
+  // f32: one buffer for both products. 16-bit: the state's hi and lo, and x's ring.
+  Value smem = halves ? k.sharedBuffer(kStep * LDs, DType::BF16) : k.sharedBuffer(kStep * LDs);
+  Value sLo = halves ? k.sharedBuffer(kStep * LDs, DType::BF16) : Value{};
+  Value xs = halves ? k.sharedBuffer(kStages * kStep * LDs, xT) : smem;
   Value iR = bm * T + k.expandDims(k.range(T), 1);                                   // [T, 1]: rows of the chunk
   Value sC = k.expandDims(k.range(kStep), 0), sR = k.expandDims(k.range(kStep), 1);  // [1, 32], [32, 1]
   Value pC = p0 + k.expandDims(k.range(BP), 0), mP = pC < a.P;                       // [1, BP]
+  Value sOff = sR * LDs + k.expandDims(k.range(BP), 0);                              // [32, BP] in a buffer
   Value mI = iR < ch.n;
   Value wsRow = (slot * a.H + h) * Q;
   Value cumI = k.load(a.ws, a.oCum + wsRow + iR);  // [T, 1]
   const int pc = ssdPieces(spec, "C"), px = ssdPieces(spec, "x");
+
+  // 16-bit x: its 32-token tiles (up to the block's last row) through a ring of kStages buffers,
+  // copied asynchronously, the first ones while the state's product runs. Tile t + 2 goes into
+  // the stage tile t - 1 left (every warp passed the barrier after reading it).
+  Value jEnd = k.minimum(ch.n, (bm + 1) * T), tiles = halves ? cdiv(jEnd, k.constInt(kStep)) : Value{};
+  auto xOffsets = [&](Value jR) { return ch.row * a.sXb + (ch.t0 + jR) * a.sXl + h * a.sXh + pC * a.sXp; };
+  auto copyX = [&](Value t) {
+    Value jR = t * kStep + sR;
+    k.copyAsync(xs, (t % kStages) * (kStep * LDs) + sOff, a.x, xOffsets(jR), (jR < ch.n) && mP);
+  };
+  if (halves)
+    k.forLoop(zeroI, k.constInt(kStages - 1), one, {}, [&](Value t, const std::vector<Value>&) {
+      k.ifThen(t < tiles, [&] { copyX(t); });
+      k.commitGroup();
+      return std::vector<Value>{};
+    });
 
   // exp(cum_i) C_i . S_in: S_in[p, n] staged as [n, p].
   Value stBase = a.oSt + (slot * a.H + h) * a.P * a.N;
@@ -47,33 +79,53 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
         Value nR = n0 + sR;                                                       // [32, 1]
         Value st = k.load(a.ws, stBase + pC * a.N + nR, (nR < a.N) && mP, zero);  // [32, BP]
         k.barrier();
-        k.store(smem, sR * LDs + k.expandDims(k.range(BP), 0), st);
+        k.store(smem, sOff, st);  // 16-bit: hi = bf16(st)
         k.barrier();
+        if (halves) {
+          k.store(sLo, sOff, st - k.load(smem, sOff));
+          k.barrier();
+        }
         Value nC = n0 + sC;
         Value Ct = k.load(a.C, cBase + nC * a.sCn, mI && (nC < a.N), zero);  // [T, 32]
-        return std::vector<Value>{k.dot(Ct, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], pc, 3)};
+        if (!halves) return std::vector<Value>{k.dot(Ct, smem, zeroI, pitch, one, c[0], pc, 3)};
+        Value hi = k.dot(Ct, smem, zeroI, pitch, one, c[0], pc, 1);
+        return std::vector<Value>{k.dot(Ct, sLo, zeroI, pitch, one, hi, pc, 1)};
       })[0];
   acc = acc * k.exp(cumI);
 
   // The chunk's own tokens j <= i: CB_ij exp(cum_i - cum_j) dt'_j times x_j.
   Value cbRow = a.oCb + ((slot * (a.H / a.hpg) + g) * Q + iR) * Q;
-  Value jEnd = k.minimum(ch.n, (bm + 1) * T);
-  acc = k.forLoop(zeroI, jEnd, k.constInt(kStep), {acc}, [&](Value j0, const std::vector<Value>& c) {
-    Value jR = j0 + sR;  // [32, 1]
-    Value xt = k.load(a.x, ch.row * a.sXb + (ch.t0 + jR) * a.sXl + h * a.sXh + pC * a.sXp, (jR < ch.n) && mP,
-                      zero);  // [32, BP]
-    k.barrier();
-    k.store(smem, sR * LDs + k.expandDims(k.range(BP), 0), xt);
-    k.barrier();
-    Value jC = j0 + sC;  // [1, 32]
+  auto scores = [&](Value j0) {  // [T, 32]: the decayed, masked scores of tokens j0 ..
+    Value jC = j0 + sC;          // [1, 32]
     Value keep = (jC <= iR) && (jC < ch.n);
     Value cumJ = k.load(a.ws, a.oCum + wsRow + jC), dtJ = k.load(a.ws, a.oDt + wsRow + jC);
-    Value cb = k.load(a.ws, cbRow + jC);  // [T, 32]; blocks above the diagonal are never read
-    Value w = k.select(keep, cb * k.exp(k.minimum(cumI - cumJ, zero)) * dtJ, zero);
-    return std::vector<Value>{k.dot(w, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], 3, px)};
-  })[0];
+    Value cb = k.load(a.ws, cbRow + jC);  // blocks above the diagonal are never read
+    return k.select(keep, cb * k.exp(k.minimum(cumI - cumJ, zero)) * dtJ, zero);
+  };
+  if (!halves) {
+    acc = k.forLoop(zeroI, jEnd, k.constInt(kStep), {acc}, [&](Value j0, const std::vector<Value>& c) {
+      Value jR = j0 + sR;                                             // [32, 1]
+      Value xt = k.load(a.x, xOffsets(jR), (jR < ch.n) && mP, zero);  // [32, BP]
+      k.barrier();
+      k.store(xs, sOff, xt);
+      k.barrier();
+      return std::vector<Value>{k.dot(scores(j0), xs, zeroI, pitch, one, c[0], 3, px)};
+    })[0];
+  } else {
+    acc = k.forLoop(zeroI, tiles, one, {acc}, [&](Value t, const std::vector<Value>& c) {
+      Value next = t + (kStages - 1);
+      k.ifThen(next < tiles, [&] { copyX(next); });
+      k.commitGroup();
+      Value w = scores(t * kStep);  // its loads overlap the wait
+      k.waitGroup(kStages - 1);
+      k.barrier();
+      Value r = k.dot(w, xs, (t % kStages) * (kStep * LDs), pitch, one, c[0], 2, 1);
+      k.barrier();
+      return std::vector<Value>{r};
+    })[0];
+  }
 
-  Value xOff = ch.row * a.sXb + (ch.t0 + iR) * a.sXl + h * a.sXh + pC * a.sXp;
+  Value xOff = xOffsets(iR);
   Value mOut = mI && mP;
   Value y = k.ifElse(
       a.hasD,
@@ -98,6 +150,7 @@ void chooseChunkScanMeta(Specialization& s) {
 
 }  // namespace
 
-const KernelRegistration kChunkScan(__FILE__, {kSsdChunkScan.kernel, buildChunkScan, chooseChunkScanMeta, &kSsdChunkScan});
+const KernelRegistration kChunkScan(__FILE__,
+                                    {kSsdChunkScan.kernel, buildChunkScan, chooseChunkScanMeta, &kSsdChunkScan});
 
 }  // namespace ssmjit::kernels

@@ -1,9 +1,11 @@
 // ssd_chunk_state (Ssd.h): the state a chunk leaves from a zero start,
 //   S[p, n] = sum_t x_t[p] (B_t[n] dt'_t exp(cum_last - cum_t)),
-// per (slot, head, block of p x n), on the tensor cores: x^T [BLOCK_P, 32 tokens] from memory
-// into registers (its dtype's exact terms), the decayed, dt-weighted B [32 tokens, BLOCK_N]
-// computed in fp32 and staged through shared memory (three terms: every product exact), zeros
-// past the chunk's tokens. fp32 to the workspace.
+// per (slot, head, block of p x n), on the tensor cores, 32 tokens a step, zeros past the chunk's
+// tokens. bf16 B (BLOCK_P 64) is copied raw through a cp.async ring and read by ldmatrix, the
+// token weights going onto a: x^T [BLOCK_P, 32] scaled per token in f32, three bf16 terms
+// (every product exact). Otherwise x^T comes from memory into registers (its dtype's exact
+// terms) and the weighted B [32, BLOCK_N] is computed in f32 and staged, three terms. fp32 to
+// the workspace.
 #include <algorithm>
 
 #include "compiler/IntMath.h"
@@ -18,10 +20,14 @@ using namespace dsl;
 namespace {
 
 constexpr int64_t kTokens = 32;  // tokens a step of the product
+constexpr int kStages = 3;       // B's ring (bf16 B)
 
 void buildChunkState(KernelBuilder& k, const Specialization& spec) {
   const int64_t Q = spec.get("meta:chunk"), BP = spec.get("meta:BLOCK_P"), BN = spec.get("meta:BLOCK_N");
-  const int64_t LDs = BN + 4;
+  // bf16 B at BLOCK_P 64 (at 32 the ring's loop spills registers under ptxas).
+  const bool rawB = static_cast<DType>(spec.get("dtype:B")) == DType::BF16 && BP == 64;
+  // Row pitches: f32 rows padded by 4; bf16 rows by 8 halves (an odd number of 16-byte units).
+  const int64_t LDs = rawB ? BN + 8 : BN + 4;
   const SsdValues a = ssdValues(k);
   Value slot = k.programId(0), h = k.programId(1), blk = k.programId(2);
   Value nBlocks = cdiv(a.N, k.constInt(BN));
@@ -30,27 +36,60 @@ void buildChunkState(KernelBuilder& k, const Specialization& spec) {
   k.returnIf(ch.n == 0);
   Value zero = k.constFloat(0), zeroI = k.constInt(0);
   Value g = h / a.hpg;
-  Value smem = k.sharedBuffer(kTokens * LDs);
+  Value smem = rawB ? k.sharedBuffer(kStages * kTokens * LDs, DType::BF16) : k.sharedBuffer(kTokens * LDs);
   Value tR = k.expandDims(k.range(kTokens), 1), tC = k.expandDims(k.range(kTokens), 0);  // [32, 1], [1, 32]
   Value p = p0 + k.expandDims(k.range(BP), 1), n = n0 + k.expandDims(k.range(BN), 0);    // [BP, 1], [1, BN]
   Value wsRow = (slot * a.H + h) * Q;
   Value cumLast = k.load(a.ws, a.oCum + wsRow + ch.n - 1);
   const int px = ssdPieces(spec, "x");
-  Value acc = k.forLoop(
-      zeroI, ch.n, k.constInt(kTokens), {k.splat(zero, {BP, BN})}, [&](Value j0, const std::vector<Value>& c) {
-        Value t = j0 + tR, mt = t < ch.n;
-        Value w =
-            k.load(a.ws, a.oDt + wsRow + t, mt, zero) * k.exp(cumLast - k.load(a.ws, a.oCum + wsRow + t, mt, zero));
-        Value Bt = k.load(a.B, ch.row * a.sBb + (ch.t0 + t) * a.sBl + g * a.sBg + n * a.sBn, mt && (n < a.N),
-                          zero);  // [32, BN]
-        k.barrier();              // the previous step's dot has read the buffer
-        k.store(smem, tR * LDs + k.expandDims(k.range(BN), 0), k.select(mt, Bt * w, zero));
-        k.barrier();
-        Value tx = j0 + tC;
-        Value xt = k.load(a.x, ch.row * a.sXb + (ch.t0 + tx) * a.sXl + h * a.sXh + p * a.sXp, (tx < ch.n) && (p < a.P),
-                          zero);  // [BP, 32]
-        return std::vector<Value>{k.dot(xt, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], px, 3)};
-      })[0];
+  // dt'_t exp(cum_last - cum_t) of the tokens t (0 past the chunk).
+  auto weight = [&](Value t) {
+    Value mt = t < ch.n;
+    Value w = k.load(a.ws, a.oDt + wsRow + t, mt, zero) * k.exp(cumLast - k.load(a.ws, a.oCum + wsRow + t, mt, zero));
+    return k.select(mt, w, zero);
+  };
+  auto xT = [&](Value tx) {  // [BP, 32]: x^T of tokens tx (0 past the chunk)
+    return k.load(a.x, ch.row * a.sXb + (ch.t0 + tx) * a.sXl + h * a.sXh + p * a.sXp, (tx < ch.n) && (p < a.P), zero);
+  };
+  auto bOffsets = [&](Value t) { return ch.row * a.sBb + (ch.t0 + t) * a.sBl + g * a.sBg + n * a.sBn; };
+  Value sOff = tR * LDs + k.expandDims(k.range(BN), 0);  // [32, BN] in a buffer
+  Value acc;
+  if (!rawB) {
+    acc = k.forLoop(
+        zeroI, ch.n, k.constInt(kTokens), {k.splat(zero, {BP, BN})}, [&](Value j0, const std::vector<Value>& c) {
+          Value t = j0 + tR;
+          Value Bt = k.load(a.B, bOffsets(t), (t < ch.n) && (n < a.N), zero);  // [32, BN]
+          k.barrier();  // the previous step's dot has read the buffer
+          k.store(smem, sOff, Bt * weight(t));
+          k.barrier();
+          return std::vector<Value>{k.dot(xT(j0 + tC), smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], px, 3)};
+        })[0];
+  } else {
+    // B's 32-token tiles through a ring of kStages buffers, copied asynchronously: tile t + 2 goes
+    // into the stage tile t - 1 left (every warp passed the barrier after reading it).
+    Value tiles = cdiv(ch.n, k.constInt(kTokens)), one = k.constInt(1);
+    auto copyB = [&](Value s) {
+      Value t = s * kTokens + tR;
+      k.copyAsync(smem, (s % kStages) * (kTokens * LDs) + sOff, a.B, bOffsets(t), (t < ch.n) && (n < a.N));
+    };
+    k.forLoop(zeroI, k.constInt(kStages - 1), one, {}, [&](Value s, const std::vector<Value>&) {
+      k.ifThen(s < tiles, [&] { copyB(s); });
+      k.commitGroup();
+      return std::vector<Value>{};
+    });
+    acc = k.forLoop(zeroI, tiles, one, {k.splat(zero, {BP, BN})}, [&](Value s, const std::vector<Value>& c) {
+      Value next = s + (kStages - 1);
+      k.ifThen(next < tiles, [&] { copyB(next); });
+      k.commitGroup();
+      Value tx = s * kTokens + tC;
+      Value xw = xT(tx) * weight(tx);  // its loads overlap the wait
+      k.waitGroup(kStages - 1);
+      k.barrier();
+      Value r = k.dot(xw, smem, (s % kStages) * (kTokens * LDs), k.constInt(LDs), one, c[0], 3, 1);
+      k.barrier();
+      return std::vector<Value>{r};
+    })[0];
+  }
   k.store(a.ws, a.oSt + ((slot * a.H + h) * a.P + p) * a.N + n, acc, (p < a.P) && (n < a.N));
 }
 
@@ -63,6 +102,7 @@ void chooseChunkStateMeta(Specialization& s) {
 
 }  // namespace
 
-const KernelRegistration kChunkState(__FILE__, {kSsdChunkState.kernel, buildChunkState, chooseChunkStateMeta, &kSsdChunkState});
+const KernelRegistration kChunkState(__FILE__,
+                                     {kSsdChunkState.kernel, buildChunkState, chooseChunkStateMeta, &kSsdChunkState});
 
 }  // namespace ssmjit::kernels
