@@ -12,6 +12,7 @@
 #include "kernels_dsl/CompileKernel.h"
 #include "runtime/ops/SsdSpec.h"
 #include "ssmjit/ops.h"
+#include "tests/support/CompileEach.h"
 
 using namespace ssmjit;
 
@@ -62,13 +63,7 @@ SsdArgs make(const Variant& v) {
 }
 
 void expectCompiles(const Variant& v, const char* arch, size_t kernels) {
-  const std::vector<Specialization> specs = detail::ssdSpecializations(make(v), arch);
-  ASSERT_EQ(specs.size(), kernels);
-  for (const Specialization& spec : specs) {
-    SCOPED_TRACE(spec.canonical());
-    CompiledKernel k = compileKernel(spec);
-    EXPECT_FALSE(k.cubin.empty());
-  }
+  ssmjit::testing::expectEachCompiles(detail::ssdSpecializations(make(v), arch), kernels);
 }
 
 }  // namespace
