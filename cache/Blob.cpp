@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "compiler/Hash.h"
+#include "ssmjit/enum_name.h"
 
 // Fields are copied to and from memory as they are: the format is little-endian, and so is every host
 // ssmjit builds for (x86-64, aarch64).
@@ -188,23 +189,8 @@ std::vector<char> encodeBlob(const std::string& keyText, const CompiledKernel& k
 }
 
 const char* blobStatusName(BlobStatus s) {
-  switch (s) {
-    case BlobStatus::Ok:
-      return "ok";
-    case BlobStatus::Empty:
-      return "empty";
-    case BlobStatus::Truncated:
-      return "truncated";
-    case BlobStatus::BadMagic:
-      return "bad-magic";
-    case BlobStatus::ForeignVersion:
-      return "foreign-version";
-    case BlobStatus::BadChecksum:
-      return "bad-checksum";
-    case BlobStatus::Malformed:
-      return "malformed";
-  }
-  return "unknown";
+  return enumName<BlobStatus::Malformed>(
+      s, {"ok", "empty", "truncated", "bad-magic", "foreign-version", "bad-checksum", "malformed"});
 }
 
 DecodedBlob decodeBlob(const void* data, size_t size) {

@@ -14,6 +14,7 @@
 #include "cache/Manifest.h"
 #include "compiler/Knobs.h"
 #include "kernels_dsl/CompileKernel.h"
+#include "ssmjit/enum_name.h"
 
 namespace ssmjit {
 namespace {
@@ -43,15 +44,7 @@ void record(const Specialization& spec) {
 }  // namespace
 
 const char* kernelSourceName(KernelSource s) {
-  switch (s) {
-    case KernelSource::Memory:
-      return "memory";
-    case KernelSource::Disk:
-      return "disk";
-    case KernelSource::Compiled:
-      return "compiled";
-  }
-  return "unknown";
+  return enumName<KernelSource::Compiled>(s, {"memory", "disk", "compiled"});
 }
 
 cache::DiskCache& processDiskCache() {

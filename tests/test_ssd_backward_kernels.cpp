@@ -13,6 +13,7 @@
 #include "kernels_dsl/CompileKernel.h"
 #include "runtime/ops/SsdBackwardSpec.h"
 #include "ssmjit/ops.h"
+#include "tests/support/CompileEach.h"
 
 using namespace ssmjit;
 
@@ -68,13 +69,7 @@ SsdBackwardArgs make(const Variant& v) {
 constexpr size_t kKernels = 13;
 
 void expectCompiles(const Variant& v, const char* arch) {
-  const std::vector<Specialization> specs = detail::ssdBackwardSpecializations(make(v), arch);
-  ASSERT_EQ(specs.size(), kKernels);
-  for (const Specialization& spec : specs) {
-    SCOPED_TRACE(spec.canonical());
-    CompiledKernel k = compileKernel(spec);
-    EXPECT_FALSE(k.cubin.empty());
-  }
+  ssmjit::testing::expectEachCompiles(detail::ssdBackwardSpecializations(make(v), arch), kKernels);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "kernels_dsl/CompileKernel.h"
 #include "runtime/ops/SsdSpec.h"
 #include "ssmjit/ops.h"
+#include "tests/support/CompileEach.h"
 
 using namespace ssmjit;
 
@@ -62,16 +63,12 @@ SsdArgs make(const Variant& v) {
 }
 
 void expectCompiles(const Variant& v, const char* arch, size_t kernels) {
-  const std::vector<Specialization> specs = detail::ssdSpecializations(make(v), arch);
-  ASSERT_EQ(specs.size(), kernels);
-  for (const Specialization& spec : specs) {
-    SCOPED_TRACE(spec.canonical());
-    CompiledKernel k = compileKernel(spec);
-    EXPECT_FALSE(k.cubin.empty());
-    // The products' kernels keep their tiles in registers (ssd_bmm spills a word at N 256).
-    if (spec.kernel == "ssd_chunk_scan" || spec.kernel == "ssd_chunk_state")
-      EXPECT_EQ(k.resources.spillStoreBytes, 0) << k.compileLog;
-  }
+  // The products' kernels keep their tiles in registers (ssd_bmm spills a word at N 256).
+  ssmjit::testing::expectEachCompiles(detail::ssdSpecializations(make(v), arch), kernels,
+                                      [](const Specialization& spec, const CompiledKernel& k) {
+                                        if (spec.kernel == "ssd_chunk_scan" || spec.kernel == "ssd_chunk_state")
+                                          EXPECT_EQ(k.resources.spillStoreBytes, 0) << k.compileLog;
+                                      });
 }
 
 }  // namespace

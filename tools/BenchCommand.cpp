@@ -463,17 +463,8 @@ int runBench(BenchOptions& o) {
 
 }  // namespace
 
-Command addBenchCommand(CLI::App& parent) {
+CommandRun defineBenchCommand(CLI::App* app) {
   auto o = std::make_shared<BenchOptions>();
-  CLI::App* app = parent.add_subcommand(
-      "bench",
-      "Benchmark selective_state_update (--op ssu) or selective_state_update_tokens "
-      "(--op ssu-tokens) on the GPU: µs per call (CUDA events over graphs of back-to-back calls, "
-      "median of trials, inputs rotated beyond L2), achieved TB/s and % of the device-to-device "
-      "copy bandwidth measured in the same run, for the tokens op L one-token calls from one CUDA "
-      "graph (the state stays in L2 between them when it fits) and one cold one-token call (its "
-      "state from DRAM, as a decode step finds it), host overhead per cached call and compile "
-      "time. Ends with a Markdown table.");
   addOpShapeOptions(app, o->shape);
   app->add_option("--batch", o->batches, "Batch sizes, comma-separated")
       ->delimiter(',')
@@ -493,18 +484,13 @@ Command addBenchCommand(CLI::App& parent) {
   app->add_option("--state-write", o->stateWrite, "final (in place) or none (verify only)")
       ->check(CLI::IsMember({"final", "none", "per-token"}))
       ->capture_default_str();
-  app->add_option("--iters", o->iters, "Timed calls per trial (fewer for cases slower than ~40 ms per trial)")
-      ->check(atLeast(1))
-      ->capture_default_str();
-  app->add_option("--trials", o->trials, "Trials per case; the median is reported")
-      ->check(atLeast(1))
-      ->capture_default_str();
   app->add_flag("--no-state-indices", o->noStateIdx, "Call without state_batch_indices (sequence b uses slot b)");
-  app->add_option("--seed", o->seed, "Random seed of the inputs")->capture_default_str();
-  return {app, [o, tokensOpt] {
-            o->tokensGiven = tokensOpt->count() > 0;
-            return runBench(*o);
-          }};
+  addTrialOptions(app, o->iters, o->trials, o->seed,
+                  "Timed calls per trial (fewer for cases slower than ~40 ms per trial)");
+  return [o, tokensOpt] {
+    o->tokensGiven = tokensOpt->count() > 0;
+    return runBench(*o);
+  };
 }
 
 }  // namespace ssmjit::tool

@@ -163,13 +163,8 @@ int runClear(const CacheOptions& o) {
 
 }  // namespace
 
-Command addCacheCommand(CLI::App& parent) {
+CommandRun defineCacheCommand(CLI::App* app) {
   auto o = std::make_shared<CacheOptions>();
-  CLI::App* app = parent.add_subcommand(
-      "cache",
-      "Look after the on-disk kernel cache: ls (entries, newest use first), stats (directory, state, "
-      "size against the limit), verify (decode every blob; exit 1 if any is bad) and clear. "
-      "Default directory: SSMJIT_CACHE_DIR, else $XDG_CACHE_HOME/ssmjit, else ~/.cache/ssmjit.");
   app->require_subcommand(1);
   auto addDir = [&o](CLI::App* sub) {
     sub->add_option("--dir", o->dir, "Cache directory (default: the one the environment selects)");
@@ -185,13 +180,13 @@ Command addCacheCommand(CLI::App& parent) {
   verify->add_flag("--remove-bad", o->removeBad, "Delete the bad entries (then exit 0)");
   CLI::App* clear = app->add_subcommand("clear", "Delete every entry (and stray temp files)");
   addDir(clear);
-  return {app, [o, ls, stats, verify, clear]() -> int {
-            if (ls->parsed()) return runLs(*o);
-            if (stats->parsed()) return runStats(*o);
-            if (verify->parsed()) return runVerify(*o);
-            if (clear->parsed()) return runClear(*o);
-            throw UsageError("expected one of: ls, stats, verify, clear");
-          }};
+  return [o, ls, stats, verify, clear]() -> int {
+    if (ls->parsed()) return runLs(*o);
+    if (stats->parsed()) return runStats(*o);
+    if (verify->parsed()) return runVerify(*o);
+    if (clear->parsed()) return runClear(*o);
+    throw UsageError("expected one of: ls, stats, verify, clear");
+  };
 }
 
 }  // namespace ssmjit::tool

@@ -167,14 +167,8 @@ int runConvBench(const ConvBenchOptions& o) {
 
 }  // namespace
 
-Command addConvBenchCommand(CLI::App& parent) {
+CommandRun defineConvBenchCommand(CLI::App* app) {
   auto o = std::make_shared<ConvBenchOptions>();
-  CLI::App* app = parent.add_subcommand(
-      "bench-conv",
-      "Benchmark causal_conv1d and causal_conv1d_backward (channel-first and channel-last, dense rows "
-      "and one packed row of mixed-length sequences) and causal_conv1d_update on the GPU: µs per call, achieved TB/s "
-      "and "
-      "% of the copy bandwidth measured in the same run. Ends with a Markdown table.");
   app->add_option("--dim", o->dim, "Channels D")->capture_default_str();
   app->add_option("--width", o->width, "Conv width W (2..8)")->capture_default_str();
   app->add_option("--batch", o->batch, "Dense rows")->capture_default_str();
@@ -200,10 +194,8 @@ Command addConvBenchCommand(CLI::App& parent) {
   app->add_option("--update-tokens", o->updateTokens, "New tokens per update, comma-separated")
       ->delimiter(',')
       ->capture_default_str();
-  app->add_option("--iters", o->iters, "Calls per trial (forward and backward)")->capture_default_str();
-  app->add_option("--trials", o->trials, "Trials; the median is reported")->capture_default_str();
-  app->add_option("--seed", o->seed, "Random seed")->capture_default_str();
-  return {app, [o] { return runConvBench(*o); }};
+  addTrialOptions(app, o->iters, o->trials, o->seed, "Calls per trial (forward and backward)");
+  return [o] { return runConvBench(*o); };
 }
 
 }  // namespace ssmjit::tool

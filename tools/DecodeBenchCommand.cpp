@@ -189,14 +189,8 @@ int runDecodeBench(const DecodeBenchOptions& o) {
 
 }  // namespace
 
-Command addDecodeBenchCommand(CLI::App& parent) {
+CommandRun defineDecodeBenchCommand(CLI::App* app) {
   auto o = std::make_shared<DecodeBenchOptions>();
-  CLI::App* app = parent.add_subcommand(
-      "bench-decode",
-      "Benchmark one Mamba-2 mixer layer's speculative-decoding step (mamba2_decode_step) on the GPU: the verify "
-      "pass alone, (a) the fused replay-and-verify launch, (b) replay then verify as two launches, (c) the snapshot "
-      "convention (state written after every draft); µs per step (CUDA graphs) and state bytes per accepted token, "
-      "with a mixed accept pattern. Ends with a Markdown table.");
   app->add_option("--heads", o->heads, "Heads H")->capture_default_str();
   app->add_option("--head-dim", o->headDim, "Head dim P")->capture_default_str();
   app->add_option("--state-size", o->stateSize, "State size N")->capture_default_str();
@@ -210,10 +204,8 @@ Command addDecodeBenchCommand(CLI::App& parent) {
   app->add_option("--dtype", o->dtype, "Drafts, caches, y and conv state dtype: fp32, bf16, fp16")
       ->check(CLI::IsMember(floatDTypeNames()))
       ->capture_default_str();
-  app->add_option("--iters", o->iters, "Steps per graph")->capture_default_str();
-  app->add_option("--trials", o->trials, "Trials; the median is reported")->capture_default_str();
-  app->add_option("--seed", o->seed, "Random seed")->capture_default_str();
-  return {app, [o] { return runDecodeBench(*o); }};
+  addTrialOptions(app, o->iters, o->trials, o->seed, "Steps per graph");
+  return [o] { return runDecodeBench(*o); };
 }
 
 }  // namespace ssmjit::tool

@@ -273,26 +273,16 @@ int runDemo(const DemoOptions& o) {
 
 }  // namespace
 
-Command addDemoCommand(CLI::App& parent) {
+CommandRun defineDemoCommand(CLI::App* app) {
   auto o = std::make_shared<DemoOptions>();
-  CLI::App* app = parent.add_subcommand(
-      "demo",
-      "Run every op family on small problems and check each output against the float64 CPU reference: "
-      "selective_state_update (one token) and selective_state_update_tokens (L = 4) on Mamba-2 2.7B heads (fp32 "
-      "and bf16 state, a pad row), mamba2_decode_step (fused replay and verify), causal_conv1d (a packed row with "
-      "states through slots), causal_conv1d_update, causal_conv1d_backward, selective_scan and "
-      "selective_scan_backward (packed rows, bf16), ssd (the SSD chunked scan forward: a packed row, bf16, states "
-      "through slots). Prints each family's kernels and a table of the worst error "
-      "against its bound and the time per call. Without a GPU: compile the same kernels for --arch, print their "
-      "resources and run the CPU reference only. Exit 0 when everything passes, 1 otherwise.");
   app->add_option("--arch", o->arch, "NVRTC target when no GPU is present (with a GPU the device's own arch is used)")
       ->capture_default_str();
   CLI::Option* seedOpt = app->add_option("--seed", o->seed, "Random seed (default: fresh each run; printed)");
   app->add_flag("--no-gpu", o->noGpu, "Behave as if no GPU were present (compile + CPU reference)");
-  return {app, [o, seedOpt] {
-            o->seedGiven = seedOpt->count() > 0;
-            return runDemo(*o);
-          }};
+  return [o, seedOpt] {
+    o->seedGiven = seedOpt->count() > 0;
+    return runDemo(*o);
+  };
 }
 
 }  // namespace ssmjit::tool

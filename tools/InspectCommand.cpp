@@ -73,12 +73,6 @@ Specialization manifestSpecialization(const std::string& path, int entry) {
   return e.spec;
 }
 
-std::string passList() {
-  std::string s;
-  for (const std::string& p : pipelinePassNames()) s += (s.empty() ? "" : ", ") + p;
-  return s;
-}
-
 // --stage, resolved: the name the pipeline reports the stage under (onStage), or a stage that
 // needs NVRTC's output.
 struct Stage {
@@ -346,20 +340,8 @@ int runInspect(const InspectOptions& o) {
 
 }  // namespace
 
-Command addInspectCommand(CLI::App& parent) {
+CommandRun defineInspectCommand(CLI::App* app) {
   auto o = std::make_shared<InspectOptions>();
-  CLI::App* app = parent.add_subcommand(
-      "inspect",
-      "Print one stage of a kernel (no GPU needed): a kernel of a selective-state-update, Mamba-1 "
-      "selective-scan, Mamba-2 decode-step or SSD chunked-scan call (--op), compiled for --arch with the "
-      "specialisation the op builds for that call; "
-      "or, with --spec, any kernel's specialisation from a manifest (an SSMJIT_RECORD line of a conv or "
-      "decode-step call, say), compiled for its own arch. Stages: generic (the "
-      "DSL's IR), specialized (after 'specialize'), after:<pass> with <pass> one of: " +
-          passList() +
-          "; cuda (generated CUDA C++), ptx, sass (via cuobjdump or nvdisasm) and resources "
-          "(registers, shared memory, local/stack bytes, spills, compile time, global loads and stores by the "
-          "bytes each moves).");
   app->add_option("--stage", o->stage,
                   "generic | specialized | after:<pass> (" + passList() + ") | cuda | ptx | sass | resources")
       ->required()
@@ -379,7 +361,7 @@ Command addInspectCommand(CLI::App& parent) {
                   "chunk_cumsum, bmm, chunk_state, state_passing, chunk_scan)")
       ->check(atLeast(1));
   o->app = app;
-  return {app, [o] { return runInspect(*o); }};
+  return [o] { return runInspect(*o); };
 }
 
 }  // namespace ssmjit::tool

@@ -213,15 +213,8 @@ void compileAll(std::vector<Job>& jobs, const std::vector<size_t>& todo, int thr
 std::string resultCell(const Job& j, bool duplicate) {
   if (!j.error.empty()) return "failed: " + firstLine(j.error);
   if (duplicate) return "cached (memory)";
-  switch (j.source) {
-    case KernelSource::Compiled:
-      return "compiled";
-    case KernelSource::Disk:
-      return "cached (disk)";
-    case KernelSource::Memory:
-      return "cached (memory)";
-  }
-  return "?";
+  if (j.source == KernelSource::Compiled) return "compiled";
+  return std::string("cached (") + kernelSourceName(j.source) + ")";
 }
 
 int runPrewarm(const PrewarmOptions& o) {
@@ -305,26 +298,15 @@ int runPrewarm(const PrewarmOptions& o) {
 
 }  // namespace
 
-Command addPrewarmCommand(CLI::App& parent) {
+CommandRun definePrewarmCommand(CLI::App* app) {
   auto o = std::make_shared<PrewarmOptions>();
-  CLI::App* app = parent.add_subcommand(
-      "prewarm",
-      "Compile every kernel of pre-warm manifests into the disk cache (no GPU needed), in parallel, "
-      "then print one row per kernel (compiled, cached or failed with the reason) and a summary. "
-      "Without MANIFEST: the embedded default manifest (the decode kernels of Mamba-2 2.7B and "
-      "Mamba-1 2.8B for sm_90a and sm_80, the SSD scan's kernels of Mamba-2 2.7B, 1.3B and 780M heads for "
-      "sm_90a; see --print-default). A manifest is one JSON document "
-      "{\"ssmjit_manifest\": 1, \"entries\": [...]} or JSON Lines; an entry is an op call in the "
-      "words of `ssmjit inspect`'s options ({\"op\": \"ssu-tokens\", \"archs\": [\"sm_90a\"], "
-      "\"tokens\": [2, 4], \"no-z\": true}; lists multiply out) or a specialisation as SSMJIT_RECORD "
-      "writes it. Exit 0 when every kernel is compiled or cached, 1 when any failed.");
   CLI::Option* files = app->add_option("MANIFEST", o->files, "Manifest files (default: the embedded one)");
   app->add_flag("--print-default", o->printDefault, "Print the embedded default manifest and exit")->excludes(files);
   app->add_option("--jobs,-j", o->jobs, "Kernels compiled at once (default: the number of cores)")
       ->check(atLeast(1))
       ->capture_default_str();
   app->add_flag("--quiet,-q", o->quiet, "No progress bar on stderr");
-  return {app, [o] { return runPrewarm(*o); }};
+  return [o] { return runPrewarm(*o); };
 }
 
 }  // namespace ssmjit::tool

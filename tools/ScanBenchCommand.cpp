@@ -137,14 +137,8 @@ int runScanBench(const ScanBenchOptions& o) {
 
 }  // namespace
 
-Command addScanBenchCommand(CLI::App& parent) {
+CommandRun defineScanBenchCommand(CLI::App* app) {
   auto o = std::make_shared<ScanBenchOptions>();
-  CLI::App* app = parent.add_subcommand(
-      "bench-scan",
-      "Benchmark the Mamba-1 selective scan forward (selective_scan) and backward (selective_scan_backward, every "
-      "gradient) on the GPU: dense rows, one long sequence and one packed row of mixed lengths; ms, TB/s, % of copy "
-      "bandwidth, the forward's ratio to mamba_ssm's CUDA scan (anchors.md) and the packed row's to dense. Ends "
-      "with a Markdown table.");
   app->add_option("--dim", o->dim, "Channels D")->capture_default_str();
   app->add_option("--state-size", o->stateSize, "State size N")->capture_default_str();
   app->add_option("--batch", o->batch, "Dense rows")->capture_default_str();
@@ -184,10 +178,8 @@ Command addScanBenchCommand(CLI::App& parent) {
       ->delimiter(',')
       ->check(CLI::IsMember({"dense", "long", "packed"}))
       ->capture_default_str();
-  app->add_option("--iters", o->iters, "Calls per trial")->capture_default_str();
-  app->add_option("--trials", o->trials, "Trials; the median is reported")->capture_default_str();
-  app->add_option("--seed", o->seed, "Random seed")->capture_default_str();
-  return {app, [o] { return runScanBench(*o); }};
+  addTrialOptions(app, o->iters, o->trials, o->seed, "Calls per trial");
+  return [o] { return runScanBench(*o); };
 }
 
 }  // namespace ssmjit::tool

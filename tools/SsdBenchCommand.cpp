@@ -195,14 +195,8 @@ int runSsdBench(const SsdBenchOptions& o) {
 
 }  // namespace
 
-Command addSsdBenchCommand(CLI::App& parent) {
+CommandRun defineSsdBenchCommand(CLI::App* app) {
   auto o = std::make_shared<SsdBenchOptions>();
-  CLI::App* app = parent.add_subcommand(
-      "bench-ssd",
-      "Benchmark the Mamba-2 SSD chunked scan forward (ssd) on the GPU: dense BxL shapes (the defaults are "
-      "scripts/peers/ssd.py's) and packed rows; ms per call, GB/s of the bytes the call must move and % of the "
-      "copy bandwidth measured in the same run, TFLOP/s of the chunk products, a packed row against the dense "
-      "cases of as many tokens. Ends with a Markdown table.");
   app->add_option("--heads", o->heads, "Heads H")->check(atLeast(1))->capture_default_str();
   app->add_option("--headdim", o->headdim, "Head dim P")->check(CLI::Range(1, kMaxSsdHeadDim))->capture_default_str();
   app->add_option("--dstate", o->dstate, "State size N")->check(CLI::Range(1, kMaxSsdState))->capture_default_str();
@@ -234,11 +228,9 @@ Command addSsdBenchCommand(CLI::App& parent) {
       ->capture_default_str();
   app->add_option("--min-len", o->minLen, "Shortest drawn sequence")->check(atLeast(1))->capture_default_str();
   app->add_option("--max-len", o->maxLen, "Longest drawn sequence")->check(atLeast(1))->capture_default_str();
-  app->add_option("--iters", o->iters, "Calls per trial")->check(atLeast(1))->capture_default_str();
-  app->add_option("--trials", o->trials, "Trials; the median is reported")->check(atLeast(1))->capture_default_str();
-  app->add_option("--seed", o->seed, "Random seed")->capture_default_str();
+  addTrialOptions(app, o->iters, o->trials, o->seed, "Calls per trial");
   app->add_flag("--backward", o->backward, "Also time ssd_backward (every gradient) for each case");
-  return {app, [o] { return runSsdBench(*o); }};
+  return [o] { return runSsdBench(*o); };
 }
 
 }  // namespace ssmjit::tool

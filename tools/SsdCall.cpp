@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "runtime/OpSpecializations.h"
+#include "ssmjit/enum_name.h"
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
 #include "tools/ToolSupport.h"
@@ -43,17 +44,7 @@ SsdArgs args(const SsdCall& c) {
 
 }  // namespace
 
-const char* ssdStatesName(SsdStates s) {
-  switch (s) {
-    case SsdStates::None:
-      return "none";
-    case SsdStates::Final:
-      return "final";
-    case SsdStates::Slots:
-      return "slots";
-  }
-  return "?";
-}
+const char* ssdStatesName(SsdStates s) { return enumName<SsdStates::Slots>(s, {"none", "final", "slots"}); }
 
 SsdStates parseSsdStates(const std::string& name, const char* option) {
   for (SsdStates s : {SsdStates::None, SsdStates::Final, SsdStates::Slots})

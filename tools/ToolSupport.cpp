@@ -16,6 +16,8 @@
 #include <system_error>
 
 #include "cache/DiskCache.h"
+#include "compiler/Pipeline.h"
+#include "ssmjit/enum_name.h"
 
 namespace ssmjit::tool {
 
@@ -59,6 +61,18 @@ CLI::Validator atLeast(long long lo) {
       ">=" + std::to_string(lo), "at least");
 }
 
+void addTrialOptions(CLI::App* app, int& iters, int& trials, uint64_t& seed, const char* itersHelp) {
+  app->add_option("--iters", iters, itersHelp)->check(atLeast(1))->capture_default_str();
+  app->add_option("--trials", trials, "Trials; the median is reported")->check(atLeast(1))->capture_default_str();
+  app->add_option("--seed", seed, "Random seed")->capture_default_str();
+}
+
+std::string passList() {
+  std::string s;
+  for (const std::string& p : pipelinePassNames()) s += (s.empty() ? "" : ", ") + p;
+  return s;
+}
+
 DType parseFloatDType(const std::string& name, const char* option) {
   if (name == "fp32") return DType::F32;
   if (name == "bf16") return DType::BF16;
@@ -66,21 +80,7 @@ DType parseFloatDType(const std::string& name, const char* option) {
   throw UsageError(std::string(option) + " is '" + name + "', expected fp32, bf16 or fp16");
 }
 
-const char* shortDTypeName(DType t) {
-  switch (t) {
-    case DType::F32:
-      return "fp32";
-    case DType::BF16:
-      return "bf16";
-    case DType::F16:
-      return "fp16";
-    case DType::I32:
-      return "i32";
-    case DType::I64:
-      return "i64";
-  }
-  return "?";
-}
+const char* shortDTypeName(DType t) { return enumName<DType::I64>(t, {"fp32", "fp16", "bf16", "i32", "i64"}); }
 
 StateWrite parseStateWrite(const std::string& name, const char* option) {
   if (name == "final") return StateWrite::Final;
@@ -89,17 +89,7 @@ StateWrite parseStateWrite(const std::string& name, const char* option) {
   throw UsageError(std::string(option) + " is '" + name + "', expected final, none or per-token");
 }
 
-const char* stateWriteName(StateWrite w) {
-  switch (w) {
-    case StateWrite::Final:
-      return "final";
-    case StateWrite::None:
-      return "none";
-    case StateWrite::PerToken:
-      return "per-token";
-  }
-  return "?";
-}
+const char* stateWriteName(StateWrite w) { return enumName<StateWrite::PerToken>(w, {"final", "none", "per-token"}); }
 
 void checkArch(const std::string& arch, const char* option) {
   static const std::regex re("(sm|compute)_[0-9]{2,3}[af]?");

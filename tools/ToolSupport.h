@@ -34,21 +34,23 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A subcommand: its CLI11 app (registered on the parent) and what runs when it was chosen.
-struct Command {
-  CLI::App* app = nullptr;
-  std::function<int()> run;
-};
+// A subcommand as its file defines it: adds its options to `app` (named and described by the table
+// in ssmjit.cpp) and returns what runs when it is chosen.
+using CommandRun = std::function<int()>;
+CommandRun defineDemoCommand(CLI::App* app);
+CommandRun defineBenchCommand(CLI::App* app);
+CommandRun defineConvBenchCommand(CLI::App* app);
+CommandRun defineDecodeBenchCommand(CLI::App* app);
+CommandRun defineScanBenchCommand(CLI::App* app);
+CommandRun defineSsdBenchCommand(CLI::App* app);
+CommandRun defineInspectCommand(CLI::App* app);
+CommandRun definePrewarmCommand(CLI::App* app);
+CommandRun defineCacheCommand(CLI::App* app);
+std::string passList();  // the compiler's passes, for inspect's --stage after:<pass>
 
-Command addDemoCommand(CLI::App& parent);
-Command addBenchCommand(CLI::App& parent);
-Command addConvBenchCommand(CLI::App& parent);
-Command addDecodeBenchCommand(CLI::App& parent);
-Command addScanBenchCommand(CLI::App& parent);
-Command addSsdBenchCommand(CLI::App& parent);
-Command addInspectCommand(CLI::App& parent);
-Command addPrewarmCommand(CLI::App& parent);
-Command addCacheCommand(CLI::App& parent);
+// --iters (help `itersHelp`, at least 1), --trials (at least 1; the median is reported) and --seed:
+// every benchmark's.
+void addTrialOptions(CLI::App* app, int& iters, int& trials, uint64_t& seed, const char* itersHelp);
 
 // CUDA's JIT cache (~/.nv/ComputeCache) also serves NVRTC's PTX -> CUBIN step where a driver is
 // installed: a cached CUBIN comes back without ptxas' report (registers, spills: unknown) and in a

@@ -1,19 +1,21 @@
 // `ssmjit`: the command-line tool. Subcommands live one per file (DemoCommand.cpp,
-// BenchCommand.cpp, ConvBenchCommand.cpp, ..., CacheCommand.cpp); this file registers them with a
-// one-line summary each (the top of `ssmjit --help`), parses the command line and maps outcomes to
-// exit codes: 0 ok, 1 failure or mismatch, 2 usage error.
+// BenchCommand.cpp, ConvBenchCommand.cpp, ..., CacheCommand.cpp), each adding its own options; this
+// file declares them in one table (name, one-line summary for `ssmjit --help`, usage text), parses
+// the command line and maps outcomes to exit codes: 0 ok, 1 failure or mismatch, 2 usage error.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <exception>
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compiler/BuildInfo.h"
 #include "compiler/Knobs.h"
 #include "compiler/Nvrtc.h"
 #include "compiler/Pipeline.h"
+#include "ssmjit/enum_name.h"
 #include "ssmjit/error.h"
 #include "tools/ToolSupport.h"
 
@@ -44,34 +46,98 @@ std::string environmentHelp() {
   return s;
 }
 
-// Every subcommand, in the order --help lists them.
+// Every subcommand, in the order --help lists them: its name, its line in `ssmjit --help`, the top of its
+// own --help and the function of its file that adds its options.
 struct Subcommand {
-  ssmjit::tool::Command (*add)(CLI::App& parent);
+  const char* name;
   const char* summary;
+  std::string usage;
+  ssmjit::tool::CommandRun (*define)(CLI::App* app);
 };
-const Subcommand kSubcommands[] = {
-    {ssmjit::tool::addDemoCommand,
-     "run every op family on small problems and check it against the float64 CPU reference (no GPU: compile "
-     "the kernels and run the reference)"},
-    {ssmjit::tool::addBenchCommand,
-     "time selective_state_update(_tokens): us per call, bandwidth, host overhead, compile time"},
-    {ssmjit::tool::addConvBenchCommand, "time causal_conv1d forward, backward (dense, packed) and update"},
-    {ssmjit::tool::addDecodeBenchCommand, "time mamba2_decode_step: fused replay+verify against split and snapshots"},
-    {ssmjit::tool::addScanBenchCommand,
-     "time selective_scan and its backward (dense rows, a long sequence, a packed row)"},
-    {ssmjit::tool::addSsdBenchCommand, "time ssd, the Mamba-2 SSD chunked scan forward (dense shapes, packed rows)"},
-    {ssmjit::tool::addInspectCommand,
-     "print one stage of a kernel (IR, CUDA C++, PTX, SASS, resources) for an op call or a recorded one; no GPU"},
-    {ssmjit::tool::addPrewarmCommand, "compile the kernels of a manifest into the disk cache; no GPU"},
-    {ssmjit::tool::addCacheCommand, "ls | stats | verify | clear the disk cache"},
-};
+std::vector<Subcommand> subcommands() {
+  using namespace ssmjit::tool;
+  return {
+      {"demo",
+       "run every op family on small problems and check it against the float64 CPU reference (no GPU: compile "
+       "the kernels and run the reference)",
+       "Run every op family on small problems and check each output against the float64 CPU reference: "
+       "selective_state_update (one token) and selective_state_update_tokens (L = 4) on Mamba-2 2.7B heads (fp32 "
+       "and bf16 state, a pad row), mamba2_decode_step (fused replay and verify), causal_conv1d (a packed row with "
+       "states through slots), causal_conv1d_update, causal_conv1d_backward, selective_scan and "
+       "selective_scan_backward (packed rows, bf16), ssd (the SSD chunked scan forward: a packed row, bf16, states "
+       "through slots). Prints each family's kernels and a table of the worst error "
+       "against its bound and the time per call. Without a GPU: compile the same kernels for --arch, print their "
+       "resources and run the CPU reference only. Exit 0 when everything passes, 1 otherwise.",
+       defineDemoCommand},
+      {"bench", "time selective_state_update(_tokens): us per call, bandwidth, host overhead, compile time",
+       "Benchmark selective_state_update (--op ssu) or selective_state_update_tokens "
+       "(--op ssu-tokens) on the GPU: µs per call (CUDA events over graphs of back-to-back calls, "
+       "median of trials, inputs rotated beyond L2), achieved TB/s and % of the device-to-device "
+       "copy bandwidth measured in the same run, for the tokens op L one-token calls from one CUDA "
+       "graph (the state stays in L2 between them when it fits) and one cold one-token call (its "
+       "state from DRAM, as a decode step finds it), host overhead per cached call and compile "
+       "time. Ends with a Markdown table.",
+       defineBenchCommand},
+      {"bench-conv", "time causal_conv1d forward, backward (dense, packed) and update",
+       "Benchmark causal_conv1d and causal_conv1d_backward (channel-first and channel-last, dense rows "
+       "and one packed row of mixed-length sequences) and causal_conv1d_update on the GPU: µs per call, achieved TB/s "
+       "and % of the copy bandwidth measured in the same run. Ends with a Markdown table.",
+       defineConvBenchCommand},
+      {"bench-decode", "time mamba2_decode_step: fused replay+verify against split and snapshots",
+       "Benchmark one Mamba-2 mixer layer's speculative-decoding step (mamba2_decode_step) on the GPU: the verify "
+       "pass alone, (a) the fused replay-and-verify launch, (b) replay then verify as two launches, (c) the snapshot "
+       "convention (state written after every draft); µs per step (CUDA graphs) and state bytes per accepted token, "
+       "with a mixed accept pattern. Ends with a Markdown table.",
+       defineDecodeBenchCommand},
+      {"bench-scan", "time selective_scan and its backward (dense rows, a long sequence, a packed row)",
+       "Benchmark the Mamba-1 selective scan forward (selective_scan) and backward (selective_scan_backward, every "
+       "gradient) on the GPU: dense rows, one long sequence and one packed row of mixed lengths; ms, TB/s, % of copy "
+       "bandwidth, the forward's ratio to mamba_ssm's CUDA scan (anchors.md) and the packed row's to dense. Ends "
+       "with a Markdown table.",
+       defineScanBenchCommand},
+      {"bench-ssd", "time ssd, the Mamba-2 SSD chunked scan forward (dense shapes, packed rows)",
+       "Benchmark the Mamba-2 SSD chunked scan forward (ssd) on the GPU: dense BxL shapes (the defaults are "
+       "scripts/peers/ssd.py's) and packed rows; ms per call, GB/s of the bytes the call must move and % of the "
+       "copy bandwidth measured in the same run, TFLOP/s of the chunk products, a packed row against the dense "
+       "cases of as many tokens. Ends with a Markdown table.",
+       defineSsdBenchCommand},
+      {"inspect",
+       "print one stage of a kernel (IR, CUDA C++, PTX, SASS, resources) for an op call or a recorded one; no GPU",
+       "Print one stage of a kernel (no GPU needed): a kernel of a selective-state-update, Mamba-1 "
+       "selective-scan, Mamba-2 decode-step or SSD chunked-scan call (--op), compiled for --arch with the "
+       "specialisation the op builds for that call; "
+       "or, with --spec, any kernel's specialisation from a manifest (an SSMJIT_RECORD line of a conv or "
+       "decode-step call, say), compiled for its own arch. Stages: generic (the "
+       "DSL's IR), specialized (after 'specialize'), after:<pass> with <pass> one of: " +
+           passList() +
+           "; cuda (generated CUDA C++), ptx, sass (via cuobjdump or nvdisasm) and resources "
+           "(registers, shared memory, local/stack bytes, spills, compile time, global loads and stores by the "
+           "bytes each moves).",
+       defineInspectCommand},
+      {"prewarm", "compile the kernels of a manifest into the disk cache; no GPU",
+       "Compile every kernel of pre-warm manifests into the disk cache (no GPU needed), in parallel, "
+       "then print one row per kernel (compiled, cached or failed with the reason) and a summary. "
+       "Without MANIFEST: the embedded default manifest (the decode kernels of Mamba-2 2.7B and "
+       "Mamba-1 2.8B for sm_90a and sm_80, the SSD scan's kernels of Mamba-2 2.7B, 1.3B and 780M heads for "
+       "sm_90a; see --print-default). A manifest is one JSON document "
+       "{\"ssmjit_manifest\": 1, \"entries\": [...]} or JSON Lines; an entry is an op call in the "
+       "words of `ssmjit inspect`'s options ({\"op\": \"ssu-tokens\", \"archs\": [\"sm_90a\"], "
+       "\"tokens\": [2, 4], \"no-z\": true}; lists multiply out) or a specialisation as SSMJIT_RECORD "
+       "writes it. Exit 0 when every kernel is compiled or cached, 1 when any failed.",
+       definePrewarmCommand},
+      {"cache", "ls | stats | verify | clear the disk cache",
+       "Look after the on-disk kernel cache: ls (entries, newest use first), stats (directory, state, "
+       "size against the limit), verify (decode every blob; exit 1 if any is bad) and clear. "
+       "Default directory: SSMJIT_CACHE_DIR, else $XDG_CACHE_HOME/ssmjit, else ~/.cache/ssmjit.",
+       defineCacheCommand},
+  };
+}
 
-std::string description(const std::vector<ssmjit::tool::Command>& commands) {
+std::string description(const std::vector<Subcommand>& commands) {
   std::string s =
       "ssmjit: JIT-compiled Mamba-1 / Mamba-2 GPU kernels (selective state update, Mamba-2 decode step, causal "
       "conv1d, selective scan, SSD chunked scan; C++ DSL -> MLIR -> CUDA C++ -> NVRTC -> CUBIN -> CUDA Driver API).\n";
-  for (size_t i = 0; i < commands.size(); ++i)
-    s += ssmjit::tool::strf("  %-13s %s\n", commands[i].app->get_name().c_str(), kSubcommands[i].summary);
+  for (const Subcommand& c : commands) s += ssmjit::tool::strf("  %-13s %s\n", c.name, c.summary);
   return s +
          "Run 'ssmjit <command> --help' for each command's options.\n"
          "Exit codes: 0 ok, 1 failure or mismatch, 2 usage error.\n"
@@ -80,19 +146,8 @@ std::string description(const std::vector<ssmjit::tool::Command>& commands) {
 }
 
 const char* errorKindName(ssmjit::Error::Kind k) {
-  switch (k) {
-    case ssmjit::Error::Kind::InvalidArgument:
-      return "invalid argument";
-    case ssmjit::Error::Kind::Compile:
-      return "compile error";
-    case ssmjit::Error::Kind::Cuda:
-      return "CUDA error";
-    case ssmjit::Error::Kind::Unavailable:
-      return "unavailable";
-    case ssmjit::Error::Kind::Internal:
-      return "internal error";
-  }
-  return "error";
+  return ssmjit::enumName<ssmjit::Error::Kind::Internal>(
+      k, {"invalid argument", "compile error", "CUDA error", "unavailable", "internal error"});
 }
 
 }  // namespace
@@ -104,9 +159,13 @@ int main(int argc, char** argv) {
   CLI::App app{"", "ssmjit"};
   app.set_version_flag("--version", versionText, "Print the build id and the NVRTC version, then exit");
   app.require_subcommand(1);
-  std::vector<Command> commands;
-  for (const Subcommand& s : kSubcommands) commands.push_back(s.add(app));
-  app.description(description(commands));
+  const std::vector<Subcommand> declared = subcommands();
+  std::vector<std::pair<CLI::App*, CommandRun>> commands;
+  for (const Subcommand& s : declared) {
+    CLI::App* sub = app.add_subcommand(s.name, s.usage);
+    commands.emplace_back(sub, s.define(sub));
+  }
+  app.description(description(declared));
   app.footer(environmentHelp());  // after the subcommands, which would inherit it
 
   try {
@@ -120,10 +179,10 @@ int main(int argc, char** argv) {
 
   const char* name = "ssmjit";
   try {
-    for (const Command& c : commands) {
-      if (!c.app->parsed()) continue;
-      name = c.app->get_name().c_str();
-      const int rc = c.run();
+    for (const auto& [sub, run] : commands) {
+      if (!sub->parsed()) continue;
+      name = sub->get_name().c_str();
+      const int rc = run();
       std::fflush(stdout);
       return rc;
     }

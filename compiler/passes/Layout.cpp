@@ -1,5 +1,6 @@
 // Conversions between the layout attributes (SJAttrs.td) and the emitter's arithmetic.
 #include "compiler/passes/Layout.h"
+#include "ssmjit/enum_name.h"
 
 namespace ssmjit::layout {
 using namespace mlir;
@@ -15,18 +16,7 @@ std::string Parent::str() const {
   return "spt=" + p(spt) + " tpw=" + p(tpw) + " wpc=" + p(wpc);
 }
 
-const char* kindName(Kind k) {
-  switch (k) {
-    case Kind::Blocked:
-      return "blocked";
-    case Kind::Slice0:
-      return "slice0";
-    case Kind::Slice1:
-      return "slice1";
-    default:
-      return "scalar";
-  }
-}
+const char* kindName(Kind k) { return enumName<Kind::Slice1>(k, {"scalar", "blocked", "slice0", "slice1"}); }
 
 Kind kindOf(Attribute layout) {
   if (isa_and_nonnull<sj::BlockedAttr>(layout)) return Kind::Blocked;
