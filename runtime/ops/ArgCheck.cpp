@@ -125,4 +125,19 @@ void checkWorkspace(const char* op, const TensorView& w, const TensorView& on, c
            "), expected at least " + std::to_string(need) + " (" + sizeFn + ")");
 }
 
+int64_t checkPackedRow(const Checker& c, const TensorView& cu, int64_t batch, const TensorView& first,
+                       const char* firstName) {
+  if (!cu.defined()) return batch;
+  if (batch != 1)
+    c.fail("cu_seqlens is given and " + std::string(firstName) + " has batch " + std::to_string(batch) + " (shape " +
+           first.shapeString() + "), expected batch 1 (one packed row)");
+  Dim e[1] = {{-1, "nseq + 1"}};
+  c.rank("cu_seqlens", cu, e, 1);
+  if (cu.shape[0] < 2)
+    c.fail("cu_seqlens has shape " + cu.shapeString() + ", expected at least 2 entries (nseq + 1, nseq >= 1)");
+  e[0].size = cu.shape[0];
+  c.tensor("cu_seqlens", cu, e, 1, kIndexTypes, false);
+  return cu.shape[0] - 1;
+}
+
 }  // namespace ssmjit::detail

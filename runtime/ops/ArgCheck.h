@@ -74,4 +74,10 @@ class Checker {
 void checkWorkspace(const char* op, const TensorView& w, const TensorView& on, const char* onName, int64_t need,
                     const std::string& sizeFn, const std::string& missingNote = "");
 
+// A packed row's cu_seqlens: given, the batch of `first` (the op's first tensor, named `firstName`)
+// must be 1 and cu_seqlens an int32/int64 vector of at least 2 entries. Returns the sequences:
+// nseq = cu_seqlens' entries - 1 when packed, else `batch` (a row is a sequence).
+int64_t checkPackedRow(const Checker& c, const TensorView& cu, int64_t batch, const TensorView& first,
+                       const char* firstName);
+
 }  // namespace ssmjit::detail

@@ -112,20 +112,7 @@ ScanDims checkSelectiveScanArgs(const SelectiveScanArgs& a, DeviceKind device, c
 
   // Packing decides the sequences, which the states' indices count.
   d.packed = a.cu_seqlens.defined();
-  d.nseq = d.batch;
-  if (d.packed) {
-    if (d.batch != 1)
-      c.fail("cu_seqlens is given and u has batch " + str(d.batch) + " (shape " + a.u.shapeString() +
-             "), expected batch 1 (one packed row)");
-    Dim eCu[1] = {{-1, "nseq + 1"}};
-    c.rank("cu_seqlens", a.cu_seqlens, eCu, 1);
-    if (a.cu_seqlens.shape[0] < 2)
-      c.fail("cu_seqlens has shape " + a.cu_seqlens.shapeString() +
-             ", expected at least 2 entries (nseq + 1, nseq >= 1)");
-    eCu[0].size = a.cu_seqlens.shape[0];
-    c.tensor("cu_seqlens", a.cu_seqlens, eCu, 1, kIndexTypes, false);
-    d.nseq = a.cu_seqlens.shape[0] - 1;
-  }
+  d.nseq = checkPackedRow(c, a.cu_seqlens, d.batch, a.u, "u");
   if (a.serial_seqlen < 0) c.fail("serial_seqlen is " + str(a.serial_seqlen) + ", expected >= 0 (0: no serial scan)");
   if (a.max_seqlen < 0) c.fail("max_seqlen is " + str(a.max_seqlen) + ", expected >= 0 (0: no bound)");
   if (a.max_seqlen != 0 && !d.packed)

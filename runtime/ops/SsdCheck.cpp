@@ -108,19 +108,7 @@ void checkInputs(const Checker& c, const SsdArgs& a, SsdDims& d) {
 // cu_seqlens decides the sequences, which the slot indices count.
 void checkPacking(const Checker& c, const SsdArgs& a, SsdDims& d) {
   d.packed = a.cu_seqlens.defined();
-  d.nseq = d.batch;
-  if (!d.packed) return;
-  if (d.batch != 1)
-    c.fail("cu_seqlens is given and x has batch " + str(d.batch) + " (shape " + a.x.shapeString() +
-           "), expected batch 1 (one packed row)");
-  Dim eCu[1] = {{-1, "nseq + 1"}};
-  c.rank("cu_seqlens", a.cu_seqlens, eCu, 1);
-  if (a.cu_seqlens.shape[0] < 2)
-    c.fail("cu_seqlens has shape " + a.cu_seqlens.shapeString() +
-           ", expected at least 2 entries (nseq + 1, nseq >= 1)");
-  eCu[0].size = a.cu_seqlens.shape[0];
-  c.tensor("cu_seqlens", a.cu_seqlens, eCu, 1, kIndexTypes, false);
-  d.nseq = a.cu_seqlens.shape[0] - 1;
+  d.nseq = checkPackedRow(c, a.cu_seqlens, d.batch, a.x, "x");
 }
 
 // block_state_tokens, block_states and block_state_indices.
