@@ -16,37 +16,12 @@
 #include "compiler/Specialization.h"
 #include "runtime/ops/SelectiveStateUpdateSpec.h"
 #include "ssmjit/error.h"
+#include "tests/support/ScratchDir.h"
 #include "tools/problems/SsuProblem.h"
 
 namespace cachetest {
 
-// A fresh directory under $TMPDIR (or /tmp), removed with everything in it on destruction.
-class ScratchDir {
- public:
-  ScratchDir() {
-    const char* t = std::getenv("TMPDIR");
-    std::string tmpl = std::string(t && *t ? t : "/tmp") + "/ssmjit-cache-test-XXXXXX";
-    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed for " + tmpl);
-    path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const std::string& path() const { return path_; }
-  // File names in the directory, sorted.
-  std::vector<std::string> files() const {
-    std::vector<std::string> v;
-    for (const auto& e : std::filesystem::directory_iterator(path_)) v.push_back(e.path().filename().string());
-    std::sort(v.begin(), v.end());
-    return v;
-  }
-
- private:
-  std::string path_;
-};
+using ssmjit::testing::ScratchDir;
 
 // Runs `body` in a forked child and returns its exit code (128 + signal if killed). The child
 // reports failures on stderr and returns non-zero; exceptions count as failures. The process-wide

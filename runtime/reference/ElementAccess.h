@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 
 #include "ssmjit/error.h"
 #include "ssmjit/reference.h"
@@ -69,6 +70,17 @@ inline void storeElement(const TensorView& t, int64_t offset, double v) {
     }
   }
   throw Error(Error::Kind::Internal, "reference: unknown dtype");
+}
+
+// The offset of element idx of t, and the element itself.
+inline int64_t offsetOf(const TensorView& t, std::initializer_list<int64_t> idx) {
+  int64_t off = 0, k = 0;
+  for (int64_t i : idx) off += i * t.strides[k++];
+  return off;
+}
+inline double el(const TensorView& t, std::initializer_list<int64_t> idx) { return loadElement(t, offsetOf(t, idx)); }
+inline void put(const TensorView& t, std::initializer_list<int64_t> idx, double v) {
+  storeElement(t, offsetOf(t, idx), v);
 }
 
 // An index tensor's element (int32 or int64) exactly.

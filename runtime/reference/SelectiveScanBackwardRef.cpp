@@ -18,13 +18,6 @@ constexpr const char* kOp = "reference::selective_scan_backward";
   throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + msg);
 }
 size_t at(int64_t i) { return static_cast<size_t>(i); }
-int64_t offsetOf(const TensorView& t, std::initializer_list<int64_t> idx) {
-  int64_t off = 0, k = 0;
-  for (int64_t i : idx) off += i * t.strides[k++];
-  return off;
-}
-double el(const TensorView& t, std::initializer_list<int64_t> idx) { return loadElement(t, offsetOf(t, idx)); }
-void put(const TensorView& t, std::initializer_list<int64_t> idx, double v) { storeElement(t, offsetOf(t, idx), v); }
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 

@@ -18,11 +18,6 @@ constexpr const char* kOp = "reference::selective_scan";
   throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + msg);
 }
 size_t at(int64_t i) { return static_cast<size_t>(i); }
-double el(const TensorView& t, std::initializer_list<int64_t> idx) {
-  int64_t off = 0, k = 0;
-  for (int64_t i : idx) off += i * t.strides[k++];
-  return loadElement(t, off);
-}
 
 }  // namespace
 

@@ -4,7 +4,6 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
-#include <initializer_list>
 #include <vector>
 
 #include "runtime/ops/SsdCheck.h"
@@ -42,16 +41,6 @@ struct DtPrime {
 };
 DtPrime dtPrime(const SsdArgs& a, double raw, int64_t h);
 
-// Element idx of t, and its offset.
-inline int64_t offsetOf(const TensorView& t, std::initializer_list<int64_t> idx) {
-  int64_t off = 0, k = 0;
-  for (int64_t i : idx) off += i * t.strides[k++];
-  return off;
-}
-inline double el(const TensorView& t, std::initializer_list<int64_t> idx) { return loadElement(t, offsetOf(t, idx)); }
-inline void put(const TensorView& t, std::initializer_list<int64_t> idx, double v) {
-  storeElement(t, offsetOf(t, idx), v);
-}
 inline size_t at(int64_t i) { return static_cast<size_t>(i); }
 
 }  // namespace ssmjit::reference
