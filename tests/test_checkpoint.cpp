@@ -100,6 +100,14 @@ TEST(Safetensors, RefusesBadEntries) {
               AllOf(HasSubstr("'w'"), HasSubstr("8 bytes"), HasSubstr("expected 3 elements x 4 bytes")));
 }
 
+TEST(Safetensors, RefusesAViewOfMisalignedData) {
+  ScratchDir d;
+  const std::string h = "{\"w\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}";  // 61 bytes
+  const SafetensorsFile f(rawFile(d, h, 4));
+  EXPECT_THAT(invalidArgMessage([&] { f.view("w"); }),
+              AllOf(HasSubstr("'w'"), HasSubstr("starts at byte 69"), HasSubstr("element size (4 bytes)")));
+}
+
 TEST(Safetensors, RefusesOverlappingTensors) {
   ScratchDir d;
   const std::string h = "{\"p\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]},"

@@ -187,6 +187,11 @@ TensorView SafetensorsFile::view(const std::string& name) const {
   if (e->shape.size() > size_t(TensorView::kMaxDims))
     fail(path_, tensorLabel(name) + " has " + std::to_string(e->shape.size()) + " dims, expected at most " +
                     std::to_string(TensorView::kMaxDims));
+  // The ops take element-aligned data; the safetensors library pads the header so that it is.
+  const int bytes = dtypeBytes(dt->second);
+  if ((uint64_t(data_ - map_) + e->begin) % uint64_t(bytes) != 0)
+    fail(path_, tensorLabel(name) + " starts at byte " + std::to_string(uint64_t(data_ - map_) + e->begin) +
+                    " of the file, expected a multiple of its element size (" + std::to_string(bytes) + " bytes)");
   TensorView v;
   v.data = const_cast<uint8_t*>(data_ + e->begin);  // PROT_READ: a write through the view faults
   v.dtype = dt->second;

@@ -35,7 +35,8 @@ class SafetensorsFile {
   const std::map<std::string, SafetensorsEntry>& entries() const { return entries_; }
   const SafetensorsEntry* find(const std::string& name) const;
   // A contiguous CPU view of tensor `name` (F32, F16 or BF16; at most TensorView::kMaxDims
-  // dims). Throws naming the file and tensor for an unknown name or another dtype.
+  // dims; its data aligned to its element size). Throws naming the file and tensor for an
+  // unknown name, another dtype or misaligned data.
   TensorView view(const std::string& name) const;
 
  private:

@@ -64,7 +64,9 @@ inline std::string safetensorsBytes(const std::string& header, const std::vector
   return s + header + std::string(data.begin(), data.end());
 }
 
-// A well-formed file: the tensors back to back in the given order, with a __metadata__ entry.
+// A well-formed file: the tensors back to back in the given order, with a __metadata__ entry;
+// the header padded with spaces to a multiple of 8 bytes, as the safetensors library writes it
+// (data then starts 8-byte aligned).
 inline std::string safetensorsFile(const std::vector<StTensor>& ts) {
   std::string header = "{\"__metadata__\":{\"format\":\"pt\"}";
   std::vector<uint8_t> data;
@@ -74,7 +76,9 @@ inline std::string safetensorsFile(const std::vector<StTensor>& ts) {
               ",\"data_offsets\":[" + std::to_string(data.size()) + "," + std::to_string(data.size() + b.size()) + "]}";
     data.insert(data.end(), b.begin(), b.end());
   }
-  return safetensorsBytes(header + "}", data);
+  header += "}";
+  header.append((8 - header.size() % 8) % 8, ' ');
+  return safetensorsBytes(header, data);
 }
 
 // A tiny Mamba-2 model: sizes, flags and the naming of its config and tensors.
