@@ -315,6 +315,7 @@ dsl::Value KernelBuilder::exp(dsl::Value a) { return W(math::ExpOp::create(B, L,
 dsl::Value KernelBuilder::exp2(dsl::Value a) { return W(math::Exp2Op::create(B, L, unwrap(a))); }
 dsl::Value KernelBuilder::log(dsl::Value a) { return W(math::LogOp::create(B, L, unwrap(a))); }
 dsl::Value KernelBuilder::log1p(dsl::Value a) { return W(math::Log1pOp::create(B, L, unwrap(a))); }
+dsl::Value KernelBuilder::rsqrt(dsl::Value a) { return W(math::RsqrtOp::create(B, L, unwrap(a))); }
 
 dsl::Value KernelBuilder::toFloat(dsl::Value a) {
   mlir::Value v = unwrap(a);

@@ -159,6 +159,7 @@ class KernelBuilder {
   Value divApprox(Value a, Value b);
   Value log(Value a);
   Value log1p(Value a);
+  Value rsqrt(Value a);  // 1 / sqrt(a): the hardware's approximation (rsqrtf, 2 ulp), floats only
   Value toFloat(Value a);  // index -> f32
   Value toIndex(Value a);  // i32/i64/i1 -> index type
   Value literalLike(Value like, double v);

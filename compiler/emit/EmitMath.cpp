@@ -51,6 +51,7 @@ std::string Emitter::exprOf(Operation* op, const std::vector<std::string>& a) {
       .Case<math::Exp2Op>([&](auto) { return call("ssm_exp2"); })
       .Case<math::LogOp>([&](auto) { return call("logf"); })
       .Case<math::Log1pOp>([&](auto) { return call("log1pf"); })
+      .Case<math::RsqrtOp>([&](auto) { return call("rsqrtf"); })
       .Case([&](arith::CmpIOp c) {
         return compare(op, c.getPredicate(),
                        {{CmpIPredicate::slt, "<"},

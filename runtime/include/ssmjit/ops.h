@@ -463,6 +463,49 @@ struct Mamba2DecodeStepArgs {
 void mamba2_decode_step(const Mamba2DecodeState& state, const Mamba2MixerWeights& weights,
                         const Mamba2DecodeStepArgs& args, Stream stream = nullptr);
 
+// ---- RMSNorm: the block's pre-norm with its residual add, and Mamba-2's gated grouped norm ----
+//
+// Both normalise each of T rows over its last axis (or over groups of it), in fp32, one read and
+// one write of each element. Shapes: x, residual, residual_out, z, out (T, D) with a unit stride
+// along D and any row stride (no broadcast: stride 0 only where T == 1); weight (D,), any stride.
+// Dtypes: x fp32, bf16 or fp16; every other tensor fp32 or x's dtype. A group (D for rms_norm)
+// holds at most kMaxNormGroup channels; D / group_size <= 65535 groups. All tensors on one CUDA
+// device; T == 0 or D == 0 does nothing. Outputs are rounded once, to their dtype.
+// In place: an output may be exactly one of the inputs (the same data, dtype, shape and strides:
+// out = x, residual_out = residual, ...); otherwise no output may share memory (the address range
+// its view spans) with an input or with the other output.
+constexpr int64_t kMaxNormGroup = 16384;
+
+// rms_norm, mamba_ssm's rms_norm_fn with prenorm (residual_in_fp32: an fp32 residual_out):
+//   r = x (+ residual);  residual_out = r (if given, with or without residual);
+//   out = r * rsqrt(mean_D(r^2) + eps) * weight.
+struct RmsNormArgs {
+  TensorView x;             // (T, D)
+  TensorView residual;      // optional (T, D)
+  TensorView residual_out;  // optional (T, D); may be residual itself
+  TensorView weight;        // (D,)
+  TensorView out;           // (T, D); may be x itself
+  float eps = 1e-5f;        // > 0 and finite
+};
+void rms_norm(const RmsNormArgs& args, Stream stream = nullptr);
+
+// gated_rms_norm, Mamba-2's gated RMSNorm (mamba_ssm's RMSNormGated), normalised per group of
+// group_size channels (group_size 0: D; D % group_size == 0):
+//   norm_before_gate = false: g = x * silu(z); out = g * rsqrt(mean_group(g^2) + eps) * weight;
+//   norm_before_gate = true:  out = x * rsqrt(mean_group(x^2) + eps) * weight * silu(z);
+// without z, a plain grouped RMSNorm. silu(v) = v * sigmoid(v), with the hardware's exp2 and
+// reciprocal (a few ulp).
+struct GatedRmsNormArgs {
+  TensorView x;       // (T, D)
+  TensorView z;       // optional (T, D)
+  TensorView weight;  // (D,)
+  TensorView out;     // (T, D); may be x or z itself
+  int64_t group_size = 0;
+  bool norm_before_gate = false;
+  float eps = 1e-5f;  // > 0 and finite
+};
+void gated_rms_norm(const GatedRmsNormArgs& args, Stream stream = nullptr);
+
 // Synchronises `stream` and throws if a kernel since the last check found a bad slot index.
 void checkDeviceErrors(Stream stream = nullptr);
 

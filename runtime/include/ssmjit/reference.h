@@ -165,4 +165,14 @@ void ssd(const SsdArgs& args);
 // sequences reading one slot throw, as do the forward's bad cu_seqlens and slots).
 void ssd_backward(const SsdBackwardArgs& args);
 
+// RMSNorm and gated RMSNorm: the arguments and checks of ssmjit::rms_norm / gated_rms_norm
+// (ops.h), on CPU tensors of any supported dtype and strides. Per row, in double from every
+// input as stored: r = x (+ residual); residual_out = r; out = r / sqrt(mean(r^2) + eps) *
+// weight; gated: g = x * silu(z) (norm_before_gate off) or x, out = g / sqrt(mean_group(g^2) +
+// eps) * weight (* silu(z) with norm_before_gate), silu(v) = v / (1 + exp(-v)). Each output is
+// rounded once, to its dtype. A row's inputs are all read before its outputs are written, so the
+// in-place calls the ops allow give the ops' results here too.
+void rms_norm(const RmsNormArgs& args);
+void gated_rms_norm(const GatedRmsNormArgs& args);
+
 }  // namespace ssmjit::reference

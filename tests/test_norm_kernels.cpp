@@ -1,0 +1,110 @@
+// The RMSNorm kernel on the CPU: every variant the two ops build (each dtype, with and without the
+// residual and residual_out, with and without the gate on either side of the norm, groups of
+// every heuristic shape: several rows a program, one tile, several chunks) goes through the whole
+// pipeline and NVRTC for sm_90a and sm_80 without spilling (a word at most), and reads and writes its rows as
+// 16-byte vectors. Tensors are fake device addresses: only their alignment classes are read.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+#include "GpuTest.h"  // SSMJIT_REQUIRE_NVRTC
+#include "kernels_dsl/CompileKernel.h"
+#include "runtime/ops/RmsNormSpec.h"
+#include "ssmjit/ops.h"
+#include "tests/support/Occurrences.h"
+
+using ssmjit::DType;
+using ssmjit::TensorView;
+using ssmjit::testing::occurrences;
+
+namespace {
+
+void* fake(int k) { return reinterpret_cast<void*>(uintptr_t{0x10000} + uintptr_t(k) * 0x10000000); }
+TensorView view(int k, DType t, std::initializer_list<int64_t> shape) {
+  return TensorView::contiguous(fake(k), t, shape);
+}
+
+ssmjit::RmsNormArgs rmsArgs(DType dt, int64_t D, bool residual, bool residualOut, int64_t T = 1000) {
+  ssmjit::RmsNormArgs a;
+  a.x = view(1, dt, {T, D});
+  if (residual) a.residual = view(2, DType::F32, {T, D});
+  if (residualOut) a.residual_out = residual ? a.residual : view(3, DType::F32, {T, D});
+  a.weight = view(4, dt, {D});
+  a.out = view(5, dt, {T, D});
+  return a;
+}
+
+ssmjit::GatedRmsNormArgs gatedArgs(DType dt, int64_t D, int64_t groups, bool z, bool beforeGate, int64_t T = 1000) {
+  ssmjit::GatedRmsNormArgs a;
+  a.x = view(1, dt, {T, D});
+  if (z) a.z = view(2, dt, {T, D});
+  a.weight = view(4, DType::F32, {D});
+  a.out = view(5, dt, {T, D});
+  a.group_size = D / groups;
+  a.norm_before_gate = beforeGate;
+  return a;
+}
+
+ssmjit::CompiledKernel expectCompiles(const ssmjit::Specialization& spec) {
+  SCOPED_TRACE(spec.canonical());
+  ssmjit::CompiledKernel k = ssmjit::compileKernel(spec);
+  EXPECT_FALSE(k.cubin.empty());
+  // ptxas puts a word of some variants on the stack (4 bytes of the 8192-channel rows with
+  // residual_out); more means the rows no longer fit the registers.
+  EXPECT_LE(k.resources.spillStoreBytes, 8) << k.compileLog;
+  EXPECT_LE(k.resources.spillLoadBytes, 8) << k.compileLog;
+  return k;
+}
+
+}  // namespace
+
+TEST(NormKernels, EveryRmsNormVariantCompiles) {
+  SSMJIT_REQUIRE_NVRTC();
+  for (DType dt : {DType::F32, DType::BF16, DType::F16})
+    for (int64_t D : {int64_t{64}, int64_t{200}, int64_t{2560}, int64_t{5120}, int64_t{8192}, ssmjit::kMaxNormGroup})
+      for (bool residual : {false, true})
+        for (bool residualOut : {false, true}) {
+          if (dt == DType::F16 && D != 5120) continue;  // fp16 shares bf16's code shape
+          expectCompiles(ssmjit::detail::rmsNormSpecialization(rmsArgs(dt, D, residual, residualOut), "sm_90a"));
+        }
+  expectCompiles(ssmjit::detail::rmsNormSpecialization(rmsArgs(DType::BF16, 2560, true, true), "sm_80"));
+}
+
+TEST(NormKernels, EveryGatedVariantCompiles) {
+  SSMJIT_REQUIRE_NVRTC();
+  for (DType dt : {DType::F32, DType::BF16, DType::F16})
+    for (int64_t D : {64, 200, 5120, 8192})
+      for (int64_t groups : {1, 8})
+        for (bool z : {false, true})
+          for (bool beforeGate : {false, true}) {
+            if ((dt == DType::F16 && D != 5120) || (!z && beforeGate) || D % groups != 0) continue;
+            expectCompiles(
+                ssmjit::detail::gatedRmsNormSpecialization(gatedArgs(dt, D, groups, z, beforeGate), "sm_90a"));
+          }
+  expectCompiles(ssmjit::detail::gatedRmsNormSpecialization(gatedArgs(DType::BF16, 5120, 8, true, false), "sm_80"));
+}
+
+// Bandwidth-bound: aligned bf16 rows move as 16-byte vectors (8 channels a load or store), and the
+// 5120 channels of Mamba-2 2.7B take whole chunks, none masked.
+TEST(NormKernels, RowsMoveAsVectors) {
+  SSMJIT_REQUIRE_NVRTC();
+  const ssmjit::Specialization spec =
+      ssmjit::detail::rmsNormSpecialization(rmsArgs(DType::BF16, 5120, true, true), "sm_90a");
+  SCOPED_TRACE(spec.canonical());
+  EXPECT_EQ(spec.get("meta:BLOCK_G") * spec.get("meta:chunks"), 5120);
+  const std::string ptx = expectCompiles(spec).ptx;
+  EXPECT_GT(occurrences(ptx, "ld.global.v4.u32") + occurrences(ptx, "ld.global.v4.b32") +
+                occurrences(ptx, "ld.global.nc.v4.u32") + occurrences(ptx, "ld.global.nc.v4.b32"),
+            0)
+      << ptx;
+  EXPECT_GT(occurrences(ptx, "st.global.v4"), 0);
+  EXPECT_EQ(occurrences(ptx, "ld.global.u16") + occurrences(ptx, "ld.global.b16"), 0);
+}
+
+// Row counts are only bounds: a serving batch that changes every step does not compile again.
+TEST(NormKernels, RowCountBindsNoClass) {
+  const auto a = ssmjit::detail::rmsNormSpecialization(rmsArgs(DType::BF16, 2560, true, true, 7), "sm_90a");
+  const auto b = ssmjit::detail::rmsNormSpecialization(rmsArgs(DType::BF16, 2560, true, true, 16384), "sm_90a");
+  EXPECT_EQ(a.canonical(), b.canonical());
+}
