@@ -19,6 +19,7 @@
 
 #include "compiler/CubinInfo.h"
 #include "compiler/Knobs.h"
+#include "compiler/ToolkitLibrary.h"
 #include "ssmjit/error.h"
 
 namespace ssmjit {
@@ -41,20 +42,6 @@ struct NvrtcApi {
   std::string versionStr;  // "13.0"
   std::string identity;    // "13.0 build-id 65be0db3..."
 };
-
-std::vector<std::string> candidateLibs() {
-  // The soname first (ldconfig / LD_LIBRARY_PATH), then the toolkit's own directories, so that a
-  // toolkit outside the loader path still works when CUDA_HOME points at it.
-  std::vector<std::string> c = {"libnvrtc.so.13", "libnvrtc.so"};
-  std::vector<std::string> roots;
-  for (const char* knob : {"CUDA_HOME", "CUDA_PATH"})
-    if (std::string root = knobValue(knob); !root.empty()) roots.push_back(root);
-  roots.push_back("/usr/local/cuda");
-  for (const auto& r : roots)
-    for (const char* sub : {"/lib64/", "/lib/"})
-      for (const char* lib : {"libnvrtc.so.13", "libnvrtc.so"}) c.push_back(r + sub + lib);
-  return c;
-}
 
 // The GNU build id (hex) of the shared object that contains `symbol`, read from its PT_NOTE
 // segments in memory; "size <bytes>" of its file when it has none.
@@ -104,17 +91,8 @@ const NvrtcApi& nvrtcApi() {
   static NvrtcApi api;
   static std::once_flag once;
   std::call_once(once, [] {
-    void* h = nullptr;
     std::string tried;
-    for (const auto& name : candidateLibs()) {
-      h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (h) {
-        api.libPath = name;
-        break;
-      }
-      const char* e = dlerror();
-      tried += "\n  " + name + ": " + (e ? e : "unknown dlopen error");
-    }
+    void* h = openToolkitLibrary({"libnvrtc.so.13", "libnvrtc.so"}, &api.libPath, &tried);
     if (!h) {
       api.error = "libnvrtc not found (set CUDA_HOME or LD_LIBRARY_PATH); tried:" + tried;
       return;

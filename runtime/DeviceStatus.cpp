@@ -7,6 +7,7 @@
 
 #include "kernels_dsl/conv/CausalConv1d.h"
 #include "kernels_dsl/decode/Mamba2DecodeStep.h"
+#include "kernels_dsl/embed/Embedding.h"
 #include "kernels_dsl/scan/SelectiveScan.h"
 #include "kernels_dsl/ssd/Ssd.h"
 #include "kernels_dsl/ssu/SelectiveStateUpdate.h"
@@ -119,6 +120,9 @@ std::string deviceStatusMessage(const int64_t rec[kDeviceStatusWords]) {
     case kernels::kErrSsdBlockCount:
       return "ssd: sequence " + b + " completes " + v + " blocks of block_state_tokens, expected at most " +
              "block_state_indices' kmax = " + bound + "; its blocks past kmax were not written";
+    case kernels::kErrEmbedId:
+      return "embedding: ids[" + b + "] = " + v + " is out of range [0, " + bound +
+             ") (the table's rows); that row of out was written as zeros";
   }
   return "device status record holds unknown error code " + std::to_string(rec[0]) + " (row " + b + ", value " + v +
          ", bound " + bound + ")";
@@ -141,7 +145,8 @@ void checkDeviceErrors(Stream stream) {
                      (rec[0] >= kernels::kErrConvUpdateSlot && rec[0] <= kernels::kErrConvFinalSlot) ||
                      rec[0] == kernels::kErrDecodeSlot || rec[0] == kernels::kErrDecodeAccepted ||
                      (rec[0] >= kernels::kErrScanCuSeqlens && rec[0] <= kernels::kErrScanFinalSlot) ||
-                     (rec[0] >= kernels::kErrSsdCuSeqlens && rec[0] <= kernels::kErrSsdBlockCount);
+                     (rec[0] >= kernels::kErrSsdCuSeqlens && rec[0] <= kernels::kErrSsdBlockCount) ||
+                     rec[0] == kernels::kErrEmbedId;
   throw Error(known ? Error::Kind::InvalidArgument : Error::Kind::Internal, deviceStatusMessage(rec));
 }
 

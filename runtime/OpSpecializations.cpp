@@ -1,6 +1,7 @@
 #include "runtime/OpSpecializations.h"
 
 #include "runtime/ops/CausalConv1dSpec.h"
+#include "runtime/ops/EmbeddingSpec.h"
 #include "runtime/ops/Mamba2DecodeStepSpec.h"
 #include "runtime/ops/SelectiveScanSpec.h"
 #include "runtime/ops/SelectiveStateUpdateCheck.h"
@@ -48,6 +49,10 @@ std::vector<Specialization> scanBackward(const SelectiveScanBackwardArgs& args, 
 
 std::vector<Specialization> ssd(const SsdArgs& args, const std::string& arch) {
   return detail::ssdSpecializations(args, arch);
+}
+
+Specialization embedding(const EmbeddingArgs& args, const std::string& arch) {
+  return detail::embeddingSpecialization(args, arch);
 }
 
 Specialization decodeStep(const Mamba2DecodeState& state, const Mamba2MixerWeights& weights,

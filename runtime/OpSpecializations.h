@@ -65,6 +65,9 @@ std::vector<Specialization> scanBackward(const SelectiveScanBackwardArgs& args, 
 // out; the workspace is not needed).
 std::vector<Specialization> ssd(const SsdArgs& args, const std::string& arch);
 
+// embedding: its one kernel.
+Specialization embedding(const EmbeddingArgs& args, const std::string& arch);
+
 Specialization decodeStep(const Mamba2DecodeState& state, const Mamba2MixerWeights& weights,
                           const Mamba2DecodeStepArgs& args, const std::string& arch);
 

@@ -506,6 +506,45 @@ struct GatedRmsNormArgs {
 };
 void gated_rms_norm(const GatedRmsNormArgs& args, Stream stream = nullptr);
 
+// ---- Linear layers and the token embedding (in_proj, out_proj, lm_head) --------------------------
+
+// y = x W^T (+ bias), through cuBLASLt (the CUDA toolkit's libcublasLt, loaded at the first call:
+// without it the op throws Error(Unavailable) with the reason). Shapes: x (M, K); weight (N, K),
+// row-major as PyTorch's nn.Linear stores it; bias (N,); y (M, N). M = 0 does nothing.
+// Dtypes: x and weight both bf16 or both fp16 (products exact, fp32 accumulation), or both fp32
+// (fp32 math, TF32 off); y in x's dtype or fp32; bias in y's dtype, added in fp32 before y's
+// rounding. Split-K partial sums, where cuBLASLt picks them, are kept in fp32.
+// Strides (elements): unit inner strides; row strides >= the row's length (K for x and weight, N
+// for y: a padded row or a column slice of a wider tensor), any value for a single row; data
+// pointers aligned to the element size. 16-byte-aligned pointers and row strides give cuBLASLt its
+// fastest kernels. y may not overlap x, weight or bias. All tensors on one CUDA device.
+// Workspace (optional): float32, contiguous, its start 256-byte aligned; split-K and some other
+// algorithms need one, and cuBLASLt picks among the algorithms that fit in it.
+// The first call for a shape, dtypes, strides, alignment and workspace size (per thread and
+// context) asks cuBLASLt's heuristic for the algorithm and keeps it with the call's descriptors;
+// later calls cost one cublasLtMatmul. The first call in a context also creates its cuBLASLt
+// handle: make both outside a CUDA graph capture; later calls are capturable (nothing allocated,
+// no synchronisation).
+struct LinearArgs {
+  TensorView x, weight;
+  TensorView bias;  // optional (N,)
+  TensorView y;
+  TensorView workspace;  // optional, float32
+};
+// A workspace that lets cuBLASLt choose among all its algorithms, in float32 elements (32 MiB:
+// cuBLAS's own for Hopper). The same for every call; checks every argument but the workspace.
+int64_t linear_workspace_size(const LinearArgs& args);
+void linear(const LinearArgs& args, Stream stream = nullptr);
+
+// out[t, :] = table[ids[t], :]. ids (T,) int32/int64 on the device; table (V, D) fp32, bf16 or
+// fp16; out (T, D) in table's dtype (an exact copy) or fp32. Any strides >= 0, no broadcast axis
+// (stride 0 on an axis of size > 1). An id outside [0, V) writes zeros to its row of out and is reported by the next
+// checkDeviceErrors(). T = 0 does nothing.
+struct EmbeddingArgs {
+  TensorView ids, table, out;
+};
+void embedding(const EmbeddingArgs& args, Stream stream = nullptr);
+
 // Synchronises `stream` and throws if a kernel since the last check found a bad slot index.
 void checkDeviceErrors(Stream stream = nullptr);
 

@@ -100,6 +100,17 @@ void causal_conv1d_update(const CausalConv1dUpdateArgs& args);
 void mamba2_decode_step(const Mamba2DecodeState& state, const Mamba2MixerWeights& weights,
                         const Mamba2DecodeStepArgs& args);
 
+// Linear layer: the arguments and checks of ssmjit::linear (ops.h) on CPU tensors, but for the
+// workspace (ignored). y[m, n] = sum_k x[m, k] weight[n, k] (+ bias[n]), summed in double from the
+// stored values and rounded once to y's dtype.
+void linear(const LinearArgs& args);
+
+// Token embedding: the arguments and checks of ssmjit::embedding (ops.h) on CPU tensors. out[t, :]
+// = table[ids[t], :], converted to out's dtype. An id outside [0, V) throws
+// ssmjit::Error(InvalidArgument) naming it before anything is written (the GPU op writes zeros to
+// that row and reports it through checkDeviceErrors()).
+void embedding(const EmbeddingArgs& args);
+
 // IEEE binary16 and bfloat16 conversions from and to double: round to nearest, ties to even,
 // in one step from double (no double rounding through float); overflow gives ±inf, NaN stays
 // NaN (quiet), signed zeros and subnormals are kept.

@@ -1,0 +1,130 @@
+// The argument checks of linear and embedding (see LinearCheck.h and the contract in ssmjit/ops.h).
+// Shapes, dtypes, devices, strides and alignment only: no tensor data is read.
+#include "runtime/ops/LinearCheck.h"
+
+#include <climits>
+#include <string>
+
+#include "runtime/ops/ArgCheck.h"
+#include "ssmjit/error.h"
+
+namespace ssmjit::detail {
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+// A matrix operand of cuBLASLt: its inner (last) stride 1, and its row stride at least the row's
+// length when it has more than one row (cuBLASLt's leading dimension; rows may not overlap).
+void checkRows(const Checker& c, const char* name, const TensorView& t, const char* rowLength) {
+  if (t.shape[1] > 1 && t.strides[1] != 1)
+    c.fail(std::string(name) + " has strides " + listString(t.strides, 2) + " for shape " + t.shapeString() +
+           ", expected a unit inner stride (dim 1 contiguous)");
+  if (t.shape[0] > 1 && t.strides[0] < t.shape[1])
+    c.fail(std::string(name) + " has row stride " + str(t.strides[0]) + " for shape " + t.shapeString() +
+           ", expected a row stride >= " + rowLength + " = " + str(t.shape[1]));
+}
+
+// The bytes [first, last) a view reaches (strides >= 0, as checked).
+struct Bytes {
+  uintptr_t first, last;
+};
+Bytes bytesOf(const TensorView& t) {
+  const auto p = reinterpret_cast<uintptr_t>(t.data);
+  return {p, p + static_cast<uintptr_t>(t.span() * dtypeBytes(t.dtype))};
+}
+
+void checkNoOverlap(const Checker& c, const TensorView& y, const char* inName, const TensorView& in) {
+  if (!in.defined() || y.numel() == 0 || in.numel() == 0) return;
+  const Bytes a = bytesOf(y), b = bytesOf(in);
+  if (a.first < b.last && b.first < a.last)
+    c.fail("y (data " + hexPtr(y.data) + ", shape " + y.shapeString() + ") overlaps " + inName + " (data " +
+           hexPtr(in.data) + ", shape " + in.shapeString() + "), expected separate memory (" + inName +
+           " is read while y is written)");
+}
+
+}  // namespace
+
+LinearDims checkLinearArgs(const LinearArgs& a, DeviceKind device, const char* op) {
+  Checker c(op, device);
+  LinearDims d;
+  c.required("x", a.x);
+  Dim eX[2] = {{-1, "rows"}, {-1, "in_features"}};
+  c.rank("x", a.x, eX, 2);
+  c.setDeviceId(a.x.deviceId, "x");
+  d.M = a.x.shape[0];
+  d.K = a.x.shape[1];
+  eX[0].size = d.M;
+  eX[1].size = d.K;
+  c.tensor("x", a.x, eX, 2, kFloat16Or32, false);
+  if (d.K < 1) c.fail("x has shape " + a.x.shapeString() + ", expected at least 1 column (in_features K)");
+  checkRows(c, "x", a.x, "in_features K");
+
+  c.required("weight", a.weight);
+  Dim eW[2] = {{-1, "out_features"}, {d.K, "in_features"}};
+  c.rank("weight", a.weight, eW, 2);
+  d.N = a.weight.shape[0];
+  eW[0].size = d.N;
+  c.setForm(" (weight is (out_features, in_features) as nn.Linear stores it; in_features from x)");
+  c.tensor("weight", a.weight, eW, 2, kFloat16Or32, false);
+  c.setForm("");
+  if (a.weight.dtype != a.x.dtype)
+    c.fail("weight has dtype " + std::string(dtypeName(a.weight.dtype)) + ", expected x's dtype " +
+           dtypeName(a.x.dtype));
+  checkRows(c, "weight", a.weight, "in_features K");
+
+  c.required("y", a.y);
+  const Dim eY[2] = {{d.M, "rows"}, {d.N, "out_features"}};
+  c.tensor("y", a.y, eY, 2, kF32Only | dtypeBit(a.x.dtype), false);
+  checkRows(c, "y", a.y, "out_features N");
+
+  const Dim eB[1] = {{d.N, "out_features"}};
+  c.optional("bias", a.bias, eB, 1, kFloat16Or32, false);
+  if (a.bias.defined() && a.bias.dtype != a.y.dtype)
+    c.fail("bias has dtype " + std::string(dtypeName(a.bias.dtype)) + ", expected y's dtype " +
+           dtypeName(a.y.dtype));
+  if (a.bias.defined() && d.N > 1 && a.bias.strides[0] != 1)
+    c.fail("bias has stride " + str(a.bias.strides[0]) + ", expected a contiguous vector (stride 1)");
+  if (a.bias.defined() && reinterpret_cast<uintptr_t>(a.bias.data) % 16 != 0)
+    c.fail("bias has data pointer " + hexPtr(a.bias.data) + ", expected a multiple of 16 bytes (cuBLASLt's bias epilogue)");
+
+  checkNoOverlap(c, a.y, "x", a.x);
+  checkNoOverlap(c, a.y, "weight", a.weight);
+  checkNoOverlap(c, a.y, "bias", a.bias);
+  return d;
+}
+
+void checkLinearWorkspace(const LinearArgs& a, const char* op) {
+  if (!a.workspace.defined()) return;
+  checkWorkspace(op, a.workspace, a.x, "x", 0, "linear_workspace_size(args) for every algorithm");
+  if (reinterpret_cast<uintptr_t>(a.workspace.data) % 256 != 0)
+    Checker(op, DeviceKind::CUDA)
+        .fail("workspace has data pointer " + hexPtr(a.workspace.data) +
+              ", expected a multiple of 256 bytes (cuBLASLt's workspace alignment)");
+}
+
+EmbeddingDims checkEmbeddingArgs(const EmbeddingArgs& a, DeviceKind device, const char* op) {
+  Checker c(op, device);
+  EmbeddingDims d;
+  c.required("ids", a.ids);
+  Dim eIds[1] = {{-1, "tokens"}};
+  c.rank("ids", a.ids, eIds, 1);
+  c.setDeviceId(a.ids.deviceId, "ids");
+  d.T = eIds[0].size = a.ids.shape[0];
+  c.tensor("ids", a.ids, eIds, 1, kIndexTypes, false);
+  if (d.T > INT32_MAX)  // one program a token on the grid's x axis
+    c.fail("ids has " + str(d.T) + " tokens, expected at most " + str(INT32_MAX));
+
+  c.required("table", a.table);
+  Dim eTable[2] = {{-1, "vocab"}, {-1, "dim"}};
+  c.rank("table", a.table, eTable, 2);
+  d.V = eTable[0].size = a.table.shape[0];
+  d.D = eTable[1].size = a.table.shape[1];
+  c.tensor("table", a.table, eTable, 2, kFloat16Or32, false);
+
+  c.required("out", a.out);
+  const Dim eOut[2] = {{d.T, "tokens"}, {d.D, "dim"}};
+  c.tensor("out", a.out, eOut, 2, kF32Only | dtypeBit(a.table.dtype), false);
+  return d;
+}
+
+}  // namespace ssmjit::detail
