@@ -39,7 +39,8 @@ void expectInternal(std::initializer_list<const char*> parts, F f) {
 TEST(KernelRegistry, EveryFamilyRegistersItsKernelsInNameOrder) {
   const std::vector<std::string> expected = {
       "causal_conv1d_bwd",      "causal_conv1d_bwd_reduce", "causal_conv1d_bwd_states", "causal_conv1d_final_state",
-      "causal_conv1d_fwd",      "causal_conv1d_update",     "mamba2_decode_step",       "selective_scan_bwd",
+      "causal_conv1d_fwd",      "causal_conv1d_update",     "mamba2_decode_step",
+      "sample_advance_step",    "sample_argmax",            "sample_draw",              "selective_scan_bwd",
       "selective_scan_bwd_sum", "selective_scan_fwd",       "selective_state_update",   "ssd_bmm",
       "ssd_bwd_db",             "ssd_bwd_dc",               "ssd_bwd_dcb",              "ssd_bwd_dstates",
       "ssd_bwd_dt",             "ssd_bwd_dx",               "ssd_bwd_state_passing",    "ssd_bwd_sums",
@@ -52,9 +53,10 @@ TEST(KernelRegistry, DefinitionHashesFollowTheFamilyFolders) {
   auto hash = [](const char* kernel) { return dsl::findKernel(kernel).definitionHash; };
   EXPECT_EQ(hash("causal_conv1d_fwd"), hash("causal_conv1d_bwd_reduce"));
   EXPECT_EQ(hash("selective_scan_fwd"), hash("selective_scan_bwd"));
+  EXPECT_EQ(hash("sample_argmax"), hash("sample_advance_step"));
   const std::vector<std::string> families = {hash("causal_conv1d_update"), hash("mamba2_decode_step"),
                                              hash("selective_scan_bwd_sum"), hash("selective_state_update"),
-                                             hash("ssd_chunk_scan")};
+                                             hash("ssd_chunk_scan"),          hash("sample_draw")};
   for (size_t i = 0; i < families.size(); ++i) {
     EXPECT_EQ(families[i].size(), 16u) << families[i];
     for (size_t j = 0; j < i; ++j) EXPECT_NE(families[i], families[j]);

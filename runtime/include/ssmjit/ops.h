@@ -545,6 +545,44 @@ struct EmbeddingArgs {
 };
 void embedding(const EmbeddingArgs& args, Stream stream = nullptr);
 
+// ---- Token sampling (the generation loop's next token, on the device) -------------------------
+
+// Picks one token per row of logits (B, V) into token_ids (B,), without leaving the device.
+//   temperature <= 0: greedy, the arg max: the lowest index among equal maxima; NaN never wins; a
+//     row of all NaN gives 0. step is neither read nor advanced.
+//   temperature > 0: p = softmax(logits / temperature) over the drawable entries (NaN, -inf and
+//     entries whose logit / temperature is at most -3e38 are never drawn; +inf counts as 3e38),
+//     restricted to the top_k largest (top_k <= 0 or >= V: all; ties at the k-th value are all
+//     kept), then to the smallest set of largest p whose mass reaches top_p of what top-k kept
+//     (top_p >= 1: all; ties at the threshold all kept), renormalised. The draw is the first index
+//     v, in index order, where the running kept mass exceeds u times the kept mass, with u in
+//     [0, 1) from Philox-4x32-10 keyed by (seed, key, step): key = row_state_indices[b] (or b),
+//     step = the row's counter (reference::sample_uniform gives u; reference::sample_probabilities
+//     the renormalised distribution). A row with nothing drawable gives 0.
+//   The sets are found by threshold searches (a fixed number of passes over the row, each a
+//   masked count or sum): exact but for values within 2^-24 of the search bracket (at most 126 /
+//   ln 2 scaled logits wide, usually the row's range) below the threshold, which are kept too.
+//   Passes over the row: greedy 1; temperature only 2; top-k 2 + 13; top-p 2 + 12; both 2 + 25.
+// Deterministic (no atomics, sums in a fixed order): the same inputs, seed and steps give the same
+// tokens. Capturable in a CUDA graph: the counter lives on the device and the op advances it
+// (step (B,): each drawn row's own entry, by 1; step (1,): shared by every row, by 1 per call,
+// in a second launch), so each replay of a graph draws fresh numbers.
+// Shapes: logits (B, V), V >= 1, fp32/bf16/fp16, unit stride along V, any row stride (> 0 when
+// B > 1); token_ids (B,) int32/int64; step (1,) or (B,) int64; row_state_indices (B,)
+// int32/int64, -1 marks a pad row (skipped: token_ids[b] and step[b] left as they are). All on one
+// CUDA device. B == 0 does nothing.
+struct SampleArgs {
+  TensorView logits;             // (B, V)
+  TensorView token_ids;          // (B,) int32/int64, output
+  float temperature = 0.0f;      // <= 0: greedy; not NaN
+  int top_k = 0;                 // <= 0: no top-k restriction
+  float top_p = 1.0f;            // 0 < top_p; >= 1: no top-p restriction
+  uint64_t seed = 0;
+  TensorView step;               // required when temperature > 0: (1,) or (B,) int64 device counter
+  TensorView row_state_indices;  // optional (B,) int32/int64: the RNG key per row; -1 = pad row
+};
+void sample_tokens(const SampleArgs& args, Stream stream = nullptr);
+
 // Synchronises `stream` and throws if a kernel since the last check found a bad slot index.
 void checkDeviceErrors(Stream stream = nullptr);
 

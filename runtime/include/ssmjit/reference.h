@@ -3,6 +3,7 @@
 // GPU path except the argument check, so that a mistake in one is not repeated in the other.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "ssmjit/ops.h"
 
@@ -185,5 +186,29 @@ void ssd_backward(const SsdBackwardArgs& args);
 // in-place calls the ops allow give the ops' results here too.
 void rms_norm(const RmsNormArgs& args);
 void gated_rms_norm(const GatedRmsNormArgs& args);
+
+// Token sampling: the arguments, checks and result of ssmjit::sample_tokens (ops.h) on CPU
+// tensors, in double. Writes token_ids and advances step as the op does (each drawn row's entry
+// of a (B,) step; a (1,) step once per call). Each row's token is sample_draw(p, u) of
+// p = sample_probabilities(its logits as stored, ...) and u = sample_uniform(seed, key, step) with
+// key = row_state_indices[b] (or b); pad rows (-1) are left untouched. The GPU op makes the same
+// choice but where u falls within its float32 rounding of a boundary of the running mass, and its
+// kept sets may also hold values within its search resolution below a threshold (ops.h).
+void sample_tokens(const SampleArgs& args);
+
+// The uniform in [0, 1) that sampling draws for (seed, key, step): the first word w of
+// Philox-4x32-10 on counter (step's low, high word, key's low, high word) with key (seed's low,
+// high word), as (w / 256) * 2^-24.
+double sample_uniform(uint64_t seed, int64_t key, int64_t step);
+
+// The distribution a row of logits is drawn from (ops.h's sample_tokens): zero outside the kept
+// set, summing to 1 (all zeros when nothing is drawable). temperature <= 0: one-hot at the arg max
+// (the lowest index among equal maxima, NaN never; all NaN: index 0).
+std::vector<double> sample_probabilities(const std::vector<double>& logits, double temperature, int top_k,
+                                         double top_p);
+
+// The first index where the running sum of p exceeds u (the last index with p > 0 when rounding
+// leaves the sum short; 0 when p is all zeros).
+int64_t sample_draw(const std::vector<double>& p, double u);
 
 }  // namespace ssmjit::reference
