@@ -101,6 +101,17 @@ std::vector<Subcommand> subcommands() {
        "copy bandwidth measured in the same run, TFLOP/s of the chunk products, a packed row against the dense "
        "cases of as many tokens. Ends with a Markdown table.",
        defineSsdBenchCommand},
+      {"generate", "load a Mamba-2 checkpoint and generate from token-id prompts on the GPU",
+       "Load a Mamba-2 checkpoint directory (config.json and *.safetensors, Hugging Face or mamba_ssm naming, "
+       "sharded or not) and generate from prompts given as token ids: the prompts prefilled as one packed row, then "
+       "decode steps for all sequences at once as CUDA graphs, sampling on the GPU (greedy by default). Prints each "
+       "sequence's new token ids, then prefill and decode tokens/s; a progress line on a terminal.",
+       defineGenerateCommand},
+      {"bench-model", "time a Mamba-2 checkpoint's packed prefill and its decode steps (graphs and eager)",
+       "Benchmark a Mamba-2 checkpoint directory on the GPU (random prompts): packed prefill of B prompts of L "
+       "tokens (ms, tokens/s) and decode steps of every sequence at each --decode-batch, replayed as one CUDA graph "
+       "a step and launched eagerly (ms a step, tokens/s). Ends with a Markdown table.",
+       defineModelBenchCommand},
       {"inspect",
        "print one stage of a kernel (IR, CUDA C++, PTX, SASS, resources) for an op call or a recorded one; no GPU",
        "Print one stage of a kernel (no GPU needed): a kernel of a selective-state-update, Mamba-1 "

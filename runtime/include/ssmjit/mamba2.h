@@ -1,0 +1,83 @@
+// The Mamba-2 mixer layer, composed from ssmjit's ops (causal_conv1d, ssd, selective_state_update,
+// gated_rms_norm) and cuBLASLt GEMMs (linear), for a packed prefill batch and for a decode step.
+// Like the ops, the layer allocates nothing: the caller owns weights, states and the workspace.
+//
+//   zxbcdt = hidden in_proj^T (+ bias)            split by columns as [z | xBC | dt]
+//   xBC    = silu(causal_conv1d(xBC) + conv_bias)  split as [x | B | C]
+//   y      = SSD(x, dt, A, B, C, D; dt_bias, softplus, clamp)   per sequence, from its state
+//   out    = gated_rms_norm(y, z; norm_weight, groups of d_inner / G) out_proj^T (+ bias)
+#pragma once
+#include <cstdint>
+
+#include "ssmjit/ops.h"
+
+namespace ssmjit {
+
+// The sizes and constants of one Mamba-2 mixer layer.
+struct Mamba2Dims {
+  int64_t hidden = 0;      // d_model
+  int64_t heads = 0;       // H
+  int64_t head_dim = 0;    // P
+  int64_t state = 0;       // N
+  int64_t groups = 1;      // G: B/C groups and the gated norm's groups (H % G == 0)
+  int64_t conv_width = 4;  // W
+  int chunk_size = 256;    // the SSD's chunk: 64, 128 or 256
+  float norm_eps = 1e-5f;
+  bool norm_before_gate = false;  // false: norm(y * silu(z)), as Mamba-2 checkpoints use
+  float dt_min = 0.0f;            // dt clamp (time_step_limit); dt_max <= dt_min: none
+  float dt_max = 0.0f;
+
+  int64_t dInner() const { return heads * head_dim; }
+  int64_t convDim() const { return dInner() + 2 * groups * state; }
+  int64_t inProjRows() const { return 2 * dInner() + 2 * groups * state + heads; }
+};
+
+// A layer's parameters on the device. GEMM weights and the norm weight in the activations'
+// dtype (bf16/fp16/fp32); conv weight and bias in it or fp32; A, D, dt_bias fp32.
+struct Mamba2LayerWeights {
+  TensorView in_proj;        // (inProjRows, hidden)
+  TensorView in_proj_bias;   // optional (inProjRows,)
+  TensorView conv_weight;    // (convDim, W)
+  TensorView conv_bias;      // optional (convDim,)
+  TensorView A;              // (H,) fp32: -exp(A_log)
+  TensorView D;              // optional (H,) or (H, P) fp32
+  TensorView dt_bias;        // optional (H,) fp32
+  TensorView norm_weight;    // (dInner,)
+  TensorView out_proj;       // (hidden, dInner)
+  TensorView out_proj_bias;  // optional (hidden,)
+};
+
+// A layer's recurrent state per slot: what a sequence carries from one call to the next.
+struct Mamba2LayerState {
+  TensorView conv_state;  // (S, convDim, W-1), fp32 or the activations' dtype
+  TensorView ssm_state;   // (S, H, P, N), fp32/bf16/fp16 (math in fp32)
+};
+
+// One call of the layer on T tokens. hidden and out (T, hidden) in the activations' dtype, unit
+// stride on hidden; out must not alias hidden.
+//   Prefill: a packed row of nseq sequences, cu_seqlens (nseq + 1,) on the device. Sequence i
+//     starts from slot initial_state_indices[i] (-1 or no indices: from zeros) and leaves its
+//     final states in slot state_indices[i] (-1: not kept).
+//   Decode: one token for each of T = B sequences; sequence b reads and advances slot
+//     state_indices[b] (-1: a pad row, skipped, its out row untouched). Capturable in a graph.
+// workspace: float32, contiguous, on the device (any contents), at least
+// mamba2_layer_workspace_size() elements; it holds the layer's intermediates (of every dtype).
+struct Mamba2LayerArgs {
+  TensorView hidden;
+  TensorView out;
+  TensorView cu_seqlens;             // prefill only
+  TensorView initial_state_indices;  // prefill only, optional (nseq,) int32/int64
+  TensorView state_indices;          // (nseq,) or (B,) int32/int64 on the device
+  TensorView workspace;              // float32, contiguous
+};
+
+// The workspace a call needs, in float32 elements; checks every argument but the workspace. Monotone in T and
+// nseq: the size for the largest call serves every smaller one.
+int64_t mamba2_layer_workspace_size(const Mamba2Dims& dims, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
+                                    const Mamba2LayerArgs& args, bool prefill);
+void mamba2_layer_prefill(const Mamba2Dims& dims, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
+                          const Mamba2LayerArgs& args, Stream stream = nullptr);
+void mamba2_layer_decode(const Mamba2Dims& dims, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
+                         const Mamba2LayerArgs& args, Stream stream = nullptr);
+
+}  // namespace ssmjit

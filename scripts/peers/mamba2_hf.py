@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Makes a random Mamba-2 checkpoint with Hugging Face transformers and records what transformers
+computes with it, for ssmjit's model test (tests/test_mamba2_model_gpu.cpp) and benchmark.
+
+Usage: python3 scripts/peers/mamba2_hf.py --out DIR [--shape tiny|780m|2.7b] [--layers N]
+       [--steps 32] [--bench]
+Writes DIR/config.json and DIR/model.safetensors (save_pretrained) and DIR/expected.json: the
+prompts, each prompt's last-token logits from transformers' own forward in float32 and bfloat16,
+and its greedy continuation of --steps tokens (float32). Weights are drawn at random with scales
+that keep every layer's activations of order one (std 1/sqrt(fan in) for the projections), so that
+logits spread and greedy choices are not near ties. With --bench, also times transformers' prefill
+(1x2048, 8x2048) and decode steps (batch 1, 16, 64) on the same checkpoint.
+Run without mamba_ssm on PYTHONPATH: transformers then takes its PyTorch path.
+"""
+import argparse
+import json
+import math
+import os
+import time
+
+import torch
+from transformers import Mamba2Config, Mamba2ForCausalLM
+
+SHAPES = {
+    # hidden, heads, head_dim, state, groups, vocab, layers, chunk
+    "tiny": (64, 4, 32, 16, 1, 512, 2, 64),
+    "780m": (1536, 48, 64, 128, 1, 50288, 48, 256),
+    "2.7b": (2560, 80, 64, 128, 1, 50288, 64, 256),
+}
+PROMPT_LENGTHS = [5, 17, 70, 300]
+
+
+def make_config(shape, layers):
+    hidden, heads, head_dim, state, groups, vocab, default_layers, chunk = SHAPES[shape]
+    return Mamba2Config(
+        vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers or default_layers, num_heads=heads,
+        head_dim=head_dim, state_size=state, n_groups=groups, expand=heads * head_dim // hidden, conv_kernel=4,
+        chunk_size=chunk, tie_word_embeddings=True, use_bias=False, use_conv_bias=True, residual_in_fp32=True,
+        rms_norm=True, layer_norm_epsilon=1e-5, time_step_limit=(0.0, float("inf")))
+
+
+@torch.no_grad()
+def randomize(model, seed):
+    g = torch.Generator().manual_seed(seed)
+    for name, p in model.named_parameters():
+        if name.endswith("A_log"):
+            v = torch.log(torch.rand(p.shape, generator=g) * 15 + 1)
+        elif name.endswith("dt_bias"):
+            dt = torch.exp(torch.rand(p.shape, generator=g) * (math.log(0.1) - math.log(0.001)) + math.log(0.001))
+            v = dt + torch.log(-torch.expm1(-dt))  # inverse softplus
+        elif name.endswith("norm.weight") or name.endswith("norm_f.weight"):
+            v = 1 + 0.1 * torch.randn(p.shape, generator=g)
+        elif p.dim() == 1:
+            v = 0.1 * torch.randn(p.shape, generator=g)
+        else:
+            fan_in = p[0].numel()
+            v = torch.randn(p.shape, generator=g) / math.sqrt(fan_in)
+        p.copy_(v)
+
+
+@torch.no_grad()
+def last_logits(model, prompts):
+    return [model(torch.tensor([p], device="cuda")).logits[0, -1].float().cpu().tolist() for p in prompts]
+
+
+@torch.no_grad()
+def greedy(model, prompt, steps):
+    out = model.generate(torch.tensor([prompt], device="cuda"), max_new_tokens=steps, min_new_tokens=steps,
+                         do_sample=False, eos_token_id=None, pad_token_id=0)
+    return out[0, len(prompt):].tolist()
+
+
+def time_ms(fn, reps=5):
+    fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / reps * 1e3
+
+
+@torch.no_grad()
+def bench(model, vocab):
+    rows = []
+    for b, l in [(1, 2048), (8, 2048)]:
+        ids = torch.randint(0, vocab, (b, l), device="cuda")
+        ms = time_ms(lambda: model(ids, use_cache=False))
+        rows.append(f"prefill {b}x{l}: {ms:.2f} ms, {b * l / ms * 1e3:.0f} tokens/s")
+    for b in [1, 16, 64]:
+        ids = torch.randint(0, vocab, (b, 16), device="cuda")
+        steps = 32
+        ms = time_ms(lambda: model.generate(ids, max_new_tokens=steps, min_new_tokens=steps, do_sample=False,
+                                            eos_token_id=None, pad_token_id=0), reps=2)
+        rows.append(f"generate batch {b}: {ms / steps:.3f} ms a step (incl. prefill of 16), "
+                    f"{b * steps / ms * 1e3:.0f} tokens/s")
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--shape", default="tiny", choices=sorted(SHAPES))
+    ap.add_argument("--layers", type=int, default=0, help="0: the shape's own depth")
+    ap.add_argument("--steps", type=int, default=32)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--bench", action="store_true")
+    a = ap.parse_args()
+    config = make_config(a.shape, a.layers)
+    torch.manual_seed(a.seed)
+    model = Mamba2ForCausalLM(config)
+    randomize(model, a.seed)
+    model.save_pretrained(a.out, safe_serialization=True)
+    g = torch.Generator().manual_seed(a.seed + 1)
+    prompts = [torch.randint(0, config.vocab_size, (n,), generator=g).tolist() for n in PROMPT_LENGTHS]
+    model = model.cuda().eval()
+    expected = {"shape": a.shape, "prompts": prompts, "logits_fp32": last_logits(model, prompts),
+                "greedy_fp32": [greedy(model, p, a.steps) for p in prompts]}
+    model = model.to(torch.bfloat16)
+    expected["logits_bf16"] = last_logits(model, prompts)
+    expected["greedy_bf16"] = [greedy(model, p, a.steps) for p in prompts]
+    with open(os.path.join(a.out, "expected.json"), "w") as f:
+        json.dump(expected, f)
+    print(f"wrote {a.out}: {a.shape}, {config.num_hidden_layers} layers, transformers {__import__('transformers').__version__}")
+    if a.bench:
+        for row in bench(model, config.vocab_size):
+            print("transformers bf16 " + row)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+// `ssmjit generate`: loads a Mamba-2 checkpoint directory and generates from token-id prompts on
+// the GPU (ssmjit/mamba2_model.h), printing each prompt's new token ids and the throughput.
+#include <CLI/CLI.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ssmjit/mamba2_model.h"
+#include "tools/ToolSupport.h"
+
+namespace ssmjit::tool {
+namespace {
+
+struct GenerateCliOptions {
+  std::string model;
+  std::vector<std::string> prompts;
+  int64_t batch = 1;
+  std::string dtype = "bf16", stateDtype = "fp32";
+  int64_t maxPrefillTokens = 16384;
+  GenerateOptions gen;
+  bool noGraphs = false;
+};
+
+std::vector<int32_t> parseIds(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    try {
+      size_t used = 0;
+      const long v = std::stol(item, &used);
+      if (used != item.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(item);
+      ids.push_back(static_cast<int32_t>(v));
+    } catch (const std::logic_error&) {
+      throw UsageError("--prompt-ids: '" + item + "' in '" + text + "' is not a token id (an integer >= 0)");
+    }
+  }
+  if (ids.empty()) throw UsageError("--prompt-ids: '" + text + "' holds no token id");
+  return ids;
+}
+
+std::string joinIds(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+  return s;
+}
+
+int run(GenerateCliOptions& o) {
+  std::vector<std::vector<int32_t>> prompts;
+  for (const std::string& p : o.prompts) prompts.push_back(parseIds(p));
+  // --batch repeats the prompts until there are that many sequences.
+  for (size_t i = 0; static_cast<int64_t>(prompts.size()) < o.batch; ++i) prompts.push_back(prompts[i]);
+  int64_t promptTokens = 0;
+  for (const auto& p : prompts) promptTokens += static_cast<int64_t>(p.size());
+
+  Mamba2ModelOptions mo;
+  mo.dtype = parseFloatDType(o.dtype, "--dtype");
+  mo.state_dtype = parseFloatDType(o.stateDtype, "--state-dtype");
+  mo.max_batch = static_cast<int64_t>(prompts.size());
+  mo.max_prefill_tokens = std::max(promptTokens, o.maxPrefillTokens);
+  WallTimer loadTimer;
+  std::unique_ptr<Mamba2Model> model = Mamba2Model::load(o.model, mo);
+  const Mamba2ModelConfig& c = model->config();
+  std::printf("model %s: %lld layers, hidden %lld, %lld heads x %lld, state %lld, groups %lld, vocab %lld (%.0f ms "
+              "to load)\n",
+              o.model.c_str(), static_cast<long long>(c.layers), static_cast<long long>(c.dims.hidden),
+              static_cast<long long>(c.dims.heads), static_cast<long long>(c.dims.head_dim),
+              static_cast<long long>(c.dims.state), static_cast<long long>(c.dims.groups),
+              static_cast<long long>(c.vocab), loadTimer.ms());
+
+  o.gen.cuda_graphs = !o.noGraphs;
+  if (isatty(STDERR_FILENO))
+    o.gen.progress = [&](int64_t step, int64_t tokens) {
+      std::fprintf(stderr, "\rstep %lld/%lld, %lld tokens", static_cast<long long>(step),
+                   static_cast<long long>(o.gen.max_new_tokens - 1), static_cast<long long>(tokens));
+    };
+  const GenerateResult r = generate(*model, prompts, o.gen);
+  if (o.gen.progress) std::fprintf(stderr, "\n");
+  int64_t newTokens = 0;
+  for (size_t i = 0; i < r.tokens.size(); ++i) {
+    std::printf("%zu: %s\n", i, joinIds(r.tokens[i]).c_str());
+    newTokens += static_cast<int64_t>(r.tokens[i].size());
+  }
+  const int64_t decoded = newTokens - static_cast<int64_t>(prompts.size());  // the first come from the prefill
+  std::printf("prefill: %lld tokens in %.2f ms (%.0f tokens/s)\n", static_cast<long long>(promptTokens), r.prefill_ms,
+              promptTokens / (r.prefill_ms / 1e3));
+  if (r.decode_steps > 0)
+    std::printf("decode: %lld steps at batch %zu in %.2f ms (%.3f ms a step, %.0f tokens/s)%s\n",
+                static_cast<long long>(r.decode_steps), prompts.size(), r.decode_ms, r.decode_ms / r.decode_steps,
+                decoded / (r.decode_ms / 1e3), o.noGraphs ? ", no CUDA graphs" : "");
+  return kExitOk;
+}
+
+}  // namespace
+
+CommandRun defineGenerateCommand(CLI::App* app) {
+  auto o = std::make_shared<GenerateCliOptions>();
+  app->add_option("--model", o->model, "Checkpoint directory: config.json and *.safetensors (Hugging Face or mamba_ssm)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  app->add_option("--prompt-ids", o->prompts, "A prompt as comma-separated token ids; repeat for more prompts")
+      ->required();
+  app->add_option("--batch", o->batch, "Sequences at once: the prompts repeated up to this many")->check(atLeast(1));
+  app->add_option("--max-new-tokens", o->gen.max_new_tokens, "Tokens to generate per sequence")
+      ->check(atLeast(1))
+      ->capture_default_str();
+  app->add_option("--temperature", o->gen.temperature, "Sampling temperature; 0: greedy")->capture_default_str();
+  app->add_option("--top-k", o->gen.top_k, "Sample among the k likeliest tokens; 0: all")->capture_default_str();
+  app->add_option("--top-p", o->gen.top_p, "Sample within the smallest set of likeliest tokens of this mass")
+      ->capture_default_str();
+  app->add_option("--seed", o->gen.seed, "Sampling seed")->capture_default_str();
+  app->add_option("--eos", o->gen.eos_token, "A sequence stops after this token id; -1: none")->capture_default_str();
+  app->add_option("--dtype", o->dtype, "Activations and weights: fp32, bf16, fp16")
+      ->check(CLI::IsMember(floatDTypeNames()))
+      ->capture_default_str();
+  app->add_option("--state-dtype", o->stateDtype, "The SSM state per sequence: fp32, bf16, fp16")
+      ->check(CLI::IsMember(floatDTypeNames()))
+      ->capture_default_str();
+  app->add_option("--max-prefill-tokens", o->maxPrefillTokens, "Largest packed prefill the buffers hold")
+      ->check(atLeast(1))
+      ->capture_default_str();
+  app->add_flag("--no-graphs", o->noGraphs, "Launch each decode step's kernels one by one instead of as a CUDA graph");
+  return [o] { return run(*o); };
+}
+
+}  // namespace ssmjit::tool
