@@ -209,6 +209,52 @@ TEST(Mamba2ModelReference, PrefillThenDecodeEqualsTheLongerPrefill) {
   }
 }
 
+// The model written out from mamba_ssm's MixerModel / MambaLMHeadModel (and transformers'
+// Mamba2Model, which adds the residual after the mixer instead: the same sums), on the layer
+// reference: x = embedding; per layer x = x + mixer(rmsnorm(x) * norm); logits = lm_head
+// rmsnorm(x) * norm_f, lm_head the embedding when tied.
+TEST(Mamba2ModelReference, WiringMatchesTheModelsDefinition) {
+  using reference::el;
+  for (const TinyMamba2& m : variants()) {
+    TinyModel tm(m, 41);
+    const Mamba2Config& c = tm.ck.config;
+    const Mamba2Weights& w = tm.ck.weights;
+    const int64_t D = c.hidden_size, V = c.vocab_rows;
+    const std::vector<int64_t> tokens = {3, 1, 4, 1, 5, 9, 2, 6}, cu = {0, 5, 8};
+    const int64_t T = int64_t(tokens.size());
+    auto rmsnorm = [&](const std::vector<double>& x, const TensorView& weight) {
+      std::vector<double> out(x.size());
+      for (int64_t t = 0; t < T; ++t) {
+        double ss = 0;
+        for (int64_t d = 0; d < D; ++d) ss += x[size_t(t * D + d)] * x[size_t(t * D + d)];
+        for (int64_t d = 0; d < D; ++d)
+          out[size_t(t * D + d)] = x[size_t(t * D + d)] / std::sqrt(ss / double(D) + c.norm_eps) * el(weight, {d});
+      }
+      return out;
+    };
+    std::vector<double> x(size_t(T * D));
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t d = 0; d < D; ++d) x[size_t(t * D + d)] = el(w.embedding, {tokens[size_t(t)], d});
+    for (const Mamba2LayerWeights& lw : w.layers) {
+      std::vector<Mamba2SequenceState> st(2);
+      const std::vector<double> mixed = reference::mamba2_layer(c, lw, rmsnorm(x, lw.norm), cu, st);
+      for (size_t i = 0; i < x.size(); ++i) x[i] += mixed[i];
+    }
+    const std::vector<double> f = rmsnorm(x, w.norm_f);
+    const TensorView& head = m.tie ? w.embedding : w.lm_head;
+    std::vector<double> want(size_t(T * V));
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t v = 0; v < V; ++v) {
+        double acc = 0;
+        for (int64_t d = 0; d < D; ++d) acc += el(head, {v, d}) * f[size_t(t * D + d)];
+        want[size_t(t * V + v)] = acc;
+      }
+    std::vector<std::vector<Mamba2SequenceState>> states;
+    const std::vector<double> got = reference::mamba2_model(c, w, tokens, cu, states);
+    EXPECT_LE(maxAbsDiff(got, want), 1e-12 * maxAbs(want)) << "naming " << int(m.naming);
+  }
+}
+
 // fp32 buffers as CPU views.
 TensorView cpuView(std::vector<float>& v, std::initializer_list<int64_t> shape) {
   return TensorView::contiguous(v.data(), DType::F32, shape, DeviceKind::CPU);

@@ -76,8 +76,10 @@ class LayerStep {
       for (int64_t k = 0; k < K_; ++k) acc += el(w_.conv1d_weight, {ch, 0, k}) * win[k];
       acc += el(w_.conv1d_weight, {ch, 0, K_}) * xbc[ch];
       post_[at(ch)] = silu(acc);
-      std::rotate(win, win + std::min<int64_t>(1, K_), win + K_);
-      if (K_ > 0) win[K_ - 1] = xbc[ch];
+      if (K_ > 0) {  // the window slides: the oldest column out, this token in
+        std::rotate(win, win + 1, win + K_);
+        win[K_ - 1] = xbc[ch];
+      }
     }
     const double* x = post_.data();
     const double* B = x + E_;
