@@ -40,8 +40,7 @@ void runAndCompare(const NormCase& c) {
   // A few fp32 operations an element and a sum of up to 8192 squares (a run of at most 48 a
   // thread, then a tree), the gate's hardware exp2 and reciprocal: the short fp32 bound.
   const size_t out = c.outInPlace ? kX : kOut;
-  expectWithin(compareTensor(c.outInPlace ? ref.x : ref.out, d.download(out), rows), bound(c.xType, kFp32Short),
-               "out");
+  expectWithin(compareTensor(c.outInPlace ? ref.x : ref.out, d.download(out), rows), bound(c.xType, kFp32Short), "out");
   if (c.residualOut) {
     const size_t k = c.residualInPlace ? kResidual : kResidualOut;
     expectWithin(compareTensor(c.residualInPlace ? ref.residual : ref.residualOut, d.download(k), rows),

@@ -307,7 +307,8 @@ void checkReference(NormCase c) {
       ASSERT_NEAR(got, want, 1e-6 * std::abs(want) + 1e-30) << c.name() << " out t=" << t << " d=" << d;
       if (resOut) {
         const double r = at(before.x, t, d) + (c.residual ? at(before.residual, t, d) : 0.0);
-        ASSERT_EQ(at(*resOut, t, d), rounded(resOut->meta.dtype, r)) << c.name() << " residual_out t=" << t << " d=" << d;
+        ASSERT_EQ(at(*resOut, t, d), rounded(resOut->meta.dtype, r))
+            << c.name() << " residual_out t=" << t << " d=" << d;
       }
     }
 }

@@ -24,18 +24,15 @@ namespace norm {
 using dsl::SizeArg;
 using dsl::TensorArg;
 constexpr auto F = dsl::PtrClass::Float;
-inline constexpr TensorArg kTensors[] = {{"x", F, {"t", "d"}},
-                                         {"residual", F, {"t", "d"}, "res"},
-                                         {"residual_out", F, {"t", "d"}, "res_out"},
-                                         {"z", F, {"t", "d"}},
-                                         {"weight", F, {"d"}, "w"},
-                                         {"out", F, {"t", "d"}}};
+inline constexpr TensorArg kTensors[] = {
+    {"x", F, {"t", "d"}}, {"residual", F, {"t", "d"}, "res"}, {"residual_out", F, {"t", "d"}, "res_out"},
+    {"z", F, {"t", "d"}}, {"weight", F, {"d"}, "w"},          {"out", F, {"t", "d"}}};
 // T: rows (only compared against: every row count shares one kernel); group_size: channels a
 // group (it shapes the code).
 inline constexpr SizeArg kSizes[] = {{"T", dsl::SizeUse::Count}, {"group_size", dsl::SizeUse::Bound}};
 inline constexpr const char* kScalars[] = {"eps"};
-inline constexpr const char* kFlags[] = {"has_residual",     "has_residual_out",         "has_z",
-                                         "norm_before_gate", "out_is_x", "residual_out_is_residual"};
+inline constexpr const char* kFlags[] = {"has_residual",     "has_residual_out", "has_z",
+                                         "norm_before_gate", "out_is_x",         "residual_out_is_residual"};
 }  // namespace norm
 
 inline constexpr dsl::Signature kRmsNorm{"rms_norm", norm::kTensors, norm::kSizes, norm::kScalars, norm::kFlags};

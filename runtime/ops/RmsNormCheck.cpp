@@ -53,8 +53,7 @@ void checkRows(const Checker& c, const NormDims& d, const char* name, const Tens
 }
 
 void checkEps(const Checker& c, float eps) {
-  if (!(eps > 0.0f) || !std::isfinite(eps))
-    c.fail("eps is " + std::to_string(eps) + ", expected a finite value > 0");
+  if (!(eps > 0.0f) || !std::isfinite(eps)) c.fail("eps is " + std::to_string(eps) + ", expected a finite value > 0");
 }
 
 bool sameView(const TensorView& a, const TensorView& b) {
@@ -68,9 +67,7 @@ bool sameView(const TensorView& a, const TensorView& b) {
 bool overlaps(const TensorView& a, const TensorView& b) {
   if (!a.defined() || !b.defined() || a.numel() == 0 || b.numel() == 0) return false;
   const auto lo = [](const TensorView& t) { return reinterpret_cast<uintptr_t>(t.data); };
-  const auto hi = [&](const TensorView& t) {
-    return lo(t) + static_cast<uintptr_t>(t.span() * dtypeBytes(t.dtype));
-  };
+  const auto hi = [&](const TensorView& t) { return lo(t) + static_cast<uintptr_t>(t.span() * dtypeBytes(t.dtype)); };
   return lo(a) < hi(b) && lo(b) < hi(a);
 }
 
@@ -83,19 +80,20 @@ void checkOutputs(const Checker& c, std::initializer_list<Output> outputs, std::
       const bool partner = o->inPlaceOf && std::string(o->inPlaceOf) == i.name;
       if (!overlaps(*o->t, *i.t) || (partner && sameView(*o->t, *i.t))) continue;
       const std::string what = std::string(o->name) + " (data " + hexPtr(o->t->data) + ", shape " +
-                               o->t->shapeString() + ") shares memory with " + i.name + " (data " +
-                               hexPtr(i.t->data) + ", shape " + i.t->shapeString() + "), expected ";
+                               o->t->shapeString() + ") shares memory with " + i.name + " (data " + hexPtr(i.t->data) +
+                               ", shape " + i.t->shapeString() + "), expected ";
       if (partner)
-        c.fail(what + i.name + " itself (in place: the same data pointer, dtype, shape and strides) or memory apart "
-                      "from it");
+        c.fail(what + i.name +
+               " itself (in place: the same data pointer, dtype, shape and strides) or memory apart "
+               "from it");
       c.fail(what + "memory apart from it" +
              (o->inPlaceOf ? std::string(" (only ") + o->inPlaceOf + " may be " + o->name + " itself, in place)"
                            : std::string()));
     }
     for (const Output* p = o + 1; p != outputs.end(); ++p)
       if (overlaps(*o->t, *p->t))
-        c.fail(std::string(o->name) + " (data " + hexPtr(o->t->data) + ") shares memory with " + p->name +
-               " (data " + hexPtr(p->t->data) + "), expected two separate outputs");
+        c.fail(std::string(o->name) + " (data " + hexPtr(o->t->data) + ") shares memory with " + p->name + " (data " +
+               hexPtr(p->t->data) + "), expected two separate outputs");
   }
 }
 
