@@ -110,7 +110,7 @@ TEST(NormValidation, ValidCallsPass) {
   EXPECT_NO_THROW(ssmjit::rms_norm(r));  // nothing to launch
 
   GatedRmsNormArgs a = validGated();
-  a.out = a.z;  // in place over the gate
+  a.out = a.x;  // in place
   a.group_size = 0;
   EXPECT_EQ(checkGatedRmsNormArgs(a, DeviceKind::CUDA, "gated_rms_norm").groupSize, D);
   a.z = TensorView{};
@@ -240,16 +240,20 @@ TEST(NormValidation, OverlapsAreRefused) {
   a.out = cuda(4, DType::F32, {T, D});  // both outputs in one tensor
   expectRefused(a, {"out (data", "shares memory with residual_out", "two separate outputs"});
   a = validRms();
-  a.out = a.residual;  // fp32 out over the residual, in place: allowed
-  a.out.dtype = DType::BF16;  // the same memory as bf16: not the same tensor
-  a.out.strides[0] = D;
-  expectRefused(a, {"out (data", "shares memory with residual"});
+  a.out = a.residual;  // fp32 out over the residual: only x may be out itself
+  expectRefused(a, {"out (data", "shares memory with residual", "only x may be out itself"});
+  a = validRms();
+  a.out = a.x;
+  a.out.dtype = DType::F32;  // x's memory as fp32: not x itself
+  expectRefused(a, {"out (data", "shares memory with x", "x itself (in place"});
   a = validRms();
   a.out = TensorView::contiguous(fake(2), DType::F32, {T, D});  // over the weight
   expectRefused(a, {"shares memory with weight"});
   GatedRmsNormArgs g = validGated();
   g.out = shifted(g.z, 1);
   expectRefused(g, {"out (data", "shares memory with z"});
+  g.out = g.z;  // over the gate: refused (only x)
+  expectRefused(g, {"out (data", "shares memory with z", "only x may be out itself"});
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -303,7 +307,8 @@ void checkReference(NormCase c) {
       ASSERT_NEAR(got, want, 1e-6 * std::abs(want) + 1e-30) << c.name() << " out t=" << t << " d=" << d;
       if (resOut) {
         const double r = at(before.x, t, d) + (c.residual ? at(before.residual, t, d) : 0.0);
-        ASSERT_EQ(at(*resOut, t, d), rounded(resOut->meta.dtype, r)) << c.name() << " residual_out t=" << t << " d=" << d;
+        ASSERT_EQ(at(*resOut, t, d), rounded(resOut->meta.dtype, r))
+            << c.name() << " residual_out t=" << t << " d=" << d;
       }
     }
 }

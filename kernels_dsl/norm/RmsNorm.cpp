@@ -26,7 +26,8 @@ void build(KernelBuilder& k, const Specialization& spec) {
         out = k.arg("out");
   Value T = k.arg("T"), GS = k.arg("group_size"), eps = k.arg("eps");
   Value hasRes = k.arg("has_residual"), hasResOut = k.arg("has_residual_out"), hasZ = k.arg("has_z"),
-        beforeGate = k.arg("norm_before_gate");
+        beforeGate = k.arg("norm_before_gate"), outIsX = k.arg("out_is_x"),
+        resOutIsRes = k.arg("residual_out_is_residual");
 
   // Masks only where a tile may pass the end: rows with several a program, channels in the last
   // chunk when the chunks overrun the group (group_size is bound: the code knows it).
@@ -40,7 +41,8 @@ void build(KernelBuilder& k, const Specialization& spec) {
     cols.push_back(first + local);
     colMasks.push_back((c + 1) * BG > groupSize ? local < GS : Value());
     Value m = rowMask;
-    if (colMasks.back().valid()) m = m.valid() ? m && k.expandDims(colMasks.back(), 0) : k.expandDims(colMasks.back(), 0);
+    if (colMasks.back().valid())
+      m = m.valid() ? m && k.expandDims(colMasks.back(), 0) : k.expandDims(colMasks.back(), 0);
     masks.push_back(m);
   }
   // Zeros where masked: they add nothing to the sums.
@@ -59,11 +61,20 @@ void build(KernelBuilder& k, const Specialization& spec) {
 
   // Every input is read before anything is written (in place).
   Tiles r = loadAll(x, "s_x_t", "s_x_d");
-  const Tiles resid = k.ifElse(hasRes, [&] { return loadAll(res, "s_res_t", "s_res_d"); }, zeros);
-  const Tiles gate = k.ifElse(hasZ, [&] { return loadAll(z, "s_z_t", "s_z_d"); }, zeros);
+  const Tiles resid = k.ifElse(
+      hasRes, [&] { return loadAll(res, "s_res_t", "s_res_d"); }, zeros);
+  const Tiles gate = k.ifElse(
+      hasZ, [&] { return loadAll(z, "s_z_t", "s_z_d"); }, zeros);
   for (int64_t c = 0; c < chunks; ++c) r[c] = r[c] + resid[c];
+  // Chunk c of an output, or of the input it replaces (in place: through the input's pointer).
+  auto storeTo = [&](Value ptr, const char* rowStride, const char* colStride, Value input, const char* inRowStride,
+                     const char* inColStride, Value inPlace, int64_t c, Value v) {
+    k.ifThen(inPlace, [&] { k.store(input, at(inRowStride, inColStride, c), v, masks[c]); });
+    k.ifThen(!inPlace, [&] { k.store(ptr, at(rowStride, colStride, c), v, masks[c]); });
+  };
   k.ifThen(hasResOut, [&] {
-    for (int64_t c = 0; c < chunks; ++c) k.store(resOut, at("s_res_out_t", "s_res_out_d", c), r[c], masks[c]);
+    for (int64_t c = 0; c < chunks; ++c)
+      storeTo(resOut, "s_res_out_t", "s_res_out_d", res, "s_res_t", "s_res_d", resOutIsRes, c, r[c]);
   });
   const Tiles g = k.ifElse(
       hasZ && !beforeGate,
@@ -82,7 +93,7 @@ void build(KernelBuilder& k, const Specialization& spec) {
     Value y = g[c] * rstd * k.expandDims(loadMasked(w, cols[c] * k.arg("s_w_d"), colMasks[c]), 0);
     y = k.ifElse(
         hasZ && beforeGate, [&] { return Tiles{y * silu(gate[c])}; }, [&] { return Tiles{y}; })[0];
-    k.store(out, at("s_out_t", "s_out_d", c), y, masks[c]);
+    storeTo(out, "s_out_t", "s_out_d", x, "s_x_t", "s_x_d", outIsX, c, y);
   }
 }
 
@@ -90,7 +101,9 @@ void build(KernelBuilder& k, const Specialization& spec) {
 // (16 bytes of it a thread).
 int64_t narrowestBytes(const Specialization& s) {
   int64_t bytes = 4;
-  auto take = [&](const char* t) { bytes = std::min<int64_t>(bytes, dtypeBytes(static_cast<DType>(s.get(std::string("dtype:") + t)))); };
+  auto take = [&](const char* t) {
+    bytes = std::min<int64_t>(bytes, dtypeBytes(static_cast<DType>(s.get(std::string("dtype:") + t))));
+  };
   take("x");
   take("out");
   if (s.get("has_residual")) take("residual");
@@ -135,10 +148,9 @@ void chooseMeta(Specialization& s) {
   if (!s.find("meta:chunks")) s.set("meta:chunks", (GS + BG - 1) / BG);
   const int64_t row = s.get("meta:chunks") * BG;
   if (row < GS)
-    throw Error(Error::Kind::InvalidArgument, "rms_norm: meta chunks (SSMJIT_META) is " +
-                                                  std::to_string(s.get("meta:chunks")) + " of BLOCK_G " +
-                                                  std::to_string(BG) + ", expected them to cover group_size " +
-                                                  std::to_string(GS));
+    throw Error(Error::Kind::InvalidArgument,
+                "rms_norm: meta chunks (SSMJIT_META) is " + std::to_string(s.get("meta:chunks")) + " of BLOCK_G " +
+                    std::to_string(BG) + ", expected them to cover group_size " + std::to_string(GS));
   const int64_t lanes = std::min<int64_t>(32, std::max<int64_t>(1, BG / vec));
   if (!s.find("meta:inner_lanes")) s.set("meta:inner_lanes", lanes);
   if (row >= 2048) {

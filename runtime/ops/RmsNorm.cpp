@@ -24,6 +24,9 @@ struct NormLaunch {
   bool normBeforeGate = false;
 };
 
+// The same tensor (the check allows in place only as exactly the same view).
+bool same(const TensorView& a, const TensorView& b) { return a.defined() && a.data == b.data; }
+
 NormLaunch launchOf(const RmsNormArgs& a) { return {a.x, a.residual, a.residual_out, {}, a.weight, a.out, a.eps}; }
 NormLaunch launchOf(const GatedRmsNormArgs& a) {
   return {a.x, {}, {}, a.z, a.weight, a.out, a.eps, a.norm_before_gate};
@@ -33,10 +36,12 @@ void bind(KernelCall& c, const NormLaunch& n, const detail::NormDims& d) {
   constexpr const dsl::Signature& S = kRmsNorm;
   c.tensor(S.tensor("x"), n.x);
   c.tensor(S.tensor("residual"), n.residual);
-  c.tensor(S.tensor("residual_out"), n.residualOut);
+  // In place, an output is written through its input's pointer (RmsNorm.h): its own is absent.
+  const bool outIsX = same(n.out, n.x), resOutIsRes = same(n.residualOut, n.residual);
+  c.tensor(S.tensor("residual_out"), resOutIsRes ? TensorView{} : n.residualOut);
   c.tensor(S.tensor("z"), n.z);
   c.tensor(S.tensor("weight"), n.weight);
-  c.tensor(S.tensor("out"), n.out);
+  c.tensor(S.tensor("out"), outIsX ? TensorView{} : n.out);
   c.size(S.size("T"), d.T);
   c.size(S.size("group_size"), d.groupSize);
   c.scalar(S.scalar("eps"), n.eps);
@@ -44,6 +49,8 @@ void bind(KernelCall& c, const NormLaunch& n, const detail::NormDims& d) {
   c.flag(S.flag("has_residual_out"), n.residualOut.defined());
   c.flag(S.flag("has_z"), n.z.defined());
   c.flag(S.flag("norm_before_gate"), n.normBeforeGate);
+  c.flag(S.flag("out_is_x"), outIsX);
+  c.flag(S.flag("residual_out_is_residual"), resOutIsRes);
   c.meta("meta:index_bits", detail::fits32({&n.x, &n.residual, &n.residualOut, &n.z, &n.weight, &n.out}) ? 32 : 64);
 }
 

@@ -21,6 +21,12 @@ struct Named {
   const char* name;
   const TensorView* t;
 };
+// An output, and the input it may replace (in place), if any.
+struct Output {
+  const char* name;
+  const TensorView* t;
+  const char* inPlaceOf;
+};
 
 // x fixes the rows, the channels and the device.
 NormDims checkX(Checker& c, const TensorView& x) {
@@ -47,8 +53,7 @@ void checkRows(const Checker& c, const NormDims& d, const char* name, const Tens
 }
 
 void checkEps(const Checker& c, float eps) {
-  if (!(eps > 0.0f) || !std::isfinite(eps))
-    c.fail("eps is " + std::to_string(eps) + ", expected a finite value > 0");
+  if (!(eps > 0.0f) || !std::isfinite(eps)) c.fail("eps is " + std::to_string(eps) + ", expected a finite value > 0");
 }
 
 bool sameView(const TensorView& a, const TensorView& b) {
@@ -62,27 +67,33 @@ bool sameView(const TensorView& a, const TensorView& b) {
 bool overlaps(const TensorView& a, const TensorView& b) {
   if (!a.defined() || !b.defined() || a.numel() == 0 || b.numel() == 0) return false;
   const auto lo = [](const TensorView& t) { return reinterpret_cast<uintptr_t>(t.data); };
-  const auto hi = [&](const TensorView& t) {
-    return lo(t) + static_cast<uintptr_t>(t.span() * dtypeBytes(t.dtype));
-  };
+  const auto hi = [&](const TensorView& t) { return lo(t) + static_cast<uintptr_t>(t.span() * dtypeBytes(t.dtype)); };
   return lo(a) < hi(b) && lo(b) < hi(a);
 }
 
-// Each program reads its whole tile, then writes it: an output may be an input itself (in place),
-// but one that shares memory with an input otherwise would be overwritten before other programs
-// (or threads) read it.
-void checkOutputs(const Checker& c, std::initializer_list<Named> outputs, std::initializer_list<Named> inputs) {
-  for (const Named* o = outputs.begin(); o != outputs.end(); ++o) {
-    for (const Named& i : inputs)
-      if (overlaps(*o->t, *i.t) && !sameView(*o->t, *i.t))
-        c.fail(std::string(o->name) + " (data " + hexPtr(o->t->data) + ", shape " + o->t->shapeString() +
-               ") shares memory with " + i.name + " (data " + hexPtr(i.t->data) + ", shape " + i.t->shapeString() +
-               "), expected either " + i.name + " itself (in place: the same data pointer, dtype, shape and " +
-               "strides) or memory apart from it");
-    for (const Named* p = o + 1; p != outputs.end(); ++p)
+// Each program reads its whole tile, then writes it, through the input's own pointer in place
+// (RmsNorm.h): any other sharing would overwrite what other programs (or threads) still read, or
+// reach one tensor through two __restrict__ pointers.
+void checkOutputs(const Checker& c, std::initializer_list<Output> outputs, std::initializer_list<Named> inputs) {
+  for (const Output* o = outputs.begin(); o != outputs.end(); ++o) {
+    for (const Named& i : inputs) {
+      const bool partner = o->inPlaceOf && std::string(o->inPlaceOf) == i.name;
+      if (!overlaps(*o->t, *i.t) || (partner && sameView(*o->t, *i.t))) continue;
+      const std::string what = std::string(o->name) + " (data " + hexPtr(o->t->data) + ", shape " +
+                               o->t->shapeString() + ") shares memory with " + i.name + " (data " + hexPtr(i.t->data) +
+                               ", shape " + i.t->shapeString() + "), expected ";
+      if (partner)
+        c.fail(what + i.name +
+               " itself (in place: the same data pointer, dtype, shape and strides) or memory apart "
+               "from it");
+      c.fail(what + "memory apart from it" +
+             (o->inPlaceOf ? std::string(" (only ") + o->inPlaceOf + " may be " + o->name + " itself, in place)"
+                           : std::string()));
+    }
+    for (const Output* p = o + 1; p != outputs.end(); ++p)
       if (overlaps(*o->t, *p->t))
-        c.fail(std::string(o->name) + " (data " + hexPtr(o->t->data) + ") shares memory with " + p->name +
-               " (data " + hexPtr(p->t->data) + "), expected two separate outputs");
+        c.fail(std::string(o->name) + " (data " + hexPtr(o->t->data) + ") shares memory with " + p->name + " (data " +
+               hexPtr(p->t->data) + "), expected two separate outputs");
   }
 }
 
@@ -119,7 +130,7 @@ NormDims checkRmsNormArgs(const RmsNormArgs& a, DeviceKind device, const char* o
   checkRows(c, d, "out", a.out, types);
   checkEps(c, a.eps);
   checkGroup(c, d, 0);
-  checkOutputs(c, {{"out", &a.out}, {"residual_out", &a.residual_out}},
+  checkOutputs(c, {{"out", &a.out, "x"}, {"residual_out", &a.residual_out, "residual"}},
                {{"x", &a.x}, {"residual", &a.residual}, {"weight", &a.weight}});
   return d;
 }
@@ -135,7 +146,7 @@ NormDims checkGatedRmsNormArgs(const GatedRmsNormArgs& a, DeviceKind device, con
   checkRows(c, d, "out", a.out, types);
   checkEps(c, a.eps);
   checkGroup(c, d, a.group_size);
-  checkOutputs(c, {{"out", &a.out}}, {{"x", &a.x}, {"z", &a.z}, {"weight", &a.weight}});
+  checkOutputs(c, {{"out", &a.out, "x"}}, {{"x", &a.x}, {"z", &a.z}, {"weight", &a.weight}});
   return d;
 }
 

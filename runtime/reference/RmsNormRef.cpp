@@ -20,7 +20,8 @@ std::vector<double> row(const TensorView& t, int64_t r, int64_t D) {
 }
 
 void storeRow(const TensorView& t, int64_t r, const std::vector<double>& v) {
-  for (size_t d = 0; d < v.size(); ++d) storeElement(t, r * t.strides[0] + static_cast<int64_t>(d) * t.strides[1], v[d]);
+  for (size_t d = 0; d < v.size(); ++d)
+    storeElement(t, r * t.strides[0] + static_cast<int64_t>(d) * t.strides[1], v[d]);
 }
 
 // g (one row) scaled by rsqrt(mean(g^2) + eps) over each group, times the weight, and by silu(z)

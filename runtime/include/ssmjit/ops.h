@@ -471,9 +471,9 @@ void mamba2_decode_step(const Mamba2DecodeState& state, const Mamba2MixerWeights
 // Dtypes: x fp32, bf16 or fp16; every other tensor fp32 or x's dtype. A group (D for rms_norm)
 // holds at most kMaxNormGroup channels; D / group_size <= 65535 groups. All tensors on one CUDA
 // device; T == 0 or D == 0 does nothing. Outputs are rounded once, to their dtype.
-// In place: an output may be exactly one of the inputs (the same data, dtype, shape and strides:
-// out = x, residual_out = residual, ...); otherwise no output may share memory (the address range
-// its view spans) with an input or with the other output.
+// In place: out may be x itself and residual_out residual itself (the same data, dtype, shape and
+// strides); otherwise no output may share memory (the address range its view spans) with an input
+// or with the other output.
 constexpr int64_t kMaxNormGroup = 16384;
 
 // rms_norm, mamba_ssm's rms_norm_fn with prenorm (residual_in_fp32: an fp32 residual_out):
@@ -499,7 +499,7 @@ struct GatedRmsNormArgs {
   TensorView x;       // (T, D)
   TensorView z;       // optional (T, D)
   TensorView weight;  // (D,)
-  TensorView out;     // (T, D); may be x or z itself
+  TensorView out;     // (T, D); may be x itself
   int64_t group_size = 0;
   bool norm_before_gate = false;
   float eps = 1e-5f;  // > 0 and finite
