@@ -37,11 +37,11 @@ void build(KernelBuilder& k, const Specialization& spec) {
   k.store(ids, b * sIds, k.select(at < V, at, k.constInt(0)));
 }
 
-// 8 warps of 16-byte loads, 8 KB a tile: 4096 16-bit values or 2048 fp32 (16 fp32 a thread, with
-// their running maxima and indices, spill).
+// 16 warps, 16 values a thread: one program has a row to itself on an SM (a decode batch is
+// about as many rows as SMs), so it needs many loads in flight; fewer warps leave the SM waiting.
 void chooseMeta(Specialization& s) {
-  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 8);
-  if (!s.find("meta:BLOCK_V")) s.set("meta:BLOCK_V", s.get("dtype:logits") == static_cast<int64_t>(DType::F32) ? 2048 : 4096);
+  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 16);
+  if (!s.find("meta:BLOCK_V")) s.set("meta:BLOCK_V", 8192);
   if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
 }
 

@@ -174,11 +174,12 @@ void build(KernelBuilder& k, const Specialization& spec) {
   k.store(k.arg("ids"), b * k.arg("s_ids_b"), token);
 }
 
-// 8 warps of 16-byte loads: 4096 bf16 a tile, 16 elements a thread (and 16 registers for each
-// of a search's 4 accumulators). The RNG's words need 64-bit integer math.
+// 16 warps, 16 values a thread (and 16 registers for each of a search's 4 accumulators: 128 in
+// all, no spills): one program has a row to itself on an SM, so it needs many warps to keep the
+// SM busy. The RNG's words need 64-bit integer math.
 void chooseMeta(Specialization& s) {
-  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 8);
-  if (!s.find("meta:BLOCK_V")) s.set("meta:BLOCK_V", 4096);
+  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 16);
+  if (!s.find("meta:BLOCK_V")) s.set("meta:BLOCK_V", 8192);
   s.set("meta:index_bits", 64);
 }
 
