@@ -77,12 +77,10 @@ TEST(KernelRegistry, DefinitionHashesFollowTheFamilyFolders) {
   EXPECT_EQ(hash("causal_conv1d_fwd"), hash("causal_conv1d_bwd_reduce"));
   EXPECT_EQ(hash("selective_scan_fwd"), hash("selective_scan_bwd"));
   EXPECT_EQ(hash("sample_argmax"), hash("sample_advance_step"));
-  const std::vector<std::string> families = {hash("causal_conv1d_update"), hash("mamba2_decode_step"),
-                                             hash("selective_scan_bwd_sum"), hash("selective_state_update"),
-                                             hash("ssd_chunk_scan"),          hash("sample_draw")};
   const std::vector<std::string> families = {
       hash("causal_conv1d_update"),   hash("mamba2_decode_step"),     hash("rms_norm"),
-      hash("selective_scan_bwd_sum"), hash("selective_state_update"), hash("ssd_chunk_scan")};
+      hash("selective_scan_bwd_sum"), hash("selective_state_update"), hash("ssd_chunk_scan"),
+      hash("sample_draw"),            hash("embedding")};
   for (size_t i = 0; i < families.size(); ++i) {
     EXPECT_EQ(families[i].size(), 16u) << families[i];
     for (size_t j = 0; j < i; ++j) EXPECT_NE(families[i], families[j]);
