@@ -190,6 +190,10 @@ TEST(Mamba2Config, ParsesTransformersSpelling) {
   EXPECT_EQ(c.dt_min, 0.001);
   EXPECT_TRUE(std::isinf(c.dt_max));  // written as the bare literal Infinity
   EXPECT_FALSE(c.tie_embeddings);
+  // transformers 5 writes it as {"__float__": "Infinity"}.
+  const Mamba2Config t5 = parseMamba2Config(
+      "{\"model_type\": \"mamba2\", \"time_step_limit\": [0.0, {\"__float__\": \"Infinity\"}]}", "config.json");
+  EXPECT_TRUE(std::isinf(t5.dt_max));
   // transformers' defaults where fields are absent.
   const Mamba2Config dflt = parseMamba2Config("{\"model_type\": \"mamba2\"}", "config.json");
   EXPECT_EQ(dflt.num_heads, 128);

@@ -90,8 +90,10 @@ class Fields {
   }
 
  private:
+  // transformers 5 writes non-finite floats as {"__float__": "Infinity"}.
   double toNumber(const char* key, const json& v) const {
     if (v.is_number()) return v.get<double>();
+    if (v.is_object() && v.size() == 1 && v.contains("__float__")) return toNumber(key, v["__float__"]);
     if (v == "Infinity") return std::numeric_limits<double>::infinity();
     if (v == "-Infinity") return -std::numeric_limits<double>::infinity();
     fail(key, "is " + v.dump() + ", expected a number");
