@@ -101,6 +101,12 @@ std::vector<Subcommand> subcommands() {
        "copy bandwidth measured in the same run, TFLOP/s of the chunk products, a packed row against the dense "
        "cases of as many tokens. Ends with a Markdown table.",
        defineSsdBenchCommand},
+      {"bench-norm", "time rms_norm (plain, fp32 residual in place) and gated_rms_norm (groups, either gate order)",
+       "Benchmark rms_norm (plain, and with mamba_ssm's pre-norm residual add: an fp32 residual updated in place) "
+       "and gated_rms_norm (Mamba-2's grouped gated norm, the gate before and after the norm) on the GPU: µs per "
+       "call, achieved TB/s of the row tensors read and written and % of the copy bandwidth measured in the same "
+       "run. Ends with a Markdown table.",
+       defineNormBenchCommand},
       {"inspect",
        "print one stage of a kernel (IR, CUDA C++, PTX, SASS, resources) for an op call or a recorded one; no GPU",
        "Print one stage of a kernel (no GPU needed): a kernel of a selective-state-update, Mamba-1 "
