@@ -165,4 +165,6 @@ echo "== bench-scan, forward, serial_seqlen 2048"
 [ -n "${SKIP_SCAN_BENCH:-}" ] || { "$PREFIX/bin/ssmjit" bench-scan --passes forward --serial-seqlen 2048 ${SCAN_BENCH_ARGS:-} 2>&1 | tee "$OUT/bench_scan_serial.log" | tail -14 || status=1; }
 echo "== bench-ssd"
 [ -n "${SKIP_SSD_BENCH:-}" ] || { "$PREFIX/bin/ssmjit" bench-ssd ${SSD_BENCH_ARGS:-} 2>&1 | tee "$OUT/bench_ssd.log" | tail -12 || status=1; }
+echo "== bench-norm"
+[ -n "${SKIP_NORM_BENCH:-}" ] || { "$PREFIX/bin/ssmjit" bench-norm ${NORM_BENCH_ARGS:-} 2>&1 | tee "$OUT/bench_norm.log" | tail -12 || status=1; }
 exit $status

@@ -37,6 +37,7 @@ std::vector<Shape> parseShapes(const std::string& text) {
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
+    if (item.empty()) continue;
     Shape s{};
     char x = 0;
     std::stringstream one(item);
@@ -119,7 +120,7 @@ CommandRun defineModelBenchCommand(CLI::App* app) {
   app->add_option("--state-dtype", o->stateDtype, "The SSM state per sequence: fp32, bf16, fp16")
       ->check(CLI::IsMember(floatDTypeNames()))
       ->capture_default_str();
-  app->add_option("--prefill", o->prefill, "Prefill shapes BxL (B prompts of L tokens as one packed row), comma-separated")
+  app->add_option("--prefill", o->prefill, "Prefill shapes BxL (B prompts of L tokens as one packed row), comma-separated; '' for none")
       ->capture_default_str();
   app->add_option("--decode-batch", o->batches, "Decode batch sizes")->check(atLeast(1))->capture_default_str();
   addTrialOptions(app, o->iters, o->trials, o->seed, "Decode steps per trial");

@@ -43,6 +43,7 @@ CommandRun defineConvBenchCommand(CLI::App* app);
 CommandRun defineDecodeBenchCommand(CLI::App* app);
 CommandRun defineScanBenchCommand(CLI::App* app);
 CommandRun defineSsdBenchCommand(CLI::App* app);
+CommandRun defineNormBenchCommand(CLI::App* app);
 CommandRun defineGenerateCommand(CLI::App* app);
 CommandRun defineModelBenchCommand(CLI::App* app);
 CommandRun defineInspectCommand(CLI::App* app);

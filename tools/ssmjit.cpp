@@ -101,6 +101,12 @@ std::vector<Subcommand> subcommands() {
        "copy bandwidth measured in the same run, TFLOP/s of the chunk products, a packed row against the dense "
        "cases of as many tokens. Ends with a Markdown table.",
        defineSsdBenchCommand},
+      {"bench-norm", "time rms_norm (plain, fp32 residual in place) and gated_rms_norm (groups, either gate order)",
+       "Benchmark rms_norm (plain, and with mamba_ssm's pre-norm residual add: an fp32 residual updated in place) "
+       "and gated_rms_norm (Mamba-2's grouped gated norm, the gate before and after the norm) on the GPU: µs per "
+       "call, achieved TB/s of the row tensors read and written and % of the copy bandwidth measured in the same "
+       "run. Ends with a Markdown table.",
+       defineNormBenchCommand},
       {"generate", "load a Mamba-2 checkpoint and generate from token-id prompts on the GPU",
        "Load a Mamba-2 checkpoint directory (config.json and *.safetensors, Hugging Face or mamba_ssm naming, "
        "sharded or not) and generate from prompts given as token ids: the prompts prefilled as one packed row, then "

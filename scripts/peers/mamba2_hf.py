@@ -83,17 +83,28 @@ def time_ms(fn, reps=5):
 @torch.no_grad()
 def bench(model, vocab):
     rows = []
-    for b, l in [(1, 2048), (8, 2048)]:
+    def row(label, fn):
+        try:
+            rows.append(label + ": " + fn())
+        except torch.OutOfMemoryError:
+            rows.append(label + ": out of GPU memory")
+        torch.cuda.empty_cache()
+
+    def prefill(b, l):
         ids = torch.randint(0, vocab, (b, l), device="cuda")
         ms = time_ms(lambda: model(ids, use_cache=False))
-        rows.append(f"prefill {b}x{l}: {ms:.2f} ms, {b * l / ms * 1e3:.0f} tokens/s")
-    for b in [1, 16, 64]:
+        return f"{ms:.2f} ms, {b * l / ms * 1e3:.0f} tokens/s"
+
+    def decode(b, steps=32):
         ids = torch.randint(0, vocab, (b, 16), device="cuda")
-        steps = 32
         ms = time_ms(lambda: model.generate(ids, max_new_tokens=steps, min_new_tokens=steps, do_sample=False,
                                             eos_token_id=None, pad_token_id=0), reps=2)
-        rows.append(f"generate batch {b}: {ms / steps:.3f} ms a step (incl. prefill of 16), "
-                    f"{b * steps / ms * 1e3:.0f} tokens/s")
+        return f"{ms / steps:.3f} ms a step (with the prefill of 16), {b * steps / ms * 1e3:.0f} tokens/s"
+
+    for b, l in [(1, 2048), (8, 2048)]:
+        row(f"prefill {b}x{l}", lambda: prefill(b, l))
+    for b in [1, 16, 64]:
+        row(f"generate batch {b}", lambda: decode(b))
     return rows
 
 
