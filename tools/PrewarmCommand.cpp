@@ -20,6 +20,7 @@
 #include "compiler/Hash.h"
 #include "compiler/Nvrtc.h"
 #include "kernels_dsl/Registry.h"
+#include "runtime/model/Mamba2Kernels.h"
 #include "ssmjit/error.h"
 #include "tools/CallOptions.h"
 #include "tools/ToolSupport.h"
@@ -38,6 +39,11 @@ struct PrewarmOptions {
   bool printDefault = false;
   int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   bool quiet = false;
+  // --model: the kernels a Mamba-2 checkpoint's model runs with these options.
+  std::string model;
+  std::vector<std::string> archs{"sm_90a"};
+  std::string dtype = "bf16", stateDtype = "fp32";
+  int64_t maxBatch = 64, maxPrefillTokens = 16384;
 };
 
 // One row of the closing table: a kernel of some manifest entry.
@@ -224,7 +230,7 @@ int runPrewarm(const PrewarmOptions& o) {
   }
   // Read and parse every manifest before compiling anything: a bad file stops the run.
   std::vector<std::pair<std::string, std::string>> sources;  // name, text
-  if (o.files.empty()) sources.emplace_back(kDefaultSource, kDefaultManifest);
+  if (o.files.empty() && o.model.empty()) sources.emplace_back(kDefaultSource, kDefaultManifest);
   for (const std::string& f : o.files) sources.emplace_back(f, readManifestFile(f));
   std::vector<Job> jobs;
   for (const auto& [name, text] : sources)
@@ -235,6 +241,18 @@ int runPrewarm(const PrewarmOptions& o) {
       else
         jobs.push_back(specJob(e.spec, where));
     }
+  if (!o.model.empty()) {
+    Mamba2ModelOptions mo;
+    mo.dtype = parseFloatDType(o.dtype, "--dtype");
+    mo.state_dtype = parseFloatDType(o.stateDtype, "--state-dtype");
+    mo.max_batch = o.maxBatch;
+    mo.max_prefill_tokens = o.maxPrefillTokens;
+    for (const std::string& arch : o.archs) {
+      checkArch(arch, "--arch");
+      for (const Specialization& s : detail::mamba2ModelSpecializations(o.model, mo, arch))
+        jobs.push_back(specJob(s, "model " + o.model));
+    }
+  }
 
   std::string why;
   if (!nvrtcAvailable(&why)) {
@@ -306,6 +324,23 @@ CommandRun definePrewarmCommand(CLI::App* app) {
       ->check(atLeast(1))
       ->capture_default_str();
   app->add_flag("--quiet,-q", o->quiet, "No progress bar on stderr");
+  app->add_option("--model", o->model,
+                  "A Mamba-2 checkpoint directory: compile every kernel its model runs (prefill, decode at each "
+                  "power-of-two batch up to --max-batch, sampling); only its config.json is read")
+      ->check(CLI::ExistingDirectory);
+  app->add_option("--arch", o->archs, "With --model: NVRTC targets")->capture_default_str();
+  app->add_option("--dtype", o->dtype, "With --model: activations and weights (fp32, bf16, fp16)")
+      ->check(CLI::IsMember(floatDTypeNames()))
+      ->capture_default_str();
+  app->add_option("--state-dtype", o->stateDtype, "With --model: the SSM state (fp32, bf16, fp16)")
+      ->check(CLI::IsMember(floatDTypeNames()))
+      ->capture_default_str();
+  app->add_option("--max-batch", o->maxBatch, "With --model: sequences decoded at once")
+      ->check(atLeast(1))
+      ->capture_default_str();
+  app->add_option("--max-prefill-tokens", o->maxPrefillTokens, "With --model: the largest packed prefill")
+      ->check(atLeast(1))
+      ->capture_default_str();
   return [o] { return runPrewarm(*o); };
 }
 

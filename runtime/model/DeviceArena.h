@@ -26,12 +26,17 @@ class DeviceArena {
     int device = 0;
     CUdevice dev;
     if (driver::api().cuCtxGetDevice(&dev) == CUDA_SUCCESS) device = static_cast<int>(dev);
+    place(buf.data(), device);
+    return buf;
+  }
+  // Points the views at `base` on `device` without allocating: a stand-in address for calls that
+  // are only checked and specialised, never launched (prewarm without a GPU).
+  void place(void* base, int device = 0) {
     for (auto& [view, offset] : views_) {
-      view->data = static_cast<char*>(buf.data()) + offset;
+      view->data = static_cast<char*>(base) + offset;
       view->deviceId = device;
     }
     views_.clear();
-    return buf;
   }
 
  private:

@@ -6,7 +6,10 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/OpSpecializations.h"
+#include "runtime/model/Mamba2Kernels.h"
 #include "runtime/ops/ArgCheck.h"
+#include "runtime/ops/RmsNormSpec.h"
 #include "ssmjit/mamba2.h"
 
 namespace ssmjit {
@@ -301,6 +304,29 @@ void mamba2_layer_decode(const Mamba2Dims& d, const Mamba2LayerWeights& w, const
   selective_state_update(c.ssu, stream);
   gated_rms_norm(c.norm, stream);
   linear(c.outProj, stream);
+}
+
+std::vector<Specialization> detail::mamba2LayerSpecializations(const Mamba2Dims& d, const Mamba2LayerWeights& w,
+                                                               const Mamba2LayerState& s, const Mamba2LayerArgs& a,
+                                                               bool prefill, const std::string& arch) {
+  const int64_t T = checkLayer(prefill ? kPrefill : kDecode, d, w, a);
+  Plan p;
+  std::vector<Specialization> out;
+  if (prefill) {
+    layoutFloats<PrefillCalls>(
+        d, a, T, p, [&](const Plan& q) { return prefillCalls(d, w, s, a, q, T); }, prefillSsdFloats);
+    const PrefillCalls c = prefillCalls(d, w, s, a, p, T);
+    out = opspec::conv(c.conv, arch);
+    for (Specialization& sp : opspec::ssd(c.ssd, arch)) out.push_back(std::move(sp));
+    out.push_back(detail::gatedRmsNormSpecialization(c.norm, arch));
+  } else {
+    layoutFloats<DecodeCalls>(
+        d, a, T, p, [&](const Plan& q) { return decodeCalls(d, w, s, a, q, T); }, decodeSsdFloats);
+    const DecodeCalls c = decodeCalls(d, w, s, a, p, T);
+    out = {opspec::convUpdate(c.conv, arch), opspec::ssu(c.ssu, false, arch),
+           detail::gatedRmsNormSpecialization(c.norm, arch)};
+  }
+  return out;
 }
 
 }  // namespace ssmjit

@@ -1,0 +1,98 @@
+// The kernels of a Mamba-2 model, named without a GPU (Mamba2Kernels.h): the model's forward pass
+// run through a sink that specialises each op call instead of launching it, on stand-in buffers.
+#include <algorithm>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "runtime/OpSpecializations.h"
+#include "runtime/model/Mamba2Kernels.h"
+#include "runtime/model/Mamba2ModelImpl.h"
+#include "runtime/ops/RmsNormSpec.h"
+#include "runtime/ops/SampleTokensSpec.h"
+
+namespace ssmjit {
+
+using detail::rows;
+
+namespace {
+
+// Names each op call's kernels instead of launching it; each distinct one once.
+struct SpecSink : OpSink {
+  explicit SpecSink(std::string a) : arch(std::move(a)) {}
+  void add(Specialization s) {
+    if (std::find(specs.begin(), specs.end(), s) == specs.end()) specs.push_back(std::move(s));
+  }
+  void embedding(const EmbeddingArgs& a) override { add(opspec::embedding(a, arch)); }
+  void rmsNorm(const RmsNormArgs& a) override { add(detail::rmsNormSpecialization(a, arch)); }
+  void layer(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s, const Mamba2LayerArgs& a,
+             bool prefill) override {
+    for (Specialization& sp : detail::mamba2LayerSpecializations(d, w, s, a, prefill, arch)) add(std::move(sp));
+  }
+  void linear(const LinearArgs&) override {}  // cuBLASLt: nothing to compile
+  std::string arch;
+  std::vector<Specialization> specs;
+};
+
+// Stand-ins for a checkpoint's tensors: defined where the config says the checkpoint has them,
+// with D's shape; placeWeights reads nothing else.
+model::Mamba2Weights standInWeights(const model::Mamba2Config& c) {
+  void* const fake = reinterpret_cast<void*>(uintptr_t{256});
+  const TensorView t = TensorView::contiguous(fake, DType::F32, {1}, DeviceKind::CPU);
+  model::Mamba2Weights w;
+  w.embedding = w.norm_f = w.lm_head = t;
+  w.layers.resize(c.num_layers);
+  for (model::Mamba2LayerWeights& l : w.layers) {
+    l.norm = l.in_proj_weight = l.conv1d_weight = l.dt_bias = l.A_log = l.gated_norm = l.out_proj_weight = t;
+    if (c.use_bias) l.in_proj_bias = l.out_proj_bias = t;
+    if (c.use_conv_bias) l.conv1d_bias = t;
+    l.D = TensorView::contiguous(fake, DType::F32, {c.d_has_hdim ? c.d_inner() : c.num_heads}, DeviceKind::CPU);
+  }
+  return w;
+}
+
+}  // namespace
+
+std::vector<Specialization> detail::mamba2ModelSpecializations(const std::string& dir, const Mamba2ModelOptions& o,
+                                                               const std::string& arch) {
+  checkModelOptions(o);
+  const model::Mamba2Config c = model::loadMamba2Config(dir);
+  Mamba2Model::Impl m;
+  m.cfg = mamba2ModelConfig(c);
+  m.opt = o;
+  DeviceArena arena, work;
+  placeWeights(standInWeights(c), o.dtype, m, arena);
+  placeStates(m, arena);
+  placeActivations(m, arena);
+  arena.place(reinterpret_cast<void*>(uintptr_t{1} << 40));
+  if (m.cfg.tied_embeddings) m.lmHead = m.embedding;
+  work.add(m.workspace, DType::F32, {workspaceFloats(m)});
+  work.place(reinterpret_cast<void*>(uintptr_t{1} << 41));
+
+  SpecSink ops(arch);
+  const int64_t V = m.cfg.vocab, S = o.max_batch;
+  const TensorView logits = TensorView::contiguous(reinterpret_cast<void*>(uintptr_t{1} << 42), DType::F32, {S, V});
+  m.prefillOps(o.max_prefill_tokens, S, logits, ops);
+  const TensorView step = TensorView::contiguous(reinterpret_cast<void*>(uintptr_t{3} << 42), DType::I64, {1});
+  for (int64_t b = 1;; b = std::min(2 * b, S)) {
+    m.decodeOps(rows(m.ids, b), rows(m.slots, b), rows(logits, b), ops);
+    // generate()'s sampling: greedy, and drawn with each of its restrictions.
+    for (auto [temperature, topK, topP] : {std::tuple{0.0f, 0, 1.0f}, std::tuple{1.0f, 0, 1.0f},
+                                           std::tuple{1.0f, 50, 1.0f}, std::tuple{1.0f, 0, 0.9f},
+                                           std::tuple{1.0f, 50, 0.9f}}) {
+      SampleArgs a;
+      a.logits = rows(logits, b);
+      a.token_ids = rows(m.ids, b);
+      a.temperature = temperature;
+      a.top_k = topK;
+      a.top_p = topP;
+      a.step = step;
+      a.row_state_indices = rows(m.slots, b);
+      for (Specialization& sp : detail::sampleSpecializations(a, arch)) ops.add(std::move(sp));
+    }
+    if (b == S) break;
+  }
+  return ops.specs;
+}
+
+}  // namespace ssmjit

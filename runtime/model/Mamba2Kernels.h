@@ -1,0 +1,28 @@
+// The kernels a Mamba-2 layer or model compiles, named without a GPU (`ssmjit prewarm --model`):
+// each op call the layer and model make, built on stand-in device addresses and specialised as
+// the op would specialise it. Internal to the runtime; exported for the tool.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "compiler/Specialization.h"
+#include "runtime/model/Mamba2Config.h"
+#include "ssmjit/mamba2_model.h"
+
+namespace ssmjit::detail {
+
+// The model's sizes from a checkpoint's config.
+Mamba2ModelConfig mamba2ModelConfig(const model::Mamba2Config& c);
+
+// One layer call's kernels (the GEMMs run in cuBLASLt and compile nothing).
+std::vector<Specialization> mamba2LayerSpecializations(const Mamba2Dims& dims, const Mamba2LayerWeights& w,
+                                                       const Mamba2LayerState& s, const Mamba2LayerArgs& args,
+                                                       bool prefill, const std::string& arch);
+
+// Every kernel a model of `dir`'s config.json runs with `options`: a prefill of up to
+// max_prefill_tokens in max_batch sequences, decode steps at every power-of-two batch up to
+// max_batch, greedy and sampled tokens. Distinct specialisations, in first-use order.
+std::vector<Specialization> mamba2ModelSpecializations(const std::string& dir, const Mamba2ModelOptions& options,
+                                                       const std::string& arch);
+
+}  // namespace ssmjit::detail
