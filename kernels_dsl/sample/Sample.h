@@ -15,7 +15,7 @@
 // probability is exp2(y - max). Passes over the row (each reads every tile once):
 //   1 stats    max, the lowest drawable y, the mass Z = sum exp2(y - max);
 //   top-k      kSearchPasses passes: the k-th largest y by a threshold search (counts);
-//              then 1 pass for the mass kept (when top-p does not follow);
+//              then 1 pass for the mass kept (the draw's total, top-p's whole);
 //   top-p      kSearchPasses passes: the nucleus threshold by a threshold search (masses);
 //   1 draw     the first v, in index order, where the running kept mass exceeds u * kept mass.
 // A threshold search narrows [lo, hi) each pass by evaluating kSearchProbes + 1 thresholds (lo

@@ -551,17 +551,20 @@ void embedding(const EmbeddingArgs& args, Stream stream = nullptr);
 //   temperature <= 0: greedy, the arg max: the lowest index among equal maxima; NaN never wins; a
 //     row of all NaN gives 0. step is neither read nor advanced.
 //   temperature > 0: p = softmax(logits / temperature) over the drawable entries (NaN, -inf and
-//     entries whose logit / temperature is at most -3e38 are never drawn; +inf counts as 3e38),
-//     restricted to the top_k largest (top_k <= 0 or >= V: all; ties at the k-th value are all
-//     kept), then to the smallest set of largest p whose mass reaches top_p of what top-k kept
-//     (top_p >= 1: all; ties at the threshold all kept), renormalised. The draw is the first index
-//     v, in index order, where the running kept mass exceeds u times the kept mass, with u in
-//     [0, 1) from Philox-4x32-10 keyed by (seed, key, step): key = row_state_indices[b] (or b),
-//     step = the row's counter (reference::sample_uniform gives u; reference::sample_probabilities
-//     the renormalised distribution). A row with nothing drawable gives 0.
+//     entries whose logit / temperature is at most -3e38 / log2(e) are never drawn; +inf counts
+//     as 3e38 / log2(e)), restricted to the top_k largest (top_k <= 0 or >= V: all; ties at the
+//     k-th value are all kept), then to the smallest set of largest p whose mass reaches top_p of
+//     what top-k kept (top_p >= 1: all; ties at the threshold all kept), renormalised. The draw is
+//     the first index v, in index order, where the running kept mass exceeds u times the kept
+//     mass, with u in [0, 1) from Philox-4x32-10 keyed by (seed, key, step): key =
+//     row_state_indices[b] (or b), step = the row's counter (reference::sample_uniform gives u;
+//     reference::sample_probabilities the renormalised distribution). A row with nothing drawable
+//     gives 0.
 //   The sets are found by threshold searches (a fixed number of passes over the row, each a
-//   masked count or sum): exact but for values within 2^-24 of the search bracket (at most 126 /
-//   ln 2 scaled logits wide, usually the row's range) below the threshold, which are kept too.
+//   masked count or sum, in float32): exact but for values of logit / temperature within 2^-24
+//   of the search's bracket below the threshold, which are kept too. The bracket is at most
+//   87 (= 126 ln 2: below that, float32 probabilities are 0) wide: top-k's the row's range,
+//   top-p's usually ln(V / (1 - top_p)). Entries that close count as ties.
 //   Passes over the row: greedy 1; temperature only 2; top-k 2 + 13; top-p 2 + 12; both 2 + 25.
 // Deterministic (no atomics, sums in a fixed order): the same inputs, seed and steps give the same
 // tokens. Capturable in a CUDA graph: the counter lives on the device and the op advances it
@@ -574,7 +577,7 @@ void embedding(const EmbeddingArgs& args, Stream stream = nullptr);
 struct SampleArgs {
   TensorView logits;             // (B, V)
   TensorView token_ids;          // (B,) int32/int64, output
-  float temperature = 0.0f;      // <= 0: greedy; not NaN
+  float temperature = 0.0f;      // <= 0: greedy, else >= 1e-30; not NaN
   int top_k = 0;                 // <= 0: no top-k restriction
   float top_p = 1.0f;            // 0 < top_p; >= 1: no top-p restriction
   uint64_t seed = 0;
