@@ -99,9 +99,7 @@ int run(GenerateCliOptions& o) {
 
 CommandRun defineGenerateCommand(CLI::App* app) {
   auto o = std::make_shared<GenerateCliOptions>();
-  app->add_option("--model", o->model, "Checkpoint directory: config.json and *.safetensors (Hugging Face or mamba_ssm)")
-      ->required()
-      ->check(CLI::ExistingDirectory);
+  addModelOptions(app, o->model, o->dtype, o->stateDtype);
   app->add_option("--prompt-ids", o->prompts, "A prompt as comma-separated token ids; repeat for more prompts")
       ->required();
   app->add_option("--batch", o->batch, "Sequences at once: the prompts repeated up to this many")->check(atLeast(1));
@@ -114,12 +112,6 @@ CommandRun defineGenerateCommand(CLI::App* app) {
       ->capture_default_str();
   app->add_option("--seed", o->gen.seed, "Sampling seed")->capture_default_str();
   app->add_option("--eos", o->gen.eos_token, "A sequence stops after this token id; -1: none")->capture_default_str();
-  app->add_option("--dtype", o->dtype, "Activations and weights: fp32, bf16, fp16")
-      ->check(CLI::IsMember(floatDTypeNames()))
-      ->capture_default_str();
-  app->add_option("--state-dtype", o->stateDtype, "The SSM state per sequence: fp32, bf16, fp16")
-      ->check(CLI::IsMember(floatDTypeNames()))
-      ->capture_default_str();
   app->add_option("--max-prefill-tokens", o->maxPrefillTokens, "Largest packed prefill the buffers hold")
       ->check(atLeast(1))
       ->capture_default_str();

@@ -111,15 +111,7 @@ int run(const ModelBenchOptions& o) {
 
 CommandRun defineModelBenchCommand(CLI::App* app) {
   auto o = std::make_shared<ModelBenchOptions>();
-  app->add_option("--model", o->model, "Checkpoint directory: config.json and *.safetensors")
-      ->required()
-      ->check(CLI::ExistingDirectory);
-  app->add_option("--dtype", o->dtype, "Activations and weights: fp32, bf16, fp16")
-      ->check(CLI::IsMember(floatDTypeNames()))
-      ->capture_default_str();
-  app->add_option("--state-dtype", o->stateDtype, "The SSM state per sequence: fp32, bf16, fp16")
-      ->check(CLI::IsMember(floatDTypeNames()))
-      ->capture_default_str();
+  addModelOptions(app, o->model, o->dtype, o->stateDtype);
   app->add_option("--prefill", o->prefill, "Prefill shapes BxL (B prompts of L tokens as one packed row), comma-separated; '' for none")
       ->capture_default_str();
   app->add_option("--decode-batch", o->batches, "Decode batch sizes")->check(atLeast(1))->capture_default_str();

@@ -51,6 +51,10 @@ CommandRun definePrewarmCommand(CLI::App* app);
 CommandRun defineCacheCommand(CLI::App* app);
 std::string passList();  // the compiler's passes, for inspect's --stage after:<pass>
 
+// --model (a checkpoint directory, required), --dtype and --state-dtype: every command that loads a
+// Mamba-2 model's checkpoint or config.
+void addModelOptions(CLI::App* app, std::string& model, std::string& dtype, std::string& stateDtype);
+
 // --iters (help `itersHelp`, at least 1), --trials (at least 1; the median is reported) and --seed:
 // every benchmark's.
 void addTrialOptions(CLI::App* app, int& iters, int& trials, uint64_t& seed, const char* itersHelp);

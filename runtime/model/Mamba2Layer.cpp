@@ -254,6 +254,18 @@ void checkWorkspace(const char* op, const Mamba2LayerArgs& a, int64_t need) {
   detail::checkWorkspace(op, a.workspace, a.hidden, "hidden", need, "mamba2_layer_workspace_size");
 }
 
+// The workspace plan of a prefill or decode call of T tokens, in float32 elements.
+int64_t prefillLayout(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
+                      const Mamba2LayerArgs& a, int64_t T, Plan& p) {
+  return layoutFloats<PrefillCalls>(
+      d, a, T, p, [&](const Plan& q) { return prefillCalls(d, w, s, a, q, T); }, prefillSsdFloats);
+}
+int64_t decodeLayout(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
+                     const Mamba2LayerArgs& a, int64_t T, Plan& p) {
+  return layoutFloats<DecodeCalls>(
+      d, a, T, p, [&](const Plan& q) { return decodeCalls(d, w, s, a, q, T); }, decodeSsdFloats);
+}
+
 constexpr const char* kPrefill = "mamba2_layer_prefill";
 constexpr const char* kDecode = "mamba2_layer_decode";
 
@@ -263,20 +275,14 @@ int64_t mamba2_layer_workspace_size(const Mamba2Dims& d, const Mamba2LayerWeight
                                     const Mamba2LayerArgs& a, bool prefill) {
   const int64_t T = checkLayer(prefill ? kPrefill : kDecode, d, w, a);
   Plan p;
-  if (prefill)
-    return layoutFloats<PrefillCalls>(
-        d, a, T, p, [&](const Plan& q) { return prefillCalls(d, w, s, a, q, T); }, prefillSsdFloats);
-  return layoutFloats<DecodeCalls>(
-      d, a, T, p, [&](const Plan& q) { return decodeCalls(d, w, s, a, q, T); }, decodeSsdFloats);
+  return prefill ? prefillLayout(d, w, s, a, T, p) : decodeLayout(d, w, s, a, T, p);
 }
 
 void mamba2_layer_prefill(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
                           const Mamba2LayerArgs& a, Stream stream) {
   const int64_t T = checkLayer(kPrefill, d, w, a);
   Plan p;
-  const int64_t need = layoutFloats<PrefillCalls>(
-      d, a, T, p, [&](const Plan& q) { return prefillCalls(d, w, s, a, q, T); }, prefillSsdFloats);
-  checkWorkspace(kPrefill, a, need);
+  checkWorkspace(kPrefill, a, prefillLayout(d, w, s, a, T, p));
   if (T == 0) return;
   PrefillCalls c = prefillCalls(d, w, s, a, p, T);
   c.ssd.workspace = floatsAt(a.workspace, p.ssdOffset, (p.linearOffset - p.ssdOffset) / 4);
@@ -293,9 +299,7 @@ void mamba2_layer_decode(const Mamba2Dims& d, const Mamba2LayerWeights& w, const
                          const Mamba2LayerArgs& a, Stream stream) {
   const int64_t B = checkLayer(kDecode, d, w, a);
   Plan p;
-  const int64_t need = layoutFloats<DecodeCalls>(
-      d, a, B, p, [&](const Plan& q) { return decodeCalls(d, w, s, a, q, B); }, decodeSsdFloats);
-  checkWorkspace(kDecode, a, need);
+  checkWorkspace(kDecode, a, decodeLayout(d, w, s, a, B, p));
   if (B == 0) return;
   DecodeCalls c = decodeCalls(d, w, s, a, p, B);
   c.inProj.workspace = c.outProj.workspace = floatsAt(a.workspace, p.linearOffset, (p.bytes - p.linearOffset) / 4);
@@ -313,15 +317,13 @@ std::vector<Specialization> detail::mamba2LayerSpecializations(const Mamba2Dims&
   Plan p;
   std::vector<Specialization> out;
   if (prefill) {
-    layoutFloats<PrefillCalls>(
-        d, a, T, p, [&](const Plan& q) { return prefillCalls(d, w, s, a, q, T); }, prefillSsdFloats);
+    prefillLayout(d, w, s, a, T, p);
     const PrefillCalls c = prefillCalls(d, w, s, a, p, T);
     out = opspec::conv(c.conv, arch);
     for (Specialization& sp : opspec::ssd(c.ssd, arch)) out.push_back(std::move(sp));
     out.push_back(detail::gatedRmsNormSpecialization(c.norm, arch));
   } else {
-    layoutFloats<DecodeCalls>(
-        d, a, T, p, [&](const Plan& q) { return decodeCalls(d, w, s, a, q, T); }, decodeSsdFloats);
+    decodeLayout(d, w, s, a, T, p);
     const DecodeCalls c = decodeCalls(d, w, s, a, p, T);
     out = {opspec::convUpdate(c.conv, arch), opspec::ssu(c.ssu, false, arch),
            detail::gatedRmsNormSpecialization(c.norm, arch)};
