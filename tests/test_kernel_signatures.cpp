@@ -39,11 +39,12 @@ void expectInternal(std::initializer_list<const char*> parts, F f) {
 TEST(KernelRegistry, EveryFamilyRegistersItsKernelsInNameOrder) {
   const std::vector<std::string> expected = {
       "causal_conv1d_bwd",      "causal_conv1d_bwd_reduce", "causal_conv1d_bwd_states", "causal_conv1d_final_state",
-      "causal_conv1d_fwd",      "causal_conv1d_update",     "mamba2_decode_step",       "selective_scan_bwd",
-      "selective_scan_bwd_sum", "selective_scan_fwd",       "selective_state_update",   "ssd_bmm",
-      "ssd_bwd_db",             "ssd_bwd_dc",               "ssd_bwd_dcb",              "ssd_bwd_dstates",
-      "ssd_bwd_dt",             "ssd_bwd_dx",               "ssd_bwd_state_passing",    "ssd_bwd_sums",
-      "ssd_chunk_cumsum",       "ssd_chunk_scan",           "ssd_chunk_state",          "ssd_state_passing"};
+      "causal_conv1d_fwd",      "causal_conv1d_update",     "embedding",                "mamba2_decode_step",
+      "selective_scan_bwd",     "selective_scan_bwd_sum",   "selective_scan_fwd",       "selective_state_update",
+      "ssd_bmm",                "ssd_bwd_db",               "ssd_bwd_dc",               "ssd_bwd_dcb",
+      "ssd_bwd_dstates",        "ssd_bwd_dt",               "ssd_bwd_dx",               "ssd_bwd_state_passing",
+      "ssd_bwd_sums",           "ssd_chunk_cumsum",         "ssd_chunk_scan",           "ssd_chunk_state",
+      "ssd_state_passing"};
   EXPECT_EQ(dsl::kernelNames(), expected);
 }
 
@@ -52,7 +53,7 @@ TEST(KernelRegistry, DefinitionHashesFollowTheFamilyFolders) {
   auto hash = [](const char* kernel) { return dsl::findKernel(kernel).definitionHash; };
   EXPECT_EQ(hash("causal_conv1d_fwd"), hash("causal_conv1d_bwd_reduce"));
   EXPECT_EQ(hash("selective_scan_fwd"), hash("selective_scan_bwd"));
-  const std::vector<std::string> families = {hash("causal_conv1d_update"), hash("mamba2_decode_step"),
+  const std::vector<std::string> families = {hash("causal_conv1d_update"), hash("embedding"), hash("mamba2_decode_step"),
                                              hash("selective_scan_bwd_sum"), hash("selective_state_update"),
                                              hash("ssd_chunk_scan")};
   for (size_t i = 0; i < families.size(); ++i) {
