@@ -1,9 +1,10 @@
 // The device status record's messages: what checkDeviceErrors says about a bad slot index, and
-// about each check of the SSD kernels.
+// about each check of the SSD kernels, and about a bad embedding id.
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include "kernels_dsl/embed/Embedding.h"
 #include "kernels_dsl/ssu/SelectiveStateUpdate.h"
 #include "kernels_dsl/ssd/Ssd.h"
 #include "runtime/DeviceStatus.h"
@@ -42,4 +43,11 @@ TEST(DeviceStatus, SsdMessagesNameTheArgument) {
     const std::string m = ssmjit::deviceStatusMessage(rec);
     EXPECT_EQ(m.rfind(c.want, 0), 0u) << m;
   }
+}
+
+TEST(DeviceStatus, EmbeddingMessageNamesTheIdAndTheTable) {
+  const int64_t rec[4] = {ssmjit::kernels::kErrEmbedId, 4, 50280, 50277};
+  EXPECT_EQ(ssmjit::deviceStatusMessage(rec),
+            "embedding: ids[4] = 50280 is out of range [0, 50277) (the table's rows); that row of out was written "
+            "as zeros");
 }

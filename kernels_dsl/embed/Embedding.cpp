@@ -1,6 +1,6 @@
 // Token embedding: one program copies BLOCK_D channels of one token's row of the table. A copy,
-// so the heuristic only picks vector-wide tiles: 8 channels a thread (16-byte bf16 accesses where
-// the strides allow). See Embedding.h for the argument contract.
+// so the heuristic only sizes the tile: 8 channels a thread, in two runs of 4 (vector accesses
+// where the strides allow). See Embedding.h for the argument contract.
 #include "kernels_dsl/embed/Embedding.h"
 
 #include "kernels_dsl/Dsl.h"

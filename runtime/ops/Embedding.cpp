@@ -1,4 +1,4 @@
-// embedding: the arguments are checked once, here at the edge (LinearCheck), then bound to the
+// embedding: the arguments are checked once, here at the edge (EmbeddingCheck), then bound to the
 // kernel (kernels_dsl/embed/Embedding.h) and launched on the caller's stream. A bad id is found
 // by the kernel and reported through the device status record.
 #include <cuda.h>
@@ -7,7 +7,7 @@
 #include "runtime/DeviceStatus.h"
 #include "runtime/ops/EmbeddingSpec.h"
 #include "runtime/ops/KernelCall.h"
-#include "runtime/ops/LinearCheck.h"
+#include "runtime/ops/EmbeddingCheck.h"
 #include "ssmjit/ops.h"
 
 namespace ssmjit {

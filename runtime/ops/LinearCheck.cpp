@@ -1,8 +1,7 @@
-// The argument checks of linear and embedding (see LinearCheck.h and the contract in ssmjit/ops.h).
+// The argument checks of linear (see LinearCheck.h and the contract in ssmjit/ops.h).
 // Shapes, dtypes, devices, strides and alignment only: no tensor data is read.
 #include "runtime/ops/LinearCheck.h"
 
-#include <climits>
 #include <string>
 
 #include "runtime/ops/ArgCheck.h"
@@ -100,31 +99,6 @@ void checkLinearWorkspace(const LinearArgs& a, const char* op) {
     Checker(op, DeviceKind::CUDA)
         .fail("workspace has data pointer " + hexPtr(a.workspace.data) +
               ", expected a multiple of 256 bytes (cuBLASLt's workspace alignment)");
-}
-
-EmbeddingDims checkEmbeddingArgs(const EmbeddingArgs& a, DeviceKind device, const char* op) {
-  Checker c(op, device);
-  EmbeddingDims d;
-  c.required("ids", a.ids);
-  Dim eIds[1] = {{-1, "tokens"}};
-  c.rank("ids", a.ids, eIds, 1);
-  c.setDeviceId(a.ids.deviceId, "ids");
-  d.T = eIds[0].size = a.ids.shape[0];
-  c.tensor("ids", a.ids, eIds, 1, kIndexTypes, false);
-  if (d.T > INT32_MAX)  // one program a token on the grid's x axis
-    c.fail("ids has " + str(d.T) + " tokens, expected at most " + str(INT32_MAX));
-
-  c.required("table", a.table);
-  Dim eTable[2] = {{-1, "vocab"}, {-1, "dim"}};
-  c.rank("table", a.table, eTable, 2);
-  d.V = eTable[0].size = a.table.shape[0];
-  d.D = eTable[1].size = a.table.shape[1];
-  c.tensor("table", a.table, eTable, 2, kFloat16Or32, false);
-
-  c.required("out", a.out);
-  const Dim eOut[2] = {{d.T, "tokens"}, {d.D, "dim"}};
-  c.tensor("out", a.out, eOut, 2, kF32Only | dtypeBit(a.table.dtype), false);
-  return d;
 }
 
 }  // namespace ssmjit::detail

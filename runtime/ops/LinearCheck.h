@@ -1,5 +1,5 @@
-// The argument checks of linear and embedding, shared by the GPU ops and the float64 CPU
-// references so that both accept exactly the same calls. Internal to the runtime.
+// The argument checks of linear, shared by the GPU op and the float64 CPU reference so that both
+// accept exactly the same calls. Internal to the runtime.
 #pragma once
 #include <cstdint>
 
@@ -21,11 +21,5 @@ LinearDims checkLinearArgs(const LinearArgs& args, DeviceKind device, const char
 // The workspace, when given: float32, contiguous, on x's device, 256-byte aligned (cuBLASLt's
 // requirement for its workspace).
 void checkLinearWorkspace(const LinearArgs& args, const char* op);
-
-// out (T, D) = table (V, D) rows at ids (T,).
-struct EmbeddingDims {
-  int64_t T = 0, V = 0, D = 0;
-};
-EmbeddingDims checkEmbeddingArgs(const EmbeddingArgs& args, DeviceKind device, const char* op);
 
 }  // namespace ssmjit::detail

@@ -1,7 +1,9 @@
-// The validation tests' one way to call something that must refuse its input.
+// The validation tests' one way to call something that must refuse its input, and to read what it
+// says.
 #pragma once
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <string>
 
 #include "ssmjit/error.h"
@@ -22,3 +24,9 @@ std::string invalidArgMessage(F f) {
 }
 
 }  // namespace ssmjit::testing
+
+// Strings, not char pointers: the list's elements live through the loop (temporaries inside a
+// braced list of const char* would not).
+#define EXPECT_MENTIONS(msg, ...)                                                    \
+  for (const std::string& sjPart_ : std::initializer_list<std::string>{__VA_ARGS__}) \
+  EXPECT_NE((msg).find(sjPart_), std::string::npos) << "missing \"" << sjPart_ << "\" in: " << (msg)

@@ -512,8 +512,8 @@ void gated_rms_norm(const GatedRmsNormArgs& args, Stream stream = nullptr);
 // without it the op throws Error(Unavailable) with the reason). Shapes: x (M, K); weight (N, K),
 // row-major as PyTorch's nn.Linear stores it; bias (N,); y (M, N). M = 0 does nothing.
 // Dtypes: x and weight both bf16 or both fp16 (products exact, fp32 accumulation), or both fp32
-// (fp32 math, TF32 off); y in x's dtype or fp32; bias in y's dtype, added in fp32 before y's
-// rounding. Split-K partial sums, where cuBLASLt picks them, are kept in fp32.
+// (fp32 math, TF32 off); y in x's dtype or fp32; bias in y's dtype (contiguous, 16-byte aligned),
+// added in fp32 before y's rounding. Split-K partial sums, where cuBLASLt picks them, are kept in fp32.
 // Strides (elements): unit inner strides; row strides >= the row's length (K for x and weight, N
 // for y: a padded row or a column slice of a wider tensor), any value for a single row; data
 // pointers aligned to the element size. 16-byte-aligned pointers and row strides give cuBLASLt its
@@ -538,8 +538,9 @@ void linear(const LinearArgs& args, Stream stream = nullptr);
 
 // out[t, :] = table[ids[t], :]. ids (T,) int32/int64 on the device; table (V, D) fp32, bf16 or
 // fp16; out (T, D) in table's dtype (an exact copy) or fp32. Any strides >= 0, no broadcast axis
-// (stride 0 on an axis of size > 1). An id outside [0, V) writes zeros to its row of out and is reported by the next
-// checkDeviceErrors(). T = 0 does nothing.
+// (stride 0 on an axis of size > 1). An id outside [0, V) writes zeros to its row of out and is
+// reported by the next checkDeviceErrors(). T = 0 does nothing. Capturable in a CUDA graph after
+// its first call (which compiles the kernel).
 struct EmbeddingArgs {
   TensorView ids, table, out;
 };
@@ -586,7 +587,8 @@ struct SampleArgs {
 };
 void sample_tokens(const SampleArgs& args, Stream stream = nullptr);
 
-// Synchronises `stream` and throws if a kernel since the last check found a bad slot index.
+// Synchronises `stream` and throws if a kernel since the last check found a bad index (a slot, a
+// token id, cu_seqlens).
 void checkDeviceErrors(Stream stream = nullptr);
 
 }  // namespace ssmjit
