@@ -115,11 +115,6 @@ std::string updError(const CausalConv1dUpdateArgs& a) {
   return m;
 }
 
-// Strings, not char pointers: the list's elements live through the loop.
-#define EXPECT_MENTIONS(msg, ...)                                                    \
-  for (const std::string& sjPart_ : std::initializer_list<std::string>{__VA_ARGS__}) \
-  EXPECT_NE((msg).find(sjPart_), std::string::npos) << "missing \"" << sjPart_ << "\" in: " << (msg)
-
 TEST(ConvValidation, ValidCallsPassTheCheck) {
   using ssmjit::detail::checkConv1dArgs;
   using ssmjit::detail::checkConv1dUpdateArgs;

@@ -98,12 +98,6 @@ std::string oneTokenError(const SelectiveStateUpdateArgs& a) {
   return invalidArgMessage([&] { ssmjit::selective_state_update(a); });
 }
 
-// Strings, not char pointers: the list's elements live through the loop (temporaries inside a
-// braced list of const char* would not).
-#define EXPECT_MENTIONS(msg, ...)                                                    \
-  for (const std::string& sjPart_ : std::initializer_list<std::string>{__VA_ARGS__}) \
-  EXPECT_NE((msg).find(sjPart_), std::string::npos) << "missing \"" << sjPart_ << "\" in: " << (msg)
-
 TEST(SsuValidation, ValidCallsPassTheCheck) {
   // Batch 0 passes every check and then returns without touching the GPU, so this shows the
   // baselines the other tests break are valid, on any machine.

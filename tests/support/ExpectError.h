@@ -2,6 +2,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <string>
 
 #include "ssmjit/error.h"
@@ -22,3 +23,9 @@ std::string invalidArgMessage(F f) {
 }
 
 }  // namespace ssmjit::testing
+
+// Expects `msg` to contain every part. Strings, not char pointers: the list's elements live
+// through the loop (temporaries inside a braced list of const char* would not).
+#define EXPECT_MENTIONS(msg, ...)                                                    \
+  for (const std::string& sjPart_ : std::initializer_list<std::string>{__VA_ARGS__}) \
+  EXPECT_NE((msg).find(sjPart_), std::string::npos) << "missing \"" << sjPart_ << "\" in: " << (msg)
