@@ -1,6 +1,7 @@
 // The DSL builder: records a kernel as sj/arith/math/scf ops in a func.func.
 #include "kernels_dsl/Dsl.h"
 
+#include "compiler/Specialization.h"
 #include "compiler/dialect/SJDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -646,7 +647,26 @@ Value softplus(Value x) {
   auto* b = x.builder();
   return b->select(x > 20.0, x, b->log1p(b->exp(x)));
 }
+Value dtTransform(Value d, Value softplusOn, Value hasClamp, Value dtMin, Value dtMax) {
+  auto* k = d.builder();
+  d = k->ifElse(
+      softplusOn, [&] { return std::vector<Value>{softplus(d)}; }, [&] { return std::vector<Value>{d}; })[0];
+  return k->ifElse(
+      hasClamp, [&] { return std::vector<Value>{k->minimum(k->maximum(d, dtMin), dtMax)}; },
+      [&] { return std::vector<Value>{d}; })[0];
+}
 Value cdiv(Value a, Value b) { return (a + b - 1) / b; }
+
+int dotPieces(const Specialization& s, const char* tensor) {
+  switch (static_cast<DType>(s.get(std::string("dtype:") + tensor))) {
+    case DType::BF16:
+      return 1;
+    case DType::F16:
+      return 2;
+    default:
+      return 3;
+  }
+}
 
 Value operator+(Value a, Value b) { return a.builder()->add(a, b); }
 Value operator-(Value a, Value b) { return a.builder()->sub(a, b); }

@@ -17,6 +17,10 @@
 #include "kernels_dsl/Signature.h"
 #include "ssmjit/dtype.h"
 
+namespace ssmjit {
+struct Specialization;
+}
+
 namespace ssmjit::dsl {
 
 class KernelBuilder;
@@ -218,7 +222,14 @@ class KernelBuilder {
 Value sigmoid(Value x);
 Value silu(Value x);
 Value softplus(Value x);  // x > 20 ? x : log1p(exp(x)), as mamba_ssm computes it
+// dt' of dt (a tile or a scalar): softplus when `softplusOn`, then clamped to [dtMin, dtMax] when
+// `hasClamp`, each under a branch on the flag.
+Value dtTransform(Value dt, Value softplusOn, Value hasClamp, Value dtMin, Value dtMax);
 Value cdiv(Value a, Value b);
+
+// The bf16 terms of a dot operand (KernelBuilder::dot) that hold a value of the tensor's storage
+// dtype (the specialisation's "dtype:<tensor>") exactly: 1 bf16, 2 fp16, 3 fp32.
+int dotPieces(const Specialization& s, const char* tensor);
 
 // Operators (NumPy broadcasting; literals take the other side's type).
 Value operator+(Value a, Value b);

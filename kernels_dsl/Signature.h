@@ -42,6 +42,15 @@ struct SizeArg {
   SizeUse use;
 };
 
+// Short names for the tables a kernel header declares (`using namespace dsl::decl;`).
+namespace decl {
+using dsl::SizeArg;
+using dsl::TensorArg;
+inline constexpr auto F = PtrClass::Float, I = PtrClass::Int;
+inline constexpr auto M = PtrRole::Metadata;
+inline constexpr auto Bound = SizeUse::Bound, Div = SizeUse::Div, Count = SizeUse::Count;
+}  // namespace decl
+
 // A view of a constant array with static storage.
 template <class T>
 struct List {

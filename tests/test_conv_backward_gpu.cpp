@@ -77,25 +77,11 @@ void runAndCompare(const ConvBackwardCase& c) {
 
 std::vector<ConvBackwardCase> backwardCases() {
   std::vector<ConvBackwardCase> out;
-  uint64_t seed = 500;
-  for (ConvLayout layout : {ConvLayout::ChannelFirst, ConvLayout::ChannelLast})
-    for (DType dt : {DType::F32, DType::BF16})
-      for (int W : {2, 3, 4, 5, 8})
-        for (ConvPacking p : {ConvPacking::Dense, ConvPacking::CuSeqlens, ConvPacking::Positions}) {
-          ConvBackwardCase c;
-          c.layout = layout;
-          c.xType = c.stateType = dt;
-          c.wType = DType::F32;
-          c.W = W;
-          c.D = 67;
-          c.packing = p;
-          c.lens = p == ConvPacking::Dense ? std::vector<int64_t>{301, 301, 301}
-                                           : std::vector<int64_t>{1, 2, 70, 3, 257, 5, 129};
-          c.initialStates = c.dinitialStates = c.dfinalStates = p != ConvPacking::Positions;
-          c.slotIndices = p == ConvPacking::CuSeqlens;
-          c.seed = seed++;
-          out.push_back(c);
-        }
+  for (const ConvInputsCase& in : convInputsMatrix(500)) {
+    ConvBackwardCase c{in};
+    c.initialStates = c.dinitialStates = c.dfinalStates = in.packing != ConvPacking::Positions;
+    out.push_back(c);
+  }
   ConvBackwardCase plain;  // no bias, no SiLU, a long dense row (many chunks a row)
   plain.bias = plain.silu = false;
   plain.lens = {4099};
@@ -114,13 +100,7 @@ INSTANTIATE_TEST_SUITE_P(Matrix, ConvBackward, ::testing::ValuesIn(backwardCases
 // (kFp32Short: two fixed-order sums of the same fp32 terms).
 class ConvBackwardPacked : public GpuTest, public ::testing::WithParamInterface<ConvLayout> {};
 TEST_P(ConvBackwardPacked, EqualsEachSequenceAlone) {
-  ConvBackwardCase c;
-  c.layout = GetParam();
-  c.xType = c.stateType = DType::BF16;
-  c.W = 4;
-  c.D = 96;
-  c.packing = ConvPacking::CuSeqlens;
-  c.lens = {57, 1, 200, 2, 64, 300, 1, 1, 2, 1, 3, 1, 1, 1, 2, 1, 40};  // a tile with more starts than kNearStarts
+  ConvBackwardCase c{manyStartsRow(GetParam())};
   c.initialStates = c.dinitialStates = c.dfinalStates = true;
   ConvBackwardProblem packed(c);
   DeviceCall dp(packed);

@@ -56,25 +56,11 @@ void runAndCompare(const ConvCase& c) {
 
 std::vector<ConvCase> forwardCases() {
   std::vector<ConvCase> out;
-  uint64_t seed = 1;
-  for (ConvLayout layout : {ConvLayout::ChannelFirst, ConvLayout::ChannelLast})
-    for (DType dt : {DType::F32, DType::BF16})
-      for (int W : {2, 3, 4, 5, 8})
-        for (ConvPacking p : {ConvPacking::Dense, ConvPacking::CuSeqlens, ConvPacking::Positions}) {
-          ConvCase c;
-          c.layout = layout;
-          c.xType = c.stateType = dt;
-          c.wType = DType::F32;
-          c.W = W;
-          c.D = 67;
-          c.packing = p;
-          c.lens = p == ConvPacking::Dense ? std::vector<int64_t>{301, 301, 301}
-                                           : std::vector<int64_t>{1, 2, 70, 3, 257, 5, 129};
-          c.initialStates = c.finalStates = p != ConvPacking::Positions;
-          c.slotIndices = p == ConvPacking::CuSeqlens;
-          c.seed = seed++;
-          out.push_back(c);
-        }
+  for (const ConvInputsCase& in : convInputsMatrix(1)) {
+    ConvCase c{in};
+    c.initialStates = c.finalStates = in.packing != ConvPacking::Positions;
+    out.push_back(c);
+  }
   ConvCase f16;  // fp16 input with an fp16 weight and no bias, no SiLU
   f16.xType = f16.wType = f16.stateType = DType::F16;
   f16.bias = f16.silu = false;
@@ -91,13 +77,7 @@ INSTANTIATE_TEST_SUITE_P(Matrix, ConvForward, ::testing::ValuesIn(forwardCases()
 // Packed equals per-sequence, bit for bit: out and final states.
 class ConvPacked : public GpuTest, public ::testing::WithParamInterface<ConvLayout> {};
 TEST_P(ConvPacked, EqualsEachSequenceAlone) {
-  ConvCase c;
-  c.layout = GetParam();
-  c.xType = c.stateType = DType::BF16;
-  c.W = 4;
-  c.D = 96;
-  c.packing = ConvPacking::CuSeqlens;
-  c.lens = {57, 1, 200, 2, 64, 300, 1, 1, 2, 1, 3, 1, 1, 1, 2, 1, 40};  // a tile with more starts than kNearStarts
+  ConvCase c{manyStartsRow(GetParam())};
   c.initialStates = c.finalStates = true;
   ConvProblem packed(c);
   DeviceTensors dp(packed.all());
@@ -255,17 +235,10 @@ TEST_P(ConvUpdate, MatchesFloat64Reference) {
   reference::causal_conv1d_update(ref.args());
   causal_conv1d_update(deviceArgs(gpu, d));
   checkDeviceErrors();
-  std::vector<char> rows(static_cast<size_t>(c.batch), 1), slots(static_cast<size_t>(ref.state.meta.shape[0]), 0);
-  for (int64_t b = 0; b < c.batch; ++b) {
-    const int64_t s = c.indices ? static_cast<int64_t>(loadElement(ref.idx.view(), b)) : b;
-    if (s < 0)
-      rows[static_cast<size_t>(b)] = 0;
-    else if (c.commit)
-      slots[static_cast<size_t>(s)] = 1;
-  }
-  expectWithin(compareTensor(ref.out, d.download(4), rows), bound(c.xType, kFp32Short), "out");
+  expectWithin(compareTensor(ref.out, d.download(4), ref.rowsWritten()), bound(c.xType, kFp32Short), "out");
   // A committed state holds the last inputs: copies.
-  expectWithin(compareTensor(ref.state, d.download(0), before, slots), bound(c.stateType, kExact), "state");
+  expectWithin(compareTensor(ref.state, d.download(0), before, ref.slotsWritten()), bound(c.stateType, kExact),
+               "state");
 }
 INSTANTIATE_TEST_SUITE_P(Matrix, ConvUpdate, ::testing::ValuesIn(updateCases()),
                          [](const auto& i) { return i.param.name(); });

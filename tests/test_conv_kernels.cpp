@@ -13,19 +13,17 @@
 #include "kernels_dsl/CompileKernel.h"
 #include "runtime/ops/CausalConv1dSpec.h"
 #include "ssmjit/ops.h"
+#include "tests/support/FakeTensors.h"
 #include "tests/support/Occurrences.h"
 
 using ssmjit::ConvLayout;
 using ssmjit::DType;
 using ssmjit::TensorView;
+using ssmjit::testing::fakeAddress;
+using ssmjit::testing::fakeView;
 using ssmjit::testing::occurrences;
 
 namespace {
-
-void* fake(int k) { return reinterpret_cast<void*>(uintptr_t{0x10000} + uintptr_t(k) * 0x1000000); }
-TensorView view(int k, DType t, std::initializer_list<int64_t> shape) {
-  return TensorView::contiguous(fake(k), t, shape);
-}
 
 enum class Packing { Dense, CuSeqlens, Positions };
 
@@ -41,19 +39,19 @@ ssmjit::CausalConv1dArgs forwardArgs(const FwdCase& c, int64_t L = 200) {
   ssmjit::CausalConv1dArgs a;
   a.layout = c.layout;
   const bool cl = c.layout == ConvLayout::ChannelLast;
-  a.x = cl ? view(1, c.dtype, {B, L, D}) : view(1, c.dtype, {B, D, L});
-  a.out = cl ? view(2, c.dtype, {B, L, D}) : view(2, c.dtype, {B, D, L});
-  a.weight = view(3, DType::F32, {D, c.W});
-  a.bias = view(4, DType::F32, {D});
+  a.x = cl ? fakeView(1, c.dtype, {B, L, D}) : fakeView(1, c.dtype, {B, D, L});
+  a.out = cl ? fakeView(2, c.dtype, {B, L, D}) : fakeView(2, c.dtype, {B, D, L});
+  a.weight = fakeView(3, DType::F32, {D, c.W});
+  a.bias = fakeView(4, DType::F32, {D});
   a.silu = true;
-  if (c.packing == Packing::CuSeqlens) a.cu_seqlens = view(5, DType::I32, {nseq + 1});
-  if (c.packing == Packing::Positions) a.seq_pos = view(6, DType::I32, {1, L});
+  if (c.packing == Packing::CuSeqlens) a.cu_seqlens = fakeView(5, DType::I32, {nseq + 1});
+  if (c.packing == Packing::Positions) a.seq_pos = fakeView(6, DType::I32, {1, L});
   if (c.packing != Packing::Positions) {
-    a.initial_states = view(7, DType::F32, {S, D, c.W - 1});
+    a.initial_states = fakeView(7, DType::F32, {S, D, c.W - 1});
     a.final_states = a.initial_states;
     if (c.packing == Packing::CuSeqlens) {
-      a.initial_state_indices = view(8, DType::I32, {nseq});
-      a.final_state_indices = view(9, DType::I32, {nseq});
+      a.initial_state_indices = fakeView(8, DType::I32, {nseq});
+      a.final_state_indices = fakeView(9, DType::I32, {nseq});
     }
   }
   return a;
@@ -100,12 +98,12 @@ TEST(ConvKernels, EveryUpdateVariantCompiles) {
         for (bool commit : {true, false}) {
           const int64_t B = 3, D = 96, S = 5;
           ssmjit::CausalConv1dUpdateArgs a;
-          a.conv_state = view(1, dt, {S, D, W - 1});
-          a.x = view(2, dt, {B, L, D});
-          a.out = view(3, dt, {B, L, D});
-          a.weight = view(4, DType::F32, {D, W});
-          a.bias = view(5, DType::F32, {D});
-          a.state_indices = view(6, DType::I32, {B});
+          a.conv_state = fakeView(1, dt, {S, D, W - 1});
+          a.x = fakeView(2, dt, {B, L, D});
+          a.out = fakeView(3, dt, {B, L, D});
+          a.weight = fakeView(4, DType::F32, {D, W});
+          a.bias = fakeView(5, DType::F32, {D});
+          a.state_indices = fakeView(6, DType::I32, {B});
           a.silu = true;
           a.commit = commit;
           for (const char* arch : {"sm_90a", "sm_80"})
@@ -130,13 +128,13 @@ ssmjit::CausalConv1dBackwardArgs backwardArgs(const FwdCase& c, int64_t L = 200)
   a.initial_states = f.initial_states;
   a.initial_state_indices = f.initial_state_indices;
   a.final_state_indices = f.final_state_indices;
-  a.dx = TensorView::contiguous(fake(10), a.x.dtype, {a.x.shape[0], a.x.shape[1], a.x.shape[2]});
-  a.dweight = view(11, DType::F32, {a.weight.shape[0], a.weight.shape[1]});
-  a.dbias = view(12, DType::F32, {a.weight.shape[0]});
+  a.dx = TensorView::contiguous(fakeAddress(10), a.x.dtype, {a.x.shape[0], a.x.shape[1], a.x.shape[2]});
+  a.dweight = fakeView(11, DType::F32, {a.weight.shape[0], a.weight.shape[1]});
+  a.dbias = fakeView(12, DType::F32, {a.weight.shape[0]});
   if (f.initial_states.defined()) {
     const auto& s = f.initial_states;
-    a.dinitial_states = view(13, DType::F32, {s.shape[0], s.shape[1], s.shape[2]});
-    a.dfinal_states = view(14, DType::F32, {s.shape[0], s.shape[1], s.shape[2]});
+    a.dinitial_states = fakeView(13, DType::F32, {s.shape[0], s.shape[1], s.shape[2]});
+    a.dfinal_states = fakeView(14, DType::F32, {s.shape[0], s.shape[1], s.shape[2]});
   }
   return a;
 }
@@ -189,11 +187,11 @@ TEST(ConvKernels, CountsBindNoClass) {
            backwardArgs({ConvLayout::ChannelLast, DType::BF16, 4, Packing::CuSeqlens}), "sm_90a"))
     specs.push_back(s);
   ssmjit::CausalConv1dUpdateArgs a;
-  a.conv_state = view(1, DType::BF16, {5, 96, 3});
-  a.x = view(2, DType::BF16, {3, 1, 96});
-  a.out = view(3, DType::BF16, {3, 1, 96});
-  a.weight = view(4, DType::F32, {96, 4});
-  a.state_indices = view(6, DType::I32, {3});
+  a.conv_state = fakeView(1, DType::BF16, {5, 96, 3});
+  a.x = fakeView(2, DType::BF16, {3, 1, 96});
+  a.out = fakeView(3, DType::BF16, {3, 1, 96});
+  a.weight = fakeView(4, DType::F32, {96, 4});
+  a.state_indices = fakeView(6, DType::I32, {3});
   specs.push_back(ssmjit::detail::convUpdateSpecialization(a, "sm_90a"));
   for (const auto& s : specs)
     for (const char* count : {"div:nseq=", "div:nslots", "div:search_steps=", "div:batch="})

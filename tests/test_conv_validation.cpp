@@ -115,7 +115,6 @@ std::string updError(const CausalConv1dUpdateArgs& a) {
   return m;
 }
 
-
 TEST(ConvValidation, ValidCallsPassTheCheck) {
   using ssmjit::detail::checkConv1dArgs;
   using ssmjit::detail::checkConv1dUpdateArgs;
@@ -188,155 +187,128 @@ TEST(ConvValidation, ValidCallsPassTheCheck) {
 TEST(ConvValidation, LayoutAndRanks) {
   CausalConv1dArgs a = validFwd();
   a.layout = static_cast<ConvLayout>(7);
-  std::string m = fwdError(a);
-  EXPECT_MENTIONS(m, "causal_conv1d: layout is 7", "expected ChannelFirst (0) or ChannelLast (1)");
+  EXPECT_MENTIONS(fwdError(a), "causal_conv1d: layout is 7", "expected ChannelFirst (0) or ChannelLast (1)");
 
   a = validFwd();
   a.x = cuda(0, DType::BF16, {64, 20});
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "x has rank 2", "(64, 20)", "expected rank 3 (batch, dim, seqlen)", "ChannelFirst");
+  EXPECT_MENTIONS(fwdError(a), "x has rank 2", "(64, 20)", "expected rank 3 (batch, dim, seqlen)", "ChannelFirst");
   a = validFwd(ConvLayout::ChannelLast);
   a.x = cuda(0, DType::BF16, {1, 3, 20, 64});
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "x has rank 4", "expected rank 3 (batch, seqlen, dim)", "ChannelLast");
+  EXPECT_MENTIONS(fwdError(a), "x has rank 4", "expected rank 3 (batch, seqlen, dim)", "ChannelLast");
 
   a = validFwd();
   a.x = TensorView{};
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "x is required");
+  EXPECT_MENTIONS(fwdError(a), "x is required");
   a = validFwd();
   a.weight = TensorView{};
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "weight is required");
+  EXPECT_MENTIONS(fwdError(a), "weight is required");
   a = validFwd();
   a.out = TensorView{};
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "out is required");
+  EXPECT_MENTIONS(fwdError(a), "out is required");
 
   a = validFwd();
   a.weight = cuda(1, DType::F32, {64 * 4});
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "weight has rank 1", "expected rank 2 (dim, width)");
+  EXPECT_MENTIONS(fwdError(a), "weight has rank 1", "expected rank 2 (dim, width)");
   a = validFwd();
   a.bias = cuda(2, DType::BF16, {1, 64});
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "bias has rank 2", "expected rank 1 (dim)");
+  EXPECT_MENTIONS(fwdError(a), "bias has rank 2", "expected rank 1 (dim)");
 }
 
 TEST(ConvValidation, WeightWidthRange) {
   for (int64_t W : {int64_t{1}, int64_t{ssmjit::kMaxConvWidth} + 1, int64_t{0}}) {
     CausalConv1dArgs a = validFwd();
     a.weight = cuda(1, DType::F32, {64, W});
-    std::string m = fwdError(a);
-    EXPECT_MENTIONS(m, "weight has width " + std::to_string(W), "(64, " + std::to_string(W) + ")",
+    EXPECT_MENTIONS(fwdError(a), "weight has width " + std::to_string(W), "(64, " + std::to_string(W) + ")",
                     "expected a width W with 2 <= W <= 8 (kMaxConvWidth)");
     CausalConv1dUpdateArgs u = validUpd();
     u.weight = cuda(2, DType::F16, {64, W});
-    m = updError(u);
-    EXPECT_MENTIONS(m, "causal_conv1d_update: weight has width " + std::to_string(W), "2 <= W <= 8");
+    EXPECT_MENTIONS(updError(u), "causal_conv1d_update: weight has width " + std::to_string(W), "2 <= W <= 8");
   }
 }
 
 TEST(ConvValidation, MismatchedShapes) {
   CausalConv1dArgs a = validFwd();
   a.weight = cuda(1, DType::F32, {32, 4});
-  std::string m = fwdError(a);
-  EXPECT_MENTIONS(m, "weight has shape (32, 4)", "expected (64, 4) [dim, width]", "dim 0 (dim) is 32, expected 64");
+  EXPECT_MENTIONS(fwdError(a), "weight has shape (32, 4)", "expected (64, 4) [dim, width]",
+                  "dim 0 (dim) is 32, expected 64");
 
   a = validFwd();
   a.bias = cuda(2, DType::BF16, {63});
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "bias has shape (63)", "expected (64) [dim]");
+  EXPECT_MENTIONS(fwdError(a), "bias has shape (63)", "expected (64) [dim]");
 
   // out must have x's shape, in x's layout.
   a = validFwd(ConvLayout::ChannelLast);
   a.out = cuda(3, DType::BF16, {3, 64, 20});
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "out has shape (3, 64, 20)", "expected (3, 20, 64) [batch, seqlen, dim]",
+  EXPECT_MENTIONS(fwdError(a), "out has shape (3, 64, 20)", "expected (3, 20, 64) [batch, seqlen, dim]",
                   "dim 1 (seqlen) is 64, expected 20", "ChannelLast");
   a = validFwd();
   a.out = cuda(3, DType::BF16, {2, 64, 20});
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "out has shape (2, 64, 20)", "dim 0 (batch) is 2, expected 3");
+  EXPECT_MENTIONS(fwdError(a), "out has shape (2, 64, 20)", "dim 0 (batch) is 2, expected 3");
 
   // States: (slots, dim, width - 1).
   a = validFwd();
   a.initial_states = cuda(6, DType::F32, {5, 64, 2});
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "initial_states has shape (5, 64, 2)", "[slots, dim, width - 1]",
+  EXPECT_MENTIONS(fwdError(a), "initial_states has shape (5, 64, 2)", "[slots, dim, width - 1]",
                   "dim 2 (width - 1) is 2, expected 3");
   a = validFwd();
   a.final_states = cuda(9, DType::F32, {5, 32, 3});
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "final_states has shape (5, 32, 3)", "dim 1 (dim) is 32, expected 64");
+  EXPECT_MENTIONS(fwdError(a), "final_states has shape (5, 32, 3)", "dim 1 (dim) is 32, expected 64");
   a = validFwd();
   a.final_states = cuda(9, DType::F32, {5, 64});
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "final_states has rank 2", "expected rank 3 (slots, dim, width - 1)");
+  EXPECT_MENTIONS(fwdError(a), "final_states has rank 2", "expected rank 3 (slots, dim, width - 1)");
   a = validFwd();
   a.initial_states = a.final_states = cuda(6, DType::F32, {0, 64, 3});
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "initial_states has 0 slots", "expected at least 1");
+  EXPECT_MENTIONS(fwdError(a), "initial_states has 0 slots", "expected at least 1");
 }
 
 TEST(ConvValidation, Dtypes) {
   CausalConv1dArgs a = validFwd();
   a.x.dtype = DType::I32;
-  std::string m = fwdError(a);
-  EXPECT_MENTIONS(m, "x has dtype int32", "expected float32, bfloat16 or float16");
+  EXPECT_MENTIONS(fwdError(a), "x has dtype int32", "expected float32, bfloat16 or float16");
 
   a = validFwd();
   a.out.dtype = DType::I64;
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "out has dtype int64", "expected float32, bfloat16 or float16");
+  EXPECT_MENTIONS(fwdError(a), "out has dtype int64", "expected float32, bfloat16 or float16");
 
   // Weight and bias: fp32 or x's dtype.
   a = validFwd();
   a.x.dtype = a.out.dtype = DType::F16;
   a.bias.dtype = DType::F16;
   a.weight.dtype = DType::BF16;
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "weight has dtype bfloat16", "expected float32 or float16");
+  EXPECT_MENTIONS(fwdError(a), "weight has dtype bfloat16", "expected float32 or float16");
   a.weight.dtype = DType::F16;
   a.bias.dtype = DType::BF16;
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "bias has dtype bfloat16", "expected float32 or float16");
+  EXPECT_MENTIONS(fwdError(a), "bias has dtype bfloat16", "expected float32 or float16");
   a = validFwd();
   a.x.dtype = DType::F32;
   a.bias.dtype = DType::BF16;
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "bias has dtype bfloat16", "expected float32");
+  EXPECT_MENTIONS(fwdError(a), "bias has dtype bfloat16", "expected float32");
 
   a = validFwd();
   a.initial_states.dtype = DType::I32;
   a.final_states.dtype = DType::I32;
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "initial_states has dtype int32", "expected float32, bfloat16 or float16");
+  EXPECT_MENTIONS(fwdError(a), "initial_states has dtype int32", "expected float32, bfloat16 or float16");
 
   // Index tensors: int32 or int64.
   a = validCu();
   a.cu_seqlens.dtype = DType::F32;
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "cu_seqlens has dtype float32", "expected int32 or int64");
+  EXPECT_MENTIONS(fwdError(a), "cu_seqlens has dtype float32", "expected int32 or int64");
   a = validPos();
   a.seq_pos.dtype = DType::BF16;
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "seq_pos has dtype bfloat16", "expected int32 or int64");
+  EXPECT_MENTIONS(fwdError(a), "seq_pos has dtype bfloat16", "expected int32 or int64");
   a = validFwd();
   a.initial_state_indices.dtype = DType::F16;
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "initial_state_indices has dtype float16", "expected int32 or int64");
+  EXPECT_MENTIONS(fwdError(a), "initial_state_indices has dtype float16", "expected int32 or int64");
   a = validFwd();
   a.final_state_indices.dtype = DType::F32;
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "final_state_indices has dtype float32", "expected int32 or int64");
+  EXPECT_MENTIONS(fwdError(a), "final_state_indices has dtype float32", "expected int32 or int64");
 }
 
 TEST(ConvValidation, Packing) {
   CausalConv1dArgs a = validCu();
   a.seq_pos = cuda(5, DType::I32, {1, 20});
-  std::string m = fwdError(a);
-  EXPECT_MENTIONS(m, "cu_seqlens (shape (4))", "seq_pos (shape (1, 20))", "both given", "expected at most one");
+  EXPECT_MENTIONS(fwdError(a), "cu_seqlens (shape (4))", "seq_pos (shape (1, 20))", "both given",
+                  "expected at most one");
 
   // Packed input is one row.
   for (bool cu : {true, false}) {
@@ -347,115 +319,97 @@ TEST(ConvValidation, Packing) {
       a.cu_seqlens = cuda(4, DType::I32, {3});
     else
       a.seq_pos = cuda(5, DType::I32, {2, 20});
-    m = fwdError(a);
-    EXPECT_MENTIONS(m, "x has batch 2", "expected 1 with " + std::string(cu ? "cu_seqlens" : "seq_pos"),
+    EXPECT_MENTIONS(fwdError(a), "x has batch 2", "expected 1 with " + std::string(cu ? "cu_seqlens" : "seq_pos"),
                     "packed input is one row");
   }
 
   a = validCu();
   a.cu_seqlens = cuda(4, DType::I32, {1});
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "cu_seqlens has shape (1)", "expected at least 2 entries", "nseq + 1");
+  EXPECT_MENTIONS(fwdError(a), "cu_seqlens has shape (1)", "expected at least 2 entries", "nseq + 1");
   a = validCu();
   a.cu_seqlens = cuda(4, DType::I64, {4, 1});
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "cu_seqlens has rank 2", "expected rank 1 (nseq + 1)");
+  EXPECT_MENTIONS(fwdError(a), "cu_seqlens has rank 2", "expected rank 1 (nseq + 1)");
 
   a = validPos();
   a.seq_pos = cuda(5, DType::I32, {1, 19});
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "seq_pos has shape (1, 19)", "expected (1, 20) [batch, seqlen]",
+  EXPECT_MENTIONS(fwdError(a), "seq_pos has shape (1, 19)", "expected (1, 20) [batch, seqlen]",
                   "dim 1 (seqlen) is 19, expected 20");
   a = validPos();
   a.seq_pos = cuda(5, DType::I32, {20});
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "seq_pos has rank 1", "expected rank 2 (batch, seqlen)");
+  EXPECT_MENTIONS(fwdError(a), "seq_pos has rank 1", "expected rank 2 (batch, seqlen)");
 
   // Conv states need cu_seqlens.
   a = validPos();
   a.initial_states = cuda(6, DType::F32, {5, 64, 3});
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "initial_states is given", "with seq_pos", "conv states need cu_seqlens");
+  EXPECT_MENTIONS(fwdError(a), "initial_states is given", "with seq_pos", "conv states need cu_seqlens");
   a = validPos();
   a.final_states = cuda(6, DType::F32, {5, 64, 3});
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "final_states is given", "conv states need cu_seqlens");
+  EXPECT_MENTIONS(fwdError(a), "final_states is given", "conv states need cu_seqlens");
 }
 
 TEST(ConvValidation, StateSlotsAndIndices) {
   // Indices only with their states.
   CausalConv1dArgs a = validFwd();
   a.initial_states = TensorView{};
-  std::string m = fwdError(a);
-  EXPECT_MENTIONS(m, "initial_state_indices is given", "initial_states is not given");
+  EXPECT_MENTIONS(fwdError(a), "initial_state_indices is given", "initial_states is not given");
   a = validFwd();
   a.final_states = TensorView{};
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "final_state_indices is given", "final_states is not given");
+  EXPECT_MENTIONS(fwdError(a), "final_state_indices is given", "final_states is not given");
   a = validPos();
   a.final_state_indices = cuda(8, DType::I32, {1});
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "final_state_indices is given", "final_states is not given");
+  EXPECT_MENTIONS(fwdError(a), "final_state_indices is given", "final_states is not given");
 
   // (nseq,): batch for dense rows, cu_seqlens' size - 1 when packed.
   a = validFwd();
   a.initial_state_indices = cuda(7, DType::I32, {2});
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "initial_state_indices has shape (2)", "expected (3) [nseq]", "dim 0 (nseq) is 2, expected 3");
+  EXPECT_MENTIONS(fwdError(a), "initial_state_indices has shape (2)", "expected (3) [nseq]",
+                  "dim 0 (nseq) is 2, expected 3");
   a = validCu();
   a.final_state_indices = cuda(8, DType::I64, {1});
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "final_state_indices has shape (1)", "dim 0 (nseq) is 1, expected 3");
+  EXPECT_MENTIONS(fwdError(a), "final_state_indices has shape (1)", "dim 0 (nseq) is 1, expected 3");
   a = validCu();
   a.final_state_indices = cuda(8, DType::I64, {3, 1});
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "final_state_indices has rank 2", "expected rank 1 (nseq)");
+  EXPECT_MENTIONS(fwdError(a), "final_state_indices has rank 2", "expected rank 1 (nseq)");
 
   // Without indices, sequence i uses slot i: S >= nseq.
   a = validCu();
   a.initial_state_indices = a.final_state_indices = TensorView{};
   a.initial_states = a.final_states = cuda(6, DType::F32, {2, 64, 3});
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "initial_states has 2 slots", "expected at least nseq = 3", "initial_state_indices is not given",
-                  "sequence i uses slot i");
+  EXPECT_MENTIONS(fwdError(a), "initial_states has 2 slots", "expected at least nseq = 3",
+                  "initial_state_indices is not given", "sequence i uses slot i");
   a = validFwd();
   a.final_state_indices = TensorView{};
   a.final_states = cuda(9, DType::F32, {2, 64, 3});
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "final_states has 2 slots", "expected at least nseq = 3", "final_state_indices is not given");
+  EXPECT_MENTIONS(fwdError(a), "final_states has 2 slots", "expected at least nseq = 3",
+                  "final_state_indices is not given");
 }
 
 TEST(ConvValidation, StridesAlignmentAndDevices) {
   CausalConv1dArgs a = validFwd();
   a.x.strides[2] = -1;
-  std::string m = fwdError(a);
-  EXPECT_MENTIONS(m, "x has strides (1280, 20, -1)", "dim 2 (seqlen) has stride -1", "expected a stride >= 0");
+  EXPECT_MENTIONS(fwdError(a), "x has strides (1280, 20, -1)", "dim 2 (seqlen) has stride -1",
+                  "expected a stride >= 0");
   a = validFwd();
   a.weight.strides[1] = -4;
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "weight has strides (4, -4)", "expected a stride >= 0");
+  EXPECT_MENTIONS(fwdError(a), "weight has strides (4, -4)", "expected a stride >= 0");
 
   // Broadcast (stride 0 on an axis of size > 1): only weight and bias.
   a = validFwd(ConvLayout::ChannelLast);
   a.out.strides[2] = 0;
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "out has strides (1280, 64, 0)", "dim 2 (dim, size 64) has stride 0", "expected a nonzero stride");
+  EXPECT_MENTIONS(fwdError(a), "out has strides (1280, 64, 0)", "dim 2 (dim, size 64) has stride 0",
+                  "expected a nonzero stride");
   a = validFwd();
   a.x.strides[0] = 0;
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "x has strides (0, 20, 1)", "dim 0 (batch, size 3) has stride 0");
+  EXPECT_MENTIONS(fwdError(a), "x has strides (0, 20, 1)", "dim 0 (batch, size 3) has stride 0");
   a = validFwd();
   a.initial_states.strides[0] = 0;
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "initial_states has strides (0, 3, 1)", "dim 0 (slots, size 5) has stride 0");
+  EXPECT_MENTIONS(fwdError(a), "initial_states has strides (0, 3, 1)", "dim 0 (slots, size 5) has stride 0");
   a = validCu();
   a.cu_seqlens.strides[0] = 0;
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "cu_seqlens has strides (0)", "has stride 0");
+  EXPECT_MENTIONS(fwdError(a), "cu_seqlens has strides (0)", "has stride 0");
   a = validFwd();
   a.initial_state_indices.strides[0] = 0;
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "initial_state_indices has strides (0)", "has stride 0");
+  EXPECT_MENTIONS(fwdError(a), "initial_state_indices has strides (0)", "has stride 0");
   a = validFwd();
   a.weight.strides[0] = 0;  // every channel the same taps
   a.weight.strides[1] = 0;
@@ -470,139 +424,111 @@ TEST(ConvValidation, StridesAlignmentAndDevices) {
   // Alignment to the element size.
   a = validFwd();
   a.x.data = static_cast<char*>(a.x.data) + 1;
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "x has data pointer 0x", "expected a multiple of its element size (bfloat16: 2 bytes)");
+  EXPECT_MENTIONS(fwdError(a), "x has data pointer 0x", "expected a multiple of its element size (bfloat16: 2 bytes)");
   a = validCu();
   a.cu_seqlens.data = static_cast<char*>(a.cu_seqlens.data) + 2;
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "cu_seqlens has data pointer 0x", "(int32: 4 bytes)");
+  EXPECT_MENTIONS(fwdError(a), "cu_seqlens has data pointer 0x", "(int32: 4 bytes)");
   a = validFwd();
   a.final_states.data = static_cast<char*>(a.final_states.data) + 2;
   a.initial_states = TensorView{};
   a.initial_state_indices = TensorView{};
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "final_states has data pointer 0x", "(float32: 4 bytes)");
+  EXPECT_MENTIONS(fwdError(a), "final_states has data pointer 0x", "(float32: 4 bytes)");
 
   // One CUDA device: x's.
   a = validFwd();
   a.weight.device = DeviceKind::CPU;
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "weight is a CPU tensor, expected a CUDA tensor");
+  EXPECT_MENTIONS(fwdError(a), "weight is a CPU tensor, expected a CUDA tensor");
   a = validFwd();
   a.bias.deviceId = 1;
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "bias is on CUDA device 1, expected device 0 (where x is)");
+  EXPECT_MENTIONS(fwdError(a), "bias is on CUDA device 1, expected device 0 (where x is)");
   a = validCu();
   a.cu_seqlens.device = DeviceKind::CPU;
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "cu_seqlens is a CPU tensor, expected a CUDA tensor");
+  EXPECT_MENTIONS(fwdError(a), "cu_seqlens is a CPU tensor, expected a CUDA tensor");
   a = validFwd();
   for (TensorView* t : {&a.x, &a.weight, &a.bias, &a.out, &a.initial_states, &a.final_states, &a.initial_state_indices})
     t->deviceId = 2;
-  m = fwdError(a);
-  EXPECT_MENTIONS(m, "final_state_indices is on CUDA device 0, expected device 2 (where x is)");
+  EXPECT_MENTIONS(fwdError(a), "final_state_indices is on CUDA device 0, expected device 2 (where x is)");
 }
 
 TEST(ConvValidation, UpdateShapes) {
   CausalConv1dUpdateArgs a = validUpd();
   a.conv_state = TensorView{};
-  std::string m = updError(a);
-  EXPECT_MENTIONS(m, "causal_conv1d_update: conv_state is required");
+  EXPECT_MENTIONS(updError(a), "causal_conv1d_update: conv_state is required");
   a = validUpd();
   a.conv_state = cuda(0, DType::BF16, {6, 64});
-  m = updError(a);
-  EXPECT_MENTIONS(m, "conv_state has rank 2", "expected rank 3 (slots, dim, width - 1)");
+  EXPECT_MENTIONS(updError(a), "conv_state has rank 2", "expected rank 3 (slots, dim, width - 1)");
   a = validUpd();
   a.weight = TensorView{};
-  m = updError(a);
-  EXPECT_MENTIONS(m, "weight is required");
+  EXPECT_MENTIONS(updError(a), "weight is required");
   a = validUpd();
   a.conv_state = cuda(0, DType::BF16, {6, 64, 2});  // width - 1 comes from the weight
-  m = updError(a);
-  EXPECT_MENTIONS(m, "conv_state has shape (6, 64, 2)", "expected (6, 64, 3) [slots, dim, width - 1]",
+  EXPECT_MENTIONS(updError(a), "conv_state has shape (6, 64, 2)", "expected (6, 64, 3) [slots, dim, width - 1]",
                   "dim 2 (width - 1) is 2, expected 3");
   a = validUpd();
   a.conv_state = cuda(0, DType::BF16, {6, 32, 3});
-  m = updError(a);
-  EXPECT_MENTIONS(m, "conv_state has shape (6, 32, 3)", "dim 1 (dim) is 32, expected 64");
+  EXPECT_MENTIONS(updError(a), "conv_state has shape (6, 32, 3)", "dim 1 (dim) is 32, expected 64");
 
   a = validUpd();
   a.x = cuda(1, DType::F16, {4, 64});
-  m = updError(a);
-  EXPECT_MENTIONS(m, "x has rank 2", "expected rank 3 (batch, tokens, dim)");
+  EXPECT_MENTIONS(updError(a), "x has rank 2", "expected rank 3 (batch, tokens, dim)");
   for (int64_t L : {int64_t{0}, int64_t{ssmjit::kMaxTokens} + 1}) {
     a = validUpd();
     a.x.shape[1] = a.out.shape[1] = L;
-    m = updError(a);
-    EXPECT_MENTIONS(m, "x has " + std::to_string(L) + " tokens", "expected 1 <= L <= 32 (kMaxTokens)");
+    EXPECT_MENTIONS(updError(a), "x has " + std::to_string(L) + " tokens", "expected 1 <= L <= 32 (kMaxTokens)");
   }
   a = validUpd();
   a.out = cuda(4, DType::F32, {4, 1, 64});
-  m = updError(a);
-  EXPECT_MENTIONS(m, "out has shape (4, 1, 64)", "expected (4, 2, 64) [batch, tokens, dim]",
+  EXPECT_MENTIONS(updError(a), "out has shape (4, 1, 64)", "expected (4, 2, 64) [batch, tokens, dim]",
                   "dim 1 (tokens) is 1, expected 2");
   a = validUpd();
   a.out = TensorView{};
-  m = updError(a);
-  EXPECT_MENTIONS(m, "out is required");
+  EXPECT_MENTIONS(updError(a), "out is required");
   a = validUpd();
   a.weight = cuda(2, DType::F16, {63, 4});
-  m = updError(a);
-  EXPECT_MENTIONS(m, "weight has shape (63, 4)", "dim 0 (dim) is 63, expected 64");
+  EXPECT_MENTIONS(updError(a), "weight has shape (63, 4)", "dim 0 (dim) is 63, expected 64");
   a = validUpd();
   a.bias = cuda(3, DType::F32, {65});
-  m = updError(a);
-  EXPECT_MENTIONS(m, "bias has shape (65)", "expected (64) [dim]");
+  EXPECT_MENTIONS(updError(a), "bias has shape (65)", "expected (64) [dim]");
 
   a = validUpd();
   a.state_indices = cuda(5, DType::I64, {3});
-  m = updError(a);
-  EXPECT_MENTIONS(m, "state_indices has shape (3)", "expected (4) [batch]", "dim 0 (batch) is 3, expected 4");
+  EXPECT_MENTIONS(updError(a), "state_indices has shape (3)", "expected (4) [batch]", "dim 0 (batch) is 3, expected 4");
   a = validUpd();
   a.state_indices = TensorView{};  // 6 slots for 4 rows
-  m = updError(a);
-  EXPECT_MENTIONS(m, "conv_state has 6 slots", "expected batch = 4", "state_indices is not given");
+  EXPECT_MENTIONS(updError(a), "conv_state has 6 slots", "expected batch = 4", "state_indices is not given");
 }
 
 TEST(ConvValidation, UpdateDtypesStridesDevices) {
   CausalConv1dUpdateArgs a = validUpd();
   a.conv_state.dtype = DType::I32;
-  std::string m = updError(a);
-  EXPECT_MENTIONS(m, "conv_state has dtype int32", "expected float32, bfloat16 or float16");
+  EXPECT_MENTIONS(updError(a), "conv_state has dtype int32", "expected float32, bfloat16 or float16");
   a = validUpd();
   a.x.dtype = DType::I64;
-  m = updError(a);
-  EXPECT_MENTIONS(m, "x has dtype int64", "expected float32, bfloat16 or float16");
+  EXPECT_MENTIONS(updError(a), "x has dtype int64", "expected float32, bfloat16 or float16");
   a = validUpd();
   a.weight.dtype = DType::BF16;  // x is fp16
-  m = updError(a);
-  EXPECT_MENTIONS(m, "weight has dtype bfloat16", "expected float32 or float16");
+  EXPECT_MENTIONS(updError(a), "weight has dtype bfloat16", "expected float32 or float16");
   a = validUpd();
   a.bias.dtype = DType::BF16;
-  m = updError(a);
-  EXPECT_MENTIONS(m, "bias has dtype bfloat16", "expected float32 or float16");
+  EXPECT_MENTIONS(updError(a), "bias has dtype bfloat16", "expected float32 or float16");
   a = validUpd();
   a.out.dtype = DType::I32;
-  m = updError(a);
-  EXPECT_MENTIONS(m, "out has dtype int32");
+  EXPECT_MENTIONS(updError(a), "out has dtype int32");
   a = validUpd();
   a.state_indices.dtype = DType::F32;
-  m = updError(a);
-  EXPECT_MENTIONS(m, "state_indices has dtype float32", "expected int32 or int64");
+  EXPECT_MENTIONS(updError(a), "state_indices has dtype float32", "expected int32 or int64");
 
   a = validUpd();
   a.conv_state.strides[1] = 0;
-  m = updError(a);
-  EXPECT_MENTIONS(m, "conv_state has strides (192, 0, 1)", "dim 1 (dim, size 64) has stride 0",
+  EXPECT_MENTIONS(updError(a), "conv_state has strides (192, 0, 1)", "dim 1 (dim, size 64) has stride 0",
                   "expected a nonzero stride");
   a = validUpd();
   a.x.strides[1] = -64;
-  m = updError(a);
-  EXPECT_MENTIONS(m, "x has strides (128, -64, 1)", "dim 1 (tokens) has stride -64", "expected a stride >= 0");
+  EXPECT_MENTIONS(updError(a), "x has strides (128, -64, 1)", "dim 1 (tokens) has stride -64",
+                  "expected a stride >= 0");
   a = validUpd();
   a.state_indices.strides[0] = 0;
-  m = updError(a);
-  EXPECT_MENTIONS(m, "state_indices has strides (0)", "has stride 0");
+  EXPECT_MENTIONS(updError(a), "state_indices has strides (0)", "has stride 0");
   a = validUpd();
   a.weight.strides[0] = 0;
   a.bias.strides[0] = 0;
@@ -610,20 +536,16 @@ TEST(ConvValidation, UpdateDtypesStridesDevices) {
 
   a = validUpd();
   a.out.data = static_cast<char*>(a.out.data) + 2;
-  m = updError(a);
-  EXPECT_MENTIONS(m, "out has data pointer 0x", "(float32: 4 bytes)");
+  EXPECT_MENTIONS(updError(a), "out has data pointer 0x", "(float32: 4 bytes)");
   a = validUpd();
   a.state_indices.data = static_cast<char*>(a.state_indices.data) + 4;
-  m = updError(a);
-  EXPECT_MENTIONS(m, "state_indices has data pointer 0x", "(int64: 8 bytes)");
+  EXPECT_MENTIONS(updError(a), "state_indices has data pointer 0x", "(int64: 8 bytes)");
   a = validUpd();
   a.out.deviceId = 1;
-  m = updError(a);
-  EXPECT_MENTIONS(m, "out is on CUDA device 1, expected device 0 (where conv_state is)");
+  EXPECT_MENTIONS(updError(a), "out is on CUDA device 1, expected device 0 (where conv_state is)");
   a = validUpd();
   a.x.device = DeviceKind::CPU;
-  m = updError(a);
-  EXPECT_MENTIONS(m, "x is a CPU tensor, expected a CUDA tensor");
+  EXPECT_MENTIONS(updError(a), "x is a CPU tensor, expected a CUDA tensor");
 }
 
 TEST(ConvValidation, ReferenceRunsTheSameCheckOnCpuTensors) {

@@ -15,17 +15,14 @@
 #include "runtime/ops/Mamba2DecodeStepSpec.h"
 #include "ssmjit/ops.h"
 #include "tests/support/CompileEach.h"
+#include "tests/support/FakeTensors.h"
 #include "tests/support/GeneratedCuda.h"
 
 using namespace ssmjit;
+using ssmjit::testing::fakeView;
 using ssmjit::testing::generatedCuda;
 
 namespace {
-
-void* fake(int k) { return reinterpret_cast<void*>(uintptr_t{0x10000} + uintptr_t(k) * 0x1000000); }
-TensorView view(int k, DType t, std::initializer_list<int64_t> shape) {
-  return TensorView::contiguous(fake(k), t, shape);
-}
 
 struct Variant {
   int64_t H = 8, P = 64, N = 128, G = 1, W = 4, L = 8;
@@ -45,36 +42,36 @@ struct Call {
 Call make(const Variant& v) {
   const int64_t B = v.B, S = 5, Lc = 8, Dc = v.H * v.P + 2 * v.G * v.N;
   Call c;
-  c.s.conv_state = view(1, v.state, {S, Dc, v.W - 1});
-  c.s.ssm_state = view(2, v.state, {S, v.H, v.P, v.N});
-  c.s.xbc_cache = view(3, v.x, {S, Lc, Dc});
-  c.s.dt_cache = view(4, v.x, {S, Lc, v.H});
-  c.s.cached_tokens = view(5, DType::I32, {S});
-  c.s.arrivals = view(6, DType::I32, {S});
-  c.w.conv_weight = view(7, DType::F32, {Dc, v.W});
-  c.w.A = view(8, DType::F32, {v.H});
+  c.s.conv_state = fakeView(1, v.state, {S, Dc, v.W - 1});
+  c.s.ssm_state = fakeView(2, v.state, {S, v.H, v.P, v.N});
+  c.s.xbc_cache = fakeView(3, v.x, {S, Lc, Dc});
+  c.s.dt_cache = fakeView(4, v.x, {S, Lc, v.H});
+  c.s.cached_tokens = fakeView(5, DType::I32, {S});
+  c.s.arrivals = fakeView(6, DType::I32, {S});
+  c.w.conv_weight = fakeView(7, DType::F32, {Dc, v.W});
+  c.w.A = fakeView(8, DType::F32, {v.H});
   if (v.extras) {
-    c.w.conv_bias = view(9, DType::F32, {Dc});
-    c.w.D = view(10, DType::F32, {v.H});
-    c.w.dt_bias = view(11, DType::F32, {v.H});
+    c.w.conv_bias = fakeView(9, DType::F32, {Dc});
+    c.w.D = fakeView(10, DType::F32, {v.H});
+    c.w.dt_bias = fakeView(11, DType::F32, {v.H});
   }
   if (v.clamp) {
     c.w.dt_min = 0.001f;
     c.w.dt_max = 0.1f;
   }
   c.a.parts = v.parts;
-  if (v.extras) c.a.state_indices = view(12, DType::I32, {B});
-  if (v.parts != DecodeStepParts::VerifyOnly) c.a.num_accepted = view(13, DType::I32, {B});
+  if (v.extras) c.a.state_indices = fakeView(12, DType::I32, {B});
+  if (v.parts != DecodeStepParts::VerifyOnly) c.a.num_accepted = fakeView(13, DType::I32, {B});
   if (v.parts != DecodeStepParts::ReplayOnly) {
-    c.a.xBC = view(14, v.x, {B, v.L, Dc});
-    c.a.dt = view(15, v.x, {B, v.L, v.H});
-    c.a.y = view(16, v.x, {B, v.L, v.H, v.P});
-    if (v.extras) c.a.z = view(17, v.x, {B, v.L, v.H, v.P});
+    c.a.xBC = fakeView(14, v.x, {B, v.L, Dc});
+    c.a.dt = fakeView(15, v.x, {B, v.L, v.H});
+    c.a.y = fakeView(16, v.x, {B, v.L, v.H, v.P});
+    if (v.extras) c.a.z = fakeView(17, v.x, {B, v.L, v.H, v.P});
   }
   if (!v.extras)
-    c.s.ssm_state = view(2, v.state, {B, v.H, v.P, v.N}), c.s.conv_state = view(1, v.state, {B, Dc, v.W - 1}),
-    c.s.xbc_cache = view(3, v.x, {B, Lc, Dc}), c.s.dt_cache = view(4, v.x, {B, Lc, v.H}),
-    c.s.cached_tokens = view(5, DType::I32, {B}), c.s.arrivals = view(6, DType::I32, {B});
+    c.s.ssm_state = fakeView(2, v.state, {B, v.H, v.P, v.N}), c.s.conv_state = fakeView(1, v.state, {B, Dc, v.W - 1}),
+    c.s.xbc_cache = fakeView(3, v.x, {B, Lc, Dc}), c.s.dt_cache = fakeView(4, v.x, {B, Lc, v.H}),
+    c.s.cached_tokens = fakeView(5, DType::I32, {B}), c.s.arrivals = fakeView(6, DType::I32, {B});
   return c;
 }
 

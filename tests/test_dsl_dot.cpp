@@ -5,18 +5,11 @@
 
 #include <string>
 
-#include "kernels_dsl/Dsl.h"
 #include "ssmjit/error.h"
-#include "tests/support/GeneratedCuda.h"
-#include "tests/support/Occurrences.h"
+#include "tests/support/OwnKernel.h"
 
-namespace ssmjit {
+namespace ssmjit::testing {
 namespace {
-
-using dsl::KernelBuilder;
-using dsl::Value;
-using testing::occurrences;
-using testing::ownKernelCuda;
 
 // out = acc + a . b with a [M, K] and acc [M, N] row-major, b[k][n] = b[k * N + n].
 std::string dotCuda(int64_t M, int64_t K, int64_t N, int pa, int pb) {
@@ -92,4 +85,4 @@ TEST(DslDot, RefusesShapesTheMmaCannotTake) {
 }
 
 }  // namespace
-}  // namespace ssmjit
+}  // namespace ssmjit::testing

@@ -8,19 +8,12 @@
 
 #include "GpuTest.h"  // SSMJIT_REQUIRE_NVRTC
 #include "kernels_dsl/CompileKernel.h"
-#include "kernels_dsl/Dsl.h"
 #include "ssmjit/error.h"
-#include "tests/support/GeneratedCuda.h"
-#include "tests/support/Occurrences.h"
+#include "tests/support/OwnKernel.h"
 #include "tests/support/StagedDotKernel.h"
 
-namespace ssmjit {
+namespace ssmjit::testing {
 namespace {
-
-using dsl::KernelBuilder;
-using dsl::Value;
-using testing::occurrences;
-using testing::StagedDot;
 
 Specialization stagedSpec(const StagedDot& c, const std::string& arch = "sm_90a") {
   Specialization spec;
@@ -34,7 +27,7 @@ Specialization stagedSpec(const StagedDot& c, const std::string& arch = "sm_90a"
 
 std::string stagedCuda(const StagedDot& c) {
   std::string cuda;
-  compileKernel(c.def(), stagedSpec(c), testing::capturingCuda(cuda));
+  compileKernel(c.def(), stagedSpec(c), capturingCuda(cuda));
   return cuda;
 }
 
@@ -46,7 +39,7 @@ std::string buildError(const std::function<void(KernelBuilder&, Value a, Value o
     body(k, k.ptrArg("a", dsl::PtrClass::Float), k.ptrArg("out", dsl::PtrClass::Float));
   };
   try {
-    testing::ownKernelCuda(def, {"a", "out"});
+    ownKernelCuda(def, {"a", "out"});
   } catch (const Error& e) {
     return e.what();
   }
@@ -65,7 +58,7 @@ TEST(DslShared, DynamicBuffersAreCarvedFromOneExternArrayAt128Bytes) {
     k.barrier();
     k.store(out, off, k.load(h, off) + k.load(f, off + 100));
   };
-  const std::string cuda = testing::ownKernelCuda(def, {"a", "out"});
+  const std::string cuda = ownKernelCuda(def, {"a", "out"});
   // 1001 bf16 take 2002 bytes; the f32 buffer starts at the next multiple of 128, 2048.
   EXPECT_NE(cuda.find("extern __shared__ __align__(128) unsigned char ssm_smem[];  // 122048 bytes"), std::string::npos)
       << cuda;
@@ -156,11 +149,11 @@ TEST(DslShared, CopiesMove16BytesWhereTheLayoutRunsAre8Halves) {
   for (const char* p : {"x", "out"}) spec.set(std::string("align:") + p, 16);
   spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
   std::string cuda;
-  compileKernel(testing::asyncCopyTileDef(DType::BF16), spec, testing::capturingCuda(cuda));
+  compileKernel(asyncCopyTileDef(DType::BF16), spec, capturingCuda(cuda));
   EXPECT_NE(cuda.find("ssm_cp_async<16>("), std::string::npos) << cuda;
   EXPECT_NE(cuda.find("ssm_cp_async_wait<0>();"), std::string::npos) << cuda;
   if (!nvrtcAvailable(nullptr)) return;
-  const CompiledKernel ck = compileKernel(testing::asyncCopyTileDef(DType::BF16), spec);
+  const CompiledKernel ck = compileKernel(asyncCopyTileDef(DType::BF16), spec);
   EXPECT_NE(ck.ptx.find("cp.async.cg.shared.global"), std::string::npos);
   EXPECT_EQ(ck.dynamicSharedBytes, 32 * 72 * 2);
 }
@@ -168,7 +161,7 @@ TEST(DslShared, CopiesMove16BytesWhereTheLayoutRunsAre8Halves) {
 TEST(DslShared, ADotWithBothOperandsInSharedMemoryReadsAByLdmatrixToo) {
   for (bool aT : {false, true})
     for (int64_t M : {16, 32, 64}) {
-      testing::SharedDot c;
+      SharedDot c;
       c.aTransposed = aT;
       c.M = M;
       SCOPED_TRACE(c.name());
@@ -179,7 +172,7 @@ TEST(DslShared, ADotWithBothOperandsInSharedMemoryReadsAByLdmatrixToo) {
       for (const char* p : {"a", "b", "out"}) spec.set(std::string("align:") + p, 16);
       spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
       std::string cuda;
-      compileKernel(c.def(), spec, testing::capturingCuda(cuda));
+      compileKernel(c.def(), spec, capturingCuda(cuda));
       // At most 64 rows: one row pair a thread (its second half zero below 64), one ldmatrix for a
       // and one for b a k-step and n-tile pair.
       EXPECT_EQ(occurrences(cuda, aT ? "ssm_ldmatrix_x4<true>(ssm_r" : "ssm_ldmatrix_x4<false>(ssm_r"), 1) << cuda;
@@ -223,4 +216,4 @@ TEST(DslShared, NvrtcCompilesTheStagedDotAndRecordsItsSharedBytes) {
 }
 
 }  // namespace
-}  // namespace ssmjit
+}  // namespace ssmjit::testing

@@ -5,18 +5,11 @@
 
 #include <string>
 
-#include "kernels_dsl/Dsl.h"
 #include "ssmjit/error.h"
-#include "tests/support/GeneratedCuda.h"
-#include "tests/support/Occurrences.h"
+#include "tests/support/OwnKernel.h"
 
-namespace ssmjit {
+namespace ssmjit::testing {
 namespace {
-
-using dsl::KernelBuilder;
-using dsl::Value;
-using testing::occurrences;
-using testing::ownKernelCuda;
 
 // y = shift(x[t], x[t + period or 64], -3) over a [16, 64] tile, 8 lanes along time (runs of 8).
 std::string shiftedCopyCuda(int period) {
@@ -62,4 +55,4 @@ TEST(DslShift, PeriodsThatAreNotARunOrTheAxisAreRefused) {
 }
 
 }  // namespace
-}  // namespace ssmjit
+}  // namespace ssmjit::testing

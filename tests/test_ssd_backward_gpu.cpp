@@ -17,6 +17,7 @@
 #include "ssmjit/ops.h"
 #include "ssmjit/reference.h"
 #include "tests/support/SsdForms.h"
+#include "tools/problems/ConvProblem.h"  // DeviceTensors
 #include "tools/problems/HostTensor.h"
 
 using namespace ssmjit;
@@ -105,20 +106,8 @@ const char* gradName(int k) {
 
 // Runs the backward on device copies with a poisoned workspace; every tensor's device bytes after.
 std::vector<std::vector<uint8_t>> runOnDevice(BwdProblem& p) {
-  std::vector<DeviceBuffer> bufs;
-  std::vector<TensorView> views;
-  for (const HostTensor* h : p.all()) {
-    if (!h->defined) {
-      bufs.emplace_back(), views.emplace_back();
-      continue;
-    }
-    bufs.push_back(DeviceBuffer::fromHost(h->bytes));
-    TensorView v = h->meta;
-    v.data = static_cast<uint8_t*>(bufs.back().data()) + h->byteOffset;
-    v.device = DeviceKind::CUDA;
-    views.push_back(v);
-  }
-  SsdBackwardArgs a = p.args(views);
+  const DeviceTensors d(p.all());
+  SsdBackwardArgs a = p.args(d.views());
   const int64_t ws = ssd_backward_workspace_size(a);
   DeviceBuffer w(size_t(ws) * 4);
   w.fill(kPoison);  // its contents on entry must not matter
@@ -126,11 +115,7 @@ std::vector<std::vector<uint8_t>> runOnDevice(BwdProblem& p) {
   ssd_backward(a);
   checkDeviceErrors();
   std::vector<std::vector<uint8_t>> out;
-  for (DeviceBuffer& b : bufs) {
-    std::vector<uint8_t> bytes(b.bytes());
-    if (!bytes.empty()) b.downloadBytes(bytes.data(), bytes.size());
-    out.push_back(std::move(bytes));
-  }
+  for (size_t k = 0; k < d.bufs.size(); ++k) out.push_back(d.download(k));
   return out;
 }
 

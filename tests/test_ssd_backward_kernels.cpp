@@ -14,54 +14,43 @@
 #include "runtime/ops/SsdBackwardSpec.h"
 #include "ssmjit/ops.h"
 #include "tests/support/CompileEach.h"
+#include "tests/support/FakeSsdCall.h"
 
 using namespace ssmjit;
+using ssmjit::testing::fakeView;
 
 namespace {
 
-void* fake(int k) { return reinterpret_cast<void*>(uintptr_t{0x10000} + uintptr_t(k) * 0x10000000); }
-TensorView view(int k, DType t, std::initializer_list<int64_t> shape) {
-  return TensorView::contiguous(fake(k), t, shape);
-}
-
-struct Variant {
-  int64_t batch = 2, L = 1000, H = 8, P = 64, G = 1, N = 128, Q = 256;
-  DType x = DType::BF16;
-  bool packed = false, z = true, states = false, dPerChannel = false, clamp = false;
+struct Variant : ssmjit::testing::FakeSsdShape {
+  bool z = true, states = false, dPerChannel = false, clamp = false;
 };
 
 SsdBackwardArgs make(const Variant& v) {
   SsdBackwardArgs b;
   SsdArgs& a = b.forward;
+  a = ssmjit::testing::fakeSsdInputs(v);
   const int64_t Bt = v.packed ? 1 : v.batch;
-  a.x = view(1, v.x, {Bt, v.L, v.H, v.P});
-  a.dt = view(2, v.x, {Bt, v.L, v.H});
-  a.A = view(3, DType::F32, {v.H});
-  a.B = view(4, v.x, {Bt, v.L, v.G, v.N});
-  a.C = view(5, v.x, {Bt, v.L, v.G, v.N});
-  a.chunk_size = static_cast<int>(v.Q);
-  a.D = v.dPerChannel ? view(7, DType::F32, {v.H, v.P}) : view(7, DType::F32, {v.H});
-  if (v.z) a.z = view(8, v.x, {Bt, v.L, v.H, v.P});
-  a.dt_bias = view(9, DType::F32, {v.H});
+  a.D = v.dPerChannel ? fakeView(7, DType::F32, {v.H, v.P}) : fakeView(7, DType::F32, {v.H});
+  if (v.z) a.z = fakeView(8, v.x, {Bt, v.L, v.H, v.P});
+  a.dt_bias = fakeView(9, DType::F32, {v.H});
   a.dt_softplus = true;
   if (v.clamp) a.dt_min = 0.001f, a.dt_max = 0.5f;
-  if (v.packed) a.cu_seqlens = view(10, DType::I32, {v.batch + 1});
   if (v.states) {
-    a.initial_states = view(11, DType::F32, {5, v.H, v.P, v.N});
-    a.initial_state_indices = view(12, DType::I32, {v.batch});
-    a.final_state_indices = view(13, DType::I64, {v.batch});
-    b.dfinal_states = view(14, DType::F32, {5, v.H, v.P, v.N});
-    b.dinitial_states = view(15, DType::BF16, {5, v.H, v.P, v.N});
+    a.initial_states = fakeView(11, DType::F32, {5, v.H, v.P, v.N});
+    a.initial_state_indices = fakeView(12, DType::I32, {v.batch});
+    a.final_state_indices = fakeView(13, DType::I64, {v.batch});
+    b.dfinal_states = fakeView(14, DType::F32, {5, v.H, v.P, v.N});
+    b.dinitial_states = fakeView(15, DType::BF16, {5, v.H, v.P, v.N});
   }
-  b.dout = view(16, v.x, {Bt, v.L, v.H, v.P});
-  b.dx = view(17, v.x, {Bt, v.L, v.H, v.P});
-  b.ddt = view(18, v.x, {Bt, v.L, v.H});
-  b.dA = view(19, DType::F32, {v.H});
-  b.dB = view(20, v.x, {Bt, v.L, v.G, v.N});
-  b.dC = view(21, v.x, {Bt, v.L, v.G, v.N});
-  b.dD = v.dPerChannel ? view(22, DType::F32, {v.H, v.P}) : view(22, DType::F32, {v.H});
-  if (v.z) b.dz = view(23, v.x, {Bt, v.L, v.H, v.P});
-  b.ddt_bias = view(24, DType::F32, {v.H});
+  b.dout = fakeView(16, v.x, {Bt, v.L, v.H, v.P});
+  b.dx = fakeView(17, v.x, {Bt, v.L, v.H, v.P});
+  b.ddt = fakeView(18, v.x, {Bt, v.L, v.H});
+  b.dA = fakeView(19, DType::F32, {v.H});
+  b.dB = fakeView(20, v.x, {Bt, v.L, v.G, v.N});
+  b.dC = fakeView(21, v.x, {Bt, v.L, v.G, v.N});
+  b.dD = v.dPerChannel ? fakeView(22, DType::F32, {v.H, v.P}) : fakeView(22, DType::F32, {v.H});
+  if (v.z) b.dz = fakeView(23, v.x, {Bt, v.L, v.H, v.P});
+  b.ddt_bias = fakeView(24, DType::F32, {v.H});
   return b;
 }
 

@@ -21,6 +21,7 @@
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
 #include "ssmjit/reference.h"
+#include "tools/problems/ConvProblem.h"  // DeviceTensors
 #include "tools/problems/HostTensor.h"
 
 using namespace ssmjit;
@@ -151,20 +152,8 @@ struct DeviceRun {
 // With `deviceError`, the report of checkDeviceErrors() after the call lands there ("" when none);
 // without, a report fails the call.
 DeviceRun runOnDevice(const SsdProblem& p, bool withOut = true, std::string* deviceError = nullptr) {
-  std::vector<DeviceBuffer> bufs;
-  std::vector<TensorView> views;
-  for (const HostTensor* h : p.all()) {
-    if (!h->defined) {
-      bufs.emplace_back(), views.emplace_back();
-      continue;
-    }
-    bufs.push_back(DeviceBuffer::fromHost(h->bytes));
-    TensorView v = h->meta;
-    v.data = static_cast<uint8_t*>(bufs.back().data()) + h->byteOffset;
-    v.device = DeviceKind::CUDA;
-    views.push_back(v);
-  }
-  SsdArgs a = p.args(views);
+  const DeviceTensors d(p.all());
+  SsdArgs a = p.args(d.views());
   if (!withOut) a.out = {};
   const int64_t ws = ssd_workspace_size(a);
   DeviceBuffer w(size_t(ws) * 4);
@@ -177,12 +166,7 @@ DeviceRun runOnDevice(const SsdProblem& p, bool withOut = true, std::string* dev
     if (!deviceError) throw;
     *deviceError = e.what();
   }
-  auto download = [&](size_t k) {
-    std::vector<uint8_t> b(bufs[k].bytes());
-    if (!b.empty()) bufs[k].downloadBytes(b.data(), b.size());
-    return b;
-  };
-  return {download(15), download(9), download(12), download(14)};
+  return {d.download(15), d.download(9), d.download(12), d.download(14)};
 }
 
 std::vector<char> allRows(const HostTensor& t) { return std::vector<char>(size_t(t.meta.shape[0]), 1); }

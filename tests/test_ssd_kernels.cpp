@@ -13,51 +13,39 @@
 #include "runtime/ops/SsdSpec.h"
 #include "ssmjit/ops.h"
 #include "tests/support/CompileEach.h"
+#include "tests/support/FakeSsdCall.h"
 
 using namespace ssmjit;
+using ssmjit::testing::fakeView;
 
 namespace {
 
-void* fake(int k) { return reinterpret_cast<void*>(uintptr_t{0x10000} + uintptr_t(k) * 0x10000000); }
-TensorView view(int k, DType t, std::initializer_list<int64_t> shape) {
-  return TensorView::contiguous(fake(k), t, shape);
-}
-
-struct Variant {
-  int64_t batch = 2, L = 1000, H = 8, P = 64, G = 1, N = 128, Q = 256;
-  DType x = DType::BF16;
-  bool packed = false, extras = true, states = false, blocks = false, out = true, dPerHead = true;
+struct Variant : ssmjit::testing::FakeSsdShape {
+  bool extras = true, states = false, blocks = false, out = true, dPerHead = true;
 };
 
 SsdArgs make(const Variant& v) {
-  SsdArgs a;
+  SsdArgs a = ssmjit::testing::fakeSsdInputs(v);
   const int64_t Bt = v.packed ? 1 : v.batch;
-  a.x = view(1, v.x, {Bt, v.L, v.H, v.P});
-  a.dt = view(2, v.x, {Bt, v.L, v.H});
-  a.A = view(3, DType::F32, {v.H});
-  a.B = view(4, v.x, {Bt, v.L, v.G, v.N});
-  a.C = view(5, v.x, {Bt, v.L, v.G, v.N});
-  a.chunk_size = static_cast<int>(v.Q);
-  if (v.out) a.out = view(6, v.x, {Bt, v.L, v.H, v.P});
+  if (v.out) a.out = fakeView(6, v.x, {Bt, v.L, v.H, v.P});
   if (v.extras) {
-    a.D = v.dPerHead ? view(7, DType::F32, {v.H}) : view(7, DType::F32, {v.H, v.P});
-    a.z = view(8, v.x, {Bt, v.L, v.H, v.P});
-    a.dt_bias = view(9, DType::F32, {v.H});
+    a.D = v.dPerHead ? fakeView(7, DType::F32, {v.H}) : fakeView(7, DType::F32, {v.H, v.P});
+    a.z = fakeView(8, v.x, {Bt, v.L, v.H, v.P});
+    a.dt_bias = fakeView(9, DType::F32, {v.H});
     a.dt_softplus = true;
     a.dt_min = 0.001f, a.dt_max = 0.5f;
   }
-  if (v.packed) a.cu_seqlens = view(10, DType::I32, {v.batch + 1});
   if (v.states) {
-    a.initial_states = view(11, DType::F32, {5, v.H, v.P, v.N});
+    a.initial_states = fakeView(11, DType::F32, {5, v.H, v.P, v.N});
     a.final_states = a.initial_states;
-    a.initial_state_indices = view(12, DType::I32, {v.batch});
-    a.final_state_indices = view(13, DType::I64, {v.batch});
-    a.sequence_decay = view(14, DType::F32, {v.batch, v.H});
+    a.initial_state_indices = fakeView(12, DType::I32, {v.batch});
+    a.final_state_indices = fakeView(13, DType::I64, {v.batch});
+    a.sequence_decay = fakeView(14, DType::F32, {v.batch, v.H});
   }
   if (v.blocks) {
     a.block_state_tokens = 2 * v.Q;
-    a.block_states = view(15, DType::BF16, {9, v.H, v.P, v.N});
-    a.block_state_indices = view(16, DType::I32, {v.batch, 8});
+    a.block_states = fakeView(15, DType::BF16, {9, v.H, v.P, v.N});
+    a.block_state_indices = fakeView(16, DType::I32, {v.batch, 8});
   }
   return a;
 }

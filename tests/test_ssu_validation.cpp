@@ -98,7 +98,6 @@ std::string oneTokenError(const SelectiveStateUpdateArgs& a) {
   return invalidArgMessage([&] { ssmjit::selective_state_update(a); });
 }
 
-
 TEST(SsuValidation, ValidCallsPassTheCheck) {
   // Batch 0 passes every check and then returns without touching the GPU, so this shows the
   // baselines the other tests break are valid, on any machine.
@@ -125,88 +124,75 @@ TEST(SsuValidation, WrongRank) {
   a.state.ndim = 5;
   a.state.shape[4] = 2;
   a.state.strides[4] = 1;
-  std::string m = tokensError(a);
-  EXPECT_MENTIONS(m, "selective_state_update_tokens: state", "rank 5", "expected rank 3",
+  EXPECT_MENTIONS(tokensError(a), "selective_state_update_tokens: state", "rank 5", "expected rank 3",
                   "or 4 (slots, nheads, headdim, dstate)");
 
   a = validM2(true);
   a.x = cuda(1, DType::BF16, {4, 8, 16});  // token axis missing
-  m = tokensError(a);
-  EXPECT_MENTIONS(m, "x has rank 3", "(4, 8, 16)", "expected rank 4 (batch, tokens, nheads, headdim)");
+  EXPECT_MENTIONS(tokensError(a), "x has rank 3", "(4, 8, 16)", "expected rank 4 (batch, tokens, nheads, headdim)");
 
   a = validM2(false);
   a.dt = cuda(2, DType::BF16, {4, 8, 16});  // Mamba-2 dt is per head: (batch, nheads)
-  m = oneTokenError(a);
-  EXPECT_MENTIONS(m, "selective_state_update: dt has rank 3", "expected rank 2 (batch, nheads)", "Mamba-2");
+  EXPECT_MENTIONS(oneTokenError(a), "selective_state_update: dt has rank 3", "expected rank 2 (batch, nheads)",
+                  "Mamba-2");
 
   SelectiveStateUpdateArgs b = validM1();
   b.A = cuda(3, DType::F32, {24});  // Mamba-1 A is (dim, dstate)
-  m = oneTokenError(b);
-  EXPECT_MENTIONS(m, "A has rank 1", "expected rank 2 (dim, dstate)", "Mamba-1");
+  EXPECT_MENTIONS(oneTokenError(b), "A has rank 1", "expected rank 2 (dim, dstate)", "Mamba-1");
 }
 
 TEST(SsuValidation, MismatchedDims) {
   SelectiveStateUpdateArgs a = validM2(true);
   a.C = cuda(5, DType::BF16, {4, 3, 1, 32});
-  std::string m = tokensError(a);
-  EXPECT_MENTIONS(m, "C has shape (4, 3, 1, 32)", "expected (4, 3, 2, 32)", "[batch, tokens, ngroups, dstate]",
-                  "dim 2 (ngroups) is 1, expected 2");
+  EXPECT_MENTIONS(tokensError(a), "C has shape (4, 3, 1, 32)", "expected (4, 3, 2, 32)",
+                  "[batch, tokens, ngroups, dstate]", "dim 2 (ngroups) is 1, expected 2");
 
   a = validM2(true);
   a.B = cuda(4, DType::BF16, {5, 3, 2, 32});
-  m = tokensError(a);
-  EXPECT_MENTIONS(m, "B has shape (5, 3, 2, 32)", "dim 0 (batch) is 5, expected 4");
+  EXPECT_MENTIONS(tokensError(a), "B has shape (5, 3, 2, 32)", "dim 0 (batch) is 5, expected 4");
 
   a = validM2(true);
   a.x = cuda(1, DType::BF16, {4, 3, 8, 15});
-  m = tokensError(a);
-  EXPECT_MENTIONS(m, "x has shape (4, 3, 8, 15)", "dim 3 (headdim) is 15, expected 16");
+  EXPECT_MENTIONS(tokensError(a), "x has shape (4, 3, 8, 15)", "dim 3 (headdim) is 15, expected 16");
 
   a = validM2(false);
   a.D = cuda(6, DType::F32, {16});
-  m = oneTokenError(a);
-  EXPECT_MENTIONS(m, "D has shape (16)", "expected (8) [nheads]", "dim 0 (nheads) is 16, expected 8");
+  EXPECT_MENTIONS(oneTokenError(a), "D has shape (16)", "expected (8) [nheads]", "dim 0 (nheads) is 16, expected 8");
 
   a = validM2(true);
   a.dst_state_indices = cuda(11, DType::I32, {4, 2});
   a.state_write = StateWrite::PerToken;
-  m = tokensError(a);
-  EXPECT_MENTIONS(m, "dst_state_indices has shape (4, 2)", "dim 1 (tokens) is 2, expected 3");
+  EXPECT_MENTIONS(tokensError(a), "dst_state_indices has shape (4, 2)", "dim 1 (tokens) is 2, expected 3");
 
   SelectiveStateUpdateArgs b = validM1();
   b.A = cuda(3, DType::F32, {24, 8});
-  m = oneTokenError(b);
-  EXPECT_MENTIONS(m, "A has shape (24, 8)", "[dim, dstate]", "dim 1 (dstate) is 8, expected 16");
+  EXPECT_MENTIONS(oneTokenError(b), "A has shape (24, 8)", "[dim, dstate]", "dim 1 (dstate) is 8, expected 16");
 
   b = validM1();
   b.state = cuda(0, DType::F16, {3, 24, 16});  // no indices: one slot per sequence
-  m = oneTokenError(b);
-  EXPECT_MENTIONS(m, "state has 3 slots", "expected batch = 4", "state_batch_indices");
+  EXPECT_MENTIONS(oneTokenError(b), "state has 3 slots", "expected batch = 4", "state_batch_indices");
 }
 
 TEST(SsuValidation, UnsupportedDtype) {
   SelectiveStateUpdateArgs a = validM2(true);
   a.x.dtype = DType::I32;
-  std::string m = tokensError(a);
-  EXPECT_MENTIONS(m, "x has dtype int32", "expected float32, bfloat16 or float16");
+  EXPECT_MENTIONS(tokensError(a), "x has dtype int32", "expected float32, bfloat16 or float16");
 
   a = validM2(true);
   a.A.dtype = DType::BF16;
-  m = tokensError(a);
-  EXPECT_MENTIONS(m, "A has dtype bfloat16", "expected float32");
+  EXPECT_MENTIONS(tokensError(a), "A has dtype bfloat16", "expected float32");
 
   a = validM2(true);
   a.state.dtype = DType::I64;
-  m = tokensError(a);
-  EXPECT_MENTIONS(m, "state has dtype int64", "expected float32, bfloat16 or float16");
+  EXPECT_MENTIONS(tokensError(a), "state has dtype int64", "expected float32, bfloat16 or float16");
 }
 
 TEST(SsuValidation, HeadsNotDivisibleByGroups) {
   SelectiveStateUpdateArgs a = validM2(true);
   a.B = cuda(4, DType::BF16, {4, 3, 3, 32});
   a.C = cuda(5, DType::BF16, {4, 3, 3, 32});
-  std::string m = tokensError(a);
-  EXPECT_MENTIONS(m, "B has shape (4, 3, 3, 32)", "dim 2 (ngroups) is 3", "expected a divisor of nheads H = 8");
+  EXPECT_MENTIONS(tokensError(a), "B has shape (4, 3, 3, 32)", "dim 2 (ngroups) is 3",
+                  "expected a divisor of nheads H = 8");
 }
 
 TEST(SsuValidation, TokensOverTheLimit) {
@@ -223,24 +209,21 @@ TEST(SsuValidation, TokensOverTheLimit) {
 TEST(SsuValidation, StridesTheKernelCannotTake) {
   SelectiveStateUpdateArgs a = validM2(true);
   a.x.strides[2] = -16;
-  std::string m = tokensError(a);
-  EXPECT_MENTIONS(m, "x has strides (384, 128, -16, 1)", "dim 2 (nheads) has stride -16", "expected a stride >= 0");
+  EXPECT_MENTIONS(tokensError(a), "x has strides (384, 128, -16, 1)", "dim 2 (nheads) has stride -16",
+                  "expected a stride >= 0");
 
   a = validM2(true);
   a.out.strides[3] = 0;  // every p would write the same element
-  m = tokensError(a);
-  EXPECT_MENTIONS(m, "out has strides (384, 128, 16, 0)", "dim 3 (headdim, size 16) has stride 0",
+  EXPECT_MENTIONS(tokensError(a), "out has strides (384, 128, 16, 0)", "dim 3 (headdim, size 16) has stride 0",
                   "expected a nonzero stride");
 
   a = validM2(true);
   a.state.strides[0] = 0;
-  m = tokensError(a);
-  EXPECT_MENTIONS(m, "state has strides (0, 512, 32, 1)", "dim 0 (slots, size 6) has stride 0");
+  EXPECT_MENTIONS(tokensError(a), "state has strides (0, 512, 32, 1)", "dim 0 (slots, size 6) has stride 0");
 
   a = validM2(true);
   a.B.strides[3] = 0;
-  m = tokensError(a);
-  EXPECT_MENTIONS(m, "B has strides", "dim 3 (dstate, size 32) has stride 0");
+  EXPECT_MENTIONS(tokensError(a), "B has strides", "dim 3 (dstate, size 32) has stride 0");
 
   // A, D and dt_bias may broadcast (one value for every head); batch 0 skips the launch.
   a = validM2(true, 0);
@@ -253,70 +236,60 @@ TEST(SsuValidation, StridesTheKernelCannotTake) {
 TEST(SsuValidation, PerTokenNeedsDestinationSlots) {
   SelectiveStateUpdateArgs a = validM2(true);
   a.state_write = StateWrite::PerToken;
-  std::string m = tokensError(a);
-  EXPECT_MENTIONS(m, "dst_state_indices is required with state_write = PerToken", "got none", "(4, 3) [batch, tokens]");
+  EXPECT_MENTIONS(tokensError(a), "dst_state_indices is required with state_write = PerToken", "got none",
+                  "(4, 3) [batch, tokens]");
 
   // The one-token op takes them as (batch,).
   a = validM2(false);
   a.state_write = StateWrite::PerToken;
   a.dst_state_indices = cuda(11, DType::I64, {4, 1});
-  m = oneTokenError(a);
-  EXPECT_MENTIONS(m, "dst_state_indices has rank 2", "expected rank 1 (batch)");
+  EXPECT_MENTIONS(oneTokenError(a), "dst_state_indices has rank 2", "expected rank 1 (batch)");
 
   a = validM2(true);
   a.dst_state_indices = cuda(11, DType::I32, {4, 3});
-  m = tokensError(a);
-  EXPECT_MENTIONS(m, "dst_state_indices is given", "state_write is Final", "only PerToken");
+  EXPECT_MENTIONS(tokensError(a), "dst_state_indices is given", "state_write is Final", "only PerToken");
 
   a = validM2(true);
   a.state_write = static_cast<StateWrite>(7);
-  m = tokensError(a);
-  EXPECT_MENTIONS(m, "state_write is 7", "expected Final (0), None (1) or PerToken (2)");
+  EXPECT_MENTIONS(tokensError(a), "state_write is 7", "expected Final (0), None (1) or PerToken (2)");
 }
 
 TEST(SsuValidation, IndexTensorWrongDtype) {
   SelectiveStateUpdateArgs a = validM2(true);
   a.state_batch_indices.dtype = DType::F32;
-  std::string m = tokensError(a);
-  EXPECT_MENTIONS(m, "state_batch_indices has dtype float32", "expected int32 or int64");
+  EXPECT_MENTIONS(tokensError(a), "state_batch_indices has dtype float32", "expected int32 or int64");
 
   a = validM2(true);
   a.state_write = StateWrite::PerToken;
   a.dst_state_indices = cuda(11, DType::F16, {4, 3});
-  m = tokensError(a);
-  EXPECT_MENTIONS(m, "dst_state_indices has dtype float16", "expected int32 or int64");
+  EXPECT_MENTIONS(tokensError(a), "dst_state_indices has dtype float16", "expected int32 or int64");
 
   a = validM2(true);
   a.state_batch_indices = cuda(10, DType::I64, {5});
-  m = tokensError(a);
-  EXPECT_MENTIONS(m, "state_batch_indices has shape (5)", "dim 0 (batch) is 5, expected 4");
+  EXPECT_MENTIONS(tokensError(a), "state_batch_indices has shape (5)", "dim 0 (batch) is 5, expected 4");
 }
 
 TEST(SsuValidation, DevicesAlignmentAndMissingTensors) {
   SelectiveStateUpdateArgs a = validM2(true);
   a.z.device = ssmjit::DeviceKind::CPU;
-  std::string m = tokensError(a);
-  EXPECT_MENTIONS(m, "z is a CPU tensor, expected a CUDA tensor");
+  EXPECT_MENTIONS(tokensError(a), "z is a CPU tensor, expected a CUDA tensor");
 
   a = validM2(true);
   a.dt.deviceId = 1;
-  m = tokensError(a);
-  EXPECT_MENTIONS(m, "dt is on CUDA device 1, expected device 0");
+  EXPECT_MENTIONS(tokensError(a), "dt is on CUDA device 1, expected device 0");
 
   a = validM2(true);
   a.B.data = static_cast<char*>(a.B.data) + 1;  // bf16 at an odd address
-  m = tokensError(a);
-  EXPECT_MENTIONS(m, "B has data pointer 0x", "expected a multiple of its element size (bfloat16: 2 bytes)");
+  EXPECT_MENTIONS(tokensError(a), "B has data pointer 0x",
+                  "expected a multiple of its element size (bfloat16: 2 bytes)");
 
   a = validM2(true);
   a.C = TensorView{};
-  m = tokensError(a);
-  EXPECT_MENTIONS(m, "C is required");
+  EXPECT_MENTIONS(tokensError(a), "C is required");
 
   a = validM2(true);
   a.dt_max = NAN;
-  m = tokensError(a);
-  EXPECT_MENTIONS(m, "dt_max = nan");
+  EXPECT_MENTIONS(tokensError(a), "dt_max = nan");
 }
 
 TEST(SsuValidation, ReferenceRunsTheSameCheckOnCpuTensors) {

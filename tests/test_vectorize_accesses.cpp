@@ -6,17 +6,10 @@
 #include <regex>
 #include <string>
 
-#include "kernels_dsl/Dsl.h"
-#include "tests/support/GeneratedCuda.h"
-#include "tests/support/Occurrences.h"
+#include "tests/support/OwnKernel.h"
 
-namespace ssmjit {
+namespace ssmjit::testing {
 namespace {
-
-using dsl::KernelBuilder;
-using dsl::Value;
-using testing::occurrences;
-using testing::ownKernelCuda;
 
 // A [16, 64] f32 tile of x (row-major) staged through a shared buffer at the offsets `place`
 // gives each token of a row, read back and written to y.
@@ -74,4 +67,4 @@ TEST(VectorizeAccesses, QuotientsOfPossiblyNegativeRunsAreNotConstant) {
 }
 
 }  // namespace
-}  // namespace ssmjit
+}  // namespace ssmjit::testing

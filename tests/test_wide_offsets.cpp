@@ -19,15 +19,12 @@
 #include "runtime/ops/SelectiveScanSpec.h"
 #include "runtime/ops/SelectiveStateUpdateSpec.h"
 #include "ssmjit/ops.h"
+#include "tests/support/FakeTensors.h"
 
 using namespace ssmjit;
+using ssmjit::testing::fakeView;
 
 namespace {
-
-void* fake(int k) { return reinterpret_cast<void*>(uintptr_t{0x10000} + uintptr_t(k) * 0x1000000); }
-TensorView view(int k, DType t, std::initializer_list<int64_t> shape) {
-  return TensorView::contiguous(fake(k), t, shape);
-}
 
 // `v` (leading dim 2) as a slice of a wider buffer: its leading stride set so that it spans
 // `span` elements from its pointer.
@@ -72,13 +69,13 @@ void expectWidensAtTheLimit(const char* op, F specsOf) {
 SelectiveStateUpdateArgs ssuArgs(int64_t span) {
   const int64_t B = 2, H = 8, P = 64, N = 128, G = 1;
   SelectiveStateUpdateArgs a;
-  a.state = spanning(view(1, DType::F32, {B, H, P, N}), span);
-  a.x = view(2, DType::BF16, {B, H, P});
-  a.dt = view(3, DType::BF16, {B, H});
-  a.A = view(4, DType::F32, {H});
-  a.B = view(5, DType::BF16, {B, G, N});
-  a.C = view(6, DType::BF16, {B, G, N});
-  a.out = view(7, DType::BF16, {B, H, P});
+  a.state = spanning(fakeView(1, DType::F32, {B, H, P, N}), span);
+  a.x = fakeView(2, DType::BF16, {B, H, P});
+  a.dt = fakeView(3, DType::BF16, {B, H});
+  a.A = fakeView(4, DType::F32, {H});
+  a.B = fakeView(5, DType::BF16, {B, G, N});
+  a.C = fakeView(6, DType::BF16, {B, G, N});
+  a.out = fakeView(7, DType::BF16, {B, H, P});
   a.dt_softplus = true;
   return a;
 }
@@ -86,24 +83,24 @@ SelectiveStateUpdateArgs ssuArgs(int64_t span) {
 SelectiveStateUpdateArgs ssuTokenArgs(int64_t span) {
   const int64_t B = 2, L = 4, H = 8, P = 64, N = 128, G = 1;
   SelectiveStateUpdateArgs a = ssuArgs(kFits);
-  a.x = spanning(view(2, DType::BF16, {B, L, H, P}), span);
-  a.dt = view(3, DType::BF16, {B, L, H});
-  a.B = view(5, DType::BF16, {B, L, G, N});
-  a.C = view(6, DType::BF16, {B, L, G, N});
-  a.out = view(7, DType::BF16, {B, L, H, P});
-  a.state = view(1, DType::F32, {B, H, P, N});
+  a.x = spanning(fakeView(2, DType::BF16, {B, L, H, P}), span);
+  a.dt = fakeView(3, DType::BF16, {B, L, H});
+  a.B = fakeView(5, DType::BF16, {B, L, G, N});
+  a.C = fakeView(6, DType::BF16, {B, L, G, N});
+  a.out = fakeView(7, DType::BF16, {B, L, H, P});
+  a.state = fakeView(1, DType::F32, {B, H, P, N});
   return a;
 }
 
 CausalConv1dArgs convArgs(int64_t span) {
   const int64_t B = 2, D = 96, L = 200;
   CausalConv1dArgs a;
-  a.x = spanning(view(1, DType::BF16, {B, D, L}), span);
-  a.out = view(2, DType::BF16, {B, D, L});
-  a.weight = view(3, DType::F32, {D, 4});
-  a.bias = view(4, DType::F32, {D});
+  a.x = spanning(fakeView(1, DType::BF16, {B, D, L}), span);
+  a.out = fakeView(2, DType::BF16, {B, D, L});
+  a.weight = fakeView(3, DType::F32, {D, 4});
+  a.bias = fakeView(4, DType::F32, {D});
   a.silu = true;
-  a.initial_states = a.final_states = view(5, DType::F32, {B, D, 3});
+  a.initial_states = a.final_states = fakeView(5, DType::F32, {B, D, 3});
   return a;
 }
 
@@ -114,32 +111,32 @@ CausalConv1dBackwardArgs convBackwardArgs(int64_t span) {
   a.weight = f.weight;
   a.bias = f.bias;
   a.silu = true;
-  a.dout = view(6, DType::BF16, {2, 96, 200});
-  a.dx = view(7, DType::BF16, {2, 96, 200});
-  a.dweight = view(8, DType::F32, {96, 4});
-  a.dbias = view(9, DType::F32, {96});
+  a.dout = fakeView(6, DType::BF16, {2, 96, 200});
+  a.dx = fakeView(7, DType::BF16, {2, 96, 200});
+  a.dweight = fakeView(8, DType::F32, {96, 4});
+  a.dbias = fakeView(9, DType::F32, {96});
   return a;
 }
 
 CausalConv1dUpdateArgs convUpdateArgs(int64_t span) {
   const int64_t B = 2, D = 96, L = 2;
   CausalConv1dUpdateArgs a;
-  a.conv_state = spanning(view(1, DType::F32, {B, D, 3}), span);
-  a.x = view(2, DType::BF16, {B, L, D});
-  a.out = view(3, DType::BF16, {B, L, D});
-  a.weight = view(4, DType::F32, {D, 4});
+  a.conv_state = spanning(fakeView(1, DType::F32, {B, D, 3}), span);
+  a.x = fakeView(2, DType::BF16, {B, L, D});
+  a.out = fakeView(3, DType::BF16, {B, L, D});
+  a.weight = fakeView(4, DType::F32, {D, 4});
   return a;
 }
 
 SelectiveScanArgs scanArgs(int64_t span) {
   const int64_t Bt = 2, D = 64, N = 16, L = 300;
   SelectiveScanArgs a;
-  a.u = spanning(view(1, DType::BF16, {Bt, D, L}), span);
-  a.delta = view(2, DType::BF16, {Bt, D, L});
-  a.out = view(3, DType::BF16, {Bt, D, L});
-  a.A = view(4, DType::F32, {D, N});
-  a.B = view(5, DType::BF16, {Bt, 1, N, L});
-  a.C = view(6, DType::BF16, {Bt, 1, N, L});
+  a.u = spanning(fakeView(1, DType::BF16, {Bt, D, L}), span);
+  a.delta = fakeView(2, DType::BF16, {Bt, D, L});
+  a.out = fakeView(3, DType::BF16, {Bt, D, L});
+  a.A = fakeView(4, DType::F32, {D, N});
+  a.B = fakeView(5, DType::BF16, {Bt, 1, N, L});
+  a.C = fakeView(6, DType::BF16, {Bt, 1, N, L});
   a.delta_softplus = true;
   return a;
 }
@@ -148,12 +145,12 @@ SelectiveScanBackwardArgs scanBackwardArgs(int64_t span) {
   SelectiveScanBackwardArgs b;
   b.forward = scanArgs(span);
   b.forward.out = {};
-  b.dout = view(7, DType::BF16, {2, 64, 300});
-  b.du = view(8, DType::BF16, {2, 64, 300});
-  b.ddelta = view(9, DType::BF16, {2, 64, 300});
-  b.dA = view(10, DType::F32, {64, 16});
-  b.dB = view(11, DType::BF16, {2, 1, 16, 300});
-  b.dC = view(12, DType::BF16, {2, 1, 16, 300});
+  b.dout = fakeView(7, DType::BF16, {2, 64, 300});
+  b.du = fakeView(8, DType::BF16, {2, 64, 300});
+  b.ddelta = fakeView(9, DType::BF16, {2, 64, 300});
+  b.dA = fakeView(10, DType::F32, {64, 16});
+  b.dB = fakeView(11, DType::BF16, {2, 1, 16, 300});
+  b.dC = fakeView(12, DType::BF16, {2, 1, 16, 300});
   return b;
 }
 
@@ -165,18 +162,18 @@ struct DecodeCall {
 DecodeCall decodeCall(int64_t span) {
   const int64_t B = 2, H = 8, P = 64, N = 128, G = 1, W = 4, L = 4, Dc = H * P + 2 * G * N;
   DecodeCall c;
-  c.s.conv_state = view(1, DType::F32, {B, Dc, W - 1});
-  c.s.ssm_state = spanning(view(2, DType::F32, {B, H, P, N}), span);
-  c.s.xbc_cache = view(3, DType::BF16, {B, L, Dc});
-  c.s.dt_cache = view(4, DType::BF16, {B, L, H});
-  c.s.cached_tokens = view(5, DType::I32, {B});
-  c.s.arrivals = view(6, DType::I32, {B});
-  c.w.conv_weight = view(7, DType::F32, {Dc, W});
-  c.w.A = view(8, DType::F32, {H});
-  c.a.num_accepted = view(9, DType::I32, {B});
-  c.a.xBC = view(10, DType::BF16, {B, L, Dc});
-  c.a.dt = view(11, DType::BF16, {B, L, H});
-  c.a.y = view(12, DType::BF16, {B, L, H, P});
+  c.s.conv_state = fakeView(1, DType::F32, {B, Dc, W - 1});
+  c.s.ssm_state = spanning(fakeView(2, DType::F32, {B, H, P, N}), span);
+  c.s.xbc_cache = fakeView(3, DType::BF16, {B, L, Dc});
+  c.s.dt_cache = fakeView(4, DType::BF16, {B, L, H});
+  c.s.cached_tokens = fakeView(5, DType::I32, {B});
+  c.s.arrivals = fakeView(6, DType::I32, {B});
+  c.w.conv_weight = fakeView(7, DType::F32, {Dc, W});
+  c.w.A = fakeView(8, DType::F32, {H});
+  c.a.num_accepted = fakeView(9, DType::I32, {B});
+  c.a.xBC = fakeView(10, DType::BF16, {B, L, Dc});
+  c.a.dt = fakeView(11, DType::BF16, {B, L, H});
+  c.a.y = fakeView(12, DType::BF16, {B, L, H, P});
   return c;
 }
 

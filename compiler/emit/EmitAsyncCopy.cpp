@@ -18,13 +18,8 @@ void Emitter::emit(sj::CopyAsyncOp c) {
   auto v = c->getAttrOfType<IntegerAttr>("sj.vec");
   const int64_t vec = v ? v.getInt() : 1;
   const int64_t bytes = vec * (cast<sj::PtrType>(c.getPtr().getType()).getElementType().getIntOrFloatBitWidth() / 8);
-  const std::string own = owner(k, shape);
-  if (!own.empty()) {
-    line("if (" + own + ") {");
-    ++ind_;
-  }
-  forRegs(
-      regs(k, shape),
+  forOwnedRegs(
+      k, shape,
       [&] {
         const std::string dst = name(c.getSmem()) + " + " + E(c.getSmemOffsets(), k, "r");
         std::string src = name(c.getPtr()) + " + " + E(c.getOffsets(), k, "r");
@@ -37,10 +32,6 @@ void Emitter::emit(sj::CopyAsyncOp c) {
         line("ssm_cp_async<" + I(bytes) + ">(" + dst + ", " + src + ", " + pred + ");");
       },
       vec);
-  if (!own.empty()) {
-    --ind_;
-    line("}");
-  }
 }
 
 void Emitter::emit(sj::CommitGroupOp) { line("ssm_cp_async_commit();"); }

@@ -69,8 +69,7 @@ void Emitter::emit(sj::ReduceOp r) {
     for (int64_t o = 1; o < P_.tpw[pd]; o *= 2)
       line("acc = " + combine("acc", "__shfl_xor_sync(0xffffffffu, acc, " + I(o * laneStride) + ")") + ";");
     line(out + " = acc;");
-    --ind_;
-    line("}");
+    closeBlocks();
   };
   if (P_.wpc[pd] == 1) {
     names_[r.getResult().getAsOpaquePointer()] = nm;
@@ -98,8 +97,7 @@ void Emitter::emit(sj::ReduceOp r) {
   line("for (int j = 0; j < " + I(nKept) + "; ++j)");
   line("  if (" + lanePos + " == 0" + own + ") " + sm + "[" + warpPos + " * " + I(keptExtent) + " + " + keptCoord +
        "] = ssm_w[j];");
-  --ind_;
-  line("}");
+  closeBlocks();
   const std::string out = scalar ? nm : nm + "[j]";
   const std::string fold = combine("acc", sm + "[w * " + I(keptExtent) + " + " + keptCoord + "]");
   void* key = r.getResult().getAsOpaquePointer();
@@ -113,8 +111,7 @@ void Emitter::emit(sj::ReduceOp r) {
                                line("#pragma unroll");
                                line("for (int w = 1; w < " + I(W) + "; ++w) acc = " + fold + ";");
                                line(out + " = acc;");
-                               --ind_;
-                               line("}");
+                               closeBlocks();
                              }});
 }
 
@@ -274,8 +271,7 @@ void Emitter::emit(sj::ScanOp sc) {
     for (size_t i = 0; i < k; ++i) x.push_back(E(sc.getSrcs()[i], srcK, idx("j", "i")));
     line(call(at(res, idx("j", "i - 1")), x, at(res, idx("j", "i"))));
   }
-  --ind_;
-  line("}");
+  closeBlocks();
   // Lanes: t = inclusive total of the runs up to this lane.
   for (size_t i = 0; i < k; ++i) line(ty[i] + " t" + I(i) + " = " + res[i] + "[" + idx("j", I(nRed - 1)) + "];");
   for (int64_t o = 1; o < T; o *= 2) {
@@ -285,8 +281,7 @@ void Emitter::emit(sj::ScanOp sc) {
       line("const " + ty[i] + " u" + I(i) + " = " + shflBefore + "(0xffffffffu, t" + I(i) + ", " + I(o * laneStride) +
            ");");
     line("if (" + lanePos + " >= " + I(o) + ") " + call(list("u", ""), list("t", ""), list("t", "")));
-    --ind_;
-    line("}");
+    closeBlocks();
   }
   // e = the combination of everything before this thread's run (has_e: there is some).
   for (size_t i = 0; i < k; ++i)
@@ -321,13 +316,11 @@ void Emitter::emit(sj::ScanOp sc) {
     for (size_t i = 0; i < k; ++i) line("  e" + I(i) + " = p" + I(i) + ";");
     line("}");
     line("has_e = true;");
-    --ind_;
-    line("}");
+    closeBlocks();
     std::vector<std::string> q;
     for (size_t i = 0; i < k; ++i) q.push_back(sm + "_" + I(i) + "[w * " + I(keptExtent) + " + " + kc + "]");
     line(call(list("p", ""), q, list("p", "")));
-    --ind_;
-    line("}");
+    closeBlocks();
     for (size_t i = 0; i < k; ++i) line(tot[i] + (totK == Kind::Scalar ? "" : "[j]") + " = p" + I(i) + ";");
     line("__syncthreads();");  // the shared words are reused by the next kept position
   } else {
@@ -340,10 +333,7 @@ void Emitter::emit(sj::ScanOp sc) {
   line("#pragma unroll");
   line("for (int i = 0; i < " + I(nRed) + "; ++i) " +
        call(list("e", ""), at(res, idx("j", "i")), at(res, idx("j", "i"))));
-  --ind_;
-  line("}");
-  --ind_;
-  line("}");
+  closeBlocks(2);
 }
 
 }  // namespace ssmjit::emit

@@ -150,8 +150,7 @@ void Emitter::emit(scf::ForOp fo) {
   ++ind_;
   emitBlock(*fo.getBody());
   assignYield(yield, targets, results);
-  --ind_;
-  line("}");
+  closeBlocks();
 }
 
 void Emitter::emit(sj::ReturnIfOp r) { line("if (" + name(r.getCond()) + ") return;"); }

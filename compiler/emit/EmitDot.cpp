@@ -52,27 +52,28 @@ void Emitter::emit(sj::DotOp d) {
   else
     line("ssm_bf16_pieces<" + I(pb) + ">(" + bLoad(2) + ", " + bLoad(3) + ", ssm_b[1]);");
   for (int64_t i = 0; i < pairs; ++i) {
-    const bool second = 2 * i + 1 < nr;
-    const std::string c0 = nm + "[" + I(2 * i * nn) + " + 2 * m]", c1 = nm + "[" + I(2 * i * nn) + " + 2 * m + 1]";
-    if (!second) line("float ssm_z0 = 0.0f, ssm_z1 = 0.0f;");
-    const std::string c2 = second ? nm + "[" + I((2 * i + 1) * nn) + " + 2 * m]" : "ssm_z0";
-    const std::string c3 = second ? nm + "[" + I((2 * i + 1) * nn) + " + 2 * m + 1]" : "ssm_z1";
+    if (2 * i + 1 >= nr) line("float ssm_z0 = 0.0f, ssm_z1 = 0.0f;");
     // Terms by weight, smallest first (pa + pb - 2 down to 0), those of weight >= 2^-24 only.
     for (int w = pmax - 1; w >= 0; --w)
       for (int x = 0; x < pa; ++x) {
         const int y = w - x;
         if (y < 0 || y >= pb) continue;
-        const std::string a = "ssm_a[" + I(i) + "]", xs = "[" + I(x) + "]";
-        line("ssm_mma_bf16(" + c0 + ", " + c1 + ", " + c2 + ", " + c3 + ", " + a + "[0]" + xs + ", " + a + "[1]" + xs +
-             ", " + a + "[2]" + xs + ", " + a + "[3]" + xs + ", ssm_b[0][" + I(y) + "], ssm_b[1][" + I(y) + "]);");
+        emitMma("bf16", nm, i, nr, nn, "2 * m", x, "ssm_b[0][" + I(y) + "]", "ssm_b[1][" + I(y) + "]");
       }
   }
-  --ind_;
-  line("}");
-  --ind_;
-  line("}");
-  --ind_;
-  line("}");
+  closeBlocks(3);
+}
+
+void Emitter::emitMma(const std::string& mmaType, const std::string& nm, int64_t i, int64_t nr, int64_t nn,
+                      const std::string& col, int x, const std::string& b0, const std::string& b1) {
+  const bool second = 2 * i + 1 < nr;
+  const std::string c0 = nm + "[" + I(2 * i * nn) + " + " + col + "]",
+                    c1 = nm + "[" + I(2 * i * nn) + " + " + col + " + 1]";
+  const std::string c2 = second ? nm + "[" + I((2 * i + 1) * nn) + " + " + col + "]" : "ssm_z0";
+  const std::string c3 = second ? nm + "[" + I((2 * i + 1) * nn) + " + " + col + " + 1]" : "ssm_z1";
+  const std::string a = "ssm_a[" + I(i) + "]", xs = "[" + I(x) + "]";
+  line("ssm_mma_" + mmaType + "(" + c0 + ", " + c1 + ", " + c2 + ", " + c3 + ", " + a + "[0]" + xs + ", " + a + "[1]" +
+       xs + ", " + a + "[2]" + xs + ", " + a + "[3]" + xs + ", " + b0 + ", " + b1 + ");");
 }
 
 // The A fragments of k-step `ks` as ssm_a[pair][register][piece]: pieces of the mma's input

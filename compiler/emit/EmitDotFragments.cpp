@@ -48,29 +48,14 @@ void Emitter::emitFragmentDot(Operation* op, Value acc, Value result, int64_t K,
     line("{");
     ++ind_;
     for (int64_t i = 0; i < pairs; ++i) {
-      const bool second = 2 * i + 1 < nr;
       const std::string m2 = "4 * mp + " + I(2 * h);  // 2 m for n-tile m = 2 mp + h
-      const std::string c0 = nm + "[" + I(2 * i * nn) + " + " + m2 + "]",
-                        c1 = nm + "[" + I(2 * i * nn) + " + " + m2 + " + 1]";
-      if (!second) line("float ssm_z0 = 0.0f, ssm_z1 = 0.0f;");
-      const std::string c2 = second ? nm + "[" + I((2 * i + 1) * nn) + " + " + m2 + "]" : "ssm_z0";
-      const std::string c3 = second ? nm + "[" + I((2 * i + 1) * nn) + " + " + m2 + " + 1]" : "ssm_z1";
-      for (int x = pa - 1; x >= 0; --x) {  // a's terms, smallest first
-        const std::string a = "ssm_a[" + I(i) + "]", xs = "[" + I(x) + "]";
-        line("ssm_mma_" + type + "(" + c0 + ", " + c1 + ", " + c2 + ", " + c3 + ", " + a + "[0]" + xs + ", " + a +
-             "[1]" + xs + ", " + a + "[2]" + xs + ", " + a + "[3]" + xs + ", ssm_b[" + I(2 * h) + "], ssm_b[" +
-             I(2 * h + 1) + "]);");
-      }
+      if (2 * i + 1 >= nr) line("float ssm_z0 = 0.0f, ssm_z1 = 0.0f;");
+      for (int x = pa - 1; x >= 0; --x)  // a's terms, smallest first
+        emitMma(type, nm, i, nr, nn, m2, x, "ssm_b[" + I(2 * h) + "]", "ssm_b[" + I(2 * h + 1) + "]");
     }
-    --ind_;
-    line("}");
+    closeBlocks();
   }
-  --ind_;
-  line("}");
-  --ind_;
-  line("}");
-  --ind_;
-  line("}");
+  closeBlocks(3);
 }
 
 // a by ldmatrix as well: for pair i, matrices (mma rows 0-7, k 0-7), (rows 8-15, k 0-7),
@@ -103,8 +88,7 @@ void Emitter::emit(sj::DotSharedOp d) {
            name(d.getAOffset()) + " + " + at + ");");
       for (int e = 0; e < 4; ++e)
         line("ssm_a[" + I(i) + "][" + I(e) + "][0] = " + (second || e % 2 == 0 ? "ssm_r[" + I(e) + "]" : "0u") + ";");
-      --ind_;
-      line("}");
+      closeBlocks();
     }
   };
   emitFragmentDot(d, d.getAcc(), d.getResult(), d.getK(), 1, b, d.getOffset(), d.getStrideK(), d.getStrideN(),

@@ -114,14 +114,9 @@ void Emitter::emit(sj::StoreOp s) {
   Kind k = opLayout(s);
   auto shape = shapeOf(v);
   const int64_t vec = vecOf(s);
-  std::string own = owner(k, shape);
-  if (!own.empty()) {
-    line("if (" + own + ") {");
-    ++ind_;
-  }
   // Gather the value registers of one vector, then store them together.
-  forRegs(
-      regs(k, shape),
+  forOwnedRegs(
+      k, shape,
       [&] {
         line("float ssm_v[" + I(vec) + "];");
         line("#pragma unroll");
@@ -134,10 +129,6 @@ void Emitter::emit(sj::StoreOp s) {
           line(st);
       },
       vec);
-  if (!own.empty()) {
-    --ind_;
-    line("}");
-  }
 }
 
 void Emitter::emit(sj::SharedBufferOp b) {

@@ -140,16 +140,26 @@ void Emitter::forRegs(int64_t R, const std::function<void()>& body, int64_t step
     ++ind_;
     line("const int r = 0;");
     body();
-    --ind_;
-    line("}");
+    closeBlocks();
     return;
   }
   line("#pragma unroll");
   line("for (int r = 0; r < " + I(R) + "; r += " + I(step) + ") {");
   ++ind_;
   body();
-  --ind_;
-  line("}");
+  closeBlocks();
+}
+
+void Emitter::forOwnedRegs(Kind k, const std::vector<int64_t>& shape, const std::function<void()>& body, int64_t step) {
+  const std::string own = owner(k, shape);
+  if (!own.empty()) {
+    line("if (" + own + ") {");
+    ++ind_;
+  }
+  forRegs(regs(k, shape), body, step);
+  if (!own.empty()) {
+    closeBlocks();
+  }
 }
 
 // ---- layout arithmetic -----------------------------------------------------------------------

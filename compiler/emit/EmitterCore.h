@@ -98,8 +98,19 @@ class Emitter {
   void defineScalar(Value v, const std::string& expr);
   // Declares the result of op (array or scalar) and returns its name.
   std::string declare(Value v, Kind k);
+  // Ends the innermost `n` blocks (one indent level and a closing brace each).
+  void closeBlocks(int n = 1) {
+    while (n-- > 0) {
+      --ind_;
+      line("}");
+    }
+  }
   // Emits body once for every `step`-th register r of R (a loop over `r`).
   void forRegs(int64_t R, const std::function<void()>& body, int64_t step = 1);
+  // forRegs over the registers of a `shape` tile of layout `k`, each element once: a thread whose
+  // elements a replica of the layout with a smaller thread id holds too skips them (stores,
+  // copies).
+  void forOwnedRegs(Kind k, const std::vector<int64_t>& shape, const std::function<void()>& body, int64_t step);
 
   int64_t n(int d, int64_t S) const { return layout::perThread(P_, d, S); }
   std::string coord(int d, int64_t S, const std::string& j, const std::string& thread = "") const;
@@ -149,6 +160,11 @@ class Emitter {
   // EmitDot.cpp (b gathered) and EmitDotFragments.cpp (b by ldmatrix)
   void emit(sj::DotOp d);
   void emitAFragments(sj::DotOp d, const std::string& mmaType, bool halfStep);
+  // One ssm_mma_<mmaType> of pair i (the thread's rows 2 i and 2 i + 1 of nr, nn accumulator
+  // registers `nm` a row) on the accumulators at column registers `col` + {0, 1} (a missing second
+  // row takes zeros, declared here), a's piece x and the B registers b0, b1.
+  void emitMma(const std::string& mmaType, const std::string& nm, int64_t i, int64_t nr, int64_t nn,
+               const std::string& col, int x, const std::string& b0, const std::string& b1);
   void emit(sj::DotSharedOp d);
   // The ldmatrix dot: acc + a . b with b in `b` at offset with strides (k, n); `aFragments`
   // emits k-step ks's ssm_a[pair][register][piece] (aPieces terms of the mma's type).

@@ -16,11 +16,7 @@
 namespace ssmjit::kernels {
 
 namespace conv {
-using dsl::SizeArg;
-using dsl::TensorArg;
-constexpr auto F = dsl::PtrClass::Float, I = dsl::PtrClass::Int;
-constexpr auto M = dsl::PtrRole::Metadata;
-constexpr auto Bound = dsl::SizeUse::Bound, Div = dsl::SizeUse::Div, Count = dsl::SizeUse::Count;
+using namespace dsl::decl;
 // The tensors the kernels share. x and its companions are indexed [b, t, d] whatever the memory
 // order (meta:channel_last picks the tile orientation: time or channels fastest).
 inline constexpr TensorArg x{"x", F, {"b", "t", "d"}}, weight{"weight", F, {"d", "k"}, "w"}, bias{"bias", F, {"d"}},

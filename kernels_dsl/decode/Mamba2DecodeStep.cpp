@@ -81,13 +81,7 @@ void build(KernelBuilder& k, const Specialization& spec) {
   Value maskP = offsP < P, maskN = offsN < N;
   Value mask2 = k.expandDims(maskP, 1) && k.expandDims(maskN, 0);
   Value g = (hb * hpp) / (H / G);  // the program's heads share one group (hpp divides H / G)
-  auto dtTransform = [&](Value d) {
-    d = k.ifElse(
-        softplusOn, [&] { return std::vector<Value>{softplus(d)}; }, [&] { return std::vector<Value>{d}; })[0];
-    return k.ifElse(
-        hasClamp, [&] { return std::vector<Value>{k.minimum(k.maximum(d, dtMin), dtMax)}; },
-        [&] { return std::vector<Value>{d}; })[0];
-  };
+  auto dtTransform = [&](Value d) { return dsl::dtTransform(d, softplusOn, hasClamp, dtMin, dtMax); };
 
   // The row's "virtual sequence": the W - 1 conv state columns (positions < 0), the c cached
   // drafts (0 <= pos < c), the L new drafts (c <= pos < nTok). in(pos) for a [rows, 1] tile of

@@ -28,10 +28,7 @@ inline constexpr int64_t kDecodeLargeBatchHeads = 1024;
 int64_t decodeHeadsPerProgram(int64_t batch, int64_t H, int64_t G, int64_t programsPerHead, bool largeBatch);
 
 namespace decode {
-using dsl::TensorArg;
-constexpr auto F = dsl::PtrClass::Float, I = dsl::PtrClass::Int;
-constexpr auto M = dsl::PtrRole::Metadata;
-constexpr auto Bound = dsl::SizeUse::Bound, Count = dsl::SizeUse::Count;
+using namespace dsl::decl;
 // Channels ch in xBC order: x h*P+p | B H*P+g*N+n | C ...; arrivals[slot] is an int32 counter,
 // err the int64[4] device status record. The conv width W is meta:width.
 inline constexpr TensorArg kTensors[] = {{"conv_state", F, {"slot", "c", "k"}, "cs"},
@@ -54,9 +51,8 @@ inline constexpr TensorArg kTensors[] = {{"conv_state", F, {"slot", "c", "k"}, "
                                          {"err", I, {}, nullptr, M}};
 // L: drafts of this step (0 with replay only); Lc: the cache depth (the staged token tiles cover
 // Lc + L); hpp: heads a program, chosen at launch.
-inline constexpr dsl::SizeArg kSizes[] = {{"batch", Count}, {"nslots", Count}, {"H", Bound},
-                                          {"P", Bound},     {"N", Bound},      {"G", Bound},
-                                          {"L", Bound},     {"Lc", Bound},     {"hpp", Count}};
+inline constexpr SizeArg kSizes[] = {{"batch", Count}, {"nslots", Count}, {"H", Bound},  {"P", Bound},  {"N", Bound},
+                                     {"G", Bound},     {"L", Bound},      {"Lc", Bound}, {"hpp", Count}};
 inline constexpr const char* kScalars[] = {"dt_min", "dt_max"};
 inline constexpr const char* kFlags[] = {"has_conv_bias", "has_D",         "has_z",  "has_dt_bias", "dt_softplus",
                                          "has_clamp",     "has_state_idx", "replay", "verify"};

@@ -45,11 +45,7 @@
 namespace ssmjit::kernels {
 
 namespace scan {
-using dsl::SizeArg;
-using dsl::TensorArg;
-constexpr auto F = dsl::PtrClass::Float, I = dsl::PtrClass::Int;
-constexpr auto M = dsl::PtrRole::Metadata;
-constexpr auto Bound = dsl::SizeUse::Bound, Div = dsl::SizeUse::Div, Count = dsl::SizeUse::Count;
+using namespace dsl::decl;
 // The tensors the forward and backward kernels share, as indexed: u/delta/z[row, d, t] (time
 // contiguous), A[d, n], B/C time-varying [row, g, n, t] or constant [d, n] (their b and g strides
 // 0, n and d the constant's), Dv/dbias[d], states [slot, d, n].

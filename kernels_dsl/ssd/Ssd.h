@@ -39,34 +39,38 @@
 namespace ssmjit::kernels {
 
 namespace ssd {
-using dsl::SizeArg;
-using dsl::TensorArg;
-constexpr auto F = dsl::PtrClass::Float, I = dsl::PtrClass::Int;
-constexpr auto M = dsl::PtrRole::Metadata;
-constexpr auto Bound = dsl::SizeUse::Bound, Div = dsl::SizeUse::Div, Count = dsl::SizeUse::Count;
+using namespace dsl::decl;
 
-// x/z/out[b, l, h, p], dt[b, l, h], B/C[b, l, g, n], A/dtb[h], Dv[h, p] (p stride 0 for D (H,)),
-// init/final/blk[slot, h, p, n], decay[s, h], blk_idx[i, k].
-inline constexpr TensorArg kTensors[] = {{"x", F, {"b", "l", "h", "p"}},
-                                         {"dt", F, {"b", "l", "h"}},
-                                         {"A", F, {"h"}},
-                                         {"B", F, {"b", "l", "g", "n"}},
-                                         {"C", F, {"b", "l", "g", "n"}},
-                                         {"Dv", F, {"h", "p"}, "D"},
-                                         {"z", F, {"b", "l", "h", "p"}},
-                                         {"dtb", F, {"h"}},
+// The tensors the forward and backward kernels share: x/z[b, l, h, p], dt[b, l, h], B/C[b, l, g,
+// n], A/dtb[h], Dv[h, p] (p stride 0 for D (H,)), the workspace and its chunk table, cu_seqlens,
+// the state slot indices and the device status record.
+inline constexpr TensorArg x{"x", F, {"b", "l", "h", "p"}}, dt{"dt", F, {"b", "l", "h"}}, A{"A", F, {"h"}},
+    B{"B", F, {"b", "l", "g", "n"}}, C{"C", F, {"b", "l", "g", "n"}}, Dv{"Dv", F, {"h", "p"}, "D"},
+    z{"z", F, {"b", "l", "h", "p"}}, dtb{"dtb", F, {"h"}}, ws{"ws", F, {}}, chunks{"chunks", I, {}, nullptr, M},
+    cu{"cu", I, {""}, nullptr, M}, initIdx{"init_idx", I, {""}, nullptr, M}, finalIdx{"final_idx", I, {""}, nullptr, M},
+    err{"err", I, {}, nullptr, M};
+
+// out[b, l, h, p], init/final/blk[slot, h, p, n], decay[s, h], blk_idx[i, k].
+inline constexpr TensorArg kTensors[] = {x,
+                                         dt,
+                                         A,
+                                         B,
+                                         C,
+                                         Dv,
+                                         z,
+                                         dtb,
                                          {"out", F, {"b", "l", "h", "p"}, "o"},
                                          {"init", F, {"slot", "h", "p", "n"}},
                                          {"final", F, {"slot", "h", "p", "n"}},
                                          {"blk", F, {"slot", "h", "p", "n"}},
                                          {"decay", F, {"s", "h"}},
-                                         {"ws", F, {}},
-                                         {"chunks", I, {}, nullptr, M},
-                                         {"cu", I, {""}, nullptr, M},
-                                         {"init_idx", I, {""}, nullptr, M},
-                                         {"final_idx", I, {""}, nullptr, M},
+                                         ws,
+                                         chunks,
+                                         cu,
+                                         initIdx,
+                                         finalIdx,
                                          {"blk_idx", I, {"i", "k"}, nullptr, M},
-                                         {"err", I, {}, nullptr, M}};
+                                         err};
 // hpg: heads a group (H / G). search_steps: binary-search steps over
 // cu (packed). blk_tokens: block_state_tokens. kmax: blk_idx's columns. o_*: workspace offsets.
 inline constexpr SizeArg kSizes[] = {{"H", Div},
@@ -75,7 +79,7 @@ inline constexpr SizeArg kSizes[] = {{"H", Div},
                                      {"hpg", Bound},
                                      {"L", Div},
                                      {"nseq", Count},
-                                                                          {"search_steps", Count},
+                                     {"search_steps", Count},
                                      {"nslots_init", Count},
                                      {"nslots_final", Count},
                                      {"nslots_blk", Count},

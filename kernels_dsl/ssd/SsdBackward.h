@@ -33,26 +33,23 @@
 #include <cstdint>
 
 #include "kernels_dsl/Signature.h"
+#include "kernels_dsl/ssd/Ssd.h"
 
 namespace ssmjit::kernels {
 
 namespace ssd_bwd {
-using dsl::SizeArg;
-using dsl::TensorArg;
-constexpr auto F = dsl::PtrClass::Float, I = dsl::PtrClass::Int;
-constexpr auto M = dsl::PtrRole::Metadata;
-constexpr auto Bound = dsl::SizeUse::Bound, Div = dsl::SizeUse::Div, Count = dsl::SizeUse::Count;
+using namespace dsl::decl;
 
 // The token kernels' arguments: the forward's inputs, dout and the per-token and per-head
 // gradients (dD's p stride 0 for D (H,)).
-inline constexpr TensorArg kTensors[] = {{"x", F, {"b", "l", "h", "p"}},
-                                         {"dt", F, {"b", "l", "h"}},
-                                         {"A", F, {"h"}},
-                                         {"B", F, {"b", "l", "g", "n"}},
-                                         {"C", F, {"b", "l", "g", "n"}},
-                                         {"Dv", F, {"h", "p"}, "D"},
-                                         {"z", F, {"b", "l", "h", "p"}},
-                                         {"dtb", F, {"h"}},
+inline constexpr TensorArg kTensors[] = {ssd::x,
+                                         ssd::dt,
+                                         ssd::A,
+                                         ssd::B,
+                                         ssd::C,
+                                         ssd::Dv,
+                                         ssd::z,
+                                         ssd::dtb,
                                          {"dout", F, {"b", "l", "h", "p"}, "do"},
                                          {"dx", F, {"b", "l", "h", "p"}},
                                          {"ddt", F, {"b", "l", "h"}},
@@ -62,8 +59,8 @@ inline constexpr TensorArg kTensors[] = {{"x", F, {"b", "l", "h", "p"}},
                                          {"dD", F, {"h", "p"}},
                                          {"dz", F, {"b", "l", "h", "p"}},
                                          {"ddtb", F, {"h"}},
-                                         {"ws", F, {}},
-                                         {"chunks", I, {}, nullptr, M}};
+                                         ssd::ws,
+                                         ssd::chunks};
 inline constexpr SizeArg kSizes[] = {
     {"H", Div},       {"P", Bound},     {"N", Bound},    {"hpg", Bound},  {"L", Div},      {"slots", Count},
     {"o_dt", Count},  {"o_cum", Count}, {"o_st", Count}, {"o_cb", Count}, {"o_y", Count},  {"o_g", Count},
@@ -74,11 +71,11 @@ inline constexpr const char* kFlags[] = {"has_D", "d_per_channel", "has_z", "has
 // The state-passing backward's arguments.
 inline constexpr TensorArg kPassTensors[] = {{"dfinal", F, {"slot", "h", "p", "n"}},
                                              {"dinit", F, {"slot", "h", "p", "n"}},
-                                             {"ws", F, {}},
-                                             {"cu", I, {""}, nullptr, M},
-                                             {"init_idx", I, {""}, nullptr, M},
-                                             {"final_idx", I, {""}, nullptr, M},
-                                             {"err", I, {}, nullptr, M}};
+                                             ssd::ws,
+                                             ssd::cu,
+                                             ssd::initIdx,
+                                             ssd::finalIdx,
+                                             ssd::err};
 inline constexpr SizeArg kPassSizes[] = {{"H", Div},
                                          {"P", Bound},
                                          {"N", Bound},

@@ -16,19 +16,18 @@ namespace {
 constexpr int64_t kStates = 32;  // states a step of the product
 
 void buildBmm(KernelBuilder& k, const Specialization& spec) {
-  const int64_t Q = spec.get("meta:chunk"), T = kSsdTokenBlock, nb = Q / T, LDs = T + 4;
+  const int64_t Q = spec.get("meta:chunk"), T = kSsdTokenBlock, LDs = T + 4;
   const SsdValues a = ssdValues(k);
-  Value slot = k.programId(0), g = k.programId(1), blk = k.programId(2);
-  Value bi = blk / nb, bj = blk % nb;
-  const SsdChunk ch = ssdChunkOfSlot(k, a, slot);
-  k.returnIf((bj > bi) || (bi * T >= ch.n));
+  const SsdPairBlock blk = ssdPairBlock(k, a, Q);
+  Value slot = blk.slot, g = blk.g, bi = blk.bi, bj = blk.bj;
+  const SsdChunk& ch = blk.ch;
   Value zero = k.constFloat(0), zeroI = k.constInt(0);
   Value smem = k.sharedBuffer(kStates * LDs);
   Value rI = k.expandDims(k.range(T), 1), cS = k.expandDims(k.range(kStates), 0);  // [T, 1], [1, 32]
   Value ti = bi * T + rI, tj = bj * T + rI;
   Value base = ch.row * a.sCb + g * a.sCg;
   Value baseB = ch.row * a.sBb + g * a.sBg;
-  const int pc = ssdPieces(spec, "C"), pb = ssdPieces(spec, "B");
+  const int pc = dotPieces(spec, "C"), pb = dotPieces(spec, "B");
   Value acc =
       k.forLoop(zeroI, a.N, k.constInt(kStates), {k.splat(zero, {T, T})}, [&](Value n0, const std::vector<Value>& c) {
         Value n = n0 + cS;

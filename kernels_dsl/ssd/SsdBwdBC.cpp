@@ -27,7 +27,7 @@ void buildBC(KernelBuilder& k, const Specialization& spec, bool dC) {
   Value slot = k.programId(0), g = k.programId(1), blk = k.programId(2);
   Value nNb = cdiv(a.N, k.constInt(BN));
   Value bm = blk / nNb, n0 = (blk % nNb) * BN;
-  const SsdChunk ch = ssdChunkAt(k, a.chunks, slot);
+  const SsdChunk ch = ssdChunkOfSlot(k, a, slot);
   k.returnIf(bm * T >= ch.n);
   Value zero = k.constFloat(0), zeroI = k.constInt(0), oneI = k.constInt(1);
   Value G = a.H / a.hpg;
@@ -43,7 +43,7 @@ void buildBC(KernelBuilder& k, const Specialization& spec, bool dC) {
   Value sOl = dC ? a.sBl : a.sCl, sOn = dC ? a.sBn : a.sCn;
   Value oBase = ch.row * (dC ? a.sBb : a.sCb) + g * (dC ? a.sBg : a.sCg);
   Value lo = dC ? zeroI : bm * T, hi = dC ? k.minimum(ch.n, (bm + 1) * T) : ch.n;
-  const int po = ssdPieces(spec, dC ? "B" : "C");
+  const int po = dotPieces(spec, dC ? "B" : "C");
   Value acc =
       k.forLoop(lo, hi, k.constInt(kStep), {k.splat(zero, {T, BN})}, [&](Value t0, const std::vector<Value>& c) {
         Value tR = t0 + sR;
@@ -93,9 +93,11 @@ void chooseBCMeta(Specialization& s) {
 
 }  // namespace
 
-const KernelRegistration kBwdDb(__FILE__, {kSsdBwdDb.kernel, [](KernelBuilder& k, const Specialization& s) { buildBC(k, s, false); }, chooseBCMeta,
-          &kSsdBwdDb});
-const KernelRegistration kBwdDc(__FILE__, {kSsdBwdDc.kernel, [](KernelBuilder& k, const Specialization& s) { buildBC(k, s, true); }, chooseBCMeta,
-          &kSsdBwdDc});
+const KernelRegistration kBwdDb(__FILE__, {kSsdBwdDb.kernel,
+                                           [](KernelBuilder& k, const Specialization& s) { buildBC(k, s, false); },
+                                           chooseBCMeta, &kSsdBwdDb});
+const KernelRegistration kBwdDc(__FILE__, {kSsdBwdDc.kernel,
+                                           [](KernelBuilder& k, const Specialization& s) { buildBC(k, s, true); },
+                                           chooseBCMeta, &kSsdBwdDc});
 
 }  // namespace ssmjit::kernels

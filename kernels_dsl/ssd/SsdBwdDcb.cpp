@@ -17,12 +17,11 @@ namespace {
 constexpr int64_t kChannels = 32;  // channels a step of the product
 
 void buildDcb(KernelBuilder& k, const Specialization& spec) {
-  const int64_t Q = spec.get("meta:chunk"), T = kSsdTokenBlock, nb = Q / T, LDs = T + 4;
+  const int64_t Q = spec.get("meta:chunk"), T = kSsdTokenBlock, LDs = T + 4;
   const SsdBwdValues a = ssdBwdValues(k);
-  Value slot = k.programId(0), g = k.programId(1), blk = k.programId(2);
-  Value bi = blk / nb, bj = blk % nb;
-  const SsdChunk ch = ssdChunkAt(k, a.chunks, slot);
-  k.returnIf((bj > bi) || (bi * T >= ch.n));
+  const SsdPairBlock blk = ssdPairBlock(k, a, Q);
+  Value slot = blk.slot, g = blk.g, bi = blk.bi, bj = blk.bj;
+  const SsdChunk& ch = blk.ch;
   Value zero = k.constFloat(0), zeroI = k.constInt(0), oneI = k.constInt(1);
   Value G = a.H / a.hpg;
   Value smem = k.sharedBuffer(kChannels * LDs);
@@ -30,7 +29,7 @@ void buildDcb(KernelBuilder& k, const Specialization& spec) {
   Value cR = k.expandDims(k.range(kChannels), 1), cC = k.expandDims(k.range(kChannels), 0);    // [32, 1], [1, 32]
   Value mI = iR < ch.n, mJ = jC < ch.n;
   Value keep = (jC <= iR) && mI && mJ;
-  const int px = ssdPieces(spec, "x");
+  const int px = dotPieces(spec, "x");
   Value total = k.forLoop(zeroI, a.hpg, oneI, {k.splat(zero, {T, T})}, [&](Value hh, const std::vector<Value>& t) {
     Value h = g * a.hpg + hh;
     Value wsRow = (slot * a.H + h) * Q;

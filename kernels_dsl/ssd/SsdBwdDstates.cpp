@@ -3,9 +3,6 @@
 // per (slot, head, block of p x n), on the tensor cores as ssd_chunk_state: the scaled dy^T
 // [BLOCK_P, 32 tokens] in registers (fp32: three terms), C [32 tokens, BLOCK_N] staged through
 // shared memory (zeros past the chunk's tokens). fp32 to the g plane.
-#include <algorithm>
-
-#include "compiler/IntMath.h"
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/ssd/SsdBackward.h"
@@ -25,7 +22,7 @@ void buildDstates(KernelBuilder& k, const Specialization& spec) {
   Value slot = k.programId(0), h = k.programId(1), blk = k.programId(2);
   Value nBlocks = cdiv(a.N, k.constInt(BN));
   Value p0 = (blk / nBlocks) * BP, n0 = (blk % nBlocks) * BN;
-  const SsdChunk ch = ssdChunkAt(k, a.chunks, slot);
+  const SsdChunk ch = ssdChunkOfSlot(k, a, slot);
   k.returnIf(ch.n == 0);
   Value zero = k.constFloat(0), zeroI = k.constInt(0);
   Value g = h / a.hpg;
@@ -33,7 +30,7 @@ void buildDstates(KernelBuilder& k, const Specialization& spec) {
   Value tR = k.expandDims(k.range(kTokens), 1), tC = k.expandDims(k.range(kTokens), 0);  // [32, 1], [1, 32]
   Value p = p0 + k.expandDims(k.range(BP), 1), n = n0 + k.expandDims(k.range(BN), 0);    // [BP, 1], [1, BN]
   Value wsRow = (slot * a.H + h) * Q;
-  const int pc = ssdPieces(spec, "C");
+  const int pc = dotPieces(spec, "C");
   Value acc = k.forLoop(
       zeroI, ch.n, k.constInt(kTokens), {k.splat(zero, {BP, BN})}, [&](Value j0, const std::vector<Value>& c) {
         Value t = j0 + tR, mt = t < ch.n;
@@ -50,14 +47,9 @@ void buildDstates(KernelBuilder& k, const Specialization& spec) {
   k.store(a.ws, a.oG + ((slot * a.H + h) * a.P + p) * a.N + n, acc, (p < a.P) && (n < a.N));
 }
 
-void chooseDstatesMeta(Specialization& s) {
-  ssdDefaultMeta(s);
-  if (!s.find("meta:BLOCK_P")) s.set("meta:BLOCK_P", std::clamp<int64_t>(nextPow2(s.get("P")), 32, 64));
-  if (!s.find("meta:BLOCK_N")) s.set("meta:BLOCK_N", std::clamp<int64_t>(nextPow2(s.get("N")), 16, 64));
-}
-
 }  // namespace
 
-const KernelRegistration kBwdDstates(__FILE__, {kSsdBwdDstates.kernel, buildDstates, chooseDstatesMeta, &kSsdBwdDstates});
+const KernelRegistration kBwdDstates(__FILE__,
+                                     {kSsdBwdDstates.kernel, buildDstates, ssdStateBlockMeta, &kSsdBwdDstates});
 
 }  // namespace ssmjit::kernels

@@ -28,7 +28,7 @@ void buildDt(KernelBuilder& k, const Specialization& spec) {
   const int64_t nPb = (P + ssdBwdBlockP(P) - 1) / ssdBwdBlockP(P);
   const SsdBwdValues a = ssdBwdValues(k);
   Value slot = k.programId(0), pidH = k.programId(1);
-  const SsdChunk ch = ssdChunkAt(k, a.chunks, slot);
+  const SsdChunk ch = ssdChunkOfSlot(k, a, slot);
   k.returnIf(ch.n == 0);
   Value zero = k.constFloat(0), one = k.constFloat(1), zeroI = k.constInt(0), oneI = k.constInt(1);
   Value h = k.expandDims(pidH * BH + k.range(BH), 1);  // [BH, 1]

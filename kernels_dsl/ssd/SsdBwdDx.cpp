@@ -26,7 +26,7 @@ void buildDx(KernelBuilder& k, const Specialization& spec) {
   Value slot = k.programId(0), h = k.programId(1), blk = k.programId(2);
   Value nPb = cdiv(a.P, k.constInt(BP));
   Value bm = blk / nPb, pb = blk % nPb, p0 = pb * BP;
-  const SsdChunk ch = ssdChunkAt(k, a.chunks, slot);
+  const SsdChunk ch = ssdChunkOfSlot(k, a, slot);
   k.returnIf(bm * T >= ch.n);
   Value zero = k.constFloat(0), one = k.constFloat(1), zeroI = k.constInt(0);
   Value g = h / a.hpg, G = a.H / a.hpg;
@@ -39,7 +39,7 @@ void buildDx(KernelBuilder& k, const Specialization& spec) {
   Value wsRow = (slot * a.H + h) * Q;
   Value cumJ = k.load(a.ws, a.oCum + wsRow + jR, mJ, zero), dtJ = k.load(a.ws, a.oDt + wsRow + jR, mJ, zero);
   Value cumLast = k.load(a.ws, a.oCum + wsRow + ch.n - 1);
-  const int pb16 = ssdPieces(spec, "B");
+  const int pb16 = dotPieces(spec, "B");
 
   // exp(cum_last - cum_j) B_j . g: g[p, n] staged as [n, p].
   Value gBase = a.oG + (slot * a.H + h) * a.P * a.N;

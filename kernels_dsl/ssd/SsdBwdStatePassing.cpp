@@ -5,9 +5,9 @@
 // step (the gradient of chunk c's own state), and the pass plane takes this block's share of
 // exp(cum_last,c) S_in,c . g (the gradient of the chunk's total decay). The last g goes to
 // dinitial_states' slot. Reports bad d(final state) slots (the first block of head 0).
-#include "kernels_dsl/conv/ConvTiles.h"
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
+#include "kernels_dsl/conv/ConvTiles.h"
 #include "kernels_dsl/scan/ScanSequences.h"
 #include "kernels_dsl/ssd/Ssd.h"
 #include "kernels_dsl/ssd/SsdBackward.h"
@@ -66,6 +66,7 @@ void chooseBwdStatePassingMeta(Specialization& s) { ssdDefaultMeta(s); }
 
 }  // namespace
 
-const KernelRegistration kBwdStatePassing(__FILE__, {kSsdBwdStatePassing.kernel, buildBwdStatePassing, chooseBwdStatePassingMeta, &kSsdBwdStatePassing});
+const KernelRegistration kBwdStatePassing(__FILE__, {kSsdBwdStatePassing.kernel, buildBwdStatePassing,
+                                                     chooseBwdStatePassingMeta, &kSsdBwdStatePassing});
 
 }  // namespace ssmjit::kernels

@@ -2,9 +2,9 @@
 // sequence by a binary search over cu_seqlens), writes the chunk table, then for a block of
 // heads dt' (0 past the chunk's tokens) and its inclusive cumsum of dt' A along the chunk
 // (the associative scan), in fp32.
-#include "kernels_dsl/conv/ConvTiles.h"
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
+#include "kernels_dsl/conv/ConvTiles.h"
 #include "kernels_dsl/ssd/Ssd.h"
 #include "kernels_dsl/ssd/SsdChunks.h"
 
@@ -83,6 +83,7 @@ void chooseChunkCumsumMeta(Specialization& s) {
 
 }  // namespace
 
-const KernelRegistration kChunkCumsum(__FILE__, {kSsdChunkCumsum.kernel, buildChunkCumsum, chooseChunkCumsumMeta, &kSsdChunkCumsum});
+const KernelRegistration kChunkCumsum(__FILE__, {kSsdChunkCumsum.kernel, buildChunkCumsum, chooseChunkCumsumMeta,
+                                                 &kSsdChunkCumsum});
 
 }  // namespace ssmjit::kernels

@@ -53,7 +53,7 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   Value mI = iR < ch.n;
   Value wsRow = (slot * a.H + h) * Q;
   Value cumI = k.load(a.ws, a.oCum + wsRow + iR);  // [T, 1]
-  const int pc = ssdPieces(spec, "C"), px = ssdPieces(spec, "x");
+  const int pc = dotPieces(spec, "C"), px = dotPieces(spec, "x");
 
   // 16-bit x: its 32-token tiles (up to the block's last row) through a ring of kStages buffers,
   // copied asynchronously, the first ones while the state's product runs. Tile t + 2 goes into

@@ -6,9 +6,6 @@
 // (every product exact). Otherwise x^T comes from memory into registers (its dtype's exact
 // terms) and the weighted B [32, BLOCK_N] is computed in f32 and staged, three terms. fp32 to
 // the workspace.
-#include <algorithm>
-
-#include "compiler/IntMath.h"
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/ssd/Ssd.h"
@@ -41,7 +38,7 @@ void buildChunkState(KernelBuilder& k, const Specialization& spec) {
   Value p = p0 + k.expandDims(k.range(BP), 1), n = n0 + k.expandDims(k.range(BN), 0);    // [BP, 1], [1, BN]
   Value wsRow = (slot * a.H + h) * Q;
   Value cumLast = k.load(a.ws, a.oCum + wsRow + ch.n - 1);
-  const int px = ssdPieces(spec, "x");
+  const int px = dotPieces(spec, "x");
   // dt'_t exp(cum_last - cum_t) of the tokens t (0 past the chunk).
   auto weight = [&](Value t) {
     Value mt = t < ch.n;
@@ -93,16 +90,9 @@ void buildChunkState(KernelBuilder& k, const Specialization& spec) {
   k.store(a.ws, a.oSt + ((slot * a.H + h) * a.P + p) * a.N + n, acc, (p < a.P) && (n < a.N));
 }
 
-void chooseChunkStateMeta(Specialization& s) {
-  ssdDefaultMeta(s);
-  // [BLOCK_P, BLOCK_N] fp32 accumulators: 32 a thread at 64 x 64 over 4 warps.
-  if (!s.find("meta:BLOCK_P")) s.set("meta:BLOCK_P", std::clamp<int64_t>(nextPow2(s.get("P")), 32, 64));
-  if (!s.find("meta:BLOCK_N")) s.set("meta:BLOCK_N", std::clamp<int64_t>(nextPow2(s.get("N")), 16, 64));
-}
-
 }  // namespace
 
 const KernelRegistration kChunkState(__FILE__,
-                                     {kSsdChunkState.kernel, buildChunkState, chooseChunkStateMeta, &kSsdChunkState});
+                                     {kSsdChunkState.kernel, buildChunkState, ssdStateBlockMeta, &kSsdChunkState});
 
 }  // namespace ssmjit::kernels

@@ -1,34 +1,42 @@
 #include "kernels_dsl/ssd/SsdChunks.h"
 
-#include <string>
+#include <algorithm>
 
-#include "ssmjit/dtype.h"
+#include "compiler/IntMath.h"
+#include "kernels_dsl/ssd/Ssd.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
 
-SsdValues ssdValues(KernelBuilder& k) {
+namespace {
+void inputValues(KernelBuilder& k, SsdInputValues& a) {
   auto v = [&](const char* n) { return k.arg(n); };
-  SsdValues a;
   a.x = v("x"), a.dt = v("dt"), a.A = v("A"), a.B = v("B"), a.C = v("C"), a.Dv = v("Dv"), a.z = v("z");
-  a.dtb = v("dtb"), a.out = v("out"), a.init = v("init"), a.fin = v("final"), a.blk = v("blk"), a.decay = v("decay");
-  a.ws = v("ws"), a.chunks = v("chunks"), a.cu = v("cu"), a.initIdx = v("init_idx"), a.finalIdx = v("final_idx");
-  a.blkIdx = v("blk_idx"), a.err = v("err");
-  a.H = v("H"), a.P = v("P"), a.N = v("N"), a.hpg = v("hpg"), a.L = v("L"), a.nseq = v("nseq");
-  a.searchSteps = v("search_steps"), a.nInit = v("nslots_init"), a.nFinal = v("nslots_final");
-  a.nBlk = v("nslots_blk"), a.blkTokens = v("blk_tokens"), a.kmax = v("kmax");
+  a.dtb = v("dtb"), a.ws = v("ws"), a.chunks = v("chunks");
+  a.H = v("H"), a.P = v("P"), a.N = v("N"), a.hpg = v("hpg"), a.L = v("L");
   a.oDt = v("o_dt"), a.oCum = v("o_cum"), a.oSt = v("o_st"), a.oCb = v("o_cb");
   a.dtMin = v("dt_min"), a.dtMax = v("dt_max");
-  a.hasCu = v("has_cu"), a.hasD = v("has_D"), a.hasZ = v("has_z"), a.hasDtb = v("has_dtb");
-  a.softplusOn = v("softplus"), a.hasClamp = v("has_clamp"), a.hasInit = v("has_init");
-  a.hasInitIdx = v("has_init_idx"), a.hasFinal = v("has_final"), a.hasFinalIdx = v("has_final_idx");
-  a.hasBlk = v("has_blk"), a.hasDecay = v("has_decay");
+  a.hasD = v("has_D"), a.hasZ = v("has_z"), a.hasDtb = v("has_dtb");
+  a.softplusOn = v("softplus"), a.hasClamp = v("has_clamp");
   a.sXb = v("s_x_b"), a.sXl = v("s_x_l"), a.sXh = v("s_x_h"), a.sXp = v("s_x_p");
   a.sDtb = v("s_dt_b"), a.sDtl = v("s_dt_l"), a.sDth = v("s_dt_h"), a.sAh = v("s_A_h");
   a.sBb = v("s_B_b"), a.sBl = v("s_B_l"), a.sBg = v("s_B_g"), a.sBn = v("s_B_n");
   a.sCb = v("s_C_b"), a.sCl = v("s_C_l"), a.sCg = v("s_C_g"), a.sCn = v("s_C_n");
   a.sDh = v("s_D_h"), a.sDp = v("s_D_p");
   a.sZb = v("s_z_b"), a.sZl = v("s_z_l"), a.sZh = v("s_z_h"), a.sZp = v("s_z_p"), a.sDbh = v("s_dtb_h");
+}
+}  // namespace
+
+SsdValues ssdValues(KernelBuilder& k) {
+  auto v = [&](const char* n) { return k.arg(n); };
+  SsdValues a;
+  inputValues(k, a);
+  a.out = v("out"), a.init = v("init"), a.fin = v("final"), a.blk = v("blk"), a.decay = v("decay");
+  a.cu = v("cu"), a.initIdx = v("init_idx"), a.finalIdx = v("final_idx"), a.blkIdx = v("blk_idx"), a.err = v("err");
+  a.nseq = v("nseq"), a.searchSteps = v("search_steps"), a.nInit = v("nslots_init"), a.nFinal = v("nslots_final");
+  a.nBlk = v("nslots_blk"), a.blkTokens = v("blk_tokens"), a.kmax = v("kmax");
+  a.hasCu = v("has_cu"), a.hasInit = v("has_init"), a.hasInitIdx = v("has_init_idx"), a.hasFinal = v("has_final");
+  a.hasFinalIdx = v("has_final_idx"), a.hasBlk = v("has_blk"), a.hasDecay = v("has_decay");
   a.sOb = v("s_o_b"), a.sOl = v("s_o_l"), a.sOh = v("s_o_h"), a.sOp = v("s_o_p");
   a.sIs = v("s_init_slot"), a.sIh = v("s_init_h"), a.sIp = v("s_init_p"), a.sIn = v("s_init_n");
   a.sFs = v("s_final_slot"), a.sFh = v("s_final_h"), a.sFp = v("s_final_p"), a.sFn = v("s_final_n");
@@ -38,31 +46,30 @@ SsdValues ssdValues(KernelBuilder& k) {
   return a;
 }
 
-SsdChunk ssdChunkOfSlot(KernelBuilder& k, const SsdValues& a, Value slot) { return ssdChunkAt(k, a.chunks, slot); }
-
-SsdChunk ssdChunkAt(KernelBuilder& k, Value chunks, Value slot) {
+SsdChunk ssdChunkOfSlot(KernelBuilder& k, const SsdInputValues& a, Value slot) {
   Value at = slot * 4;
-  return {k.load(chunks, at), k.load(chunks, at + 1), k.load(chunks, at + 2), k.load(chunks, at + 3)};
+  return {k.load(a.chunks, at), k.load(a.chunks, at + 1), k.load(a.chunks, at + 2), k.load(a.chunks, at + 3)};
+}
+
+SsdPairBlock ssdPairBlock(KernelBuilder& k, const SsdInputValues& a, int64_t Q) {
+  const int64_t T = kSsdTokenBlock, nb = Q / T;
+  SsdPairBlock b;
+  Value blk;
+  b.slot = k.programId(0), b.g = k.programId(1), blk = k.programId(2);
+  b.bi = blk / nb, b.bj = blk % nb;
+  b.ch = ssdChunkOfSlot(k, a, b.slot);
+  k.returnIf((b.bj > b.bi) || (b.bi * T >= b.ch.n));
+  return b;
 }
 
 SsdBwdValues ssdBwdValues(KernelBuilder& k) {
   auto v = [&](const char* n) { return k.arg(n); };
   SsdBwdValues a;
-  a.x = v("x"), a.dt = v("dt"), a.A = v("A"), a.B = v("B"), a.C = v("C"), a.Dv = v("Dv"), a.z = v("z");
-  a.dtb = v("dtb"), a.dout = v("dout"), a.dx = v("dx"), a.ddt = v("ddt"), a.dA = v("dA"), a.dB = v("dB");
-  a.dC = v("dC"), a.dD = v("dD"), a.dz = v("dz"), a.ddtb = v("ddtb"), a.ws = v("ws"), a.chunks = v("chunks");
-  a.H = v("H"), a.P = v("P"), a.N = v("N"), a.hpg = v("hpg"), a.L = v("L"), a.slots = v("slots");
-  a.oDt = v("o_dt"), a.oCum = v("o_cum"), a.oSt = v("o_st"), a.oCb = v("o_cb"), a.oY = v("o_y"), a.oG = v("o_g");
-  a.oTok = v("o_tok"), a.oDd = v("o_dd"), a.oPn = v("o_pn"), a.oSl = v("o_sl"), a.oDcb = v("o_dcb");
-  a.dtMin = v("dt_min"), a.dtMax = v("dt_max");
-  a.hasD = v("has_D"), a.dPerChannel = v("d_per_channel"), a.hasZ = v("has_z"), a.hasDtb = v("has_dtb");
-  a.softplusOn = v("softplus"), a.hasClamp = v("has_clamp");
-  a.sXb = v("s_x_b"), a.sXl = v("s_x_l"), a.sXh = v("s_x_h"), a.sXp = v("s_x_p");
-  a.sDtb = v("s_dt_b"), a.sDtl = v("s_dt_l"), a.sDth = v("s_dt_h"), a.sAh = v("s_A_h");
-  a.sBb = v("s_B_b"), a.sBl = v("s_B_l"), a.sBg = v("s_B_g"), a.sBn = v("s_B_n");
-  a.sCb = v("s_C_b"), a.sCl = v("s_C_l"), a.sCg = v("s_C_g"), a.sCn = v("s_C_n");
-  a.sDh = v("s_D_h"), a.sDp = v("s_D_p");
-  a.sZb = v("s_z_b"), a.sZl = v("s_z_l"), a.sZh = v("s_z_h"), a.sZp = v("s_z_p"), a.sDbh = v("s_dtb_h");
+  inputValues(k, a);
+  a.dout = v("dout"), a.dx = v("dx"), a.ddt = v("ddt"), a.dA = v("dA"), a.dB = v("dB"), a.dC = v("dC");
+  a.dD = v("dD"), a.dz = v("dz"), a.ddtb = v("ddtb"), a.slots = v("slots");
+  a.oY = v("o_y"), a.oG = v("o_g"), a.oTok = v("o_tok"), a.oDd = v("o_dd"), a.oPn = v("o_pn"), a.oSl = v("o_sl");
+  a.oDcb = v("o_dcb"), a.dPerChannel = v("d_per_channel");
   a.sOb = v("s_do_b"), a.sOl = v("s_do_l"), a.sOh = v("s_do_h"), a.sOp = v("s_do_p");
   a.sDxb = v("s_dx_b"), a.sDxl = v("s_dx_l"), a.sDxh = v("s_dx_h"), a.sDxp = v("s_dx_p");
   a.sDdtb = v("s_ddt_b"), a.sDdtl = v("s_ddt_l"), a.sDdth = v("s_ddt_h"), a.sDAh = v("s_dA_h");
@@ -95,20 +102,15 @@ Value ssdDtTransform(KernelBuilder& k, const SsdValues& a, Value dt, Value bias)
   return k.select(a.hasClamp, k.minimum(k.maximum(v, a.dtMin), a.dtMax), v);
 }
 
-int ssdPieces(const Specialization& s, const char* tensor) {
-  switch (static_cast<DType>(s.get(std::string("dtype:") + tensor))) {
-    case DType::BF16:
-      return 1;
-    case DType::F16:
-      return 2;
-    default:
-      return 3;
-  }
-}
-
 void ssdDefaultMeta(Specialization& s) {
   if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);
   if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
+}
+
+void ssdStateBlockMeta(Specialization& s) {
+  ssdDefaultMeta(s);
+  if (!s.find("meta:BLOCK_P")) s.set("meta:BLOCK_P", std::clamp<int64_t>(nextPow2(s.get("P")), 32, 64));
+  if (!s.find("meta:BLOCK_N")) s.set("meta:BLOCK_N", std::clamp<int64_t>(nextPow2(s.get("N")), 16, 64));
 }
 
 }  // namespace ssmjit::kernels

@@ -8,16 +8,24 @@
 
 namespace ssmjit::kernels {
 
-// The arguments of the SSD kernels (Ssd.h), by the names the kernels use.
-struct SsdValues {
-  dsl::Value x, dt, A, B, C, Dv, z, dtb, out, init, fin, blk, decay, ws, chunks, cu, initIdx, finalIdx, blkIdx, err;
-  dsl::Value H, P, N, hpg, L, nseq, searchSteps, nInit, nFinal, nBlk, blkTokens, kmax, oDt, oCum, oSt, oCb;
+// The forward's inputs, sizes, dt options and workspace offsets, which the forward's kernels
+// (Ssd.h) and the backward's token kernels (SsdBackward.h) declare under the same names.
+struct SsdInputValues {
+  dsl::Value x, dt, A, B, C, Dv, z, dtb, ws, chunks;
+  dsl::Value H, P, N, hpg, L, oDt, oCum, oSt, oCb;
   dsl::Value dtMin, dtMax;
-  dsl::Value hasCu, hasD, hasZ, hasDtb, softplusOn, hasClamp, hasInit, hasInitIdx, hasFinal, hasFinalIdx, hasBlk,
-      hasDecay;
+  dsl::Value hasD, hasZ, hasDtb, softplusOn, hasClamp;
   // Strides: s<tensor><axis>.
   dsl::Value sXb, sXl, sXh, sXp, sDtb, sDtl, sDth, sAh, sBb, sBl, sBg, sBn, sCb, sCl, sCg, sCn, sDh, sDp, sZb, sZl, sZh,
-      sZp, sDbh, sOb, sOl, sOh, sOp, sIs, sIh, sIp, sIn, sFs, sFh, sFp, sFn, sKs, sKh, sKp, sKn, sYs, sYh, sCu, sIidx,
+      sZp, sDbh;
+};
+
+// The arguments of the SSD kernels (Ssd.h), by the names the kernels use.
+struct SsdValues : SsdInputValues {
+  dsl::Value out, init, fin, blk, decay, cu, initIdx, finalIdx, blkIdx, err;
+  dsl::Value nseq, searchSteps, nInit, nFinal, nBlk, blkTokens, kmax;
+  dsl::Value hasCu, hasInit, hasInitIdx, hasFinal, hasFinalIdx, hasBlk, hasDecay;
+  dsl::Value sOb, sOl, sOh, sOp, sIs, sIh, sIp, sIn, sFs, sFh, sFp, sFn, sKs, sKh, sKp, sKn, sYs, sYh, sCu, sIidx,
       sFidx, sKi, sKk;
 };
 SsdValues ssdValues(dsl::KernelBuilder& k);
@@ -27,18 +35,24 @@ SsdValues ssdValues(dsl::KernelBuilder& k);
 struct SsdChunk {
   dsl::Value seq, row, t0, n;
 };
-SsdChunk ssdChunkOfSlot(dsl::KernelBuilder& k, const SsdValues& a, dsl::Value slot);
-SsdChunk ssdChunkAt(dsl::KernelBuilder& k, dsl::Value chunks, dsl::Value slot);
+SsdChunk ssdChunkOfSlot(dsl::KernelBuilder& k, const SsdInputValues& a, dsl::Value slot);
+
+// A program of the grid (slots, G, (Q/64)^2) (ssd_bmm, ssd_bwd_dcb): its slot, its chunk, its
+// group and its 64 x 64 block (bi, bj) of the chunk's token pairs. Programs above the diagonal
+// or past the chunk's tokens return.
+struct SsdPairBlock {
+  dsl::Value slot, g, bi, bj;
+  SsdChunk ch;
+};
+SsdPairBlock ssdPairBlock(dsl::KernelBuilder& k, const SsdInputValues& a, int64_t Q);
 
 // The arguments of the backward's token kernels (SsdBackward.h), by the names the kernels use.
-struct SsdBwdValues {
-  dsl::Value x, dt, A, B, C, Dv, z, dtb, dout, dx, ddt, dA, dB, dC, dD, dz, ddtb, ws, chunks;
-  dsl::Value H, P, N, hpg, L, slots, oDt, oCum, oSt, oCb, oY, oG, oTok, oDd, oPn, oSl, oDcb;
-  dsl::Value dtMin, dtMax;
-  dsl::Value hasD, dPerChannel, hasZ, hasDtb, softplusOn, hasClamp;
-  dsl::Value sXb, sXl, sXh, sXp, sDtb, sDtl, sDth, sAh, sBb, sBl, sBg, sBn, sCb, sCl, sCg, sCn, sDh, sDp, sZb, sZl, sZh,
-      sZp, sDbh, sOb, sOl, sOh, sOp, sDxb, sDxl, sDxh, sDxp, sDdtb, sDdtl, sDdth, sDAh, sDBb, sDBl, sDBg, sDBn, sDCb,
-      sDCl, sDCg, sDCn, sDDh, sDDp, sDzb, sDzl, sDzh, sDzp, sDdbh;
+struct SsdBwdValues : SsdInputValues {
+  dsl::Value dout, dx, ddt, dA, dB, dC, dD, dz, ddtb;
+  dsl::Value slots, oY, oG, oTok, oDd, oPn, oSl, oDcb;
+  dsl::Value dPerChannel;
+  dsl::Value sOb, sOl, sOh, sOp, sDxb, sDxl, sDxh, sDxp, sDdtb, sDdtl, sDdth, sDAh, sDBb, sDBl, sDBg, sDBn, sDCb, sDCl,
+      sDCg, sDCn, sDDh, sDDp, sDzb, sDzl, sDzh, sDzp, sDdbh;
 };
 SsdBwdValues ssdBwdValues(dsl::KernelBuilder& k);
 
@@ -54,10 +68,10 @@ dsl::Value ssdFirstSlot(dsl::KernelBuilder& k, const SsdValues& a, dsl::Value i,
 // dt' of raw dt (+ dt_bias of the head), softplus and the clamp, as the flags say.
 dsl::Value ssdDtTransform(dsl::KernelBuilder& k, const SsdValues& a, dsl::Value dt, dsl::Value bias);
 
-// bf16 terms that hold a value of the tensor's storage dtype exactly (1 bf16, 2 fp16, 3 fp32).
-int ssdPieces(const Specialization& s, const char* tensor);
-
 // Every SSD kernel's defaults: 4 warps, 32-bit offsets.
 void ssdDefaultMeta(Specialization& s);
+// The defaults of a kernel over [BLOCK_P, BLOCK_N] blocks of a state (ssd_chunk_state,
+// ssd_bwd_dstates): fp32 accumulators, 32 a thread at 64 x 64 over 4 warps.
+void ssdStateBlockMeta(Specialization& s);
 
 }  // namespace ssmjit::kernels

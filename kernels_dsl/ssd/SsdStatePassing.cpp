@@ -4,9 +4,9 @@
 // entering the chunk; the state after every block_state_tokens tokens goes to its block slot;
 // the final state to its slot; exp(sum over the sequence of dt' A) to sequence_decay. Reports
 // bad cu_seqlens entries and slots (the first block of head 0).
-#include "kernels_dsl/conv/ConvTiles.h"
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
+#include "kernels_dsl/conv/ConvTiles.h"
 #include "kernels_dsl/scan/ScanSequences.h"
 #include "kernels_dsl/ssd/Ssd.h"
 #include "kernels_dsl/ssd/SsdChunks.h"
@@ -74,6 +74,7 @@ void chooseStatePassingMeta(Specialization& s) {
 
 }  // namespace
 
-const KernelRegistration kStatePassing(__FILE__, {kSsdStatePassing.kernel, buildStatePassing, chooseStatePassingMeta, &kSsdStatePassing});
+const KernelRegistration kStatePassing(__FILE__, {kSsdStatePassing.kernel, buildStatePassing, chooseStatePassingMeta,
+                                                  &kSsdStatePassing});
 
 }  // namespace ssmjit::kernels

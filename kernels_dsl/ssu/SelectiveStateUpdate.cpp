@@ -69,13 +69,7 @@ void build(KernelBuilder& k, const Specialization& spec) {
 
   // dt' = clamp(softplus(dt + dt_bias)): on a tile (Mamba-1: per channel) or a scalar (Mamba-2:
   // one value per head and token, so it and exp(A dt') are computed once, not per state element).
-  auto dtTransform = [&](Value d) {
-    d = k.ifElse(
-        softplusOn, [&] { return std::vector<Value>{softplus(d)}; }, [&] { return std::vector<Value>{d}; })[0];
-    return k.ifElse(
-        hasClamp, [&] { return std::vector<Value>{k.minimum(k.maximum(d, dtMin), dtMax)}; },
-        [&] { return std::vector<Value>{d}; })[0];
-  };
+  auto dtTransform = [&](Value d) { return dsl::dtTransform(d, softplusOn, hasClamp, dtMin, dtMax); };
   // Loop invariants: A, D and dt_bias.
   Value zero = k.constFloat(0);
   Value zeroP = k.splat(zero, {BP});

@@ -8,10 +8,7 @@
 namespace ssmjit::kernels {
 
 namespace ssu {
-using dsl::TensorArg;
-constexpr auto F = dsl::PtrClass::Float, I = dsl::PtrClass::Int;
-constexpr auto M = dsl::PtrRole::Metadata;
-constexpr auto Bound = dsl::SizeUse::Bound, Count = dsl::SizeUse::Count;
+using namespace dsl::decl;
 // Axes: slot, b batch, l token, h head, p head dim (Mamba-1: channel), n state, g group (g = h /
 // (H / G)). The op gives a stride 0 to an axis a tensor lacks (Mamba-1: h and g; the one-token op:
 // l) and to a bound axis of size 1. Mamba-2's dt has no p axis (dt per head) and its A only h.
@@ -30,8 +27,8 @@ inline constexpr TensorArg kTensors[] = {{"state", F, {"slot", "h", "p", "n"}},
                                          {"state_idx", I, {"b"}, "idx", M},
                                          {"dst_idx", I, {"b", "l"}, "dst", M},
                                          {"err", I, {}, nullptr, M}};
-inline constexpr dsl::SizeArg kSizes[] = {{"batch", Count}, {"nslots", Count}, {"H", Bound}, {"P", Bound},
-                                          {"N", Bound},     {"G", Bound},      {"L", Bound}};
+inline constexpr SizeArg kSizes[] = {{"batch", Count}, {"nslots", Count}, {"H", Bound}, {"P", Bound},
+                                     {"N", Bound},     {"G", Bound},      {"L", Bound}};
 inline constexpr const char* kScalars[] = {"dt_min", "dt_max"};
 inline constexpr const char* kFlags[] = {"has_D",     "has_z",         "has_dt_bias", "dt_softplus",
                                          "has_clamp", "has_state_idx", "per_head"};

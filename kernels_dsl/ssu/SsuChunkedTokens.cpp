@@ -20,17 +20,6 @@ namespace ssmjit::kernels {
 using namespace dsl;
 
 namespace {
-// bf16 terms that hold a value of this storage dtype exactly (f32 math results: 3).
-int piecesFor(const Specialization& s, const char* ptr) {
-  switch (static_cast<DType>(s.get(std::string("dtype:") + ptr))) {
-    case DType::BF16:
-      return 1;
-    case DType::F16:
-      return 2;
-    default:
-      return 3;
-  }
-}
 int archMajor(const std::string& arch) {  // "sm_90a" -> 9
   int v = 0;
   return std::sscanf(arch.c_str(), "sm_%d", &v) == 1 ? v / 10 : 0;
@@ -127,7 +116,7 @@ void buildSsuChunkedTokens(KernelBuilder& k, const Specialization& spec, const S
   Value cumK = k.load(smem, oCum + tK);  // [1, LD]
   Value revK = k.load(smem, oRev + tK);  // [1, LD]
   Value cumLast = k.load(smem, oCum + in.L - 1);
-  const int sp = piecesFor(spec, "state"), bp = piecesFor(spec, "B"), cp = piecesFor(spec, "C");
+  const int sp = dotPieces(spec, "state"), bp = dotPieces(spec, "B"), cp = dotPieces(spec, "C");
   // G[t, u] = (C_t . B_u) exp(a_{u+1} + ... + a_t) for u <= t, through shared memory to every
   // warp. First, so that its tiles are dead before the state's products (registers: 4 programs
   // an SM).

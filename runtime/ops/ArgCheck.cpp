@@ -140,4 +140,37 @@ int64_t checkPackedRow(const Checker& c, const TensorView& cu, int64_t batch, co
   return cu.shape[0] - 1;
 }
 
+void onlyWith(const Checker& c, const char* name, const TensorView& t, const char* other, const TensorView& o,
+              const char* why) {
+  if (t.defined() && !o.defined())
+    c.fail(std::string(name) + " is given (shape " + t.shapeString() + "), expected none: " + other +
+           " is not given (" + why + ")");
+}
+
+void exactlyWith(const Checker& c, const char* name, const TensorView& t, const char* input, const TensorView& in) {
+  if (in.defined() && !t.defined())
+    c.fail(std::string(name) + " is not given, expected a tensor: forward." + input + " is given");
+  if (!in.defined() && t.defined())
+    c.fail(std::string(name) + " is given (shape " + t.shapeString() + "), expected none: forward." + input +
+           " is not given");
+}
+
+int64_t checkStateSlots(const Checker& c, const char* name, const TensorView& t, const char* idxName,
+                        const TensorView& idx, const Dim* inner, int n, int64_t nseq) {
+  onlyWith(c, idxName, idx, name, t, "indices select its slots");
+  if (!t.defined()) return 0;
+  std::vector<Dim> e{{-1, "slots"}};
+  e.insert(e.end(), inner, inner + n);
+  c.rank(name, t, e.data(), n + 1);
+  e[0].size = t.shape[0];
+  c.tensor(name, t, e.data(), n + 1, kFloat16Or32, false);
+  const Dim eIdx[1] = {{nseq, "nseq"}};
+  c.optional(idxName, idx, eIdx, 1, kIndexTypes, false);
+  if (!idx.defined() && t.shape[0] < nseq)
+    c.fail(std::string(name) + " has " + std::to_string(t.shape[0]) + " slots (dim 0 of shape " + t.shapeString() +
+           "), expected at least nseq = " + std::to_string(nseq) + " (without " + idxName +
+           ", sequence i uses slot i)");
+  return t.shape[0];
+}
+
 }  // namespace ssmjit::detail

@@ -80,4 +80,30 @@ void checkWorkspace(const char* op, const TensorView& w, const TensorView& on, c
 int64_t checkPackedRow(const Checker& c, const TensorView& cu, int64_t batch, const TensorView& first,
                        const char* firstName);
 
+// `name` may be given only with `other` (indices with their states, a gradient with its input).
+void onlyWith(const Checker& c, const char* name, const TensorView& t, const char* other, const TensorView& o,
+              const char* why);
+
+// A gradient `name` given exactly when its input forward.`input` is.
+void exactlyWith(const Checker& c, const char* name, const TensorView& t, const char* input, const TensorView& in);
+
+// The forward's arguments as a backward call reads them (Backward: SelectiveScanBackwardArgs or
+// SsdBackwardArgs): dout in out's place, dfinal_states in the final states' (the forward's
+// final_state_indices mapping its slots), no workspace.
+template <class Backward>
+auto forwardAsRead(const Backward& b) {
+  auto f = b.forward;
+  f.out = b.dout;
+  f.final_states = b.dfinal_states;
+  f.final_state_indices = b.dfinal_states.defined() ? b.forward.final_state_indices : TensorView{};
+  f.workspace = {};
+  return f;
+}
+
+// States (slots, inner...) with any number of slots and their slot indices `idx` (nseq,), given
+// only with the states; without indices the states need a slot per sequence (sequence i uses
+// slot i). Returns the slots (0 without states).
+int64_t checkStateSlots(const Checker& c, const char* name, const TensorView& t, const char* idxName,
+                        const TensorView& idx, const Dim* inner, int n, int64_t nseq);
+
 }  // namespace ssmjit::detail

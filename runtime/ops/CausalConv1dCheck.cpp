@@ -42,14 +42,6 @@ void checkParams(const Checker& c, int64_t D, int64_t W, DType x, const char* wN
   c.optional(bName, b, eBias, 1, types, zeroStrideOk);
 }
 
-// `name` may be given only with `other` (indices with their states, a gradient with its input).
-void onlyWith(const Checker& c, const char* name, const TensorView& t, const char* other, const TensorView& o,
-              const char* why) {
-  if (t.defined() && !o.defined())
-    c.fail(std::string(name) + " is given (shape " + t.shapeString() + "), expected none: " + other +
-           " is not given (" + why + ")");
-}
-
 const char* layoutForm(const ConvDims& d) { return d.channelLast ? " (layout ChannelLast)" : " (layout ChannelFirst)"; }
 
 // A tensor of x's shape in its layout (x, out, dout, dx): fp32/bf16/fp16, no broadcast axis.

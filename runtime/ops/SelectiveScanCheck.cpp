@@ -47,30 +47,6 @@ void checkBC(const Checker& c, const char* name, const TensorView& t, ScanDims& 
   }
 }
 
-// Slot indices only with their states.
-void onlyWith(const Checker& c, const char* name, const TensorView& t, const char* other, const TensorView& o) {
-  if (t.defined() && !o.defined())
-    c.fail(std::string(name) + " is given (shape " + t.shapeString() + "), expected none: " + other +
-           " is not given (indices select its slots)");
-}
-
-// States (S, D, N) and their slot indices (nseq,).
-int64_t checkStates(const Checker& c, const char* name, const TensorView& t, const char* idxName, const TensorView& idx,
-                    const ScanDims& d) {
-  onlyWith(c, idxName, idx, name, t);
-  if (!t.defined()) return 0;
-  Dim e[3] = {{-1, "slots"}, {d.D, "dim"}, {d.N, "dstate"}};
-  c.rank(name, t, e, 3);
-  e[0].size = t.shape[0];
-  c.tensor(name, t, e, 3, kFloat16Or32, false);
-  const Dim eIdx[1] = {{d.nseq, "nseq"}};
-  c.optional(idxName, idx, eIdx, 1, kIndexTypes, false);
-  if (!idx.defined() && t.shape[0] < d.nseq)
-    c.fail(std::string(name) + " has " + str(t.shape[0]) + " slots (dim 0 of shape " + t.shapeString() +
-           "), expected at least nseq = " + str(d.nseq) + " (without " + idxName + ", sequence i uses slot i)");
-  return t.shape[0];
-}
-
 }  // namespace
 
 ScanDims checkSelectiveScanArgs(const SelectiveScanArgs& a, DeviceKind device, const char* op,
@@ -137,18 +113,17 @@ ScanDims checkSelectiveScanArgs(const SelectiveScanArgs& a, DeviceKind device, c
   const Dim eD[1] = {{d.D, "dim"}};
   c.optional("D", a.D, eD, 1, kF32Only, true);
   c.optional("delta_bias", a.delta_bias, eD, 1, kF32Only, true);
-  d.initSlots = checkStates(c, "initial_states", a.initial_states, "initial_state_indices", a.initial_state_indices, d);
-  d.finalSlots = checkStates(c, names.final, a.final_states, names.finalIdx, a.final_state_indices, d);
+  const Dim eState[2] = {{d.D, "dim"}, {d.N, "dstate"}};
+  d.initSlots = checkStateSlots(c, "initial_states", a.initial_states, "initial_state_indices", a.initial_state_indices,
+                                eState, 2, d.nseq);
+  d.finalSlots =
+      checkStateSlots(c, names.final, a.final_states, names.finalIdx, a.final_state_indices, eState, 2, d.nseq);
   return d;
 }
 
 ScanDims checkSelectiveScanBackwardArgs(const SelectiveScanBackwardArgs& b, DeviceKind device, const char* op) {
   // The forward's check, with dout in out's place and dfinal_states in final_states'.
-  SelectiveScanArgs f = b.forward;
-  f.out = b.dout;
-  f.final_states = b.dfinal_states;
-  f.final_state_indices = b.dfinal_states.defined() ? b.forward.final_state_indices : TensorView{};
-  f.workspace = {};
+  const SelectiveScanArgs f = forwardAsRead(b);
   const ScanDims d = checkSelectiveScanArgs(f, device, op, {"dout", "dfinal_states", "final_state_indices"});
   Checker c(op, device);
   c.setDeviceId(f.u.deviceId, "u");
@@ -161,14 +136,7 @@ ScanDims checkSelectiveScanBackwardArgs(const SelectiveScanBackwardArgs& b, Devi
   perToken("du", b.du);
   perToken("ddelta", b.ddelta);
   // Exactly the gradients of the inputs given.
-  auto exactlyWith = [&](const char* name, const TensorView& t, const char* input, const TensorView& in) {
-    if (in.defined() && !t.defined())
-      c.fail(std::string(name) + " is not given, expected a tensor: forward." + input + " is given");
-    if (!in.defined() && t.defined())
-      c.fail(std::string(name) + " is given (shape " + t.shapeString() + "), expected none: forward." + input +
-             " is not given");
-  };
-  exactlyWith("dz", b.dz, "z", f.z);
+  exactlyWith(c, "dz", b.dz, "z", f.z);
   if (b.dz.defined()) perToken("dz", b.dz);
   const Dim eA[2] = {{d.D, "dim"}, {d.N, "dstate"}};
   c.required("dA", b.dA);
@@ -188,9 +156,9 @@ ScanDims checkSelectiveScanBackwardArgs(const SelectiveScanBackwardArgs& b, Devi
   likeBC("dB", b.dB, d.bVarying);
   likeBC("dC", b.dC, d.cVarying);
   const Dim eD[1] = {{d.D, "dim"}};
-  exactlyWith("dD", b.dD, "D", f.D);
+  exactlyWith(c, "dD", b.dD, "D", f.D);
   c.optional("dD", b.dD, eD, 1, kF32Only, false);
-  exactlyWith("ddelta_bias", b.ddelta_bias, "delta_bias", f.delta_bias);
+  exactlyWith(c, "ddelta_bias", b.ddelta_bias, "delta_bias", f.delta_bias);
   c.optional("ddelta_bias", b.ddelta_bias, eD, 1, kF32Only, false);
   if (b.dinitial_states.defined()) {
     if (!f.initial_states.defined())

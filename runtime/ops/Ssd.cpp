@@ -14,6 +14,7 @@
 #include "runtime/DeviceStatus.h"
 #include "runtime/ops/ArgCheck.h"
 #include "runtime/ops/KernelCall.h"
+#include "runtime/ops/SsdBinding.h"
 #include "runtime/ops/SsdCheck.h"
 #include "runtime/ops/SsdSpec.h"
 #include "ssmjit/error.h"
@@ -24,7 +25,6 @@ namespace {
 
 using detail::Axes;
 using detail::KernelCall;
-using detail::kNoAxis;
 using detail::SsdDims;
 
 constexpr const char* kOp = "ssd";
@@ -56,15 +56,8 @@ void checkWorkspace(const SsdArgs& a, const SsdPlan& p) {
 
 // Binds every argument of the SSD kernels' shared signature for kernel `sig`.
 void bind(KernelCall& c, const dsl::Signature& S, const SsdArgs& a, const SsdDims& d, const SsdPlan& p, void* err) {
-  const Axes rows{d.batch > 1 ? 0 : kNoAxis, 1, 2, 3};
-  c.tensor(S.tensor("x"), a.x, rows);
-  c.tensor(S.tensor("dt"), a.dt, rows);
-  c.tensor(S.tensor("A"), a.A);
-  c.tensor(S.tensor("B"), a.B, rows);
-  c.tensor(S.tensor("C"), a.C, rows);
-  c.tensor(S.tensor("Dv"), a.D, a.D.ndim == 2 ? detail::kSameAxes : Axes{0, kNoAxis});
-  c.tensor(S.tensor("z"), a.z, rows);
-  c.tensor(S.tensor("dtb"), a.dt_bias);
+  detail::bindSsdInputs(c, S, a, d);
+  const Axes rows = detail::ssdRowAxes(d);
   c.tensor(S.tensor("out"), a.out, rows);
   c.tensor(S.tensor("init"), a.initial_states);
   c.tensor(S.tensor("final"), a.final_states);
@@ -77,11 +70,6 @@ void bind(KernelCall& c, const dsl::Signature& S, const SsdArgs& a, const SsdDim
   c.tensor(S.tensor("final_idx"), a.final_state_indices);
   c.tensor(S.tensor("blk_idx"), a.block_state_indices);
   c.pointer(S.tensor("err"), err, DType::I64);
-  c.size(S.size("H"), d.H);
-  c.size(S.size("P"), d.P);
-  c.size(S.size("N"), d.N);
-  c.size(S.size("hpg"), d.headsPerGroup);
-  c.size(S.size("L"), d.L);
   c.size(S.size("nseq"), d.nseq);
   c.size(S.size("search_steps"), p.searchSteps);
   c.size(S.size("nslots_init"), d.initSlots);
@@ -93,21 +81,13 @@ void bind(KernelCall& c, const dsl::Signature& S, const SsdArgs& a, const SsdDim
   c.size(S.size("o_cum"), p.ws.oCum);
   c.size(S.size("o_st"), p.ws.oSt);
   c.size(S.size("o_cb"), p.ws.oCb);
-  c.scalar(S.scalar("dt_min"), d.clamp ? a.dt_min : 0.0f);
-  c.scalar(S.scalar("dt_max"), d.clamp ? a.dt_max : 0.0f);
   c.flag(S.flag("has_cu"), d.packed);
-  c.flag(S.flag("has_D"), a.D.defined());
-  c.flag(S.flag("has_z"), a.z.defined());
-  c.flag(S.flag("has_dtb"), a.dt_bias.defined());
-  c.flag(S.flag("softplus"), a.dt_softplus);
-  c.flag(S.flag("has_clamp"), d.clamp);
   c.flag(S.flag("has_init"), a.initial_states.defined());
   c.flag(S.flag("has_init_idx"), a.initial_state_indices.defined());
   c.flag(S.flag("has_final"), a.final_states.defined());
   c.flag(S.flag("has_final_idx"), a.final_state_indices.defined());
   c.flag(S.flag("has_blk"), d.blockTokens > 0);
   c.flag(S.flag("has_decay"), a.sequence_decay.defined());
-  c.meta("meta:chunk", d.chunk);
   const bool wide =
       !detail::fits32({&a.x, &a.dt, &a.z, &a.out, &a.B, &a.C, &a.initial_states, &a.final_states, &a.block_states}) ||
       p.ws.total >= (int64_t{1} << 31);

@@ -18,6 +18,7 @@
 #include "runtime/ops/ArgCheck.h"
 #include "runtime/ops/KernelCall.h"
 #include "runtime/ops/SsdBackwardSpec.h"
+#include "runtime/ops/SsdBinding.h"
 #include "runtime/ops/SsdCheck.h"
 #include "runtime/ops/SsdSpec.h"
 #include "ssmjit/error.h"
@@ -28,7 +29,6 @@ namespace {
 
 using detail::Axes;
 using detail::KernelCall;
-using detail::kNoAxis;
 using detail::SsdDims;
 
 constexpr const char* kOp = "ssd_backward";
@@ -74,32 +74,19 @@ SsdArgs recompute(const SsdBackwardArgs& b, const SsdDims& d, const BwdPlan& p) 
 // Binds the token kernels' shared signature (SsdBackward.h) for kernel `S`.
 void bind(KernelCall& c, const dsl::Signature& S, const SsdBackwardArgs& b, const SsdDims& d, const BwdPlan& p) {
   const SsdArgs& f = b.forward;
-  const Axes rows{d.batch > 1 ? 0 : kNoAxis, 1, 2, 3};
-  const Axes dAxes = d.dPerChannel ? detail::kSameAxes : Axes{0, kNoAxis};
-  c.tensor(S.tensor("x"), f.x, rows);
-  c.tensor(S.tensor("dt"), f.dt, rows);
-  c.tensor(S.tensor("A"), f.A);
-  c.tensor(S.tensor("B"), f.B, rows);
-  c.tensor(S.tensor("C"), f.C, rows);
-  c.tensor(S.tensor("Dv"), f.D, dAxes);
-  c.tensor(S.tensor("z"), f.z, rows);
-  c.tensor(S.tensor("dtb"), f.dt_bias);
+  detail::bindSsdInputs(c, S, f, d);
+  const Axes rows = detail::ssdRowAxes(d);
   c.tensor(S.tensor("dout"), b.dout, rows);
   c.tensor(S.tensor("dx"), b.dx, rows);
   c.tensor(S.tensor("ddt"), b.ddt, rows);
   c.tensor(S.tensor("dA"), b.dA);
   c.tensor(S.tensor("dB"), b.dB, rows);
   c.tensor(S.tensor("dC"), b.dC, rows);
-  c.tensor(S.tensor("dD"), b.dD, dAxes);
+  c.tensor(S.tensor("dD"), b.dD, detail::ssdDAxes(d));
   c.tensor(S.tensor("dz"), b.dz, rows);
   c.tensor(S.tensor("ddtb"), b.ddt_bias);
   c.tensor(S.tensor("ws"), b.workspace);
   c.pointer(S.tensor("chunks"), b.workspace.data, DType::I32);
-  c.size(S.size("H"), d.H);
-  c.size(S.size("P"), d.P);
-  c.size(S.size("N"), d.N);
-  c.size(S.size("hpg"), d.headsPerGroup);
-  c.size(S.size("L"), d.L);
   c.size(S.size("slots"), p.fwd.slots);
   c.size(S.size("o_dt"), p.fwd.oDt);
   c.size(S.size("o_cum"), p.fwd.oCum);
@@ -112,15 +99,7 @@ void bind(KernelCall& c, const dsl::Signature& S, const SsdBackwardArgs& b, cons
   c.size(S.size("o_pn"), p.bwd.oPn);
   c.size(S.size("o_sl"), p.bwd.oSl);
   c.size(S.size("o_dcb"), p.bwd.oDcb);
-  c.scalar(S.scalar("dt_min"), d.clamp ? f.dt_min : 0.0f);
-  c.scalar(S.scalar("dt_max"), d.clamp ? f.dt_max : 0.0f);
-  c.flag(S.flag("has_D"), f.D.defined());
   c.flag(S.flag("d_per_channel"), d.dPerChannel);
-  c.flag(S.flag("has_z"), f.z.defined());
-  c.flag(S.flag("has_dtb"), f.dt_bias.defined());
-  c.flag(S.flag("softplus"), f.dt_softplus);
-  c.flag(S.flag("has_clamp"), d.clamp);
-  c.meta("meta:chunk", d.chunk);
   c.meta("meta:index_bits", p.wide ? 64 : 32);
 }
 

@@ -31,30 +31,6 @@ void perToken(const Checker& c, const char* name, const TensorView& t, const Dim
   if (unitLast) unitLastStride(c, name, t);
 }
 
-void onlyWith(const Checker& c, const char* name, const TensorView& t, const char* other, const TensorView& o,
-              const char* why) {
-  if (t.defined() && !o.defined())
-    c.fail(std::string(name) + " is given (shape " + t.shapeString() + "), expected none: " + other +
-           " is not given (" + why + ")");
-}
-
-// States (S, H, P, N) and their slot indices (nseq,); returns S (0 without).
-int64_t checkStates(const Checker& c, const char* name, const TensorView& t, const char* idxName, const TensorView& idx,
-                    const SsdDims& d) {
-  onlyWith(c, idxName, idx, name, t, "indices select its slots");
-  if (!t.defined()) return 0;
-  Dim e[4] = {{-1, "slots"}, {d.H, "nheads"}, {d.P, "headdim"}, {d.N, "dstate"}};
-  c.rank(name, t, e, 4);
-  e[0].size = t.shape[0];
-  c.tensor(name, t, e, 4, kFloat16Or32, false);
-  const Dim eIdx[1] = {{d.nseq, "nseq"}};
-  c.optional(idxName, idx, eIdx, 1, kIndexTypes, false);
-  if (!idx.defined() && t.shape[0] < d.nseq)
-    c.fail(std::string(name) + " has " + str(t.shape[0]) + " slots (dim 0 of shape " + t.shapeString() +
-           "), expected at least nseq = " + str(d.nseq) + " (without " + idxName + ", sequence i uses slot i)");
-  return t.shape[0];
-}
-
 // x, dt, A, B, C, D, z, dt_bias, the dt options and chunk_size.
 void checkInputs(const Checker& c, const SsdArgs& a, SsdDims& d) {
   Dim eX[4] = {{-1, "batch"}, {-1, "seqlen"}, {-1, "nheads"}, {-1, "headdim"}};
@@ -171,8 +147,11 @@ SsdDims checkForward(const SsdArgs& a, DeviceKind device, const char* op, const 
     noAlias(c, outName, a.out, "x", a.x);
     noAlias(c, outName, a.out, "z", a.z);
   }
-  d.initSlots = checkStates(c, "initial_states", a.initial_states, "initial_state_indices", a.initial_state_indices, d);
-  d.finalSlots = checkStates(c, finalName, a.final_states, "final_state_indices", a.final_state_indices, d);
+  const Dim eState[3] = {{d.H, "nheads"}, {d.P, "headdim"}, {d.N, "dstate"}};
+  d.initSlots = checkStateSlots(c, "initial_states", a.initial_states, "initial_state_indices", a.initial_state_indices,
+                                eState, 3, d.nseq);
+  d.finalSlots =
+      checkStateSlots(c, finalName, a.final_states, "final_state_indices", a.final_state_indices, eState, 3, d.nseq);
   checkBlockStates(c, a, d);
   const Dim eDecay[2] = {{d.nseq, "nseq"}, {d.H, "nheads"}};
   c.optional("sequence_decay", a.sequence_decay, eDecay, 2, kF32Only, false);
@@ -194,13 +173,9 @@ SsdDims checkSsdArgs(const SsdArgs& a, DeviceKind device, const char* op) {
 SsdDims checkSsdBackwardArgs(const SsdBackwardArgs& b, DeviceKind device, const char* op) {
   // The forward's check on what the backward reads: dout as out, dfinal_states as the final
   // states (forward.final_state_indices maps its slots); the forward's outputs are not read.
-  SsdArgs f = b.forward;
-  f.out = b.dout;
-  f.final_states = b.dfinal_states;
-  f.final_state_indices = b.dfinal_states.defined() ? b.forward.final_state_indices : TensorView{};
+  SsdArgs f = forwardAsRead(b);
   f.block_state_tokens = 0, f.block_states = {}, f.block_state_indices = {};
   f.sequence_decay = {};
-  f.workspace = {};
   Checker c(op, device);
   c.required("dout", b.dout);
   const SsdDims d = checkForward(f, device, op, "dout", "dfinal_states");
@@ -210,29 +185,22 @@ SsdDims checkSsdBackwardArgs(const SsdBackwardArgs& b, DeviceKind device, const 
   const Dim eDt[3] = {eX[0], eX[1], eX[2]};
   const Dim eB[4] = {eX[0], eX[1], {d.G, "ngroups"}, {d.N, "dstate"}};
   const Dim eH[1] = {{d.H, "nheads"}};
-  auto exactlyWith = [&](const char* name, const TensorView& t, const char* input, const TensorView& in) {
-    if (in.defined() && !t.defined())
-      c.fail(std::string(name) + " is not given, expected a tensor: forward." + input + " is given");
-    if (!in.defined() && t.defined())
-      c.fail(std::string(name) + " is given (shape " + t.shapeString() + "), expected none: forward." + input +
-             " is not given");
-  };
   perToken(c, "dx", b.dx, eX, 4, true);
   perToken(c, "ddt", b.ddt, eDt, 3, false);
   c.required("dA", b.dA);
   c.tensor("dA", b.dA, eH, 1, kF32Only, false);
   perToken(c, "dB", b.dB, eB, 4, true);
   perToken(c, "dC", b.dC, eB, 4, true);
-  exactlyWith("dD", b.dD, "D", f.D);
+  exactlyWith(c, "dD", b.dD, "D", f.D);
   if (b.dD.defined()) {
     const Dim eD[2] = {{d.H, "nheads"}, {d.P, "headdim"}};
     const int n = d.dPerChannel ? 2 : 1;
     c.rank("dD", b.dD, eD, n);
     c.tensor("dD", b.dD, eD, n, kF32Only, false);
   }
-  exactlyWith("dz", b.dz, "z", f.z);
+  exactlyWith(c, "dz", b.dz, "z", f.z);
   if (b.dz.defined()) perToken(c, "dz", b.dz, eX, 4, true);
-  exactlyWith("ddt_bias", b.ddt_bias, "dt_bias", f.dt_bias);
+  exactlyWith(c, "ddt_bias", b.ddt_bias, "dt_bias", f.dt_bias);
   c.optional("ddt_bias", b.ddt_bias, eH, 1, kF32Only, false);
   if (b.dinitial_states.defined()) {
     onlyWith(c, "dinitial_states", b.dinitial_states, "forward.initial_states", f.initial_states,

@@ -25,8 +25,9 @@ std::string invalidArgMessage(F f) {
 
 }  // namespace ssmjit::testing
 
-// Strings, not char pointers: the list's elements live through the loop (temporaries inside a
-// braced list of const char* would not).
-#define EXPECT_MENTIONS(msg, ...)                                                    \
-  for (const std::string& sjPart_ : std::initializer_list<std::string>{__VA_ARGS__}) \
-  EXPECT_NE((msg).find(sjPart_), std::string::npos) << "missing \"" << sjPart_ << "\" in: " << (msg)
+// Expects `msg` (evaluated once) to contain every part. Strings, not char pointers: the list's
+// elements live through the loop (temporaries inside a braced list of const char* would not).
+#define EXPECT_MENTIONS(msg, ...)                                                      \
+  for (const std::string& sjMsg_ : {std::string(msg)})                                 \
+    for (const std::string& sjPart_ : std::initializer_list<std::string>{__VA_ARGS__}) \
+  EXPECT_NE(sjMsg_.find(sjPart_), std::string::npos) << "missing \"" << sjPart_ << "\" in: " << sjMsg_

@@ -39,10 +39,8 @@ std::vector<char> slotsUsed(const HostTensor& indices, int64_t n, int64_t slots)
   return w;
 }
 
-// What ConvCase and ConvBackwardCase share: the name's start, and the forward's inputs (x, weight,
-// bias, cu_seqlens or positions, drawn in this order). Returns x's shape.
-template <class Case>
-std::string inputsName(const Case& c) {
+// The name of the inputs, between the case's own prefix and its states.
+std::string inputsName(const ConvInputsCase& c) {
   std::string s = c.layout == ConvLayout::ChannelLast ? "cl" : "cf";
   s += "_" + dtypeShort(c.xType) + "_w" + dtypeShort(c.wType) + "_W" + std::to_string(c.W);
   s += "_D" + std::to_string(c.D);
@@ -51,8 +49,17 @@ std::string inputsName(const Case& c) {
   s += "_T" + std::to_string(std::accumulate(c.lens.begin(), c.lens.end(), int64_t{0}));
   return s;
 }
-template <class Case>
-std::vector<int64_t> makeInputs(const Case& c, std::mt19937_64& rng, HostTensor& x, HostTensor& weight,
+// The name of the options, after the states.
+std::string optionsName(const ConvInputsCase& c) {
+  std::string s;
+  if (c.slotIndices) s += "_idx";
+  if (!c.bias) s += "_nobias";
+  if (!c.silu) s += "_nosilu";
+  return s;
+}
+// The forward's inputs (x, weight, bias, cu_seqlens or positions, drawn in this order). Returns
+// x's shape.
+std::vector<int64_t> makeInputs(const ConvInputsCase& c, std::mt19937_64& rng, HostTensor& x, HostTensor& weight,
                                 HostTensor& bias, HostTensor& cu, HostTensor& pos) {
   const bool packed = c.packing != ConvPacking::Dense;
   const int64_t nseq = static_cast<int64_t>(c.lens.size());
@@ -80,14 +87,44 @@ std::vector<int64_t> makeInputs(const Case& c, std::mt19937_64& rng, HostTensor&
 }
 }  // namespace
 
+std::vector<ConvInputsCase> convInputsMatrix(uint64_t seed) {
+  std::vector<ConvInputsCase> out;
+  for (ConvLayout layout : {ConvLayout::ChannelFirst, ConvLayout::ChannelLast})
+    for (DType dt : {DType::F32, DType::BF16})
+      for (int W : {2, 3, 4, 5, 8})
+        for (ConvPacking p : {ConvPacking::Dense, ConvPacking::CuSeqlens, ConvPacking::Positions}) {
+          ConvInputsCase c;
+          c.layout = layout;
+          c.xType = c.stateType = dt;
+          c.wType = DType::F32;
+          c.W = W;
+          c.D = 67;
+          c.packing = p;
+          c.lens = p == ConvPacking::Dense ? std::vector<int64_t>{301, 301, 301}
+                                           : std::vector<int64_t>{1, 2, 70, 3, 257, 5, 129};
+          c.slotIndices = p == ConvPacking::CuSeqlens;
+          c.seed = seed++;
+          out.push_back(c);
+        }
+  return out;
+}
+
+ConvInputsCase manyStartsRow(ConvLayout layout) {
+  ConvInputsCase c;
+  c.layout = layout;
+  c.xType = c.stateType = DType::BF16;
+  c.W = 4;
+  c.D = 96;
+  c.packing = ConvPacking::CuSeqlens;
+  c.lens = {57, 1, 200, 2, 64, 300, 1, 1, 2, 1, 3, 1, 1, 1, 2, 1, 40};
+  return c;
+}
+
 std::string ConvCase::name() const {
   std::string s = inputsName(*this);
   if (initialStates) s += "_init";
   if (finalStates) s += "_final";
-  if (slotIndices) s += "_idx";
-  if (!bias) s += "_nobias";
-  if (!silu) s += "_nosilu";
-  return s;
+  return s + optionsName(*this);
 }
 
 ConvProblem::ConvProblem(const ConvCase& cc) : c(cc) {
@@ -137,10 +174,7 @@ std::string ConvBackwardCase::name() const {
   if (initialStates) s += "_init";
   if (dfinalStates) s += "_dfinal";
   if (dinitialStates) s += "_dinit";
-  if (slotIndices) s += "_idx";
-  if (!bias) s += "_nobias";
-  if (!silu) s += "_nosilu";
-  return s;
+  return s + optionsName(*this);
 }
 
 double ConvBackwardCase::dxTwiceRounded() const {
@@ -257,8 +291,8 @@ std::vector<char> ConvUpdateProblem::slotsWritten() const {
 
 std::vector<HostTensor*> ConvUpdateProblem::all() { return {&state, &x, &weight, &bias, &out, &idx}; }
 
-DeviceTensors::DeviceTensors(const std::vector<HostTensor*>& host) : host(host.begin(), host.end()) {
-  for (HostTensor* h : host) {
+DeviceTensors::DeviceTensors(const std::vector<const HostTensor*>& host) : host(host) {
+  for (const HostTensor* h : host) {
     bufs.emplace_back();
     if (!h->defined) continue;
     bufs.back() = DeviceBuffer(h->bytes.size());
@@ -285,6 +319,12 @@ TensorView DeviceTensors::view(const HostTensor& h) const {
 
 Viewer DeviceTensors::viewer() const {
   return [this](const HostTensor& h) { return view(h); };
+}
+
+std::vector<TensorView> DeviceTensors::views() const {
+  std::vector<TensorView> v;
+  for (size_t k = 0; k < host.size(); ++k) v.push_back(view(k, *host[k]));
+  return v;
 }
 
 std::vector<uint8_t> DeviceTensors::download(size_t k) const {

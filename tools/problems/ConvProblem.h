@@ -16,17 +16,31 @@ namespace ssmjit::testing {
 
 enum class ConvPacking { Dense, CuSeqlens, Positions };
 
-struct ConvCase {
+// What the forward's and the backward's cases share: the forward's inputs and options.
+struct ConvInputsCase {
   ConvLayout layout = ConvLayout::ChannelFirst;
+  // x (and out, dout, dx); weight, bias (and their gradients); the states (and their gradients).
   DType xType = DType::F32, wType = DType::F32, stateType = DType::F32;
   int W = 4;
   int64_t D = 64;
   std::vector<int64_t> lens = {100, 100};  // Dense: every length equal (one row each)
   ConvPacking packing = ConvPacking::Dense;
   bool bias = true, silu = true;
-  bool initialStates = false, finalStates = false;  // same tensor (in place) when both
-  bool slotIndices = false;                         // slots through index tensors (permuted, one -1 each when > 1 seq)
+  bool slotIndices = false;  // slots through index tensors (permuted, one -1 each when > 1 seq)
   uint64_t seed = 1;
+};
+
+// A packed row of 17 bf16 sequences (W 4, D 96) through cu_seqlens, one tile holding more
+// sequence starts than kNearStarts: the GPU suites compare it with each sequence alone.
+ConvInputsCase manyStartsRow(ConvLayout layout);
+
+// The GPU suites' matrix of inputs: both memory orders, fp32 and bf16 x (fp32 weight), widths 2,
+// 3, 4, 5 and 8, D 67, dense rows and packed ones (cu_seqlens with slot indices, positions), with
+// seeds from `seed` on.
+std::vector<ConvInputsCase> convInputsMatrix(uint64_t seed);
+
+struct ConvCase : ConvInputsCase {
+  bool initialStates = false, finalStates = false;  // same tensor (in place) when both
   std::string name() const;
 };
 
@@ -41,21 +55,10 @@ struct ConvProblem {
 
 // A backward call: the forward's inputs (random), dout and dfinal_states (random), the gradients
 // (poisoned). States are an input here: initial_states and, separately, dfinal_states, each with
-// nseq + 2 slots.
-struct ConvBackwardCase {
-  ConvLayout layout = ConvLayout::ChannelFirst;
-  // x, dout, dx; weight, bias and their gradients; the states and their gradients.
-  DType xType = DType::F32, wType = DType::F32, stateType = DType::F32;
-  int W = 4;
-  int64_t D = 64;
-  std::vector<int64_t> lens = {100, 100};  // Dense: every length equal (one row each)
-  ConvPacking packing = ConvPacking::Dense;
-  bool bias = true, silu = true;
+// nseq + 2 slots (the initial slots distinct).
+struct ConvBackwardCase : ConvInputsCase {
   bool initialStates = false, dfinalStates = false;
   bool dinitialStates = false;  // needs initialStates
-  bool slotIndices = false;     // slots through index tensors (permuted, one -1 each when > 1 seq;
-                                // distinct initial slots)
-  uint64_t seed = 1;
   std::string name() const;
   // The fraction of dx's elements the backward rounds twice (Tolerance.h's Bound::twiceRounded):
   // with d(final states), the W - 1 tokens before each sequence's end get dfinal added by a second
@@ -99,10 +102,13 @@ struct ConvUpdateProblem {
 struct DeviceTensors {
   std::vector<const HostTensor*> host;  // the tensors copied, in order
   std::vector<DeviceBuffer> bufs;
-  explicit DeviceTensors(const std::vector<HostTensor*>& host);
+  explicit DeviceTensors(const std::vector<const HostTensor*>& host);
+  explicit DeviceTensors(const std::vector<HostTensor*>& host)
+      : DeviceTensors(std::vector<const HostTensor*>(host.begin(), host.end())) {}
   TensorView view(size_t k, const HostTensor& h) const;  // CUDA view of tensor k
   TensorView view(const HostTensor& h) const;            // CUDA view of `h`, one of `host`
   Viewer viewer() const;                                 // view(h), for a problem's args()
+  std::vector<TensorView> views() const;                 // view(k, host[k]) for every k, in order
   std::vector<uint8_t> download(size_t k) const;
 };
 
