@@ -6,6 +6,7 @@
 #include "runtime/ops/SelectiveScanSpec.h"
 #include "runtime/ops/SelectiveStateUpdateCheck.h"
 #include "runtime/ops/SelectiveStateUpdateSpec.h"
+#include "runtime/ops/SsdBackwardSpec.h"
 #include "runtime/ops/SsdSpec.h"
 
 namespace ssmjit::opspec {
@@ -49,6 +50,10 @@ std::vector<Specialization> scanBackward(const SelectiveScanBackwardArgs& args, 
 
 std::vector<Specialization> ssd(const SsdArgs& args, const std::string& arch) {
   return detail::ssdSpecializations(args, arch);
+}
+
+std::vector<Specialization> ssdBackward(const SsdBackwardArgs& args, const std::string& arch) {
+  return detail::ssdBackwardSpecializations(args, arch);
 }
 
 Specialization embedding(const EmbeddingArgs& args, const std::string& arch) {

@@ -64,6 +64,8 @@ std::vector<Specialization> scanBackward(const SelectiveScanBackwardArgs& args, 
 // ssd: chunk_cumsum, bmm, chunk_state, state_passing, chunk_scan (bmm and chunk_scan only with
 // out; the workspace is not needed).
 std::vector<Specialization> ssd(const SsdArgs& args, const std::string& arch);
+// ssd_backward: the forward's recomputation (states only), then the gradient kernels.
+std::vector<Specialization> ssdBackward(const SsdBackwardArgs& args, const std::string& arch);
 
 // embedding: its one kernel.
 Specialization embedding(const EmbeddingArgs& args, const std::string& arch);

@@ -23,9 +23,9 @@ void addOpShapeOptions(CLI::App* app, OpShapeOptions& o, bool allOps) {
                     "ssu (one token), ssu-tokens (L tokens per sequence), scan or scan-backward (the Mamba-1 "
                     "selective scan: --channels, --dstate, --groups, --batch x --seqlen or --packed-lengths), "
                     "decode-step (mamba2_decode_step: the heads, --width, --batch, --tokens drafts, "
-                    "--cache-tokens, --parts), ssd (the Mamba-2 SSD chunked scan forward: the heads, --chunk, "
-                    "--batch x --seqlen or --packed-lengths, --states)")
-        ->check(CLI::IsMember({"ssu", "ssu-tokens", "scan", "scan-backward", "decode-step", "ssd"}))
+                    "--cache-tokens, --parts), ssd or ssd-backward (the Mamba-2 SSD chunked scan forward or its "
+                    "gradients: the heads, --chunk, --batch x --seqlen or --packed-lengths, --states)")
+        ->check(CLI::IsMember({"ssu", "ssu-tokens", "scan", "scan-backward", "decode-step", "ssd", "ssd-backward"}))
         ->capture_default_str();
   else
     app->add_option("--op", o.op, "ssu (one token) or ssu-tokens (L tokens per sequence)")
@@ -110,14 +110,14 @@ void addCallOptions(CLI::App* app, CallOptions& o) {
                             "The scan's B and C: varying (batch, G, N, L) in --input-dtype or constant (D, N) fp32")
                 ->check(CLI::IsMember({"varying", "constant"}))
                 ->capture_default_str();
-  o.chunkOpt = app->add_option("--chunk", o.chunk, "The SSD scan's chunk size: 64, 128 or 256 (--op ssd)")
+  o.chunkOpt = app->add_option("--chunk", o.chunk, "The SSD scan's chunk size: 64, 128 or 256 (--op ssd, ssd-backward)")
                    ->check(CLI::IsMember(std::vector<int64_t>{64, 128, 256}))
                    ->capture_default_str();
   o.ssdStatesOpt =
       app->add_option("--states", o.ssdStates,
-                      "The SSD scan's states (--op ssd): none, final (sequence i's final state to slot i) or slots "
-                      "(initial and final states in one tensor through slot indices, as a serving prefill), in "
-                      "--state-dtype")
+                      "The SSD scan's states (--op ssd, ssd-backward): none, final (sequence i's final state to slot "
+                      "i) or slots (initial and final states in one tensor through slot indices, as a serving "
+                      "prefill), in --state-dtype; the backward takes their gradients too")
           ->check(CLI::IsMember({"none", "final", "slots"}))
           ->capture_default_str();
   app->add_option("--arch", o.arch, "NVRTC target (sm_90a, sm_90, sm_80, compute_90, ...)")->capture_default_str();
@@ -133,8 +133,9 @@ void refuse(std::initializer_list<const CLI::Option*> opts, const std::string& o
 }
 const char* const kSsuOps = "ssu and ssu-tokens";
 const char* const kScanOps = "scan and scan-backward";
-const char* const kHeadOps = "ssu, ssu-tokens, decode-step and ssd";
-const char* const kRowOps = "scan, scan-backward and ssd";
+const char* const kHeadOps = "ssu, ssu-tokens, decode-step, ssd and ssd-backward";
+const char* const kRowOps = "scan, scan-backward, ssd and ssd-backward";
+const char* const kSsdOps = "ssd and ssd-backward";
 
 // --batch beside --packed-lengths (the ops that take rows).
 void refuseDenseBesidePacked(const CallOptions& o) {
@@ -150,7 +151,7 @@ CheckedCall checkScanOptions(const CallOptions& o) {
   refuse({o.headsOpt, o.headDimOpt, o.stateDtypeOpt}, o.shape.op, kHeadOps);
   refuse({o.tokensOpt, o.noStateIdxOpt}, o.shape.op, "ssu, ssu-tokens and decode-step");
   refuse({o.widthOpt, o.cacheTokensOpt, o.partsOpt, o.noConvBiasOpt}, o.shape.op, "decode-step");
-  refuse({o.chunkOpt, o.ssdStatesOpt}, o.shape.op, "ssd");
+  refuse({o.chunkOpt, o.ssdStatesOpt}, o.shape.op, kSsdOps);
   refuseDenseBesidePacked(o);
   ScanCall c;
   c.backward = o.shape.op == "scan-backward";
@@ -173,7 +174,7 @@ CheckedCall checkDecodeStepOptions(const CallOptions& o) {
   refuse({o.formOpt, o.stateWriteOpt, o.outDtypeOpt}, o.shape.op, kSsuOps);
   refuse({o.channelsOpt, o.bcOpt, o.serialOpt}, o.shape.op, kScanOps);
   refuse({o.seqlenOpt, o.packedOpt}, o.shape.op, kRowOps);
-  refuse({o.chunkOpt, o.ssdStatesOpt}, o.shape.op, "ssd");
+  refuse({o.chunkOpt, o.ssdStatesOpt}, o.shape.op, kSsdOps);
   DecodeStepCall c;
   c.H = o.shape.heads, c.P = o.shape.headDim, c.N = o.shape.dstate, c.G = o.shape.groups, c.W = o.width;
   c.batch = o.batch, c.L = o.tokens, c.cacheTokens = o.cacheTokens > 0 ? o.cacheTokens : o.tokens;
@@ -208,6 +209,7 @@ CheckedCall checkSsdOptions(const CallOptions& o) {
     throw UsageError("--state-dtype applies to the SSD scan's states: give --states final or slots");
   c.state = parseFloatDType(o.stateDtype, "--state-dtype");
   c.hasD = !o.noD, c.hasZ = !o.noZ, c.dtBias = !o.noDtBias, c.softplus = !o.noSoftplus;
+  c.backward = o.shape.op == "ssd-backward";
   c.arch = o.arch;
   CheckedCall r;
   r.ssu = false;
@@ -225,7 +227,7 @@ CheckedCall checkCallOptions(const CallOptions& o) {
   refuse({o.bcOpt, o.serialOpt}, o.shape.op, kScanOps);
   refuse({o.seqlenOpt, o.packedOpt}, o.shape.op, kRowOps);
   refuse({o.widthOpt, o.cacheTokensOpt, o.partsOpt, o.noConvBiasOpt}, o.shape.op, "decode-step");
-  refuse({o.chunkOpt, o.ssdStatesOpt}, o.shape.op, "ssd");
+  refuse({o.chunkOpt, o.ssdStatesOpt}, o.shape.op, kSsdOps);
   SsuCase s = o.shape.call();
   if (o.form == "mamba1") {
     for (const CLI::Option* opt : {o.headsOpt, o.headDimOpt, o.groupsOpt})

@@ -32,7 +32,7 @@ struct OpShapeOptions {
   bool tokens() const { return op == "ssu-tokens"; }
   bool scan() const { return op == "scan" || op == "scan-backward"; }
   bool decodeStep() const { return op == "decode-step"; }
-  bool ssd() const { return op == "ssd"; }
+  bool ssd() const { return op == "ssd" || op == "ssd-backward"; }
   // A Mamba-2 call of the op on these heads: tokens, H, P, N, G set; no spare slots (the state has
   // one slot per row, or per row and token for PerToken writes); the rest at SsuCase's defaults.
   testing::SsuCase call() const;

@@ -11,6 +11,7 @@
 namespace ssmjit::tool {
 namespace {
 
+const char* name(const SsdCall& c) { return c.backward ? "ssd-backward" : "ssd"; }
 bool packed(const SsdCall& c) { return !c.packedLengths.empty(); }
 int64_t rows(const SsdCall& c) { return packed(c) ? 1 : c.batch; }
 int64_t rowLength(const SsdCall& c) {
@@ -42,6 +43,26 @@ SsdArgs args(const SsdCall& c) {
   return a;
 }
 
+// The gradients of the forward call: states' gradients wherever the forward has states.
+SsdBackwardArgs backwardArgs(const SsdCall& c) {
+  const int64_t R = rows(c), L = rowLength(c), nseq = sequences(c);
+  SsdBackwardArgs b;
+  b.forward = args(c);
+  b.forward.out = {};
+  b.dout = fakeDeviceView(20, c.x, {R, L, c.H, c.P});
+  b.dx = fakeDeviceView(21, c.x, {R, L, c.H, c.P});
+  b.ddt = fakeDeviceView(22, c.x, {R, L, c.H});
+  b.dA = fakeDeviceView(23, DType::F32, {c.H});
+  b.dB = fakeDeviceView(24, c.x, {R, L, c.G, c.N});
+  b.dC = fakeDeviceView(25, c.x, {R, L, c.G, c.N});
+  if (c.hasD) b.dD = fakeDeviceView(26, DType::F32, {c.H});
+  if (c.hasZ) b.dz = fakeDeviceView(27, c.x, {R, L, c.H, c.P});
+  if (c.dtBias) b.ddt_bias = fakeDeviceView(28, DType::F32, {c.H});
+  if (c.states != SsdStates::None) b.dfinal_states = fakeDeviceView(29, c.state, {nseq, c.H, c.P, c.N});
+  if (c.states == SsdStates::Slots) b.dinitial_states = fakeDeviceView(30, c.state, {nseq, c.H, c.P, c.N});
+  return b;
+}
+
 }  // namespace
 
 const char* ssdStatesName(SsdStates s) { return enumName<SsdStates::Slots>(s, {"none", "final", "slots"}); }
@@ -54,7 +75,7 @@ SsdStates parseSsdStates(const std::string& name, const char* option) {
 
 std::string ssdCallLabel(const SsdCall& c) {
   std::string l =
-      strf("ssd H%lld P%lld N%lld G%lld chunk %lld ", static_cast<long long>(c.H), static_cast<long long>(c.P),
+      strf("%s H%lld P%lld N%lld G%lld chunk %lld ", name(c), static_cast<long long>(c.H), static_cast<long long>(c.P),
            static_cast<long long>(c.N), static_cast<long long>(c.G), static_cast<long long>(c.chunk));
   l += packed(c) ? strf("packed %zu seqs (%lld tokens)", c.packedLengths.size(), static_cast<long long>(rowLength(c)))
                  : strf("b=%lld L=%lld", static_cast<long long>(c.batch), static_cast<long long>(c.seqlen));
@@ -65,10 +86,10 @@ std::string ssdCallLabel(const SsdCall& c) {
 
 std::vector<Specialization> ssdCallSpecializations(const SsdCall& c) {
   try {
-    return opspec::ssd(args(c), c.arch);
+    return c.backward ? opspec::ssdBackward(backwardArgs(c), c.arch) : opspec::ssd(args(c), c.arch);
   } catch (const Error& e) {
     if (e.kind() != Error::Kind::InvalidArgument) throw;
-    throw UsageError(std::string("the ssd options give an invalid call: ") + e.what());
+    throw UsageError(std::string("the ") + name(c) + " options give an invalid call: " + e.what());
   }
 }
 

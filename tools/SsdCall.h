@@ -1,4 +1,4 @@
-// One Mamba-2 SSD chunked-scan call (ssd) as the tool describes it from options: dense rows
+// One Mamba-2 SSD chunked-scan call (ssd, or its gradients: ssd-backward) as the tool describes it from options: dense rows
 // (batch x seqlen) or one packed row (sequence lengths), with views at fake device addresses, so
 // that `ssmjit inspect` and `prewarm` name its kernels without a GPU. The lengths are part of the
 // call: the row length and the strides it gives bind as divisibility classes.
@@ -26,6 +26,7 @@ struct SsdCall {
   DType state = DType::F32;            // the states, with states other than None
   SsdStates states = SsdStates::None;
   bool hasD = true, hasZ = true, dtBias = true, softplus = true;
+  bool backward = false;  // ssd_backward of this forward: every gradient, the states' where it has them
   std::string arch = "sm_90a";
 };
 
@@ -36,8 +37,9 @@ SsdStates parseSsdStates(const std::string& name, const char* option);
 // "ssd H80 P64 N128 G1 chunk 256 packed 3 seqs (4096 tokens) bfloat16 states slots float32 no-z".
 std::string ssdCallLabel(const SsdCall& c);
 
-// The specialisations the op compiles for the call, in launch order (chunk_cumsum, bmm,
-// chunk_state, state_passing, chunk_scan), from the op's own check and binding. Throws
+// The specialisations the op compiles for the call, in launch order (the forward's chunk_cumsum,
+// bmm, chunk_state, state_passing, chunk_scan; the backward's recomputation and gradient kernels),
+// from the op's own check and binding. Throws
 // UsageError("the ssd options give an invalid call: ...") with the op's message for a call it
 // rejects.
 std::vector<Specialization> ssdCallSpecializations(const SsdCall& c);

@@ -28,9 +28,9 @@ run bwd_past 2 "$TOOL" inspect "${bwd[@]}" --launch $((n + 1))
 expect_grep "a launch past the last is named" "--launch $((n + 1)): the call has $n launches, expected 1..$n" bwd_past.err
 
 run heads 2 "$TOOL" inspect "${scan[@]}" --heads 4
-expect_grep "a state-update option is refused for the scan" "--heads applies to --op ssu, ssu-tokens, decode-step and ssd, not scan" heads.err
+expect_grep "a state-update option is refused for the scan" "--heads applies to --op ssu, ssu-tokens, decode-step, ssd and ssd-backward, not scan" heads.err
 run seqlen 2 "$TOOL" inspect --op ssu --seqlen 7 --stage cuda
-expect_grep "a scan option is refused for the state update" "--seqlen applies to --op scan, scan-backward and ssd, not ssu" seqlen.err
+expect_grep "a scan option is refused for the state update" "--seqlen applies to --op scan, scan-backward, ssd and ssd-backward, not ssu" seqlen.err
 run both 2 "$TOOL" inspect "${scan[@]}" --packed-lengths 5,6 --batch 2
 expect_grep "--batch beside --packed-lengths is refused" "--batch applies to dense rows; --packed-lengths gives the packed row" both.err
 run groups 2 "$TOOL" inspect "${scan[@]}" --groups 3
@@ -69,8 +69,17 @@ run ssd_sd 2 "$TOOL" inspect "${ssd[@]}" --state-dtype bf16
 expect_grep "a state dtype without states is refused" "--state-dtype applies to the SSD scan's states: give --states final or slots" ssd_sd.err
 run ssd_channels 2 "$TOOL" inspect "${ssd[@]}" --channels 64
 expect_grep "a scan option is refused for ssd" "--channels applies to --op scan and scan-backward, not ssd" ssd_channels.err
+bwd=(--op ssd-backward --heads 8 --head-dim 64 --dstate 128 --input-dtype bf16 --seqlen 512 --stage resources)
+run ssd_bwd_first 0 "$TOOL" inspect "${bwd[@]}" --launch 1
+expect_grep "the backward recomputes from chunk_cumsum" "^kernel  *ssd_chunk_cumsum" ssd_bwd_first.out
+expect_grep "the backward call is labelled" "^call  *ssd-backward H8 P64 N128 G1 chunk 256 b=16 L=512 bfloat16$" ssd_bwd_first.out
+run ssd_bwd_last 0 "$TOOL" inspect "${bwd[@]}"
+kernel=$(sed -n 's/^kernel  *\([a-z_0-9]*\).*/\1/p' ssd_bwd_last.out)
+case "$kernel" in ssd_bwd_*) ;; *) fail "the backward's last launch is a gradient kernel, got '$kernel'" ;; esac
+run ssd_bwd_slots 0 "$TOOL" inspect "${bwd[@]}" --states slots --launch 1
+expect_grep "the backward's slots bind initial states" "^key .*;has_init=1;has_init_idx=1;" ssd_bwd_slots.out
 run chunk_scan 2 "$TOOL" inspect "${scan[@]}" --chunk 128
-expect_grep "an ssd option is refused for the scan" "--chunk applies to --op ssd, not scan" chunk_scan.err
+expect_grep "an ssd option is refused for the scan" "--chunk applies to --op ssd and ssd-backward, not scan" chunk_scan.err
 
 echo '{"op": "scan", "channels": 256, "dstate": 16, "seqlen": 512, "input-dtype": "bf16", "archs": ["sm_90a"]}' > scan.jsonl
 run prewarm 0 "$TOOL" prewarm --quiet scan.jsonl
