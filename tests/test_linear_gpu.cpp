@@ -260,12 +260,13 @@ TEST(LinearGpu, PaddedRowsLeaveTheGapsAlone) {
 TEST(LinearGpu, WorkspaceOffersEveryAlgorithm) {
   SSMJIT_REQUIRE_GPU();
   uint64_t seed = 300;
-  for (const LinearCase& shape : {kModelShapes[0], kModelShapes[1], kModelShapes[3]}) {  // split-K candidates
-    LinearCase c = shape;
-    c.workspace = true;
-    c.bias = true;
-    runLinear(c, seed++);
-  }
+  for (const LinearCase& shape : {kModelShapes[0], kModelShapes[1], kModelShapes[3]})  // split-K candidates
+    for (bool bias : {false, true}) {
+      LinearCase c = shape;
+      c.workspace = true;
+      c.bias = bias;
+      runLinear(c, seed++);
+    }
 }
 
 TEST(LinearGpu, EmptyBatchDoesNothing) {

@@ -519,7 +519,8 @@ void gated_rms_norm(const GatedRmsNormArgs& args, Stream stream = nullptr);
 // pointers aligned to the element size. 16-byte-aligned pointers and row strides give cuBLASLt its
 // fastest kernels. y may not overlap x, weight or bias. All tensors on one CUDA device.
 // Workspace (optional): float32, contiguous, its start 256-byte aligned; split-K and some other
-// algorithms need one, and cuBLASLt picks among the algorithms that fit in it.
+// algorithms need one, and cuBLASLt picks among the algorithms that fit in it. A call with a bias
+// does not use it (cuBLASLt's split-K kernels with a bias epilogue are wrong for some shapes).
 // The first call for a shape, dtypes, strides, alignment and workspace size (per thread and
 // context) asks cuBLASLt's heuristic for the algorithm and keeps it with the call's descriptors;
 // later calls cost one cublasLtMatmul. The first call in a context also creates its cuBLASLt
