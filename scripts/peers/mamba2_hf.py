@@ -3,7 +3,7 @@
 computes with it, for ssmjit's model test (tests/test_mamba2_model_gpu.cpp) and benchmark.
 
 Usage: python3 scripts/peers/mamba2_hf.py --out DIR [--shape tiny|780m|2.7b] [--layers N]
-       [--steps 32] [--bench]
+       [--steps 32] [--bench [--reps 5]]
 Writes DIR/config.json and DIR/model.safetensors (save_pretrained) and DIR/expected.json: the
 prompts, each prompt's last-token logits from transformers' own forward in float32 and bfloat16,
 and its greedy continuation of --steps tokens (float32). Weights are drawn at random with scales
@@ -81,7 +81,7 @@ def time_ms(fn, reps=5):
 
 
 @torch.no_grad()
-def bench(model, vocab):
+def bench(model, vocab, reps):
     rows = []
     def row(label, fn):
         try:
@@ -92,7 +92,7 @@ def bench(model, vocab):
 
     def prefill(b, l):
         ids = torch.randint(0, vocab, (b, l), device="cuda")
-        ms = time_ms(lambda: model(ids, use_cache=False))
+        ms = time_ms(lambda: model(ids, use_cache=False), reps)
         return f"{ms:.2f} ms, {b * l / ms * 1e3:.0f} tokens/s"
 
     def decode(b, steps=32):
@@ -116,6 +116,7 @@ def main():
     ap.add_argument("--steps", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--bench", action="store_true")
+    ap.add_argument("--reps", type=int, default=5, help="timed prefills a shape with --bench")
     a = ap.parse_args()
     config = make_config(a.shape, a.layers)
     torch.manual_seed(a.seed)
@@ -134,7 +135,7 @@ def main():
         json.dump(expected, f)
     print(f"wrote {a.out}: {a.shape}, {config.num_hidden_layers} layers, transformers {__import__('transformers').__version__}")
     if a.bench:
-        for row in bench(model, config.vocab_size):
+        for row in bench(model, config.vocab_size, a.reps):
             print("transformers bf16 " + row)
 
 
