@@ -7,15 +7,12 @@
 
 #include "runtime/ops/CausalConv1dCheck.h"
 #include "runtime/reference/ElementAccess.h"
+#include "runtime/reference/RefHelpers.h"
 #include "ssmjit/error.h"
 #include "ssmjit/reference.h"
 
 namespace ssmjit::reference {
 namespace {
-
-[[noreturn]] void invalid(const char* op, const std::string& msg) {
-  throw Error(Error::Kind::InvalidArgument, std::string(op) + ": " + msg);
-}
 
 double act(double v, bool silu) { return silu ? v / (1.0 + std::exp(-v)) : v; }
 // act'(v): SiLU' = s (1 + v (1 - s)) with s = sigmoid(v).
@@ -24,8 +21,6 @@ double actGrad(double v, bool silu) {
   const double s = 1.0 / (1.0 + std::exp(-v));
   return s * (1.0 + v * (1.0 - s));
 }
-
-size_t at(int64_t i) { return static_cast<size_t>(i); }
 
 // The slot of each of `n` sequences: idx[i] (checked against [0, S) or -1), or i.
 std::vector<int64_t> slotsOf(const char* op, const char* name, const char* minusOne, const TensorView& idx, int64_t n,
@@ -228,19 +223,9 @@ void causal_conv1d_backward(const CausalConv1dBackwardArgs& a) {
   std::vector<int64_t> finalSlot;
   if (hasDfinal)
     finalSlot = slotsOf(op, "final_state_indices", "no gradient", a.final_state_indices, d.nseq, d.dfinalSlots);
-  if (hasDinit) {  // each written slot's gradient comes from one sequence
-    std::vector<int64_t> reader(at(d.initSlots), -1);
-    for (size_t i = 0; i < win.sequences(); ++i) {
-      const int64_t s = win.initSlot(i);
-      if (s < 0) continue;
-      if (reader[at(s)] >= 0)
-        invalid(op, "initial_state_indices[" + std::to_string(i) + "] = " + std::to_string(s) +
-                        ", the slot of initial_state_indices[" + std::to_string(reader[at(s)]) +
-                        "] too, expected distinct slots with dinitial_states (each slot's "
-                        "gradient is written by one sequence)");
-      reader[at(s)] = static_cast<int64_t>(i);
-    }
-  }
+  if (hasDinit)
+    checkDistinctInitialSlots(op, static_cast<int64_t>(win.sequences()), d.initSlots,
+                              [&](int64_t i) { return win.initSlot(at(i)); });
 
   // The gradients in double. Each tap's read of the forward becomes a write of g * w[k] to the
   // same place (x: dx, an initial-state column: dinitial_states, a zero: nowhere), and each
