@@ -176,9 +176,7 @@ CommandRun defineConvBenchCommand(CLI::App* app) {
   app->add_option("--packed-tokens", o->packedTokens, "Tokens of the packed row")->capture_default_str();
   app->add_option("--min-len", o->minLen, "Shortest packed sequence")->capture_default_str();
   app->add_option("--max-len", o->maxLen, "Longest packed sequence")->capture_default_str();
-  app->add_option("--dtype", o->dtype, "x/out (and update state) dtype: fp32, bf16, fp16")
-      ->check(CLI::IsMember(floatDTypeNames()))
-      ->capture_default_str();
+  addFloatDTypeOption(app, "--dtype", o->dtype, "x/out (and update state) dtype: fp32, bf16, fp16");
   app->add_option("--parts", o->parts, "What to run, comma-separated: fwd, bwd, update")
       ->delimiter(',')
       ->check(CLI::IsMember({"fwd", "bwd", "update"}))

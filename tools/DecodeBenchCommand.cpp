@@ -198,12 +198,8 @@ CommandRun defineDecodeBenchCommand(CLI::App* app) {
   app->add_option("--width", o->width, "Conv width W (2..8)")->capture_default_str();
   app->add_option("--batch", o->batches, "Batch sizes, comma-separated")->delimiter(',')->capture_default_str();
   app->add_option("--drafts", o->drafts, "Drafts per step L, comma-separated")->delimiter(',')->capture_default_str();
-  app->add_option("--state-dtype", o->stateDtype, "SSM state dtype: fp32, bf16, fp16")
-      ->check(CLI::IsMember(floatDTypeNames()))
-      ->capture_default_str();
-  app->add_option("--dtype", o->dtype, "Drafts, caches, y and conv state dtype: fp32, bf16, fp16")
-      ->check(CLI::IsMember(floatDTypeNames()))
-      ->capture_default_str();
+  addFloatDTypeOption(app, "--state-dtype", o->stateDtype, "SSM state dtype: fp32, bf16, fp16");
+  addFloatDTypeOption(app, "--dtype", o->dtype, "Drafts, caches, y and conv state dtype: fp32, bf16, fp16");
   addTrialOptions(app, o->iters, o->trials, o->seed, "Steps per graph");
   return [o] { return runDecodeBench(*o); };
 }

@@ -94,9 +94,7 @@ CommandRun defineNormBenchCommand(CLI::App* app) {
   app->add_option("--dims", o->dims, "Channels D, comma-separated")->delimiter(',')->capture_default_str();
   app->add_option("--groups", o->groups, "Groups of gated_rms_norm (skipped where D % groups != 0)")
       ->capture_default_str();
-  app->add_option("--dtype", o->dtype, "x/z/out dtype: fp32, bf16, fp16")
-      ->check(CLI::IsMember(floatDTypeNames()))
-      ->capture_default_str();
+  addFloatDTypeOption(app, "--dtype", o->dtype, "x/z/out dtype: fp32, bf16, fp16");
   addTrialOptions(app, o->iters, o->trials, o->seed, "Calls per trial");
   return [o] { return runNormBench(*o); };
 }

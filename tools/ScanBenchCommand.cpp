@@ -161,9 +161,7 @@ CommandRun defineScanBenchCommand(CLI::App* app) {
                   "0: every sequence in parallel")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
       ->capture_default_str();
-  app->add_option("--dtype", o->dtype, "u, delta, z, out, B, C dtype: fp32, bf16, fp16")
-      ->check(CLI::IsMember(floatDTypeNames()))
-      ->capture_default_str();
+  addFloatDTypeOption(app, "--dtype", o->dtype, "u, delta, z, out, B, C dtype: fp32, bf16, fp16");
   app->add_option("--bc", o->bc,
                   "B and C: varying (B, 1, N, L) in --dtype, or constant (D, N) fp32; the anchors "
                   "are for varying")

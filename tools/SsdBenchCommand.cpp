@@ -206,15 +206,9 @@ CommandRun defineSsdBenchCommand(CLI::App* app) {
   app->add_option("--chunk", o->chunk, "Chunk size: 64, 128 or 256")
       ->check(CLI::IsMember(std::vector<int64_t>{64, 128, 256}))
       ->capture_default_str();
-  app->add_option("--dtype", o->dtype, "x, z, out dtype: fp32, bf16, fp16")
-      ->check(CLI::IsMember(floatDTypeNames()))
-      ->capture_default_str();
-  app->add_option("--dt-dtype", o->dtDtype, "dt dtype: fp32, bf16, fp16")
-      ->check(CLI::IsMember(floatDTypeNames()))
-      ->capture_default_str();
-  app->add_option("--bc-dtype", o->bcDtype, "B, C dtype: fp32, bf16, fp16")
-      ->check(CLI::IsMember(floatDTypeNames()))
-      ->capture_default_str();
+  addFloatDTypeOption(app, "--dtype", o->dtype, "x, z, out dtype: fp32, bf16, fp16");
+  addFloatDTypeOption(app, "--dt-dtype", o->dtDtype, "dt dtype: fp32, bf16, fp16");
+  addFloatDTypeOption(app, "--bc-dtype", o->bcDtype, "B, C dtype: fp32, bf16, fp16");
   app->add_option("--shapes", o->shapes, "Dense shapes BxL (batch x seqlen), comma-separated; '' for none")
       ->delimiter(',')
       ->capture_default_str();
