@@ -19,9 +19,7 @@
 using ssmjit::ConvLayout;
 using ssmjit::DType;
 using ssmjit::TensorView;
-using ssmjit::testing::fakeAddress;
-using ssmjit::testing::fakeView;
-using ssmjit::testing::occurrences;
+using namespace ssmjit::testing;
 
 namespace {
 
