@@ -36,11 +36,6 @@ TensorView poisonedWorkspace(DeviceBuffer& w, int64_t n) {
   return TensorView::contiguous(w.data(), DType::F32, {n});
 }
 
-template <class Case>
-std::string caseName(const ::testing::TestParamInfo<Case>& i) {
-  return i.param.name();
-}
-
 // ---- selective state update ---------------------------------------------------------------------
 
 class SsuLayouts : public GpuTest, public ::testing::WithParamInterface<SsuLayoutCase> {};
@@ -53,7 +48,7 @@ TEST_P(SsuLayouts, MatchesFloat64Reference) {
   checkDeviceErrors();
   ssutest::expectMatches(p, ref, dp.download(kOut), dp.download(kState), rowsWritten(p), p.slotMayBeWritten);
 }
-INSTANTIATE_TEST_SUITE_P(Layouts, SsuLayouts, ::testing::ValuesIn(ssuLayoutCases()), caseName<SsuLayoutCase>);
+INSTANTIATE_TEST_SUITE_P(Layouts, SsuLayouts, ::testing::ValuesIn(ssuLayoutCases()), ByName());
 
 // ---- causal conv1d --------------------------------------------------------------------------
 
@@ -81,7 +76,7 @@ TEST_P(ConvLayouts, MatchesFloat64Reference) {
     expectWithin(compareTensor(ref.states, d.download(6), statesBefore, finalSlots(ref)),
                  bound(ref.c.stateType, kExact), "states");
 }
-INSTANTIATE_TEST_SUITE_P(Layouts, ConvLayouts, ::testing::ValuesIn(convLayoutCases()), caseName<ConvLayoutCase>);
+INSTANTIATE_TEST_SUITE_P(Layouts, ConvLayouts, ::testing::ValuesIn(convLayoutCases()), ByName());
 
 class ConvBackwardLayouts : public GpuTest, public ::testing::WithParamInterface<ConvBackwardLayoutCase> {};
 TEST_P(ConvBackwardLayouts, MatchesFloat64Reference) {
@@ -112,8 +107,7 @@ TEST_P(ConvBackwardLayouts, MatchesFloat64Reference) {
                  "dinitial_states");
   }
 }
-INSTANTIATE_TEST_SUITE_P(Layouts, ConvBackwardLayouts, ::testing::ValuesIn(convBackwardLayoutCases()),
-                         caseName<ConvBackwardLayoutCase>);
+INSTANTIATE_TEST_SUITE_P(Layouts, ConvBackwardLayouts, ::testing::ValuesIn(convBackwardLayoutCases()), ByName());
 
 class ConvUpdateLayouts : public GpuTest, public ::testing::WithParamInterface<ConvUpdateLayoutCase> {};
 TEST_P(ConvUpdateLayouts, MatchesFloat64Reference) {
@@ -135,8 +129,7 @@ TEST_P(ConvUpdateLayouts, MatchesFloat64Reference) {
   expectWithin(compareTensor(ref.out, d.download(4), rows), bound(c.xType, kFp32Short), "out");
   expectWithin(compareTensor(ref.state, d.download(0), before, slots), bound(c.stateType, kExact), "state");
 }
-INSTANTIATE_TEST_SUITE_P(Layouts, ConvUpdateLayouts, ::testing::ValuesIn(convUpdateLayoutCases()),
-                         caseName<ConvUpdateLayoutCase>);
+INSTANTIATE_TEST_SUITE_P(Layouts, ConvUpdateLayouts, ::testing::ValuesIn(convUpdateLayoutCases()), ByName());
 
 // ---- Mamba-2 decode step --------------------------------------------------------------------
 
@@ -156,7 +149,7 @@ TEST_P(DecodeLayouts, MatchesFloat64Reference) {
     expectStepMatches(p, d, before);
   }
 }
-INSTANTIATE_TEST_SUITE_P(Layouts, DecodeLayouts, ::testing::ValuesIn(decodeLayoutCases()), caseName<DecodeLayoutCase>);
+INSTANTIATE_TEST_SUITE_P(Layouts, DecodeLayouts, ::testing::ValuesIn(decodeLayoutCases()), ByName());
 
 // ---- selective scan ---------------------------------------------------------------------------
 
@@ -177,7 +170,7 @@ TEST_P(ScanLayouts, MatchesFloat64Reference) {
     expectWithin(compareTensor(p.finalHolder(), d.download(p.inPlace() ? 10 : 12), statesBefore, p.slotsWritten()),
                  bound(p.c.stateType, e), "final_states");
 }
-INSTANTIATE_TEST_SUITE_P(Layouts, ScanLayouts, ::testing::ValuesIn(scanLayoutCases()), caseName<ScanLayoutCase>);
+INSTANTIATE_TEST_SUITE_P(Layouts, ScanLayouts, ::testing::ValuesIn(scanLayoutCases()), ByName());
 
 class ScanBackwardLayouts : public GpuTest, public ::testing::WithParamInterface<ScanBackwardLayoutCase> {};
 TEST_P(ScanBackwardLayouts, MatchesFloat64Reference) {
@@ -193,7 +186,6 @@ TEST_P(ScanBackwardLayouts, MatchesFloat64Reference) {
   expectGradients(
       p, [&](int k) { return d.download(static_cast<size_t>(k)); }, dinitBefore);
 }
-INSTANTIATE_TEST_SUITE_P(Layouts, ScanBackwardLayouts, ::testing::ValuesIn(scanBackwardLayoutCases()),
-                         caseName<ScanBackwardLayoutCase>);
+INSTANTIATE_TEST_SUITE_P(Layouts, ScanBackwardLayouts, ::testing::ValuesIn(scanBackwardLayoutCases()), ByName());
 
 }  // namespace

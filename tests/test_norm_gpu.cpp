@@ -16,10 +16,6 @@
 using namespace ssmjit;
 using namespace ssmjit::testing;
 
-namespace ssmjit::testing {
-inline void PrintTo(const NormCase& c, std::ostream* os) { *os << c.name(); }
-}  // namespace ssmjit::testing
-
 namespace {
 
 // all()'s index of each tensor (NormProblem.h).
@@ -142,12 +138,10 @@ std::vector<NormCase> gatedCases() {
 
 class RmsNormGpu : public GpuTest, public ::testing::WithParamInterface<NormCase> {};
 TEST_P(RmsNormGpu, MatchesFloat64Reference) { runAndCompare(GetParam()); }
-INSTANTIATE_TEST_SUITE_P(Matrix, RmsNormGpu, ::testing::ValuesIn(rmsCases()),
-                         [](const auto& i) { return i.param.name(); });
+INSTANTIATE_TEST_SUITE_P(Matrix, RmsNormGpu, ::testing::ValuesIn(rmsCases()), ByName());
 
 class GatedRmsNormGpu : public GpuTest, public ::testing::WithParamInterface<NormCase> {};
 TEST_P(GatedRmsNormGpu, MatchesFloat64Reference) { runAndCompare(GetParam()); }
-INSTANTIATE_TEST_SUITE_P(Matrix, GatedRmsNormGpu, ::testing::ValuesIn(gatedCases()),
-                         [](const auto& i) { return i.param.name(); });
+INSTANTIATE_TEST_SUITE_P(Matrix, GatedRmsNormGpu, ::testing::ValuesIn(gatedCases()), ByName());
 
 }  // namespace

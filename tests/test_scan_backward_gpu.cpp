@@ -98,8 +98,7 @@ TEST_P(ScanBackwardGpu, MatchesReference) {
       p, [&](int k) { return g[static_cast<size_t>(k)]; }, dinitBefore);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, ScanBackwardGpu, ::testing::ValuesIn(cases()),
-                         [](const auto& info) { return info.param.name(); });
+INSTANTIATE_TEST_SUITE_P(Shapes, ScanBackwardGpu, ::testing::ValuesIn(cases()), ByName());
 
 // An element's value and bits, for a mismatch message.
 std::string bitsString(const unsigned char* p, DType t) {

@@ -126,8 +126,7 @@ TEST_P(ScanGpu, MatchesReference) {
                  "final_states");
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, ScanGpu, ::testing::ValuesIn(cases()),
-                         [](const auto& info) { return info.param.name(); });
+INSTANTIATE_TEST_SUITE_P(Shapes, ScanGpu, ::testing::ValuesIn(cases()), ByName());
 
 // Every sequence of a packed row gives, bit for bit, the out and final state of running it alone
 // as a batch of one.
