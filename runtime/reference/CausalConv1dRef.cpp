@@ -81,6 +81,20 @@ class Windows {
     return slot * t.strides[0] + ch * t.strides[1] + j * t.strides[2];
   }
 
+  // Writes value(b, tok, ch) to every element of t (shaped as x), and value(ch, j) to slot `slot`
+  // of the conv states t.
+  template <class F>
+  void storeLikeX(const TensorView& t, F value) const {
+    for (int64_t b = 0; b < d_.batch; ++b)
+      for (int64_t tok = 0; tok < d_.L; ++tok)
+        for (int64_t ch = 0; ch < d_.D; ++ch) storeElement(t, xOff(t, b, tok, ch), value(b, tok, ch));
+  }
+  template <class F>
+  void storeState(const TensorView& t, int64_t slot, F value) const {
+    for (int64_t ch = 0; ch < d_.D; ++ch)
+      for (int64_t j = 0; j < K_; ++j) storeElement(t, stOff(t, slot, ch, j), value(ch, j));
+  }
+
   // Sequences (none with seq_pos) and the initial slot each reads (-1: zeros, or no states).
   size_t sequences() const { return seqs_.size(); }
   int64_t initSlot(size_t i) const { return initSlot_.empty() ? -1 : initSlot_[i]; }
@@ -200,16 +214,12 @@ void causal_conv1d(const CausalConv1dArgs& a) {
   }
 
   // The writes.
-  for (int64_t b = 0; b < d.batch; ++b)
-    for (int64_t t = 0; t < d.L; ++t)
-      for (int64_t ch = 0; ch < d.D; ++ch) storeElement(a.out, win.xOff(a.out, b, t, ch), outv[outIdx(b, t, ch)]);
+  win.storeLikeX(a.out, [&](int64_t b, int64_t t, int64_t ch) { return outv[outIdx(b, t, ch)]; });
   if (hasFinal)
     for (size_t i = 0; i < win.sequences(); ++i) {
       const int64_t fs = finalSlot[i];
       if (fs < 0) continue;
-      for (int64_t ch = 0; ch < d.D; ++ch)
-        for (int64_t j = 0; j < K; ++j)
-          storeElement(a.final_states, Windows::stOff(a.final_states, fs, ch, j), finalv[finalIdx(i, ch, j)]);
+      win.storeState(a.final_states, fs, [&](int64_t ch, int64_t j) { return finalv[finalIdx(i, ch, j)]; });
     }
 }
 
@@ -261,9 +271,7 @@ void causal_conv1d_backward(const CausalConv1dBackwardArgs& a) {
   }
 
   // The writes, each rounded once.
-  for (int64_t b = 0; b < d.batch; ++b)
-    for (int64_t t = 0; t < d.L; ++t)
-      for (int64_t ch = 0; ch < d.D; ++ch) storeElement(a.dx, win.xOff(a.dx, b, t, ch), dxv[xIdx(b, t, ch)]);
+  win.storeLikeX(a.dx, [&](int64_t b, int64_t t, int64_t ch) { return dxv[xIdx(b, t, ch)]; });
   for (int64_t ch = 0; ch < d.D; ++ch) {
     for (int64_t k = 0; k < W; ++k)
       storeElement(a.dweight, ch * a.dweight.strides[0] + k * a.dweight.strides[1], dwv[at(ch * W + k)]);
@@ -273,9 +281,7 @@ void causal_conv1d_backward(const CausalConv1dBackwardArgs& a) {
     for (size_t i = 0; i < win.sequences(); ++i) {
       const int64_t s = win.initSlot(i);
       if (s < 0) continue;
-      for (int64_t ch = 0; ch < d.D; ++ch)
-        for (int64_t j = 0; j < K; ++j)
-          storeElement(a.dinitial_states, Windows::stOff(a.dinitial_states, s, ch, j), dinitv[stIdx(s, ch, j)]);
+      win.storeState(a.dinitial_states, s, [&](int64_t ch, int64_t j) { return dinitv[stIdx(s, ch, j)]; });
     }
 }
 
