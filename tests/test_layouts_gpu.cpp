@@ -36,6 +36,17 @@ TensorView poisonedWorkspace(DeviceBuffer& w, int64_t n) {
   return TensorView::contiguous(w.data(), DType::F32, {n});
 }
 
+// Runs `op` on the device copies d of p with a poisoned workspace of the size it asks for.
+template <class Problem, class Args>
+void runOnDevice(Problem& p, const DeviceTensors& d, int64_t (*workspaceSize)(const Args&),
+                 void (*op)(const Args&, Stream)) {
+  Args a = deviceArgs(p, d);
+  DeviceBuffer ws;
+  a.workspace = poisonedWorkspace(ws, workspaceSize(a));
+  op(a, nullptr);
+  checkDeviceErrors();
+}
+
 // ---- selective state update ---------------------------------------------------------------------
 
 class SsuLayouts : public GpuTest, public ::testing::WithParamInterface<SsuLayoutCase> {};
@@ -83,13 +94,9 @@ TEST_P(ConvBackwardLayouts, MatchesFloat64Reference) {
   enum : size_t { kDx = 10, kDweight = 11, kDbias = 12, kDinit = 13 };
   ConvBackwardProblem ref = placedProblem(GetParam()), gpu = ref;
   DeviceTensors d(gpu.all());
-  CausalConv1dBackwardArgs a = deviceArgs(gpu, d);
-  DeviceBuffer ws;
-  a.workspace = poisonedWorkspace(ws, causal_conv1d_backward_workspace_size(a));
   const std::vector<uint8_t> dinitBefore = ref.dinit.bytes;
   reference::causal_conv1d_backward(ref.args());
-  causal_conv1d_backward(a);
-  checkDeviceErrors();
+  runOnDevice(gpu, d, causal_conv1d_backward_workspace_size, causal_conv1d_backward);
   const ConvBackwardCase& c = ref.c;
   expectWithin(compareTensor(ref.dx, d.download(kDx), allRows(ref.dx)), bound(c.xType, kFp32Short, c.dxTwiceRounded()),
                "dx");
@@ -158,11 +165,7 @@ TEST_P(ScanLayouts, MatchesFloat64Reference) {
   ScanProblem p = placedProblem(GetParam());
   const std::vector<uint8_t> statesBefore = p.c.finalStates ? p.finalHolder().bytes : std::vector<uint8_t>{};
   DeviceTensors d(p.all());
-  SelectiveScanArgs a = deviceArgs(p, d);
-  DeviceBuffer ws;
-  a.workspace = poisonedWorkspace(ws, selective_scan_workspace_size(a));
-  selective_scan(a);
-  checkDeviceErrors();
+  runOnDevice(p, d, selective_scan_workspace_size, selective_scan);
   reference::selective_scan(p.args());
   const Fp32Error e = fp32Recurrence(p.longest());
   expectWithin(compareTensor(p.out, d.download(3), allRows(p.out)), bound(p.c.outType, e), "out");
@@ -177,11 +180,7 @@ TEST_P(ScanBackwardLayouts, MatchesFloat64Reference) {
   ScanBackwardProblem p = placedProblem(GetParam());
   const std::vector<uint8_t> dinitBefore = p.dinit.defined ? p.dinit.bytes : std::vector<uint8_t>{};
   DeviceTensors d(p.all());
-  SelectiveScanBackwardArgs a = deviceArgs(p, d);
-  DeviceBuffer ws;
-  a.workspace = poisonedWorkspace(ws, selective_scan_backward_workspace_size(a));
-  selective_scan_backward(a);
-  checkDeviceErrors();
+  runOnDevice(p, d, selective_scan_backward_workspace_size, selective_scan_backward);
   reference::selective_scan_backward(p.args());
   expectGradients(
       p, [&](int k) { return d.download(static_cast<size_t>(k)); }, dinitBefore);

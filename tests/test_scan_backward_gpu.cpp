@@ -85,10 +85,9 @@ std::vector<ScanBackwardCase> cases() {
   return v;
 }
 
-class ScanBackwardGpu : public ::testing::TestWithParam<ScanBackwardCase> {};
+class ScanBackwardGpu : public GpuTest, public ::testing::WithParamInterface<ScanBackwardCase> {};
 
 TEST_P(ScanBackwardGpu, MatchesReference) {
-  SSMJIT_REQUIRE_GPU();
   ScanBackwardProblem p(GetParam());
   const std::vector<uint8_t> dinitBefore = p.dinit.defined ? p.dinit.bytes : std::vector<uint8_t>{};
   const auto g = runOnDevice(p);

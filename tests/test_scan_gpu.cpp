@@ -109,10 +109,9 @@ std::vector<ScanCase> cases() {
   return v;
 }
 
-class ScanGpu : public ::testing::TestWithParam<ScanCase> {};
+class ScanGpu : public GpuTest, public ::testing::WithParamInterface<ScanCase> {};
 
 TEST_P(ScanGpu, MatchesReference) {
-  SSMJIT_REQUIRE_GPU();
   ScanProblem p(GetParam());
   const std::vector<uint8_t> statesBefore = p.c.finalStates ? p.finalHolder().bytes : std::vector<uint8_t>{};
   const DeviceRun r = runOnDevice(p);
