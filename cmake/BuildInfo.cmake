@@ -13,14 +13,7 @@ file(GLOB_RECURSE _codegen_sources LIST_DIRECTORIES false
   ${PROJECT_SOURCE_DIR}/kernels_dsl/Dsl.h ${PROJECT_SOURCE_DIR}/kernels_dsl/Dsl.cpp
   ${PROJECT_SOURCE_DIR}/kernels_dsl/CompileKernel.h ${PROJECT_SOURCE_DIR}/kernels_dsl/CompileKernel.cpp)
 list(SORT _codegen_sources)
-set(_ids "${PROJECT_VERSION};llvm ${LLVM_PACKAGE_VERSION}")
-foreach(f ${_codegen_sources})
-  file(SHA256 ${f} _h)
-  file(RELATIVE_PATH _rel ${PROJECT_SOURCE_DIR} ${f})
-  list(APPEND _ids "${_rel}=${_h}")
-endforeach()
-string(SHA256 _build_hash "${_ids}")
-string(SUBSTRING ${_build_hash} 0 16 _build_hash)
+ssmjit_files_hash(_build_hash ${PROJECT_SOURCE_DIR} "${PROJECT_VERSION};llvm ${LLVM_PACKAGE_VERSION}" ${_codegen_sources})
 set(SSMJIT_BUILD_ID "${PROJECT_VERSION}-${_build_hash}")
 set_property(DIRECTORY ${PROJECT_SOURCE_DIR} APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_codegen_sources})
 

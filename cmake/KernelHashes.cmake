@@ -1,3 +1,17 @@
+# Sets `out` to 16 hex digits of the SHA-256 of `prefix` and "<path relative to root>=<SHA-256>" of
+# each further argument (a file).
+function(ssmjit_files_hash out root prefix)
+  set(_ids "${prefix}")
+  foreach(_f ${ARGN})
+    file(SHA256 ${_f} _h)
+    file(RELATIVE_PATH _rel ${root} ${_f})
+    list(APPEND _ids "${_rel}=${_h}")
+  endforeach()
+  string(SHA256 _hash "${_ids}")
+  string(SUBSTRING ${_hash} 0 16 _hash)
+  set(${out} ${_hash} PARENT_SCOPE)
+endfunction()
+
 # One content hash per kernel family: every file of its folder kernels_dsl/<family>/ and, for each
 # kernels_dsl header outside the folder that one of them includes, the header and its .cpp (the DSL
 # it builds on, or another family's building block). Editing a family changes its own hash only.
@@ -29,14 +43,7 @@ function(ssmjit_kernel_hashes root table files)
     endforeach()
     list(REMOVE_DUPLICATES _deps)
     list(SORT _deps)
-    set(_ids "")
-    foreach(_f ${_files} ${_deps})
-      file(SHA256 ${_f} _h)
-      file(RELATIVE_PATH _rel ${root} ${_f})
-      list(APPEND _ids "${_rel}=${_h}")
-    endforeach()
-    string(SHA256 _kh "${_ids}")
-    string(SUBSTRING ${_kh} 0 16 _kh)
+    ssmjit_files_hash(_kh ${root} "" ${_files} ${_deps})
     string(APPEND _table "      {\"${_family}\", \"${_kh}\"},\n")
     list(APPEND _all ${_files} ${_deps})
   endforeach()

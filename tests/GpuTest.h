@@ -11,6 +11,8 @@
 #include "runtime/CudaGraph.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
+#include "ssmjit/error.h"
+#include "ssmjit/ops.h"
 #include "tools/problems/HostTensor.h"
 #include "tools/problems/Tolerance.h"
 
@@ -35,6 +37,27 @@
   } while (0)
 
 namespace ssmjit::testing {
+
+// Names each parameterised case by its name():
+//   INSTANTIATE_TEST_SUITE_P(Matrix, Suite, ::testing::ValuesIn(cases()), ByName());
+struct ByName {
+  template <class Case>
+  std::string operator()(const ::testing::TestParamInfo<Case>& info) const {
+    return info.param.name();
+  }
+};
+
+// What checkDeviceErrors() reports for the launches before it (a test failure where it reports
+// nothing).
+inline std::string deviceErrorMessage() {
+  try {
+    checkDeviceErrors();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected checkDeviceErrors() to report an error";
+  return {};
+}
 
 // A fixture for suites whose every test needs the GPU.
 class GpuTest : public ::testing::Test {

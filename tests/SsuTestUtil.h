@@ -15,11 +15,6 @@
 #include "tools/problems/HostTensor.h"
 #include "tools/problems/SsuProblem.h"
 
-namespace ssmjit::testing {
-// Parameterised tests print a case by its name (gtest would dump its bytes into CTest's test names).
-inline void PrintTo(const SsuCase& c, std::ostream* os) { *os << c.name(); }
-}  // namespace ssmjit::testing
-
 namespace ssutest {
 
 using namespace ssmjit::testing;

@@ -19,9 +19,7 @@
 using ssmjit::ConvLayout;
 using ssmjit::DType;
 using ssmjit::TensorView;
-using ssmjit::testing::fakeAddress;
-using ssmjit::testing::fakeView;
-using ssmjit::testing::occurrences;
+using namespace ssmjit::testing;
 
 namespace {
 
@@ -68,18 +66,23 @@ void expectCompiles(const ssmjit::Specialization& spec) {
   EXPECT_LE(k.resources.spillLoadBytes, 32) << k.compileLog;
 }
 
+// Every layout, dtype, width and packing (fp16 only at width 4: it shares bf16's code shape).
+template <class F>
+void forEachVariant(F f) {
+  for (ConvLayout layout : {ConvLayout::ChannelFirst, ConvLayout::ChannelLast})
+    for (DType dt : {DType::F32, DType::BF16, DType::F16})
+      for (int W : {2, 3, 4, 5, 8})
+        for (Packing p : {Packing::Dense, Packing::CuSeqlens, Packing::Positions})
+          if (dt != DType::F16 || W == 4) f(FwdCase{layout, dt, W, p});
+}
+
 }  // namespace
 
 TEST(ConvKernels, EveryForwardVariantCompiles) {
   SSMJIT_REQUIRE_NVRTC();
-  for (ConvLayout layout : {ConvLayout::ChannelFirst, ConvLayout::ChannelLast})
-    for (DType dt : {DType::F32, DType::BF16, DType::F16})
-      for (int W : {2, 3, 4, 5, 8})
-        for (Packing p : {Packing::Dense, Packing::CuSeqlens, Packing::Positions}) {
-          if (dt == DType::F16 && W != 4) continue;  // fp16 shares bf16's code shape
-          const FwdCase c{layout, dt, W, p};
-          for (const auto& spec : ssmjit::detail::convSpecializations(forwardArgs(c), "sm_90a")) expectCompiles(spec);
-        }
+  forEachVariant([](const FwdCase& c) {
+    for (const auto& spec : ssmjit::detail::convSpecializations(forwardArgs(c), "sm_90a")) expectCompiles(spec);
+  });
 }
 
 TEST(ConvKernels, ForwardCompilesForSm80) {
@@ -142,15 +145,10 @@ ssmjit::CausalConv1dBackwardArgs backwardArgs(const FwdCase& c, int64_t L = 200)
 
 TEST(ConvKernels, EveryBackwardVariantCompiles) {
   SSMJIT_REQUIRE_NVRTC();
-  for (ConvLayout layout : {ConvLayout::ChannelFirst, ConvLayout::ChannelLast})
-    for (DType dt : {DType::F32, DType::BF16, DType::F16})
-      for (int W : {2, 3, 4, 5, 8})
-        for (Packing p : {Packing::Dense, Packing::CuSeqlens, Packing::Positions}) {
-          if (dt == DType::F16 && W != 4) continue;
-          const FwdCase c{layout, dt, W, p};
-          for (const auto& spec : ssmjit::detail::convBackwardSpecializations(backwardArgs(c), "sm_90a"))
-            expectCompiles(spec);
-        }
+  forEachVariant([](const FwdCase& c) {
+    for (const auto& spec : ssmjit::detail::convBackwardSpecializations(backwardArgs(c), "sm_90a"))
+      expectCompiles(spec);
+  });
   for (ConvLayout layout : {ConvLayout::ChannelFirst, ConvLayout::ChannelLast})
     for (const auto& spec : ssmjit::detail::convBackwardSpecializations(
              backwardArgs({layout, DType::BF16, 4, Packing::CuSeqlens}), "sm_80"))

@@ -19,6 +19,7 @@
 #include "ssmjit/ops.h"
 #include "ssmjit/reference.h"
 #include "tests/support/ExpectError.h"
+#include "tests/support/FakeTensors.h"
 #include "tools/problems/ConvProblem.h"
 #include "tools/problems/HostTensor.h"
 
@@ -36,13 +37,6 @@ namespace {
 // ----------------------------------------------------------------------------------------------
 // Argument checks
 
-// Fake device addresses, 16-byte aligned, far apart; never dereferenced.
-void* fake(int k) { return reinterpret_cast<void*>(uintptr_t{0x10000} + uintptr_t(k) * 0x1000000); }
-
-TensorView cuda(int k, DType t, std::initializer_list<int64_t> shape) {
-  return TensorView::contiguous(fake(k), t, shape);
-}
-
 // A valid dense call: batch 3, D 64, L 20, W 4, bf16 x/out, fp32 weight, bf16 bias, fp32 states
 // (5 slots, in place) with slot indices.
 CausalConv1dArgs validFwd(ConvLayout layout = ConvLayout::ChannelFirst, int64_t batch = 3) {
@@ -50,14 +44,14 @@ CausalConv1dArgs validFwd(ConvLayout layout = ConvLayout::ChannelFirst, int64_t 
   const bool cl = layout == ConvLayout::ChannelLast;
   CausalConv1dArgs a;
   a.layout = layout;
-  a.x = cl ? cuda(0, DType::BF16, {B, L, D}) : cuda(0, DType::BF16, {B, D, L});
-  a.weight = cuda(1, DType::F32, {D, W});
-  a.bias = cuda(2, DType::BF16, {D});
-  a.out = cl ? cuda(3, DType::BF16, {B, L, D}) : cuda(3, DType::BF16, {B, D, L});
-  a.initial_states = cuda(6, DType::F32, {S, D, W - 1});
+  a.x = cl ? fakeView(0, DType::BF16, {B, L, D}) : fakeView(0, DType::BF16, {B, D, L});
+  a.weight = fakeView(1, DType::F32, {D, W});
+  a.bias = fakeView(2, DType::BF16, {D});
+  a.out = cl ? fakeView(3, DType::BF16, {B, L, D}) : fakeView(3, DType::BF16, {B, D, L});
+  a.initial_states = fakeView(6, DType::F32, {S, D, W - 1});
   a.final_states = a.initial_states;
-  a.initial_state_indices = cuda(7, DType::I32, {B});
-  a.final_state_indices = cuda(8, DType::I64, {B});
+  a.initial_state_indices = fakeView(7, DType::I32, {B});
+  a.final_state_indices = fakeView(8, DType::I64, {B});
   a.silu = true;
   return a;
 }
@@ -65,16 +59,16 @@ CausalConv1dArgs validFwd(ConvLayout layout = ConvLayout::ChannelFirst, int64_t 
 // The same as one packed row of 3 sequences (T = 20) given by cu_seqlens.
 CausalConv1dArgs validCu(ConvLayout layout = ConvLayout::ChannelFirst) {
   CausalConv1dArgs a = validFwd(layout, 1);
-  a.cu_seqlens = cuda(4, DType::I32, {4});
-  a.initial_state_indices = cuda(7, DType::I32, {3});
-  a.final_state_indices = cuda(8, DType::I64, {3});
+  a.cu_seqlens = fakeView(4, DType::I32, {4});
+  a.initial_state_indices = fakeView(7, DType::I32, {3});
+  a.final_state_indices = fakeView(8, DType::I64, {3});
   return a;
 }
 
 // One packed row with positions: no states.
 CausalConv1dArgs validPos(ConvLayout layout = ConvLayout::ChannelLast) {
   CausalConv1dArgs a = validFwd(layout, 1);
-  a.seq_pos = cuda(5, DType::I64, {1, 20});
+  a.seq_pos = fakeView(5, DType::I64, {1, 20});
   a.initial_states = a.final_states = TensorView{};
   a.initial_state_indices = a.final_state_indices = TensorView{};
   return a;
@@ -85,12 +79,12 @@ CausalConv1dArgs validPos(ConvLayout layout = ConvLayout::ChannelLast) {
 CausalConv1dUpdateArgs validUpd(int64_t batch = 4) {
   const int64_t B = batch, L = 2, D = 64, W = 4, S = 6;
   CausalConv1dUpdateArgs a;
-  a.conv_state = cuda(0, DType::BF16, {S, D, W - 1});
-  a.x = cuda(1, DType::F16, {B, L, D});
-  a.weight = cuda(2, DType::F16, {D, W});
-  a.bias = cuda(3, DType::F32, {D});
-  a.out = cuda(4, DType::F32, {B, L, D});
-  a.state_indices = cuda(5, DType::I64, {B});
+  a.conv_state = fakeView(0, DType::BF16, {S, D, W - 1});
+  a.x = fakeView(1, DType::F16, {B, L, D});
+  a.weight = fakeView(2, DType::F16, {D, W});
+  a.bias = fakeView(3, DType::F32, {D});
+  a.out = fakeView(4, DType::F32, {B, L, D});
+  a.state_indices = fakeView(5, DType::I64, {B});
   a.silu = true;
   return a;
 }
@@ -140,19 +134,19 @@ TEST(ConvValidation, ValidCallsPassTheCheck) {
   }
   // Minimal calls: no bias, no states, no indices; fp16 x with fp16 or fp32 parameters.
   CausalConv1dArgs m;
-  m.x = cuda(0, DType::F16, {2, 8, 5});
-  m.weight = cuda(1, DType::F16, {8, 2});
-  m.out = cuda(3, DType::F32, {2, 8, 5});
+  m.x = fakeView(0, DType::F16, {2, 8, 5});
+  m.weight = fakeView(1, DType::F16, {8, 2});
+  m.out = fakeView(3, DType::F32, {2, 8, 5});
   EXPECT_NO_THROW(checkConv1dArgs(m, DeviceKind::CUDA, "causal_conv1d"));
-  m.weight = cuda(1, DType::F32, {8, ssmjit::kMaxConvWidth});
-  m.bias = cuda(2, DType::F16, {8});
+  m.weight = fakeView(1, DType::F32, {8, ssmjit::kMaxConvWidth});
+  m.bias = fakeView(2, DType::F16, {8});
   EXPECT_NO_THROW(checkConv1dArgs(m, DeviceKind::CUDA, "causal_conv1d"));
   // Without indices, any S >= nseq slots will do (sequence i uses slot i).
   CausalConv1dArgs s = validFwd();
   s.initial_state_indices = s.final_state_indices = TensorView{};
   EXPECT_NO_THROW(checkConv1dArgs(s, DeviceKind::CUDA, "causal_conv1d"));
-  s.initial_states = cuda(6, DType::F16, {3, 64, 3});
-  s.final_states = cuda(9, DType::BF16, {4, 64, 3});
+  s.initial_states = fakeView(6, DType::F16, {3, 64, 3});
+  s.final_states = fakeView(9, DType::BF16, {4, 64, 3});
   EXPECT_NO_THROW(checkConv1dArgs(s, DeviceKind::CUDA, "causal_conv1d"));
 
   const auto u = checkConv1dUpdateArgs(validUpd(), DeviceKind::CUDA, "causal_conv1d_update");
@@ -163,7 +157,7 @@ TEST(ConvValidation, ValidCallsPassTheCheck) {
   EXPECT_EQ(u.S, 6);
   CausalConv1dUpdateArgs un = validUpd();
   un.state_indices = TensorView{};
-  un.conv_state = cuda(0, DType::F32, {4, 64, 3});
+  un.conv_state = fakeView(0, DType::F32, {4, 64, 3});
   un.bias = TensorView{};
   EXPECT_NO_THROW(checkConv1dUpdateArgs(un, DeviceKind::CUDA, "causal_conv1d_update"));
 
@@ -190,10 +184,10 @@ TEST(ConvValidation, LayoutAndRanks) {
   EXPECT_MENTIONS(fwdError(a), "causal_conv1d: layout is 7", "expected ChannelFirst (0) or ChannelLast (1)");
 
   a = validFwd();
-  a.x = cuda(0, DType::BF16, {64, 20});
+  a.x = fakeView(0, DType::BF16, {64, 20});
   EXPECT_MENTIONS(fwdError(a), "x has rank 2", "(64, 20)", "expected rank 3 (batch, dim, seqlen)", "ChannelFirst");
   a = validFwd(ConvLayout::ChannelLast);
-  a.x = cuda(0, DType::BF16, {1, 3, 20, 64});
+  a.x = fakeView(0, DType::BF16, {1, 3, 20, 64});
   EXPECT_MENTIONS(fwdError(a), "x has rank 4", "expected rank 3 (batch, seqlen, dim)", "ChannelLast");
 
   a = validFwd();
@@ -207,57 +201,57 @@ TEST(ConvValidation, LayoutAndRanks) {
   EXPECT_MENTIONS(fwdError(a), "out is required");
 
   a = validFwd();
-  a.weight = cuda(1, DType::F32, {64 * 4});
+  a.weight = fakeView(1, DType::F32, {64 * 4});
   EXPECT_MENTIONS(fwdError(a), "weight has rank 1", "expected rank 2 (dim, width)");
   a = validFwd();
-  a.bias = cuda(2, DType::BF16, {1, 64});
+  a.bias = fakeView(2, DType::BF16, {1, 64});
   EXPECT_MENTIONS(fwdError(a), "bias has rank 2", "expected rank 1 (dim)");
 }
 
 TEST(ConvValidation, WeightWidthRange) {
   for (int64_t W : {int64_t{1}, int64_t{ssmjit::kMaxConvWidth} + 1, int64_t{0}}) {
     CausalConv1dArgs a = validFwd();
-    a.weight = cuda(1, DType::F32, {64, W});
+    a.weight = fakeView(1, DType::F32, {64, W});
     EXPECT_MENTIONS(fwdError(a), "weight has width " + std::to_string(W), "(64, " + std::to_string(W) + ")",
                     "expected a width W with 2 <= W <= 8 (kMaxConvWidth)");
     CausalConv1dUpdateArgs u = validUpd();
-    u.weight = cuda(2, DType::F16, {64, W});
+    u.weight = fakeView(2, DType::F16, {64, W});
     EXPECT_MENTIONS(updError(u), "causal_conv1d_update: weight has width " + std::to_string(W), "2 <= W <= 8");
   }
 }
 
 TEST(ConvValidation, MismatchedShapes) {
   CausalConv1dArgs a = validFwd();
-  a.weight = cuda(1, DType::F32, {32, 4});
+  a.weight = fakeView(1, DType::F32, {32, 4});
   EXPECT_MENTIONS(fwdError(a), "weight has shape (32, 4)", "expected (64, 4) [dim, width]",
                   "dim 0 (dim) is 32, expected 64");
 
   a = validFwd();
-  a.bias = cuda(2, DType::BF16, {63});
+  a.bias = fakeView(2, DType::BF16, {63});
   EXPECT_MENTIONS(fwdError(a), "bias has shape (63)", "expected (64) [dim]");
 
   // out must have x's shape, in x's layout.
   a = validFwd(ConvLayout::ChannelLast);
-  a.out = cuda(3, DType::BF16, {3, 64, 20});
+  a.out = fakeView(3, DType::BF16, {3, 64, 20});
   EXPECT_MENTIONS(fwdError(a), "out has shape (3, 64, 20)", "expected (3, 20, 64) [batch, seqlen, dim]",
                   "dim 1 (seqlen) is 64, expected 20", "ChannelLast");
   a = validFwd();
-  a.out = cuda(3, DType::BF16, {2, 64, 20});
+  a.out = fakeView(3, DType::BF16, {2, 64, 20});
   EXPECT_MENTIONS(fwdError(a), "out has shape (2, 64, 20)", "dim 0 (batch) is 2, expected 3");
 
   // States: (slots, dim, width - 1).
   a = validFwd();
-  a.initial_states = cuda(6, DType::F32, {5, 64, 2});
+  a.initial_states = fakeView(6, DType::F32, {5, 64, 2});
   EXPECT_MENTIONS(fwdError(a), "initial_states has shape (5, 64, 2)", "[slots, dim, width - 1]",
                   "dim 2 (width - 1) is 2, expected 3");
   a = validFwd();
-  a.final_states = cuda(9, DType::F32, {5, 32, 3});
+  a.final_states = fakeView(9, DType::F32, {5, 32, 3});
   EXPECT_MENTIONS(fwdError(a), "final_states has shape (5, 32, 3)", "dim 1 (dim) is 32, expected 64");
   a = validFwd();
-  a.final_states = cuda(9, DType::F32, {5, 64});
+  a.final_states = fakeView(9, DType::F32, {5, 64});
   EXPECT_MENTIONS(fwdError(a), "final_states has rank 2", "expected rank 3 (slots, dim, width - 1)");
   a = validFwd();
-  a.initial_states = a.final_states = cuda(6, DType::F32, {0, 64, 3});
+  a.initial_states = a.final_states = fakeView(6, DType::F32, {0, 64, 3});
   EXPECT_MENTIONS(fwdError(a), "initial_states has 0 slots", "expected at least 1");
 }
 
@@ -306,7 +300,7 @@ TEST(ConvValidation, Dtypes) {
 
 TEST(ConvValidation, Packing) {
   CausalConv1dArgs a = validCu();
-  a.seq_pos = cuda(5, DType::I32, {1, 20});
+  a.seq_pos = fakeView(5, DType::I32, {1, 20});
   EXPECT_MENTIONS(fwdError(a), "cu_seqlens (shape (4))", "seq_pos (shape (1, 20))", "both given",
                   "expected at most one");
 
@@ -316,34 +310,34 @@ TEST(ConvValidation, Packing) {
     a.initial_states = a.final_states = TensorView{};
     a.initial_state_indices = a.final_state_indices = TensorView{};
     if (cu)
-      a.cu_seqlens = cuda(4, DType::I32, {3});
+      a.cu_seqlens = fakeView(4, DType::I32, {3});
     else
-      a.seq_pos = cuda(5, DType::I32, {2, 20});
+      a.seq_pos = fakeView(5, DType::I32, {2, 20});
     EXPECT_MENTIONS(fwdError(a), "x has batch 2", "expected 1 with " + std::string(cu ? "cu_seqlens" : "seq_pos"),
                     "packed input is one row");
   }
 
   a = validCu();
-  a.cu_seqlens = cuda(4, DType::I32, {1});
+  a.cu_seqlens = fakeView(4, DType::I32, {1});
   EXPECT_MENTIONS(fwdError(a), "cu_seqlens has shape (1)", "expected at least 2 entries", "nseq + 1");
   a = validCu();
-  a.cu_seqlens = cuda(4, DType::I64, {4, 1});
+  a.cu_seqlens = fakeView(4, DType::I64, {4, 1});
   EXPECT_MENTIONS(fwdError(a), "cu_seqlens has rank 2", "expected rank 1 (nseq + 1)");
 
   a = validPos();
-  a.seq_pos = cuda(5, DType::I32, {1, 19});
+  a.seq_pos = fakeView(5, DType::I32, {1, 19});
   EXPECT_MENTIONS(fwdError(a), "seq_pos has shape (1, 19)", "expected (1, 20) [batch, seqlen]",
                   "dim 1 (seqlen) is 19, expected 20");
   a = validPos();
-  a.seq_pos = cuda(5, DType::I32, {20});
+  a.seq_pos = fakeView(5, DType::I32, {20});
   EXPECT_MENTIONS(fwdError(a), "seq_pos has rank 1", "expected rank 2 (batch, seqlen)");
 
   // Conv states need cu_seqlens.
   a = validPos();
-  a.initial_states = cuda(6, DType::F32, {5, 64, 3});
+  a.initial_states = fakeView(6, DType::F32, {5, 64, 3});
   EXPECT_MENTIONS(fwdError(a), "initial_states is given", "with seq_pos", "conv states need cu_seqlens");
   a = validPos();
-  a.final_states = cuda(6, DType::F32, {5, 64, 3});
+  a.final_states = fakeView(6, DType::F32, {5, 64, 3});
   EXPECT_MENTIONS(fwdError(a), "final_states is given", "conv states need cu_seqlens");
 }
 
@@ -356,30 +350,30 @@ TEST(ConvValidation, StateSlotsAndIndices) {
   a.final_states = TensorView{};
   EXPECT_MENTIONS(fwdError(a), "final_state_indices is given", "final_states is not given");
   a = validPos();
-  a.final_state_indices = cuda(8, DType::I32, {1});
+  a.final_state_indices = fakeView(8, DType::I32, {1});
   EXPECT_MENTIONS(fwdError(a), "final_state_indices is given", "final_states is not given");
 
   // (nseq,): batch for dense rows, cu_seqlens' size - 1 when packed.
   a = validFwd();
-  a.initial_state_indices = cuda(7, DType::I32, {2});
+  a.initial_state_indices = fakeView(7, DType::I32, {2});
   EXPECT_MENTIONS(fwdError(a), "initial_state_indices has shape (2)", "expected (3) [nseq]",
                   "dim 0 (nseq) is 2, expected 3");
   a = validCu();
-  a.final_state_indices = cuda(8, DType::I64, {1});
+  a.final_state_indices = fakeView(8, DType::I64, {1});
   EXPECT_MENTIONS(fwdError(a), "final_state_indices has shape (1)", "dim 0 (nseq) is 1, expected 3");
   a = validCu();
-  a.final_state_indices = cuda(8, DType::I64, {3, 1});
+  a.final_state_indices = fakeView(8, DType::I64, {3, 1});
   EXPECT_MENTIONS(fwdError(a), "final_state_indices has rank 2", "expected rank 1 (nseq)");
 
   // Without indices, sequence i uses slot i: S >= nseq.
   a = validCu();
   a.initial_state_indices = a.final_state_indices = TensorView{};
-  a.initial_states = a.final_states = cuda(6, DType::F32, {2, 64, 3});
+  a.initial_states = a.final_states = fakeView(6, DType::F32, {2, 64, 3});
   EXPECT_MENTIONS(fwdError(a), "initial_states has 2 slots", "expected at least nseq = 3",
                   "initial_state_indices is not given", "sequence i uses slot i");
   a = validFwd();
   a.final_state_indices = TensorView{};
-  a.final_states = cuda(9, DType::F32, {2, 64, 3});
+  a.final_states = fakeView(9, DType::F32, {2, 64, 3});
   EXPECT_MENTIONS(fwdError(a), "final_states has 2 slots", "expected at least nseq = 3",
                   "final_state_indices is not given");
 }
@@ -455,21 +449,21 @@ TEST(ConvValidation, UpdateShapes) {
   a.conv_state = TensorView{};
   EXPECT_MENTIONS(updError(a), "causal_conv1d_update: conv_state is required");
   a = validUpd();
-  a.conv_state = cuda(0, DType::BF16, {6, 64});
+  a.conv_state = fakeView(0, DType::BF16, {6, 64});
   EXPECT_MENTIONS(updError(a), "conv_state has rank 2", "expected rank 3 (slots, dim, width - 1)");
   a = validUpd();
   a.weight = TensorView{};
   EXPECT_MENTIONS(updError(a), "weight is required");
   a = validUpd();
-  a.conv_state = cuda(0, DType::BF16, {6, 64, 2});  // width - 1 comes from the weight
+  a.conv_state = fakeView(0, DType::BF16, {6, 64, 2});  // width - 1 comes from the weight
   EXPECT_MENTIONS(updError(a), "conv_state has shape (6, 64, 2)", "expected (6, 64, 3) [slots, dim, width - 1]",
                   "dim 2 (width - 1) is 2, expected 3");
   a = validUpd();
-  a.conv_state = cuda(0, DType::BF16, {6, 32, 3});
+  a.conv_state = fakeView(0, DType::BF16, {6, 32, 3});
   EXPECT_MENTIONS(updError(a), "conv_state has shape (6, 32, 3)", "dim 1 (dim) is 32, expected 64");
 
   a = validUpd();
-  a.x = cuda(1, DType::F16, {4, 64});
+  a.x = fakeView(1, DType::F16, {4, 64});
   EXPECT_MENTIONS(updError(a), "x has rank 2", "expected rank 3 (batch, tokens, dim)");
   for (int64_t L : {int64_t{0}, int64_t{ssmjit::kMaxTokens} + 1}) {
     a = validUpd();
@@ -477,21 +471,21 @@ TEST(ConvValidation, UpdateShapes) {
     EXPECT_MENTIONS(updError(a), "x has " + std::to_string(L) + " tokens", "expected 1 <= L <= 32 (kMaxTokens)");
   }
   a = validUpd();
-  a.out = cuda(4, DType::F32, {4, 1, 64});
+  a.out = fakeView(4, DType::F32, {4, 1, 64});
   EXPECT_MENTIONS(updError(a), "out has shape (4, 1, 64)", "expected (4, 2, 64) [batch, tokens, dim]",
                   "dim 1 (tokens) is 1, expected 2");
   a = validUpd();
   a.out = TensorView{};
   EXPECT_MENTIONS(updError(a), "out is required");
   a = validUpd();
-  a.weight = cuda(2, DType::F16, {63, 4});
+  a.weight = fakeView(2, DType::F16, {63, 4});
   EXPECT_MENTIONS(updError(a), "weight has shape (63, 4)", "dim 0 (dim) is 63, expected 64");
   a = validUpd();
-  a.bias = cuda(3, DType::F32, {65});
+  a.bias = fakeView(3, DType::F32, {65});
   EXPECT_MENTIONS(updError(a), "bias has shape (65)", "expected (64) [dim]");
 
   a = validUpd();
-  a.state_indices = cuda(5, DType::I64, {3});
+  a.state_indices = fakeView(5, DType::I64, {3});
   EXPECT_MENTIONS(updError(a), "state_indices has shape (3)", "expected (4) [batch]", "dim 0 (batch) is 3, expected 4");
   a = validUpd();
   a.state_indices = TensorView{};  // 6 slots for 4 rows
@@ -1152,7 +1146,7 @@ CausalConv1dBackwardArgs onDevice(CausalConv1dBackwardArgs a) {
   for (TensorView* t : tensorsOf(a)) {
     ++k;
     if (!t->defined()) continue;
-    t->data = fake(k);
+    t->data = fakeAddress(k);
     t->device = DeviceKind::CUDA;
     t->deviceId = 0;
   }
@@ -1230,7 +1224,7 @@ TEST(ConvBackwardValidation, ValidCallsPassTheCheck) {
   a.dinitial_states = TensorView{};
   EXPECT_NO_THROW(checkConv1dBackwardArgs(a, DeviceKind::CUDA, op));
   // The workspace is the op's to check (it knows the size): any value passes here.
-  a.workspace = cuda(20, DType::BF16, {3, 3});
+  a.workspace = fakeView(20, DType::BF16, {3, 3});
   EXPECT_NO_THROW(checkConv1dBackwardArgs(a, DeviceKind::CUDA, op));
 }
 

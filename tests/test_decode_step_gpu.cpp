@@ -22,10 +22,6 @@
 using namespace ssmjit;
 using namespace ssmjit::testing;
 
-namespace ssmjit::testing {
-inline void PrintTo(const DecodeCase& c, std::ostream* os) { *os << c.name(); }
-}  // namespace ssmjit::testing
-
 namespace {
 
 // all() indices (DecodeProblem.h).
@@ -135,8 +131,7 @@ std::vector<DecodeCase> roundCases() {
   }
   return out;
 }
-INSTANTIATE_TEST_SUITE_P(Cases, DecodeStepRounds, ::testing::ValuesIn(roundCases()),
-                         [](const auto& info) { return info.param.name(); });
+INSTANTIATE_TEST_SUITE_P(Cases, DecodeStepRounds, ::testing::ValuesIn(roundCases()), ByName());
 
 // ---- against the one-token kernels ------------------------------------------------------------
 

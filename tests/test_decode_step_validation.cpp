@@ -17,17 +17,14 @@
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
 #include "ssmjit/reference.h"
+#include "tests/support/FakeTensors.h"
+#include "tests/support/HostTensors.h"
 #include "tools/problems/DecodeProblem.h"
 
 using namespace ssmjit;
 using namespace ssmjit::testing;
 
 namespace {
-
-void* fake(int k) { return reinterpret_cast<void*>(uintptr_t{0x10000} + uintptr_t(k) * 0x1000000); }
-TensorView cuda(int k, DType t, std::initializer_list<int64_t> shape) {
-  return TensorView::contiguous(fake(k), t, shape);
-}
 
 // A valid call: H 4, P 8, N 16, G 2 (Dc 96), W 4, batch 3, L 4, cache depth 6, 5 slots.
 struct Call {
@@ -38,23 +35,23 @@ struct Call {
 Call valid() {
   const int64_t H = 4, P = 8, N = 16, Dc = 96, W = 4, B = 3, L = 4, Lc = 6, S = 5;
   Call c;
-  c.s.conv_state = cuda(1, DType::BF16, {S, Dc, W - 1});
-  c.s.ssm_state = cuda(2, DType::F32, {S, H, P, N});
-  c.s.xbc_cache = cuda(3, DType::BF16, {S, Lc, Dc});
-  c.s.dt_cache = cuda(4, DType::BF16, {S, Lc, H});
-  c.s.cached_tokens = cuda(5, DType::I32, {S});
-  c.s.arrivals = cuda(6, DType::I32, {S});
-  c.w.conv_weight = cuda(7, DType::F32, {Dc, W});
-  c.w.conv_bias = cuda(8, DType::BF16, {Dc});
-  c.w.A = cuda(9, DType::F32, {H});
-  c.w.D = cuda(10, DType::F32, {H});
-  c.w.dt_bias = cuda(11, DType::F32, {H});
-  c.a.state_indices = cuda(12, DType::I64, {B});
-  c.a.num_accepted = cuda(13, DType::I32, {B});
-  c.a.xBC = cuda(14, DType::BF16, {B, L, Dc});
-  c.a.dt = cuda(15, DType::BF16, {B, L, H});
-  c.a.z = cuda(16, DType::BF16, {B, L, H, P});
-  c.a.y = cuda(17, DType::BF16, {B, L, H, P});
+  c.s.conv_state = fakeView(1, DType::BF16, {S, Dc, W - 1});
+  c.s.ssm_state = fakeView(2, DType::F32, {S, H, P, N});
+  c.s.xbc_cache = fakeView(3, DType::BF16, {S, Lc, Dc});
+  c.s.dt_cache = fakeView(4, DType::BF16, {S, Lc, H});
+  c.s.cached_tokens = fakeView(5, DType::I32, {S});
+  c.s.arrivals = fakeView(6, DType::I32, {S});
+  c.w.conv_weight = fakeView(7, DType::F32, {Dc, W});
+  c.w.conv_bias = fakeView(8, DType::BF16, {Dc});
+  c.w.A = fakeView(9, DType::F32, {H});
+  c.w.D = fakeView(10, DType::F32, {H});
+  c.w.dt_bias = fakeView(11, DType::F32, {H});
+  c.a.state_indices = fakeView(12, DType::I64, {B});
+  c.a.num_accepted = fakeView(13, DType::I32, {B});
+  c.a.xBC = fakeView(14, DType::BF16, {B, L, Dc});
+  c.a.dt = fakeView(15, DType::BF16, {B, L, H});
+  c.a.z = fakeView(16, DType::BF16, {B, L, H, P});
+  c.a.y = fakeView(17, DType::BF16, {B, L, H, P});
   return c;
 }
 
@@ -74,12 +71,12 @@ TEST(DecodeStepCheck, ValidCallPasses) {
   EXPECT_NO_THROW(detail::checkDecodeStepArgs(b.s, b.w, b.a, DeviceKind::CUDA, "op"));
 
   Call m = valid();  // L = kMaxTokens with a deeper cache; ReplayOnly takes the batch from num_accepted
-  m.s.xbc_cache = cuda(3, DType::BF16, {5, 40, 96});
-  m.s.dt_cache = cuda(4, DType::BF16, {5, 40, 4});
-  m.a.xBC = cuda(14, DType::BF16, {3, kMaxTokens, 96});
-  m.a.dt = cuda(15, DType::BF16, {3, kMaxTokens, 4});
-  m.a.z = cuda(16, DType::BF16, {3, kMaxTokens, 4, 8});
-  m.a.y = cuda(17, DType::BF16, {3, kMaxTokens, 4, 8});
+  m.s.xbc_cache = fakeView(3, DType::BF16, {5, 40, 96});
+  m.s.dt_cache = fakeView(4, DType::BF16, {5, 40, 4});
+  m.a.xBC = fakeView(14, DType::BF16, {3, kMaxTokens, 96});
+  m.a.dt = fakeView(15, DType::BF16, {3, kMaxTokens, 4});
+  m.a.z = fakeView(16, DType::BF16, {3, kMaxTokens, 4, 8});
+  m.a.y = fakeView(17, DType::BF16, {3, kMaxTokens, 4, 8});
   EXPECT_EQ(detail::checkDecodeStepArgs(m.s, m.w, m.a, DeviceKind::CUDA, "op").L, kMaxTokens);
   m.a.xBC = m.a.dt = m.a.z = m.a.y = TensorView{};
   m.a.parts = DecodeStepParts::ReplayOnly;
@@ -91,85 +88,86 @@ TEST(DecodeStepCheck, ValidCallPasses) {
 TEST(DecodeStepCheck, BadArgumentsAreNamed) {
   const std::vector<std::pair<std::function<void(Call&)>, std::vector<const char*>>> bad = {
       {[](Call& c) {
-         c.s.ssm_state = cuda(2, DType::F32, {5, 4, 8});
+         c.s.ssm_state = fakeView(2, DType::F32, {5, 4, 8});
        },
        {"ssm_state", "rank 3", "expected rank 4"}},
       {[](Call& c) {
-         c.s.ssm_state = cuda(2, DType::F32, {5, 0, 8, 16});
+         c.s.ssm_state = fakeView(2, DType::F32, {5, 0, 8, 16});
        },
        {"ssm_state", "(5, 0, 8, 16)", ">= 1"}},
       {[](Call& c) { c.s.ssm_state.strides[3] = -1; }, {"ssm_state", "stride -1", "stride >= 0"}},
       {[](Call& c) { c.s.ssm_state.strides[0] = 0; }, {"ssm_state", "stride 0", "nonzero stride"}},
       {[](Call& c) {
-         c.s.conv_state = cuda(1, DType::BF16, {5, 97, 3});
+         c.s.conv_state = fakeView(1, DType::BF16, {5, 97, 3});
        },
        {"conv_state", "97", "H*P + 2*G*N"}},
       {[](Call& c) {  // G = 3 groups do not divide H = 4
-         c.s.conv_state = cuda(1, DType::BF16, {5, 32 + 96, 3});
-         c.s.xbc_cache = cuda(3, DType::BF16, {5, 6, 128});
+         c.s.conv_state = fakeView(1, DType::BF16, {5, 32 + 96, 3});
+         c.s.xbc_cache = fakeView(3, DType::BF16, {5, 6, 128});
        },
        {"conv_state", "G = 3", "divide H = 4"}},
       {[](Call& c) {
-         c.s.conv_state = cuda(1, DType::BF16, {5, 96, 8});
+         c.s.conv_state = fakeView(1, DType::BF16, {5, 96, 8});
        },
        {"conv_state", "width - 1 = 8", "2 <= W <= 8"}},
       {[](Call& c) {
-         c.s.conv_state = cuda(1, DType::I32, {5, 96, 3});
+         c.s.conv_state = fakeView(1, DType::I32, {5, 96, 3});
        },
        {"conv_state", "int32", "float32, bfloat16 or float16"}},
       {[](Call& c) {
-         c.s.xbc_cache = cuda(3, DType::BF16, {5, 6, 95});
+         c.s.xbc_cache = fakeView(3, DType::BF16, {5, 6, 95});
        },
        {"xbc_cache", "95", "96"}},
       {[](Call& c) {
-         c.s.xbc_cache = cuda(3, DType::F32, {5, 6, 96});
+         c.s.xbc_cache = fakeView(3, DType::F32, {5, 6, 96});
        },
        {"xbc_cache", "float32", "bfloat16", "exactly"}},
       {[](Call& c) {
-         c.s.dt_cache = cuda(4, DType::F32, {5, 6, 4});
+         c.s.dt_cache = fakeView(4, DType::F32, {5, 6, 4});
        },
        {"dt_cache", "float32", "bfloat16"}},
       {[](Call& c) {
-         c.s.dt_cache = cuda(4, DType::BF16, {5, 6, 3});
+         c.s.dt_cache = fakeView(4, DType::BF16, {5, 6, 3});
        },
        {"dt_cache", "3", "4"}},
-      {[](Call& c) { c.s.cached_tokens = cuda(5, DType::I64, {5}); }, {"cached_tokens", "int64", "int32"}},
+      {[](Call& c) { c.s.cached_tokens = fakeView(5, DType::I64, {5}); }, {"cached_tokens", "int64", "int32"}},
       {[](Call& c) {
-         c.s.arrivals = cuda(6, DType::I32, {5, 2});
+         c.s.arrivals = fakeView(6, DType::I32, {5, 2});
        },
        {"arrivals", "rank 2", "expected rank 1"}},
-      {[](Call& c) { c.s.arrivals = cuda(6, DType::I32, {4}); }, {"arrivals", "is 4", "expected 5"}},
+      {[](Call& c) { c.s.arrivals = fakeView(6, DType::I32, {4}); }, {"arrivals", "is 4", "expected 5"}},
       {[](Call& c) { c.s.arrivals.strides[0] = 2; }, {"arrivals", "stride 2", "expected 1"}},
-      {[](Call& c) { c.s.arrivals = cuda(6, DType::I64, {5}); }, {"arrivals", "int64", "int32"}},
+      {[](Call& c) { c.s.arrivals = fakeView(6, DType::I64, {5}); }, {"arrivals", "int64", "int32"}},
       {[](Call& c) { c.s.cached_tokens = {}; }, {"cached_tokens", "required"}},
       {[](Call& c) {  // L > kMaxTokens although the cache is deep enough
-         c.s.xbc_cache = cuda(3, DType::BF16, {5, 40, 96});
-         c.s.dt_cache = cuda(4, DType::BF16, {5, 40, 4});
-         c.a.xBC = cuda(14, DType::BF16, {3, 33, 96});
-         c.a.dt = cuda(15, DType::BF16, {3, 33, 4});
-         c.a.z = cuda(16, DType::BF16, {3, 33, 4, 8});
-         c.a.y = cuda(17, DType::BF16, {3, 33, 4, 8});
+         c.s.xbc_cache = fakeView(3, DType::BF16, {5, 40, 96});
+         c.s.dt_cache = fakeView(4, DType::BF16, {5, 40, 4});
+         c.a.xBC = fakeView(14, DType::BF16, {3, 33, 96});
+         c.a.dt = fakeView(15, DType::BF16, {3, 33, 4});
+         c.a.z = fakeView(16, DType::BF16, {3, 33, 4, 8});
+         c.a.y = fakeView(17, DType::BF16, {3, 33, 4, 8});
        },
        {"xBC", "33 drafts", "1 <= L <= 32", "kMaxTokens = 32"}},
       {[](Call& c) {
-         c.a.xBC = cuda(14, DType::BF16, {3, 7, 96});
-         c.a.dt = cuda(15, DType::BF16, {3, 7, 4});
+         c.a.xBC = fakeView(14, DType::BF16, {3, 7, 96});
+         c.a.dt = fakeView(15, DType::BF16, {3, 7, 4});
        },
        {"xBC", "7 drafts", "1 <= L <= 6", "cache depth"}},
       {[](Call& c) {
-         c.a.dt = cuda(15, DType::BF16, {3, 4, 5});
+         c.a.dt = fakeView(15, DType::BF16, {3, 4, 5});
        },
        {"dt", "5", "4"}},
       {[](Call& c) {
-         c.a.y = cuda(17, DType::BF16, {3, 4, 4, 9});
+         c.a.y = fakeView(17, DType::BF16, {3, 4, 4, 9});
        },
        {"y", "9", "8"}},
       {[](Call& c) { c.a.y = {}; }, {"y is required"}},
       {[](Call& c) { c.a.y.data = c.a.xBC.data; }, {"y", "same as an input", "its own memory"}},
       {[](Call& c) { c.a.y.data = c.a.z.data; }, {"y", "same as an input"}},
       {[](Call& c) { c.a.num_accepted = {}; }, {"num_accepted is required"}},
-      {[](Call& c) { c.a.num_accepted = cuda(13, DType::I32, {2}); }, {"num_accepted", "2", "3"}},
-      {[](Call& c) { c.a.num_accepted = cuda(13, DType::F32, {3}); }, {"num_accepted", "float32", "int32 or int64"}},
+      {[](Call& c) { c.a.num_accepted = fakeView(13, DType::I32, {2}); }, {"num_accepted", "2", "3"}},
+      {[](Call& c) { c.a.num_accepted = fakeView(13, DType::F32, {3}); },
+       {"num_accepted", "float32", "int32 or int64"}},
       {[](Call& c) { c.a.parts = DecodeStepParts::ReplayOnly; }, {"xBC is given", "expected none", "ReplayOnly"}},
       {[](Call& c) {  // z alone left over with ReplayOnly
          c.a.parts = DecodeStepParts::ReplayOnly;
@@ -185,32 +183,32 @@ TEST(DecodeStepCheck, BadArgumentsAreNamed) {
        {"5 slots", "batch = 3"}},
       {[](Call& c) { c.a.parts = static_cast<DecodeStepParts>(7); }, {"parts is 7", "ReplayAndVerify (0)"}},
       {[](Call& c) { c.a.state_indices = {}; }, {"slots", "batch = 3", "state_indices"}},
-      {[](Call& c) { c.a.state_indices = cuda(12, DType::I32, {4}); }, {"state_indices", "4", "3"}},
+      {[](Call& c) { c.a.state_indices = fakeView(12, DType::I32, {4}); }, {"state_indices", "4", "3"}},
       {[](Call& c) { c.a.xBC.strides[0] = 0; }, {"xBC", "stride 0", "nonzero stride"}},
       {[](Call& c) { c.a.xBC.data = static_cast<char*>(c.a.xBC.data) + 1; },
        {"xBC", "data pointer 0x", "multiple of its element size"}},
       {[](Call& c) {
-         c.w.conv_weight = cuda(7, DType::F32, {96, 3});
+         c.w.conv_weight = fakeView(7, DType::F32, {96, 3});
        },
        {"conv_weight", "3", "4"}},
       {[](Call& c) {
-         c.w.conv_weight = cuda(7, DType::F16, {96, 4});
+         c.w.conv_weight = fakeView(7, DType::F16, {96, 4});
        },
        {"conv_weight", "float16", "float32 or bfloat16"}},
-      {[](Call& c) { c.w.A = cuda(9, DType::BF16, {4}); }, {"A", "bfloat16", "float32"}},
+      {[](Call& c) { c.w.A = fakeView(9, DType::BF16, {4}); }, {"A", "bfloat16", "float32"}},
       {[](Call& c) { c.w.A = {}; }, {"A is required"}},
-      {[](Call& c) { c.w.dt_bias = cuda(11, DType::F32, {5}); }, {"dt_bias", "5", "4"}},
+      {[](Call& c) { c.w.dt_bias = fakeView(11, DType::F32, {5}); }, {"dt_bias", "5", "4"}},
       {[](Call& c) { c.w.dt_min = NAN; }, {"dt_min", "expected numbers"}},
       {[](Call& c) { c.a.z.deviceId = 1; }, {"z", "device 1", "expected device 0"}},
       {[](Call& c) { c.s.dt_cache.device = DeviceKind::CPU; }, {"dt_cache", "CPU tensor", "expected a CUDA tensor"}},
       {[](Call& c) {  // more rows than grid z can hold
          const int64_t B = 70000;
-         c.a.state_indices = cuda(12, DType::I64, {B});
-         c.a.num_accepted = cuda(13, DType::I32, {B});
-         c.a.xBC = cuda(14, DType::BF16, {B, 4, 96});
-         c.a.dt = cuda(15, DType::BF16, {B, 4, 4});
-         c.a.z = cuda(16, DType::BF16, {B, 4, 4, 8});
-         c.a.y = cuda(17, DType::BF16, {B, 4, 4, 8});
+         c.a.state_indices = fakeView(12, DType::I64, {B});
+         c.a.num_accepted = fakeView(13, DType::I32, {B});
+         c.a.xBC = fakeView(14, DType::BF16, {B, 4, 96});
+         c.a.dt = fakeView(15, DType::BF16, {B, 4, 4});
+         c.a.z = fakeView(16, DType::BF16, {B, 4, 4, 8});
+         c.a.y = fakeView(17, DType::BF16, {B, 4, 4, 8});
        },
        {"batch = 70000", "at most 65535"}},
   };
@@ -245,12 +243,6 @@ double val(const HostTensor& t, std::initializer_list<int64_t> idx) {
 int64_t slotOf(const DecodeProblem& p, int64_t b) { return p.idx.defined ? at(p.idx, {b}) : b; }
 int64_t numSlots(const DecodeProblem& p) { return p.ssmState.meta.shape[0]; }
 
-// Every tensor's bytes in all() order (undefined ones empty): "nothing was written" compares these.
-std::vector<std::vector<uint8_t>> bytesOf(DecodeProblem& p) {
-  std::vector<std::vector<uint8_t>> out;
-  for (HostTensor* t : p.all()) out.push_back(t->bytes);
-  return out;
-}
 void expectUnchanged(DecodeProblem& p, DecodeProblem& before) {
   const auto a = bytesOf(p), b = bytesOf(before);
   for (size_t k = 0; k < a.size(); ++k) EXPECT_EQ(a[k], b[k]) << "all()[" << k << "] was written";

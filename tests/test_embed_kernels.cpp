@@ -11,22 +11,22 @@
 #include "kernels_dsl/CompileKernel.h"
 #include "runtime/ops/EmbeddingSpec.h"
 #include "ssmjit/ops.h"
+#include "tests/support/FakeTensors.h"
 #include "tests/support/Occurrences.h"
 
 using ssmjit::DType;
 using ssmjit::TensorView;
+using ssmjit::testing::fakeView;
 
 namespace {
-
-void* fake(int k) { return reinterpret_cast<void*>(uintptr_t{0x10000} + uintptr_t(k) * 0x1000000); }
 
 // ids (T,), table (V, D), out (T, D); `padded`: the table's and out's rows 8 elements longer.
 ssmjit::EmbeddingArgs embeddingArgs(DType ids, DType table, DType out, int64_t D, bool padded) {
   const int64_t T = 7, V = 50277;
   ssmjit::EmbeddingArgs a;
-  a.ids = TensorView::contiguous(fake(1), ids, {T});
-  a.table = TensorView::contiguous(fake(2), table, {V, D});
-  a.out = TensorView::contiguous(fake(3), out, {T, D});
+  a.ids = fakeView(1, ids, {T});
+  a.table = fakeView(2, table, {V, D});
+  a.out = fakeView(3, out, {T, D});
   if (padded) a.table.strides[0] = a.out.strides[0] = D + 8;
   return a;
 }

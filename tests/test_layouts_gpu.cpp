@@ -36,9 +36,15 @@ TensorView poisonedWorkspace(DeviceBuffer& w, int64_t n) {
   return TensorView::contiguous(w.data(), DType::F32, {n});
 }
 
-template <class Case>
-std::string caseName(const ::testing::TestParamInfo<Case>& i) {
-  return i.param.name();
+// Runs `op` on the device copies d of p with a poisoned workspace of the size it asks for.
+template <class Problem, class Args>
+void runOnDevice(Problem& p, const DeviceTensors& d, int64_t (*workspaceSize)(const Args&),
+                 void (*op)(const Args&, Stream)) {
+  Args a = deviceArgs(p, d);
+  DeviceBuffer ws;
+  a.workspace = poisonedWorkspace(ws, workspaceSize(a));
+  op(a, nullptr);
+  checkDeviceErrors();
 }
 
 // ---- selective state update ---------------------------------------------------------------------
@@ -53,7 +59,7 @@ TEST_P(SsuLayouts, MatchesFloat64Reference) {
   checkDeviceErrors();
   ssutest::expectMatches(p, ref, dp.download(kOut), dp.download(kState), rowsWritten(p), p.slotMayBeWritten);
 }
-INSTANTIATE_TEST_SUITE_P(Layouts, SsuLayouts, ::testing::ValuesIn(ssuLayoutCases()), caseName<SsuLayoutCase>);
+INSTANTIATE_TEST_SUITE_P(Layouts, SsuLayouts, ::testing::ValuesIn(ssuLayoutCases()), ByName());
 
 // ---- causal conv1d --------------------------------------------------------------------------
 
@@ -81,20 +87,16 @@ TEST_P(ConvLayouts, MatchesFloat64Reference) {
     expectWithin(compareTensor(ref.states, d.download(6), statesBefore, finalSlots(ref)),
                  bound(ref.c.stateType, kExact), "states");
 }
-INSTANTIATE_TEST_SUITE_P(Layouts, ConvLayouts, ::testing::ValuesIn(convLayoutCases()), caseName<ConvLayoutCase>);
+INSTANTIATE_TEST_SUITE_P(Layouts, ConvLayouts, ::testing::ValuesIn(convLayoutCases()), ByName());
 
 class ConvBackwardLayouts : public GpuTest, public ::testing::WithParamInterface<ConvBackwardLayoutCase> {};
 TEST_P(ConvBackwardLayouts, MatchesFloat64Reference) {
   enum : size_t { kDx = 10, kDweight = 11, kDbias = 12, kDinit = 13 };
   ConvBackwardProblem ref = placedProblem(GetParam()), gpu = ref;
   DeviceTensors d(gpu.all());
-  CausalConv1dBackwardArgs a = deviceArgs(gpu, d);
-  DeviceBuffer ws;
-  a.workspace = poisonedWorkspace(ws, causal_conv1d_backward_workspace_size(a));
   const std::vector<uint8_t> dinitBefore = ref.dinit.bytes;
   reference::causal_conv1d_backward(ref.args());
-  causal_conv1d_backward(a);
-  checkDeviceErrors();
+  runOnDevice(gpu, d, causal_conv1d_backward_workspace_size, causal_conv1d_backward);
   const ConvBackwardCase& c = ref.c;
   expectWithin(compareTensor(ref.dx, d.download(kDx), allRows(ref.dx)), bound(c.xType, kFp32Short, c.dxTwiceRounded()),
                "dx");
@@ -112,8 +114,7 @@ TEST_P(ConvBackwardLayouts, MatchesFloat64Reference) {
                  "dinitial_states");
   }
 }
-INSTANTIATE_TEST_SUITE_P(Layouts, ConvBackwardLayouts, ::testing::ValuesIn(convBackwardLayoutCases()),
-                         caseName<ConvBackwardLayoutCase>);
+INSTANTIATE_TEST_SUITE_P(Layouts, ConvBackwardLayouts, ::testing::ValuesIn(convBackwardLayoutCases()), ByName());
 
 class ConvUpdateLayouts : public GpuTest, public ::testing::WithParamInterface<ConvUpdateLayoutCase> {};
 TEST_P(ConvUpdateLayouts, MatchesFloat64Reference) {
@@ -135,8 +136,7 @@ TEST_P(ConvUpdateLayouts, MatchesFloat64Reference) {
   expectWithin(compareTensor(ref.out, d.download(4), rows), bound(c.xType, kFp32Short), "out");
   expectWithin(compareTensor(ref.state, d.download(0), before, slots), bound(c.stateType, kExact), "state");
 }
-INSTANTIATE_TEST_SUITE_P(Layouts, ConvUpdateLayouts, ::testing::ValuesIn(convUpdateLayoutCases()),
-                         caseName<ConvUpdateLayoutCase>);
+INSTANTIATE_TEST_SUITE_P(Layouts, ConvUpdateLayouts, ::testing::ValuesIn(convUpdateLayoutCases()), ByName());
 
 // ---- Mamba-2 decode step --------------------------------------------------------------------
 
@@ -156,7 +156,7 @@ TEST_P(DecodeLayouts, MatchesFloat64Reference) {
     expectStepMatches(p, d, before);
   }
 }
-INSTANTIATE_TEST_SUITE_P(Layouts, DecodeLayouts, ::testing::ValuesIn(decodeLayoutCases()), caseName<DecodeLayoutCase>);
+INSTANTIATE_TEST_SUITE_P(Layouts, DecodeLayouts, ::testing::ValuesIn(decodeLayoutCases()), ByName());
 
 // ---- selective scan ---------------------------------------------------------------------------
 
@@ -165,11 +165,7 @@ TEST_P(ScanLayouts, MatchesFloat64Reference) {
   ScanProblem p = placedProblem(GetParam());
   const std::vector<uint8_t> statesBefore = p.c.finalStates ? p.finalHolder().bytes : std::vector<uint8_t>{};
   DeviceTensors d(p.all());
-  SelectiveScanArgs a = deviceArgs(p, d);
-  DeviceBuffer ws;
-  a.workspace = poisonedWorkspace(ws, selective_scan_workspace_size(a));
-  selective_scan(a);
-  checkDeviceErrors();
+  runOnDevice(p, d, selective_scan_workspace_size, selective_scan);
   reference::selective_scan(p.args());
   const Fp32Error e = fp32Recurrence(p.longest());
   expectWithin(compareTensor(p.out, d.download(3), allRows(p.out)), bound(p.c.outType, e), "out");
@@ -177,23 +173,18 @@ TEST_P(ScanLayouts, MatchesFloat64Reference) {
     expectWithin(compareTensor(p.finalHolder(), d.download(p.inPlace() ? 10 : 12), statesBefore, p.slotsWritten()),
                  bound(p.c.stateType, e), "final_states");
 }
-INSTANTIATE_TEST_SUITE_P(Layouts, ScanLayouts, ::testing::ValuesIn(scanLayoutCases()), caseName<ScanLayoutCase>);
+INSTANTIATE_TEST_SUITE_P(Layouts, ScanLayouts, ::testing::ValuesIn(scanLayoutCases()), ByName());
 
 class ScanBackwardLayouts : public GpuTest, public ::testing::WithParamInterface<ScanBackwardLayoutCase> {};
 TEST_P(ScanBackwardLayouts, MatchesFloat64Reference) {
   ScanBackwardProblem p = placedProblem(GetParam());
   const std::vector<uint8_t> dinitBefore = p.dinit.defined ? p.dinit.bytes : std::vector<uint8_t>{};
   DeviceTensors d(p.all());
-  SelectiveScanBackwardArgs a = deviceArgs(p, d);
-  DeviceBuffer ws;
-  a.workspace = poisonedWorkspace(ws, selective_scan_backward_workspace_size(a));
-  selective_scan_backward(a);
-  checkDeviceErrors();
+  runOnDevice(p, d, selective_scan_backward_workspace_size, selective_scan_backward);
   reference::selective_scan_backward(p.args());
   expectGradients(
       p, [&](int k) { return d.download(static_cast<size_t>(k)); }, dinitBefore);
 }
-INSTANTIATE_TEST_SUITE_P(Layouts, ScanBackwardLayouts, ::testing::ValuesIn(scanBackwardLayoutCases()),
-                         caseName<ScanBackwardLayoutCase>);
+INSTANTIATE_TEST_SUITE_P(Layouts, ScanBackwardLayouts, ::testing::ValuesIn(scanBackwardLayoutCases()), ByName());
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "ssmjit/ops.h"
 #include "ssmjit/reference.h"
 #include "tests/support/ExpectError.h"
+#include "tests/support/FakeTensors.h"
 
 using ssmjit::DeviceKind;
 using ssmjit::DType;
@@ -24,24 +25,18 @@ using ssmjit::EmbeddingArgs;
 using ssmjit::Error;
 using ssmjit::LinearArgs;
 using ssmjit::TensorView;
-using ssmjit::testing::invalidArgMessage;
+using namespace ssmjit::testing;
 
 namespace {
-
-// Fake device addresses, 256-byte aligned, far apart; never dereferenced.
-void* fake(int k) { return reinterpret_cast<void*>(uintptr_t{0x10000} + uintptr_t(k) * 0x1000000); }
-TensorView cuda(int k, DType t, std::initializer_list<int64_t> shape) {
-  return TensorView::contiguous(fake(k), t, shape);
-}
 
 // A valid call: x (13, 200) bf16, weight (77, 200), bias (77,), y (13, 77) bf16, a workspace.
 LinearArgs validLinear(int64_t M = 13) {
   LinearArgs a;
-  a.x = cuda(0, DType::BF16, {M, 200});
-  a.weight = cuda(1, DType::BF16, {77, 200});
-  a.bias = cuda(2, DType::BF16, {77});
-  a.y = cuda(3, DType::BF16, {M, 77});
-  a.workspace = cuda(4, DType::F32, {1024});
+  a.x = fakeView(0, DType::BF16, {M, 200});
+  a.weight = fakeView(1, DType::BF16, {77, 200});
+  a.bias = fakeView(2, DType::BF16, {77});
+  a.y = fakeView(3, DType::BF16, {M, 77});
+  a.workspace = fakeView(4, DType::F32, {1024});
   return a;
 }
 
@@ -57,9 +52,9 @@ std::string linearError(const LinearArgs& a) {
 
 EmbeddingArgs validEmbedding(int64_t T = 9) {
   EmbeddingArgs a;
-  a.ids = cuda(0, DType::I64, {T});
-  a.table = cuda(1, DType::BF16, {1000, 96});
-  a.out = cuda(2, DType::BF16, {T, 96});
+  a.ids = fakeView(0, DType::I64, {T});
+  a.table = fakeView(1, DType::BF16, {1000, 96});
+  a.out = fakeView(2, DType::BF16, {T, 96});
   return a;
 }
 
@@ -110,16 +105,22 @@ TEST(LinearValidation, EachBadArgumentIsNamed) {
   const BadLinear cases[] = {
       // Shapes
       {[](LinearArgs& a) { a.x = TensorView{}; }, {"linear: x is required"}},
-      {[](LinearArgs& a) { a.x = cuda(0, DType::BF16, {2, 13, 200}); },
-       {"x has rank 3", "expected rank 2 (rows, in_features)"}},
-      {[](LinearArgs& a) { a.weight = cuda(1, DType::BF16, {77, 100}); },
-       {"weight has shape (77, 100), expected (77, 200)", "dim 1 (in_features) is 100", "in_features from x"}},
-      {[](LinearArgs& a) { a.y = cuda(3, DType::BF16, {13, 78}); },
-       {"y has shape (13, 78), expected (13, 77)", "dim 1 (out_features)"}},
-      {[](LinearArgs& a) { a.bias = cuda(2, DType::BF16, {78}); }, {"bias has shape (78), expected (77)"}},
       {[](LinearArgs& a) {
-         a.x = cuda(0, DType::BF16, {13, 0});
-         a.weight = cuda(1, DType::BF16, {77, 0});
+         a.x = fakeView(0, DType::BF16, {2, 13, 200});
+       },
+       {"x has rank 3", "expected rank 2 (rows, in_features)"}},
+      {[](LinearArgs& a) {
+         a.weight = fakeView(1, DType::BF16, {77, 100});
+       },
+       {"weight has shape (77, 100), expected (77, 200)", "dim 1 (in_features) is 100", "in_features from x"}},
+      {[](LinearArgs& a) {
+         a.y = fakeView(3, DType::BF16, {13, 78});
+       },
+       {"y has shape (13, 78), expected (13, 77)", "dim 1 (out_features)"}},
+      {[](LinearArgs& a) { a.bias = fakeView(2, DType::BF16, {78}); }, {"bias has shape (78), expected (77)"}},
+      {[](LinearArgs& a) {
+         a.x = fakeView(0, DType::BF16, {13, 0});
+         a.weight = fakeView(1, DType::BF16, {77, 0});
        },
        {"x has shape (13, 0), expected at least 1 column"}},
       // Dtypes
@@ -138,9 +139,9 @@ TEST(LinearValidation, EachBadArgumentIsNamed) {
        {"weight has row stride 192", "expected a row stride >= in_features K = 200"}},
       {[](LinearArgs& a) { a.y.strides[0] = 64; }, {"y has row stride 64", "out_features N = 77"}},
       {[](LinearArgs& a) { a.x.strides[0] = 0; }, {"x has strides (0, 1)", "stride 0, expected a nonzero stride"}},
-      {[](LinearArgs& a) { a.x.data = bytesPast(fake(0), 1); },
+      {[](LinearArgs& a) { a.x.data = bytesPast(fakeAddress(0), 1); },
        {"x has data pointer 0x10001", "multiple of its element size (bfloat16: 2 bytes)"}},
-      {[](LinearArgs& a) { a.bias.data = bytesPast(fake(2), 2); },
+      {[](LinearArgs& a) { a.bias.data = bytesPast(fakeAddress(2), 2); },
        {"bias has data pointer 0x2010002", "multiple of 16 bytes"}},
       {[](LinearArgs& a) { a.y.data = bytesPast(a.x.data, 64); },
        {"y (data 0x10040, shape (13, 77)) overlaps x", "expected separate memory"}},
@@ -149,10 +150,10 @@ TEST(LinearValidation, EachBadArgumentIsNamed) {
       {[](LinearArgs& a) { a.weight.deviceId = 1; }, {"weight is on CUDA device 1, expected device 0 (where x is)"}},
       {[](LinearArgs& a) { a.y.device = DeviceKind::CPU; }, {"y is a CPU tensor, expected a CUDA tensor"}},
       {[](LinearArgs& a) { a.workspace.dtype = DType::BF16; }, {"workspace has dtype bfloat16, expected float32"}},
-      {[](LinearArgs& a) { a.workspace.data = bytesPast(fake(4), 128); },
+      {[](LinearArgs& a) { a.workspace.data = bytesPast(fakeAddress(4), 128); },
        {"workspace has data pointer 0x4010080", "multiple of 256 bytes"}},
       {[](LinearArgs& a) {
-         a.workspace = cuda(4, DType::F32, {16, 64});
+         a.workspace = fakeView(4, DType::F32, {16, 64});
          a.workspace.strides[0] = 128;
        },
        {"workspace has strides (128, 1)", "contiguous"}},
@@ -241,13 +242,13 @@ TEST(EmbeddingValidation, ArgumentsNameTheArgument) {
   a.ids.dtype = DType::F32;
   EXPECT_MENTIONS(embeddingError(a), "embedding: ids has dtype float32, expected int32 or int64");
   a = validEmbedding();
-  a.table = cuda(1, DType::BF16, {1000});
+  a.table = fakeView(1, DType::BF16, {1000});
   EXPECT_MENTIONS(embeddingError(a), "table has rank 1", "(vocab, dim)");
   a = validEmbedding();
   a.out.dtype = DType::F16;
   EXPECT_MENTIONS(embeddingError(a), "out has dtype float16, expected float32 or bfloat16");
   a = validEmbedding();
-  a.out = cuda(2, DType::BF16, {9, 95});
+  a.out = fakeView(2, DType::BF16, {9, 95});
   EXPECT_MENTIONS(embeddingError(a), "out has shape (9, 95), expected (9, 96) [tokens, dim]");
   a = validEmbedding();
   a.table.deviceId = 2;

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -54,26 +55,34 @@ double relativeError(const std::vector<float>& ours, const std::vector<float>& t
   return worst / scale;
 }
 
-class Mamba2ModelGpu : public ::testing::TestWithParam<DType> {};
+// Skips without a GPU or a reference; a test's model takes every prompt in one batch.
+class Mamba2ModelGpu : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    SSMJIT_REQUIRE_GPU();
+    std::string why;
+    if (!loadReference(ref, why)) GTEST_SKIP() << why;
+    prompts = ref.expected["prompts"].get<Prompts>();
+  }
+  std::unique_ptr<Mamba2Model> loadModel() const {
+    Mamba2ModelOptions o;
+    o.dtype = GetParam();
+    o.max_batch = static_cast<int64_t>(prompts.size());
+    o.max_prefill_tokens = 1024;
+    return Mamba2Model::load(ref.dir, o);
+  }
+  Reference ref;
+  Prompts prompts;
+};
 
 TEST_P(Mamba2ModelGpu, PackedPrefillLogitsMatchTransformers) {
-  SSMJIT_REQUIRE_GPU();
-  Reference ref;
-  std::string why;
-  if (!loadReference(ref, why)) GTEST_SKIP() << why;
-  const DType dtype = GetParam();
-  const bool bf16 = dtype == DType::BF16;
-  const auto prompts = ref.expected["prompts"].get<Prompts>();
+  const bool bf16 = GetParam() == DType::BF16;
   // Both bf16 runs are held to transformers' fp32 logits: ours may differ from it by at most 1e-2
   // or 1.5x what transformers' own bf16 forward differs by (two bf16 runs differ by ~1e-2).
   const auto theirs = ref.expected["logits_fp32"].get<std::vector<std::vector<float>>>();
   const auto theirsBf16 = ref.expected["logits_bf16"].get<std::vector<std::vector<float>>>();
-  Mamba2ModelOptions o;
-  o.dtype = dtype;
-  o.max_batch = static_cast<int64_t>(prompts.size());
-  o.max_prefill_tokens = 1024;
-  auto model = Mamba2Model::load(ref.dir, o);
-  const int64_t V = model->config().vocab, n = o.max_batch;
+  auto model = loadModel();
+  const int64_t V = model->config().vocab, n = static_cast<int64_t>(prompts.size());
   DeviceBuffer logits(static_cast<size_t>(n * V * 4));
   logits.fill(0xFF);
   std::vector<int32_t> slots(n);
@@ -92,18 +101,9 @@ TEST_P(Mamba2ModelGpu, PackedPrefillLogitsMatchTransformers) {
 }
 
 TEST_P(Mamba2ModelGpu, GreedyTokensMatchTransformers) {
-  SSMJIT_REQUIRE_GPU();
-  Reference ref;
-  std::string why;
-  if (!loadReference(ref, why)) GTEST_SKIP() << why;
   const DType dtype = GetParam();
-  const auto prompts = ref.expected["prompts"].get<Prompts>();
   const auto theirs = ref.expected[dtype == DType::BF16 ? "greedy_bf16" : "greedy_fp32"].get<Prompts>();
-  Mamba2ModelOptions o;
-  o.dtype = dtype;
-  o.max_batch = static_cast<int64_t>(prompts.size());
-  o.max_prefill_tokens = 1024;
-  auto model = Mamba2Model::load(ref.dir, o);
+  auto model = loadModel();
   GenerateOptions g;
   g.max_new_tokens = static_cast<int64_t>(theirs[0].size());
   const GenerateResult r = generate(*model, prompts, g);

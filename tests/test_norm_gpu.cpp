@@ -16,10 +16,6 @@
 using namespace ssmjit;
 using namespace ssmjit::testing;
 
-namespace ssmjit::testing {
-inline void PrintTo(const NormCase& c, std::ostream* os) { *os << c.name(); }
-}  // namespace ssmjit::testing
-
 namespace {
 
 // all()'s index of each tensor (NormProblem.h).
@@ -54,17 +50,25 @@ void runAndCompare(const NormCase& c) {
                  "residual unchanged");
 }
 
+// The widths of both matrices, and case k's dtypes: x takes bf16, fp32 and fp16 in turn, the
+// weight fp32 on odd k and x's dtype on even k.
+constexpr int64_t kDims[] = {64, 200, 2560, 5120, 8192};
+NormCase typedCase(int k) {
+  const DType types[] = {DType::BF16, DType::F32, DType::F16};
+  NormCase c;
+  c.xType = types[k % 3];
+  c.weightType = k % 2 ? DType::F32 : c.xType;
+  return c;
+}
+
 std::vector<NormCase> rmsCases() {
   std::vector<NormCase> out;
   uint64_t seed = 1;
-  const DType types[] = {DType::BF16, DType::F32, DType::F16};
   int k = 0;
-  for (int64_t D : {64, 200, 2560, 5120, 8192})
+  for (int64_t D : kDims)
     for (int64_t T : {0, 1, 7, 1000})
       for (int residual = 0; residual < 4; ++residual, ++k) {
-        NormCase c;
-        c.xType = types[k % 3];
-        c.weightType = k % 2 ? DType::F32 : c.xType;
+        NormCase c = typedCase(k);
         // 0: none; 1: residual in x's dtype, no residual_out; 2: fp32 residual_out separate
         // (residual_in_fp32); 3: fp32 residual updated in place.
         c.residual = residual == 1 || residual == 3;
@@ -100,16 +104,13 @@ std::vector<NormCase> rmsCases() {
 std::vector<NormCase> gatedCases() {
   std::vector<NormCase> out;
   uint64_t seed = 100;
-  const DType types[] = {DType::BF16, DType::F32, DType::F16};
   int k = 0;
-  for (int64_t D : {64, 200, 2560, 5120, 8192})
+  for (int64_t D : kDims)
     for (int64_t groups : {1, 8})
       for (NormGate gate : {NormGate::None, NormGate::GateFirst, NormGate::NormFirst}) {
         if (D % groups != 0) continue;
-        NormCase c;
+        NormCase c = typedCase(k);
         c.gated = true;
-        c.xType = types[k % 3];
-        c.weightType = k % 2 ? DType::F32 : c.xType;
         c.T = std::vector<int64_t>{0, 1, 7, 1000}[static_cast<size_t>(k % 4)];
         if (D == 5120 && groups == 8) c.T = 1000;  // Mamba-2 2.7B's groups, on many rows
         c.D = D;
@@ -142,12 +143,10 @@ std::vector<NormCase> gatedCases() {
 
 class RmsNormGpu : public GpuTest, public ::testing::WithParamInterface<NormCase> {};
 TEST_P(RmsNormGpu, MatchesFloat64Reference) { runAndCompare(GetParam()); }
-INSTANTIATE_TEST_SUITE_P(Matrix, RmsNormGpu, ::testing::ValuesIn(rmsCases()),
-                         [](const auto& i) { return i.param.name(); });
+INSTANTIATE_TEST_SUITE_P(Matrix, RmsNormGpu, ::testing::ValuesIn(rmsCases()), ByName());
 
 class GatedRmsNormGpu : public GpuTest, public ::testing::WithParamInterface<NormCase> {};
 TEST_P(GatedRmsNormGpu, MatchesFloat64Reference) { runAndCompare(GetParam()); }
-INSTANTIATE_TEST_SUITE_P(Matrix, GatedRmsNormGpu, ::testing::ValuesIn(gatedCases()),
-                         [](const auto& i) { return i.param.name(); });
+INSTANTIATE_TEST_SUITE_P(Matrix, GatedRmsNormGpu, ::testing::ValuesIn(gatedCases()), ByName());
 
 }  // namespace

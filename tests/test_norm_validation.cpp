@@ -19,6 +19,7 @@
 #include "ssmjit/ops.h"
 #include "ssmjit/reference.h"
 #include "tests/support/ExpectError.h"
+#include "tests/support/FakeTensors.h"
 #include "tools/problems/HostTensor.h"
 #include "tools/problems/NormProblem.h"
 
@@ -34,32 +35,26 @@ namespace {
 // ----------------------------------------------------------------------------------------------
 // Argument checks
 
-// Fake device addresses, 16-byte aligned, far apart; never dereferenced.
-void* fake(int k) { return reinterpret_cast<void*>(uintptr_t{0x10000} + uintptr_t(k) * 0x1000000); }
-TensorView cuda(int k, DType t, std::initializer_list<int64_t> shape) {
-  return TensorView::contiguous(fake(k), t, shape);
-}
-
 constexpr int64_t T = 10, D = 64;
 
 // bf16 rows, an fp32 residual updated in place, an fp32 weight.
 RmsNormArgs validRms() {
   RmsNormArgs a;
-  a.x = cuda(0, DType::BF16, {T, D});
-  a.residual = cuda(1, DType::F32, {T, D});
+  a.x = fakeView(0, DType::BF16, {T, D});
+  a.residual = fakeView(1, DType::F32, {T, D});
   a.residual_out = a.residual;
-  a.weight = cuda(2, DType::F32, {D});
-  a.out = cuda(3, DType::BF16, {T, D});
+  a.weight = fakeView(2, DType::F32, {D});
+  a.out = fakeView(3, DType::BF16, {T, D});
   return a;
 }
 
 // bf16 rows and gate, 4 groups of 16, an fp32 weight.
 GatedRmsNormArgs validGated() {
   GatedRmsNormArgs a;
-  a.x = cuda(0, DType::BF16, {T, D});
-  a.z = cuda(1, DType::BF16, {T, D});
-  a.weight = cuda(2, DType::F32, {D});
-  a.out = cuda(3, DType::BF16, {T, D});
+  a.x = fakeView(0, DType::BF16, {T, D});
+  a.z = fakeView(1, DType::BF16, {T, D});
+  a.weight = fakeView(2, DType::F32, {D});
+  a.out = fakeView(3, DType::BF16, {T, D});
   a.group_size = 16;
   return a;
 }
@@ -100,12 +95,12 @@ TEST(NormValidation, ValidCallsPass) {
   RmsNormArgs r = validRms();
   r.out = r.x;  // in place
   r.residual = TensorView{};
-  r.residual_out = cuda(4, DType::F32, {T, D});  // residual_in_fp32 on the first layer
+  r.residual_out = fakeView(4, DType::F32, {T, D});  // residual_in_fp32 on the first layer
   EXPECT_NO_THROW(checkRmsNormArgs(r, DeviceKind::CUDA, "rms_norm"));
   r.weight.strides[0] = 0;  // a broadcast weight
   EXPECT_NO_THROW(checkRmsNormArgs(r, DeviceKind::CUDA, "rms_norm"));
-  r.x = r.out = cuda(0, DType::BF16, {0, D});  // no rows
-  r.residual_out = cuda(4, DType::F32, {0, D});
+  r.x = r.out = fakeView(0, DType::BF16, {0, D});  // no rows
+  r.residual_out = fakeView(4, DType::F32, {0, D});
   EXPECT_NO_THROW(checkRmsNormArgs(r, DeviceKind::CUDA, "rms_norm"));
   EXPECT_NO_THROW(ssmjit::rms_norm(r));  // nothing to launch
 
@@ -117,7 +112,7 @@ TEST(NormValidation, ValidCallsPass) {
   a.out = a.x;
   EXPECT_NO_THROW(checkGatedRmsNormArgs(a, DeviceKind::CUDA, "gated_rms_norm"));
   // Rows with gaps (a row stride of 80 elements) and one row with any stride.
-  a.x = a.out = TensorView::contiguous(fake(0), DType::F32, {T, D});
+  a.x = a.out = fakeView(0, DType::F32, {T, D});
   a.x.strides[0] = a.out.strides[0] = 80;
   EXPECT_NO_THROW(checkGatedRmsNormArgs(a, DeviceKind::CUDA, "gated_rms_norm"));
 }
@@ -132,19 +127,19 @@ TEST(NormValidation, MissingTensorsAreNamed) {
 
 TEST(NormValidation, ShapesAreChecked) {
   RmsNormArgs a = validRms();
-  a.x = cuda(0, DType::BF16, {2, T, D});
+  a.x = fakeView(0, DType::BF16, {2, T, D});
   expectRefused(a, {"x has rank 3", "tokens, dim"});
   a = validRms();
-  a.out = cuda(3, DType::BF16, {T + 1, D});
+  a.out = fakeView(3, DType::BF16, {T + 1, D});
   expectRefused(a, {"out has shape (11, 64)", "(10, 64)"});
   a = validRms();
-  a.residual = a.residual_out = cuda(1, DType::F32, {T, D + 1});
+  a.residual = a.residual_out = fakeView(1, DType::F32, {T, D + 1});
   expectRefused(a, {"residual has shape (10, 65)"});
   a = validRms();
-  a.weight = cuda(2, DType::F32, {D / 2});
+  a.weight = fakeView(2, DType::F32, {D / 2});
   expectRefused(a, {"weight has shape (32)", "(64)"});
   GatedRmsNormArgs g = validGated();
-  g.z = cuda(1, DType::BF16, {T, D, 1});
+  g.z = fakeView(1, DType::BF16, {T, D, 1});
   expectRefused(g, {"z has rank 3"});
 }
 
@@ -154,36 +149,36 @@ TEST(NormValidation, GroupSizeIsChecked) {
   expectRefused(a, {"group_size is 24", "divisor of dim = 64"});
   a.group_size = -16;
   expectRefused(a, {"group_size is -16"});
-  a.x = a.z = a.out = cuda(0, DType::BF16, {1, 2 * ssmjit::kMaxNormGroup});
-  a.out = cuda(3, DType::BF16, {1, 2 * ssmjit::kMaxNormGroup});
+  a.x = a.z = a.out = fakeView(0, DType::BF16, {1, 2 * ssmjit::kMaxNormGroup});
+  a.out = fakeView(3, DType::BF16, {1, 2 * ssmjit::kMaxNormGroup});
   a.z = TensorView{};
-  a.weight = cuda(2, DType::F32, {2 * ssmjit::kMaxNormGroup});
+  a.weight = fakeView(2, DType::F32, {2 * ssmjit::kMaxNormGroup});
   a.group_size = 0;
   expectRefused(a, {"group_size is 32768 (dim, group_size 0)", "kMaxNormGroup"});
   a.group_size = ssmjit::kMaxNormGroup;
   EXPECT_NO_THROW(ssmjit::detail::checkGatedRmsNormArgs(a, DeviceKind::CUDA, "gated_rms_norm"));
   RmsNormArgs r = validRms();
-  r.x = r.out = cuda(0, DType::F32, {T, ssmjit::kMaxNormGroup + 8});
+  r.x = r.out = fakeView(0, DType::F32, {T, ssmjit::kMaxNormGroup + 8});
   r.residual = r.residual_out = TensorView{};
-  r.weight = cuda(2, DType::F32, {ssmjit::kMaxNormGroup + 8});
+  r.weight = fakeView(2, DType::F32, {ssmjit::kMaxNormGroup + 8});
   expectRefused(r, {"group_size is 16392 (dim, group_size 0)"});
 }
 
 TEST(NormValidation, DtypesAreChecked) {
   RmsNormArgs a = validRms();
-  a.x = cuda(0, DType::I32, {T, D});
+  a.x = fakeView(0, DType::I32, {T, D});
   expectRefused(a, {"x has dtype int32", "float32, bfloat16 or float16"});
   a = validRms();
-  a.weight = cuda(2, DType::F16, {D});
+  a.weight = fakeView(2, DType::F16, {D});
   expectRefused(a, {"weight has dtype float16", "float32 or bfloat16"});
   a = validRms();
-  a.out = cuda(3, DType::F16, {T, D});
+  a.out = fakeView(3, DType::F16, {T, D});
   expectRefused(a, {"out has dtype float16"});
   a = validRms();
-  a.residual = a.residual_out = cuda(1, DType::F16, {T, D});
+  a.residual = a.residual_out = fakeView(1, DType::F16, {T, D});
   expectRefused(a, {"residual has dtype float16"});
   GatedRmsNormArgs g = validGated();
-  g.z = cuda(1, DType::F16, {T, D});
+  g.z = fakeView(1, DType::F16, {T, D});
   expectRefused(g, {"z has dtype float16"});
 }
 
@@ -236,8 +231,8 @@ TEST(NormValidation, OverlapsAreRefused) {
   a.residual_out = shifted(a.residual, 8);
   expectRefused(a, {"residual_out (data", "shares memory with residual"});
   a = validRms();
-  a.residual_out = cuda(4, DType::F32, {T, D});
-  a.out = cuda(4, DType::F32, {T, D});  // both outputs in one tensor
+  a.residual_out = fakeView(4, DType::F32, {T, D});
+  a.out = fakeView(4, DType::F32, {T, D});  // both outputs in one tensor
   expectRefused(a, {"out (data", "shares memory with residual_out", "two separate outputs"});
   a = validRms();
   a.out = a.residual;  // fp32 out over the residual: only x may be out itself
@@ -247,7 +242,7 @@ TEST(NormValidation, OverlapsAreRefused) {
   a.out.dtype = DType::F32;  // x's memory as fp32: not x itself
   expectRefused(a, {"out (data", "shares memory with x", "x itself (in place"});
   a = validRms();
-  a.out = TensorView::contiguous(fake(2), DType::F32, {T, D});  // over the weight
+  a.out = fakeView(2, DType::F32, {T, D});  // over the weight
   expectRefused(a, {"shares memory with weight"});
   GatedRmsNormArgs g = validGated();
   g.out = shifted(g.z, 1);

@@ -12,29 +12,26 @@
 #include "runtime/ops/SampleTokensSpec.h"
 #include "ssmjit/ops.h"
 #include "tests/support/CompileEach.h"
+#include "tests/support/FakeTensors.h"
 
 using ssmjit::DType;
 using ssmjit::SampleArgs;
 using ssmjit::TensorView;
+using ssmjit::testing::fakeView;
 
 namespace {
-
-void* fake(int k) { return reinterpret_cast<void*>(uintptr_t{0x10000} + uintptr_t(k) * 0x1000000); }
-TensorView view(int k, DType t, std::initializer_list<int64_t> shape) {
-  return TensorView::contiguous(fake(k), t, shape);
-}
 
 SampleArgs args(DType dtype, float temperature, int topK, float topP, bool padRows, bool perRowStep) {
   const int64_t B = 64, V = 50288;
   SampleArgs a;
-  a.logits = view(1, dtype, {B, V});
-  a.token_ids = view(2, DType::I64, {B});
+  a.logits = fakeView(1, dtype, {B, V});
+  a.token_ids = fakeView(2, DType::I64, {B});
   a.temperature = temperature;
   a.top_k = topK;
   a.top_p = topP;
   a.seed = 1234;
-  if (temperature > 0) a.step = perRowStep ? view(3, DType::I64, {B}) : view(3, DType::I64, {1});
-  if (padRows) a.row_state_indices = view(4, DType::I32, {B});
+  if (temperature > 0) a.step = perRowStep ? fakeView(3, DType::I64, {B}) : fakeView(3, DType::I64, {1});
+  if (padRows) a.row_state_indices = fakeView(4, DType::I32, {B});
   return a;
 }
 

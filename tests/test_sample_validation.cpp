@@ -18,31 +18,27 @@
 #include "ssmjit/ops.h"
 #include "ssmjit/reference.h"
 #include "tests/support/ExpectError.h"
+#include "tests/support/FakeTensors.h"
 
 using ssmjit::DeviceKind;
 using ssmjit::DType;
 using ssmjit::SampleArgs;
 using ssmjit::TensorView;
-using ssmjit::testing::invalidArgMessage;
+using namespace ssmjit::testing;
 namespace ref = ssmjit::reference;
 
 namespace {
 
-void* fake(int k) { return reinterpret_cast<void*>(uintptr_t{0x10000} + uintptr_t(k) * 0x1000000); }
-TensorView cuda(int k, DType t, std::initializer_list<int64_t> shape) {
-  return TensorView::contiguous(fake(k), t, shape);
-}
-
 // A valid sampling call: batch 4, vocab 1000, bf16 logits, a (4,) step, slot indices.
 SampleArgs valid() {
   SampleArgs a;
-  a.logits = cuda(0, DType::BF16, {4, 1000});
-  a.token_ids = cuda(1, DType::I32, {4});
+  a.logits = fakeView(0, DType::BF16, {4, 1000});
+  a.token_ids = fakeView(1, DType::I32, {4});
   a.temperature = 0.7f;
   a.top_k = 50;
   a.top_p = 0.9f;
-  a.step = cuda(2, DType::I64, {4});
-  a.row_state_indices = cuda(3, DType::I64, {4});
+  a.step = fakeView(2, DType::I64, {4});
+  a.row_state_indices = fakeView(3, DType::I64, {4});
   return a;
 }
 
@@ -58,26 +54,26 @@ TEST(SampleValidation, BadArgumentsAreNamed) {
   a.logits = TensorView{};
   expectError(a, {"sample_tokens: logits is required"});
   a = valid();
-  a.logits = cuda(0, DType::BF16, {4, 10, 100});
+  a.logits = fakeView(0, DType::BF16, {4, 10, 100});
   expectError(a, {"logits has rank 3", "batch, vocab"});
   a = valid();
-  a.logits = cuda(0, DType::I32, {4, 1000});
+  a.logits = fakeView(0, DType::I32, {4, 1000});
   expectError(a, {"logits has dtype int32"});
   a = valid();
-  a.logits = cuda(0, DType::BF16, {4, 0});
+  a.logits = fakeView(0, DType::BF16, {4, 0});
   expectError(a, {"logits", "vocab (dim 1) of at least 1"});
   a = valid();
   a.logits.strides[0] = 1;
   a.logits.strides[1] = 4;
   expectError(a, {"logits has strides (1, 4)", "stride 1 along the vocab"});
   a = valid();
-  a.token_ids = cuda(1, DType::I32, {3});
+  a.token_ids = fakeView(1, DType::I32, {3});
   expectError(a, {"token_ids has shape (3)", "batch"});
   a = valid();
-  a.token_ids = cuda(1, DType::F32, {4});
+  a.token_ids = fakeView(1, DType::F32, {4});
   expectError(a, {"token_ids has dtype float32"});
   a = valid();
-  a.row_state_indices = cuda(3, DType::I64, {5});
+  a.row_state_indices = fakeView(3, DType::I64, {5});
   expectError(a, {"row_state_indices has shape (5)"});
   a = valid();
   a.temperature = std::nanf("");
@@ -95,10 +91,10 @@ TEST(SampleValidation, BadArgumentsAreNamed) {
   a.step = TensorView{};
   expectError(a, {"step is required when temperature > 0"});
   a = valid();
-  a.step = cuda(2, DType::I32, {4});
+  a.step = fakeView(2, DType::I32, {4});
   expectError(a, {"step has dtype int32", "int64"});
   a = valid();
-  a.step = cuda(2, DType::I64, {3});
+  a.step = fakeView(2, DType::I64, {3});
   expectError(a, {"step has shape (3)", "1 or batch"});
   a = valid();
   a.logits.device = DeviceKind::CPU;

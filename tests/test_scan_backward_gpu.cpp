@@ -85,10 +85,9 @@ std::vector<ScanBackwardCase> cases() {
   return v;
 }
 
-class ScanBackwardGpu : public ::testing::TestWithParam<ScanBackwardCase> {};
+class ScanBackwardGpu : public GpuTest, public ::testing::WithParamInterface<ScanBackwardCase> {};
 
 TEST_P(ScanBackwardGpu, MatchesReference) {
-  SSMJIT_REQUIRE_GPU();
   ScanBackwardProblem p(GetParam());
   const std::vector<uint8_t> dinitBefore = p.dinit.defined ? p.dinit.bytes : std::vector<uint8_t>{};
   const auto g = runOnDevice(p);
@@ -98,8 +97,7 @@ TEST_P(ScanBackwardGpu, MatchesReference) {
       p, [&](int k) { return g[static_cast<size_t>(k)]; }, dinitBefore);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, ScanBackwardGpu, ::testing::ValuesIn(cases()),
-                         [](const auto& info) { return info.param.name(); });
+INSTANTIATE_TEST_SUITE_P(Shapes, ScanBackwardGpu, ::testing::ValuesIn(cases()), ByName());
 
 // An element's value and bits, for a mismatch message.
 std::string bitsString(const unsigned char* p, DType t) {

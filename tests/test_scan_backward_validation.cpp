@@ -16,6 +16,7 @@
 #include "ssmjit/ops.h"
 #include "ssmjit/reference.h"
 #include "tests/support/ExpectError.h"
+#include "tests/support/HostTensors.h"
 #include "tools/problems/HostTensor.h"
 #include "tools/problems/ScanBackwardProblem.h"
 #include "tools/problems/ScanProblem.h"
@@ -26,44 +27,6 @@ using namespace ssmjit::testing;
 namespace {
 
 // ---- helpers ----------------------------------------------------------------------------------
-
-// `len` entries of axis `ax` from `start` on.
-TensorView slice(TensorView t, int ax, int64_t start, int64_t len) {
-  if (!t.defined()) return t;
-  t.data = static_cast<char*>(t.data) + start * t.strides[ax] * dtypeBytes(t.dtype);
-  t.shape[ax] = len;
-  return t;
-}
-
-int64_t offsetOf(const TensorView& t, const std::vector<int64_t>& idx) {
-  int64_t off = 0;
-  for (size_t k = 0; k < idx.size(); ++k) off += idx[k] * t.strides[k];
-  return off;
-}
-double value(const HostTensor& t, const std::vector<int64_t>& idx) {
-  return loadElement(t.view(), offsetOf(t.meta, idx));
-}
-
-HostTensor poisoned(DType t, const std::vector<int64_t>& shape) {
-  std::mt19937_64 rng(0);
-  return makeTensor(t, shape, Layout{}, rng);
-}
-
-int64_t nonFinite(const HostTensor& t) {
-  int64_t n = 0;
-  forEachElement(t.view(),
-                 [&](int64_t off, const std::vector<int64_t>&) { n += !std::isfinite(loadElement(t.view(), off)); });
-  return n;
-}
-
-std::vector<std::vector<uint8_t>> bytesOf(ScanBackwardProblem& p) {
-  std::vector<std::vector<uint8_t>> b;
-  for (HostTensor* t : p.all()) b.push_back(t->bytes);
-  return b;
-}
-
-// Entry k of a rank-1 index tensor.
-void setIndex(HostTensor& t, int64_t k, int64_t v) { storeElement(t.view(), k * t.meta.strides[0], double(v)); }
 
 // The scalar whose gradients the backward computes: sum(out * dout) + sum over the final slots
 // written of final_states * dfinal_states, from the forward reference run on a copy of p's
@@ -396,12 +359,8 @@ TEST(ScanBackwardReference, BadCallsAreNamedAndWriteNothing) {
     ScanBackwardProblem p = *bad[i].base;
     SelectiveScanBackwardArgs a = p.args();
     bad[i].mutate(p, a);
-    const std::vector<std::vector<uint8_t>> before = bytesOf(p);
-    const std::string m = invalidArgMessage([&] { reference::selective_scan_backward(a); });
-    EXPECT_EQ(m.rfind("reference::selective_scan_backward: ", 0), 0u) << m;
-    for (const std::string& part : bad[i].parts)
-      EXPECT_NE(m.find(part), std::string::npos) << "missing '" << part << "' in: " << m;
-    EXPECT_EQ(bytesOf(p), before) << "a tensor was written";
+    expectRefusedUnwritten(p, "reference::selective_scan_backward", bad[i].parts,
+                           [&] { reference::selective_scan_backward(a); });
     for (HostTensor* t : {&p.du, &p.ddelta, &p.dA, &p.dB, &p.dC, &p.dD, &p.dz, &p.ddeltaBias, &p.dinit})
       if (t->defined) {
         EXPECT_EQ(nonFinite(*t), t->meta.numel()) << "a gradient is no longer poisoned";

@@ -109,10 +109,9 @@ std::vector<ScanCase> cases() {
   return v;
 }
 
-class ScanGpu : public ::testing::TestWithParam<ScanCase> {};
+class ScanGpu : public GpuTest, public ::testing::WithParamInterface<ScanCase> {};
 
 TEST_P(ScanGpu, MatchesReference) {
-  SSMJIT_REQUIRE_GPU();
   ScanProblem p(GetParam());
   const std::vector<uint8_t> statesBefore = p.c.finalStates ? p.finalHolder().bytes : std::vector<uint8_t>{};
   const DeviceRun r = runOnDevice(p);
@@ -126,8 +125,7 @@ TEST_P(ScanGpu, MatchesReference) {
                  "final_states");
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, ScanGpu, ::testing::ValuesIn(cases()),
-                         [](const auto& info) { return info.param.name(); });
+INSTANTIATE_TEST_SUITE_P(Shapes, ScanGpu, ::testing::ValuesIn(cases()), ByName());
 
 // Every sequence of a packed row gives, bit for bit, the out and final state of running it alone
 // as a batch of one.

@@ -19,6 +19,7 @@
 #include "ssmjit/ops.h"
 #include "ssmjit/reference.h"
 #include "tests/support/ExpectError.h"
+#include "tests/support/HostTensors.h"
 #include "tests/support/SsdForms.h"
 #include "tools/problems/HostTensor.h"
 
@@ -71,13 +72,6 @@ struct SsdBackwardProblem {
     return v;
   }
 };
-
-TensorView slice(TensorView t, int ax, int64_t start, int64_t len) {
-  if (!t.defined()) return t;
-  t.data = static_cast<char*>(t.data) + start * t.strides[ax] * dtypeBytes(t.dtype);
-  t.shape[ax] = len;
-  return t;
-}
 
 double dot(const std::vector<double>& a, const std::vector<double>& b) {
   double s = 0;

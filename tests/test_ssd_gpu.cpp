@@ -244,8 +244,7 @@ TEST_P(SsdGpu, MatchesReference) {
   const SsdProblem ref = p.reference();
   expectMatchesReference(p, ref, r);
 }
-INSTANTIATE_TEST_SUITE_P(Shapes, SsdGpu, ::testing::ValuesIn(cases()),
-                         [](const auto& info) { return info.param.name(); });
+INSTANTIATE_TEST_SUITE_P(Shapes, SsdGpu, ::testing::ValuesIn(cases()), ByName());
 
 // Sequence i of a packed problem as a dense call of one row: the same tokens, its initial state
 // in slot 0, its final state to slot 0.

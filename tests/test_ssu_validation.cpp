@@ -19,6 +19,7 @@
 #include "ssmjit/ops.h"
 #include "ssmjit/reference.h"
 #include "tests/support/ExpectError.h"
+#include "tests/support/FakeTensors.h"
 
 using ssmjit::DType;
 using ssmjit::Error;
@@ -27,18 +28,13 @@ using ssmjit::StateWrite;
 using ssmjit::TensorView;
 using ssmjit::testing::invalidArgMessage;
 using namespace ssutest;
+using ssmjit::testing::fakeAddress;
+using ssmjit::testing::fakeView;
 
 namespace {
 
 // ----------------------------------------------------------------------------------------------
 // Argument check
-
-// Fake device addresses, 16-byte aligned, far apart; never dereferenced.
-void* fake(int k) { return reinterpret_cast<void*>(uintptr_t{0x10000} + uintptr_t(k) * 0x1000000); }
-
-TensorView cuda(int k, DType t, std::initializer_list<int64_t> shape) {
-  return TensorView::contiguous(fake(k), t, shape);
-}
 
 // A valid Mamba-2 call: batch 4, L 3 (tokens op), H 8, P 16, N 32, G 2, S 6 slots with indices.
 SelectiveStateUpdateArgs validM2(bool tokens, int64_t batch = 4) {
@@ -52,7 +48,7 @@ SelectiveStateUpdateArgs validM2(bool tokens, int64_t batch = 4) {
   };
   auto view = [&](int k, DType t, const std::vector<int64_t>& shape) {
     TensorView v;
-    v.data = fake(k);
+    v.data = fakeAddress(k);
     v.dtype = t;
     v.ndim = static_cast<int>(shape.size());
     int64_t st = 1;
@@ -63,17 +59,17 @@ SelectiveStateUpdateArgs validM2(bool tokens, int64_t batch = 4) {
     }
     return v;
   };
-  a.state = cuda(0, DType::F32, {S, H, P, N});
+  a.state = fakeView(0, DType::F32, {S, H, P, N});
   a.x = view(1, DType::BF16, lead({H, P}));
   a.dt = view(2, DType::BF16, lead({H}));
-  a.A = cuda(3, DType::F32, {H});
+  a.A = fakeView(3, DType::F32, {H});
   a.B = view(4, DType::BF16, lead({G, N}));
   a.C = view(5, DType::BF16, lead({G, N}));
-  a.D = cuda(6, DType::F32, {H});
+  a.D = fakeView(6, DType::F32, {H});
   a.z = view(7, DType::BF16, lead({H, P}));
-  a.dt_bias = cuda(8, DType::F32, {H});
+  a.dt_bias = fakeView(8, DType::F32, {H});
   a.out = view(9, DType::BF16, lead({H, P}));
-  a.state_batch_indices = cuda(10, DType::I32, {B});
+  a.state_batch_indices = fakeView(10, DType::I32, {B});
   a.dt_softplus = true;
   return a;
 }
@@ -81,13 +77,13 @@ SelectiveStateUpdateArgs validM2(bool tokens, int64_t batch = 4) {
 // A valid Mamba-1 one-token call: batch 4, D 24, N 16, no indices (S = batch).
 SelectiveStateUpdateArgs validM1() {
   SelectiveStateUpdateArgs a;
-  a.state = cuda(0, DType::F16, {4, 24, 16});
-  a.x = cuda(1, DType::F32, {4, 24});
-  a.dt = cuda(2, DType::F32, {4, 24});
-  a.A = cuda(3, DType::F32, {24, 16});
-  a.B = cuda(4, DType::F32, {4, 16});
-  a.C = cuda(5, DType::F32, {4, 16});
-  a.out = cuda(9, DType::F32, {4, 24});
+  a.state = fakeView(0, DType::F16, {4, 24, 16});
+  a.x = fakeView(1, DType::F32, {4, 24});
+  a.dt = fakeView(2, DType::F32, {4, 24});
+  a.A = fakeView(3, DType::F32, {24, 16});
+  a.B = fakeView(4, DType::F32, {4, 16});
+  a.C = fakeView(5, DType::F32, {4, 16});
+  a.out = fakeView(9, DType::F32, {4, 24});
   return a;
 }
 
@@ -128,48 +124,48 @@ TEST(SsuValidation, WrongRank) {
                   "or 4 (slots, nheads, headdim, dstate)");
 
   a = validM2(true);
-  a.x = cuda(1, DType::BF16, {4, 8, 16});  // token axis missing
+  a.x = fakeView(1, DType::BF16, {4, 8, 16});  // token axis missing
   EXPECT_MENTIONS(tokensError(a), "x has rank 3", "(4, 8, 16)", "expected rank 4 (batch, tokens, nheads, headdim)");
 
   a = validM2(false);
-  a.dt = cuda(2, DType::BF16, {4, 8, 16});  // Mamba-2 dt is per head: (batch, nheads)
+  a.dt = fakeView(2, DType::BF16, {4, 8, 16});  // Mamba-2 dt is per head: (batch, nheads)
   EXPECT_MENTIONS(oneTokenError(a), "selective_state_update: dt has rank 3", "expected rank 2 (batch, nheads)",
                   "Mamba-2");
 
   SelectiveStateUpdateArgs b = validM1();
-  b.A = cuda(3, DType::F32, {24});  // Mamba-1 A is (dim, dstate)
+  b.A = fakeView(3, DType::F32, {24});  // Mamba-1 A is (dim, dstate)
   EXPECT_MENTIONS(oneTokenError(b), "A has rank 1", "expected rank 2 (dim, dstate)", "Mamba-1");
 }
 
 TEST(SsuValidation, MismatchedDims) {
   SelectiveStateUpdateArgs a = validM2(true);
-  a.C = cuda(5, DType::BF16, {4, 3, 1, 32});
+  a.C = fakeView(5, DType::BF16, {4, 3, 1, 32});
   EXPECT_MENTIONS(tokensError(a), "C has shape (4, 3, 1, 32)", "expected (4, 3, 2, 32)",
                   "[batch, tokens, ngroups, dstate]", "dim 2 (ngroups) is 1, expected 2");
 
   a = validM2(true);
-  a.B = cuda(4, DType::BF16, {5, 3, 2, 32});
+  a.B = fakeView(4, DType::BF16, {5, 3, 2, 32});
   EXPECT_MENTIONS(tokensError(a), "B has shape (5, 3, 2, 32)", "dim 0 (batch) is 5, expected 4");
 
   a = validM2(true);
-  a.x = cuda(1, DType::BF16, {4, 3, 8, 15});
+  a.x = fakeView(1, DType::BF16, {4, 3, 8, 15});
   EXPECT_MENTIONS(tokensError(a), "x has shape (4, 3, 8, 15)", "dim 3 (headdim) is 15, expected 16");
 
   a = validM2(false);
-  a.D = cuda(6, DType::F32, {16});
+  a.D = fakeView(6, DType::F32, {16});
   EXPECT_MENTIONS(oneTokenError(a), "D has shape (16)", "expected (8) [nheads]", "dim 0 (nheads) is 16, expected 8");
 
   a = validM2(true);
-  a.dst_state_indices = cuda(11, DType::I32, {4, 2});
+  a.dst_state_indices = fakeView(11, DType::I32, {4, 2});
   a.state_write = StateWrite::PerToken;
   EXPECT_MENTIONS(tokensError(a), "dst_state_indices has shape (4, 2)", "dim 1 (tokens) is 2, expected 3");
 
   SelectiveStateUpdateArgs b = validM1();
-  b.A = cuda(3, DType::F32, {24, 8});
+  b.A = fakeView(3, DType::F32, {24, 8});
   EXPECT_MENTIONS(oneTokenError(b), "A has shape (24, 8)", "[dim, dstate]", "dim 1 (dstate) is 8, expected 16");
 
   b = validM1();
-  b.state = cuda(0, DType::F16, {3, 24, 16});  // no indices: one slot per sequence
+  b.state = fakeView(0, DType::F16, {3, 24, 16});  // no indices: one slot per sequence
   EXPECT_MENTIONS(oneTokenError(b), "state has 3 slots", "expected batch = 4", "state_batch_indices");
 }
 
@@ -189,8 +185,8 @@ TEST(SsuValidation, UnsupportedDtype) {
 
 TEST(SsuValidation, HeadsNotDivisibleByGroups) {
   SelectiveStateUpdateArgs a = validM2(true);
-  a.B = cuda(4, DType::BF16, {4, 3, 3, 32});
-  a.C = cuda(5, DType::BF16, {4, 3, 3, 32});
+  a.B = fakeView(4, DType::BF16, {4, 3, 3, 32});
+  a.C = fakeView(5, DType::BF16, {4, 3, 3, 32});
   EXPECT_MENTIONS(tokensError(a), "B has shape (4, 3, 3, 32)", "dim 2 (ngroups) is 3",
                   "expected a divisor of nheads H = 8");
 }
@@ -242,11 +238,11 @@ TEST(SsuValidation, PerTokenNeedsDestinationSlots) {
   // The one-token op takes them as (batch,).
   a = validM2(false);
   a.state_write = StateWrite::PerToken;
-  a.dst_state_indices = cuda(11, DType::I64, {4, 1});
+  a.dst_state_indices = fakeView(11, DType::I64, {4, 1});
   EXPECT_MENTIONS(oneTokenError(a), "dst_state_indices has rank 2", "expected rank 1 (batch)");
 
   a = validM2(true);
-  a.dst_state_indices = cuda(11, DType::I32, {4, 3});
+  a.dst_state_indices = fakeView(11, DType::I32, {4, 3});
   EXPECT_MENTIONS(tokensError(a), "dst_state_indices is given", "state_write is Final", "only PerToken");
 
   a = validM2(true);
@@ -261,11 +257,11 @@ TEST(SsuValidation, IndexTensorWrongDtype) {
 
   a = validM2(true);
   a.state_write = StateWrite::PerToken;
-  a.dst_state_indices = cuda(11, DType::F16, {4, 3});
+  a.dst_state_indices = fakeView(11, DType::F16, {4, 3});
   EXPECT_MENTIONS(tokensError(a), "dst_state_indices has dtype float16", "expected int32 or int64");
 
   a = validM2(true);
-  a.state_batch_indices = cuda(10, DType::I64, {5});
+  a.state_batch_indices = fakeView(10, DType::I64, {5});
   EXPECT_MENTIONS(tokensError(a), "state_batch_indices has shape (5)", "dim 0 (batch) is 5, expected 4");
 }
 

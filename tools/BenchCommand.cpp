@@ -478,9 +478,7 @@ CommandRun defineBenchCommand(CLI::App* app) {
       ->delimiter(',')
       ->check(CLI::IsMember(floatDTypeNames()))
       ->capture_default_str();
-  app->add_option("--input-dtype", o->inputDtype, "Dtype of x, dt, B, C, z and out (fp32, bf16, fp16)")
-      ->check(CLI::IsMember(floatDTypeNames()))
-      ->capture_default_str();
+  addFloatDTypeOption(app, "--input-dtype", o->inputDtype, "Dtype of x, dt, B, C, z and out (fp32, bf16, fp16)");
   app->add_option("--state-write", o->stateWrite, "final (in place) or none (verify only)")
       ->check(CLI::IsMember({"final", "none", "per-token"}))
       ->capture_default_str();

@@ -2,6 +2,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "runtime/OpSpecializations.h"
 #include "ssmjit/ops.h"
 #include "tools/SsuCall.h"
@@ -62,15 +66,11 @@ void addCallOptions(CLI::App* app, CallOptions& o) {
   o.tokensOpt = app->add_option("--tokens", o.tokens, "Tokens per sequence L (ssu-tokens; the decode step's drafts)")
                     ->check(CLI::Range(1, kMaxTokens))
                     ->capture_default_str();
-  o.stateDtypeOpt = app->add_option("--state-dtype", o.stateDtype,
-                                    "(SSM) state storage dtype (fp32, bf16, fp16); the SSD scan's --states")
-                        ->check(CLI::IsMember(floatDTypeNames()))
-                        ->capture_default_str();
-  app->add_option("--input-dtype", o.inputDtype,
-                  "Dtype of x, dt, B, C, z (fp32, bf16, fp16; the SSD scan's out too); the scan's u, delta, z, out "
-                  "and varying B, C; the decode step's drafts, caches, conv state, z and y")
-      ->check(CLI::IsMember(floatDTypeNames()))
-      ->capture_default_str();
+  o.stateDtypeOpt = addFloatDTypeOption(app, "--state-dtype", o.stateDtype,
+                                        "(SSM) state storage dtype (fp32, bf16, fp16); the SSD scan's --states");
+  addFloatDTypeOption(app, "--input-dtype", o.inputDtype,
+                      "Dtype of x, dt, B, C, z (fp32, bf16, fp16; the SSD scan's out too); the scan's u, delta, z, out "
+                      "and varying B, C; the decode step's drafts, caches, conv state, z and y");
   o.outDtypeOpt = app->add_option("--out-dtype", o.outDtype, "Dtype of out (default: as --input-dtype)")
                       ->check(CLI::IsMember(floatDTypeNames()));
   o.stateWriteOpt = app->add_option("--state-write", o.stateWrite, "final (in place), none (verify only) or per-token")
@@ -137,6 +137,15 @@ const char* const kHeadOps = "ssu, ssu-tokens, decode-step, ssd and ssd-backward
 const char* const kRowOps = "scan, scan-backward, ssd and ssd-backward";
 const char* const kSsdOps = "ssd and ssd-backward";
 
+// The checked call of an op other than the SSU ones (no SsuCase).
+CheckedCall nonSsuCall(std::string label, std::vector<Specialization> specs) {
+  CheckedCall r;
+  r.ssu = false;
+  r.label = std::move(label);
+  r.specs = std::move(specs);
+  return r;
+}
+
 // --batch beside --packed-lengths (the ops that take rows).
 void refuseDenseBesidePacked(const CallOptions& o) {
   if (given(o.packedOpt))
@@ -162,11 +171,7 @@ CheckedCall checkScanOptions(const CallOptions& o) {
   c.bcVarying = o.bc == "varying";
   c.hasD = !o.noD, c.hasZ = !o.noZ, c.hasDeltaBias = !o.noDtBias, c.softplus = !o.noSoftplus;
   c.arch = o.arch;
-  CheckedCall r;
-  r.ssu = false;
-  r.label = scanCallLabel(c);
-  r.specs = scanCallSpecializations(c);
-  return r;
+  return nonSsuCall(scanCallLabel(c), scanCallSpecializations(c));
 }
 
 // A decode step from the options.
@@ -186,11 +191,7 @@ CheckedCall checkDecodeStepOptions(const CallOptions& o) {
   c.convBias = !o.noConvBias, c.hasD = !o.noD, c.hasZ = !o.noZ, c.dtBias = !o.noDtBias, c.softplus = !o.noSoftplus;
   c.stateIndices = !o.noStateIdx;
   c.arch = o.arch;
-  CheckedCall r;
-  r.ssu = false;
-  r.label = decodeStepCallLabel(c);
-  r.specs = {decodeStepCallSpecialization(c)};
-  return r;
+  return nonSsuCall(decodeStepCallLabel(c), {decodeStepCallSpecialization(c)});
 }
 
 // An SSD scan from the options.
@@ -211,11 +212,7 @@ CheckedCall checkSsdOptions(const CallOptions& o) {
   c.hasD = !o.noD, c.hasZ = !o.noZ, c.dtBias = !o.noDtBias, c.softplus = !o.noSoftplus;
   c.backward = o.shape.op == "ssd-backward";
   c.arch = o.arch;
-  CheckedCall r;
-  r.ssu = false;
-  r.label = ssdCallLabel(c);
-  r.specs = ssdCallSpecializations(c);
-  return r;
+  return nonSsuCall(ssdCallLabel(c), ssdCallSpecializations(c));
 }
 }  // namespace
 

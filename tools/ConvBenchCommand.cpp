@@ -59,14 +59,13 @@ Case benchCase(const ConvBenchOptions& o, DType dt, ConvLayout layout, testing::
   return c;
 }
 
-int runConvBench(const ConvBenchOptions& o) {
+void runConvBench(const ConvBenchOptions& o) {
   const DType dt = parseFloatDType(o.dtype, "--dtype");
   if (o.width < 2 || o.width > kMaxConvWidth)
     throw UsageError(strf("--width is %lld, expected 2..%d", (long long)o.width, kMaxConvWidth));
   driver::ensureContext();
   CUstream s = nullptr;
-  const double copy = measureCopyGBs(s);
-  std::printf("device-to-device copy: %.0f GB/s\n", copy);
+  const double copy = reportCopyGBs(s);
   std::vector<Row> rows;
   const double eb = dtypeBytes(dt);
 
@@ -161,8 +160,7 @@ int runConvBench(const ConvBenchOptions& o) {
     std::printf("| %s | %.1f | %.2f | %.0f%% | %s |\n", r.what.c_str(), r.us, gbs / 1e3, 100.0 * gbs / copy,
                 r.anchor.c_str());
   }
-  std::printf("\ncopy bandwidth measured in this run: %.2f TB/s\n", copy / 1e3);
-  return 0;
+  printCopyFooter(copy);
 }
 
 }  // namespace
@@ -176,9 +174,7 @@ CommandRun defineConvBenchCommand(CLI::App* app) {
   app->add_option("--packed-tokens", o->packedTokens, "Tokens of the packed row")->capture_default_str();
   app->add_option("--min-len", o->minLen, "Shortest packed sequence")->capture_default_str();
   app->add_option("--max-len", o->maxLen, "Longest packed sequence")->capture_default_str();
-  app->add_option("--dtype", o->dtype, "x/out (and update state) dtype: fp32, bf16, fp16")
-      ->check(CLI::IsMember(floatDTypeNames()))
-      ->capture_default_str();
+  addFloatDTypeOption(app, "--dtype", o->dtype, "x/out (and update state) dtype: fp32, bf16, fp16");
   app->add_option("--parts", o->parts, "What to run, comma-separated: fwd, bwd, update")
       ->delimiter(',')
       ->check(CLI::IsMember({"fwd", "bwd", "update"}))
@@ -195,7 +191,7 @@ CommandRun defineConvBenchCommand(CLI::App* app) {
       ->delimiter(',')
       ->capture_default_str();
   addTrialOptions(app, o->iters, o->trials, o->seed, "Calls per trial (forward and backward)");
-  return [o] { return runConvBench(*o); };
+  return benchRun(o, runConvBench);
 }
 
 }  // namespace ssmjit::tool

@@ -63,12 +63,11 @@ double graphStepUs(const std::function<void(CUstream)>& step, CUstream s, int it
   return median(us);
 }
 
-int runDecodeBench(const DecodeBenchOptions& o) {
+void runDecodeBench(const DecodeBenchOptions& o) {
   const DType st = parseFloatDType(o.stateDtype, "--state-dtype"), xt = parseFloatDType(o.dtype, "--dtype");
   driver::ensureContext();
   OwnedStream stream;
-  const double copy = measureCopyGBs(stream);
-  std::printf("device-to-device copy: %.0f GB/s\n", copy);
+  const double copy = reportCopyGBs(stream);
   const int64_t H = o.heads, P = o.headDim, N = o.stateSize, G = o.groups, W = o.width;
   const int64_t Dc = H * P + 2 * G * N;
   Table table({"batch", "L", "accepted (sum)", "verify µs", "(a) fused µs", "(a)/verify", "(b) replay+verify µs",
@@ -182,9 +181,7 @@ int runDecodeBench(const DecodeBenchOptions& o) {
       "CUDA graphs of %d steps, median of %d trials\n\n",
       (long long)H, (long long)P, (long long)N, (long long)G, (long long)Dc, (long long)W, o.stateDtype.c_str(),
       o.dtype.c_str(), o.iters, o.trials);
-  table.printMarkdown();
-  std::printf("\ncopy bandwidth measured in this run: %.2f TB/s\n", copy / 1e3);
-  return 0;
+  printTableAndCopy(table, copy);
 }
 
 }  // namespace
@@ -198,14 +195,10 @@ CommandRun defineDecodeBenchCommand(CLI::App* app) {
   app->add_option("--width", o->width, "Conv width W (2..8)")->capture_default_str();
   app->add_option("--batch", o->batches, "Batch sizes, comma-separated")->delimiter(',')->capture_default_str();
   app->add_option("--drafts", o->drafts, "Drafts per step L, comma-separated")->delimiter(',')->capture_default_str();
-  app->add_option("--state-dtype", o->stateDtype, "SSM state dtype: fp32, bf16, fp16")
-      ->check(CLI::IsMember(floatDTypeNames()))
-      ->capture_default_str();
-  app->add_option("--dtype", o->dtype, "Drafts, caches, y and conv state dtype: fp32, bf16, fp16")
-      ->check(CLI::IsMember(floatDTypeNames()))
-      ->capture_default_str();
+  addFloatDTypeOption(app, "--state-dtype", o->stateDtype, "SSM state dtype: fp32, bf16, fp16");
+  addFloatDTypeOption(app, "--dtype", o->dtype, "Drafts, caches, y and conv state dtype: fp32, bf16, fp16");
   addTrialOptions(app, o->iters, o->trials, o->seed, "Steps per graph");
-  return [o] { return runDecodeBench(*o); };
+  return benchRun(o, runDecodeBench);
 }
 
 }  // namespace ssmjit::tool

@@ -1,5 +1,6 @@
 #include "tools/GpuTiming.h"
 
+#include <cstdio>
 #include <vector>
 
 #include "runtime/DeviceBuffer.h"
@@ -78,6 +79,21 @@ double measureCopyGBs(CUstream s) {
     gbs.push_back(2.0 * 3.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e9);
   }
   return median(gbs);
+}
+
+double reportCopyGBs(CUstream s) {
+  const double copy = measureCopyGBs(s);
+  std::printf("device-to-device copy: %.0f GB/s\n", copy);
+  return copy;
+}
+
+void printTableAndCopy(const Table& table, double copyGBs) {
+  table.printMarkdown();
+  printCopyFooter(copyGBs);
+}
+
+void printCopyFooter(double copyGBs) {
+  std::printf("\ncopy bandwidth measured in this run: %.2f TB/s\n", copyGBs / 1e3);
 }
 
 }  // namespace ssmjit::tool

@@ -4,9 +4,11 @@
 #include <cuda.h>
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "runtime/Driver.h"
+#include "tools/ToolSupport.h"
 
 namespace ssmjit::tool {
 
@@ -49,5 +51,19 @@ int deviceAttribute(CUdevice_attribute attr, const char* what);
 // Device-to-device copy bandwidth: cuMemcpyDtoDAsync of 1 GiB, bytes read + written, median of
 // five trials of three copies.
 double measureCopyGBs(CUstream s);
+// measureCopyGBs, printed as a benchmark's first line; the line under its table; and a Markdown
+// table with that line under it.
+double reportCopyGBs(CUstream s);
+void printCopyFooter(double copyGBs);
+void printTableAndCopy(const Table& table, double copyGBs);
+
+// A benchmark command's run: run(*o), then exit 0 (failures throw).
+template <class Options>
+CommandRun benchRun(std::shared_ptr<Options> o, void (*run)(const Options&)) {
+  return [o, run] {
+    run(*o);
+    return kExitOk;
+  };
+}
 
 }  // namespace ssmjit::tool

@@ -33,12 +33,11 @@ struct Row {
   double us = 0, bytes = 0;
 };
 
-int runNormBench(const NormBenchOptions& o) {
+void runNormBench(const NormBenchOptions& o) {
   const DType dt = parseFloatDType(o.dtype, "--dtype");
   driver::ensureContext();
   CUstream s = nullptr;
-  const double copy = measureCopyGBs(s);
-  std::printf("device-to-device copy: %.0f GB/s\n", copy);
+  const double copy = reportCopyGBs(s);
   std::vector<Row> rows;
   // One call of case c, whose row tensors move `rowBytes` bytes an element together.
   auto time = [&](const std::string& what, const testing::NormCase& c, double rowBytes) {
@@ -82,8 +81,7 @@ int runNormBench(const NormBenchOptions& o) {
     const double gbs = r.bytes / (r.us * 1e-6) / 1e9;
     std::printf("| %s | %.1f | %.2f | %.0f%% |\n", r.what.c_str(), r.us, gbs / 1e3, 100.0 * gbs / copy);
   }
-  std::printf("\ncopy bandwidth measured in this run: %.2f TB/s\n", copy / 1e3);
-  return 0;
+  printCopyFooter(copy);
 }
 
 }  // namespace
@@ -94,11 +92,9 @@ CommandRun defineNormBenchCommand(CLI::App* app) {
   app->add_option("--dims", o->dims, "Channels D, comma-separated")->delimiter(',')->capture_default_str();
   app->add_option("--groups", o->groups, "Groups of gated_rms_norm (skipped where D % groups != 0)")
       ->capture_default_str();
-  app->add_option("--dtype", o->dtype, "x/z/out dtype: fp32, bf16, fp16")
-      ->check(CLI::IsMember(floatDTypeNames()))
-      ->capture_default_str();
+  addFloatDTypeOption(app, "--dtype", o->dtype, "x/z/out dtype: fp32, bf16, fp16");
   addTrialOptions(app, o->iters, o->trials, o->seed, "Calls per trial");
-  return [o] { return runNormBench(*o); };
+  return benchRun(o, runNormBench);
 }
 
 }  // namespace ssmjit::tool

@@ -329,12 +329,8 @@ CommandRun definePrewarmCommand(CLI::App* app) {
                   "power-of-two batch up to --max-batch, sampling); only its config.json is read")
       ->check(CLI::ExistingDirectory);
   app->add_option("--arch", o->archs, "With --model: NVRTC targets")->capture_default_str();
-  app->add_option("--dtype", o->dtype, "With --model: activations and weights (fp32, bf16, fp16)")
-      ->check(CLI::IsMember(floatDTypeNames()))
-      ->capture_default_str();
-  app->add_option("--state-dtype", o->stateDtype, "With --model: the SSM state (fp32, bf16, fp16)")
-      ->check(CLI::IsMember(floatDTypeNames()))
-      ->capture_default_str();
+  addFloatDTypeOption(app, "--dtype", o->dtype, "With --model: activations and weights (fp32, bf16, fp16)");
+  addFloatDTypeOption(app, "--state-dtype", o->stateDtype, "With --model: the SSM state (fp32, bf16, fp16)");
   app->add_option("--max-batch", o->maxBatch, "With --model: sequences decoded at once")
       ->check(atLeast(1))
       ->capture_default_str();

@@ -39,12 +39,11 @@ struct ScanBenchOptions {
   uint64_t seed = 1;
 };
 
-int runScanBench(const ScanBenchOptions& o) {
+void runScanBench(const ScanBenchOptions& o) {
   const DType dt = parseFloatDType(o.dtype, "--dtype");
   driver::ensureContext();
   CUstream s = nullptr;
-  const double copy = measureCopyGBs(s);
-  std::printf("device-to-device copy: %.0f GB/s\n", copy);
+  const double copy = reportCopyGBs(s);
   const int64_t D = o.dim, N = o.stateSize;
   std::mt19937_64 rng(o.seed);
   Table table({"case", "pass", "tokens", "ms", "TB/s", "% of copy", "mamba_ssm (anchors.md)", "ratio"});
@@ -130,9 +129,7 @@ int runScanBench(const ScanBenchOptions& o) {
       (long long)D, (long long)N, o.dtype.c_str(),
       o.bc == "varying" ? "time-varying B and C (G 1) in that dtype" : "constant B and C (D, N) fp32", o.trials,
       o.iters);
-  table.printMarkdown();
-  std::printf("\ncopy bandwidth measured in this run: %.2f TB/s\n", copy / 1e3);
-  return 0;
+  printTableAndCopy(table, copy);
 }
 
 }  // namespace
@@ -161,9 +158,7 @@ CommandRun defineScanBenchCommand(CLI::App* app) {
                   "0: every sequence in parallel")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
       ->capture_default_str();
-  app->add_option("--dtype", o->dtype, "u, delta, z, out, B, C dtype: fp32, bf16, fp16")
-      ->check(CLI::IsMember(floatDTypeNames()))
-      ->capture_default_str();
+  addFloatDTypeOption(app, "--dtype", o->dtype, "u, delta, z, out, B, C dtype: fp32, bf16, fp16");
   app->add_option("--bc", o->bc,
                   "B and C: varying (B, 1, N, L) in --dtype, or constant (D, N) fp32; the anchors "
                   "are for varying")
@@ -179,7 +174,7 @@ CommandRun defineScanBenchCommand(CLI::App* app) {
       ->check(CLI::IsMember({"dense", "long", "packed"}))
       ->capture_default_str();
   addTrialOptions(app, o->iters, o->trials, o->seed, "Calls per trial");
-  return [o] { return runScanBench(*o); };
+  return benchRun(o, runScanBench);
 }
 
 }  // namespace ssmjit::tool

@@ -1,21 +1,15 @@
 #include "tools/ScanCall.h"
 
 #include <algorithm>
-#include <numeric>
 
 #include "runtime/OpSpecializations.h"
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
+#include "tools/CallRows.h"
 #include "tools/ToolSupport.h"
 
 namespace ssmjit::tool {
 namespace {
-
-bool packed(const ScanCall& c) { return !c.packedLengths.empty(); }
-int64_t rows(const ScanCall& c) { return packed(c) ? 1 : c.batch; }
-int64_t rowLength(const ScanCall& c) {
-  return packed(c) ? std::accumulate(c.packedLengths.begin(), c.packedLengths.end(), int64_t{0}) : c.seqlen;
-}
 
 // The call's tensors by kind, each at fake address k: a (rows, D, L) sequence tensor, A's (D, N),
 // B's or C's (time-varying or constant) and a per-channel (D) vector. Gradients take their

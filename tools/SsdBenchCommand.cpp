@@ -99,7 +99,7 @@ double backwardMs(const SsdArgs& a, std::mt19937_64& rng, const SsdBenchOptions&
   return 1e-3 * callTimeUs([&](CUstream st) { ssd_backward(b, st); }, nullptr, o.iters, o.trials);
 }
 
-int runSsdBench(const SsdBenchOptions& o) {
+void runSsdBench(const SsdBenchOptions& o) {
   const DType xt = parseFloatDType(o.dtype, "--dtype"), dtt = parseFloatDType(o.dtDtype, "--dt-dtype"),
               bct = parseFloatDType(o.bcDtype, "--bc-dtype");
   const int64_t H = o.heads, P = o.headdim, N = o.dstate, G = o.ngroups, Q = o.chunk;
@@ -131,8 +131,7 @@ int runSsdBench(const SsdBenchOptions& o) {
 
   driver::ensureContext();
   CUstream s = nullptr;
-  const double copy = measureCopyGBs(s);
-  std::printf("device-to-device copy: %.0f GB/s\n", copy);
+  const double copy = reportCopyGBs(s);
   std::mt19937_64 rng(o.seed);
   std::vector<std::string> columns{"case", "tokens", "ms", "GB/s", "% of copy", "TFLOP/s", "vs dense"};
   if (o.backward) columns.push_back("backward ms");
@@ -188,9 +187,7 @@ int runSsdBench(const SsdBenchOptions& o) {
       "GB/s: x, z, dt, B, C read and out written once (the floor; the workspace is not counted)\n\n",
       (long long)H, (long long)P, (long long)N, (long long)G, (long long)Q, o.dtype.c_str(), o.dtDtype.c_str(),
       o.bcDtype.c_str(), o.trials, o.iters);
-  table.printMarkdown();
-  std::printf("\ncopy bandwidth measured in this run: %.2f TB/s\n", copy / 1e3);
-  return 0;
+  printTableAndCopy(table, copy);
 }
 
 }  // namespace
@@ -206,15 +203,9 @@ CommandRun defineSsdBenchCommand(CLI::App* app) {
   app->add_option("--chunk", o->chunk, "Chunk size: 64, 128 or 256")
       ->check(CLI::IsMember(std::vector<int64_t>{64, 128, 256}))
       ->capture_default_str();
-  app->add_option("--dtype", o->dtype, "x, z, out dtype: fp32, bf16, fp16")
-      ->check(CLI::IsMember(floatDTypeNames()))
-      ->capture_default_str();
-  app->add_option("--dt-dtype", o->dtDtype, "dt dtype: fp32, bf16, fp16")
-      ->check(CLI::IsMember(floatDTypeNames()))
-      ->capture_default_str();
-  app->add_option("--bc-dtype", o->bcDtype, "B, C dtype: fp32, bf16, fp16")
-      ->check(CLI::IsMember(floatDTypeNames()))
-      ->capture_default_str();
+  addFloatDTypeOption(app, "--dtype", o->dtype, "x, z, out dtype: fp32, bf16, fp16");
+  addFloatDTypeOption(app, "--dt-dtype", o->dtDtype, "dt dtype: fp32, bf16, fp16");
+  addFloatDTypeOption(app, "--bc-dtype", o->bcDtype, "B, C dtype: fp32, bf16, fp16");
   app->add_option("--shapes", o->shapes, "Dense shapes BxL (batch x seqlen), comma-separated; '' for none")
       ->delimiter(',')
       ->capture_default_str();
@@ -230,7 +221,7 @@ CommandRun defineSsdBenchCommand(CLI::App* app) {
   app->add_option("--max-len", o->maxLen, "Longest drawn sequence")->check(atLeast(1))->capture_default_str();
   addTrialOptions(app, o->iters, o->trials, o->seed, "Calls per trial");
   app->add_flag("--backward", o->backward, "Also time ssd_backward (every gradient) for each case");
-  return [o] { return runSsdBench(*o); };
+  return benchRun(o, runSsdBench);
 }
 
 }  // namespace ssmjit::tool

@@ -1,23 +1,16 @@
 #include "tools/SsdCall.h"
 
-#include <numeric>
-
 #include "runtime/OpSpecializations.h"
 #include "ssmjit/enum_name.h"
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
+#include "tools/CallRows.h"
 #include "tools/ToolSupport.h"
 
 namespace ssmjit::tool {
 namespace {
 
 const char* name(const SsdCall& c) { return c.backward ? "ssd-backward" : "ssd"; }
-bool packed(const SsdCall& c) { return !c.packedLengths.empty(); }
-int64_t rows(const SsdCall& c) { return packed(c) ? 1 : c.batch; }
-int64_t rowLength(const SsdCall& c) {
-  return packed(c) ? std::accumulate(c.packedLengths.begin(), c.packedLengths.end(), int64_t{0}) : c.seqlen;
-}
-int64_t sequences(const SsdCall& c) { return packed(c) ? static_cast<int64_t>(c.packedLengths.size()) : c.batch; }
 
 SsdArgs args(const SsdCall& c) {
   const int64_t R = rows(c), L = rowLength(c), nseq = sequences(c);

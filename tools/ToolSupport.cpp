@@ -211,16 +211,16 @@ TensorView fakeDeviceView(int k, DType t, std::initializer_list<int64_t> shape) 
   return TensorView::contiguous(reinterpret_cast<void*>(static_cast<uintptr_t>(k) << 20), t, shape);
 }
 
+CLI::Option* addFloatDTypeOption(CLI::App* app, const std::string& name, std::string& dtype, const std::string& help) {
+  return addFloatDTypeOption(app, name, dtype, help);
+}
+
 void addModelOptions(CLI::App* app, std::string& model, std::string& dtype, std::string& stateDtype) {
   app->add_option("--model", model, "Checkpoint directory: config.json and *.safetensors (Hugging Face or mamba_ssm)")
       ->required()
       ->check(CLI::ExistingDirectory);
-  app->add_option("--dtype", dtype, "Activations and weights: fp32, bf16, fp16")
-      ->check(CLI::IsMember(floatDTypeNames()))
-      ->capture_default_str();
-  app->add_option("--state-dtype", stateDtype, "The SSM state per sequence: fp32, bf16, fp16")
-      ->check(CLI::IsMember(floatDTypeNames()))
-      ->capture_default_str();
+  addFloatDTypeOption(app, "--dtype", dtype, "Activations and weights: fp32, bf16, fp16");
+  addFloatDTypeOption(app, "--state-dtype", stateDtype, "The SSM state per sequence: fp32, bf16, fp16");
 }
 
 }  // namespace ssmjit::tool

@@ -14,6 +14,7 @@
 
 namespace CLI {
 class App;
+class Option;
 class Validator;
 }  // namespace CLI
 namespace ssmjit::cache {
@@ -76,6 +77,8 @@ inline const std::vector<std::string>& floatDTypeNames() {
   static const std::vector<std::string> names{"fp32", "bf16", "fp16"};
   return names;
 }
+// An option taking one of floatDTypeNames(), its default shown in --help.
+CLI::Option* addFloatDTypeOption(CLI::App* app, const std::string& name, std::string& dtype, const std::string& help);
 // Throws UsageError naming `option` for anything but fp32, bf16 or fp16.
 DType parseFloatDType(const std::string& name, const char* option);
 const char* shortDTypeName(DType t);  // "fp32", "bf16", "fp16", "i32", "i64"

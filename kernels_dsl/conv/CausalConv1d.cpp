@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/conv/ConvTiles.h"
 
@@ -180,7 +181,7 @@ void chooseForwardMeta(Specialization& s) {
   // Channel-last, wider windows: 4 bytes of channels (a packed tile's per-token taps would spill at 8).
   chooseConvTiles(s, smallestElement(s, {"x", "out"}), 32, s.get("meta:width") <= 4 ? 8 : 4, true);
   if (!s.find("meta:tiles")) s.set("meta:tiles", cl ? 4 : std::max<int64_t>(1, 2048 / s.get("meta:BLOCK_T")));
-  if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
+  setDefault(s, "meta:index_bits", 32);
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 
 #include "compiler/IntMath.h"
 #include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/conv/CausalConv1d.h"
 #include "kernels_dsl/conv/ConvTiles.h"
@@ -334,14 +335,11 @@ void chooseBackwardMeta(Specialization& s) {
   chooseConvTiles(s, elem, 16, s.get("meta:width") <= 4 ? 2 * elem : elem, true);
   if (elem <= 2 && s.get("meta:width") <= 4 && !s.get("has_init", 0) && !s.find("meta:min_blocks"))
     s.set("meta:min_blocks", 4);
-  if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
+  setDefault(s, "meta:index_bits", 32);
 }
 
 void chooseReduceMeta(Specialization& s) {
-  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);
-  if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", 32);
-  if (!s.find("meta:BLOCK_P")) s.set("meta:BLOCK_P", 64);
-  if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
+  setDefaults(s, {{"meta:num_warps", 4}, {"meta:BLOCK_D", 32}, {"meta:BLOCK_P", 64}, {"meta:index_bits", 32}});
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // carried through the tokens as a sliding window in registers, and stored once (or not at all:
 // commit off). See CausalConv1d.h for the argument contract.
 #include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/conv/CausalConv1d.h"
 
@@ -61,9 +62,7 @@ void build(KernelBuilder& k, const Specialization& spec) {
 // then each token), so more threads in flight beat wider vectors (a warp of 4 channels a thread is
 // 3.3x slower at one new token).
 void chooseMeta(Specialization& s) {
-  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);
-  if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", 128);
-  if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
+  setDefaults(s, {{"meta:num_warps", 4}, {"meta:BLOCK_D", 128}, {"meta:index_bits", 32}});
 }
 
 }  // namespace

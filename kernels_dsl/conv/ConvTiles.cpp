@@ -1,6 +1,7 @@
 // Sequence bookkeeping of the causal-conv1d kernels (see ConvTiles.h).
 #include "kernels_dsl/conv/ConvTiles.h"
 
+#include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/conv/CausalConv1d.h"
 
 #include <algorithm>
@@ -17,24 +18,22 @@ int64_t smallestElement(const Specialization& s, std::initializer_list<const cha
 
 void chooseConvTiles(Specialization& s, int64_t elemBytes, int64_t cfTimeLanes, int64_t clVecBytes, bool timeInThread) {
   const int64_t W = s.get("meta:width");
-  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);
+  setDefault(s, "meta:num_warps", 4);
   const int64_t warps = s.get("meta:num_warps");
   if (s.get("meta:channel_last")) {
-    if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", std::max<int64_t>(4, nextPow2(W)));
+    setDefault(s, "meta:BLOCK_T", std::max<int64_t>(4, nextPow2(W)));
     if (timeInThread && !s.find("meta:shift_lanes")) s.set("meta:shift_lanes", 1);
     const int64_t lanesT = s.find("meta:shift_lanes") ? s.get("meta:shift_lanes") : s.get("meta:BLOCK_T");
     if (!s.find("meta:BLOCK_D"))
       s.set("meta:BLOCK_D", std::max<int64_t>(1, clVecBytes / elemBytes) * (32 / lanesT) * warps);
   } else {
-    if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", std::max<int64_t>(16 / elemBytes * cfTimeLanes, nextPow2(W)));
-    if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", 32 / cfTimeLanes * warps);
+    setDefault(s, "meta:BLOCK_T", std::max<int64_t>(16 / elemBytes * cfTimeLanes, nextPow2(W)));
+    setDefault(s, "meta:BLOCK_D", 32 / cfTimeLanes * warps);
   }
 }
 
 void choosePerSequenceTiles(Specialization& s) {
-  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 2);
-  if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", 256);
-  if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
+  setDefaults(s, {{"meta:num_warps", 2}, {"meta:BLOCK_D", 256}, {"meta:index_bits", 32}});
 }
 
 void applyConvTileLayout(KernelBuilder& k, const Specialization& s) {

@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
 
 namespace ssmjit::kernels {
@@ -335,8 +336,8 @@ void build(KernelBuilder& k, const Specialization& spec) {
 // stall mix: the replayed tokens, not the commit's write, make most of (a) - verify.
 void chooseMeta(Specialization& s) {
   const int64_t P = s.get("P"), N = s.get("N"), H = s.get("H"), G = s.get("G");
-  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);
-  if (!s.find("meta:BLOCK_N")) s.set("meta:BLOCK_N", std::max<int64_t>(4, nextPow2(N)));
+  setDefault(s, "meta:num_warps", 4);
+  setDefault(s, "meta:BLOCK_N", std::max<int64_t>(4, nextPow2(N)));
   const int64_t BN = s.get("meta:BLOCK_N");
   // Wider convs and state rows past 128 leave room for 32 values a thread (ptxas spills at 64).
   const bool roomy = s.get("meta:width") <= 4 && BN <= 128;
@@ -352,13 +353,13 @@ void chooseMeta(Specialization& s) {
     while (warps > 1 && s.get("meta:BLOCK_P") * BN < 4 * 32 * warps) warps /= 2;
     s.set("meta:num_warps", warps);
   }
-  if (!s.find("meta:inner_lanes")) s.set("meta:inner_lanes", 8);
+  setDefault(s, "meta:inner_lanes", 8);
   // Wider rows spill at 168 registers; fp32 drafts (twice the staging registers) spill a little at
   // 96 (36 bytes), not at 128.
   const bool drafts16 = dtypeBytes(static_cast<DType>(s.get("dtype:xbc_cache"))) == 2;
   if (!s.find("meta:min_blocks") && BN <= 128) s.set("meta:min_blocks", large ? (drafts16 ? 5 : 4) : 3);
   // The first program's B/C conv: [tokens, 64 channels] tiles (wider ones spill at W 8).
-  if (!s.find("meta:BLOCK_C")) s.set("meta:BLOCK_C", std::min<int64_t>(64, std::max<int64_t>(4, nextPow2(2 * G * N))));
+  setDefault(s, "meta:BLOCK_C", std::min<int64_t>(64, std::max<int64_t>(4, nextPow2(2 * G * N))));
   s.set("meta:bc_chunks", (2 * G * N + s.get("meta:BLOCK_C") - 1) / s.get("meta:BLOCK_C"));
   // Tokens staged at a time: every replayed (at most Lc) and new token when their rows fit in
   // shared memory, else chunks of them.
@@ -372,8 +373,8 @@ void chooseMeta(Specialization& s) {
     while (bt > 2 && floats(bt) > dsl::kMaxSharedBufferFloats) bt /= 2;
     s.set("meta:BLOCK_T", bt);
   }
-  if (!s.find("meta:BLOCK_H")) s.set("meta:BLOCK_H", std::max<int64_t>(4, nextPow2(H)));
-  if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
+  setDefault(s, "meta:BLOCK_H", std::max<int64_t>(4, nextPow2(H)));
+  setDefault(s, "meta:index_bits", 32);
 }
 
 }  // namespace

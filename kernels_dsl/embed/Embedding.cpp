@@ -4,6 +4,7 @@
 #include "kernels_dsl/embed/Embedding.h"
 
 #include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
 
 namespace ssmjit::kernels {
@@ -32,9 +33,7 @@ void build(KernelBuilder& k, const Specialization& spec) {
 }
 
 void chooseMeta(Specialization& s) {
-  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);
-  if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", 1024);
-  if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
+  setDefaults(s, {{"meta:num_warps", 4}, {"meta:BLOCK_D", 1024}, {"meta:index_bits", 32}});
 }
 
 }  // namespace

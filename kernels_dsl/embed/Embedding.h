@@ -10,16 +10,13 @@
 namespace ssmjit::kernels {
 
 namespace embed {
-using dsl::SizeArg;
-using dsl::TensorArg;
-constexpr auto F = dsl::PtrClass::Float, I = dsl::PtrClass::Int;
-constexpr auto M = dsl::PtrRole::Metadata;
+using namespace dsl::decl;
 inline constexpr TensorArg kTensors[] = {{"ids", I, {"t"}, nullptr, M},
                                          {"table", F, {"v", "d"}},
                                          {"out", F, {"t", "d"}},
                                          {"err", I, {}, nullptr, M}};
 // D: masks against it keep their vector width; V: only compared against.
-inline constexpr SizeArg kSizes[] = {{"D", dsl::SizeUse::Div}, {"V", dsl::SizeUse::Count}};
+inline constexpr SizeArg kSizes[] = {{"D", Div}, {"V", Count}};
 }  // namespace embed
 
 inline constexpr dsl::Signature kEmbedding{"embedding", embed::kTensors, embed::kSizes};

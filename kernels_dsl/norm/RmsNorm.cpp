@@ -8,6 +8,7 @@
 
 #include "compiler/IntMath.h"
 #include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
 #include "ssmjit/dtype.h"
 #include "ssmjit/error.h"
@@ -131,7 +132,7 @@ int64_t warpsAlong(int64_t bg, int64_t vec) {
 // rows share a program of 4 warps, about 2048 elements (enough rows to put every warp on them).
 void chooseMeta(Specialization& s) {
   const int64_t GS = s.get("group_size"), vec = 16 / narrowestBytes(s);
-  if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
+  setDefault(s, "meta:index_bits", 32);
   if (!s.find("meta:BLOCK_G")) {
     int64_t best = nextPow2(GS), bestWaste = best - GS;
     for (int64_t bg = best / 2; bg >= 1; bg /= 2) {
@@ -145,21 +146,21 @@ void chooseMeta(Specialization& s) {
   if (!isPow2(BG))
     throw Error(Error::Kind::InvalidArgument,
                 "rms_norm: meta BLOCK_G (SSMJIT_META) is " + std::to_string(BG) + ", expected a power of two");
-  if (!s.find("meta:chunks")) s.set("meta:chunks", (GS + BG - 1) / BG);
+  setDefault(s, "meta:chunks", (GS + BG - 1) / BG);
   const int64_t row = s.get("meta:chunks") * BG;
   if (row < GS)
     throw Error(Error::Kind::InvalidArgument,
                 "rms_norm: meta chunks (SSMJIT_META) is " + std::to_string(s.get("meta:chunks")) + " of BLOCK_G " +
                     std::to_string(BG) + ", expected them to cover group_size " + std::to_string(GS));
   const int64_t lanes = std::min<int64_t>(32, std::max<int64_t>(1, BG / vec));
-  if (!s.find("meta:inner_lanes")) s.set("meta:inner_lanes", lanes);
+  setDefault(s, "meta:inner_lanes", lanes);
   if (row >= 2048) {
     int64_t warps = 1;
     while (warps < 16 && row > kMaxPerThread * 32 * warps) warps *= 2;
-    if (!s.find("meta:num_warps")) s.set("meta:num_warps", std::min(warps, warpsAlong(BG, vec)));
-    if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", 1);
+    setDefault(s, "meta:num_warps", std::min(warps, warpsAlong(BG, vec)));
+    setDefault(s, "meta:BLOCK_T", 1);
   } else {
-    if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);
+    setDefault(s, "meta:num_warps", 4);
     // Rows enough that the warps the channels cannot take go down the rows.
     const int64_t warps = s.get("meta:num_warps"), alongRows = std::max<int64_t>(1, warps / warpsAlong(BG, vec));
     if (!s.find("meta:BLOCK_T"))

@@ -31,11 +31,7 @@
 namespace ssmjit::kernels {
 
 namespace sample {
-using dsl::SizeArg;
-using dsl::TensorArg;
-constexpr auto F = dsl::PtrClass::Float, I = dsl::PtrClass::Int;
-constexpr auto M = dsl::PtrRole::Metadata;
-constexpr auto Div = dsl::SizeUse::Div, Count = dsl::SizeUse::Count;
+using namespace dsl::decl;
 inline constexpr TensorArg logits{"logits", F, {"b", "v"}}, ids{"ids", I, {"b"}, nullptr, M},
     idx{"idx", I, {"b"}, nullptr, M}, step{"step", I, {"b"}, nullptr, M};
 

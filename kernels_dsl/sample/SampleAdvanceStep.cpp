@@ -1,6 +1,7 @@
 // The shared step counter of sample_draw, advanced once per call: a launch of its own after the
 // draw, whose programs all read step[0] first. See Sample.h.
 #include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/sample/Sample.h"
 
@@ -15,7 +16,7 @@ void build(KernelBuilder& k, const Specialization&) {
 }
 
 void chooseMeta(Specialization& s) {
-  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 1);
+  setDefault(s, "meta:num_warps", 1);
   s.set("meta:index_bits", 64);
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/sample/Sample.h"
 #include "kernels_dsl/sample/SampleRows.h"
@@ -40,9 +41,7 @@ void build(KernelBuilder& k, const Specialization& spec) {
 // 16 warps, 16 values a thread: one program has a row to itself on an SM (a decode batch is
 // about as many rows as SMs), so it needs many loads in flight; fewer warps leave the SM waiting.
 void chooseMeta(Specialization& s) {
-  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 16);
-  if (!s.find("meta:BLOCK_V")) s.set("meta:BLOCK_V", 8192);
-  if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
+  setDefaults(s, {{"meta:num_warps", 16}, {"meta:BLOCK_V", 8192}, {"meta:index_bits", 32}});
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/sample/Philox.h"
 #include "kernels_dsl/sample/Sample.h"
@@ -178,8 +179,7 @@ void build(KernelBuilder& k, const Specialization& spec) {
 // all, no spills): one program has a row to itself on an SM, so it needs many warps to keep the
 // SM busy. The RNG's words need 64-bit integer math.
 void chooseMeta(Specialization& s) {
-  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 16);
-  if (!s.find("meta:BLOCK_V")) s.set("meta:BLOCK_V", 8192);
+  setDefaults(s, {{"meta:num_warps", 16}, {"meta:BLOCK_V", 8192}});
   s.set("meta:index_bits", 64);
 }
 

@@ -13,6 +13,7 @@
 #include <functional>
 
 #include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/conv/ConvTiles.h"
 #include "kernels_dsl/scan/PackedRuns.h"
@@ -426,23 +427,23 @@ void chooseScanMeta(Specialization& s) {
   // 8 lanes of 8 tokens: the best of 1..16 lanes and 4..16 tokens a thread at Mamba-1 2.8B shapes;
   // fewer lanes lose on one long sequence and on packed rows, more lanes or fewer tokens a thread
   // lose on dense rows.
-  if (!s.find("meta:length_class")) s.set("meta:length_class", 0);
-  if (!s.find("meta:serial_len")) s.set("meta:serial_len", 0);
+  setDefault(s, "meta:length_class", 0);
+  setDefault(s, "meta:serial_len", 0);
   const bool serial = s.get("meta:length_class") == 1;
   // The serial class: 2 warps of (channel, part) threads, 8-token tiles, 5 an SM, whole sequences
   // (16-token tiles and 1 or 4 warps are slower on dense and packed rows).
   if (serial) {
-    if (!s.find("meta:time_lanes")) s.set("meta:time_lanes", 1);
-    if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", 8);
-    if (!s.find("meta:num_warps")) s.set("meta:num_warps", 2);
-    if (!s.find("meta:min_blocks")) s.set("meta:min_blocks", 5);
+    setDefault(s, "meta:time_lanes", 1);
+    setDefault(s, "meta:BLOCK_T", 8);
+    setDefault(s, "meta:num_warps", 2);
+    setDefault(s, "meta:min_blocks", 5);
   }
   // Whole sequences a program: the serial class (at most serial_len tokens) and the checkpoint pass.
   if (!s.find("meta:span") && (serial || s.get("meta:checkpoints", 0))) s.set("meta:span", int64_t{1} << 24);
-  if (!s.find("meta:state_parts")) s.set("meta:state_parts", 1);
-  if (!s.find("meta:time_lanes")) s.set("meta:time_lanes", 8);
+  setDefault(s, "meta:state_parts", 1);
+  setDefault(s, "meta:time_lanes", 8);
   const int64_t lanes = s.get("meta:time_lanes");
-  if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", 8 * lanes);
+  setDefault(s, "meta:BLOCK_T", 8 * lanes);
   if (serial) {  // P: a power of two dividing the groups of states, with a token of the tile each
     const int64_t most =
         std::min({s.get("meta:state_parts"), scanStateGroups(s.get("meta:dstate", 1)), s.get("meta:BLOCK_T")});
@@ -450,13 +451,13 @@ void chooseScanMeta(Specialization& s) {
     while (parts * 2 <= most) parts *= 2;
     s.set("meta:state_parts", parts);
   }
-  if (!s.find("meta:num_warps")) s.set("meta:num_warps", std::clamp<int64_t>(nextPow2(D) * lanes / 32, 1, 4));
+  setDefault(s, "meta:num_warps", std::clamp<int64_t>(nextPow2(D) * lanes / 32, 1, 4));
   // A program's threads along channels: its channels times the parts of each (serial class).
   const int64_t parts = serial ? s.get("meta:state_parts") : 1;
   // The serial class' reads a tile ahead where a channel's states are split (few sequences: each
   // program's tiles wait on memory); with one thread a channel (many sequences) registers are short
   // and the prefetch costs.
-  if (!s.find("meta:prefetch")) s.set("meta:prefetch", parts > 1);
+  setDefault(s, "meta:prefetch", parts > 1);
   if (!s.find("meta:BLOCK_D"))
     s.set("meta:BLOCK_D", std::max<int64_t>(1, s.get("meta:num_warps") * 32 / lanes / parts));
   if (!s.find("meta:span")) {
@@ -468,11 +469,11 @@ void chooseScanMeta(Specialization& s) {
   }
   // The longest first where programs take whole sequences (spans already bound a program's
   // length; there the ranked sequence index, held in a register, spilled 312 B where 256 at most at D 256).
-  if (!s.find("meta:longest_first")) s.set("meta:longest_first", s.get("has_cu", 0) && !s.get("multi_span", 0));
-  if (!s.find("meta:states_pass")) s.set("meta:states_pass", 0);
-  if (!s.find("meta:min_blocks")) s.set("meta:min_blocks", 0);  // the op sets it from the grid
-  if (!s.find("meta:checkpoints")) s.set("meta:checkpoints", 0);
-  if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
+  setDefault(s, "meta:longest_first", s.get("has_cu", 0) && !s.get("multi_span", 0));
+  setDefault(s, "meta:states_pass", 0);
+  setDefault(s, "meta:min_blocks", 0);  // the op sets it from the grid
+  setDefault(s, "meta:checkpoints", 0);
+  setDefault(s, "meta:index_bits", 32);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/conv/ConvTiles.h"
 #include "kernels_dsl/scan/PackedRuns.h"
@@ -354,11 +355,11 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
 // compiler spilled a few hundred bytes (at 4: none to ~150 bytes at N = 16).
 void chooseScanBwdMeta(Specialization& s) {
   const int64_t D = s.get("D");
-  if (!s.find("meta:time_lanes")) s.set("meta:time_lanes", 8);
+  setDefault(s, "meta:time_lanes", 8);
   const int64_t lanes = s.get("meta:time_lanes");
-  if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", 4 * lanes);
-  if (!s.find("meta:num_warps")) s.set("meta:num_warps", std::clamp<int64_t>(nextPow2(D) * lanes / 32, 1, 4));
-  if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", s.get("meta:num_warps") * 32 / lanes);
+  setDefault(s, "meta:BLOCK_T", 4 * lanes);
+  setDefault(s, "meta:num_warps", std::clamp<int64_t>(nextPow2(D) * lanes / 32, 1, 4));
+  setDefault(s, "meta:BLOCK_D", s.get("meta:num_warps") * 32 / lanes);
   if (!s.find("meta:groups_per_block")) {
     // The most groups BLOCK_D consecutive channels can touch.
     const int64_t bd = s.get("meta:BLOCK_D"), group = s.find("group") ? s.get("group") : 1;
@@ -371,9 +372,9 @@ void chooseScanBwdMeta(Specialization& s) {
   // The forward's spans at any width (the adjoint pass costs about a forward scan of every span
   // but the first).
   if (!s.find("meta:span")) s.set("meta:span", std::max(scanSpanForWidth(D), s.get("meta:BLOCK_T")));
-  if (!s.find("meta:adjoint_pass")) s.set("meta:adjoint_pass", 0);
-  if (!s.find("meta:longest_first")) s.set("meta:longest_first", 0);
-  if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
+  setDefault(s, "meta:adjoint_pass", 0);
+  setDefault(s, "meta:longest_first", 0);
+  setDefault(s, "meta:index_bits", 32);
 }
 
 // meta:part 0: the per-sequence sums; 1: the per-block sums of time-varying dB/dC.
@@ -443,9 +444,7 @@ void buildScanBwdSum(KernelBuilder& k, const Specialization& spec) {
 }
 
 void chooseScanBwdSumMeta(Specialization& s) {
-  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);
-  if (!s.find("meta:BLOCK")) s.set("meta:BLOCK", 512);
-  if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
+  setDefaults(s, {{"meta:num_warps", 4}, {"meta:BLOCK", 512}, {"meta:index_bits", 32}});
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include "compiler/IntMath.h"
 #include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/ssd/Ssd.h"
 #include "kernels_dsl/ssd/SsdBackward.h"
@@ -75,7 +76,7 @@ void buildDt(KernelBuilder& k, const Specialization& spec) {
 
 void chooseDtMeta(Specialization& s) {
   ssdDefaultMeta(s);
-  if (!s.find("meta:BLOCK_H")) s.set("meta:BLOCK_H", 4);
+  setDefault(s, "meta:BLOCK_H", 4);
 }
 
 void buildSums(KernelBuilder& k, const Specialization& spec) {

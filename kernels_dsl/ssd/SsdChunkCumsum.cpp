@@ -3,6 +3,7 @@
 // heads dt' (0 past the chunk's tokens) and its inclusive cumsum of dt' A along the chunk
 // (the associative scan), in fp32.
 #include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/conv/ConvTiles.h"
 #include "kernels_dsl/ssd/Ssd.h"
@@ -78,7 +79,7 @@ void buildChunkCumsum(KernelBuilder& k, const Specialization& spec) {
 
 void chooseChunkCumsumMeta(Specialization& s) {
   ssdDefaultMeta(s);
-  if (!s.find("meta:BLOCK_H")) s.set("meta:BLOCK_H", 4);
+  setDefault(s, "meta:BLOCK_H", 4);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "compiler/IntMath.h"
+#include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/ssd/Ssd.h"
 
 namespace ssmjit::kernels {
@@ -102,10 +103,7 @@ Value ssdDtTransform(KernelBuilder& k, const SsdValues& a, Value dt, Value bias)
   return k.select(a.hasClamp, k.minimum(k.maximum(v, a.dtMin), a.dtMax), v);
 }
 
-void ssdDefaultMeta(Specialization& s) {
-  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);
-  if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
-}
+void ssdDefaultMeta(Specialization& s) { setDefaults(s, {{"meta:num_warps", 4}, {"meta:index_bits", 32}}); }
 
 void ssdStateBlockMeta(Specialization& s) {
   ssdDefaultMeta(s);

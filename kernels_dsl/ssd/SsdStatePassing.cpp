@@ -5,6 +5,7 @@
 // the final state to its slot; exp(sum over the sequence of dt' A) to sequence_decay. Reports
 // bad cu_seqlens entries and slots (the first block of head 0).
 #include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/conv/ConvTiles.h"
 #include "kernels_dsl/scan/ScanSequences.h"
@@ -69,7 +70,7 @@ void buildStatePassing(KernelBuilder& k, const Specialization& spec) {
 
 void chooseStatePassingMeta(Specialization& s) {
   ssdDefaultMeta(s);
-  if (!s.find("meta:BLOCK")) s.set("meta:BLOCK", 1024);
+  setDefault(s, "meta:BLOCK", 1024);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/ssu/SsuChunkedTokens.h"
 
@@ -204,7 +205,7 @@ void build(KernelBuilder& k, const Specialization& spec) {
 // share of the state in registers across all L tokens (64 bytes for one token, 64 values for several).
 void chooseMeta(Specialization& s) {
   const int64_t P = s.get("P"), N = s.get("N");
-  if (!s.find("meta:BLOCK_N")) s.set("meta:BLOCK_N", std::max<int64_t>(4, nextPow2(N)));
+  setDefault(s, "meta:BLOCK_N", std::max<int64_t>(4, nextPow2(N)));
   const int64_t BN = s.get("meta:BLOCK_N");
   const int64_t stateBytes = dtypeBytes(static_cast<DType>(s.get("dtype:state", 0)));
   // (Heads big enough for a full tile of them: a smaller tile has fewer values than 8 warps.)
@@ -212,7 +213,7 @@ void chooseMeta(Specialization& s) {
       s.get("L") == 1 && s.get("per_head") && stateBytes == 4 && nextPow2(P) * BN >= 16 * 32 * 8;
   // One token, Mamba-2 heads, fp32 state: 8 warps of 16 values (64 B) a thread, ahead of 4 warps of
   // 8 at every batch (97% of copy bandwidth at batch 256).
-  if (!s.find("meta:num_warps")) s.set("meta:num_warps", oneTokenF32Heads ? 8 : 4);
+  setDefault(s, "meta:num_warps", oneTokenF32Heads ? 8 : 4);
   // Mamba-2 heads over several tokens take the chunked form (SsuChunkedTokens.cpp) from the L where
   // it is faster than the token loop: 6 with bf16 state, 8 with fp16, 12 with fp32 (whose loop
   // moves twice the bytes a token, so the math weighs less). A program takes 64 rows (ssuChunkRows:
@@ -236,7 +237,7 @@ void chooseMeta(Specialization& s) {
   else if (!chunkable)
     s.set("meta:chunked", 0);
   if (s.get("meta:chunked")) {
-    if (!s.find("meta:BLOCK_P")) s.set("meta:BLOCK_P", ssuChunkRows(P, BN, s.get("meta:num_warps")));
+    setDefault(s, "meta:BLOCK_P", ssuChunkRows(P, BN, s.get("meta:num_warps")));
     const bool wideInputs = dtypeBytes(static_cast<DType>(s.get("dtype:B", 0))) == 4;
     const bool unmasked = P % s.get("meta:BLOCK_P") == 0 && N == BN;
     if (!s.find("meta:min_blocks") && stateT != DType::F16 && BN <= 128)
@@ -263,7 +264,7 @@ void chooseMeta(Specialization& s) {
     bp = std::min(bp, std::max<int64_t>(1, nextPow2(P)));
     s.set("meta:BLOCK_P", bp);
   }
-  if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
+  setDefault(s, "meta:index_bits", 32);
 }
 
 }  // namespace

@@ -12,15 +12,10 @@
 
 namespace ssmjit {
 
+using detail::modelArgError;
 using detail::rows;
 
 namespace {
-
-constexpr const char* kOp = "Mamba2Model";
-
-[[noreturn]] void fail(const std::string& msg) {
-  throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + msg);
-}
 
 // A checkpoint tensor as `dtype`, in `staging` (bytes), optionally mapped element by element.
 // Same dtype and no map: the bytes as stored.
@@ -39,12 +34,12 @@ int64_t bufferRows(const Mamba2ModelOptions& o) { return std::max(o.max_prefill_
 }  // namespace
 
 void detail::checkModelOptions(const Mamba2ModelOptions& o) {
-  if (o.max_batch < 1) fail("options.max_batch is " + std::to_string(o.max_batch) + ", expected >= 1");
+  if (o.max_batch < 1) modelArgError("options.max_batch is " + std::to_string(o.max_batch) + ", expected >= 1");
   if (o.max_prefill_tokens < 1)
-    fail("options.max_prefill_tokens is " + std::to_string(o.max_prefill_tokens) + ", expected >= 1");
+    modelArgError("options.max_prefill_tokens is " + std::to_string(o.max_prefill_tokens) + ", expected >= 1");
   for (auto [name, t] : {std::pair{"dtype", o.dtype}, std::pair{"state_dtype", o.state_dtype}})
     if (t == DType::I32 || t == DType::I64)
-      fail(std::string("options.") + name + " is " + dtypeName(t) + ", expected float32, bfloat16 or float16");
+      modelArgError(std::string("options.") + name + " is " + dtypeName(t) + ", expected float32, bfloat16 or float16");
 }
 
 void detail::uploadAll(const std::vector<Upload>& ups) {

@@ -134,12 +134,17 @@ GatedRmsNormArgs normCall(const Mamba2Dims& d, const Mamba2LayerWeights& w, cons
   return n;
 }
 
-struct PrefillCalls {
+// A layer's calls: in_proj, the conv, the scan (ssd over a prefill row, the state update for a
+// decode step), the gated norm and out_proj.
+template <class Conv, class Scan>
+struct LayerCalls {
   LinearArgs inProj, outProj;
-  CausalConv1dArgs conv;
-  SsdArgs ssd;
+  Conv conv;
+  Scan scan;
   GatedRmsNormArgs norm;
 };
+using PrefillCalls = LayerCalls<CausalConv1dArgs, SsdArgs>;
+using DecodeCalls = LayerCalls<CausalConv1dUpdateArgs, SelectiveStateUpdateArgs>;
 
 PrefillCalls prefillCalls(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
                           const Mamba2LayerArgs& a, const Plan& p, int64_t T) {
@@ -161,7 +166,7 @@ PrefillCalls prefillCalls(const Mamba2Dims& d, const Mamba2LayerWeights& w, cons
   c.conv.final_states = s.conv_state;
   c.conv.final_state_indices = a.state_indices;
 
-  SsdArgs& q = c.ssd;
+  SsdArgs& q = c.scan;
   q.x = v.x;
   q.dt = v.dt;
   q.A = w.A;
@@ -187,13 +192,6 @@ PrefillCalls prefillCalls(const Mamba2Dims& d, const Mamba2LayerWeights& w, cons
   return c;
 }
 
-struct DecodeCalls {
-  LinearArgs inProj, outProj;
-  CausalConv1dUpdateArgs conv;
-  SelectiveStateUpdateArgs ssu;
-  GatedRmsNormArgs norm;
-};
-
 DecodeCalls decodeCalls(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
                         const Mamba2LayerArgs& a, const Plan& p, int64_t B) {
   const int64_t R = d.inProjRows(), Dc = d.convDim(), Di = d.dInner(), GN = d.groups * d.state;
@@ -207,7 +205,7 @@ DecodeCalls decodeCalls(const Mamba2Dims& d, const Mamba2LayerWeights& w, const 
   c.conv.out = viewOf(p.xbc, 0, {B, 1, Dc}, {Dc, Dc, 1});
   c.conv.silu = true;
 
-  SelectiveStateUpdateArgs& u = c.ssu;
+  SelectiveStateUpdateArgs& u = c.scan;
   u.state = s.ssm_state;
   u.x = viewOf(p.xbc, 0, {B, d.heads, d.head_dim}, {Dc, d.head_dim, 1});
   u.dt = viewOf(p.zxbcdt, Di + Dc, {B, d.heads}, {R, 1});
@@ -242,7 +240,7 @@ int64_t layoutFloats(const Mamba2Dims& d, const Mamba2LayerArgs& a, int64_t T, P
   return (p.bytes + 3) / 4;
 }
 
-int64_t prefillSsdFloats(const PrefillCalls& c) { return ssd_workspace_size(c.ssd); }
+int64_t prefillSsdFloats(const PrefillCalls& c) { return ssd_workspace_size(c.scan); }
 int64_t decodeSsdFloats(const DecodeCalls&) { return 0; }
 
 TensorView floatsAt(const TensorView& ws, int64_t byteOffset, int64_t floats) {
@@ -285,12 +283,12 @@ void mamba2_layer_prefill(const Mamba2Dims& d, const Mamba2LayerWeights& w, cons
   checkWorkspace(kPrefill, a, prefillLayout(d, w, s, a, T, p));
   if (T == 0) return;
   PrefillCalls c = prefillCalls(d, w, s, a, p, T);
-  c.ssd.workspace = floatsAt(a.workspace, p.ssdOffset, (p.linearOffset - p.ssdOffset) / 4);
+  c.scan.workspace = floatsAt(a.workspace, p.ssdOffset, (p.linearOffset - p.ssdOffset) / 4);
   const int64_t linFloats = (p.bytes - p.linearOffset) / 4;
   c.inProj.workspace = c.outProj.workspace = floatsAt(a.workspace, p.linearOffset, linFloats);
   linear(c.inProj, stream);
   causal_conv1d(c.conv, stream);
-  ssd(c.ssd, stream);
+  ssd(c.scan, stream);
   gated_rms_norm(c.norm, stream);
   linear(c.outProj, stream);
 }
@@ -305,7 +303,7 @@ void mamba2_layer_decode(const Mamba2Dims& d, const Mamba2LayerWeights& w, const
   c.inProj.workspace = c.outProj.workspace = floatsAt(a.workspace, p.linearOffset, (p.bytes - p.linearOffset) / 4);
   linear(c.inProj, stream);
   causal_conv1d_update(c.conv, stream);
-  selective_state_update(c.ssu, stream);
+  selective_state_update(c.scan, stream);
   gated_rms_norm(c.norm, stream);
   linear(c.outProj, stream);
 }
@@ -320,12 +318,12 @@ std::vector<Specialization> detail::mamba2LayerSpecializations(const Mamba2Dims&
     prefillLayout(d, w, s, a, T, p);
     const PrefillCalls c = prefillCalls(d, w, s, a, p, T);
     out = opspec::conv(c.conv, arch);
-    for (Specialization& sp : opspec::ssd(c.ssd, arch)) out.push_back(std::move(sp));
+    for (Specialization& sp : opspec::ssd(c.scan, arch)) out.push_back(std::move(sp));
     out.push_back(detail::gatedRmsNormSpecialization(c.norm, arch));
   } else {
     decodeLayout(d, w, s, a, T, p);
     const DecodeCalls c = decodeCalls(d, w, s, a, p, T);
-    out = {opspec::convUpdate(c.conv, arch), opspec::ssu(c.ssu, false, arch),
+    out = {opspec::convUpdate(c.conv, arch), opspec::ssu(c.scan, false, arch),
            detail::gatedRmsNormSpecialization(c.norm, arch)};
   }
   return out;

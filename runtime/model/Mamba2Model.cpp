@@ -17,15 +17,10 @@
 
 namespace ssmjit {
 
+using detail::modelArgError;
 using detail::rows;
 
 namespace {
-
-constexpr const char* kOp = "Mamba2Model";
-
-[[noreturn]] void fail(const std::string& msg) {
-  throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + msg);
-}
 
 void checkLogits(const char* call, const TensorView& logits, const detail::Dim (&expect)[2]) {
   detail::Checker c(call, DeviceKind::CUDA);
@@ -163,23 +158,23 @@ void Mamba2Model::prefill(const std::vector<std::vector<int32_t>>& prompts, cons
   Impl& m = *impl_;
   const auto nseq = static_cast<int64_t>(prompts.size());
   if (nseq < 1 || nseq > m.opt.max_batch)
-    fail("prefill got " + std::to_string(nseq) + " prompts, expected 1 to max_batch (" +
-         std::to_string(m.opt.max_batch) + ")");
+    modelArgError("prefill got " + std::to_string(nseq) + " prompts, expected 1 to max_batch (" +
+                  std::to_string(m.opt.max_batch) + ")");
   if (static_cast<int64_t>(slots.size()) != nseq)
-    fail("prefill got " + std::to_string(slots.size()) + " slots for " + std::to_string(nseq) + " prompts");
+    modelArgError("prefill got " + std::to_string(slots.size()) + " slots for " + std::to_string(nseq) + " prompts");
   std::vector<int32_t> ids, cu{0}, last;
   std::vector<bool> used(m.opt.max_batch, false);
   for (int64_t i = 0; i < nseq; ++i) {
-    if (prompts[i].empty()) fail("prompt " + std::to_string(i) + " is empty, expected at least one token");
+    if (prompts[i].empty()) modelArgError("prompt " + std::to_string(i) + " is empty, expected at least one token");
     const int32_t s = slots[i];
     if (s < 0 || s >= m.opt.max_batch || used[s])
-      fail("slots[" + std::to_string(i) + "] is " + std::to_string(s) + ", expected a distinct slot in [0, " +
-           std::to_string(m.opt.max_batch) + ")");
+      modelArgError("slots[" + std::to_string(i) + "] is " + std::to_string(s) + ", expected a distinct slot in [0, " +
+                    std::to_string(m.opt.max_batch) + ")");
     used[s] = true;
     for (int32_t t : prompts[i]) {
       if (t < 0 || t >= m.cfg.vocab)
-        fail("prompt " + std::to_string(i) + " holds token " + std::to_string(t) + ", expected [0, " +
-             std::to_string(m.cfg.vocab) + ")");
+        modelArgError("prompt " + std::to_string(i) + " holds token " + std::to_string(t) + ", expected [0, " +
+                      std::to_string(m.cfg.vocab) + ")");
       ids.push_back(t);
     }
     cu.push_back(static_cast<int32_t>(ids.size()));
@@ -187,8 +182,8 @@ void Mamba2Model::prefill(const std::vector<std::vector<int32_t>>& prompts, cons
   }
   const auto T = static_cast<int64_t>(ids.size());
   if (T > m.opt.max_prefill_tokens)
-    fail("prefill got " + std::to_string(T) + " tokens, expected at most max_prefill_tokens (" +
-         std::to_string(m.opt.max_prefill_tokens) + ")");
+    modelArgError("prefill got " + std::to_string(T) + " tokens, expected at most max_prefill_tokens (" +
+                  std::to_string(m.opt.max_prefill_tokens) + ")");
   const detail::Dim expect[] = {{nseq, "prompts"}, {m.cfg.vocab, "vocab"}};
   checkLogits("prefill", logitsOut, expect);
   // The inputs are uploaded synchronously: wait for earlier work on the stream that reads them.
@@ -207,8 +202,8 @@ void Mamba2Model::decode(const TensorView& tokenIds, const TensorView& slots, co
   Impl& m = *impl_;
   const int64_t B = tokenIds.ndim == 1 ? tokenIds.shape[0] : -1;
   if (B < 1 || B > m.opt.max_batch)
-    fail("decode: token_ids has shape " + tokenIds.shapeString() + ", expected (B,) with 1 <= B <= max_batch (" +
-         std::to_string(m.opt.max_batch) + ")");
+    modelArgError("decode: token_ids has shape " + tokenIds.shapeString() +
+                  ", expected (B,) with 1 <= B <= max_batch (" + std::to_string(m.opt.max_batch) + ")");
   const detail::Dim expect[] = {{B, "batch"}, {m.cfg.vocab, "vocab"}};
   checkLogits("decode", logitsOut, expect);
   LaunchSink ops(stream);

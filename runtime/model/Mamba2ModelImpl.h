@@ -8,6 +8,7 @@
 #include "runtime/DeviceBuffer.h"
 #include "runtime/model/DeviceArena.h"
 #include "runtime/model/Mamba2Weights.h"
+#include "ssmjit/error.h"
 #include "ssmjit/mamba2_model.h"
 
 namespace ssmjit {
@@ -49,6 +50,11 @@ struct Mamba2Model::Impl {
 namespace detail {
 
 inline TensorView rows(const TensorView& t, int64_t n) { return t.narrow(0, 0, n); }
+
+// Throws InvalidArgument "Mamba2Model: <msg>".
+[[noreturn]] inline void modelArgError(const std::string& msg) {
+  throw Error(Error::Kind::InvalidArgument, "Mamba2Model: " + msg);
+}
 
 // Throws naming the option for a batch or token count below 1 or an integer dtype.
 void checkModelOptions(const Mamba2ModelOptions& o);

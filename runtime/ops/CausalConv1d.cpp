@@ -51,10 +51,7 @@ void bindFinalState(KernelCall& c, const CausalConv1dArgs& a, const detail::Conv
   c.tensor(S.tensor("x"), a.x, detail::convRows(d));
   c.tensor(S.tensor("init"), is);
   c.tensor(S.tensor("final"), fs);
-  detail::bindSequences<S>(c,
-                           {d.D, d.L, d.nseq, d.packedCu, a.cu_seqlens, a.initial_state_indices, d.initSlots,
-                            a.final_state_indices, d.finalSlots},
-                           err);
+  detail::bindConvSequences<S>(c, a, d, d.finalSlots, err);
   c.flag(S.flag("has_init"), is.defined());
   c.flag(S.flag("has_final"), fs.defined());
   c.meta("meta:width", d.W);

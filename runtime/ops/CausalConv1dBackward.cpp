@@ -92,10 +92,7 @@ void bindStates(KernelCall& c, const CausalConv1dBackwardArgs& a, const ConvBack
   c.tensor(S.tensor("init"), is);
   c.tensor(S.tensor("dinit"), gi);
   c.tensor(S.tensor("dfinal"), gf);
-  detail::bindSequences<S>(c,
-                           {d.D, d.L, d.nseq, d.packedCu, a.cu_seqlens, a.initial_state_indices, d.initSlots,
-                            a.final_state_indices, d.dfinalSlots},
-                           err);
+  detail::bindConvSequences<S>(c, a, d, d.dfinalSlots, err);
   c.flag(S.flag("has_bias"), a.bias.defined());
   c.flag(S.flag("silu"), a.silu);
   c.flag(S.flag("has_init"), is.defined());

@@ -157,15 +157,22 @@ void noAlias(const Checker& c, const char* name, const TensorView& out, const ch
            name + " is written)");
 }
 
+// What the forward and the backward check first: x, weight and bias, `like` (out or dout) shaped
+// as x, the packing and the initial states.
+template <class Args>
+void checkSequenceInputs(Checker& c, ConvDims& d, const Args& a, const char* likeName, const TensorView& like) {
+  checkInputs(c, d, a.layout, a.x, a.weight, a.bias);
+  checkLikeX(c, d, likeName, like);
+  checkPacking(c, d, a.x, a.cu_seqlens, a.seq_pos);
+  d.initSlots = checkStates(c, d, "initial_states", a.initial_states, "initial_state_indices", a.initial_state_indices);
+}
+
 }  // namespace
 
 ConvDims checkConv1dArgs(const CausalConv1dArgs& a, DeviceKind device, const char* op) {
   Checker c(op, device);
   ConvDims d;
-  checkInputs(c, d, a.layout, a.x, a.weight, a.bias);
-  checkLikeX(c, d, "out", a.out);
-  checkPacking(c, d, a.x, a.cu_seqlens, a.seq_pos);
-  d.initSlots = checkStates(c, d, "initial_states", a.initial_states, "initial_state_indices", a.initial_state_indices);
+  checkSequenceInputs(c, d, a, "out", a.out);
   d.finalSlots = checkStates(c, d, "final_states", a.final_states, "final_state_indices", a.final_state_indices);
   checkGrid(c, d);
   return d;
@@ -174,10 +181,7 @@ ConvDims checkConv1dArgs(const CausalConv1dArgs& a, DeviceKind device, const cha
 ConvBackwardDims checkConv1dBackwardArgs(const CausalConv1dBackwardArgs& a, DeviceKind device, const char* op) {
   Checker c(op, device);
   ConvBackwardDims d;
-  checkInputs(c, d, a.layout, a.x, a.weight, a.bias);
-  checkLikeX(c, d, "dout", a.dout);
-  checkPacking(c, d, a.x, a.cu_seqlens, a.seq_pos);
-  d.initSlots = checkStates(c, d, "initial_states", a.initial_states, "initial_state_indices", a.initial_state_indices);
+  checkSequenceInputs(c, d, a, "dout", a.dout);
   d.dfinalSlots = checkStates(c, d, "dfinal_states", a.dfinal_states, "final_state_indices", a.final_state_indices);
 
   // The gradients. dx is written while x and dout are read (by other programs).

@@ -8,6 +8,7 @@
 #include "kernels_dsl/Signature.h"
 #include "runtime/ops/CausalConv1dCheck.h"
 #include "runtime/ops/KernelCall.h"
+#include "runtime/ops/SequenceBinding.h"
 
 namespace ssmjit::detail {
 
@@ -44,6 +45,16 @@ void bindConvInputs(KernelCall& c, const Args& a, const ConvDims& d, void* err) 
   c.flag(S.flag("has_init_idx"), a.initial_state_indices.defined());
   c.meta("meta:width", d.W);
   c.meta("meta:channel_last", d.channelLast);
+}
+
+// The per-sequence launches' sequences: their rows and state slots (`finalSlots`: final_states' or
+// dfinal_states' slots).
+template <const dsl::Signature& S, class Args>
+void bindConvSequences(KernelCall& c, const Args& a, const ConvDims& d, int64_t finalSlots, void* err) {
+  bindSequences<S>(c,
+                   {d.D, d.L, d.nseq, d.packedCu, a.cu_seqlens, a.initial_state_indices, d.initSlots,
+                    a.final_state_indices, finalSlots},
+                   err);
 }
 
 }  // namespace ssmjit::detail

@@ -28,19 +28,6 @@ struct Output {
   const char* inPlaceOf;
 };
 
-// x fixes the rows, the channels and the device.
-NormDims checkX(Checker& c, const TensorView& x) {
-  c.required("x", x);
-  const Dim e[2] = {{-1, "tokens"}, {-1, "dim"}};
-  c.rank("x", x, e, 2);
-  c.setDeviceId(x.deviceId, "x");
-  NormDims d;
-  d.T = x.shape[0];
-  d.D = x.shape[1];
-  if (d.T > INT32_MAX) c.fail("x has " + str(d.T) + " tokens (dim 0), expected at most " + str(INT32_MAX));
-  return d;
-}
-
 // A (T, D) tensor: x's dtype (x itself: fp32/bf16/fp16) or fp32, no broadcast axis, and a unit
 // stride along D so that every access is a vector.
 void checkRows(const Checker& c, const NormDims& d, const char* name, const TensorView& t, unsigned dtypes) {
@@ -50,6 +37,20 @@ void checkRows(const Checker& c, const NormDims& d, const char* name, const Tens
   if (d.D > 1 && t.strides[1] != 1)
     c.fail(std::string(name) + " has strides " + listString(t.strides, 2) + ", expected a unit stride along dim " +
            "(dim 1): channels are read as vectors");
+}
+
+// x fixes the rows, the channels and the device; fp32, bf16 or fp16, as checkRows says.
+NormDims checkX(Checker& c, const TensorView& x) {
+  c.required("x", x);
+  const Dim e[2] = {{-1, "tokens"}, {-1, "dim"}};
+  c.rank("x", x, e, 2);
+  c.setDeviceId(x.deviceId, "x");
+  NormDims d;
+  d.T = x.shape[0];
+  d.D = x.shape[1];
+  if (d.T > INT32_MAX) c.fail("x has " + str(d.T) + " tokens (dim 0), expected at most " + str(INT32_MAX));
+  checkRows(c, d, "x", x, kFloat16Or32);
+  return d;
 }
 
 void checkEps(const Checker& c, float eps) {
@@ -116,19 +117,24 @@ void checkGroup(const Checker& c, NormDims& d, int64_t groupSize) {
     c.fail("x has " + str(d.groups()) + " groups of " + str(d.groupSize) + " channels, expected at most 65535");
 }
 
+// After x and the tensors beside it, both norms check weight, out (required) and eps.
+template <class Args>
+void checkWeightOutEps(Checker& c, const NormDims& d, const Args& a, unsigned types) {
+  checkWeight(c, d, a.weight, types);
+  c.required("out", a.out);
+  checkRows(c, d, "out", a.out, types);
+  checkEps(c, a.eps);
+}
+
 }  // namespace
 
 NormDims checkRmsNormArgs(const RmsNormArgs& a, DeviceKind device, const char* op) {
   Checker c(op, device);
   NormDims d = checkX(c, a.x);
   const unsigned types = kF32Only | dtypeBit(a.x.dtype);
-  checkRows(c, d, "x", a.x, kFloat16Or32);
   checkRows(c, d, "residual", a.residual, types);
   checkRows(c, d, "residual_out", a.residual_out, types);
-  checkWeight(c, d, a.weight, types);
-  c.required("out", a.out);
-  checkRows(c, d, "out", a.out, types);
-  checkEps(c, a.eps);
+  checkWeightOutEps(c, d, a, types);
   checkGroup(c, d, 0);
   checkOutputs(c, {{"out", &a.out, "x"}, {"residual_out", &a.residual_out, "residual"}},
                {{"x", &a.x}, {"residual", &a.residual}, {"weight", &a.weight}});
@@ -139,12 +145,8 @@ NormDims checkGatedRmsNormArgs(const GatedRmsNormArgs& a, DeviceKind device, con
   Checker c(op, device);
   NormDims d = checkX(c, a.x);
   const unsigned types = kF32Only | dtypeBit(a.x.dtype);
-  checkRows(c, d, "x", a.x, kFloat16Or32);
   checkRows(c, d, "z", a.z, types);
-  checkWeight(c, d, a.weight, types);
-  c.required("out", a.out);
-  checkRows(c, d, "out", a.out, types);
-  checkEps(c, a.eps);
+  checkWeightOutEps(c, d, a, types);
   checkGroup(c, d, a.group_size);
   checkOutputs(c, {{"out", &a.out, "x"}}, {{"x", &a.x}, {"z", &a.z}, {"weight", &a.weight}});
   return d;

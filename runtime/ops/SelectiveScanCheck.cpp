@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/ops/ArgCheck.h"
+#include "runtime/ops/NoAlias.h"
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
 
@@ -170,37 +171,27 @@ ScanDims checkSelectiveScanBackwardArgs(const SelectiveScanBackwardArgs& b, Devi
   }
   // Every output is written while inputs are still read: no output may share memory with an
   // input or another output.
-  const std::pair<const char*, const TensorView*> outs[] = {{"du", &b.du},
-                                                            {"ddelta", &b.ddelta},
-                                                            {"dA", &b.dA},
-                                                            {"dB", &b.dB},
-                                                            {"dC", &b.dC},
-                                                            {"dD", &b.dD},
-                                                            {"dz", &b.dz},
-                                                            {"ddelta_bias", &b.ddelta_bias},
-                                                            {"dinitial_states", &b.dinitial_states}};
-  const std::pair<const char*, const TensorView*> ins[] = {{"u", &f.u},
-                                                           {"delta", &f.delta},
-                                                           {"A", &f.A},
-                                                           {"B", &f.B},
-                                                           {"C", &f.C},
-                                                           {"D", &f.D},
-                                                           {"z", &f.z},
-                                                           {"delta_bias", &f.delta_bias},
-                                                           {"initial_states", &f.initial_states},
-                                                           {"dout", &b.dout},
-                                                           {"dfinal_states", &b.dfinal_states}};
-  for (size_t i = 0; i < std::size(outs); ++i) {
-    const auto& [on, o] = outs[i];
-    if (!o->defined()) continue;
-    auto clash = [&](const char* other, const TensorView* t) {
-      if (t->defined() && t->data == o->data)
-        c.fail(std::string(on) + " has data pointer " + hexPtr(o->data) + ", the same as " + other +
-               "'s, expected a separate tensor (" + on + " may not alias " + other + ")");
-    };
-    for (const auto& [inName, in] : ins) clash(inName, in);
-    for (size_t k = 0; k < i; ++k) clash(outs[k].first, outs[k].second);
-  }
+  checkSeparateOutputs(c,
+                       {{"du", &b.du},
+                        {"ddelta", &b.ddelta},
+                        {"dA", &b.dA},
+                        {"dB", &b.dB},
+                        {"dC", &b.dC},
+                        {"dD", &b.dD},
+                        {"dz", &b.dz},
+                        {"ddelta_bias", &b.ddelta_bias},
+                        {"dinitial_states", &b.dinitial_states}},
+                       {{"u", &f.u},
+                        {"delta", &f.delta},
+                        {"A", &f.A},
+                        {"B", &f.B},
+                        {"C", &f.C},
+                        {"D", &f.D},
+                        {"z", &f.z},
+                        {"delta_bias", &f.delta_bias},
+                        {"initial_states", &f.initial_states},
+                        {"dout", &b.dout},
+                        {"dfinal_states", &b.dfinal_states}});
   return d;
 }
 

@@ -77,10 +77,7 @@ void bind(KernelCall& c, const dsl::Signature& S, const SsdArgs& a, const SsdDim
   c.size(S.size("nslots_blk"), d.blockSlots);
   c.size(S.size("blk_tokens"), a.block_state_tokens);
   c.size(S.size("kmax"), d.blocksPerSeq);
-  c.size(S.size("o_dt"), p.ws.oDt);
-  c.size(S.size("o_cum"), p.ws.oCum);
-  c.size(S.size("o_st"), p.ws.oSt);
-  c.size(S.size("o_cb"), p.ws.oCb);
+  detail::bindSsdForwardOffsets(c, S, p.ws);
   c.flag(S.flag("has_cu"), d.packed);
   c.flag(S.flag("has_init"), a.initial_states.defined());
   c.flag(S.flag("has_init_idx"), a.initial_state_indices.defined());

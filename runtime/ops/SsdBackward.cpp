@@ -88,10 +88,7 @@ void bind(KernelCall& c, const dsl::Signature& S, const SsdBackwardArgs& b, cons
   c.tensor(S.tensor("ws"), b.workspace);
   c.pointer(S.tensor("chunks"), b.workspace.data, DType::I32);
   c.size(S.size("slots"), p.fwd.slots);
-  c.size(S.size("o_dt"), p.fwd.oDt);
-  c.size(S.size("o_cum"), p.fwd.oCum);
-  c.size(S.size("o_st"), p.fwd.oSt);
-  c.size(S.size("o_cb"), p.fwd.oCb);
+  detail::bindSsdForwardOffsets(c, S, p.fwd);
   c.size(S.size("o_y"), p.bwd.oY);
   c.size(S.size("o_g"), p.bwd.oG);
   c.size(S.size("o_tok"), p.bwd.oTok);

@@ -3,6 +3,7 @@
 // and L, dt's options and the chunk. Internal to the runtime.
 #pragma once
 #include "kernels_dsl/Signature.h"
+#include "kernels_dsl/ssd/Ssd.h"
 #include "runtime/ops/KernelCall.h"
 #include "runtime/ops/SsdCheck.h"
 #include "ssmjit/ops.h"
@@ -37,6 +38,14 @@ inline void bindSsdInputs(KernelCall& c, const dsl::Signature& S, const SsdArgs&
   c.flag(S.flag("softplus"), a.dt_softplus);
   c.flag(S.flag("has_clamp"), d.clamp);
   c.meta("meta:chunk", d.chunk);
+}
+
+// The forward's workspace offsets: per-chunk dt, cumsums, states and C.B.
+inline void bindSsdForwardOffsets(KernelCall& c, const dsl::Signature& S, const kernels::SsdWorkspaceLayout& ws) {
+  c.size(S.size("o_dt"), ws.oDt);
+  c.size(S.size("o_cum"), ws.oCum);
+  c.size(S.size("o_st"), ws.oSt);
+  c.size(S.size("o_cb"), ws.oCb);
 }
 
 }  // namespace ssmjit::detail

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "runtime/ops/ArgCheck.h"
+#include "runtime/ops/NoAlias.h"
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
 
@@ -123,12 +124,6 @@ void checkBlockStates(const Checker& c, const SsdArgs& a, SsdDims& d) {
   d.blocksPerSeq = eIdx[1].size;
 }
 
-void noAlias(const Checker& c, const char* outName, const TensorView& o, const char* inName, const TensorView& in) {
-  if (o.defined() && in.defined() && o.data == in.data)
-    c.fail(std::string(outName) + " has data pointer " + hexPtr(o.data) + ", the same as " + inName +
-           "'s, expected a separate tensor (" + outName + " may not alias " + inName + ")");
-}
-
 // Every argument but the outputs' presence rule; `outName` and `finalName` are what messages call
 // out and the final states (dout and dfinal_states in the backward).
 SsdDims checkForward(const SsdArgs& a, DeviceKind device, const char* op, const char* outName, const char* finalName) {
@@ -212,8 +207,8 @@ SsdDims checkSsdBackwardArgs(const SsdBackwardArgs& b, DeviceKind device, const 
 
   // Every output is written while inputs are still read: no output may share memory with an
   // input or another output.
-  using Named = std::pair<const char*, const TensorView*>;
-  const Named outs[] = {{"dx", &b.dx},
+  checkSeparateOutputs(c,
+                       {{"dx", &b.dx},
                         {"ddt", &b.ddt},
                         {"dA", &b.dA},
                         {"dB", &b.dB},
@@ -221,23 +216,18 @@ SsdDims checkSsdBackwardArgs(const SsdBackwardArgs& b, DeviceKind device, const 
                         {"dD", &b.dD},
                         {"dz", &b.dz},
                         {"ddt_bias", &b.ddt_bias},
-                        {"dinitial_states", &b.dinitial_states}};
-  const Named ins[] = {{"x", &f.x},
-                       {"dt", &f.dt},
-                       {"A", &f.A},
-                       {"B", &f.B},
-                       {"C", &f.C},
-                       {"D", &f.D},
-                       {"z", &f.z},
-                       {"dt_bias", &f.dt_bias},
-                       {"initial_states", &f.initial_states},
-                       {"dout", &b.dout},
-                       {"dfinal_states", &b.dfinal_states}};
-  for (size_t i = 0; i < std::size(outs); ++i) {
-    const auto& [on, o] = outs[i];
-    for (const auto& [inName, in] : ins) noAlias(c, on, *o, inName, *in);
-    for (size_t k = 0; k < i; ++k) noAlias(c, on, *o, outs[k].first, *outs[k].second);
-  }
+                        {"dinitial_states", &b.dinitial_states}},
+                       {{"x", &f.x},
+                        {"dt", &f.dt},
+                        {"A", &f.A},
+                        {"B", &f.B},
+                        {"C", &f.C},
+                        {"D", &f.D},
+                        {"z", &f.z},
+                        {"dt_bias", &f.dt_bias},
+                        {"initial_states", &f.initial_states},
+                        {"dout", &b.dout},
+                        {"dfinal_states", &b.dfinal_states}});
   return d;
 }
 

@@ -7,15 +7,12 @@
 
 #include "runtime/ops/CausalConv1dCheck.h"
 #include "runtime/reference/ElementAccess.h"
+#include "runtime/reference/RefHelpers.h"
 #include "ssmjit/error.h"
 #include "ssmjit/reference.h"
 
 namespace ssmjit::reference {
 namespace {
-
-[[noreturn]] void invalid(const char* op, const std::string& msg) {
-  throw Error(Error::Kind::InvalidArgument, std::string(op) + ": " + msg);
-}
 
 double act(double v, bool silu) { return silu ? v / (1.0 + std::exp(-v)) : v; }
 // act'(v): SiLU' = s (1 + v (1 - s)) with s = sigmoid(v).
@@ -24,8 +21,6 @@ double actGrad(double v, bool silu) {
   const double s = 1.0 / (1.0 + std::exp(-v));
   return s * (1.0 + v * (1.0 - s));
 }
-
-size_t at(int64_t i) { return static_cast<size_t>(i); }
 
 // The slot of each of `n` sequences: idx[i] (checked against [0, S) or -1), or i.
 std::vector<int64_t> slotsOf(const char* op, const char* name, const char* minusOne, const TensorView& idx, int64_t n,
@@ -84,6 +79,20 @@ class Windows {
   }
   static int64_t stOff(const TensorView& t, int64_t slot, int64_t ch, int64_t j) {
     return slot * t.strides[0] + ch * t.strides[1] + j * t.strides[2];
+  }
+
+  // Writes value(b, tok, ch) to every element of t (shaped as x), and value(ch, j) to slot `slot`
+  // of the conv states t.
+  template <class F>
+  void storeLikeX(const TensorView& t, F value) const {
+    for (int64_t b = 0; b < d_.batch; ++b)
+      for (int64_t tok = 0; tok < d_.L; ++tok)
+        for (int64_t ch = 0; ch < d_.D; ++ch) storeElement(t, xOff(t, b, tok, ch), value(b, tok, ch));
+  }
+  template <class F>
+  void storeState(const TensorView& t, int64_t slot, F value) const {
+    for (int64_t ch = 0; ch < d_.D; ++ch)
+      for (int64_t j = 0; j < K_; ++j) storeElement(t, stOff(t, slot, ch, j), value(ch, j));
   }
 
   // Sequences (none with seq_pos) and the initial slot each reads (-1: zeros, or no states).
@@ -205,16 +214,12 @@ void causal_conv1d(const CausalConv1dArgs& a) {
   }
 
   // The writes.
-  for (int64_t b = 0; b < d.batch; ++b)
-    for (int64_t t = 0; t < d.L; ++t)
-      for (int64_t ch = 0; ch < d.D; ++ch) storeElement(a.out, win.xOff(a.out, b, t, ch), outv[outIdx(b, t, ch)]);
+  win.storeLikeX(a.out, [&](int64_t b, int64_t t, int64_t ch) { return outv[outIdx(b, t, ch)]; });
   if (hasFinal)
     for (size_t i = 0; i < win.sequences(); ++i) {
       const int64_t fs = finalSlot[i];
       if (fs < 0) continue;
-      for (int64_t ch = 0; ch < d.D; ++ch)
-        for (int64_t j = 0; j < K; ++j)
-          storeElement(a.final_states, Windows::stOff(a.final_states, fs, ch, j), finalv[finalIdx(i, ch, j)]);
+      win.storeState(a.final_states, fs, [&](int64_t ch, int64_t j) { return finalv[finalIdx(i, ch, j)]; });
     }
 }
 
@@ -228,19 +233,9 @@ void causal_conv1d_backward(const CausalConv1dBackwardArgs& a) {
   std::vector<int64_t> finalSlot;
   if (hasDfinal)
     finalSlot = slotsOf(op, "final_state_indices", "no gradient", a.final_state_indices, d.nseq, d.dfinalSlots);
-  if (hasDinit) {  // each written slot's gradient comes from one sequence
-    std::vector<int64_t> reader(at(d.initSlots), -1);
-    for (size_t i = 0; i < win.sequences(); ++i) {
-      const int64_t s = win.initSlot(i);
-      if (s < 0) continue;
-      if (reader[at(s)] >= 0)
-        invalid(op, "initial_state_indices[" + std::to_string(i) + "] = " + std::to_string(s) +
-                        ", the slot of initial_state_indices[" + std::to_string(reader[at(s)]) +
-                        "] too, expected distinct slots with dinitial_states (each slot's "
-                        "gradient is written by one sequence)");
-      reader[at(s)] = static_cast<int64_t>(i);
-    }
-  }
+  if (hasDinit)
+    checkDistinctInitialSlots(op, static_cast<int64_t>(win.sequences()), d.initSlots,
+                              [&](int64_t i) { return win.initSlot(at(i)); });
 
   // The gradients in double. Each tap's read of the forward becomes a write of g * w[k] to the
   // same place (x: dx, an initial-state column: dinitial_states, a zero: nowhere), and each
@@ -276,9 +271,7 @@ void causal_conv1d_backward(const CausalConv1dBackwardArgs& a) {
   }
 
   // The writes, each rounded once.
-  for (int64_t b = 0; b < d.batch; ++b)
-    for (int64_t t = 0; t < d.L; ++t)
-      for (int64_t ch = 0; ch < d.D; ++ch) storeElement(a.dx, win.xOff(a.dx, b, t, ch), dxv[xIdx(b, t, ch)]);
+  win.storeLikeX(a.dx, [&](int64_t b, int64_t t, int64_t ch) { return dxv[xIdx(b, t, ch)]; });
   for (int64_t ch = 0; ch < d.D; ++ch) {
     for (int64_t k = 0; k < W; ++k)
       storeElement(a.dweight, ch * a.dweight.strides[0] + k * a.dweight.strides[1], dwv[at(ch * W + k)]);
@@ -288,9 +281,7 @@ void causal_conv1d_backward(const CausalConv1dBackwardArgs& a) {
     for (size_t i = 0; i < win.sequences(); ++i) {
       const int64_t s = win.initSlot(i);
       if (s < 0) continue;
-      for (int64_t ch = 0; ch < d.D; ++ch)
-        for (int64_t j = 0; j < K; ++j)
-          storeElement(a.dinitial_states, Windows::stOff(a.dinitial_states, s, ch, j), dinitv[stIdx(s, ch, j)]);
+      win.storeState(a.dinitial_states, s, [&](int64_t ch, int64_t j) { return dinitv[stIdx(s, ch, j)]; });
     }
 }
 

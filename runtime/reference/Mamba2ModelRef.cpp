@@ -8,6 +8,7 @@
 #include <string>
 
 #include "runtime/reference/ElementAccess.h"
+#include "runtime/reference/RefHelpers.h"
 #include "ssmjit/error.h"
 
 namespace ssmjit::reference {
@@ -17,10 +18,6 @@ namespace {
 using model::Mamba2Config;
 using model::Mamba2LayerWeights;
 
-[[noreturn]] void invalid(const char* op, const std::string& msg) {
-  throw Error(Error::Kind::InvalidArgument, std::string(op) + ": " + msg);
-}
-size_t at(int64_t i) { return static_cast<size_t>(i); }
 double silu(double v) { return v / (1.0 + std::exp(-v)); }
 
 // y = W x (+ b) for W (rows, cols).

@@ -3,16 +3,10 @@
 #include <string>
 
 #include "runtime/reference/ElementAccess.h"
+#include "runtime/reference/RefHelpers.h"
 #include "ssmjit/error.h"
 
 namespace ssmjit::reference {
-namespace {
-size_t at(int64_t i) { return static_cast<size_t>(i); }
-[[noreturn]] void invalid(const char* op, const std::string& msg) {
-  throw Error(Error::Kind::InvalidArgument, std::string(op) + ": " + msg);
-}
-}  // namespace
-
 ScanSequences scanSequences(const char* op, const SelectiveScanArgs& a, const detail::ScanDims& d) {
   return readSequences(op, d.packed ? a.cu_seqlens : TensorView{}, d.nseq, d.L, a.max_seqlen, "u's seqlen");
 }

@@ -6,6 +6,7 @@
 
 #include "runtime/ops/SelectiveScanCheck.h"
 #include "runtime/reference/ElementAccess.h"
+#include "runtime/reference/RefHelpers.h"
 #include "runtime/reference/ScanSequences.h"
 #include "ssmjit/error.h"
 #include "ssmjit/reference.h"
@@ -14,10 +15,6 @@ namespace ssmjit::reference {
 namespace {
 
 constexpr const char* kOp = "reference::selective_scan_backward";
-[[noreturn]] void invalid(const std::string& msg) {
-  throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + msg);
-}
-size_t at(int64_t i) { return static_cast<size_t>(i); }
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
@@ -37,19 +34,7 @@ void selective_scan_backward(const SelectiveScanBackwardArgs& b) {
     in = scanSlots(kOp, "initial_state_indices", a.initial_state_indices, d.nseq, d.initSlots);
   if (b.dfinal_states.defined())
     fin = scanSlots(kOp, "final_state_indices", a.final_state_indices, d.nseq, d.finalSlots);
-  if (hasDinit) {  // each written slot's gradient comes from one sequence
-    std::vector<int64_t> reader(at(d.initSlots), -1);
-    for (int64_t i = 0; i < d.nseq; ++i) {
-      const int64_t s = in[at(i)];
-      if (s < 0) continue;
-      if (reader[at(s)] >= 0)
-        invalid(
-            "initial_state_indices[" + std::to_string(i) + "] = " + std::to_string(s) +
-            ", the slot of initial_state_indices[" + std::to_string(reader[at(s)]) +
-            "] too, expected distinct slots with dinitial_states (each slot's gradient is written by one sequence)");
-      reader[at(s)] = i;
-    }
-  }
+  if (hasDinit) checkDistinctInitialSlots(kOp, d.nseq, d.initSlots, [&](int64_t i) { return in[at(i)]; });
 
   // Every gradient in double, written once at the end (outputs alias no input: the check).
   const int64_t D = d.D, N = d.N, L = d.L, Bt = d.batch, G = d.G, per = d.D / d.G;

@@ -6,19 +6,14 @@
 
 #include "runtime/ops/SelectiveScanCheck.h"
 #include "runtime/reference/ElementAccess.h"
+#include "runtime/reference/RefHelpers.h"
 #include "runtime/reference/ScanSequences.h"
 #include "ssmjit/error.h"
 #include "ssmjit/reference.h"
 
 namespace ssmjit::reference {
 namespace {
-
 constexpr const char* kOp = "reference::selective_scan";
-[[noreturn]] void invalid(const std::string& msg) {
-  throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + msg);
-}
-size_t at(int64_t i) { return static_cast<size_t>(i); }
-
 }  // namespace
 
 void selective_scan(const SelectiveScanArgs& a) {

@@ -5,14 +5,12 @@
 #include <string>
 #include <utility>
 
+#include "runtime/reference/RefHelpers.h"
 #include "ssmjit/error.h"
 
 namespace ssmjit::reference {
 namespace {
 
-[[noreturn]] void invalid(const char* op, const std::string& msg) {
-  throw Error(Error::Kind::InvalidArgument, std::string(op) + ": " + msg);
-}
 std::string str(int64_t v) { return std::to_string(v); }
 
 // One state slot a sequence reads or writes, and what the messages call it.

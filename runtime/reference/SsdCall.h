@@ -8,6 +8,7 @@
 
 #include "runtime/ops/SsdCheck.h"
 #include "runtime/reference/ElementAccess.h"
+#include "runtime/reference/RefHelpers.h"
 #include "runtime/reference/ScanSequences.h"
 #include "ssmjit/ops.h"
 
@@ -40,7 +41,5 @@ struct DtPrime {
   double value, grad;
 };
 DtPrime dtPrime(const SsdArgs& a, double raw, int64_t h);
-
-inline size_t at(int64_t i) { return static_cast<size_t>(i); }
 
 }  // namespace ssmjit::reference

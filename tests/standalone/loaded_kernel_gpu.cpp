@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -76,6 +77,18 @@ using ssmjit::DeviceBuffer;
 const char* const kNames[] = {"c", "out", "b", "unused", "a", "err"};
 const ssmjit::ArgSchema kSchema{kNames, 6};
 
+// The probe's arguments, in the op order of kNames.
+std::array<ArgValue, 6> probeArgs(float c, void* out, int64_t b, int64_t unused, int64_t a, void* err) {
+  std::array<ArgValue, 6> v;
+  v[0].f32 = c;
+  v[1].ptr = out;
+  v[2].i64 = b;
+  v[3].i64 = unused;
+  v[4].i64 = a;
+  v[5].ptr = err;
+  return v;
+}
+
 ssmjit::Specialization probeSpec(int64_t scale) {
   ssmjit::Specialization s;
   s.kernel = "probe";
@@ -114,15 +127,10 @@ TEST_F(LoadedKernelTest, PacksEveryKindByNameAndLaunchesTheGrid) {
   EXPECT_EQ(k.paramToArg[3], 0);  // c
   EXPECT_EQ(k.paramToArg[4], 5);  // err
 
-  ArgValue v[6];
-  v[0].f32 = 2.5f;
-  v[1].ptr = out.data();
-  v[2].i64 = (int64_t(1) << 40) + 3;  // needs all 64 bits
-  v[3].i64 = 12345;
-  v[4].i64 = -7;
-  v[5].ptr = err.data();
+  // b needs all 64 bits.
+  const std::array<ArgValue, 6> v = probeArgs(2.5f, out.data(), (int64_t(1) << 40) + 3, 12345, -7, err.data());
   unsigned grid[3] = {3, 2, 5};
-  ssmjit::launchKernel(k, v, grid, nullptr);
+  ssmjit::launchKernel(k, v.data(), grid, nullptr);
   std::vector<int64_t> got = out.download<int64_t>();
   EXPECT_EQ(got[0], -7);
   EXPECT_EQ(got[1], (int64_t(1) << 40) + 3);
@@ -178,22 +186,16 @@ TEST_F(LoadedKernelTest, MissingParameterNameIsAnInternalErrorNamingIt) {
 TEST_F(LoadedKernelTest, Int32OverflowIsRefusedAndEmptyGridIsANoop) {
   const ssmjit::LoadedKernel& k = ssmjit::loadedKernel(probeSpec(2), kSchema);
   DeviceBuffer out(16 * sizeof(int64_t));
-  ArgValue v[6];
-  v[0].f32 = 0;
-  v[1].ptr = out.data();
-  v[2].i64 = 0;
-  v[3].i64 = 0;
-  v[4].i64 = int64_t(1) << 31;  // "a" is int32
-  v[5].ptr = nullptr;
+  const std::array<ArgValue, 6> v = probeArgs(0, out.data(), 0, 0, int64_t(1) << 31, nullptr);  // "a" is int32
   unsigned grid[3] = {1, 1, 1};
   try {
-    ssmjit::launchKernel(k, v, grid, nullptr);
+    ssmjit::launchKernel(k, v.data(), grid, nullptr);
     FAIL();
   } catch (const ssmjit::Error& e) {
     EXPECT_NE(std::string(e.what()).find("'a'"), std::string::npos) << e.what();
   }
   unsigned empty[3] = {0, 1, 1};
-  EXPECT_NO_THROW(ssmjit::launchKernel(k, v, empty, nullptr));
+  EXPECT_NO_THROW(ssmjit::launchKernel(k, v.data(), empty, nullptr));
 }
 
 // Beyond the default 48 KiB the launcher raises the function's limit once, at load, and passes
@@ -206,15 +208,9 @@ TEST_F(LoadedKernelTest, DynamicSharedMemoryBeyond48KiBIsAllowedAndPassed) {
     const ssmjit::LoadedKernel& k = ssmjit::loadedKernel(s, kSchema);
     DeviceBuffer out(16 * sizeof(int64_t));
     out.fill(0);
-    ArgValue v[6];
-    v[0].f32 = 0;
-    v[1].ptr = out.data();
-    v[2].i64 = 0;
-    v[3].i64 = 0;
-    v[4].i64 = 0;
-    v[5].ptr = nullptr;
+    const std::array<ArgValue, 6> v = probeArgs(0, out.data(), 0, 0, 0, nullptr);
     unsigned grid[3] = {2, 1, 1};
-    for (int launch = 0; launch < 2; ++launch) ssmjit::launchKernel(k, v, grid, nullptr);
+    for (int launch = 0; launch < 2; ++launch) ssmjit::launchKernel(k, v.data(), grid, nullptr);
     std::vector<int64_t> got = out.download<int64_t>();
     EXPECT_EQ(got[9], bytes);
     EXPECT_EQ(got[10], 7);
@@ -235,13 +231,7 @@ TEST_F(LoadedKernelTest, CachedCallHostTime) {
   ssmjit::Specialization s = probeSpec(3);
   const ssmjit::LoadedKernel& k = ssmjit::loadedKernel(s, kSchema);
   DeviceBuffer out(16 * sizeof(int64_t));
-  ArgValue v[6];
-  v[0].f32 = 1;
-  v[1].ptr = out.data();
-  v[2].i64 = 1;
-  v[3].i64 = 0;
-  v[4].i64 = 1;
-  v[5].ptr = nullptr;
+  const std::array<ArgValue, 6> v = probeArgs(1, out.data(), 1, 0, 1, nullptr);
   unsigned grid[3] = {1, 1, 1};
   ssmjit::OwnedStream stream;
   using Clock = std::chrono::steady_clock;
@@ -249,7 +239,7 @@ TEST_F(LoadedKernelTest, CachedCallHostTime) {
   auto t0 = Clock::now();
   for (int i = 0; i < n; ++i) ssmjit::loadedKernel(s, kSchema);
   auto t1 = Clock::now();
-  for (int i = 0; i < n; ++i) ssmjit::launchKernel(ssmjit::loadedKernel(s, kSchema), v, grid, stream);
+  for (int i = 0; i < n; ++i) ssmjit::launchKernel(ssmjit::loadedKernel(s, kSchema), v.data(), grid, stream);
   auto t2 = Clock::now();
   stream.synchronize();
   double lookupUs = std::chrono::duration<double, std::micro>(t1 - t0).count() / n;

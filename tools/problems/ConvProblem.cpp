@@ -85,6 +85,19 @@ std::vector<int64_t> makeInputs(const ConvInputsCase& c, std::mt19937_64& rng, H
   }
   return xs;
 }
+
+// The views of what makeInputs made, and the options both directions take.
+template <class Args, class Problem>
+void viewInputs(Args& a, const Problem& p, const Viewer& view) {
+  a.x = view(p.x);
+  a.weight = view(p.weight);
+  a.bias = view(p.bias);
+  a.layout = p.c.layout;
+  a.silu = p.c.silu;
+  a.cu_seqlens = view(p.cu);
+  a.seq_pos = view(p.pos);
+}
+
 }  // namespace
 
 std::vector<ConvInputsCase> convInputsMatrix(uint64_t seed) {
@@ -145,14 +158,8 @@ ConvProblem::ConvProblem(const ConvCase& cc) : c(cc) {
 
 CausalConv1dArgs ConvProblem::args(const Viewer& view) const {
   CausalConv1dArgs a;
-  a.x = view(x);
-  a.weight = view(weight);
-  a.bias = view(bias);
+  viewInputs(a, *this, view);
   a.out = view(out);
-  a.layout = c.layout;
-  a.silu = c.silu;
-  a.cu_seqlens = view(cu);
-  a.seq_pos = view(pos);
   if (c.initialStates) a.initial_states = view(states);
   if (c.finalStates) a.final_states = view(states);
   a.initial_state_indices = view(initIdx);
@@ -213,14 +220,8 @@ ConvBackwardProblem::ConvBackwardProblem(const ConvBackwardCase& cc) : c(cc) {
 
 CausalConv1dBackwardArgs ConvBackwardProblem::args(const Viewer& view) const {
   CausalConv1dBackwardArgs a;
-  a.x = view(x);
-  a.weight = view(weight);
-  a.bias = view(bias);
+  viewInputs(a, *this, view);
   a.dout = view(dout);
-  a.layout = c.layout;
-  a.silu = c.silu;
-  a.cu_seqlens = view(cu);
-  a.seq_pos = view(pos);
   a.initial_states = view(states);
   a.initial_state_indices = view(initIdx);
   a.dfinal_states = view(dfinal);

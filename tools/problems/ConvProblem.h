@@ -4,6 +4,7 @@
 // decode update, and their device copies.
 #pragma once
 #include <cstdint>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -43,6 +44,8 @@ struct ConvCase : ConvInputsCase {
   bool initialStates = false, finalStates = false;  // same tensor (in place) when both
   std::string name() const;
 };
+// gtest prints a parameterised case by its name (else its bytes would go into CTest's test names).
+inline std::ostream& operator<<(std::ostream& os, const ConvCase& c) { return os << c.name(); }
 
 struct ConvProblem {
   ConvCase c;
@@ -65,6 +68,7 @@ struct ConvBackwardCase : ConvInputsCase {
   // kernel, after the first stored dx.
   double dxTwiceRounded() const;
 };
+inline std::ostream& operator<<(std::ostream& os, const ConvBackwardCase& c) { return os << c.name(); }
 
 // all() lists the tensors in this order (the GPU tests download by index):
 //   0 x, 1 weight, 2 bias, 3 dout, 4 cu, 5 pos, 6 states (initial_states), 7 initIdx, 8 dfinal,
@@ -87,6 +91,7 @@ struct ConvUpdateCase {
   uint64_t seed = 1;
   std::string name() const;
 };
+inline std::ostream& operator<<(std::ostream& os, const ConvUpdateCase& c) { return os << c.name(); }
 
 struct ConvUpdateProblem {
   ConvUpdateCase c;

@@ -4,6 +4,7 @@
 // each slot's cache holds, poisoned y), as host tensors; nextRound() draws the next step.
 #pragma once
 #include <cstdint>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -27,6 +28,8 @@ struct DecodeCase {
   uint64_t seed = 1;
   std::string name() const;  // a gtest-safe name
 };
+// gtest prints a parameterised case by its name (else its bytes would go into CTest's test names).
+inline std::ostream& operator<<(std::ostream& os, const DecodeCase& c) { return os << c.name(); }
 
 // all() order (fixed; undefined tensors still listed): 0 convState, 1 ssmState, 2 xbcCache,
 // 3 dtCache, 4 cachedTokens, 5 arrivals, 6 convW, 7 convB, 8 A, 9 D, 10 dtBias, 11 idx,

@@ -3,6 +3,7 @@
 // and residual_out, the gate on either side, groups, outputs in place), and the call's arguments.
 #pragma once
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,8 @@ struct NormCase {
   uint64_t seed = 1;
   std::string name() const;
 };
+// gtest prints a parameterised case by its name (else its bytes would go into CTest's test names).
+inline std::ostream& operator<<(std::ostream& os, const NormCase& c) { return os << c.name(); }
 
 // all() lists the tensors in this order (the GPU tests download by index):
 //   0 x, 1 residual, 2 residual_out, 3 z, 4 weight, 5 out.

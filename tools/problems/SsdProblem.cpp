@@ -79,8 +79,7 @@ SsdProblem::SsdProblem(const SsdCase& cs) : c(cs) {
   if (c.decay) decay = poisoned(DType::F32, {nseq, H});
 }
 
-SsdArgs SsdProblem::args() const {
-  auto v = [](const HostTensor& t) { return t.defined ? t.view() : TensorView{}; };
+SsdArgs SsdProblem::args(const Viewer& v) const {
   SsdArgs a;
   a.x = v(x), a.dt = v(dt), a.A = v(A), a.B = v(B), a.C = v(C), a.D = v(Dv), a.z = v(z), a.dt_bias = v(dtBias);
   a.dt_softplus = c.softplus, a.dt_min = c.dtMin, a.dt_max = c.dtMax, a.chunk_size = c.chunk;
@@ -89,28 +88,6 @@ SsdArgs SsdProblem::args() const {
   if (c.final) a.final_states = v(finalHolder()), a.final_state_indices = v(finIdx);
   a.block_state_tokens = c.blockTokens, a.block_states = v(blk), a.block_state_indices = v(blkIdx);
   a.sequence_decay = v(decay);
-  return a;
-}
-
-SsdArgs deviceArgs(SsdProblem& p, const DeviceTensors& d) {
-  SsdArgs a = p.args();
-  a.x = d.view(0, p.x);
-  a.dt = d.view(1, p.dt);
-  a.A = d.view(2, p.A);
-  a.B = d.view(3, p.B);
-  a.C = d.view(4, p.C);
-  a.D = d.view(5, p.Dv);
-  a.z = d.view(6, p.z);
-  a.dt_bias = d.view(7, p.dtBias);
-  a.out = d.view(8, p.out);
-  a.cu_seqlens = d.view(9, p.cu);
-  a.initial_states = d.view(10, p.init);
-  a.initial_state_indices = d.view(11, p.initIdx);
-  if (p.c.final) a.final_states = p.c.inPlace && p.c.initial ? a.initial_states : d.view(12, p.fin);
-  a.final_state_indices = d.view(13, p.finIdx);
-  a.block_states = d.view(14, p.blk);
-  a.block_state_indices = d.view(15, p.blkIdx);
-  a.sequence_decay = d.view(16, p.decay);
   return a;
 }
 

@@ -42,16 +42,12 @@ struct SsdProblem {
 
   const HostTensor& finalHolder() const { return c.inPlace && c.initial ? init : fin; }
 
-  SsdArgs args() const;  // CPU views; no workspace
+  SsdArgs args(const Viewer& view = hostView) const;  // no workspace
   // all() order: 0 x, 1 dt, 2 A, 3 B, 4 C, 5 Dv, 6 z, 7 dtBias, 8 out, 9 cu, 10 init, 11 initIdx,
   // 12 fin, 13 finIdx, 14 blk, 15 blkIdx, 16 decay (undefined tensors still listed).
   std::vector<HostTensor*> all() {
     return {&x, &dt, &A, &B, &C, &Dv, &z, &dtBias, &out, &cu, &init, &initIdx, &fin, &finIdx, &blk, &blkIdx, &decay};
   }
 };
-
-// The same call on device copies (d = DeviceTensors(p.all())); the workspace is left undefined:
-// the caller sizes and sets it.
-SsdArgs deviceArgs(SsdProblem& p, const DeviceTensors& d);
 
 }  // namespace ssmjit::testing

@@ -6,6 +6,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +41,8 @@ struct SsuCase {
   int64_t slots() const;
   std::string name() const;  // a test-name-safe summary: "m2_H4P8N16G2_b2_L1_stf32_..."
 };
+// gtest prints a parameterised case by its name (else its bytes would go into CTest's test names).
+inline std::ostream& operator<<(std::ostream& os, const SsuCase& c) { return os << c.name(); }
 
 // A Mamba-2 case with these head sizes, everything else at its default.
 SsuCase mamba2Heads(int64_t H, int64_t P, int64_t N, int64_t G);
