@@ -10,11 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "GpuTest.h"  // SSMJIT_REQUIRE_NVRTC
 #include "runtime/model/Mamba2Kernels.h"
 #include "runtime/model/Mamba2Weights.h"
 #include "runtime/reference/Mamba2ModelRef.h"
 #include "ssmjit/mamba2.h"
 #include "ssmjit/mamba2_model.h"
+#include "support/CompileEach.h"
 #include "support/ExpectError.h"
 #include "support/FakeTensors.h"
 #include "support/ScratchDir.h"
@@ -265,6 +267,11 @@ struct LayerCall {
     return detail::mamba2LayerSpecializations(d, w, s, a, Mamba2LayerMode::Verify, "sm_90a");
   }
 };
+
+TEST(SpeculativeLayer, VerifyKernelsCompile) {
+  SSMJIT_REQUIRE_NVRTC();
+  testing::expectEachCompiles(LayerCall().kernels(), 2);
+}
 
 TEST(SpeculativeLayer, VerifyChecksItsArguments) {
   LayerCall ok;
