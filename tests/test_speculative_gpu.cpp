@@ -107,7 +107,7 @@ std::vector<Kind> kinds(const std::vector<Ids>& ps, const std::vector<Ids>& plai
 }
 
 // Each generated token against the float64 reference run on the prompt and the tokens before it:
-// its logit within `bound` (relative to the row's largest) of the row's maximum.
+// its reference logit within `bound` (relative to the row's largest |logit|) of the row's maximum.
 void expectReferenceChoices(const model::Mamba2Checkpoint& ck, const std::vector<Ids>& ps, const std::vector<Ids>& out,
                             double bound, const std::string& what) {
   const int64_t V = ck.config.vocab_rows;
@@ -148,7 +148,9 @@ TEST_P(SpeculativeGpu, GenerateEqualsPlainGreedy) {
   auto model = Mamba2Model::load(dir.path(), o);
   const std::vector<Ids> ps = prompts();
   const bool fp32 = tc.dtype == DType::F32;
-  const double bound = fp32 ? 2e-4 : 3e-2;
+  // Logits within e (test_mamba2_gpu's bound) of the reference: a chosen token's reference logit
+  // is at most 2e below the reference's maximum.
+  const double bound = 2 * (fp32 ? 2e-4 : 3e-2);
   const int64_t K = 4;
 
   GenerateOptions g;

@@ -9,6 +9,7 @@
 #include "runtime/OpSpecializations.h"
 #include "runtime/model/Mamba2Kernels.h"
 #include "runtime/ops/ArgCheck.h"
+#include "runtime/ops/Mamba2DecodeStepCheck.h"
 #include "runtime/ops/RmsNormSpec.h"
 #include "ssmjit/mamba2.h"
 
@@ -295,15 +296,23 @@ int64_t decodeLayout(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mam
       d, a, T, p, [&](const Plan& q) { return decodeCalls(d, w, s, a, q, T); }, decodeSsdFloats);
 }
 
-int64_t verifyLayout(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
-                     const Mamba2LayerArgs& a, int64_t T, Plan& p) {
-  return layoutFloats<VerifyCalls>(
-      d, a, T, p, [&](const Plan& q) { return verifyCalls(d, w, s, a, q, T); }, verifySsdFloats);
-}
-
 constexpr const char* kPrefill = "mamba2_layer_prefill";
 constexpr const char* kDecode = "mamba2_layer_decode";
 constexpr const char* kVerify = "mamba2_layer_verify";
+
+// The decode step's arguments (states, caches, counts) are checked here too, so that a bad one
+// throws before the first GEMM is launched.
+int64_t verifyLayout(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
+                     const Mamba2LayerArgs& a, int64_t T, Plan& p) {
+  return layoutFloats<VerifyCalls>(
+      d, a, T, p,
+      [&](const Plan& q) {
+        VerifyCalls c = verifyCalls(d, w, s, a, q, T);
+        detail::checkDecodeStepArgs(c.state, c.mixer, c.step, DeviceKind::CUDA, kVerify);
+        return c;
+      },
+      verifySsdFloats);
+}
 
 const char* opName(Mamba2LayerMode mode) {
   switch (mode) {
