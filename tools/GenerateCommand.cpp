@@ -1,5 +1,7 @@
 // `ssmjit generate`: loads a Mamba-2 checkpoint directory and generates from token-id prompts on
-// the GPU (ssmjit/mamba2_model.h), printing each prompt's new token ids and the throughput.
+// the GPU (ssmjit/mamba2_model.h), printing each prompt's new token ids and the throughput. With
+// --draft, speculative decoding with prompt-lookup drafts (how many were kept, and with
+// --compare-plain whether the tokens equal plain decoding's and the speed-up).
 #include <CLI/CLI.hpp>
 
 #include <unistd.h>
@@ -23,6 +25,8 @@ struct GenerateCliOptions {
   int64_t maxPrefillTokens = 16384;
   GenerateOptions gen;
   bool noGraphs = false;
+  int64_t ngram = 3;
+  bool comparePlain = false;
 };
 
 std::vector<int32_t> parseIds(const std::string& text) {
@@ -49,6 +53,13 @@ std::string joinIds(const std::vector<int32_t>& ids) {
   return s;
 }
 
+void printDecode(const GenerateResult& r, const GenerateCliOptions& o, int64_t decoded, size_t batch) {
+  if (r.decode_steps > 0)
+    std::printf("decode: %lld steps at batch %zu in %.2f ms (%.3f ms a step, %.0f tokens/s)%s\n",
+                static_cast<long long>(r.decode_steps), batch, r.decode_ms, r.decode_ms / r.decode_steps,
+                decoded / (r.decode_ms / 1e3), o.noGraphs ? ", no CUDA graphs" : "");
+}
+
 int run(GenerateCliOptions& o) {
   std::vector<std::vector<int32_t>> prompts;
   for (const std::string& p : o.prompts) prompts.push_back(parseIds(p));
@@ -62,6 +73,11 @@ int run(GenerateCliOptions& o) {
   mo.state_dtype = parseFloatDType(o.stateDtype, "--state-dtype");
   mo.max_batch = static_cast<int64_t>(prompts.size());
   mo.max_prefill_tokens = std::max(promptTokens, o.maxPrefillTokens);
+  mo.max_draft_tokens = o.gen.draft_tokens;
+  if (o.gen.draft_tokens > 0)
+    o.gen.draft = [&o](int64_t, const std::vector<int32_t>& context) {
+      return prompt_lookup_draft(context, o.gen.draft_tokens, o.ngram);
+    };
   WallTimer loadTimer;
   std::unique_ptr<Mamba2Model> model = Mamba2Model::load(o.model, mo);
   const Mamba2ModelConfig& c = model->config();
@@ -85,13 +101,29 @@ int run(GenerateCliOptions& o) {
     std::printf("%zu: %s\n", i, joinIds(r.tokens[i]).c_str());
     newTokens += static_cast<int64_t>(r.tokens[i].size());
   }
-  const int64_t decoded = newTokens - static_cast<int64_t>(prompts.size());  // the first come from the prefill
   std::printf("prefill: %lld tokens in %.2f ms (%.0f tokens/s)\n", static_cast<long long>(promptTokens), r.prefill_ms,
               promptTokens / (r.prefill_ms / 1e3));
-  if (r.decode_steps > 0)
-    std::printf("decode: %lld steps at batch %zu in %.2f ms (%.3f ms a step, %.0f tokens/s)%s\n",
-                static_cast<long long>(r.decode_steps), prompts.size(), r.decode_ms, r.decode_ms / r.decode_steps,
-                decoded / (r.decode_ms / 1e3), o.noGraphs ? ", no CUDA graphs" : "");
+  printDecode(r, o, newTokens - static_cast<int64_t>(prompts.size()), prompts.size());
+  if (o.gen.draft_tokens > 0) {
+    std::printf("drafts: %lld of %lld kept (%.1f%%), %.2f tokens a step per sequence\n",
+                static_cast<long long>(r.accepted), static_cast<long long>(r.drafted),
+                r.drafted > 0 ? 100.0 * r.accepted / r.drafted : 0.0,
+                r.decode_steps > 0 ? double(newTokens - static_cast<int64_t>(prompts.size())) /
+                                         (double(r.decode_steps) * prompts.size())
+                                   : 0.0);
+    if (o.comparePlain) {
+      GenerateOptions plainOpt = o.gen;
+      plainOpt.draft_tokens = 0;
+      plainOpt.draft = nullptr;
+      plainOpt.progress = nullptr;
+      const GenerateResult p = generate(*model, prompts, plainOpt);
+      std::printf("plain ");
+      printDecode(p, o, newTokens - static_cast<int64_t>(prompts.size()), prompts.size());
+      std::printf("plain decoding's tokens: %s; speculative decode %.2fx plain's speed\n",
+                  p.tokens == r.tokens ? "identical" : "DIFFERENT", p.decode_ms / r.decode_ms);
+      if (p.tokens != r.tokens) return kExitFailure;
+    }
+  }
   return kExitOk;
 }
 
@@ -115,6 +147,15 @@ CommandRun defineGenerateCommand(CLI::App* app) {
   app->add_option("--max-prefill-tokens", o->maxPrefillTokens, "Largest packed prefill the buffers hold")
       ->check(atLeast(1))
       ->capture_default_str();
+  app->add_option("--draft", o->gen.draft_tokens,
+                  "Speculative decoding: verify up to this many prompt-lookup drafts a step (0: plain decoding)")
+      ->check(CLI::Range(int64_t{0}, int64_t{kMaxTokens - 1}))
+      ->capture_default_str();
+  app->add_option("--draft-ngram", o->ngram, "Prompt lookup: match the last this many tokens (then fewer)")
+      ->check(atLeast(1))
+      ->capture_default_str();
+  app->add_flag("--compare-plain", o->comparePlain,
+                "With --draft: also decode plainly; print whether the tokens agree and the speed-up (exit 1 if not)");
   app->add_flag("--no-graphs", o->noGraphs, "Launch each decode step's kernels one by one instead of as a CUDA graph");
   return [o] { return run(*o); };
 }

@@ -43,7 +43,7 @@ struct PrewarmOptions {
   std::string model;
   std::vector<std::string> archs{"sm_90a"};
   std::string dtype = "bf16", stateDtype = "fp32";
-  int64_t maxBatch = 64, maxPrefillTokens = 16384;
+  int64_t maxBatch = 64, maxPrefillTokens = 16384, maxDraftTokens = 0;
 };
 
 // One row of the closing table: a kernel of some manifest entry.
@@ -247,6 +247,7 @@ int runPrewarm(const PrewarmOptions& o) {
     mo.state_dtype = parseFloatDType(o.stateDtype, "--state-dtype");
     mo.max_batch = o.maxBatch;
     mo.max_prefill_tokens = o.maxPrefillTokens;
+    mo.max_draft_tokens = o.maxDraftTokens;
     for (const std::string& arch : o.archs) {
       checkArch(arch, "--arch");
       for (const Specialization& s : detail::mamba2ModelSpecializations(o.model, mo, arch))
@@ -336,6 +337,10 @@ CommandRun definePrewarmCommand(CLI::App* app) {
       ->capture_default_str();
   app->add_option("--max-prefill-tokens", o->maxPrefillTokens, "With --model: the largest packed prefill")
       ->check(atLeast(1))
+      ->capture_default_str();
+  app->add_option("--draft", o->maxDraftTokens,
+                  "With --model: speculative decoding's verify of this many drafts (generate --draft)")
+      ->check(CLI::Range(int64_t{0}, int64_t{kMaxTokens - 1}))
       ->capture_default_str();
   return [o] { return runPrewarm(*o); };
 }

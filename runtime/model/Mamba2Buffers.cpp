@@ -28,8 +28,10 @@ void convert(const TensorView& src, DType dtype, std::vector<char>& staging, con
 }
 
 
-// The rows of the decode/prefill buffers: a prefill of max_prefill_tokens or a step of max_batch.
-int64_t bufferRows(const Mamba2ModelOptions& o) { return std::max(o.max_prefill_tokens, o.max_batch); }
+// Rows of a step: max_batch sequences of one token, or of max_draft_tokens + 1 in a verify.
+int64_t stepRows(const Mamba2ModelOptions& o) { return o.max_batch * (o.max_draft_tokens + 1); }
+// The rows of the activation buffers: a prefill of max_prefill_tokens or a step.
+int64_t bufferRows(const Mamba2ModelOptions& o) { return std::max(o.max_prefill_tokens, stepRows(o)); }
 
 }  // namespace
 
@@ -40,6 +42,9 @@ void detail::checkModelOptions(const Mamba2ModelOptions& o) {
   for (auto [name, t] : {std::pair{"dtype", o.dtype}, std::pair{"state_dtype", o.state_dtype}})
     if (t == DType::I32 || t == DType::I64)
       modelArgError(std::string("options.") + name + " is " + dtypeName(t) + ", expected float32, bfloat16 or float16");
+  if (o.max_draft_tokens < 0 || o.max_draft_tokens > kMaxTokens - 1)
+    modelArgError("options.max_draft_tokens is " + std::to_string(o.max_draft_tokens) + ", expected 0 to kMaxTokens - 1 (" +
+         std::to_string(kMaxTokens - 1) + ")");
 }
 
 void detail::uploadAll(const std::vector<Upload>& ups) {
@@ -145,20 +150,33 @@ void detail::placeStates(Mamba2Model::Impl& m, DeviceArena& a) {
   for (Mamba2LayerState& s : m.states) {
     a.add(s.conv_state, m.opt.dtype, {S, d.convDim(), d.conv_width - 1});
     a.add(s.ssm_state, m.opt.state_dtype, {S, d.heads, d.head_dim, d.state});
+    if (const int64_t Lc = m.cacheDepth(); Lc > 0) {
+      a.add(s.xbc_cache, m.opt.dtype, {S, Lc, d.convDim()});
+      a.add(s.dt_cache, m.opt.dtype, {S, Lc, d.heads});
+      a.add(s.cached_tokens, DType::I32, {S});
+      a.add(s.arrivals, DType::I32, {S});
+    }
   }
 }
 
 int64_t detail::workspaceFloats(const Mamba2Model::Impl& m) {
   const Mamba2Dims& d = m.cfg.dims;
-  const int64_t T = m.opt.max_prefill_tokens, S = m.opt.max_batch;
+  const int64_t T = m.opt.max_prefill_tokens, S = m.opt.max_batch, R = stepRows(m.opt);
   Mamba2LayerArgs pre{rows(m.normed, T), rows(m.mixed, T), m.cu, {}, m.slots, {}};
   Mamba2LayerArgs dec{rows(m.normed, S), rows(m.mixed, S), {}, {}, m.slots, {}};
   LinearArgs lm;
-  lm.x = rows(m.normed, S);
+  lm.x = rows(m.normed, R);
   lm.weight = m.lmHead;
-  lm.y = TensorView::contiguous(m.residual.data, DType::F32, {S, m.cfg.vocab}, DeviceKind::CUDA, m.residual.deviceId);
-  const int64_t need = std::max(mamba2_layer_workspace_size(d, m.layers[0], m.states[0], pre, true),
-                                mamba2_layer_workspace_size(d, m.layers[0], m.states[0], dec, false));
+  lm.y = TensorView::contiguous(m.residual.data, DType::F32, {R, m.cfg.vocab}, DeviceKind::CUDA, m.residual.deviceId);
+  int64_t need = std::max(mamba2_layer_workspace_size(d, m.layers[0], m.states[0], pre, Mamba2LayerMode::Prefill),
+                          mamba2_layer_workspace_size(d, m.layers[0], m.states[0], dec, Mamba2LayerMode::Decode));
+  if (m.cacheDepth() > 0) {
+    Mamba2LayerArgs ver{rows(m.normed, R), rows(m.mixed, R), {}, {}, m.slots, {}, m.slots, m.cacheDepth()};
+    need = std::max(need, mamba2_layer_workspace_size(d, m.layers[0], m.states[0], ver, Mamba2LayerMode::Verify));
+  }
+  need = std::max(need, linear_workspace_size(lm));
+  lm.x = rows(lm.x, S);
+  lm.y = rows(lm.y, S);
   return std::max(need, linear_workspace_size(lm));
 }
 

@@ -26,8 +26,16 @@ struct SpecSink : OpSink {
   void embedding(const EmbeddingArgs& a) override { add(opspec::embedding(a, arch)); }
   void rmsNorm(const RmsNormArgs& a) override { add(detail::rmsNormSpecialization(a, arch)); }
   void layer(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s, const Mamba2LayerArgs& a,
-             bool prefill) override {
-    for (Specialization& sp : detail::mamba2LayerSpecializations(d, w, s, a, prefill, arch)) add(std::move(sp));
+             Mamba2LayerMode mode) override {
+    for (Specialization& sp : detail::mamba2LayerSpecializations(d, w, s, a, mode, arch)) add(std::move(sp));
+  }
+  void commit(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s, const TensorView& slotIds,
+              const TensorView& numAccepted) override {
+    Mamba2DecodeStepArgs a;
+    a.state_indices = slotIds;
+    a.num_accepted = numAccepted;
+    a.parts = DecodeStepParts::ReplayOnly;
+    add(opspec::decodeStep(detail::mamba2DecodeState(s), detail::mamba2MixerWeights(d, w), a, arch));
   }
   void linear(const LinearArgs&) override {}  // cuBLASLt: nothing to compile
   std::string arch;
@@ -74,21 +82,34 @@ std::vector<Specialization> detail::mamba2ModelSpecializations(const std::string
   const TensorView logits = TensorView::contiguous(reinterpret_cast<void*>(uintptr_t{1} << 42), DType::F32, {S, V});
   m.prefillOps(o.max_prefill_tokens, S, logits, ops);
   const TensorView step = TensorView::contiguous(reinterpret_cast<void*>(uintptr_t{3} << 42), DType::I64, {1});
-  for (int64_t b = 1;; b = std::min(2 * b, S)) {
-    m.decodeOps(rows(m.ids, b), rows(m.slots, b), rows(logits, b), ops);
-    // generate()'s sampling: greedy, and drawn with each of its restrictions.
+  const int64_t L = m.cacheDepth();
+  const TensorView verifyLogits = TensorView::contiguous(reinterpret_cast<void*>(uintptr_t{5} << 42), DType::F32,
+                                                         {S * std::max<int64_t>(L, 1), V});
+  const TensorView rowSteps = TensorView::contiguous(reinterpret_cast<void*>(uintptr_t{7} << 42), DType::I64,
+                                                     {S * std::max<int64_t>(L, 1)});
+  // generate()'s sampling: greedy, and drawn with each of its restrictions.
+  auto sampling = [&](const TensorView& lg, int64_t n, const TensorView& counter, const TensorView& keys) {
     for (auto [temperature, topK, topP] : {std::tuple{0.0f, 0, 1.0f}, std::tuple{1.0f, 0, 1.0f},
                                            std::tuple{1.0f, 50, 1.0f}, std::tuple{1.0f, 0, 0.9f},
                                            std::tuple{1.0f, 50, 0.9f}}) {
       SampleArgs a;
-      a.logits = rows(logits, b);
-      a.token_ids = rows(m.ids, b);
+      a.logits = rows(lg, n);
+      a.token_ids = rows(m.ids, n);
       a.temperature = temperature;
       a.top_k = topK;
       a.top_p = topP;
-      a.step = step;
-      a.row_state_indices = rows(m.slots, b);
+      a.step = counter;
+      a.row_state_indices = rows(keys, n);
       for (Specialization& sp : detail::sampleSpecializations(a, arch)) ops.add(std::move(sp));
+    }
+  };
+  for (int64_t b = 1;; b = std::min(2 * b, S)) {
+    m.decodeOps(rows(m.ids, b), rows(m.slots, b), rows(logits, b), ops);
+    sampling(logits, b, step, m.slots);
+    if (L > 0) {  // generate()'s verify of max_draft_tokens drafts, its per-row draws, a commit
+      m.verifyOps(rows(m.ids, b * L), L, rows(m.slots, b), rows(m.last, b), rows(verifyLogits, b * L), ops);
+      sampling(verifyLogits, b * L, rows(rowSteps, b * L), m.ids);
+      m.commitOps(rows(m.slots, b), rows(m.last, b), ops);
     }
     if (b == S) break;
   }

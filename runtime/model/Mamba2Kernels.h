@@ -14,14 +14,19 @@ namespace ssmjit::detail {
 // The model's sizes from a checkpoint's config.
 Mamba2ModelConfig mamba2ModelConfig(const model::Mamba2Config& c);
 
+// A layer's state and weights as mamba2_decode_step takes them (verify and commit).
+Mamba2DecodeState mamba2DecodeState(const Mamba2LayerState& s);
+Mamba2MixerWeights mamba2MixerWeights(const Mamba2Dims& d, const Mamba2LayerWeights& w);
+
 // One layer call's kernels (the GEMMs run in cuBLASLt and compile nothing).
 std::vector<Specialization> mamba2LayerSpecializations(const Mamba2Dims& dims, const Mamba2LayerWeights& w,
                                                        const Mamba2LayerState& s, const Mamba2LayerArgs& args,
-                                                       bool prefill, const std::string& arch);
+                                                       Mamba2LayerMode mode, const std::string& arch);
 
 // Every kernel a model of `dir`'s config.json runs with `options`: a prefill of up to
-// max_prefill_tokens in max_batch sequences, decode steps at every power-of-two batch up to
-// max_batch, greedy and sampled tokens. Distinct specialisations, in first-use order.
+// max_prefill_tokens in max_batch sequences, decode steps (and with max_draft_tokens, verify
+// steps of max_draft_tokens + 1 tokens) at every power-of-two batch up to max_batch, greedy and
+// sampled tokens. Distinct specialisations, in first-use order.
 std::vector<Specialization> mamba2ModelSpecializations(const std::string& dir, const Mamba2ModelOptions& options,
                                                        const std::string& arch);
 

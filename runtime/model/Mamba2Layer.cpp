@@ -9,6 +9,7 @@
 #include "runtime/OpSpecializations.h"
 #include "runtime/model/Mamba2Kernels.h"
 #include "runtime/ops/ArgCheck.h"
+#include "runtime/ops/Mamba2DecodeStepCheck.h"
 #include "runtime/ops/RmsNormSpec.h"
 #include "ssmjit/mamba2.h"
 
@@ -225,6 +226,34 @@ DecodeCalls decodeCalls(const Mamba2Dims& d, const Mamba2LayerWeights& w, const 
   return c;
 }
 
+// A verify: B sequences of L tokens, rows b*L + i; the SSM part is one mamba2_decode_step.
+struct VerifyCalls {
+  LinearArgs inProj, outProj;
+  Mamba2DecodeState state;
+  Mamba2MixerWeights mixer;
+  Mamba2DecodeStepArgs step;
+  GatedRmsNormArgs norm;
+};
+
+VerifyCalls verifyCalls(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
+                        const Mamba2LayerArgs& a, const Plan& p, int64_t T) {
+  const int64_t R = d.inProjRows(), Dc = d.convDim(), Di = d.dInner(), H = d.heads, P = d.head_dim;
+  const int64_t L = a.tokens_per_sequence, B = T / L;
+  VerifyCalls c;
+  c.inProj = linearCall(a.hidden, w.in_proj, w.in_proj_bias, p.zxbcdt);
+  c.state = detail::mamba2DecodeState(s);
+  c.mixer = detail::mamba2MixerWeights(d, w);
+  Mamba2DecodeStepArgs& st = c.step;
+  st.state_indices = a.state_indices;
+  st.num_accepted = a.num_accepted;
+  st.xBC = viewOf(p.zxbcdt, Di, {B, L, Dc}, {L * R, R, 1});
+  st.dt = viewOf(p.zxbcdt, Di + Dc, {B, L, H}, {L * R, R, 1});
+  st.y = viewOf(p.y, 0, {B, L, H, P}, {L * Di, Di, P, 1});
+  c.norm = normCall(d, w, p, T);
+  c.outProj = linearCall(p.yn, w.out_proj, w.out_proj_bias, a.out);
+  return c;
+}
+
 // The workspace layout of a call: the intermediates, then the SSD's and the GEMMs' workspaces.
 // Without a workspace, sized against a stand-in base address that aliases no argument: the views
 // are only checked, never dereferenced.
@@ -242,6 +271,7 @@ int64_t layoutFloats(const Mamba2Dims& d, const Mamba2LayerArgs& a, int64_t T, P
 
 int64_t prefillSsdFloats(const PrefillCalls& c) { return ssd_workspace_size(c.scan); }
 int64_t decodeSsdFloats(const DecodeCalls&) { return 0; }
+int64_t verifySsdFloats(const VerifyCalls&) { return 0; }
 
 TensorView floatsAt(const TensorView& ws, int64_t byteOffset, int64_t floats) {
   return TensorView::contiguous(static_cast<char*>(ws.data) + byteOffset, DType::F32, {floats}, DeviceKind::CUDA,
@@ -252,7 +282,7 @@ void checkWorkspace(const char* op, const Mamba2LayerArgs& a, int64_t need) {
   detail::checkWorkspace(op, a.workspace, a.hidden, "hidden", need, "mamba2_layer_workspace_size");
 }
 
-// The workspace plan of a prefill or decode call of T tokens, in float32 elements.
+// The workspace plan of a prefill, decode or verify call of T tokens, in float32 elements.
 int64_t prefillLayout(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
                       const Mamba2LayerArgs& a, int64_t T, Plan& p) {
   return layoutFloats<PrefillCalls>(
@@ -266,14 +296,66 @@ int64_t decodeLayout(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mam
 
 constexpr const char* kPrefill = "mamba2_layer_prefill";
 constexpr const char* kDecode = "mamba2_layer_decode";
+constexpr const char* kVerify = "mamba2_layer_verify";
+
+// The decode step's arguments (states, caches, counts) are checked here too, so that a bad one
+// throws before the first GEMM is launched.
+int64_t verifyLayout(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
+                     const Mamba2LayerArgs& a, int64_t T, Plan& p) {
+  return layoutFloats<VerifyCalls>(
+      d, a, T, p,
+      [&](const Plan& q) {
+        VerifyCalls c = verifyCalls(d, w, s, a, q, T);
+        detail::checkDecodeStepArgs(c.state, c.mixer, c.step, DeviceKind::CUDA, kVerify);
+        return c;
+      },
+      verifySsdFloats);
+}
+
+const char* opName(Mamba2LayerMode mode) {
+  switch (mode) {
+    case Mamba2LayerMode::Prefill: return kPrefill;
+    case Mamba2LayerMode::Decode: return kDecode;
+    case Mamba2LayerMode::Verify: return kVerify;
+  }
+  throw Error(Error::Kind::InvalidArgument, "mamba2_layer_workspace_size: mode is " +
+                                                std::to_string(static_cast<int>(mode)) +
+                                                ", expected Prefill, Decode or Verify");
+}
+
+// checkLayer, and for a verify its token count: T rows in sequences of tokens_per_sequence.
+int64_t checkCall(Mamba2LayerMode mode, const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerArgs& a) {
+  const char* op = opName(mode);
+  const int64_t T = checkLayer(op, d, w, a);
+  if (mode != Mamba2LayerMode::Verify) return T;
+  const int64_t L = a.tokens_per_sequence;
+  Checker c(op, DeviceKind::CUDA);
+  if (L < 1 || L > kMaxTokens || T % L != 0)
+    c.fail("tokens_per_sequence is " + std::to_string(L) + ", expected 1 <= L <= kMaxTokens (" +
+              std::to_string(kMaxTokens) + ") dividing the " + std::to_string(T) + " rows of hidden");
+  const Dim nb[] = {{T / L, "sequences"}};
+  c.required("num_accepted", a.num_accepted);
+  c.tensor("num_accepted", a.num_accepted, nb, 1, detail::kIndexTypes, false);
+  return T;
+}
+
+int64_t layoutFor(Mamba2LayerMode mode, const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
+                  const Mamba2LayerArgs& a, int64_t T, Plan& p) {
+  switch (mode) {
+    case Mamba2LayerMode::Prefill: return prefillLayout(d, w, s, a, T, p);
+    case Mamba2LayerMode::Decode: return decodeLayout(d, w, s, a, T, p);
+    case Mamba2LayerMode::Verify: return verifyLayout(d, w, s, a, T, p);
+  }
+  return 0;
+}
 
 }  // namespace
 
 int64_t mamba2_layer_workspace_size(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
-                                    const Mamba2LayerArgs& a, bool prefill) {
-  const int64_t T = checkLayer(prefill ? kPrefill : kDecode, d, w, a);
+                                    const Mamba2LayerArgs& a, Mamba2LayerMode mode) {
+  const int64_t T = checkCall(mode, d, w, a);
   Plan p;
-  return prefill ? prefillLayout(d, w, s, a, T, p) : decodeLayout(d, w, s, a, T, p);
+  return layoutFor(mode, d, w, s, a, T, p);
 }
 
 void mamba2_layer_prefill(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
@@ -308,13 +390,64 @@ void mamba2_layer_decode(const Mamba2Dims& d, const Mamba2LayerWeights& w, const
   linear(c.outProj, stream);
 }
 
+void mamba2_layer_verify(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
+                         const Mamba2LayerArgs& a, Stream stream) {
+  const int64_t T = checkCall(Mamba2LayerMode::Verify, d, w, a);
+  Plan p;
+  checkWorkspace(kVerify, a, verifyLayout(d, w, s, a, T, p));
+  if (T == 0) return;
+  VerifyCalls c = verifyCalls(d, w, s, a, p, T);
+  c.inProj.workspace = c.outProj.workspace = floatsAt(a.workspace, p.linearOffset, (p.bytes - p.linearOffset) / 4);
+  linear(c.inProj, stream);
+  mamba2_decode_step(c.state, c.mixer, c.step, stream);
+  gated_rms_norm(c.norm, stream);
+  linear(c.outProj, stream);
+}
+
+void mamba2_layer_commit(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
+                         const TensorView& state_indices, const TensorView& num_accepted, Stream stream) {
+  Mamba2DecodeStepArgs st;
+  st.state_indices = state_indices;
+  st.num_accepted = num_accepted;
+  st.parts = DecodeStepParts::ReplayOnly;
+  mamba2_decode_step(detail::mamba2DecodeState(s), detail::mamba2MixerWeights(d, w), st, stream);
+}
+
+Mamba2DecodeState detail::mamba2DecodeState(const Mamba2LayerState& s) {
+  Mamba2DecodeState st;
+  st.conv_state = s.conv_state;
+  st.ssm_state = s.ssm_state;
+  st.xbc_cache = s.xbc_cache;
+  st.dt_cache = s.dt_cache;
+  st.cached_tokens = s.cached_tokens;
+  st.arrivals = s.arrivals;
+  return st;
+}
+
+Mamba2MixerWeights detail::mamba2MixerWeights(const Mamba2Dims& d, const Mamba2LayerWeights& w) {
+  Mamba2MixerWeights m;
+  m.conv_weight = w.conv_weight;
+  m.conv_bias = w.conv_bias;
+  m.A = w.A;
+  m.D = w.D;
+  m.dt_bias = w.dt_bias;
+  m.dt_softplus = true;
+  m.dt_min = d.dt_min;
+  m.dt_max = d.dt_max;
+  return m;
+}
+
 std::vector<Specialization> detail::mamba2LayerSpecializations(const Mamba2Dims& d, const Mamba2LayerWeights& w,
                                                                const Mamba2LayerState& s, const Mamba2LayerArgs& a,
-                                                               bool prefill, const std::string& arch) {
-  const int64_t T = checkLayer(prefill ? kPrefill : kDecode, d, w, a);
+                                                               Mamba2LayerMode mode, const std::string& arch) {
+  const int64_t T = checkCall(mode, d, w, a);
   Plan p;
   std::vector<Specialization> out;
-  if (prefill) {
+  if (mode == Mamba2LayerMode::Verify) {
+    verifyLayout(d, w, s, a, T, p);
+    const VerifyCalls c = verifyCalls(d, w, s, a, p, T);
+    out = {opspec::decodeStep(c.state, c.mixer, c.step, arch), detail::gatedRmsNormSpecialization(c.norm, arch)};
+  } else if (mode == Mamba2LayerMode::Prefill) {
     prefillLayout(d, w, s, a, T, p);
     const PrefillCalls c = prefillCalls(d, w, s, a, p, T);
     out = opspec::conv(c.conv, arch);

@@ -46,8 +46,8 @@ void uploadWeights(const model::Mamba2Weights& h, DType act, Mamba2Model::Impl& 
 
 }  // namespace
 
-void Mamba2Model::Impl::forwardLayers(int64_t T, bool prefill, const TensorView& tokenIds, const TensorView& cuSeqlens,
-                                      const TensorView& slotIds, OpSink& ops) const {
+void Mamba2Model::Impl::forwardLayers(int64_t T, Mamba2LayerMode mode, const TensorView& tokenIds,
+                                      const Mamba2LayerArgs& layerArgs, OpSink& ops) const {
   EmbeddingArgs e;
   e.ids = tokenIds;
   e.table = embedding;
@@ -62,8 +62,11 @@ void Mamba2Model::Impl::forwardLayers(int64_t T, bool prefill, const TensorView&
     n.out = rows(normed, T);
     n.eps = cfg.dims.norm_eps;
     ops.rmsNorm(n);
-    ops.layer(cfg.dims, layers[l], states[l], {rows(normed, T), rows(mixed, T), cuSeqlens, {}, slotIds, workspace},
-              prefill);
+    Mamba2LayerArgs a = layerArgs;
+    a.hidden = rows(normed, T);
+    a.out = rows(mixed, T);
+    a.workspace = workspace;
+    ops.layer(cfg.dims, layers[l], states[l], a, mode);
   }
 }
 
@@ -86,7 +89,10 @@ void Mamba2Model::Impl::logits(const TensorView& x, const TensorView& res, const
 }
 
 void Mamba2Model::Impl::prefillOps(int64_t T, int64_t nseq, const TensorView& logitsOut, OpSink& ops) const {
-  forwardLayers(T, true, rows(ids, T), rows(cu, nseq + 1), rows(slots, nseq), ops);
+  Mamba2LayerArgs a;
+  a.cu_seqlens = rows(cu, nseq + 1);
+  a.state_indices = rows(slots, nseq);
+  forwardLayers(T, Mamba2LayerMode::Prefill, rows(ids, T), a, ops);
   // Only each prompt's last token reaches the head: gather its rows (the embedding op indexes
   // any table), then the final norm and lm_head on nseq rows.
   EmbeddingArgs g;
@@ -103,8 +109,25 @@ void Mamba2Model::Impl::prefillOps(int64_t T, int64_t nseq, const TensorView& lo
 void Mamba2Model::Impl::decodeOps(const TensorView& tokenIds, const TensorView& slotIds, const TensorView& logitsOut,
                                   OpSink& ops) const {
   const int64_t B = tokenIds.shape[0];
-  forwardLayers(B, false, tokenIds, {}, slotIds, ops);
+  Mamba2LayerArgs a;
+  a.state_indices = slotIds;
+  forwardLayers(B, Mamba2LayerMode::Decode, tokenIds, a, ops);
   logits(rows(mixed, B), rows(residual, B), rows(normed, B), logitsOut, ops);
+}
+
+void Mamba2Model::Impl::verifyOps(const TensorView& tokenIds, int64_t L, const TensorView& slotIds,
+                                  const TensorView& numAccepted, const TensorView& logitsOut, OpSink& ops) const {
+  const int64_t T = tokenIds.shape[0];
+  Mamba2LayerArgs a;
+  a.state_indices = slotIds;
+  a.num_accepted = numAccepted;
+  a.tokens_per_sequence = L;
+  forwardLayers(T, Mamba2LayerMode::Verify, tokenIds, a, ops);
+  logits(rows(mixed, T), rows(residual, T), rows(normed, T), logitsOut, ops);
+}
+
+void Mamba2Model::Impl::commitOps(const TensorView& slotIds, const TensorView& numAccepted, OpSink& ops) const {
+  for (size_t l = 0; l < layers.size(); ++l) ops.commit(cfg.dims, layers[l], states[l], slotIds, numAccepted);
 }
 
 namespace {
@@ -115,11 +138,16 @@ struct LaunchSink : OpSink {
   void embedding(const EmbeddingArgs& a) override { ssmjit::embedding(a, stream); }
   void rmsNorm(const RmsNormArgs& a) override { rms_norm(a, stream); }
   void layer(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s, const Mamba2LayerArgs& a,
-             bool prefill) override {
-    if (prefill)
-      mamba2_layer_prefill(d, w, s, a, stream);
-    else
-      mamba2_layer_decode(d, w, s, a, stream);
+             Mamba2LayerMode mode) override {
+    switch (mode) {
+      case Mamba2LayerMode::Prefill: mamba2_layer_prefill(d, w, s, a, stream); break;
+      case Mamba2LayerMode::Decode: mamba2_layer_decode(d, w, s, a, stream); break;
+      case Mamba2LayerMode::Verify: mamba2_layer_verify(d, w, s, a, stream); break;
+    }
+  }
+  void commit(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s, const TensorView& slotIds,
+              const TensorView& numAccepted) override {
+    mamba2_layer_commit(d, w, s, slotIds, numAccepted, stream);
   }
   void linear(const LinearArgs& a) override { ssmjit::linear(a, stream); }
   Stream stream;
@@ -193,6 +221,13 @@ void Mamba2Model::prefill(const std::vector<std::vector<int32_t>>& prompts, cons
   uploadInt32(m.cu, cu);
   uploadInt32(m.slots, slots);
   uploadInt32(m.last, last);
+  // A slot that starts a sequence has no verify tokens cached.
+  if (m.cacheDepth() > 0)
+    for (const Mamba2LayerState& st : m.states)
+      for (int32_t slot : slots)
+        driver::check(driver::api().cuMemsetD32Async(
+                          reinterpret_cast<CUdeviceptr>(static_cast<int32_t*>(st.cached_tokens.data) + slot), 0, 1, s),
+                      "Mamba2Model::prefill: cuMemsetD32Async");
   LaunchSink ops(stream);
   m.prefillOps(T, nseq, logitsOut, ops);
 }
@@ -208,6 +243,43 @@ void Mamba2Model::decode(const TensorView& tokenIds, const TensorView& slots, co
   checkLogits("decode", logitsOut, expect);
   LaunchSink ops(stream);
   m.decodeOps(tokenIds, slots, logitsOut, ops);
+}
+
+void Mamba2Model::verify(const TensorView& tokenIds, const TensorView& slots, const TensorView& numAccepted,
+                         const TensorView& logitsOut, Stream stream) {
+  Impl& m = *impl_;
+  if (m.cacheDepth() == 0)
+    fail("verify: options.max_draft_tokens is 0, expected >= 1 (the model was loaded without verify caches)");
+  const bool shaped = tokenIds.ndim == 2 && tokenIds.dtype == DType::I32 && tokenIds.strides[1] == 1 &&
+                      tokenIds.strides[0] == tokenIds.shape[1];
+  const int64_t B = shaped ? tokenIds.shape[0] : -1, L = shaped ? tokenIds.shape[1] : -1;
+  if (B < 1 || B > m.opt.max_batch || L < 1 || L > m.cacheDepth())
+    fail("verify: token_ids has shape " + tokenIds.shapeString() + " (" + dtypeName(tokenIds.dtype) +
+         "), expected contiguous int32 (B, L) with 1 <= B <= max_batch (" + std::to_string(m.opt.max_batch) +
+         ") and 1 <= L <= max_draft_tokens + 1 (" + std::to_string(m.cacheDepth()) + ")");
+  const detail::Dim expect[] = {{B * L, "batch x tokens"}, {m.cfg.vocab, "vocab"}};
+  checkLogits("verify", logitsOut, expect);
+  TensorView flat = tokenIds;
+  flat.ndim = 1;
+  flat.shape[0] = B * L;
+  flat.strides[0] = 1;
+  LaunchSink ops(stream);
+  m.verifyOps(flat, L, slots, numAccepted, logitsOut, ops);
+}
+
+void Mamba2Model::commit(const TensorView& slots, const TensorView& numAccepted, Stream stream) {
+  Impl& m = *impl_;
+  if (m.cacheDepth() == 0)
+    fail("commit: options.max_draft_tokens is 0, expected >= 1 (the model was loaded without verify caches)");
+  LaunchSink ops(stream);
+  m.commitOps(slots, numAccepted, ops);
+}
+
+const Mamba2LayerState& Mamba2Model::layer_state(int64_t layer) const {
+  const Impl& m = *impl_;
+  if (layer < 0 || layer >= m.cfg.layers)
+    fail("layer_state: layer is " + std::to_string(layer) + ", expected [0, " + std::to_string(m.cfg.layers) + ")");
+  return m.states[static_cast<size_t>(layer)];
 }
 
 }  // namespace ssmjit

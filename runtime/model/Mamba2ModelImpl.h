@@ -19,7 +19,9 @@ struct OpSink {
   virtual void embedding(const EmbeddingArgs& a) = 0;
   virtual void rmsNorm(const RmsNormArgs& a) = 0;
   virtual void layer(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
-                     const Mamba2LayerArgs& a, bool prefill) = 0;
+                     const Mamba2LayerArgs& a, Mamba2LayerMode mode) = 0;
+  virtual void commit(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
+                      const TensorView& slotIds, const TensorView& numAccepted) = 0;
   virtual void linear(const LinearArgs& a) = 0;
 };
 
@@ -37,14 +39,20 @@ struct Mamba2Model::Impl {
   TensorView gathered, gatheredResidual, gatheredNormed;
   TensorView workspace;
 
-  void forwardLayers(int64_t T, bool prefill, const TensorView& tokenIds, const TensorView& cuSeqlens,
-                     const TensorView& slotIds, OpSink& ops) const;
+  // T rows of tokens through every layer; a verify's args carry num_accepted and L.
+  void forwardLayers(int64_t T, Mamba2LayerMode mode, const TensorView& tokenIds, const Mamba2LayerArgs& layerArgs,
+                     OpSink& ops) const;
   void logits(const TensorView& x, const TensorView& res, const TensorView& normedOut, const TensorView& out,
               OpSink& ops) const;
   // A prefill of T tokens in nseq sequences whose inputs are in ids, cu, slots and last.
   void prefillOps(int64_t T, int64_t nseq, const TensorView& logitsOut, OpSink& ops) const;
   void decodeOps(const TensorView& tokenIds, const TensorView& slotIds, const TensorView& logitsOut,
                  OpSink& ops) const;
+  // B sequences of L tokens: tokenIds (B*L,), numAccepted (B,), logitsOut (B*L, vocab).
+  void verifyOps(const TensorView& tokenIds, int64_t L, const TensorView& slotIds, const TensorView& numAccepted,
+                 const TensorView& logitsOut, OpSink& ops) const;
+  void commitOps(const TensorView& slotIds, const TensorView& numAccepted, OpSink& ops) const;
+  int64_t cacheDepth() const { return opt.max_draft_tokens > 0 ? opt.max_draft_tokens + 1 : 0; }
 };
 
 namespace detail {

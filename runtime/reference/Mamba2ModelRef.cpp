@@ -178,4 +178,20 @@ std::vector<double> mamba2_model(const Mamba2Config& cfg, const model::Mamba2Wei
   return logits;
 }
 
+std::vector<double> mamba2_model_verify(const Mamba2Config& cfg, const model::Mamba2Weights& w,
+                                        const std::vector<int64_t>& tokens, int64_t L,
+                                        const std::vector<std::vector<Mamba2SequenceState>>& states) {
+  constexpr const char* kOp = "reference::mamba2_model_verify";
+  if (states.size() != at(cfg.num_layers))
+    invalid(kOp, "states has " + std::to_string(states.size()) + " layers, expected " + std::to_string(cfg.num_layers));
+  const int64_t B = int64_t(states[0].size());
+  if (L < 1 || int64_t(tokens.size()) != B * L)
+    invalid(kOp, "tokens has " + std::to_string(tokens.size()) + " values for L = " + std::to_string(L) +
+                     ", expected L >= 1 tokens for each of the states' " + std::to_string(B) + " sequences");
+  std::vector<int64_t> cu(at(B + 1));
+  for (int64_t b = 0; b <= B; ++b) cu[at(b)] = b * L;
+  std::vector<std::vector<Mamba2SequenceState>> scratch = states;
+  return mamba2_model(cfg, w, tokens, cu, scratch);
+}
+
 }  // namespace ssmjit::reference

@@ -50,4 +50,13 @@ std::vector<double> mamba2_model(const model::Mamba2Config& cfg, const model::Ma
                                  const std::vector<int64_t>& tokens, const std::vector<int64_t>& cu_seqlens,
                                  std::vector<std::vector<Mamba2SequenceState>>& states);
 
+// Speculative decoding's verify as plain steps: tokens (B*L) holds L tokens for each of the B
+// sequences of `states` (as mamba2_model takes them, num_layers x B, not empty), each run from
+// its state as L decode steps; the states are left as they were. Logits (B*L, vocab_rows), row
+// b*L + i after token i of sequence b. Committing k of a sequence's tokens is mamba2_model on
+// those k tokens. Throws when tokens is not B*L values or L < 1.
+std::vector<double> mamba2_model_verify(const model::Mamba2Config& cfg, const model::Mamba2Weights& w,
+                                        const std::vector<int64_t>& tokens, int64_t L,
+                                        const std::vector<std::vector<Mamba2SequenceState>>& states);
+
 }  // namespace ssmjit::reference

@@ -51,7 +51,15 @@ struct Mamba2LayerWeights {
 struct Mamba2LayerState {
   TensorView conv_state;  // (S, convDim, W-1), fp32 or the activations' dtype
   TensorView ssm_state;   // (S, H, P, N), fp32/bf16/fp16 (math in fp32)
+  // Speculative decoding only (mamba2_layer_verify, mamba2_layer_commit): mamba2_decode_step's
+  // cache of each slot's last verified tokens (Mamba2DecodeState, ops.h). xbc_cache (S, Lc,
+  // convDim) and dt_cache (S, Lc, H) in the activations' dtype, Lc >= the tokens of a verify;
+  // cached_tokens (S,) int32, zero when a slot starts a sequence; arrivals (S,) int32, zeroed once.
+  TensorView xbc_cache, dt_cache, cached_tokens, arrivals;
 };
+
+// What a call of the layer does (sizes its workspace and names its kernels).
+enum class Mamba2LayerMode { Prefill, Decode, Verify };
 
 // One call of the layer on T tokens. hidden and out (T, hidden) in the activations' dtype, unit
 // stride on hidden; out must not alias hidden.
@@ -60,6 +68,14 @@ struct Mamba2LayerState {
 //     final states in slot state_indices[i] (-1: not kept).
 //   Decode: one token for each of T = B sequences; sequence b reads and advances slot
 //     state_indices[b] (-1: a pad row, skipped, its out row untouched). Capturable in a graph.
+//   Verify (speculative decoding): L = tokens_per_sequence tokens for each of B sequences, T = B*L,
+//     row b*L + i the i-th token of sequence b. First the num_accepted[b] tokens of slot
+//     state_indices[b]'s previous verify are replayed and committed (0 <= num_accepted[b] <= that
+//     verify's L; 0 after a prefill or a commit), then the L tokens run from the corrected state
+//     without committing, each row's out as if the tokens before it had been decoded one by one;
+//     they become the slot's cached tokens. One mamba2_decode_step launch for the SSM part, so
+//     with a fixed L and the counts on the device, a verify is capturable in a graph. D must be
+//     (H,) and L <= the caches' depth (at most kMaxTokens).
 // workspace: float32, contiguous, on the device (any contents), at least
 // mamba2_layer_workspace_size() elements; it holds the layer's intermediates (of every dtype).
 struct Mamba2LayerArgs {
@@ -69,15 +85,25 @@ struct Mamba2LayerArgs {
   TensorView initial_state_indices;  // prefill only, optional (nseq,) int32/int64
   TensorView state_indices;          // (nseq,) or (B,) int32/int64 on the device
   TensorView workspace;              // float32, contiguous
+  TensorView num_accepted;           // verify only: (B,) int32/int64 on the device
+  int64_t tokens_per_sequence = 1;   // verify only: L, with T = B*L
 };
 
 // The workspace a call needs, in float32 elements; checks every argument but the workspace. Monotone in T and
 // nseq: the size for the largest call serves every smaller one.
 int64_t mamba2_layer_workspace_size(const Mamba2Dims& dims, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
-                                    const Mamba2LayerArgs& args, bool prefill);
+                                    const Mamba2LayerArgs& args, Mamba2LayerMode mode);
 void mamba2_layer_prefill(const Mamba2Dims& dims, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
                           const Mamba2LayerArgs& args, Stream stream = nullptr);
 void mamba2_layer_decode(const Mamba2Dims& dims, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
                          const Mamba2LayerArgs& args, Stream stream = nullptr);
+void mamba2_layer_verify(const Mamba2Dims& dims, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
+                         const Mamba2LayerArgs& args, Stream stream = nullptr);
+// Replays and commits num_accepted[b] (B,) of slot state_indices[b]'s cached tokens, as the next
+// verify would, and empties the cache (then the slot's next verify takes num_accepted 0). What
+// makes the states those of plain decoding again, before a decode or to read them. Allocates
+// nothing; capturable.
+void mamba2_layer_commit(const Mamba2Dims& dims, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
+                         const TensorView& state_indices, const TensorView& num_accepted, Stream stream = nullptr);
 
 }  // namespace ssmjit

@@ -29,6 +29,8 @@ struct Mamba2ModelOptions {
   DType state_dtype = DType::F32;   // the SSM state per slot
   int64_t max_batch = 64;           // decode slots: sequences generated at once
   int64_t max_prefill_tokens = 16384;
+  int64_t max_draft_tokens = 0;     // speculative decoding: drafts a verify takes (0: none; at
+                                    // most kMaxTokens - 1); sizes each layer's verify cache
 };
 
 class Mamba2Model {
@@ -54,6 +56,21 @@ class Mamba2Model {
   // states by its token. Allocates nothing, so it can be captured in a CUDA graph.
   void decode(const TensorView& token_ids, const TensorView& slots, const TensorView& logits, Stream stream = nullptr);
 
+  // Speculative decoding (needs max_draft_tokens >= L - 1). token_ids (B, L) int32, contiguous:
+  // each sequence's last accepted token (not yet run) then L - 1 drafts; slots (B,) int32 (-1: a
+  // pad row); num_accepted (B,) int32: how many of the slot's previous verify tokens were
+  // accepted (0 after a prefill or commit); all on the device. logits (B*L, vocab) fp32: row b*L
+  // + i after token i of sequence b, as plain decoding of those tokens would give. The states
+  // advance by num_accepted; the L tokens are cached until the next verify or commit. Allocates
+  // nothing: capturable in a CUDA graph for a fixed (B, L).
+  void verify(const TensorView& token_ids, const TensorView& slots, const TensorView& num_accepted,
+              const TensorView& logits, Stream stream = nullptr);
+  // Commits num_accepted (B,) of each slot's last verify tokens, so that the slots' states are
+  // those of plain decoding (before decode(), or to read them); their next verify takes 0.
+  void commit(const TensorView& slots, const TensorView& num_accepted, Stream stream = nullptr);
+  // Layer l's per-slot states (and verify caches) on the device: to read, save or restore them.
+  const Mamba2LayerState& layer_state(int64_t layer) const;
+
   struct Impl;
 
  private:
@@ -69,6 +86,14 @@ struct GenerateOptions {
   uint64_t seed = 0;
   int64_t eos_token = -1;  // a sequence stops after emitting it; -1: none
   bool cuda_graphs = true;
+  // Speculative decoding: with draft_tokens = K > 0 (the model's max_draft_tokens >= K), each step
+  // asks `draft` for up to K tokens to follow each live sequence's `context` (prompt then the
+  // tokens made so far), verifies them in one verify() and keeps the longest prefix the model
+  // itself would have produced (greedy, or the draw with plain decoding's keys and counters),
+  // plus the model's next token. The tokens equal plain decoding's. prompt_lookup_draft is a
+  // drafter needing no second model.
+  int64_t draft_tokens = 0;
+  std::function<std::vector<int32_t>(int64_t sequence, const std::vector<int32_t>& context)> draft;
   // Called after the prefill (step 0) and after each decode step with the tokens made so far.
   std::function<void(int64_t step, int64_t tokens)> progress;
 };
@@ -78,7 +103,21 @@ struct GenerateResult {
   double prefill_ms = 0;                     // wall time of the prefill and first sampling
   double decode_ms = 0;                      // wall time of the decode steps
   int64_t decode_steps = 0;
+  int64_t drafted = 0;   // speculative decoding: drafts verified
+  int64_t accepted = 0;  // of them, kept
 };
+
+// Speculative decoding's bookkeeping for one sequence, on the host. `drafts` (at most the verify's
+// L - 1 are read) against `choices` (L: the model's token after the last accepted one and after
+// each draft): the tokens to emit, the longest prefix of drafts equal to the model's own choices
+// then the model's next token (1 to L tokens); the verify's num_accepted for the next step is
+// their count.
+std::vector<int32_t> accepted_tokens(const std::vector<int32_t>& drafts, const std::vector<int32_t>& choices);
+
+// A drafter from the sequence's own history (prompt lookup): the tokens that followed the latest
+// earlier occurrence of the context's last `ngram` tokens (else of fewer, down to 1), at most
+// `max_tokens` of them; none when no suffix recurs.
+std::vector<int32_t> prompt_lookup_draft(const std::vector<int32_t>& context, int64_t max_tokens, int64_t ngram = 3);
 
 // Generates from `prompts` (at most max_batch of them) in slots 0..n-1: one packed prefill, then
 // decode steps for all sequences at once, graphs captured per power-of-two batch bucket.
