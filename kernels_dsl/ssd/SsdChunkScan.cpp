@@ -35,8 +35,9 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   // Row pitches: f32 rows padded by 4; 16-bit rows by 8 halves (an odd number of 16-byte units).
   const int64_t LDs = halves ? BP + 8 : BP + 4;
   const SsdValues a = ssdValues(k);
-  Value slot = k.programId(0), h = k.programId(1), blk = k.programId(2);
   Value nPb = cdiv(a.P, k.constInt(BP));
+  const SsdSlotHeadBlock at = ssdSlotHeadBlock(k, spec, a.H, nPb * (Q / T));
+  Value slot = at.slot, h = at.h, blk = at.blk;
   Value bm = blk / nPb, p0 = (blk % nPb) * BP;
   const SsdChunk ch = ssdChunkOfSlot(k, a, slot);
   k.returnIf(bm * T >= ch.n);
@@ -145,6 +146,7 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
 
 void chooseChunkScanMeta(Specialization& s) {
   ssdDefaultMeta(s);
+  ssdSlotHeadMeta(s);
   if (!s.find("meta:BLOCK_P")) s.set("meta:BLOCK_P", std::clamp<int64_t>(nextPow2(s.get("P")), 32, 64));
 }
 

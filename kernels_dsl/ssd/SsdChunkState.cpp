@@ -26,8 +26,9 @@ void buildChunkState(KernelBuilder& k, const Specialization& spec) {
   // Row pitches: f32 rows padded by 4; bf16 rows by 8 halves (an odd number of 16-byte units).
   const int64_t LDs = rawB ? BN + 8 : BN + 4;
   const SsdValues a = ssdValues(k);
-  Value slot = k.programId(0), h = k.programId(1), blk = k.programId(2);
   Value nBlocks = cdiv(a.N, k.constInt(BN));
+  const SsdSlotHeadBlock at = ssdSlotHeadBlock(k, spec, a.H, cdiv(a.P, k.constInt(BP)) * nBlocks);
+  Value slot = at.slot, h = at.h, blk = at.blk;
   Value p0 = (blk / nBlocks) * BP, n0 = (blk % nBlocks) * BN;
   const SsdChunk ch = ssdChunkOfSlot(k, a, slot);
   k.returnIf(ch.n == 0);
@@ -90,9 +91,14 @@ void buildChunkState(KernelBuilder& k, const Specialization& spec) {
   k.store(a.ws, a.oSt + ((slot * a.H + h) * a.P + p) * a.N + n, acc, (p < a.P) && (n < a.N));
 }
 
+void chooseChunkStateMeta(Specialization& s) {
+  ssdStateBlockMeta(s);
+  ssdSlotHeadMeta(s);
+}
+
 }  // namespace
 
 const KernelRegistration kChunkState(__FILE__,
-                                     {kSsdChunkState.kernel, buildChunkState, ssdStateBlockMeta, &kSsdChunkState});
+                                     {kSsdChunkState.kernel, buildChunkState, chooseChunkStateMeta, &kSsdChunkState});
 
 }  // namespace ssmjit::kernels
