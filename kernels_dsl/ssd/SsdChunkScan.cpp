@@ -24,6 +24,10 @@ namespace {
 
 constexpr int64_t kStep = 32;  // states, then tokens, a step of the products
 constexpr int kStages = 3;     // x's ring (16-bit x)
+constexpr int kStateStages = 2;  // the entering state's ring (16-bit x)
+// Row pitches of the state's [p, 32 states] tiles: f32 (16-byte rows for the copies), and bf16
+// hi and lo (an odd number of 16-byte units, for ldmatrix).
+constexpr int64_t kStagePitchF32 = kStep + 4, kStagePitch16 = kStep + 8;
 
 bool is16Bit(DType t) { return t == DType::BF16 || t == DType::F16; }
 
@@ -43,9 +47,11 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   k.returnIf(bm * T >= ch.n);
   Value zero = k.constFloat(0), zeroI = k.constInt(0), pitch = k.constInt(LDs), one = k.constInt(1);
   Value g = h / a.hpg;
-  // f32: one buffer for both products. 16-bit: the state's hi and lo, and x's ring.
-  Value smem = halves ? k.sharedBuffer(kStep * LDs, DType::BF16) : k.sharedBuffer(kStep * LDs);
-  Value sLo = halves ? k.sharedBuffer(kStep * LDs, DType::BF16) : Value{};
+  // f32: one buffer for both products. 16-bit: the state's f32 ring, its hi and lo, and x's ring.
+  Value smem = halves ? Value{} : k.sharedBuffer(kStep * LDs);
+  Value stF = halves ? k.sharedBuffer(kStateStages * BP * kStagePitchF32, DType::F32) : Value{};
+  Value sHi = halves ? k.sharedBuffer(BP * kStagePitch16, DType::BF16) : Value{};
+  Value sLo = halves ? k.sharedBuffer(BP * kStagePitch16, DType::BF16) : Value{};
   Value xs = halves ? k.sharedBuffer(kStages * kStep * LDs, xT) : smem;
   Value iR = bm * T + k.expandDims(k.range(T), 1);                                   // [T, 1]: rows of the chunk
   Value sC = k.expandDims(k.range(kStep), 0), sR = k.expandDims(k.range(kStep), 1);  // [1, 32], [32, 1]
@@ -72,26 +78,57 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
       return std::vector<Value>{};
     });
 
-  // exp(cum_i) C_i . S_in: S_in[p, n] staged as [n, p].
+  // exp(cum_i) C_i . S_in.
   Value stBase = a.oSt + (slot * a.H + h) * a.P * a.N;
   Value cBase = ch.row * a.sCb + (ch.t0 + iR) * a.sCl + g * a.sCg;
-  Value acc =
-      k.forLoop(zeroI, a.N, k.constInt(kStep), {k.splat(zero, {T, BP})}, [&](Value n0, const std::vector<Value>& c) {
-        Value nR = n0 + sR;                                                       // [32, 1]
-        Value st = k.load(a.ws, stBase + pC * a.N + nR, (nR < a.N) && mP, zero);  // [32, BP]
-        k.barrier();
-        k.store(smem, sOff, st);  // 16-bit: hi = bf16(st)
-        k.barrier();
-        if (halves) {
-          k.store(sLo, sOff, st - k.load(smem, sOff));
-          k.barrier();
-        }
-        Value nC = n0 + sC;
-        Value Ct = k.load(a.C, cBase + nC * a.sCn, mI && (nC < a.N), zero);  // [T, 32]
-        if (!halves) return std::vector<Value>{k.dot(Ct, smem, zeroI, pitch, one, c[0], pc, 3)};
-        Value hi = k.dot(Ct, smem, zeroI, pitch, one, c[0], pc, 1);
-        return std::vector<Value>{k.dot(Ct, sLo, zeroI, pitch, one, hi, pc, 1)};
-      })[0];
+  auto cTile = [&](Value n0) {  // [T, 32]: C of the rows, states n0 ..
+    Value nC = n0 + sC;
+    return k.load(a.C, cBase + nC * a.sCn, mI && (nC < a.N), zero);
+  };
+  Value acc;
+  if (!halves) {
+    // S_in[p, n] staged as [n, p], f32.
+    acc = k.forLoop(zeroI, a.N, k.constInt(kStep), {k.splat(zero, {T, BP})}, [&](Value n0, const std::vector<Value>& c) {
+      Value nR = n0 + sR;                                                       // [32, 1]
+      Value st = k.load(a.ws, stBase + pC * a.N + nR, (nR < a.N) && mP, zero);  // [32, BP]
+      k.barrier();
+      k.store(smem, sOff, st);
+      k.barrier();
+      return std::vector<Value>{k.dot(cTile(n0), smem, zeroI, pitch, one, c[0], pc, 3)};
+    })[0];
+  } else {
+    // S_in[p, n0 .. n0 + 32) copied asynchronously as it lies ([p, n], f32) through a ring of
+    // two stages, the next tile in flight while one is split into bf16 hi and lo ([p, n]
+    // buffers, read by ldmatrix with the states along k). The copies are committed after x's
+    // first tiles, so waiting for all but the newest group finds tile s in place.
+    const int64_t nSteps = cdiv(spec.get("N"), kStep);
+    Value pR = k.expandDims(k.range(BP), 1), nCc = k.expandDims(k.range(kStep), 0);  // [BP, 1], [1, 32]
+    Value fOff = pR * kStagePitchF32 + nCc, hOff = pR * kStagePitch16 + nCc;           // [BP, 32]
+    auto copyS = [&](Value s) {
+      Value n = s * kStep + nCc, pG = p0 + pR;
+      k.copyAsync(stF, (s % kStateStages) * (BP * kStagePitchF32) + fOff, a.ws, stBase + pG * a.N + n,
+                  (n < a.N) && (pG < a.P));
+    };
+    for (int64_t s = 0; s < kStateStages; ++s) {
+      if (s < nSteps) copyS(k.constInt(s));
+      k.commitGroup();
+    }
+    Value pitch16 = k.constInt(kStagePitch16);
+    acc = k.forLoop(zeroI, k.constInt(nSteps), one, {k.splat(zero, {T, BP})}, [&](Value s, const std::vector<Value>& c) {
+      Value Ct = cTile(s * kStep);  // its loads overlap the wait
+      k.waitGroup(1);
+      k.barrier();
+      Value st = k.load(stF, (s % kStateStages) * (BP * kStagePitchF32) + fOff);
+      k.store(sHi, hOff, st);
+      k.barrier();
+      k.store(sLo, hOff, st - k.load(sHi, hOff));
+      k.barrier();  // stage s is read, hi and lo are written
+      k.ifThen(s + kStateStages < nSteps, [&] { copyS(s + kStateStages); });
+      k.commitGroup();
+      Value hi = k.dot(Ct, sHi, zeroI, one, pitch16, c[0], pc, 1);
+      return std::vector<Value>{k.dot(Ct, sLo, zeroI, one, pitch16, hi, pc, 1)};
+    })[0];
+  }
   acc = acc * k.exp(cumI);
 
   // The chunk's own tokens j <= i: CB_ij exp(cum_i - cum_j) dt'_j times x_j.
