@@ -10,6 +10,7 @@
 
 #include "GpuTest.h"  // SSMJIT_REQUIRE_NVRTC
 #include "kernels_dsl/CompileKernel.h"
+#include "kernels_dsl/ssd/Ssd.h"
 #include "runtime/ops/SsdSpec.h"
 #include "ssmjit/ops.h"
 #include "tests/support/CompileEach.h"
@@ -89,4 +90,15 @@ TEST(SsdKernels, PackedStatesAndBlocksCompile) {
   expectCompiles(v, "sm_90a", 5);
   v.out = false;  // the states only: no bmm, no chunk_scan
   expectCompiles(v, "sm_90a", 3);
+}
+
+TEST(SsdKernels, StatePassingBlockKeepsTheGpuBusy) {
+  // Mamba-2 2.7B heads (P N = 8192, H 80): 8 sequences give 8 x 80 x 8 blocks of 4 warps, more
+  // than a wave of warp slots, so threads take 8 elements; one sequence halves the block.
+  const kernels::SsdPassBlock dense = kernels::ssdStatePassingBlock(64 * 128, 80, 8);
+  EXPECT_EQ(dense.block, 1024);
+  EXPECT_EQ(dense.warps, 4);
+  const kernels::SsdPassBlock one = kernels::ssdStatePassingBlock(64 * 128, 80, 1);
+  EXPECT_EQ(one.block, 512);
+  EXPECT_EQ(one.warps, 4);
 }

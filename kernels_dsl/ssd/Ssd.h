@@ -24,13 +24,14 @@
 //   ssd_chunk_cumsum  (slots, cdiv(H, meta:BLOCK_H)): the chunk table (a packed slot finds its
 //     sequence by a binary search of `search_steps` steps over cu), dt' and its cumsum.
 //   ssd_bmm           (slots, G, (Q/64)^2): CB, blocks above the diagonal skipped.
-//   ssd_chunk_state   (slots, H, cdiv(P, BLOCK_P) * cdiv(N, BLOCK_N)): the chunk's state from
-//     zero, sum_t x_t (B_t dt'_t exp(cum_last - cum_t))^T.
+//   ssd_chunk_state   (slots, H, cdiv(P, BLOCK_P) * cdiv(N, BLOCK_N)), flattened (ssdSlotHeadGrid):
+//     the chunk's state from zero, sum_t x_t (B_t dt'_t exp(cum_last - cum_t))^T.
 //   ssd_state_passing (cdiv(P N, BLOCK), H, nseq): per sequence, serially over its chunks, from
 //     its initial state: writes the entering states, block (prefix-cache) states, the final state
 //     and the sequence's decay; reports bad cu_seqlens entries and slots.
-//   ssd_chunk_scan    (slots, H, (Q/64) * cdiv(P, BLOCK_P)): out = exp(cum_i) C_i . S_in +
-//     sum_{j <= i} CB_ij exp(cum_i - cum_j) dt'_j x_j + D x_i, times silu(z).
+//   ssd_chunk_scan    (slots, H, (Q/64) * cdiv(P, BLOCK_P)), flattened (ssdSlotHeadGrid):
+//     out = exp(cum_i) C_i . S_in + sum_{j <= i} CB_ij exp(cum_i - cum_j) dt'_j x_j + D x_i,
+//     times silu(z).
 #pragma once
 #include <cstdint>
 
@@ -85,10 +86,10 @@ inline constexpr SizeArg kSizes[] = {{"H", Div},
                                      {"nslots_blk", Count},
                                      {"blk_tokens", Count},
                                      {"kmax", Count},
-                                     {"o_dt", Count},
-                                     {"o_cum", Count},
-                                     {"o_st", Count},
-                                     {"o_cb", Count}};
+                                     {"o_dt", Div},
+                                     {"o_cum", Div},
+                                     {"o_st", Div},
+                                     {"o_cb", Div}};
 inline constexpr const char* kScalars[] = {"dt_min", "dt_max"};
 inline constexpr const char* kFlags[] = {"has_cu",    "has_D",         "has_z",    "has_dtb",
                                          "softplus",  "has_clamp",     "has_init", "has_init_idx",
@@ -106,6 +107,24 @@ inline constexpr dsl::Signature kSsdChunkScan{"ssd_chunk_scan", ssd::kTensors, s
 
 // The CB kernel's and the scan's row and column blocks of a chunk (tokens).
 inline constexpr int64_t kSsdTokenBlock = 64;
+
+// ssd_state_passing's block for a call: {meta:BLOCK state elements, meta:num_warps}. Threads own
+// 8 elements each (two 16-byte runs) while the grid still covers an H100's warp slots (132 SMs x
+// 64 warps), 4 otherwise, so that a few long sequences (few heads x sequences) keep twice the
+// threads at work.
+struct SsdPassBlock {
+  int64_t block, warps;
+};
+SsdPassBlock ssdStatePassingBlock(int64_t PN, int64_t H, int64_t nseq);
+
+// The grid of a kernel over (slot, head, block) (ssdSlotHeadBlock, SsdChunks.h) for its
+// meta:slot_inner: one flat axis of slots * H * blocks programs, or (slots, H, blocks).
+struct SsdGrid {
+  int64_t x, y, z;
+};
+inline SsdGrid ssdSlotHeadGrid(bool slotInner, int64_t slots, int64_t H, int64_t blocks) {
+  return slotInner ? SsdGrid{slots, H, blocks} : SsdGrid{slots * H * blocks, 1, 1};
+}
 
 // Where the workspace keeps what (float32 elements; each region 16-aligned).
 struct SsdWorkspaceLayout {

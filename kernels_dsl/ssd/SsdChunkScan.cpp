@@ -7,8 +7,9 @@
 // accumulated on the first product. Stored in out's dtype.
 // With 16-bit x, C and out, the staged operands are 16-bit and read by ldmatrix: x in its own
 // dtype (exact), the state as bf16 hi + lo (16 bits, an error of 2^-17 relative), the scores as
-// two terms of x's dtype (2^-17 or less a product), all below out's rounding. Otherwise the
-// staged operands are f32, split into three bf16 terms (f32 accuracy).
+// two terms of x's dtype (2^-17 or less a product), all below out's rounding; the state's f32
+// tiles, then C.B's and x's, arrive through cp.async rings, a tile or two ahead of their use.
+// Otherwise the staged operands are f32, split into three bf16 terms (f32 accuracy).
 #include <algorithm>
 
 #include "compiler/IntMath.h"
@@ -24,6 +25,10 @@ namespace {
 
 constexpr int64_t kStep = 32;  // states, then tokens, a step of the products
 constexpr int kStages = 3;     // x's ring (16-bit x)
+constexpr int kStateStages = 2;  // the entering state's ring (16-bit x)
+// Row pitches of the state's [p, 32 states] and C.B's [rows, 32 tokens] tiles: f32 (16-byte rows
+// for the copies), and the state's bf16 hi and lo (an odd number of 16-byte units, for ldmatrix).
+constexpr int64_t kStagePitchF32 = kStep + 4, kStagePitch16 = kStep + 8;
 
 bool is16Bit(DType t) { return t == DType::BF16 || t == DType::F16; }
 
@@ -35,16 +40,21 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   // Row pitches: f32 rows padded by 4; 16-bit rows by 8 halves (an odd number of 16-byte units).
   const int64_t LDs = halves ? BP + 8 : BP + 4;
   const SsdValues a = ssdValues(k);
-  Value slot = k.programId(0), h = k.programId(1), blk = k.programId(2);
   Value nPb = cdiv(a.P, k.constInt(BP));
+  const SsdSlotHeadBlock at = ssdSlotHeadBlock(k, spec, a.H, nPb * (Q / T));
+  Value slot = at.slot, h = at.h, blk = at.blk;
   Value bm = blk / nPb, p0 = (blk % nPb) * BP;
   const SsdChunk ch = ssdChunkOfSlot(k, a, slot);
   k.returnIf(bm * T >= ch.n);
   Value zero = k.constFloat(0), zeroI = k.constInt(0), pitch = k.constInt(LDs), one = k.constInt(1);
   Value g = h / a.hpg;
-  // f32: one buffer for both products. 16-bit: the state's hi and lo, and x's ring.
-  Value smem = halves ? k.sharedBuffer(kStep * LDs, DType::BF16) : k.sharedBuffer(kStep * LDs);
-  Value sLo = halves ? k.sharedBuffer(kStep * LDs, DType::BF16) : Value{};
+  // f32: one buffer for both products. 16-bit: an f32 ring (the state's tiles, then C.B's), the
+  // state's hi and lo, and x's ring.
+  Value smem = halves ? Value{} : k.sharedBuffer(kStep * LDs);
+  Value ring = halves ? k.sharedBuffer(std::max<int64_t>(kStateStages * BP, kStages * T) * kStagePitchF32, DType::F32)
+                     : Value{};
+  Value sHi = halves ? k.sharedBuffer(BP * kStagePitch16, DType::BF16) : Value{};
+  Value sLo = halves ? k.sharedBuffer(BP * kStagePitch16, DType::BF16) : Value{};
   Value xs = halves ? k.sharedBuffer(kStages * kStep * LDs, xT) : smem;
   Value iR = bm * T + k.expandDims(k.range(T), 1);                                   // [T, 1]: rows of the chunk
   Value sC = k.expandDims(k.range(kStep), 0), sR = k.expandDims(k.range(kStep), 1);  // [1, 32], [32, 1]
@@ -71,36 +81,69 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
       return std::vector<Value>{};
     });
 
-  // exp(cum_i) C_i . S_in: S_in[p, n] staged as [n, p].
+  // exp(cum_i) C_i . S_in.
   Value stBase = a.oSt + (slot * a.H + h) * a.P * a.N;
   Value cBase = ch.row * a.sCb + (ch.t0 + iR) * a.sCl + g * a.sCg;
-  Value acc =
-      k.forLoop(zeroI, a.N, k.constInt(kStep), {k.splat(zero, {T, BP})}, [&](Value n0, const std::vector<Value>& c) {
-        Value nR = n0 + sR;                                                       // [32, 1]
-        Value st = k.load(a.ws, stBase + pC * a.N + nR, (nR < a.N) && mP, zero);  // [32, BP]
-        k.barrier();
-        k.store(smem, sOff, st);  // 16-bit: hi = bf16(st)
-        k.barrier();
-        if (halves) {
-          k.store(sLo, sOff, st - k.load(smem, sOff));
-          k.barrier();
-        }
-        Value nC = n0 + sC;
-        Value Ct = k.load(a.C, cBase + nC * a.sCn, mI && (nC < a.N), zero);  // [T, 32]
-        if (!halves) return std::vector<Value>{k.dot(Ct, smem, zeroI, pitch, one, c[0], pc, 3)};
-        Value hi = k.dot(Ct, smem, zeroI, pitch, one, c[0], pc, 1);
-        return std::vector<Value>{k.dot(Ct, sLo, zeroI, pitch, one, hi, pc, 1)};
-      })[0];
+  auto cTile = [&](Value n0) {  // [T, 32]: C of the rows, states n0 ..
+    Value nC = n0 + sC;
+    return k.load(a.C, cBase + nC * a.sCn, mI && (nC < a.N), zero);
+  };
+  Value acc;
+  if (!halves) {
+    // S_in[p, n] staged as [n, p], f32.
+    acc = k.forLoop(zeroI, a.N, k.constInt(kStep), {k.splat(zero, {T, BP})}, [&](Value n0, const std::vector<Value>& c) {
+      Value nR = n0 + sR;                                                       // [32, 1]
+      Value st = k.load(a.ws, stBase + pC * a.N + nR, (nR < a.N) && mP, zero);  // [32, BP]
+      k.barrier();
+      k.store(smem, sOff, st);
+      k.barrier();
+      return std::vector<Value>{k.dot(cTile(n0), smem, zeroI, pitch, one, c[0], pc, 3)};
+    })[0];
+  } else {
+    // S_in[p, n0 .. n0 + 32) copied asynchronously as it lies ([p, n], f32) through a ring of
+    // two stages, the next tile in flight while one is split into bf16 hi and lo ([p, n]
+    // buffers, read by ldmatrix with the states along k). The copies are committed after x's
+    // first tiles, so waiting for all but the newest group finds tile s in place.
+    const int64_t nSteps = cdiv(spec.get("N"), kStep);
+    Value pR = k.expandDims(k.range(BP), 1), nCc = k.expandDims(k.range(kStep), 0);  // [BP, 1], [1, 32]
+    Value fOff = pR * kStagePitchF32 + nCc, hOff = pR * kStagePitch16 + nCc;           // [BP, 32]
+    auto copyS = [&](Value s) {
+      Value n = s * kStep + nCc, pG = p0 + pR;
+      k.copyAsync(ring, (s % kStateStages) * (BP * kStagePitchF32) + fOff, a.ws, stBase + pG * a.N + n,
+                  (n < a.N) && (pG < a.P));
+    };
+    for (int64_t s = 0; s < kStateStages; ++s) {
+      if (s < nSteps) copyS(k.constInt(s));
+      k.commitGroup();
+    }
+    Value pitch16 = k.constInt(kStagePitch16);
+    acc = k.forLoop(zeroI, k.constInt(nSteps), one, {k.splat(zero, {T, BP})}, [&](Value s, const std::vector<Value>& c) {
+      Value Ct = cTile(s * kStep);  // its loads overlap the wait
+      k.waitGroup(1);
+      k.barrier();
+      Value st = k.load(ring, (s % kStateStages) * (BP * kStagePitchF32) + fOff);
+      k.store(sHi, hOff, st);
+      k.barrier();
+      k.store(sLo, hOff, st - k.load(sHi, hOff));
+      k.barrier();  // stage s is read, hi and lo are written
+      k.ifThen(s + kStateStages < nSteps, [&] { copyS(s + kStateStages); });
+      k.commitGroup();
+      Value hi = k.dot(Ct, sHi, zeroI, one, pitch16, c[0], pc, 1);
+      return std::vector<Value>{k.dot(Ct, sLo, zeroI, one, pitch16, hi, pc, 1)};
+    })[0];
+  }
   acc = acc * k.exp(cumI);
 
   // The chunk's own tokens j <= i: CB_ij exp(cum_i - cum_j) dt'_j times x_j.
   Value cbRow = a.oCb + ((slot * (a.H / a.hpg) + g) * Q + iR) * Q;
-  auto scores = [&](Value j0) {  // [T, 32]: the decayed, masked scores of tokens j0 ..
-    Value jC = j0 + sC;          // [1, 32]
-    Value keep = (jC <= iR) && (jC < ch.n);
-    Value cumJ = k.load(a.ws, a.oCum + wsRow + jC), dtJ = k.load(a.ws, a.oDt + wsRow + jC);
-    Value cb = k.load(a.ws, cbRow + jC);  // blocks above the diagonal are never read
-    return k.select(keep, cb * k.exp(k.minimum(cumI - cumJ, zero)) * dtJ, zero);
+  auto decay = [&](Value j0) {  // [1, 32]: dt'_j of tokens j0 .. and their cumsums
+    Value jC = j0 + sC;
+    return std::vector<Value>{k.load(a.ws, a.oDt + wsRow + jC), k.load(a.ws, a.oCum + wsRow + jC)};
+  };
+  auto scores = [&](Value j0, Value cb, const std::vector<Value>& d) {  // [T, 32], decayed and masked
+    Value jC = j0 + sC;
+    Value keep = (jC <= iR) && (jC < ch.n);  // blocks above the diagonal are never written
+    return k.select(keep, cb * k.exp(k.minimum(cumI - d[1], zero)) * d[0], zero);
   };
   if (!halves) {
     acc = k.forLoop(zeroI, jEnd, k.constInt(kStep), {acc}, [&](Value j0, const std::vector<Value>& c) {
@@ -109,17 +152,33 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
       k.barrier();
       k.store(xs, sOff, xt);
       k.barrier();
-      return std::vector<Value>{k.dot(scores(j0), xs, zeroI, pitch, one, c[0], 3, px)};
+      Value w = scores(j0, k.load(a.ws, cbRow + j0 + sC), decay(j0));
+      return std::vector<Value>{k.dot(w, xs, zeroI, pitch, one, c[0], 3, px)};
     })[0];
   } else {
+    // C.B's [T, 32] tiles join x's through the f32 ring, which the state's product has left
+    // (every warp passed the barrier after its last read): tiles 0 and 1 now, tile t + 2 with
+    // x's. Waiting for all but the newest two groups finds tile t's x and C.B in place.
+    Value rT = k.expandDims(k.range(T), 1);
+    auto copyCB = [&](Value t) {
+      k.copyAsync(ring, (t % kStages) * (T * kStagePitchF32) + rT * kStagePitchF32 + sC, a.ws, cbRow + t * kStep + sC);
+    };
+    for (int64_t t = 0; t < kStages - 1; ++t) {
+      k.ifThen(k.constInt(t) < tiles, [&] { copyCB(k.constInt(t)); });
+      k.commitGroup();
+    }
     acc = k.forLoop(zeroI, tiles, one, {acc}, [&](Value t, const std::vector<Value>& c) {
       Value next = t + (kStages - 1);
-      k.ifThen(next < tiles, [&] { copyX(next); });
+      k.ifThen(next < tiles, [&] {
+        copyX(next);
+        copyCB(next);
+      });
       k.commitGroup();
-      Value w = scores(t * kStep);  // its loads overlap the wait
+      std::vector<Value> d = decay(t * kStep);  // its loads overlap the wait
       k.waitGroup(kStages - 1);
       k.barrier();
-      Value r = k.dot(w, xs, (t % kStages) * (kStep * LDs), pitch, one, c[0], 2, 1);
+      Value cb = k.load(ring, (t % kStages) * (T * kStagePitchF32) + rT * kStagePitchF32 + sC);
+      Value r = k.dot(scores(t * kStep, cb, d), xs, (t % kStages) * (kStep * LDs), pitch, one, c[0], 2, 1);
       k.barrier();
       return std::vector<Value>{r};
     })[0];
@@ -145,6 +204,7 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
 
 void chooseChunkScanMeta(Specialization& s) {
   ssdDefaultMeta(s);
+  ssdSlotHeadMeta(s);
   if (!s.find("meta:BLOCK_P")) s.set("meta:BLOCK_P", std::clamp<int64_t>(nextPow2(s.get("P")), 32, 64));
 }
 

@@ -2,8 +2,8 @@
 //   S[p, n] = sum_t x_t[p] (B_t[n] dt'_t exp(cum_last - cum_t)),
 // per (slot, head, block of p x n), on the tensor cores, 32 tokens a step, zeros past the chunk's
 // tokens. bf16 B (BLOCK_P 64) is copied raw through a cp.async ring and read by ldmatrix, the
-// token weights going onto a: x^T [BLOCK_P, 32] scaled per token in f32, three bf16 terms
-// (every product exact). Otherwise x^T comes from memory into registers (its dtype's exact
+// token weights going onto a: x^T [BLOCK_P, 32], copied through a ring of its own and read
+// transposed from it, scaled per token in f32, three bf16 terms (every product exact). Otherwise x^T comes from memory into registers (its dtype's exact
 // terms) and the weighted B [32, BLOCK_N] is computed in f32 and staged, three terms. fp32 to
 // the workspace.
 #include "kernels_dsl/Dsl.h"
@@ -17,7 +17,7 @@ using namespace dsl;
 namespace {
 
 constexpr int64_t kTokens = 32;  // tokens a step of the product
-constexpr int kStages = 3;       // B's ring (bf16 B)
+constexpr int kStages = 3;       // B's and x's rings (bf16 B)
 
 void buildChunkState(KernelBuilder& k, const Specialization& spec) {
   const int64_t Q = spec.get("meta:chunk"), BP = spec.get("meta:BLOCK_P"), BN = spec.get("meta:BLOCK_N");
@@ -26,14 +26,18 @@ void buildChunkState(KernelBuilder& k, const Specialization& spec) {
   // Row pitches: f32 rows padded by 4; bf16 rows by 8 halves (an odd number of 16-byte units).
   const int64_t LDs = rawB ? BN + 8 : BN + 4;
   const SsdValues a = ssdValues(k);
-  Value slot = k.programId(0), h = k.programId(1), blk = k.programId(2);
   Value nBlocks = cdiv(a.N, k.constInt(BN));
+  const SsdSlotHeadBlock at = ssdSlotHeadBlock(k, spec, a.H, cdiv(a.P, k.constInt(BP)) * nBlocks);
+  Value slot = at.slot, h = at.h, blk = at.blk;
   Value p0 = (blk / nBlocks) * BP, n0 = (blk % nBlocks) * BN;
   const SsdChunk ch = ssdChunkOfSlot(k, a, slot);
   k.returnIf(ch.n == 0);
   Value zero = k.constFloat(0), zeroI = k.constInt(0);
   Value g = h / a.hpg;
+  const DType xDt = static_cast<DType>(spec.get("dtype:x"));
+  const int64_t LDx = BP + (xDt == DType::F32 ? 4 : 8);  // x's ring rows: 16-byte units, odd for 16 bits
   Value smem = rawB ? k.sharedBuffer(kStages * kTokens * LDs, DType::BF16) : k.sharedBuffer(kTokens * LDs);
+  Value xs = rawB ? k.sharedBuffer(kStages * kTokens * LDx, xDt) : Value{};
   Value tR = k.expandDims(k.range(kTokens), 1), tC = k.expandDims(k.range(kTokens), 0);  // [32, 1], [1, 32]
   Value p = p0 + k.expandDims(k.range(BP), 1), n = n0 + k.expandDims(k.range(BN), 0);    // [BP, 1], [1, BN]
   Value wsRow = (slot * a.H + h) * Q;
@@ -62,12 +66,18 @@ void buildChunkState(KernelBuilder& k, const Specialization& spec) {
           return std::vector<Value>{k.dot(xT(j0 + tC), smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], px, 3)};
         })[0];
   } else {
-    // B's 32-token tiles through a ring of kStages buffers, copied asynchronously: tile t + 2 goes
-    // into the stage tile t - 1 left (every warp passed the barrier after reading it).
+    // B's and x's 32-token tiles through rings of kStages buffers, copied asynchronously as they
+    // lie: tile t + 2 goes into the stage tile t - 1 left (every warp passed the barrier after
+    // reading it). x^T is read from its stage into registers and scaled there.
     Value tiles = cdiv(ch.n, k.constInt(kTokens)), one = k.constInt(1);
+    Value pRow = k.expandDims(k.range(BP), 0);                 // [1, BP]
+    Value xOff = tR * LDx + pRow, xTOff = tC * LDx + k.expandDims(k.range(BP), 1);  // [32, BP], [BP, 32]
     auto copyB = [&](Value s) {
       Value t = s * kTokens + tR;
       k.copyAsync(smem, (s % kStages) * (kTokens * LDs) + sOff, a.B, bOffsets(t), (t < ch.n) && (n < a.N));
+      Value pc = p0 + pRow;
+      k.copyAsync(xs, (s % kStages) * (kTokens * LDx) + xOff, a.x,
+                  ch.row * a.sXb + (ch.t0 + t) * a.sXl + h * a.sXh + pc * a.sXp, (t < ch.n) && (pc < a.P));
     };
     k.forLoop(zeroI, k.constInt(kStages - 1), one, {}, [&](Value s, const std::vector<Value>&) {
       k.ifThen(s < tiles, [&] { copyB(s); });
@@ -78,10 +88,10 @@ void buildChunkState(KernelBuilder& k, const Specialization& spec) {
       Value next = s + (kStages - 1);
       k.ifThen(next < tiles, [&] { copyB(next); });
       k.commitGroup();
-      Value tx = s * kTokens + tC;
-      Value xw = xT(tx) * weight(tx);  // its loads overlap the wait
+      Value w = weight(s * kTokens + tC);  // its loads overlap the wait
       k.waitGroup(kStages - 1);
       k.barrier();
+      Value xw = k.load(xs, (s % kStages) * (kTokens * LDx) + xTOff) * w;
       Value r = k.dot(xw, smem, (s % kStages) * (kTokens * LDs), k.constInt(LDs), one, c[0], 3, 1);
       k.barrier();
       return std::vector<Value>{r};
@@ -90,9 +100,14 @@ void buildChunkState(KernelBuilder& k, const Specialization& spec) {
   k.store(a.ws, a.oSt + ((slot * a.H + h) * a.P + p) * a.N + n, acc, (p < a.P) && (n < a.N));
 }
 
+void chooseChunkStateMeta(Specialization& s) {
+  ssdStateBlockMeta(s);
+  ssdSlotHeadMeta(s);
+}
+
 }  // namespace
 
 const KernelRegistration kChunkState(__FILE__,
-                                     {kSsdChunkState.kernel, buildChunkState, ssdStateBlockMeta, &kSsdChunkState});
+                                     {kSsdChunkState.kernel, buildChunkState, chooseChunkStateMeta, &kSsdChunkState});
 
 }  // namespace ssmjit::kernels

@@ -52,6 +52,16 @@ SsdChunk ssdChunkOfSlot(KernelBuilder& k, const SsdInputValues& a, Value slot) {
   return {k.load(a.chunks, at), k.load(a.chunks, at + 1), k.load(a.chunks, at + 2), k.load(a.chunks, at + 3)};
 }
 
+SsdSlotHeadBlock ssdSlotHeadBlock(KernelBuilder& k, const Specialization& spec, Value H, Value blocks) {
+  if (spec.get("meta:slot_inner") != 0) return {k.programId(0), k.programId(1), k.programId(2)};
+  Value pid = k.programId(0), sh = pid / blocks;
+  return {sh / H, sh % H, pid % blocks};
+}
+
+void ssdSlotHeadMeta(Specialization& s) {
+  if (!s.find("meta:slot_inner")) s.set("meta:slot_inner", 0);
+}
+
 SsdPairBlock ssdPairBlock(KernelBuilder& k, const SsdInputValues& a, int64_t Q) {
   const int64_t T = kSsdTokenBlock, nb = Q / T;
   SsdPairBlock b;

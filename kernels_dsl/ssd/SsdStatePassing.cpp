@@ -4,6 +4,10 @@
 // entering the chunk; the state after every block_state_tokens tokens goes to its block slot;
 // the final state to its slot; exp(sum over the sequence of dt' A) to sequence_decay. Reports
 // bad cu_seqlens entries and slots (the first block of head 0).
+// The pass is bound by memory: each thread owns runs of 4 state elements (16-byte accesses) and,
+// with meta:PREFETCH 1, reads chunk c + 1's state and decay before it combines chunk c, so two
+// chunks' reads are in flight. The entering state of chunk c + 1 is stored in the iteration that
+// computes it, after that chunk's own state was read (same thread, same elements).
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
@@ -19,6 +23,7 @@ namespace {
 
 void buildStatePassing(KernelBuilder& k, const Specialization& spec) {
   const int64_t Q = spec.get("meta:chunk"), BLK = spec.get("meta:BLOCK");
+  const bool prefetch = spec.get("meta:PREFETCH") != 0;
   const SsdValues a = ssdValues(k);
   Value pid = k.programId(0), h = k.programId(1), i = k.programId(2);
   Value zero = k.constFloat(0), zeroI = k.constInt(0), oneI = k.constInt(1);
@@ -44,23 +49,46 @@ void buildStatePassing(KernelBuilder& k, const Specialization& spec) {
   Value blocks = k.select(a.hasBlk, len / K, zeroI);
   k.ifThen((blocks > a.kmax) && (reporter == 0),
            [&] { k.reportError(a.err, k.constInt(kErrSsdBlockCount), i, blocks, a.kmax); });
-  std::vector<Value> r = k.forLoop(zeroI, nch, oneI, {s0, zero}, [&](Value c, const std::vector<Value>& v) {
-    Value slot = first + c;
-    Value at = a.oSt + (slot * a.H + h) * PN + e;
-    Value Sc = k.load(a.ws, at, m, zero);
-    k.store(a.ws, at, v[0], m);
-    Value la = k.load(a.ws, a.oCum + (slot * a.H + h) * Q + (Q - 1));
-    Value s = k.exp(la) * v[0] + Sc;
+  auto stateAt = [&](Value c) { return a.oSt + ((first + c) * a.H + h) * PN + e; };
+  auto decayAt = [&](Value c) { return a.oCum + ((first + c) * a.H + h) * Q + (Q - 1); };
+  // s' = exp(cum_last of chunk c) s + S_c: the state after chunk c, with its block state.
+  auto advance = [&](Value c, Value s, Value Sc, Value la) {
+    Value next = k.exp(la) * s + Sc;
     Value done = (c + 1) * Q;  // tokens of the sequence through this chunk (if it is whole)
     Value blkK = done / K - 1;
     k.ifThen(a.hasBlk && (done <= len) && (done % K == 0) && (blkK < a.kmax), [&] {
       Value bs = k.load(a.blkIdx, i * a.sKi + blkK * a.sKk);
       Value bad = (bs != -1) && ((bs < 0) || (bs >= a.nBlk));
       k.ifThen(bad && (reporter == 0), [&] { k.reportError(a.err, k.constInt(kErrSsdBlockSlot), i, bs, a.nBlk); });
-      k.store(a.blk, bs * a.sKs + h * a.sKh + p * a.sKp + n * a.sKn, s, m && !bad && (bs >= 0));
+      k.store(a.blk, bs * a.sKs + h * a.sKh + p * a.sKp + n * a.sKn, next, m && !bad && (bs >= 0));
     });
-    return std::vector<Value>{s, v[1] + la};
-  });
+    return next;
+  };
+  std::vector<Value> r;
+  if (!prefetch) {
+    r = k.forLoop(zeroI, nch, oneI, {s0, zero}, [&](Value c, const std::vector<Value>& v) {
+      Value Sc = k.load(a.ws, stateAt(c), m, zero);
+      k.store(a.ws, stateAt(c), v[0], m);
+      Value la = k.load(a.ws, decayAt(c));
+      return std::vector<Value>{advance(c, v[0], Sc, la), v[1] + la};
+    });
+  } else {
+    // Chunk 0's state and decay, then the entering state s0 in its place.
+    Value any = nch > 0;
+    Value S0 = k.load(a.ws, stateAt(zeroI), m && any, zero);
+    Value la0 = k.ifElse(
+        any, [&] { return std::vector<Value>{k.load(a.ws, decayAt(zeroI))}; },
+        [&] { return std::vector<Value>{zero}; })[0];
+    k.store(a.ws, stateAt(zeroI), s0, m && any);
+    r = k.forLoop(zeroI, nch, oneI, {s0, zero, S0, la0}, [&](Value c, const std::vector<Value>& v) {
+      Value c1 = c + 1, more = c1 < nch;
+      Value Sn = k.load(a.ws, stateAt(c1), m && more, zero);
+      Value ln = k.load(a.ws, decayAt(k.minimum(c1, nch - 1)));
+      Value s = advance(c, v[0], v[2], v[3]);
+      k.store(a.ws, stateAt(c1), s, m && more);
+      return std::vector<Value>{s, v[1] + v[3], Sn, ln};
+    });
+  }
   k.ifThen(a.hasFinal, [&] {
     Value slotOut = checkedSlot(k, a.hasFinalIdx, a.finalIdx, a.sFidx, a.nFinal, i, reporter, a.err, kErrSsdFinalSlot);
     k.store(a.fin, slotOut * a.sFs + h * a.sFh + p * a.sFp + n * a.sFn, r[0], m && (slotOut >= 0));
@@ -71,9 +99,16 @@ void buildStatePassing(KernelBuilder& k, const Specialization& spec) {
 void chooseStatePassingMeta(Specialization& s) {
   ssdDefaultMeta(s);
   setDefault(s, "meta:BLOCK", 1024);
+  setDefault(s, "meta:PREFETCH", 1);
 }
 
 }  // namespace
+
+SsdPassBlock ssdStatePassingBlock(int64_t PN, int64_t H, int64_t nseq) {
+  constexpr int64_t kWaveWarps = 132 * 64;
+  const SsdPassBlock wide{1024, 4}, narrow{512, 4};
+  return (PN + wide.block - 1) / wide.block * H * nseq * wide.warps >= kWaveWarps ? wide : narrow;
+}
 
 const KernelRegistration kStatePassing(__FILE__, {kSsdStatePassing.kernel, buildStatePassing, chooseStatePassingMeta,
                                                   &kSsdStatePassing});

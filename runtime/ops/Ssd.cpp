@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <string>
 #include <vector>
 
@@ -91,6 +92,16 @@ void bind(KernelCall& c, const dsl::Signature& S, const SsdArgs& a, const SsdDim
   c.meta("meta:index_bits", wide ? 64 : 32);
 }
 
+// The grid of ssd_chunk_state or ssd_chunk_scan (kernels::ssdSlotHeadGrid) for its meta:slot_inner.
+std::array<unsigned, 3> slotHeadGrid(KernelCall& k, int64_t slots, int64_t H, int64_t blocks) {
+  const kernels::SsdGrid g = kernels::ssdSlotHeadGrid(k.metaValue("meta:slot_inner") != 0, slots, H, blocks);
+  if (g.x > INT32_MAX)
+    throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + str(slots) + " chunks x " + str(H) +
+                                                  " heads x " + str(blocks) + " blocks, expected at most 2^31 - 1 "
+                                                  "programs (grid limit); use fewer tokens a call");
+  return {unsigned(g.x), unsigned(g.y), unsigned(g.z)};
+}
+
 // Every launch of the call in order, bound, with its grid.
 template <class F>
 void forEachLaunch(const SsdArgs& a, const SsdDims& d, const SsdPlan& p, void* err, F&& f) {
@@ -112,13 +123,15 @@ void forEachLaunch(const SsdArgs& a, const SsdDims& d, const SsdPlan& p, void* e
     KernelCall c(kernels::kSsdChunkState);
     bind(c, kernels::kSsdChunkState, a, d, p, err);
     f(c, [&](KernelCall& k) {
-      return std::array<unsigned, 3>{unsigned(S), unsigned(d.H),
-                                     cdivU(d.P, k.metaValue("meta:BLOCK_P")) * cdivU(d.N, k.metaValue("meta:BLOCK_N"))};
+      return slotHeadGrid(k, S, d.H, cdivU(d.P, k.metaValue("meta:BLOCK_P")) * cdivU(d.N, k.metaValue("meta:BLOCK_N")));
     });
   }
   {
     KernelCall c(kernels::kSsdStatePassing);
     bind(c, kernels::kSsdStatePassing, a, d, p, err);
+    const kernels::SsdPassBlock pb = kernels::ssdStatePassingBlock(d.P * d.N, d.H, d.nseq);
+    c.meta("meta:BLOCK", pb.block);
+    c.meta("meta:num_warps", pb.warps);
     f(c, [&](KernelCall& k) {
       return std::array<unsigned, 3>{cdivU(d.P * d.N, k.metaValue("meta:BLOCK")), unsigned(d.H), unsigned(d.nseq)};
     });
@@ -126,10 +139,7 @@ void forEachLaunch(const SsdArgs& a, const SsdDims& d, const SsdPlan& p, void* e
   if (a.out.defined()) {
     KernelCall c(kernels::kSsdChunkScan);
     bind(c, kernels::kSsdChunkScan, a, d, p, err);
-    f(c, [&](KernelCall& k) {
-      return std::array<unsigned, 3>{unsigned(S), unsigned(d.H),
-                                     unsigned(nb) * cdivU(d.P, k.metaValue("meta:BLOCK_P"))};
-    });
+    f(c, [&](KernelCall& k) { return slotHeadGrid(k, S, d.H, nb * cdivU(d.P, k.metaValue("meta:BLOCK_P"))); });
   }
 }
 
