@@ -33,7 +33,11 @@ TensorView Fields::tensor(const char* name) {
   f.strides = strides.data();
   f.deviceType = nb::cast<int>(t[5]);
   f.deviceId = nb::cast<int>(t[6]);
-  return TensorView::fromDLPackFields(f, name);
+  try {
+    return TensorView::fromDLPackFields(f, name);
+  } catch (const Error& e) {  // the message names the argument; say whose it is
+    throw Error(e.kind(), std::string(op_) + ": " + e.what());
+  }
 }
 
 bool Fields::flag(const char* name, bool fallback) {
@@ -54,7 +58,7 @@ float Fields::real(const char* name, float fallback) {
 void Fields::finish() const {
   std::string unknown;
   for (auto [key, value] : fields_) {
-    std::string k = nb::cast<std::string>(key);
+    std::string k = nb::str(key).c_str();
     if (!read_.count(k)) unknown += (unknown.empty() ? "" : ", ") + k;
   }
   if (!unknown.empty())

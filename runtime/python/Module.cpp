@@ -25,17 +25,17 @@ const char* kindName(ssmjit::Error::Kind k) {
 }  // namespace
 
 NB_MODULE(_ssmjit, m) {
-  static nb::object errorType = nb::steal(
-      PyErr_NewExceptionWithDoc("ssmjit.Error", "An error from ssmjit (kind: its Error::Kind).",
-                                PyExc_ValueError, nullptr));
-  m.attr("Error") = errorType;
+  // Lives as long as the interpreter (a static nb::object would be released after it ends).
+  static PyObject* errorType = PyErr_NewExceptionWithDoc(
+      "ssmjit.Error", "An error from ssmjit (kind: its Error::Kind).", PyExc_ValueError, nullptr);
+  m.attr("Error") = nb::borrow(errorType);
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);
     } catch (const ssmjit::Error& e) {
-      nb::object exc = errorType(e.what());
+      nb::object exc = nb::borrow(errorType)(e.what());
       exc.attr("kind") = kindName(e.kind());
-      PyErr_SetObject(errorType.ptr(), exc.ptr());
+      PyErr_SetObject(errorType, exc.ptr());
     }
   });
   ssmjit::python::bindConv(m);

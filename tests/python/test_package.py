@@ -41,7 +41,7 @@ def test_unknown_field_is_refused_by_name():
 
 def test_bad_dtype_named():
     x = torch.randn(1, 4, 8, dtype=torch.float64)
-    with pytest.raises(ssmjit.Error, match="x.*float64"):
+    with pytest.raises(ssmjit.Error, match="causal_conv1d: x.*float64"):
         st.causal_conv1d_fn(x, torch.randn(4, 4))
 
 
