@@ -4,8 +4,11 @@ tensors give the outputs' and gradients' shapes and dtypes, through autograd).""
 import pytest
 import torch
 
+from torch.fx.experimental.proxy_tensor import make_fx
+
 import ssmjit
 import ssmjit.torch as st
+from blocks import Mamba1Block, Mamba2Block
 from ssmjit import _ssmjit
 
 META = torch.device("meta")
@@ -198,3 +201,25 @@ def test_seq_idx_positions():
     seq_idx = torch.tensor([[0, 0, 0, 1, 1, 2, 2, 2, 2]], dtype=torch.int32)
     pos = st.conv.seq_idx_positions(seq_idx)
     assert pos.tolist() == [[0, 1, 2, 0, 1, 0, 1, 2, 3]] and pos.dtype == torch.int32
+
+
+@pytest.mark.parametrize("block, ops", [
+    (Mamba1Block, {"causal_conv1d_fwd", "causal_conv1d_bwd", "selective_scan_fwd",
+                   "selective_scan_bwd"}),
+    (Mamba2Block, {"causal_conv1d_fwd", "causal_conv1d_bwd", "ssd_fwd", "ssd_bwd"}),
+])
+def test_block_training_step_traces_with_fake_tensors(block, ops):
+    """A training step's forward and backward trace through the fake implementations into one
+    graph of the custom ops (what torch.compile sees), without running a kernel."""
+    torch.manual_seed(0)
+    model = block()
+    params = dict(model.named_parameters())
+
+    def step(h, params):
+        out = torch.func.functional_call(model, params, (h,))
+        return torch.autograd.grad(out.sum(), list(params.values()))
+
+    graph = make_fx(step, tracing_mode="fake")(torch.randn(2, 48, 32), params)
+    called = {str(n.target).split(".")[1] for n in graph.graph.nodes
+              if n.op == "call_function" and str(n.target).startswith("ssmjit.")}
+    assert called == ops
