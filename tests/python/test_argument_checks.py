@@ -119,7 +119,7 @@ def test_scan_packed_and_slots():
                                                    r(2, d, N), True, 14, 2048))
     passes_checks(lambda: st.selective_scan_slots(
         *args, r(5, d, N), cu_seqlens=cu(10, 14), initial_state_indices=torch.tensor([4, -1], dtype=I32),
-        final_state_indices=torch.tensor([0, 4], dtype=I32)))
+        final_state_indices=torch.tensor([4, 0], dtype=I32)))
     passes_checks(lambda: torch.ops.ssmjit.selective_scan_bwd(
         *args, None, None, None, False, cu(10, 14), 0, r(2, d, N), r(1, d, T), r(2, d, N), True))
 

@@ -217,11 +217,11 @@ def test_scan_slots():
     cu = cu_seqlens(lengths)
     out = st.selective_scan_slots(u, delta, A, B, C, states, D, z, bias, True, cu,
                                   torch.tensor([2, -1], dtype=I32, device=CUDA),
-                                  torch.tensor([0, 2], dtype=I32, device=CUDA))
+                                  torch.tensor([2, 0], dtype=I32, device=CUDA))
     init = torch.stack([before[2], torch.zeros_like(before[2])])
     exp_out, exp_final = st.selective_scan_packed(u, delta, A, B, C, cu, D, z, bias, True, init, True)
     close(out, exp_out)
-    close(states[[0, 2]], exp_final)
+    close(states[[2, 0]], exp_final)
     assert torch.equal(states[1], before[1])
 
 
@@ -468,9 +468,9 @@ def test_compile_fullgraph(block):
     compiled = torch.compile(model, fullgraph=True)
     out = compiled(h)
     out.sum().backward()
-    assert rel_err(out, eager) < 1e-5
+    assert rel_err(out, eager) < 1e-4
     for p, g in zip(model.parameters(), eager_grads):
-        assert rel_err(p.grad, g) < 1e-4
+        assert rel_err(p.grad, g) < 1e-3
 
 
 def test_cuda_graph_replay():

@@ -28,9 +28,16 @@ def _stream(device):
 
 
 def call(op, device, **fields):
-    """Runs the extension's op on `device`'s current stream; None fields are left undefined."""
-    getattr(_ssmjit, op)({k: _descriptor(v) for k, v in fields.items() if v is not None},
-                         _stream(device))
+    """Runs the extension's op on `device`'s current stream; None fields are left undefined.
+    ssmjit launches in the thread's current CUDA context, so `device` is made current first."""
+    run = getattr(_ssmjit, op)
+    descriptors = {k: _descriptor(v) for k, v in fields.items() if v is not None}
+    if device.type == "cuda" and device.index is not None \
+            and device.index != torch.cuda.current_device():
+        with torch.cuda.device(device):
+            run(descriptors, _stream(device))
+    else:
+        run(descriptors, _stream(device))
 
 
 def workspace(op, device, **fields):
