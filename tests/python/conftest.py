@@ -1,7 +1,6 @@
 """pytest setup for the Python package: `gpu` tests skip (with the reason) without CUDA."""
 import pytest
-
-torch = pytest.importorskip("torch", reason="the ssmjit.torch tests need PyTorch")
+import torch
 
 
 def pytest_collection_modifyitems(config, items):
