@@ -473,6 +473,32 @@ def test_compile_fullgraph(block):
         assert rel_err(p.grad, g) < 1e-3
 
 
+def test_compile_decode_fullgraph():
+    """A Mamba-2 decode step (the conv update, then the state update, both states in place, slots
+    picked per row) compiled with fullgraph: the in-place updates survive functionalization."""
+    torch.manual_seed(27)
+    b, H, P, N, G, W = 3, 4, 16, 32, 1, 4
+    Dc = H * P + 2 * G * N
+    conv_w, A, D, dt_bias = randn(Dc, W), decay_A(H), randn(H), randn(H, scale=0.5)
+
+    def step(xBC, dt, conv_state, ssm_state, slots):
+        xBC = st.causal_conv1d_update(xBC, conv_state, conv_w, None, "silu",
+                                      conv_state_indices=slots)
+        x, B, C = xBC.split([H * P, G * N, G * N], dim=-1)
+        return st.selective_state_update(ssm_state, x.reshape(b, H, P), dt, A,
+                                         B.reshape(b, G, N), C.reshape(b, G, N), D, None, dt_bias,
+                                         True, slots)
+    conv_state, ssm_state = randn(5, Dc, W - 1), randn(5, H, P, N)
+    slots = torch.tensor([4, 0, 2], dtype=I32, device=CUDA)
+    xBC, dt = randn(b, Dc), randn(b, H, scale=0.5)
+    eager_conv, eager_ssm = conv_state.clone(), ssm_state.clone()
+    eager = step(xBC, dt, eager_conv, eager_ssm, slots)
+    out = torch.compile(step, fullgraph=True)(xBC, dt, conv_state, ssm_state, slots)
+    close(out, eager)
+    close(conv_state, eager_conv)
+    close(ssm_state, eager_ssm)
+
+
 def test_cuda_graph_replay():
     torch.manual_seed(22)
     b, H, P, N = 2, 4, 16, 32
