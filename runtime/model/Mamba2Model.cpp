@@ -249,12 +249,12 @@ void Mamba2Model::verify(const TensorView& tokenIds, const TensorView& slots, co
                          const TensorView& logitsOut, Stream stream) {
   Impl& m = *impl_;
   if (m.cacheDepth() == 0)
-    fail("verify: options.max_draft_tokens is 0, expected >= 1 (the model was loaded without verify caches)");
+    modelArgError("verify: options.max_draft_tokens is 0, expected >= 1 (the model was loaded without verify caches)");
   const bool shaped = tokenIds.ndim == 2 && tokenIds.dtype == DType::I32 && tokenIds.strides[1] == 1 &&
                       tokenIds.strides[0] == tokenIds.shape[1];
   const int64_t B = shaped ? tokenIds.shape[0] : -1, L = shaped ? tokenIds.shape[1] : -1;
   if (B < 1 || B > m.opt.max_batch || L < 1 || L > m.cacheDepth())
-    fail("verify: token_ids has shape " + tokenIds.shapeString() + " (" + dtypeName(tokenIds.dtype) +
+    modelArgError("verify: token_ids has shape " + tokenIds.shapeString() + " (" + dtypeName(tokenIds.dtype) +
          "), expected contiguous int32 (B, L) with 1 <= B <= max_batch (" + std::to_string(m.opt.max_batch) +
          ") and 1 <= L <= max_draft_tokens + 1 (" + std::to_string(m.cacheDepth()) + ")");
   const detail::Dim expect[] = {{B * L, "batch x tokens"}, {m.cfg.vocab, "vocab"}};
@@ -270,7 +270,7 @@ void Mamba2Model::verify(const TensorView& tokenIds, const TensorView& slots, co
 void Mamba2Model::commit(const TensorView& slots, const TensorView& numAccepted, Stream stream) {
   Impl& m = *impl_;
   if (m.cacheDepth() == 0)
-    fail("commit: options.max_draft_tokens is 0, expected >= 1 (the model was loaded without verify caches)");
+    modelArgError("commit: options.max_draft_tokens is 0, expected >= 1 (the model was loaded without verify caches)");
   LaunchSink ops(stream);
   m.commitOps(slots, numAccepted, ops);
 }
@@ -278,7 +278,7 @@ void Mamba2Model::commit(const TensorView& slots, const TensorView& numAccepted,
 const Mamba2LayerState& Mamba2Model::layer_state(int64_t layer) const {
   const Impl& m = *impl_;
   if (layer < 0 || layer >= m.cfg.layers)
-    fail("layer_state: layer is " + std::to_string(layer) + ", expected [0, " + std::to_string(m.cfg.layers) + ")");
+    modelArgError("layer_state: layer is " + std::to_string(layer) + ", expected [0, " + std::to_string(m.cfg.layers) + ")");
   return m.states[static_cast<size_t>(layer)];
 }
 
