@@ -86,6 +86,7 @@ void init() {
   SSMJIT_SYM(cuStreamCreate);
   SSMJIT_SYM(cuStreamDestroy);
   SSMJIT_SYM(cuStreamSynchronize);
+  SSMJIT_SYM(cuStreamQuery);
   SSMJIT_SYM(cuStreamBeginCapture);
   SSMJIT_SYM(cuStreamEndCapture);
   SSMJIT_SYM(cuStreamIsCapturing);
@@ -210,6 +211,21 @@ CUcontext ensureContext() {
   if (ctx) return ctx;
   ctx = primaryContext();
   check(a.cuCtxSetCurrent(ctx), "cuCtxSetCurrent(primary context of device 0)");
+  return ctx;
+}
+
+CUcontext useDevice(int ordinal) {
+  const Api& a = api();
+  int count = 0;
+  check(a.cuDeviceGetCount(&count), "cuDeviceGetCount");
+  if (ordinal < 0 || ordinal >= count)
+    throw Error(Error::Kind::InvalidArgument, "device " + std::to_string(ordinal) + " does not exist, expected [0, " +
+                                                  std::to_string(count) + ")");
+  CUdevice dev = 0;
+  CUcontext ctx = nullptr;
+  check(a.cuDeviceGet(&dev, ordinal), "cuDeviceGet");
+  check(a.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+  check(a.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
   return ctx;
 }
 
