@@ -113,6 +113,15 @@ std::vector<Subcommand> subcommands() {
        "decode steps for all sequences at once as CUDA graphs, sampling on the GPU (greedy by default). Prints each "
        "sequence's new token ids, then prefill and decode tokens/s; a progress line on a terminal.",
        defineGenerateCommand},
+      {"launch", "run a command as N processes, one per GPU, that meet as the ranks of a multi-GPU run",
+       "Run COMMAND (after --) as N processes on this host, one per GPU, each with SSMJIT_RANK, "
+       "SSMJIT_LOCAL_RANK, SSMJIT_WORLD_SIZE and SSMJIT_RENDEZVOUS (a fresh temporary file unless --rendezvous "
+       "names one) and NCCL_NVLS_ENABLE=0 unless the environment sets it (NCCL's multicast stays off). "
+       "E.g. `ssmjit launch -n 2 -- ssmjit generate --tp 2 --model DIR --prompt-ids 1,2,3`. Across hosts, start "
+       "each process yourself with --rank and --rendezvous tcp://host0:port. Waits for all; a rank that fails "
+       "makes the others stop with an error of their own within their --timeout; any still running --grace "
+       "seconds later are killed. Exits with the first failure's status.",
+       defineLaunchCommand},
       {"bench-model", "time a Mamba-2 checkpoint's packed prefill and its decode steps (graphs and eager)",
        "Benchmark a Mamba-2 checkpoint directory on the GPU (random prompts): packed prefill of B prompts of L "
        "tokens (ms, tokens/s) and decode steps of every sequence at each --decode-batch, replayed as one CUDA graph "

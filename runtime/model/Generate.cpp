@@ -88,8 +88,12 @@ GenerateResult generate(Mamba2Model& model, const std::vector<std::vector<int32_
   // Appends the step's tokens; a sequence that emits eos leaves the batch (its slot becomes a pad
   // row, so later steps neither advance its state nor sample for it).
   int64_t made = 0;
+  Communicator* tp = model.options().tensor_parallel;
   auto collect = [&]() {
-    stream.synchronize();
+    if (tp)
+      tp->synchronize(stream.get(), "a generation step");  // bounded: a lost rank ends it with an error
+    else
+      stream.synchronize();
     const std::vector<int32_t> tok = buf.tokens.download<int32_t>(n);
     bool slotsChanged = false;
     for (int64_t i = 0; i < n; ++i) {
@@ -119,11 +123,13 @@ GenerateResult generate(Mamba2Model& model, const std::vector<std::vector<int32_
     sample(buf, bucket, o, true, s);
   };
   // The first step runs eagerly: it compiles and loads what the step needs, which a capture must
-  // not do. The graph is captured once then and replayed for every later step.
+  // not do. The graph is captured once then and replayed for every later step. Under tensor
+  // parallelism every step runs eagerly: NCCL's non-blocking calls are not captured.
+  const bool graphs = o.cuda_graphs && !tp;
   CudaGraph graph;
   const Clock::time_point t1 = Clock::now();
   while (live > 0) {
-    if (o.cuda_graphs && r.decode_steps > 0 && !graph.valid()) graph = CudaGraph::capture(stream.get(), step);
+    if (graphs && r.decode_steps > 0 && !graph.valid()) graph = CudaGraph::capture(stream.get(), step);
     if (graph.valid())
       graph.launch(stream.get());
     else

@@ -67,7 +67,7 @@ void Mamba2Model::Impl::forwardLayers(int64_t T, bool prefill, const TensorView&
     n.out = rows(normed, T);
     n.eps = cfg.dims.norm_eps;
     ops.rmsNorm(n);
-    ops.layer(cfg.dims, layers[l], states[l], {rows(normed, T), rows(mixed, T), cuSeqlens, {}, slotIds, workspace},
+    ops.layer(shard.local, layers[l], states[l], {rows(normed, T), rows(mixed, T), cuSeqlens, {}, slotIds, workspace},
               prefill);
   }
 }
@@ -114,9 +114,10 @@ void Mamba2Model::Impl::decodeOps(const TensorView& tokenIds, const TensorView& 
 
 namespace {
 
-// Launches every op on `stream`.
+// Launches every op on `stream`; under tensor parallelism each layer's partial outputs are summed
+// over the ranks.
 struct LaunchSink : OpSink {
-  explicit LaunchSink(Stream s) : stream(s) {}
+  LaunchSink(Stream s, Communicator* tp) : stream(s), tp(tp) {}
   void embedding(const EmbeddingArgs& a) override { ssmjit::embedding(a, stream); }
   void rmsNorm(const RmsNormArgs& a) override { rms_norm(a, stream); }
   void layer(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s, const Mamba2LayerArgs& a,
@@ -125,9 +126,11 @@ struct LaunchSink : OpSink {
       mamba2_layer_prefill(d, w, s, a, stream);
     else
       mamba2_layer_decode(d, w, s, a, stream);
+    if (tp) tp->allReduceSum(a.out, stream);
   }
   void linear(const LinearArgs& a) override { ssmjit::linear(a, stream); }
   Stream stream;
+  Communicator* tp;
 };
 
 }  // namespace
@@ -198,7 +201,7 @@ void Mamba2Model::prefill(const std::vector<std::vector<int32_t>>& prompts, cons
   uploadInt32(m.cu, cu);
   uploadInt32(m.slots, slots);
   uploadInt32(m.last, last);
-  LaunchSink ops(stream);
+  LaunchSink ops(stream, m.opt.tensor_parallel);
   m.prefillOps(T, nseq, logitsOut, ops);
 }
 
@@ -211,7 +214,7 @@ void Mamba2Model::decode(const TensorView& tokenIds, const TensorView& slots, co
          std::to_string(m.opt.max_batch) + ")");
   const detail::Dim expect[] = {{B, "batch"}, {m.cfg.vocab, "vocab"}};
   checkLogits("decode", logitsOut, expect);
-  LaunchSink ops(stream);
+  LaunchSink ops(stream, m.opt.tensor_parallel);
   m.decodeOps(tokenIds, slots, logitsOut, ops);
 }
 
