@@ -16,7 +16,20 @@
 // The states are the shard's: conv_state (S, convDim of the shard, W - 1), ssm_state (S, H/t, P,
 // N). The workspace is sized by mamba2_tp_layer_workspace_size. The collectives go on `stream`;
 // wait with comm.synchronize() for a bounded wait.
+//
+// Context parallel prefill by state passing (c = comm.size()): one packed row of T tokens is cut
+// into c parts, rank r holding tokens [r T/c, (r + 1) T/c) (T % c == 0, T/c >= W - 1); sequences
+// may cross rank boundaries. Every rank holds the whole layer's weights. The conv takes a halo of
+// the W - 1 tokens before the part from the previous rank; the SSD runs from a zero start without
+// out (states only, with each sequence's total decay), the ranks all-gather (decay, end state) of
+// the sequence crossing into the next rank, each computes its incoming state by an exclusive scan
+// in fp32 on the device, and the SSD runs again from it. Every sequence starts from zero states;
+// its final states go to slot slots[i] of `s` on the rank where it ends (-1: not kept). In fp32
+// the result equals one GPU's up to the order of the sums (the incoming state is combined across
+// ranks rather than across chunks). The backward is not context parallel.
 #pragma once
+#include <vector>
+
 #include "ssmjit/mamba2.h"
 #include "ssmjit/parallel.h"
 
@@ -34,5 +47,18 @@ void mamba2_tp_layer_prefill(const Mamba2Dims& full, const Mamba2LayerWeights& s
 void mamba2_tp_layer_decode(const Mamba2Dims& full, const Mamba2LayerWeights& shard, const Mamba2LayerState& s,
                             const Mamba2LayerArgs& args, Communicator& comm, bool sequence_parallel,
                             Stream stream = nullptr);
+
+struct Mamba2CpPrefillArgs {
+  TensorView hidden;                // (T/c, hidden): this rank's tokens
+  TensorView out;                   // (T/c, hidden)
+  std::vector<int64_t> cu_seqlens;  // the whole row's (nseq + 1), the same on every rank
+  std::vector<int32_t> slots;       // (nseq): each sequence's state slot, -1: not kept
+  TensorView workspace;             // float32, mamba2_cp_layer_prefill_workspace_size() elements
+};
+int64_t mamba2_cp_layer_prefill_workspace_size(const Mamba2Dims& dims, const Mamba2LayerWeights& w,
+                                               const Mamba2LayerState& s, const Mamba2CpPrefillArgs& args,
+                                               const Communicator& comm);
+void mamba2_cp_layer_prefill(const Mamba2Dims& dims, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
+                             const Mamba2CpPrefillArgs& args, Communicator& comm, Stream stream = nullptr);
 
 }  // namespace ssmjit
