@@ -122,6 +122,13 @@ std::vector<Subcommand> subcommands() {
        "makes the others stop with an error of their own within their --timeout; any still running --grace "
        "seconds later are killed. Exits with the first failure's status.",
        defineLaunchCommand},
+      {"bench-parallel", "time a Mamba-2 layer's prefill over several GPUs: --tp N (tensor), --cp N (context)",
+       "Benchmark one Mamba-2 layer's prefill (random weights, default Mamba-2 2.7B's shape with G 8) on one GPU, "
+       "tensor parallel (--tp N, with --sequence-parallel: the residual stream split by tokens; a packed row of "
+       "--seqlen sequences) or context parallel (--cp N: one sequence of --tokens, each GPU a contiguous part, "
+       "states passed between them). One process per GPU: run it under `ssmjit launch -n N --`. Rank 0 prints ms "
+       "per call, tokens/s and the bytes each rank's collectives send per call.",
+       defineParallelBenchCommand},
       {"bench-model", "time a Mamba-2 checkpoint's packed prefill and its decode steps (graphs and eager)",
        "Benchmark a Mamba-2 checkpoint directory on the GPU (random prompts): packed prefill of B prompts of L "
        "tokens (ms, tokens/s) and decode steps of every sequence at each --decode-batch, replayed as one CUDA graph "
@@ -163,7 +170,7 @@ std::string description(const std::vector<Subcommand>& commands) {
   std::string s =
       "ssmjit: JIT-compiled Mamba-1 / Mamba-2 GPU kernels (selective state update, Mamba-2 decode step, causal "
       "conv1d, selective scan, SSD chunked scan; C++ DSL -> MLIR -> CUDA C++ -> NVRTC -> CUBIN -> CUDA Driver API).\n";
-  for (const Subcommand& c : commands) s += ssmjit::tool::strf("  %-13s %s\n", c.name, c.summary);
+  for (const Subcommand& c : commands) s += ssmjit::tool::strf("  %-15s %s\n", c.name, c.summary);
   return s +
          "Run 'ssmjit <command> --help' for each command's options.\n"
          "Exit codes: 0 ok, 1 failure or mismatch, 2 usage error.\n"
