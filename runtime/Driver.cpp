@@ -238,6 +238,8 @@ std::string currentArch() {
   return "sm_" + std::to_string(cc);
 }
 
+int currentDeviceId() { return static_cast<int>(currentDevice()); }
+
 std::string deviceName() {
   CUdevice dev = currentDevice();
   char name[256] = {};

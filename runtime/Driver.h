@@ -71,5 +71,8 @@ CUcontext useDevice(int ordinal);
 // "sm_90a" for compute capability 9.0 (Hopper gets the arch-specific target), "sm_80" for 8.0, ...
 std::string currentArch();
 std::string deviceName();
+// The ordinal of the current context's device (making device 0's primary context current if none
+// is): the deviceId of views of memory allocated here.
+int currentDeviceId();
 
 }  // namespace ssmjit::driver

@@ -49,6 +49,11 @@ Mamba2Dims layerDims() {
   return d;
 }
 
+// A view of `b` on the current device (the id the ops compare between tensors).
+TensorView onDevice(const DeviceBuffer& b, DType t, std::initializer_list<int64_t> shape) {
+  return TensorView::contiguous(b.data(), t, shape, DeviceKind::CUDA, driver::currentDeviceId());
+}
+
 // Worst |got - ref| / (|ref| + rms(ref)) over the rows of `ref` that `rows` selects (row i of got
 // is row rows[i] of ref), `cols` columns each.
 double worstError(const std::vector<float>& got, const std::vector<float>& ref, int64_t cols,
@@ -95,7 +100,7 @@ struct LayerOutputs {
 };
 
 TensorView rowsView(const DeviceBuffer& b, int64_t rows, int64_t cols) {
-  return TensorView::contiguous(b.data(), DType::F32, {rows, cols});
+  return onDevice(b, DType::F32, {rows, cols});
 }
 
 // Runs the layer on this rank's rows: the whole layer (comm == nullptr), tensor parallel, or
@@ -120,12 +125,12 @@ LayerOutputs runLayer(DeviceMamba2Layer& L, const Mamba2Dims& full, const LayerI
     Mamba2LayerArgs a;
     a.hidden = rowsView(hidden, mine, H);
     a.out = rowsView(out, mine, H);
-    if (prefill) a.cu_seqlens = TensorView::contiguous(cu.data(), DType::I32, {nslots + 1});
-    a.state_indices = TensorView::contiguous(slots.data(), DType::I32, {nslots});
+    if (prefill) a.cu_seqlens = onDevice(cu, DType::I32, {nslots + 1});
+    a.state_indices = onDevice(slots, DType::I32, {nslots});
     const int64_t need = comm ? mamba2_tp_layer_workspace_size(full, L.w, L.s, a, prefill, *comm, sp)
                               : mamba2_layer_workspace_size(L.dims, L.w, L.s, a, prefill);
     DeviceBuffer ws(static_cast<size_t>(need * 4));
-    a.workspace = TensorView::contiguous(ws.data(), DType::F32, {need});
+    a.workspace = onDevice(ws, DType::F32, {need});
     if (!comm && prefill) mamba2_layer_prefill(L.dims, L.w, L.s, a, stream.get());
     if (!comm && !prefill) mamba2_layer_decode(L.dims, L.w, L.s, a, stream.get());
     if (comm && prefill) mamba2_tp_layer_prefill(full, L.w, L.s, a, *comm, sp, stream.get());
@@ -240,16 +245,16 @@ TEST(ParallelWorker, DISABLED_TensorParallelModel) {
   auto logitsOf = [&](Mamba2Model& model, bool isTp) {
     DeviceBuffer logits(static_cast<size_t>(2 * V * 4));
     OwnedStream s;
-    model.prefill(prompts, {0, 1}, TensorView::contiguous(logits.data(), DType::F32, {2, V}), s.get());
+    model.prefill(prompts, {0, 1}, onDevice(logits, DType::F32, {2, V}), s.get());
     if (isTp) comm->synchronize(s.get(), "the prefill");
     s.synchronize();
     std::vector<float> out = logits.download<float>();
     const std::vector<int32_t> ids = {5, 9}, slots = {0, 1};
     const DeviceBuffer idb = DeviceBuffer::fromHost(ids), slb = DeviceBuffer::fromHost(slots);
     for (int step = 0; step < 3; ++step) {
-      model.decode(TensorView::contiguous(idb.data(), DType::I32, {2}),
-                   TensorView::contiguous(slb.data(), DType::I32, {2}),
-                   TensorView::contiguous(logits.data(), DType::F32, {2, V}), s.get());
+      model.decode(onDevice(idb, DType::I32, {2}),
+                   onDevice(slb, DType::I32, {2}),
+                   onDevice(logits, DType::F32, {2, V}), s.get());
       if (isTp) comm->synchronize(s.get(), "a decode step");
       s.synchronize();
       const std::vector<float> d = logits.download<float>();
@@ -309,11 +314,11 @@ TEST(ParallelWorker, DISABLED_ContextParallelPrefill) {
     Mamba2LayerArgs a;
     a.hidden = rowsView(h, T, Hd);
     a.out = rowsView(out, T, Hd);
-    a.cu_seqlens = TensorView::contiguous(cub.data(), DType::I32, {4});
-    a.state_indices = TensorView::contiguous(slb.data(), DType::I32, {3});
+    a.cu_seqlens = onDevice(cub, DType::I32, {4});
+    a.state_indices = onDevice(slb, DType::I32, {3});
     const int64_t need = mamba2_layer_workspace_size(full, whole.w, whole.s, a, true);
     DeviceBuffer ws(static_cast<size_t>(need * 4));
-    a.workspace = TensorView::contiguous(ws.data(), DType::F32, {need});
+    a.workspace = onDevice(ws, DType::F32, {need});
     mamba2_layer_prefill(full, whole.w, whole.s, a, stream.get());
     stream.synchronize();
     checkDeviceErrors(stream.get());
@@ -331,7 +336,7 @@ TEST(ParallelWorker, DISABLED_ContextParallelPrefill) {
   a.slots = slots;
   const int64_t need = mamba2_cp_layer_prefill_workspace_size(full, part.w, part.s, a, *comm);
   DeviceBuffer ws(static_cast<size_t>(need * 4));
-  a.workspace = TensorView::contiguous(ws.data(), DType::F32, {need});
+  a.workspace = onDevice(ws, DType::F32, {need});
   mamba2_cp_layer_prefill(full, part.w, part.s, a, *comm, stream.get());
   comm->synchronize(stream.get(), "the context-parallel prefill");
   checkDeviceErrors(stream.get());
@@ -388,7 +393,7 @@ TEST(ParallelWorker, DISABLED_ARankThatExitsEndsTheOthers) {
   OwnedStream s;
   const auto t0 = std::chrono::steady_clock::now();
   try {
-    comm->allReduceSum(TensorView::contiguous(buf.data(), DType::F32, {int64_t{1} << 20}), s.get());
+    comm->allReduceSum(onDevice(buf, DType::F32, {int64_t{1} << 20}), s.get());
     comm->synchronize(s.get(), "the all-reduce");
     ADD_FAILURE() << "the all-reduce finished without the last rank";
   } catch (const Error& e) {
@@ -398,7 +403,7 @@ TEST(ParallelWorker, DISABLED_ARankThatExitsEndsTheOthers) {
     EXPECT_NE(std::string(e.what()).find("rank " + std::to_string(wr.rank) + " of "), std::string::npos) << e.what();
   }
   try {
-    comm->allReduceSum(TensorView::contiguous(buf.data(), DType::F32, {16}), s.get());
+    comm->allReduceSum(onDevice(buf, DType::F32, {16}), s.get());
     ADD_FAILURE() << "an aborted communicator took more work";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("the communicator was aborted"), std::string::npos) << e.what();

@@ -27,16 +27,18 @@ double msSince(Clock::time_point t0) {
 struct StepBuffers {
   DeviceBuffer logits, tokens, slots, step;
   int64_t vocab = 0;
+  int device = driver::currentDeviceId();  // the model's: its views must say so
   StepBuffers(int64_t rows, int64_t vocab)
       : logits(static_cast<size_t>(rows * vocab * 4)), tokens(static_cast<size_t>(rows * 4)),
         slots(static_cast<size_t>(rows * 4)), step(8), vocab(vocab) {
     step.fill(0);
   }
-  TensorView logitsView(int64_t b) const {
-    return TensorView::contiguous(logits.data(), DType::F32, {b, vocab});
+  TensorView on(const DeviceBuffer& b, DType t, std::initializer_list<int64_t> shape) const {
+    return TensorView::contiguous(b.data(), t, shape, DeviceKind::CUDA, device);
   }
-  TensorView tokensView(int64_t b) const { return TensorView::contiguous(tokens.data(), DType::I32, {b}); }
-  TensorView slotsView(int64_t b) const { return TensorView::contiguous(slots.data(), DType::I32, {b}); }
+  TensorView logitsView(int64_t b) const { return on(logits, DType::F32, {b, vocab}); }
+  TensorView tokensView(int64_t b) const { return on(tokens, DType::I32, {b}); }
+  TensorView slotsView(int64_t b) const { return on(slots, DType::I32, {b}); }
 };
 
 void sample(const StepBuffers& buf, int64_t rows, const GenerateOptions& o, bool padRows, CUstream s) {
@@ -47,7 +49,7 @@ void sample(const StepBuffers& buf, int64_t rows, const GenerateOptions& o, bool
   a.top_k = o.top_k;
   a.top_p = o.top_p;
   a.seed = o.seed;
-  a.step = TensorView::contiguous(buf.step.data(), DType::I64, {1});
+  a.step = buf.on(buf.step, DType::I64, {1});
   if (padRows) a.row_state_indices = buf.slotsView(rows);
   sample_tokens(a, s);
 }

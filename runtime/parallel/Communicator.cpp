@@ -195,8 +195,8 @@ void Communicator::reduceScatterSum(const TensorView& in, const TensorView& out,
 void Communicator::sendRecv(const TensorView& send, int to, const TensorView& recv, int from, Stream stream) {
   impl_->usable("sendRecv");
   const bool doSend = send.defined() && to >= 0, doRecv = recv.defined() && from >= 0;
-  for (int peer : {doSend ? to : 0, doRecv ? from : 0})
-    if (peer >= impl_->size || peer == impl_->rank)
+  for (auto [active, peer] : {std::pair{doSend, to}, std::pair{doRecv, from}})
+    if (active && (peer >= impl_->size || peer == impl_->rank))
       throw Error(Error::Kind::InvalidArgument, "sendRecv: peer rank " + std::to_string(peer) +
                                                     " is not another rank of [0, " + std::to_string(impl_->size) + ")");
   if (doSend) impl_->checkTensor("sendRecv", "send", send);

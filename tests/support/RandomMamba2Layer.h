@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/DeviceBuffer.h"
+#include "runtime/Driver.h"
 #include "runtime/model/Mamba2Sharding.h"
 #include "ssmjit/mamba2.h"
 
@@ -71,6 +72,7 @@ struct DeviceMamba2Layer {
 
   DeviceMamba2Layer(HostMamba2Layer& h, const model::Mamba2LayerShard* shard, int64_t slots) {
     dims = shard ? shard->local : h.d;
+    const int device = driver::currentDeviceId();
     auto put = [&](HostTensorF32& t, const model::TensorSlice* slice, std::initializer_list<int64_t> shape) {
       std::vector<char> bytes;
       if (shard && slice) {
@@ -81,7 +83,7 @@ struct DeviceMamba2Layer {
       }
       buffers.emplace_back(bytes.size());
       buffers.back().uploadBytes(bytes.data(), bytes.size());
-      return TensorView::contiguous(buffers.back().data(), DType::F32, shape);
+      return TensorView::contiguous(buffers.back().data(), DType::F32, shape, DeviceKind::CUDA, device);
     };
     const Mamba2Dims& d = dims;
     w.in_proj = put(h.inProj, shard ? &shard->inProj : nullptr, {d.inProjRows(), d.hidden});
@@ -96,10 +98,12 @@ struct DeviceMamba2Layer {
     if (!shard || shard->outProjBias) w.out_proj_bias = put(h.outProjBias, nullptr, {d.hidden});
     buffers.emplace_back(static_cast<size_t>(slots * d.convDim() * (d.conv_width - 1) * 4));
     buffers.back().fill(0);
-    s.conv_state = TensorView::contiguous(buffers.back().data(), DType::F32, {slots, d.convDim(), d.conv_width - 1});
+    s.conv_state = TensorView::contiguous(buffers.back().data(), DType::F32, {slots, d.convDim(), d.conv_width - 1},
+                                          DeviceKind::CUDA, device);
     buffers.emplace_back(static_cast<size_t>(slots * d.heads * d.head_dim * d.state * 4));
     buffers.back().fill(0);
-    s.ssm_state = TensorView::contiguous(buffers.back().data(), DType::F32, {slots, d.heads, d.head_dim, d.state});
+    s.ssm_state = TensorView::contiguous(buffers.back().data(), DType::F32, {slots, d.heads, d.head_dim, d.state},
+                                         DeviceKind::CUDA, device);
   }
 };
 
