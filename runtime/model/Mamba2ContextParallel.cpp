@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/Driver.h"
+#include "runtime/model/Mamba2CpPart.h"
 #include "runtime/model/Mamba2LayerHooks.h"
 #include "runtime/parallel/CpStateScan.h"
 #include "ssmjit/error.h"
@@ -20,54 +21,8 @@ constexpr const char* kOp = "mamba2_cp_layer_prefill";
 constexpr int64_t kAlign = 256;
 int64_t alignUp(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
-[[noreturn]] void fail(const std::string& msg) { throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + msg); }
-
-// This rank's part [p0, p0 + Tr) of the row: its pieces of the sequences ("segments") and how
-// they continue across its edges.
-struct Part {
-  int64_t Tr = 0, p0 = 0;
-  std::vector<int32_t> ints;  // cu (nloc + 1) | final slots | first's incoming slot | last's end slot
-  int64_t nloc = 0;
-  bool firstContinues = false, lastContinues = false;
-  bool whole() const { return nloc == 1 && firstContinues && lastContinues; }
-};
-
-Part partOf(const Mamba2Dims& d, const Mamba2CpPrefillArgs& a, int rank, int ranks) {
-  const TensorView& h = a.hidden;
-  if (!h.defined() || h.ndim != 2 || h.shape[1] != d.hidden)
-    fail("hidden is " + (h.defined() ? h.shapeString() : std::string("undefined")) + ", expected (T/c, " +
-         std::to_string(d.hidden) + ")");
-  Part p;
-  p.Tr = h.shape[0];
-  p.p0 = p.Tr * rank;
-  const int64_t T = p.Tr * ranks, p1 = p.p0 + p.Tr;
-  if (p.Tr < d.conv_width - 1)
-    fail("each rank holds " + std::to_string(p.Tr) + " tokens, expected at least conv width - 1 = " +
-         std::to_string(d.conv_width - 1) + " (the halo comes from the previous rank alone)");
-  const std::vector<int64_t>& cu = a.cu_seqlens;
-  const auto nseq = static_cast<int64_t>(cu.size()) - 1;
-  if (nseq < 1 || cu[0] != 0 || cu.back() != T)
-    fail("cu_seqlens must run from 0 to T = " + std::to_string(T) + " (" + std::to_string(ranks) + " ranks x " +
-         std::to_string(p.Tr) + " tokens) with at least one sequence");
-  if (static_cast<int64_t>(a.slots.size()) != nseq)
-    fail("slots has " + std::to_string(a.slots.size()) + " entries, expected one per sequence (" +
-         std::to_string(nseq) + ")");
-  std::vector<int32_t> cuLocal{0}, finals, first, last;
-  for (int64_t i = 0; i < nseq; ++i) {
-    if (cu[i + 1] <= cu[i]) fail("cu_seqlens[" + std::to_string(i + 1) + "] is not above the entry before it");
-    const int64_t s = std::max(cu[i], p.p0), e = std::min(cu[i + 1], p1);
-    if (s >= e) continue;
-    if (cuLocal.size() == 1) p.firstContinues = cu[i] < p.p0;
-    p.lastContinues = cu[i + 1] > p1;
-    cuLocal.push_back(static_cast<int32_t>(e - p.p0));
-    finals.push_back(cu[i + 1] <= p1 ? a.slots[i] : -1);
-    first.push_back(cuLocal.size() == 2 && cu[i] < p.p0 ? 0 : -1);
-    last.push_back(cu[i + 1] > p1 ? 0 : -1);
-  }
-  p.nloc = static_cast<int64_t>(finals.size());
-  p.ints = cuLocal;
-  for (const auto* v : {&finals, &first, &last}) p.ints.insert(p.ints.end(), v->begin(), v->end());
-  return p;
+[[noreturn]] void fail(const std::string& msg) {
+  throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + msg);
 }
 
 // Byte offsets of the extra buffers in the workspace.
@@ -75,7 +30,7 @@ struct Extras {
   int64_t halo = 0, summary = 0, gathered = 0, incoming = 0, decay = 0, layer = 0;
 };
 
-Extras extrasOf(const Mamba2Dims& d, DType act, const Part& p, int ranks) {
+Extras extrasOf(const Mamba2Dims& d, DType act, const detail::CpPart& p, int ranks) {
   const int64_t HPN = d.heads * d.head_dim * d.state, row = d.heads + HPN;
   Extras x;
   x.halo = alignUp(static_cast<int64_t>(p.ints.size()) * 4);
@@ -96,7 +51,7 @@ struct Bufs {
 };
 
 // The layer's own call on this rank's tokens; its workspace after the extras (none when sizing).
-Mamba2LayerArgs layerArgs(const Mamba2CpPrefillArgs& a, const Part& p, const Extras& x, const Bufs& b,
+Mamba2LayerArgs layerArgs(const Mamba2CpPrefillArgs& a, const detail::CpPart& p, const Extras& x, const Bufs& b,
                           int64_t workspaceFloats) {
   Mamba2LayerArgs l;
   l.hidden = a.hidden;
@@ -114,7 +69,7 @@ void* standIn() { return reinterpret_cast<void*>(uintptr_t{1} << 45); }
 int64_t mamba2_cp_layer_prefill_workspace_size(const Mamba2Dims& d, const Mamba2LayerWeights& w,
                                                const Mamba2LayerState& s, const Mamba2CpPrefillArgs& a,
                                                const Communicator& comm) {
-  const Part p = partOf(d, a, comm.rank(), comm.size());
+  const detail::CpPart p = detail::cpPartOf(d, a, comm.rank(), comm.size());
   const Extras x = extrasOf(d, a.hidden.dtype, p, comm.size());
   const Bufs b{static_cast<char*>(standIn()), a.hidden.deviceId};
   return x.layer / 4 + mamba2_layer_workspace_size(d, w, s, layerArgs(a, p, x, b, 0), true);
@@ -123,7 +78,7 @@ int64_t mamba2_cp_layer_prefill_workspace_size(const Mamba2Dims& d, const Mamba2
 void mamba2_cp_layer_prefill(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
                              const Mamba2CpPrefillArgs& a, Communicator& comm, Stream stream) {
   const int rank = comm.rank(), ranks = comm.size();
-  const Part p = partOf(d, a, rank, ranks);
+  const detail::CpPart p = detail::cpPartOf(d, a, rank, ranks);
   const Extras x = extrasOf(d, a.hidden.dtype, p, ranks);
   if (!a.workspace.defined() || a.workspace.dtype != DType::F32 || a.workspace.numel() * 4 < x.layer)
     fail("workspace is too small or not float32, expected mamba2_cp_layer_prefill_workspace_size() floats");
