@@ -30,6 +30,14 @@ const std::vector<Knob>& knobs() {
       {"HOME", false, "Base of the default disk cache directory without XDG_CACHE_HOME (~/.cache/ssmjit)."},
       {"CUDA_HOME", false, "Where NVRTC is looked for after the loader path (its version and build are in the key)."},
       {"CUDA_PATH", false, "As CUDA_HOME."},
+      {"SSMJIT_RANK", false,
+       "This process's rank in a multi-GPU run (set by `ssmjit launch`; --rank overrides it)."},
+      {"SSMJIT_WORLD_SIZE", false, "The number of processes of a multi-GPU run (set by `ssmjit launch`)."},
+      {"SSMJIT_LOCAL_RANK", false,
+       "This process's GPU on its host (set by `ssmjit launch`; default: the rank modulo the GPU count)."},
+      {"SSMJIT_RENDEZVOUS", false,
+       "Where the ranks of a multi-GPU run meet: a fresh file path or tcp://host:port (set by `ssmjit launch`; "
+       "--rendezvous overrides it)."},
   };
   return k;
 }

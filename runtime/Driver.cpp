@@ -86,6 +86,7 @@ void init() {
   SSMJIT_SYM(cuStreamCreate);
   SSMJIT_SYM(cuStreamDestroy);
   SSMJIT_SYM(cuStreamSynchronize);
+  SSMJIT_SYM(cuStreamQuery);
   SSMJIT_SYM(cuStreamBeginCapture);
   SSMJIT_SYM(cuStreamEndCapture);
   SSMJIT_SYM(cuStreamIsCapturing);
@@ -213,6 +214,21 @@ CUcontext ensureContext() {
   return ctx;
 }
 
+CUcontext useDevice(int ordinal) {
+  const Api& a = api();
+  int count = 0;
+  check(a.cuDeviceGetCount(&count), "cuDeviceGetCount");
+  if (ordinal < 0 || ordinal >= count)
+    throw Error(Error::Kind::InvalidArgument, "device " + std::to_string(ordinal) + " does not exist, expected [0, " +
+                                                  std::to_string(count) + ")");
+  CUdevice dev = 0;
+  CUcontext ctx = nullptr;
+  check(a.cuDeviceGet(&dev, ordinal), "cuDeviceGet");
+  check(a.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+  check(a.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+  return ctx;
+}
+
 std::string currentArch() {
   int cc = capabilityOf(currentDevice());
   // Exact-arch targets ("a") unlock wgmma/TMA on Hopper and tcgen05 on Blackwell; the CUBIN is
@@ -221,6 +237,8 @@ std::string currentArch() {
   if (cc == 100) return "sm_100a";
   return "sm_" + std::to_string(cc);
 }
+
+int currentDeviceId() { return static_cast<int>(currentDevice()); }
 
 std::string deviceName() {
   CUdevice dev = currentDevice();

@@ -40,6 +40,7 @@ struct Api {
   CUresult (*cuStreamCreate)(CUstream*, unsigned int);
   CUresult (*cuStreamDestroy)(CUstream);
   CUresult (*cuStreamSynchronize)(CUstream);
+  CUresult (*cuStreamQuery)(CUstream);
   CUresult (*cuStreamBeginCapture)(CUstream, CUstreamCaptureMode);
   CUresult (*cuStreamEndCapture)(CUstream, CUgraph*);
   CUresult (*cuStreamIsCapturing)(CUstream, CUstreamCaptureStatus*);
@@ -64,8 +65,14 @@ void check(CUresult r, const char* what);
 // Makes sure a context is current on this thread: the current one, else device 0's primary
 // context (retained once). Returns it.
 CUcontext ensureContext();
+// Makes device `ordinal`'s primary context current on this thread (one process per GPU picks its
+// device with it before any other call). Throws naming the ordinal and the device count.
+CUcontext useDevice(int ordinal);
 // "sm_90a" for compute capability 9.0 (Hopper gets the arch-specific target), "sm_80" for 8.0, ...
 std::string currentArch();
 std::string deviceName();
+// The ordinal of the current context's device (making device 0's primary context current if none
+// is): the deviceId of views of memory allocated here.
+int currentDeviceId();
 
 }  // namespace ssmjit::driver

@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "runtime/model/Mamba2Config.h"
 #include "ssmjit/mamba2_model.h"
+#include "tools/ParallelRanks.h"
 #include "tools/ToolSupport.h"
 
 namespace ssmjit::tool {
@@ -27,6 +29,8 @@ struct GenerateCliOptions {
   bool noGraphs = false;
   int64_t ngram = 3;
   bool comparePlain = false;
+  int tp = 1;
+  RankOptions ranks;
 };
 
 std::vector<int32_t> parseIds(const std::string& text) {
@@ -68,7 +72,21 @@ int run(GenerateCliOptions& o) {
   int64_t promptTokens = 0;
   for (const auto& p : prompts) promptTokens += static_cast<int64_t>(p.size());
 
+  // Every rank must generate the same thing from the same model: what decides it is compared.
+  const model::Mamba2Config cfg = model::loadMamba2Config(o.model);
+  std::vector<std::pair<std::string, std::string>> same = {
+      {"model", o.model}, {"groups", std::to_string(cfg.n_groups)}, {"heads", std::to_string(cfg.num_heads)},
+      {"layers", std::to_string(cfg.num_layers)}, {"dtype", o.dtype}, {"state-dtype", o.stateDtype},
+      {"batch", std::to_string(prompts.size())}, {"max-new-tokens", std::to_string(o.gen.max_new_tokens)},
+      {"sampling", strf("%g/%d/%g/%llu/%lld", o.gen.temperature, o.gen.top_k, o.gen.top_p,
+                        static_cast<unsigned long long>(o.gen.seed), static_cast<long long>(o.gen.eos_token))}};
+  for (size_t i = 0; i < prompts.size(); ++i) same.emplace_back("prompt " + std::to_string(i), joinIds(prompts[i]));
+  const std::unique_ptr<Communicator> comm = joinRanks("--tp", o.tp, o.ranks, same);
+  const bool quiet = comm && comm->rank() != 0;  // rank 0 speaks for all: they make the same tokens
+  if (quiet && std::freopen("/dev/null", "w", stdout) == nullptr) throw UsageError("cannot silence rank output");
+
   Mamba2ModelOptions mo;
+  mo.tensor_parallel = comm.get();
   mo.dtype = parseFloatDType(o.dtype, "--dtype");
   mo.state_dtype = parseFloatDType(o.stateDtype, "--state-dtype");
   mo.max_batch = static_cast<int64_t>(prompts.size());
@@ -81,6 +99,7 @@ int run(GenerateCliOptions& o) {
   WallTimer loadTimer;
   std::unique_ptr<Mamba2Model> model = Mamba2Model::load(o.model, mo);
   const Mamba2ModelConfig& c = model->config();
+  if (comm) std::printf("tensor parallel over %d GPUs (one process each)\n", comm->size());
   std::printf("model %s: %lld layers, hidden %lld, %lld heads x %lld, state %lld, groups %lld, vocab %lld (%.0f ms "
               "to load)\n",
               o.model.c_str(), static_cast<long long>(c.layers), static_cast<long long>(c.dims.hidden),
@@ -157,6 +176,12 @@ CommandRun defineGenerateCommand(CLI::App* app) {
   app->add_flag("--compare-plain", o->comparePlain,
                 "With --draft: also decode plainly; print whether the tokens agree and the speed-up (exit 1 if not)");
   app->add_flag("--no-graphs", o->noGraphs, "Launch each decode step's kernels one by one instead of as a CUDA graph");
+  app->add_option("--tp", o->tp,
+                  "Tensor parallel over this many GPUs, one process each (each loads its shard of every layer; "
+                  "run under `ssmjit launch -n N --`, or give every process --rank and --rendezvous)")
+      ->check(atLeast(1))
+      ->capture_default_str();
+  addRankOptions(app, o->ranks);
   return [o] { return run(*o); };
 }
 

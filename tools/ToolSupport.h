@@ -46,6 +46,8 @@ CommandRun defineScanBenchCommand(CLI::App* app);
 CommandRun defineSsdBenchCommand(CLI::App* app);
 CommandRun defineNormBenchCommand(CLI::App* app);
 CommandRun defineGenerateCommand(CLI::App* app);
+CommandRun defineLaunchCommand(CLI::App* app);
+CommandRun defineParallelBenchCommand(CLI::App* app);
 CommandRun defineModelBenchCommand(CLI::App* app);
 CommandRun defineInspectCommand(CLI::App* app);
 CommandRun definePrewarmCommand(CLI::App* app);

@@ -113,6 +113,22 @@ std::vector<Subcommand> subcommands() {
        "decode steps for all sequences at once as CUDA graphs, sampling on the GPU (greedy by default). Prints each "
        "sequence's new token ids, then prefill and decode tokens/s; a progress line on a terminal.",
        defineGenerateCommand},
+      {"launch", "run a command as N processes, one per GPU, that meet as the ranks of a multi-GPU run",
+       "Run COMMAND (after --) as N processes on this host, one per GPU, each with SSMJIT_RANK, "
+       "SSMJIT_LOCAL_RANK, SSMJIT_WORLD_SIZE and SSMJIT_RENDEZVOUS (a fresh temporary file unless --rendezvous "
+       "names one) and NCCL_NVLS_ENABLE=0 unless the environment sets it (NCCL's multicast stays off). "
+       "E.g. `ssmjit launch -n 2 -- ssmjit generate --tp 2 --model DIR --prompt-ids 1,2,3`. Across hosts, start "
+       "each process yourself with --rank and --rendezvous tcp://host0:port. Waits for all; a rank that fails "
+       "makes the others stop with an error of their own within their --timeout; any still running --grace "
+       "seconds later are killed. Exits with the first failure's status.",
+       defineLaunchCommand},
+      {"bench-parallel", "time a Mamba-2 layer's prefill over several GPUs: --tp N (tensor), --cp N (context)",
+       "Benchmark one Mamba-2 layer's prefill (random weights, default Mamba-2 2.7B's shape with G 8) on one GPU, "
+       "tensor parallel (--tp N, with --sequence-parallel: the residual stream split by tokens; a packed row of "
+       "--seqlen sequences) or context parallel (--cp N: one sequence of --tokens, each GPU a contiguous part, "
+       "states passed between them). One process per GPU: run it under `ssmjit launch -n N --`. Rank 0 prints ms "
+       "per call, tokens/s and the bytes each rank's collectives send per call.",
+       defineParallelBenchCommand},
       {"bench-model", "time a Mamba-2 checkpoint's packed prefill and its decode steps (graphs and eager)",
        "Benchmark a Mamba-2 checkpoint directory on the GPU (random prompts): packed prefill of B prompts of L "
        "tokens (ms, tokens/s) and decode steps of every sequence at each --decode-batch, replayed as one CUDA graph "
@@ -154,7 +170,7 @@ std::string description(const std::vector<Subcommand>& commands) {
   std::string s =
       "ssmjit: JIT-compiled Mamba-1 / Mamba-2 GPU kernels (selective state update, Mamba-2 decode step, causal "
       "conv1d, selective scan, SSD chunked scan; C++ DSL -> MLIR -> CUDA C++ -> NVRTC -> CUBIN -> CUDA Driver API).\n";
-  for (const Subcommand& c : commands) s += ssmjit::tool::strf("  %-13s %s\n", c.name, c.summary);
+  for (const Subcommand& c : commands) s += ssmjit::tool::strf("  %-15s %s\n", c.name, c.summary);
   return s +
          "Run 'ssmjit <command> --help' for each command's options.\n"
          "Exit codes: 0 ok, 1 failure or mismatch, 2 usage error.\n"

@@ -29,16 +29,18 @@ double msSince(Clock::time_point t0) {
 struct StepBuffers {
   DeviceBuffer logits, tokens, slots, step;
   int64_t vocab = 0;
+  int device = driver::currentDeviceId();  // the model's: its views must say so
   StepBuffers(int64_t rows, int64_t vocab)
       : logits(static_cast<size_t>(rows * vocab * 4)), tokens(static_cast<size_t>(rows * 4)),
         slots(static_cast<size_t>(rows * 4)), step(8), vocab(vocab) {
     step.fill(0);
   }
-  TensorView logitsView(int64_t b) const {
-    return TensorView::contiguous(logits.data(), DType::F32, {b, vocab});
+  TensorView on(const DeviceBuffer& b, DType t, std::initializer_list<int64_t> shape) const {
+    return TensorView::contiguous(b.data(), t, shape, DeviceKind::CUDA, device);
   }
-  TensorView tokensView(int64_t b) const { return TensorView::contiguous(tokens.data(), DType::I32, {b}); }
-  TensorView slotsView(int64_t b) const { return TensorView::contiguous(slots.data(), DType::I32, {b}); }
+  TensorView logitsView(int64_t b) const { return on(logits, DType::F32, {b, vocab}); }
+  TensorView tokensView(int64_t b) const { return on(tokens, DType::I32, {b}); }
+  TensorView slotsView(int64_t b) const { return on(slots, DType::I32, {b}); }
 };
 
 SampleArgs sampling(const GenerateOptions& o) {
@@ -54,7 +56,7 @@ void sample(const StepBuffers& buf, int64_t rows, const GenerateOptions& o, bool
   SampleArgs a = sampling(o);
   a.logits = buf.logitsView(rows);
   a.token_ids = buf.tokensView(rows);
-  a.step = TensorView::contiguous(buf.step.data(), DType::I64, {1});
+  a.step = buf.on(buf.step, DType::I64, {1});
   if (padRows) a.row_state_indices = buf.slotsView(rows);
   sample_tokens(a, s);
 }
@@ -107,15 +109,26 @@ struct Sequences {
   }
 };
 
+// Waits for a step's tokens: under tensor parallelism through the communicator's bounded wait, so
+// that a lost rank ends generation with an error instead of a hang.
+void waitStep(const Mamba2Model& model, OwnedStream& stream) {
+  if (Communicator* tp = model.options().tensor_parallel)
+    tp->synchronize(stream.get(), "a generation step");
+  else
+    stream.synchronize();
+}
+
 // Runs `step` once per decode step until every sequence is done: eagerly first (it compiles and
-// loads what the step needs, which a capture must not do), then as one graph captured once.
-void decodeLoop(Sequences& q, CUstream stream, const std::function<void(CUstream)>& step,
+// loads what the step needs, which a capture must not do), then as one graph captured once. Under
+// tensor parallelism every step runs eagerly: NCCL's non-blocking calls are not captured.
+void decodeLoop(const Mamba2Model& model, Sequences& q, CUstream stream, const std::function<void(CUstream)>& step,
                 const std::function<void()>& before, const std::function<void()>& after) {
+  const bool graphs = q.o.cuda_graphs && !model.options().tensor_parallel;
   CudaGraph graph;
   const Clock::time_point t1 = Clock::now();
   while (q.live > 0) {
     before();
-    if (q.o.cuda_graphs && q.r.decode_steps > 0 && !graph.valid()) graph = CudaGraph::capture(stream, step);
+    if (graphs && q.r.decode_steps > 0 && !graph.valid()) graph = CudaGraph::capture(stream, step);
     if (graph.valid())
       graph.launch(stream);
     else
@@ -135,14 +148,14 @@ void decodePlain(Mamba2Model& model, Sequences& q, StepBuffers& buf, int64_t buc
     sample(buf, bucket, q.o, true, s);
   };
   auto after = [&] {
-    stream.synchronize();
+    waitStep(model, stream);
     const std::vector<int32_t> tok = buf.tokens.download<int32_t>(n);
     const int64_t wasLive = q.live;
     for (int64_t i = 0; i < n; ++i)
       if (q.running(i)) q.emit(i, tok[i]);
     if (q.live != wasLive) buf.slots.upload(q.slots);
   };
-  decodeLoop(q, stream.get(), step, [] {}, after);
+  decodeLoop(model, q, stream.get(), step, [] {}, after);
 }
 
 // The verify step's device buffers for `rows` sequences of L tokens: the tokens (the last one
@@ -218,7 +231,7 @@ void decodeWithDrafts(Mamba2Model& model, const std::vector<std::vector<int32_t>
     v.counters.upload(counters);
   };
   auto after = [&] {
-    stream.synchronize();
+    waitStep(model, stream);
     const std::vector<int32_t> choices = v.choices.download<int32_t>(static_cast<size_t>(n * L));
     const int64_t wasLive = q.live;
     for (int64_t i = 0; i < n; ++i) {
@@ -232,7 +245,7 @@ void decodeWithDrafts(Mamba2Model& model, const std::vector<std::vector<int32_t>
     }
     if (q.live != wasLive) buf.slots.upload(q.slots);
   };
-  decodeLoop(q, stream.get(), step, before, after);
+  decodeLoop(model, q, stream.get(), step, before, after);
 }
 
 }  // namespace
@@ -252,7 +265,7 @@ GenerateResult generate(Mamba2Model& model, const std::vector<std::vector<int32_
   const std::vector<int32_t> prefillSlots(q.slots.begin(), q.slots.begin() + n);
   model.prefill(prompts, prefillSlots, buf.logitsView(n), stream.get());
   sample(buf, n, o, false, stream.get());
-  stream.synchronize();
+  waitStep(model, stream);
   const std::vector<int32_t> first = buf.tokens.download<int32_t>(n);
   for (int64_t i = 0; i < n; ++i) q.emit(i, first[i]);
   buf.slots.upload(q.slots);

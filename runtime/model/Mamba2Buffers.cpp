@@ -53,7 +53,11 @@ void detail::uploadAll(const std::vector<Upload>& ups) {
     if (!u.src->defined()) continue;
     const size_t bytes = static_cast<size_t>(u.dst->numel() * dtypeBytes(u.dst->dtype));
     const void* from = u.src->data;
-    if (u.negExp || u.src->dtype != u.dst->dtype) {
+    if (u.slice) {
+      double (*negExp)(double) = [](double v) { return -std::exp(v); };
+      model::sliceTensor(*u.src, *u.slice, u.dst->dtype, staging, u.negExp ? negExp : nullptr);
+      from = staging.data();
+    } else if (u.negExp || u.src->dtype != u.dst->dtype) {
       if (u.negExp)
         convert(*u.src, u.dst->dtype, staging, [](double v) { return -std::exp(v); });
       else
@@ -91,13 +95,17 @@ Mamba2ModelConfig detail::mamba2ModelConfig(const model::Mamba2Config& c) {
 }
 
 std::vector<detail::Upload> detail::placeWeights(const model::Mamba2Weights& h, DType act, Mamba2Model::Impl& m, DeviceArena& arena) {
-  const Mamba2Dims& d = m.cfg.dims;
+  const Communicator* tp = m.opt.tensor_parallel;
+  m.shard = model::planMamba2Shard(m.cfg.dims, tp ? tp->rank() : 0, tp ? tp->size() : 1);
+  const model::Mamba2LayerShard& s0 = m.shard;
+  const bool sharded = s0.ranks > 1;
+  const Mamba2Dims& d = s0.local;
   std::vector<Upload> ups;
   auto add = [&](const TensorView& src, TensorView& dst, DType t, std::initializer_list<int64_t> shape,
-                 bool negExp = false) {
+                 bool negExp = false, const model::TensorSlice* slice = nullptr) {
     if (!src.defined()) return;
     arena.add(dst, t, shape);
-    ups.push_back({&src, &dst, negExp});
+    ups.push_back({&src, &dst, negExp, sharded ? slice : nullptr});
   };
   const int64_t L = m.cfg.layers;
   m.layers.resize(L);
@@ -106,19 +114,19 @@ std::vector<detail::Upload> detail::placeWeights(const model::Mamba2Weights& h, 
     const model::Mamba2LayerWeights& s = h.layers[l];
     Mamba2LayerWeights& w = m.layers[l];
     add(s.norm, m.layerNorms[l], act, {d.hidden});
-    add(s.in_proj_weight, w.in_proj, act, {d.inProjRows(), d.hidden});
-    add(s.in_proj_bias, w.in_proj_bias, act, {d.inProjRows()});
-    add(s.conv1d_weight, w.conv_weight, act, {d.convDim(), d.conv_width});
-    add(s.conv1d_bias, w.conv_bias, act, {d.convDim()});
-    add(s.dt_bias, w.dt_bias, DType::F32, {d.heads});
-    add(s.A_log, w.A, DType::F32, {d.heads}, true);
-    if (s.D.numel() == d.heads)
-      add(s.D, w.D, DType::F32, {d.heads});
+    add(s.in_proj_weight, w.in_proj, act, {d.inProjRows(), d.hidden}, false, &s0.inProj);
+    add(s.in_proj_bias, w.in_proj_bias, act, {d.inProjRows()}, false, &s0.inProj);
+    add(s.conv1d_weight, w.conv_weight, act, {d.convDim(), d.conv_width}, false, &s0.conv);
+    add(s.conv1d_bias, w.conv_bias, act, {d.convDim()}, false, &s0.conv);
+    add(s.dt_bias, w.dt_bias, DType::F32, {d.heads}, false, &s0.heads);
+    add(s.A_log, w.A, DType::F32, {d.heads}, true, &s0.heads);
+    if (s.D.numel() == m.cfg.dims.heads)
+      add(s.D, w.D, DType::F32, {d.heads}, false, &s0.heads);
     else
-      add(s.D, w.D, DType::F32, {d.heads, d.head_dim});
-    add(s.gated_norm, w.norm_weight, act, {d.dInner()});
-    add(s.out_proj_weight, w.out_proj, act, {d.hidden, d.dInner()});
-    add(s.out_proj_bias, w.out_proj_bias, act, {d.hidden});
+      add(s.D, w.D, DType::F32, {d.heads, d.head_dim}, false, &s0.channels);
+    add(s.gated_norm, w.norm_weight, act, {d.dInner()}, false, &s0.channels);
+    add(s.out_proj_weight, w.out_proj, act, {d.hidden, d.dInner()}, false, &s0.outProj);
+    if (s0.outProjBias) add(s.out_proj_bias, w.out_proj_bias, act, {d.hidden});
   }
   add(h.embedding, m.embedding, act, {m.cfg.vocab, d.hidden});
   add(h.norm_f, m.normF, act, {d.hidden});
@@ -144,7 +152,7 @@ void detail::placeActivations(Mamba2Model::Impl& m, DeviceArena& a) {
 }
 
 void detail::placeStates(Mamba2Model::Impl& m, DeviceArena& a) {
-  const Mamba2Dims& d = m.cfg.dims;
+  const Mamba2Dims& d = m.shard.local;
   const int64_t S = m.opt.max_batch;
   m.states.resize(m.cfg.layers);
   for (Mamba2LayerState& s : m.states) {
@@ -160,7 +168,7 @@ void detail::placeStates(Mamba2Model::Impl& m, DeviceArena& a) {
 }
 
 int64_t detail::workspaceFloats(const Mamba2Model::Impl& m) {
-  const Mamba2Dims& d = m.cfg.dims;
+  const Mamba2Dims& d = m.shard.local;
   const int64_t T = m.opt.max_prefill_tokens, S = m.opt.max_batch, R = stepRows(m.opt);
   Mamba2LayerArgs pre{rows(m.normed, T), rows(m.mixed, T), m.cu, {}, m.slots, {}};
   Mamba2LayerArgs dec{rows(m.normed, S), rows(m.mixed, S), {}, {}, m.slots, {}};

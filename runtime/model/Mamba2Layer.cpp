@@ -8,6 +8,7 @@
 
 #include "runtime/OpSpecializations.h"
 #include "runtime/model/Mamba2Kernels.h"
+#include "runtime/model/Mamba2LayerHooks.h"
 #include "runtime/ops/ArgCheck.h"
 #include "runtime/ops/Mamba2DecodeStepCheck.h"
 #include "runtime/ops/RmsNormSpec.h"
@@ -360,16 +361,23 @@ int64_t mamba2_layer_workspace_size(const Mamba2Dims& d, const Mamba2LayerWeight
 
 void mamba2_layer_prefill(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
                           const Mamba2LayerArgs& a, Stream stream) {
+  detail::mamba2LayerPrefill(d, w, s, a, stream, {});
+}
+
+void detail::mamba2LayerPrefill(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
+                                const Mamba2LayerArgs& a, Stream stream, const Mamba2PrefillHooks& hooks) {
   const int64_t T = checkLayer(kPrefill, d, w, a);
   Plan p;
-  checkWorkspace(kPrefill, a, prefillLayout(d, w, s, a, T, p));
+  ssmjit::checkWorkspace(kPrefill, a, prefillLayout(d, w, s, a, T, p));
   if (T == 0) return;
   PrefillCalls c = prefillCalls(d, w, s, a, p, T);
   c.scan.workspace = floatsAt(a.workspace, p.ssdOffset, (p.linearOffset - p.ssdOffset) / 4);
   const int64_t linFloats = (p.bytes - p.linearOffset) / 4;
   c.inProj.workspace = c.outProj.workspace = floatsAt(a.workspace, p.linearOffset, linFloats);
   linear(c.inProj, stream);
+  if (hooks.beforeConv) hooks.beforeConv(c.conv, p.zxbcdt);
   causal_conv1d(c.conv, stream);
+  if (hooks.beforeSsd) hooks.beforeSsd(c.scan);
   ssd(c.scan, stream);
   gated_rms_norm(c.norm, stream);
   linear(c.outProj, stream);

@@ -66,7 +66,7 @@ void Mamba2Model::Impl::forwardLayers(int64_t T, Mamba2LayerMode mode, const Ten
     a.hidden = rows(normed, T);
     a.out = rows(mixed, T);
     a.workspace = workspace;
-    ops.layer(cfg.dims, layers[l], states[l], a, mode);
+    ops.layer(shard.local, layers[l], states[l], a, mode);
   }
 }
 
@@ -127,14 +127,15 @@ void Mamba2Model::Impl::verifyOps(const TensorView& tokenIds, int64_t L, const T
 }
 
 void Mamba2Model::Impl::commitOps(const TensorView& slotIds, const TensorView& numAccepted, OpSink& ops) const {
-  for (size_t l = 0; l < layers.size(); ++l) ops.commit(cfg.dims, layers[l], states[l], slotIds, numAccepted);
+  for (size_t l = 0; l < layers.size(); ++l) ops.commit(shard.local, layers[l], states[l], slotIds, numAccepted);
 }
 
 namespace {
 
-// Launches every op on `stream`.
+// Launches every op on `stream`; under tensor parallelism each layer's partial outputs are summed
+// over the ranks.
 struct LaunchSink : OpSink {
-  explicit LaunchSink(Stream s) : stream(s) {}
+  LaunchSink(Stream s, Communicator* tp) : stream(s), tp(tp) {}
   void embedding(const EmbeddingArgs& a) override { ssmjit::embedding(a, stream); }
   void rmsNorm(const RmsNormArgs& a) override { rms_norm(a, stream); }
   void layer(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s, const Mamba2LayerArgs& a,
@@ -144,6 +145,7 @@ struct LaunchSink : OpSink {
       case Mamba2LayerMode::Decode: mamba2_layer_decode(d, w, s, a, stream); break;
       case Mamba2LayerMode::Verify: mamba2_layer_verify(d, w, s, a, stream); break;
     }
+    if (tp) tp->allReduceSum(a.out, stream);
   }
   void commit(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s, const TensorView& slotIds,
               const TensorView& numAccepted) override {
@@ -151,6 +153,7 @@ struct LaunchSink : OpSink {
   }
   void linear(const LinearArgs& a) override { ssmjit::linear(a, stream); }
   Stream stream;
+  Communicator* tp;
 };
 
 }  // namespace
@@ -228,7 +231,7 @@ void Mamba2Model::prefill(const std::vector<std::vector<int32_t>>& prompts, cons
         driver::check(driver::api().cuMemsetD32Async(
                           reinterpret_cast<CUdeviceptr>(static_cast<int32_t*>(st.cached_tokens.data) + slot), 0, 1, s),
                       "Mamba2Model::prefill: cuMemsetD32Async");
-  LaunchSink ops(stream);
+  LaunchSink ops(stream, m.opt.tensor_parallel);
   m.prefillOps(T, nseq, logitsOut, ops);
 }
 
@@ -241,7 +244,7 @@ void Mamba2Model::decode(const TensorView& tokenIds, const TensorView& slots, co
                   ", expected (B,) with 1 <= B <= max_batch (" + std::to_string(m.opt.max_batch) + ")");
   const detail::Dim expect[] = {{B, "batch"}, {m.cfg.vocab, "vocab"}};
   checkLogits("decode", logitsOut, expect);
-  LaunchSink ops(stream);
+  LaunchSink ops(stream, m.opt.tensor_parallel);
   m.decodeOps(tokenIds, slots, logitsOut, ops);
 }
 
@@ -263,7 +266,7 @@ void Mamba2Model::verify(const TensorView& tokenIds, const TensorView& slots, co
   flat.ndim = 1;
   flat.shape[0] = B * L;
   flat.strides[0] = 1;
-  LaunchSink ops(stream);
+  LaunchSink ops(stream, m.opt.tensor_parallel);
   m.verifyOps(flat, L, slots, numAccepted, logitsOut, ops);
 }
 
@@ -271,7 +274,7 @@ void Mamba2Model::commit(const TensorView& slots, const TensorView& numAccepted,
   Impl& m = *impl_;
   if (m.cacheDepth() == 0)
     modelArgError("commit: options.max_draft_tokens is 0, expected >= 1 (the model was loaded without verify caches)");
-  LaunchSink ops(stream);
+  LaunchSink ops(stream, m.opt.tensor_parallel);
   m.commitOps(slots, numAccepted, ops);
 }
 

@@ -7,6 +7,7 @@
 
 #include "runtime/DeviceBuffer.h"
 #include "runtime/model/DeviceArena.h"
+#include "runtime/model/Mamba2Sharding.h"
 #include "runtime/model/Mamba2Weights.h"
 #include "ssmjit/error.h"
 #include "ssmjit/mamba2_model.h"
@@ -28,6 +29,9 @@ struct OpSink {
 struct Mamba2Model::Impl {
   Mamba2ModelConfig cfg;
   Mamba2ModelOptions opt;
+  // The layers' dims and shard: the full layer on one GPU, H/t heads and G/t groups under tensor
+  // parallelism (opt.tensor_parallel).
+  model::Mamba2LayerShard shard;
   DeviceBuffer weightMem, stateMem, actMem, workMem;
   std::vector<Mamba2LayerWeights> layers;
   std::vector<TensorView> layerNorms;
@@ -67,13 +71,15 @@ inline TensorView rows(const TensorView& t, int64_t n) { return t.narrow(0, 0, n
 // Throws naming the option for a batch or token count below 1 or an integer dtype.
 void checkModelOptions(const Mamba2ModelOptions& o);
 
-// A checkpoint tensor and the device view it fills (A from A_log: -exp).
+// A checkpoint tensor and the device view it fills (A from A_log: -exp), whole or the rows or
+// columns `slice` selects (a tensor-parallel shard).
 struct Upload {
   const TensorView* src;
   TensorView* dst;
   bool negExp;
+  const model::TensorSlice* slice = nullptr;
 };
-// Places every weight in `arena`, in the model's dtype (A, D and dt_bias in fp32), and returns
+// Plans m.shard (one rank's, or the whole layer) and places every weight in `arena`, in the model's dtype (A, D and dt_bias in fp32), and returns
 // what fills each. The conv weight (convDim, 1, W) becomes (convDim, W): the same bytes.
 std::vector<Upload> placeWeights(const model::Mamba2Weights& h, DType act, Mamba2Model::Impl& m, DeviceArena& arena);
 // Copies each checkpoint tensor to its device view, converted to the view's dtype.

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ssmjit/mamba2.h"
+#include "ssmjit/parallel.h"
 
 namespace ssmjit {
 
@@ -31,6 +32,11 @@ struct Mamba2ModelOptions {
   int64_t max_prefill_tokens = 16384;
   int64_t max_draft_tokens = 0;     // speculative decoding: drafts a verify takes (0: none; at
                                     // most kMaxTokens - 1); sizes each layer's verify cache
+  // Tensor parallelism (mamba2_parallel.h): each rank of this communicator (not owned; it must
+  // outlive the model) loads only its shard of every layer and sums the layers' outputs with one
+  // all-reduce. Every rank then holds the same hidden states and logits, so each makes the same
+  // calls with the same prompts. nullptr: one GPU.
+  Communicator* tensor_parallel = nullptr;
 };
 
 class Mamba2Model {
@@ -120,7 +126,9 @@ std::vector<int32_t> accepted_tokens(const std::vector<int32_t>& drafts, const s
 std::vector<int32_t> prompt_lookup_draft(const std::vector<int32_t>& context, int64_t max_tokens, int64_t ngram = 3);
 
 // Generates from `prompts` (at most max_batch of them) in slots 0..n-1: one packed prefill, then
-// decode steps for all sequences at once, graphs captured per power-of-two batch bucket.
+// decode steps for all sequences at once, graphs captured per power-of-two batch bucket. Under
+// tensor parallelism every rank calls it with the same prompts and options and gets the same
+// tokens; steps run without graphs and each wait is the communicator's bounded one.
 GenerateResult generate(Mamba2Model& model, const std::vector<std::vector<int32_t>>& prompts,
                         const GenerateOptions& options = {});
 

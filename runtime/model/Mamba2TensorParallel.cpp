@@ -1,0 +1,103 @@
+// The tensor- and sequence-parallel Mamba-2 layer (mamba2_parallel.h): the local layer of the
+// shard between the collectives, its buffers carved from the caller's workspace.
+#include <string>
+
+#include "runtime/model/Mamba2Sharding.h"
+#include "ssmjit/error.h"
+#include "ssmjit/mamba2_parallel.h"
+
+namespace ssmjit {
+namespace {
+
+constexpr int64_t kAlign = 256;
+int64_t alignUp(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+[[noreturn]] void fail(const char* op, const std::string& msg) {
+  throw Error(Error::Kind::InvalidArgument, std::string(op) + ": " + msg);
+}
+
+// Under sequence parallelism: the gathered rows (T, hidden) and the local layer's partial output
+// (T, hidden) at the workspace's front, the local layer's own workspace after them.
+struct SpPlan {
+  Mamba2LayerArgs inner;
+  int64_t rowsBytes = 0;  // each of the two (T, hidden) buffers, aligned
+};
+
+SpPlan spPlan(const char* op, const Mamba2Dims& full, const Mamba2LayerArgs& a, int ranks) {
+  for (auto [name, t] : {std::pair{"hidden", &a.hidden}, std::pair{"out", &a.out}})
+    if (!t->defined() || t->ndim != 2 || t->shape[1] != full.hidden || t->strides[1] != 1 ||
+        t->strides[0] != full.hidden)
+      fail(op, std::string(name) + " is " + (t->defined() ? t->shapeString() : "undefined") +
+                   ", expected this rank's rows as a contiguous (T/t, " + std::to_string(full.hidden) + ") tensor");
+  if (a.out.shape[0] != a.hidden.shape[0] || a.out.dtype != a.hidden.dtype)
+    fail(op, "out is " + a.out.shapeString() + ", expected hidden's shape " + a.hidden.shapeString() + " and dtype");
+  SpPlan p;
+  const int64_t T = a.hidden.shape[0] * ranks;
+  p.rowsBytes = alignUp(T * full.hidden * dtypeBytes(a.hidden.dtype));
+  p.inner = a;
+  char* base = static_cast<char*>(a.workspace.data);
+  auto rowsAt = [&](int64_t byteOffset) {
+    // Without a workspace: a stand-in address, sized and checked but never dereferenced.
+    void* at = base ? base + byteOffset : reinterpret_cast<void*>((uintptr_t{1} << 46) + byteOffset);
+    return TensorView::contiguous(at, a.hidden.dtype, {T, full.hidden}, DeviceKind::CUDA, a.hidden.deviceId);
+  };
+  p.inner.hidden = rowsAt(0);
+  p.inner.out = rowsAt(p.rowsBytes);
+  p.inner.workspace = {};
+  if (base) {
+    const int64_t floats = a.workspace.numel() - 2 * p.rowsBytes / 4;
+    if (floats < 0) fail(op, "workspace is too small, expected mamba2_tp_layer_workspace_size() floats");
+    p.inner.workspace =
+        TensorView::contiguous(base + 2 * p.rowsBytes, DType::F32, {floats}, DeviceKind::CUDA, a.workspace.deviceId);
+  }
+  return p;
+}
+
+void run(const char* op, const Mamba2Dims& full, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
+         const Mamba2LayerArgs& a, Communicator& comm, bool sp, bool prefill, Stream stream) {
+  const Mamba2Dims local = mamba2_tp_shard_dims(full, comm.size());
+  auto layer = [&](const Mamba2LayerArgs& args) {
+    if (prefill)
+      mamba2_layer_prefill(local, w, s, args, stream);
+    else
+      mamba2_layer_decode(local, w, s, args, stream);
+  };
+  if (!sp) {
+    layer(a);
+    comm.allReduceSum(a.out, stream);
+    return;
+  }
+  const SpPlan p = spPlan(op, full, a, comm.size());
+  comm.allGather(a.hidden, p.inner.hidden, stream);
+  layer(p.inner);
+  comm.reduceScatterSum(p.inner.out, a.out, stream);
+}
+
+}  // namespace
+
+Mamba2Dims mamba2_tp_shard_dims(const Mamba2Dims& full, int ranks) {
+  return model::planMamba2Shard(full, 0, ranks).local;
+}
+
+int64_t mamba2_tp_layer_workspace_size(const Mamba2Dims& full, const Mamba2LayerWeights& w,
+                                       const Mamba2LayerState& s, const Mamba2LayerArgs& a, bool prefill,
+                                       const Communicator& comm, bool sp) {
+  const Mamba2Dims local = mamba2_tp_shard_dims(full, comm.size());
+  if (!sp) return mamba2_layer_workspace_size(local, w, s, a, prefill ? Mamba2LayerMode::Prefill : Mamba2LayerMode::Decode);
+  Mamba2LayerArgs sized = a;
+  sized.workspace = {};
+  const SpPlan p = spPlan("mamba2_tp_layer_workspace_size", full, sized, comm.size());
+  return 2 * p.rowsBytes / 4 + mamba2_layer_workspace_size(local, w, s, p.inner, prefill ? Mamba2LayerMode::Prefill : Mamba2LayerMode::Decode);
+}
+
+void mamba2_tp_layer_prefill(const Mamba2Dims& full, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
+                             const Mamba2LayerArgs& a, Communicator& comm, bool sp, Stream stream) {
+  run("mamba2_tp_layer_prefill", full, w, s, a, comm, sp, true, stream);
+}
+
+void mamba2_tp_layer_decode(const Mamba2Dims& full, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
+                            const Mamba2LayerArgs& a, Communicator& comm, bool sp, Stream stream) {
+  run("mamba2_tp_layer_decode", full, w, s, a, comm, sp, false, stream);
+}
+
+}  // namespace ssmjit

@@ -1,0 +1,253 @@
+// The communicator (ssmjit/parallel.h): NCCL in non-blocking mode, so that every wait is a poll
+// of NCCL's asynchronous error and a deadline, and an abort ends it.
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/CudaGraph.h"
+#include "runtime/DeviceBuffer.h"
+#include "runtime/Driver.h"
+#include "runtime/parallel/ConfigCheck.h"
+#include "runtime/parallel/Nccl.h"
+#include "runtime/parallel/Rendezvous.h"
+#include "ssmjit/error.h"
+#include "ssmjit/parallel.h"
+
+namespace ssmjit {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Clock::time_point deadlineAfter(double s) {
+  return Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+}
+
+ncclDataType_t ncclType(DType t, const char* arg) {
+  switch (t) {
+    case DType::F32: return ncclFloat32;
+    case DType::BF16: return ncclBfloat16;
+    case DType::F16: return ncclFloat16;
+    case DType::I32: return ncclInt32;
+    case DType::I64: return ncclInt64;
+  }
+  throw Error(Error::Kind::InvalidArgument, std::string(arg) + " has an unsupported dtype");
+}
+
+bool isContiguous(const TensorView& t) {
+  int64_t expect = 1;
+  for (int d = t.ndim - 1; d >= 0; --d) {
+    if (t.shape[d] != 1 && t.strides[d] != expect) return false;
+    expect *= t.shape[d];
+  }
+  return true;
+}
+
+}  // namespace
+
+struct Communicator::Impl {
+  ncclComm_t comm = nullptr;
+  int rank = 0, size = 1;
+  double timeout_s = 120;
+  std::string broken;  // why it was aborted; empty while usable
+
+  [[noreturn]] void fail(const std::string& why, Error::Kind kind = Error::Kind::Cuda) {
+    abortWith(why);
+    throw Error(kind, "rank " + std::to_string(rank) + " of " + std::to_string(size) + ": " + why);
+  }
+  void abortWith(const std::string& why) {
+    if (comm) nccl::api().commAbort(comm);
+    comm = nullptr;
+    if (broken.empty()) broken = why;
+  }
+  void usable(const char* what) const {
+    if (!broken.empty())
+      throw Error(Error::Kind::Cuda, std::string(what) + ": the communicator was aborted (" + broken + ")");
+  }
+  // Waits out an in-progress result (non-blocking mode) within the deadline; fails on an error.
+  void settle(ncclResult_t r, const std::string& what) {
+    const Clock::time_point deadline = deadlineAfter(timeout_s);
+    while (r == ncclInProgress) {
+      if (Clock::now() >= deadline)
+        fail(what + " did not finish within " + std::to_string(timeout_s) +
+             " s (did every rank start, with the same rendezvous and world size?)");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      ncclResult_t state = ncclSuccess;
+      const ncclResult_t q = nccl::api().commGetAsyncError(comm, &state);
+      r = q != ncclSuccess ? q : state;
+    }
+    if (r != ncclSuccess) fail(what + " failed: " + nccl::describe(r, comm));
+  }
+  void checkTensor(const char* op, const char* arg, const TensorView& t) const {
+    if (!t.defined() || t.device != DeviceKind::CUDA || !isContiguous(t))
+      throw Error(Error::Kind::InvalidArgument, std::string(op) + ": " + arg + " is " +
+                                                    (t.defined() ? "not a contiguous CUDA tensor" : "undefined") +
+                                                    ", expected a contiguous CUDA tensor");
+  }
+};
+
+bool ncclAvailable(std::string* why) { return nccl::available(why); }
+
+Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Communicator::~Communicator() {
+  if (!impl_->comm) return;
+  ncclResult_t state = ncclSuccess;
+  nccl::api().commGetAsyncError(impl_->comm, &state);
+  if (state == ncclSuccess)
+    nccl::api().commDestroy(impl_->comm);
+  else
+    nccl::api().commAbort(impl_->comm);
+}
+
+int Communicator::rank() const { return impl_->rank; }
+int Communicator::size() const { return impl_->size; }
+
+std::unique_ptr<Communicator> Communicator::create(const CommunicatorOptions& o) {
+  if (o.size < 1 || o.rank < 0 || o.rank >= o.size)
+    throw Error(Error::Kind::InvalidArgument, "Communicator: rank " + std::to_string(o.rank) + " of size " +
+                                                  std::to_string(o.size) + ", expected 0 <= rank < size");
+  if (!(o.timeout_s > 0))
+    throw Error(Error::Kind::InvalidArgument,
+                "Communicator: timeout_s is " + std::to_string(o.timeout_s) + ", expected > 0");
+  const std::vector<char> block = parallel::encodeConfig(o.config);  // bad pairs fail before any wait
+  setenv("NCCL_NVLS_ENABLE", "0", 0);  // multicast stays off unless the environment says otherwise
+  const nccl::Api& a = nccl::api();
+  driver::ensureContext();
+
+  ncclUniqueId id{};
+  if (o.rank == 0) {
+    const ncclResult_t r = a.getUniqueId(&id);
+    if (r != ncclSuccess) throw Error(Error::Kind::Cuda, "ncclGetUniqueId failed: " + nccl::describe(r));
+  }
+  const std::vector<char> mine(id.internal, id.internal + sizeof id.internal);
+  const std::vector<char> got = parallel::shareFromRankZero(o.rendezvous, o.rank, o.size, mine, o.timeout_s);
+  std::copy(got.begin(), got.end(), id.internal);
+
+  auto impl = std::make_unique<Impl>();
+  impl->rank = o.rank;
+  impl->size = o.size;
+  impl->timeout_s = o.timeout_s;
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  const ncclResult_t r = a.commInitRankConfig(&impl->comm, o.size, id, o.rank, &cfg);
+  if (r != ncclSuccess && r != ncclInProgress)
+    throw Error(Error::Kind::Cuda, "rank " + std::to_string(o.rank) + ": ncclCommInitRankConfig failed: " +
+                                       nccl::describe(r));
+  std::unique_ptr<Communicator> c(new Communicator(std::move(impl)));
+  c->impl_->settle(r, "NCCL setup (ncclCommInitRankConfig)");
+  if (o.rank == 0) parallel::removeRendezvous(o.rendezvous);
+
+  // Every rank's configuration, compared on every rank.
+  DeviceBuffer send(block.size()), recv(block.size() * static_cast<size_t>(o.size));
+  send.upload(block);
+  OwnedStream stream;
+  c->allGather(TensorView::contiguous(send.data(), DType::I32, {static_cast<int64_t>(block.size() / 4)}),
+               TensorView::contiguous(recv.data(), DType::I32, {static_cast<int64_t>(recv.bytes() / 4)}), stream);
+  c->synchronize(stream, "the configuration exchange");
+  const std::vector<char> all = recv.download<char>();
+  std::vector<std::vector<char>> blocks;
+  for (int i = 0; i < o.size; ++i)
+    blocks.emplace_back(all.begin() + i * block.size(), all.begin() + (i + 1) * block.size());
+  const std::string diff = parallel::configMismatch(blocks);
+  if (!diff.empty())
+    throw Error(Error::Kind::InvalidArgument,
+                "rank " + std::to_string(o.rank) + ": the ranks' configurations differ:\n  " + diff);
+  return c;
+}
+
+void Communicator::allReduceSum(const TensorView& t, Stream stream) {
+  impl_->usable("allReduceSum");
+  impl_->checkTensor("allReduceSum", "data", t);
+  impl_->settle(nccl::api().allReduce(t.data, t.data, static_cast<size_t>(t.numel()), ncclType(t.dtype, "data"),
+                                      ncclSum, impl_->comm, static_cast<cudaStream_t>(stream)),
+                "ncclAllReduce");
+}
+
+void Communicator::allGather(const TensorView& in, const TensorView& out, Stream stream) {
+  impl_->usable("allGather");
+  impl_->checkTensor("allGather", "in", in);
+  impl_->checkTensor("allGather", "out", out);
+  if (out.numel() != in.numel() * impl_->size || in.dtype != out.dtype)
+    throw Error(Error::Kind::InvalidArgument, "allGather: out has " + std::to_string(out.numel()) +
+                                                  " elements, expected size x in's (" +
+                                                  std::to_string(in.numel() * impl_->size) + ") of in's dtype");
+  impl_->settle(nccl::api().allGather(in.data, out.data, static_cast<size_t>(in.numel()), ncclType(in.dtype, "in"),
+                                      impl_->comm, static_cast<cudaStream_t>(stream)),
+                "ncclAllGather");
+}
+
+void Communicator::reduceScatterSum(const TensorView& in, const TensorView& out, Stream stream) {
+  impl_->usable("reduceScatterSum");
+  impl_->checkTensor("reduceScatterSum", "in", in);
+  impl_->checkTensor("reduceScatterSum", "out", out);
+  if (in.numel() != out.numel() * impl_->size || in.dtype != out.dtype)
+    throw Error(Error::Kind::InvalidArgument, "reduceScatterSum: in has " + std::to_string(in.numel()) +
+                                                  " elements, expected size x out's (" +
+                                                  std::to_string(out.numel() * impl_->size) + ") of out's dtype");
+  impl_->settle(nccl::api().reduceScatter(in.data, out.data, static_cast<size_t>(out.numel()),
+                                          ncclType(out.dtype, "out"), ncclSum, impl_->comm,
+                                          static_cast<cudaStream_t>(stream)),
+                "ncclReduceScatter");
+}
+
+void Communicator::sendRecv(const TensorView& send, int to, const TensorView& recv, int from, Stream stream) {
+  impl_->usable("sendRecv");
+  const bool doSend = send.defined() && to >= 0, doRecv = recv.defined() && from >= 0;
+  for (auto [active, peer] : {std::pair{doSend, to}, std::pair{doRecv, from}})
+    if (active && (peer >= impl_->size || peer == impl_->rank))
+      throw Error(Error::Kind::InvalidArgument, "sendRecv: peer rank " + std::to_string(peer) +
+                                                    " is not another rank of [0, " + std::to_string(impl_->size) + ")");
+  if (doSend) impl_->checkTensor("sendRecv", "send", send);
+  if (doRecv) impl_->checkTensor("sendRecv", "recv", recv);
+  const nccl::Api& a = nccl::api();
+  const auto s = static_cast<cudaStream_t>(stream);
+  impl_->settle(a.groupStart(), "ncclGroupStart");
+  if (doSend)
+    impl_->settle(a.send(send.data, static_cast<size_t>(send.numel()), ncclType(send.dtype, "send"), to, impl_->comm, s),
+                  "ncclSend");
+  if (doRecv)
+    impl_->settle(a.recv(recv.data, static_cast<size_t>(recv.numel()), ncclType(recv.dtype, "recv"), from, impl_->comm, s),
+                  "ncclRecv");
+  impl_->settle(a.groupEnd(), "ncclGroupEnd");
+}
+
+void Communicator::synchronize(Stream stream, const char* what) {
+  impl_->usable("synchronize");
+  const driver::Api& d = driver::api();
+  const auto s = static_cast<CUstream>(stream);
+  const Clock::time_point deadline = deadlineAfter(impl_->timeout_s);
+  for (int spins = 0;; ++spins) {
+    const CUresult q = d.cuStreamQuery(s);
+    if (q == CUDA_SUCCESS) return;
+    if (q != CUDA_ERROR_NOT_READY) {
+      try {
+        driver::check(q, "cuStreamQuery");
+      } catch (const Error& e) {
+        impl_->fail(std::string("waiting for ") + what + ": " + e.what());
+      }
+    }
+    ncclResult_t state = ncclSuccess;
+    nccl::api().commGetAsyncError(impl_->comm, &state);
+    if (state != ncclSuccess && state != ncclInProgress)
+      impl_->fail(std::string("NCCL reported ") + nccl::describe(state, impl_->comm) + " while waiting for " + what +
+                  " (a peer rank may have exited)");
+    if (Clock::now() >= deadline) {
+      const std::string why = std::string("timed out after ") + std::to_string(impl_->timeout_s) +
+                              " s waiting for " + what + " (a peer rank may have exited or stalled)";
+      impl_->abortWith(why);
+      // The abort stops NCCL's kernels: let the stream drain (bounded) before buffers go away.
+      const Clock::time_point drain = deadlineAfter(10);
+      while (d.cuStreamQuery(s) == CUDA_ERROR_NOT_READY && Clock::now() < drain)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      throw Error(Error::Kind::Cuda, "rank " + std::to_string(impl_->rank) + " of " + std::to_string(impl_->size) +
+                                         ": " + why);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(spins < 100 ? 20 : 500));
+  }
+}
+
+void Communicator::abort(const std::string& why) { impl_->abortWith(why); }
+
+}  // namespace ssmjit

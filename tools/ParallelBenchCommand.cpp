@@ -1,0 +1,192 @@
+// `ssmjit bench-parallel`: one Mamba-2 layer's prefill over several GPUs, one process each (under
+// `ssmjit launch`), against the same call on one GPU: tensor parallel (--tp, with
+// --sequence-parallel), or context parallel (--cp: one long sequence split over the ranks). Prints
+// the time per call, tokens/s and the bytes each rank's collectives move per call; rank 0 speaks.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/CudaGraph.h"
+#include "ssmjit/mamba2_parallel.h"
+#include "tools/DeviceFill.h"
+#include "tools/GpuTiming.h"
+#include "tools/ParallelRanks.h"
+#include "tools/ToolSupport.h"
+
+namespace ssmjit::tool {
+namespace {
+
+struct ParallelBenchOptions {
+  int tp = 1, cp = 1;
+  bool sequenceParallel = false;
+  int64_t tokens = 16384, seqlen = 2048;
+  int64_t hidden = 2560, heads = 80, headDim = 64, state = 128, groups = 8;
+  std::string dtype = "bf16";
+  int iters = 5, trials = 3;
+  RankOptions ranks;
+};
+
+// Random weights and zero states of a layer of `d` (a shard's dims under TP).
+struct BenchLayer {
+  std::vector<DeviceTensor> t;
+  Mamba2LayerWeights w;
+  Mamba2LayerState s;
+  BenchLayer(const Mamba2Dims& d, DType act, int64_t slots, std::mt19937_64& rng) {
+    t.reserve(16);
+    auto add = [&](DType dt, std::initializer_list<int64_t> shape, double lo, double hi) {
+      t.emplace_back(dt, shape, lo, hi, rng);
+      return t.back().view;
+    };
+    const double in = 1 / std::sqrt(double(d.hidden)), out = 1 / std::sqrt(double(d.dInner()));
+    w.in_proj = add(act, {d.inProjRows(), d.hidden}, -in, in);
+    w.conv_weight = add(act, {d.convDim(), d.conv_width}, -0.5, 0.5);
+    w.conv_bias = add(act, {d.convDim()}, -0.1, 0.1);
+    w.A = add(DType::F32, {d.heads}, -2.0, -0.5);
+    w.D = add(DType::F32, {d.heads}, 0.5, 1.5);
+    w.dt_bias = add(DType::F32, {d.heads}, -4.0, -2.0);
+    w.norm_weight = add(act, {d.dInner()}, 0.5, 1.5);
+    w.out_proj = add(act, {d.hidden, d.dInner()}, -out, out);
+    s.conv_state = add(act, {slots, d.convDim(), d.conv_width - 1}, 0, 0);
+    s.ssm_state = add(DType::F32, {slots, d.heads, d.head_dim, d.state}, 0, 0);
+  }
+};
+
+// ms per call: the median over trials of iters back-to-back calls, every wait the communicator's
+// bounded one when there is one.
+double msPerCall(const std::function<void(CUstream)>& call, Communicator* comm, CUstream s, int iters, int trials) {
+  auto wait = [&] {
+    if (comm)
+      comm->synchronize(s, "the benchmark");
+    else
+      driver::check(driver::api().cuStreamSynchronize(s), "cuStreamSynchronize");
+  };
+  call(s);  // compile, load, warm up
+  wait();
+  std::vector<double> ms;
+  Event e0, e1;
+  for (int t = 0; t < trials; ++t) {
+    e0.record(s);
+    for (int i = 0; i < iters; ++i) call(s);
+    e1.record(s);
+    wait();
+    ms.push_back(e1.since(e0) / iters);
+  }
+  checkDeviceErrors(s);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+int run(const ParallelBenchOptions& o) {
+  if (o.tp > 1 && o.cp > 1) throw UsageError("--tp and --cp together: choose one");
+  const int degree = std::max(o.tp, o.cp);
+  if (o.tokens % degree != 0) throw UsageError("--tokens must be a multiple of the ranks (" + std::to_string(degree) + ")");
+  Mamba2Dims d;
+  d.hidden = o.hidden;
+  d.heads = o.heads;
+  d.head_dim = o.headDim;
+  d.state = o.state;
+  d.groups = o.groups;
+  const DType act = parseFloatDType(o.dtype, "--dtype");
+  const char* mode = o.cp > 1 ? "--cp" : "--tp";
+  const auto comm = joinRanks(mode, degree, o.ranks,
+                              {{"tokens", std::to_string(o.tokens)}, {"seqlen", std::to_string(o.seqlen)},
+                               {"dims", strf("%lld/%lld/%lld/%lld/%lld", (long long)d.hidden, (long long)d.heads,
+                                             (long long)d.head_dim, (long long)d.state, (long long)d.groups)},
+                               {"dtype", o.dtype}, {"sequence-parallel", o.sequenceParallel ? "1" : "0"}});
+  driver::ensureContext();
+  const int rank = comm ? comm->rank() : 0;
+  const Mamba2Dims local = o.tp > 1 ? mamba2_tp_shard_dims(d, o.tp) : d;
+  // TP: packed sequences of --seqlen; CP: one sequence of every token.
+  std::vector<int64_t> cu{0};
+  const int64_t seqlen = o.cp > 1 ? o.tokens : std::min(o.seqlen, o.tokens);
+  while (cu.back() < o.tokens) cu.push_back(std::min(cu.back() + seqlen, o.tokens));
+  const auto nseq = static_cast<int64_t>(cu.size()) - 1;
+  std::mt19937_64 rng(1234 + rank);
+  BenchLayer L(local, act, nseq, rng);
+  const bool split = o.cp > 1 || o.sequenceParallel;
+  const int64_t rows = split ? o.tokens / degree : o.tokens;
+  DeviceTensor hidden(act, {rows, d.hidden}, -1, 1, rng), out(act, {rows, d.hidden}, 0, 0, rng);
+  std::vector<int32_t> cu32(cu.begin(), cu.end()), slots(static_cast<size_t>(nseq));
+  for (int64_t i = 0; i < nseq; ++i) slots[i] = static_cast<int32_t>(i);
+  const DeviceBuffer cub = DeviceBuffer::fromHost(cu32), slb = DeviceBuffer::fromHost(slots);
+  OwnedStream stream;
+
+  std::function<void(CUstream)> call;
+  DeviceBuffer ws;
+  const int64_t bytes = dtypeBytes(act);
+  int64_t moved = 0;  // bytes each rank's collectives send per call (ring algorithms)
+  if (o.cp > 1) {
+    Mamba2CpPrefillArgs a;
+    a.hidden = hidden.view;
+    a.out = out.view;
+    a.cu_seqlens = cu;
+    a.slots = slots;
+    const int64_t need = mamba2_cp_layer_prefill_workspace_size(d, L.w, L.s, a, *comm);
+    ws = DeviceBuffer(static_cast<size_t>(need * 4));
+    a.workspace = TensorView::contiguous(ws.data(), DType::F32, {need});
+    call = [&, a](CUstream s) { mamba2_cp_layer_prefill(d, L.w, L.s, a, *comm, s); };
+    moved = (d.conv_width - 1) * d.inProjRows() * bytes + (o.cp - 1) * (d.heads + d.heads * d.head_dim * d.state) * 4;
+  } else {
+    Mamba2LayerArgs a;
+    a.hidden = hidden.view;
+    a.out = out.view;
+    a.cu_seqlens = TensorView::contiguous(cub.data(), DType::I32, {nseq + 1});
+    a.state_indices = TensorView::contiguous(slb.data(), DType::I32, {nseq});
+    const int64_t need = comm ? mamba2_tp_layer_workspace_size(d, L.w, L.s, a, true, *comm, o.sequenceParallel)
+                              : mamba2_layer_workspace_size(d, L.w, L.s, a, Mamba2LayerMode::Prefill);
+    ws = DeviceBuffer(static_cast<size_t>(need * 4));
+    a.workspace = TensorView::contiguous(ws.data(), DType::F32, {need});
+    if (comm)
+      call = [&, a](CUstream s) { mamba2_tp_layer_prefill(d, L.w, L.s, a, *comm, o.sequenceParallel, s); };
+    else
+      call = [&, a](CUstream s) { mamba2_layer_prefill(d, L.w, L.s, a, s); };
+    // All-reduce: 2 (t-1)/t of the rows; all-gather plus reduce-scatter: the same in two halves.
+    if (comm) moved = 2 * (o.tp - 1) * o.tokens * d.hidden * bytes / o.tp;
+  }
+  const double ms = msPerCall(call, comm.get(), stream.get(), o.iters, o.trials);
+  if (rank == 0) {
+    std::printf("Mamba-2 layer prefill: hidden %lld, %lld heads x %lld, state %lld, groups %lld, %s; %lld tokens in "
+                "%lld sequence(s)\n",
+                (long long)d.hidden, (long long)d.heads, (long long)d.head_dim, (long long)d.state, (long long)d.groups,
+                o.dtype.c_str(), (long long)o.tokens, (long long)nseq);
+    const std::string how = o.cp > 1   ? strf("context parallel over %d GPUs", o.cp)
+                            : o.tp > 1 ? strf("tensor parallel over %d GPUs%s", o.tp,
+                                              o.sequenceParallel ? " (sequence parallel)" : "")
+                                       : std::string("one GPU");
+    std::printf("%s: %.3f ms per call, %.0f tokens/s; collectives send %.2f MB per rank per call\n", how.c_str(), ms,
+                o.tokens / (ms / 1e3), moved / 1e6);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+CommandRun defineParallelBenchCommand(CLI::App* app) {
+  auto o = std::make_shared<ParallelBenchOptions>();
+  app->add_option("--tp", o->tp, "Tensor parallel over this many GPUs (one process each)")->check(atLeast(1));
+  app->add_option("--cp", o->cp, "Context parallel over this many GPUs: one sequence of --tokens split over them")
+      ->check(atLeast(1));
+  app->add_flag("--sequence-parallel", o->sequenceParallel, "With --tp: the residual stream split by tokens");
+  app->add_option("--tokens", o->tokens, "Tokens per call")->check(atLeast(1))->capture_default_str();
+  app->add_option("--seqlen", o->seqlen, "Without --cp: the packed row's sequence length")
+      ->check(atLeast(1))
+      ->capture_default_str();
+  app->add_option("--hidden", o->hidden, "d_model")->capture_default_str();
+  app->add_option("--heads", o->heads, "H")->capture_default_str();
+  app->add_option("--headdim", o->headDim, "P")->capture_default_str();
+  app->add_option("--dstate", o->state, "N")->capture_default_str();
+  app->add_option("--groups", o->groups, "G (TP needs G % tp == 0)")->capture_default_str();
+  app->add_option("--dtype", o->dtype, "Activations and weights")
+      ->check(CLI::IsMember(floatDTypeNames()))
+      ->capture_default_str();
+  app->add_option("--iters", o->iters, "Calls per trial")->check(atLeast(1))->capture_default_str();
+  app->add_option("--trials", o->trials, "Trials (the median is reported)")->check(atLeast(1))->capture_default_str();
+  addRankOptions(app, o->ranks);
+  return [o] { return run(*o); };
+}
+
+}  // namespace ssmjit::tool
