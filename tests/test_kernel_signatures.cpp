@@ -44,6 +44,7 @@ TEST(KernelRegistry, EveryFamilyRegistersItsKernelsInNameOrder) {
       "causal_conv1d_final_state",
       "causal_conv1d_fwd",
       "causal_conv1d_update",
+      "cp_state_scan",
       "embedding",
       "mamba2_decode_step",
       "rms_norm",
@@ -80,7 +81,7 @@ TEST(KernelRegistry, DefinitionHashesFollowTheFamilyFolders) {
   const std::vector<std::string> families = {
       hash("causal_conv1d_update"),   hash("mamba2_decode_step"),     hash("rms_norm"),
       hash("selective_scan_bwd_sum"), hash("selective_state_update"), hash("ssd_chunk_scan"),
-      hash("sample_draw"),            hash("embedding")};
+      hash("sample_draw"),            hash("embedding"),              hash("cp_state_scan")};
   for (size_t i = 0; i < families.size(); ++i) {
     EXPECT_EQ(families[i].size(), 16u) << families[i];
     for (size_t j = 0; j < i; ++j) EXPECT_NE(families[i], families[j]);

@@ -230,12 +230,14 @@ void Communicator::synchronize(Stream stream, const char* what) {
     }
     ncclResult_t state = ncclSuccess;
     nccl::api().commGetAsyncError(impl_->comm, &state);
+    std::string why;
     if (state != ncclSuccess && state != ncclInProgress)
-      impl_->fail(std::string("NCCL reported ") + nccl::describe(state, impl_->comm) + " while waiting for " + what +
-                  " (a peer rank may have exited)");
-    if (Clock::now() >= deadline) {
-      const std::string why = std::string("timed out after ") + std::to_string(impl_->timeout_s) +
-                              " s waiting for " + what + " (a peer rank may have exited or stalled)";
+      why = std::string("NCCL reported ") + nccl::describe(state, impl_->comm) + " while waiting for " + what +
+            " (a peer rank may have exited)";
+    else if (Clock::now() >= deadline)
+      why = std::string("timed out after ") + std::to_string(impl_->timeout_s) + " s waiting for " + what +
+            " (a peer rank may have exited or stalled)";
+    if (!why.empty()) {
       impl_->abortWith(why);
       // The abort stops NCCL's kernels: let the stream drain (bounded) before buffers go away.
       const Clock::time_point drain = deadlineAfter(10);

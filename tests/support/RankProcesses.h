@@ -5,11 +5,11 @@
 // The parent skips (saying why) with fewer GPUs or without libnccl, waits at most a bound for the
 // workers (killing them past it) and expects every one to exit 0; each worker's output is printed.
 #pragma once
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <fcntl.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -22,6 +22,8 @@
 #include "runtime/Driver.h"
 #include "ssmjit/parallel.h"
 #include "tests/support/ScratchDir.h"
+
+extern char** environ;  // the parent's environment, passed on to the ranks
 
 namespace ssmjit::testing {
 
@@ -53,19 +55,31 @@ inline std::vector<RankExit> runRankProcesses(const std::string& worker, int n, 
   const std::string filter = "--gtest_filter=ParallelWorker.DISABLED_" + worker;
   std::vector<pid_t> pids;
   for (int r = 0; r < n; ++r) {
+    // Everything the child needs is built here: between fork and exec in a process with threads
+    // (the driver's) only async-signal-safe calls are allowed.
     const std::string log = dir.path() + "/rank" + std::to_string(r) + ".log";
+    std::vector<std::string> env = {"SSMJIT_RANK=" + std::to_string(r), "SSMJIT_LOCAL_RANK=" + std::to_string(r),
+                                    "SSMJIT_WORLD_SIZE=" + std::to_string(n),
+                                    "SSMJIT_RENDEZVOUS=" + dir.path() + "/nccl-id"};
+    if (!std::getenv("NCCL_NVLS_ENABLE")) env.push_back("NCCL_NVLS_ENABLE=0");
+    for (char** e = environ; *e; ++e) {
+      const std::string kv = *e;
+      if (kv.rfind("SSMJIT_RANK=", 0) && kv.rfind("SSMJIT_LOCAL_RANK=", 0) && kv.rfind("SSMJIT_WORLD_SIZE=", 0) &&
+          kv.rfind("SSMJIT_RENDEZVOUS=", 0))
+        env.push_back(kv);
+    }
+    std::vector<char*> envp, argv;
+    for (std::string& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::string self = "/proc/self/exe", name = "ssmjit_gpu_tests", all = "--gtest_also_run_disabled_tests";
+    std::string f = filter;
+    argv = {name.data(), f.data(), all.data(), nullptr};
     const pid_t pid = fork();
     if (pid == 0) {
       const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       dup2(fd, 1);
       dup2(fd, 2);
-      setenv("SSMJIT_RANK", std::to_string(r).c_str(), 1);
-      setenv("SSMJIT_LOCAL_RANK", std::to_string(r).c_str(), 1);
-      setenv("SSMJIT_WORLD_SIZE", std::to_string(n).c_str(), 1);
-      setenv("SSMJIT_RENDEZVOUS", (dir.path() + "/nccl-id").c_str(), 1);
-      setenv("NCCL_NVLS_ENABLE", "0", 0);
-      execl("/proc/self/exe", "ssmjit_gpu_tests", filter.c_str(), "--gtest_also_run_disabled_tests",
-            static_cast<char*>(nullptr));
+      execve(self.c_str(), argv.data(), envp.data());
       _exit(127);
     }
     pids.push_back(pid);
