@@ -23,8 +23,8 @@ using namespace dsl;
 
 namespace {
 
-constexpr int64_t kStep = 32;  // states, then tokens, a step of the products
-constexpr int kStages = 3;     // x's ring (16-bit x)
+constexpr int64_t kStep = 32;    // states, then tokens, a step of the products
+constexpr int kStages = 3;       // x's ring (16-bit x)
 constexpr int kStateStages = 2;  // the entering state's ring (16-bit x)
 // Row pitches of the state's [p, 32 states] and C.B's [rows, 32 tokens] tiles: f32 (16-byte rows
 // for the copies), and the state's bf16 hi and lo (an odd number of 16-byte units, for ldmatrix).
@@ -51,8 +51,8 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   // f32: one buffer for both products. 16-bit: an f32 ring (the state's tiles, then C.B's), the
   // state's hi and lo, and x's ring.
   Value smem = halves ? Value{} : k.sharedBuffer(kStep * LDs);
-  Value ring = halves ? k.sharedBuffer(std::max<int64_t>(kStateStages * BP, kStages * T) * kStagePitchF32, DType::F32)
-                     : Value{};
+  Value ring =
+      halves ? k.sharedBuffer(std::max<int64_t>(kStateStages * BP, kStages * T) * kStagePitchF32, DType::F32) : Value{};
   Value sHi = halves ? k.sharedBuffer(BP * kStagePitch16, DType::BF16) : Value{};
   Value sLo = halves ? k.sharedBuffer(BP * kStagePitch16, DType::BF16) : Value{};
   Value xs = halves ? k.sharedBuffer(kStages * kStep * LDs, xT) : smem;
@@ -91,14 +91,15 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   Value acc;
   if (!halves) {
     // S_in[p, n] staged as [n, p], f32.
-    acc = k.forLoop(zeroI, a.N, k.constInt(kStep), {k.splat(zero, {T, BP})}, [&](Value n0, const std::vector<Value>& c) {
-      Value nR = n0 + sR;                                                       // [32, 1]
-      Value st = k.load(a.ws, stBase + pC * a.N + nR, (nR < a.N) && mP, zero);  // [32, BP]
-      k.barrier();
-      k.store(smem, sOff, st);
-      k.barrier();
-      return std::vector<Value>{k.dot(cTile(n0), smem, zeroI, pitch, one, c[0], pc, 3)};
-    })[0];
+    acc =
+        k.forLoop(zeroI, a.N, k.constInt(kStep), {k.splat(zero, {T, BP})}, [&](Value n0, const std::vector<Value>& c) {
+          Value nR = n0 + sR;                                                       // [32, 1]
+          Value st = k.load(a.ws, stBase + pC * a.N + nR, (nR < a.N) && mP, zero);  // [32, BP]
+          k.barrier();
+          k.store(smem, sOff, st);
+          k.barrier();
+          return std::vector<Value>{k.dot(cTile(n0), smem, zeroI, pitch, one, c[0], pc, 3)};
+        })[0];
   } else {
     // S_in[p, n0 .. n0 + 32) copied asynchronously as it lies ([p, n], f32) through a ring of
     // two stages, the next tile in flight while one is split into bf16 hi and lo ([p, n]
@@ -106,7 +107,7 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
     // first tiles, so waiting for all but the newest group finds tile s in place.
     const int64_t nSteps = cdiv(spec.get("N"), kStep);
     Value pR = k.expandDims(k.range(BP), 1), nCc = k.expandDims(k.range(kStep), 0);  // [BP, 1], [1, 32]
-    Value fOff = pR * kStagePitchF32 + nCc, hOff = pR * kStagePitch16 + nCc;           // [BP, 32]
+    Value fOff = pR * kStagePitchF32 + nCc, hOff = pR * kStagePitch16 + nCc;         // [BP, 32]
     auto copyS = [&](Value s) {
       Value n = s * kStep + nCc, pG = p0 + pR;
       k.copyAsync(ring, (s % kStateStages) * (BP * kStagePitchF32) + fOff, a.ws, stBase + pG * a.N + n,
@@ -117,20 +118,21 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
       k.commitGroup();
     }
     Value pitch16 = k.constInt(kStagePitch16);
-    acc = k.forLoop(zeroI, k.constInt(nSteps), one, {k.splat(zero, {T, BP})}, [&](Value s, const std::vector<Value>& c) {
-      Value Ct = cTile(s * kStep);  // its loads overlap the wait
-      k.waitGroup(1);
-      k.barrier();
-      Value st = k.load(ring, (s % kStateStages) * (BP * kStagePitchF32) + fOff);
-      k.store(sHi, hOff, st);
-      k.barrier();
-      k.store(sLo, hOff, st - k.load(sHi, hOff));
-      k.barrier();  // stage s is read, hi and lo are written
-      k.ifThen(s + kStateStages < nSteps, [&] { copyS(s + kStateStages); });
-      k.commitGroup();
-      Value hi = k.dot(Ct, sHi, zeroI, one, pitch16, c[0], pc, 1);
-      return std::vector<Value>{k.dot(Ct, sLo, zeroI, one, pitch16, hi, pc, 1)};
-    })[0];
+    acc =
+        k.forLoop(zeroI, k.constInt(nSteps), one, {k.splat(zero, {T, BP})}, [&](Value s, const std::vector<Value>& c) {
+          Value Ct = cTile(s * kStep);  // its loads overlap the wait
+          k.waitGroup(1);
+          k.barrier();
+          Value st = k.load(ring, (s % kStateStages) * (BP * kStagePitchF32) + fOff);
+          k.store(sHi, hOff, st);
+          k.barrier();
+          k.store(sLo, hOff, st - k.load(sHi, hOff));
+          k.barrier();  // stage s is read, hi and lo are written
+          k.ifThen(s + kStateStages < nSteps, [&] { copyS(s + kStateStages); });
+          k.commitGroup();
+          Value hi = k.dot(Ct, sHi, zeroI, one, pitch16, c[0], pc, 1);
+          return std::vector<Value>{k.dot(Ct, sLo, zeroI, one, pitch16, hi, pc, 1)};
+        })[0];
   }
   acc = acc * k.exp(cumI);
 
@@ -152,7 +154,8 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
       k.barrier();
       k.store(xs, sOff, xt);
       k.barrier();
-      Value w = scores(j0, k.load(a.ws, cbRow + j0 + sC), decay(j0));
+      Value cb = k.load(a.ws, cbRow + j0 + sC);
+      Value w = scores(j0, cb, decay(j0));
       return std::vector<Value>{k.dot(w, xs, zeroI, pitch, one, c[0], 3, px)};
     })[0];
   } else {
