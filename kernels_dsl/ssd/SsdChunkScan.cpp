@@ -138,6 +138,16 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
 
   // The chunk's own tokens j <= i: CB_ij exp(cum_i - cum_j) dt'_j times x_j.
   Value cbRow = a.oCb + ((slot * (a.H / a.hpg) + g) * Q + iR) * Q;
+  // z of the rows (16-bit, as x): copied in the last step into the two stages of x's ring that
+  // step leaves free (those of tiles t - 1 and t - 2, read before the barriers that ended their
+  // steps; no tile t + 1 or t + 2 is copied), so that its read overlaps the last product.
+  const bool zStaged = halves && spec.get("dtype:z") == static_cast<int64_t>(xT);
+  Value rT = k.expandDims(k.range(T), 1);  // [T, 1]
+  auto zOff = [&] {                        // [T, BP]: row r of the block at stage (tiles + r / 32) % 3
+    return ((tiles + rT / kStep) % kStages) * (kStep * LDs) + (rT % kStep) * LDs + k.expandDims(k.range(BP), 0);
+  };
+  auto zG = [&] { return ch.row * a.sZb + (ch.t0 + iR) * a.sZl + h * a.sZh + pC * a.sZp; };
+  auto copyZ = [&] { k.copyAsync(xs, zOff(), a.z, zG(), mI && mP); };
   auto decay = [&](Value j0) {  // [1, 32]: dt'_j of tokens j0 .. and their cumsums
     Value jC = j0 + sC;
     return std::vector<Value>{k.load(a.ws, a.oDt + wsRow + jC), k.load(a.ws, a.oCum + wsRow + jC)};
@@ -162,7 +172,6 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
     // C.B's [T, 32] tiles join x's through the f32 ring, which the state's product has left
     // (every warp passed the barrier after its last read): tiles 0 and 1 now, tile t + 2 with
     // x's. Waiting for all but the newest two groups finds tile t's x and C.B in place.
-    Value rT = k.expandDims(k.range(T), 1);
     auto copyCB = [&](Value t) {
       k.copyAsync(ring, (t % kStages) * (T * kStagePitchF32) + rT * kStagePitchF32 + sC, a.ws, cbRow + t * kStep + sC);
     };
@@ -170,21 +179,31 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
       k.ifThen(k.constInt(t) < tiles, [&] { copyCB(k.constInt(t)); });
       k.commitGroup();
     }
-    acc = k.forLoop(zeroI, tiles, one, {acc}, [&](Value t, const std::vector<Value>& c) {
-      Value next = t + (kStages - 1);
-      k.ifThen(next < tiles, [&] {
-        copyX(next);
-        copyCB(next);
-      });
+    // One step of the product; the last one (peeled, so that z's offsets are not live across
+    // the loop) copies z instead of a next tile.
+    auto step = [&](Value t, Value c, bool last) {
+      if (!last) {
+        Value next = t + (kStages - 1);
+        k.ifThen(next < tiles, [&] {
+          copyX(next);
+          copyCB(next);
+        });
+      } else if (zStaged) {
+        k.ifThen(a.hasZ, [&] { copyZ(); });
+      }
       k.commitGroup();
       std::vector<Value> d = decay(t * kStep);  // its loads overlap the wait
       k.waitGroup(kStages - 1);
       k.barrier();
       Value cb = k.load(ring, (t % kStages) * (T * kStagePitchF32) + rT * kStagePitchF32 + sC);
-      Value r = k.dot(scores(t * kStep, cb, d), xs, (t % kStages) * (kStep * LDs), pitch, one, c[0], 2, 1);
+      Value r = k.dot(scores(t * kStep, cb, d), xs, (t % kStages) * (kStep * LDs), pitch, one, c, 2, 1);
       k.barrier();
-      return std::vector<Value>{r};
-    })[0];
+      return r;
+    };
+    Value lastT = tiles - 1;
+    acc = k.forLoop(zeroI, lastT, one, {acc},
+                    [&](Value t, const std::vector<Value>& c) { return std::vector<Value>{step(t, c[0], false)}; })[0];
+    acc = step(lastT, acc, true);
   }
 
   Value xOff = xOffsets(iR);
@@ -198,8 +217,10 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   y = k.ifElse(
       a.hasZ,
       [&] {
-        Value z = k.load(a.z, ch.row * a.sZb + (ch.t0 + iR) * a.sZl + h * a.sZh + pC * a.sZp, mOut, zero);
-        return std::vector<Value>{y * silu(z)};
+        if (!zStaged) return std::vector<Value>{y * silu(k.load(a.z, zG(), mOut, zero))};
+        k.waitGroup(0);
+        k.barrier();
+        return std::vector<Value>{y * silu(k.load(xs, zOff()))};
       },
       [&] { return std::vector<Value>{y}; })[0];
   k.store(a.out, ch.row * a.sOb + (ch.t0 + iR) * a.sOl + h * a.sOh + pC * a.sOp, y, mOut);
