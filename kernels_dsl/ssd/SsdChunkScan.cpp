@@ -23,8 +23,8 @@ using namespace dsl;
 
 namespace {
 
-constexpr int64_t kStep = 32;  // states, then tokens, a step of the products
-constexpr int kStages = 3;     // x's ring (16-bit x)
+constexpr int64_t kStep = 32;    // states, then tokens, a step of the products
+constexpr int kStages = 3;       // x's ring (16-bit x)
 constexpr int kStateStages = 2;  // the entering state's ring (16-bit x)
 // Row pitches of the state's [p, 32 states] and C.B's [rows, 32 tokens] tiles: f32 (16-byte rows
 // for the copies), and the state's bf16 hi and lo (an odd number of 16-byte units, for ldmatrix).
@@ -51,8 +51,8 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   // f32: one buffer for both products. 16-bit: an f32 ring (the state's tiles, then C.B's), the
   // state's hi and lo, and x's ring.
   Value smem = halves ? Value{} : k.sharedBuffer(kStep * LDs);
-  Value ring = halves ? k.sharedBuffer(std::max<int64_t>(kStateStages * BP, kStages * T) * kStagePitchF32, DType::F32)
-                     : Value{};
+  Value ring =
+      halves ? k.sharedBuffer(std::max<int64_t>(kStateStages * BP, kStages * T) * kStagePitchF32, DType::F32) : Value{};
   Value sHi = halves ? k.sharedBuffer(BP * kStagePitch16, DType::BF16) : Value{};
   Value sLo = halves ? k.sharedBuffer(BP * kStagePitch16, DType::BF16) : Value{};
   Value xs = halves ? k.sharedBuffer(kStages * kStep * LDs, xT) : smem;
@@ -91,14 +91,15 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   Value acc;
   if (!halves) {
     // S_in[p, n] staged as [n, p], f32.
-    acc = k.forLoop(zeroI, a.N, k.constInt(kStep), {k.splat(zero, {T, BP})}, [&](Value n0, const std::vector<Value>& c) {
-      Value nR = n0 + sR;                                                       // [32, 1]
-      Value st = k.load(a.ws, stBase + pC * a.N + nR, (nR < a.N) && mP, zero);  // [32, BP]
-      k.barrier();
-      k.store(smem, sOff, st);
-      k.barrier();
-      return std::vector<Value>{k.dot(cTile(n0), smem, zeroI, pitch, one, c[0], pc, 3)};
-    })[0];
+    acc =
+        k.forLoop(zeroI, a.N, k.constInt(kStep), {k.splat(zero, {T, BP})}, [&](Value n0, const std::vector<Value>& c) {
+          Value nR = n0 + sR;                                                       // [32, 1]
+          Value st = k.load(a.ws, stBase + pC * a.N + nR, (nR < a.N) && mP, zero);  // [32, BP]
+          k.barrier();
+          k.store(smem, sOff, st);
+          k.barrier();
+          return std::vector<Value>{k.dot(cTile(n0), smem, zeroI, pitch, one, c[0], pc, 3)};
+        })[0];
   } else {
     // S_in[p, n0 .. n0 + 32) copied asynchronously as it lies ([p, n], f32) through a ring of
     // two stages, the next tile in flight while one is split into bf16 hi and lo ([p, n]
@@ -106,7 +107,7 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
     // first tiles, so waiting for all but the newest group finds tile s in place.
     const int64_t nSteps = cdiv(spec.get("N"), kStep);
     Value pR = k.expandDims(k.range(BP), 1), nCc = k.expandDims(k.range(kStep), 0);  // [BP, 1], [1, 32]
-    Value fOff = pR * kStagePitchF32 + nCc, hOff = pR * kStagePitch16 + nCc;           // [BP, 32]
+    Value fOff = pR * kStagePitchF32 + nCc, hOff = pR * kStagePitch16 + nCc;         // [BP, 32]
     auto copyS = [&](Value s) {
       Value n = s * kStep + nCc, pG = p0 + pR;
       k.copyAsync(ring, (s % kStateStages) * (BP * kStagePitchF32) + fOff, a.ws, stBase + pG * a.N + n,
@@ -117,25 +118,36 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
       k.commitGroup();
     }
     Value pitch16 = k.constInt(kStagePitch16);
-    acc = k.forLoop(zeroI, k.constInt(nSteps), one, {k.splat(zero, {T, BP})}, [&](Value s, const std::vector<Value>& c) {
-      Value Ct = cTile(s * kStep);  // its loads overlap the wait
-      k.waitGroup(1);
-      k.barrier();
-      Value st = k.load(ring, (s % kStateStages) * (BP * kStagePitchF32) + fOff);
-      k.store(sHi, hOff, st);
-      k.barrier();
-      k.store(sLo, hOff, st - k.load(sHi, hOff));
-      k.barrier();  // stage s is read, hi and lo are written
-      k.ifThen(s + kStateStages < nSteps, [&] { copyS(s + kStateStages); });
-      k.commitGroup();
-      Value hi = k.dot(Ct, sHi, zeroI, one, pitch16, c[0], pc, 1);
-      return std::vector<Value>{k.dot(Ct, sLo, zeroI, one, pitch16, hi, pc, 1)};
-    })[0];
+    acc =
+        k.forLoop(zeroI, k.constInt(nSteps), one, {k.splat(zero, {T, BP})}, [&](Value s, const std::vector<Value>& c) {
+          Value Ct = cTile(s * kStep);  // its loads overlap the wait
+          k.waitGroup(1);
+          k.barrier();
+          Value st = k.load(ring, (s % kStateStages) * (BP * kStagePitchF32) + fOff);
+          k.store(sHi, hOff, st);
+          k.barrier();
+          k.store(sLo, hOff, st - k.load(sHi, hOff));
+          k.barrier();  // stage s is read, hi and lo are written
+          k.ifThen(s + kStateStages < nSteps, [&] { copyS(s + kStateStages); });
+          k.commitGroup();
+          Value hi = k.dot(Ct, sHi, zeroI, one, pitch16, c[0], pc, 1);
+          return std::vector<Value>{k.dot(Ct, sLo, zeroI, one, pitch16, hi, pc, 1)};
+        })[0];
   }
   acc = acc * k.exp(cumI);
 
   // The chunk's own tokens j <= i: CB_ij exp(cum_i - cum_j) dt'_j times x_j.
   Value cbRow = a.oCb + ((slot * (a.H / a.hpg) + g) * Q + iR) * Q;
+  // z of the rows (16-bit, as x): copied in the last step into the two stages of x's ring that
+  // step leaves free (those of tiles t - 1 and t - 2, read before the barriers that ended their
+  // steps; no tile t + 1 or t + 2 is copied), so that its read overlaps the last product.
+  const bool zStaged = halves && spec.get("dtype:z") == static_cast<int64_t>(xT);
+  Value rT = k.expandDims(k.range(T), 1);  // [T, 1]
+  auto zOff = [&] {                        // [T, BP]: row r of the block at stage (tiles + r / 32) % 3
+    return ((tiles + rT / kStep) % kStages) * (kStep * LDs) + (rT % kStep) * LDs + k.expandDims(k.range(BP), 0);
+  };
+  auto zG = [&] { return ch.row * a.sZb + (ch.t0 + iR) * a.sZl + h * a.sZh + pC * a.sZp; };
+  auto copyZ = [&] { k.copyAsync(xs, zOff(), a.z, zG(), mI && mP); };
   auto decay = [&](Value j0) {  // [1, 32]: dt'_j of tokens j0 .. and their cumsums
     Value jC = j0 + sC;
     return std::vector<Value>{k.load(a.ws, a.oDt + wsRow + jC), k.load(a.ws, a.oCum + wsRow + jC)};
@@ -152,14 +164,14 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
       k.barrier();
       k.store(xs, sOff, xt);
       k.barrier();
-      Value w = scores(j0, k.load(a.ws, cbRow + j0 + sC), decay(j0));
+      Value cb = k.load(a.ws, cbRow + j0 + sC);
+      Value w = scores(j0, cb, decay(j0));
       return std::vector<Value>{k.dot(w, xs, zeroI, pitch, one, c[0], 3, px)};
     })[0];
   } else {
     // C.B's [T, 32] tiles join x's through the f32 ring, which the state's product has left
     // (every warp passed the barrier after its last read): tiles 0 and 1 now, tile t + 2 with
     // x's. Waiting for all but the newest two groups finds tile t's x and C.B in place.
-    Value rT = k.expandDims(k.range(T), 1);
     auto copyCB = [&](Value t) {
       k.copyAsync(ring, (t % kStages) * (T * kStagePitchF32) + rT * kStagePitchF32 + sC, a.ws, cbRow + t * kStep + sC);
     };
@@ -167,21 +179,31 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
       k.ifThen(k.constInt(t) < tiles, [&] { copyCB(k.constInt(t)); });
       k.commitGroup();
     }
-    acc = k.forLoop(zeroI, tiles, one, {acc}, [&](Value t, const std::vector<Value>& c) {
-      Value next = t + (kStages - 1);
-      k.ifThen(next < tiles, [&] {
-        copyX(next);
-        copyCB(next);
-      });
+    // One step of the product; the last one (peeled, so that z's offsets are not live across
+    // the loop) copies z instead of a next tile.
+    auto step = [&](Value t, Value c, bool last) {
+      if (!last) {
+        Value next = t + (kStages - 1);
+        k.ifThen(next < tiles, [&] {
+          copyX(next);
+          copyCB(next);
+        });
+      } else if (zStaged) {
+        k.ifThen(a.hasZ, [&] { copyZ(); });
+      }
       k.commitGroup();
       std::vector<Value> d = decay(t * kStep);  // its loads overlap the wait
       k.waitGroup(kStages - 1);
       k.barrier();
       Value cb = k.load(ring, (t % kStages) * (T * kStagePitchF32) + rT * kStagePitchF32 + sC);
-      Value r = k.dot(scores(t * kStep, cb, d), xs, (t % kStages) * (kStep * LDs), pitch, one, c[0], 2, 1);
+      Value r = k.dot(scores(t * kStep, cb, d), xs, (t % kStages) * (kStep * LDs), pitch, one, c, 2, 1);
       k.barrier();
-      return std::vector<Value>{r};
-    })[0];
+      return r;
+    };
+    Value lastT = tiles - 1;
+    acc = k.forLoop(zeroI, lastT, one, {acc},
+                    [&](Value t, const std::vector<Value>& c) { return std::vector<Value>{step(t, c[0], false)}; })[0];
+    acc = step(lastT, acc, true);
   }
 
   Value xOff = xOffsets(iR);
@@ -195,8 +217,10 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   y = k.ifElse(
       a.hasZ,
       [&] {
-        Value z = k.load(a.z, ch.row * a.sZb + (ch.t0 + iR) * a.sZl + h * a.sZh + pC * a.sZp, mOut, zero);
-        return std::vector<Value>{y * silu(z)};
+        if (!zStaged) return std::vector<Value>{y * silu(k.load(a.z, zG(), mOut, zero))};
+        k.waitGroup(0);
+        k.barrier();
+        return std::vector<Value>{y * silu(k.load(xs, zOff()))};
       },
       [&] { return std::vector<Value>{y}; })[0];
   k.store(a.out, ch.row * a.sOb + (ch.t0 + iR) * a.sOl + h * a.sOh + pC * a.sOp, y, mOut);

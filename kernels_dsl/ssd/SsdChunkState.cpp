@@ -3,9 +3,9 @@
 // per (slot, head, block of p x n), on the tensor cores, 32 tokens a step, zeros past the chunk's
 // tokens. bf16 B (BLOCK_P 64) is copied raw through a cp.async ring and read by ldmatrix, the
 // token weights going onto a: x^T [BLOCK_P, 32], copied through a ring of its own and read
-// transposed from it, scaled per token in f32, three bf16 terms (every product exact). Otherwise x^T comes from memory into registers (its dtype's exact
-// terms) and the weighted B [32, BLOCK_N] is computed in f32 and staged, three terms. fp32 to
-// the workspace.
+// transposed from it, scaled per token in f32, three bf16 terms (every product exact).
+// Otherwise x^T comes from memory into registers (its dtype's exact terms) and the weighted B
+// [32, BLOCK_N] is computed in f32 and staged, three terms. fp32 to the workspace.
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/ssd/Ssd.h"
@@ -70,7 +70,7 @@ void buildChunkState(KernelBuilder& k, const Specialization& spec) {
     // lie: tile t + 2 goes into the stage tile t - 1 left (every warp passed the barrier after
     // reading it). x^T is read from its stage into registers and scaled there.
     Value tiles = cdiv(ch.n, k.constInt(kTokens)), one = k.constInt(1);
-    Value pRow = k.expandDims(k.range(BP), 0);                 // [1, BP]
+    Value pRow = k.expandDims(k.range(BP), 0);                                      // [1, BP]
     Value xOff = tR * LDx + pRow, xTOff = tC * LDx + k.expandDims(k.range(BP), 1);  // [32, BP], [BP, 32]
     auto copyB = [&](Value s) {
       Value t = s * kTokens + tR;

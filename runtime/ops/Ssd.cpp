@@ -97,7 +97,8 @@ std::array<unsigned, 3> slotHeadGrid(KernelCall& k, int64_t slots, int64_t H, in
   const kernels::SsdGrid g = kernels::ssdSlotHeadGrid(k.metaValue("meta:slot_inner") != 0, slots, H, blocks);
   if (g.x > INT32_MAX)
     throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + str(slots) + " chunks x " + str(H) +
-                                                  " heads x " + str(blocks) + " blocks, expected at most 2^31 - 1 "
+                                                  " heads x " + str(blocks) +
+                                                  " blocks, expected at most 2^31 - 1 "
                                                   "programs (grid limit); use fewer tokens a call");
   return {unsigned(g.x), unsigned(g.y), unsigned(g.z)};
 }
