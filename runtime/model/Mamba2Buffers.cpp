@@ -175,7 +175,9 @@ int64_t detail::workspaceFloats(const Mamba2Model::Impl& m) {
   LinearArgs lm;
   lm.x = rows(m.normed, R);
   lm.weight = m.lmHead;
-  lm.y = TensorView::contiguous(m.residual.data, DType::F32, {R, m.cfg.vocab}, DeviceKind::CUDA, m.residual.deviceId);
+  // Sizing only: an address apart from every buffer (the logits of R rows can outgrow residual's).
+  void* const apart = reinterpret_cast<void*>(uintptr_t{1} << 46);
+  lm.y = TensorView::contiguous(apart, DType::F32, {R, m.cfg.vocab}, DeviceKind::CUDA, m.residual.deviceId);
   int64_t need = std::max(mamba2_layer_workspace_size(d, m.layers[0], m.states[0], pre, Mamba2LayerMode::Prefill),
                           mamba2_layer_workspace_size(d, m.layers[0], m.states[0], dec, Mamba2LayerMode::Decode));
   if (m.cacheDepth() > 0) {
