@@ -212,7 +212,7 @@ TensorView fakeDeviceView(int k, DType t, std::initializer_list<int64_t> shape) 
 }
 
 CLI::Option* addFloatDTypeOption(CLI::App* app, const std::string& name, std::string& dtype, const std::string& help) {
-  return addFloatDTypeOption(app, name, dtype, help);
+  return app->add_option(name, dtype, help)->check(CLI::IsMember(floatDTypeNames()))->capture_default_str();
 }
 
 void addModelOptions(CLI::App* app, std::string& model, std::string& dtype, std::string& stateDtype) {
