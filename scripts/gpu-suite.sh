@@ -9,12 +9,14 @@ export PATH=/usr/local/cuda/bin:$PATH
 export SSMJIT_CACHE_DIR=$(mktemp -d)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
 status=0
-# SKIP_TESTS, SKIP_CPU_TESTS, SKIP_SANITIZER, SKIP_BENCH=1 leave those steps out (one call to the
+# SKIP_TESTS, SKIP_CPU_TESTS, SKIP_SANITIZER, SKIP_BENCH=1 leave those steps out, SANITIZER_TOOLS
+# (default "memcheck racecheck") picks the sanitizer tools (one call to the
 # device machine has a time limit; run the rest in the next call).
 # With a GPU present, a GPU test that skips is a failure (a broken driver or NVRTC must not pass
 # as skips), except those matching allowed_skips: tests whose skip depends on the machine (a
 # second device, free memory), each printing why: the wrong-device test on a one-GPU machine, and
-# the 64-bit-offset tests (memory_skips) only where their reason says the device lacks the memory.
+# the 64-bit-offset tests (memory_skips) only where their reason says the device lacks the memory,
+# and the multi-GPU tests where their reason says the machine has too few devices.
 allowed_skips='^SecondDevice\.TensorOnDeviceOneIsRejected$'
 memory_skips='^WideOffsetsGpu\.'
 gpu_present=$(nvidia-smi -L > /dev/null 2>&1 && echo 1)
@@ -24,7 +26,8 @@ check_skips() {
   for t in $(grep -hE '^\[  SKIPPED \] [^0-9 ]' "$@" | awk '{print $4}' | sort -u); do
     why=$(grep -h -B3 -F "[  SKIPPED ] $t (" "$@" | grep -vE '^\[|^$|: Skipped$' | tail -1)
     if [ -z "$gpu_present" ] || { [ -n "$allowed_skips" ] && [[ $t =~ $allowed_skips ]]; } ||
-       { [[ $t =~ $memory_skips ]] && [[ $why == *"the device lacks the memory"* ]]; }; then
+       { [[ $t =~ $memory_skips ]] && [[ $why == *"the device lacks the memory"* ]]; } ||
+       [[ $why == *"CUDA device(s), the test needs"* ]]; then
       echo "skipped (allowed here): $t: $why"
     else
       echo "SKIPPED with a GPU present: $t: $why"; status=1
@@ -140,7 +143,7 @@ sanitized+=':Matrix/GatedRmsNormGpu.MatchesFloat64Reference/gated_float32_wfloat
 # graph, and one Mamba-2 layer stack end to end (prefill, decode steps, a pad row).
 sanitized+=':EmbeddingGpu.*:SampleGpu.GreedyIsTheReferenceArgMax:SampleGpu.DrawsMakeTheReferenceChoice'
 sanitized+=':LinearGpu.CapturedInACudaGraphWithTheEmbedding:Tiny/Mamba2Gpu.PrefillThenDecodeMatchesReference/Groups2Fp32'
-for tool in $([ -n "${SKIP_SANITIZER:-}" ] || echo memcheck racecheck); do
+for tool in $([ -n "${SKIP_SANITIZER:-}" ] || echo ${SANITIZER_TOOLS:-memcheck racecheck}); do
   echo "== compute-sanitizer $tool"
   filter=${SANITIZER_FILTER:-$sanitized}
   # cuBLASLt's own GEMM-with-bias kernel (nvjet_*_bias_TNT) reports shared-memory hazards under
@@ -152,7 +155,7 @@ for tool in $([ -n "${SKIP_SANITIZER:-}" ] || echo memcheck racecheck); do
 done
 # The serial class forced at small D (4 threads a channel): D24 G2 reads B/C per thread (dt and dt u
 # still exchanged through shared memory), D112 stages them; both packed rows mix the two classes.
-for tool in $([ -n "${SKIP_SANITIZER:-}" ] || echo memcheck racecheck); do
+for tool in $([ -n "${SKIP_SANITIZER:-}" ] || echo ${SANITIZER_TOOLS:-memcheck racecheck}); do
   echo "== compute-sanitizer $tool, serial class forced"
   SSMJIT_META='selective_scan_fwd:serial_len=600' compute-sanitizer --tool $tool --error-exitcode 3 \
     "$PREFIX/bin/ssmjit_gpu_tests" --gtest_brief=1 \
