@@ -7,7 +7,7 @@
 
 #include "runtime/model/Mamba2CpPart.h"
 #include "tests/support/ExpectError.h"
-#include "tests/support/Mamba2TestDims.h"
+#include "tests/support/LayerSizes.h"
 
 using namespace ssmjit;
 using ssmjit::detail::cpPartOf;

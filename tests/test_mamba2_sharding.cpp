@@ -11,7 +11,7 @@
 #include "runtime/model/Mamba2Sharding.h"
 #include "ssmjit/mamba2_parallel.h"
 #include "tests/support/ExpectError.h"
-#include "tests/support/Mamba2TestDims.h"
+#include "tests/support/LayerSizes.h"
 
 using namespace ssmjit;
 using namespace ssmjit::model;

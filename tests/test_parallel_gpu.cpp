@@ -28,7 +28,7 @@
 #include "support/RandomMamba2Layer.h"
 #include "support/RankProcesses.h"
 #include "support/ScratchDir.h"
-#include "support/Mamba2TestDims.h"
+#include "support/LayerSizes.h"
 #include "support/TinyMamba2Cases.h"
 
 namespace ssmjit {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ssmjit/mamba2_model.h"
+#include "tests/support/LayerSizes.h"
 #include "tests/support/TinyMamba2.h"
 
 namespace ssmjit::testing {
@@ -20,12 +21,7 @@ struct TinyMamba2Case {
 };
 
 inline TinyMamba2 tinyMamba2(int64_t hidden, int64_t heads, int64_t headDim, int64_t state, int64_t groups) {
-  TinyMamba2 m;
-  m.hidden = hidden;
-  m.heads = heads;
-  m.head_dim = headDim;
-  m.state = state;
-  m.groups = groups;
+  TinyMamba2 m = withLayerSizes<TinyMamba2>(hidden, heads, headDim, state, groups);
   m.vocab = 50;
   m.layers = 2;
   return m;
