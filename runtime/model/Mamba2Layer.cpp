@@ -286,6 +286,17 @@ void checkWorkspace(const char* op, const Mamba2LayerArgs& a, int64_t need) {
   detail::checkWorkspace(op, a.workspace, a.hidden, "hidden", need, "mamba2_layer_workspace_size");
 }
 
+// Runs a layer's calls in every mode's order: in_proj, `mixer` (the conv and the scan), the gated
+// norm, out_proj. The two GEMMs run one after the other, so they share the GEMMs' workspace.
+template <class Calls, class Mixer>
+void runLayer(Calls& c, const Mamba2LayerArgs& a, const Plan& p, Stream stream, Mixer mixer) {
+  c.inProj.workspace = c.outProj.workspace = floatsAt(a.workspace, p.linearOffset, (p.bytes - p.linearOffset) / 4);
+  linear(c.inProj, stream);
+  mixer();
+  gated_rms_norm(c.norm, stream);
+  linear(c.outProj, stream);
+}
+
 // The workspace plan of a prefill, decode or verify call of T tokens, in float32 elements.
 int64_t prefillLayout(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
                       const Mamba2LayerArgs& a, int64_t T, Plan& p) {
@@ -375,15 +386,12 @@ void detail::mamba2LayerPrefill(const Mamba2Dims& d, const Mamba2LayerWeights& w
   if (T == 0) return;
   PrefillCalls c = prefillCalls(d, w, s, a, p, T);
   c.scan.workspace = floatsAt(a.workspace, p.ssdOffset, (p.linearOffset - p.ssdOffset) / 4);
-  const int64_t linFloats = (p.bytes - p.linearOffset) / 4;
-  c.inProj.workspace = c.outProj.workspace = floatsAt(a.workspace, p.linearOffset, linFloats);
-  linear(c.inProj, stream);
-  if (hooks.beforeConv) hooks.beforeConv(c.conv, p.zxbcdt);
-  causal_conv1d(c.conv, stream);
-  if (hooks.beforeSsd) hooks.beforeSsd(c.scan);
-  ssd(c.scan, stream);
-  gated_rms_norm(c.norm, stream);
-  linear(c.outProj, stream);
+  runLayer(c, a, p, stream, [&] {
+    if (hooks.beforeConv) hooks.beforeConv(c.conv, p.zxbcdt);
+    causal_conv1d(c.conv, stream);
+    if (hooks.beforeSsd) hooks.beforeSsd(c.scan);
+    ssd(c.scan, stream);
+  });
 }
 
 void mamba2_layer_decode(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
@@ -393,12 +401,10 @@ void mamba2_layer_decode(const Mamba2Dims& d, const Mamba2LayerWeights& w, const
   checkWorkspace(kDecode, a, decodeLayout(d, w, s, a, B, p));
   if (B == 0) return;
   DecodeCalls c = decodeCalls(d, w, s, a, p, B);
-  c.inProj.workspace = c.outProj.workspace = floatsAt(a.workspace, p.linearOffset, (p.bytes - p.linearOffset) / 4);
-  linear(c.inProj, stream);
-  causal_conv1d_update(c.conv, stream);
-  selective_state_update(c.scan, stream);
-  gated_rms_norm(c.norm, stream);
-  linear(c.outProj, stream);
+  runLayer(c, a, p, stream, [&] {
+    causal_conv1d_update(c.conv, stream);
+    selective_state_update(c.scan, stream);
+  });
 }
 
 void mamba2_layer_verify(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
@@ -408,11 +414,7 @@ void mamba2_layer_verify(const Mamba2Dims& d, const Mamba2LayerWeights& w, const
   checkWorkspace(kVerify, a, verifyLayout(d, w, s, a, T, p));
   if (T == 0) return;
   VerifyCalls c = verifyCalls(d, w, s, a, p, T);
-  c.inProj.workspace = c.outProj.workspace = floatsAt(a.workspace, p.linearOffset, (p.bytes - p.linearOffset) / 4);
-  linear(c.inProj, stream);
-  mamba2_decode_step(c.state, c.mixer, c.step, stream);
-  gated_rms_norm(c.norm, stream);
-  linear(c.outProj, stream);
+  runLayer(c, a, p, stream, [&] { mamba2_decode_step(c.state, c.mixer, c.step, stream); });
 }
 
 void mamba2_layer_commit(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
