@@ -11,7 +11,8 @@ DynamicLibrary::DynamicLibrary(const std::vector<std::string>& candidates) {
       return;
     }
     const char* e = dlerror();
-    tried_ += "\n  " + name + ": " + (e ? e : "unknown dlopen error");
+    lastError_ = e ? e : "unknown dlopen error";
+    tried_ += "\n  " + name + ": " + lastError_;
   }
 }
 

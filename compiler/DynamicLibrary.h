@@ -20,6 +20,8 @@ class DynamicLibrary {
   const std::string& name() const { return name_; }
   // "\n  <candidate>: <dlopen's reason>" for each candidate that failed.
   const std::string& tried() const { return tried_; }
+  // dlopen's reason for the last candidate that failed.
+  const std::string& lastError() const { return lastError_; }
 
   // Sets `fn` to the first of `symbols` the library exports and returns true; else leaves `fn`,
   // adds the first of `symbols` to missing() and returns false.
@@ -41,7 +43,7 @@ class DynamicLibrary {
   void* find(std::initializer_list<const char*> symbols);
 
   void* handle_ = nullptr;
-  std::string name_, tried_, missing_;
+  std::string name_, tried_, lastError_, missing_;
 };
 
 }  // namespace ssmjit

@@ -24,7 +24,7 @@ namespace {
 bool load(Api* api, std::string* why) {
   DynamicLibrary lib({"libcuda.so.1"});
   if (!lib.loaded()) {
-    *why = "libcuda.so.1 not found:" + lib.tried();
+    *why = "libcuda.so.1 not found: " + lib.lastError();
     return false;
   }
   Api& a = *api;
