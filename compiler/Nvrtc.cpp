@@ -15,9 +15,9 @@
 #include <mutex>
 #include <set>
 #include <sstream>
-#include <type_traits>
 
 #include "compiler/CubinInfo.h"
+#include "compiler/DynamicLibrary.h"
 #include "compiler/Knobs.h"
 #include "compiler/ToolkitLibrary.h"
 #include "ssmjit/error.h"
@@ -91,32 +91,21 @@ const NvrtcApi& nvrtcApi() {
   static NvrtcApi api;
   static std::once_flag once;
   std::call_once(once, [] {
-    std::string tried;
-    void* h = openToolkitLibrary({"libnvrtc.so.13", "libnvrtc.so"}, &api.libPath, &tried);
-    if (!h) {
-      api.error = "libnvrtc not found (set CUDA_HOME or LD_LIBRARY_PATH); tried:" + tried;
-      return;
-    }
-    std::string missing;
-    auto sym = [&](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
-      if (!fn) missing += std::string(missing.empty() ? "" : ", ") + name;
-    };
-    sym(api.version, "nvrtcVersion");
-    sym(api.getErrorString, "nvrtcGetErrorString");
-    sym(api.createProgram, "nvrtcCreateProgram");
-    sym(api.destroyProgram, "nvrtcDestroyProgram");
-    sym(api.compileProgram, "nvrtcCompileProgram");
-    sym(api.getProgramLogSize, "nvrtcGetProgramLogSize");
-    sym(api.getProgramLog, "nvrtcGetProgramLog");
-    sym(api.getPTXSize, "nvrtcGetPTXSize");
-    sym(api.getPTX, "nvrtcGetPTX");
-    sym(api.getCUBINSize, "nvrtcGetCUBINSize");
-    sym(api.getCUBIN, "nvrtcGetCUBIN");
-    if (!missing.empty()) {
-      api.error = api.libPath + " lacks the entry points " + missing + " (NVRTC >= 11.1 needed)";
-      return;
-    }
+    DynamicLibrary lib(toolkitLibraryCandidates({"libnvrtc.so.13", "libnvrtc.so"}));
+    lib.resolve(api.version, {"nvrtcVersion"});
+    lib.resolve(api.getErrorString, {"nvrtcGetErrorString"});
+    lib.resolve(api.createProgram, {"nvrtcCreateProgram"});
+    lib.resolve(api.destroyProgram, {"nvrtcDestroyProgram"});
+    lib.resolve(api.compileProgram, {"nvrtcCompileProgram"});
+    lib.resolve(api.getProgramLogSize, {"nvrtcGetProgramLogSize"});
+    lib.resolve(api.getProgramLog, {"nvrtcGetProgramLog"});
+    lib.resolve(api.getPTXSize, {"nvrtcGetPTXSize"});
+    lib.resolve(api.getPTX, {"nvrtcGetPTX"});
+    lib.resolve(api.getCUBINSize, {"nvrtcGetCUBINSize"});
+    lib.resolve(api.getCUBIN, {"nvrtcGetCUBIN"});
+    api.libPath = lib.name();
+    api.error = lib.whyUnusable("libnvrtc", "set CUDA_HOME or LD_LIBRARY_PATH", " (NVRTC >= 11.1 needed)");
+    if (!api.error.empty()) return;
     int major = 0, minor = 0;
     if (nvrtcResult r = api.version(&major, &minor); r != NVRTC_SUCCESS) {
       api.error = api.libPath + ": nvrtcVersion failed: " + api.getErrorString(r);

@@ -1,77 +1,44 @@
 // cuBLASLt through dlopen; see Cublaslt.h.
 #include "runtime/Cublaslt.h"
 
-#include <dlfcn.h>
-
-#include <mutex>
-#include <type_traits>
-
+#include "compiler/DynamicLibrary.h"
 #include "compiler/ToolkitLibrary.h"
+#include "runtime/LoadedApi.h"
 #include "ssmjit/error.h"
 
 namespace ssmjit::cublaslt {
 
 bool detail::tryLoad(std::initializer_list<const char*> names, Api* a, std::string* why) {
-  std::string opened, tried;
-  void* lib = openToolkitLibrary(names, &opened, &tried);
-  if (!lib) {
-    *why = "libcublasLt not found (set CUDA_HOME or LD_LIBRARY_PATH); tried:" + tried;
-    return false;
-  }
-  std::string missing;
-  auto sym = [&](auto& fn, const char* name) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
-    if (!fn) missing += std::string(missing.empty() ? "" : ", ") + name;
-  };
-  sym(a->create, "cublasLtCreate");
-  sym(a->getStatusName, "cublasLtGetStatusName");
-  sym(a->getStatusString, "cublasLtGetStatusString");
-  sym(a->matmulDescCreate, "cublasLtMatmulDescCreate");
-  sym(a->matmulDescDestroy, "cublasLtMatmulDescDestroy");
-  sym(a->matmulDescSetAttribute, "cublasLtMatmulDescSetAttribute");
-  sym(a->matrixLayoutCreate, "cublasLtMatrixLayoutCreate");
-  sym(a->matrixLayoutDestroy, "cublasLtMatrixLayoutDestroy");
-  sym(a->preferenceCreate, "cublasLtMatmulPreferenceCreate");
-  sym(a->preferenceDestroy, "cublasLtMatmulPreferenceDestroy");
-  sym(a->preferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute");
-  sym(a->algoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
-  sym(a->matmul, "cublasLtMatmul");
-  if (!missing.empty()) {
-    *why = opened + " lacks the entry points " + missing;
-    return false;
-  }
-  // The library stays open for the life of the process.
-  return true;
+  DynamicLibrary lib(toolkitLibraryCandidates(names));
+  lib.resolve(a->create, {"cublasLtCreate"});
+  lib.resolve(a->getStatusName, {"cublasLtGetStatusName"});
+  lib.resolve(a->getStatusString, {"cublasLtGetStatusString"});
+  lib.resolve(a->matmulDescCreate, {"cublasLtMatmulDescCreate"});
+  lib.resolve(a->matmulDescDestroy, {"cublasLtMatmulDescDestroy"});
+  lib.resolve(a->matmulDescSetAttribute, {"cublasLtMatmulDescSetAttribute"});
+  lib.resolve(a->matrixLayoutCreate, {"cublasLtMatrixLayoutCreate"});
+  lib.resolve(a->matrixLayoutDestroy, {"cublasLtMatrixLayoutDestroy"});
+  lib.resolve(a->preferenceCreate, {"cublasLtMatmulPreferenceCreate"});
+  lib.resolve(a->preferenceDestroy, {"cublasLtMatmulPreferenceDestroy"});
+  lib.resolve(a->preferenceSetAttribute, {"cublasLtMatmulPreferenceSetAttribute"});
+  lib.resolve(a->algoGetHeuristic, {"cublasLtMatmulAlgoGetHeuristic"});
+  lib.resolve(a->matmul, {"cublasLtMatmul"});
+  *why = lib.whyUnusable("libcublasLt", "set CUDA_HOME or LD_LIBRARY_PATH");
+  return why->empty();
 }
 
 namespace {
 
-struct State {
-  Api api{};
-  bool ok = false;
-  std::string why;
-};
-
-const State& state() {
-  static State s;
-  static std::once_flag once;
-  std::call_once(once, [] { s.ok = detail::tryLoad({"libcublasLt.so.13", "libcublasLt.so"}, &s.api, &s.why); });
+const LoadedApi<Api>& loaded() {
+  static const LoadedApi<Api> s("cuBLASLt", [](Api* a, std::string* why) { return detail::tryLoad({"libcublasLt.so.13", "libcublasLt.so"}, a, why); });
   return s;
 }
 
 }  // namespace
 
-bool available(std::string* why) {
-  const State& s = state();
-  if (!s.ok && why) *why = s.why;
-  return s.ok;
-}
+bool available(std::string* why) { return loaded().available(why); }
 
-const Api& api() {
-  const State& s = state();
-  if (!s.ok) throw Error(Error::Kind::Unavailable, "cuBLASLt unavailable: " + s.why);
-  return s.api;
-}
+const Api& api() { return loaded().get(); }
 
 void check(cublasStatus_t st, const char* what) {
   if (st == CUBLAS_STATUS_SUCCESS) return;

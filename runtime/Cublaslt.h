@@ -36,7 +36,7 @@ const Api& api();
 void check(cublasStatus_t s, const char* what);
 
 namespace detail {
-// One load attempt from `names` (as openToolkitLibrary takes them), uncached: the process-wide
+// One load attempt from `names` (as toolkitLibraryCandidates takes them), uncached: the process-wide
 // load uses {"libcublasLt.so.13", "libcublasLt.so"}; tests pass a name that does not exist.
 // Returns whether it loaded; the reason in *why when not.
 bool tryLoad(std::initializer_list<const char*> names, Api* api, std::string* why);

@@ -5,13 +5,13 @@
 // has. That keeps this file in step with the header instead of a hand-kept list of "_v2" names.
 #include "runtime/Driver.h"
 
-#include <dlfcn.h>
-
 #include <array>
 #include <atomic>
 #include <mutex>
 #include <string>
 
+#include "compiler/DynamicLibrary.h"
+#include "runtime/LoadedApi.h"
 #include "ssmjit/error.h"
 
 #define SSMJIT_STR2(x) #x
@@ -20,42 +20,15 @@
 namespace ssmjit::driver {
 namespace {
 
-struct State {
-  Api api{};
-  bool ok = false;
-  std::string why;
-};
-
-State& state() {
-  static State s;
-  return s;
-}
-
-// Resolves `fn` from the first of `names` the driver exports.
-template <class Fn>
-bool resolve(void* lib, Fn& fn, std::initializer_list<const char*> names, std::string* missing) {
-  for (const char* n : names) {
-    if (void* p = dlsym(lib, n)) {
-      fn = reinterpret_cast<Fn>(p);
-      return true;
-    }
+// Loads libcuda's entry points, then checks that cuInit succeeds and a device is present.
+bool load(Api* api, std::string* why) {
+  DynamicLibrary lib({"libcuda.so.1"});
+  if (!lib.loaded()) {
+    *why = "libcuda.so.1 not found: " + lib.lastError();
+    return false;
   }
-  if (!missing->empty()) *missing += ", ";
-  *missing += *names.begin();
-  return false;
-}
-
-void init() {
-  State& s = state();
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    const char* e = dlerror();
-    s.why = std::string("libcuda.so.1 not found: ") + (e ? e : "dlopen failed");
-    return;
-  }
-  Api& a = s.api;
-  std::string missing;
-#define SSMJIT_SYM(member) resolve(lib, a.member, {SSMJIT_STR(member)}, &missing)
+  Api& a = *api;
+#define SSMJIT_SYM(member) lib.resolve(a.member, {SSMJIT_STR(member)})
   SSMJIT_SYM(cuInit);
   SSMJIT_SYM(cuGetErrorName);
   SSMJIT_SYM(cuGetErrorString);
@@ -101,33 +74,31 @@ void init() {
 #undef SSMJIT_SYM
   // CUDA 13 headers name cuEventElapsedTime_v2 (drivers >= 12.8); older drivers export only the
   // unversioned symbol, whose signature is the same.
-  resolve(lib, a.cuEventElapsedTime, {SSMJIT_STR(cuEventElapsedTime), "cuEventElapsedTime"}, &missing);
-  if (!missing.empty()) {
-    s.why = "libcuda.so.1 lacks " + missing + " (driver too old for this build's CUDA headers)";
-    return;
+  lib.resolve(a.cuEventElapsedTime, {SSMJIT_STR(cuEventElapsedTime), "cuEventElapsedTime"});
+  if (!lib.missing().empty()) {
+    *why = "libcuda.so.1 lacks " + lib.missing() + " (driver too old for this build's CUDA headers)";
+    return false;
   }
   CUresult r = a.cuInit(0);
   if (r != CUDA_SUCCESS) {
     const char* name = nullptr;
     a.cuGetErrorName(r, &name);
-    s.why = std::string("cuInit failed: ") + (name ? name : "unknown error") +
-            (r == CUDA_ERROR_NO_DEVICE ? " (no CUDA device)" : "");
-    return;
+    *why = std::string("cuInit failed: ") + (name ? name : "unknown error") +
+           (r == CUDA_ERROR_NO_DEVICE ? " (no CUDA device)" : "");
+    return false;
   }
   int count = 0;
   r = a.cuDeviceGetCount(&count);
   if (r != CUDA_SUCCESS || count <= 0) {
-    s.why = "no CUDA device";
-    return;
+    *why = "no CUDA device";
+    return false;
   }
-  // The library handle stays open for the life of the process.
-  s.ok = true;
+  return true;
 }
 
-const State& initOnce() {
-  static std::once_flag once;
-  std::call_once(once, init);
-  return state();
+const LoadedApi<Api>& loaded() {
+  static const LoadedApi<Api> s("CUDA driver", load);
+  return s;
 }
 
 // The retained primary context of device 0, shared by every thread that had no context current.
@@ -177,25 +148,17 @@ CUdevice currentDevice() {
 
 }  // namespace
 
-bool available(std::string* why) {
-  const State& s = initOnce();
-  if (!s.ok && why) *why = s.why;
-  return s.ok;
-}
+bool available(std::string* why) { return loaded().available(why); }
 
-const Api& api() {
-  const State& s = initOnce();
-  if (!s.ok) throw Error(Error::Kind::Unavailable, "CUDA driver unavailable: " + s.why);
-  return s.api;
-}
+const Api& api() { return loaded().get(); }
 
 void check(CUresult r, const char* what) {
   if (r == CUDA_SUCCESS) return;
-  const State& s = initOnce();
+  const Api& a = loaded().partial();
   const char* name = nullptr;
   const char* msg = nullptr;
-  if (s.api.cuGetErrorName) s.api.cuGetErrorName(r, &name);
-  if (s.api.cuGetErrorString) s.api.cuGetErrorString(r, &msg);
+  if (a.cuGetErrorName) a.cuGetErrorName(r, &name);
+  if (a.cuGetErrorString) a.cuGetErrorString(r, &msg);
   std::string text =
       std::string(what) + ": " + (name ? std::string(name) : "CUresult " + std::to_string(static_cast<int>(r)));
   if (msg) text += std::string(" (") + msg + ")";

@@ -7,6 +7,7 @@
 
 #include "runtime/model/Mamba2CpPart.h"
 #include "tests/support/ExpectError.h"
+#include "tests/support/LayerSizes.h"
 
 using namespace ssmjit;
 using ssmjit::detail::cpPartOf;
@@ -15,15 +16,7 @@ using ssmjit::testing::invalidArgMessage;
 
 namespace {
 
-Mamba2Dims dims() {
-  Mamba2Dims d;
-  d.hidden = 8;
-  d.heads = 2;
-  d.head_dim = 2;
-  d.state = 2;
-  d.conv_width = 4;
-  return d;
-}
+Mamba2Dims dims() { return ssmjit::testing::mamba2Dims(8, 2, 2, 2, 1); }
 
 // A part of `rows` tokens of a row with `cu` and slots 10, 11, ...
 CpPart part(std::vector<int64_t> cu, int64_t rows, int rank, int ranks) {

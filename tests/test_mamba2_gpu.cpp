@@ -15,47 +15,14 @@
 #include "runtime/reference/Mamba2ModelRef.h"
 #include "ssmjit/mamba2_model.h"
 #include "support/ScratchDir.h"
-#include "support/TinyMamba2.h"
+#include "support/TinyMamba2Cases.h"
 
 namespace ssmjit {
 namespace {
 
-using testing::TinyMamba2;
+using Mamba2Case = testing::TinyMamba2Case;
 
-struct Mamba2Case {
-  const char* name;
-  TinyMamba2 model;
-  DType dtype;
-};
-
-TinyMamba2 tiny(int64_t hidden, int64_t heads, int64_t headDim, int64_t state, int64_t groups) {
-  TinyMamba2 m;
-  m.hidden = hidden;
-  m.heads = heads;
-  m.head_dim = headDim;
-  m.state = state;
-  m.groups = groups;
-  m.vocab = 50;
-  m.layers = 2;
-  return m;
-}
-
-std::vector<Mamba2Case> cases() {
-  std::vector<Mamba2Case> c;
-  c.push_back({"Groups2Fp32", tiny(16, 4, 8, 8, 2), DType::F32});
-  TinyMamba2 b = tiny(32, 4, 16, 16, 1);
-  b.use_bias = true;
-  b.tie = true;
-  b.norm_before_gate = true;
-  b.dt_min = 0.001;
-  b.dt_max = 0.2;
-  c.push_back({"BiasTiedClampFp32", b, DType::F32});
-  TinyMamba2 m = tiny(64, 4, 32, 16, 1);
-  m.naming = model::CheckpointNaming::MambaSsm;
-  c.push_back({"MambaSsmNamingFp32", m, DType::F32});
-  c.push_back({"MambaSsmNamingBf16", m, DType::BF16});
-  return c;
-}
+std::vector<Mamba2Case> cases() { return testing::tinyMamba2Cases({DType::F32, DType::BF16}); }
 
 // Worst |ours - ref| of each row of `ours` (rows x V, fp32) against the row's largest |ref|.
 double worstRelative(const std::vector<float>& ours, const std::vector<double>& ref, int64_t rows, int64_t V,
@@ -79,17 +46,13 @@ TEST_P(Mamba2Gpu, PrefillThenDecodeMatchesReference) {
   SSMJIT_REQUIRE_GPU();
   const Mamba2Case& tc = GetParam();
   testing::ScratchDir dir;
-  testing::writeTinyMamba2(dir.path(), tc.model, testing::tinyMamba2Tensors(tc.model, 7));
+  // Four slots, one more than sequences: slots need not be 0..n-1.
+  auto model = testing::loadTinyMamba2Case(dir.path(), tc, 4, 128);
   const model::Mamba2Checkpoint ckpt(dir.path());
 
   std::vector<std::vector<int32_t>> p = {{3}, {1, 4, 1, 5, 9, 2, 6}, {}};
   for (int t = 0; t < 70; ++t) p[2].push_back((t * 7 + 3) % 50);  // crosses the chunk of 64
   const int64_t nseq = static_cast<int64_t>(p.size());
-  Mamba2ModelOptions o;
-  o.dtype = tc.dtype;
-  o.max_batch = 4;  // one more slot than sequences: slots need not be 0..n-1
-  o.max_prefill_tokens = 128;
-  auto model = Mamba2Model::load(dir.path(), o);
   const int64_t V = model->config().vocab;
   const std::vector<int32_t> slots = {2, 0, 3};
   const double bound = tc.dtype == DType::BF16 ? 3e-2 : 2e-4;

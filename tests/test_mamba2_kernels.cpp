@@ -10,18 +10,16 @@
 #include "support/ExpectError.h"
 #include "support/ScratchDir.h"
 #include "support/TinyMamba2.h"
+#include "support/TinyMamba2Kernels.h"
 
 namespace ssmjit {
 namespace {
 
 TEST(Mamba2Kernels, TheModelListsEveryKernelItRuns) {
-  testing::ScratchDir dir;
-  testing::TinyMamba2 m;
-  testing::writeTinyMamba2(dir.path(), m, testing::tinyMamba2Tensors(m, 1));
   Mamba2ModelOptions o;
   o.max_batch = 5;
   o.max_prefill_tokens = 300;
-  const std::vector<Specialization> specs = detail::mamba2ModelSpecializations(dir.path(), o, "sm_90a");
+  const std::vector<Specialization> specs = testing::tinyMamba2Specializations(o);
   std::set<std::string> kernels;
   for (const Specialization& s : specs) {
     kernels.insert(s.kernel);

@@ -11,6 +11,7 @@
 #include "runtime/model/Mamba2Sharding.h"
 #include "ssmjit/mamba2_parallel.h"
 #include "tests/support/ExpectError.h"
+#include "tests/support/LayerSizes.h"
 
 using namespace ssmjit;
 using namespace ssmjit::model;
@@ -18,15 +19,7 @@ using ssmjit::testing::invalidArgMessage;
 
 namespace {
 
-Mamba2Dims dims(int64_t H, int64_t P, int64_t N, int64_t G) {
-  Mamba2Dims d;
-  d.hidden = 32;
-  d.heads = H;
-  d.head_dim = P;
-  d.state = N;
-  d.groups = G;
-  return d;
-}
+Mamba2Dims dims(int64_t H, int64_t P, int64_t N, int64_t G) { return ssmjit::testing::mamba2Dims(32, H, P, N, G); }
 
 std::vector<int64_t> rowsOf(const TensorSlice& s) {
   std::vector<int64_t> r;

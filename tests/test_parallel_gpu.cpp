@@ -28,7 +28,8 @@
 #include "support/RandomMamba2Layer.h"
 #include "support/RankProcesses.h"
 #include "support/ScratchDir.h"
-#include "support/TinyMamba2.h"
+#include "support/LayerSizes.h"
+#include "support/TinyMamba2Cases.h"
 
 namespace ssmjit {
 namespace {
@@ -38,13 +39,7 @@ using testing::HostMamba2Layer;
 
 // G 4 and H 8 split over 1, 2 or 4 ranks; T 140 and B 4 split into as many row blocks.
 Mamba2Dims layerDims() {
-  Mamba2Dims d;
-  d.hidden = 64;
-  d.heads = 8;
-  d.head_dim = 16;
-  d.state = 16;
-  d.groups = 4;
-  d.conv_width = 4;
+  Mamba2Dims d = testing::mamba2Dims(64, 8, 16, 16, 4);
   d.chunk_size = 64;
   return d;
 }
@@ -219,14 +214,7 @@ TEST(ParallelMamba2, TensorAndSequenceParallelLayer) {
 TEST(ParallelWorker, DISABLED_TensorParallelModel) {
   testing::WorkerRank wr;
   if (!testing::workerRank(&wr)) GTEST_SKIP() << "runs inside ParallelMamba2.TensorParallelModel";
-  testing::TinyMamba2 m;
-  m.hidden = 32;
-  m.heads = 8;
-  m.head_dim = 8;
-  m.state = 16;
-  m.groups = 4;
-  m.vocab = 50;
-  m.layers = 2;
+  testing::TinyMamba2 m = testing::tinyMamba2(32, 8, 8, 16, 4);
   m.use_bias = true;
   testing::ScratchDir dir;
   testing::writeTinyMamba2(dir.path(), m, testing::tinyMamba2Tensors(m, 77));

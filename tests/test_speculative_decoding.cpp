@@ -21,6 +21,7 @@
 #include "support/FakeTensors.h"
 #include "support/ScratchDir.h"
 #include "support/TinyMamba2.h"
+#include "support/TinyMamba2Kernels.h"
 
 namespace ssmjit {
 namespace {
@@ -204,15 +205,12 @@ TEST(SpeculativeReference, VerifyRefusesAMismatchedTokenCount) {
 }
 
 TEST(SpeculativeKernels, PrewarmListsTheVerifyStep) {
-  testing::ScratchDir dir;
-  testing::TinyMamba2 m;
-  testing::writeTinyMamba2(dir.path(), m, testing::tinyMamba2Tensors(m, 1));
   Mamba2ModelOptions o;
   o.max_batch = 5;
   o.max_prefill_tokens = 64;
-  const std::vector<Specialization> plain = detail::mamba2ModelSpecializations(dir.path(), o, "sm_90a");
+  const std::vector<Specialization> plain = testing::tinyMamba2Specializations(o);
   o.max_draft_tokens = 3;
-  const std::vector<Specialization> spec = detail::mamba2ModelSpecializations(dir.path(), o, "sm_90a");
+  const std::vector<Specialization> spec = testing::tinyMamba2Specializations(o);
   std::set<std::string> kernels;
   for (const Specialization& s : spec) kernels.insert(s.kernel);
   EXPECT_EQ(kernels.count("mamba2_decode_step"), 1u);
@@ -223,14 +221,10 @@ TEST(SpeculativeKernels, PrewarmListsTheVerifyStep) {
 }
 
 TEST(SpeculativeOptions, RefusesTooManyDrafts) {
-  testing::ScratchDir dir;
-  testing::TinyMamba2 m;
-  testing::writeTinyMamba2(dir.path(), m, testing::tinyMamba2Tensors(m, 1));
   Mamba2ModelOptions o;
   o.max_draft_tokens = kMaxTokens;
-  EXPECT_MENTIONS(
-      testing::invalidArgMessage([&] { detail::mamba2ModelSpecializations(dir.path(), o, "sm_90a"); }),
-      "max_draft_tokens", std::to_string(kMaxTokens), "kMaxTokens - 1");
+  EXPECT_MENTIONS(testing::invalidArgMessage([&] { testing::tinyMamba2Specializations(o); }), "max_draft_tokens",
+                  std::to_string(kMaxTokens), "kMaxTokens - 1");
 }
 
 // A verify call of the layer on fake device tensors: 3 sequences of L = 2 tokens.

@@ -23,48 +23,17 @@
 #include "runtime/reference/Mamba2ModelRef.h"
 #include "ssmjit/mamba2_model.h"
 #include "support/ScratchDir.h"
-#include "support/TinyMamba2.h"
+#include "support/TinyMamba2Cases.h"
 
 namespace ssmjit {
 namespace {
 
-using testing::TinyMamba2;
 using Ids = std::vector<int32_t>;
 using Drafter = std::function<Ids(int64_t, const Ids&)>;
 
-struct SpecCase {
-  const char* name;
-  TinyMamba2 model;
-  DType dtype;
-};
+using SpecCase = testing::TinyMamba2Case;
 
-TinyMamba2 tiny(int64_t hidden, int64_t heads, int64_t headDim, int64_t state, int64_t groups) {
-  TinyMamba2 m;
-  m.hidden = hidden;
-  m.heads = heads;
-  m.head_dim = headDim;
-  m.state = state;
-  m.groups = groups;
-  m.vocab = 50;
-  m.layers = 2;
-  return m;
-}
-
-std::vector<SpecCase> cases() {
-  std::vector<SpecCase> c;
-  c.push_back({"Groups2Fp32", tiny(16, 4, 8, 8, 2), DType::F32});
-  TinyMamba2 b = tiny(32, 4, 16, 16, 1);
-  b.use_bias = true;
-  b.tie = true;
-  b.norm_before_gate = true;
-  b.dt_min = 0.001;
-  b.dt_max = 0.2;
-  c.push_back({"BiasTiedClampFp32", b, DType::F32});
-  TinyMamba2 m = tiny(64, 4, 32, 16, 1);
-  m.naming = model::CheckpointNaming::MambaSsm;
-  c.push_back({"MambaSsmNamingBf16", m, DType::BF16});
-  return c;
-}
+std::vector<SpecCase> cases() { return testing::tinyMamba2Cases({DType::BF16}); }
 
 std::vector<Ids> prompts() {
   std::vector<Ids> p = {{3}, {1, 4, 1, 5, 9, 2, 6}, {}};
@@ -138,14 +107,9 @@ TEST_P(SpeculativeGpu, GenerateEqualsPlainGreedy) {
   SSMJIT_REQUIRE_GPU();
   const SpecCase& tc = GetParam();
   testing::ScratchDir dir;
-  testing::writeTinyMamba2(dir.path(), tc.model, testing::tinyMamba2Tensors(tc.model, 7));
+  // 3 prompts: bucket 4, one pad row.
+  auto model = testing::loadTinyMamba2Case(dir.path(), tc, 4, 64, 4);
   const model::Mamba2Checkpoint ckpt(dir.path());
-  Mamba2ModelOptions o;
-  o.dtype = tc.dtype;
-  o.max_batch = 4;  // 3 prompts: bucket 4, one pad row
-  o.max_prefill_tokens = 64;
-  o.max_draft_tokens = 4;
-  auto model = Mamba2Model::load(dir.path(), o);
   const std::vector<Ids> ps = prompts();
   const bool fp32 = tc.dtype == DType::F32;
   // Logits within e (test_mamba2_gpu's bound) of the reference: a chosen token's reference logit
@@ -193,13 +157,7 @@ TEST(SpeculativeGpuSampling, GenerateEqualsPlainSampling) {
     if (tc.dtype != DType::F32) continue;
     SCOPED_TRACE(tc.name);
     testing::ScratchDir dir;
-    testing::writeTinyMamba2(dir.path(), tc.model, testing::tinyMamba2Tensors(tc.model, 7));
-    Mamba2ModelOptions o;
-    o.dtype = tc.dtype;
-    o.max_batch = 4;
-    o.max_prefill_tokens = 64;
-    o.max_draft_tokens = 3;
-    auto model = Mamba2Model::load(dir.path(), o);
+    auto model = testing::loadTinyMamba2Case(dir.path(), tc, 4, 64, 3);
     const std::vector<Ids> ps = prompts();
     GenerateOptions g;
     g.max_new_tokens = 20;
@@ -252,13 +210,7 @@ TEST_P(SpeculativeGpu, VerifyStatesEqualPlainDecoding) {
   SSMJIT_REQUIRE_GPU();
   const SpecCase& tc = GetParam();
   testing::ScratchDir dir;
-  testing::writeTinyMamba2(dir.path(), tc.model, testing::tinyMamba2Tensors(tc.model, 7));
-  Mamba2ModelOptions o;
-  o.dtype = tc.dtype;
-  o.max_batch = 8;
-  o.max_prefill_tokens = 96;
-  o.max_draft_tokens = 3;
-  auto model = Mamba2Model::load(dir.path(), o);
+  auto model = testing::loadTinyMamba2Case(dir.path(), tc, 8, 96, 3);
   const int64_t V = model->config().vocab, K = 3, L = K + 1, layers = model->config().layers;
   const bool fp32 = tc.dtype == DType::F32;
   const double bound = fp32 ? 1e-5 : 3e-2;

@@ -51,12 +51,7 @@ Specialization decodeStepCallSpecialization(const DecodeStepCall& c) {
     a.y = fakeDeviceView(16, c.drafts, {B, c.L, c.H, c.P});
     if (c.hasZ) a.z = fakeDeviceView(17, c.drafts, {B, c.L, c.H, c.P});
   }
-  try {
-    return opspec::decodeStep(s, w, a, c.arch);
-  } catch (const Error& e) {
-    if (e.kind() != Error::Kind::InvalidArgument) throw;
-    throw UsageError(std::string("the decode-step options give an invalid call: ") + e.what());
-  }
+  return invalidCallIsUsageError("decode-step", [&] { return opspec::decodeStep(s, w, a, c.arch); });
 }
 
 }  // namespace ssmjit::tool

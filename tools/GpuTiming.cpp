@@ -9,15 +9,20 @@
 
 namespace ssmjit::tool {
 
-double callTimeUs(const std::function<void(CUstream)>& call, CUstream s, int iters, int trials) {
+double callTimeUs(const std::function<void(CUstream)>& call, CUstream s, int iters, int trials,
+                  const std::function<void(CUstream)>& wait) {
   call(s);  // compile / load, warm up
-  driver::check(driver::api().cuStreamSynchronize(s), "cuStreamSynchronize");
+  if (wait)
+    wait(s);
+  else
+    driver::check(driver::api().cuStreamSynchronize(s), "cuStreamSynchronize");
   std::vector<double> us;
   Event e0, e1;
   for (int t = 0; t < trials; ++t) {
     e0.record(s);
     for (int i = 0; i < iters; ++i) call(s);
     e1.record(s);
+    if (wait) wait(s);
     us.push_back(1e3 * e1.since(e0) / iters);
   }
   checkDeviceErrors(s);

@@ -34,8 +34,11 @@ class Event {
 };
 
 // Microseconds per call: the median over `trials` of the mean of `iters` back-to-back calls,
-// after one call that compiles and loads; device errors are checked at the end.
-double callTimeUs(const std::function<void(CUstream)>& call, CUstream s, int iters, int trials);
+// after one call that compiles and loads; device errors are checked at the end. `wait`, when
+// given, waits for the stream after the warm-up and after each trial in place of
+// cuStreamSynchronize (a multi-rank benchmark waits through its communicator, boundedly).
+double callTimeUs(const std::function<void(CUstream)>& call, CUstream s, int iters, int trials,
+                  const std::function<void(CUstream)>& wait = {});
 
 // Host microseconds per eager call: the median over `trials` of the mean of `calls` back-to-back
 // calls, each trial starting from an idle stream (so that a full launch queue never blocks the

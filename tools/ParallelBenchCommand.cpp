@@ -55,29 +55,11 @@ struct BenchLayer {
   }
 };
 
-// ms per call: the median over trials of iters back-to-back calls, every wait the communicator's
-// bounded one when there is one.
+// ms per call (callTimeUs), every wait the communicator's bounded one when there is one.
 double msPerCall(const std::function<void(CUstream)>& call, Communicator* comm, CUstream s, int iters, int trials) {
-  auto wait = [&] {
-    if (comm)
-      comm->synchronize(s, "the benchmark");
-    else
-      driver::check(driver::api().cuStreamSynchronize(s), "cuStreamSynchronize");
-  };
-  call(s);  // compile, load, warm up
-  wait();
-  std::vector<double> ms;
-  Event e0, e1;
-  for (int t = 0; t < trials; ++t) {
-    e0.record(s);
-    for (int i = 0; i < iters; ++i) call(s);
-    e1.record(s);
-    wait();
-    ms.push_back(e1.since(e0) / iters);
-  }
-  checkDeviceErrors(s);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  std::function<void(CUstream)> wait;
+  if (comm) wait = [comm](CUstream st) { comm->synchronize(st, "the benchmark"); };
+  return callTimeUs(call, s, iters, trials, wait) / 1e3;
 }
 
 int run(const ParallelBenchOptions& o) {

@@ -70,12 +70,9 @@ std::string scanCallLabel(const ScanCall& c) {
 }
 
 std::vector<Specialization> scanCallSpecializations(const ScanCall& c) {
-  try {
+  return invalidCallIsUsageError("scan", [&] {
     return c.backward ? opspec::scanBackward(backwardArgs(c), c.arch) : opspec::scan(forwardArgs(c), c.arch);
-  } catch (const Error& e) {
-    if (e.kind() != Error::Kind::InvalidArgument) throw;
-    throw UsageError(std::string("the scan options give an invalid call: ") + e.what());
-  }
+  });
 }
 
 }  // namespace ssmjit::tool

@@ -78,12 +78,9 @@ std::string ssdCallLabel(const SsdCall& c) {
 }
 
 std::vector<Specialization> ssdCallSpecializations(const SsdCall& c) {
-  try {
+  return invalidCallIsUsageError(name(c), [&] {
     return c.backward ? opspec::ssdBackward(backwardArgs(c), c.arch) : opspec::ssd(args(c), c.arch);
-  } catch (const Error& e) {
-    if (e.kind() != Error::Kind::InvalidArgument) throw;
-    throw UsageError(std::string("the ") + name(c) + " options give an invalid call: " + e.what());
-  }
+  });
 }
 
 }  // namespace ssmjit::tool

@@ -57,12 +57,7 @@ opspec::SsuSizes checkShapeOptions(const SsuCase& s) {
   if (s.pads > s.batch || (s.pads > 0 && !s.stateIdx))
     throw UsageError(invalid + strf("%s: %lld pad rows need state_batch_indices and at most batch = %lld rows", op,
                                     static_cast<long long>(s.pads), static_cast<long long>(s.batch)));
-  try {
-    return opspec::checkSsu(argsWithoutMemory(s), s.tokens);
-  } catch (const Error& e) {
-    if (e.kind() != Error::Kind::InvalidArgument) throw;
-    throw UsageError(invalid + e.what());
-  }
+  return invalidCallIsUsageError("shape", [&] { return opspec::checkSsu(argsWithoutMemory(s), s.tokens); });
 }
 
 Traffic ssuTraffic(const SsuCase& s) {

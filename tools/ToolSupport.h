@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ssmjit/error.h"
 #include "ssmjit/ops.h"
 #include "ssmjit/tensor.h"
 
@@ -34,6 +35,18 @@ class UsageError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// f(), whose op rejecting the call the command's options describe (Error::Kind::InvalidArgument)
+// is a usage error: "the <options> options give an invalid call: <the op's message>".
+template <class F>
+auto invalidCallIsUsageError(const std::string& options, F f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    if (e.kind() != Error::Kind::InvalidArgument) throw;
+    throw UsageError("the " + options + " options give an invalid call: " + e.what());
+  }
+}
 
 // A subcommand as its file defines it: adds its options to `app` (named and described by the table
 // in ssmjit.cpp) and returns what runs when it is chosen.

@@ -61,18 +61,12 @@ void buildBackward(KernelBuilder& k, const Specialization& spec) {
   Value hasBias = k.arg("has_bias"), siluOn = k.arg("silu"), hasCu = k.arg("has_cu"), hasPos = k.arg("has_pos"),
         hasInit = k.arg("has_init"), hasInitIdx = k.arg("has_init_idx");
 
-  Value pidD = k.programId(0), pidC = k.programId(1), row = k.programId(2);
-  Value offsD = pidD * BD + k.range(BD), maskD = offsD < D;
-  auto dE = [&](Value v) { return k.expandDims(v, cl ? 0 : 1); };
+  const ConvProgram pg = convProgram(k, BD, BT, W, cl, D, w, sWd, sWk, bias, sBias, hasBias);
+  Value pidD = pg.pidD, pidC = pg.pidC, row = pg.row, offsD = pg.offsD, maskD = pg.maskD, dOffs = pg.dOffs, mD = pg.mD,
+        rT = pg.rT, zero = pg.zero, zeroI = pg.zeroI, biasT = pg.biasT;
+  const std::vector<Value>& wk = pg.wk;
   auto tE = [&](Value v) { return k.expandDims(v, cl ? 1 : 0); };
-  Value dOffs = dE(offsD), mD = dE(maskD), rT = k.range(BT);
-  Value zero = k.constFloat(0), zeroI = k.constInt(0);
   const std::vector<int64_t> tileShape = cl ? std::vector<int64_t>{BT, BD} : std::vector<int64_t>{BD, BT};
-  std::vector<Value> wk;
-  for (int64_t j = 0; j < W; ++j) wk.push_back(dE(k.load(w, offsD * sWd + j * sWk, maskD, zero)));
-  Value biasT = k.ifElse(
-      hasBias, [&] { return std::vector<Value>{dE(k.load(bias, offsD * sBias, maskD, zero))}; },
-      [&] { return std::vector<Value>{dE(k.splat(zero, {BD}))}; })[0];
 
   Value t0 = pidC * (BT * tiles);
   Value nTiles = k.minimum(tiles, cdiv(L - t0, k.constInt(BT)));

@@ -36,6 +36,21 @@ void choosePerSequenceTiles(Specialization& s) {
   setDefaults(s, {{"meta:num_warps", 2}, {"meta:BLOCK_D", 256}, {"meta:index_bits", 32}});
 }
 
+ConvProgram convProgram(KernelBuilder& k, int64_t BD, int64_t BT, int64_t W, bool channelLast, Value D, Value w,
+                        Value sWd, Value sWk, Value bias, Value sBias, Value hasBias) {
+  ConvProgram p;
+  p.pidD = k.programId(0), p.pidC = k.programId(1), p.row = k.programId(2);
+  p.offsD = p.pidD * BD + k.range(BD), p.maskD = p.offsD < D;
+  auto dE = [&](Value v) { return k.expandDims(v, channelLast ? 0 : 1); };
+  p.dOffs = dE(p.offsD), p.mD = dE(p.maskD), p.rT = k.range(BT);
+  p.zero = k.constFloat(0), p.zeroI = k.constInt(0);
+  for (int64_t j = 0; j < W; ++j) p.wk.push_back(dE(k.load(w, p.offsD * sWd + j * sWk, p.maskD, p.zero)));
+  p.biasT = k.ifElse(
+      hasBias, [&] { return std::vector<Value>{dE(k.load(bias, p.offsD * sBias, p.maskD, p.zero))}; },
+      [&] { return std::vector<Value>{dE(k.splat(p.zero, {BD}))}; })[0];
+  return p;
+}
+
 void applyConvTileLayout(KernelBuilder& k, const Specialization& s) {
   if (s.find("meta:shift_lanes")) k.setShiftLanes(static_cast<int>(s.get("meta:shift_lanes")));
 }

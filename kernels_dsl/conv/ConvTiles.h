@@ -30,6 +30,21 @@ int64_t smallestElement(const Specialization& s, std::initializer_list<const cha
 // meta:shift_lanes, when set: the lanes along time (dsl::KernelBuilder::setShiftLanes).
 void applyConvTileLayout(dsl::KernelBuilder& k, const Specialization& s);
 
+// A streaming program of the forward or the backward: grid axis 0 a block of BD channels, axis 1
+// a chunk of time, axis 2 the row. Its channel offsets and mask (1-D, and as 2-D tiles in the
+// kernel's orientation), the time range, 0.0 and 0, and its channels' W weight taps and bias (0
+// without one) as 2-D tiles.
+struct ConvProgram {
+  dsl::Value pidD, pidC, row;
+  dsl::Value offsD, maskD, dOffs, mD, rT;
+  dsl::Value zero, zeroI;
+  std::vector<dsl::Value> wk;
+  dsl::Value biasT;
+};
+ConvProgram convProgram(dsl::KernelBuilder& k, int64_t BD, int64_t BT, int64_t W, bool channelLast, dsl::Value D,
+                        dsl::Value w, dsl::Value sWd, dsl::Value sWk, dsl::Value bias, dsl::Value sBias,
+                        dsl::Value hasBias);
+
 struct ConvPacking {
   dsl::Value cu, pos, sCu, sPos;  // cu_seqlens and positions with their strides
   dsl::Value hasCu, hasPos;       // flags

@@ -136,6 +136,27 @@ GatedRmsNormArgs normCall(const Mamba2Dims& d, const Mamba2LayerWeights& w, cons
   return n;
 }
 
+// in_proj, the gated norm and out_proj over `rows` tokens: the same in every mode.
+template <class Calls>
+void setProjections(Calls& c, const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerArgs& a, const Plan& p,
+                    int64_t rows) {
+  c.inProj = linearCall(a.hidden, w.in_proj, w.in_proj_bias, p.zxbcdt);
+  c.norm = normCall(d, w, p, rows);
+  c.outProj = linearCall(p.yn, w.out_proj, w.out_proj_bias, a.out);
+}
+
+// The SSM's weights and dt's softplus and clamp, named alike by the SSD, the state update and
+// the decode step's mixer weights.
+template <class Ssm>
+void setSsmWeights(Ssm& q, const Mamba2Dims& d, const Mamba2LayerWeights& w) {
+  q.A = w.A;
+  q.D = w.D;
+  q.dt_bias = w.dt_bias;
+  q.dt_softplus = true;
+  q.dt_min = d.dt_min;
+  q.dt_max = d.dt_max;
+}
+
 // A layer's calls: in_proj, the conv, the scan (ssd over a prefill row, the state update for a
 // decode step), the gated norm and out_proj.
 template <class Conv, class Scan>
@@ -153,7 +174,7 @@ PrefillCalls prefillCalls(const Mamba2Dims& d, const Mamba2LayerWeights& w, cons
   const Views v = splitViews(d, p, T);
   const int64_t Dc = d.convDim();
   PrefillCalls c;
-  c.inProj = linearCall(a.hidden, w.in_proj, w.in_proj_bias, p.zxbcdt);
+  setProjections(c, d, w, a, p, T);
   c.conv.x = v.xbcIn;
   c.conv.weight = w.conv_weight;
   c.conv.bias = w.conv_bias;
@@ -171,14 +192,9 @@ PrefillCalls prefillCalls(const Mamba2Dims& d, const Mamba2LayerWeights& w, cons
   SsdArgs& q = c.scan;
   q.x = v.x;
   q.dt = v.dt;
-  q.A = w.A;
   q.B = v.B;
   q.C = v.C;
-  q.D = w.D;
-  q.dt_bias = w.dt_bias;
-  q.dt_softplus = true;
-  q.dt_min = d.dt_min;
-  q.dt_max = d.dt_max;
+  setSsmWeights(q, d, w);
   q.chunk_size = d.chunk_size;
   q.out = viewOf(p.y, 0, {1, T, d.heads, d.head_dim}, {T * d.dInner(), d.dInner(), d.head_dim, 1});
   q.cu_seqlens = a.cu_seqlens;
@@ -188,9 +204,6 @@ PrefillCalls prefillCalls(const Mamba2Dims& d, const Mamba2LayerWeights& w, cons
   }
   q.final_states = s.ssm_state;
   q.final_state_indices = a.state_indices;
-
-  c.norm = normCall(d, w, p, T);
-  c.outProj = linearCall(p.yn, w.out_proj, w.out_proj_bias, a.out);
   return c;
 }
 
@@ -198,7 +211,7 @@ DecodeCalls decodeCalls(const Mamba2Dims& d, const Mamba2LayerWeights& w, const 
                         const Mamba2LayerArgs& a, const Plan& p, int64_t B) {
   const int64_t R = d.inProjRows(), Dc = d.convDim(), Di = d.dInner(), GN = d.groups * d.state;
   DecodeCalls c;
-  c.inProj = linearCall(a.hidden, w.in_proj, w.in_proj_bias, p.zxbcdt);
+  setProjections(c, d, w, a, p, B);
   c.conv.conv_state = s.conv_state;
   c.conv.x = viewOf(p.zxbcdt, Di, {B, 1, Dc}, {R, R, 1});
   c.conv.weight = w.conv_weight;
@@ -211,19 +224,11 @@ DecodeCalls decodeCalls(const Mamba2Dims& d, const Mamba2LayerWeights& w, const 
   u.state = s.ssm_state;
   u.x = viewOf(p.xbc, 0, {B, d.heads, d.head_dim}, {Dc, d.head_dim, 1});
   u.dt = viewOf(p.zxbcdt, Di + Dc, {B, d.heads}, {R, 1});
-  u.A = w.A;
   u.B = viewOf(p.xbc, Di, {B, d.groups, d.state}, {Dc, d.state, 1});
   u.C = viewOf(p.xbc, Di + GN, {B, d.groups, d.state}, {Dc, d.state, 1});
-  u.D = w.D;
-  u.dt_bias = w.dt_bias;
+  setSsmWeights(u, d, w);
   u.state_batch_indices = a.state_indices;
   u.out = viewOf(p.y, 0, {B, d.heads, d.head_dim}, {Di, d.head_dim, 1});
-  u.dt_softplus = true;
-  u.dt_min = d.dt_min;
-  u.dt_max = d.dt_max;
-
-  c.norm = normCall(d, w, p, B);
-  c.outProj = linearCall(p.yn, w.out_proj, w.out_proj_bias, a.out);
   return c;
 }
 
@@ -241,7 +246,7 @@ VerifyCalls verifyCalls(const Mamba2Dims& d, const Mamba2LayerWeights& w, const 
   const int64_t R = d.inProjRows(), Dc = d.convDim(), Di = d.dInner(), H = d.heads, P = d.head_dim;
   const int64_t L = a.tokens_per_sequence, B = T / L;
   VerifyCalls c;
-  c.inProj = linearCall(a.hidden, w.in_proj, w.in_proj_bias, p.zxbcdt);
+  setProjections(c, d, w, a, p, T);
   c.state = detail::mamba2DecodeState(s);
   c.mixer = detail::mamba2MixerWeights(d, w);
   Mamba2DecodeStepArgs& st = c.step;
@@ -250,8 +255,6 @@ VerifyCalls verifyCalls(const Mamba2Dims& d, const Mamba2LayerWeights& w, const 
   st.xBC = viewOf(p.zxbcdt, Di, {B, L, Dc}, {L * R, R, 1});
   st.dt = viewOf(p.zxbcdt, Di + Dc, {B, L, H}, {L * R, R, 1});
   st.y = viewOf(p.y, 0, {B, L, H, P}, {L * Di, Di, P, 1});
-  c.norm = normCall(d, w, p, T);
-  c.outProj = linearCall(p.yn, w.out_proj, w.out_proj_bias, a.out);
   return c;
 }
 
@@ -281,6 +284,17 @@ TensorView floatsAt(const TensorView& ws, int64_t byteOffset, int64_t floats) {
 
 void checkWorkspace(const char* op, const Mamba2LayerArgs& a, int64_t need) {
   detail::checkWorkspace(op, a.workspace, a.hidden, "hidden", need, "mamba2_layer_workspace_size");
+}
+
+// Runs a layer's calls in every mode's order: in_proj, `mixer` (the conv and the scan), the gated
+// norm, out_proj. The two GEMMs run one after the other, so they share the GEMMs' workspace.
+template <class Calls, class Mixer>
+void runLayer(Calls& c, const Mamba2LayerArgs& a, const Plan& p, Stream stream, Mixer mixer) {
+  c.inProj.workspace = c.outProj.workspace = floatsAt(a.workspace, p.linearOffset, (p.bytes - p.linearOffset) / 4);
+  linear(c.inProj, stream);
+  mixer();
+  gated_rms_norm(c.norm, stream);
+  linear(c.outProj, stream);
 }
 
 // The workspace plan of a prefill, decode or verify call of T tokens, in float32 elements.
@@ -372,15 +386,12 @@ void detail::mamba2LayerPrefill(const Mamba2Dims& d, const Mamba2LayerWeights& w
   if (T == 0) return;
   PrefillCalls c = prefillCalls(d, w, s, a, p, T);
   c.scan.workspace = floatsAt(a.workspace, p.ssdOffset, (p.linearOffset - p.ssdOffset) / 4);
-  const int64_t linFloats = (p.bytes - p.linearOffset) / 4;
-  c.inProj.workspace = c.outProj.workspace = floatsAt(a.workspace, p.linearOffset, linFloats);
-  linear(c.inProj, stream);
-  if (hooks.beforeConv) hooks.beforeConv(c.conv, p.zxbcdt);
-  causal_conv1d(c.conv, stream);
-  if (hooks.beforeSsd) hooks.beforeSsd(c.scan);
-  ssd(c.scan, stream);
-  gated_rms_norm(c.norm, stream);
-  linear(c.outProj, stream);
+  runLayer(c, a, p, stream, [&] {
+    if (hooks.beforeConv) hooks.beforeConv(c.conv, p.zxbcdt);
+    causal_conv1d(c.conv, stream);
+    if (hooks.beforeSsd) hooks.beforeSsd(c.scan);
+    ssd(c.scan, stream);
+  });
 }
 
 void mamba2_layer_decode(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
@@ -390,12 +401,10 @@ void mamba2_layer_decode(const Mamba2Dims& d, const Mamba2LayerWeights& w, const
   checkWorkspace(kDecode, a, decodeLayout(d, w, s, a, B, p));
   if (B == 0) return;
   DecodeCalls c = decodeCalls(d, w, s, a, p, B);
-  c.inProj.workspace = c.outProj.workspace = floatsAt(a.workspace, p.linearOffset, (p.bytes - p.linearOffset) / 4);
-  linear(c.inProj, stream);
-  causal_conv1d_update(c.conv, stream);
-  selective_state_update(c.scan, stream);
-  gated_rms_norm(c.norm, stream);
-  linear(c.outProj, stream);
+  runLayer(c, a, p, stream, [&] {
+    causal_conv1d_update(c.conv, stream);
+    selective_state_update(c.scan, stream);
+  });
 }
 
 void mamba2_layer_verify(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
@@ -405,11 +414,7 @@ void mamba2_layer_verify(const Mamba2Dims& d, const Mamba2LayerWeights& w, const
   checkWorkspace(kVerify, a, verifyLayout(d, w, s, a, T, p));
   if (T == 0) return;
   VerifyCalls c = verifyCalls(d, w, s, a, p, T);
-  c.inProj.workspace = c.outProj.workspace = floatsAt(a.workspace, p.linearOffset, (p.bytes - p.linearOffset) / 4);
-  linear(c.inProj, stream);
-  mamba2_decode_step(c.state, c.mixer, c.step, stream);
-  gated_rms_norm(c.norm, stream);
-  linear(c.outProj, stream);
+  runLayer(c, a, p, stream, [&] { mamba2_decode_step(c.state, c.mixer, c.step, stream); });
 }
 
 void mamba2_layer_commit(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
@@ -436,12 +441,7 @@ Mamba2MixerWeights detail::mamba2MixerWeights(const Mamba2Dims& d, const Mamba2L
   Mamba2MixerWeights m;
   m.conv_weight = w.conv_weight;
   m.conv_bias = w.conv_bias;
-  m.A = w.A;
-  m.D = w.D;
-  m.dt_bias = w.dt_bias;
-  m.dt_softplus = true;
-  m.dt_min = d.dt_min;
-  m.dt_max = d.dt_max;
+  setSsmWeights(m, d, w);
   return m;
 }
 

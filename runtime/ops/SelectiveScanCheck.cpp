@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "runtime/ops/ArgCheck.h"
-#include "runtime/ops/NoAlias.h"
+#include "runtime/ops/ScanGradientsNoAlias.h"
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
 
@@ -169,29 +169,8 @@ ScanDims checkSelectiveScanBackwardArgs(const SelectiveScanBackwardArgs& b, Devi
     c.rank("dinitial_states", b.dinitial_states, e, 3);
     c.tensor("dinitial_states", b.dinitial_states, e, 3, kFloat16Or32, false);
   }
-  // Every output is written while inputs are still read: no output may share memory with an
-  // input or another output.
-  checkSeparateOutputs(c,
-                       {{"du", &b.du},
-                        {"ddelta", &b.ddelta},
-                        {"dA", &b.dA},
-                        {"dB", &b.dB},
-                        {"dC", &b.dC},
-                        {"dD", &b.dD},
-                        {"dz", &b.dz},
-                        {"ddelta_bias", &b.ddelta_bias},
-                        {"dinitial_states", &b.dinitial_states}},
-                       {{"u", &f.u},
-                        {"delta", &f.delta},
-                        {"A", &f.A},
-                        {"B", &f.B},
-                        {"C", &f.C},
-                        {"D", &f.D},
-                        {"z", &f.z},
-                        {"delta_bias", &f.delta_bias},
-                        {"initial_states", &f.initial_states},
-                        {"dout", &b.dout},
-                        {"dfinal_states", &b.dfinal_states}});
+  checkSeparateScanGradients(c, f, b, {{"du", &b.du}, {"ddelta", &b.ddelta}, {"ddelta_bias", &b.ddelta_bias}},
+                             {{"u", &f.u}, {"delta", &f.delta}, {"delta_bias", &f.delta_bias}});
   return d;
 }
 

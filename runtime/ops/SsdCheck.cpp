@@ -8,6 +8,7 @@
 
 #include "runtime/ops/ArgCheck.h"
 #include "runtime/ops/NoAlias.h"
+#include "runtime/ops/ScanGradientsNoAlias.h"
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
 
@@ -205,29 +206,8 @@ SsdDims checkSsdBackwardArgs(const SsdBackwardArgs& b, DeviceKind device, const 
     c.tensor("dinitial_states", b.dinitial_states, e, 4, kFloat16Or32, false);
   }
 
-  // Every output is written while inputs are still read: no output may share memory with an
-  // input or another output.
-  checkSeparateOutputs(c,
-                       {{"dx", &b.dx},
-                        {"ddt", &b.ddt},
-                        {"dA", &b.dA},
-                        {"dB", &b.dB},
-                        {"dC", &b.dC},
-                        {"dD", &b.dD},
-                        {"dz", &b.dz},
-                        {"ddt_bias", &b.ddt_bias},
-                        {"dinitial_states", &b.dinitial_states}},
-                       {{"x", &f.x},
-                        {"dt", &f.dt},
-                        {"A", &f.A},
-                        {"B", &f.B},
-                        {"C", &f.C},
-                        {"D", &f.D},
-                        {"z", &f.z},
-                        {"dt_bias", &f.dt_bias},
-                        {"initial_states", &f.initial_states},
-                        {"dout", &b.dout},
-                        {"dfinal_states", &b.dfinal_states}});
+  checkSeparateScanGradients(c, f, b, {{"dx", &b.dx}, {"ddt", &b.ddt}, {"ddt_bias", &b.ddt_bias}},
+                             {{"x", &f.x}, {"dt", &f.dt}, {"dt_bias", &f.dt_bias}});
   return d;
 }
 

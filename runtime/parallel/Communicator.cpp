@@ -85,6 +85,22 @@ struct Communicator::Impl {
                                                     (t.defined() ? "not a contiguous CUDA tensor" : "undefined") +
                                                     ", expected a contiguous CUDA tensor");
   }
+
+  // The checks of a collective whose `out` (gathered) or `in` (scattered) holds size x the other's
+  // elements, both of one dtype.
+  void checkInOut(const char* op, const TensorView& in, const TensorView& out, bool outIsWhole) const {
+    usable(op);
+    checkTensor(op, "in", in);
+    checkTensor(op, "out", out);
+    const TensorView& whole = outIsWhole ? out : in;
+    const TensorView& part = outIsWhole ? in : out;
+    const std::string wholeName = outIsWhole ? "out" : "in", partName = outIsWhole ? "in" : "out";
+    if (whole.numel() != part.numel() * size || in.dtype != out.dtype)
+      throw Error(Error::Kind::InvalidArgument, std::string(op) + ": " + wholeName + " has " +
+                                                    std::to_string(whole.numel()) + " elements, expected size x " +
+                                                    partName + "'s (" + std::to_string(part.numel() * size) +
+                                                    ") of " + partName + "'s dtype");
+  }
 };
 
 bool ncclAvailable(std::string* why) { return nccl::available(why); }
@@ -166,26 +182,14 @@ void Communicator::allReduceSum(const TensorView& t, Stream stream) {
 }
 
 void Communicator::allGather(const TensorView& in, const TensorView& out, Stream stream) {
-  impl_->usable("allGather");
-  impl_->checkTensor("allGather", "in", in);
-  impl_->checkTensor("allGather", "out", out);
-  if (out.numel() != in.numel() * impl_->size || in.dtype != out.dtype)
-    throw Error(Error::Kind::InvalidArgument, "allGather: out has " + std::to_string(out.numel()) +
-                                                  " elements, expected size x in's (" +
-                                                  std::to_string(in.numel() * impl_->size) + ") of in's dtype");
+  impl_->checkInOut("allGather", in, out, true);
   impl_->settle(nccl::api().allGather(in.data, out.data, static_cast<size_t>(in.numel()), ncclType(in.dtype, "in"),
                                       impl_->comm, static_cast<cudaStream_t>(stream)),
                 "ncclAllGather");
 }
 
 void Communicator::reduceScatterSum(const TensorView& in, const TensorView& out, Stream stream) {
-  impl_->usable("reduceScatterSum");
-  impl_->checkTensor("reduceScatterSum", "in", in);
-  impl_->checkTensor("reduceScatterSum", "out", out);
-  if (in.numel() != out.numel() * impl_->size || in.dtype != out.dtype)
-    throw Error(Error::Kind::InvalidArgument, "reduceScatterSum: in has " + std::to_string(in.numel()) +
-                                                  " elements, expected size x out's (" +
-                                                  std::to_string(out.numel() * impl_->size) + ") of out's dtype");
+  impl_->checkInOut("reduceScatterSum", in, out, false);
   impl_->settle(nccl::api().reduceScatter(in.data, out.data, static_cast<size_t>(out.numel()),
                                           ncclType(out.dtype, "out"), ncclSum, impl_->comm,
                                           static_cast<cudaStream_t>(stream)),

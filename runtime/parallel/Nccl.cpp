@@ -1,79 +1,46 @@
 // NCCL through dlopen; see Nccl.h.
 #include "runtime/parallel/Nccl.h"
 
-#include <dlfcn.h>
-
-#include <mutex>
-#include <type_traits>
-
+#include "compiler/DynamicLibrary.h"
 #include "compiler/ToolkitLibrary.h"
+#include "runtime/LoadedApi.h"
 #include "ssmjit/error.h"
 
 namespace ssmjit::nccl {
 
 bool detail::tryLoad(std::initializer_list<const char*> names, Api* a, std::string* why) {
-  std::string opened, tried;
-  void* lib = openToolkitLibrary(names, &opened, &tried);
-  if (!lib) {
-    *why = "libnccl not found (install NCCL, or set CUDA_HOME or LD_LIBRARY_PATH); tried:" + tried;
-    return false;
-  }
-  std::string missing;
-  auto sym = [&](auto& fn, const char* name) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
-    if (!fn) missing += std::string(missing.empty() ? "" : ", ") + name;
-  };
-  sym(a->getVersion, "ncclGetVersion");
-  sym(a->getUniqueId, "ncclGetUniqueId");
-  sym(a->commInitRankConfig, "ncclCommInitRankConfig");
-  sym(a->commDestroy, "ncclCommDestroy");
-  sym(a->commAbort, "ncclCommAbort");
-  sym(a->commGetAsyncError, "ncclCommGetAsyncError");
-  sym(a->getErrorString, "ncclGetErrorString");
-  sym(a->getLastError, "ncclGetLastError");
-  sym(a->allReduce, "ncclAllReduce");
-  sym(a->reduceScatter, "ncclReduceScatter");
-  sym(a->allGather, "ncclAllGather");
-  sym(a->send, "ncclSend");
-  sym(a->recv, "ncclRecv");
-  sym(a->groupStart, "ncclGroupStart");
-  sym(a->groupEnd, "ncclGroupEnd");
-  if (!missing.empty()) {
-    *why = opened + " lacks the entry points " + missing + " (NCCL 2.14 or later is needed)";
-    return false;
-  }
-  // The library stays open for the life of the process.
-  return true;
+  DynamicLibrary lib(toolkitLibraryCandidates(names));
+  lib.resolve(a->getVersion, {"ncclGetVersion"});
+  lib.resolve(a->getUniqueId, {"ncclGetUniqueId"});
+  lib.resolve(a->commInitRankConfig, {"ncclCommInitRankConfig"});
+  lib.resolve(a->commDestroy, {"ncclCommDestroy"});
+  lib.resolve(a->commAbort, {"ncclCommAbort"});
+  lib.resolve(a->commGetAsyncError, {"ncclCommGetAsyncError"});
+  lib.resolve(a->getErrorString, {"ncclGetErrorString"});
+  lib.resolve(a->getLastError, {"ncclGetLastError"});
+  lib.resolve(a->allReduce, {"ncclAllReduce"});
+  lib.resolve(a->reduceScatter, {"ncclReduceScatter"});
+  lib.resolve(a->allGather, {"ncclAllGather"});
+  lib.resolve(a->send, {"ncclSend"});
+  lib.resolve(a->recv, {"ncclRecv"});
+  lib.resolve(a->groupStart, {"ncclGroupStart"});
+  lib.resolve(a->groupEnd, {"ncclGroupEnd"});
+  *why = lib.whyUnusable("libnccl", "install NCCL, or set CUDA_HOME or LD_LIBRARY_PATH", " (NCCL 2.14 or later is needed)");
+  return why->empty();
 }
 
 namespace {
 
-struct State {
-  Api api{};
-  bool ok = false;
-  std::string why;
-};
-
-const State& state() {
-  static State s;
-  static std::once_flag once;
-  std::call_once(once, [] { s.ok = detail::tryLoad({"libnccl.so.2", "libnccl.so"}, &s.api, &s.why); });
+const LoadedApi<Api>& loaded() {
+  static const LoadedApi<Api> s("NCCL", [](Api* a, std::string* why) { return detail::tryLoad({"libnccl.so.2", "libnccl.so"}, a, why); });
   return s;
 }
 
 }  // namespace
 
-bool available(std::string* why) {
-  const State& s = state();
-  if (!s.ok && why) *why = s.why;
-  return s.ok;
-}
+bool available(std::string* why) { return loaded().available(why); }
 
-const Api& api() {
-  const State& s = state();
-  if (!s.ok) throw Error(Error::Kind::Unavailable, "NCCL unavailable: " + s.why);
-  return s.api;
-}
+const Api& api() { return loaded().get(); }
 
 std::string describe(ncclResult_t r, ncclComm_t comm) {
   const Api& a = api();

@@ -38,7 +38,7 @@ const Api& api();
 std::string describe(ncclResult_t r, ncclComm_t comm = nullptr);
 
 namespace detail {
-// One load attempt from `names` (as openToolkitLibrary takes them), uncached: the process-wide
+// One load attempt from `names` (as toolkitLibraryCandidates takes them), uncached: the process-wide
 // load uses {"libnccl.so.2", "libnccl.so"}; tests pass a name that does not exist.
 bool tryLoad(std::initializer_list<const char*> names, Api* api, std::string* why);
 }  // namespace detail

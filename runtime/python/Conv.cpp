@@ -3,44 +3,38 @@
 // causal-conv1d's seq_idx and states need) passes as it is.
 #include <nanobind/nanobind.h>
 
-#include "runtime/python/Fields.h"
+#include "runtime/python/OpBinding.h"
+#include "runtime/python/SharedFields.h"
 #include "ssmjit/ops.h"
-
-namespace nb = nanobind;
 
 namespace ssmjit::python {
 namespace {
 
-CausalConv1dArgs forwardArgs(Fields& f) {
-  CausalConv1dArgs a;
+// The fields the forward and the backward share.
+template <class Args>
+void readInputs(Fields& f, Args& a) {
   a.x = f.tensor("x");
   a.weight = f.tensor("weight");
   a.bias = f.tensor("bias");
-  a.out = f.tensor("out");
   a.silu = f.flag("silu");
-  a.cu_seqlens = f.tensor("cu_seqlens");
   a.seq_pos = f.tensor("seq_pos");
-  a.initial_states = f.tensor("initial_states");
-  a.initial_state_indices = f.tensor("initial_state_indices");
+  readSequenceStates(f, a);
+}
+
+CausalConv1dArgs forwardArgs(Fields& f) {
+  CausalConv1dArgs a;
+  readInputs(f, a);
+  a.out = f.tensor("out");
   a.final_states = f.tensor("final_states");
-  a.final_state_indices = f.tensor("final_state_indices");
   f.finish();
   return a;
 }
 
 CausalConv1dBackwardArgs backwardArgs(Fields& f) {
   CausalConv1dBackwardArgs a;
-  a.x = f.tensor("x");
-  a.weight = f.tensor("weight");
-  a.bias = f.tensor("bias");
+  readInputs(f, a);
   a.dout = f.tensor("dout");
-  a.silu = f.flag("silu");
-  a.cu_seqlens = f.tensor("cu_seqlens");
-  a.seq_pos = f.tensor("seq_pos");
-  a.initial_states = f.tensor("initial_states");
-  a.initial_state_indices = f.tensor("initial_state_indices");
   a.dfinal_states = f.tensor("dfinal_states");
-  a.final_state_indices = f.tensor("final_state_indices");
   a.dx = f.tensor("dx");
   a.dweight = f.tensor("dweight");
   a.dbias = f.tensor("dbias");
@@ -66,23 +60,10 @@ CausalConv1dUpdateArgs updateArgs(Fields& f) {
 
 }  // namespace
 
-void bindConv(nb::module_& m) {
-  m.def("causal_conv1d", [](nb::dict d, uintptr_t stream) {
-    Fields f(d, "causal_conv1d");
-    causal_conv1d(forwardArgs(f), streamOf(stream));
-  });
-  m.def("causal_conv1d_backward_workspace_size", [](nb::dict d) {
-    Fields f(d, "causal_conv1d_backward");
-    return causal_conv1d_backward_workspace_size(backwardArgs(f));
-  });
-  m.def("causal_conv1d_backward", [](nb::dict d, uintptr_t stream) {
-    Fields f(d, "causal_conv1d_backward");
-    causal_conv1d_backward(backwardArgs(f), streamOf(stream));
-  });
-  m.def("causal_conv1d_update", [](nb::dict d, uintptr_t stream) {
-    Fields f(d, "causal_conv1d_update");
-    causal_conv1d_update(updateArgs(f), streamOf(stream));
-  });
+void bindConv(nanobind::module_& m) {
+  bindOp(m, "causal_conv1d", forwardArgs, causal_conv1d);
+  bindOp(m, "causal_conv1d_backward", backwardArgs, causal_conv1d_backward, causal_conv1d_backward_workspace_size);
+  bindOp(m, "causal_conv1d_update", updateArgs, causal_conv1d_update);
 }
 
 }  // namespace ssmjit::python

@@ -2,7 +2,8 @@
 // decode step of a Mamba-2 layer, and the device-side index check.
 #include <nanobind/nanobind.h>
 
-#include "runtime/python/Fields.h"
+#include "runtime/python/OpBinding.h"
+#include "runtime/python/SharedFields.h"
 #include "ssmjit/ops.h"
 
 namespace nb = nanobind;
@@ -13,20 +14,10 @@ namespace {
 SelectiveStateUpdateArgs stateUpdateArgs(Fields& f) {
   SelectiveStateUpdateArgs a;
   a.state = f.tensor("state");
-  a.x = f.tensor("x");
-  a.dt = f.tensor("dt");
-  a.A = f.tensor("A");
-  a.B = f.tensor("B");
-  a.C = f.tensor("C");
-  a.D = f.tensor("D");
-  a.z = f.tensor("z");
-  a.dt_bias = f.tensor("dt_bias");
+  readSsmInputs(f, a);
   a.state_batch_indices = f.tensor("state_batch_indices");
   a.dst_state_indices = f.tensor("dst_state_indices");
   a.out = f.tensor("out");
-  a.dt_softplus = f.flag("dt_softplus");
-  a.dt_min = f.real("dt_min");
-  a.dt_max = f.real("dt_max");
   a.state_write = static_cast<StateWrite>(f.integer("state_write", 0));
   f.finish();
   return a;
@@ -65,14 +56,8 @@ void decodeStep(nb::dict d, uintptr_t stream) {
 }  // namespace
 
 void bindDecode(nb::module_& m) {
-  m.def("selective_state_update", [](nb::dict d, uintptr_t stream) {
-    Fields f(d, "selective_state_update");
-    selective_state_update(stateUpdateArgs(f), streamOf(stream));
-  });
-  m.def("selective_state_update_tokens", [](nb::dict d, uintptr_t stream) {
-    Fields f(d, "selective_state_update_tokens");
-    selective_state_update_tokens(stateUpdateArgs(f), streamOf(stream));
-  });
+  bindOp(m, "selective_state_update", stateUpdateArgs, selective_state_update);
+  bindOp(m, "selective_state_update_tokens", stateUpdateArgs, selective_state_update_tokens);
   m.def("mamba2_decode_step", &decodeStep);
   m.def("check_device_errors", [](uintptr_t stream) { checkDeviceErrors(streamOf(stream)); });
 }

@@ -2,10 +2,9 @@
 // (without out, final_states, workspace, serial_seqlen) plus the gradients and its workspace.
 #include <nanobind/nanobind.h>
 
-#include "runtime/python/Fields.h"
+#include "runtime/python/OpBinding.h"
+#include "runtime/python/SharedFields.h"
 #include "ssmjit/ops.h"
-
-namespace nb = nanobind;
 
 namespace ssmjit::python {
 namespace {
@@ -21,11 +20,8 @@ SelectiveScanArgs inputs(Fields& f) {
   a.z = f.tensor("z");
   a.delta_bias = f.tensor("delta_bias");
   a.delta_softplus = f.flag("delta_softplus");
-  a.cu_seqlens = f.tensor("cu_seqlens");
   a.max_seqlen = f.integer("max_seqlen");
-  a.initial_states = f.tensor("initial_states");
-  a.initial_state_indices = f.tensor("initial_state_indices");
-  a.final_state_indices = f.tensor("final_state_indices");
+  readSequenceStates(f, a);
   return a;
 }
 
@@ -42,41 +38,19 @@ SelectiveScanArgs forwardArgs(Fields& f) {
 SelectiveScanBackwardArgs backwardArgs(Fields& f) {
   SelectiveScanBackwardArgs a;
   a.forward = inputs(f);
-  a.dout = f.tensor("dout");
-  a.dfinal_states = f.tensor("dfinal_states");
+  readScanGradients(f, a);
   a.du = f.tensor("du");
   a.ddelta = f.tensor("ddelta");
-  a.dA = f.tensor("dA");
-  a.dB = f.tensor("dB");
-  a.dC = f.tensor("dC");
-  a.dD = f.tensor("dD");
-  a.dz = f.tensor("dz");
   a.ddelta_bias = f.tensor("ddelta_bias");
-  a.dinitial_states = f.tensor("dinitial_states");
-  a.workspace = f.tensor("workspace");
   f.finish();
   return a;
 }
 
 }  // namespace
 
-void bindScan(nb::module_& m) {
-  m.def("selective_scan_workspace_size", [](nb::dict d) {
-    Fields f(d, "selective_scan");
-    return selective_scan_workspace_size(forwardArgs(f));
-  });
-  m.def("selective_scan", [](nb::dict d, uintptr_t stream) {
-    Fields f(d, "selective_scan");
-    selective_scan(forwardArgs(f), streamOf(stream));
-  });
-  m.def("selective_scan_backward_workspace_size", [](nb::dict d) {
-    Fields f(d, "selective_scan_backward");
-    return selective_scan_backward_workspace_size(backwardArgs(f));
-  });
-  m.def("selective_scan_backward", [](nb::dict d, uintptr_t stream) {
-    Fields f(d, "selective_scan_backward");
-    selective_scan_backward(backwardArgs(f), streamOf(stream));
-  });
+void bindScan(nanobind::module_& m) {
+  bindOp(m, "selective_scan", forwardArgs, selective_scan, selective_scan_workspace_size);
+  bindOp(m, "selective_scan_backward", backwardArgs, selective_scan_backward, selective_scan_backward_workspace_size);
 }
 
 }  // namespace ssmjit::python

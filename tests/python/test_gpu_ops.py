@@ -520,43 +520,44 @@ def test_cuda_graph_replay():
 
 # ---- the peers, on the same inputs (bf16 activations, as they run in models) -------------------
 
-@pytest.mark.skipif(not has("mamba_ssm"), reason="mamba_ssm is not installed")
-def test_peer_selective_scan_fn():
-    from mamba_ssm.ops.selective_scan_interface import selective_scan_fn as peer
-    torch.manual_seed(23)
-    inputs = scan_inputs(b=2, d=64, L=256, N=16, G=1)
-    for i in (0, 1, 3, 4, 6):
-        inputs[i] = inputs[i].to(torch.bfloat16)
-    ours = [t.detach().clone().requires_grad_() for t in inputs]
-    theirs = [t.detach().clone().requires_grad_() for t in inputs]
-    out, last = st.selective_scan_fn(*ours, delta_softplus=True, return_last_state=True)
-    pout, plast = peer(*theirs, delta_softplus=True, return_last_state=True)
-    assert rel_err(out, pout) < 2e-2 and rel_err(last, plast) < 1e-2
+def peer_leaves(inputs):
+    """Two independent copies of a scan's inputs as leaves that need a gradient, the activations
+    (u/x, delta/dt, B, C, z) in bf16: ours and the peer's."""
+    inputs = [t.to(torch.bfloat16) if i in (0, 1, 3, 4, 6) else t for i, t in enumerate(inputs)]
+    return ([t.detach().clone().requires_grad_() for t in inputs],
+            [t.detach().clone().requires_grad_() for t in inputs])
+
+
+def assert_peer_grads(out, pout, ours, theirs):
+    """One random gradient through both outputs: every input's gradient agrees with the peer's."""
     g = torch.randn_like(out)
     out.backward(g)
     pout.backward(g)
     for a, p in zip(ours, theirs):
         assert rel_err(a.grad, p.grad) < 3e-2
+
+
+@pytest.mark.skipif(not has("mamba_ssm"), reason="mamba_ssm is not installed")
+def test_peer_selective_scan_fn():
+    from mamba_ssm.ops.selective_scan_interface import selective_scan_fn as peer
+    torch.manual_seed(23)
+    ours, theirs = peer_leaves(scan_inputs(b=2, d=64, L=256, N=16, G=1))
+    out, last = st.selective_scan_fn(*ours, delta_softplus=True, return_last_state=True)
+    pout, plast = peer(*theirs, delta_softplus=True, return_last_state=True)
+    assert rel_err(out, pout) < 2e-2 and rel_err(last, plast) < 1e-2
+    assert_peer_grads(out, pout, ours, theirs)
 
 
 @pytest.mark.skipif(not has("mamba_ssm"), reason="mamba_ssm is not installed")
 def test_peer_mamba_chunk_scan_combined():
     from mamba_ssm.ops.triton.ssd_combined import mamba_chunk_scan_combined as peer
     torch.manual_seed(24)
-    inputs = ssd_inputs(b=2, L=256, H=8, P=64, G=1, N=64)
-    for i in (0, 1, 3, 4, 6):
-        inputs[i] = inputs[i].to(torch.bfloat16)
-    ours = [t.detach().clone().requires_grad_() for t in inputs]
-    theirs = [t.detach().clone().requires_grad_() for t in inputs]
+    ours, theirs = peer_leaves(ssd_inputs(b=2, L=256, H=8, P=64, G=1, N=64))
     out, final = st.mamba_chunk_scan_combined(*ours[:5], 64, *ours[5:], dt_softplus=True,
                                               return_final_states=True)
     pout, pfinal = peer(*theirs[:5], 64, *theirs[5:], dt_softplus=True, return_final_states=True)
     assert rel_err(out, pout) < 2e-2 and rel_err(final, pfinal) < 2e-2
-    g = torch.randn_like(out)
-    out.backward(g)
-    pout.backward(g)
-    for a, p in zip(ours, theirs):
-        assert rel_err(a.grad, p.grad) < 3e-2
+    assert_peer_grads(out, pout, ours, theirs)
 
 
 @pytest.mark.skipif(not has("mamba_ssm"), reason="mamba_ssm is not installed")

@@ -87,3 +87,9 @@ def empty(ref):
 def given(t):
     """t, or None for a placeholder (an empty gradient of an output nobody asked for)."""
     return None if t is None or t.numel() == 0 else t
+
+
+def given_contiguous(t):
+    """given(t), contiguous: an incoming gradient the kernels read as a plain array."""
+    t = given(t)
+    return t.contiguous() if t is not None else None

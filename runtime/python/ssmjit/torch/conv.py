@@ -5,7 +5,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from ._call import call, empty, fail, given, like, unsupported, workspace
+from ._call import call, empty, fail, given_contiguous, like, unsupported, workspace
 
 
 def _silu(activation, function):
@@ -77,12 +77,9 @@ def _setup_context(ctx, inputs, output):
 def _backward(ctx, dout, dfinal):
     x, weight, bias, cu_seqlens, seq_pos, initial_states = ctx.saved_tensors
     need_dinitial = initial_states is not None and ctx.needs_input_grad[6]
-    dfinal = given(dfinal)
-    if dfinal is not None:
-        dfinal = dfinal.contiguous()
     dx, dweight, dbias, dinitial = causal_conv1d_bwd(
-        x, weight, bias, like(dout, x), ctx.silu, cu_seqlens, seq_pos, initial_states, dfinal,
-        need_dinitial)
+        x, weight, bias, like(dout, x), ctx.silu, cu_seqlens, seq_pos, initial_states,
+        given_contiguous(dfinal), need_dinitial)
     return (dx, dweight, dbias if bias is not None else None, None, None, None,
             dinitial if need_dinitial else None, None)
 

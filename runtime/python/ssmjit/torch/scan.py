@@ -5,7 +5,8 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from ._call import call, empty, given, like, unit_last_stride, workspace
+from ._call import call, empty, given_contiguous, like, unit_last_stride, workspace
+from ._scan_gradients import given_gradients, gradient_outputs
 
 
 def _nseq(u, cu_seqlens):
@@ -41,14 +42,6 @@ def _(u, delta, A, B, C, D, z, delta_bias, delta_softplus, cu_seqlens, max_seqle
     return _forward_outputs(u, A, cu_seqlens, return_final_states)
 
 
-def _backward_outputs(u, delta, A, B, C, D, z, delta_bias, initial_states, need_dinitial):
-    def opt(t):
-        return torch.empty_like(t) if t is not None else empty(u)
-    return (torch.empty_like(u), torch.empty_like(delta), torch.empty_like(A), torch.empty_like(B),
-            torch.empty_like(C), opt(D), opt(z), opt(delta_bias),
-            torch.zeros_like(initial_states) if need_dinitial else empty(u))
-
-
 @torch.library.custom_op("ssmjit::selective_scan_bwd", mutates_args=())
 def selective_scan_bwd(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor,
                        D: Optional[Tensor], z: Optional[Tensor], delta_bias: Optional[Tensor],
@@ -57,15 +50,14 @@ def selective_scan_bwd(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor
                        dfinal_states: Optional[Tensor], need_dinitial: bool
                        ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
                                   Tensor]:
-    grads = _backward_outputs(u, delta, A, B, C, D, z, delta_bias, initial_states, need_dinitial)
-    du, ddelta, dA, dB, dC, dD, dz, ddelta_bias, dinitial = grads
+    grads = gradient_outputs(u, delta, A, B, C, D, z, delta_bias, initial_states, need_dinitial)
+    du, ddelta, dA, dB, dC, dD, dz, ddelta_bias, dinitial = given_gradients(
+        grads, D, z, delta_bias, need_dinitial)
     fields = dict(u=u, delta=delta, A=A, B=B, C=C, D=D, z=z, delta_bias=delta_bias,
                   delta_softplus=delta_softplus, cu_seqlens=cu_seqlens, max_seqlen=max_seqlen,
                   initial_states=initial_states, dout=dout, dfinal_states=dfinal_states,
-                  du=du, ddelta=ddelta, dA=dA, dB=dB, dC=dC,
-                  dD=dD if D is not None else None, dz=dz if z is not None else None,
-                  ddelta_bias=ddelta_bias if delta_bias is not None else None,
-                  dinitial_states=dinitial if need_dinitial else None)
+                  du=du, ddelta=ddelta, dA=dA, dB=dB, dC=dC, dD=dD, dz=dz,
+                  ddelta_bias=ddelta_bias, dinitial_states=dinitial)
     ws = workspace("selective_scan_backward", u.device, **fields)
     call("selective_scan_backward", u.device, workspace=ws, **fields)
     return grads
@@ -74,7 +66,7 @@ def selective_scan_bwd(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor
 @selective_scan_bwd.register_fake
 def _(u, delta, A, B, C, D, z, delta_bias, delta_softplus, cu_seqlens, max_seqlen, initial_states,
       dout, dfinal_states, need_dinitial):
-    return _backward_outputs(u, delta, A, B, C, D, z, delta_bias, initial_states, need_dinitial)
+    return gradient_outputs(u, delta, A, B, C, D, z, delta_bias, initial_states, need_dinitial)
 
 
 def _setup_context(ctx, inputs, output):
@@ -88,15 +80,12 @@ def _setup_context(ctx, inputs, output):
 def _backward(ctx, dout, dfinal):
     u, delta, A, B, C, D, z, delta_bias, cu_seqlens, initial_states = ctx.saved_tensors
     need_dinitial = initial_states is not None and ctx.needs_input_grad[11]
-    dfinal = given(dfinal)
-    if dfinal is not None:
-        dfinal = dfinal.contiguous()
-    du, ddelta, dA, dB, dC, dD, dz, ddelta_bias, dinitial = selective_scan_bwd(
+    grads = selective_scan_bwd(
         u, delta, A, B, C, D, z, delta_bias, ctx.delta_softplus, cu_seqlens, ctx.max_seqlen,
-        initial_states, like(dout, u), dfinal, need_dinitial)
-    return (du, ddelta, dA, dB, dC, dD if D is not None else None, dz if z is not None else None,
-            ddelta_bias if delta_bias is not None else None, None, None, None,
-            dinitial if need_dinitial else None, None, None)
+        initial_states, like(dout, u), given_contiguous(dfinal), need_dinitial)
+    du, ddelta, dA, dB, dC, dD, dz, ddelta_bias, dinitial = given_gradients(
+        grads, D, z, delta_bias, need_dinitial)
+    return (du, ddelta, dA, dB, dC, dD, dz, ddelta_bias, None, None, None, dinitial, None, None)
 
 
 selective_scan_fwd.register_autograd(_backward, setup_context=_setup_context)

@@ -5,7 +5,9 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from ._call import call, dt_clamp, empty, fail, given, like, unit_last_stride, unsupported, workspace
+from ._call import (call, dt_clamp, empty, fail, given_contiguous, like, unit_last_stride,
+                    unsupported, workspace)
+from ._scan_gradients import given_gradients, gradient_outputs
 
 
 def _forward_outputs(x, B, cu_seqlens, return_final_states):
@@ -37,14 +39,6 @@ def _(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softplus, dt_min, dt_max, cu
     return _forward_outputs(x, B, cu_seqlens, return_final_states)
 
 
-def _backward_outputs(x, dt, A, B, C, D, z, dt_bias, initial_states, need_dinitial):
-    def opt(t):
-        return torch.empty_like(t) if t is not None else empty(x)
-    return (torch.empty_like(x), torch.empty_like(dt), torch.empty_like(A), torch.empty_like(B),
-            torch.empty_like(C), opt(D), opt(z), opt(dt_bias),
-            torch.zeros_like(initial_states) if need_dinitial else empty(x))
-
-
 @torch.library.custom_op("ssmjit::ssd_bwd", mutates_args=())
 def ssd_bwd(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, chunk_size: int,
             D: Optional[Tensor], z: Optional[Tensor], dt_bias: Optional[Tensor], dt_softplus: bool,
@@ -52,15 +46,14 @@ def ssd_bwd(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, chunk_size: 
             initial_states: Optional[Tensor], dout: Tensor, dfinal_states: Optional[Tensor],
             need_dinitial: bool
             ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
-    grads = _backward_outputs(x, dt, A, B, C, D, z, dt_bias, initial_states, need_dinitial)
-    dx, ddt, dA, dB, dC, dD, dz, ddt_bias, dinitial = grads
+    grads = gradient_outputs(x, dt, A, B, C, D, z, dt_bias, initial_states, need_dinitial)
+    dx, ddt, dA, dB, dC, dD, dz, ddt_bias, dinitial = given_gradients(
+        grads, D, z, dt_bias, need_dinitial)
     fields = dict(x=x, dt=dt, A=A, B=B, C=C, chunk_size=chunk_size, D=D, z=z, dt_bias=dt_bias,
                   dt_softplus=dt_softplus, dt_min=dt_min, dt_max=dt_max, cu_seqlens=cu_seqlens,
                   initial_states=initial_states, dout=dout, dfinal_states=dfinal_states,
-                  dx=dx, ddt=ddt, dA=dA, dB=dB, dC=dC, dD=dD if D is not None else None,
-                  dz=dz if z is not None else None,
-                  ddt_bias=ddt_bias if dt_bias is not None else None,
-                  dinitial_states=dinitial if need_dinitial else None)
+                  dx=dx, ddt=ddt, dA=dA, dB=dB, dC=dC, dD=dD, dz=dz, ddt_bias=ddt_bias,
+                  dinitial_states=dinitial)
     ws = workspace("ssd_backward", x.device, **fields)
     call("ssd_backward", x.device, workspace=ws, **fields)
     return grads
@@ -69,7 +62,7 @@ def ssd_bwd(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, chunk_size: 
 @ssd_bwd.register_fake
 def _(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softplus, dt_min, dt_max, cu_seqlens,
       initial_states, dout, dfinal_states, need_dinitial):
-    return _backward_outputs(x, dt, A, B, C, D, z, dt_bias, initial_states, need_dinitial)
+    return gradient_outputs(x, dt, A, B, C, D, z, dt_bias, initial_states, need_dinitial)
 
 
 def _setup_context(ctx, inputs, output):
@@ -83,15 +76,12 @@ def _backward(ctx, dout, dfinal):
     x, dt, A, B, C, D, z, dt_bias, cu_seqlens, initial_states = ctx.saved_tensors
     chunk_size, dt_softplus, dt_min, dt_max = ctx.scalars
     need_dinitial = initial_states is not None and ctx.needs_input_grad[13]
-    dfinal = given(dfinal)
-    if dfinal is not None:
-        dfinal = dfinal.contiguous()
-    dx, ddt, dA, dB, dC, dD, dz, ddt_bias, dinitial = ssd_bwd(
+    grads = ssd_bwd(
         x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softplus, dt_min, dt_max, cu_seqlens,
-        initial_states, like(dout, x), dfinal, need_dinitial)
-    return (dx, ddt, dA, dB, dC, None, dD if D is not None else None, dz if z is not None else None,
-            ddt_bias if dt_bias is not None else None, None, None, None, None,
-            dinitial if need_dinitial else None, None)
+        initial_states, like(dout, x), given_contiguous(dfinal), need_dinitial)
+    dx, ddt, dA, dB, dC, dD, dz, ddt_bias, dinitial = given_gradients(
+        grads, D, z, dt_bias, need_dinitial)
+    return (dx, ddt, dA, dB, dC, None, dD, dz, ddt_bias, None, None, None, None, dinitial, None)
 
 
 ssd_fwd.register_autograd(_backward, setup_context=_setup_context)
