@@ -37,8 +37,9 @@ void buildChunkState(KernelBuilder& k, const Specialization& spec) {
   Value zero = k.constFloat(0), zeroI = k.constInt(0);
   Value g = h / a.hpg;
   const DType xDt = static_cast<DType>(spec.get("dtype:x"));
-  const int wPieces = ssdOneTerm(spec) && xDt != DType::F32 ? 1 : 3;  // the weighted operand's terms
   const int64_t LDx = BP + (xDt == DType::F32 ? 4 : 8);  // x's ring rows: 16-byte units, odd for 16 bits
+  // The weighted operand's terms (x w on the ring's path, B w otherwise).
+  const int wPieces = ssdOneTerm(spec) && xDt != DType::F32 ? 1 : 3;
   Value smem = rawB ? k.sharedBuffer(kStages * kTokens * LDs, DType::BF16) : k.sharedBuffer(kTokens * LDs);
   Value xs = rawB ? k.sharedBuffer(kStages * kTokens * LDx, xDt) : Value{};
   Value tR = k.expandDims(k.range(kTokens), 1), tC = k.expandDims(k.range(kTokens), 0);  // [32, 1], [1, 32]

@@ -117,9 +117,9 @@ void chooseStatePassingMeta(Specialization& s) {
   setDefault(s, "meta:BLOCK", 1024);
   setDefault(s, "meta:PREFETCH", 1);
   if (const int64_t d = s.get("meta:PREFETCH"); d < 0 || d > kMaxPrefetch)
-    throw Error(Error::Kind::InvalidArgument, "ssd_state_passing: meta PREFETCH (SSMJIT_META) is " +
-                                                  std::to_string(d) + ", expected 0.." +
-                                                  std::to_string(kMaxPrefetch) + " chunks read ahead");
+    throw Error(Error::Kind::InvalidArgument, "ssd_state_passing: meta PREFETCH (SSMJIT_META) is " + std::to_string(d) +
+                                                  ", expected 0.." + std::to_string(kMaxPrefetch) +
+                                                  " chunks read ahead");
 }
 
 }  // namespace
