@@ -10,10 +10,12 @@
 
 #include "GpuTest.h"  // SSMJIT_REQUIRE_NVRTC
 #include "kernels_dsl/CompileKernel.h"
+#include "kernels_dsl/Registry.h"
 #include "kernels_dsl/ssd/Ssd.h"
 #include "runtime/ops/SsdSpec.h"
 #include "ssmjit/ops.h"
 #include "tests/support/CompileEach.h"
+#include "tests/support/ExpectError.h"
 #include "tests/support/FakeSsdCall.h"
 
 using namespace ssmjit;
@@ -101,4 +103,59 @@ TEST(SsdKernels, StatePassingBlockKeepsTheGpuBusy) {
   const kernels::SsdPassBlock one = kernels::ssdStatePassingBlock(64 * 128, 80, 1);
   EXPECT_EQ(one.block, 512);
   EXPECT_EQ(one.warps, 4);
+}
+
+// The schedules SSMJIT_META selects besides the defaults compile without spills at Mamba-2 heads:
+// state passing reading 2, 4 and 8 chunks ahead, and chunk_scan and chunk_state with one 16-bit
+// term (bf16: B raw through the ring; fp16: B weighted in f32), chunk_scan without the lo buffer
+// (also at 5 blocks an SM, 96 registers, where ptxas otherwise takes 168).
+TEST(SsdKernels, ReadAheadAndOneTermSchedulesCompile) {
+  SSMJIT_REQUIRE_NVRTC();
+  for (DType x : {DType::BF16, DType::F16}) {
+    Variant v;
+    v.x = x;
+    int compiled = 0;
+    for (const Specialization& exact : detail::ssdSpecializations(make(v), "sm_90a")) {
+      std::vector<Specialization> variants;
+      if (exact.kernel == "ssd_state_passing") {
+        for (int64_t d : {2, 4, 8}) variants.push_back(exact), variants.back().set("meta:PREFETCH", d);
+      } else if (exact.kernel == "ssd_chunk_scan" || exact.kernel == "ssd_chunk_state") {
+        Specialization one = exact;
+        one.set("meta:one_term", 1);
+        variants.push_back(one);
+        if (exact.kernel == "ssd_chunk_scan") variants.push_back(one), variants.back().set("meta:min_blocks", 5);
+      }
+      if (variants.empty()) continue;
+      const CompiledKernel base = compileKernel(exact);
+      for (const Specialization& spec : variants) {
+        SCOPED_TRACE(spec.canonical());
+        const CompiledKernel k = compileKernel(spec);
+        EXPECT_FALSE(k.cubin.empty());
+        EXPECT_EQ(k.resources.spillStoreBytes, 0) << k.compileLog;
+        EXPECT_NE(k.cudaSource, base.cudaSource);
+        if (spec.kernel == "ssd_chunk_scan") EXPECT_LT(k.dynamicSharedBytes, base.dynamicSharedBytes);
+        ++compiled;
+      }
+    }
+    EXPECT_EQ(compiled, 6);
+  }
+}
+
+// Meta values out of range (SSMJIT_META) are named with what came.
+TEST(SsdKernels, ReadAheadAndOneTermOutOfRangeAreNamed) {
+  Variant v;
+  for (Specialization spec : detail::ssdSpecializations(make(v), "sm_90a")) {
+    if (spec.kernel == "ssd_state_passing") {
+      spec.set("meta:PREFETCH", 9);
+      const std::string msg = ssmjit::testing::invalidArgMessage([&] { dsl::completeSpecialization(spec); });
+      EXPECT_NE(msg.find("ssd_state_passing: meta PREFETCH (SSMJIT_META) is 9, expected 0..8"), std::string::npos)
+          << msg;
+    } else if (spec.kernel == "ssd_chunk_scan" || spec.kernel == "ssd_chunk_state") {
+      spec.set("meta:one_term", 2);
+      const std::string msg = ssmjit::testing::invalidArgMessage([&] { compileKernel(spec); });
+      EXPECT_NE(msg.find(spec.kernel + ": meta one_term (SSMJIT_META) is 2, expected 0 (exact terms) or 1"),
+                std::string::npos)
+          << msg;
+    }
+  }
 }

@@ -10,6 +10,8 @@
 // two terms of x's dtype (2^-17 or less a product), all below out's rounding; the state's f32
 // tiles, then C.B's and x's, arrive through cp.async rings, a tile or two ahead of their use.
 // Otherwise the staged operands are f32, split into three bf16 terms (f32 accuracy).
+// meta:one_term 1 (16-bit x, C and out; SsdChunks.h): the state in C's dtype and the scores in
+// x's, one term each, as mamba_ssm's Triton kernel casts them (no lo buffer, half the mma).
 #include <algorithm>
 
 #include "compiler/IntMath.h"
@@ -37,6 +39,8 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   const DType xT = static_cast<DType>(spec.get("dtype:x"));
   const bool halves = is16Bit(xT) && is16Bit(static_cast<DType>(spec.get("dtype:C"))) &&
                       is16Bit(static_cast<DType>(spec.get("dtype:out")));
+  const bool oneTerm = ssdOneTerm(spec) && halves;
+  const DType stT = oneTerm ? static_cast<DType>(spec.get("dtype:C")) : DType::BF16;  // the staged state's
   // Row pitches: f32 rows padded by 4; 16-bit rows by 8 halves (an odd number of 16-byte units).
   const int64_t LDs = halves ? BP + 8 : BP + 4;
   const SsdValues a = ssdValues(k);
@@ -49,12 +53,12 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   Value zero = k.constFloat(0), zeroI = k.constInt(0), pitch = k.constInt(LDs), one = k.constInt(1);
   Value g = h / a.hpg;
   // f32: one buffer for both products. 16-bit: an f32 ring (the state's tiles, then C.B's), the
-  // state's hi and lo, and x's ring.
+  // state's hi and lo (one term: the state alone), and x's ring.
   Value smem = halves ? Value{} : k.sharedBuffer(kStep * LDs);
   Value ring =
       halves ? k.sharedBuffer(std::max<int64_t>(kStateStages * BP, kStages * T) * kStagePitchF32, DType::F32) : Value{};
-  Value sHi = halves ? k.sharedBuffer(BP * kStagePitch16, DType::BF16) : Value{};
-  Value sLo = halves ? k.sharedBuffer(BP * kStagePitch16, DType::BF16) : Value{};
+  Value sHi = halves ? k.sharedBuffer(BP * kStagePitch16, stT) : Value{};
+  Value sLo = halves && !oneTerm ? k.sharedBuffer(BP * kStagePitch16, DType::BF16) : Value{};
   Value xs = halves ? k.sharedBuffer(kStages * kStep * LDs, xT) : smem;
   Value iR = bm * T + k.expandDims(k.range(T), 1);                                   // [T, 1]: rows of the chunk
   Value sC = k.expandDims(k.range(kStep), 0), sR = k.expandDims(k.range(kStep), 1);  // [1, 32], [32, 1]
@@ -63,7 +67,7 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   Value mI = iR < ch.n;
   Value wsRow = (slot * a.H + h) * Q;
   Value cumI = k.load(a.ws, a.oCum + wsRow + iR);  // [T, 1]
-  const int pc = dotPieces(spec, "C"), px = dotPieces(spec, "x");
+  const int pc = oneTerm ? 1 : dotPieces(spec, "C"), px = dotPieces(spec, "x");
 
   // 16-bit x: its 32-token tiles (up to the block's last row) through a ring of kStages buffers,
   // copied asynchronously, the first ones while the state's product runs. Tile t + 2 goes into
@@ -126,11 +130,14 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
           Value st = k.load(ring, (s % kStateStages) * (BP * kStagePitchF32) + fOff);
           k.store(sHi, hOff, st);
           k.barrier();
-          k.store(sLo, hOff, st - k.load(sHi, hOff));
-          k.barrier();  // stage s is read, hi and lo are written
+          if (!oneTerm) {
+            k.store(sLo, hOff, st - k.load(sHi, hOff));
+            k.barrier();  // stage s is read, hi and lo are written
+          }
           k.ifThen(s + kStateStages < nSteps, [&] { copyS(s + kStateStages); });
           k.commitGroup();
           Value hi = k.dot(Ct, sHi, zeroI, one, pitch16, c[0], pc, 1);
+          if (oneTerm) return std::vector<Value>{hi};
           return std::vector<Value>{k.dot(Ct, sLo, zeroI, one, pitch16, hi, pc, 1)};
         })[0];
   }
@@ -196,7 +203,7 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
       k.waitGroup(kStages - 1);
       k.barrier();
       Value cb = k.load(ring, (t % kStages) * (T * kStagePitchF32) + rT * kStagePitchF32 + sC);
-      Value r = k.dot(scores(t * kStep, cb, d), xs, (t % kStages) * (kStep * LDs), pitch, one, c, 2, 1);
+      Value r = k.dot(scores(t * kStep, cb, d), xs, (t % kStages) * (kStep * LDs), pitch, one, c, oneTerm ? 1 : 2, 1);
       k.barrier();
       return r;
     };

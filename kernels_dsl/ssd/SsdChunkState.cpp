@@ -6,6 +6,8 @@
 // transposed from it, scaled per token in f32, three bf16 terms (every product exact).
 // Otherwise x^T comes from memory into registers (its dtype's exact terms) and the weighted B
 // [32, BLOCK_N] is computed in f32 and staged, three terms. fp32 to the workspace.
+// meta:one_term 1 (16-bit x; SsdChunks.h): the weighted operand (x w, or B w) in one bf16 term,
+// as mamba_ssm's Triton kernel casts B w to x's dtype.
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/ssd/Ssd.h"
@@ -36,6 +38,8 @@ void buildChunkState(KernelBuilder& k, const Specialization& spec) {
   Value g = h / a.hpg;
   const DType xDt = static_cast<DType>(spec.get("dtype:x"));
   const int64_t LDx = BP + (xDt == DType::F32 ? 4 : 8);  // x's ring rows: 16-byte units, odd for 16 bits
+  // The weighted operand's terms (x w on the ring's path, B w otherwise).
+  const int wPieces = ssdOneTerm(spec) && xDt != DType::F32 ? 1 : 3;
   Value smem = rawB ? k.sharedBuffer(kStages * kTokens * LDs, DType::BF16) : k.sharedBuffer(kTokens * LDs);
   Value xs = rawB ? k.sharedBuffer(kStages * kTokens * LDx, xDt) : Value{};
   Value tR = k.expandDims(k.range(kTokens), 1), tC = k.expandDims(k.range(kTokens), 0);  // [32, 1], [1, 32]
@@ -63,7 +67,7 @@ void buildChunkState(KernelBuilder& k, const Specialization& spec) {
           k.barrier();  // the previous step's dot has read the buffer
           k.store(smem, sOff, Bt * weight(t));
           k.barrier();
-          return std::vector<Value>{k.dot(xT(j0 + tC), smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], px, 3)};
+          return std::vector<Value>{k.dot(xT(j0 + tC), smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], px, wPieces)};
         })[0];
   } else {
     // B's and x's 32-token tiles through rings of kStages buffers, copied asynchronously as they
@@ -92,7 +96,7 @@ void buildChunkState(KernelBuilder& k, const Specialization& spec) {
       k.waitGroup(kStages - 1);
       k.barrier();
       Value xw = k.load(xs, (s % kStages) * (kTokens * LDx) + xTOff) * w;
-      Value r = k.dot(xw, smem, (s % kStages) * (kTokens * LDs), k.constInt(LDs), one, c[0], 3, 1);
+      Value r = k.dot(xw, smem, (s % kStages) * (kTokens * LDs), k.constInt(LDs), one, c[0], wPieces, 1);
       k.barrier();
       return std::vector<Value>{r};
     })[0];

@@ -1,10 +1,12 @@
 #include "kernels_dsl/ssd/SsdChunks.h"
 
 #include <algorithm>
+#include <string>
 
 #include "compiler/IntMath.h"
 #include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/ssd/Ssd.h"
+#include "ssmjit/error.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -101,6 +103,14 @@ Value ssdBwdDy(KernelBuilder& k, const SsdBwdValues& a, Value row, Value token, 
         return std::vector<Value>{dout * silu(z)};
       },
       [&] { return std::vector<Value>{dout}; })[0];
+}
+
+bool ssdOneTerm(const Specialization& s) {
+  const int64_t v = s.get("meta:one_term", 0);
+  if (v != 0 && v != 1)
+    throw Error(Error::Kind::InvalidArgument, s.kernel + ": meta one_term (SSMJIT_META) is " + std::to_string(v) +
+                                                  ", expected 0 (exact terms) or 1 (one 16-bit term)");
+  return v == 1;
 }
 
 Value ssdFirstSlot(KernelBuilder& k, const SsdValues& a, Value i, Value row, Value start, int64_t Q) {

@@ -72,6 +72,12 @@ SsdBwdValues ssdBwdValues(dsl::KernelBuilder& k);
 dsl::Value ssdBwdDy(dsl::KernelBuilder& k, const SsdBwdValues& a, dsl::Value row, dsl::Value token, dsl::Value h,
                     dsl::Value p, dsl::Value mask);
 
+// meta:one_term (absent: 0). 1: the f32 operands ssd_chunk_scan and ssd_chunk_state stage for
+// 16-bit inputs (the entering state, the decayed scores, the weighted x) go into the mma as one
+// 16-bit term, as mamba_ssm's Triton kernels cast them, instead of their exact split: fewer mma
+// and conversions, a relative error of 2^-9 (bf16) an operand. Throws on other values.
+bool ssdOneTerm(const Specialization& s);
+
 // The first slot of sequence i (Ssd.h): row * cdiv(L, Q) + start / Q (+ i packed).
 dsl::Value ssdFirstSlot(dsl::KernelBuilder& k, const SsdValues& a, dsl::Value i, dsl::Value row, dsl::Value start,
                         int64_t Q);

@@ -5,9 +5,12 @@
 // the final state to its slot; exp(sum over the sequence of dt' A) to sequence_decay. Reports
 // bad cu_seqlens entries and slots (the first block of head 0).
 // The pass is bound by memory: each thread owns runs of 4 state elements (16-byte accesses) and,
-// with meta:PREFETCH 1, reads chunk c + 1's state and decay before it combines chunk c, so two
-// chunks' reads are in flight. The entering state of chunk c + 1 is stored in the iteration that
-// computes it, after that chunk's own state was read (same thread, same elements).
+// with meta:PREFETCH D > 0, reads chunk c + D's state and decay before it combines chunk c, so
+// D + 1 chunks' reads are in flight (D chunks' states held in registers). The entering state of
+// chunk c + 1 is stored in the iteration that computes it, after that chunk's own state was read
+// (same thread, same elements). The sums run in the same order for every D.
+#include <string>
+
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
@@ -15,15 +18,18 @@
 #include "kernels_dsl/scan/ScanSequences.h"
 #include "kernels_dsl/ssd/Ssd.h"
 #include "kernels_dsl/ssd/SsdChunks.h"
+#include "ssmjit/error.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
 
 namespace {
 
+constexpr int64_t kMaxPrefetch = 8;  // chunks' states in registers a thread: 8 x 8 floats at most
+
 void buildStatePassing(KernelBuilder& k, const Specialization& spec) {
   const int64_t Q = spec.get("meta:chunk"), BLK = spec.get("meta:BLOCK");
-  const bool prefetch = spec.get("meta:PREFETCH") != 0;
+  const int64_t D = spec.get("meta:PREFETCH");
   const SsdValues a = ssdValues(k);
   Value pid = k.programId(0), h = k.programId(1), i = k.programId(2);
   Value zero = k.constFloat(0), zeroI = k.constInt(0), oneI = k.constInt(1);
@@ -65,7 +71,7 @@ void buildStatePassing(KernelBuilder& k, const Specialization& spec) {
     return next;
   };
   std::vector<Value> r;
-  if (!prefetch) {
+  if (D == 0) {
     r = k.forLoop(zeroI, nch, oneI, {s0, zero}, [&](Value c, const std::vector<Value>& v) {
       Value Sc = k.load(a.ws, stateAt(c), m, zero);
       k.store(a.ws, stateAt(c), v[0], m);
@@ -73,20 +79,30 @@ void buildStatePassing(KernelBuilder& k, const Specialization& spec) {
       return std::vector<Value>{advance(c, v[0], Sc, la), v[1] + la};
     });
   } else {
-    // Chunk 0's state and decay, then the entering state s0 in its place.
+    // Chunks 0 .. D - 1's states and decays (carried as {s, sum, S_c, la_c, .., S_c+D-1,
+    // la_c+D-1}), then the entering state s0 in chunk 0's place.
     Value any = nch > 0;
-    Value S0 = k.load(a.ws, stateAt(zeroI), m && any, zero);
-    Value la0 = k.ifElse(
-        any, [&] { return std::vector<Value>{k.load(a.ws, decayAt(zeroI))}; },
-        [&] { return std::vector<Value>{zero}; })[0];
+    std::vector<Value> carry{s0, zero};
+    for (int64_t d = 0; d < D; ++d) {
+      Value cd = d == 0 ? zeroI : k.constInt(d), have = d == 0 ? any : nch > cd;
+      carry.push_back(k.load(a.ws, stateAt(cd), m && have, zero));
+      carry.push_back(k.ifElse(
+          have, [&] { return std::vector<Value>{k.load(a.ws, decayAt(cd))}; },
+          [&] { return std::vector<Value>{zero}; })[0]);
+    }
     k.store(a.ws, stateAt(zeroI), s0, m && any);
-    r = k.forLoop(zeroI, nch, oneI, {s0, zero, S0, la0}, [&](Value c, const std::vector<Value>& v) {
-      Value c1 = c + 1, more = c1 < nch;
-      Value Sn = k.load(a.ws, stateAt(c1), m && more, zero);
-      Value ln = k.load(a.ws, decayAt(k.minimum(c1, nch - 1)));
+    r = k.forLoop(zeroI, nch, oneI, carry, [&](Value c, const std::vector<Value>& v) {
+      Value cD = c + D, aheadIn = cD < nch;
+      Value Sn = k.load(a.ws, stateAt(cD), m && aheadIn, zero);
+      Value ln = k.load(a.ws, decayAt(k.minimum(cD, nch - 1)));
+      Value c1 = D == 1 ? cD : c + 1, more = D == 1 ? aheadIn : c1 < nch;
       Value s = advance(c, v[0], v[2], v[3]);
       k.store(a.ws, stateAt(c1), s, m && more);
-      return std::vector<Value>{s, v[1] + v[3], Sn, ln};
+      std::vector<Value> next{s, v[1] + v[3]};
+      next.insert(next.end(), v.begin() + 4, v.end());
+      next.push_back(Sn);
+      next.push_back(ln);
+      return next;
     });
   }
   k.ifThen(a.hasFinal, [&] {
@@ -100,6 +116,10 @@ void chooseStatePassingMeta(Specialization& s) {
   ssdDefaultMeta(s);
   setDefault(s, "meta:BLOCK", 1024);
   setDefault(s, "meta:PREFETCH", 1);
+  if (const int64_t d = s.get("meta:PREFETCH"); d < 0 || d > kMaxPrefetch)
+    throw Error(Error::Kind::InvalidArgument, "ssd_state_passing: meta PREFETCH (SSMJIT_META) is " + std::to_string(d) +
+                                                  ", expected 0.." + std::to_string(kMaxPrefetch) +
+                                                  " chunks read ahead");
 }
 
 }  // namespace
