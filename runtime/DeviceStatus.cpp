@@ -99,9 +99,8 @@ std::string deviceStatusMessage(const int64_t rec[kDeviceStatusWords]) {
       return "mamba2_decode_step: num_accepted[" + b + "] = " + v + ", expected 0.." + bound +
              " (the drafts its slot's cache holds: cached_tokens); that row was skipped (nothing written for it)";
     case kernels::kErrDecodeRing:
-      return "mamba2_decode_step: ring_tokens of row " + b + "'s slot (state_indices[" + b + "], or " + b + ") = " + v +
-             ", expected 0.." + bound + " (the ring depth, dim 1 of xbc_ring); that row was skipped (nothing written " +
-             "for it)";
+      return "mamba2_decode_step: ring_tokens of row " + b + "'s slot = " + v + ", expected 0.." + bound +
+             " (the ring depth, dim 1 of xbc_ring); that row was skipped (nothing written for it)";
     case kernels::kErrScanCuSeqlens:
       return cuSeqlens("selective_scan", "that sequence was skipped (its out and final state not written)");
     case kernels::kErrScanMaxLen:

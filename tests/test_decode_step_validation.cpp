@@ -261,14 +261,33 @@ TEST(DecodeStepCheck, BadRingArgumentsAreNamed) {
          c.s.dt_ring = fakeView(19, DType::BF16, {5, 0, 4});
        },
        {"xbc_ring", "ring depth 0", "at least 1"}},
-      {[](Call& c) { c.s.xbc_ring = fakeView(18, DType::BF16, {5, 3}); }, {"xbc_ring", "rank 2", "expected rank 3"}},
-      {[](Call& c) { c.s.xbc_ring = fakeView(18, DType::BF16, {4, 3, 96}); }, {"xbc_ring", "4", "5"}},
-      {[](Call& c) { c.s.xbc_ring = fakeView(18, DType::BF16, {5, 3, 95}); }, {"xbc_ring", "95", "96"}},
-      {[](Call& c) { c.s.xbc_ring = fakeView(18, DType::F16, {5, 3, 96}); },
+      {[](Call& c) {
+         c.s.xbc_ring = fakeView(18, DType::BF16, {5, 3});
+       },
+       {"xbc_ring", "rank 2", "expected rank 3"}},
+      {[](Call& c) {
+         c.s.xbc_ring = fakeView(18, DType::BF16, {4, 3, 96});
+       },
+       {"xbc_ring", "4", "5"}},
+      {[](Call& c) {
+         c.s.xbc_ring = fakeView(18, DType::BF16, {5, 3, 95});
+       },
+       {"xbc_ring", "95", "96"}},
+      {[](Call& c) {
+         c.s.xbc_ring = fakeView(18, DType::F16, {5, 3, 96});
+       },
        {"xbc_ring", "float16", "xbc_cache's dtype bfloat16"}},
-      {[](Call& c) { c.s.dt_ring = fakeView(19, DType::BF16, {5, 2, 4}); }, {"dt_ring", "2", "3"}},
-      {[](Call& c) { c.s.dt_ring = fakeView(19, DType::BF16, {5, 3, 5}); }, {"dt_ring", "5", "4"}},
-      {[](Call& c) { c.s.dt_ring = fakeView(19, DType::F32, {5, 3, 4}); },
+      {[](Call& c) {
+         c.s.dt_ring = fakeView(19, DType::BF16, {5, 2, 4});
+       },
+       {"dt_ring", "2", "3"}},
+      {[](Call& c) {
+         c.s.dt_ring = fakeView(19, DType::BF16, {5, 3, 5});
+       },
+       {"dt_ring", "5", "4"}},
+      {[](Call& c) {
+         c.s.dt_ring = fakeView(19, DType::F32, {5, 3, 4});
+       },
        {"dt_ring", "float32", "dt_cache's dtype bfloat16"}},
       {[](Call& c) { c.s.ring_tokens = fakeView(20, DType::I64, {5}); }, {"ring_tokens", "int64", "int32"}},
       {[](Call& c) { c.s.ring_tokens = fakeView(20, DType::I32, {6}); }, {"ring_tokens", "6", "5"}},

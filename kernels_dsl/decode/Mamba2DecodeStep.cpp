@@ -205,10 +205,10 @@ void build(KernelBuilder& k, const Specialization& spec, bool deferred) {
     Value okH = (hs < hb * hpp + hpp) && (hs < H);
     Value dRaw;
     if (deferred)
-      dRaw = k.load(dtRing, slot * sDrSlot + v1 * sDrT + hs * sDrH, ok1 && okH && (v1 < r), zero) +
-             k.load(dtCache, slot * sDcSlot + (v1 - r) * sDcT + hs * sDcH, ok1 && okH && (v1 >= r) && (v1 < nRep),
-                    zero) +
-             k.load(dt, b * sDtB + (v1 - nRep) * sDtT + hs * sDtH, ok1 && okH && (v1 >= nRep), zero);
+      dRaw =
+          k.load(dtRing, slot * sDrSlot + v1 * sDrT + hs * sDrH, ok1 && okH && (v1 < r), zero) +
+          k.load(dtCache, slot * sDcSlot + (v1 - r) * sDcT + hs * sDcH, ok1 && okH && (v1 >= r) && (v1 < nRep), zero) +
+          k.load(dt, b * sDtB + (v1 - nRep) * sDtT + hs * sDtH, ok1 && okH && (v1 >= nRep), zero);
     else
       dRaw = k.load(dtCache, slot * sDcSlot + v1 * sDcT + hs * sDcH, ok1 && okH && (v1 < c), zero) +
              k.load(dt, b * sDtB + (v1 - c) * sDtT + hs * sDtH, ok1 && okH && (v1 >= c), zero);
@@ -475,8 +475,9 @@ int64_t decodeHeadsPerProgram(int64_t batch, int64_t H, int64_t G, int64_t progr
 const KernelRegistration kDecode(__FILE__, {kDecodeStep.kernel,
                                             [](KernelBuilder& k, const Specialization& s) { build(k, s, false); },
                                             chooseMeta, &kDecodeStep});
-const KernelRegistration kDecodeDeferred(__FILE__, {kDecodeStepDeferred.kernel,
-                                                    [](KernelBuilder& k, const Specialization& s) { build(k, s, true); },
-                                                    chooseMeta, &kDecodeStepDeferred});
+const KernelRegistration kDecodeDeferred(__FILE__,
+                                         {kDecodeStepDeferred.kernel,
+                                          [](KernelBuilder& k, const Specialization& s) { build(k, s, true); },
+                                          chooseMeta, &kDecodeStepDeferred});
 
 }  // namespace ssmjit::kernels

@@ -61,9 +61,8 @@ inline constexpr int kCommitTensors = 18;  // the commit-every-step kernel's: al
 static_assert(dsl::detail::sameName(kTensors[kCommitTensors - 1].name, "err"));
 // L: drafts of this step (0 with replay only); Lc: the cache depth, R the ring's (the staged token
 // tiles cover R + Lc + L); hpp: heads a program, chosen at launch.
-inline constexpr SizeArg kSizes[] = {{"batch", Count}, {"nslots", Count}, {"H", Bound},   {"P", Bound},
-                                     {"N", Bound},     {"G", Bound},      {"L", Bound},   {"Lc", Bound},
-                                     {"hpp", Count},   {"R", Bound}};
+inline constexpr SizeArg kSizes[] = {{"batch", Count}, {"nslots", Count}, {"H", Bound},  {"P", Bound},   {"N", Bound},
+                                     {"G", Bound},     {"L", Bound},      {"Lc", Bound}, {"hpp", Count}, {"R", Bound}};
 inline constexpr int kCommitSizes = 9;  // all but R
 // The first n entries of a table.
 template <class T, std::size_t Size>
@@ -77,9 +76,9 @@ inline constexpr const char* kFlags[] = {"has_conv_bias", "has_D",         "has_
                                          "has_clamp",     "has_state_idx", "replay", "verify"};
 }  // namespace decode
 
-inline constexpr dsl::Signature kDecodeStep{"mamba2_decode_step", decode::firstOf(decode::kTensors, decode::kCommitTensors),
-                                            decode::firstOf(decode::kSizes, decode::kCommitSizes), decode::kScalars,
-                                            decode::kFlags};
+inline constexpr dsl::Signature kDecodeStep{
+    "mamba2_decode_step", decode::firstOf(decode::kTensors, decode::kCommitTensors),
+    decode::firstOf(decode::kSizes, decode::kCommitSizes), decode::kScalars, decode::kFlags};
 inline constexpr dsl::Signature kDecodeStepDeferred{"mamba2_decode_step_deferred", decode::kTensors, decode::kSizes,
                                                     decode::kScalars, decode::kFlags};
 

@@ -78,9 +78,8 @@ void launch(const Mamba2DecodeState& s, const Mamba2MixerWeights& w, const Mamba
 }
 
 template <const dsl::Signature& S>
-Specialization specialization(const Mamba2DecodeState& s, const Mamba2MixerWeights& w,
-                              const Mamba2DecodeStepArgs& a, const detail::DecodeStepDims& d,
-                              const std::string& arch) {
+Specialization specialization(const Mamba2DecodeState& s, const Mamba2MixerWeights& w, const Mamba2DecodeStepArgs& a,
+                              const detail::DecodeStepDims& d, const std::string& arch) {
   KernelCall c(S);
   bind<S>(c, s, w, a, d, nullptr);
   return c.specialization(arch);

@@ -22,10 +22,10 @@ struct DecodeStepDims {
 
 // Checks every argument (ranks, shapes across tensors, dtypes, devices, strides >= 0 and no
 // broadcast axis on per-row or per-slot tensors, alignment to the element size, the parts and the
-// tensors they need, the ring: all three tensors or none) and returns the sizes. `op` leads every message; every tensor must be on
-// `device`. Throws ssmjit::Error(InvalidArgument) naming the argument, the expected and the
-// actual value. Reads no tensor data (slots and counts are checked by the kernel, or by the
-// reference on the CPU).
+// tensors they need, the ring: all three tensors or none) and returns the sizes. `op` leads every
+// message; every tensor must be on `device`. Throws ssmjit::Error(InvalidArgument) naming the
+// argument, the expected and the actual value. Reads no tensor data (slots and counts are checked
+// by the kernel, or by the reference on the CPU).
 DecodeStepDims checkDecodeStepArgs(const Mamba2DecodeState& state, const Mamba2MixerWeights& weights,
                                    const Mamba2DecodeStepArgs& args, DeviceKind device, const char* op);
 

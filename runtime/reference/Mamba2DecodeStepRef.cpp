@@ -52,10 +52,10 @@ void mamba2_decode_step(const Mamba2DecodeState& s, const Mamba2MixerWeights& w,
     if (d.deferred()) {
       const int64_t r = loadIndex(s.ring_tokens, off(s.ring_tokens, {sl}));
       if (r < 0 || r > d.R)
-        throw Error(Error::Kind::InvalidArgument, std::string(op) + ": ring_tokens[" + std::to_string(sl) + "] = " +
-                                                      std::to_string(r) + ", expected 0.." + std::to_string(d.R) +
-                                                      " (the ring depth, dim 1 of xbc_ring; slot of row " +
-                                                      std::to_string(b) + ")");
+        throw Error(Error::Kind::InvalidArgument,
+                    std::string(op) + ": ring_tokens[" + std::to_string(sl) + "] = " + std::to_string(r) +
+                        ", expected 0.." + std::to_string(d.R) + " (the ring depth, dim 1 of xbc_ring; slot of row " +
+                        std::to_string(b) + ")");
       ringCount[size_t(b)] = r;
     }
   }
@@ -106,7 +106,13 @@ void mamba2_decode_step(const Mamba2DecodeState& s, const Mamba2MixerWeights& w,
     // only when the ring cannot take them, or with replay only; else they go to the ring).
     const int64_t c = count[size_t(b)], r = ringCount[size_t(b)];
     for (int64_t t = 0; t < r; ++t)
-      token([&](int64_t ch) { return at(s.xbc_ring, {sl, t, ch}); }, [&](int64_t h) { return at(s.dt_ring, {sl, t, h}); });
+      token(
+          [&](int64_t ch) {
+            return at(s.xbc_ring, {sl, t, ch});
+          },
+          [&](int64_t h) {
+            return at(s.dt_ring, {sl, t, h});
+          });
     for (int64_t t = 0; t < c; ++t)
       token(
           [&](int64_t ch) {

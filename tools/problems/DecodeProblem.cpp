@@ -177,9 +177,8 @@ std::vector<char> DecodeProblem::slotsCommitted() const {
 }
 
 std::vector<HostTensor*> DecodeProblem::all() {
-  return {&convState, &ssmState, &xbcCache, &dtCache,  &cachedTokens, &arrivals, &convW, &convB, &A,
-          &D,         &dtBias,   &idx,      &accepted, &xbc,          &dt,       &z,     &y,
-          &xbcRing,   &dtRing,   &ringTokens};
+  return {&convState, &ssmState, &xbcCache, &dtCache, &cachedTokens, &arrivals, &convW, &convB,   &A,      &D,
+          &dtBias,    &idx,      &accepted, &xbc,     &dt,           &z,        &y,     &xbcRing, &dtRing, &ringTokens};
 }
 
 }  // namespace ssmjit::testing

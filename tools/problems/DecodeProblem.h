@@ -49,7 +49,7 @@ struct DecodeProblem {
   // Fresh random drafts (xbc, dt, z) and y re-poisoned; accepted[b] for each non-pad row chosen
   // from cachedTokens' current host values: mode 0 -> 0, 1 -> all cached, 2 -> uniform in [0, cached].
   void nextRound(int acceptMode);
-  std::vector<char> rowsVerified() const;    // per row of y: not a pad, when the step verifies
+  std::vector<char> rowsVerified() const;  // per row of y: not a pad, when the step verifies
   // Per slot: the step writes its states (its row replays accepted drafts; deferred: ring tokens
   // and accepted drafts that overflow the ring, or any with ReplayOnly), from the host values
   // before the step.
