@@ -1,13 +1,18 @@
 #include "cache/KernelCache.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <future>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 
 #include "cache/CacheKey.h"
@@ -41,6 +46,19 @@ void record(const Specialization& spec) {
     });
 }
 
+using Kernel = std::shared_ptr<const CompiledKernel>;
+using Entry = std::shared_future<Kernel>;
+
+// Every specialisation this process has compiled or loaded, or is compiling or loading now.
+struct Entries {
+  std::mutex mu;
+  std::unordered_map<Specialization, Entry, SpecializationHash> map;
+};
+Entries& entries() {
+  static Entries e;
+  return e;
+}
+
 }  // namespace
 
 const char* kernelSourceName(KernelSource s) {
@@ -53,21 +71,18 @@ cache::DiskCache& processDiskCache() {
 }
 
 KernelLookup lookupOrCompileKernel(const Specialization& spec) {
-  using Kernel = std::shared_ptr<const CompiledKernel>;
-  using Entry = std::shared_future<Kernel>;
-  static std::mutex mu;
-  static std::unordered_map<Specialization, Entry, SpecializationHash> entries;
+  Entries& e = entries();
   std::promise<Kernel> promise;
   Entry entry;
   bool mine = false;
   {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = entries.find(spec);
-    if (it != entries.end()) {
+    std::lock_guard<std::mutex> lock(e.mu);
+    auto it = e.map.find(spec);
+    if (it != e.map.end()) {
       entry = it->second;
     } else {
       entry = promise.get_future().share();
-      entries.emplace(spec, entry);
+      e.map.emplace(spec, entry);
       mine = true;
     }
   }
@@ -93,12 +108,64 @@ KernelLookup lookupOrCompileKernel(const Specialization& spec) {
     return out;
   } catch (...) {
     {
-      std::lock_guard<std::mutex> lock(mu);
-      entries.erase(spec);  // a failed compile is not cached: the next call tries again
+      std::lock_guard<std::mutex> lock(e.mu);
+      e.map.erase(spec);  // a failed compile is not cached: the next call tries again
     }
     promise.set_exception(std::current_exception());
     throw;
   }
+}
+
+bool kernelKnown(const Specialization& spec) {
+  Entries& e = entries();
+  std::lock_guard<std::mutex> lock(e.mu);
+  return e.map.count(spec) != 0;
+}
+
+int compileThreads() {
+  cpu_set_t set;
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+std::vector<KernelLookup> lookupOrCompileKernels(const std::vector<Specialization>& specs, int threads,
+                                                 size_t required) {
+  std::vector<KernelLookup> out(specs.size());
+  // The first copy of each specialisation is a job; later copies take its kernel.
+  std::vector<size_t> jobs, firstOf(specs.size());
+  {
+    std::unordered_map<Specialization, size_t, SpecializationHash> first;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const auto [it, isNew] = first.emplace(specs[i], i);
+      firstOf[i] = it->second;
+      if (isNew) jobs.push_back(i);
+    }
+  }
+  std::vector<std::exception_ptr> errors(specs.size());
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  // Jobs are taken in order, so when job j fails every job before j has been taken and finishes.
+  auto worker = [&] {
+    for (size_t t = next++; t < jobs.size() && !failed; t = next++) {
+      const size_t i = jobs[t];
+      try {
+        out[i] = lookupOrCompileKernel(specs[i]);
+      } catch (...) {
+        errors[i] = std::current_exception();
+        failed = true;
+      }
+    }
+  };
+  const size_t n = std::min(jobs.size(), static_cast<size_t>(threads > 0 ? threads : compileThreads()));
+  std::vector<std::thread> pool;
+  for (size_t i = 1; i < n; ++i) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  for (size_t i = 0; i < std::min(required, specs.size()); ++i)
+    if (errors[i]) std::rethrow_exception(errors[i]);
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (firstOf[i] != i) out[i] = {out[firstOf[i]].kernel, KernelSource::Memory};
+  return out;
 }
 
 }  // namespace ssmjit

@@ -1,5 +1,8 @@
 #include "runtime/OpSpecializations.h"
 
+#include <algorithm>
+
+#include "runtime/ops/BackwardStandIn.h"
 #include "runtime/ops/CausalConv1dSpec.h"
 #include "runtime/ops/EmbeddingSpec.h"
 #include "runtime/ops/Mamba2DecodeStepSpec.h"
@@ -10,6 +13,14 @@
 #include "runtime/ops/SsdSpec.h"
 
 namespace ssmjit::opspec {
+namespace {
+// `more` after `specs`, without the ones already there.
+std::vector<Specialization> with(std::vector<Specialization> specs, const std::vector<Specialization>& more) {
+  for (const Specialization& s : more)
+    if (std::find(specs.begin(), specs.end(), s) == specs.end()) specs.push_back(s);
+  return specs;
+}
+}  // namespace
 
 SsuSizes checkSsu(const SelectiveStateUpdateArgs& args, bool tokens) {
   const detail::SsuDims d = detail::checkSsuArgs(args, tokens, args.state.device,
@@ -29,7 +40,9 @@ Grid ssuGrid(const SsuSizes& s, int64_t blockP) {
 }
 
 std::vector<Specialization> conv(const CausalConv1dArgs& args, const std::string& arch) {
-  return detail::convSpecializations(args, arch);
+  std::vector<Specialization> out = detail::convSpecializations(args, arch);
+  if (!args.compile_backward) return out;
+  return with(std::move(out), detail::convBackwardSpecializations(detail::convBackwardStandIn(args), arch));
 }
 
 std::vector<Specialization> convBackward(const CausalConv1dBackwardArgs& args, const std::string& arch) {
@@ -41,7 +54,9 @@ Specialization convUpdate(const CausalConv1dUpdateArgs& args, const std::string&
 }
 
 std::vector<Specialization> scan(const SelectiveScanArgs& args, const std::string& arch) {
-  return detail::scanSpecializations(args, arch);
+  std::vector<Specialization> out = detail::scanSpecializations(args, arch);
+  if (!args.compile_backward) return out;
+  return with(std::move(out), detail::scanBackwardSpecializations(detail::scanBackwardStandIn(args), arch));
 }
 
 std::vector<Specialization> scanBackward(const SelectiveScanBackwardArgs& args, const std::string& arch) {
@@ -49,7 +64,9 @@ std::vector<Specialization> scanBackward(const SelectiveScanBackwardArgs& args, 
 }
 
 std::vector<Specialization> ssd(const SsdArgs& args, const std::string& arch) {
-  return detail::ssdSpecializations(args, arch);
+  std::vector<Specialization> out = detail::ssdSpecializations(args, arch);
+  if (!args.compile_backward) return out;
+  return with(std::move(out), detail::ssdBackwardSpecializations(detail::ssdBackwardStandIn(args), arch));
 }
 
 std::vector<Specialization> ssdBackward(const SsdBackwardArgs& args, const std::string& arch) {

@@ -49,6 +49,9 @@ auto ssuViews(Args& a) {
                     &a.dst_state_indices};
 }
 
+// With compile_backward, the forward ops' lists go on with the backward's kernels that the first
+// call compiles alongside (runtime/ops/BackwardStandIn.h), those already listed left out.
+
 // causal_conv1d: the forward, then the per-sequence kernel when the call launches it.
 std::vector<Specialization> conv(const CausalConv1dArgs& args, const std::string& arch);
 // causal_conv1d_backward: dx, the per-sequence kernel when launched, the reduction.

@@ -12,7 +12,10 @@
 
 #include "GpuTest.h"
 #include "ScanBackwardCheck.h"
+#include "cache/KernelCache.h"
 #include "runtime/DeviceBuffer.h"
+#include "runtime/Driver.h"
+#include "runtime/OpSpecializations.h"
 #include "ssmjit/ops.h"
 #include "ssmjit/reference.h"
 #include "tools/problems/HostTensor.h"
@@ -179,5 +182,32 @@ TEST_P(ScanBackwardGpuPacking, PackedEqualsEachSequenceAlone) {
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, ScanBackwardGpuPacking, ::testing::Values(DType::F32, DType::BF16),
                          [](const auto& info) { return std::string(dtypeName(info.param)); });
+
+// compile_backward: the forward's first call compiles the kernels its backward (every gradient, no
+// state gradients) launches, so the backward compiles nothing. A shape no other test runs, so its
+// kernels are unknown to this process before the forward.
+TEST(ScanBackwardGpuFirstCall, ForwardWithCompileBackwardCompilesTheBackwardsKernels) {
+  SSMJIT_REQUIRE_GPU();
+  ScanBackwardCase c;
+  c.fwd.batch = 1, c.fwd.D = 29, c.fwd.N = 23, c.fwd.L = 45;
+  ScanBackwardProblem p(c);
+  DeviceTensors d(p.all());
+  SelectiveScanBackwardArgs b = deviceArgs(p, d);
+  const int64_t ws = std::max<int64_t>(selective_scan_backward_workspace_size(b), 1);
+  DeviceBuffer w(static_cast<size_t>(ws) * 4);
+  b.workspace = TensorView::contiguous(w.data(), DType::F32, {ws});
+  const std::vector<Specialization> backward = opspec::scanBackward(b, driver::currentArch());
+  ASSERT_FALSE(std::all_of(backward.begin(), backward.end(), [](const Specialization& s) { return kernelKnown(s); }))
+      << "the backward's kernels are known before the forward: the check would pass without it";
+  SelectiveScanArgs f = b.forward;
+  ASSERT_TRUE(f.out.defined());
+  ASSERT_EQ(selective_scan_workspace_size(f), 0);
+  f.compile_backward = true;
+  selective_scan(f);
+  checkDeviceErrors();
+  for (const Specialization& s : backward) EXPECT_TRUE(kernelKnown(s)) << s.canonical();
+  selective_scan_backward(b);
+  checkDeviceErrors();
+}
 
 }  // namespace

@@ -95,6 +95,9 @@ void addCallOptions(CLI::App* app, CallOptions& o) {
                       "(0: every sequence in parallel; --op scan)")
           ->check(atLeast(0))
           ->capture_default_str();
+  o.trainOpt = app->add_flag("--train", o.train,
+                             "The forward will be trained (compile_backward): its first call compiles the backward's "
+                             "kernels too, so they follow the forward's (--op scan, ssd)");
   o.widthOpt = app->add_option("--width", o.width, "The decode step's conv width W (2..8)")
                    ->check(CLI::Range(2, 8))
                    ->capture_default_str();
@@ -167,7 +170,8 @@ CheckedCall checkScanOptions(const CallOptions& o) {
   refuseDenseBesidePacked(o);
   ScanCall c;
   c.backward = o.shape.op == "scan-backward";
-  if (c.backward) refuse({o.serialOpt}, o.shape.op, "scan");
+  if (c.backward) refuse({o.serialOpt, o.trainOpt}, o.shape.op, "scan");
+  c.train = o.train;
   c.D = o.channels, c.N = o.shape.dstate, c.G = o.shape.groups;
   c.batch = o.batch, c.seqlen = o.seqlen, c.packedLengths = o.packedLengths, c.serialSeqlen = o.serialSeqlen;
   c.x = parseFloatDType(o.inputDtype, "--input-dtype");
@@ -183,6 +187,7 @@ CheckedCall checkDecodeStepOptions(const CallOptions& o) {
   refuse({o.channelsOpt, o.bcOpt, o.serialOpt}, o.shape.op, kScanOps);
   refuse({o.seqlenOpt, o.packedOpt}, o.shape.op, kRowOps);
   refuse({o.chunkOpt, o.ssdStatesOpt}, o.shape.op, kSsdOps);
+  refuse({o.trainOpt}, o.shape.op, "scan and ssd");
   DecodeStepCall c;
   c.H = o.shape.heads, c.P = o.shape.headDim, c.N = o.shape.dstate, c.G = o.shape.groups, c.W = o.width;
   c.batch = o.batch, c.L = o.tokens, c.cacheTokens = o.cacheTokens > 0 ? o.cacheTokens : o.tokens;
@@ -215,6 +220,8 @@ CheckedCall checkSsdOptions(const CallOptions& o) {
   c.state = parseFloatDType(o.stateDtype, "--state-dtype");
   c.hasD = !o.noD, c.hasZ = !o.noZ, c.dtBias = !o.noDtBias, c.softplus = !o.noSoftplus;
   c.backward = o.shape.op == "ssd-backward";
+  if (c.backward) refuse({o.trainOpt}, o.shape.op, "scan and ssd");
+  c.train = o.train;
   c.arch = o.arch;
   return nonSsuCall(ssdCallLabel(c), ssdCallSpecializations(c));
 }
@@ -229,6 +236,7 @@ CheckedCall checkCallOptions(const CallOptions& o) {
   refuse({o.seqlenOpt, o.packedOpt}, o.shape.op, kRowOps);
   refuse({o.widthOpt, o.cacheTokensOpt, o.partsOpt, o.noConvBiasOpt, o.ringDepthOpt}, o.shape.op, "decode-step");
   refuse({o.chunkOpt, o.ssdStatesOpt}, o.shape.op, kSsdOps);
+  refuse({o.trainOpt}, o.shape.op, "scan and ssd");
   SsuCase s = o.shape.call();
   if (o.form == "mamba1") {
     for (const CLI::Option* opt : {o.headsOpt, o.headDimOpt, o.groupsOpt})

@@ -54,6 +54,7 @@ struct CallOptions {
   int64_t seqlen = 2048;               // the scan's and the SSD scan's dense rows
   std::vector<int64_t> packedLengths;  // the scan's and the SSD scan's packed row
   int64_t serialSeqlen = 0;            // the scan forward's serial_seqlen
+  bool train = false;                  // the scan's and the SSD scan's forward: compile_backward
   std::string bc = "varying";          // the scan's B and C
   int64_t width = 4;                   // the decode step's conv width
   int64_t cacheTokens = 0;             // the decode step's cache depth (0: as --tokens)
@@ -69,7 +70,8 @@ struct CallOptions {
   const CLI::Option *headsOpt = nullptr, *headDimOpt = nullptr, *groupsOpt = nullptr;
   const CLI::Option *formOpt = nullptr, *batchOpt = nullptr, *stateDtypeOpt = nullptr, *outDtypeOpt = nullptr,
                     *stateWriteOpt = nullptr, *noStateIdxOpt = nullptr;
-  const CLI::Option *seqlenOpt = nullptr, *packedOpt = nullptr, *bcOpt = nullptr, *serialOpt = nullptr;
+  const CLI::Option *seqlenOpt = nullptr, *packedOpt = nullptr, *bcOpt = nullptr, *serialOpt = nullptr,
+                    *trainOpt = nullptr;
   const CLI::Option *widthOpt = nullptr, *cacheTokensOpt = nullptr, *partsOpt = nullptr, *noConvBiasOpt = nullptr,
                     *ringDepthOpt = nullptr;
   const CLI::Option *chunkOpt = nullptr, *ssdStatesOpt = nullptr;

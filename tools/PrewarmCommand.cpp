@@ -286,6 +286,8 @@ int runPrewarm(const PrewarmOptions& o) {
   const double seconds = total.ms() / 1000.0;
 
   size_t compiled = 0, cached = 0, failed = 0;
+  double summed = 0, longest = 0;  // over the kernels compiled or loaded: the serial time and the longest chain
+  for (const size_t i : todo) summed += jobs[i].ms, longest = std::max(longest, jobs[i].ms);
   Table table({"entry", "kernel", "arch", "ms", "result"});  // the result, maybe long, last
   for (size_t i = 0; i < jobs.size(); ++i) {
     const bool duplicate = jobs[i].original != i;
@@ -306,9 +308,12 @@ int runPrewarm(const PrewarmOptions& o) {
   if (!table.empty()) table.printText();
 
   const std::string dir = disk.config().dir.empty() ? "(none)" : disk.config().dir;
-  std::printf("prewarm: %s: %zu compiled, %zu cached, %zu failed in %.1f s with %s; cache %s (%s)\n",
-              counted(jobs.size(), "kernel", "kernels").c_str(), compiled, cached, failed, seconds,
-              counted(static_cast<size_t>(o.jobs), "job", "jobs").c_str(), dir.c_str(), diskCacheState(disk).c_str());
+  std::printf(
+      "prewarm: %s: %zu compiled, %zu cached, %zu failed in %.1f s with %s (%.1f s summed over the kernels, "
+      "the longest %.1f s); cache %s (%s)\n",
+      counted(jobs.size(), "kernel", "kernels").c_str(), compiled, cached, failed, seconds,
+      counted(static_cast<size_t>(o.jobs), "job", "jobs").c_str(), summed / 1000.0, longest / 1000.0, dir.c_str(),
+      diskCacheState(disk).c_str());
   if (compiled > 0 && !disk.writable())
     std::printf("prewarm: the disk cache is not writable: %s NOT persisted\n",
                 counted(compiled, "compiled kernel was", "compiled kernels were").c_str());

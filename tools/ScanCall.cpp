@@ -34,6 +34,7 @@ SelectiveScanArgs forwardArgs(const ScanCall& c) {
   if (c.hasDeltaBias) a.delta_bias = channelView(c, 9);
   a.delta_softplus = c.softplus;
   a.serial_seqlen = c.serialSeqlen;
+  a.compile_backward = c.train;
   if (packed(c)) {
     a.cu_seqlens = fakeDeviceView(10, DType::I32, {static_cast<int64_t>(c.packedLengths.size()) + 1});
     a.max_seqlen = *std::max_element(c.packedLengths.begin(), c.packedLengths.end());
@@ -65,6 +66,7 @@ std::string scanCallLabel(const ScanCall& c) {
   l += packed(c) ? strf("packed %zu seqs (%lld tokens)", c.packedLengths.size(), static_cast<long long>(rowLength(c)))
                  : strf("b=%lld L=%lld", static_cast<long long>(c.batch), static_cast<long long>(c.seqlen));
   if (c.serialSeqlen > 0) l += strf(" serial<=%lld", static_cast<long long>(c.serialSeqlen));
+  if (c.train) l += " train";
   l += std::string(" ") + dtypeName(c.x) + (c.bcVarying ? " varying B/C" : " constant B/C");
   return l + absentInputsLabel(c.hasD, c.hasZ, c.hasDeltaBias, c.softplus);
 }

@@ -18,6 +18,7 @@ struct ScanCall {
   int64_t D = 5120, N = 16, G = 1, batch = 8, seqlen = 2048;
   std::vector<int64_t> packedLengths;  // when given: one packed row of these sequences
   int64_t serialSeqlen = 0;            // the forward's serial_seqlen
+  bool train = false;                  // the forward's compile_backward
   DType x = DType::F32;                // u, delta, z, out (and B, C when varying)
   bool bcVarying = true, hasD = true, hasZ = true, hasDeltaBias = true, softplus = true;
   std::string arch = "sm_90a";

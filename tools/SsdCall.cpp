@@ -25,6 +25,7 @@ SsdArgs args(const SsdCall& c) {
   if (c.dtBias) a.dt_bias = fakeDeviceView(8, DType::F32, {c.H});
   a.dt_softplus = c.softplus;
   a.chunk_size = static_cast<int>(c.chunk);
+  a.compile_backward = c.train;
   a.out = fakeDeviceView(9, c.x, {R, L, c.H, c.P});
   if (packed(c)) a.cu_seqlens = fakeDeviceView(10, DType::I32, {nseq + 1});
   if (c.states != SsdStates::None) a.final_states = fakeDeviceView(11, c.state, {nseq, c.H, c.P, c.N});
@@ -74,6 +75,7 @@ std::string ssdCallLabel(const SsdCall& c) {
                  : strf("b=%lld L=%lld", static_cast<long long>(c.batch), static_cast<long long>(c.seqlen));
   l += std::string(" ") + dtypeName(c.x);
   if (c.states != SsdStates::None) l += std::string(" states ") + ssdStatesName(c.states) + " " + dtypeName(c.state);
+  if (c.train) l += " train";
   return l + absentInputsLabel(c.hasD, c.hasZ, c.dtBias, c.softplus);
 }
 

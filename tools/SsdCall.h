@@ -27,6 +27,7 @@ struct SsdCall {
   SsdStates states = SsdStates::None;
   bool hasD = true, hasZ = true, dtBias = true, softplus = true;
   bool backward = false;  // ssd_backward of this forward: every gradient, the states' where it has them
+  bool train = false;     // the forward's compile_backward
   std::string arch = "sm_90a";
 };
 

@@ -13,8 +13,10 @@
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/conv/CausalConv1d.h"
 #include "runtime/DeviceStatus.h"
+#include "runtime/ops/BackwardStandIn.h"
 #include "runtime/ops/CausalConv1dCheck.h"
 #include "runtime/ops/CausalConv1dSpec.h"
+#include "runtime/ops/CompileAhead.h"
 #include "runtime/ops/ConvBinding.h"
 #include "runtime/ops/KernelCall.h"
 #include "runtime/ops/SequenceBinding.h"
@@ -65,6 +67,11 @@ void causal_conv1d(const CausalConv1dArgs& a, Stream stream) {
   if (d.batch == 0 || d.L == 0 || d.D == 0) return;
   const CUstream s = static_cast<CUstream>(stream);
   void* err = deviceStatusRecord();
+  const detail::CompileAhead ahead([&](const std::string& arch) { return detail::convSpecializations(a, arch); },
+                                   a.compile_backward ? detail::CompileAhead::Specs([&](const std::string& arch) {
+                                     return detail::convBackwardSpecializations(detail::convBackwardStandIn(a), arch);
+                                   })
+                                                      : nullptr);
   {
     KernelCall c(kConvFwd);
     bindForward(c, a, d, err);

@@ -15,6 +15,7 @@
 #include "runtime/ops/ArgCheck.h"
 #include "runtime/ops/CausalConv1dCheck.h"
 #include "runtime/ops/CausalConv1dSpec.h"
+#include "runtime/ops/CompileAhead.h"
 #include "runtime/ops/ConvBinding.h"
 #include "runtime/ops/KernelCall.h"
 #include "runtime/ops/SequenceBinding.h"
@@ -159,6 +160,8 @@ void causal_conv1d_backward(const CausalConv1dBackwardArgs& a, Stream stream) {
   checkWorkspace(a, workspaceSize(d, p));
   const bool wide = wideOffsets(a, workspaceSize(d, p));
   const CUstream s = static_cast<CUstream>(stream);
+  const detail::CompileAhead ahead(
+      [&](const std::string& arch) { return detail::convBackwardSpecializations(a, arch); });
   if (partials(d, p) > 0) {
     KernelCall c(kConvBwd);
     bindBackward(c, a, d, p, deviceStatusRecord(), wide);

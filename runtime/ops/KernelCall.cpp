@@ -7,6 +7,7 @@
 
 #include "kernels_dsl/Registry.h"
 #include "runtime/Driver.h"
+#include "runtime/ops/CompileAhead.h"
 #include "ssmjit/error.h"
 
 namespace ssmjit::detail {
@@ -162,7 +163,9 @@ const LoadedKernel& KernelCall::kernel() {
       memo_ = &m;
       return *m.loaded;
     }
-  auto spec = std::make_shared<Specialization>(specialization(driver::currentArch()));
+  const std::string arch = driver::currentArch();
+  auto spec = std::make_shared<Specialization>(specialization(arch));
+  CompileAhead::beforeLoad(*spec, arch);
   MemoSlot& m = memo[next++ % kMemoSlots];
   m.kernel = &sig_;
   m.ctx = ctx;

@@ -4,7 +4,8 @@
 // divisibility class, flags, meta values). Every declared argument is bound exactly once (an
 // Error(Internal) names the kernel and the argument otherwise). A per-thread memo of recent
 // binding lists finds the loaded kernel without building the Specialization; a miss specialises
-// in parameter order, completes the meta values and loads (compiling through the cache).
+// in parameter order, completes the meta values and loads (compiling through the cache; a missing
+// kernel first lets the op's CompileAhead, if it holds one, compile the whole call's kernels).
 // Internal to the runtime.
 #pragma once
 #include <cuda.h>

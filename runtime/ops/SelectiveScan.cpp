@@ -12,6 +12,8 @@
 #include "kernels_dsl/scan/SelectiveScan.h"
 #include "runtime/DeviceStatus.h"
 #include "runtime/ops/ArgCheck.h"
+#include "runtime/ops/BackwardStandIn.h"
+#include "runtime/ops/CompileAhead.h"
 #include "runtime/ops/KernelCall.h"
 #include "runtime/ops/ScanStateChunks.h"
 #include "runtime/ops/SelectiveScanCheck.h"
@@ -213,6 +215,11 @@ void selective_scan(const SelectiveScanArgs& a, Stream stream) {
                                                   " tokens, expected at most 65535 sequences and 65535 spans of " +
                                                   std::to_string(p.span) + " tokens (grid limits)");
   const CUstream s = static_cast<CUstream>(stream);
+  const detail::CompileAhead ahead([&](const std::string& arch) { return detail::scanSpecializations(a, arch); },
+                                   a.compile_backward ? detail::CompileAhead::Specs([&](const std::string& arch) {
+                                     return detail::scanBackwardSpecializations(detail::scanBackwardStandIn(a), arch);
+                                   })
+                                                      : nullptr);
   forEachLaunch(a, d, p, deviceStatusRecord(), [&](KernelCall& c, int64_t spans) {
     const int64_t bd = c.metaValue("meta:BLOCK_D");
     const unsigned grid[3] = {static_cast<unsigned>((d.D + bd - 1) / bd), static_cast<unsigned>(spans),

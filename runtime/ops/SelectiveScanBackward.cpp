@@ -14,6 +14,7 @@
 #include "kernels_dsl/scan/SelectiveScanBackward.h"
 #include "runtime/DeviceStatus.h"
 #include "runtime/ops/ArgCheck.h"
+#include "runtime/ops/CompileAhead.h"
 #include "runtime/ops/KernelCall.h"
 #include "runtime/ops/ScanStateChunks.h"
 #include "runtime/ops/SelectiveScanCheck.h"
@@ -94,7 +95,10 @@ TensorView planes(const SelectiveScanBackwardArgs& b, const BwdPlan& p) {
 void bindBwd(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& d, const BwdPlan& p, bool adjointPass,
              int64_t chunk, void* err) {
   constexpr const dsl::Signature& S = kScanBwd;
-  const SelectiveScanArgs& f = b.forward;
+  // The adjoint pass carries state adjoints only, which D does not enter: without it, every chunk
+  // of states (the last takes D) shares the pass' kernel.
+  SelectiveScanArgs f = b.forward;
+  if (adjointPass) f.D = {};
   const detail::Axes rows = detail::scanRows(d);
   const TensorView finalIdx = b.dfinal_states.defined() ? f.final_state_indices : TensorView{};
   detail::bindScanInputs<S>(c, f, d);
@@ -130,10 +134,13 @@ void bindBwd(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& 
 void bindSum(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& d, const BwdPlan& p, int part) {
   constexpr const dsl::Signature& S = kScanBwdSum;
   const bool batched = d.batch > 1;
+  // Part 1 sums time-varying dB/dC only: without dD and ddelta_bias, every chunk of states (the
+  // last writes them) shares its kernel.
+  const TensorView dD = part == 0 ? b.dD : TensorView{}, ddb = part == 0 ? b.ddelta_bias : TensorView{};
   c.tensor(S.tensor("ws"), b.workspace);
   c.tensor(S.tensor("dA"), b.dA);
-  c.tensor(S.tensor("dD"), b.dD);
-  c.tensor(S.tensor("ddbias"), b.ddelta_bias);
+  c.tensor(S.tensor("dD"), dD);
+  c.tensor(S.tensor("ddbias"), ddb);
   c.tensor(S.tensor("dB"), b.dB, detail::scanBCAxes(d.bVarying, batched));
   c.tensor(S.tensor("dC"), b.dC, detail::scanBCAxes(d.cVarying, batched));
   c.tensor(S.tensor("cu"), b.forward.cu_seqlens);
@@ -151,8 +158,8 @@ void bindSum(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& 
   c.size(S.size("bc_size"), p.bcSize);
   c.flag(S.flag("b_varying"), d.bVarying);
   c.flag(S.flag("c_varying"), d.cVarying);
-  c.flag(S.flag("has_D"), b.dD.defined());
-  c.flag(S.flag("has_dbias"), b.ddelta_bias.defined());
+  c.flag(S.flag("has_D"), dD.defined());
+  c.flag(S.flag("has_dbias"), ddb.defined());
   c.flag(S.flag("has_cu"), d.packed);
   c.meta("meta:part", part);
   c.meta("meta:dstate", d.N);
@@ -203,9 +210,13 @@ void checkLayout(KernelCall& c, const BwdPlan& p) {
                   std::to_string(p.span) + " (set them for every specialisation of the kernel alike)");
 }
 
-// The forward call of the checkpoint pass: the backward's workspace holds the checkpoints.
+// The forward call of the checkpoint pass: the backward's workspace holds the checkpoints. The
+// pass keeps states only, so D and z, which only y reads, are left out: every chunk of states
+// (the last takes D) and calls with and without them share its kernel.
 SelectiveScanArgs checkpointCall(const SelectiveScanBackwardArgs& b) {
   SelectiveScanArgs f = b.forward;
+  f.D = {};
+  f.z = {};
   f.out = {};
   f.final_states = {};
   f.final_state_indices = {};
@@ -256,6 +267,8 @@ void selective_scan_backward(const SelectiveScanBackwardArgs& b, Stream stream) 
   detail::checkWorkspace(kOp, b.workspace, b.forward.u, "u", p.total, "selective_scan_backward_workspace_size");
   if (d.nseq == 0 || d.L == 0 || d.D == 0) return;
   const CUstream s = static_cast<CUstream>(stream);
+  const detail::CompileAhead ahead(
+      [&](const std::string& arch) { return detail::scanBackwardSpecializations(b, arch); });
   forEachLaunch(b, d, p, deviceStatusRecord(), [&](KernelCall& c, Launch launch, int64_t N) {
     unsigned grid[3];
     auto set = [&](int64_t x, int64_t y, int64_t z) {

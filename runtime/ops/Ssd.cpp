@@ -14,7 +14,10 @@
 #include "kernels_dsl/ssd/Ssd.h"
 #include "runtime/DeviceStatus.h"
 #include "runtime/ops/ArgCheck.h"
+#include "runtime/ops/BackwardStandIn.h"
+#include "runtime/ops/CompileAhead.h"
 #include "runtime/ops/KernelCall.h"
+#include "runtime/ops/SsdBackwardSpec.h"
 #include "runtime/ops/SsdBinding.h"
 #include "runtime/ops/SsdCheck.h"
 #include "runtime/ops/SsdSpec.h"
@@ -156,6 +159,11 @@ void ssd(const SsdArgs& a, Stream stream) {
     throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + str(d.nseq) + " sequences and " + str(d.H) +
                                                   " heads, expected at most 65535 of each (grid limits)");
   const CUstream s = static_cast<CUstream>(stream);
+  const detail::CompileAhead ahead([&](const std::string& arch) { return detail::ssdSpecializations(a, arch); },
+                                   a.compile_backward ? detail::CompileAhead::Specs([&](const std::string& arch) {
+                                     return detail::ssdBackwardSpecializations(detail::ssdBackwardStandIn(a), arch);
+                                   })
+                                                      : nullptr);
   forEachLaunch(a, d, p, deviceStatusRecord(), [&](KernelCall& c, auto grid) {
     const std::array<unsigned, 3> g = grid(c);
     const unsigned dims[3] = {g[0], g[1], g[2]};

@@ -16,6 +16,7 @@
 #include "kernels_dsl/ssd/SsdBackward.h"
 #include "runtime/DeviceStatus.h"
 #include "runtime/ops/ArgCheck.h"
+#include "runtime/ops/CompileAhead.h"
 #include "runtime/ops/KernelCall.h"
 #include "runtime/ops/SsdBackwardSpec.h"
 #include "runtime/ops/SsdBinding.h"
@@ -62,6 +63,7 @@ SsdArgs recompute(const SsdBackwardArgs& b, const SsdDims& d, const BwdPlan& p) 
     v.device = f.x.device, v.deviceId = f.x.deviceId;
     return v;
   };
+  f.compile_backward = false;  // this is the backward
   f.z = {};
   f.out = plane(p.bwd.oY, {d.batch, d.L, d.H, d.P});
   f.final_states = {}, f.final_state_indices = {};
@@ -183,6 +185,9 @@ void ssd_backward(const SsdBackwardArgs& b, Stream stream) {
     throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + std::to_string(d.nseq) + " sequences and " +
                                                   std::to_string(d.H) +
                                                   " heads, expected at most 65535 of each (grid limits)");
+  // Opened before the recomputation's ssd call, whose own CompileAhead defers to this one.
+  const detail::CompileAhead ahead(
+      [&](const std::string& arch) { return detail::ssdBackwardSpecializations(b, arch); });
   if (d.L > 0 && d.nseq > 0) ssd(recompute(b, d, p), stream);
   const CUstream s = static_cast<CUstream>(stream);
   forEachLaunch(b, d, p, deviceStatusRecord(), [&](KernelCall& c, auto grid) {

@@ -47,7 +47,8 @@ expect_grep() {
 }
 
 # summary FIELD FILE: a number of prewarm's summary line
-#   "prewarm: N kernels: C compiled, H cached, F failed in X s with J jobs; cache ..."
+#   "prewarm: N kernels: C compiled, H cached, F failed in X s with J jobs (S s summed over the
+#   kernels, the longest T s); cache ..."
 # FIELD: kernels, compiled, cached, failed or seconds.
 summary() {
   local line

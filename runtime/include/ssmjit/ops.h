@@ -1,7 +1,9 @@
 // The public ops of ssmjit. Each op checks its arguments once, at this edge, and throws
 // ssmjit::Error (kind InvalidArgument) naming the argument, the expected and the actual value;
 // on a bad argument nothing is launched and nothing is written. Ops launch on the caller's stream,
-// allocate nothing, never synchronise, and can be captured into a CUDA graph.
+// allocate nothing, never synchronise, and can be captured into a CUDA graph. A first call compiles
+// the kernels this process does not have yet (from the disk cache, else NVRTC), all of a call's at
+// once on a thread per core, before it launches any.
 #pragma once
 #include <cstdint>
 
@@ -112,6 +114,12 @@ struct CausalConv1dArgs {
   // tensor and slots as the initial states may be given (in-place update).
   TensorView final_states;
   TensorView final_state_indices;  // optional (nseq,), int32/int64
+  // The caller will train: the first call of these arguments also compiles the kernels of their
+  // backward (every gradient of a given input, dout like out, no state gradients), in parallel
+  // with its own, so that the first backward finds them compiled (docs/performance.md, first
+  // calls). Later calls are unaffected; errors compiling the backward's kernels are the
+  // backward's to report.
+  bool compile_backward = false;
 };
 void causal_conv1d(const CausalConv1dArgs& args, Stream stream = nullptr);
 
@@ -235,6 +243,12 @@ struct SelectiveScanArgs {
   // so a packed sequence equals its own call bit for bit when both pass the same bound. Applies to
   // up to 16 states (a chunk).
   int64_t serial_seqlen = 0;
+  // The caller will train: the first call of these arguments also compiles the kernels of their
+  // backward (every gradient of a given input, dout like out, no state gradients), in parallel
+  // with its own, so that the first backward finds them compiled (docs/performance.md, first
+  // calls). Later calls are unaffected; errors compiling the backward's kernels are the
+  // backward's to report.
+  bool compile_backward = false;
 };
 // The workspace the call needs, in float32 elements (checks every argument but the workspace).
 int64_t selective_scan_workspace_size(const SelectiveScanArgs& args);
@@ -264,8 +278,8 @@ void selective_scan(const SelectiveScanArgs& args, Stream stream = nullptr);
 // ddelta_bias, constant dB/dC fp32; dinitial_states / dfinal_states fp32, bf16 or fp16. Every
 // gradient is overwritten (not accumulated into). Outputs may not alias any input or each other.
 struct SelectiveScanBackwardArgs {
-  SelectiveScanArgs forward;   // the forward call (out, final_states, workspace and
-                               // serial_seqlen unused)
+  SelectiveScanArgs forward;   // the forward call (out, final_states, workspace,
+                               // serial_seqlen and compile_backward unused)
   TensorView dout;             // (Bt, D, L): the gradient of out
   TensorView dfinal_states;    // optional (S, D, N): the gradient of the final states
   TensorView du, ddelta;       // (Bt, D, L)
@@ -358,6 +372,12 @@ struct SsdArgs {
   TensorView block_state_indices;    // (nseq, kmax) int32/int64 with K > 0
   TensorView sequence_decay;         // optional (nseq, H) fp32 output
   TensorView workspace;              // float32, contiguous, on the device
+  // The caller will train: the first call of these arguments also compiles the kernels of their
+  // backward (every gradient of a given input, dout like out, no state gradients), in parallel
+  // with its own, so that the first backward finds them compiled (docs/performance.md, first
+  // calls). Later calls are unaffected; errors compiling the backward's kernels are the
+  // backward's to report.
+  bool compile_backward = false;
 };
 // The workspace the call needs, in float32 elements (checks every argument but the workspace).
 int64_t ssd_workspace_size(const SsdArgs& args);
