@@ -106,7 +106,7 @@ TEST(SsdKernels, StatePassingBlockKeepsTheGpuBusy) {
 }
 
 // The schedules SSMJIT_META selects besides the defaults compile without spills at Mamba-2 heads:
-// state passing reading 2, 4 and 8 chunks ahead, and chunk_scan and chunk_state with one 16-bit
+// state passing reading 1, 2 and 8 chunks ahead (4 by default), and chunk_scan and chunk_state with one 16-bit
 // term (bf16: B raw through the ring; fp16: B weighted in f32), chunk_scan without the lo buffer
 // (also at 5 blocks an SM, 96 registers, where ptxas otherwise takes 168).
 TEST(SsdKernels, ReadAheadAndOneTermSchedulesCompile) {
@@ -118,7 +118,7 @@ TEST(SsdKernels, ReadAheadAndOneTermSchedulesCompile) {
     for (const Specialization& exact : detail::ssdSpecializations(make(v), "sm_90a")) {
       std::vector<Specialization> variants;
       if (exact.kernel == "ssd_state_passing") {
-        for (int64_t d : {2, 4, 8}) variants.push_back(exact), variants.back().set("meta:PREFETCH", d);
+        for (int64_t d : {1, 2, 8}) variants.push_back(exact), variants.back().set("meta:PREFETCH", d);
       } else if (exact.kernel == "ssd_chunk_scan" || exact.kernel == "ssd_chunk_state") {
         Specialization one = exact;
         one.set("meta:one_term", 1);
