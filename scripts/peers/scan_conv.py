@@ -15,34 +15,18 @@ import argparse
 import torch
 from causal_conv1d import causal_conv1d_fn
 from mamba_ssm.ops.selective_scan_interface import selective_scan_fn
-
-
-def median_ms(fn, trials=7, reps=5):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(trials):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(reps):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / reps)
-    times.sort()
-    return times[len(times) // 2]
+from timing import median_ms
 
 
 def fwd_bwd_ms(forward, inputs):
-    fwd = median_ms(lambda: forward(*inputs))
+    fwd = median_ms(lambda: forward(*inputs), trials=7)
 
     def backward():
         out = forward(*inputs)
         out.backward(grad)
     with torch.no_grad():
         grad = torch.randn_like(forward(*inputs))
-    both = median_ms(backward)
+    both = median_ms(backward, trials=7)
     return fwd, both - fwd
 
 

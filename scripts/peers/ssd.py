@@ -11,23 +11,7 @@ import argparse
 
 import torch
 from mamba_ssm.ops.triton.ssd_combined import mamba_chunk_scan_combined
-
-
-def median_ms(fn, trials=20, reps=5):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(trials):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(reps):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / reps)
-    times.sort()
-    return times[len(times) // 2]
+from timing import median_ms
 
 
 def main():
