@@ -98,6 +98,9 @@ std::string deviceStatusMessage(const int64_t rec[kDeviceStatusWords]) {
     case kernels::kErrDecodeAccepted:
       return "mamba2_decode_step: num_accepted[" + b + "] = " + v + ", expected 0.." + bound +
              " (the drafts its slot's cache holds: cached_tokens); that row was skipped (nothing written for it)";
+    case kernels::kErrDecodeRing:
+      return "mamba2_decode_step: ring_tokens of row " + b + "'s slot = " + v + ", expected 0.." + bound +
+             " (the ring depth, dim 1 of xbc_ring); that row was skipped (nothing written for it)";
     case kernels::kErrScanCuSeqlens:
       return cuSeqlens("selective_scan", "that sequence was skipped (its out and final state not written)");
     case kernels::kErrScanMaxLen:
@@ -143,7 +146,7 @@ void checkDeviceErrors(Stream stream) {
   driver::check(a.cuStreamSynchronize(s), "checkDeviceErrors: cuStreamSynchronize(after reset)");
   const bool known = rec[0] == kernels::kErrSlotOutOfRange || rec[0] == kernels::kErrDstSlotOutOfRange ||
                      (rec[0] >= kernels::kErrConvUpdateSlot && rec[0] <= kernels::kErrConvFinalSlot) ||
-                     rec[0] == kernels::kErrDecodeSlot || rec[0] == kernels::kErrDecodeAccepted ||
+                     (rec[0] >= kernels::kErrDecodeSlot && rec[0] <= kernels::kErrDecodeRing) ||
                      (rec[0] >= kernels::kErrScanCuSeqlens && rec[0] <= kernels::kErrScanFinalSlot) ||
                      (rec[0] >= kernels::kErrSsdCuSeqlens && rec[0] <= kernels::kErrSsdBlockCount) ||
                      rec[0] == kernels::kErrEmbedId;

@@ -1,9 +1,11 @@
-// mamba2_decode_step on the GPU: over many rounds with random accept patterns (none, all, mixed
-// per row), pad rows and slot indices, against the float64 reference (y, both states, the caches,
-// cached_tokens, arrivals left zero); the committed states against decoding the accepted tokens
-// one at a time with the one-token kernels (causal_conv1d_update + selective_state_update), and y
-// against running the drafts one at a time; a CUDA graph of one step replayed with new drafts and
-// counts equals eager steps; bad slots and counts are reported and change nothing of that row.
+// mamba2_decode_step on the GPU, in both modes (commit every step, and deferred commit with a
+// ring): over many rounds with random accept patterns (none, all, mixed per row), pad rows and
+// slot indices, against the float64 reference (y, both states, the caches, cached_tokens, the
+// ring, arrivals left zero); the committed states against decoding the accepted tokens one at a
+// time with the one-token kernels (causal_conv1d_update + selective_state_update), and y against
+// running the drafts one at a time; a CUDA graph of one step replayed with new drafts and counts
+// equals eager steps; bad slots, counts and ring counts are reported and change nothing of that
+// row.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,7 +27,23 @@ using namespace ssmjit::testing;
 namespace {
 
 // all() indices (DecodeProblem.h).
-enum : size_t { kConv = 0, kSsm, kXbcCache, kDtCache, kCached, kArrivals, kIdx = 11, kAcc, kXbc, kDt, kZ, kY };
+enum : size_t {
+  kConv = 0,
+  kSsm,
+  kXbcCache,
+  kDtCache,
+  kCached,
+  kArrivals,
+  kIdx = 11,
+  kAcc,
+  kXbc,
+  kDt,
+  kZ,
+  kY,
+  kXbcRing,
+  kDtRing,
+  kRing
+};
 
 // Token t of a (B, L, ...) view as (B, 1, ...).
 TensorView tokenView(TensorView v, int64_t t) {
@@ -129,6 +147,54 @@ std::vector<DecodeCase> roundCases() {
     c.L = 1, c.Lc = 6, c.softplus = false;
     add(c);
   }
+  // Deferred commit: rings of random counts that fill and overflow over the rounds.
+  DecodeCase ring = base;
+  ring.R = 3;
+  add(ring);
+  for (DecodeStepParts parts : {DecodeStepParts::ReplayOnly, DecodeStepParts::VerifyOnly}) {
+    DecodeCase c = ring;
+    c.parts = parts;
+    add(c);
+  }
+  for (int W : {2, 8}) {
+    DecodeCase c = ring;
+    c.W = W;
+    add(c);
+  }
+  {  // R = 1: a ring of one token (most steps with accepts commit)
+    DecodeCase c = ring;
+    c.R = 1;
+    add(c);
+  }
+  {  // odd sizes, three groups, no extras
+    DecodeCase c = ring;
+    c.H = 6, c.P = 24, c.N = 20, c.G = 3, c.L = 3, c.Lc = 5, c.R = 5;
+    c.convBias = c.D = c.z = c.dtBias = false;
+    add(c);
+  }
+  {  // Mamba-2 2.7B heads: R + Lc + L = 24 tokens, staged in chunks; the clamp
+    DecodeCase c = ring;
+    c.H = 8, c.P = 64, c.N = 128, c.G = 1, c.batch = 5, c.slots = 7, c.L = 8, c.Lc = 8, c.R = 8;
+    c.clamp = true;
+    add(c);
+  }
+  {  // the same heads in one chunk (R 4, L 4)
+    DecodeCase c = ring;
+    c.H = 8, c.P = 64, c.N = 128, c.G = 1, c.batch = 5, c.slots = 7, c.L = 4, c.Lc = 4, c.R = 4;
+    add(c);
+  }
+  {  // a large batch: the half-row tiles
+    DecodeCase c = ring;
+    c.H = 16, c.P = 96, c.N = 128, c.G = 2, c.batch = 64, c.slots = 66, c.L = 4, c.Lc = 4, c.R = 4;
+    add(c);
+  }
+  for (DType st : {DType::BF16, DType::F16}) {  // 16-bit states and drafts
+    DecodeCase c = ring;
+    c.ssmStateType = c.convStateType = st;
+    c.xType = c.dtType = DType::BF16;
+    c.P = 7, c.N = 13;
+    add(c);
+  }
   return out;
 }
 INSTANTIATE_TEST_SUITE_P(Cases, DecodeStepRounds, ::testing::ValuesIn(roundCases()), ByName());
@@ -197,17 +263,32 @@ void oneTokenStep(const DecodeCase& c, const Mamba2MixerWeights& w, TensorView c
   selective_state_update(su);
 }
 
-TEST(DecodeStep, EqualsOneTokenKernels) {
-  SSMJIT_REQUIRE_GPU();
+// Slot s's bytes of a and b (per-slot tensors of `slots` slots) compared where mask[s].
+void compareSlotsF32(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b, const std::vector<char>& mask,
+                     ULPStats& st) {
+  ASSERT_EQ(a.size(), b.size());
+  const size_t per = a.size() / mask.size();
+  for (size_t s = 0; s < mask.size(); ++s)
+    if (mask[s])
+      compareF32(std::vector<uint8_t>(a.begin() + s * per, a.begin() + (s + 1) * per),
+                 std::vector<uint8_t>(b.begin() + s * per, b.begin() + (s + 1) * per), st);
+}
+
+// The step against the one-token kernels over rounds of accept patterns. With a ring (R > 0, the
+// rings empty at the start) the step's states are compared where it writes them (the ring
+// overflowed), and after the rounds a flush (ReplayOnly, nothing accepted) leaves every slot's.
+void expectEqualsOneTokenKernels(int64_t R) {
   DecodeCase c;
-  c.H = 6, c.P = 24, c.N = 20, c.G = 2, c.W = 4, c.L = 4, c.Lc = 4, c.batch = 4, c.slots = 6;
+  c.H = 6, c.P = 24, c.N = 20, c.G = 2, c.W = 4, c.L = 4, c.Lc = 4, c.batch = 4, c.slots = 6, c.R = R;
   DecodeProblem p(c);
+  if (R > 0) std::fill(p.ringTokens.bytes.begin(), p.ringTokens.bytes.end(), 0);
   DeviceTensors fused(p.all()), seq(p.all());
   const int64_t B = c.batch, Dc = c.H * c.P + 2 * c.G * c.N;
   DeviceBuffer idx(size_t(B) * 4), convOut(size_t(B * Dc) * 4), y1(size_t(B * c.H * c.P) * 4), xg(size_t(B * Dc) * 4),
       dg(size_t(B * c.H) * 4);
   DeviceBuffer convScratch(fused.bufs[kConv].bytes()), ssmScratch(fused.bufs[kSsm].bytes());
   ULPStats stState, stY;
+  int64_t ringCommits = 0;
   for (int r = 0; r < 8; ++r) {
     SCOPED_TRACE("round " + std::to_string(r));
     if (r > 0) {
@@ -242,11 +323,21 @@ TEST(DecodeStep, EqualsOneTokenKernels) {
                    TensorView::contiguous(dg.data(), DType::F32, {B, c.H}), {}, convOut, y1);
     }
     checkDeviceErrors();
-    // 2. The fused step.
+    // 2. The fused step (the slots whose states it writes: all with accepted drafts, or with a
+    // ring those that overflow it).
+    std::vector<char> written(static_cast<size_t>(c.slots), R == 0);
+    if (R > 0) {
+      p.ringTokens.bytes = fused.download(kRing);
+      for (int64_t b = 0; b < B; ++b)
+        if (slotOf(p, b) >= 0 && at(p.ringTokens, slotOf(p, b)) + at(p.accepted, b) > R) {
+          written[size_t(slotOf(p, b))] = 1;
+          ++ringCommits;
+        }
+    }
     mamba2_decode_step(deviceState(p, fused), deviceWeights(p, fused), deviceArgs(p, fused));
     checkDeviceErrors();
-    compareF32(fused.download(kConv), seq.download(kConv), stState);
-    compareF32(fused.download(kSsm), seq.download(kSsm), stState);
+    compareSlotsF32(fused.download(kConv), seq.download(kConv), written, stState);
+    compareSlotsF32(fused.download(kSsm), seq.download(kSsm), written, stState);
     // 3. The drafts one at a time from a scratch copy of the corrected state: y per draft.
     std::vector<uint8_t> bytes = seq.download(kConv);
     convScratch.uploadBytes(bytes.data(), bytes.size());
@@ -278,12 +369,27 @@ TEST(DecodeStep, EqualsOneTokenKernels) {
       seq.bufs[k].uploadBytes(bytes.data(), bytes.size());
     }
   }
+  if (R > 0) {  // the flush: every slot's states, the ring empty
+    std::vector<uint8_t> zeros(fused.bufs[kAcc].bytes(), 0);
+    fused.bufs[kAcc].uploadBytes(zeros.data(), zeros.size());
+    Mamba2DecodeStepArgs a = deviceArgs(p, fused);
+    a.parts = DecodeStepParts::ReplayOnly;
+    a.xBC = a.dt = a.z = a.y = TensorView{};
+    mamba2_decode_step(deviceState(p, fused), deviceWeights(p, fused), a);
+    checkDeviceErrors();
+    const std::vector<char> all(static_cast<size_t>(c.slots), 1);
+    compareSlotsF32(fused.download(kConv), seq.download(kConv), all, stState);
+    compareSlotsF32(fused.download(kSsm), seq.download(kSsm), all, stState);
+    const std::vector<uint8_t> ring = fused.download(kRing);
+    EXPECT_TRUE(std::all_of(ring.begin(), ring.end(), [](uint8_t v) { return v == 0; })) << "ring not emptied";
+    EXPECT_GT(ringCommits, 0) << "no ring overflowed over the rounds";
+  }
   // The bar: bitwise where the arithmetic order matches, else within 1e-6 relative.
   std::printf(
-      "[decode-step] committed states: %lld of %lld values bitwise equal, max rel diff %.3g; "
+      "[decode-step R %lld] committed states: %lld of %lld values bitwise equal, max rel diff %.3g; "
       "y: %lld of %lld bitwise, max rel diff %.3g\n",
-      (long long)stState.exact, (long long)stState.n, stState.maxRel, (long long)stY.exact, (long long)stY.n,
-      stY.maxRel);
+      (long long)R, (long long)stState.exact, (long long)stState.n, stState.maxRel, (long long)stY.exact,
+      (long long)stY.n, stY.maxRel);
   EXPECT_GT(stState.n, 0);
   EXPECT_GT(stY.n, 0);
   // An element unwritten on one side (NaN poison) or a NaN result differs from a finite one.
@@ -293,12 +399,20 @@ TEST(DecodeStep, EqualsOneTokenKernels) {
   EXPECT_LE(stY.maxRel, 1e-6);
 }
 
+TEST(DecodeStep, EqualsOneTokenKernels) {
+  SSMJIT_REQUIRE_GPU();
+  expectEqualsOneTokenKernels(0);
+}
+TEST(DecodeStep, DeferredCommitEqualsOneTokenKernels) {
+  SSMJIT_REQUIRE_GPU();
+  expectEqualsOneTokenKernels(3);
+}
+
 // ---- CUDA graph -------------------------------------------------------------------------------
 
-TEST(DecodeStep, GraphReplayEqualsEagerSteps) {
-  SSMJIT_REQUIRE_GPU();
+void expectGraphReplayEqualsEagerSteps(int64_t R) {
   DecodeCase c;
-  c.H = 8, c.P = 64, c.N = 128, c.G = 1, c.L = 4, c.Lc = 4, c.batch = 3, c.slots = 5;
+  c.H = 8, c.P = 64, c.N = 128, c.G = 1, c.L = 4, c.Lc = 4, c.batch = 3, c.slots = 5, c.R = R;
   DecodeProblem p(c);
   DeviceTensors eager(p.all()), graphed(p.all());
   OwnedStream stream;
@@ -319,28 +433,46 @@ TEST(DecodeStep, GraphReplayEqualsEagerSteps) {
     checkDeviceErrors(stream);
     for (size_t k : {size_t(kConv), size_t(kSsm), size_t(kXbcCache), size_t(kDtCache), size_t(kCached), size_t(kY)})
       EXPECT_EQ(eager.download(k), graphed.download(k)) << "tensor " << k << " round " << r;
+    if (R > 0)
+      for (size_t k : {size_t(kXbcRing), size_t(kDtRing), size_t(kRing)})
+        EXPECT_EQ(eager.download(k), graphed.download(k)) << "tensor " << k << " round " << r;
   }
+}
+
+TEST(DecodeStep, GraphReplayEqualsEagerSteps) {
+  SSMJIT_REQUIRE_GPU();
+  expectGraphReplayEqualsEagerSteps(0);
+}
+// The ring's count lives on the device: one captured step fills, overflows and empties rings.
+TEST(DecodeStep, DeferredCommitGraphReplayEqualsEagerSteps) {
+  SSMJIT_REQUIRE_GPU();
+  expectGraphReplayEqualsEagerSteps(2);
 }
 
 // ---- bad input --------------------------------------------------------------------------------
 
-// A bad slot or count in one row: reported; that row is skipped as if it were a pad (its slot,
-// cache and y untouched) and every other row is done, as the reference does with the row padded.
-void expectRowSkipped(int64_t badRow, bool badSlot) {
+// A bad slot, count or ring count in one row: reported; that row is skipped as if it were a pad
+// (its slot, cache, ring and y untouched) and every other row is done, as the reference does with
+// the row padded.
+enum class Bad { Slot, Count, Ring };
+void expectRowSkipped(int64_t badRow, Bad what) {
   DecodeCase c;
   c.batch = 3, c.slots = 5;
+  if (what == Bad::Ring) c.R = 3;
   DecodeProblem p(c);
   ASSERT_GE(slotOf(p, badRow), 0) << "the bad row must not be a pad already";
+  // A bad ring count (R is 3) is in the expected problem too: there the row is a pad, its slot unread.
+  if (what == Bad::Ring) storeElement(p.ringTokens.view(), slotOf(p, badRow), 4.0);
   DecodeProblem expected = p;
   storeElement(expected.idx.view(), badRow, -1.0);
   const std::vector<char> rows = expected.rowsVerified();
   ASSERT_TRUE(std::count(rows.begin(), rows.end(), 1) > 0) << "no good row left to check";
-  const DecodeStepBefore before(p);
+  const DecodeStepBefore before(expected);
   reference::mamba2_decode_step(expected.state(), expected.weights(), expected.args());
 
-  if (badSlot)
+  if (what == Bad::Slot)
     storeElement(p.idx.view(), badRow, 9.0);  // slots are 5
-  else
+  else if (what == Bad::Count)
     storeElement(p.accepted.view(), badRow, double(at(p.cachedTokens, slotOf(p, badRow)) + 1));
   DeviceTensors d(p.all());
   checkDeviceErrors();
@@ -350,7 +482,10 @@ void expectRowSkipped(int64_t badRow, bool badSlot) {
     ADD_FAILURE() << "no device error reported";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), Error::Kind::InvalidArgument);
-    const std::string want = std::string(badSlot ? "state_indices[" : "num_accepted[") + std::to_string(badRow) + "]";
+    const std::string row = std::to_string(badRow);
+    const std::string want = what == Bad::Slot    ? "state_indices[" + row + "]"
+                             : what == Bad::Count ? "num_accepted[" + row + "]"
+                                                  : "ring_tokens of row " + row + "'s slot";
     EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
   }
   expectStepMatches(expected, d, before);
@@ -358,11 +493,15 @@ void expectRowSkipped(int64_t badRow, bool badSlot) {
 
 TEST(DecodeStep, BadAcceptedCountIsReportedAndSkipped) {
   SSMJIT_REQUIRE_GPU();
-  expectRowSkipped(2, false);
+  expectRowSkipped(2, Bad::Count);
+}
+TEST(DecodeStep, BadRingCountIsReportedAndSkipped) {
+  SSMJIT_REQUIRE_GPU();
+  expectRowSkipped(2, Bad::Ring);
 }
 TEST(DecodeStep, BadSlotIsReportedAndSkipped) {
   SSMJIT_REQUIRE_GPU();
-  expectRowSkipped(0, true);
+  expectRowSkipped(0, Bad::Slot);
 }
 
 TEST(DecodeStep, BadShapeThrowsBeforeLaunch) {

@@ -31,6 +31,7 @@ struct Variant {
   bool extras = true;  // conv bias, D, z, dt_bias, slot indices
   bool clamp = false;
   int64_t B = 3;  // batch: B * H >= kDecodeLargeBatchHeads takes the large-batch tiles
+  int64_t R = 0;  // ring depth: > 0 deferred commit
 };
 
 struct Call {
@@ -72,17 +73,24 @@ Call make(const Variant& v) {
     c.s.ssm_state = fakeView(2, v.state, {B, v.H, v.P, v.N}), c.s.conv_state = fakeView(1, v.state, {B, Dc, v.W - 1}),
     c.s.xbc_cache = fakeView(3, v.x, {B, Lc, Dc}), c.s.dt_cache = fakeView(4, v.x, {B, Lc, v.H}),
     c.s.cached_tokens = fakeView(5, DType::I32, {B}), c.s.arrivals = fakeView(6, DType::I32, {B});
+  if (v.R > 0) {
+    const int64_t slots = c.s.ssm_state.shape[0];
+    c.s.xbc_ring = fakeView(18, v.x, {slots, v.R, Dc});
+    c.s.dt_ring = fakeView(19, v.x, {slots, v.R, v.H});
+    c.s.ring_tokens = fakeView(20, DType::I32, {slots});
+  }
   return c;
 }
 
-void expectCompiles(const Variant& v, const char* arch) {
+// maxStore / maxLoad: spill bytes allowed.
+void expectCompiles(const Variant& v, const char* arch, int64_t maxStore = 32, int64_t maxLoad = 48) {
   const Call c = make(v);
-  ssmjit::testing::expectEachCompiles({detail::decodeStepSpecialization(c.s, c.w, c.a, arch)}, 1, [](auto&, auto& k) {
+  ssmjit::testing::expectEachCompiles({detail::decodeStepSpecialization(c.s, c.w, c.a, arch)}, 1, [&](auto&, auto& k) {
     // The state tile and the conv windows live in registers across the tokens; ptxas puts a few
     // words of some variants on the stack (up to 20 bytes stored, 40 loaded since --fmad=false),
     // more means the tiles no longer fit.
-    EXPECT_LE(k.resources.spillStoreBytes, 32) << k.compileLog;
-    EXPECT_LE(k.resources.spillLoadBytes, 48) << k.compileLog;
+    EXPECT_LE(k.resources.spillStoreBytes, maxStore) << k.compileLog;
+    EXPECT_LE(k.resources.spillLoadBytes, maxLoad) << k.compileLog;
   });
 }
 
@@ -161,6 +169,36 @@ TEST(DecodeStepKernels, WidthsShapesAndClampCompile) {
   }
 }
 
+// Deferred commit: its own kernel, every part and dtype, both tile sizes, a wide conv and a ring
+// deep enough that the tokens no longer fit one staged chunk.
+TEST(DecodeStepKernels, DeferredCommitCompiles) {
+  SSMJIT_REQUIRE_NVRTC();
+  for (DecodeStepParts parts :
+       {DecodeStepParts::ReplayAndVerify, DecodeStepParts::ReplayOnly, DecodeStepParts::VerifyOnly})
+    for (DType st : {DType::F32, DType::BF16})
+      for (DType x : {DType::F32, DType::BF16})
+        for (int64_t B : {3, 128}) {
+          Variant v;
+          v.parts = parts, v.state = st, v.x = x, v.B = B, v.R = 4, v.L = 4;
+          const Call c = make(v);
+          const Specialization spec = detail::decodeStepSpecialization(c.s, c.w, c.a, "sm_90a");
+          EXPECT_EQ(spec.kernel, kernels::kDecodeStepDeferred.kernel);
+          EXPECT_EQ(spec.get("R"), 4);
+          expectCompiles(v, "sm_90a");
+        }
+  Variant chunked;  // R + Lc + L = 24 tokens: staged in chunks, the state carried across them (56
+  chunked.R = 8;    // bytes spilled on sm_90a)
+  const Call cc = make(chunked);
+  EXPECT_LT(detail::decodeStepSpecialization(cc.s, cc.w, cc.a, "sm_90a").get("meta:BLOCK_T"), 24);
+  expectCompiles(chunked, "sm_90a", 64, 96);
+  Variant odd;  // odd sizes, no extras, a wide conv
+  odd.H = 6, odd.P = 24, odd.N = 20, odd.G = 3, odd.W = 8, odd.L = 3, odd.R = 5, odd.extras = false;
+  expectCompiles(odd, "sm_90a");
+  Variant sm80;
+  sm80.R = 4, sm80.L = 4, sm80.state = sm80.x = DType::BF16;
+  expectCompiles(sm80, "sm_80");
+}
+
 TEST(DecodeStepKernels, CompilesForSm80) {
   SSMJIT_REQUIRE_NVRTC();
   Variant v;
@@ -204,5 +242,26 @@ TEST(DecodeStepKernels, ConvWeightsAreStagedWithTheRawRows) {
     ASSERT_EQ(sites.size(), 3u) << "W " << width << "\n" << cuda;
     // B's and C's before the first barrier, x's in the head's staging.
     EXPECT_LT(sites[1], cuda.find("__syncthreads();")) << "W " << width;
+  }
+}
+
+// Deferred commit: every program reads the ring's count before the row's last program writes it
+// (after ssm_arrive_last), as with the cache's count; the ring's rows are appended by the program
+// that owns their channels (x) or by the last one (B/C and dt, read from the dt cache before the
+// cache is refilled).
+TEST(DecodeStepKernels, DeferredWritesTheRingCountAfterTheLastArrival) {
+  for (int64_t R : {4, 8}) {  // one staged chunk, then chunks
+    Variant v;
+    v.R = R;
+    const Call c = make(v);
+    const std::string cuda = generatedCuda(detail::decodeStepSpecialization(c.s, c.w, c.a, "sm_90a"));
+    const size_t arrive = cuda.find("ssm_arrive_last(");
+    ASSERT_NE(arrive, std::string::npos) << cuda;
+    ASSERT_NE(cuda.find("ssm_load(p_ring + "), std::string::npos) << cuda;
+    EXPECT_LT(cuda.rfind("ssm_load(p_ring + "), arrive) << "R " << R;
+    ASSERT_NE(cuda.find("ssm_store(p_ring + "), std::string::npos) << cuda;
+    EXPECT_GT(cuda.find("ssm_store(p_ring + "), arrive) << "R " << R;
+    ASSERT_NE(cuda.find("(p_dt_ring + "), std::string::npos) << cuda;
+    EXPECT_NE(cuda.find("p_xbc_ring + "), std::string::npos) << cuda;
   }
 }

@@ -55,6 +55,15 @@ Call valid() {
   return c;
 }
 
+// The call with a ring of depth 3 (deferred commit).
+Call withRing() {
+  Call c = valid();
+  c.s.xbc_ring = fakeView(18, DType::BF16, {5, 3, 96});
+  c.s.dt_ring = fakeView(19, DType::BF16, {5, 3, 4});
+  c.s.ring_tokens = fakeView(20, DType::I32, {5});
+  return c;
+}
+
 TEST(DecodeStepCheck, ValidCallPasses) {
   const Call c = valid();
   const detail::DecodeStepDims d = detail::checkDecodeStepArgs(c.s, c.w, c.a, DeviceKind::CUDA, "op");
@@ -83,6 +92,32 @@ TEST(DecodeStepCheck, ValidCallPasses) {
   const detail::DecodeStepDims r = detail::checkDecodeStepArgs(m.s, m.w, m.a, DeviceKind::CUDA, "op");
   EXPECT_EQ(r.batch, 3);
   EXPECT_TRUE(r.replay && !r.verify);
+  EXPECT_FALSE(r.deferred());
+
+  const Call g = withRing();
+  const detail::DecodeStepDims dg = detail::checkDecodeStepArgs(g.s, g.w, g.a, DeviceKind::CUDA, "op");
+  EXPECT_EQ(dg.R, 3);
+  EXPECT_TRUE(dg.deferred());
+}
+
+// Each edit of a valid call (from `make`) is refused with InvalidArgument, its message holding
+// every listed part (the argument first).
+void expectNamed(const std::vector<std::pair<std::function<void(Call&)>, std::vector<const char*>>>& bad,
+                 Call (*make)()) {
+  for (size_t i = 0; i < bad.size(); ++i) {
+    SCOPED_TRACE("case " + std::to_string(i));
+    Call c = make();
+    bad[i].first(c);
+    const std::vector<const char*>& parts = bad[i].second;
+    try {
+      mamba2_decode_step(c.s, c.w, c.a);
+      ADD_FAILURE() << "accepted a bad call (expected a message naming " << parts[0] << ")";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), Error::Kind::InvalidArgument) << e.what();
+      for (const char* part : parts)
+        EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << "missing '" << part << "' in: " << e.what();
+    }
+  }
 }
 
 TEST(DecodeStepCheck, BadArgumentsAreNamed) {
@@ -212,20 +247,54 @@ TEST(DecodeStepCheck, BadArgumentsAreNamed) {
        },
        {"batch = 70000", "at most 65535"}},
   };
-  for (size_t i = 0; i < bad.size(); ++i) {
-    SCOPED_TRACE("case " + std::to_string(i));
-    Call c = valid();
-    bad[i].first(c);
-    const std::vector<const char*>& parts = bad[i].second;
-    try {
-      mamba2_decode_step(c.s, c.w, c.a);
-      ADD_FAILURE() << "accepted a bad call (expected a message naming " << parts[0] << ")";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), Error::Kind::InvalidArgument) << e.what();
-      for (const char* part : parts)
-        EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << "missing '" << part << "' in: " << e.what();
-    }
-  }
+  expectNamed(bad, valid);
+}
+
+// The ring: all three tensors or none, its depth, shapes and dtypes (the caches').
+TEST(DecodeStepCheck, BadRingArgumentsAreNamed) {
+  const std::vector<std::pair<std::function<void(Call&)>, std::vector<const char*>>> bad = {
+      {[](Call& c) { c.s.dt_ring = {}; }, {"dt_ring is not given", "come together", "or not at all"}},
+      {[](Call& c) { c.s.xbc_ring = {}; }, {"xbc_ring is not given", "come together"}},
+      {[](Call& c) { c.s.ring_tokens = {}; }, {"ring_tokens is not given"}},
+      {[](Call& c) {
+         c.s.xbc_ring = fakeView(18, DType::BF16, {5, 0, 96});
+         c.s.dt_ring = fakeView(19, DType::BF16, {5, 0, 4});
+       },
+       {"xbc_ring", "ring depth 0", "at least 1"}},
+      {[](Call& c) {
+         c.s.xbc_ring = fakeView(18, DType::BF16, {5, 3});
+       },
+       {"xbc_ring", "rank 2", "expected rank 3"}},
+      {[](Call& c) {
+         c.s.xbc_ring = fakeView(18, DType::BF16, {4, 3, 96});
+       },
+       {"xbc_ring", "4", "5"}},
+      {[](Call& c) {
+         c.s.xbc_ring = fakeView(18, DType::BF16, {5, 3, 95});
+       },
+       {"xbc_ring", "95", "96"}},
+      {[](Call& c) {
+         c.s.xbc_ring = fakeView(18, DType::F16, {5, 3, 96});
+       },
+       {"xbc_ring", "float16", "xbc_cache's dtype bfloat16"}},
+      {[](Call& c) {
+         c.s.dt_ring = fakeView(19, DType::BF16, {5, 2, 4});
+       },
+       {"dt_ring", "2", "3"}},
+      {[](Call& c) {
+         c.s.dt_ring = fakeView(19, DType::BF16, {5, 3, 5});
+       },
+       {"dt_ring", "5", "4"}},
+      {[](Call& c) {
+         c.s.dt_ring = fakeView(19, DType::F32, {5, 3, 4});
+       },
+       {"dt_ring", "float32", "dt_cache's dtype bfloat16"}},
+      {[](Call& c) { c.s.ring_tokens = fakeView(20, DType::I64, {5}); }, {"ring_tokens", "int64", "int32"}},
+      {[](Call& c) { c.s.ring_tokens = fakeView(20, DType::I32, {6}); }, {"ring_tokens", "6", "5"}},
+      {[](Call& c) { c.s.ring_tokens.strides[0] = 0; }, {"ring_tokens", "stride 0"}},
+      {[](Call& c) { c.s.xbc_ring.deviceId = 1; }, {"xbc_ring", "device 1", "expected device 0"}},
+  };
+  expectNamed(bad, withRing);
 }
 
 // ---- the reference ----------------------------------------------------------------------------
@@ -694,3 +763,108 @@ TEST(DecodeStepReference, OptionalInputsMatter) {
 }
 
 }  // namespace
+
+// ---- deferred commit (a ring) -------------------------------------------------------------------
+
+namespace {
+
+// The step without drafts that flushes a ring: ReplayOnly with nothing accepted.
+void flush(DecodeProblem& p) {
+  for (int64_t b = 0; b < p.c.batch; ++b) storeElement(p.accepted.view(), b, 0.0);
+  Mamba2DecodeStepArgs a = p.args();
+  a.parts = DecodeStepParts::ReplayOnly;
+  a.xBC = a.dt = a.z = a.y = TensorView{};
+  reference::mamba2_decode_step(p.state(), p.weights(), a);
+}
+
+}  // namespace
+
+// Deferred commit gives the commit-every-step results: over rounds of mixed accepts (the ring
+// filling and overflowing), y agrees with the commit-every-step chain from the same start, the
+// ring takes the accepted drafts exactly and its count follows r + c (0 where the states are
+// written), and a final flush (ReplayOnly) leaves that chain's states. Both chains compute in
+// double; they differ by the fp32 rounding of the stored state at the commits.
+TEST(DecodeStepReference, DeferredEqualsCommitEveryStep) {
+  for (int64_t depth : {1, 3, 6}) {
+    SCOPED_TRACE("R " + std::to_string(depth));
+    DecodeCase c;
+    c.R = depth;
+    DecodeCase e = c;
+    e.R = 0;
+    DecodeProblem p(c), q(e);
+    std::fill(p.ringTokens.bytes.begin(), p.ringTokens.bytes.end(), 0);  // both start from the states
+    int commits = 0, appends = 0;
+    for (int r = 0; r < 12; ++r) {
+      SCOPED_TRACE("round " + std::to_string(r));
+      if (r > 0) {
+        p.nextRound(r % 4 == 0 ? 1 : 2);
+        q.nextRound(r % 4 == 0 ? 1 : 2);
+      }
+      ASSERT_EQ(p.accepted.bytes, q.accepted.bytes);
+      const DecodeProblem before = p;
+      reference::mamba2_decode_step(p.state(), p.weights(), p.args());
+      reference::mamba2_decode_step(q.state(), q.weights(), q.args());
+      const int64_t Dc = c.H * c.P + 2 * c.G * c.N;
+      for (int64_t b = 0; b < c.batch; ++b) {
+        const int64_t s = slotOf(p, b);
+        if (s < 0) continue;
+        const int64_t r0 = at(before.ringTokens, {s}), n = at(p.accepted, {b});
+        if (r0 + n > depth) {
+          EXPECT_EQ(at(p.ringTokens, {s}), 0) << "slot " << s;
+          ++commits;
+          continue;
+        }
+        EXPECT_EQ(at(p.ringTokens, {s}), r0 + n) << "slot " << s;
+        EXPECT_EQ(slotBytes(p.ssmState, s), slotBytes(before.ssmState, s)) << "slot " << s << " committed";
+        EXPECT_EQ(slotBytes(p.convState, s), slotBytes(before.convState, s)) << "slot " << s << " committed";
+        appends += n > 0;
+        for (int64_t t = 0; t < n; ++t) {
+          for (int64_t ch = 0; ch < Dc; ++ch)
+            ASSERT_EQ(val(p.xbcRing, {s, r0 + t, ch}), val(before.xbcCache, {s, t, ch})) << "slot " << s;
+          for (int64_t h = 0; h < c.H; ++h)
+            ASSERT_EQ(val(p.dtRing, {s, r0 + t, h}), val(before.dtCache, {s, t, h})) << "slot " << s;
+        }
+      }
+      forEachElement(q.y.view(), [&](int64_t off, const std::vector<int64_t>&) {
+        const double want = loadElement(q.y.view(), off), got = loadElement(p.y.view(), off);
+        if (std::isnan(want)) return;  // a pad row's poison, on both sides
+        ASSERT_NEAR(got, want, 1e-5 * (1 + std::fabs(want)));
+      });
+      EXPECT_EQ(p.xbcCache.bytes, q.xbcCache.bytes);
+      EXPECT_EQ(p.cachedTokens.bytes, q.cachedTokens.bytes);
+    }
+    EXPECT_GT(commits, 0) << "no ring overflowed";
+    EXPECT_GT(appends, 0) << "no ring took drafts";
+    flush(p);
+    flush(q);
+    EXPECT_TRUE(std::all_of(p.ringTokens.bytes.begin(), p.ringTokens.bytes.end(), [](uint8_t v) { return v == 0; }));
+    EXPECT_EQ(p.convState.bytes, q.convState.bytes);  // copies of the inputs
+    forEachElement(q.ssmState.view(), [&](int64_t off, const std::vector<int64_t>&) {
+      const double want = loadElement(q.ssmState.view(), off);
+      ASSERT_NEAR(loadElement(p.ssmState.view(), off), want, 1e-5 * (1 + std::fabs(want)));
+    });
+  }
+}
+
+// A ring count outside [0, R] throws before anything is written, naming the slot, the value and
+// the bound.
+TEST(DecodeStepReference, BadRingCountThrowsBeforeWriting) {
+  DecodeCase c;
+  c.R = 3;
+  for (double bad : {4.0, -1.0}) {
+    DecodeProblem p(c);
+    const int64_t s = slotOf(p, 2);
+    storeElement(p.ringTokens.view(), s, bad);
+    DecodeProblem before = p;
+    try {
+      reference::mamba2_decode_step(p.state(), p.weights(), p.args());
+      ADD_FAILURE() << "accepted ring_tokens " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), Error::Kind::InvalidArgument);
+      const std::string want = "ring_tokens[" + std::to_string(s) + "] = " + std::to_string(int64_t(bad));
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("expected 0..3"), std::string::npos) << e.what();
+    }
+    expectUnchanged(p, before);
+  }
+}

@@ -1,9 +1,11 @@
 // The device status record's messages: what checkDeviceErrors says about a bad slot index, and
-// about each check of the SSD kernels, and about a bad embedding id.
+// about each check of the SSD kernels, about a bad decode-step ring count, and about a bad
+// embedding id.
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include "kernels_dsl/decode/Mamba2DecodeStep.h"
 #include "kernels_dsl/embed/Embedding.h"
 #include "kernels_dsl/ssu/SelectiveStateUpdate.h"
 #include "kernels_dsl/ssd/Ssd.h"
@@ -50,4 +52,11 @@ TEST(DeviceStatus, EmbeddingMessageNamesTheIdAndTheTable) {
   EXPECT_EQ(ssmjit::deviceStatusMessage(rec),
             "embedding: ids[4] = 50280 is out of range [0, 50277) (the table's rows); that row of out was written "
             "as zeros");
+}
+
+TEST(DeviceStatus, DecodeRingMessageNamesTheRowValueAndDepth) {
+  const int64_t rec[4] = {ssmjit::kernels::kErrDecodeRing, 2, 9, 8};
+  EXPECT_EQ(ssmjit::deviceStatusMessage(rec),
+            "mamba2_decode_step: ring_tokens of row 2's slot = 9, expected 0..8 (the ring depth, dim 1 of xbc_ring); "
+            "that row was skipped (nothing written for it)");
 }

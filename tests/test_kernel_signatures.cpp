@@ -12,6 +12,7 @@
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/Signature.h"
 #include "kernels_dsl/conv/CausalConv1d.h"
+#include "kernels_dsl/decode/Mamba2DecodeStep.h"
 #include "kernels_dsl/ssu/SelectiveStateUpdate.h"
 #include "runtime/ops/KernelCall.h"
 #include "ssmjit/error.h"
@@ -47,6 +48,7 @@ TEST(KernelRegistry, EveryFamilyRegistersItsKernelsInNameOrder) {
       "cp_state_scan",
       "embedding",
       "mamba2_decode_step",
+      "mamba2_decode_step_deferred",
       "rms_norm",
       "sample_advance_step",
       "sample_argmax",
@@ -78,10 +80,11 @@ TEST(KernelRegistry, DefinitionHashesFollowTheFamilyFolders) {
   EXPECT_EQ(hash("causal_conv1d_fwd"), hash("causal_conv1d_bwd_reduce"));
   EXPECT_EQ(hash("selective_scan_fwd"), hash("selective_scan_bwd"));
   EXPECT_EQ(hash("sample_argmax"), hash("sample_advance_step"));
+  EXPECT_EQ(hash("mamba2_decode_step"), hash("mamba2_decode_step_deferred"));
   const std::vector<std::string> families = {
-      hash("causal_conv1d_update"),   hash("mamba2_decode_step"),     hash("rms_norm"),
-      hash("selective_scan_bwd_sum"), hash("selective_state_update"), hash("ssd_chunk_scan"),
-      hash("sample_draw"),            hash("embedding"),              hash("cp_state_scan")};
+      hash("causal_conv1d_update"),   hash("mamba2_decode_step"), hash("rms_norm"),    hash("selective_scan_bwd_sum"),
+      hash("selective_state_update"), hash("ssd_chunk_scan"),     hash("sample_draw"), hash("embedding"),
+      hash("cp_state_scan")};
   for (size_t i = 0; i < families.size(); ++i) {
     EXPECT_EQ(families[i].size(), 16u) << families[i];
     for (size_t j = 0; j < i; ++j) EXPECT_NE(families[i], families[j]);
@@ -110,6 +113,23 @@ TEST(KernelSignatures, ParametersFollowTheDeclaration) {
   EXPECT_STREQ(p[kConvUpdate.tensor("weight").firstStride + 1], "s_w_k");
   EXPECT_STREQ(p[kConvUpdate.flag("commit")], "commit");
   EXPECT_STREQ(dsl::parameters(kernels::kConvFwd).names[kernels::kConvFwd.tensor("cu").firstStride], "s_cu");
+}
+
+// The deferred decode step takes the commit-every-step kernel's parameters, in their order, and the
+// ring's (its tensors, depth R and strides) besides.
+TEST(KernelSignatures, DeferredDecodeStepExtendsTheCommitKernel) {
+  const auto& commit = dsl::parameters(kernels::kDecodeStep).names;
+  const auto& deferred = dsl::parameters(kernels::kDecodeStepDeferred).names;
+  std::vector<std::string> kept, added;
+  for (const char* n : deferred) {
+    bool inCommit = false;
+    for (const char* m : commit) inCommit = inCommit || std::string(n) == m;
+    (inCommit ? kept : added).push_back(n);
+  }
+  EXPECT_EQ(kept, std::vector<std::string>(commit.begin(), commit.end()));
+  const std::vector<std::string> ring = {"xbc_ring", "dt_ring",   "ring",   "R",      "s_xr_slot", "s_xr_t",
+                                         "s_xr_c",   "s_dr_slot", "s_dr_t", "s_dr_h", "s_ring"};
+  EXPECT_EQ(added, ring);
 }
 
 TEST(KernelSignatures, SelectiveStateUpdateStridesTakeTheirShortNames) {

@@ -27,8 +27,8 @@ void addOpShapeOptions(CLI::App* app, OpShapeOptions& o, bool allOps) {
                     "ssu (one token), ssu-tokens (L tokens per sequence), scan or scan-backward (the Mamba-1 "
                     "selective scan: --channels, --dstate, --groups, --batch x --seqlen or --packed-lengths), "
                     "decode-step (mamba2_decode_step: the heads, --width, --batch, --tokens drafts, "
-                    "--cache-tokens, --parts), ssd or ssd-backward (the Mamba-2 SSD chunked scan forward or its "
-                    "gradients: the heads, --chunk, --batch x --seqlen or --packed-lengths, --states)")
+                    "--cache-tokens, --ring-depth, --parts), ssd or ssd-backward (the Mamba-2 SSD chunked scan "
+                    "forward or its gradients: the heads, --chunk, --batch x --seqlen or --packed-lengths, --states)")
         ->check(CLI::IsMember({"ssu", "ssu-tokens", "scan", "scan-backward", "decode-step", "ssd", "ssd-backward"}))
         ->capture_default_str();
   else
@@ -104,6 +104,9 @@ void addCallOptions(CLI::App* app, CallOptions& o) {
   o.cacheTokensOpt =
       app->add_option("--cache-tokens", o.cacheTokens, "The decode step's draft-cache depth Lc (default: as --tokens)")
           ->check(atLeast(1));
+  o.ringDepthOpt = app->add_option("--ring-depth", o.ringDepth,
+                                   "The decode step's ring depth R: deferred commit (default: none, commit every step)")
+                       ->check(atLeast(1));
   o.partsOpt =
       app->add_option("--parts", o.parts, "The decode step's parts: fused (replay and verify), replay or verify")
           ->check(CLI::IsMember({"fused", "replay", "verify"}))
@@ -162,7 +165,7 @@ CheckedCall checkScanOptions(const CallOptions& o) {
   refuse({o.formOpt, o.stateWriteOpt, o.outDtypeOpt}, o.shape.op, kSsuOps);
   refuse({o.headsOpt, o.headDimOpt, o.stateDtypeOpt}, o.shape.op, kHeadOps);
   refuse({o.tokensOpt, o.noStateIdxOpt}, o.shape.op, "ssu, ssu-tokens and decode-step");
-  refuse({o.widthOpt, o.cacheTokensOpt, o.partsOpt, o.noConvBiasOpt}, o.shape.op, "decode-step");
+  refuse({o.widthOpt, o.cacheTokensOpt, o.partsOpt, o.noConvBiasOpt, o.ringDepthOpt}, o.shape.op, "decode-step");
   refuse({o.chunkOpt, o.ssdStatesOpt}, o.shape.op, kSsdOps);
   refuseDenseBesidePacked(o);
   ScanCall c;
@@ -188,6 +191,7 @@ CheckedCall checkDecodeStepOptions(const CallOptions& o) {
   DecodeStepCall c;
   c.H = o.shape.heads, c.P = o.shape.headDim, c.N = o.shape.dstate, c.G = o.shape.groups, c.W = o.width;
   c.batch = o.batch, c.L = o.tokens, c.cacheTokens = o.cacheTokens > 0 ? o.cacheTokens : o.tokens;
+  c.ringDepth = o.ringDepth;
   c.state = parseFloatDType(o.stateDtype, "--state-dtype");
   c.drafts = parseFloatDType(o.inputDtype, "--input-dtype");
   c.parts = o.parts == "replay"   ? DecodeStepParts::ReplayOnly
@@ -204,7 +208,7 @@ CheckedCall checkSsdOptions(const CallOptions& o) {
   refuse({o.formOpt, o.stateWriteOpt, o.outDtypeOpt}, o.shape.op, kSsuOps);
   refuse({o.tokensOpt, o.noStateIdxOpt}, o.shape.op, "ssu, ssu-tokens and decode-step");
   refuse({o.channelsOpt, o.bcOpt, o.serialOpt}, o.shape.op, kScanOps);
-  refuse({o.widthOpt, o.cacheTokensOpt, o.partsOpt, o.noConvBiasOpt}, o.shape.op, "decode-step");
+  refuse({o.widthOpt, o.cacheTokensOpt, o.partsOpt, o.noConvBiasOpt, o.ringDepthOpt}, o.shape.op, "decode-step");
   refuseDenseBesidePacked(o);
   SsdCall c;
   c.H = o.shape.heads, c.P = o.shape.headDim, c.N = o.shape.dstate, c.G = o.shape.groups, c.chunk = o.chunk;
@@ -230,7 +234,7 @@ CheckedCall checkCallOptions(const CallOptions& o) {
   if (o.shape.ssd()) return checkSsdOptions(o);
   refuse({o.bcOpt, o.serialOpt}, o.shape.op, kScanOps);
   refuse({o.seqlenOpt, o.packedOpt}, o.shape.op, kRowOps);
-  refuse({o.widthOpt, o.cacheTokensOpt, o.partsOpt, o.noConvBiasOpt}, o.shape.op, "decode-step");
+  refuse({o.widthOpt, o.cacheTokensOpt, o.partsOpt, o.noConvBiasOpt, o.ringDepthOpt}, o.shape.op, "decode-step");
   refuse({o.chunkOpt, o.ssdStatesOpt}, o.shape.op, kSsdOps);
   refuse({o.trainOpt}, o.shape.op, "scan and ssd");
   SsuCase s = o.shape.call();

@@ -58,6 +58,7 @@ struct CallOptions {
   std::string bc = "varying";          // the scan's B and C
   int64_t width = 4;                   // the decode step's conv width
   int64_t cacheTokens = 0;             // the decode step's cache depth (0: as --tokens)
+  int64_t ringDepth = 0;               // the decode step's ring depth (0: no ring, commit every step)
   std::string parts = "fused";         // the decode step's parts
   bool noConvBias = false;
   int64_t chunk = 256;             // the SSD scan's chunk size
@@ -71,7 +72,8 @@ struct CallOptions {
                     *stateWriteOpt = nullptr, *noStateIdxOpt = nullptr;
   const CLI::Option *seqlenOpt = nullptr, *packedOpt = nullptr, *bcOpt = nullptr, *serialOpt = nullptr,
                     *trainOpt = nullptr;
-  const CLI::Option *widthOpt = nullptr, *cacheTokensOpt = nullptr, *partsOpt = nullptr, *noConvBiasOpt = nullptr;
+  const CLI::Option *widthOpt = nullptr, *cacheTokensOpt = nullptr, *partsOpt = nullptr, *noConvBiasOpt = nullptr,
+                    *ringDepthOpt = nullptr;
   const CLI::Option *chunkOpt = nullptr, *ssdStatesOpt = nullptr;
 };
 void addCallOptions(CLI::App* app, CallOptions& o);

@@ -14,11 +14,12 @@ const char* partsName(DecodeStepParts p) {
 }  // namespace
 
 std::string decodeStepCallLabel(const DecodeStepCall& c) {
-  std::string l = strf("decode-step H%lld P%lld N%lld G%lld W%lld b=%lld L=%lld Lc=%lld %s state %s drafts %s",
+  const std::string ring = c.ringDepth > 0 ? strf(" R=%lld", static_cast<long long>(c.ringDepth)) : "";
+  std::string l = strf("decode-step H%lld P%lld N%lld G%lld W%lld b=%lld L=%lld Lc=%lld%s %s state %s drafts %s",
                        static_cast<long long>(c.H), static_cast<long long>(c.P), static_cast<long long>(c.N),
                        static_cast<long long>(c.G), static_cast<long long>(c.W), static_cast<long long>(c.batch),
-                       static_cast<long long>(c.L), static_cast<long long>(c.cacheTokens), partsName(c.parts),
-                       dtypeName(c.state), dtypeName(c.drafts));
+                       static_cast<long long>(c.L), static_cast<long long>(c.cacheTokens), ring.c_str(),
+                       partsName(c.parts), dtypeName(c.state), dtypeName(c.drafts));
   if (!c.convBias) l += " no-conv-bias";
   l += absentInputsLabel(c.hasD, c.hasZ, c.dtBias, c.softplus);
   if (!c.stateIndices) l += " no-state-indices";
@@ -34,6 +35,11 @@ Specialization decodeStepCallSpecialization(const DecodeStepCall& c) {
   s.dt_cache = fakeDeviceView(4, c.drafts, {S, Lc, c.H});
   s.cached_tokens = fakeDeviceView(5, DType::I32, {S});
   s.arrivals = fakeDeviceView(6, DType::I32, {S});
+  if (c.ringDepth > 0) {
+    s.xbc_ring = fakeDeviceView(18, c.drafts, {S, c.ringDepth, Dc});
+    s.dt_ring = fakeDeviceView(19, c.drafts, {S, c.ringDepth, c.H});
+    s.ring_tokens = fakeDeviceView(20, DType::I32, {S});
+  }
   Mamba2MixerWeights w;
   w.conv_weight = fakeDeviceView(7, DType::F32, {Dc, c.W});
   if (c.convBias) w.conv_bias = fakeDeviceView(8, DType::F32, {Dc});

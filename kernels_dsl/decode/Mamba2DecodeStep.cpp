@@ -7,6 +7,12 @@
 // waits for another: each runs the B and C conv of its group itself, once for its heads (several
 // at large batches). See Mamba2DecodeStep.h for the argument contract.
 //
+// Deferred commit (the twin kernel): the committed states are a checkpoint and the ring holds the
+// r tokens accepted since it; the replay is the ring's tokens then the c accepted drafts, from the
+// checkpoint, and writes the states only when r + c would overflow the ring (or with replay
+// only), after which the ring is empty; otherwise the c drafts are appended to the ring. Either
+// way the new drafts run from the state after the r + c tokens, with the same per-token math.
+//
 // The per-token math is written exactly as the one-token kernels write it (CausalConv1dUpdate,
 // SelectiveStateUpdate), so replaying a token gives the same fp32 results as decoding it alone.
 #include "kernels_dsl/decode/Mamba2DecodeStep.h"
@@ -22,7 +28,7 @@ using namespace dsl;
 
 namespace {
 
-void build(KernelBuilder& k, const Specialization& spec) {
+void build(KernelBuilder& k, const Specialization& spec, bool deferred) {
   const int64_t BP = spec.get("meta:BLOCK_P"), BN = spec.get("meta:BLOCK_N"), BH = spec.get("meta:BLOCK_H"),
                 BT = spec.get("meta:BLOCK_T"), BC = spec.get("meta:BLOCK_C"), W = spec.get("meta:width");
   k.setInnerLanes(static_cast<int>(spec.get("meta:inner_lanes")));
@@ -50,6 +56,13 @@ void build(KernelBuilder& k, const Specialization& spec) {
         hasDtBias = k.arg("has_dt_bias"), softplusOn = k.arg("dt_softplus"), hasClamp = k.arg("has_clamp"),
         hasIdx = k.arg("has_state_idx"), replay = k.arg("replay"), verify = k.arg("verify");
   (void)hasZ;  // read from the specialisation: it decides the shared-memory plan
+  Value xbcRing, dtRing, ring, Rv, sXrSlot, sXrT, sXrC, sDrSlot, sDrT, sDrH, sRing;
+  if (deferred) {
+    xbcRing = k.arg("xbc_ring"), dtRing = k.arg("dt_ring"), ring = M("ring"), Rv = I("R");
+    sXrSlot = I("s_xr_slot"), sXrT = I("s_xr_t"), sXrC = I("s_xr_c");
+    sDrSlot = I("s_dr_slot"), sDrT = I("s_dr_t"), sDrH = I("s_dr_h"), sRing = I("s_ring");
+  }
+  const bool verifies = spec.get("verify") != 0;
 
   Value pidP = k.programId(0), hb = k.programId(1), b = k.programId(2);
   Value first = (pidP == 0) && (hb == 0);  // the row's lowest block id: reports the row's errors
@@ -72,9 +85,25 @@ void build(KernelBuilder& k, const Specialization& spec) {
   Value bad = (c < 0) || (c > bound);
   k.ifThen(bad && first, [&] { k.reportError(err, k.constInt(kErrDecodeAccepted), b, c, bound); });
   k.returnIf(bad);
+  // Deferred: the ring's count r (read by every program before the last writes it), checked as c
+  // is. The replay is the ring's r tokens, then the c accepted drafts.
+  Value r, nRep = c, commitNow, appendNow;
+  if (deferred) {
+    r = k.load(ring, slot * sRing);
+    Value badRing = (r < 0) || (r > Rv);
+    k.ifThen(badRing && first, [&] { k.reportError(err, k.constInt(kErrDecodeRing), b, r, Rv); });
+    k.returnIf(badRing);
+    nRep = r + c;
+    // The states are written when the ring cannot take the c drafts (R >= 1: then nRep > 0), or
+    // with replay only, which empties the ring; else the drafts go to the ring.
+    commitNow = verifies ? nRep > Rv : nRep > 0;
+    appendNow = verifies ? (nRep <= Rv) && (c > 0) : k.constBool(false);
+  }
+  // Whether the replay writes the states (in place of `c > 0`, built at each use as before).
+  auto commits = [&] { return deferred ? commitNow : c > 0; };
   Value nTok =
-      c + k.ifElse(
-              verify, [&] { return std::vector<Value>{L}; }, [&] { return std::vector<Value>{k.constInt(0)}; })[0];
+      nRep + k.ifElse(
+                 verify, [&] { return std::vector<Value>{L}; }, [&] { return std::vector<Value>{k.constInt(0)}; })[0];
 
   Value zero = k.constFloat(0);
   Value HP = H * P, GN = G * N;
@@ -86,8 +115,18 @@ void build(KernelBuilder& k, const Specialization& spec) {
 
   // The row's "virtual sequence": the W - 1 conv state columns (positions < 0), the c cached
   // drafts (0 <= pos < c), the L new drafts (c <= pos < nTok). in(pos) for a [rows, 1] tile of
-  // positions and a [1, n] tile of channels.
+  // positions and a [1, n] tile of channels. Deferred: the ring's r tokens come first
+  // (0 <= pos < r), the cached drafts after them (r <= pos < nRep).
   auto virtualIn = [&](Value pos, Value ch2, Value m2) {
+    if (deferred) {
+      Value fromState = pos < 0, fromRing = (pos >= 0) && (pos < r), fromCache = (pos >= r) && (pos < nRep),
+            fromDraft = (pos >= nRep) && (pos < nTok);
+      Value vs = k.load(convState, slot * sCsSlot + ch2 * sCsC + (pos + (W - 1)) * sCsK, m2 && fromState, zero);
+      Value vr = k.load(xbcRing, slot * sXrSlot + pos * sXrT + ch2 * sXrC, m2 && fromRing, zero);
+      Value vc = k.load(xbcCache, slot * sXcSlot + (pos - r) * sXcT + ch2 * sXcC, m2 && fromCache, zero);
+      Value vd = k.load(xbc, b * sXb + (pos - nRep) * sXt + ch2 * sXc, m2 && fromDraft, zero);
+      return vs + vr + vc + vd;  // three of the four are 0 (masked)
+    }
     Value fromState = pos < 0, fromCache = (pos >= 0) && (pos < c), fromDraft = (pos >= c) && (pos < nTok);
     Value vs = k.load(convState, slot * sCsSlot + ch2 * sCsC + (pos + (W - 1)) * sCsK, m2 && fromState, zero);
     Value vc = k.load(xbcCache, slot * sXcSlot + pos * sXcT + ch2 * sXcC, m2 && fromCache, zero);
@@ -150,6 +189,8 @@ void build(KernelBuilder& k, const Specialization& spec) {
   };
   const int64_t LB = std::max<int64_t>(1, nextPow2(spec.get("L")));
   Value lr = k.expandDims(k.range(LB), 1);  // [LB, 1]
+  // Deferred: the accepted drafts' rows, [nextPow2(Lc), 1] (c <= Lc).
+  Value cr = deferred ? k.expandDims(k.range(nextPow2(spec.get("Lc"))), 1) : Value{};
   // The group's B and C of tokens v0.., and dt' and exp(A dt') of the program's heads (at most
   // kMaxHeadsPerProgram): after this the program reads no data its row shares but x.
   const int64_t HB = kMaxHeadsPerProgram;
@@ -162,8 +203,15 @@ void build(KernelBuilder& k, const Specialization& spec) {
     stageWeights(oWC, BNp, padN(nR), k.expandDims(chC, 0), mN2);
     Value v1 = v0 + tC, ok1 = v1 < nTok, hs = hb * hpp + k.expandDims(k.range(HB), 0);  // [BT, 1], [1, HB]
     Value okH = (hs < hb * hpp + hpp) && (hs < H);
-    Value dRaw = k.load(dtCache, slot * sDcSlot + v1 * sDcT + hs * sDcH, ok1 && okH && (v1 < c), zero) +
-                 k.load(dt, b * sDtB + (v1 - c) * sDtT + hs * sDtH, ok1 && okH && (v1 >= c), zero);
+    Value dRaw;
+    if (deferred)
+      dRaw =
+          k.load(dtRing, slot * sDrSlot + v1 * sDrT + hs * sDrH, ok1 && okH && (v1 < r), zero) +
+          k.load(dtCache, slot * sDcSlot + (v1 - r) * sDcT + hs * sDcH, ok1 && okH && (v1 >= r) && (v1 < nRep), zero) +
+          k.load(dt, b * sDtB + (v1 - nRep) * sDtT + hs * sDtH, ok1 && okH && (v1 >= nRep), zero);
+    else
+      dRaw = k.load(dtCache, slot * sDcSlot + v1 * sDcT + hs * sDcH, ok1 && okH && (v1 < c), zero) +
+             k.load(dt, b * sDtB + (v1 - c) * sDtT + hs * sDtH, ok1 && okH && (v1 >= c), zero);
     Value bias = k.ifElse(
         hasDtBias, [&] { return std::vector<Value>{k.load(dtBias, hs * sDtbH, okH, zero)}; },
         [&] {
@@ -182,7 +230,7 @@ void build(KernelBuilder& k, const Specialization& spec) {
   // The x (and silu(z)) of tokens v0.. of head h (the i-th of the program), and dt' x. With
   // commitFromRaw (one chunk holds every token), the head's x conv window after the replay and
   // its x drafts go to the conv state and the cache from the raw rows, before they are
-  // overwritten (raw row of position p: p + W - 1).
+  // overwritten (raw row of position p: p + W - 1); deferred, the accepted drafts' x to the ring.
   auto stageHead = [&](Value v0, Value h, Value i, bool commitFromRaw) {
     Value pos = v0 - (W - 1) + rC, okR = rC < R;
     Value chX0 = xChannels(h);
@@ -190,20 +238,27 @@ void build(KernelBuilder& k, const Specialization& spec) {
     stageWeights(oWX, BP, pR, k.expandDims(chX0, 0), mP2);
     Value vC = v0 + tC, okC = vC < nTok;
     if (withZ) {
-      Value mZ = okC && (vC >= c) && mP2;
+      Value mZ = okC && (vC >= nRep) && mP2;
       k.store(smem, oZ + tC * BP + pR,
-              silu(k.load(z, b * sZb + (vC - c) * sZt + h * sZh + (pidP * BP + pR) * sZp, mZ, zero)));
+              silu(k.load(z, b * sZb + (vC - nRep) * sZt + h * sZh + (pidP * BP + pR) * sZp, mZ, zero)));
     }
     k.barrier();
     if (commitFromRaw) {
-      k.ifThen(c > 0, [&] {
+      k.ifThen(commits(), [&] {
         for (int64_t q = 0; q + 1 < W; ++q)
-          k.store(convState, slot * sCsSlot + chX0 * sCsC + q * sCsK, k.load(smem, oX + (c + q) * BP + pLoc), maskP0);
+          k.store(convState, slot * sCsSlot + chX0 * sCsC + q * sCsK, k.load(smem, oX + (nRep + q) * BP + pLoc),
+                  maskP0);
       });
+      if (deferred)
+        k.ifThen(appendNow, [&] {
+          Value m = (cr < c) && mP2;
+          k.store(xbcRing, slot * sXrSlot + (r + cr) * sXrT + k.expandDims(chX0, 0) * sXrC,
+                  k.load(smem, oX + (r + (W - 1) + cr) * BP + pR, m, zero), m);
+        });
       k.ifThen(verify, [&] {
         Value m = (lr < L) && mP2;
         k.store(xbcCache, slot * sXcSlot + lr * sXcT + k.expandDims(chX0, 0) * sXcC,
-                k.load(smem, oX + (c + (W - 1) + lr) * BP + pR, m, zero), m);
+                k.load(smem, oX + (nRep + (W - 1) + lr) * BP + pR, m, zero), m);
       });
     }
     Value xPost = convRows(oX, oWX, BP, pR);
@@ -224,37 +279,55 @@ void build(KernelBuilder& k, const Specialization& spec) {
       Value Bv = k.load(smem, r * BNp + padN(offsN)), dtx = k.load(smem, oDtx + row);
       Value decay = k.splat(k.load(smem, oDec + i * BT + r), {BP, BN});
       Value s = sv[0] * decay + k.expandDims(Bv, 0) * k.expandDims(dtx, 1);
-      k.ifThen(v == c - 1, [&] { k.store(ssmState, ssmOffsets(h), s, mask2); });
-      k.ifThen(v >= c, [&] {
+      k.ifThen(deferred ? (v == nRep - 1) && commitNow : v == c - 1,
+               [&] { k.store(ssmState, ssmOffsets(h), s, mask2); });
+      k.ifThen(v >= nRep, [&] {
         Value Cv = k.load(smem, oC + r * BNp + padN(offsN));
         Value yv = k.reduce(s * k.expandDims(Cv, 0), 1, "sum");
         yv = k.ifElse(
             hasD, [&] { return std::vector<Value>{yv + k.load(smem, oX + row) * Dv}; },
             [&] { return std::vector<Value>{yv}; })[0];
         if (withZ) yv = yv * k.load(smem, oZ + row);
-        k.store(y, b * sYb + (v - c) * sYt + h * sYh + offsP * sYp, yv, maskP);
+        k.store(y, b * sYb + (v - nRep) * sYt + h * sYh + offsP * sYp, yv, maskP);
       });
       return std::vector<Value>{s};
     })[0];
   };
-  // The conv window after the replay, in(c - (W-1) + q), of a 1-D tile of channels, committed;
+  // The conv window after the replay, in(nRep - (W-1) + q), of a 1-D tile of channels, committed;
   // each thread loads its channels' columns whole before it stores any.
   auto commitWindow = [&](Value ch, Value mask) {
     std::vector<Value> cols;
     for (int64_t q = 0; q + 1 < W; ++q) {
-      Value pos = c - (W - 1) + q;
+      Value pos = nRep - (W - 1) + q;
       Value vs = k.load(convState, slot * sCsSlot + ch * sCsC + k.maximum(pos + (W - 1), k.constInt(0)) * sCsK,
                         mask && (pos < 0), zero);
+      if (deferred) {
+        Value vr = k.load(xbcRing, slot * sXrSlot + k.maximum(pos, k.constInt(0)) * sXrT + ch * sXrC,
+                          mask && (pos >= 0) && (pos < r), zero);
+        Value vc = k.load(xbcCache, slot * sXcSlot + k.maximum(pos - r, k.constInt(0)) * sXcT + ch * sXcC,
+                          mask && (pos >= r), zero);
+        cols.push_back(vs + vr + vc);
+        continue;
+      }
       Value vc =
           k.load(xbcCache, slot * sXcSlot + k.maximum(pos, k.constInt(0)) * sXcT + ch * sXcC, mask && (pos >= 0), zero);
       cols.push_back(vs + vc);
     }
     for (int64_t q = 0; q + 1 < W; ++q) k.store(convState, slot * sCsSlot + ch * sCsC + q * sCsK, cols[q], mask);
   };
-  // After a head's tokens (several chunks): its x conv window committed; its x drafts cached
-  // (after every thread's reads of the cached rows).
+  // The accepted drafts (cache rows 0..c-1) of channels ch2 ([1, n], mask m2) appended to the ring
+  // at rows r.., copied from the cache before the verify overwrites it.
+  auto appendToRing = [&](Value ch2, Value m2) {
+    Value m = (cr < c) && m2;
+    k.store(xbcRing, slot * sXrSlot + (r + cr) * sXrT + ch2 * sXrC,
+            k.load(xbcCache, slot * sXcSlot + cr * sXcT + ch2 * sXcC, m, zero), m);
+  };
+  // After a head's tokens (several chunks): its x conv window committed (deferred: or its accepted
+  // x drafts appended to the ring); its x drafts cached (after every thread's reads of the cached
+  // rows).
   auto commitHead = [&](Value h) {
-    k.ifThen(c > 0, [&] { commitWindow(h * P + offsP, maskP); });
+    k.ifThen(commits(), [&] { commitWindow(h * P + offsP, maskP); });
+    if (deferred) k.ifThen(appendNow, [&] { appendToRing(k.expandDims(xChannels(h), 0), mP2); });
     k.barrier();
     k.ifThen(verify, [&] {
       Value m = (lr < L) && mP2, ch = k.expandDims(xChannels(h), 0);
@@ -264,16 +337,27 @@ void build(KernelBuilder& k, const Specialization& spec) {
 
   // ---- the row's last program to arrive (every other has read the shared B/C columns, the dt
   // cache and the count): commits the B/C conv window, caches the drafts' B/C and dt, sets the
-  // count.
+  // count. Deferred: appends the accepted drafts' B/C and dt to the ring instead of committing
+  // (as the step decides), and sets the ring's count.
   auto arriveAndCommitShared = [&] {
     Value last = k.arriveLast(arrivals, slot, cdiv(H, hpp) * cdiv(P, k.constInt(BP)));
     k.ifThen(last, [&] {
-      k.ifThen(c > 0, [&] {
+      k.ifThen(commits(), [&] {
         for (int64_t j = 0; j < spec.get("meta:bc_chunks"); ++j) {
           Value col = j * BC + k.range(BC);
           commitWindow(HP + col, col < 2 * GN);
         }
       });
+      if (deferred)
+        k.ifThen(appendNow, [&] {
+          for (int64_t j = 0; j < spec.get("meta:bc_chunks"); ++j) {
+            Value col = k.expandDims(j * BC + k.range(BC), 0);
+            appendToRing(HP + col, col < 2 * GN);
+          }
+          Value h2 = k.expandDims(k.range(BH), 0), m = (h2 < H) && (cr < c);
+          k.store(dtRing, slot * sDrSlot + (r + cr) * sDrT + h2 * sDrH,
+                  k.load(dtCache, slot * sDcSlot + cr * sDcT + h2 * sDcH, m, zero), m);
+        });
       k.barrier();  // every read of the cached drafts is done before they are overwritten
       k.ifThen(verify, [&] {
         for (int64_t j = 0; j < spec.get("meta:bc_chunks"); ++j) {
@@ -288,11 +372,12 @@ void build(KernelBuilder& k, const Specialization& spec) {
       k.store(cached, slot * sCached,
               k.ifElse(
                   verify, [&] { return std::vector<Value>{L}; }, [&] { return std::vector<Value>{k.constInt(0)}; })[0]);
+      if (deferred) k.store(ring, slot * sRing, k.select(commitNow, k.constInt(0), nRep));
     });
   };
 
   // The program's heads h0 + i, one after the other.
-  const int64_t maxTokens = (spec.get("replay") ? spec.get("Lc") : 0) + spec.get("L");
+  const int64_t maxTokens = (spec.get("replay") ? spec.get("Lc") : 0) + spec.get("R", 0) + spec.get("L");
   Value h0 = hb * hpp, nHeads = k.minimum(hpp, H - h0);
   if (BT >= maxTokens) {
     // One chunk holds every token: the group's B and C (and dt) are staged once, after which the
@@ -365,7 +450,7 @@ void chooseMeta(Specialization& s) {
   // shared memory, else chunks of them.
   if (!s.find("meta:BLOCK_T")) {
     const int64_t BP = s.get("meta:BLOCK_P"), W = s.get("meta:width"), BNp = BN + BN / 32 * 4;
-    const int64_t tokens = (s.get("replay") ? s.get("Lc") : 0) + s.get("L");
+    const int64_t tokens = (s.get("replay") ? s.get("Lc") : 0) + s.get("R", 0) + s.get("L");
     auto floats = [&](int64_t bt) {
       return (bt + 2 * W) * (2 * BNp + BP) + bt * BP * 2 + 2 * kMaxHeadsPerProgram * bt;
     };
@@ -387,6 +472,12 @@ int64_t decodeHeadsPerProgram(int64_t batch, int64_t H, int64_t G, int64_t progr
   return hpp;
 }
 
-const KernelRegistration kDecode(__FILE__, {kDecodeStep.kernel, build, chooseMeta, &kDecodeStep});
+const KernelRegistration kDecode(__FILE__, {kDecodeStep.kernel,
+                                            [](KernelBuilder& k, const Specialization& s) { build(k, s, false); },
+                                            chooseMeta, &kDecodeStep});
+const KernelRegistration kDecodeDeferred(__FILE__,
+                                         {kDecodeStepDeferred.kernel,
+                                          [](KernelBuilder& k, const Specialization& s) { build(k, s, true); },
+                                          chooseMeta, &kDecodeStepDeferred});
 
 }  // namespace ssmjit::kernels

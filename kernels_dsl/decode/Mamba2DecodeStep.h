@@ -1,6 +1,9 @@
-// The Mamba-2 decode-step kernel's contract with its op (ssmjit::mamba2_decode_step): argument
+// The Mamba-2 decode-step kernels' contract with their op (ssmjit::mamba2_decode_step): argument
 // names and meaning. One kernel replays the accepted cached drafts into the conv and SSM states
-// (commit) and verifies the new drafts from the corrected state (flags replay / verify).
+// (commit) and verifies the new drafts from the corrected state (flags replay / verify). Its
+// deferred-commit twin (kDecodeStepDeferred: the same arguments, then a ring) replays the ring's
+// tokens and the accepted drafts from the checkpoint states, appends the drafts to the ring and
+// commits only when the ring would overflow (or with replay only).
 // Grid: (cdiv(P, meta:BLOCK_P), H / hpp, batch). A program owns the SSM state rows of the P
 // block of hpp heads (hpp divides H / G, at most 8, chosen at launch) and their x conv channels;
 // it runs the B and C conv of their group itself. What a row's programs share (the B/C conv state
@@ -8,6 +11,7 @@
 // (counter arrivals[slot]), after all have read it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels_dsl/Signature.h"
@@ -48,21 +52,39 @@ inline constexpr TensorArg kTensors[] = {{"conv_state", F, {"slot", "c", "k"}, "
                                          {"accepted", I, {"b"}, "acc", M},
                                          {"cached", I, {""}, nullptr, M},
                                          {"arrivals", I, {}, nullptr, M},
-                                         {"err", I, {}, nullptr, M}};
-// L: drafts of this step (0 with replay only); Lc: the cache depth (the staged token tiles cover
-// Lc + L); hpp: heads a program, chosen at launch.
-inline constexpr SizeArg kSizes[] = {{"batch", Count}, {"nslots", Count}, {"H", Bound},  {"P", Bound},  {"N", Bound},
-                                     {"G", Bound},     {"L", Bound},      {"Lc", Bound}, {"hpp", Count}};
+                                         {"err", I, {}, nullptr, M},
+                                         // the deferred kernel's ring (R tokens a slot) and its count
+                                         {"xbc_ring", F, {"slot", "t", "c"}, "xr"},
+                                         {"dt_ring", F, {"slot", "t", "h"}, "dr"},
+                                         {"ring", I, {""}, nullptr, M}};
+inline constexpr int kCommitTensors = 18;  // the commit-every-step kernel's: all but the ring's
+static_assert(dsl::detail::sameName(kTensors[kCommitTensors - 1].name, "err"));
+// L: drafts of this step (0 with replay only); Lc: the cache depth, R the ring's (the staged token
+// tiles cover R + Lc + L); hpp: heads a program, chosen at launch.
+inline constexpr SizeArg kSizes[] = {{"batch", Count}, {"nslots", Count}, {"H", Bound},  {"P", Bound},   {"N", Bound},
+                                     {"G", Bound},     {"L", Bound},      {"Lc", Bound}, {"hpp", Count}, {"R", Bound}};
+inline constexpr int kCommitSizes = 9;  // all but R
+// The first n entries of a table.
+template <class T, std::size_t Size>
+constexpr dsl::List<T> firstOf(const T (&a)[Size], int n) {
+  dsl::List<T> l(a);
+  l.n = n;
+  return l;
+}
 inline constexpr const char* kScalars[] = {"dt_min", "dt_max"};
 inline constexpr const char* kFlags[] = {"has_conv_bias", "has_D",         "has_z",  "has_dt_bias", "dt_softplus",
                                          "has_clamp",     "has_state_idx", "replay", "verify"};
 }  // namespace decode
 
-inline constexpr dsl::Signature kDecodeStep{"mamba2_decode_step", decode::kTensors, decode::kSizes, decode::kScalars,
-                                            decode::kFlags};
+inline constexpr dsl::Signature kDecodeStep{
+    "mamba2_decode_step", decode::firstOf(decode::kTensors, decode::kCommitTensors),
+    decode::firstOf(decode::kSizes, decode::kCommitSizes), decode::kScalars, decode::kFlags};
+inline constexpr dsl::Signature kDecodeStepDeferred{"mamba2_decode_step_deferred", decode::kTensors, decode::kSizes,
+                                                    decode::kScalars, decode::kFlags};
 
 // Device status codes (err[0]; err[1] = row b, err[2] = value, err[3] = bound).
 inline constexpr long long kErrDecodeSlot = 20;      // state_indices[b] outside [0, S)
 inline constexpr long long kErrDecodeAccepted = 21;  // num_accepted[b] outside [0, cached_tokens[slot]]
+inline constexpr long long kErrDecodeRing = 22;      // ring_tokens[slot of row b] outside [0, R]
 
 }  // namespace ssmjit::kernels

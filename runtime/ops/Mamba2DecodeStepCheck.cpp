@@ -81,6 +81,32 @@ DecodeStepDims checkDecodeStepArgs(const Mamba2DecodeState& s, const Mamba2Mixer
   if (d.S > 1 && s.arrivals.strides[0] != 1)
     c.fail("arrivals has stride " + str(s.arrivals.strides[0]) + ", expected 1 (contiguous int32)");
 
+  // The ring (deferred commit): all three tensors or none; it fixes its depth.
+  const bool anyRing = s.xbc_ring.defined() || s.dt_ring.defined() || s.ring_tokens.defined();
+  if (anyRing) {
+    for (auto [name, t] : {std::pair<const char*, const TensorView*>{"xbc_ring", &s.xbc_ring},
+                           {"dt_ring", &s.dt_ring},
+                           {"ring_tokens", &s.ring_tokens}})
+      if (!t->defined())
+        c.fail(std::string(name) + " is not given, expected it: xbc_ring, dt_ring and ring_tokens come together " +
+               "(deferred commit) or not at all (commit every step)");
+    Dim eXr[3] = {{d.S, "slots"}, {-1, "ring depth"}, {d.Dc, "conv channels"}};
+    c.rank("xbc_ring", s.xbc_ring, eXr, 3);
+    d.R = s.xbc_ring.shape[1];
+    eXr[1].size = d.R;
+    if (d.R < 1) c.fail("xbc_ring has ring depth " + str(d.R) + " (dim 1), expected at least 1");
+    c.tensor("xbc_ring", s.xbc_ring, eXr, 3, kFloat16Or32, false);
+    const Dim eDr[3] = {{d.S, "slots"}, {d.R, "ring depth"}, {d.H, "nheads"}};
+    c.tensor("dt_ring", s.dt_ring, eDr, 3, kFloat16Or32, false);
+    c.tensor("ring_tokens", s.ring_tokens, eSlots, 1, dtypeBit(DType::I32), false);
+    if (s.xbc_ring.dtype != s.xbc_cache.dtype)
+      c.fail(std::string("xbc_ring has dtype ") + dtypeName(s.xbc_ring.dtype) + ", expected xbc_cache's dtype " +
+             dtypeName(s.xbc_cache.dtype) + " (the ring holds the accepted drafts exactly)");
+    if (s.dt_ring.dtype != s.dt_cache.dtype)
+      c.fail(std::string("dt_ring has dtype ") + dtypeName(s.dt_ring.dtype) + ", expected dt_cache's dtype " +
+             dtypeName(s.dt_cache.dtype) + " (the ring holds the accepted drafts exactly)");
+  }
+
   // The drafts fix batch and L.
   if (d.verify) {
     c.required("xBC", a.xBC);

@@ -29,7 +29,8 @@ void mamba2_decode_step(const Mamba2DecodeState& s, const Mamba2MixerWeights& w,
   const int64_t H = d.H, P = d.P, N = d.N, G = d.G, K = d.W - 1, Dc = d.Dc, HP = H * P, GN = G * N;
 
   // Every slot and count first: a bad one throws before anything is written.
-  std::vector<int64_t> slot(static_cast<size_t>(d.batch)), count(static_cast<size_t>(d.batch), 0);
+  std::vector<int64_t> slot(static_cast<size_t>(d.batch)), count(static_cast<size_t>(d.batch), 0),
+      ringCount(static_cast<size_t>(d.batch), 0);
   for (int64_t b = 0; b < d.batch; ++b) {
     // Indices and counts read as integers: a huge int64 must not pass through double.
     const int64_t sl = a.state_indices.defined() ? loadIndex(a.state_indices, off(a.state_indices, {b})) : b;
@@ -38,14 +39,25 @@ void mamba2_decode_step(const Mamba2DecodeState& s, const Mamba2MixerWeights& w,
                                                     "] = " + std::to_string(sl) + ", expected a slot in [0, " +
                                                     std::to_string(d.S) + ") or -1 (padding)");
     slot[size_t(b)] = sl;
-    if (sl == -1 || !d.replay) continue;
-    const int64_t c = loadIndex(a.num_accepted, off(a.num_accepted, {b}));
-    const int64_t cached = loadIndex(s.cached_tokens, off(s.cached_tokens, {sl}));
-    if (c < 0 || c > cached)
-      throw Error(Error::Kind::InvalidArgument, std::string(op) + ": num_accepted[" + std::to_string(b) + "] = " +
-                                                    std::to_string(c) + ", expected 0.." + std::to_string(cached) +
-                                                    " (cached_tokens of slot " + std::to_string(sl) + ")");
-    count[size_t(b)] = c;
+    if (sl == -1) continue;
+    if (d.replay) {
+      const int64_t c = loadIndex(a.num_accepted, off(a.num_accepted, {b}));
+      const int64_t cached = loadIndex(s.cached_tokens, off(s.cached_tokens, {sl}));
+      if (c < 0 || c > cached)
+        throw Error(Error::Kind::InvalidArgument, std::string(op) + ": num_accepted[" + std::to_string(b) + "] = " +
+                                                      std::to_string(c) + ", expected 0.." + std::to_string(cached) +
+                                                      " (cached_tokens of slot " + std::to_string(sl) + ")");
+      count[size_t(b)] = c;
+    }
+    if (d.deferred()) {
+      const int64_t r = loadIndex(s.ring_tokens, off(s.ring_tokens, {sl}));
+      if (r < 0 || r > d.R)
+        throw Error(Error::Kind::InvalidArgument,
+                    std::string(op) + ": ring_tokens[" + std::to_string(sl) + "] = " + std::to_string(r) +
+                        ", expected 0.." + std::to_string(d.R) + " (the ring depth, dim 1 of xbc_ring; slot of row " +
+                        std::to_string(b) + ")");
+      ringCount[size_t(b)] = r;
+    }
   }
 
   // Per head: dt' from a raw dt.
@@ -90,8 +102,17 @@ void mamba2_decode_step(const Mamba2DecodeState& s, const Mamba2MixerWeights& w,
       for (int64_t p = 0; p < P; ++p)
         for (int64_t n = 0; n < N; ++n) state[size_t((h * P + p) * N + n)] = at(s.ssm_state, {sl, h, p, n});
 
-    // Replay: the accepted cached drafts, then commit.
-    const int64_t c = count[size_t(b)];
+    // Replay: the ring's tokens (deferred), the accepted cached drafts, then commit (deferred:
+    // only when the ring cannot take them, or with replay only; else they go to the ring).
+    const int64_t c = count[size_t(b)], r = ringCount[size_t(b)];
+    for (int64_t t = 0; t < r; ++t)
+      token(
+          [&](int64_t ch) {
+            return at(s.xbc_ring, {sl, t, ch});
+          },
+          [&](int64_t h) {
+            return at(s.dt_ring, {sl, t, h});
+          });
     for (int64_t t = 0; t < c; ++t)
       token(
           [&](int64_t ch) {
@@ -100,7 +121,18 @@ void mamba2_decode_step(const Mamba2DecodeState& s, const Mamba2MixerWeights& w,
           [&](int64_t h) {
             return at(s.dt_cache, {sl, t, h});
           });
-    if (c > 0) {
+    const bool commit = d.deferred() ? r + c > 0 && (!d.verify || r + c > d.R) : c > 0;
+    if (d.deferred()) {
+      if (!commit)
+        for (int64_t t = 0; t < c; ++t) {
+          for (int64_t ch = 0; ch < Dc; ++ch)
+            storeElement(s.xbc_ring, off(s.xbc_ring, {sl, r + t, ch}), at(s.xbc_cache, {sl, t, ch}));
+          for (int64_t h = 0; h < H; ++h)
+            storeElement(s.dt_ring, off(s.dt_ring, {sl, r + t, h}), at(s.dt_cache, {sl, t, h}));
+        }
+      storeElement(s.ring_tokens, off(s.ring_tokens, {sl}), commit ? 0.0 : double(r + c));
+    }
+    if (commit) {
       for (int64_t ch = 0; ch < Dc; ++ch)
         for (int64_t k = 0; k < K; ++k)
           storeElement(s.conv_state, off(s.conv_state, {sl, ch, k}), win[size_t(ch * K + k)]);

@@ -2,8 +2,8 @@
 # Scan: dense rows take 16-byte accesses at a row length of 512 tokens and none at 513; a packed row
 # of 8 x 513 tokens (a stride of divisibility class 8) takes them again; --launch picks one of the
 # backward's launches; a prewarm entry compiles every launch of its call. Decode step: the parts
-# and the cache depth reach the kernel; the op's own check names a cache too shallow for the
-# drafts. SSD: its five launches, the chunk size and the states reach the kernels; the op's own
+# and the cache depth reach the kernel, a ring depth takes the deferred-commit kernel; the op's own
+# check names a cache too shallow for the drafts. SSD: its five launches, the chunk size and the states reach the kernels; the op's own
 # check names a bad group count. Options of another op are refused by name.
 source "$(dirname "$0")/lib.sh"
 
@@ -43,6 +43,12 @@ expect_grep "the decode step is labelled" "^call  *decode-step H8 P64 N128 G1 W4
 expect_grep "the parts are bound" "^key .*;replay=1;verify=1(;|$)" fused.out
 run verify 0 "$TOOL" inspect "${step[@]}" --tokens 4 --parts verify --cache-tokens 8
 expect_grep "verify only, over a deeper cache" "^key .*;Lc=8;.*;replay=0;verify=1(;|$)" verify.out
+run ring 0 "$TOOL" inspect "${step[@]}" --tokens 4 --ring-depth 8
+expect_grep "a ring takes the deferred-commit kernel" "^kernel  *mamba2_decode_step_deferred" ring.out
+expect_grep "the ring depth is labelled" "^call  *decode-step H8 P64 N128 G1 W4 b=4 L=4 Lc=4 R=8 fused" ring.out
+expect_grep "the ring depth is bound" "^key .*;R=8;" ring.out
+run ring_ssu 2 "$TOOL" inspect --op ssu --ring-depth 8 --stage cuda
+expect_grep "the ring depth is refused for the state update" "--ring-depth applies to --op decode-step, not ssu" ring_ssu.err
 run shallow 2 "$TOOL" inspect "${step[@]}" --tokens 8 --cache-tokens 4
 expect_grep "a cache shallower than the drafts is named by the op's check" "the decode-step options give an invalid call: mamba2_decode_step: xBC has 8 drafts" shallow.err
 run width 2 "$TOOL" inspect --op ssu --width 3 --stage cuda

@@ -36,6 +36,7 @@ std::string DecodeCase::name() const {
   if (clamp) s += "_clamp";
   if (indices) s += "_idx";
   if (indices && slots != DecodeCase{}.slots) s += "_S" + std::to_string(slots);  // else S = batch
+  if (R > 0) s += "_ring" + std::to_string(R);
   return s;
 }
 
@@ -58,6 +59,16 @@ DecodeProblem::DecodeProblem(const DecodeCase& cc) : c(cc), rng(cc.seed) {
     storeElement(cachedTokens.view(), s, double(std::uniform_int_distribution<int64_t>(0, c.Lc)(rng)));
   arrivals = contiguous(DType::I32, {S}, rng);
   std::fill(arrivals.bytes.begin(), arrivals.bytes.end(), 0);
+  if (c.R > 0) {  // from a generator of their own: every other tensor equals the R = 0 problem's
+    std::mt19937_64 g(c.seed ^ 0x9e3779b97f4a7c15ULL);
+    xbcRing = contiguous(c.xType, {S, c.R, Dc}, g);
+    fillUniform(xbcRing, g, -1, 1);
+    dtRing = contiguous(c.dtType, {S, c.R, c.H}, g);
+    fillUniform(dtRing, g, c.softplus ? -3 : 0.01, c.softplus ? 0.5 : 0.2);
+    ringTokens = contiguous(DType::I32, {S}, g);
+    for (int64_t s = 0; s < S; ++s)
+      storeElement(ringTokens.view(), s, double(std::uniform_int_distribution<int64_t>(0, c.R)(g)));
+  }
   convW = contiguous(c.wType, {Dc, c.W}, rng);
   fillUniform(convW, rng, -0.5, 0.5);
   if (c.convBias) {
@@ -113,6 +124,9 @@ Mamba2DecodeState DecodeProblem::state(const Viewer& view) const {
   s.dt_cache = view(dtCache);
   s.cached_tokens = view(cachedTokens);
   s.arrivals = view(arrivals);
+  s.xbc_ring = view(xbcRing);
+  s.dt_ring = view(dtRing);
+  s.ring_tokens = view(ringTokens);
   return s;
 }
 
@@ -154,14 +168,17 @@ std::vector<char> DecodeProblem::slotsCommitted() const {
   std::vector<char> w(static_cast<size_t>(ssmState.meta.shape[0]), 0);
   for (int64_t b = 0; b < c.batch && accepted.defined; ++b) {
     const int64_t s = idx.defined ? at(idx, b) : b;
-    if (s >= 0 && at(accepted, b) > 0) w[static_cast<size_t>(s)] = 1;
+    if (s < 0) continue;
+    const int64_t n = at(accepted, b) + (c.R > 0 ? at(ringTokens, s) : 0);
+    const bool overflows = c.R == 0 || c.parts == DecodeStepParts::ReplayOnly || n > c.R;
+    if (n > 0 && overflows) w[static_cast<size_t>(s)] = 1;
   }
   return w;
 }
 
 std::vector<HostTensor*> DecodeProblem::all() {
-  return {&convState, &ssmState, &xbcCache, &dtCache,  &cachedTokens, &arrivals, &convW, &convB, &A,
-          &D,         &dtBias,   &idx,      &accepted, &xbc,          &dt,       &z,     &y};
+  return {&convState, &ssmState, &xbcCache, &dtCache, &cachedTokens, &arrivals, &convW, &convB,   &A,      &D,
+          &dtBias,    &idx,      &accepted, &xbc,     &dt,           &z,        &y,     &xbcRing, &dtRing, &ringTokens};
 }
 
 }  // namespace ssmjit::testing

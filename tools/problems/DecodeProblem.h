@@ -18,6 +18,7 @@ namespace ssmjit::testing {
 struct DecodeCase {
   int64_t H = 4, P = 16, N = 16, G = 2, W = 4;
   int64_t batch = 3, slots = 5, L = 4, Lc = 4;  // Lc >= L
+  int64_t R = 0;  // ring depth: > 0 deferred commit (a ring holding a random count per slot)
   DType ssmStateType = DType::F32, convStateType = DType::F32;
   DType xType = DType::F32;   // xBC, xbc_cache, z, y
   DType dtType = DType::F32;  // dt, dt_cache
@@ -33,11 +34,12 @@ inline std::ostream& operator<<(std::ostream& os, const DecodeCase& c) { return 
 
 // all() order (fixed; undefined tensors still listed): 0 convState, 1 ssmState, 2 xbcCache,
 // 3 dtCache, 4 cachedTokens, 5 arrivals, 6 convW, 7 convB, 8 A, 9 D, 10 dtBias, 11 idx,
-// 12 accepted, 13 xbc, 14 dt, 15 z, 16 y
+// 12 accepted, 13 xbc, 14 dt, 15 z, 16 y, 17 xbcRing, 18 dtRing, 19 ringTokens
 struct DecodeProblem {
   DecodeCase c;
   std::mt19937_64 rng;
   HostTensor convState, ssmState, xbcCache, dtCache, cachedTokens, arrivals;
+  HostTensor xbcRing, dtRing, ringTokens;  // with R > 0
   HostTensor convW, convB, A, D, dtBias;
   HostTensor idx, accepted, xbc, dt, z, y;
   explicit DecodeProblem(const DecodeCase& c);
@@ -47,8 +49,11 @@ struct DecodeProblem {
   // Fresh random drafts (xbc, dt, z) and y re-poisoned; accepted[b] for each non-pad row chosen
   // from cachedTokens' current host values: mode 0 -> 0, 1 -> all cached, 2 -> uniform in [0, cached].
   void nextRound(int acceptMode);
-  std::vector<char> rowsVerified() const;    // per row of y: not a pad, when the step verifies
-  std::vector<char> slotsCommitted() const;  // per slot: its row replays accepted drafts
+  std::vector<char> rowsVerified() const;  // per row of y: not a pad, when the step verifies
+  // Per slot: the step writes its states (its row replays accepted drafts; deferred: ring tokens
+  // and accepted drafts that overflow the ring, or any with ReplayOnly), from the host values
+  // before the step.
+  std::vector<char> slotsCommitted() const;
   std::vector<HostTensor*> all();
 };
 inline Mamba2DecodeState deviceState(const DecodeProblem& p, const DeviceTensors& d) { return p.state(d.viewer()); }

@@ -423,6 +423,14 @@ void ssd_backward(const SsdBackwardArgs& args, Stream stream = nullptr);
 // mamba2_decode_step does both in one launch: replay c_b tokens (c_b per sequence), commit, then
 // verify the new drafts from the corrected state, writing y per draft and refilling the cache.
 //
+// Deferred commit (given a ring in the state): conv_state and ssm_state are a checkpoint, and a
+// ring holds the r tokens accepted since it. Each step replays the ring's r tokens and the c newly
+// accepted drafts from the checkpoint without writing the states, verifies the new drafts from
+// there, and appends the c drafts to the ring; only when r + c would overflow the ring (depth R)
+// are the states after the r + c tokens written and the ring emptied. Most steps then write no
+// state; each replays up to R + Lc tokens. Results equal the commit-every-step mode's (the same
+// per-token math in the same order; with a 16-bit state, rounded to it only at the commits).
+//
 // Sizes: H heads of P channels, state size N, G groups (H % G == 0; head h reads group h/(H/G)),
 // conv width W (2..kMaxConvWidth), Dc = H*P + 2*G*N conv channels in in_proj's xBC order
 // (x: channel h*P + p; B: H*P + g*N + n; C: H*P + G*N + g*N + n), S slots, cache depth Lc.
@@ -437,6 +445,12 @@ struct Mamba2DecodeState {
   TensorView arrivals;       // (S,) int32, contiguous: the kernel's per-slot counter (a row's last
                              // program commits what all read). Zero it once at allocation; every
                              // step leaves it zero.
+  // Deferred commit: all three, or none (commit every step). Ring depth R = xbc_ring.size(1) >= 1.
+  TensorView xbc_ring;     // (S, R, Dc): pre-conv xBC of the tokens accepted since the checkpoint;
+                           // xbc_cache's dtype
+  TensorView dt_ring;      // (S, R, H): their raw dt; dt_cache's dtype
+  TensorView ring_tokens;  // (S,) int32: tokens each slot's ring holds, 0..R. Zero it when a slot
+                           // starts a sequence (or its states are set); the step keeps it
 };
 
 // The layer's parameters (unchanged between steps).
@@ -451,10 +465,12 @@ struct Mamba2MixerWeights {
   float dt_max = 0.0f;
 };
 
-// Which parts of the step run.
+// Which parts of the step run. With a ring (deferred commit), "the committed state" is the
+// checkpoint followed by the ring's tokens.
 enum class DecodeStepParts : int {
   ReplayAndVerify = 0,  // replay num_accepted[b] cached drafts and commit, then verify the new ones
-  ReplayOnly = 1,       // replay and commit; the cache is then empty (cached_tokens = 0)
+  ReplayOnly = 1,       // replay and commit; the cache is then empty (cached_tokens = 0). With a
+                        // ring: its tokens too; the states are written and the ring emptied
   VerifyOnly = 2,       // verify from the committed state; nothing committed
 };
 
@@ -464,13 +480,18 @@ enum class DecodeStepParts : int {
 //     SSM (post-conv x, B of the token): dt' = softplus?(dt + dt_bias), clamped; state =
 //     state * exp(A dt') + B dt' x. The conv and SSM states after the c tokens are committed
 //     (stored in their slot; c = 0 stores nothing).
+//   deferred (a ring given): r = ring_tokens[slot]; the replay runs the ring's r tokens, then the
+//     c cached drafts, from the stored (checkpoint) states. If r + c > R, or with ReplayOnly (and
+//     r + c > 0), the states after them are stored and ring_tokens[slot] = 0; else the c drafts
+//     are copied to ring rows r..r+c-1 (xbc_ring, dt_ring) and ring_tokens[slot] = r + c.
 //   verify: the L drafts of xBC / dt from the (corrected) state, the same per-token math, and
 //     y = sum_n state * C (+ D x), times silu(z) with z; states not committed; xbc_cache and
 //     dt_cache take the drafts, cached_tokens[slot] = L.
 // Sequence b uses slot state_indices[b] (-1: pad row, skipped, y untouched), or b (then S == B).
-// Distinct rows must use distinct slots. A slot outside [0, S) or a count outside
-// [0, cached_tokens[slot]] skips that row (nothing written for it) and is reported by the next
-// checkDeviceErrors(). Fixed L and device-side counts: a step is capturable in a CUDA graph.
+// Distinct rows must use distinct slots. A slot outside [0, S), a count outside
+// [0, cached_tokens[slot]] or a ring count outside [0, R] skips that row (nothing written for it)
+// and is reported by the next checkDeviceErrors(). Fixed L and device-side counts: a step is
+// capturable in a CUDA graph (in either mode).
 struct Mamba2DecodeStepArgs {
   TensorView state_indices;  // optional (B,), int32/int64
   TensorView num_accepted;   // (B,) int32/int64, on the device; required unless VerifyOnly

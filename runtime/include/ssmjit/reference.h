@@ -95,7 +95,10 @@ void causal_conv1d_update(const CausalConv1dUpdateArgs& args);
 // (rounded to their dtypes); the verify runs the L drafts from the state the replay left (the
 // unrounded double state and window, as the GPU keeps them in registers), writes y (rounded),
 // copies the drafts into xbc_cache / dt_cache and sets cached_tokens[s] = L; replay alone sets it
-// to 0. A slot outside [0, S) other than -1, or c outside [0, cached_tokens[s]], throws
+// to 0. With a ring (deferred commit) the replay runs the ring's r = ring_tokens[s] tokens before
+// the c drafts, stores the states only if r + c > R (or with replay only, r + c > 0) and then
+// sets ring_tokens[s] = 0, else copies the c drafts to ring rows r.. and sets it to r + c. A slot
+// outside [0, S) other than -1, c outside [0, cached_tokens[s]] or r outside [0, R] throws
 // ssmjit::Error(InvalidArgument) before anything is written (the GPU skips the row and reports
 // it). arrivals is not touched.
 void mamba2_decode_step(const Mamba2DecodeState& state, const Mamba2MixerWeights& weights,
