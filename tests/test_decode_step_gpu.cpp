@@ -172,9 +172,9 @@ std::vector<DecodeCase> roundCases() {
     c.convBias = c.D = c.z = c.dtBias = false;
     add(c);
   }
-  {  // Mamba-2 2.7B heads: R + Lc + L = 24 tokens, staged in chunks; the clamp
-    DecodeCase c = ring;
-    c.H = 8, c.P = 64, c.N = 128, c.G = 1, c.batch = 5, c.slots = 7, c.L = 8, c.Lc = 8, c.R = 8;
+  for (int64_t R : {8, 32}) {  // Mamba-2 2.7B heads: R + Lc + L = 24 tokens staged at once (past
+    DecodeCase c = ring;      // 48 KiB of shared memory), 48 in chunks; the clamp
+    c.H = 8, c.P = 64, c.N = 128, c.G = 1, c.batch = 5, c.slots = 7, c.L = 8, c.Lc = 8, c.R = R;
     c.clamp = true;
     add(c);
   }
@@ -263,15 +263,18 @@ void oneTokenStep(const DecodeCase& c, const Mamba2MixerWeights& w, TensorView c
   selective_state_update(su);
 }
 
-// Slot s's bytes of a and b (per-slot tensors of `slots` slots) compared where mask[s].
-void compareSlotsF32(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b, const std::vector<char>& mask,
-                     ULPStats& st) {
+// Slot s's elements of a and b (downloads of the contiguous per-slot fp32 tensor h, whose bytes
+// also hold a tail guard) compared where mask[s].
+void compareSlotsF32(const HostTensor& h, const std::vector<uint8_t>& a, const std::vector<uint8_t>& b,
+                     const std::vector<char>& mask, ULPStats& st) {
   ASSERT_EQ(a.size(), b.size());
-  const size_t per = a.size() / mask.size();
+  ASSERT_EQ(int64_t(mask.size()), h.meta.shape[0]);
+  const size_t per = size_t(h.meta.strides[0]) * 4, first = size_t(h.byteOffset);
+  ASSERT_LE(first + mask.size() * per, a.size());
   for (size_t s = 0; s < mask.size(); ++s)
     if (mask[s])
-      compareF32(std::vector<uint8_t>(a.begin() + s * per, a.begin() + (s + 1) * per),
-                 std::vector<uint8_t>(b.begin() + s * per, b.begin() + (s + 1) * per), st);
+      compareF32(std::vector<uint8_t>(a.begin() + first + s * per, a.begin() + first + (s + 1) * per),
+                 std::vector<uint8_t>(b.begin() + first + s * per, b.begin() + first + (s + 1) * per), st);
 }
 
 // The step against the one-token kernels over rounds of accept patterns. With a ring (R > 0, the
@@ -336,8 +339,8 @@ void expectEqualsOneTokenKernels(int64_t R) {
     }
     mamba2_decode_step(deviceState(p, fused), deviceWeights(p, fused), deviceArgs(p, fused));
     checkDeviceErrors();
-    compareSlotsF32(fused.download(kConv), seq.download(kConv), written, stState);
-    compareSlotsF32(fused.download(kSsm), seq.download(kSsm), written, stState);
+    compareSlotsF32(p.convState, fused.download(kConv), seq.download(kConv), written, stState);
+    compareSlotsF32(p.ssmState, fused.download(kSsm), seq.download(kSsm), written, stState);
     // 3. The drafts one at a time from a scratch copy of the corrected state: y per draft.
     std::vector<uint8_t> bytes = seq.download(kConv);
     convScratch.uploadBytes(bytes.data(), bytes.size());
@@ -378,8 +381,8 @@ void expectEqualsOneTokenKernels(int64_t R) {
     mamba2_decode_step(deviceState(p, fused), deviceWeights(p, fused), a);
     checkDeviceErrors();
     const std::vector<char> all(static_cast<size_t>(c.slots), 1);
-    compareSlotsF32(fused.download(kConv), seq.download(kConv), all, stState);
-    compareSlotsF32(fused.download(kSsm), seq.download(kSsm), all, stState);
+    compareSlotsF32(p.convState, fused.download(kConv), seq.download(kConv), all, stState);
+    compareSlotsF32(p.ssmState, fused.download(kSsm), seq.download(kSsm), all, stState);
     const std::vector<uint8_t> ring = fused.download(kRing);
     EXPECT_TRUE(std::all_of(ring.begin(), ring.end(), [](uint8_t v) { return v == 0; })) << "ring not emptied";
     EXPECT_GT(ringCommits, 0) << "no ring overflowed over the rounds";

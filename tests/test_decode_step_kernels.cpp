@@ -186,10 +186,17 @@ TEST(DecodeStepKernels, DeferredCommitCompiles) {
           EXPECT_EQ(spec.get("R"), 4);
           expectCompiles(v, "sm_90a");
         }
-  Variant chunked;  // R + Lc + L = 24 tokens: staged in chunks, the state carried across them (56
-  chunked.R = 8;    // bytes spilled on sm_90a)
+  Variant wide;  // R + Lc + L = 24 tokens: one staged chunk past 48 KiB (dynamic shared memory),
+  wide.R = 8;    // 56 bytes spilled on sm_90a
+  const Call cw = make(wide);
+  const Specialization ws = detail::decodeStepSpecialization(cw.s, cw.w, cw.a, "sm_90a");
+  EXPECT_EQ(ws.get("meta:BLOCK_T"), 32);
+  EXPECT_NE(generatedCuda(ws).find("extern __shared__"), std::string::npos) << "not in dynamic shared memory";
+  expectCompiles(wide, "sm_90a", 64, 96);
+  Variant chunked;  // R + Lc + L = 48 tokens: staged in chunks, the state carried across them
+  chunked.R = 32;
   const Call cc = make(chunked);
-  EXPECT_LT(detail::decodeStepSpecialization(cc.s, cc.w, cc.a, "sm_90a").get("meta:BLOCK_T"), 24);
+  EXPECT_LT(detail::decodeStepSpecialization(cc.s, cc.w, cc.a, "sm_90a").get("meta:BLOCK_T"), 48);
   expectCompiles(chunked, "sm_90a", 64, 96);
   Variant odd;  // odd sizes, no extras, a wide conv
   odd.H = 6, odd.P = 24, odd.N = 20, odd.G = 3, odd.W = 8, odd.L = 3, odd.R = 5, odd.extras = false;
@@ -250,7 +257,7 @@ TEST(DecodeStepKernels, ConvWeightsAreStagedWithTheRawRows) {
 // that owns their channels (x) or by the last one (B/C and dt, read from the dt cache before the
 // cache is refilled).
 TEST(DecodeStepKernels, DeferredWritesTheRingCountAfterTheLastArrival) {
-  for (int64_t R : {4, 8}) {  // one staged chunk, then chunks
+  for (int64_t R : {4, 32}) {  // one staged chunk, then chunks
     Variant v;
     v.R = R;
     const Call c = make(v);

@@ -28,6 +28,9 @@ using namespace dsl;
 
 namespace {
 
+// The shared memory (f32) a step may take to stage all its tokens at once: 80 KiB.
+constexpr int64_t kOneChunkFloats = 20480;
+
 void build(KernelBuilder& k, const Specialization& spec, bool deferred) {
   const int64_t BP = spec.get("meta:BLOCK_P"), BN = spec.get("meta:BLOCK_N"), BH = spec.get("meta:BLOCK_H"),
                 BT = spec.get("meta:BLOCK_T"), BC = spec.get("meta:BLOCK_C"), W = spec.get("meta:width");
@@ -151,7 +154,9 @@ void build(KernelBuilder& k, const Specialization& spec, bool deferred) {
   const int64_t oC = R * BNp, oX = 2 * R * BNp, oDtx = oX + R * BP, oZ = oDtx + BT * BP,
                 oDec = oZ + (withZ ? BT * BP : 0), oDt = oDec + kMaxHeadsPerProgram * BT,
                 oWB = oDt + kMaxHeadsPerProgram * BT, oWC = oWB + (W + 1) * BNp, oWX = oWC + (W + 1) * BNp;
-  Value smem = k.sharedBuffer(oWX + (W + 1) * BP);
+  // Past 48 KiB (a deep ring staged in one chunk) the rows go to dynamic shared memory.
+  const int64_t smemFloats = oWX + (W + 1) * BP;
+  Value smem = smemFloats > kMaxSharedBufferFloats ? k.sharedBuffer(smemFloats, DType::F32) : k.sharedBuffer(smemFloats);
   Value tr = k.range(BT), tC = k.expandDims(tr, 1);  // [BT], [BT, 1]
   Value rC = k.expandDims(k.range(RT), 1);           // [RT, 1]
   Value nR = k.expandDims(offsN, 0), mN2 = k.expandDims(maskN, 0);
@@ -454,8 +459,11 @@ void chooseMeta(Specialization& s) {
     auto floats = [&](int64_t bt) {
       return (bt + 2 * W) * (2 * BNp + BP) + bt * BP * 2 + 2 * kMaxHeadsPerProgram * bt;
     };
+    // Every token at once up to kOneChunkFloats (dynamic shared memory past 48 KiB: a chunk
+    // boundary costs a barrier and a re-stage of the W - 1 predecessors); else 48 KiB chunks.
     int64_t bt = std::max<int64_t>(2, nextPow2(tokens));
-    while (bt > 2 && floats(bt) > dsl::kMaxSharedBufferFloats) bt /= 2;
+    if (floats(bt) > kOneChunkFloats)
+      while (bt > 2 && floats(bt) > dsl::kMaxSharedBufferFloats) bt /= 2;
     s.set("meta:BLOCK_T", bt);
   }
   setDefault(s, "meta:BLOCK_H", std::max<int64_t>(4, nextPow2(H)));
