@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Where a decode step's device time goes, from Nsight Compute's per-kernel durations.
 
-Usage: ncu --csv --metrics gpu__time_duration.sum [--graph-profiling node] ssmjit bench-model ...
-         > ncu.csv; python3 scripts/decode-breakdown.py ncu.csv
+Usage: ncu --csv --metrics gpu__time_duration.sum --graph-profiling node --clock-control none
+         --cache-control none ssmjit bench-model --prefill '' --decode-batch 1 ... > ncu.csv
+       python3 scripts/decode-breakdown.py ncu.csv [LAYERS]
+(ncu's defaults, base clocks and a flushed cache per kernel, make small kernels slower than in a
+step.)
 Groups every kernel into cuBLASLt GEMMs and ssmjit's kernels (by name), counts the steps by the
 embedding kernel (one a step) and prints the device time a step and a layer per group: the sum of
 kernel times that a graph replay cannot beat (it removes only the gaps between launches).
@@ -33,7 +36,7 @@ def main(path, layers=None):
         d = dict(zip(cols, r))
         if d["Metric Name"] != "gpu__time_duration.sum":
             continue
-        scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}[d["Metric Unit"]]
+        scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}[d["Metric Unit"]]
         g = group(d["Kernel Name"])
         us[g] += float(d["Metric Value"].replace(",", "")) * scale
         count[g] += 1

@@ -3,14 +3,18 @@
 computes with it, for ssmjit's model test (tests/test_mamba2_model_gpu.cpp) and benchmark.
 
 Usage: python3 scripts/peers/mamba2_hf.py --out DIR [--shape tiny|780m|2.7b] [--layers N]
-       [--steps 32] [--bench [--reps 5]]
+       [--steps 32] [--bench [--reps 5] [--kernels torch,mamba_ssm]]
 Writes DIR/config.json and DIR/model.safetensors (save_pretrained) and DIR/expected.json: the
 prompts, each prompt's last-token logits from transformers' own forward in float32 and bfloat16,
 and its greedy continuation of --steps tokens (float32). Weights are drawn at random with scales
 that keep every layer's activations of order one (std 1/sqrt(fan in) for the projections), so that
 logits spread and greedy choices are not near ties. With --bench, also times transformers' prefill
 (1x2048, 8x2048) and decode steps (batch 1, 16, 64) on the same checkpoint.
-Run without mamba_ssm on PYTHONPATH: transformers then takes its PyTorch path.
+transformers 5 fetches its fast kernels from the Hugging Face Hub, which the device cannot reach;
+without them it takes its PyTorch path (--kernels torch). --kernels mamba_ssm puts mamba_ssm's
+Triton SSD and state update and causal-conv1d's CUDA conv (importable from PYTHONPATH) in place of
+that path's four functions, then checks the logits against the PyTorch path's before timing. Each
+kernel set named is timed in turn.
 """
 import argparse
 import json
@@ -80,6 +84,16 @@ def time_ms(fn, reps=5):
     return (time.perf_counter() - t0) / reps * 1e3
 
 
+def use_mamba_ssm_kernels():
+    """transformers' Mamba-2 mixer calls these four module functions; the hub would supply them."""
+    from causal_conv1d import causal_conv1d_fn, causal_conv1d_update
+    from mamba_ssm.ops.triton.selective_state_update import selective_state_update
+    from mamba_ssm.ops.triton.ssd_combined import mamba_chunk_scan_combined
+    import transformers.models.mamba2.modeling_mamba2 as m
+    m.causal_conv1d_fn, m.causal_conv1d_update = causal_conv1d_fn, causal_conv1d_update
+    m.mamba2_selective_state_update, m.mamba2_chunk_scan = selective_state_update, mamba_chunk_scan_combined
+
+
 @torch.no_grad()
 def bench(model, vocab, reps):
     rows = []
@@ -117,6 +131,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--bench", action="store_true")
     ap.add_argument("--reps", type=int, default=5, help="timed prefills a shape with --bench")
+    ap.add_argument("--kernels", default="torch", help="transformers' kernels for --bench: torch, mamba_ssm or both")
     a = ap.parse_args()
     config = make_config(a.shape, a.layers)
     torch.manual_seed(a.seed)
@@ -134,9 +149,17 @@ def main():
     with open(os.path.join(a.out, "expected.json"), "w") as f:
         json.dump(expected, f)
     print(f"wrote {a.out}: {a.shape}, {config.num_hidden_layers} layers, transformers {__import__('transformers').__version__}")
-    if a.bench:
+    for kernels in a.kernels.split(",") if a.bench else []:
+        if kernels == "mamba_ssm":
+            use_mamba_ssm_kernels()
+            got = torch.tensor(last_logits(model, prompts))
+            ref = torch.tensor(expected["logits_bf16"])
+            rel = ((got - ref).abs().amax(-1) / ref.abs().amax(-1)).max().item()
+            print(f"mamba_ssm kernels in place: bf16 logits against the PyTorch path's, max rel {rel:.2e}")
+        elif kernels != "torch":
+            raise SystemExit(f"--kernels: expected torch or mamba_ssm, got {kernels!r}")
         for row in bench(model, config.vocab_size, a.reps):
-            print("transformers bf16 " + row)
+            print(f"transformers ({kernels}) bf16 " + row)
 
 
 if __name__ == "__main__":
