@@ -120,10 +120,10 @@ void waitStep(const Mamba2Model& model, OwnedStream& stream) {
 
 // Runs `step` once per decode step until every sequence is done: eagerly first (it compiles and
 // loads what the step needs, which a capture must not do), then as one graph captured once. Under
-// tensor parallelism every step runs eagerly: NCCL's non-blocking calls are not captured.
-void decodeLoop(const Mamba2Model& model, Sequences& q, CUstream stream, const std::function<void(CUstream)>& step,
+// tensor parallelism the graph holds NCCL's all-reduces too.
+void decodeLoop(Sequences& q, CUstream stream, const std::function<void(CUstream)>& step,
                 const std::function<void()>& before, const std::function<void()>& after) {
-  const bool graphs = q.o.cuda_graphs && !model.options().tensor_parallel;
+  const bool graphs = q.o.cuda_graphs;
   CudaGraph graph;
   const Clock::time_point t1 = Clock::now();
   while (q.live > 0) {
@@ -155,7 +155,7 @@ void decodePlain(Mamba2Model& model, Sequences& q, StepBuffers& buf, int64_t buc
       if (q.running(i)) q.emit(i, tok[i]);
     if (q.live != wasLive) buf.slots.upload(q.slots);
   };
-  decodeLoop(model, q, stream.get(), step, [] {}, after);
+  decodeLoop(q, stream.get(), step, [] {}, after);
 }
 
 // The verify step's device buffers for `rows` sequences of L tokens: the tokens (the last one
@@ -245,7 +245,7 @@ void decodeWithDrafts(Mamba2Model& model, const std::vector<std::vector<int32_t>
     }
     if (q.live != wasLive) buf.slots.upload(q.slots);
   };
-  decodeLoop(model, q, stream.get(), step, before, after);
+  decodeLoop(q, stream.get(), step, before, after);
 }
 
 }  // namespace

@@ -128,7 +128,7 @@ std::vector<int32_t> prompt_lookup_draft(const std::vector<int32_t>& context, in
 // Generates from `prompts` (at most max_batch of them) in slots 0..n-1: one packed prefill, then
 // decode steps for all sequences at once, graphs captured per power-of-two batch bucket. Under
 // tensor parallelism every rank calls it with the same prompts and options and gets the same
-// tokens; steps run without graphs and each wait is the communicator's bounded one.
+// tokens; the graphs hold the step's all-reduces and each wait is the communicator's bounded one.
 GenerateResult generate(Mamba2Model& model, const std::vector<std::vector<int32_t>>& prompts,
                         const GenerateOptions& options = {});
 
