@@ -130,6 +130,18 @@ int run(const ParallelBenchOptions& o) {
     if (comm) moved = 2 * (o.tp - 1) * o.tokens * d.hidden * bytes / o.tp;
   }
   const double ms = msPerCall(call, comm.get(), stream.get(), o.iters, o.trials);
+  // TP's collectives alone on the layer's rows: their share of the call.
+  double collectiveMs = 0;
+  if (comm && o.cp <= 1) {
+    DeviceTensor gathered(act, {o.tokens, d.hidden}, 0, 0, rng);
+    std::function<void(CUstream)> collectives = [&](CUstream st) { comm->allReduceSum(out.view, st); };
+    if (o.sequenceParallel)
+      collectives = [&](CUstream st) {
+        comm->allGather(hidden.view, gathered.view, st);
+        comm->reduceScatterSum(gathered.view, out.view, st);
+      };
+    collectiveMs = msPerCall(collectives, comm.get(), stream.get(), o.iters, o.trials);
+  }
   if (rank == 0) {
     std::printf("Mamba-2 layer prefill: hidden %lld, %lld heads x %lld, state %lld, groups %lld, %s; %lld tokens in "
                 "%lld sequence(s)\n",
@@ -141,6 +153,8 @@ int run(const ParallelBenchOptions& o) {
                                        : std::string("one GPU");
     std::printf("%s: %.3f ms per call, %.0f tokens/s; collectives send %.2f MB per rank per call\n", how.c_str(), ms,
                 o.tokens / (ms / 1e3), moved / 1e6);
+    if (collectiveMs > 0)
+      std::printf("the call's collectives alone: %.3f ms (%.0f%% of the call)\n", collectiveMs, 100 * collectiveMs / ms);
   }
   return kExitOk;
 }
