@@ -207,8 +207,10 @@ std::string absentInputsLabel(bool hasD, bool hasZ, bool dtBias, bool softplus) 
   return l;
 }
 
+void* fakeDeviceAddress(int k) { return reinterpret_cast<void*>(static_cast<uintptr_t>(k) << 20); }
+
 TensorView fakeDeviceView(int k, DType t, std::initializer_list<int64_t> shape) {
-  return TensorView::contiguous(reinterpret_cast<void*>(static_cast<uintptr_t>(k) << 20), t, shape);
+  return TensorView::contiguous(fakeDeviceAddress(k), t, shape);
 }
 
 CLI::Option* addFloatDTypeOption(CLI::App* app, const std::string& name, std::string& dtype, const std::string& help) {

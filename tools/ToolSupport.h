@@ -110,8 +110,10 @@ void checkArch(const std::string& arch, const char* option);
 // after a space (call labels of every op that takes them).
 std::string absentInputsLabel(bool hasD, bool hasZ, bool dtBias, bool softplus);
 
-// A contiguous device view at fake address k MiB (k >= 1): distinct per k and 16-byte-aligned like
-// cuMemAlloc's buffers, enough for an op's check and its specialisation with no GPU.
+// Fake device address k MiB (k >= 1): distinct per k and 16-byte-aligned like cuMemAlloc's
+// buffers, enough for an op's check and its specialisation with no GPU.
+void* fakeDeviceAddress(int k);
+// A contiguous device view at fake address k.
 TensorView fakeDeviceView(int k, DType t, std::initializer_list<int64_t> shape);
 
 // The text of a manifest file (prewarm, inspect --spec); throws UsageError naming the path and why.
