@@ -67,6 +67,15 @@ void addTrialOptions(CLI::App* app, int& iters, int& trials, uint64_t& seed, con
   app->add_option("--seed", seed, "Random seed")->capture_default_str();
 }
 
+std::array<CLI::Option*, 3> addRowOptions(CLI::App* app, int64_t& batch, int64_t& seqlen, int64_t& packedTokens,
+                                          int64_t& minLen, int64_t& maxLen) {
+  app->add_option("--batch", batch, "Dense rows")->capture_default_str();
+  app->add_option("--seqlen", seqlen, "Dense row length")->capture_default_str();
+  return {app->add_option("--packed-tokens", packedTokens, "Tokens of the packed row")->capture_default_str(),
+          app->add_option("--min-len", minLen, "Shortest packed sequence")->capture_default_str(),
+          app->add_option("--max-len", maxLen, "Longest packed sequence")->capture_default_str()};
+}
+
 std::string passList() {
   std::string s;
   for (const std::string& p : pipelinePassNames()) s += (s.empty() ? "" : ", ") + p;

@@ -1,6 +1,7 @@
 // What every `ssmjit` subcommand shares: exit codes, the usage-error type, dtype, write-mode and arch
 // names on the command line, a wall clock, and number formatting for tables.
 #pragma once
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -74,6 +75,12 @@ void addModelOptions(CLI::App* app, std::string& model, std::string& dtype, std:
 // --iters (help `itersHelp`, at least 1), --trials (at least 1; the median is reported) and --seed:
 // every benchmark's.
 void addTrialOptions(CLI::App* app, int& iters, int& trials, uint64_t& seed, const char* itersHelp);
+
+// The sequence benchmarks' rows: --batch dense rows of --seqlen tokens, and a packed row of
+// --packed-tokens in sequences drawn from --min-len to --max-len tokens. Returns the three packed
+// row options (for an option that replaces them to exclude).
+std::array<CLI::Option*, 3> addRowOptions(CLI::App* app, int64_t& batch, int64_t& seqlen, int64_t& packedTokens,
+                                          int64_t& minLen, int64_t& maxLen);
 
 // CUDA's JIT cache (~/.nv/ComputeCache) also serves NVRTC's PTX -> CUBIN step where a driver is
 // installed: a cached CUBIN comes back without ptxas' report (registers, spills: unknown) and in a
