@@ -82,10 +82,17 @@ static dsl::Value wrap(KernelBuilder* kb, mlir::Value v) { return {kb, v.getAsOp
 #define L impl_->loc
 
 namespace {
-// A kernel with a declared signature takes exactly its parameters.
-void undeclaredOnly(const KernelBuilder::Impl& I, const std::string& name) {
+// A new kernel argument of type t (not in a kernel with a declared signature, which takes
+// exactly its parameters): `role` its attribute, `dtypeClass` what its dtype binds to ("float",
+// "int"; "" for a scalar).
+mlir::Value addArgument(KernelBuilder::Impl& I, const std::string& name, Type t, const char* role,
+                        const char* dtypeClass) {
   if (I.signature)
     fail("argument '" + name + "' added to kernel " + I.signature->kernel + ", whose arguments are its signature");
+  I.argTypes.push_back(t);
+  I.argAttrs.push_back({name, role});
+  I.argDtypeClass.push_back(dtypeClass);
+  return I.entry->addArgument(t, I.loc);
 }
 }  // namespace
 
@@ -122,35 +129,19 @@ dsl::Value KernelBuilder::arg(const std::string& name) const {
 }
 
 dsl::Value KernelBuilder::ptrArg(const std::string& name, PtrClass cls, PtrRole role) {
-  undeclaredOnly(*impl_, name);
   // The generic storage type is a placeholder (f32 / the index type); specialise binds the dtype.
   Type elem = cls == PtrClass::Float ? Type(B.getF32Type()) : impl_->indexTy;
-  Type t = sj::PtrType::get(impl_->ctx, elem);
-  impl_->argTypes.push_back(t);
-  impl_->argAttrs.push_back({name, role == PtrRole::Data ? "data" : "metadata"});
-  impl_->argDtypeClass.push_back(cls == PtrClass::Float ? "float" : "int");
-  return W(impl_->entry->addArgument(t, L));
+  return W(addArgument(*impl_, name, sj::PtrType::get(impl_->ctx, elem), role == PtrRole::Data ? "data" : "metadata",
+                       cls == PtrClass::Float ? "float" : "int"));
 }
 dsl::Value KernelBuilder::intArg(const std::string& name) {
-  undeclaredOnly(*impl_, name);
-  impl_->argTypes.push_back(impl_->indexTy);
-  impl_->argAttrs.push_back({name, "int"});
-  impl_->argDtypeClass.push_back("");
-  return W(impl_->entry->addArgument(impl_->indexTy, L));
+  return W(addArgument(*impl_, name, impl_->indexTy, "int", ""));
 }
 dsl::Value KernelBuilder::floatArg(const std::string& name) {
-  undeclaredOnly(*impl_, name);
-  impl_->argTypes.push_back(B.getF32Type());
-  impl_->argAttrs.push_back({name, "float"});
-  impl_->argDtypeClass.push_back("");
-  return W(impl_->entry->addArgument(B.getF32Type(), L));
+  return W(addArgument(*impl_, name, B.getF32Type(), "float", ""));
 }
 dsl::Value KernelBuilder::flagArg(const std::string& name) {
-  undeclaredOnly(*impl_, name);
-  impl_->argTypes.push_back(B.getI1Type());
-  impl_->argAttrs.push_back({name, "flag"});
-  impl_->argDtypeClass.push_back("");
-  return W(impl_->entry->addArgument(B.getI1Type(), L));
+  return W(addArgument(*impl_, name, B.getI1Type(), "flag", ""));
 }
 
 dsl::Value KernelBuilder::programId(int axis) {
@@ -278,24 +269,18 @@ static dsl::Value compare(KernelBuilder* kb, OpBuilder& b, Location loc, dsl::Va
   if (isa<FloatType>(elemOf(u.getType()))) return wrap(kb, arith::CmpFOp::create(b, loc, fp, u, v));
   return wrap(kb, arith::CmpIOp::create(b, loc, ip, u, v));
 }
-dsl::Value KernelBuilder::lt(dsl::Value a, dsl::Value b) {
-  return compare(this, B, L, a, b, arith::CmpFPredicate::OLT, arith::CmpIPredicate::slt);
-}
-dsl::Value KernelBuilder::le(dsl::Value a, dsl::Value b) {
-  return compare(this, B, L, a, b, arith::CmpFPredicate::OLE, arith::CmpIPredicate::sle);
-}
-dsl::Value KernelBuilder::gt(dsl::Value a, dsl::Value b) {
-  return compare(this, B, L, a, b, arith::CmpFPredicate::OGT, arith::CmpIPredicate::sgt);
-}
-dsl::Value KernelBuilder::ge(dsl::Value a, dsl::Value b) {
-  return compare(this, B, L, a, b, arith::CmpFPredicate::OGE, arith::CmpIPredicate::sge);
-}
-dsl::Value KernelBuilder::eq(dsl::Value a, dsl::Value b) {
-  return compare(this, B, L, a, b, arith::CmpFPredicate::OEQ, arith::CmpIPredicate::eq);
-}
-dsl::Value KernelBuilder::ne(dsl::Value a, dsl::Value b) {
-  return compare(this, B, L, a, b, arith::CmpFPredicate::UNE, arith::CmpIPredicate::ne);
-}
+// Each comparison: its float predicate (ordered but for ne) and its signed integer one.
+#define SSMJIT_DSL_COMPARISON(name, floatPredicate, intPredicate)                                               \
+  dsl::Value KernelBuilder::name(dsl::Value a, dsl::Value b) {                                                  \
+    return compare(this, B, L, a, b, arith::CmpFPredicate::floatPredicate, arith::CmpIPredicate::intPredicate); \
+  }
+SSMJIT_DSL_COMPARISON(lt, OLT, slt)
+SSMJIT_DSL_COMPARISON(le, OLE, sle)
+SSMJIT_DSL_COMPARISON(gt, OGT, sgt)
+SSMJIT_DSL_COMPARISON(ge, OGE, sge)
+SSMJIT_DSL_COMPARISON(eq, OEQ, eq)
+SSMJIT_DSL_COMPARISON(ne, UNE, ne)
+#undef SSMJIT_DSL_COMPARISON
 
 dsl::Value KernelBuilder::logicalNot(dsl::Value a) {
   if (!a.isBool()) fail("logical not of a non-boolean");

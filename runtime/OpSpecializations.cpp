@@ -40,9 +40,7 @@ Grid ssuGrid(const SsuSizes& s, int64_t blockP) {
 }
 
 std::vector<Specialization> conv(const CausalConv1dArgs& args, const std::string& arch) {
-  std::vector<Specialization> out = detail::convSpecializations(args, arch);
-  if (!args.compile_backward) return out;
-  return with(std::move(out), detail::convBackwardSpecializations(detail::convBackwardStandIn(args), arch));
+  return with(detail::convSpecializations(args, arch), detail::backwardAlongside(args, arch));
 }
 
 std::vector<Specialization> convBackward(const CausalConv1dBackwardArgs& args, const std::string& arch) {
@@ -54,9 +52,7 @@ Specialization convUpdate(const CausalConv1dUpdateArgs& args, const std::string&
 }
 
 std::vector<Specialization> scan(const SelectiveScanArgs& args, const std::string& arch) {
-  std::vector<Specialization> out = detail::scanSpecializations(args, arch);
-  if (!args.compile_backward) return out;
-  return with(std::move(out), detail::scanBackwardSpecializations(detail::scanBackwardStandIn(args), arch));
+  return with(detail::scanSpecializations(args, arch), detail::backwardAlongside(args, arch));
 }
 
 std::vector<Specialization> scanBackward(const SelectiveScanBackwardArgs& args, const std::string& arch) {
@@ -64,9 +60,7 @@ std::vector<Specialization> scanBackward(const SelectiveScanBackwardArgs& args, 
 }
 
 std::vector<Specialization> ssd(const SsdArgs& args, const std::string& arch) {
-  std::vector<Specialization> out = detail::ssdSpecializations(args, arch);
-  if (!args.compile_backward) return out;
-  return with(std::move(out), detail::ssdBackwardSpecializations(detail::ssdBackwardStandIn(args), arch));
+  return with(detail::ssdSpecializations(args, arch), detail::backwardAlongside(args, arch));
 }
 
 std::vector<Specialization> ssdBackward(const SsdBackwardArgs& args, const std::string& arch) {

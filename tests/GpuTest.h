@@ -65,6 +65,13 @@ class GpuTest : public ::testing::Test {
   void SetUp() override { SSMJIT_REQUIRE_GPU(); }
 };
 
+// The suite `Suite` of GPU tests Matrix/Suite.MatchesFloat64Reference/<case name>, one for each
+// Case of `cases`: runAndCompare(case), the file's check against the float64 reference.
+#define SSMJIT_REFERENCE_MATRIX(Suite, Case, cases)                                               \
+  class Suite : public ::ssmjit::testing::GpuTest, public ::testing::WithParamInterface<Case> {}; \
+  TEST_P(Suite, MatchesFloat64Reference) { runAndCompare(GetParam()); }                           \
+  INSTANTIATE_TEST_SUITE_P(Matrix, Suite, ::testing::ValuesIn(cases), ::ssmjit::testing::ByName())
+
 // Expects what a run left in one tensor (`c`) within `b` (tools/problems/Tolerance.h), and prints
 // the measured error beside its bound, so that every GPU run shows the margin each check leaves.
 inline void expectWithin(const Compared& c, const Bound& b, const std::string& what) {

@@ -87,9 +87,7 @@ std::vector<ConvBackwardCase> backwardCases() {
   return out;
 }
 
-class ConvBackward : public GpuTest, public ::testing::WithParamInterface<ConvBackwardCase> {};
-TEST_P(ConvBackward, MatchesFloat64Reference) { runAndCompare(GetParam()); }
-INSTANTIATE_TEST_SUITE_P(Matrix, ConvBackward, ::testing::ValuesIn(backwardCases()), ByName());
+SSMJIT_REFERENCE_MATRIX(ConvBackward, ConvBackwardCase, backwardCases());
 
 // Packed equals per-sequence, bit for bit: dx and the initial states' gradient. dweight and dbias
 // sum over every sequence, so they are compared to the per-sequence sums within fp32 rounding

@@ -65,9 +65,7 @@ std::vector<ConvCase> forwardCases() {
   return out;
 }
 
-class ConvForward : public GpuTest, public ::testing::WithParamInterface<ConvCase> {};
-TEST_P(ConvForward, MatchesFloat64Reference) { runAndCompare(GetParam()); }
-INSTANTIATE_TEST_SUITE_P(Matrix, ConvForward, ::testing::ValuesIn(forwardCases()), ByName());
+SSMJIT_REFERENCE_MATRIX(ConvForward, ConvCase, forwardCases());
 
 // Packed equals per-sequence, bit for bit: out and final states.
 class ConvPacked : public GpuTest, public ::testing::WithParamInterface<ConvLayout> {};

@@ -17,6 +17,7 @@
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
 #include "ssmjit/reference.h"
+#include "tests/support/FakeDecodeStepCall.h"
 #include "tests/support/FakeTensors.h"
 #include "tests/support/HostTensors.h"
 #include "tools/problems/DecodeProblem.h"
@@ -27,33 +28,8 @@ using namespace ssmjit::testing;
 namespace {
 
 // A valid call: H 4, P 8, N 16, G 2 (Dc 96), W 4, batch 3, L 4, cache depth 6, 5 slots.
-struct Call {
-  Mamba2DecodeState s;
-  Mamba2MixerWeights w;
-  Mamba2DecodeStepArgs a;
-};
-Call valid() {
-  const int64_t H = 4, P = 8, N = 16, Dc = 96, W = 4, B = 3, L = 4, Lc = 6, S = 5;
-  Call c;
-  c.s.conv_state = fakeView(1, DType::BF16, {S, Dc, W - 1});
-  c.s.ssm_state = fakeView(2, DType::F32, {S, H, P, N});
-  c.s.xbc_cache = fakeView(3, DType::BF16, {S, Lc, Dc});
-  c.s.dt_cache = fakeView(4, DType::BF16, {S, Lc, H});
-  c.s.cached_tokens = fakeView(5, DType::I32, {S});
-  c.s.arrivals = fakeView(6, DType::I32, {S});
-  c.w.conv_weight = fakeView(7, DType::F32, {Dc, W});
-  c.w.conv_bias = fakeView(8, DType::BF16, {Dc});
-  c.w.A = fakeView(9, DType::F32, {H});
-  c.w.D = fakeView(10, DType::F32, {H});
-  c.w.dt_bias = fakeView(11, DType::F32, {H});
-  c.a.state_indices = fakeView(12, DType::I64, {B});
-  c.a.num_accepted = fakeView(13, DType::I32, {B});
-  c.a.xBC = fakeView(14, DType::BF16, {B, L, Dc});
-  c.a.dt = fakeView(15, DType::BF16, {B, L, H});
-  c.a.z = fakeView(16, DType::BF16, {B, L, H, P});
-  c.a.y = fakeView(17, DType::BF16, {B, L, H, P});
-  return c;
-}
+using Call = FakeDecodeStepCall;
+Call valid() { return fakeDecodeStepCall({}); }
 
 // The call with a ring of depth 3 (deferred commit).
 Call withRing() {

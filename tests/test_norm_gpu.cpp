@@ -141,12 +141,8 @@ std::vector<NormCase> gatedCases() {
   return out;
 }
 
-class RmsNormGpu : public GpuTest, public ::testing::WithParamInterface<NormCase> {};
-TEST_P(RmsNormGpu, MatchesFloat64Reference) { runAndCompare(GetParam()); }
-INSTANTIATE_TEST_SUITE_P(Matrix, RmsNormGpu, ::testing::ValuesIn(rmsCases()), ByName());
+SSMJIT_REFERENCE_MATRIX(RmsNormGpu, NormCase, rmsCases());
 
-class GatedRmsNormGpu : public GpuTest, public ::testing::WithParamInterface<NormCase> {};
-TEST_P(GatedRmsNormGpu, MatchesFloat64Reference) { runAndCompare(GetParam()); }
-INSTANTIATE_TEST_SUITE_P(Matrix, GatedRmsNormGpu, ::testing::ValuesIn(gatedCases()), ByName());
+SSMJIT_REFERENCE_MATRIX(GatedRmsNormGpu, NormCase, gatedCases());
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "kernels_dsl/CompileKernel.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/scan/SelectiveScanBackward.h"
+#include "runtime/ops/Gradients.h"
 #include "runtime/ops/SelectiveScanSpec.h"
 #include "ssmjit/ops.h"
 #include "tests/support/CompileEach.h"
@@ -210,19 +211,8 @@ namespace {
 SelectiveScanBackwardArgs makeBackward(const Variant& v, bool stateGrads) {
   SelectiveScanBackwardArgs b;
   b.forward = make(v);
+  detail::setGradientsLikeInputs(b, 20, [](const TensorView&, int k) { return fake(k); });
   b.forward.out = {};
-  const int64_t Bt = v.packed ? 1 : v.batch;
-  b.dout = view(20, v.x, {Bt, v.D, v.L});
-  b.du = view(21, v.x, {Bt, v.D, v.L});
-  b.ddelta = view(22, v.x, {Bt, v.D, v.L});
-  b.dA = view(23, DType::F32, {v.D, v.N});
-  b.dB = v.bVarying ? view(24, v.bc, {Bt, v.G, v.N, v.L}) : view(24, DType::F32, {v.D, v.N});
-  b.dC = v.cVarying ? view(25, v.bc, {Bt, v.G, v.N, v.L}) : view(25, DType::F32, {v.D, v.N});
-  if (v.extras) {
-    b.dD = view(26, DType::F32, {v.D});
-    b.dz = view(27, v.x, {Bt, v.D, v.L});
-    b.ddelta_bias = view(28, DType::F32, {v.D});
-  }
   if (v.states && stateGrads) {
     b.dinitial_states = view(29, v.state, {5, v.D, v.N});
     b.dfinal_states = view(30, v.state, {5, v.D, v.N});

@@ -19,6 +19,7 @@
 #include "runtime/ops/SelectiveScanSpec.h"
 #include "runtime/ops/SelectiveStateUpdateSpec.h"
 #include "ssmjit/ops.h"
+#include "tests/support/FakeDecodeStepCall.h"
 #include "tests/support/FakeTensors.h"
 
 using namespace ssmjit;
@@ -154,26 +155,12 @@ SelectiveScanBackwardArgs scanBackwardArgs(int64_t span) {
   return b;
 }
 
-struct DecodeCall {
-  Mamba2DecodeState s;
-  Mamba2MixerWeights w;
-  Mamba2DecodeStepArgs a;
-};
-DecodeCall decodeCall(int64_t span) {
-  const int64_t B = 2, H = 8, P = 64, N = 128, G = 1, W = 4, L = 4, Dc = H * P + 2 * G * N;
-  DecodeCall c;
-  c.s.conv_state = fakeView(1, DType::F32, {B, Dc, W - 1});
-  c.s.ssm_state = spanning(fakeView(2, DType::F32, {B, H, P, N}), span);
-  c.s.xbc_cache = fakeView(3, DType::BF16, {B, L, Dc});
-  c.s.dt_cache = fakeView(4, DType::BF16, {B, L, H});
-  c.s.cached_tokens = fakeView(5, DType::I32, {B});
-  c.s.arrivals = fakeView(6, DType::I32, {B});
-  c.w.conv_weight = fakeView(7, DType::F32, {Dc, W});
-  c.w.A = fakeView(8, DType::F32, {H});
-  c.a.num_accepted = fakeView(9, DType::I32, {B});
-  c.a.xBC = fakeView(10, DType::BF16, {B, L, Dc});
-  c.a.dt = fakeView(11, DType::BF16, {B, L, H});
-  c.a.y = fakeView(12, DType::BF16, {B, L, H, P});
+ssmjit::testing::FakeDecodeStepCall decodeCall(int64_t span) {
+  ssmjit::testing::FakeDecodeShape v;
+  v.batch = v.slots = 2, v.H = 8, v.P = 64, v.N = 128, v.G = 1, v.cacheDepth = 4;
+  v.convState = DType::F32, v.optional = false;
+  ssmjit::testing::FakeDecodeStepCall c = ssmjit::testing::fakeDecodeStepCall(v);
+  c.s.ssm_state = spanning(c.s.ssm_state, span);
   return c;
 }
 
@@ -209,7 +196,7 @@ TEST(WideOffsets, SelectiveScan) {
 
 TEST(WideOffsets, Mamba2DecodeStep) {
   expectWidensAtTheLimit("mamba2_decode_step", [](int64_t span) {
-    const DecodeCall c = decodeCall(span);
+    const auto c = decodeCall(span);
     return std::vector<Specialization>{detail::decodeStepSpecialization(c.s, c.w, c.a, "sm_90a")};
   });
 }

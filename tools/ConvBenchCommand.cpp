@@ -169,11 +169,7 @@ CommandRun defineConvBenchCommand(CLI::App* app) {
   auto o = std::make_shared<ConvBenchOptions>();
   app->add_option("--dim", o->dim, "Channels D")->capture_default_str();
   app->add_option("--width", o->width, "Conv width W (2..8)")->capture_default_str();
-  app->add_option("--batch", o->batch, "Dense rows")->capture_default_str();
-  app->add_option("--seqlen", o->seqlen, "Dense row length")->capture_default_str();
-  app->add_option("--packed-tokens", o->packedTokens, "Tokens of the packed row")->capture_default_str();
-  app->add_option("--min-len", o->minLen, "Shortest packed sequence")->capture_default_str();
-  app->add_option("--max-len", o->maxLen, "Longest packed sequence")->capture_default_str();
+  addRowOptions(app, o->batch, o->seqlen, o->packedTokens, o->minLen, o->maxLen);
   addFloatDTypeOption(app, "--dtype", o->dtype, "x/out (and update state) dtype: fp32, bf16, fp16");
   app->add_option("--parts", o->parts, "What to run, comma-separated: fwd, bwd, update")
       ->delimiter(',')

@@ -138,13 +138,8 @@ CommandRun defineScanBenchCommand(CLI::App* app) {
   auto o = std::make_shared<ScanBenchOptions>();
   app->add_option("--dim", o->dim, "Channels D")->capture_default_str();
   app->add_option("--state-size", o->stateSize, "State size N")->capture_default_str();
-  app->add_option("--batch", o->batch, "Dense rows")->capture_default_str();
-  app->add_option("--seqlen", o->seqlen, "Dense row length")->capture_default_str();
+  const auto [tokens, minLen, maxLen] = addRowOptions(app, o->batch, o->seqlen, o->packedTokens, o->minLen, o->maxLen);
   app->add_option("--long-seqlen", o->longSeqlen, "Length of the single long sequence")->capture_default_str();
-  CLI::Option* tokens =
-      app->add_option("--packed-tokens", o->packedTokens, "Tokens of the packed row")->capture_default_str();
-  CLI::Option* minLen = app->add_option("--min-len", o->minLen, "Shortest packed sequence")->capture_default_str();
-  CLI::Option* maxLen = app->add_option("--max-len", o->maxLen, "Longest packed sequence")->capture_default_str();
   app->add_option("--packed-lengths", o->packedLengths,
                   "The packed row's sequence lengths, comma-separated (instead of drawing them with --packed-tokens, "
                   "--min-len, --max-len)")

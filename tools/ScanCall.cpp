@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "runtime/OpSpecializations.h"
+#include "runtime/ops/Gradients.h"
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
 #include "tools/CallRows.h"
@@ -12,8 +13,7 @@ namespace ssmjit::tool {
 namespace {
 
 // The call's tensors by kind, each at fake address k: a (rows, D, L) sequence tensor, A's (D, N),
-// B's or C's (time-varying or constant) and a per-channel (D) vector. Gradients take their
-// input's kind.
+// B's or C's (time-varying or constant) and a per-channel (D) vector.
 TensorView sequenceView(const ScanCall& c, int k) { return fakeDeviceView(k, c.x, {rows(c), c.D, rowLength(c)}); }
 TensorView stateMatrixView(const ScanCall& c, int k) { return fakeDeviceView(k, DType::F32, {c.D, c.N}); }
 TensorView bcView(const ScanCall& c, int k) {
@@ -45,16 +45,8 @@ SelectiveScanArgs forwardArgs(const ScanCall& c) {
 SelectiveScanBackwardArgs backwardArgs(const ScanCall& c) {
   SelectiveScanBackwardArgs b;
   b.forward = forwardArgs(c);
+  detail::setGradientsLikeInputs(b, 20, [](const TensorView&, int k) { return fakeDeviceAddress(k); });
   b.forward.out = {};
-  b.dout = sequenceView(c, 20);
-  b.du = sequenceView(c, 21);
-  b.ddelta = sequenceView(c, 22);
-  b.dA = stateMatrixView(c, 23);
-  b.dB = bcView(c, 24);
-  b.dC = bcView(c, 25);
-  if (c.hasD) b.dD = channelView(c, 26);
-  if (c.hasZ) b.dz = sequenceView(c, 27);
-  if (c.hasDeltaBias) b.ddelta_bias = channelView(c, 28);
   return b;
 }
 

@@ -1,6 +1,7 @@
 #include "tools/SsdCall.h"
 
 #include "runtime/OpSpecializations.h"
+#include "runtime/ops/Gradients.h"
 #include "ssmjit/enum_name.h"
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
@@ -39,19 +40,11 @@ SsdArgs args(const SsdCall& c) {
 
 // The gradients of the forward call: states' gradients wherever the forward has states.
 SsdBackwardArgs backwardArgs(const SsdCall& c) {
-  const int64_t R = rows(c), L = rowLength(c), nseq = sequences(c);
+  const int64_t nseq = sequences(c);
   SsdBackwardArgs b;
   b.forward = args(c);
+  detail::setGradientsLikeInputs(b, 20, [](const TensorView&, int k) { return fakeDeviceAddress(k); });
   b.forward.out = {};
-  b.dout = fakeDeviceView(20, c.x, {R, L, c.H, c.P});
-  b.dx = fakeDeviceView(21, c.x, {R, L, c.H, c.P});
-  b.ddt = fakeDeviceView(22, c.x, {R, L, c.H});
-  b.dA = fakeDeviceView(23, DType::F32, {c.H});
-  b.dB = fakeDeviceView(24, c.x, {R, L, c.G, c.N});
-  b.dC = fakeDeviceView(25, c.x, {R, L, c.G, c.N});
-  if (c.hasD) b.dD = fakeDeviceView(26, DType::F32, {c.H});
-  if (c.hasZ) b.dz = fakeDeviceView(27, c.x, {R, L, c.H, c.P});
-  if (c.dtBias) b.ddt_bias = fakeDeviceView(28, DType::F32, {c.H});
   if (c.states != SsdStates::None) b.dfinal_states = fakeDeviceView(29, c.state, {nseq, c.H, c.P, c.N});
   if (c.states == SsdStates::Slots) b.dinitial_states = fakeDeviceView(30, c.state, {nseq, c.H, c.P, c.N});
   return b;

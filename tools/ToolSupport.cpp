@@ -67,6 +67,15 @@ void addTrialOptions(CLI::App* app, int& iters, int& trials, uint64_t& seed, con
   app->add_option("--seed", seed, "Random seed")->capture_default_str();
 }
 
+std::array<CLI::Option*, 3> addRowOptions(CLI::App* app, int64_t& batch, int64_t& seqlen, int64_t& packedTokens,
+                                          int64_t& minLen, int64_t& maxLen) {
+  app->add_option("--batch", batch, "Dense rows")->capture_default_str();
+  app->add_option("--seqlen", seqlen, "Dense row length")->capture_default_str();
+  return {app->add_option("--packed-tokens", packedTokens, "Tokens of the packed row")->capture_default_str(),
+          app->add_option("--min-len", minLen, "Shortest packed sequence")->capture_default_str(),
+          app->add_option("--max-len", maxLen, "Longest packed sequence")->capture_default_str()};
+}
+
 std::string passList() {
   std::string s;
   for (const std::string& p : pipelinePassNames()) s += (s.empty() ? "" : ", ") + p;
@@ -207,8 +216,10 @@ std::string absentInputsLabel(bool hasD, bool hasZ, bool dtBias, bool softplus) 
   return l;
 }
 
+void* fakeDeviceAddress(int k) { return reinterpret_cast<void*>(static_cast<uintptr_t>(k) << 20); }
+
 TensorView fakeDeviceView(int k, DType t, std::initializer_list<int64_t> shape) {
-  return TensorView::contiguous(reinterpret_cast<void*>(static_cast<uintptr_t>(k) << 20), t, shape);
+  return TensorView::contiguous(fakeDeviceAddress(k), t, shape);
 }
 
 CLI::Option* addFloatDTypeOption(CLI::App* app, const std::string& name, std::string& dtype, const std::string& help) {

@@ -1,6 +1,7 @@
 // What every `ssmjit` subcommand shares: exit codes, the usage-error type, dtype, write-mode and arch
 // names on the command line, a wall clock, and number formatting for tables.
 #pragma once
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -75,6 +76,12 @@ void addModelOptions(CLI::App* app, std::string& model, std::string& dtype, std:
 // every benchmark's.
 void addTrialOptions(CLI::App* app, int& iters, int& trials, uint64_t& seed, const char* itersHelp);
 
+// The sequence benchmarks' rows: --batch dense rows of --seqlen tokens, and a packed row of
+// --packed-tokens in sequences drawn from --min-len to --max-len tokens. Returns the three packed
+// row options (for an option that replaces them to exclude).
+std::array<CLI::Option*, 3> addRowOptions(CLI::App* app, int64_t& batch, int64_t& seqlen, int64_t& packedTokens,
+                                          int64_t& minLen, int64_t& maxLen);
+
 // CUDA's JIT cache (~/.nv/ComputeCache) also serves NVRTC's PTX -> CUBIN step where a driver is
 // installed: a cached CUBIN comes back without ptxas' report (registers, spills: unknown) and in a
 // fraction of the compile time, so resource reports and compile times would depend on what ran
@@ -110,8 +117,10 @@ void checkArch(const std::string& arch, const char* option);
 // after a space (call labels of every op that takes them).
 std::string absentInputsLabel(bool hasD, bool hasZ, bool dtBias, bool softplus);
 
-// A contiguous device view at fake address k MiB (k >= 1): distinct per k and 16-byte-aligned like
-// cuMemAlloc's buffers, enough for an op's check and its specialisation with no GPU.
+// Fake device address k MiB (k >= 1): distinct per k and 16-byte-aligned like cuMemAlloc's
+// buffers, enough for an op's check and its specialisation with no GPU.
+void* fakeDeviceAddress(int k);
+// A contiguous device view at fake address k.
 TensorView fakeDeviceView(int k, DType t, std::initializer_list<int64_t> shape);
 
 // The text of a manifest file (prewarm, inspect --spec); throws UsageError naming the path and why.

@@ -1,5 +1,7 @@
 // Values made of arithmetic: constants, program ids, and elementwise arith/math ops, each one C
 // expression a register (a tile's op runs in the layout of its first tile with a definite one).
+#include <array>
+
 #include "compiler/emit/EmitterCore.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -8,12 +10,15 @@ namespace ssmjit::emit {
 using namespace mlir;
 
 namespace {
+// (a[0] op a[1]) for predicate p: `predicates` are the dialect's for <, <=, >, >=, == and !=, the
+// comparisons the DSL makes.
 template <typename Predicate>
-std::string compare(Operation* op, Predicate p, const std::map<Predicate, const char*>& ops,
+std::string compare(Operation* op, Predicate p, const std::array<Predicate, 6>& predicates,
                     const std::vector<std::string>& a) {
-  auto it = ops.find(p);
-  if (it == ops.end()) fail(op, "unsupported comparison");
-  return "(" + a[0] + " " + it->second + " " + a[1] + ")";
+  static const char* const kOperators[] = {"<", "<=", ">", ">=", "==", "!="};
+  for (size_t i = 0; i < predicates.size(); ++i)
+    if (predicates[i] == p) return "(" + a[0] + " " + kOperators[i] + " " + a[1] + ")";
+  fail(op, "unsupported comparison");
 }
 }  // namespace
 
@@ -54,22 +59,14 @@ std::string Emitter::exprOf(Operation* op, const std::vector<std::string>& a) {
       .Case<math::RsqrtOp>([&](auto) { return call("rsqrtf"); })
       .Case([&](arith::CmpIOp c) {
         return compare(op, c.getPredicate(),
-                       {{CmpIPredicate::slt, "<"},
-                        {CmpIPredicate::sle, "<="},
-                        {CmpIPredicate::sgt, ">"},
-                        {CmpIPredicate::sge, ">="},
-                        {CmpIPredicate::eq, "=="},
-                        {CmpIPredicate::ne, "!="}},
+                       {CmpIPredicate::slt, CmpIPredicate::sle, CmpIPredicate::sgt, CmpIPredicate::sge,
+                        CmpIPredicate::eq, CmpIPredicate::ne},
                        a);
       })
       .Case([&](arith::CmpFOp c) {
         return compare(op, c.getPredicate(),
-                       {{CmpFPredicate::OLT, "<"},
-                        {CmpFPredicate::OLE, "<="},
-                        {CmpFPredicate::OGT, ">"},
-                        {CmpFPredicate::OGE, ">="},
-                        {CmpFPredicate::OEQ, "=="},
-                        {CmpFPredicate::UNE, "!="}},
+                       {CmpFPredicate::OLT, CmpFPredicate::OLE, CmpFPredicate::OGT, CmpFPredicate::OGE,
+                        CmpFPredicate::OEQ, CmpFPredicate::UNE},
                        a);
       })
       .Case<arith::ExtSIOp, arith::TruncIOp, arith::SIToFPOp>([&](auto) { return convert(a[0]); })

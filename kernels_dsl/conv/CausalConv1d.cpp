@@ -40,10 +40,8 @@ void buildForward(KernelBuilder& k, const Specialization& spec) {
   Value hasBias = k.arg("has_bias"), siluOn = k.arg("silu"), hasCu = k.arg("has_cu"), hasPos = k.arg("has_pos"),
         hasInit = k.arg("has_init"), hasInitIdx = k.arg("has_init_idx");
 
-  const ConvProgram pg = convProgram(k, BD, BT, W, cl, D, w, sWd, sWk, bias, sBias, hasBias);
-  Value pidD = pg.pidD, pidC = pg.pidC, row = pg.row, offsD = pg.offsD, maskD = pg.maskD, dOffs = pg.dOffs, mD = pg.mD,
-        rT = pg.rT, zero = pg.zero, zeroI = pg.zeroI, biasT = pg.biasT;
-  const std::vector<Value>& wk = pg.wk;
+  const auto [pidD, pidC, row, offsD, maskD, dOffs, mD, rT, zero, zeroI, wk, biasT] =
+      convProgram(k, BD, BT, W, cl, D, w, sWd, sWk, bias, sBias, hasBias);
   // 1-D tiles along time, made 2-D in the kernel's orientation.
   auto tE = [&](Value v) { return k.expandDims(v, cl ? 1 : 0); };
 

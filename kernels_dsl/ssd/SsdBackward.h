@@ -88,22 +88,18 @@ inline constexpr SizeArg kPassSizes[] = {{"H", Div},
                                          {"o_g", Count},
                                          {"o_pn", Count}};
 inline constexpr const char* kPassFlags[] = {"has_cu", "has_init_idx", "has_dfinal", "has_final_idx", "has_dinit"};
+
+// The signature every kernel but the state passing shares, under the kernel's name.
+constexpr dsl::Signature signature(const char* kernel) { return {kernel, kTensors, kSizes, kScalars, kFlags}; }
 }  // namespace ssd_bwd
 
-inline constexpr dsl::Signature kSsdBwdDstates{"ssd_bwd_dstates", ssd_bwd::kTensors, ssd_bwd::kSizes, ssd_bwd::kScalars,
-                                               ssd_bwd::kFlags};
-inline constexpr dsl::Signature kSsdBwdDx{"ssd_bwd_dx", ssd_bwd::kTensors, ssd_bwd::kSizes, ssd_bwd::kScalars,
-                                          ssd_bwd::kFlags};
-inline constexpr dsl::Signature kSsdBwdDcb{"ssd_bwd_dcb", ssd_bwd::kTensors, ssd_bwd::kSizes, ssd_bwd::kScalars,
-                                           ssd_bwd::kFlags};
-inline constexpr dsl::Signature kSsdBwdDb{"ssd_bwd_db", ssd_bwd::kTensors, ssd_bwd::kSizes, ssd_bwd::kScalars,
-                                          ssd_bwd::kFlags};
-inline constexpr dsl::Signature kSsdBwdDc{"ssd_bwd_dc", ssd_bwd::kTensors, ssd_bwd::kSizes, ssd_bwd::kScalars,
-                                          ssd_bwd::kFlags};
-inline constexpr dsl::Signature kSsdBwdDt{"ssd_bwd_dt", ssd_bwd::kTensors, ssd_bwd::kSizes, ssd_bwd::kScalars,
-                                          ssd_bwd::kFlags};
-inline constexpr dsl::Signature kSsdBwdSums{"ssd_bwd_sums", ssd_bwd::kTensors, ssd_bwd::kSizes, ssd_bwd::kScalars,
-                                            ssd_bwd::kFlags};
+inline constexpr dsl::Signature kSsdBwdDstates = ssd_bwd::signature("ssd_bwd_dstates");
+inline constexpr dsl::Signature kSsdBwdDx = ssd_bwd::signature("ssd_bwd_dx");
+inline constexpr dsl::Signature kSsdBwdDcb = ssd_bwd::signature("ssd_bwd_dcb");
+inline constexpr dsl::Signature kSsdBwdDb = ssd_bwd::signature("ssd_bwd_db");
+inline constexpr dsl::Signature kSsdBwdDc = ssd_bwd::signature("ssd_bwd_dc");
+inline constexpr dsl::Signature kSsdBwdDt = ssd_bwd::signature("ssd_bwd_dt");
+inline constexpr dsl::Signature kSsdBwdSums = ssd_bwd::signature("ssd_bwd_sums");
 inline constexpr dsl::Signature kSsdBwdStatePassing{
     "ssd_bwd_state_passing", ssd_bwd::kPassTensors, ssd_bwd::kPassSizes, {}, ssd_bwd::kPassFlags};
 

@@ -19,9 +19,7 @@ constexpr int64_t kChannels = 32;  // channels a step of the product
 void buildDcb(KernelBuilder& k, const Specialization& spec) {
   const int64_t Q = spec.get("meta:chunk"), T = kSsdTokenBlock, LDs = T + 4;
   const SsdBwdValues a = ssdBwdValues(k);
-  const SsdPairBlock blk = ssdPairBlock(k, a, Q);
-  Value slot = blk.slot, g = blk.g, bi = blk.bi, bj = blk.bj;
-  const SsdChunk& ch = blk.ch;
+  const auto [slot, g, bi, bj, ch] = ssdPairBlock(k, a, Q);
   Value zero = k.constFloat(0), zeroI = k.constInt(0), oneI = k.constInt(1);
   Value G = a.H / a.hpg;
   Value smem = k.sharedBuffer(kChannels * LDs);

@@ -60,6 +60,14 @@ class Checker {
     deviceFrom_ = from;
   }
 
+  // The call's lead tensor, the one that fixes its first sizes and its device: required, of
+  // rank n, and on the device every other tensor must be on.
+  void lead(const char* name, const TensorView& t, const Dim* exp, int n) {
+    required(name, t);
+    rank(name, t, exp, n);
+    setDeviceId(t.deviceId, name);
+  }
+
  private:
   const char* op_;
   DeviceKind device_;

@@ -3,15 +3,25 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "runtime/ops/CausalConv1dSpec.h"
+#include "runtime/ops/Gradients.h"
+#include "runtime/ops/SelectiveScanSpec.h"
+#include "runtime/ops/SsdBackwardSpec.h"
+
 namespace ssmjit::detail {
 namespace {
 
-// Stand-in number k of `v`: its view at an address k x 2^44 bytes on, so the alignment class
-// stays v's and no two stand-ins (nor any real buffer of one device) overlap.
+// The address of stand-in number k of `v`: k x 2^44 bytes on, so the alignment class stays v's
+// and no two stand-ins (nor any real buffer of one device) overlap.
+void* standInAddress(const TensorView& v, int k) {
+  return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(v.data) + (static_cast<uintptr_t>(k) << 44));
+}
+
+// Stand-in number k of `v`: its view at that address.
 TensorView standIn(const TensorView& v, int k) {
   if (!v.defined()) return {};
   TensorView s = v;
-  s.data = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(v.data) + (static_cast<uintptr_t>(k) << 44));
+  s.data = standInAddress(v, k);
   return s;
 }
 
@@ -21,38 +31,22 @@ TensorView workspaceStandIn(const TensorView& like, int64_t elements) {
                                 {std::max<int64_t>(1, elements)}, like.device, like.deviceId);
 }
 
-}  // namespace
-
-SelectiveScanBackwardArgs scanBackwardStandIn(const SelectiveScanArgs& f) {
-  SelectiveScanBackwardArgs b;
+// The scan's or SSD's: each gradient a stand-in of its input (Gradients.h), the workspace like `x`.
+template <class Backward, class Forward>
+Backward gradientsStandIn(const Forward& f, const TensorView& x, int64_t (*workspaceSize)(const Backward&)) {
+  Backward b;
   b.forward = f;
-  b.dout = standIn(f.out, 1);
-  b.du = standIn(f.u, 2);
-  b.ddelta = standIn(f.delta, 3);
-  b.dA = standIn(f.A, 4);
-  b.dB = standIn(f.B, 5);
-  b.dC = standIn(f.C, 6);
-  b.dD = standIn(f.D, 7);
-  b.dz = standIn(f.z, 8);
-  b.ddelta_bias = standIn(f.delta_bias, 9);
-  b.workspace = workspaceStandIn(f.u, selective_scan_backward_workspace_size(b));
+  setGradientsLikeInputs(b, 1, standInAddress);
+  b.workspace = workspaceStandIn(x, workspaceSize(b));
   return b;
 }
 
+SelectiveScanBackwardArgs scanBackwardStandIn(const SelectiveScanArgs& f) {
+  return gradientsStandIn<SelectiveScanBackwardArgs>(f, f.u, selective_scan_backward_workspace_size);
+}
+
 SsdBackwardArgs ssdBackwardStandIn(const SsdArgs& f) {
-  SsdBackwardArgs b;
-  b.forward = f;
-  b.dout = standIn(f.out, 1);
-  b.dx = standIn(f.x, 2);
-  b.ddt = standIn(f.dt, 3);
-  b.dA = standIn(f.A, 4);
-  b.dB = standIn(f.B, 5);
-  b.dC = standIn(f.C, 6);
-  b.dD = standIn(f.D, 7);
-  b.dz = standIn(f.z, 8);
-  b.ddt_bias = standIn(f.dt_bias, 9);
-  b.workspace = workspaceStandIn(f.x, ssd_backward_workspace_size(b));
-  return b;
+  return gradientsStandIn<SsdBackwardArgs>(f, f.x, ssd_backward_workspace_size);
 }
 
 CausalConv1dBackwardArgs convBackwardStandIn(const CausalConv1dArgs& f) {
@@ -72,6 +66,29 @@ CausalConv1dBackwardArgs convBackwardStandIn(const CausalConv1dArgs& f) {
   b.dbias = standIn(f.bias, 4);
   b.workspace = workspaceStandIn(f.x, causal_conv1d_backward_workspace_size(b));
   return b;
+}
+
+// With compile_backward, the kernels `specializations` names for the stand-in `standIn(f)`.
+template <class Forward, class Backward>
+std::vector<Specialization> alongside(const Forward& f, const std::string& arch, Backward (*standIn)(const Forward&),
+                                      std::vector<Specialization> (*specializations)(const Backward&,
+                                                                                     const std::string&)) {
+  if (!f.compile_backward) return {};
+  return specializations(standIn(f), arch);
+}
+
+}  // namespace
+
+std::vector<Specialization> backwardAlongside(const SelectiveScanArgs& f, const std::string& arch) {
+  return alongside(f, arch, scanBackwardStandIn, scanBackwardSpecializations);
+}
+
+std::vector<Specialization> backwardAlongside(const SsdArgs& f, const std::string& arch) {
+  return alongside(f, arch, ssdBackwardStandIn, ssdBackwardSpecializations);
+}
+
+std::vector<Specialization> backwardAlongside(const CausalConv1dArgs& f, const std::string& arch) {
+  return alongside(f, arch, convBackwardStandIn, convBackwardSpecializations);
 }
 
 }  // namespace ssmjit::detail

@@ -6,14 +6,19 @@
 // addresses (the kernels specialise on alignment classes only, and these calls are never
 // launched). Internal to the runtime.
 #pragma once
+#include <string>
+#include <vector>
+
+#include "compiler/Specialization.h"
 #include "ssmjit/ops.h"
 
 namespace ssmjit::detail {
 
-// Each throws Error(InvalidArgument) as the backward's check does when the stand-in call is not
-// one the backward takes (e.g. a forward without out).
-SelectiveScanBackwardArgs scanBackwardStandIn(const SelectiveScanArgs& forward);
-SsdBackwardArgs ssdBackwardStandIn(const SsdArgs& forward);
-CausalConv1dBackwardArgs convBackwardStandIn(const CausalConv1dArgs& forward);
+// The backward's kernels a forward call compiles alongside its own: with compile_backward, those
+// of its stand-in backward call, else none. Each throws Error(InvalidArgument) as the backward's
+// check does when the stand-in call is not one the backward takes (e.g. a forward without out).
+std::vector<Specialization> backwardAlongside(const SelectiveScanArgs& forward, const std::string& arch);
+std::vector<Specialization> backwardAlongside(const SsdArgs& forward, const std::string& arch);
+std::vector<Specialization> backwardAlongside(const CausalConv1dArgs& forward, const std::string& arch);
 
 }  // namespace ssmjit::detail

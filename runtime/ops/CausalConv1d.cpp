@@ -68,10 +68,7 @@ void causal_conv1d(const CausalConv1dArgs& a, Stream stream) {
   const CUstream s = static_cast<CUstream>(stream);
   void* err = deviceStatusRecord();
   const detail::CompileAhead ahead([&](const std::string& arch) { return detail::convSpecializations(a, arch); },
-                                   a.compile_backward ? detail::CompileAhead::Specs([&](const std::string& arch) {
-                                     return detail::convBackwardSpecializations(detail::convBackwardStandIn(a), arch);
-                                   })
-                                                      : nullptr);
+                                   [&](const std::string& arch) { return detail::backwardAlongside(a, arch); });
   {
     KernelCall c(kConvFwd);
     bindForward(c, a, d, err);

@@ -207,10 +207,8 @@ ConvUpdateDims checkConv1dUpdateArgs(const CausalConv1dUpdateArgs& a, DeviceKind
   ConvUpdateDims d;
 
   // The state's width - 1 comes from the weight, so the weight's width is checked first.
-  c.required("conv_state", a.conv_state);
   Dim eState[3] = {{-1, "slots"}, {-1, "dim"}, {-1, "width - 1"}};
-  c.rank("conv_state", a.conv_state, eState, 3);
-  c.setDeviceId(a.conv_state.deviceId, "conv_state");
+  c.lead("conv_state", a.conv_state, eState, 3);
   d.W = checkWidth(c, a.weight);
 
   // x fixes batch, tokens and dim.

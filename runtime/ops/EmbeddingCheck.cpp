@@ -11,10 +11,8 @@ namespace ssmjit::detail {
 EmbeddingDims checkEmbeddingArgs(const EmbeddingArgs& a, DeviceKind device, const char* op) {
   Checker c(op, device);
   EmbeddingDims d;
-  c.required("ids", a.ids);
   Dim eIds[1] = {{-1, "tokens"}};
-  c.rank("ids", a.ids, eIds, 1);
-  c.setDeviceId(a.ids.deviceId, "ids");
+  c.lead("ids", a.ids, eIds, 1);
   d.T = eIds[0].size = a.ids.shape[0];
   c.tensor("ids", a.ids, eIds, 1, kIndexTypes, false);
   if (d.T > INT32_MAX)  // one program a token on the grid's x axis

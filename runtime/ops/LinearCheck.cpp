@@ -46,10 +46,8 @@ void checkNoOverlap(const Checker& c, const TensorView& y, const char* inName, c
 LinearDims checkLinearArgs(const LinearArgs& a, DeviceKind device, const char* op) {
   Checker c(op, device);
   LinearDims d;
-  c.required("x", a.x);
   Dim eX[2] = {{-1, "rows"}, {-1, "in_features"}};
-  c.rank("x", a.x, eX, 2);
-  c.setDeviceId(a.x.deviceId, "x");
+  c.lead("x", a.x, eX, 2);
   d.M = a.x.shape[0];
   d.K = a.x.shape[1];
   eX[0].size = d.M;

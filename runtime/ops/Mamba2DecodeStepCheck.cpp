@@ -28,10 +28,8 @@ DecodeStepDims checkDecodeStepArgs(const Mamba2DecodeState& s, const Mamba2Mixer
   d.verify = a.parts != DecodeStepParts::ReplayOnly;
 
   // ssm_state fixes slots, heads, head dim and state size, and the device.
-  c.required("ssm_state", s.ssm_state);
   Dim eSsm[4] = {{-1, "slots"}, {-1, "nheads"}, {-1, "headdim"}, {-1, "dstate"}};
-  c.rank("ssm_state", s.ssm_state, eSsm, 4);
-  c.setDeviceId(s.ssm_state.deviceId, "ssm_state");
+  c.lead("ssm_state", s.ssm_state, eSsm, 4);
   d.S = s.ssm_state.shape[0], d.H = s.ssm_state.shape[1], d.P = s.ssm_state.shape[2], d.N = s.ssm_state.shape[3];
   // Empty heads would give an empty grid (a launch error, not a clear message) and H / G = 0.
   if (d.H < 1 || d.P < 1 || d.N < 1)

@@ -41,10 +41,8 @@ void checkRows(const Checker& c, const NormDims& d, const char* name, const Tens
 
 // x fixes the rows, the channels and the device; fp32, bf16 or fp16, as checkRows says.
 NormDims checkX(Checker& c, const TensorView& x) {
-  c.required("x", x);
   const Dim e[2] = {{-1, "tokens"}, {-1, "dim"}};
-  c.rank("x", x, e, 2);
-  c.setDeviceId(x.deviceId, "x");
+  c.lead("x", x, e, 2);
   NormDims d;
   d.T = x.shape[0];
   d.D = x.shape[1];

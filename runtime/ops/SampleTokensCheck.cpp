@@ -14,10 +14,8 @@ constexpr float kMinTemperature = 1e-30f;  // log2(e) / temperature stays a floa
 SampleDims checkSampleArgs(const SampleArgs& a, DeviceKind device, const char* op) {
   Checker c(op, device);
   SampleDims d;
-  c.required("logits", a.logits);
   Dim eL[2] = {{-1, "batch"}, {-1, "vocab"}};
-  c.rank("logits", a.logits, eL, 2);
-  c.setDeviceId(a.logits.deviceId, "logits");
+  c.lead("logits", a.logits, eL, 2);
   d.batch = eL[0].size = a.logits.shape[0];
   d.V = eL[1].size = a.logits.shape[1];
   if (d.V < 1) c.fail("logits has shape " + a.logits.shapeString() + ", expected a vocab (dim 1) of at least 1");

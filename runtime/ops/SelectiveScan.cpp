@@ -216,10 +216,7 @@ void selective_scan(const SelectiveScanArgs& a, Stream stream) {
                                                   std::to_string(p.span) + " tokens (grid limits)");
   const CUstream s = static_cast<CUstream>(stream);
   const detail::CompileAhead ahead([&](const std::string& arch) { return detail::scanSpecializations(a, arch); },
-                                   a.compile_backward ? detail::CompileAhead::Specs([&](const std::string& arch) {
-                                     return detail::scanBackwardSpecializations(detail::scanBackwardStandIn(a), arch);
-                                   })
-                                                      : nullptr);
+                                   [&](const std::string& arch) { return detail::backwardAlongside(a, arch); });
   forEachLaunch(a, d, p, deviceStatusRecord(), [&](KernelCall& c, int64_t spans) {
     const int64_t bd = c.metaValue("meta:BLOCK_D");
     const unsigned grid[3] = {static_cast<unsigned>((d.D + bd - 1) / bd), static_cast<unsigned>(spans),

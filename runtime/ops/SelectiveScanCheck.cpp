@@ -55,10 +55,8 @@ ScanDims checkSelectiveScanArgs(const SelectiveScanArgs& a, DeviceKind device, c
   Checker c(op, device);
   const char* outName = names.out;
   ScanDims d;
-  c.required("u", a.u);
   Dim eX[3] = {{-1, "batch"}, {-1, "dim"}, {-1, "seqlen"}};
-  c.rank("u", a.u, eX, 3);
-  c.setDeviceId(a.u.deviceId, "u");
+  c.lead("u", a.u, eX, 3);
   d.batch = a.u.shape[0], d.D = a.u.shape[1], d.L = a.u.shape[2];
   for (int k = 0; k < 3; ++k) eX[k].size = a.u.shape[k];
   c.tensor("u", a.u, eX, 3, kFloat16Or32, false);

@@ -160,10 +160,7 @@ void ssd(const SsdArgs& a, Stream stream) {
                                                   " heads, expected at most 65535 of each (grid limits)");
   const CUstream s = static_cast<CUstream>(stream);
   const detail::CompileAhead ahead([&](const std::string& arch) { return detail::ssdSpecializations(a, arch); },
-                                   a.compile_backward ? detail::CompileAhead::Specs([&](const std::string& arch) {
-                                     return detail::ssdBackwardSpecializations(detail::ssdBackwardStandIn(a), arch);
-                                   })
-                                                      : nullptr);
+                                   [&](const std::string& arch) { return detail::backwardAlongside(a, arch); });
   forEachLaunch(a, d, p, deviceStatusRecord(), [&](KernelCall& c, auto grid) {
     const std::array<unsigned, 3> g = grid(c);
     const unsigned dims[3] = {g[0], g[1], g[2]};

@@ -130,10 +130,8 @@ void checkBlockStates(const Checker& c, const SsdArgs& a, SsdDims& d) {
 SsdDims checkForward(const SsdArgs& a, DeviceKind device, const char* op, const char* outName, const char* finalName) {
   Checker c(op, device);
   SsdDims d;
-  c.required("x", a.x);
   const Dim eX[4] = {{-1, "batch"}, {-1, "seqlen"}, {-1, "nheads"}, {-1, "headdim"}};
-  c.rank("x", a.x, eX, 4);
-  c.setDeviceId(a.x.deviceId, "x");
+  c.lead("x", a.x, eX, 4);
   checkInputs(c, a, d);
   checkPacking(c, a, d);
   if (a.out.defined()) {

@@ -13,19 +13,14 @@ namespace {
 // The fields the forward and the backward share.
 template <class Args>
 void readInputs(Fields& f, Args& a) {
-  a.x = f.tensor("x");
-  a.weight = f.tensor("weight");
-  a.bias = f.tensor("bias");
-  a.silu = f.flag("silu");
-  a.seq_pos = f.tensor("seq_pos");
+  SSMJIT_READ_FIELDS(f, a.x, a.weight, a.bias, a.silu, a.seq_pos);
   readSequenceStates(f, a);
 }
 
 CausalConv1dArgs forwardArgs(Fields& f) {
   CausalConv1dArgs a;
   readInputs(f, a);
-  a.out = f.tensor("out");
-  a.final_states = f.tensor("final_states");
+  SSMJIT_READ_FIELDS(f, a.out, a.final_states);
   f.finish();
   return a;
 }
@@ -33,27 +28,14 @@ CausalConv1dArgs forwardArgs(Fields& f) {
 CausalConv1dBackwardArgs backwardArgs(Fields& f) {
   CausalConv1dBackwardArgs a;
   readInputs(f, a);
-  a.dout = f.tensor("dout");
-  a.dfinal_states = f.tensor("dfinal_states");
-  a.dx = f.tensor("dx");
-  a.dweight = f.tensor("dweight");
-  a.dbias = f.tensor("dbias");
-  a.dinitial_states = f.tensor("dinitial_states");
-  a.workspace = f.tensor("workspace");
+  SSMJIT_READ_FIELDS(f, a.dout, a.dfinal_states, a.dx, a.dweight, a.dbias, a.dinitial_states, a.workspace);
   f.finish();
   return a;
 }
 
 CausalConv1dUpdateArgs updateArgs(Fields& f) {
   CausalConv1dUpdateArgs a;
-  a.conv_state = f.tensor("conv_state");
-  a.x = f.tensor("x");
-  a.weight = f.tensor("weight");
-  a.bias = f.tensor("bias");
-  a.state_indices = f.tensor("state_indices");
-  a.out = f.tensor("out");
-  a.silu = f.flag("silu");
-  a.commit = f.flag("commit", true);
+  SSMJIT_READ_FIELDS(f, a.conv_state, a.x, a.weight, a.bias, a.state_indices, a.out, a.silu, a.commit);
   f.finish();
   return a;
 }

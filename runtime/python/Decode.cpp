@@ -13,12 +13,9 @@ namespace {
 
 SelectiveStateUpdateArgs stateUpdateArgs(Fields& f) {
   SelectiveStateUpdateArgs a;
-  a.state = f.tensor("state");
+  SSMJIT_READ_FIELDS(f, a.state);
   readSsmInputs(f, a);
-  a.state_batch_indices = f.tensor("state_batch_indices");
-  a.dst_state_indices = f.tensor("dst_state_indices");
-  a.out = f.tensor("out");
-  a.state_write = static_cast<StateWrite>(f.integer("state_write", 0));
+  SSMJIT_READ_FIELDS(f, a.state_batch_indices, a.dst_state_indices, a.out, a.state_write);
   f.finish();
   return a;
 }
@@ -26,29 +23,11 @@ SelectiveStateUpdateArgs stateUpdateArgs(Fields& f) {
 void decodeStep(nb::dict d, uintptr_t stream) {
   Fields f(d, "mamba2_decode_step");
   Mamba2DecodeState s;
-  s.conv_state = f.tensor("conv_state");
-  s.ssm_state = f.tensor("ssm_state");
-  s.xbc_cache = f.tensor("xbc_cache");
-  s.dt_cache = f.tensor("dt_cache");
-  s.cached_tokens = f.tensor("cached_tokens");
-  s.arrivals = f.tensor("arrivals");
+  SSMJIT_READ_FIELDS(f, s.conv_state, s.ssm_state, s.xbc_cache, s.dt_cache, s.cached_tokens, s.arrivals);
   Mamba2MixerWeights w;
-  w.conv_weight = f.tensor("conv_weight");
-  w.conv_bias = f.tensor("conv_bias");
-  w.A = f.tensor("A");
-  w.D = f.tensor("D");
-  w.dt_bias = f.tensor("dt_bias");
-  w.dt_softplus = f.flag("dt_softplus", true);
-  w.dt_min = f.real("dt_min");
-  w.dt_max = f.real("dt_max");
+  SSMJIT_READ_FIELDS(f, w.conv_weight, w.conv_bias, w.A, w.D, w.dt_bias, w.dt_softplus, w.dt_min, w.dt_max);
   Mamba2DecodeStepArgs a;
-  a.state_indices = f.tensor("state_indices");
-  a.num_accepted = f.tensor("num_accepted");
-  a.xBC = f.tensor("xBC");
-  a.dt = f.tensor("dt");
-  a.z = f.tensor("z");
-  a.y = f.tensor("y");
-  a.parts = static_cast<DecodeStepParts>(f.integer("parts", 0));
+  SSMJIT_READ_FIELDS(f, a.state_indices, a.num_accepted, a.xBC, a.dt, a.z, a.y, a.parts);
   f.finish();
   mamba2_decode_step(s, w, a, streamOf(stream));
 }

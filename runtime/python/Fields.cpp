@@ -55,6 +55,22 @@ float Fields::real(const char* name, float fallback) {
   return h.is_none() ? fallback : nb::cast<float>(h);
 }
 
+std::vector<std::string> Fields::memberNames(const char* spelled) {
+  std::vector<std::string> names;
+  std::string name;
+  for (const char* c = spelled;; ++c) {
+    if (*c == ',' || *c == '\0') {
+      names.push_back(name);
+      name.clear();
+      if (!*c) return names;
+    } else if (*c == '.') {
+      name.clear();  // what came before is the struct
+    } else if (*c != ' ') {
+      name += *c;
+    }
+  }
+}
+
 void Fields::finish() const {
   std::string unknown;
   for (auto [key, value] : fields_) {

@@ -8,6 +8,8 @@
 
 #include <set>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "ssmjit/tensor.h"
 
@@ -24,12 +26,36 @@ class Fields {
   // Throws ssmjit::Error naming the keys no read asked for.
   void finish() const;
 
+  // Reads field `name` into `v` by v's type (an enum as its integer code); None or absent leaves v
+  // as it is, the argument struct's default.
+  void read(const char* name, TensorView& v) { v = tensor(name); }
+  void read(const char* name, bool& v) { v = flag(name, v); }
+  void read(const char* name, float& v) { v = real(name, v); }
+  template <class T, std::enable_if_t<std::is_integral_v<T> || std::is_enum_v<T>, int> = 0>
+  void read(const char* name, T& v) {
+    v = static_cast<T>(integer(name, static_cast<int64_t>(v)));
+  }
+  // Reads each member from the field named like it; `spelled` is the members as written, "a.x, a.dt"
+  // (SSMJIT_READ_FIELDS passes it).
+  template <class... T>
+  void readEach(const char* spelled, T&... members) {
+    const std::vector<std::string> names = memberNames(spelled);
+    size_t i = 0;
+    (read(names[i++].c_str(), members), ...);
+  }
+
  private:
   nanobind::handle get(const char* name);
+  // "a.x, b.y" -> {"x", "y"}.
+  static std::vector<std::string> memberNames(const char* spelled);
   nanobind::dict fields_;
   const char* op_;
   std::set<std::string> read_;
 };
+
+// SSMJIT_READ_FIELDS(f, a.x, a.dt): each member read from the field of its own name ("x", "dt"),
+// so that every name is written once.
+#define SSMJIT_READ_FIELDS(fields, ...) (fields).readEach(#__VA_ARGS__, __VA_ARGS__)
 
 // The stream a Python caller passes: torch.cuda.Stream.cuda_stream, an int (0: the legacy default).
 inline void* streamOf(uintptr_t stream) { return reinterpret_cast<void*>(stream); }

@@ -11,26 +11,14 @@ namespace {
 
 SelectiveScanArgs inputs(Fields& f) {
   SelectiveScanArgs a;
-  a.u = f.tensor("u");
-  a.delta = f.tensor("delta");
-  a.A = f.tensor("A");
-  a.B = f.tensor("B");
-  a.C = f.tensor("C");
-  a.D = f.tensor("D");
-  a.z = f.tensor("z");
-  a.delta_bias = f.tensor("delta_bias");
-  a.delta_softplus = f.flag("delta_softplus");
-  a.max_seqlen = f.integer("max_seqlen");
+  SSMJIT_READ_FIELDS(f, a.u, a.delta, a.A, a.B, a.C, a.D, a.z, a.delta_bias, a.delta_softplus, a.max_seqlen);
   readSequenceStates(f, a);
   return a;
 }
 
 SelectiveScanArgs forwardArgs(Fields& f) {
   SelectiveScanArgs a = inputs(f);
-  a.out = f.tensor("out");
-  a.final_states = f.tensor("final_states");
-  a.serial_seqlen = f.integer("serial_seqlen");
-  a.workspace = f.tensor("workspace");
+  SSMJIT_READ_FIELDS(f, a.out, a.final_states, a.serial_seqlen, a.workspace);
   f.finish();
   return a;
 }
@@ -39,9 +27,7 @@ SelectiveScanBackwardArgs backwardArgs(Fields& f) {
   SelectiveScanBackwardArgs a;
   a.forward = inputs(f);
   readScanGradients(f, a);
-  a.du = f.tensor("du");
-  a.ddelta = f.tensor("ddelta");
-  a.ddelta_bias = f.tensor("ddelta_bias");
+  SSMJIT_READ_FIELDS(f, a.du, a.ddelta, a.ddelta_bias);
   f.finish();
   return a;
 }

@@ -12,16 +12,14 @@ namespace {
 SsdArgs inputs(Fields& f) {
   SsdArgs a;
   readSsmInputs(f, a);
-  a.chunk_size = static_cast<int>(f.integer("chunk_size", 256));
+  SSMJIT_READ_FIELDS(f, a.chunk_size);
   readSequenceStates(f, a);
   return a;
 }
 
 SsdArgs forwardArgs(Fields& f) {
   SsdArgs a = inputs(f);
-  a.out = f.tensor("out");
-  a.final_states = f.tensor("final_states");
-  a.workspace = f.tensor("workspace");
+  SSMJIT_READ_FIELDS(f, a.out, a.final_states, a.workspace);
   f.finish();
   return a;
 }
@@ -30,9 +28,7 @@ SsdBackwardArgs backwardArgs(Fields& f) {
   SsdBackwardArgs a;
   a.forward = inputs(f);
   readScanGradients(f, a);
-  a.dx = f.tensor("dx");
-  a.ddt = f.tensor("ddt");
-  a.ddt_bias = f.tensor("ddt_bias");
+  SSMJIT_READ_FIELDS(f, a.dx, a.ddt, a.ddt_bias);
   f.finish();
   return a;
 }

@@ -28,23 +28,22 @@ def _stream(device):
 
 
 def call(op, device, **fields):
-    """Runs the extension's op on `device`'s current stream; None fields are left undefined.
-    ssmjit launches in the thread's current CUDA context, so `device` is made current first."""
+    """Runs the extension's op on `device`'s current stream; None fields are left undefined. An op
+    that takes a workspace gets a float32 one of the size it asks for these fields (at least one
+    element). ssmjit launches in the thread's current CUDA context, so `device` is made current
+    first."""
     run = getattr(_ssmjit, op)
     descriptors = {k: _descriptor(v) for k, v in fields.items() if v is not None}
+    workspace_size = getattr(_ssmjit, op + "_workspace_size", None)
+    if workspace_size is not None:
+        ws = torch.empty(max(1, workspace_size(descriptors)), dtype=torch.float32, device=device)
+        descriptors["workspace"] = _descriptor(ws)  # ws lives until the op has returned
     if device.type == "cuda" and device.index is not None \
             and device.index != torch.cuda.current_device():
         with torch.cuda.device(device):
             run(descriptors, _stream(device))
     else:
         run(descriptors, _stream(device))
-
-
-def workspace(op, device, **fields):
-    """The float32 workspace the op needs for these fields (at least one element)."""
-    n = getattr(_ssmjit, op + "_workspace_size")(
-        {k: _descriptor(v) for k, v in fields.items() if v is not None})
-    return torch.empty(max(1, n), dtype=torch.float32, device=device)
 
 
 def fail(message):

@@ -5,7 +5,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from ._call import call, empty, fail, given_contiguous, like, unsupported, workspace
+from ._call import call, empty, fail, given_contiguous, like, unsupported
 
 
 def _silu(activation, function):
@@ -58,8 +58,7 @@ def causal_conv1d_bwd(x: Tensor, weight: Tensor, bias: Optional[Tensor], dout: T
                   seq_pos=seq_pos, initial_states=initial_states, dfinal_states=dfinal_states,
                   dx=dx, dweight=dweight, dbias=dbias if bias is not None else None,
                   dinitial_states=dinitial if need_dinitial else None)
-    ws = workspace("causal_conv1d_backward", x.device, **fields)
-    call("causal_conv1d_backward", x.device, workspace=ws, **fields)
+    call("causal_conv1d_backward", x.device, **fields)
     return dx, dweight, dbias, dinitial
 
 

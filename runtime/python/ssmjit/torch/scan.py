@@ -5,7 +5,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from ._call import call, empty, given_contiguous, like, unit_last_stride, workspace
+from ._call import call, empty, given_contiguous, like, unit_last_stride
 from ._scan_gradients import given_gradients, gradient_outputs
 
 
@@ -31,8 +31,7 @@ def selective_scan_fwd(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor
                   delta_softplus=delta_softplus, cu_seqlens=cu_seqlens, max_seqlen=max_seqlen,
                   initial_states=initial_states, out=out,
                   final_states=final if return_final_states else None, serial_seqlen=serial_seqlen)
-    ws = workspace("selective_scan", u.device, **fields)
-    call("selective_scan", u.device, workspace=ws, **fields)
+    call("selective_scan", u.device, **fields)
     return out, final
 
 
@@ -58,8 +57,7 @@ def selective_scan_bwd(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor
                   initial_states=initial_states, dout=dout, dfinal_states=dfinal_states,
                   du=du, ddelta=ddelta, dA=dA, dB=dB, dC=dC, dD=dD, dz=dz,
                   ddelta_bias=ddelta_bias, dinitial_states=dinitial)
-    ws = workspace("selective_scan_backward", u.device, **fields)
-    call("selective_scan_backward", u.device, workspace=ws, **fields)
+    call("selective_scan_backward", u.device, **fields)
     return grads
 
 
@@ -134,8 +132,7 @@ def selective_scan_slots_op(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: T
                   delta_softplus=delta_softplus, cu_seqlens=cu_seqlens, initial_states=states,
                   initial_state_indices=initial_state_indices, final_states=states,
                   final_state_indices=final_state_indices, out=out, serial_seqlen=serial_seqlen)
-    ws = workspace("selective_scan", u.device, **fields)
-    call("selective_scan", u.device, workspace=ws, **fields)
+    call("selective_scan", u.device, **fields)
     return out
 
 

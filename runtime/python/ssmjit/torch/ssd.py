@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from ._call import (call, dt_clamp, empty, fail, given_contiguous, like, unit_last_stride,
-                    unsupported, workspace)
+                    unsupported)
 from ._scan_gradients import given_gradients, gradient_outputs
 
 
@@ -28,8 +28,7 @@ def ssd_fwd(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, chunk_size: 
                   dt_softplus=dt_softplus, dt_min=dt_min, dt_max=dt_max, cu_seqlens=cu_seqlens,
                   initial_states=initial_states, out=out,
                   final_states=final if return_final_states else None)
-    ws = workspace("ssd", x.device, **fields)
-    call("ssd", x.device, workspace=ws, **fields)
+    call("ssd", x.device, **fields)
     return out, final
 
 
@@ -54,8 +53,7 @@ def ssd_bwd(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, chunk_size: 
                   initial_states=initial_states, dout=dout, dfinal_states=dfinal_states,
                   dx=dx, ddt=ddt, dA=dA, dB=dB, dC=dC, dD=dD, dz=dz, ddt_bias=ddt_bias,
                   dinitial_states=dinitial)
-    ws = workspace("ssd_backward", x.device, **fields)
-    call("ssd_backward", x.device, workspace=ws, **fields)
+    call("ssd_backward", x.device, **fields)
     return grads
 
 
@@ -153,8 +151,7 @@ def ssd_slots_op(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, chunk_s
                   dt_softplus=dt_softplus, dt_min=dt_min, dt_max=dt_max, cu_seqlens=cu_seqlens,
                   initial_states=states, initial_state_indices=initial_state_indices,
                   final_states=states, final_state_indices=final_state_indices, out=out)
-    ws = workspace("ssd", x.device, **fields)
-    call("ssd", x.device, workspace=ws, **fields)
+    call("ssd", x.device, **fields)
     return out
 
 
