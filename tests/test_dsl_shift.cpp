@@ -14,7 +14,7 @@ namespace {
 // y = shift(x[t], x[t + period or 64], -3) over a [16, 64] tile, 8 lanes along time (runs of 8).
 std::string shiftedCopyCuda(int period) {
   dsl::KernelDef def;
-  def.name = "shifted_copy";
+  def.name = period > 0 ? "shifted_copy_period" + std::to_string(period) : "shifted_copy";  // one dump file each
   def.build = [&](KernelBuilder& k, const Specialization&) {
     k.setShiftLanes(8);
     Value x = k.ptrArg("x", dsl::PtrClass::Float), y = k.ptrArg("y", dsl::PtrClass::Float);
