@@ -100,12 +100,21 @@ struct ssm_bits {
   typedef T type;
 };
 
-// V elements of T and the one word of their bytes: a single vector load or store for all V.
-template <int V, typename T>
-union ssm_vec {
-  typename ssm_raw<V * sizeof(T)>::type r;
-  T e[V];
-};
+template <int V, typename D, typename T>
+__device__ __forceinline__ void ssm_ld(D* dst, const T* p) {
+  if constexpr (V == 1) {
+    dst[0] = (D)ssm_load(p);
+  } else {
+    typedef typename ssm_raw<V * sizeof(T)>::type R;
+    union {
+      R r;
+      T e[V];
+    } u;
+    u.r = *reinterpret_cast<const R*>(p);
+#pragma unroll
+    for (int k = 0; k < V; ++k) dst[k] = (D)ssm_load(&u.e[k]);
+  }
+}
 
 // V consecutive elements as stored, no conversion (16-bit loads convert at each use).
 template <int V, typename T>
@@ -113,20 +122,15 @@ __device__ __forceinline__ void ssm_ld_raw(T* dst, const T* p) {
   if constexpr (V == 1) {
     dst[0] = *p;
   } else {
-    ssm_vec<V, T> u;
-    u.r = *reinterpret_cast<const decltype(u.r)*>(p);
+    typedef typename ssm_raw<V * sizeof(T)>::type R;
+    union {
+      R r;
+      T e[V];
+    } u;
+    u.r = *reinterpret_cast<const R*>(p);
 #pragma unroll
     for (int k = 0; k < V; ++k) dst[k] = u.e[k];
   }
-}
-
-// V consecutive elements converted to D.
-template <int V, typename D, typename T>
-__device__ __forceinline__ void ssm_ld(D* dst, const T* p) {
-  T e[V];
-  ssm_ld_raw<V>(e, p);
-#pragma unroll
-  for (int k = 0; k < V; ++k) dst[k] = (D)ssm_load(&e[k]);
 }
 
 // V >= 2 consecutive 16-bit elements, each kept as the 32-bit word that holds it (element k in
@@ -284,10 +288,14 @@ __device__ __forceinline__ void ssm_st(T* p, const S* src) {
     for (int k = 0; k < V / 2; ++k) u.w[k] = ssm_pack2<T>((float)src[2 * k], (float)src[2 * k + 1]);
     *reinterpret_cast<R*>(p) = u.r;
   } else {
-    ssm_vec<V, T> u;
+    typedef typename ssm_raw<V * sizeof(T)>::type R;
+    union {
+      R r;
+      T e[V];
+    } u;
 #pragma unroll
     for (int k = 0; k < V; ++k) ssm_store(&u.e[k], src[k]);
-    *reinterpret_cast<decltype(u.r)*>(p) = u.r;
+    *reinterpret_cast<R*>(p) = u.r;
   }
 }
 
