@@ -127,7 +127,8 @@ std::vector<Subcommand> subcommands() {
        "tensor parallel (--tp N, with --sequence-parallel: the residual stream split by tokens; a packed row of "
        "--seqlen sequences) or context parallel (--cp N: one sequence of --tokens, each GPU a contiguous part, "
        "states passed between them). One process per GPU: run it under `ssmjit launch -n N --`. Rank 0 prints ms "
-       "per call, tokens/s and the bytes each rank's collectives send per call.",
+       "per call, tokens/s and the bytes each rank's collectives send per call; under --tp, also the time of those "
+       "collectives alone on the same rows and their share of the call.",
        defineParallelBenchCommand},
       {"bench-model", "time a Mamba-2 checkpoint's packed prefill and its decode steps (graphs and eager)",
        "Benchmark a Mamba-2 checkpoint directory on the GPU (random prompts): packed prefill of B prompts of L "
