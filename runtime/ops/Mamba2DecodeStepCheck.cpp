@@ -15,6 +15,31 @@ namespace {
 constexpr int64_t kMaxGridRows = 65535;  // gridDim.y / gridDim.z
 std::string str(int64_t v) { return std::to_string(v); }
 
+// Per-slot token rows: pre-conv xBC (S, depth, Dc) and raw dt (S, depth, H), the cache's or the
+// ring's (`what` names the depth); returns the depth xbc fixes.
+int64_t checkTokenRows(Checker& c, const DecodeStepDims& d, const char* xName, const TensorView& x,
+                       const char* dtName, const TensorView& dt, const char* what) {
+  c.required(xName, x);
+  Dim eX[3] = {{d.S, "slots"}, {-1, what}, {d.Dc, "conv channels"}};
+  c.rank(xName, x, eX, 3);
+  const int64_t depth = x.shape[1];
+  eX[1].size = depth;
+  if (depth < 1) c.fail(std::string(xName) + " has " + what + " " + str(depth) + " (dim 1), expected at least 1");
+  c.tensor(xName, x, eX, 3, kFloat16Or32, false);
+  c.required(dtName, dt);
+  const Dim eDt[3] = {{d.S, "slots"}, {depth, what}, {d.H, "nheads"}};
+  c.tensor(dtName, dt, eDt, 3, kFloat16Or32, false);
+  return depth;
+}
+
+// Token rows kept so that a replay equals the verify hold their source's dtype exactly.
+void checkKeptDtype(Checker& c, const char* name, const TensorView& t, const char* sourceName,
+                    const TensorView& source, const char* why) {
+  if (t.dtype != source.dtype)
+    c.fail(std::string(name) + " has dtype " + dtypeName(t.dtype) + ", expected " + sourceName + "'s dtype " +
+           dtypeName(source.dtype) + " (" + why + ")");
+}
+
 }  // namespace
 
 DecodeStepDims checkDecodeStepArgs(const Mamba2DecodeState& s, const Mamba2MixerWeights& w,
@@ -61,16 +86,7 @@ DecodeStepDims checkDecodeStepArgs(const Mamba2DecodeState& s, const Mamba2Mixer
   c.tensor("conv_state", s.conv_state, eConv, 3, kFloat16Or32, false);
 
   // The caches fix their depth.
-  c.required("xbc_cache", s.xbc_cache);
-  Dim eXc[3] = {{d.S, "slots"}, {-1, "cache depth"}, {d.Dc, "conv channels"}};
-  c.rank("xbc_cache", s.xbc_cache, eXc, 3);
-  d.Lc = s.xbc_cache.shape[1];
-  eXc[1].size = d.Lc;
-  if (d.Lc < 1) c.fail("xbc_cache has cache depth " + str(d.Lc) + " (dim 1), expected at least 1");
-  c.tensor("xbc_cache", s.xbc_cache, eXc, 3, kFloat16Or32, false);
-  c.required("dt_cache", s.dt_cache);
-  const Dim eDc[3] = {{d.S, "slots"}, {d.Lc, "cache depth"}, {d.H, "nheads"}};
-  c.tensor("dt_cache", s.dt_cache, eDc, 3, kFloat16Or32, false);
+  d.Lc = checkTokenRows(c, d, "xbc_cache", s.xbc_cache, "dt_cache", s.dt_cache, "cache depth");
   c.required("cached_tokens", s.cached_tokens);
   const Dim eSlots[1] = {{d.S, "slots"}};
   c.tensor("cached_tokens", s.cached_tokens, eSlots, 1, dtypeBit(DType::I32), false);
@@ -88,21 +104,11 @@ DecodeStepDims checkDecodeStepArgs(const Mamba2DecodeState& s, const Mamba2Mixer
       if (!t->defined())
         c.fail(std::string(name) + " is not given, expected it: xbc_ring, dt_ring and ring_tokens come together " +
                "(deferred commit) or not at all (commit every step)");
-    Dim eXr[3] = {{d.S, "slots"}, {-1, "ring depth"}, {d.Dc, "conv channels"}};
-    c.rank("xbc_ring", s.xbc_ring, eXr, 3);
-    d.R = s.xbc_ring.shape[1];
-    eXr[1].size = d.R;
-    if (d.R < 1) c.fail("xbc_ring has ring depth " + str(d.R) + " (dim 1), expected at least 1");
-    c.tensor("xbc_ring", s.xbc_ring, eXr, 3, kFloat16Or32, false);
-    const Dim eDr[3] = {{d.S, "slots"}, {d.R, "ring depth"}, {d.H, "nheads"}};
-    c.tensor("dt_ring", s.dt_ring, eDr, 3, kFloat16Or32, false);
+    d.R = checkTokenRows(c, d, "xbc_ring", s.xbc_ring, "dt_ring", s.dt_ring, "ring depth");
     c.tensor("ring_tokens", s.ring_tokens, eSlots, 1, dtypeBit(DType::I32), false);
-    if (s.xbc_ring.dtype != s.xbc_cache.dtype)
-      c.fail(std::string("xbc_ring has dtype ") + dtypeName(s.xbc_ring.dtype) + ", expected xbc_cache's dtype " +
-             dtypeName(s.xbc_cache.dtype) + " (the ring holds the accepted drafts exactly)");
-    if (s.dt_ring.dtype != s.dt_cache.dtype)
-      c.fail(std::string("dt_ring has dtype ") + dtypeName(s.dt_ring.dtype) + ", expected dt_cache's dtype " +
-             dtypeName(s.dt_cache.dtype) + " (the ring holds the accepted drafts exactly)");
+    const char* why = "the ring holds the accepted drafts exactly";
+    checkKeptDtype(c, "xbc_ring", s.xbc_ring, "xbc_cache", s.xbc_cache, why);
+    checkKeptDtype(c, "dt_ring", s.dt_ring, "dt_cache", s.dt_cache, why);
   }
 
   // The drafts fix batch and L.
@@ -127,12 +133,9 @@ DecodeStepDims checkDecodeStepArgs(const Mamba2DecodeState& s, const Mamba2Mixer
     c.required("y", a.y);
     c.tensor("y", a.y, eY, 4, kFloat16Or32, false);
     c.optional("z", a.z, eY, 4, kFloat16Or32, false);
-    if (s.xbc_cache.dtype != a.xBC.dtype)
-      c.fail(std::string("xbc_cache has dtype ") + dtypeName(s.xbc_cache.dtype) + ", expected xBC's dtype " +
-             dtypeName(a.xBC.dtype) + " (the cache holds the drafts exactly, so that a replay equals the verify)");
-    if (s.dt_cache.dtype != a.dt.dtype)
-      c.fail(std::string("dt_cache has dtype ") + dtypeName(s.dt_cache.dtype) + ", expected dt's dtype " +
-             dtypeName(a.dt.dtype) + " (the cache holds the drafts exactly, so that a replay equals the verify)");
+    const char* why = "the cache holds the drafts exactly, so that a replay equals the verify";
+    checkKeptDtype(c, "xbc_cache", s.xbc_cache, "xBC", a.xBC, why);
+    checkKeptDtype(c, "dt_cache", s.dt_cache, "dt", a.dt, why);
     for (const TensorView* in : {&a.xBC, &a.dt, &a.z})
       if (in->defined() && in->data == a.y.data)
         c.fail("y has data " + hexPtr(a.y.data) + ", the same as an input's (xBC, dt or z); expected its own memory");

@@ -50,24 +50,22 @@ DecodeProblem::DecodeProblem(const DecodeCase& cc) : c(cc), rng(cc.seed) {
   fillUniform(convState, rng, -1, 1);
   ssmState = contiguous(c.ssmStateType, {S, c.H, c.P, c.N}, rng);
   fillUniform(ssmState, rng, -1, 1);
-  xbcCache = contiguous(c.xType, {S, c.Lc, Dc}, rng);
-  fillUniform(xbcCache, rng, -1, 1);
-  dtCache = contiguous(c.dtType, {S, c.Lc, c.H}, rng);
-  fillUniform(dtCache, rng, c.softplus ? -3 : 0.01, c.softplus ? 0.5 : 0.2);
-  cachedTokens = contiguous(DType::I32, {S}, rng);
-  for (int64_t s = 0; s < S; ++s)
-    storeElement(cachedTokens.view(), s, double(std::uniform_int_distribution<int64_t>(0, c.Lc)(rng)));
+  // Per-slot token rows of `depth` (pre-conv xBC and raw dt) and how many each slot holds.
+  auto tokenRows = [&](int64_t depth, std::mt19937_64& g, HostTensor& x, HostTensor& dts, HostTensor& count) {
+    x = contiguous(c.xType, {S, depth, Dc}, g);
+    fillUniform(x, g, -1, 1);
+    dts = contiguous(c.dtType, {S, depth, c.H}, g);
+    fillUniform(dts, g, c.softplus ? -3 : 0.01, c.softplus ? 0.5 : 0.2);
+    count = contiguous(DType::I32, {S}, g);
+    for (int64_t s = 0; s < S; ++s)
+      storeElement(count.view(), s, double(std::uniform_int_distribution<int64_t>(0, depth)(g)));
+  };
+  tokenRows(c.Lc, rng, xbcCache, dtCache, cachedTokens);
   arrivals = contiguous(DType::I32, {S}, rng);
   std::fill(arrivals.bytes.begin(), arrivals.bytes.end(), 0);
   if (c.R > 0) {  // from a generator of their own: every other tensor equals the R = 0 problem's
     std::mt19937_64 g(c.seed ^ 0x9e3779b97f4a7c15ULL);
-    xbcRing = contiguous(c.xType, {S, c.R, Dc}, g);
-    fillUniform(xbcRing, g, -1, 1);
-    dtRing = contiguous(c.dtType, {S, c.R, c.H}, g);
-    fillUniform(dtRing, g, c.softplus ? -3 : 0.01, c.softplus ? 0.5 : 0.2);
-    ringTokens = contiguous(DType::I32, {S}, g);
-    for (int64_t s = 0; s < S; ++s)
-      storeElement(ringTokens.view(), s, double(std::uniform_int_distribution<int64_t>(0, c.R)(g)));
+    tokenRows(c.R, g, xbcRing, dtRing, ringTokens);
   }
   convW = contiguous(c.wType, {Dc, c.W}, rng);
   fillUniform(convW, rng, -0.5, 0.5);
