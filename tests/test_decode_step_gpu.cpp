@@ -105,6 +105,15 @@ std::vector<DecodeCase> roundCases() {
     out.push_back(c);
   };
   DecodeCase base;  // H 4, P 16, N 16, G 2, W 4, L 4
+  auto addSixteenBit = [&](const DecodeCase& from) {  // 16-bit states and drafts, odd sizes
+    for (DType st : {DType::BF16, DType::F16}) {
+      DecodeCase c = from;
+      c.ssmStateType = c.convStateType = st;
+      c.xType = c.dtType = DType::BF16;
+      c.P = 7, c.N = 13;
+      add(c);
+    }
+  };
   add(base);
   for (DecodeStepParts parts : {DecodeStepParts::ReplayOnly, DecodeStepParts::VerifyOnly}) {
     DecodeCase c = base;
@@ -135,13 +144,7 @@ std::vector<DecodeCase> roundCases() {
     c.H = 16, c.P = 96, c.N = 128, c.G = 2, c.batch = 64, c.slots = 66, c.L = 4, c.Lc = 4;
     add(c);
   }
-  for (DType st : {DType::BF16, DType::F16}) {  // 16-bit states and drafts
-    DecodeCase c = base;
-    c.ssmStateType = c.convStateType = st;
-    c.xType = c.dtType = DType::BF16;
-    c.P = 7, c.N = 13;
-    add(c);
-  }
+  addSixteenBit(base);
   {  // L = 1, a deeper cache, no softplus
     DecodeCase c = base;
     c.L = 1, c.Lc = 6, c.softplus = false;
@@ -188,13 +191,7 @@ std::vector<DecodeCase> roundCases() {
     c.H = 16, c.P = 96, c.N = 128, c.G = 2, c.batch = 64, c.slots = 66, c.L = 4, c.Lc = 4, c.R = 4;
     add(c);
   }
-  for (DType st : {DType::BF16, DType::F16}) {  // 16-bit states and drafts
-    DecodeCase c = ring;
-    c.ssmStateType = c.convStateType = st;
-    c.xType = c.dtType = DType::BF16;
-    c.P = 7, c.N = 13;
-    add(c);
-  }
+  addSixteenBit(ring);
   return out;
 }
 INSTANTIATE_TEST_SUITE_P(Cases, DecodeStepRounds, ::testing::ValuesIn(roundCases()), ByName());
