@@ -132,14 +132,15 @@ int run(const ParallelBenchOptions& o) {
   const double ms = msPerCall(call, comm.get(), stream.get(), o.iters, o.trials);
   // TP's collectives alone on the layer's rows: their share of the call.
   double collectiveMs = 0;
-  if (comm && o.cp <= 1) {
-    DeviceTensor gathered(act, {o.tokens, d.hidden}, 0, 0, rng);
-    std::function<void(CUstream)> collectives = [&](CUstream st) { comm->allReduceSum(out.view, st); };
-    if (o.sequenceParallel)
-      collectives = [&](CUstream st) {
-        comm->allGather(hidden.view, gathered.view, st);
-        comm->reduceScatterSum(gathered.view, out.view, st);
-      };
+  if (o.tp > 1 && !o.sequenceParallel) {
+    collectiveMs = msPerCall([&](CUstream st) { comm->allReduceSum(out.view, st); }, comm.get(), stream.get(),
+                             o.iters, o.trials);
+  } else if (o.tp > 1) {
+    const DeviceTensor gathered(act, {o.tokens, d.hidden}, 0, 0, rng);
+    auto collectives = [&](CUstream st) {
+      comm->allGather(hidden.view, gathered.view, st);
+      comm->reduceScatterSum(gathered.view, out.view, st);
+    };
     collectiveMs = msPerCall(collectives, comm.get(), stream.get(), o.iters, o.trials);
   }
   if (rank == 0) {
