@@ -11,7 +11,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 status=0
 # SKIP_TESTS, SKIP_CPU_TESTS, SKIP_SANITIZER, SKIP_BENCH=1 leave those steps out, SANITIZER_TOOLS
 # (default "memcheck racecheck") picks the sanitizer tools (one call to the
-# device machine has a time limit; run the rest in the next call).
+# device machine has a time limit; run the rest in the next call), and SANITIZER_SHARDS (default
+# 4) how many compute-sanitizer processes share each tool's test list at once (racecheck's
+# instrumentation is CPU-bound, so one process over the list takes many minutes).
 # With a GPU present, a GPU test that skips is a failure (a broken driver or NVRTC must not pass
 # as skips), except those matching allowed_skips: tests whose skip depends on the machine (a
 # second device, free memory), each printing why: the wrong-device test on a one-GPU machine, and
@@ -154,9 +156,18 @@ for tool in $([ -n "${SKIP_SANITIZER:-}" ] || echo ${SANITIZER_TOOLS:-memcheck r
   # cuBLASLt's own GEMM-with-bias kernel (nvjet_*_bias_TNT) reports shared-memory hazards under
   # racecheck; it is not ours to fix, so the bias GEMM is held to memcheck only.
   [ $tool = racecheck ] && filter=${filter//:LinearGpu.CapturedInACudaGraphWithTheEmbedding/}
-  compute-sanitizer --tool $tool --error-exitcode 3 "$PREFIX/bin/ssmjit_gpu_tests" \
-    --gtest_filter="$filter" --gtest_brief=1 > "$OUT/sanitizer_$tool.log" 2>&1
-  rc=$?; tail -4 "$OUT/sanitizer_$tool.log"; echo "$tool exit $rc"; [ $rc -eq 0 ] || status=1
+  shards=${SANITIZER_SHARDS:-4}
+  for ((i = 0; i < shards; i++)); do
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i compute-sanitizer --tool $tool --error-exitcode 3 \
+      "$PREFIX/bin/ssmjit_gpu_tests" --gtest_filter="$filter" --gtest_brief=1 > "$OUT/sanitizer_${tool}_$i.log" 2>&1 &
+  done
+  for ((i = 0; i < shards; i++)); do
+    wait -n; rc=$?; [ $rc -eq 0 ] || { echo "$tool: a shard exited $rc"; status=1; }
+  done
+  for ((i = 0; i < shards; i++)); do
+    echo "shard $i: $(grep -hE '(ERROR|RACECHECK) SUMMARY' "$OUT/sanitizer_${tool}_$i.log")" \
+      "$(grep -hE '^\[  (PASSED|FAILED)  \]' "$OUT/sanitizer_${tool}_$i.log" | tr '\n' ' ')"
+  done
 done
 # The serial class forced at small D (4 threads a channel): D24 G2 reads B/C per thread (dt and dt u
 # still exchanged through shared memory), D112 stages them; both packed rows mix the two classes.

@@ -152,7 +152,6 @@ std::vector<BwdCase> cases() {
   return v;
 }
 
-int64_t longest(const SsdProblem& p) { return *std::max_element(p.len.begin(), p.len.end()); }
 std::vector<char> allRows(const HostTensor& t) { return std::vector<char>(size_t(t.meta.shape[0]), 1); }
 
 class SsdBackwardGpu : public ::testing::TestWithParam<BwdCase> {};
@@ -167,7 +166,7 @@ TEST_P(SsdBackwardGpu, MatchesReference) {
   for (HostTensor* t : p.all()) host.push_back(t->defined ? t->view() : TensorView{});
   reference::ssd_backward(p.args(host));
   const std::vector<HostTensor*> all = p.all();
-  const Fp32Error e = fp32RecurrenceGradient(longest(p.f));
+  const Fp32Error e = fp32RecurrenceGradient(p.f.longest());
   for (int k : kGrads) {
     const HostTensor& ref = *all[size_t(k)];
     if (!ref.defined) continue;

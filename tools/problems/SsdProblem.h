@@ -3,6 +3,7 @@
 // dtype per tensor, optional D (per head or per channel), z, dt_bias, the clamp, initial and final
 // states through permuted slots, block states, the sequences' decays), and their device copies.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -41,6 +42,8 @@ struct SsdProblem {
   explicit SsdProblem(const SsdCase& c);
 
   const HostTensor& finalHolder() const { return c.inPlace && c.initial ? init : fin; }
+  // The longest sequence: the length its recurrence's fp32 error grows with (Tolerance.h).
+  int64_t longest() const { return *std::max_element(len.begin(), len.end()); }
 
   SsdArgs args(const Viewer& view = hostView) const;  // no workspace
   // all() order: 0 x, 1 dt, 2 A, 3 B, 4 C, 5 Dv, 6 z, 7 dtBias, 8 out, 9 cu, 10 init, 11 initIdx,
