@@ -38,6 +38,9 @@ const std::vector<Knob>& knobs() {
       {"SSMJIT_RENDEZVOUS", false,
        "Where the ranks of a multi-GPU run meet: a fresh file path or tcp://host:port (set by `ssmjit launch`; "
        "--rendezvous overrides it)."},
+      {"SSMJIT_TP_OVERLAP_PIECES", false,
+       "N >= 1: a tensor-parallel prefill runs out_proj in N row pieces, each piece's all-reduce overlapping the "
+       "next piece's GEMM (default: 4 from 4096 rows on, else 1; 1: one all-reduce after out_proj)."},
   };
   return k;
 }

@@ -60,6 +60,7 @@ bool load(Api* api, std::string* why) {
   SSMJIT_SYM(cuStreamDestroy);
   SSMJIT_SYM(cuStreamSynchronize);
   SSMJIT_SYM(cuStreamQuery);
+  SSMJIT_SYM(cuStreamWaitEvent);
   SSMJIT_SYM(cuStreamBeginCapture);
   SSMJIT_SYM(cuStreamEndCapture);
   SSMJIT_SYM(cuStreamIsCapturing);

@@ -41,6 +41,7 @@ struct Api {
   CUresult (*cuStreamDestroy)(CUstream);
   CUresult (*cuStreamSynchronize)(CUstream);
   CUresult (*cuStreamQuery)(CUstream);
+  CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned int);
   CUresult (*cuStreamBeginCapture)(CUstream, CUstreamCaptureMode);
   CUresult (*cuStreamEndCapture)(CUstream, CUgraph*);
   CUresult (*cuStreamIsCapturing)(CUstream, CUstreamCaptureStatus*);

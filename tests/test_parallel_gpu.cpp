@@ -1,11 +1,13 @@
 // Mamba-2 over several GPUs, one process per GPU (tests/support/RankProcesses.h): each parent test
 // runs its ParallelWorker twin in SSMJIT_TEST_GPUS (default 2) processes and expects every rank to
 // pass. The workers check, on fp32 layers and a tiny fp32 model:
-//   - the tensor-parallel layer (prefill of a packed row, then decode steps with a pad row) and the
-//     sequence-parallel one against the whole layer on one GPU: the same numbers up to the order
-//     of the sums (out_proj's over d_inner is split over ranks and summed by NCCL), and each
-//     rank's SSM states equal to its heads of the whole layer's;
-//   - the tensor-parallel model's logits (prefill, decode) and generate()'s tokens against one GPU;
+//   - the tensor-parallel layer (prefill of a packed row, then decode steps with a pad row; the
+//     prefill's out_proj also in row pieces overlapping their all-reduces, eager and in a graph)
+//     and the sequence-parallel one against the whole layer on one GPU: the same numbers up to
+//     the order of the sums (out_proj's over d_inner is split over ranks and summed by NCCL), and
+//     each rank's SSM states equal to its heads of the whole layer's;
+//   - the tensor-parallel model's logits (prefill with out_proj in pieces, decode) and generate()'s
+//     tokens against one GPU;
 //   - the context-parallel layer prefill (a sequence crossing every rank boundary) against one GPU;
 //   - faults: ranks with different configurations stop with an error naming the difference, and a
 //     rank that exits early ends the others with an error within a bound, never a hang.
@@ -14,6 +16,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -99,9 +102,10 @@ TensorView rowsView(const DeviceBuffer& b, int64_t rows, int64_t cols) {
 }
 
 // Runs the layer on this rank's rows: the whole layer (comm == nullptr), tensor parallel, or
-// tensor and sequence parallel (each rank its block of rows).
+// tensor and sequence parallel (each rank its block of rows). With `graph`, the prefill's output
+// is that of a CUDA graph of the call, replayed over a poisoned out after the eager call.
 LayerOutputs runLayer(DeviceMamba2Layer& L, const Mamba2Dims& full, const LayerInputs& in, Communicator* comm,
-                      bool sp) {
+                      bool sp, bool graph = false) {
   const int64_t H = full.hidden, parts = sp ? comm->size() : 1, part = sp ? comm->rank() : 0;
   OwnedStream stream;
   auto wait = [&] {
@@ -131,6 +135,14 @@ LayerOutputs runLayer(DeviceMamba2Layer& L, const Mamba2Dims& full, const LayerI
     if (comm && prefill) mamba2_tp_layer_prefill(full, L.w, L.s, a, *comm, sp, stream.get());
     if (comm && !prefill) mamba2_tp_layer_decode(full, L.w, L.s, a, *comm, sp, stream.get());
     wait();
+    if (graph && prefill) {
+      // The same states result: the prefill starts every sequence from zero.
+      const CudaGraph g = CudaGraph::capture(
+          stream.get(), [&](CUstream st) { mamba2_tp_layer_prefill(full, L.w, L.s, a, *comm, sp, st); });
+      out.fill(0xFF);
+      g.launch(stream.get());
+      wait();
+    }
     return out.download<float>();
   };
   LayerOutputs o;
@@ -179,10 +191,24 @@ TEST(ParallelWorker, DISABLED_TensorAndSequenceParallelLayer) {
   DeviceMamba2Layer whole(host, nullptr, 4);
   const LayerOutputs ref = runLayer(whole, full, in, nullptr, false);
   const model::Mamba2LayerShard plan = model::planMamba2Shard(full, wr.rank, wr.size);
-  for (bool sp : {false, true}) {
-    const char* mode = sp ? "SP" : "TP";
+  // TP's prefill of T = 140 rows: one all-reduce after out_proj by default; in 3 row pieces
+  // overlapping it (eager, then replayed from a graph: the side stream's fork and join).
+  struct Mode {
+    const char* name;
+    bool sp;
+    const char* pieces;  // SSMJIT_TP_OVERLAP_PIECES, nullptr: unset
+    bool graph;
+  };
+  for (const Mode& m : {Mode{"TP", false, nullptr, false}, Mode{"TP in 3 pieces", false, "3", false},
+                        Mode{"TP in 3 pieces, graph", false, "3", true}, Mode{"SP", true, nullptr, false}}) {
+    const char* mode = m.name;
+    const bool sp = m.sp;
+    if (m.pieces)
+      setenv("SSMJIT_TP_OVERLAP_PIECES", m.pieces, 1);
+    else
+      unsetenv("SSMJIT_TP_OVERLAP_PIECES");
     DeviceMamba2Layer part(host, &plan, 4);
-    const LayerOutputs got = runLayer(part, full, in, comm.get(), sp);
+    const LayerOutputs got = runLayer(part, full, in, comm.get(), sp, m.graph);
     const int64_t Tm = sp ? in.T / wr.size : in.T, Bm = sp ? in.B / wr.size : in.B;
     const double pre = worstError(got.prefill, ref.prefill, full.hidden, range(sp ? wr.rank * Tm : 0, Tm));
     std::fprintf(stderr, "[ measured ] %s prefill out: worst %.2e (bound %.0e)\n", mode, pre, kLayerBound);
@@ -219,6 +245,9 @@ TEST(ParallelWorker, DISABLED_TensorParallelModel) {
   testing::ScratchDir dir;
   testing::writeTinyMamba2(dir.path(), m, testing::tinyMamba2Tensors(m, 77));
   auto comm = join(wr, {{"test", "model"}});
+  // The prefills' out_proj in 3 row pieces whose all-reduces overlap the GEMM (unset: one piece
+  // below 4096 rows).
+  setenv("SSMJIT_TP_OVERLAP_PIECES", "3", 1);
   Mamba2ModelOptions o;
   o.dtype = DType::F32;
   o.max_batch = 4;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/CudaGraph.h"
+#include "runtime/model/OverlappedAllReduce.h"
 #include "ssmjit/mamba2_parallel.h"
 #include "tools/DeviceFill.h"
 #include "tools/GpuTiming.h"
@@ -148,9 +149,11 @@ int run(const ParallelBenchOptions& o) {
                 "%lld sequence(s)\n",
                 (long long)d.hidden, (long long)d.heads, (long long)d.head_dim, (long long)d.state, (long long)d.groups,
                 o.dtype.c_str(), (long long)o.tokens, (long long)nseq);
+    const std::string tpHow = o.sequenceParallel ? std::string(" (sequence parallel)")
+                                                 : strf(" (out_proj in %d piece(s), SSMJIT_TP_OVERLAP_PIECES)",
+                                                        detail::tpOverlapPieces(o.tokens));
     const std::string how = o.cp > 1   ? strf("context parallel over %d GPUs", o.cp)
-                            : o.tp > 1 ? strf("tensor parallel over %d GPUs%s", o.tp,
-                                              o.sequenceParallel ? " (sequence parallel)" : "")
+                            : o.tp > 1 ? strf("tensor parallel over %d GPUs%s", o.tp, tpHow.c_str())
                                        : std::string("one GPU");
     std::printf("%s: %.3f ms per call, %.0f tokens/s; collectives send %.2f MB per rank per call\n", how.c_str(), ms,
                 o.tokens / (ms / 1e3), moved / 1e6);

@@ -4,6 +4,7 @@
 // names the layer's argument rather than an inner op's.
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "runtime/OpSpecializations.h"
@@ -287,14 +288,19 @@ void checkWorkspace(const char* op, const Mamba2LayerArgs& a, int64_t need) {
 }
 
 // Runs a layer's calls in every mode's order: in_proj, `mixer` (the conv and the scan), the gated
-// norm, out_proj. The two GEMMs run one after the other, so they share the GEMMs' workspace.
+// norm, out_proj (through `outProj` when it is set). The two GEMMs run one after the other, so
+// they share the GEMMs' workspace.
 template <class Calls, class Mixer>
-void runLayer(Calls& c, const Mamba2LayerArgs& a, const Plan& p, Stream stream, Mixer mixer) {
+void runLayer(Calls& c, const Mamba2LayerArgs& a, const Plan& p, Stream stream, Mixer mixer,
+              const std::function<void(const LinearArgs&)>& outProj = {}) {
   c.inProj.workspace = c.outProj.workspace = floatsAt(a.workspace, p.linearOffset, (p.bytes - p.linearOffset) / 4);
   linear(c.inProj, stream);
   mixer();
   gated_rms_norm(c.norm, stream);
-  linear(c.outProj, stream);
+  if (outProj)
+    outProj(c.outProj);
+  else
+    linear(c.outProj, stream);
 }
 
 // The workspace plan of a prefill, decode or verify call of T tokens, in float32 elements.
@@ -386,12 +392,15 @@ void detail::mamba2LayerPrefill(const Mamba2Dims& d, const Mamba2LayerWeights& w
   if (T == 0) return;
   PrefillCalls c = prefillCalls(d, w, s, a, p, T);
   c.scan.workspace = floatsAt(a.workspace, p.ssdOffset, (p.linearOffset - p.ssdOffset) / 4);
-  runLayer(c, a, p, stream, [&] {
-    if (hooks.beforeConv) hooks.beforeConv(c.conv, p.zxbcdt);
-    causal_conv1d(c.conv, stream);
-    if (hooks.beforeSsd) hooks.beforeSsd(c.scan);
-    ssd(c.scan, stream);
-  });
+  runLayer(
+      c, a, p, stream,
+      [&] {
+        if (hooks.beforeConv) hooks.beforeConv(c.conv, p.zxbcdt);
+        causal_conv1d(c.conv, stream);
+        if (hooks.beforeSsd) hooks.beforeSsd(c.scan);
+        ssd(c.scan, stream);
+      },
+      hooks.outProj);
 }
 
 void mamba2_layer_decode(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,

@@ -1,6 +1,7 @@
-// The Mamba-2 layer's prefill (mamba2.h) with two points where a caller steps in between its ops:
+// The Mamba-2 layer's prefill (mamba2.h) with points where a caller steps in between its ops:
 // context parallelism (mamba2_parallel.h) sets the conv's initial states from a halo of the
-// previous rank and runs a states-only SSD pass before the real one. Internal to the runtime.
+// previous rank and runs a states-only SSD pass before the real one; tensor parallelism runs
+// out_proj in row pieces whose all-reduces overlap the next piece's GEMM. Internal to the runtime.
 #pragma once
 #include <functional>
 
@@ -13,6 +14,8 @@ struct Mamba2PrefillHooks {
   std::function<void(CausalConv1dArgs& conv, const TensorView& zxbcdt)> beforeConv;
   // Before the SSD (its workspace set).
   std::function<void(SsdArgs& ssd)> beforeSsd;
+  // Runs out_proj (y (T, hidden) = x (T, d_inner) W^T, its workspace set) in place of linear().
+  std::function<void(const LinearArgs& outProj)> outProj;
 };
 
 void mamba2LayerPrefill(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,

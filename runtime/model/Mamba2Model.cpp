@@ -12,6 +12,7 @@
 #include "runtime/Driver.h"
 #include "runtime/model/Mamba2Kernels.h"
 #include "runtime/model/Mamba2ModelImpl.h"
+#include "runtime/model/OverlappedAllReduce.h"
 #include "runtime/ops/ArgCheck.h"
 #include "ssmjit/mamba2_model.h"
 
@@ -133,13 +134,18 @@ void Mamba2Model::Impl::commitOps(const TensorView& slotIds, const TensorView& n
 namespace {
 
 // Launches every op on `stream`; under tensor parallelism each layer's partial outputs are summed
-// over the ranks.
+// over the ranks (a prefill's in row pieces overlapping out_proj, a decode's or verify's few rows
+// at once).
 struct LaunchSink : OpSink {
   LaunchSink(Stream s, Communicator* tp) : stream(s), tp(tp) {}
   void embedding(const EmbeddingArgs& a) override { ssmjit::embedding(a, stream); }
   void rmsNorm(const RmsNormArgs& a) override { rms_norm(a, stream); }
   void layer(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s, const Mamba2LayerArgs& a,
              Mamba2LayerMode mode) override {
+    if (tp && mode == Mamba2LayerMode::Prefill) {
+      detail::mamba2TpLayerPrefill(d, w, s, a, *tp, stream);
+      return;
+    }
     switch (mode) {
       case Mamba2LayerMode::Prefill: mamba2_layer_prefill(d, w, s, a, stream); break;
       case Mamba2LayerMode::Decode: mamba2_layer_decode(d, w, s, a, stream); break;

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "runtime/model/Mamba2Sharding.h"
+#include "runtime/model/OverlappedAllReduce.h"
 #include "ssmjit/error.h"
 #include "ssmjit/mamba2_parallel.h"
 
@@ -62,6 +63,10 @@ void run(const char* op, const Mamba2Dims& full, const Mamba2LayerWeights& w, co
     else
       mamba2_layer_decode(local, w, s, args, stream);
   };
+  if (!sp && prefill) {
+    detail::mamba2TpLayerPrefill(local, w, s, a, comm, stream);
+    return;
+  }
   if (!sp) {
     layer(a);
     comm.allReduceSum(a.out, stream);

@@ -33,9 +33,10 @@ struct Mamba2ModelOptions {
   int64_t max_draft_tokens = 0;     // speculative decoding: drafts a verify takes (0: none; at
                                     // most kMaxTokens - 1); sizes each layer's verify cache
   // Tensor parallelism (mamba2_parallel.h): each rank of this communicator (not owned; it must
-  // outlive the model) loads only its shard of every layer and sums the layers' outputs with one
-  // all-reduce. Every rank then holds the same hidden states and logits, so each makes the same
-  // calls with the same prompts. nullptr: one GPU.
+  // outlive the model) loads only its shard of every layer and sums the layers' outputs with an
+  // all-reduce (a prefill's in row pieces overlapping out_proj: mamba2_parallel.h). Every rank then
+  // holds the same hidden states and logits, so each makes the same calls with the same prompts.
+  // nullptr: one GPU.
   Communicator* tensor_parallel = nullptr;
 };
 

@@ -4,7 +4,9 @@
 // H divisible by t: a B/C group and its gated-norm group stay on one rank): its rows of in_proj
 // [z | x | B | C | dt], its conv channels [x | B | C], its heads' dt_bias, A and D, its channels'
 // norm weight and its columns of out_proj, with out_proj's bias on rank 0 only. Each rank runs the
-// layer of H/t heads on every token and the ranks' outputs are summed by one all-reduce.
+// layer of H/t heads on every token and the ranks' outputs are summed by an all-reduce; a prefill's
+// out_proj runs in row pieces, each piece's all-reduce overlapping the next piece's GEMM
+// (SSMJIT_TP_OVERLAP_PIECES: default 4 from 4096 rows on, else 1).
 // `Mamba2Model` with `options.tensor_parallel` loads exactly that shard from a checkpoint.
 //
 // Sequence parallel (sequence_parallel = true): the residual stream stays split by tokens. hidden
