@@ -8,10 +8,13 @@
 
 namespace ssmjit {
 
-OwnedStream::OwnedStream(unsigned flags) {
+OwnedStream::OwnedStream(unsigned flags, bool highPriority) {
   driver::ensureContext();
-  driver::check(driver::api().cuStreamCreate(&stream_, flags),
-                ("cuStreamCreate(flags " + std::to_string(flags) + ")").c_str());
+  const driver::Api& api = driver::api();
+  int least = 0, greatest = 0;
+  if (highPriority) driver::check(api.cuCtxGetStreamPriorityRange(&least, &greatest), "cuCtxGetStreamPriorityRange");
+  driver::check(api.cuStreamCreateWithPriority(&stream_, flags, highPriority ? greatest : 0),
+                ("cuStreamCreateWithPriority(flags " + std::to_string(flags) + ")").c_str());
 }
 
 OwnedStream::~OwnedStream() {

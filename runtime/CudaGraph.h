@@ -8,11 +8,13 @@
 
 namespace ssmjit {
 
-// A stream created with cuStreamCreate in the current context, destroyed with it.
+// A stream created in the current context, destroyed with it.
 class OwnedStream {
  public:
   // CU_STREAM_NON_BLOCKING by default: no implicit sync with the legacy default stream.
-  explicit OwnedStream(unsigned flags = CU_STREAM_NON_BLOCKING);
+  // `highPriority`: the context's greatest stream priority, so that the block scheduler starts
+  // this stream's blocks first as others' retire (a collective beside a GEMM).
+  explicit OwnedStream(unsigned flags = CU_STREAM_NON_BLOCKING, bool highPriority = false);
   ~OwnedStream();
   OwnedStream(OwnedStream&& o) noexcept;
   OwnedStream& operator=(OwnedStream&& o) noexcept;

@@ -41,6 +41,7 @@ bool load(Api* api, std::string* why) {
   SSMJIT_SYM(cuCtxSetCurrent);
   SSMJIT_SYM(cuCtxGetDevice);
   SSMJIT_SYM(cuCtxSynchronize);
+  SSMJIT_SYM(cuCtxGetStreamPriorityRange);
   SSMJIT_SYM(cuModuleLoadDataEx);
   SSMJIT_SYM(cuModuleUnload);
   SSMJIT_SYM(cuModuleGetFunction);
@@ -56,7 +57,7 @@ bool load(Api* api, std::string* why) {
   SSMJIT_SYM(cuMemcpyDtoHAsync);
   SSMJIT_SYM(cuMemsetD8Async);
   SSMJIT_SYM(cuMemsetD32Async);
-  SSMJIT_SYM(cuStreamCreate);
+  SSMJIT_SYM(cuStreamCreateWithPriority);
   SSMJIT_SYM(cuStreamDestroy);
   SSMJIT_SYM(cuStreamSynchronize);
   SSMJIT_SYM(cuStreamQuery);

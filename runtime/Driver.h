@@ -21,6 +21,7 @@ struct Api {
   CUresult (*cuCtxSetCurrent)(CUcontext);
   CUresult (*cuCtxGetDevice)(CUdevice*);
   CUresult (*cuCtxSynchronize)();
+  CUresult (*cuCtxGetStreamPriorityRange)(int*, int*);
   CUresult (*cuModuleLoadDataEx)(CUmodule*, const void*, unsigned int, CUjit_option*, void**);
   CUresult (*cuModuleUnload)(CUmodule);
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
@@ -37,7 +38,7 @@ struct Api {
   CUresult (*cuMemcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream);
   CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
   CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned int, size_t, CUstream);
-  CUresult (*cuStreamCreate)(CUstream*, unsigned int);
+  CUresult (*cuStreamCreateWithPriority)(CUstream*, unsigned int, int);
   CUresult (*cuStreamDestroy)(CUstream);
   CUresult (*cuStreamSynchronize)(CUstream);
   CUresult (*cuStreamQuery)(CUstream);

@@ -18,6 +18,7 @@
 
 #include "GpuTest.h"
 #include "runtime/DeviceBuffer.h"
+#include "runtime/ops/SsdSpec.h"
 #include "ssmjit/error.h"
 #include "ssmjit/ops.h"
 #include "ssmjit/reference.h"
@@ -150,8 +151,10 @@ struct DeviceRun {
   std::vector<uint8_t> out, states, blk, decay;
 };
 // With `deviceError`, the report of checkDeviceErrors() after the call lands there ("" when none);
-// without, a report fails the call.
-DeviceRun runOnDevice(const SsdProblem& p, bool withOut = true, std::string* deviceError = nullptr) {
+// without, a report fails the call. `split`: as context parallelism calls it, a summary (the
+// decays only, from zero) then the call resumed (SsdSpec.h).
+DeviceRun runOnDevice(const SsdProblem& p, bool withOut = true, std::string* deviceError = nullptr,
+                      bool split = false) {
   const DeviceTensors d(p.all());
   SsdArgs a = p.args(d.views());
   if (!withOut) a.out = {};
@@ -159,7 +162,16 @@ DeviceRun runOnDevice(const SsdProblem& p, bool withOut = true, std::string* dev
   DeviceBuffer w(size_t(ws) * 4);
   w.fill(kPoison);  // its contents on entry must not matter
   a.workspace = TensorView::contiguous(w.data(), DType::F32, {ws});
-  ssd(a);
+  if (split) {
+    SsdArgs summary = a;  // nothing the resumed call reads: no initial states, no slots written
+    summary.out = summary.z = summary.D = summary.initial_states = summary.initial_state_indices = {};
+    summary.final_states = summary.final_state_indices = summary.block_states = summary.block_state_indices = {};
+    summary.block_state_tokens = 0;
+    detail::ssdPhase(summary, detail::SsdPhase::Summary, nullptr);
+    detail::ssdPhase(a, detail::SsdPhase::Resume, nullptr);
+  } else {
+    ssd(a);
+  }
   try {
     checkDeviceErrors();
   } catch (const Error& e) {
@@ -306,6 +318,23 @@ TEST(SsdGpuPacking, StatesOnlyCallLeavesTheSameStates) {
   EXPECT_EQ(full.blk, statesOnly.blk);
   EXPECT_EQ(full.decay, statesOnly.decay);
   EXPECT_EQ(statesOnly.out, p.out.bytes) << "out is not written";
+}
+
+// Context parallelism's split call: the summary, which leaves the chunks' states from zero in the
+// workspace, then the resumed call, equal one whole call bit for bit (dense rows with initial and
+// final states; a packed row with slots and block states).
+TEST(SsdGpuPacking, SummaryThenResumeEqualsOneCall) {
+  SSMJIT_REQUIRE_GPU();
+  for (int k : {0, 6}) {
+    const SsdProblem p(cases()[k], 13);
+    SCOPED_TRACE(p.c.label);
+    ASSERT_TRUE(p.c.decay) << "the summary needs an output: the decays";
+    const DeviceRun whole = runOnDevice(p), split = runOnDevice(p, true, nullptr, true);
+    EXPECT_EQ(whole.out, split.out);
+    EXPECT_EQ(whole.states, split.states);
+    EXPECT_EQ(whole.blk, split.blk);
+    EXPECT_EQ(whole.decay, split.decay);
+  }
 }
 
 // Two runs of the same call are equal bit for bit.

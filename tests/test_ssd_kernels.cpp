@@ -141,6 +141,38 @@ TEST(SsdKernels, ReadAheadAndOneTermSchedulesCompile) {
   }
 }
 
+// Context parallelism's split call (SsdSpec.h): the summary launches chunk_cumsum, chunk_state and
+// a state passing that keeps the chunks' states (no entering state stored); the resumed call the
+// rest. The kept form compiles and differs from the storing one.
+TEST(SsdKernels, SummaryAndResumePhasesSplitTheLaunches) {
+  SSMJIT_REQUIRE_NVRTC();
+  Variant v;
+  v.packed = true, v.batch = 5, v.states = true;
+  const SsdArgs whole = make(v);
+  SsdArgs states = whole;
+  states.out = {};
+  auto kernels = [](const std::vector<Specialization>& specs) {
+    std::vector<std::string> names;
+    for (const Specialization& s : specs) names.push_back(s.kernel);
+    return names;
+  };
+  const std::vector<Specialization> summary = detail::ssdSpecializations(states, "sm_90a", detail::SsdPhase::Summary);
+  const std::vector<Specialization> resume = detail::ssdSpecializations(whole, "sm_90a", detail::SsdPhase::Resume);
+  EXPECT_EQ(kernels(summary), (std::vector<std::string>{"ssd_chunk_cumsum", "ssd_chunk_state", "ssd_state_passing"}));
+  EXPECT_EQ(kernels(resume), (std::vector<std::string>{"ssd_bmm", "ssd_state_passing", "ssd_chunk_scan"}));
+  const Specialization& kept = summary.back();
+  const Specialization& storing = resume[1];
+  EXPECT_EQ(kept.get("meta:keep_states"), 1);
+  EXPECT_EQ(storing.find("meta:keep_states"), nullptr);
+  const CompiledKernel k = compileKernel(kept), s = compileKernel(storing);
+  EXPECT_FALSE(k.cubin.empty());
+  EXPECT_NE(k.cudaSource, s.cudaSource);
+  Specialization bad = storing;
+  bad.set("meta:keep_states", 2);
+  const std::string msg = ssmjit::testing::invalidArgMessage([&] { dsl::completeSpecialization(bad); });
+  EXPECT_NE(msg.find("ssd_state_passing: meta keep_states is 2, expected 0"), std::string::npos) << msg;
+}
+
 // Meta values out of range (SSMJIT_META) are named with what came.
 TEST(SsdKernels, ReadAheadAndOneTermOutOfRangeAreNamed) {
   Variant v;

@@ -9,6 +9,9 @@
 // D + 1 chunks' reads are in flight (D chunks' states held in registers). The entering state of
 // chunk c + 1 is stored in the iteration that computes it, after that chunk's own state was read
 // (same thread, same elements). The sums run in the same order for every D.
+// meta:keep_states 1 (absent: 0): no entering state is stored, so the chunks' states from zero stay
+// in the workspace for a later pass from another initial state (context parallelism: the final
+// states and decays first, then the same call resumed; SsdSpec.h).
 #include <string>
 
 #include "kernels_dsl/Dsl.h"
@@ -30,6 +33,7 @@ constexpr int64_t kMaxPrefetch = 8;  // chunks' states in registers a thread: 8 
 void buildStatePassing(KernelBuilder& k, const Specialization& spec) {
   const int64_t Q = spec.get("meta:chunk"), BLK = spec.get("meta:BLOCK");
   const int64_t D = spec.get("meta:PREFETCH");
+  const bool keep = spec.get("meta:keep_states", 0) != 0;
   const SsdValues a = ssdValues(k);
   Value pid = k.programId(0), h = k.programId(1), i = k.programId(2);
   Value zero = k.constFloat(0), zeroI = k.constInt(0), oneI = k.constInt(1);
@@ -74,7 +78,7 @@ void buildStatePassing(KernelBuilder& k, const Specialization& spec) {
   if (D == 0) {
     r = k.forLoop(zeroI, nch, oneI, {s0, zero}, [&](Value c, const std::vector<Value>& v) {
       Value Sc = k.load(a.ws, stateAt(c), m, zero);
-      k.store(a.ws, stateAt(c), v[0], m);
+      if (!keep) k.store(a.ws, stateAt(c), v[0], m);
       Value la = k.load(a.ws, decayAt(c));
       return std::vector<Value>{advance(c, v[0], Sc, la), v[1] + la};
     });
@@ -90,14 +94,14 @@ void buildStatePassing(KernelBuilder& k, const Specialization& spec) {
           have, [&] { return std::vector<Value>{k.load(a.ws, decayAt(cd))}; },
           [&] { return std::vector<Value>{zero}; })[0]);
     }
-    k.store(a.ws, stateAt(zeroI), s0, m && any);
+    if (!keep) k.store(a.ws, stateAt(zeroI), s0, m && any);
     r = k.forLoop(zeroI, nch, oneI, carry, [&](Value c, const std::vector<Value>& v) {
       Value cD = c + D, aheadIn = cD < nch;
       Value Sn = k.load(a.ws, stateAt(cD), m && aheadIn, zero);
       Value ln = k.load(a.ws, decayAt(k.minimum(cD, nch - 1)));
       Value c1 = D == 1 ? cD : c + 1, more = D == 1 ? aheadIn : c1 < nch;
       Value s = advance(c, v[0], v[2], v[3]);
-      k.store(a.ws, stateAt(c1), s, m && more);
+      if (!keep) k.store(a.ws, stateAt(c1), s, m && more);
       std::vector<Value> next{s, v[1] + v[3]};
       next.insert(next.end(), v.begin() + 4, v.end());
       next.push_back(Sn);
@@ -116,6 +120,9 @@ void chooseStatePassingMeta(Specialization& s) {
   ssdDefaultMeta(s);
   setDefault(s, "meta:BLOCK", 1024);
   setDefault(s, "meta:PREFETCH", 4);  // 1: the walk is latency-bound (8x2048 11% slower)
+  if (const int64_t v = s.get("meta:keep_states", 0); v != 0 && v != 1)
+    throw Error(Error::Kind::InvalidArgument, "ssd_state_passing: meta keep_states is " + std::to_string(v) +
+                                                  ", expected 0 (store the entering states) or 1 (keep the chunks')");
   if (const int64_t d = s.get("meta:PREFETCH"); d < 0 || d > kMaxPrefetch)
     throw Error(Error::Kind::InvalidArgument, "ssd_state_passing: meta PREFETCH (SSMJIT_META) is " + std::to_string(d) +
                                                   ", expected 0.." + std::to_string(kMaxPrefetch) +

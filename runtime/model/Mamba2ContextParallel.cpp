@@ -10,6 +10,7 @@
 #include "runtime/Driver.h"
 #include "runtime/model/Mamba2CpPart.h"
 #include "runtime/model/Mamba2LayerHooks.h"
+#include "runtime/ops/SsdSpec.h"
 #include "runtime/parallel/CpStateScan.h"
 #include "ssmjit/error.h"
 #include "ssmjit/mamba2_parallel.h"
@@ -112,9 +113,10 @@ void mamba2_cp_layer_prefill(const Mamba2Dims& d, const Mamba2LayerWeights& w, c
     conv.initial_states = halo;
     conv.initial_state_indices = firstIdx;
   };
-  hooks.beforeSsd = [&](SsdArgs& q) {
-    // Pass 1: this part from zero, states only: the continuing sequence's end state (b) and the
-    // part's decay (a, when the part is all one sequence continuing on both sides; else 0).
+  hooks.ssd = [&](SsdArgs& q) {
+    // The summary: this part from zero, states only: the continuing sequence's end state (b) and
+    // the part's decay (a, when the part is all one sequence continuing on both sides; else 0).
+    // The chunks' states stay in the workspace for the resumed call.
     SsdArgs s1 = q;
     s1.out = s1.z = s1.D = s1.initial_states = s1.initial_state_indices = TensorView{};
     s1.final_states = b.at(x.summary + H * 4, DType::F32, {1, H, d.head_dim, d.state});
@@ -123,7 +125,7 @@ void mamba2_cp_layer_prefill(const Mamba2Dims& d, const Mamba2LayerWeights& w, c
     if (ssd_workspace_size(s1) > q.workspace.numel())
       throw Error(Error::Kind::Internal, "mamba2_cp_layer_prefill: the states-only SSD needs more workspace");
     if (!p.lastContinues) driver::check(api.cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(b.base + x.summary + H * 4), 0, PN * H, cs), "cuMemsetD32Async");
-    ssd(s1, stream);
+    detail::ssdPhase(s1, detail::SsdPhase::Summary, stream);
     const auto summary = reinterpret_cast<CUdeviceptr>(b.base + x.summary);
     if (p.whole())
       driver::check(api.cuMemcpyDtoDAsync(summary, reinterpret_cast<CUdeviceptr>(b.base + x.decay), H * 4, cs),
@@ -134,9 +136,11 @@ void mamba2_cp_layer_prefill(const Mamba2Dims& d, const Mamba2LayerWeights& w, c
     comm.allGather(b.at(x.summary, DType::F32, {H + H * PN}), gathered, stream);
     const TensorView incoming = b.at(x.incoming, DType::F32, {1, H, d.head_dim, d.state});
     detail::cpStateScan(gathered, rank, H, PN, incoming, stream);
-    if (!p.firstContinues) return;
-    q.initial_states = incoming;
-    q.initial_state_indices = firstIdx;
+    if (p.firstContinues) {
+      q.initial_states = incoming;
+      q.initial_state_indices = firstIdx;
+    }
+    detail::ssdPhase(q, detail::SsdPhase::Resume, stream);
   };
   detail::mamba2LayerPrefill(d, w, s, layer, stream, hooks);
 }

@@ -397,8 +397,10 @@ void detail::mamba2LayerPrefill(const Mamba2Dims& d, const Mamba2LayerWeights& w
       [&] {
         if (hooks.beforeConv) hooks.beforeConv(c.conv, p.zxbcdt);
         causal_conv1d(c.conv, stream);
-        if (hooks.beforeSsd) hooks.beforeSsd(c.scan);
-        ssd(c.scan, stream);
+        if (hooks.ssd)
+          hooks.ssd(c.scan);
+        else
+          ssd(c.scan, stream);
       },
       hooks.outProj);
 }

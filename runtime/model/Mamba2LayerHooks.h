@@ -1,6 +1,6 @@
 // The Mamba-2 layer's prefill (mamba2.h) with points where a caller steps in between its ops:
 // context parallelism (mamba2_parallel.h) sets the conv's initial states from a halo of the
-// previous rank and runs a states-only SSD pass before the real one; tensor parallelism runs
+// previous rank and runs the SSD in two phases around the exchange of the parts' states; tensor parallelism runs
 // out_proj in row pieces whose all-reduces overlap the next piece's GEMM. Internal to the runtime.
 #pragma once
 #include <functional>
@@ -12,8 +12,8 @@ namespace ssmjit::detail {
 struct Mamba2PrefillHooks {
   // After in_proj (its output `zxbcdt`, (T, inProjRows)), before the conv.
   std::function<void(CausalConv1dArgs& conv, const TensorView& zxbcdt)> beforeConv;
-  // Before the SSD (its workspace set).
-  std::function<void(SsdArgs& ssd)> beforeSsd;
+  // Runs the SSD (its workspace set) in place of ssd().
+  std::function<void(SsdArgs& ssd)> ssd;
   // Runs out_proj (y (T, hidden) = x (T, d_inner) W^T, its workspace set) in place of linear().
   std::function<void(const LinearArgs& outProj)> outProj;
 };

@@ -16,11 +16,12 @@ namespace {
 
 constexpr const char* kKnob = "SSMJIT_TP_OVERLAP_PIECES";
 
-// A side stream and the two events of a fork (the side stream waits for a piece of the caller's)
-// and a join (the caller's waits for the side stream). One fork event serves every piece: a wait
-// takes the event's latest record at the time it is enqueued, in a capture too.
+// A side stream (of high priority: a piece's all-reduce starts as the next GEMM's blocks retire,
+// not after them) and the two events of a fork (the side stream waits for a piece of the
+// caller's) and a join (the caller's waits for the side stream). One fork event serves every
+// piece: a wait takes the event's latest record at the time it is enqueued, in a capture too.
 struct SideStream {
-  OwnedStream stream;
+  OwnedStream stream{CU_STREAM_NON_BLOCKING, true};
   CUevent fork = nullptr, join = nullptr;
   SideStream() {
     const driver::Api& api = driver::api();

@@ -1,7 +1,8 @@
 // ssd: the Mamba-2 SSD chunked scan forward (ssmjit/ops.h). The arguments are checked by the
 // check the CPU reference shares (SsdCheck.h), then every SSD kernel (kernels_dsl/ssd/Ssd.h) is bound
 // through the one signature they share and launched in order on the caller's stream:
-// chunk_cumsum, bmm, chunk_state, state_passing, then chunk_scan (not without out: states only).
+// chunk_cumsum, bmm, chunk_state, state_passing, then chunk_scan (not without out: states only);
+// or one of the two phases of a context-parallel call (SsdSpec.h).
 #include <cuda.h>
 
 #include <algorithm>
@@ -106,12 +107,13 @@ std::array<unsigned, 3> slotHeadGrid(KernelCall& k, int64_t slots, int64_t H, in
   return {unsigned(g.x), unsigned(g.y), unsigned(g.z)};
 }
 
-// Every launch of the call in order, bound, with its grid.
+// Every launch of the call's phase in order, bound, with its grid.
 template <class F>
-void forEachLaunch(const SsdArgs& a, const SsdDims& d, const SsdPlan& p, void* err, F&& f) {
+void forEachLaunch(const SsdArgs& a, const SsdDims& d, const SsdPlan& p, void* err, detail::SsdPhase phase, F&& f) {
   const int64_t S = p.ws.slots, nb = d.chunk / kernels::kSsdTokenBlock;
   auto cdivU = [](int64_t x, int64_t y) { return static_cast<unsigned>((x + y - 1) / y); };
-  {
+  const bool chunks = phase != detail::SsdPhase::Resume;  // the chunks' dt, cumsums and states
+  if (chunks) {
     KernelCall c(kernels::kSsdChunkCumsum);
     bind(c, kernels::kSsdChunkCumsum, a, d, p, err);
     f(c, [&](KernelCall& k) {
@@ -123,7 +125,7 @@ void forEachLaunch(const SsdArgs& a, const SsdDims& d, const SsdPlan& p, void* e
     bind(c, kernels::kSsdBmm, a, d, p, err);
     f(c, [&](KernelCall&) { return std::array<unsigned, 3>{unsigned(S), unsigned(d.G), unsigned(nb * nb)}; });
   }
-  {
+  if (chunks) {
     KernelCall c(kernels::kSsdChunkState);
     bind(c, kernels::kSsdChunkState, a, d, p, err);
     f(c, [&](KernelCall& k) {
@@ -136,6 +138,7 @@ void forEachLaunch(const SsdArgs& a, const SsdDims& d, const SsdPlan& p, void* e
     const kernels::SsdPassBlock pb = kernels::ssdStatePassingBlock(d.P * d.N, d.H, d.nseq);
     c.meta("meta:BLOCK", pb.block);
     c.meta("meta:num_warps", pb.warps);
+    if (phase == detail::SsdPhase::Summary) c.meta("meta:keep_states", 1);
     f(c, [&](KernelCall& k) {
       return std::array<unsigned, 3>{cdivU(d.P * d.N, k.metaValue("meta:BLOCK")), unsigned(d.H), unsigned(d.nseq)};
     });
@@ -151,28 +154,32 @@ void forEachLaunch(const SsdArgs& a, const SsdDims& d, const SsdPlan& p, void* e
 
 int64_t ssd_workspace_size(const SsdArgs& a) { return plan(check(a, a.x.device)).ws.total; }
 
-void ssd(const SsdArgs& a, Stream stream) {
+void ssd(const SsdArgs& a, Stream stream) { detail::ssdPhase(a, detail::SsdPhase::Whole, stream); }
+
+void detail::ssdPhase(const SsdArgs& a, SsdPhase phase, Stream stream) {
   const SsdDims d = check(a, DeviceKind::CUDA);
+  if (phase == SsdPhase::Summary && a.out.defined())
+    throw Error(Error::Kind::Internal, std::string(kOp) + ": a summary phase takes no out (states only)");
   const SsdPlan p = plan(d);
   checkWorkspace(a, p);
   if (d.nseq > 65535 || d.H > 65535)
     throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + str(d.nseq) + " sequences and " + str(d.H) +
                                                   " heads, expected at most 65535 of each (grid limits)");
   const CUstream s = static_cast<CUstream>(stream);
-  const detail::CompileAhead ahead([&](const std::string& arch) { return detail::ssdSpecializations(a, arch); },
+  const detail::CompileAhead ahead([&](const std::string& arch) { return detail::ssdSpecializations(a, arch, phase); },
                                    [&](const std::string& arch) { return detail::backwardAlongside(a, arch); });
-  forEachLaunch(a, d, p, deviceStatusRecord(), [&](KernelCall& c, auto grid) {
+  forEachLaunch(a, d, p, deviceStatusRecord(), phase, [&](KernelCall& c, auto grid) {
     const std::array<unsigned, 3> g = grid(c);
     const unsigned dims[3] = {g[0], g[1], g[2]};
     c.launch(dims, s);
   });
 }
 
-std::vector<Specialization> detail::ssdSpecializations(const SsdArgs& a, const std::string& arch) {
+std::vector<Specialization> detail::ssdSpecializations(const SsdArgs& a, const std::string& arch, SsdPhase phase) {
   const SsdDims d = check(a, a.x.device);
   const SsdPlan p = plan(d);
   std::vector<Specialization> out;
-  forEachLaunch(a, d, p, nullptr, [&](KernelCall& c, auto) {
+  forEachLaunch(a, d, p, nullptr, phase, [&](KernelCall& c, auto) {
     Specialization sp = c.specialization(arch);
     if (std::find(out.begin(), out.end(), sp) == out.end()) out.push_back(std::move(sp));
   });
