@@ -25,7 +25,8 @@
 // the W - 1 tokens before the part from the previous rank; the SSD runs from a zero start without
 // out (states only, with each sequence's total decay), the ranks all-gather (decay, end state) of
 // the sequence crossing into the next rank, each computes its incoming state by an exclusive scan
-// in fp32 on the device, and the SSD runs again from it. Every sequence starts from zero states;
+// in fp32 on the device, and the SSD resumes from it (the chunks' own states, computed once, kept
+// in the workspace between the two). Every sequence starts from zero states;
 // its final states go to slot slots[i] of `s` on the rank where it ends (-1: not kept). In fp32
 // the result equals one GPU's up to the order of the sums (the incoming state is combined across
 // ranks rather than across chunks). The backward is not context parallel.
