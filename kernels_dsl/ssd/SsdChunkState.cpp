@@ -8,6 +8,9 @@
 // [32, BLOCK_N] is computed in f32 and staged, three terms. fp32 to the workspace.
 // meta:one_term 1 (16-bit x; SsdChunks.h): the weighted operand (x w, or B w) in one bf16 term,
 // as mamba_ssm's Triton kernel casts B w to x's dtype.
+#include <algorithm>
+
+#include "compiler/IntMath.h"
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/ssd/Ssd.h"
@@ -105,6 +108,11 @@ void buildChunkState(KernelBuilder& k, const Specialization& spec) {
 }
 
 void chooseChunkStateMeta(Specialization& s) {
+  // bf16 x: a block takes up to 128 states (126 registers, 39.9 KB of shared memory at Mamba-2
+  // heads), so that x's tile is read and split once for all of them (2.7B heads, 8x2048: the SSD
+  // forward 1.507 ms against 1.595 with 64). fp16 and fp32 x weight B instead (unmeasured at 128).
+  if (static_cast<DType>(s.get("dtype:x")) == DType::BF16 && !s.find("meta:BLOCK_N"))
+    s.set("meta:BLOCK_N", std::clamp<int64_t>(nextPow2(s.get("N")), 16, 128));
   ssdStateBlockMeta(s);
   ssdSlotHeadMeta(s);
 }
