@@ -105,22 +105,12 @@ void mamba2_decode_step(const Mamba2DecodeState& s, const Mamba2MixerWeights& w,
     // Replay: the ring's tokens (deferred), the accepted cached drafts, then commit (deferred:
     // only when the ring cannot take them, or with replay only; else they go to the ring).
     const int64_t c = count[size_t(b)], r = ringCount[size_t(b)];
-    for (int64_t t = 0; t < r; ++t)
-      token(
-          [&](int64_t ch) {
-            return at(s.xbc_ring, {sl, t, ch});
-          },
-          [&](int64_t h) {
-            return at(s.dt_ring, {sl, t, h});
-          });
-    for (int64_t t = 0; t < c; ++t)
-      token(
-          [&](int64_t ch) {
-            return at(s.xbc_cache, {sl, t, ch});
-          },
-          [&](int64_t h) {
-            return at(s.dt_cache, {sl, t, h});
-          });
+    auto replay = [&](const TensorView& xbc, const TensorView& dtRaw, int64_t tokens) {
+      for (int64_t t = 0; t < tokens; ++t)
+        token([&](int64_t ch) { return at(xbc, {sl, t, ch}); }, [&](int64_t h) { return at(dtRaw, {sl, t, h}); });
+    };
+    replay(s.xbc_ring, s.dt_ring, r);
+    replay(s.xbc_cache, s.dt_cache, c);
     const bool commit = d.deferred() ? r + c > 0 && (!d.verify || r + c > d.R) : c > 0;
     if (d.deferred()) {
       if (!commit)
