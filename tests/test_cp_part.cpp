@@ -35,24 +35,26 @@ TEST(CpPart, SegmentsSlotsAndContinuations) {
   EXPECT_EQ(p0.nloc, 2);
   EXPECT_FALSE(p0.firstContinues);
   EXPECT_TRUE(p0.lastContinues);
-  EXPECT_FALSE(p0.whole());
-  // cu | finals | first's incoming | last's end
-  EXPECT_EQ(p0.ints, (std::vector<int32_t>{0, 4, 10, 10, -1, -1, -1, -1, 0}));
+  // cu | finals | first's incoming
+  EXPECT_EQ(p0.ints, (std::vector<int32_t>{0, 4, 10, 10, -1, -1, -1}));
   const CpPart p1 = part(cu, 10, 1, 4);
-  EXPECT_TRUE(p1.whole());
-  EXPECT_EQ(p1.ints, (std::vector<int32_t>{0, 10, -1, 0, 0}));
-  EXPECT_TRUE(part(cu, 10, 2, 4).whole());
+  EXPECT_EQ(p1.nloc, 1);
+  EXPECT_TRUE(p1.firstContinues);
+  EXPECT_TRUE(p1.lastContinues);
+  EXPECT_EQ(p1.ints, (std::vector<int32_t>{0, 10, -1, 0}));
+  const CpPart p2 = part(cu, 10, 2, 4);
+  EXPECT_TRUE(p2.nloc == 1 && p2.firstContinues && p2.lastContinues);
   const CpPart p3 = part(cu, 10, 3, 4);
   EXPECT_EQ(p3.nloc, 2);
   EXPECT_TRUE(p3.firstContinues);
   EXPECT_FALSE(p3.lastContinues);
   EXPECT_EQ(p3.p0, 30);
-  EXPECT_EQ(p3.ints, (std::vector<int32_t>{0, 5, 10, 11, 12, 0, -1, -1, -1}));
+  EXPECT_EQ(p3.ints, (std::vector<int32_t>{0, 5, 10, 11, 12, 0, -1}));
   // A boundary on the rank edge: nothing continues.
   const CpPart q = part({0, 10, 20}, 10, 1, 2);
   EXPECT_FALSE(q.firstContinues);
   EXPECT_FALSE(q.lastContinues);
-  EXPECT_EQ(q.ints, (std::vector<int32_t>{0, 10, 11, -1, -1}));
+  EXPECT_EQ(q.ints, (std::vector<int32_t>{0, 10, 11, -1}));
 }
 
 TEST(CpPart, RowsTheRanksCannotSplitAreNamed) {

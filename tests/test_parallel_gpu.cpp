@@ -9,6 +9,8 @@
 //   - the tensor-parallel model's logits (prefill with out_proj in pieces, decode) and generate()'s
 //     tokens against one GPU;
 //   - the context-parallel layer prefill (a sequence crossing every rank boundary) against one GPU;
+//   - the SSD's context-parallel forward and backward (ssd_cp, ssd_cp_backward) on that row against
+//     ssd and ssd_backward of the whole row on one GPU: out and every gradient;
 //   - faults: ranks with different configurations stop with an error naming the difference, and a
 //     rank that exits early ends the others with an error within a bound, never a hang.
 #include <gtest/gtest.h>
@@ -28,6 +30,7 @@
 #include "ssmjit/mamba2_model.h"
 #include "ssmjit/mamba2_parallel.h"
 #include "ssmjit/parallel.h"
+#include "ssmjit/ssd_parallel.h"
 #include "support/RandomMamba2Layer.h"
 #include "support/RankProcesses.h"
 #include "support/ScratchDir.h"
@@ -378,6 +381,154 @@ TEST(ParallelWorker, DISABLED_ContextParallelPrefill) {
 }
 
 TEST(ParallelMamba2, ContextParallelPrefill) { testing::expectRanksPass("ContextParallelPrefill", 300); }
+
+// The SSD's context-parallel training step (ssd_parallel.h): the row of the prefill test above,
+// as SSD inputs (fp32, z, D, dt_bias with softplus), forward by ssd_cp and backward by
+// ssd_cp_backward on each rank's part, against ssd and ssd_backward of the whole row on one GPU.
+// A's small decays (|dt' A| about 0.02 a token) leave a whole part's decay near 0.2, so with
+// c >= 3 the middle ranks' a passes a real share of the state and of its adjoint on; with c = 2
+// rank 0 takes G from rank 1 and rank 1 gives its incoming state's gradient, one pass each.
+struct SsdRow {
+  int64_t T = 0, H = 8, P = 16, G = 2, N = 16;
+  std::vector<float> x, dt, A, B, C, D, z, dtBias, dout;
+};
+
+SsdRow randomSsdRow(int64_t T) {
+  SsdRow r;
+  r.T = T;
+  std::mt19937_64 rng(4711);
+  auto rnd = [&](std::vector<int64_t> shape, double lo, double hi) {
+    return testing::randomTensor(rng, std::move(shape), lo, hi).v;
+  };
+  r.x = rnd({T, r.H, r.P}, -1, 1);
+  r.dt = rnd({T, r.H}, -1, 1);
+  r.A = rnd({r.H}, -0.1, -0.02);
+  r.B = rnd({T, r.G, r.N}, -1, 1);
+  r.C = rnd({T, r.G, r.N}, -1, 1);
+  r.D = rnd({r.H}, 0.5, 1.5);
+  r.z = rnd({T, r.H, r.P}, -1, 1);
+  r.dtBias = rnd({r.H}, -2, -1);
+  r.dout = rnd({T, r.H, r.P}, -1, 1);
+  return r;
+}
+
+// out and every gradient, as downloaded.
+struct SsdStep {
+  std::vector<float> out, dx, ddt, dA, dB, dC, dD, dz, ddtBias;
+};
+
+// Forward and backward over rows [p0, p0 + L) of the row, its sequences `cu` (from p0): the plain
+// ops without `comm`, else the context-parallel ones with the sums over tokens all-reduced.
+SsdStep ssdStep(const SsdRow& r, int64_t p0, int64_t L, const std::vector<int32_t>& cu, Communicator* comm,
+                const SsdCpPart& part) {
+  OwnedStream stream;
+  const int64_t H = r.H, P = r.P, G = r.G, N = r.N, HP = H * P, GN = G * N;
+  auto rows = [&](const std::vector<float>& v, int64_t cols) {
+    return DeviceBuffer::fromHost(std::vector<float>(v.begin() + p0 * cols, v.begin() + (p0 + L) * cols));
+  };
+  auto poisoned = [](int64_t floats) {
+    DeviceBuffer b(static_cast<size_t>(floats * 4));
+    b.fill(0xFF);
+    return b;
+  };
+  const DeviceBuffer x = rows(r.x, HP), dt = rows(r.dt, H), B = rows(r.B, GN), C = rows(r.C, GN), z = rows(r.z, HP),
+                     dout = rows(r.dout, HP), A = DeviceBuffer::fromHost(r.A), D = DeviceBuffer::fromHost(r.D),
+                     dtBias = DeviceBuffer::fromHost(r.dtBias), cub = DeviceBuffer::fromHost(cu);
+  DeviceBuffer out = poisoned(L * HP), dx = poisoned(L * HP), ddt = poisoned(L * H), dA = poisoned(H),
+               dB = poisoned(L * GN), dC = poisoned(L * GN), dD = poisoned(H), dz = poisoned(L * HP),
+               ddtBias = poisoned(H), incoming = poisoned(H * P * N), decay = poisoned(H);
+  SsdArgs a;
+  a.x = onDevice(x, DType::F32, {1, L, H, P});
+  a.dt = onDevice(dt, DType::F32, {1, L, H});
+  a.A = onDevice(A, DType::F32, {H});
+  a.B = onDevice(B, DType::F32, {1, L, G, N});
+  a.C = onDevice(C, DType::F32, {1, L, G, N});
+  a.D = onDevice(D, DType::F32, {H});
+  a.z = onDevice(z, DType::F32, {1, L, H, P});
+  a.dt_bias = onDevice(dtBias, DType::F32, {H});
+  a.dt_softplus = true;
+  a.chunk_size = 64;
+  a.out = onDevice(out, DType::F32, {1, L, H, P});
+  a.cu_seqlens = onDevice(cub, DType::I32, {int64_t(cu.size())});
+  const SsdCpCarry carry{onDevice(incoming, DType::F32, {H, P, N}), onDevice(decay, DType::F32, {H})};
+  const int64_t need = comm ? ssd_cp_workspace_size(a, part, *comm) : ssd_workspace_size(a);
+  DeviceBuffer ws(static_cast<size_t>(need * 4));
+  a.workspace = onDevice(ws, DType::F32, {need});
+  if (comm)
+    ssd_cp(a, part, carry, *comm, stream.get());
+  else
+    ssd(a, stream.get());
+
+  SsdBackwardArgs b;
+  b.forward = a;
+  b.dout = onDevice(dout, DType::F32, {1, L, H, P});
+  b.dx = onDevice(dx, DType::F32, {1, L, H, P});
+  b.ddt = onDevice(ddt, DType::F32, {1, L, H});
+  b.dA = onDevice(dA, DType::F32, {H});
+  b.dB = onDevice(dB, DType::F32, {1, L, G, N});
+  b.dC = onDevice(dC, DType::F32, {1, L, G, N});
+  b.dD = onDevice(dD, DType::F32, {H});
+  b.dz = onDevice(dz, DType::F32, {1, L, H, P});
+  b.ddt_bias = onDevice(ddtBias, DType::F32, {H});
+  const int64_t needB = comm ? ssd_cp_backward_workspace_size(b, part, *comm) : ssd_backward_workspace_size(b);
+  DeviceBuffer wsB(static_cast<size_t>(needB * 4));
+  b.workspace = onDevice(wsB, DType::F32, {needB});
+  if (comm) {
+    ssd_cp_backward(b, part, carry, *comm, stream.get());
+    for (const TensorView& sum : {b.dA, b.dD, b.ddt_bias}) comm->allReduceSum(sum, stream.get());
+    comm->synchronize(stream.get(), "the context-parallel SSD");
+  } else {
+    ssd_backward(b, stream.get());
+    stream.synchronize();
+  }
+  checkDeviceErrors(stream.get());
+  return {out.download<float>(), dx.download<float>(), ddt.download<float>(), dA.download<float>(),
+          dB.download<float>(),  dC.download<float>(), dD.download<float>(),  dz.download<float>(),
+          ddtBias.download<float>()};
+}
+
+TEST(ParallelWorker, DISABLED_ContextParallelSsdTraining) {
+  testing::WorkerRank wr;
+  if (!testing::workerRank(&wr)) GTEST_SKIP() << "runs inside ParallelMamba2.ContextParallelSsdTraining";
+  // Ranks compile different backward kernels (pass 1 or 2) while the others wait in a collective.
+  auto comm = join(wr, {{"test", "cp-ssd"}}, 300);
+  const int64_t Tr = 96, T = Tr * wr.size, p0 = wr.rank * Tr, p1 = p0 + Tr;
+  const std::vector<int64_t> cu = {0, 40, T - 20, T};
+  const SsdRow r = randomSsdRow(T);
+  const SsdStep ref = ssdStep(r, 0, T, std::vector<int32_t>(cu.begin(), cu.end()), nullptr, {});
+
+  // This rank's pieces of the sequences and how they continue across its edges.
+  std::vector<int32_t> cuLocal{0};
+  SsdCpPart part;
+  for (size_t i = 0; i + 1 < cu.size(); ++i) {
+    const int64_t s = std::max(cu[i], p0), e = std::min(cu[i + 1], p1);
+    if (s >= e) continue;
+    if (cuLocal.size() == 1) part.from_previous = cu[i] < p0;
+    part.to_next = cu[i + 1] > p1;
+    cuLocal.push_back(static_cast<int32_t>(e - p0));
+  }
+  const SsdStep got = ssdStep(r, p0, Tr, cuLocal, comm.get(), part);
+
+  const int64_t HP = r.H * r.P, GN = r.G * r.N;
+  const struct {
+    const char* name;
+    const std::vector<float>&g, &want;
+    int64_t cols;
+    bool perToken;
+  } checks[] = {{"out", got.out, ref.out, HP, true},         {"dx", got.dx, ref.dx, HP, true},
+                {"ddt", got.ddt, ref.ddt, r.H, true},        {"dB", got.dB, ref.dB, GN, true},
+                {"dC", got.dC, ref.dC, GN, true},            {"dz", got.dz, ref.dz, HP, true},
+                {"dA", got.dA, ref.dA, r.H, false},          {"dD", got.dD, ref.dD, r.H, false},
+                {"ddt_bias", got.ddtBias, ref.ddtBias, r.H, false}};
+  for (const auto& c : checks) {
+    const double err = worstError(c.g, c.want, c.cols, c.perToken ? range(p0, Tr) : range(0, 1));
+    std::fprintf(stderr, "[ measured ] CP SSD rank %d (from_previous %d, to_next %d) %s: worst %.2e (bound %.0e)\n",
+                 wr.rank, int(part.from_previous), int(part.to_next), c.name, err, kLayerBound);
+    EXPECT_LE(err, kLayerBound) << c.name;
+  }
+}
+
+TEST(ParallelMamba2, ContextParallelSsdTraining) { testing::expectRanksPass("ContextParallelSsdTraining", 540); }
 
 TEST(ParallelWorker, DISABLED_MismatchedConfigsNameTheDifference) {
   testing::WorkerRank wr;

@@ -2,10 +2,12 @@
 // independent float64 forward (the quadratic form of tests/support/SsdForms.h) along random
 // directions of every input (with and without softplus and the clamp, dinitial_states with
 // dfinal_states given), ddt's zeros where the clamp binds, packing (a packed row's gradients
-// equal running each sequence alone), and the argument check (every bad call is refused with a
+// equal running each sequence alone), context parallelism's state adjoints passed back over
+// parts (ssd_parallel.h), and the argument check (every bad call is refused with a
 // message naming the argument, and writes nothing).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -262,6 +264,91 @@ TEST(SsdBackwardReference, PackedSequenceEqualsItsOwnCall) {
   close("dA", dA, packed.dA);
   close("dD", dD, packed.dD);
   close("ddt_bias", ddtBias, packed.ddtBias);
+}
+
+// Context parallelism's backward (ssd_parallel.h) on the reference: one sequence cut in three
+// parts, the middle one whole (its decay a passes the state and its adjoint on). The forward's
+// incoming states come from the scan S_in(r+1) = a(r) S_in(r) + S_final(r) of zero-start parts;
+// pass 1 gives each later part's incoming-state gradient with no final-state gradient, dS(r); the
+// reverse scan G(r) = a(r+1) G(r+1) + dS(r+1) gives each earlier part's final-state gradient, and
+// pass 2 runs with it. Every part's gradients equal the unsplit run's rows (to the fp32 rounding
+// of the passed states), and the parts' dA, dD and ddt_bias sum to its own.
+TEST(SsdBackwardReference, ContextParallelStateAdjointsEqualTheUnsplitRun) {
+  SsdCase c;
+  c.L = 150, c.G = 2, c.seed = 51;
+  c.aLo = -0.2, c.aHi = -0.02;  // weak decays: a reaches across the middle part
+  SsdBackwardProblem full(c, false, false), split(c, false, false);
+  reference::ssd_backward(full.args());
+  const int64_t cut[4] = {0, 50, 100, 150}, H = c.H, HPN = c.H * c.P * c.N;
+  std::mt19937_64 rng(0);
+  auto f32 = [&](std::vector<int64_t> shape) { return makeTensor(DType::F32, shape, Layout{}, rng); };
+  auto state = [&] { return f32({1, c.H, c.P, c.N}); };
+  auto partOf = [&](SsdArgs a, int r) {
+    for (TensorView* t : {&a.x, &a.dt, &a.B, &a.C, &a.z}) *t = slice(*t, 1, cut[r], cut[r + 1] - cut[r]);
+    return a;
+  };
+  // The forward: zero-start summaries, then the scan.
+  HostTensor fin[3] = {state(), state(), state()}, decay[3] = {f32({1, H}), f32({1, H}), f32({1, H})};
+  HostTensor sIn[3] = {state(), state(), state()};
+  for (int r = 0; r < 3; ++r) {
+    SsdArgs a = partOf(split.args().forward, r);
+    a.final_states = fin[r].view(), a.sequence_decay = decay[r].view();
+    reference::ssd(a);
+  }
+  // next = a(r) prev + b: the forward's scan step and the backward's, per head.
+  auto step = [&](HostTensor& next, const HostTensor& a, const HostTensor* prev, const HostTensor& b) {
+    for (int64_t k = 0; k < HPN; ++k)
+      storeElement(next.view(), k,
+                   (prev ? loadElement(a.view(), k / (HPN / H)) * loadElement(prev->view(), k) : 0.0) +
+                       loadElement(b.view(), k));
+  };
+  step(sIn[1], decay[0], nullptr, fin[0]);
+  step(sIn[2], decay[1], &sIn[1], fin[1]);
+  // The backward: part r's call, its sums over tokens into fresh tensors.
+  HostTensor dA[3], dD[3], ddtBias[3];
+  auto backward = [&](int r, const HostTensor* dfinal, HostTensor* dinit) {
+    SsdBackwardArgs s = split.args();
+    s.forward = partOf(s.forward, r);
+    for (TensorView* t : {&s.dout, &s.dx, &s.ddt, &s.dB, &s.dC, &s.dz}) *t = slice(*t, 1, cut[r], cut[r + 1] - cut[r]);
+    if (r > 0) s.forward.initial_states = sIn[r].view();
+    dA[r] = f32({H}), dD[r] = f32({H}), ddtBias[r] = f32({H});
+    s.dA = dA[r].view(), s.dD = dD[r].view(), s.ddt_bias = ddtBias[r].view();
+    s.dfinal_states = dfinal ? dfinal->view() : TensorView{};
+    s.dinitial_states = dinit ? dinit->view() : TensorView{};
+    reference::ssd_backward(s);
+  };
+  HostTensor dS[3] = {state(), state(), state()}, G[2] = {state(), state()};
+  backward(2, nullptr, &dS[2]);  // the last part: one pass
+  backward(1, nullptr, &dS[1]);  // pass 1 of the middle part
+  step(G[1], decay[2], nullptr, dS[2]);
+  step(G[0], decay[1], &G[1], dS[1]);
+  backward(1, &G[1], nullptr);  // pass 2
+  backward(0, &G[0], nullptr);  // the first part: one pass
+  double a1 = 0, worst = 0;
+  for (int64_t h = 0; h < H; ++h) a1 = std::max(a1, loadElement(decay[1].view(), h));
+  EXPECT_GT(a1, 0.05) << "the middle part's decay passes a real share on";
+  auto expectClose = [&](const char* name, const std::vector<double>& got, const std::vector<double>& want) {
+    double scale = 0;
+    for (double w : want) scale = std::max(scale, std::abs(w));
+    for (size_t k = 0; k < want.size(); ++k) {
+      worst = std::max(worst, std::abs(got[k] - want[k]) / scale);
+      EXPECT_NEAR(got[k], want[k], 1e-5 * scale) << name << "[" << k << "]";
+    }
+  };
+  for (auto [name, x, y] : {std::tuple{"dx", &split.dx, &full.dx},
+                            {"ddt", &split.ddt, &full.ddt},
+                            {"dB", &split.dB, &full.dB},
+                            {"dC", &split.dC, &full.dC},
+                            {"dz", &split.dz, &full.dz}})
+    expectClose(name, valuesOf(*x), valuesOf(*y));
+  for (auto [name, parts, want] : {std::tuple{"dA", dA, &full.dA}, {"dD", dD, &full.dD}, {"ddt_bias", ddtBias, &full.ddtBias}}) {
+    std::vector<double> sum(size_t(H), 0.0);
+    for (int r = 0; r < 3; ++r)
+      for (int64_t h = 0; h < H; ++h) sum[size_t(h)] += loadElement(parts[r].view(), h);
+    expectClose(name, sum, valuesOf(*want));
+  }
+  std::printf("  CP backward over 3 parts (middle decay up to %.2f): worst %.2g of each gradient's largest\n", a1,
+              worst);
 }
 
 // ---- the argument check -----------------------------------------------------------------------

@@ -1,7 +1,7 @@
 // The context-parallel Mamba-2 layer prefill (mamba2_parallel.h): the layer's own prefill with
-// two hooks, a conv halo from the previous rank and the SSD's state passing across ranks. Its
-// extra buffers (the part's index arrays, the halo, the summaries, the incoming state) sit at the
-// workspace's front, the layer's workspace after them.
+// two hooks, a conv halo from the previous rank and the SSD's context-parallel forward
+// (ssd_parallel.h). Its extra buffers sit at the workspace's front, the layer's workspace after
+// them.
 #include <cuda.h>
 
 #include <string>
@@ -10,8 +10,7 @@
 #include "runtime/Driver.h"
 #include "runtime/model/Mamba2CpPart.h"
 #include "runtime/model/Mamba2LayerHooks.h"
-#include "runtime/ops/SsdSpec.h"
-#include "runtime/parallel/CpStateScan.h"
+#include "runtime/parallel/SsdContextParallel.h"
 #include "ssmjit/error.h"
 #include "ssmjit/mamba2_parallel.h"
 
@@ -26,20 +25,21 @@ int64_t alignUp(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
   throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + msg);
 }
 
-// Byte offsets of the extra buffers in the workspace.
+// Byte offsets of the extra buffers in the workspace: the part's index arrays, the conv's halo,
+// what the SSD's forward keeps (its incoming state and decay) and the SSD's context-parallel
+// extras.
 struct Extras {
-  int64_t halo = 0, summary = 0, gathered = 0, incoming = 0, decay = 0, layer = 0;
+  int64_t halo = 0, incoming = 0, decay = 0, ssd = 0, layer = 0;
 };
 
 Extras extrasOf(const Mamba2Dims& d, DType act, const detail::CpPart& p, int ranks) {
-  const int64_t HPN = d.heads * d.head_dim * d.state, row = d.heads + HPN;
+  const int64_t H = d.heads, PN = d.head_dim * d.state;
   Extras x;
   x.halo = alignUp(static_cast<int64_t>(p.ints.size()) * 4);
-  x.summary = x.halo + alignUp((d.conv_width - 1) * d.inProjRows() * dtypeBytes(act));
-  x.gathered = x.summary + alignUp(row * 4);
-  x.incoming = x.gathered + alignUp(ranks * row * 4);
-  x.decay = x.incoming + alignUp(HPN * 4);
-  x.layer = x.decay + alignUp(p.nloc * d.heads * 4);
+  x.incoming = x.halo + alignUp((d.conv_width - 1) * d.inProjRows() * dtypeBytes(act));
+  x.decay = x.incoming + alignUp(H * PN * 4);
+  x.ssd = x.decay + alignUp(H * 4);
+  x.layer = x.ssd + detail::ssdCpForwardExtrasBytes(p.nloc, H, PN, ranks);
   return x;
 }
 
@@ -90,9 +90,8 @@ void mamba2_cp_layer_prefill(const Mamba2Dims& d, const Mamba2LayerWeights& w, c
   driver::check(api.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(b.base), p.ints.data(), p.ints.size() * 4, cs),
                 "mamba2_cp_layer_prefill: uploading the part's indices");
   const TensorView firstIdx = b.at((2 * p.nloc + 1) * 4, DType::I32, {p.nloc});
-  const TensorView lastIdx = b.at((3 * p.nloc + 1) * 4, DType::I32, {p.nloc});
   const DType act = a.hidden.dtype;
-  const int64_t R = d.inProjRows(), Wm = d.conv_width - 1, H = d.heads, PN = d.head_dim * d.state;
+  const int64_t R = d.inProjRows(), Wm = d.conv_width - 1;
 
   detail::Mamba2PrefillHooks hooks;
   hooks.beforeConv = [&](CausalConv1dArgs& conv, const TensorView& zxbcdt) {
@@ -114,33 +113,10 @@ void mamba2_cp_layer_prefill(const Mamba2Dims& d, const Mamba2LayerWeights& w, c
     conv.initial_state_indices = firstIdx;
   };
   hooks.ssd = [&](SsdArgs& q) {
-    // The summary: this part from zero, states only: the continuing sequence's end state (b) and
-    // the part's decay (a, when the part is all one sequence continuing on both sides; else 0).
-    // The chunks' states stay in the workspace for the resumed call.
-    SsdArgs s1 = q;
-    s1.out = s1.z = s1.D = s1.initial_states = s1.initial_state_indices = TensorView{};
-    s1.final_states = b.at(x.summary + H * 4, DType::F32, {1, H, d.head_dim, d.state});
-    s1.final_state_indices = lastIdx;
-    s1.sequence_decay = b.at(x.decay, DType::F32, {p.nloc, H});
-    if (ssd_workspace_size(s1) > q.workspace.numel())
-      throw Error(Error::Kind::Internal, "mamba2_cp_layer_prefill: the states-only SSD needs more workspace");
-    if (!p.lastContinues) driver::check(api.cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(b.base + x.summary + H * 4), 0, PN * H, cs), "cuMemsetD32Async");
-    detail::ssdPhase(s1, detail::SsdPhase::Summary, stream);
-    const auto summary = reinterpret_cast<CUdeviceptr>(b.base + x.summary);
-    if (p.whole())
-      driver::check(api.cuMemcpyDtoDAsync(summary, reinterpret_cast<CUdeviceptr>(b.base + x.decay), H * 4, cs),
-                    "cuMemcpyDtoDAsync");
-    else
-      driver::check(api.cuMemsetD32Async(summary, 0, H, cs), "cuMemsetD32Async");
-    const TensorView gathered = b.at(x.gathered, DType::F32, {ranks, H + H * PN});
-    comm.allGather(b.at(x.summary, DType::F32, {H + H * PN}), gathered, stream);
-    const TensorView incoming = b.at(x.incoming, DType::F32, {1, H, d.head_dim, d.state});
-    detail::cpStateScan(gathered, rank, H, PN, incoming, stream);
-    if (p.firstContinues) {
-      q.initial_states = incoming;
-      q.initial_state_indices = firstIdx;
-    }
-    detail::ssdPhase(q, detail::SsdPhase::Resume, stream);
+    SsdCpCarry carry;
+    carry.incoming = b.at(x.incoming, DType::F32, {d.heads, d.head_dim, d.state});
+    carry.decay = b.at(x.decay, DType::F32, {d.heads});
+    detail::ssdCpForward(q, SsdCpPart{p.firstContinues, p.lastContinues}, carry, comm, b.base + x.ssd, stream);
   };
   detail::mamba2LayerPrefill(d, w, s, layer, stream, hooks);
 }

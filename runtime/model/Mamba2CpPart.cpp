@@ -35,7 +35,7 @@ CpPart cpPartOf(const Mamba2Dims& d, const Mamba2CpPrefillArgs& a, int rank, int
   if (static_cast<int64_t>(a.slots.size()) != nseq)
     fail("slots has " + std::to_string(a.slots.size()) + " entries, expected one per sequence (" +
          std::to_string(nseq) + ")");
-  std::vector<int32_t> cuLocal{0}, finals, first, last;
+  std::vector<int32_t> cuLocal{0}, finals, first;
   for (int64_t i = 0; i < nseq; ++i) {
     if (cu[i + 1] <= cu[i]) fail("cu_seqlens[" + std::to_string(i + 1) + "] is not above the entry before it");
     const int64_t s = std::max(cu[i], p.p0), e = std::min(cu[i + 1], p1);
@@ -45,11 +45,10 @@ CpPart cpPartOf(const Mamba2Dims& d, const Mamba2CpPrefillArgs& a, int rank, int
     cuLocal.push_back(static_cast<int32_t>(e - p.p0));
     finals.push_back(cu[i + 1] <= p1 ? a.slots[i] : -1);
     first.push_back(cuLocal.size() == 2 && cu[i] < p.p0 ? 0 : -1);
-    last.push_back(cu[i + 1] > p1 ? 0 : -1);
   }
   p.nloc = static_cast<int64_t>(finals.size());
   p.ints = cuLocal;
-  for (const auto* v : {&finals, &first, &last}) p.ints.insert(p.ints.end(), v->begin(), v->end());
+  for (const auto* v : {&finals, &first}) p.ints.insert(p.ints.end(), v->begin(), v->end());
   return p;
 }
 

@@ -14,12 +14,9 @@ struct CpPart {
   int64_t nloc = 0;        // segments
   // int32, in this order: local cu_seqlens (nloc + 1); each segment's final slot (the sequence's
   // slot where it ends in this part, else -1); the first segment's incoming-state slot (0 when
-  // it continues from the previous rank, else -1; -1 for the others); the last segment's
-  // end-state slot (0 when it continues into the next rank, else -1; -1 for the others).
+  // it continues from the previous rank, else -1; -1 for the others: the conv's halo).
   std::vector<int32_t> ints;
   bool firstContinues = false, lastContinues = false;
-  // The part is one segment continuing on both sides: its decay passes the state on.
-  bool whole() const { return nloc == 1 && firstContinues && lastContinues; }
 };
 
 // Rank `rank` of `ranks`' part; throws ssmjit::Error(InvalidArgument) naming hidden, cu_seqlens or

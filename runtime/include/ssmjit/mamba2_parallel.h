@@ -29,7 +29,8 @@
 // in the workspace between the two). Every sequence starts from zero states;
 // its final states go to slot slots[i] of `s` on the rank where it ends (-1: not kept). In fp32
 // the result equals one GPU's up to the order of the sums (the incoming state is combined across
-// ranks rather than across chunks). The backward is not context parallel.
+// ranks rather than across chunks). The SSD's part is ssd_cp (ssd_parallel.h), which has a
+// context-parallel backward (ssd_cp_backward); the layer's backward is not context parallel.
 #pragma once
 #include <vector>
 
