@@ -57,6 +57,12 @@ int64_t Specialization::get(const std::string& name, int64_t dflt) const {
   return v ? *v : dflt;
 }
 
+bool Specialization::provesMultiple(const std::string& name, int64_t m) const {
+  if (const int64_t* v = find(name)) return *v % m == 0;
+  const int64_t* d = find("div:" + name);
+  return d && *d % m == 0;
+}
+
 std::string Specialization::canonical() const {
   std::string out;
   size_t n = kernel.size() + arch.size() + 2;

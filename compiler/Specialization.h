@@ -25,6 +25,9 @@ struct Specialization {
   const int64_t* find(const std::string& name) const;
   int64_t get(const std::string& name) const;  // throws if absent
   int64_t get(const std::string& name, int64_t dflt) const;
+  // Whether the bindings prove the integer argument `name` a multiple of m (a power of two): bound
+  // to such a value, or of a divisibility class that m divides.
+  bool provesMultiple(const std::string& name, int64_t m) const;
   std::string canonical() const;  // stable text: the identity used in cache keys
   bool operator==(const Specialization& o) const;
   size_t hash() const;

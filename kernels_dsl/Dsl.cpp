@@ -583,6 +583,23 @@ void KernelBuilder::copyAsync(dsl::Value smem, dsl::Value smemOffsets, dsl::Valu
   if (mask.valid()) m = unwrap(broadcastTo(mask, s));
   sj::CopyAsyncOp::create(B, L, sp, unwrap(smemOffsets), p, off, m);
 }
+void KernelBuilder::copyTileAsync(dsl::Value smem, dsl::Value smemBase, int64_t pitch, dsl::Value ptr, dsl::Value base,
+                                  dsl::Value rowStride, int64_t rows, int64_t cols, dsl::Value rowsValid,
+                                  dsl::Value colsValid, int64_t vec) {
+  mlir::Value sp = unwrap(smem), p = unwrap(ptr);
+  auto buf = sp.getDefiningOp<sj::SharedBufferOp>();
+  if (!buf || !buf.getDynamic()) fail("copyTileAsync: smem must be a sharedBuffer(elements, dtype)");
+  if (!isa<sj::PtrType>(p.getType())) fail("copyTileAsync: ptr must be a pointer argument");
+  for (const dsl::Value& v : {smemBase, base, rowStride, rowsValid, colsValid})
+    if (!v.shape().empty() || v.isFloat() || v.isBool()) fail("copyTileAsync: offsets, strides and limits are index scalars");
+  if (rows < 1 || cols < 1 || vec < 1 || cols % vec || pitch % vec || pitch < cols)
+    fail("copyTileAsync: a " + std::to_string(rows) + "x" + std::to_string(cols) + " tile at pitch " +
+         std::to_string(pitch) + " in vectors of " + std::to_string(vec) +
+         " (vec must divide cols and pitch, pitch >= cols >= 1)");
+  auto ix = [&](dsl::Value v) { return unwrap(toIndex(v)); };
+  sj::CopyTileAsyncOp::create(B, L, sp, ix(smemBase), p, ix(base), ix(rowStride), ix(rowsValid), ix(colsValid), rows,
+                              cols, pitch, vec);
+}
 void KernelBuilder::commitGroup() { sj::CommitGroupOp::create(B, L); }
 void KernelBuilder::waitGroup(int pending) {
   if (pending < 0 || pending > 7) fail("waitGroup: pending must be 0..7, got " + std::to_string(pending));

@@ -202,6 +202,15 @@ class KernelBuilder {
   // A ring of stages: copy stage s + S - 1, commitGroup(), waitGroup(S - 1), barrier(), compute
   // on stage s, barrier() before stage s is copied into again.
   void copyAsync(Value smem, Value smemOffsets, Value ptr, Value offsets, Value mask = {});
+  // Starts copying a row-major [rows, cols] tile, its columns contiguous in ptr, into smem:
+  //   smem[smemBase + r pitch + c] = ptr[base + r rowStride + c]  for r < rowsValid, c < colsValid,
+  // zeros for the rest of the tile. The block's threads share it in vectors of `vec` elements
+  // (4, 8 or 16 bytes), consecutive threads along a row, whatever the kernel's layout: whole
+  // vectors into consecutive banks, where copyAsync follows the layout's runs. The caller
+  // guarantees base, rowStride and the pointer aligned to vec elements. Grouped and waited for as
+  // copyAsync.
+  void copyTileAsync(Value smem, Value smemBase, int64_t pitch, Value ptr, Value base, Value rowStride, int64_t rows,
+                     int64_t cols, Value rowsValid, Value colsValid, int64_t vec);
   void commitGroup();
   void waitGroup(int pending);  // 0..7
   void reportError(Value errPtr, Value code, Value a, Value b, Value c);

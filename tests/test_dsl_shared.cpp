@@ -92,6 +92,13 @@ TEST(DslShared, RefusesWhatItCannotHold) {
     k.copyAsync(k.sharedBuffer(64, DType::BF16), off, a, off);
   });
   EXPECT_NE(dtypes.find("the buffer holds ssm_bf16, the source float"), std::string::npos) << dtypes;
+  const std::string vec = buildError([](KernelBuilder& k, Value a, Value) {
+    Value z = k.constInt(0);
+    k.copyTileAsync(k.sharedBuffer(64 * 36, DType::F32), z, 36, a, z, z, 64, 30, z, z, 4);
+  });
+  EXPECT_NE(vec.find("copyTileAsync: a 64x30 tile at pitch 36 in vectors of 4 (vec must divide cols and pitch"),
+            std::string::npos)
+      << vec;
 }
 
 TEST(DslShared, ADotWithBInA16BitBufferNeedsLdmatrixRows) {
@@ -139,6 +146,25 @@ TEST(DslShared, StagedDotCopiesAsyncAndReadsFragmentsWithLdmatrix) {
   EXPECT_EQ(occurrences(ck, "ssm_mma_bf16("), 0) << ck;
   EXPECT_NE(ck.find("ssm_f16_pieces<1>("), std::string::npos) << ck;
   EXPECT_EQ(occurrences(ck, "ssm_cp_async<4>("), 3) << "K divisible by 8: the k tail masks whole vectors; " << ck;
+}
+
+// copyTileAsync spreads its vectors over the block whatever the layout: [32, 64] bf16 is 256
+// vectors of 16 bytes, two a thread of 4 warps; the source size clips a vector at C.
+TEST(DslShared, WholeTileCopiesAre16ByteVectorsSpreadOverTheBlock) {
+  Specialization spec;
+  spec.kernel = "whole_tile_copy";
+  spec.arch = "sm_90a";
+  spec.set("dtype:x", (int)DType::BF16).set("dtype:out", (int)DType::F32);
+  for (const char* p : {"x", "out"}) spec.set(std::string("align:") + p, 16);
+  spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
+  std::string cuda;
+  compileKernel(wholeTileCopyDef(DType::BF16), spec, capturingCuda(cuda));
+  EXPECT_NE(cuda.find("for (int ssm_k = 0; ssm_k < 2; ++ssm_k) {"), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("const int ssm_r = ssm_v / 8, ssm_c = ssm_v % 8 * 8;"), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("ssm_cp_async_n<16>("), std::string::npos) << cuda;
+  if (!nvrtcAvailable(nullptr)) return;
+  const CompiledKernel ck = compileKernel(wholeTileCopyDef(DType::BF16), spec);
+  EXPECT_NE(ck.ptx.find("cp.async.cg.shared.global"), std::string::npos);
 }
 
 TEST(DslShared, CopiesMove16BytesWhereTheLayoutRunsAre8Halves) {

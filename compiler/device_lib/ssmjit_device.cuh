@@ -250,17 +250,21 @@ __device__ __forceinline__ void ssm_ldmatrix_x4(unsigned* r, const void* row) {
                  : "r"(ssm_smem_addr(row))
                  : "memory");
 }
-// Bytes (4, 8 or 16, the addresses aligned to it) from global to shared memory, asynchronously;
-// when !pred nothing is read and zeros are written (a source size of 0).
+// Bytes (4, 8 or 16, the addresses aligned to it) from global to shared memory, asynchronously:
+// the first n bytes read from src and zeros after them (n 0 reads nothing); ssm_cp_async reads
+// all of them, or none when !pred.
 template <int Bytes>
-__device__ __forceinline__ void ssm_cp_async(void* dst, const void* src, bool pred) {
+__device__ __forceinline__ void ssm_cp_async_n(void* dst, const void* src, int n) {
   static_assert(Bytes == 4 || Bytes == 8 || Bytes == 16, "cp.async copies 4, 8 or 16 bytes");
   const unsigned d = ssm_smem_addr(dst);
-  const int n = pred ? Bytes : 0;
   if constexpr (Bytes == 16)
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(n) : "memory");
   else
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(d), "l"(src), "n"(Bytes), "r"(n) : "memory");
+}
+template <int Bytes>
+__device__ __forceinline__ void ssm_cp_async(void* dst, const void* src, bool pred) {
+  ssm_cp_async_n<Bytes>(dst, src, pred ? Bytes : 0);
 }
 __device__ __forceinline__ void ssm_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>

@@ -182,6 +182,17 @@ LogicalResult CopyAsyncOp::verify() {
   return success();
 }
 
+LogicalResult CopyTileAsyncOp::verify() {
+  auto buf = getSmem().getDefiningOp<SharedBufferOp>();
+  if (!buf || !buf.getDynamic()) return emitOpError("copies into a dynamic shared buffer");
+  const int64_t rows = getRows(), cols = getCols(), pitch = getPitch(), vec = getVec();
+  if (rows < 1 || cols < 1) return emitOpError("needs a tile of at least one row and column, got ") << rows << "x" << cols;
+  if (vec < 1 || cols % vec || pitch % vec)
+    return emitOpError("vec ") << vec << " must divide cols " << cols << " and pitch " << pitch;
+  if (pitch < cols) return emitOpError("pitch ") << pitch << " is below cols " << cols;
+  return success();
+}
+
 LogicalResult WaitGroupOp::verify() {
   if (getPending() < 0 || getPending() > 7) return emitOpError("pending must be 0..7, got ") << getPending();
   return success();

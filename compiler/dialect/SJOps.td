@@ -10,6 +10,7 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 def SJ_Ptr : Type<CPred<"::llvm::isa<::ssmjit::sj::PtrType>($_self)">, "sj pointer">;
 def SJ_Int : AnyTypeOf<[I1, I32, I64, TensorOf<[I1, I32, I64]>]>;
 def SJ_Index : AnyTypeOf<[I32, I64, TensorOf<[I32, I64]>]>;
+def SJ_ScalarIndex : AnyTypeOf<[I32, I64]>;
 def SJ_Float : AnyTypeOf<[F32, TensorOf<[F32]>]>;
 def SJ_Mask : AnyTypeOf<[I1, TensorOf<[I1]>]>;
 def SJ_Value : AnyTypeOf<[I1, I32, I64, F32, TensorOf<[I1, I32, I64, F32]>]>;
@@ -191,6 +192,27 @@ def SJ_CopyAsyncOp : SJ_Op<"copy_async", [MemoryEffects<[MemRead, MemWrite]>]> {
   let assemblyFormat = [{
     $smem `[` $smem_offsets `]` `,` $ptr `[` $offsets `]` (`mask` $mask^)? attr-dict `:`
     type($smem) `,` type($smem_offsets) `,` type($ptr) `,` type($offsets) (`,` type($mask)^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def SJ_CopyTileAsyncOp : SJ_Op<"copy_tile_async", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "start copying a row-major [rows, cols] tile into a shared buffer (cp.async)";
+  let description = [{
+    smem[smem_base + r * pitch + c] = ptr[base + r * row_stride + c] for r < rows_valid and
+    c < cols_valid, 0 elsewhere, for r < rows and c < cols: the source's columns contiguous. The
+    block's threads share the tile in vectors of `vec` elements (consecutive threads along a row),
+    whatever the kernel's layout, so a warp's copies are whole 16-byte vectors into consecutive
+    banks. The caller guarantees that base, row_stride and the pointer are aligned to `vec`
+    elements. Grouped and waited for as sj.copy_async.
+  }];
+  let arguments = (ins SJ_Ptr:$smem, SJ_ScalarIndex:$smem_base, SJ_Ptr:$ptr, SJ_ScalarIndex:$base,
+                       SJ_ScalarIndex:$row_stride, SJ_ScalarIndex:$rows_valid, SJ_ScalarIndex:$cols_valid, I64Attr:$rows, I64Attr:$cols, I64Attr:$pitch,
+                       I64Attr:$vec);
+  let assemblyFormat = [{
+    $smem `[` $smem_base `]` `,` $ptr `[` $base `]` `row_stride` $row_stride `valid` $rows_valid `,` $cols_valid
+    attr-dict `:` type($smem) `,` type($smem_base) `,` type($ptr) `,` type($base) `,` type($row_stride) `,`
+    type($rows_valid) `,` type($cols_valid)
   }];
   let hasVerifier = 1;
 }

@@ -34,6 +34,35 @@ void Emitter::emit(sj::CopyAsyncOp c) {
       vec);
 }
 
+// The block's threads in turn, a vector each (consecutive threads along a row): thread t takes
+// vectors t, t + threads, ...; a vector past the valid rows reads nothing, one across the valid
+// columns reads only those (the source size), and both write zeros for the rest.
+void Emitter::emit(sj::CopyTileAsyncOp c) {
+  Type to = cast<sj::PtrType>(c.getSmem().getType()).getElementType();
+  Type from = cast<sj::PtrType>(c.getPtr().getType()).getElementType();
+  if (to != from)
+    fail(c, "copyTileAsync copies bits: the buffer holds " + storageCType(to) + ", the source " + storageCType(from));
+  const int64_t elem = from.getIntOrFloatBitWidth() / 8, vec = c.getVec(), bytes = vec * elem;
+  if (bytes != 4 && bytes != 8 && bytes != 16)
+    fail(c, "copyTileAsync copies vectors of 4, 8 or 16 bytes, got " + I(bytes));
+  const int64_t perRow = c.getCols() / vec, vectors = c.getRows() * perRow, threads = 32 * warps_;
+  const std::string ix = cType(c.getBase().getType());
+  line("#pragma unroll");
+  line("for (int ssm_k = 0; ssm_k < " + I((vectors + threads - 1) / threads) + "; ++ssm_k) {");
+  ++ind_;
+  line("const int ssm_v = threadIdx.x + ssm_k * " + I(threads) + ";");
+  if (vectors % threads) line("if (ssm_v < " + I(vectors) + ") {");
+  line("const int ssm_r = ssm_v / " + I(perRow) + ", ssm_c = ssm_v % " + I(perRow) + " * " + I(vec) + ";");
+  line("const int ssm_n = ssm_r < " + name(c.getRowsValid()) + " ? min(max((int)(" + name(c.getColsValid()) +
+       ") - ssm_c, 0), " + I(vec) + ") : 0;");
+  line("ssm_cp_async_n<" + I(bytes) + ">(" + name(c.getSmem()) + " + " + name(c.getSmemBase()) + " + ssm_r * " +
+       I(c.getPitch()) + " + ssm_c, ssm_n > 0 ? " + name(c.getPtr()) + " + (" + name(c.getBase()) + " + (" + ix +
+       ")ssm_r * " + name(c.getRowStride()) + " + ssm_c) : " + name(c.getPtr()) + ", ssm_n * " + I(elem) + ");");
+  if (vectors % threads) line("}");
+  --ind_;
+  line("}");
+}
+
 void Emitter::emit(sj::CommitGroupOp) { line("ssm_cp_async_commit();"); }
 
 void Emitter::emit(sj::WaitGroupOp w) { line("ssm_cp_async_wait<" + I(w.getPending()) + ">();"); }

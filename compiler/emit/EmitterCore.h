@@ -155,6 +155,7 @@ class Emitter {
   void emit(sj::ScanOp sc);
   // EmitAsyncCopy.cpp
   void emit(sj::CopyAsyncOp c);
+  void emit(sj::CopyTileAsyncOp c);
   void emit(sj::CommitGroupOp);
   void emit(sj::WaitGroupOp w);
   // EmitDot.cpp (b gathered) and EmitDotFragments.cpp (b by ldmatrix)

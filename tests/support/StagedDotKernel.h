@@ -97,6 +97,26 @@ inline dsl::KernelDef asyncCopyTileDef(DType dtype) {
   return d;
 }
 
+// copyTileAsync of a [32, 64] tile of x (rows S apart from offset `base`; rows below R and columns
+// below C valid) into a buffer of pitch 64 + 8, then the whole buffer widened into out [32, 64].
+inline dsl::KernelDef wholeTileCopyDef(DType dtype) {
+  dsl::KernelDef d;
+  d.name = "whole_tile_copy";
+  d.build = [dtype](dsl::KernelBuilder& k, const Specialization&) {
+    using dsl::Value;
+    Value x = k.ptrArg("x", dsl::PtrClass::Float), out = k.ptrArg("out", dsl::PtrClass::Float);
+    Value base = k.intArg("base"), S = k.intArg("S"), R = k.intArg("R"), C = k.intArg("C");
+    Value buf = k.sharedBuffer(32 * 72, dtype);
+    k.copyTileAsync(buf, k.constInt(0), 72, x, base, S, 32, 64, R, C, 16 / dtypeBytes(dtype));
+    k.commitGroup();
+    k.waitGroup(0);
+    k.barrier();
+    Value r = k.expandDims(k.range(32), 1), c = k.expandDims(k.range(64), 0);
+    k.store(out, r * 64 + c, k.load(buf, r * 72 + c));
+  };
+  return d;
+}
+
 // out [M, N] = a . b with both operands in 16-bit shared buffers (dot with a from shared memory):
 // a [M][K] (or, aTransposed, [K][M] as x^T is) and b [K][N] copied from global memory with
 // their layouts, rows padded by 8, then multiplied by ldmatrix fragments.
