@@ -16,6 +16,7 @@
 
 #include "compiler/IntMath.h"
 #include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/ssd/Ssd.h"
 #include "kernels_dsl/ssd/SsdChunks.h"
@@ -40,6 +41,14 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   const bool halves = is16Bit(xT) && is16Bit(static_cast<DType>(spec.get("dtype:C"))) &&
                       is16Bit(static_cast<DType>(spec.get("dtype:out")));
   const bool oneTerm = ssdOneTerm(spec) && halves;
+  // 16-bit x: x's, z's, C.B's and the state's tiles copied whole, in 16-byte vectors spread over the
+  // block (copyTileAsync), where the bindings prove them aligned; meta:tile_copy 0 copies them
+  // in the layout's runs of a pair instead (4- and 8-byte copies, many of them into clashing banks).
+  const bool tileCopy = halves && ssdTileCopy(spec);
+  const int64_t xVec = tileCopy ? ssdTileVector(spec, "x", "s_x_p", {"s_x_b", "s_x_l", "s_x_h"}) : 0;
+  const int64_t zVec = tileCopy ? ssdTileVector(spec, "z", "s_z_p", {"s_z_b", "s_z_l", "s_z_h"}) : 0;
+  const int64_t cbVec = tileCopy ? ssdTileVector(spec, "ws", "", {"o_cb"}) : 0;
+  const int64_t stVec = tileCopy ? ssdTileVector(spec, "ws", "", {"o_st", "N"}) : 0;
   const DType stT = oneTerm ? static_cast<DType>(spec.get("dtype:C")) : DType::BF16;  // the staged state's
   // Row pitches: f32 rows padded by 4; 16-bit rows by 8 halves (an odd number of 16-byte units).
   const int64_t LDs = halves ? BP + 8 : BP + 4;
@@ -75,6 +84,12 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   Value jEnd = k.minimum(ch.n, (bm + 1) * T), tiles = halves ? cdiv(jEnd, k.constInt(kStep)) : Value{};
   auto xOffsets = [&](Value jR) { return ch.row * a.sXb + (ch.t0 + jR) * a.sXl + h * a.sXh + pC * a.sXp; };
   auto copyX = [&](Value t) {
+    if (xVec) {
+      Value j0 = t * kStep;
+      k.copyTileAsync(xs, (t % kStages) * (kStep * LDs), LDs, a.x, ch.row * a.sXb + (ch.t0 + j0) * a.sXl + h * a.sXh + p0,
+                      a.sXl, kStep, BP, ch.n - j0, a.P - p0, xVec);
+      return;
+    }
     Value jR = t * kStep + sR;
     k.copyAsync(xs, (t % kStages) * (kStep * LDs) + sOff, a.x, xOffsets(jR), (jR < ch.n) && mP);
   };
@@ -113,6 +128,11 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
     Value pR = k.expandDims(k.range(BP), 1), nCc = k.expandDims(k.range(kStep), 0);  // [BP, 1], [1, 32]
     Value fOff = pR * kStagePitchF32 + nCc, hOff = pR * kStagePitch16 + nCc;         // [BP, 32]
     auto copyS = [&](Value s) {
+      if (stVec) {
+        k.copyTileAsync(ring, (s % kStateStages) * (BP * kStagePitchF32), kStagePitchF32, a.ws,
+                        stBase + p0 * a.N + s * kStep, a.N, BP, kStep, a.P - p0, a.N - s * kStep, stVec);
+        return;
+      }
       Value n = s * kStep + nCc, pG = p0 + pR;
       k.copyAsync(ring, (s % kStateStages) * (BP * kStagePitchF32) + fOff, a.ws, stBase + pG * a.N + n,
                   (n < a.N) && (pG < a.P));
@@ -154,7 +174,15 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
     return ((tiles + rT / kStep) % kStages) * (kStep * LDs) + (rT % kStep) * LDs + k.expandDims(k.range(BP), 0);
   };
   auto zG = [&] { return ch.row * a.sZb + (ch.t0 + iR) * a.sZl + h * a.sZh + pC * a.sZp; };
-  auto copyZ = [&] { k.copyAsync(xs, zOff(), a.z, zG(), mI && mP); };
+  auto copyZ = [&] {
+    if (!zVec) return k.copyAsync(xs, zOff(), a.z, zG(), mI && mP);
+    for (int64_t q = 0; q < T / kStep; ++q) {  // rows q 32 .. of the block into stage (tiles + q) % 3
+      Value r0 = bm * T + q * kStep;
+      k.copyTileAsync(xs, ((tiles + q) % kStages) * (kStep * LDs), LDs, a.z,
+                      ch.row * a.sZb + (ch.t0 + r0) * a.sZl + h * a.sZh + p0, a.sZl, kStep, BP, ch.n - r0, a.P - p0,
+                      zVec);
+    }
+  };
   auto decay = [&](Value j0) {  // [1, 32]: dt'_j of tokens j0 .. and their cumsums
     Value jC = j0 + sC;
     return std::vector<Value>{k.load(a.ws, a.oDt + wsRow + jC), k.load(a.ws, a.oCum + wsRow + jC)};
@@ -180,6 +208,10 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
     // (every warp passed the barrier after its last read): tiles 0 and 1 now, tile t + 2 with
     // x's. Waiting for all but the newest two groups finds tile t's x and C.B in place.
     auto copyCB = [&](Value t) {
+      if (cbVec)
+        return k.copyTileAsync(ring, (t % kStages) * (T * kStagePitchF32), kStagePitchF32, a.ws,
+                               a.oCb + ((slot * (a.H / a.hpg) + g) * Q + bm * T) * Q + t * kStep, k.constInt(Q), T,
+                               kStep, k.constInt(T), k.constInt(kStep), cbVec);
       k.copyAsync(ring, (t % kStages) * (T * kStagePitchF32) + rT * kStagePitchF32 + sC, a.ws, cbRow + t * kStep + sC);
     };
     for (int64_t t = 0; t < kStages - 1; ++t) {
@@ -237,6 +269,15 @@ void chooseChunkScanMeta(Specialization& s) {
   ssdDefaultMeta(s);
   ssdSlotHeadMeta(s);
   if (!s.find("meta:BLOCK_P")) s.set("meta:BLOCK_P", std::clamp<int64_t>(nextPow2(s.get("P")), 32, 64));
+  // 16-bit inputs with whole-tile copies: 4 blocks an SM (128 registers; ptxas alone takes 156,
+  // 3 blocks). At 2.7B heads, bf16, 8x2048: the SSD forward 1.242 ms against 1.319, though ptxas
+  // spills 36 bytes a thread.
+  const auto half = [&](const char* t) {
+    const auto d = static_cast<DType>(s.get(t));
+    return d == DType::BF16 || d == DType::F16;
+  };
+  if (half("dtype:x") && half("dtype:C") && half("dtype:out") && ssdTileCopy(s) && !ssdOneTerm(s))
+    setDefault(s, "meta:min_blocks", 4);
 }
 
 }  // namespace

@@ -123,6 +123,24 @@ Value ssdDtTransform(KernelBuilder& k, const SsdValues& a, Value dt, Value bias)
   return k.select(a.hasClamp, k.minimum(k.maximum(v, a.dtMin), a.dtMax), v);
 }
 
+bool ssdTileCopy(const Specialization& s) {
+  const int64_t v = s.get("meta:tile_copy", 1);
+  if (v != 0 && v != 1)
+    throw Error(Error::Kind::InvalidArgument, s.kernel + ": meta tile_copy (SSMJIT_META) is " + std::to_string(v) +
+                                                  ", expected 0 (copies in the layout's runs) or 1 (whole tiles)");
+  return v == 1;
+}
+
+int64_t ssdTileVector(const Specialization& s, const std::string& ptr, const std::string& unit,
+                      const std::vector<std::string>& terms) {
+  const int64_t vec = 16 / dtypeBytes(static_cast<DType>(s.get("dtype:" + ptr)));
+  if (!unit.empty() && s.get(unit, 0) != 1) return 0;
+  if (s.get("align:" + ptr, 1) % 16) return 0;
+  for (const std::string& t : terms)
+    if (!s.provesMultiple(t, vec)) return 0;
+  return vec;
+}
+
 void ssdDefaultMeta(Specialization& s) { setDefaults(s, {{"meta:num_warps", 4}, {"meta:index_bits", 32}}); }
 
 void ssdStateBlockMeta(Specialization& s) {

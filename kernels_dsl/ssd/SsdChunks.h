@@ -2,6 +2,8 @@
 // dt' from raw dt, and the mma terms an operand's storage dtype takes. Builds DSL code only.
 #pragma once
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "compiler/Specialization.h"
 #include "kernels_dsl/Dsl.h"
@@ -29,6 +31,16 @@ struct SsdValues : SsdInputValues {
       sFidx, sKi, sKk;
 };
 SsdValues ssdValues(dsl::KernelBuilder& k);
+
+// The vector (the elements of 16 bytes) in which copyTileAsync may copy rows of the data pointer
+// `ptr` whose offsets are multiples of the integer arguments `terms` plus multiples of the vector,
+// the columns contiguous (`unit`, its column stride, bound to 1): the pointer 16-byte aligned and
+// every term a proven multiple of it. 0 where the bindings do not prove it.
+// meta:tile_copy (absent: 1): 16-bit SSD kernels copy their staged tiles whole (ssdTileVector);
+// 0 copies them in the kernel layout's runs.
+bool ssdTileCopy(const Specialization& s);
+int64_t ssdTileVector(const Specialization& s, const std::string& ptr, const std::string& unit,
+                      const std::vector<std::string>& terms);
 
 // A slot's chunk, from the table ssd_chunk_cumsum writes: tokens [t0, t0 + n) of row `row`
 // (n 0: an empty slot), of sequence `seq`.
