@@ -16,7 +16,6 @@
 
 #include "compiler/IntMath.h"
 #include "kernels_dsl/Dsl.h"
-#include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/ssd/Ssd.h"
 #include "kernels_dsl/ssd/SsdChunks.h"
@@ -269,15 +268,6 @@ void chooseChunkScanMeta(Specialization& s) {
   ssdDefaultMeta(s);
   ssdSlotHeadMeta(s);
   if (!s.find("meta:BLOCK_P")) s.set("meta:BLOCK_P", std::clamp<int64_t>(nextPow2(s.get("P")), 32, 64));
-  // 16-bit inputs with whole-tile copies: 4 blocks an SM (128 registers; ptxas alone takes 156,
-  // 3 blocks). At 2.7B heads, bf16, 8x2048: the SSD forward 1.242 ms against 1.319, though ptxas
-  // spills 36 bytes a thread.
-  const auto half = [&](const char* t) {
-    const auto d = static_cast<DType>(s.get(t));
-    return d == DType::BF16 || d == DType::F16;
-  };
-  if (half("dtype:x") && half("dtype:C") && half("dtype:out") && ssdTileCopy(s) && !ssdOneTerm(s))
-    setDefault(s, "meta:min_blocks", 4);
 }
 
 }  // namespace

@@ -12,7 +12,6 @@
 
 #include "compiler/IntMath.h"
 #include "kernels_dsl/Dsl.h"
-#include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/ssd/Ssd.h"
 #include "kernels_dsl/ssd/SsdChunks.h"
@@ -129,10 +128,6 @@ void chooseChunkStateMeta(Specialization& s) {
     s.set("meta:BLOCK_N", std::clamp<int64_t>(nextPow2(s.get("N")), 16, 128));
   ssdStateBlockMeta(s);
   ssdSlotHeadMeta(s);
-  // The ring's whole-tile copies: 4 blocks an SM (128 registers, no spills at Mamba-2 heads, where
-  // ptxas alone takes 168 and 3 blocks; 1x16384: the forward 1.160 ms against 1.171).
-  if (static_cast<DType>(s.get("dtype:B")) == DType::BF16 && s.get("meta:BLOCK_P") == 64 && ssdTileCopy(s))
-    setDefault(s, "meta:min_blocks", 4);
 }
 
 }  // namespace
