@@ -53,6 +53,20 @@ TEST(Specialization, FindAndGet) {
   }
 }
 
+// A bound value proves what divides it (0: everything); a divisibility class what divides the
+// class; an argument with neither proves nothing.
+TEST(Specialization, ProvesMultiplesFromBoundValuesAndDivisibilityClasses) {
+  Specialization s;
+  s.set("N", 128).set("zero", 0).set("odd", 33).set("div:s_x_l", 8);
+  EXPECT_TRUE(s.provesMultiple("N", 16));
+  EXPECT_TRUE(s.provesMultiple("zero", 8));
+  EXPECT_FALSE(s.provesMultiple("odd", 2));
+  EXPECT_TRUE(s.provesMultiple("s_x_l", 8));
+  EXPECT_FALSE(s.provesMultiple("s_x_l", 16));
+  EXPECT_FALSE(s.provesMultiple("s_x_h", 2));
+  EXPECT_TRUE(s.provesMultiple("s_x_h", 1));
+}
+
 TEST(Specialization, NamesThatWouldBreakCanonicalAreRejected) {
   Specialization s = sample();
   EXPECT_THROW(s.set("a;b", 1), ssmjit::Error);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "GpuTest.h"  // SSMJIT_REQUIRE_NVRTC
@@ -17,6 +18,7 @@
 #include "tests/support/CompileEach.h"
 #include "tests/support/ExpectError.h"
 #include "tests/support/FakeSsdCall.h"
+#include "tests/support/GeneratedCuda.h"
 
 using namespace ssmjit;
 using ssmjit::testing::fakeView;
@@ -194,4 +196,46 @@ TEST(SsdKernels, ReadAheadAndOneTermOutOfRangeAreNamed) {
           << msg;
     }
   }
+}
+
+// The staged 16-bit tiles go whole (copyTileAsync, 16-byte vectors over the block) where the
+// bindings prove them aligned: x, z, C.B and the state in chunk_scan, B and x in chunk_state. Rows
+// of 3 x 33 halves are not: x and z fall back to the layout's runs, the workspace's tiles stay
+// whole. meta:tile_copy 0 keeps every copy in the layout's runs.
+TEST(SsdKernels, StagedTilesCopyWholeWhereTheBindingsProveThemAligned) {
+  auto wholeCopies = [](const std::string& cuda, const char* ptr) {
+    int n = 0;
+    for (size_t at = cuda.find("ssm_cp_async_n<16>("); at != std::string::npos;
+         at = cuda.find("ssm_cp_async_n<16>(", at + 1))
+      n += cuda.compare(cuda.find("? ", at) + 2, std::string(ptr).size(), ptr) == 0;
+    return n;
+  };
+  auto kernels = [](const Variant& v, const char* meta) {
+    std::map<std::string, std::string> cuda;
+    for (Specialization spec : detail::ssdSpecializations(make(v), "sm_90a"))
+      if (spec.kernel == "ssd_chunk_scan" || spec.kernel == "ssd_chunk_state") {
+        if (meta) spec.set(meta, 0);
+        cuda[spec.kernel] = ssmjit::testing::generatedCuda(spec);
+      }
+    return cuda;
+  };
+  Variant aligned;
+  auto c = kernels(aligned, nullptr);
+  EXPECT_GT(wholeCopies(c["ssd_chunk_scan"], "p_x"), 0) << c["ssd_chunk_scan"];
+  EXPECT_GT(wholeCopies(c["ssd_chunk_scan"], "p_z"), 0);
+  EXPECT_GE(wholeCopies(c["ssd_chunk_scan"], "p_ws"), 2) << "C.B's and the state's tiles";
+  EXPECT_GT(wholeCopies(c["ssd_chunk_state"], "p_B"), 0);
+  EXPECT_GT(wholeCopies(c["ssd_chunk_state"], "p_x"), 0);
+
+  Variant odd;
+  odd.H = 3, odd.P = 33, odd.G = 1;
+  c = kernels(odd, nullptr);
+  EXPECT_EQ(wholeCopies(c["ssd_chunk_scan"], "p_x"), 0);
+  EXPECT_EQ(wholeCopies(c["ssd_chunk_scan"], "p_z"), 0);
+  EXPECT_GE(wholeCopies(c["ssd_chunk_scan"], "p_ws"), 2);
+  EXPECT_EQ(wholeCopies(c["ssd_chunk_state"], "p_x"), 0);
+
+  c = kernels(aligned, "meta:tile_copy");
+  EXPECT_EQ(c["ssd_chunk_scan"].find("ssm_cp_async_n<"), std::string::npos);
+  EXPECT_EQ(c["ssd_chunk_state"].find("ssm_cp_async_n<"), std::string::npos);
 }
