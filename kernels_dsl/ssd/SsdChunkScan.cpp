@@ -42,7 +42,7 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   const bool oneTerm = ssdOneTerm(spec) && halves;
   // 16-bit x: x's, z's, C.B's and the state's tiles copied whole, in 16-byte vectors spread over the
   // block (copyTileAsync), where the bindings prove them aligned; meta:tile_copy 0 copies them
-  // in the layout's runs of a pair instead (4- and 8-byte copies, many of them into clashing banks).
+  // in the layout's runs of a pair instead (4- and 8-byte copies, which made the L1 the bound).
   const bool tileCopy = halves && ssdTileCopy(spec);
   const int64_t xVec = tileCopy ? ssdTileVector(spec, "x", "s_x_p", {"s_x_b", "s_x_l", "s_x_h"}) : 0;
   const int64_t zVec = tileCopy ? ssdTileVector(spec, "z", "s_z_p", {"s_z_b", "s_z_l", "s_z_h"}) : 0;
