@@ -162,6 +162,11 @@ TEST(DslShared, WholeTileCopiesAre16ByteVectorsSpreadOverTheBlock) {
   EXPECT_NE(cuda.find("for (int ssm_k = 0; ssm_k < 2; ++ssm_k) {"), std::string::npos) << cuda;
   EXPECT_NE(cuda.find("const int ssm_r = ssm_v / 8, ssm_c = ssm_v % 8 * 8;"), std::string::npos) << cuda;
   EXPECT_NE(cuda.find("ssm_cp_async_n<16>("), std::string::npos) << cuda;
+  EXPECT_EQ(cuda.find("if (ssm_v < "), std::string::npos) << "256 vectors: every thread has two";
+  std::string four;
+  compileKernel(wholeTileCopyDef(DType::BF16, 4), spec, capturingCuda(four));
+  EXPECT_NE(four.find("for (int ssm_k = 0; ssm_k < 1; ++ssm_k) {"), std::string::npos) << four;
+  EXPECT_NE(four.find("if (ssm_v < 32) {"), std::string::npos) << "32 vectors for 128 threads; " << four;
   if (!nvrtcAvailable(nullptr)) return;
   const CompiledKernel ck = compileKernel(wholeTileCopyDef(DType::BF16), spec);
   EXPECT_NE(ck.ptx.find("cp.async.cg.shared.global"), std::string::npos);

@@ -157,37 +157,40 @@ TEST_F(DslSharedGpu, AsyncCopyOf16ByteVectorsZeroFillsMaskedRows) {
 }
 
 // copyTileAsync: rows below R and columns below C (a partial vector at C) copied bit for bit from
-// rows S apart, the rest of the tile zero-filled without reading x there (NaN), bf16 and f32.
+// rows S apart, the rest of the tile zero-filled without reading x there (NaN), bf16 and f32; a
+// tile of 4 rows has fewer vectors than the block has threads.
 TEST_F(DslSharedGpu, WholeTileCopyZeroFillsPastItsValidRowsAndColumns) {
-  const int base = 24, S = 80, R = 21, C = 37;
-  for (DType dt : {DType::BF16, DType::F32}) {
-    SCOPED_TRACE(dtypeName(dt));
-    std::mt19937 rng(5);
-    std::uniform_int_distribution<int> small(-50, 50);
-    const size_t n = base + 32 * S;
-    std::vector<float> xv(n, NAN);
-    for (int r = 0; r < R; ++r)
-      for (int c = 0; c < C; ++c) xv[base + r * S + c] = static_cast<float>(small(rng));
-    std::vector<uint16_t> x16(n);
-    for (size_t i = 0; i < n; ++i) x16[i] = std::isnan(xv[i]) ? 0x7fc0 : toBf16(xv[i]);
-    DeviceBuffer dx = dt == DType::F32 ? DeviceBuffer::fromHost(xv) : DeviceBuffer::fromHost(x16);
-    DeviceBuffer dout = DeviceBuffer::fromHost(std::vector<float>(32 * 64, NAN));
-    Specialization spec;
-    spec.set("dtype:x", (int)dt).set("dtype:out", (int)DType::F32);
-    for (const char* p : {"x", "out"}) spec.set(std::string("align:") + p, 16);
-    spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
-    launchOnce(testing::wholeTileCopyDef(dt), spec, {{"x", dx.ptr()}, {"out", dout.ptr()}},
-               {{"base", base}, {"S", S}, {"R", R}, {"C", C}});
-    const std::vector<float> out = dout.download<float>();
-    int bad = 0;
-    for (int r = 0; r < 32; ++r)
-      for (int c = 0; c < 64; ++c) {
-        const float want = r < R && c < C ? xv[base + r * S + c] : 0.f;
-        if (bitsOf(out[r * 64 + c]) != bitsOf(want) && bad++ < 5)
-          ADD_FAILURE() << "out[" << r << ", " << c << "] = " << out[r * 64 + c] << ", want " << want;
-      }
-    EXPECT_EQ(bad, 0);
-  }
+  const int base = 24, S = 80, C = 37;
+  for (int64_t rows : {32, 4})
+    for (DType dt : {DType::BF16, DType::F32}) {
+      SCOPED_TRACE(std::string(dtypeName(dt)) + ", rows " + std::to_string(rows));
+      const int R = rows == 32 ? 21 : 3;
+      std::mt19937 rng(5);
+      std::uniform_int_distribution<int> small(-50, 50);
+      const size_t n = base + rows * S;
+      std::vector<float> xv(n, NAN);
+      for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) xv[base + r * S + c] = static_cast<float>(small(rng));
+      std::vector<uint16_t> x16(n);
+      for (size_t i = 0; i < n; ++i) x16[i] = std::isnan(xv[i]) ? 0x7fc0 : toBf16(xv[i]);
+      DeviceBuffer dx = dt == DType::F32 ? DeviceBuffer::fromHost(xv) : DeviceBuffer::fromHost(x16);
+      DeviceBuffer dout = DeviceBuffer::fromHost(std::vector<float>(rows * 64, NAN));
+      Specialization spec;
+      spec.set("dtype:x", (int)dt).set("dtype:out", (int)DType::F32);
+      for (const char* p : {"x", "out"}) spec.set(std::string("align:") + p, 16);
+      spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
+      launchOnce(testing::wholeTileCopyDef(dt, rows), spec, {{"x", dx.ptr()}, {"out", dout.ptr()}},
+                 {{"base", base}, {"S", S}, {"R", R}, {"C", C}});
+      const std::vector<float> out = dout.download<float>();
+      int bad = 0;
+      for (int r = 0; r < rows; ++r)
+        for (int c = 0; c < 64; ++c) {
+          const float want = r < R && c < C ? xv[base + r * S + c] : 0.f;
+          if (bitsOf(out[r * 64 + c]) != bitsOf(want) && bad++ < 5)
+            ADD_FAILURE() << "out[" << r << ", " << c << "] = " << out[r * 64 + c] << ", want " << want;
+        }
+      EXPECT_EQ(bad, 0);
+    }
 }
 
 // Both operands from shared memory: a [M][K] or transposed [K][M] (.trans), b [K][N]; M 16 and

@@ -97,21 +97,22 @@ inline dsl::KernelDef asyncCopyTileDef(DType dtype) {
   return d;
 }
 
-// copyTileAsync of a [32, 64] tile of x (rows S apart from offset `base`; rows below R and columns
-// below C valid) into a buffer of pitch 64 + 8, then the whole buffer widened into out [32, 64].
-inline dsl::KernelDef wholeTileCopyDef(DType dtype) {
+// copyTileAsync of a [rows, 64] tile of x (rows S apart from offset `base`; rows below R and
+// columns below C valid) into a buffer of pitch 64 + 8, then the whole buffer widened into out
+// [rows, 64]. Rows 4 leave some of the block's threads without a vector.
+inline dsl::KernelDef wholeTileCopyDef(DType dtype, int64_t rows = 32) {
   dsl::KernelDef d;
   d.name = "whole_tile_copy";
-  d.build = [dtype](dsl::KernelBuilder& k, const Specialization&) {
+  d.build = [dtype, rows](dsl::KernelBuilder& k, const Specialization&) {
     using dsl::Value;
     Value x = k.ptrArg("x", dsl::PtrClass::Float), out = k.ptrArg("out", dsl::PtrClass::Float);
     Value base = k.intArg("base"), S = k.intArg("S"), R = k.intArg("R"), C = k.intArg("C");
-    Value buf = k.sharedBuffer(32 * 72, dtype);
-    k.copyTileAsync(buf, k.constInt(0), 72, x, base, S, 32, 64, R, C, 16 / dtypeBytes(dtype));
+    Value buf = k.sharedBuffer(rows * 72, dtype);
+    k.copyTileAsync(buf, k.constInt(0), 72, x, base, S, rows, 64, R, C, 16 / dtypeBytes(dtype));
     k.commitGroup();
     k.waitGroup(0);
     k.barrier();
-    Value r = k.expandDims(k.range(32), 1), c = k.expandDims(k.range(64), 0);
+    Value r = k.expandDims(k.range(rows), 1), c = k.expandDims(k.range(64), 0);
     k.store(out, r * 64 + c, k.load(buf, r * 72 + c));
   };
   return d;
