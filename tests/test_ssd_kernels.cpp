@@ -176,7 +176,7 @@ TEST(SsdKernels, SummaryAndResumePhasesSplitTheLaunches) {
   Specialization bad = storing;
   bad.set("meta:keep_states", 2);
   const std::string msg = ssmjit::testing::invalidArgMessage([&] { dsl::completeSpecialization(bad); });
-  EXPECT_NE(msg.find("ssd_state_passing: meta keep_states is 2, expected 0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("ssd_state_passing: meta keep_states (SSMJIT_META) is 2, expected 0"), std::string::npos) << msg;
 }
 
 // Meta values out of range (SSMJIT_META) are named with what came.

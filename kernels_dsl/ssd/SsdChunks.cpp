@@ -105,13 +105,15 @@ Value ssdBwdDy(KernelBuilder& k, const SsdBwdValues& a, Value row, Value token, 
       [&] { return std::vector<Value>{dout}; })[0];
 }
 
-bool ssdOneTerm(const Specialization& s) {
-  const int64_t v = s.get("meta:one_term", 0);
+bool ssdMetaFlag(const Specialization& s, const std::string& name, int64_t dflt, const char* off, const char* on) {
+  const int64_t v = s.get("meta:" + name, dflt);
   if (v != 0 && v != 1)
-    throw Error(Error::Kind::InvalidArgument, s.kernel + ": meta one_term (SSMJIT_META) is " + std::to_string(v) +
-                                                  ", expected 0 (exact terms) or 1 (one 16-bit term)");
+    throw Error(Error::Kind::InvalidArgument, s.kernel + ": meta " + name + " (SSMJIT_META) is " + std::to_string(v) +
+                                                  ", expected 0 (" + off + ") or 1 (" + on + ")");
   return v == 1;
 }
+
+bool ssdOneTerm(const Specialization& s) { return ssdMetaFlag(s, "one_term", 0, "exact terms", "one 16-bit term"); }
 
 Value ssdFirstSlot(KernelBuilder& k, const SsdValues& a, Value i, Value row, Value start, int64_t Q) {
   return row * cdiv(a.L, k.constInt(Q)) + start / Q + k.select(a.hasCu, i, k.constInt(0));
@@ -124,11 +126,7 @@ Value ssdDtTransform(KernelBuilder& k, const SsdValues& a, Value dt, Value bias)
 }
 
 bool ssdTileCopy(const Specialization& s) {
-  const int64_t v = s.get("meta:tile_copy", 1);
-  if (v != 0 && v != 1)
-    throw Error(Error::Kind::InvalidArgument, s.kernel + ": meta tile_copy (SSMJIT_META) is " + std::to_string(v) +
-                                                  ", expected 0 (copies in the layout's runs) or 1 (whole tiles)");
-  return v == 1;
+  return ssdMetaFlag(s, "tile_copy", 1, "copies in the layout's runs", "whole tiles");
 }
 
 int64_t ssdTileVector(const Specialization& s, const std::string& ptr, const std::string& unit,

@@ -36,6 +36,9 @@ SsdValues ssdValues(dsl::KernelBuilder& k);
 // `ptr` whose offsets are multiples of the integer arguments `terms` plus multiples of the vector,
 // the columns contiguous (`unit`, its column stride, bound to 1): the pointer 16-byte aligned and
 // every term a proven multiple of it. 0 where the bindings do not prove it.
+// A 0/1 meta of the SSD kernels (absent: dflt); any other value is an InvalidArgument error naming
+// the kernel, the meta and what 0 (`off`) and 1 (`on`) mean.
+bool ssdMetaFlag(const Specialization& s, const std::string& name, int64_t dflt, const char* off, const char* on);
 // meta:tile_copy (absent: 1): 16-bit SSD kernels copy their staged tiles whole (ssdTileVector);
 // 0 copies them in the kernel layout's runs.
 bool ssdTileCopy(const Specialization& s);

@@ -120,9 +120,7 @@ void chooseStatePassingMeta(Specialization& s) {
   ssdDefaultMeta(s);
   setDefault(s, "meta:BLOCK", 1024);
   setDefault(s, "meta:PREFETCH", 4);  // 1: the walk is latency-bound (8x2048 11% slower)
-  if (const int64_t v = s.get("meta:keep_states", 0); v != 0 && v != 1)
-    throw Error(Error::Kind::InvalidArgument, "ssd_state_passing: meta keep_states is " + std::to_string(v) +
-                                                  ", expected 0 (store the entering states) or 1 (keep the chunks')");
+  ssdMetaFlag(s, "keep_states", 0, "store the entering states", "keep the chunks'");
   if (const int64_t d = s.get("meta:PREFETCH"); d < 0 || d > kMaxPrefetch)
     throw Error(Error::Kind::InvalidArgument, "ssd_state_passing: meta PREFETCH (SSMJIT_META) is " + std::to_string(d) +
                                                   ", expected 0.." + std::to_string(kMaxPrefetch) +
