@@ -168,8 +168,10 @@ TEST(DslShared, WholeTileCopiesAre16ByteVectorsSpreadOverTheBlock) {
   EXPECT_NE(four.find("for (int ssm_k = 0; ssm_k < 1; ++ssm_k) {"), std::string::npos) << four;
   EXPECT_NE(four.find("if (ssm_v < 32) {"), std::string::npos) << "32 vectors for 128 threads; " << four;
   if (!nvrtcAvailable(nullptr)) return;
-  const CompiledKernel ck = compileKernel(wholeTileCopyDef(DType::BF16), spec);
-  EXPECT_NE(ck.ptx.find("cp.async.cg.shared.global"), std::string::npos);
+  for (int64_t rows : {32, 4}) {
+    const CompiledKernel ck = compileKernel(wholeTileCopyDef(DType::BF16, rows), spec);
+    EXPECT_NE(ck.ptx.find("cp.async.cg.shared.global"), std::string::npos) << rows;
+  }
 }
 
 TEST(DslShared, CopiesMove16BytesWhereTheLayoutRunsAre8Halves) {
