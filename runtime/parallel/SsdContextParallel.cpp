@@ -70,14 +70,12 @@ void* standIn() { return reinterpret_cast<void*>(uintptr_t{1} << 45); }
 
 bool whole(const Geometry& g, const SsdCpPart& p) { return g.nseq == 1 && p.from_previous && p.to_next; }
 
-// The forward's first sequence from the incoming state when it continues from the previous rank.
+// The forward's first sequence from the incoming state (contiguous (H, P, N), as checkCarry asks)
+// when it continues from the previous rank: one state slot.
 SsdArgs fromIncoming(SsdArgs a, const SsdCpPart& p, const SsdCpCarry& carry, const Geometry& g, const Bufs& b) {
   if (!p.from_previous) return a;
-  a.initial_states = carry.incoming;
-  a.initial_states.ndim = 4;
-  a.initial_states.shape[0] = 1, a.initial_states.strides[0] = g.H * g.PN;
-  for (int i = 1; i < 4; ++i) a.initial_states.shape[i] = carry.incoming.shape[i - 1];
-  for (int i = 1; i < 4; ++i) a.initial_states.strides[i] = carry.incoming.strides[i - 1];
+  a.initial_states = TensorView::contiguous(carry.incoming.data, DType::F32, {1, g.H, g.P, g.N}, DeviceKind::CUDA,
+                                            carry.incoming.deviceId);
   a.initial_state_indices = b.initIdx(g);
   return a;
 }
