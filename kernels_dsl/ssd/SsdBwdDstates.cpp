@@ -52,8 +52,8 @@ void buildDstates(KernelBuilder& k, const Specialization& spec) {
 
 void chooseDstatesMeta(Specialization& s) {
   // bf16 dout: a block takes up to 128 states, so that the scaled dy tile is loaded and split once
-  // for all of them (2.7B heads, 8x2048: the SSD backward 7.58 ms against 7.83 with 64). fp16 and
-  // fp32 dout keep 64 (unmeasured at 128).
+  // for all of them (3% off the backward at Mamba-2 heads: docs/performance.md). fp16 and fp32
+  // dout keep 64 (unmeasured at 128).
   if (static_cast<DType>(s.get("dtype:dout")) == DType::BF16 && !s.find("meta:BLOCK_N"))
     s.set("meta:BLOCK_N", std::clamp<int64_t>(nextPow2(s.get("N")), 16, 128));
   ssdStateBlockMeta(s);

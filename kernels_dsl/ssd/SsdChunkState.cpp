@@ -122,8 +122,8 @@ void buildChunkState(KernelBuilder& k, const Specialization& spec) {
 
 void chooseChunkStateMeta(Specialization& s) {
   // bf16 x: a block takes up to 128 states (126 registers, 39.9 KB of shared memory at Mamba-2
-  // heads), so that x's tile is read and split once for all of them (2.7B heads, 8x2048: the SSD
-  // forward 1.507 ms against 1.595 with 64). fp16 and fp32 x weight B instead (unmeasured at 128).
+  // heads), so that x's tile is read and split once for all of them (5% off the forward at
+  // Mamba-2 heads: docs/performance.md). fp16 and fp32 x weight B instead (unmeasured at 128).
   if (static_cast<DType>(s.get("dtype:x")) == DType::BF16 && !s.find("meta:BLOCK_N"))
     s.set("meta:BLOCK_N", std::clamp<int64_t>(nextPow2(s.get("N")), 16, 128));
   ssdStateBlockMeta(s);
