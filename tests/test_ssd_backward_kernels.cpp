@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "GpuTest.h"  // SSMJIT_REQUIRE_NVRTC
@@ -15,6 +16,7 @@
 #include "ssmjit/ops.h"
 #include "tests/support/CompileEach.h"
 #include "tests/support/FakeSsdCall.h"
+#include "tests/support/GeneratedCuda.h"
 
 using namespace ssmjit;
 using ssmjit::testing::fakeView;
@@ -61,6 +63,25 @@ void expectCompiles(const Variant& v, const char* arch) {
   ssmjit::testing::expectEachCompiles(detail::ssdBackwardSpecializations(make(v), arch), kKernels);
 }
 
+// The generated CUDA of the backward's kernels of the call, by name, with `meta` set where given.
+std::map<std::string, std::string> backwardCuda(const Variant& v, const char* meta = nullptr, int64_t value = 0) {
+  std::map<std::string, std::string> cuda;
+  for (Specialization spec : detail::ssdBackwardSpecializations(make(v), "sm_90a"))
+    if (spec.kernel.rfind("ssd_bwd_", 0) == 0) {
+      if (meta) spec.set(meta, value);
+      cuda[spec.kernel] = ssmjit::testing::generatedCuda(spec);
+    }
+  return cuda;
+}
+
+// Whole-tile (16-byte) asynchronous copies from pointer argument `ptr` in generated CUDA.
+int wholeCopies(const std::string& cuda, const std::string& ptr) {
+  int n = 0;
+  for (size_t at = cuda.find("ssm_cp_async_n<16>("); at != std::string::npos; at = cuda.find("ssm_cp_async_n<16>(", at + 1))
+    n += cuda.compare(cuda.find("? ", at) + 2, ptr.size(), ptr) == 0;
+  return n;
+}
+
 }  // namespace
 
 TEST(SsdBackwardKernels, MambaHeadsCompile) {
@@ -87,4 +108,50 @@ TEST(SsdBackwardKernels, PackedWithStatesCompile) {
   Variant v;
   v.packed = true, v.batch = 5, v.states = true;
   expectCompiles(v, "sm_90a");
+}
+
+TEST(SsdBackwardKernels, StagedTilesCopyWholeWhereTheBindingsProveThemAligned) {
+  SSMJIT_REQUIRE_NVRTC();
+  // Mamba-2 heads, bf16: dcb's x, dout and z tiles and dx's g, C.B, dout and z through rings, read
+  // by ldmatrix (dx's f32 tiles as bf16 terms).
+  const char* const ringed[] = {"ssd_bwd_dcb", "ssd_bwd_dx"};
+  Variant v;
+  auto c = backwardCuda(v);
+  for (const char* p : {"p_x", "p_dout", "p_z"}) EXPECT_GT(wholeCopies(c["ssd_bwd_dcb"], p), 0) << p;
+  for (const char* p : {"p_ws", "p_dout", "p_z"}) EXPECT_GT(wholeCopies(c["ssd_bwd_dx"], p), 0) << p;
+  for (const char* kernel : ringed) EXPECT_NE(c[kernel].find("ssm_ldmatrix_x4"), std::string::npos) << kernel;
+
+  auto staged = [&](const Variant& w, const char* meta = nullptr) {
+    c = backwardCuda(w, meta, 0);
+    for (const char* kernel : ringed) EXPECT_EQ(c[kernel].find("ssm_cp_async_n<"), std::string::npos) << kernel;
+  };
+  v.P = 33, v.H = 3;  // rows of 33 halves: unproven, staged through f32
+  staged(v);
+  v = {};
+  v.x = DType::F32;
+  staged(v);
+  staged(Variant{}, "meta:tile_copy");
+}
+
+TEST(SsdBackwardKernels, PiecesMetaSetsTheSplitOfF32Operands) {
+  SSMJIT_REQUIRE_NVRTC();
+  auto mmas = [](const std::string& cuda) {
+    int n = 0;
+    for (size_t at = cuda.find("ssm_mma_"); at != std::string::npos; at = cuda.find("ssm_mma_", at + 1)) ++n;
+    return n;
+  };
+  Variant v;  // bf16: dcb's dy takes `pieces` terms, x one
+  const int three = mmas(backwardCuda(v, "meta:pieces", 3)["ssd_bwd_dcb"]);
+  EXPECT_EQ(mmas(backwardCuda(v, "meta:pieces", 2)["ssd_bwd_dcb"]) * 3, three * 2);
+  EXPECT_EQ(mmas(backwardCuda(v, "meta:pieces", 1)["ssd_bwd_dcb"]) * 3, three);
+  for (int64_t bad : {0, 4}) {
+    try {
+      backwardCuda(v, "meta:pieces", bad);
+      ADD_FAILURE() << "pieces " << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("meta pieces (SSMJIT_META) is " + std::to_string(bad) + ", expected 1, 2 or 3"),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }

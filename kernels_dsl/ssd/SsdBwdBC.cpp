@@ -4,7 +4,7 @@
 //   dB_r = sum_{i >= r} dCB_ir C_i + sum_h dt'_r exp(cum_last - cum_r) x_r . g_h,
 //   dC_r = sum_{j <= r} dCB_rj B_j + sum_h exp(cum_r) dy_r . S_in,h,
 // with g_h the gradient of head h's chunk state (the g plane) and S_in,h the state entering the
-// chunk; the heads of the group in order. dCB (fp32) and the scaled x or dy take three terms.
+// chunk; the heads of the group in order. dCB (fp32) and the scaled x or dy take meta:pieces terms (SsdChunks.h).
 #include <algorithm>
 
 #include "compiler/IntMath.h"
@@ -43,7 +43,7 @@ void buildBC(KernelBuilder& k, const Specialization& spec, bool dC) {
   Value sOl = dC ? a.sBl : a.sCl, sOn = dC ? a.sBn : a.sCn;
   Value oBase = ch.row * (dC ? a.sBb : a.sCb) + g * (dC ? a.sBg : a.sCg);
   Value lo = dC ? zeroI : bm * T, hi = dC ? k.minimum(ch.n, (bm + 1) * T) : ch.n;
-  const int po = dotPieces(spec, dC ? "B" : "C");
+  const int po = dotPieces(spec, dC ? "B" : "C"), pf = ssdBwdPieces(spec);
   Value acc =
       k.forLoop(lo, hi, k.constInt(kStep), {k.splat(zero, {T, BN})}, [&](Value t0, const std::vector<Value>& c) {
         Value tR = t0 + sR;
@@ -54,7 +54,7 @@ void buildBC(KernelBuilder& k, const Specialization& spec, bool dC) {
         Value tC = t0 + sC;  // [1, 32]
         Value keep = (dC ? (tC <= rR) : (tC >= rR)) && (tC < ch.n) && mR;
         Value d = k.load(a.ws, dC ? dcbBase + rR * Q + tC : dcbBase + tC * Q + rR, keep, zero);  // [T, 32]
-        return std::vector<Value>{k.dot(d, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], 3, po)};
+        return std::vector<Value>{k.dot(d, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], pf, po)};
       })[0];
 
   // The states' part, per head of the group: (scaled x or dy) [T, 32 channels] times g or S_in
@@ -76,7 +76,7 @@ void buildBC(KernelBuilder& k, const Specialization& spec, bool dC) {
       Value pC = c0 + sC, m = mR && (pC < a.P);
       Value op = dC ? ssdBwdDy(k, a, ch.row, ch.t0 + rR, h, pC, m)
                     : k.load(a.x, ch.row * a.sXb + (ch.t0 + rR) * a.sXl + h * a.sXh + pC * a.sXp, m, zero);
-      return std::vector<Value>{k.dot(op * scale, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], 3, 3)};
+      return std::vector<Value>{k.dot(op * scale, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], pf, pf)};
     });
   })[0];
   Value tok = ch.t0 + rR;

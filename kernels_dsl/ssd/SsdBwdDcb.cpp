@@ -1,8 +1,12 @@
 // ssd_bwd_dcb (SsdBackward.h): the gradient of CB for a chunk's 64 x 64 block (i, j), j <= i,
 //   dCB_ij = sum over the group's heads h, in order, of exp(cum_i - cum_j) dt'_j dy_i . x_j,
-// on the tensor cores: per head, dy [64 rows i, 32 channels] (fp32: three terms) times x^T [32
-// channels, 64 tokens j] staged through shared memory (zeros past the chunk and the channels),
-// then decayed and masked (j > i: 0). fp32 to the dcb plane; blocks above the diagonal skipped.
+// on the tensor cores: per head, dy [64 rows i, 32 channels] (fp32: meta:pieces terms) times x^T
+// [32 channels, 64 tokens j] (zeros past the chunk and the channels), then decayed and masked
+// (j > i: 0). fp32 to the dcb plane; blocks above the diagonal skipped.
+// With 16-bit x, dout and z whose rows the bindings prove aligned, the tiles of x, dout and z
+// ([64 tokens, 32 channels] as they lie) arrive through cp.async rings two steps ahead of their
+// use, over the heads' channel steps in one sequence, and x is read by ldmatrix. Otherwise x is
+// staged through an f32 buffer and dout and z are read from memory.
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/ssd/Ssd.h"
@@ -15,39 +19,105 @@ using namespace dsl;
 namespace {
 
 constexpr int64_t kChannels = 32;  // channels a step of the product
+constexpr int kStages = 3;         // the rings' (16-bit tiles)
+// A 16-bit tile's row pitch: 32 channels and 8 halves of padding, an odd number of 16-byte units.
+constexpr int64_t kPitch16 = kChannels + 8;
+
+bool is16Bit(const Specialization& s, const char* t) {
+  const auto d = static_cast<DType>(s.get(std::string("dtype:") + t));
+  return d == DType::BF16 || d == DType::F16;
+}
+
+// The decayed, masked product of head h added to the running total.
+Value addHead(KernelBuilder& k, const SsdBwdValues& a, const SsdPairBlock& b, int64_t Q, Value h, Value iR, Value jC,
+              Value dots, Value total) {
+  Value zero = k.constFloat(0);
+  Value mI = iR < b.ch.n, mJ = jC < b.ch.n, keep = (jC <= iR) && mI && mJ;
+  Value wsRow = (b.slot * a.H + h) * Q;
+  Value cumI = k.load(a.ws, a.oCum + wsRow + iR, mI, zero);
+  Value cumJ = k.load(a.ws, a.oCum + wsRow + jC, mJ, zero), dtJ = k.load(a.ws, a.oDt + wsRow + jC, mJ, zero);
+  return total + k.select(keep, dots * k.exp(k.minimum(cumI - cumJ, zero)) * dtJ, zero);
+}
 
 void buildDcb(KernelBuilder& k, const Specialization& spec) {
-  const int64_t Q = spec.get("meta:chunk"), T = kSsdTokenBlock, LDs = T + 4;
+  const int64_t Q = spec.get("meta:chunk"), T = kSsdTokenBlock;
   const SsdBwdValues a = ssdBwdValues(k);
-  const auto [slot, g, bi, bj, ch] = ssdPairBlock(k, a, Q);
+  const SsdPairBlock b = ssdPairBlock(k, a, Q);
+  const SsdChunk& ch = b.ch;
   Value zero = k.constFloat(0), zeroI = k.constInt(0), oneI = k.constInt(1);
   Value G = a.H / a.hpg;
-  Value smem = k.sharedBuffer(kChannels * LDs);
-  Value iR = bi * T + k.expandDims(k.range(T), 1), jC = bj * T + k.expandDims(k.range(T), 0);  // [T, 1], [1, T]
-  Value cR = k.expandDims(k.range(kChannels), 1), cC = k.expandDims(k.range(kChannels), 0);    // [32, 1], [1, 32]
+  Value iR = b.bi * T + k.expandDims(k.range(T), 1), jC = b.bj * T + k.expandDims(k.range(T), 0);  // [T, 1], [1, T]
+  Value cR = k.expandDims(k.range(kChannels), 1), cC = k.expandDims(k.range(kChannels), 0);        // [32, 1], [1, 32]
   Value mI = iR < ch.n, mJ = jC < ch.n;
-  Value keep = (jC <= iR) && mI && mJ;
-  const int px = dotPieces(spec, "x");
-  Value total = k.forLoop(zeroI, a.hpg, oneI, {k.splat(zero, {T, T})}, [&](Value hh, const std::vector<Value>& t) {
-    Value h = g * a.hpg + hh;
-    Value wsRow = (slot * a.H + h) * Q;
-    Value dots = k.forLoop(
-        zeroI, a.P, k.constInt(kChannels), {k.splat(zero, {T, T})}, [&](Value c0, const std::vector<Value>& c) {
-          Value pR = c0 + cR;
-          Value xt = k.load(a.x, ch.row * a.sXb + (ch.t0 + jC) * a.sXl + h * a.sXh + pR * a.sXp, mJ && (pR < a.P),
-                            zero);  // [32 channels, T tokens j]
-          k.barrier();
-          k.store(smem, cR * LDs + k.expandDims(k.range(T), 0), xt);
-          k.barrier();
-          Value pC = c0 + cC;
-          Value dy = ssdBwdDy(k, a, ch.row, ch.t0 + iR, h, pC, mI && (pC < a.P));  // [T, 32]
-          return std::vector<Value>{k.dot(dy, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], 3, px)};
-        })[0];
-    Value cumI = k.load(a.ws, a.oCum + wsRow + iR, mI, zero);
-    Value cumJ = k.load(a.ws, a.oCum + wsRow + jC, mJ, zero), dtJ = k.load(a.ws, a.oDt + wsRow + jC, mJ, zero);
-    return std::vector<Value>{t[0] + k.select(keep, dots * k.exp(k.minimum(cumI - cumJ, zero)) * dtJ, zero)};
-  })[0];
-  k.store(a.ws, a.oDcb + ((slot * G + g) * Q + iR) * Q + jC, total);
+  const int px = dotPieces(spec, "x"), pf = ssdBwdPieces(spec);
+  const bool halves = is16Bit(spec, "x") && is16Bit(spec, "dout") && is16Bit(spec, "z") && ssdTileCopy(spec);
+  const int64_t xVec = halves ? ssdTileVector(spec, "x", "s_x_p", {"s_x_b", "s_x_l", "s_x_h"}) : 0;
+  const int64_t oVec = halves ? ssdTileVector(spec, "dout", "s_do_p", {"s_do_b", "s_do_l", "s_do_h"}) : 0;
+  const int64_t zVec = halves ? ssdTileVector(spec, "z", "s_z_p", {"s_z_b", "s_z_l", "s_z_h"}) : 0;
+  Value total;
+  if (xVec && oVec && zVec) {
+    const int64_t stage = T * kPitch16;
+    auto dt = [&](const char* t) { return static_cast<DType>(spec.get(std::string("dtype:") + t)); };
+    Value xs = k.sharedBuffer(kStages * stage, dt("x")), os = k.sharedBuffer(kStages * stage, dt("dout"));
+    Value zs = k.sharedBuffer(kStages * stage, dt("z"));
+    Value nC = cdiv(a.P, k.constInt(kChannels)), steps = a.hpg * nC;
+    Value i0 = b.bi * T, j0 = b.bj * T;
+    // Step t: head g hpg + t / nC, channels (t % nC) 32 .. ; its three tiles into stage t % 3.
+    auto copy = [&](Value t) {
+      Value h = b.g * a.hpg + t / nC, c0 = (t % nC) * kChannels, at = (t % kStages) * stage;
+      k.copyTileAsync(xs, at, kPitch16, a.x, ch.row * a.sXb + (ch.t0 + j0) * a.sXl + h * a.sXh + c0, a.sXl, T,
+                      kChannels, ch.n - j0, a.P - c0, xVec);
+      k.copyTileAsync(os, at, kPitch16, a.dout, ch.row * a.sOb + (ch.t0 + i0) * a.sOl + h * a.sOh + c0, a.sOl, T,
+                      kChannels, ch.n - i0, a.P - c0, oVec);
+      k.ifThen(a.hasZ, [&] {
+        k.copyTileAsync(zs, at, kPitch16, a.z, ch.row * a.sZb + (ch.t0 + i0) * a.sZl + h * a.sZh + c0, a.sZl, T,
+                        kChannels, ch.n - i0, a.P - c0, zVec);
+      });
+    };
+    for (int64_t t = 0; t < kStages - 1; ++t) {
+      k.ifThen(k.constInt(t) < steps, [&] { copy(k.constInt(t)); });
+      k.commitGroup();
+    }
+    Value tileOff = k.expandDims(k.range(T), 1) * kPitch16 + cC;  // [T, 32] in a stage
+    total = k.forLoop(zeroI, a.hpg, oneI, {k.splat(zero, {T, T})}, [&](Value hh, const std::vector<Value>& tot) {
+      Value dots = k.forLoop(zeroI, nC, oneI, {k.splat(zero, {T, T})}, [&](Value c, const std::vector<Value>& acc) {
+        Value t = hh * nC + c, next = t + (kStages - 1);
+        k.ifThen(next < steps, [&] { copy(next); });
+        k.commitGroup();
+        k.waitGroup(kStages - 1);
+        k.barrier();
+        Value at = (t % kStages) * stage;
+        Value dout = k.load(os, at + tileOff);
+        Value dy = k.ifElse(
+            a.hasZ, [&] { return std::vector<Value>{dout * silu(k.load(zs, at + tileOff))}; },
+            [&] { return std::vector<Value>{dout}; })[0];
+        Value r = k.dot(dy, xs, at, oneI, k.constInt(kPitch16), acc[0], pf, 1);
+        k.barrier();  // stage t % 3 is read before step t + 1 copies into it
+        return std::vector<Value>{r};
+      })[0];
+      return std::vector<Value>{addHead(k, a, b, Q, b.g * a.hpg + hh, iR, jC, dots, tot[0])};
+    })[0];
+  } else {
+    const int64_t LDs = T + 4;
+    Value smem = k.sharedBuffer(kChannels * LDs);
+    total = k.forLoop(zeroI, a.hpg, oneI, {k.splat(zero, {T, T})}, [&](Value hh, const std::vector<Value>& t) {
+      Value h = b.g * a.hpg + hh;
+      Value dots = k.forLoop(
+          zeroI, a.P, k.constInt(kChannels), {k.splat(zero, {T, T})}, [&](Value c0, const std::vector<Value>& c) {
+            Value pR = c0 + cR;
+            Value xt = k.load(a.x, ch.row * a.sXb + (ch.t0 + jC) * a.sXl + h * a.sXh + pR * a.sXp, mJ && (pR < a.P),
+                              zero);  // [32 channels, T tokens j]
+            k.barrier();
+            k.store(smem, cR * LDs + k.expandDims(k.range(T), 0), xt);
+            k.barrier();
+            Value pC = c0 + cC;
+            Value dy = ssdBwdDy(k, a, ch.row, ch.t0 + iR, h, pC, mI && (pC < a.P));  // [T, 32]
+            return std::vector<Value>{k.dot(dy, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], pf, px)};
+          })[0];
+      return std::vector<Value>{addHead(k, a, b, Q, h, iR, jC, dots, t[0])};
+    })[0];
+  }
+  k.store(a.ws, a.oDcb + ((b.slot * G + b.g) * Q + iR) * Q + jC, total);
 }
 
 void chooseDcbMeta(Specialization& s) { ssdDefaultMeta(s); }

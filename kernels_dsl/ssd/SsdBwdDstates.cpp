@@ -1,7 +1,7 @@
 // ssd_bwd_dstates (SsdBackward.h): the gradient a chunk's own outputs give the state entering it,
 //   local[p, n] = sum_i exp(cum_i) dy_i[p] C_i[n],
 // per (slot, head, block of p x n), on the tensor cores as ssd_chunk_state: the scaled dy^T
-// [BLOCK_P, 32 tokens] in registers (fp32: three terms), C [32 tokens, BLOCK_N] staged through
+// [BLOCK_P, 32 tokens] in registers (fp32: meta:pieces terms), C [32 tokens, BLOCK_N] staged through
 // shared memory (zeros past the chunk's tokens). fp32 to the g plane.
 #include <algorithm>
 
@@ -33,7 +33,7 @@ void buildDstates(KernelBuilder& k, const Specialization& spec) {
   Value tR = k.expandDims(k.range(kTokens), 1), tC = k.expandDims(k.range(kTokens), 0);  // [32, 1], [1, 32]
   Value p = p0 + k.expandDims(k.range(BP), 1), n = n0 + k.expandDims(k.range(BN), 0);    // [BP, 1], [1, BN]
   Value wsRow = (slot * a.H + h) * Q;
-  const int pc = dotPieces(spec, "C");
+  const int pc = dotPieces(spec, "C"), pf = ssdBwdPieces(spec);
   Value acc = k.forLoop(
       zeroI, ch.n, k.constInt(kTokens), {k.splat(zero, {BP, BN})}, [&](Value j0, const std::vector<Value>& c) {
         Value t = j0 + tR, mt = t < ch.n;
@@ -45,7 +45,7 @@ void buildDstates(KernelBuilder& k, const Specialization& spec) {
         Value tx = j0 + tC, mx = (tx < ch.n) && (p < a.P);
         Value dy = ssdBwdDy(k, a, ch.row, ch.t0 + tx, h, p, mx);  // [BP, 32]
         Value w = k.exp(k.load(a.ws, a.oCum + wsRow + tx, tx < ch.n, zero));
-        return std::vector<Value>{k.dot(dy * w, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], 3, pc)};
+        return std::vector<Value>{k.dot(dy * w, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], pf, pc)};
       })[0];
   k.store(a.ws, a.oG + ((slot * a.H + h) * a.P + p) * a.N + n, acc, (p < a.P) && (n < a.N));
 }

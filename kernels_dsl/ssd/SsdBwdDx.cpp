@@ -2,11 +2,17 @@
 //   acc_j = exp(cum_last - cum_j) B_j . g[p, :]  +  sum_{i >= j} CB_ij exp(cum_i - cum_j) dy_i,
 //   dx_j = dt'_j acc_j + D dy_j,   dz_j = dout_j y_j dsilu(z_j),
 // with g the gradient of the chunk's own state (the g plane), on the tensor cores: B [64, 32
-// states] from memory into registers times g [32 states, BLOCK_P] staged; then over the tokens
-// i >= j in steps of 32 the decayed scores CB^T [64, 32] (fp32: three terms) times dy [32,
-// BLOCK_P] staged. Per token it leaves this block's share of u = dy . (y - D x), s = x . acc
-// and w = dt' x . (the state part of acc) in the token planes (ssd_bwd_dt sums them), and the 64
-// tokens' sum of dy x per channel in the dD partials.
+// states] from memory into registers times g [32 states, BLOCK_P]; then over the tokens i >= j in
+// steps of 32 the decayed scores CB^T [64, 32] times dy [32, BLOCK_P]. The f32 operands take
+// meta:pieces terms (SsdChunks.h). Per token it leaves this block's share of u = dy . (y - D x),
+// s = x . acc and w = dt' x . (the state part of acc) in the token planes (ssd_bwd_dt sums them),
+// and the 64 tokens' sum of dy x per channel in the dD partials.
+// With 16-bit dout and z whose rows the bindings prove aligned, g's f32 tiles, then C.B's and
+// dout's and z's, arrive through cp.async rings ahead of their use; g and the gated dy are split
+// into bf16 terms in shared memory and read by ldmatrix. Otherwise g and dy are staged as f32.
+#include <algorithm>
+
+#include "compiler/IntMath.h"
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/ssd/Ssd.h"
@@ -18,94 +24,268 @@ using namespace dsl;
 
 namespace {
 
-constexpr int64_t kStep = 32;  // states, then tokens, a step of the products
+constexpr int64_t kStep = 32;    // states, then tokens, a step of the products
+constexpr int kStages = 3;       // the rings of the scores' steps
+constexpr int kStateStages = 2;  // g's ring
+// Row pitches: g's f32 tiles [p, 32 states] (16-byte rows for the copies) and their bf16 terms
+// (an odd number of 16-byte units, for ldmatrix).
+constexpr int64_t kStatePitchF32 = kStep + 4, kStatePitch16 = kStep + 8;
 
-void buildDx(KernelBuilder& k, const Specialization& spec) {
-  const int64_t Q = spec.get("meta:chunk"), T = kSsdTokenBlock, BP = ssdBwdBlockP(spec.get("P")), LDs = BP + 4;
-  const SsdBwdValues a = ssdBwdValues(k);
-  Value slot = k.programId(0), h = k.programId(1), blk = k.programId(2);
-  Value nPb = cdiv(a.P, k.constInt(BP));
-  Value bm = blk / nPb, pb = blk % nPb, p0 = pb * BP;
-  const SsdChunk ch = ssdChunkOfSlot(k, a, slot);
-  k.returnIf(bm * T >= ch.n);
-  Value zero = k.constFloat(0), one = k.constFloat(1), zeroI = k.constInt(0);
-  Value g = h / a.hpg, G = a.H / a.hpg;
+// What every part of a program reads: its block, tokens j and channels p.
+struct DxBlock {
+  SsdChunk ch;
+  Value slot, h, g, bm, pb, nPb, p0, jR, pC, mP, mJ, wsRow, cumJ;
+};
+
+bool is16Bit(const Specialization& s, const char* t) {
+  const auto d = static_cast<DType>(s.get(std::string("dtype:") + t));
+  return d == DType::BF16 || d == DType::F16;
+}
+
+// Splits the f32 tile v into `terms` bf16 terms at buf[off + q termStride] (each term rounded from
+// what the ones before it leave; the thread reads back its own stores).
+void storeTerms(KernelBuilder& k, Value buf, Value off, int64_t termStride, int terms, Value v) {
+  for (int q = 0; q < terms; ++q) {
+    Value at = off + q * termStride;
+    k.store(buf, at, v);
+    if (q + 1 < terms) v = v - k.load(buf, at);
+  }
+}
+
+// acc + a . (the sum of the terms at buf[q termStride]): term q (weight 2^-8q) against a's first
+// terms - q terms, as dot's own splits weigh them.
+Value dotTerms(KernelBuilder& k, Value a, Value buf, Value off, int64_t termStride, Value strideK, Value strideN,
+               Value acc, int terms, int aPieces) {
+  for (int q = 0; q < terms; ++q)
+    acc = k.dot(a, buf, off + q * termStride, strideK, strideN, acc, std::max(1, std::min(aPieces, terms - q)), 1);
+  return acc;
+}
+
+// exp(cum_last - cum_j) B_j . g with g staged as f32 [n, p].
+Value stateStaged(KernelBuilder& k, const Specialization& spec, const SsdBwdValues& a, const DxBlock& d, int64_t BP) {
+  const int64_t LDs = BP + 4;
+  Value zero = k.constFloat(0), zeroI = k.constInt(0);
   Value smem = k.sharedBuffer(kStep * LDs);
-  Value jR = bm * T + k.expandDims(k.range(T), 1);                                   // [T, 1]: tokens j
-  Value sC = k.expandDims(k.range(kStep), 0), sR = k.expandDims(k.range(kStep), 1);  // [1, 32], [32, 1]
-  Value pC = p0 + k.expandDims(k.range(BP), 0), mP = pC < a.P;                       // [1, BP]
-  Value bpC = k.expandDims(k.range(BP), 0);
-  Value mJ = jR < ch.n, mOut = mJ && mP;
-  Value wsRow = (slot * a.H + h) * Q;
-  Value cumJ = k.load(a.ws, a.oCum + wsRow + jR, mJ, zero), dtJ = k.load(a.ws, a.oDt + wsRow + jR, mJ, zero);
-  Value cumLast = k.load(a.ws, a.oCum + wsRow + ch.n - 1);
-  const int pb16 = dotPieces(spec, "B");
+  Value sC = k.expandDims(k.range(kStep), 0), sR = k.expandDims(k.range(kStep), 1), bpC = k.expandDims(k.range(BP), 0);
+  Value gBase = a.oG + (d.slot * a.H + d.h) * a.P * a.N;
+  Value bBase = d.ch.row * a.sBb + (d.ch.t0 + d.jR) * a.sBl + d.g * a.sBg;
+  const int pb16 = dotPieces(spec, "B"), pf = ssdBwdPieces(spec);
+  return k.forLoop(zeroI, a.N, k.constInt(kStep), {k.splat(zero, {kSsdTokenBlock, BP})},
+                   [&](Value n0, const std::vector<Value>& c) {
+                     Value nR = n0 + sR;
+                     Value gt = k.load(a.ws, gBase + d.pC * a.N + nR, (nR < a.N) && d.mP, zero);  // [32, BP]
+                     k.barrier();
+                     k.store(smem, sR * LDs + bpC, gt);
+                     k.barrier();
+                     Value nC = n0 + sC;
+                     Value Bt = k.load(a.B, bBase + nC * a.sBn, d.mJ && (nC < a.N), zero);  // [T, 32]
+                     return std::vector<Value>{
+                         k.dot(Bt, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], pb16, pf)};
+                   })[0];
+}
 
-  // exp(cum_last - cum_j) B_j . g: g[p, n] staged as [n, p].
-  Value gBase = a.oG + (slot * a.H + h) * a.P * a.N;
-  Value bBase = ch.row * a.sBb + (ch.t0 + jR) * a.sBl + g * a.sBg;
-  Value accS =
-      k.forLoop(zeroI, a.N, k.constInt(kStep), {k.splat(zero, {T, BP})}, [&](Value n0, const std::vector<Value>& c) {
-        Value nR = n0 + sR;
-        Value gt = k.load(a.ws, gBase + pC * a.N + nR, (nR < a.N) && mP, zero);  // [32, BP]
-        k.barrier();
-        k.store(smem, sR * LDs + bpC, gt);
-        k.barrier();
-        Value nC = n0 + sC;
-        Value Bt = k.load(a.B, bBase + nC * a.sBn, mJ && (nC < a.N), zero);  // [T, 32]
-        return std::vector<Value>{k.dot(Bt, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], pb16, 3)};
-      })[0];
-  accS = accS * k.exp(cumLast - cumJ);
-  Value xOff = ch.row * a.sXb + (ch.t0 + jR) * a.sXl + h * a.sXh + pC * a.sXp;
-  Value xj = k.load(a.x, xOff, mOut, zero);  // [T, BP]
-  Value w = k.expandDims(k.reduce(xj * accS, 1, "sum"), 1) * dtJ;
-
-  // The chunk's tokens i >= j: CB_ij exp(cum_i - cum_j) times dy_i.
-  Value cbBase = a.oCb + (slot * G + g) * Q * Q;
-  Value acc = k.forLoop(bm * T, ch.n, k.constInt(kStep), {accS}, [&](Value i0, const std::vector<Value>& c) {
-    Value iR = i0 + sR;                                                        // [32, 1]
-    Value dyI = ssdBwdDy(k, a, ch.row, ch.t0 + iR, h, pC, (iR < ch.n) && mP);  // [32, BP]
+// The scores' part with dy staged as f32 [i, p].
+Value scoresStaged(KernelBuilder& k, const Specialization& spec, const SsdBwdValues& a, const DxBlock& d, int64_t BP,
+                   int64_t Q, Value acc) {
+  const int64_t T = kSsdTokenBlock, LDs = BP + 4;
+  Value zero = k.constFloat(0), zeroI = k.constInt(0);
+  Value smem = k.sharedBuffer(kStep * LDs);
+  Value sC = k.expandDims(k.range(kStep), 0), sR = k.expandDims(k.range(kStep), 1), bpC = k.expandDims(k.range(BP), 0);
+  Value cbBase = a.oCb + (d.slot * (a.H / a.hpg) + d.g) * Q * Q;
+  const int pf = ssdBwdPieces(spec);
+  return k.forLoop(d.bm * T, d.ch.n, k.constInt(kStep), {acc}, [&](Value i0, const std::vector<Value>& c) {
+    Value iR = i0 + sR;                                                            // [32, 1]
+    Value dyI = ssdBwdDy(k, a, d.ch.row, d.ch.t0 + iR, d.h, d.pC, (iR < d.ch.n) && d.mP);  // [32, BP]
     k.barrier();
     k.store(smem, sR * LDs + bpC, dyI);
     k.barrier();
     Value iC = i0 + sC;  // [1, 32]
-    Value keep = (iC >= jR) && (iC < ch.n);
-    Value cumI = k.load(a.ws, a.oCum + wsRow + iC, iC < ch.n, zero);
-    Value cb = k.load(a.ws, cbBase + iC * Q + jR, keep, zero);  // [T, 32]: CB[i, j], written blocks only
-    Value s = k.select(keep, cb * k.exp(k.minimum(cumI - cumJ, zero)), zero);
-    return std::vector<Value>{k.dot(s, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], 3, 3)};
+    Value keep = (iC >= d.jR) && (iC < d.ch.n);
+    Value cumI = k.load(a.ws, a.oCum + d.wsRow + iC, iC < d.ch.n, zero);
+    Value cb = k.load(a.ws, cbBase + iC * Q + d.jR, keep, zero);  // [T, 32]: CB[i, j], written blocks only
+    Value s = k.select(keep, cb * k.exp(k.minimum(cumI - d.cumJ, zero)), zero);
+    return std::vector<Value>{k.dot(s, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], pf, pf)};
   })[0];
+}
+
+// The shared buffers of the ring path (16-bit dout and z): an f32 ring that holds g's tiles, then
+// C.B's; bf16 terms of g's tile, then of dy's; dout's and z's rings.
+struct DxRings {
+  int64_t gVec, cbVec, oVec, zVec;
+  Value ring, terms, os, zs;
+};
+constexpr int64_t kDyPad = 8, kCbPitch = kSsdTokenBlock + 4;
+
+DxRings dxRings(KernelBuilder& k, const Specialization& spec, int64_t BP, const int64_t vec[4]) {
+  auto dt = [&](const char* t) { return static_cast<DType>(spec.get(std::string("dtype:") + t)); };
+  const int pf = ssdBwdPieces(spec);
+  const int64_t dyStage = kStep * (BP + kDyPad);
+  DxRings r{vec[0], vec[1], vec[2], vec[3], {}, {}, {}, {}};
+  r.ring = k.sharedBuffer(std::max(kStateStages * BP * kStatePitchF32, kStages * kStep * kCbPitch), DType::F32);
+  r.terms = k.sharedBuffer(pf * std::max(BP * kStatePitch16, dyStage), DType::BF16);
+  r.os = k.sharedBuffer(kStages * dyStage, dt("dout"));
+  r.zs = k.sharedBuffer(kStages * dyStage, dt("z"));
+  return r;
+}
+
+// B_j . g with g[p, n0 .. n0 + 32) copied as it lies, two tiles in flight, split into terms.
+Value stateInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdValues& a, const DxBlock& d,
+                   const DxRings& r, int64_t BP) {
+  const int64_t T = kSsdTokenBlock, gStage = BP * kStatePitchF32, gTerm = BP * kStatePitch16;
+  const int pf = ssdBwdPieces(spec), pb16 = dotPieces(spec, "B");
+  Value zero = k.constFloat(0), zeroI = k.constInt(0), one = k.constInt(1);
+  const int64_t nSteps = cdiv(spec.get("N"), kStep);
+  Value gBase = a.oG + (d.slot * a.H + d.h) * a.P * a.N;
+  Value bBase = d.ch.row * a.sBb + (d.ch.t0 + d.jR) * a.sBl + d.g * a.sBg;
+  Value pR = k.expandDims(k.range(BP), 1), nCc = k.expandDims(k.range(kStep), 0);  // [BP, 1], [1, 32]
+  auto copyG = [&](Value s) {
+    k.copyTileAsync(r.ring, (s % kStateStages) * gStage, kStatePitchF32, a.ws, gBase + d.p0 * a.N + s * kStep, a.N,
+                    BP, kStep, a.P - d.p0, a.N - s * kStep, r.gVec);
+  };
+  for (int64_t s = 0; s < kStateStages; ++s) {
+    if (s < nSteps) copyG(k.constInt(s));
+    k.commitGroup();
+  }
+  return k.forLoop(zeroI, k.constInt(nSteps), one, {k.splat(zero, {T, BP})}, [&](Value s, const std::vector<Value>& c) {
+    Value nC = s * kStep + nCc;
+    Value Bt = k.load(a.B, bBase + nC * a.sBn, d.mJ && (nC < a.N), zero);  // [T, 32]; overlaps the wait
+    k.waitGroup(1);
+    k.barrier();  // tile s is in; the last step's products have read the terms
+    Value gt = k.load(r.ring, (s % kStateStages) * gStage + pR * kStatePitchF32 + nCc);
+    storeTerms(k, r.terms, pR * kStatePitch16 + nCc, gTerm, pf, gt);
+    k.barrier();  // stage s is read, the terms are written
+    k.ifThen(s + kStateStages < k.constInt(nSteps), [&] { copyG(s + kStateStages); });
+    k.commitGroup();
+    return std::vector<Value>{dotTerms(k, Bt, r.terms, zeroI, gTerm, one, k.constInt(kStatePitch16), c[0], pf, pb16)};
+  })[0];
+}
+
+// acc + the scores' part over the chunk's tokens i >= j in steps of 32: C.B's [32 i, 64 j] tile and
+// dout's and z's [32 i, BP] through three-stage rings; the gated dy split into terms.
+Value scoresInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdValues& a, const DxBlock& d,
+                    const DxRings& r, int64_t BP, int64_t Q, Value acc) {
+  const int64_t T = kSsdTokenBlock, dyPitch = BP + kDyPad, cbStage = kStep * kCbPitch, dyStage = kStep * dyPitch;
+  const int pf = ssdBwdPieces(spec);
+  Value zero = k.constFloat(0), zeroI = k.constInt(0), one = k.constInt(1);
+  Value iFirst = d.bm * T, tiles = cdiv(d.ch.n - iFirst, k.constInt(kStep));
+  Value cbBase = a.oCb + (d.slot * (a.H / a.hpg) + d.g) * Q * Q;
+  auto copyI = [&](Value u) {
+    Value i0 = iFirst + u * kStep, st = u % kStages;
+    k.copyTileAsync(r.ring, st * cbStage, kCbPitch, a.ws, cbBase + i0 * Q + iFirst, k.constInt(Q), kStep, T,
+                    d.ch.n - i0, k.constInt(T), r.cbVec);
+    k.copyTileAsync(r.os, st * dyStage, dyPitch, a.dout,
+                    d.ch.row * a.sOb + (d.ch.t0 + i0) * a.sOl + d.h * a.sOh + d.p0, a.sOl, kStep, BP, d.ch.n - i0,
+                    a.P - d.p0, r.oVec);
+    k.ifThen(a.hasZ, [&] {
+      k.copyTileAsync(r.zs, st * dyStage, dyPitch, a.z, d.ch.row * a.sZb + (d.ch.t0 + i0) * a.sZl + d.h * a.sZh + d.p0,
+                      a.sZl, kStep, BP, d.ch.n - i0, a.P - d.p0, r.zVec);
+    });
+  };
+  for (int64_t u = 0; u < kStages - 1; ++u) {  // the ring's g tiles are read (the state part's barriers)
+    k.ifThen(k.constInt(u) < tiles, [&] { copyI(k.constInt(u)); });
+    k.commitGroup();
+  }
+  Value sR = k.expandDims(k.range(kStep), 1), sC = k.expandDims(k.range(kStep), 0);  // [32, 1], [1, 32]
+  Value dyOff = sR * dyPitch + k.expandDims(k.range(BP), 0);                          // [32, BP] in a stage
+  Value jLocal = d.jR - iFirst;                                                       // [T, 1]
+  return k.forLoop(zeroI, tiles, one, {acc}, [&](Value u, const std::vector<Value>& c) {
+    Value next = u + (kStages - 1);
+    k.ifThen(next < tiles, [&] { copyI(next); });
+    k.commitGroup();
+    Value iC = iFirst + u * kStep + sC;                                     // [1, 32]
+    Value cumI = k.load(a.ws, a.oCum + d.wsRow + iC, iC < d.ch.n, zero);  // overlaps the wait
+    k.waitGroup(kStages - 1);
+    k.barrier();
+    Value st = u % kStages;
+    Value dout = k.load(r.os, st * dyStage + dyOff);
+    Value dy = k.ifElse(
+        a.hasZ, [&] { return std::vector<Value>{dout * silu(k.load(r.zs, st * dyStage + dyOff))}; },
+        [&] { return std::vector<Value>{dout}; })[0];
+    storeTerms(k, r.terms, dyOff, dyStage, pf, dy);
+    Value keep = (iC >= d.jR) && (iC < d.ch.n);
+    Value cb = k.load(r.ring, st * cbStage + sC * kCbPitch + jLocal);  // [T, 32]: CB[i, j]
+    Value s = k.select(keep, cb * k.exp(k.minimum(cumI - d.cumJ, zero)), zero);
+    k.barrier();  // the terms are written
+    Value res = dotTerms(k, s, r.terms, zeroI, dyStage, k.constInt(dyPitch), one, c[0], pf, pf);
+    k.barrier();  // stage u and the terms are read before the next step writes them
+    return std::vector<Value>{res};
+  })[0];
+}
+
+void buildDx(KernelBuilder& k, const Specialization& spec) {
+  const int64_t Q = spec.get("meta:chunk"), T = kSsdTokenBlock, BP = ssdBwdBlockP(spec.get("P"));
+  const SsdBwdValues a = ssdBwdValues(k);
+  DxBlock d;
+  d.slot = k.programId(0), d.h = k.programId(1);
+  Value blk = k.programId(2);
+  d.nPb = cdiv(a.P, k.constInt(BP));
+  d.bm = blk / d.nPb, d.pb = blk % d.nPb, d.p0 = d.pb * BP;
+  d.ch = ssdChunkOfSlot(k, a, d.slot);
+  k.returnIf(d.bm * T >= d.ch.n);
+  Value zero = k.constFloat(0), one = k.constFloat(1);
+  d.g = d.h / a.hpg;
+  d.jR = d.bm * T + k.expandDims(k.range(T), 1);  // [T, 1]: tokens j
+  d.pC = d.p0 + k.expandDims(k.range(BP), 0), d.mP = d.pC < a.P;
+  d.mJ = d.jR < d.ch.n;
+  Value mOut = d.mJ && d.mP;
+  d.wsRow = (d.slot * a.H + d.h) * Q;
+  d.cumJ = k.load(a.ws, a.oCum + d.wsRow + d.jR, d.mJ, zero);
+  Value dtJ = k.load(a.ws, a.oDt + d.wsRow + d.jR, d.mJ, zero);
+  Value cumLast = k.load(a.ws, a.oCum + d.wsRow + d.ch.n - 1);
+
+  const bool rings = is16Bit(spec, "dout") && is16Bit(spec, "z") && ssdTileCopy(spec);
+  const int64_t gVec = rings ? ssdTileVector(spec, "ws", "", {"o_g", "N"}) : 0;
+  const int64_t cbVec = rings ? ssdTileVector(spec, "ws", "", {"o_cb"}) : 0;
+  const int64_t oVec = rings ? ssdTileVector(spec, "dout", "s_do_p", {"s_do_b", "s_do_l", "s_do_h"}) : 0;
+  const int64_t zVec = rings ? ssdTileVector(spec, "z", "s_z_p", {"s_z_b", "s_z_l", "s_z_h"}) : 0;
+  Value xOff = d.ch.row * a.sXb + (d.ch.t0 + d.jR) * a.sXl + d.h * a.sXh + d.pC * a.sXp;
+  Value xj, w, acc;
+  auto stateShare = [&](Value accS) {  // w = dt' x . (the state part of acc)
+    xj = k.load(a.x, xOff, mOut, zero);  // [T, BP]
+    w = k.expandDims(k.reduce(xj * accS, 1, "sum"), 1) * dtJ;
+  };
+  if (gVec && cbVec && oVec && zVec) {
+    const int64_t vec[4] = {gVec, cbVec, oVec, zVec};
+    const DxRings r = dxRings(k, spec, BP, vec);
+    Value accS = stateInRings(k, spec, a, d, r, BP) * k.exp(cumLast - d.cumJ);
+    stateShare(accS);
+    acc = scoresInRings(k, spec, a, d, r, BP, Q, accS);
+  } else {
+    Value accS = stateStaged(k, spec, a, d, BP) * k.exp(cumLast - d.cumJ);
+    stateShare(accS);
+    acc = scoresStaged(k, spec, a, d, BP, Q, accS);
+  }
 
   // Epilogue: dy_j, y_j, the gate; dx, dz and the partials.
-  Value tok = ch.t0 + jR;
-  Value dout = k.load(a.dout, ch.row * a.sOb + tok * a.sOl + h * a.sOh + pC * a.sOp, mOut, zero);
-  Value y = k.load(a.ws, a.oY + ((ch.row * a.L + tok) * a.H + h) * a.P + pC, mOut, zero);
+  Value tok = d.ch.t0 + d.jR;
+  Value dout = k.load(a.dout, d.ch.row * a.sOb + tok * a.sOl + d.h * a.sOh + d.pC * a.sOp, mOut, zero);
+  Value y = k.load(a.ws, a.oY + ((d.ch.row * a.L + tok) * a.H + d.h) * a.P + d.pC, mOut, zero);
   Value D = k.ifElse(
-      a.hasD, [&] { return std::vector<Value>{k.load(a.Dv, h * a.sDh + pC * a.sDp, mP, zero)}; },
+      a.hasD, [&] { return std::vector<Value>{k.load(a.Dv, d.h * a.sDh + d.pC * a.sDp, d.mP, zero)}; },
       [&] {
         return std::vector<Value>{k.splat(zero, {1, BP})};
       })[0];
   std::vector<Value> gate = k.ifElse(
       a.hasZ,
       [&] {
-        Value z = k.load(a.z, ch.row * a.sZb + tok * a.sZl + h * a.sZh + pC * a.sZp, mOut, zero);
+        Value z = k.load(a.z, d.ch.row * a.sZb + tok * a.sZl + d.h * a.sZh + d.pC * a.sZp, mOut, zero);
         Value sg = sigmoid(z);
         Value dz = dout * y * sg * (one + z * (one - sg));
-        k.store(a.dz, ch.row * a.sDzb + tok * a.sDzl + h * a.sDzh + pC * a.sDzp, dz, mOut);
+        k.store(a.dz, d.ch.row * a.sDzb + tok * a.sDzl + d.h * a.sDzh + d.pC * a.sDzp, dz, mOut);
         return std::vector<Value>{dout * z * sg};
       },
       [&] { return std::vector<Value>{dout}; });
   Value dy = gate[0];
-  k.store(a.dx, ch.row * a.sDxb + tok * a.sDxl + h * a.sDxh + pC * a.sDxp, acc * dtJ + D * dy, mOut);
+  k.store(a.dx, d.ch.row * a.sDxb + tok * a.sDxl + d.h * a.sDxh + d.pC * a.sDxp, acc * dtJ + D * dy, mOut);
   Value u = k.expandDims(k.reduce(dy * (y - D * xj), 1, "sum"), 1);
   Value s = k.expandDims(k.reduce(xj * acc, 1, "sum"), 1);
-  Value plane = a.slots * a.H * nPb * Q;
-  Value tokAt = a.oTok + ((slot * a.H + h) * nPb + pb) * Q + jR;
-  k.store(a.ws, tokAt, u, mJ);
-  k.store(a.ws, tokAt + plane, s, mJ);
-  k.store(a.ws, tokAt + 2 * plane, w, mJ);
+  Value plane = a.slots * a.H * d.nPb * Q;
+  Value tokAt = a.oTok + ((d.slot * a.H + d.h) * d.nPb + d.pb) * Q + d.jR;
+  k.store(a.ws, tokAt, u, d.mJ);
+  k.store(a.ws, tokAt + plane, s, d.mJ);
+  k.store(a.ws, tokAt + 2 * plane, w, d.mJ);
   Value dD = k.expandDims(k.reduce(dy * xj, 0, "sum"), 0);  // [1, BP]
-  k.store(a.ws, a.oDd + ((slot * (Q / T) + bm) * a.H + h) * a.P + pC, dD, mP);
+  k.store(a.ws, a.oDd + ((d.slot * (Q / T) + d.bm) * a.H + d.h) * a.P + d.pC, dD, d.mP);
 }
 
 void chooseDxMeta(Specialization& s) { ssdDefaultMeta(s); }

@@ -115,6 +115,14 @@ bool ssdMetaFlag(const Specialization& s, const std::string& name, int64_t dflt,
 
 bool ssdOneTerm(const Specialization& s) { return ssdMetaFlag(s, "one_term", 0, "exact terms", "one 16-bit term"); }
 
+int ssdBwdPieces(const Specialization& s) {
+  const int64_t v = s.get("meta:pieces", 3);
+  if (v < 1 || v > 3)
+    throw Error(Error::Kind::InvalidArgument, s.kernel + ": meta pieces (SSMJIT_META) is " + std::to_string(v) +
+                                                  ", expected 1, 2 or 3 (bf16 terms an f32 operand)");
+  return int(v);
+}
+
 Value ssdFirstSlot(KernelBuilder& k, const SsdValues& a, Value i, Value row, Value start, int64_t Q) {
   return row * cdiv(a.L, k.constInt(Q)) + start / Q + k.select(a.hasCu, i, k.constInt(0));
 }

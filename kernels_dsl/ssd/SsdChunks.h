@@ -93,6 +93,12 @@ dsl::Value ssdBwdDy(dsl::KernelBuilder& k, const SsdBwdValues& a, dsl::Value row
 // and conversions, a relative error of 2^-9 (bf16) an operand. Throws on other values.
 bool ssdOneTerm(const Specialization& s);
 
+// meta:pieces (absent: 3): the bf16 terms the backward's f32 operands (the gated dy, the decayed
+// scores, dCB, the staged states and gradients) take in the mma. 3 is exact to f32's 24 bits;
+// 2 keeps 16 bits (a relative error near 2^-16 a product) in fewer products; 1 is the
+// one 16-bit term mamba_ssm's Triton backward casts them to. Throws on other values.
+int ssdBwdPieces(const Specialization& s);
+
 // The first slot of sequence i (Ssd.h): row * cdiv(L, Q) + start / Q (+ i packed).
 dsl::Value ssdFirstSlot(dsl::KernelBuilder& k, const SsdValues& a, dsl::Value i, dsl::Value row, dsl::Value start,
                         int64_t Q);
