@@ -77,7 +77,8 @@ std::map<std::string, std::string> backwardCuda(const Variant& v, const char* me
 // Whole-tile (16-byte) asynchronous copies from pointer argument `ptr` in generated CUDA.
 int wholeCopies(const std::string& cuda, const std::string& ptr) {
   int n = 0;
-  for (size_t at = cuda.find("ssm_cp_async_n<16>("); at != std::string::npos; at = cuda.find("ssm_cp_async_n<16>(", at + 1))
+  for (size_t at = cuda.find("ssm_cp_async_n<16>("); at != std::string::npos;
+       at = cuda.find("ssm_cp_async_n<16>(", at + 1))
     n += cuda.compare(cuda.find("? ", at) + 2, ptr.size(), ptr) == 0;
   return n;
 }
@@ -112,13 +113,16 @@ TEST(SsdBackwardKernels, PackedWithStatesCompile) {
 
 TEST(SsdBackwardKernels, StagedTilesCopyWholeWhereTheBindingsProveThemAligned) {
   SSMJIT_REQUIRE_NVRTC();
-  // Mamba-2 heads, bf16: dcb's x, dout and z tiles and dx's g, C.B, dout and z through rings, read
-  // by ldmatrix (dx's f32 tiles as bf16 terms).
-  const char* const ringed[] = {"ssd_bwd_dcb", "ssd_bwd_dx"};
+  // Mamba-2 heads, bf16: the tiles of dstates, dcb, dx, db and dc through rings, read by ldmatrix
+  // (the f32 ones dot takes as b as bf16 terms).
+  const char* const ringed[] = {"ssd_bwd_dstates", "ssd_bwd_dcb", "ssd_bwd_dx", "ssd_bwd_db", "ssd_bwd_dc"};
   Variant v;
   auto c = backwardCuda(v);
+  for (const char* p : {"p_C", "p_dout", "p_z"}) EXPECT_GT(wholeCopies(c["ssd_bwd_dstates"], p), 0) << p;
   for (const char* p : {"p_x", "p_dout", "p_z"}) EXPECT_GT(wholeCopies(c["ssd_bwd_dcb"], p), 0) << p;
   for (const char* p : {"p_ws", "p_dout", "p_z"}) EXPECT_GT(wholeCopies(c["ssd_bwd_dx"], p), 0) << p;
+  for (const char* p : {"p_ws", "p_C", "p_x"}) EXPECT_GT(wholeCopies(c["ssd_bwd_db"], p), 0) << p;
+  for (const char* p : {"p_ws", "p_B", "p_dout", "p_z"}) EXPECT_GT(wholeCopies(c["ssd_bwd_dc"], p), 0) << p;
   for (const char* kernel : ringed) EXPECT_NE(c[kernel].find("ssm_ldmatrix_x4"), std::string::npos) << kernel;
 
   auto staged = [&](const Variant& w, const char* meta = nullptr) {
@@ -149,8 +153,9 @@ TEST(SsdBackwardKernels, PiecesMetaSetsTheSplitOfF32Operands) {
       backwardCuda(v, "meta:pieces", bad);
       ADD_FAILURE() << "pieces " << bad << " accepted";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("meta pieces (SSMJIT_META) is " + std::to_string(bad) + ", expected 1, 2 or 3"),
-                std::string::npos)
+      EXPECT_NE(
+          std::string(e.what()).find("meta pieces (SSMJIT_META) is " + std::to_string(bad) + ", expected 1, 2 or 3"),
+          std::string::npos)
           << e.what();
     }
   }

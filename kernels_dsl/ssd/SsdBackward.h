@@ -62,9 +62,9 @@ inline constexpr TensorArg kTensors[] = {ssd::x,
                                          ssd::ws,
                                          ssd::chunks};
 inline constexpr SizeArg kSizes[] = {
-    {"H", Div},       {"P", Bound},     {"N", Bound},    {"hpg", Bound},  {"L", Div},      {"slots", Count},
-    {"o_dt", Count},  {"o_cum", Count}, {"o_st", Count}, {"o_cb", Div},   {"o_y", Count},  {"o_g", Div},
-    {"o_tok", Count}, {"o_dd", Count},  {"o_pn", Count}, {"o_sl", Count}, {"o_dcb", Count}};
+    {"H", Div},       {"P", Bound},     {"N", Bound},    {"hpg", Bound},  {"L", Div},     {"slots", Count},
+    {"o_dt", Count},  {"o_cum", Count}, {"o_st", Div},   {"o_cb", Div},   {"o_y", Count}, {"o_g", Div},
+    {"o_tok", Count}, {"o_dd", Count},  {"o_pn", Count}, {"o_sl", Count}, {"o_dcb", Div}};
 inline constexpr const char* kScalars[] = {"dt_min", "dt_max"};
 inline constexpr const char* kFlags[] = {"has_D", "d_per_channel", "has_z", "has_dtb", "softplus", "has_clamp"};
 

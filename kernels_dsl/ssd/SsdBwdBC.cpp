@@ -1,10 +1,14 @@
 // ssd_bwd_db and ssd_bwd_dc (SsdBackward.h): a group's dB or dC for 64 tokens r of a chunk and a
-// block of states, on the tensor cores, each product's b staged through shared memory (zeros past
-// the chunk, the states and the channels):
+// block of states, on the tensor cores (zeros past the chunk, the states and the channels):
 //   dB_r = sum_{i >= r} dCB_ir C_i + sum_h dt'_r exp(cum_last - cum_r) x_r . g_h,
 //   dC_r = sum_{j <= r} dCB_rj B_j + sum_h exp(cum_r) dy_r . S_in,h,
 // with g_h the gradient of head h's chunk state (the g plane) and S_in,h the state entering the
-// chunk; the heads of the group in order. dCB (fp32) and the scaled x or dy take meta:pieces terms (SsdChunks.h).
+// chunk; the heads of the group in order. dCB (fp32) and the scaled x or dy take meta:pieces
+// terms (SsdChunks.h).
+// With 16-bit B, C, x, dout and z whose rows the bindings prove aligned, every tile arrives
+// through cp.async rings two steps ahead of its use (dCB's and the states' f32 tiles, the other
+// operand's, x's or dout's and z's 16-bit ones), the states' tiles split into bf16 terms, and the
+// staged operands are read by ldmatrix. Otherwise each product's b is staged as f32.
 #include <algorithm>
 
 #include "compiler/IntMath.h"
@@ -20,70 +24,226 @@ using namespace dsl;
 namespace {
 
 constexpr int64_t kStep = 32;  // tokens, then channels, a step of the products
+constexpr int kStages = 3;     // the rings'
 
-void buildBC(KernelBuilder& k, const Specialization& spec, bool dC) {
-  const int64_t Q = spec.get("meta:chunk"), T = kSsdTokenBlock, BN = spec.get("meta:BLOCK_N"), LDs = BN + 4;
-  const SsdBwdValues a = ssdBwdValues(k);
-  Value slot = k.programId(0), g = k.programId(1), blk = k.programId(2);
-  Value nNb = cdiv(a.N, k.constInt(BN));
-  Value bm = blk / nNb, n0 = (blk % nNb) * BN;
-  const SsdChunk ch = ssdChunkOfSlot(k, a, slot);
-  k.returnIf(bm * T >= ch.n);
+// What both forms read: the program's block of tokens r and states n.
+struct BCBlock {
+  SsdChunk ch;
+  Value g, slot, bm, n0, rR, mR, nC, mN, dcbBase;
+  bool dC;
+};
+
+// The scale of head h's states part for the tokens r: exp(cum_r) (dC) or dt'_r exp(cum_last -
+// cum_r) (dB).
+Value stateScale(KernelBuilder& k, const SsdBwdValues& a, const BCBlock& b, int64_t Q, Value h) {
+  Value zero = k.constFloat(0);
+  Value wsRow = (b.slot * a.H + h) * Q;
+  Value cumR = k.load(a.ws, a.oCum + wsRow + b.rR, b.mR, zero);
+  if (b.dC) return k.exp(cumR);
+  return k.load(a.ws, a.oDt + wsRow + b.rR, b.mR, zero) * k.exp(k.load(a.ws, a.oCum + wsRow + b.ch.n - 1) - cumR);
+}
+
+// Both parts with each product's b staged as f32.
+Value buildStaged(KernelBuilder& k, const Specialization& spec, const SsdBwdValues& a, const BCBlock& b, int64_t Q,
+                  int64_t BN) {
+  const int64_t T = kSsdTokenBlock, LDs = BN + 4;
+  const bool dC = b.dC;
   Value zero = k.constFloat(0), zeroI = k.constInt(0), oneI = k.constInt(1);
-  Value G = a.H / a.hpg;
   Value smem = k.sharedBuffer(kStep * LDs);
-  Value rR = bm * T + k.expandDims(k.range(T), 1), mR = rR < ch.n;                   // [T, 1]: tokens r
   Value sC = k.expandDims(k.range(kStep), 0), sR = k.expandDims(k.range(kStep), 1);  // [1, 32], [32, 1]
-  Value nC = n0 + k.expandDims(k.range(BN), 0), mN = nC < a.N;                       // [1, BN]
   Value bnC = k.expandDims(k.range(BN), 0);
-  Value dcbBase = a.oDcb + (slot * G + g) * Q * Q;
+  const SsdChunk& ch = b.ch;
 
   // dCB against the other operand of CB: C_i for i >= r (dB), B_j for j <= r (dC).
   Value other = dC ? a.B : a.C;
   Value sOl = dC ? a.sBl : a.sCl, sOn = dC ? a.sBn : a.sCn;
-  Value oBase = ch.row * (dC ? a.sBb : a.sCb) + g * (dC ? a.sBg : a.sCg);
-  Value lo = dC ? zeroI : bm * T, hi = dC ? k.minimum(ch.n, (bm + 1) * T) : ch.n;
+  Value oBase = ch.row * (dC ? a.sBb : a.sCb) + b.g * (dC ? a.sBg : a.sCg);
+  Value lo = dC ? zeroI : b.bm * T, hi = dC ? k.minimum(ch.n, (b.bm + 1) * T) : ch.n;
   const int po = dotPieces(spec, dC ? "B" : "C"), pf = ssdBwdPieces(spec);
   Value acc =
       k.forLoop(lo, hi, k.constInt(kStep), {k.splat(zero, {T, BN})}, [&](Value t0, const std::vector<Value>& c) {
         Value tR = t0 + sR;
-        Value ot = k.load(other, oBase + (ch.t0 + tR) * sOl + nC * sOn, (tR < ch.n) && mN, zero);  // [32, BN]
+        Value ot = k.load(other, oBase + (ch.t0 + tR) * sOl + b.nC * sOn, (tR < ch.n) && b.mN, zero);  // [32, BN]
         k.barrier();
         k.store(smem, sR * LDs + bnC, ot);
         k.barrier();
         Value tC = t0 + sC;  // [1, 32]
-        Value keep = (dC ? (tC <= rR) : (tC >= rR)) && (tC < ch.n) && mR;
-        Value d = k.load(a.ws, dC ? dcbBase + rR * Q + tC : dcbBase + tC * Q + rR, keep, zero);  // [T, 32]
+        Value keep = (dC ? (tC <= b.rR) : (tC >= b.rR)) && (tC < ch.n) && b.mR;
+        Value d = k.load(a.ws, dC ? b.dcbBase + b.rR * Q + tC : b.dcbBase + tC * Q + b.rR, keep, zero);  // [T, 32]
         return std::vector<Value>{k.dot(d, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], pf, po)};
       })[0];
 
   // The states' part, per head of the group: (scaled x or dy) [T, 32 channels] times g or S_in
   // [32 channels, BN].
-  acc = k.forLoop(zeroI, a.hpg, oneI, {acc}, [&](Value hh, const std::vector<Value>& ah) {
-    Value h = g * a.hpg + hh;
-    Value wsRow = (slot * a.H + h) * Q;
-    Value cumR = k.load(a.ws, a.oCum + wsRow + rR, mR, zero);
-    Value scale =
-        dC ? k.exp(cumR)
-           : k.load(a.ws, a.oDt + wsRow + rR, mR, zero) * k.exp(k.load(a.ws, a.oCum + wsRow + ch.n - 1) - cumR);
-    Value stBase = (dC ? a.oSt : a.oG) + (slot * a.H + h) * a.P * a.N;
+  return k.forLoop(zeroI, a.hpg, oneI, {acc}, [&](Value hh, const std::vector<Value>& ah) {
+    Value h = b.g * a.hpg + hh;
+    Value scale = stateScale(k, a, b, Q, h);
+    Value stBase = (dC ? a.oSt : a.oG) + (b.slot * a.H + h) * a.P * a.N;
     return k.forLoop(zeroI, a.P, k.constInt(kStep), {ah[0]}, [&](Value c0, const std::vector<Value>& c) {
       Value pR = c0 + sR;
-      Value st = k.load(a.ws, stBase + pR * a.N + nC, (pR < a.P) && mN, zero);  // [32, BN]
+      Value st = k.load(a.ws, stBase + pR * a.N + b.nC, (pR < a.P) && b.mN, zero);  // [32, BN]
       k.barrier();
       k.store(smem, sR * LDs + bnC, st);
       k.barrier();
-      Value pC = c0 + sC, m = mR && (pC < a.P);
-      Value op = dC ? ssdBwdDy(k, a, ch.row, ch.t0 + rR, h, pC, m)
-                    : k.load(a.x, ch.row * a.sXb + (ch.t0 + rR) * a.sXl + h * a.sXh + pC * a.sXp, m, zero);
+      Value pC = c0 + sC, m = b.mR && (pC < a.P);
+      Value op = dC ? ssdBwdDy(k, a, ch.row, ch.t0 + b.rR, h, pC, m)
+                    : k.load(a.x, ch.row * a.sXb + (ch.t0 + b.rR) * a.sXl + h * a.sXh + pC * a.sXp, m, zero);
       return std::vector<Value>{k.dot(op * scale, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], pf, pf)};
     });
   })[0];
-  Value tok = ch.t0 + rR;
+}
+
+// The vectors of the ring form's copies (0: a copy the bindings do not prove aligned).
+struct BCVectors {
+  int64_t dcb, st, other, x, dout, z;
+  bool all() const { return dcb && st && other && x && dout && z; }
+};
+
+// Both parts through rings.
+Value buildInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdValues& a, const BCBlock& b, int64_t Q,
+                   int64_t BN, const BCVectors& v) {
+  const int64_t T = kSsdTokenBlock;
+  const bool dC = b.dC;
+  const SsdChunk& ch = b.ch;
+  const int pf = ssdBwdPieces(spec);
+  Value zero = k.constFloat(0), zeroI = k.constInt(0), one = k.constInt(1);
+  auto dt = [&](const char* t) { return static_cast<DType>(spec.get(std::string("dtype:") + t)); };
+  // Pitches: 16-bit rows padded by 8 halves (an odd number of 16-byte units, for ldmatrix); f32
+  // rows by 4 floats (16-byte rows for the copies).
+  const int64_t p16 = BN + 8, pIn = kStep + 8;
+  // dCB's tile: [64 r, 32 t] as it lies (dC) or [32 t, 64 r] (dB, read transposed).
+  const int64_t dcbPitch = dC ? kStep + 4 : T + 4, dcbStage = dC ? T * dcbPitch : kStep * dcbPitch;
+  const int64_t stPitch = BN + 4, stStage = kStep * stPitch;
+  const int64_t oStage = kStep * p16, inStage = T * pIn, term = kStep * p16;
+  Value ring = k.sharedBuffer(kStages * std::max(dcbStage, stStage), DType::F32);
+  Value os = k.sharedBuffer(kStages * oStage, dt(dC ? "B" : "C"));
+  Value terms = k.sharedBuffer(pf * term, DType::BF16);
+  Value ins = k.sharedBuffer(kStages * inStage, dt(dC ? "dout" : "x"));
+  Value zs = dC ? k.sharedBuffer(kStages * inStage, dt("z")) : Value{};
+  Value sC = k.expandDims(k.range(kStep), 0), sR = k.expandDims(k.range(kStep), 1);  // [1, 32], [32, 1]
+  Value r0 = b.bm * T;
+
+  // dCB against the other operand of CB: C_i for i >= r (dB), B_j for j <= r (dC).
+  Value other = dC ? a.B : a.C;
+  Value sOl = dC ? a.sBl : a.sCl;
+  Value oBase = ch.row * (dC ? a.sBb : a.sCb) + b.g * (dC ? a.sBg : a.sCg) + b.n0;
+  Value lo = dC ? zeroI : r0, hi = dC ? k.minimum(ch.n, r0 + T) : ch.n;
+  Value tiles = cdiv(hi - lo, k.constInt(kStep));
+  auto copyD = [&](Value u) {
+    Value t0 = lo + u * kStep, st = u % kStages;
+    k.copyTileAsync(os, st * oStage, p16, other, oBase + (ch.t0 + t0) * sOl, sOl, kStep, BN, ch.n - t0, a.N - b.n0,
+                    v.other);
+    if (dC)
+      k.copyTileAsync(ring, st * dcbStage, dcbPitch, a.ws, b.dcbBase + r0 * Q + t0, k.constInt(Q), T, kStep, ch.n - r0,
+                      ch.n - t0, v.dcb);
+    else
+      k.copyTileAsync(ring, st * dcbStage, dcbPitch, a.ws, b.dcbBase + t0 * Q + r0, k.constInt(Q), kStep, T, ch.n - t0,
+                      ch.n - r0, v.dcb);
+  };
+  for (int64_t u = 0; u < kStages - 1; ++u) {
+    k.ifThen(k.constInt(u) < tiles, [&] { copyD(k.constInt(u)); });
+    k.commitGroup();
+  }
+  Value rT = k.expandDims(k.range(T), 1);  // [T, 1]: r - r0
+  Value acc = k.forLoop(zeroI, tiles, one, {k.splat(zero, {T, BN})}, [&](Value u, const std::vector<Value>& c) {
+    Value next = u + (kStages - 1);
+    k.ifThen(next < tiles, [&] { copyD(next); });
+    k.commitGroup();
+    k.waitGroup(kStages - 1);
+    k.barrier();
+    Value st = u % kStages, tC = lo + u * kStep + sC;  // [1, 32]
+    Value keep = (dC ? (tC <= b.rR) : (tC >= b.rR)) && (tC < ch.n) && b.mR;
+    Value d = k.load(ring, st * dcbStage + (dC ? rT * dcbPitch + sC : sC * dcbPitch + rT));  // [T, 32]
+    Value r = k.dot(k.select(keep, d, zero), os, st * oStage, k.constInt(p16), one, c[0], pf, 1);
+    k.barrier();  // stage u is read before step u + 1 copies into it
+    return std::vector<Value>{r};
+  })[0];
+
+  // The states' part: step s is head g hpg + s / nC's channels (s % nC) 32 .. : g or S_in [32
+  // channels, BN] (f32, split into terms) and x or dout and z [64 r, 32 channels].
+  Value nCh = cdiv(a.P, k.constInt(kStep)), steps = a.hpg * nCh;
+  auto copyS = [&](Value s) {
+    Value h = b.g * a.hpg + s / nCh, c0 = (s % nCh) * kStep, st = s % kStages;
+    Value stBase = (dC ? a.oSt : a.oG) + (b.slot * a.H + h) * a.P * a.N;
+    k.copyTileAsync(ring, st * stStage, stPitch, a.ws, stBase + c0 * a.N + b.n0, a.N, kStep, BN, a.P - c0, a.N - b.n0,
+                    v.st);
+    Value rows = ch.n - r0, cols = a.P - c0;
+    if (dC) {
+      k.copyTileAsync(ins, st * inStage, pIn, a.dout, ch.row * a.sOb + (ch.t0 + r0) * a.sOl + h * a.sOh + c0, a.sOl, T,
+                      kStep, rows, cols, v.dout);
+      k.ifThen(a.hasZ, [&] {
+        k.copyTileAsync(zs, st * inStage, pIn, a.z, ch.row * a.sZb + (ch.t0 + r0) * a.sZl + h * a.sZh + c0, a.sZl, T,
+                        kStep, rows, cols, v.z);
+      });
+    } else {
+      k.copyTileAsync(ins, st * inStage, pIn, a.x, ch.row * a.sXb + (ch.t0 + r0) * a.sXl + h * a.sXh + c0, a.sXl, T,
+                      kStep, rows, cols, v.x);
+    }
+  };
+  for (int64_t s = 0; s < kStages - 1; ++s) {  // dCB's tiles are read (the last step's barrier)
+    k.ifThen(k.constInt(s) < steps, [&] { copyS(k.constInt(s)); });
+    k.commitGroup();
+  }
+  Value stOff = sR * stPitch + k.expandDims(k.range(BN), 0), tOff = sR * p16 + k.expandDims(k.range(BN), 0);
+  Value inOff = rT * pIn + sC;  // [T, 32]
+  return k.forLoop(zeroI, a.hpg, one, {acc}, [&](Value hh, const std::vector<Value>& ah) {
+    Value scale = stateScale(k, a, b, Q, b.g * a.hpg + hh);
+    return k.forLoop(zeroI, nCh, one, {ah[0]}, [&](Value c, const std::vector<Value>& cc) {
+      Value s = hh * nCh + c, next = s + (kStages - 1);
+      k.ifThen(next < steps, [&] { copyS(next); });
+      k.commitGroup();
+      k.waitGroup(kStages - 1);
+      k.barrier();  // tile s is in; the last step's products have read the terms
+      Value st = s % kStages;
+      ssdStoreTerms(k, terms, tOff, term, pf, k.load(ring, st * stStage + stOff));
+      Value in = k.load(ins, st * inStage + inOff);
+      Value op = dC ? k.ifElse(
+                          a.hasZ, [&] { return std::vector<Value>{in * silu(k.load(zs, st * inStage + inOff))}; },
+                          [&] { return std::vector<Value>{in}; })[0]
+                    : in;
+      k.barrier();  // the terms are written
+      Value r = ssdDotTerms(k, op * scale, terms, zeroI, term, k.constInt(p16), one, cc[0], pf, pf);
+      k.barrier();  // stage s and the terms are read before the next step writes them
+      return std::vector<Value>{r};
+    });
+  })[0];
+}
+
+void buildBC(KernelBuilder& k, const Specialization& spec, bool dC) {
+  const int64_t Q = spec.get("meta:chunk"), T = kSsdTokenBlock, BN = spec.get("meta:BLOCK_N");
+  const SsdBwdValues a = ssdBwdValues(k);
+  BCBlock b;
+  b.dC = dC;
+  b.slot = k.programId(0), b.g = k.programId(1);
+  Value blk = k.programId(2);
+  Value nNb = cdiv(a.N, k.constInt(BN));
+  b.bm = blk / nNb, b.n0 = (blk % nNb) * BN;
+  b.ch = ssdChunkOfSlot(k, a, b.slot);
+  k.returnIf(b.bm * T >= b.ch.n);
+  Value G = a.H / a.hpg;
+  b.rR = b.bm * T + k.expandDims(k.range(T), 1), b.mR = b.rR < b.ch.n;  // [T, 1]: tokens r
+  b.nC = b.n0 + k.expandDims(k.range(BN), 0), b.mN = b.nC < a.N;        // [1, BN]
+  b.dcbBase = a.oDcb + (b.slot * G + b.g) * Q * Q;
+
+  const char* otherName = dC ? "B" : "C";
+  const bool rings = ssdIs16Bit(spec, otherName) && ssdIs16Bit(spec, dC ? "dout" : "x") &&
+                     (!dC || ssdIs16Bit(spec, "z")) && ssdTileCopy(spec);
+  BCVectors v{};
+  if (rings) {
+    const std::string o = otherName;
+    v.dcb = ssdTileVector(spec, "ws", "", {"o_dcb"});
+    v.st = ssdTileVector(spec, "ws", "", {dC ? "o_st" : "o_g", "N"});
+    v.other = ssdTileVector(spec, o, "s_" + o + "_n", {"s_" + o + "_b", "s_" + o + "_l", "s_" + o + "_g"});
+    v.x = dC ? 1 : ssdTileVector(spec, "x", "s_x_p", {"s_x_b", "s_x_l", "s_x_h"});
+    v.dout = dC ? ssdTileVector(spec, "dout", "s_do_p", {"s_do_b", "s_do_l", "s_do_h"}) : 1;
+    v.z = dC ? ssdTileVector(spec, "z", "s_z_p", {"s_z_b", "s_z_l", "s_z_h"}) : 1;
+  }
+  Value acc = v.all() ? buildInRings(k, spec, a, b, Q, BN, v) : buildStaged(k, spec, a, b, Q, BN);
+  Value tok = b.ch.t0 + b.rR;
   if (dC)
-    k.store(a.dC, ch.row * a.sDCb + tok * a.sDCl + g * a.sDCg + nC * a.sDCn, acc, mR && mN);
+    k.store(a.dC, b.ch.row * a.sDCb + tok * a.sDCl + b.g * a.sDCg + b.nC * a.sDCn, acc, b.mR && b.mN);
   else
-    k.store(a.dB, ch.row * a.sDBb + tok * a.sDBl + g * a.sDBg + nC * a.sDBn, acc, mR && mN);
+    k.store(a.dB, b.ch.row * a.sDBb + tok * a.sDBl + b.g * a.sDBg + b.nC * a.sDBn, acc, b.mR && b.mN);
 }
 
 void chooseBCMeta(Specialization& s) {

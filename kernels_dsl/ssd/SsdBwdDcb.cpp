@@ -23,11 +23,6 @@ constexpr int kStages = 3;         // the rings' (16-bit tiles)
 // A 16-bit tile's row pitch: 32 channels and 8 halves of padding, an odd number of 16-byte units.
 constexpr int64_t kPitch16 = kChannels + 8;
 
-bool is16Bit(const Specialization& s, const char* t) {
-  const auto d = static_cast<DType>(s.get(std::string("dtype:") + t));
-  return d == DType::BF16 || d == DType::F16;
-}
-
 // The decayed, masked product of head h added to the running total.
 Value addHead(KernelBuilder& k, const SsdBwdValues& a, const SsdPairBlock& b, int64_t Q, Value h, Value iR, Value jC,
               Value dots, Value total) {
@@ -50,7 +45,7 @@ void buildDcb(KernelBuilder& k, const Specialization& spec) {
   Value cR = k.expandDims(k.range(kChannels), 1), cC = k.expandDims(k.range(kChannels), 0);        // [32, 1], [1, 32]
   Value mI = iR < ch.n, mJ = jC < ch.n;
   const int px = dotPieces(spec, "x"), pf = ssdBwdPieces(spec);
-  const bool halves = is16Bit(spec, "x") && is16Bit(spec, "dout") && is16Bit(spec, "z") && ssdTileCopy(spec);
+  const bool halves = ssdIs16Bit(spec, "x") && ssdIs16Bit(spec, "dout") && ssdIs16Bit(spec, "z") && ssdTileCopy(spec);
   const int64_t xVec = halves ? ssdTileVector(spec, "x", "s_x_p", {"s_x_b", "s_x_l", "s_x_h"}) : 0;
   const int64_t oVec = halves ? ssdTileVector(spec, "dout", "s_do_p", {"s_do_b", "s_do_l", "s_do_h"}) : 0;
   const int64_t zVec = halves ? ssdTileVector(spec, "z", "s_z_p", {"s_z_b", "s_z_l", "s_z_h"}) : 0;

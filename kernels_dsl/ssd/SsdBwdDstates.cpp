@@ -3,6 +3,8 @@
 // per (slot, head, block of p x n), on the tensor cores as ssd_chunk_state: the scaled dy^T
 // [BLOCK_P, 32 tokens] in registers (fp32: meta:pieces terms), C [32 tokens, BLOCK_N] staged through
 // shared memory (zeros past the chunk's tokens). fp32 to the g plane.
+// With 16-bit C, dout and z whose rows the bindings prove aligned, their tiles arrive through
+// cp.async rings two steps ahead of their use, C read by ldmatrix.
 #include <algorithm>
 
 #include "compiler/IntMath.h"
@@ -17,36 +19,85 @@ using namespace dsl;
 namespace {
 
 constexpr int64_t kTokens = 32;  // tokens a step of the product
+constexpr int kStages = 3;       // the rings' (16-bit C, dout and z)
 
 void buildDstates(KernelBuilder& k, const Specialization& spec) {
   const int64_t Q = spec.get("meta:chunk"), BP = spec.get("meta:BLOCK_P"), BN = spec.get("meta:BLOCK_N");
-  const int64_t LDs = BN + 4;
   const SsdBwdValues a = ssdBwdValues(k);
   Value slot = k.programId(0), h = k.programId(1), blk = k.programId(2);
   Value nBlocks = cdiv(a.N, k.constInt(BN));
   Value p0 = (blk / nBlocks) * BP, n0 = (blk % nBlocks) * BN;
   const SsdChunk ch = ssdChunkOfSlot(k, a, slot);
   k.returnIf(ch.n == 0);
-  Value zero = k.constFloat(0), zeroI = k.constInt(0);
+  Value zero = k.constFloat(0), zeroI = k.constInt(0), one = k.constInt(1);
   Value g = h / a.hpg;
-  Value smem = k.sharedBuffer(kTokens * LDs);
   Value tR = k.expandDims(k.range(kTokens), 1), tC = k.expandDims(k.range(kTokens), 0);  // [32, 1], [1, 32]
   Value p = p0 + k.expandDims(k.range(BP), 1), n = n0 + k.expandDims(k.range(BN), 0);    // [BP, 1], [1, BN]
   Value wsRow = (slot * a.H + h) * Q;
   const int pc = dotPieces(spec, "C"), pf = ssdBwdPieces(spec);
-  Value acc = k.forLoop(
-      zeroI, ch.n, k.constInt(kTokens), {k.splat(zero, {BP, BN})}, [&](Value j0, const std::vector<Value>& c) {
-        Value t = j0 + tR, mt = t < ch.n;
-        Value Ct = k.load(a.C, ch.row * a.sCb + (ch.t0 + t) * a.sCl + g * a.sCg + n * a.sCn, mt && (n < a.N),
-                          zero);  // [32, BN]
-        k.barrier();              // the previous step's dot has read the buffer
-        k.store(smem, tR * LDs + k.expandDims(k.range(BN), 0), Ct);
-        k.barrier();
-        Value tx = j0 + tC, mx = (tx < ch.n) && (p < a.P);
-        Value dy = ssdBwdDy(k, a, ch.row, ch.t0 + tx, h, p, mx);  // [BP, 32]
-        Value w = k.exp(k.load(a.ws, a.oCum + wsRow + tx, tx < ch.n, zero));
-        return std::vector<Value>{k.dot(dy * w, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], pf, pc)};
-      })[0];
+  const bool rings = ssdIs16Bit(spec, "C") && ssdIs16Bit(spec, "dout") && ssdIs16Bit(spec, "z") && ssdTileCopy(spec);
+  const int64_t cVec = rings ? ssdTileVector(spec, "C", "s_C_n", {"s_C_b", "s_C_l", "s_C_g"}) : 0;
+  const int64_t oVec = rings ? ssdTileVector(spec, "dout", "s_do_p", {"s_do_b", "s_do_l", "s_do_h"}) : 0;
+  const int64_t zVec = rings ? ssdTileVector(spec, "z", "s_z_p", {"s_z_b", "s_z_l", "s_z_h"}) : 0;
+  Value acc;
+  if (cVec && oVec && zVec) {
+    // C's [32 tokens, BN] and dout's and z's [32 tokens, BP] tiles through three-stage rings, C read
+    // by ldmatrix, dy^T from the stages into registers.
+    auto dt = [&](const char* t) { return static_cast<DType>(spec.get(std::string("dtype:") + t)); };
+    const int64_t cPitch = BN + 8, yPitch = BP + 8, cStage = kTokens * cPitch, yStage = kTokens * yPitch;
+    Value cs = k.sharedBuffer(kStages * cStage, dt("C")), os = k.sharedBuffer(kStages * yStage, dt("dout"));
+    Value zs = k.sharedBuffer(kStages * yStage, dt("z"));
+    Value tiles = cdiv(ch.n, k.constInt(kTokens));
+    auto copy = [&](Value u) {
+      Value t0 = u * kTokens, st = u % kStages, rows = ch.n - t0;
+      k.copyTileAsync(cs, st * cStage, cPitch, a.C, ch.row * a.sCb + (ch.t0 + t0) * a.sCl + g * a.sCg + n0, a.sCl,
+                      kTokens, BN, rows, a.N - n0, cVec);
+      k.copyTileAsync(os, st * yStage, yPitch, a.dout, ch.row * a.sOb + (ch.t0 + t0) * a.sOl + h * a.sOh + p0, a.sOl,
+                      kTokens, BP, rows, a.P - p0, oVec);
+      k.ifThen(a.hasZ, [&] {
+        k.copyTileAsync(zs, st * yStage, yPitch, a.z, ch.row * a.sZb + (ch.t0 + t0) * a.sZl + h * a.sZh + p0, a.sZl,
+                        kTokens, BP, rows, a.P - p0, zVec);
+      });
+    };
+    for (int64_t u = 0; u < kStages - 1; ++u) {
+      k.ifThen(k.constInt(u) < tiles, [&] { copy(k.constInt(u)); });
+      k.commitGroup();
+    }
+    Value yOff = tC * yPitch + k.expandDims(k.range(BP), 1);  // [BP, 32]: dy^T in a stage
+    acc = k.forLoop(zeroI, tiles, one, {k.splat(zero, {BP, BN})}, [&](Value u, const std::vector<Value>& c) {
+      Value next = u + (kStages - 1);
+      k.ifThen(next < tiles, [&] { copy(next); });
+      k.commitGroup();
+      Value tx = u * kTokens + tC;
+      Value w = k.exp(k.load(a.ws, a.oCum + wsRow + tx, tx < ch.n, zero));  // overlaps the wait
+      k.waitGroup(kStages - 1);
+      k.barrier();
+      Value st = u % kStages;
+      Value dout = k.load(os, st * yStage + yOff);
+      Value dy = k.ifElse(
+          a.hasZ, [&] { return std::vector<Value>{dout * silu(k.load(zs, st * yStage + yOff))}; },
+          [&] { return std::vector<Value>{dout}; })[0];
+      Value r = k.dot(dy * w, cs, st * cStage, k.constInt(cPitch), one, c[0], pf, 1);
+      k.barrier();  // stage u is read before step u + 1 copies into it
+      return std::vector<Value>{r};
+    })[0];
+  } else {
+    const int64_t LDs = BN + 4;
+    Value smem = k.sharedBuffer(kTokens * LDs);
+    acc = k.forLoop(
+        zeroI, ch.n, k.constInt(kTokens), {k.splat(zero, {BP, BN})}, [&](Value j0, const std::vector<Value>& c) {
+          Value t = j0 + tR, mt = t < ch.n;
+          Value Ct = k.load(a.C, ch.row * a.sCb + (ch.t0 + t) * a.sCl + g * a.sCg + n * a.sCn, mt && (n < a.N),
+                            zero);  // [32, BN]
+          k.barrier();              // the previous step's dot has read the buffer
+          k.store(smem, tR * LDs + k.expandDims(k.range(BN), 0), Ct);
+          k.barrier();
+          Value tx = j0 + tC, mx = (tx < ch.n) && (p < a.P);
+          Value dy = ssdBwdDy(k, a, ch.row, ch.t0 + tx, h, p, mx);  // [BP, 32]
+          Value w = k.exp(k.load(a.ws, a.oCum + wsRow + tx, tx < ch.n, zero));
+          return std::vector<Value>{k.dot(dy * w, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], pf, pc)};
+        })[0];
+  }
   k.store(a.ws, a.oG + ((slot * a.H + h) * a.P + p) * a.N + n, acc, (p < a.P) && (n < a.N));
 }
 

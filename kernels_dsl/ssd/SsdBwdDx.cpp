@@ -37,30 +37,6 @@ struct DxBlock {
   Value slot, h, g, bm, pb, nPb, p0, jR, pC, mP, mJ, wsRow, cumJ;
 };
 
-bool is16Bit(const Specialization& s, const char* t) {
-  const auto d = static_cast<DType>(s.get(std::string("dtype:") + t));
-  return d == DType::BF16 || d == DType::F16;
-}
-
-// Splits the f32 tile v into `terms` bf16 terms at buf[off + q termStride] (each term rounded from
-// what the ones before it leave; the thread reads back its own stores).
-void storeTerms(KernelBuilder& k, Value buf, Value off, int64_t termStride, int terms, Value v) {
-  for (int q = 0; q < terms; ++q) {
-    Value at = off + q * termStride;
-    k.store(buf, at, v);
-    if (q + 1 < terms) v = v - k.load(buf, at);
-  }
-}
-
-// acc + a . (the sum of the terms at buf[q termStride]): term q (weight 2^-8q) against a's first
-// terms - q terms, as dot's own splits weigh them.
-Value dotTerms(KernelBuilder& k, Value a, Value buf, Value off, int64_t termStride, Value strideK, Value strideN,
-               Value acc, int terms, int aPieces) {
-  for (int q = 0; q < terms; ++q)
-    acc = k.dot(a, buf, off + q * termStride, strideK, strideN, acc, std::max(1, std::min(aPieces, terms - q)), 1);
-  return acc;
-}
-
 // exp(cum_last - cum_j) B_j . g with g staged as f32 [n, p].
 Value stateStaged(KernelBuilder& k, const Specialization& spec, const SsdBwdValues& a, const DxBlock& d, int64_t BP) {
   const int64_t LDs = BP + 4;
@@ -79,8 +55,7 @@ Value stateStaged(KernelBuilder& k, const Specialization& spec, const SsdBwdValu
                      k.barrier();
                      Value nC = n0 + sC;
                      Value Bt = k.load(a.B, bBase + nC * a.sBn, d.mJ && (nC < a.N), zero);  // [T, 32]
-                     return std::vector<Value>{
-                         k.dot(Bt, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], pb16, pf)};
+                     return std::vector<Value>{k.dot(Bt, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], pb16, pf)};
                    })[0];
 }
 
@@ -94,7 +69,7 @@ Value scoresStaged(KernelBuilder& k, const Specialization& spec, const SsdBwdVal
   Value cbBase = a.oCb + (d.slot * (a.H / a.hpg) + d.g) * Q * Q;
   const int pf = ssdBwdPieces(spec);
   return k.forLoop(d.bm * T, d.ch.n, k.constInt(kStep), {acc}, [&](Value i0, const std::vector<Value>& c) {
-    Value iR = i0 + sR;                                                            // [32, 1]
+    Value iR = i0 + sR;                                                                    // [32, 1]
     Value dyI = ssdBwdDy(k, a, d.ch.row, d.ch.t0 + iR, d.h, d.pC, (iR < d.ch.n) && d.mP);  // [32, BP]
     k.barrier();
     k.store(smem, sR * LDs + bpC, dyI);
@@ -139,8 +114,8 @@ Value stateInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdVal
   Value bBase = d.ch.row * a.sBb + (d.ch.t0 + d.jR) * a.sBl + d.g * a.sBg;
   Value pR = k.expandDims(k.range(BP), 1), nCc = k.expandDims(k.range(kStep), 0);  // [BP, 1], [1, 32]
   auto copyG = [&](Value s) {
-    k.copyTileAsync(r.ring, (s % kStateStages) * gStage, kStatePitchF32, a.ws, gBase + d.p0 * a.N + s * kStep, a.N,
-                    BP, kStep, a.P - d.p0, a.N - s * kStep, r.gVec);
+    k.copyTileAsync(r.ring, (s % kStateStages) * gStage, kStatePitchF32, a.ws, gBase + d.p0 * a.N + s * kStep, a.N, BP,
+                    kStep, a.P - d.p0, a.N - s * kStep, r.gVec);
   };
   for (int64_t s = 0; s < kStateStages; ++s) {
     if (s < nSteps) copyG(k.constInt(s));
@@ -152,11 +127,12 @@ Value stateInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdVal
     k.waitGroup(1);
     k.barrier();  // tile s is in; the last step's products have read the terms
     Value gt = k.load(r.ring, (s % kStateStages) * gStage + pR * kStatePitchF32 + nCc);
-    storeTerms(k, r.terms, pR * kStatePitch16 + nCc, gTerm, pf, gt);
+    ssdStoreTerms(k, r.terms, pR * kStatePitch16 + nCc, gTerm, pf, gt);
     k.barrier();  // stage s is read, the terms are written
     k.ifThen(s + kStateStages < k.constInt(nSteps), [&] { copyG(s + kStateStages); });
     k.commitGroup();
-    return std::vector<Value>{dotTerms(k, Bt, r.terms, zeroI, gTerm, one, k.constInt(kStatePitch16), c[0], pf, pb16)};
+    return std::vector<Value>{
+        ssdDotTerms(k, Bt, r.terms, zeroI, gTerm, one, k.constInt(kStatePitch16), c[0], pf, pb16)};
   })[0];
 }
 
@@ -173,9 +149,8 @@ Value scoresInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdVa
     Value i0 = iFirst + u * kStep, st = u % kStages;
     k.copyTileAsync(r.ring, st * cbStage, kCbPitch, a.ws, cbBase + i0 * Q + iFirst, k.constInt(Q), kStep, T,
                     d.ch.n - i0, k.constInt(T), r.cbVec);
-    k.copyTileAsync(r.os, st * dyStage, dyPitch, a.dout,
-                    d.ch.row * a.sOb + (d.ch.t0 + i0) * a.sOl + d.h * a.sOh + d.p0, a.sOl, kStep, BP, d.ch.n - i0,
-                    a.P - d.p0, r.oVec);
+    k.copyTileAsync(r.os, st * dyStage, dyPitch, a.dout, d.ch.row * a.sOb + (d.ch.t0 + i0) * a.sOl + d.h * a.sOh + d.p0,
+                    a.sOl, kStep, BP, d.ch.n - i0, a.P - d.p0, r.oVec);
     k.ifThen(a.hasZ, [&] {
       k.copyTileAsync(r.zs, st * dyStage, dyPitch, a.z, d.ch.row * a.sZb + (d.ch.t0 + i0) * a.sZl + d.h * a.sZh + d.p0,
                       a.sZl, kStep, BP, d.ch.n - i0, a.P - d.p0, r.zVec);
@@ -186,13 +161,13 @@ Value scoresInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdVa
     k.commitGroup();
   }
   Value sR = k.expandDims(k.range(kStep), 1), sC = k.expandDims(k.range(kStep), 0);  // [32, 1], [1, 32]
-  Value dyOff = sR * dyPitch + k.expandDims(k.range(BP), 0);                          // [32, BP] in a stage
-  Value jLocal = d.jR - iFirst;                                                       // [T, 1]
+  Value dyOff = sR * dyPitch + k.expandDims(k.range(BP), 0);                         // [32, BP] in a stage
+  Value jLocal = d.jR - iFirst;                                                      // [T, 1]
   return k.forLoop(zeroI, tiles, one, {acc}, [&](Value u, const std::vector<Value>& c) {
     Value next = u + (kStages - 1);
     k.ifThen(next < tiles, [&] { copyI(next); });
     k.commitGroup();
-    Value iC = iFirst + u * kStep + sC;                                     // [1, 32]
+    Value iC = iFirst + u * kStep + sC;                                   // [1, 32]
     Value cumI = k.load(a.ws, a.oCum + d.wsRow + iC, iC < d.ch.n, zero);  // overlaps the wait
     k.waitGroup(kStages - 1);
     k.barrier();
@@ -201,12 +176,12 @@ Value scoresInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdVa
     Value dy = k.ifElse(
         a.hasZ, [&] { return std::vector<Value>{dout * silu(k.load(r.zs, st * dyStage + dyOff))}; },
         [&] { return std::vector<Value>{dout}; })[0];
-    storeTerms(k, r.terms, dyOff, dyStage, pf, dy);
+    ssdStoreTerms(k, r.terms, dyOff, dyStage, pf, dy);
     Value keep = (iC >= d.jR) && (iC < d.ch.n);
     Value cb = k.load(r.ring, st * cbStage + sC * kCbPitch + jLocal);  // [T, 32]: CB[i, j]
     Value s = k.select(keep, cb * k.exp(k.minimum(cumI - d.cumJ, zero)), zero);
     k.barrier();  // the terms are written
-    Value res = dotTerms(k, s, r.terms, zeroI, dyStage, k.constInt(dyPitch), one, c[0], pf, pf);
+    Value res = ssdDotTerms(k, s, r.terms, zeroI, dyStage, k.constInt(dyPitch), one, c[0], pf, pf);
     k.barrier();  // stage u and the terms are read before the next step writes them
     return std::vector<Value>{res};
   })[0];
@@ -233,14 +208,14 @@ void buildDx(KernelBuilder& k, const Specialization& spec) {
   Value dtJ = k.load(a.ws, a.oDt + d.wsRow + d.jR, d.mJ, zero);
   Value cumLast = k.load(a.ws, a.oCum + d.wsRow + d.ch.n - 1);
 
-  const bool rings = is16Bit(spec, "dout") && is16Bit(spec, "z") && ssdTileCopy(spec);
+  const bool rings = ssdIs16Bit(spec, "dout") && ssdIs16Bit(spec, "z") && ssdTileCopy(spec);
   const int64_t gVec = rings ? ssdTileVector(spec, "ws", "", {"o_g", "N"}) : 0;
   const int64_t cbVec = rings ? ssdTileVector(spec, "ws", "", {"o_cb"}) : 0;
   const int64_t oVec = rings ? ssdTileVector(spec, "dout", "s_do_p", {"s_do_b", "s_do_l", "s_do_h"}) : 0;
   const int64_t zVec = rings ? ssdTileVector(spec, "z", "s_z_p", {"s_z_b", "s_z_l", "s_z_h"}) : 0;
   Value xOff = d.ch.row * a.sXb + (d.ch.t0 + d.jR) * a.sXl + d.h * a.sXh + d.pC * a.sXp;
   Value xj, w, acc;
-  auto stateShare = [&](Value accS) {  // w = dt' x . (the state part of acc)
+  auto stateShare = [&](Value accS) {    // w = dt' x . (the state part of acc)
     xj = k.load(a.x, xOff, mOut, zero);  // [T, BP]
     w = k.expandDims(k.reduce(xj * accS, 1, "sum"), 1) * dtJ;
   };

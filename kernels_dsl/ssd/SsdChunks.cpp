@@ -123,6 +123,26 @@ int ssdBwdPieces(const Specialization& s) {
   return int(v);
 }
 
+bool ssdIs16Bit(const Specialization& s, const char* tensor) {
+  const auto d = static_cast<DType>(s.get(std::string("dtype:") + tensor));
+  return d == DType::BF16 || d == DType::F16;
+}
+
+void ssdStoreTerms(KernelBuilder& k, Value buf, Value off, int64_t termStride, int terms, Value v) {
+  for (int q = 0; q < terms; ++q) {
+    Value at = off + q * termStride;
+    k.store(buf, at, v);
+    if (q + 1 < terms) v = v - k.load(buf, at);
+  }
+}
+
+Value ssdDotTerms(KernelBuilder& k, Value a, Value buf, Value offset, int64_t termStride, Value strideK, Value strideN,
+                  Value acc, int terms, int aPieces) {
+  for (int q = 0; q < terms; ++q)
+    acc = k.dot(a, buf, offset + q * termStride, strideK, strideN, acc, std::max(1, std::min(aPieces, terms - q)), 1);
+  return acc;
+}
+
 Value ssdFirstSlot(KernelBuilder& k, const SsdValues& a, Value i, Value row, Value start, int64_t Q) {
   return row * cdiv(a.L, k.constInt(Q)) + start / Q + k.select(a.hasCu, i, k.constInt(0));
 }

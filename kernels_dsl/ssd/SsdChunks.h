@@ -99,6 +99,18 @@ bool ssdOneTerm(const Specialization& s);
 // one 16-bit term mamba_ssm's Triton backward casts them to. Throws on other values.
 int ssdBwdPieces(const Specialization& s);
 
+// Whether tensor argument `tensor` is bound as bf16 or fp16.
+bool ssdIs16Bit(const Specialization& s, const char* tensor);
+
+// Splits the f32 tile v into `terms` bf16 terms at the 16-bit shared buffer's buf[off + q
+// termStride], each rounded from what the ones before it leave (the thread reads its own stores).
+void ssdStoreTerms(dsl::KernelBuilder& k, dsl::Value buf, dsl::Value off, int64_t termStride, int terms, dsl::Value v);
+// acc + a . (the sum of ssdStoreTerms' terms at buf[offset + q termStride], b[k][n] as dot reads
+// it): term q (weight 2^-8q) against a's first terms - q of aPieces terms, as dot's splits weigh
+// them.
+dsl::Value ssdDotTerms(dsl::KernelBuilder& k, dsl::Value a, dsl::Value buf, dsl::Value offset, int64_t termStride,
+                       dsl::Value strideK, dsl::Value strideN, dsl::Value acc, int terms, int aPieces);
+
 // The first slot of sequence i (Ssd.h): row * cdiv(L, Q) + start / Q (+ i packed).
 dsl::Value ssdFirstSlot(dsl::KernelBuilder& k, const SsdValues& a, dsl::Value i, dsl::Value row, dsl::Value start,
                         int64_t Q);
