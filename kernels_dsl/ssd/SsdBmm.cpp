@@ -18,7 +18,7 @@ constexpr int64_t kStates = 32;  // states a step of the product
 void buildBmm(KernelBuilder& k, const Specialization& spec) {
   const int64_t Q = spec.get("meta:chunk"), T = kSsdTokenBlock, LDs = T + 4;
   const SsdValues a = ssdValues(k);
-  const auto [slot, g, bi, bj, ch] = ssdPairBlock(k, a, Q);
+  const auto [slot, g, bi, bj, ch] = ssdPairBlock(k, a, Q, {k.programId(0), k.programId(1), k.programId(2)});
   Value zero = k.constFloat(0), zeroI = k.constInt(0);
   Value smem = k.sharedBuffer(kStates * LDs);
   Value rI = k.expandDims(k.range(T), 1), cS = k.expandDims(k.range(kStates), 0);  // [T, 1], [1, 32]

@@ -214,9 +214,10 @@ void buildBC(KernelBuilder& k, const Specialization& spec, bool dC) {
   const SsdBwdValues a = ssdBwdValues(k);
   BCBlock b;
   b.dC = dC;
-  b.slot = k.programId(0), b.g = k.programId(1);
-  Value blk = k.programId(2);
   Value nNb = cdiv(a.N, k.constInt(BN));
+  const SsdSlotHeadBlock at = ssdSlotHeadBlock(k, spec, a.H / a.hpg, nNb * (Q / T));
+  b.slot = at.slot, b.g = at.h;
+  Value blk = at.blk;
   b.bm = blk / nNb, b.n0 = (blk % nNb) * BN;
   b.ch = ssdChunkOfSlot(k, a, b.slot);
   k.returnIf(b.bm * T >= b.ch.n);
@@ -248,6 +249,7 @@ void buildBC(KernelBuilder& k, const Specialization& spec, bool dC) {
 
 void chooseBCMeta(Specialization& s) {
   ssdDefaultMeta(s);
+  ssdSlotHeadMeta(s);
   if (!s.find("meta:BLOCK_N")) s.set("meta:BLOCK_N", std::clamp<int64_t>(nextPow2(s.get("N")), 16, 64));
 }
 

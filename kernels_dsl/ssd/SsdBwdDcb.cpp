@@ -37,7 +37,7 @@ Value addHead(KernelBuilder& k, const SsdBwdValues& a, const SsdPairBlock& b, in
 void buildDcb(KernelBuilder& k, const Specialization& spec) {
   const int64_t Q = spec.get("meta:chunk"), T = kSsdTokenBlock;
   const SsdBwdValues a = ssdBwdValues(k);
-  const SsdPairBlock b = ssdPairBlock(k, a, Q);
+  const SsdPairBlock b = ssdPairBlock(k, a, Q, ssdSlotHeadBlock(k, spec, a.H / a.hpg, k.constInt((Q / T) * (Q / T))));
   const SsdChunk& ch = b.ch;
   Value zero = k.constFloat(0), zeroI = k.constInt(0), oneI = k.constInt(1);
   Value G = a.H / a.hpg;
@@ -115,7 +115,10 @@ void buildDcb(KernelBuilder& k, const Specialization& spec) {
   k.store(a.ws, a.oDcb + ((b.slot * G + b.g) * Q + iR) * Q + jC, total);
 }
 
-void chooseDcbMeta(Specialization& s) { ssdDefaultMeta(s); }
+void chooseDcbMeta(Specialization& s) {
+  ssdDefaultMeta(s);
+  ssdSlotHeadMeta(s);
+}
 
 }  // namespace
 

@@ -24,8 +24,9 @@ constexpr int kStages = 3;       // the rings' (16-bit C, dout and z)
 void buildDstates(KernelBuilder& k, const Specialization& spec) {
   const int64_t Q = spec.get("meta:chunk"), BP = spec.get("meta:BLOCK_P"), BN = spec.get("meta:BLOCK_N");
   const SsdBwdValues a = ssdBwdValues(k);
-  Value slot = k.programId(0), h = k.programId(1), blk = k.programId(2);
   Value nBlocks = cdiv(a.N, k.constInt(BN));
+  const SsdSlotHeadBlock at = ssdSlotHeadBlock(k, spec, a.H, cdiv(a.P, k.constInt(BP)) * nBlocks);
+  Value slot = at.slot, h = at.h, blk = at.blk;
   Value p0 = (blk / nBlocks) * BP, n0 = (blk % nBlocks) * BN;
   const SsdChunk ch = ssdChunkOfSlot(k, a, slot);
   k.returnIf(ch.n == 0);
@@ -108,6 +109,7 @@ void chooseDstatesMeta(Specialization& s) {
   if (static_cast<DType>(s.get("dtype:dout")) == DType::BF16 && !s.find("meta:BLOCK_N"))
     s.set("meta:BLOCK_N", std::clamp<int64_t>(nextPow2(s.get("N")), 16, 128));
   ssdStateBlockMeta(s);
+  ssdSlotHeadMeta(s);
 }
 
 }  // namespace

@@ -191,9 +191,10 @@ void buildDx(KernelBuilder& k, const Specialization& spec) {
   const int64_t Q = spec.get("meta:chunk"), T = kSsdTokenBlock, BP = ssdBwdBlockP(spec.get("P"));
   const SsdBwdValues a = ssdBwdValues(k);
   DxBlock d;
-  d.slot = k.programId(0), d.h = k.programId(1);
-  Value blk = k.programId(2);
   d.nPb = cdiv(a.P, k.constInt(BP));
+  const SsdSlotHeadBlock at = ssdSlotHeadBlock(k, spec, a.H, d.nPb * (Q / T));
+  d.slot = at.slot, d.h = at.h;
+  Value blk = at.blk;
   d.bm = blk / d.nPb, d.pb = blk % d.nPb, d.p0 = d.pb * BP;
   d.ch = ssdChunkOfSlot(k, a, d.slot);
   k.returnIf(d.bm * T >= d.ch.n);
@@ -263,7 +264,10 @@ void buildDx(KernelBuilder& k, const Specialization& spec) {
   k.store(a.ws, a.oDd + ((d.slot * (Q / T) + d.bm) * a.H + d.h) * a.P + d.pC, dD, d.mP);
 }
 
-void chooseDxMeta(Specialization& s) { ssdDefaultMeta(s); }
+void chooseDxMeta(Specialization& s) {
+  ssdDefaultMeta(s);
+  ssdSlotHeadMeta(s);
+}
 
 }  // namespace
 

@@ -64,12 +64,11 @@ void ssdSlotHeadMeta(Specialization& s) {
   if (!s.find("meta:slot_inner")) s.set("meta:slot_inner", 0);
 }
 
-SsdPairBlock ssdPairBlock(KernelBuilder& k, const SsdInputValues& a, int64_t Q) {
+SsdPairBlock ssdPairBlock(KernelBuilder& k, const SsdInputValues& a, int64_t Q, const SsdSlotHeadBlock& at) {
   const int64_t T = kSsdTokenBlock, nb = Q / T;
   SsdPairBlock b;
-  Value blk;
-  b.slot = k.programId(0), b.g = k.programId(1), blk = k.programId(2);
-  b.bi = blk / nb, b.bj = blk % nb;
+  b.slot = at.slot, b.g = at.h;
+  b.bi = at.blk / nb, b.bj = at.blk % nb;
   b.ch = ssdChunkOfSlot(k, a, b.slot);
   k.returnIf((b.bj > b.bi) || (b.bi * T >= b.ch.n));
   return b;

@@ -52,25 +52,25 @@ struct SsdChunk {
 };
 SsdChunk ssdChunkOfSlot(dsl::KernelBuilder& k, const SsdInputValues& a, dsl::Value slot);
 
-// A program of a kernel over (slot, head, one of `blocks` blocks) (ssd_chunk_state,
-// ssd_chunk_scan; the grid: ssdSlotHeadGrid, Ssd.h). meta:slot_inner 0 (the default): one flat
-// axis, blocks fastest, then heads, then slots, so that the programs sharing a chunk's x and
-// states (its blocks) and its B or C and C.B (its heads) run together and meet in L2. 1: the
-// grid (slots, H, blocks), slots fastest.
+// A program of a kernel over (slot, head or group, one of `blocks` blocks) (ssd_chunk_state,
+// ssd_chunk_scan and the backward's token kernels but ssd_bwd_dt; the grid: ssdSlotHeadGrid,
+// Ssd.h). meta:slot_inner 0 (the default): one flat axis, blocks fastest, then heads, then
+// slots, so that the programs sharing a chunk's x and states (its blocks) and its B or C and
+// C.B (its heads) run together and meet in L2. 1: the grid (slots, H, blocks), slots fastest.
 struct SsdSlotHeadBlock {
   dsl::Value slot, h, blk;
 };
 SsdSlotHeadBlock ssdSlotHeadBlock(dsl::KernelBuilder& k, const Specialization& spec, dsl::Value H, dsl::Value blocks);
 void ssdSlotHeadMeta(Specialization& s);
 
-// A program of the grid (slots, G, (Q/64)^2) (ssd_bmm, ssd_bwd_dcb): its slot, its chunk, its
-// group and its 64 x 64 block (bi, bj) of the chunk's token pairs. Programs above the diagonal
-// or past the chunk's tokens return.
+// A program over (slots, G, (Q/64)^2) (ssd_bmm, ssd_bwd_dcb), given as `at` (its block the pair
+// bi (Q/64) + bj): its slot, its chunk, its group and its 64 x 64 block (bi, bj) of the chunk's
+// token pairs. Programs above the diagonal or past the chunk's tokens return.
 struct SsdPairBlock {
   dsl::Value slot, g, bi, bj;
   SsdChunk ch;
 };
-SsdPairBlock ssdPairBlock(dsl::KernelBuilder& k, const SsdInputValues& a, int64_t Q);
+SsdPairBlock ssdPairBlock(dsl::KernelBuilder& k, const SsdInputValues& a, int64_t Q, const SsdSlotHeadBlock& at);
 
 // The arguments of the backward's token kernels (SsdBackward.h), by the names the kernels use.
 struct SsdBwdValues : SsdInputValues {

@@ -96,17 +96,6 @@ void bind(KernelCall& c, const dsl::Signature& S, const SsdArgs& a, const SsdDim
   c.meta("meta:index_bits", wide ? 64 : 32);
 }
 
-// The grid of ssd_chunk_state or ssd_chunk_scan (kernels::ssdSlotHeadGrid) for its meta:slot_inner.
-std::array<unsigned, 3> slotHeadGrid(KernelCall& k, int64_t slots, int64_t H, int64_t blocks) {
-  const kernels::SsdGrid g = kernels::ssdSlotHeadGrid(k.metaValue("meta:slot_inner") != 0, slots, H, blocks);
-  if (g.x > INT32_MAX)
-    throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + str(slots) + " chunks x " + str(H) +
-                                                  " heads x " + str(blocks) +
-                                                  " blocks, expected at most 2^31 - 1 "
-                                                  "programs (grid limit); use fewer tokens a call");
-  return {unsigned(g.x), unsigned(g.y), unsigned(g.z)};
-}
-
 // Every launch of the call's phase in order, bound, with its grid.
 template <class F>
 void forEachLaunch(const SsdArgs& a, const SsdDims& d, const SsdPlan& p, void* err, detail::SsdPhase phase, F&& f) {
@@ -129,7 +118,8 @@ void forEachLaunch(const SsdArgs& a, const SsdDims& d, const SsdPlan& p, void* e
     KernelCall c(kernels::kSsdChunkState);
     bind(c, kernels::kSsdChunkState, a, d, p, err);
     f(c, [&](KernelCall& k) {
-      return slotHeadGrid(k, S, d.H, cdivU(d.P, k.metaValue("meta:BLOCK_P")) * cdivU(d.N, k.metaValue("meta:BLOCK_N")));
+      return detail::ssdSlotHeadGrid(k, kOp, S, d.H,
+                                     cdivU(d.P, k.metaValue("meta:BLOCK_P")) * cdivU(d.N, k.metaValue("meta:BLOCK_N")));
     });
   }
   {
@@ -146,7 +136,9 @@ void forEachLaunch(const SsdArgs& a, const SsdDims& d, const SsdPlan& p, void* e
   if (a.out.defined()) {
     KernelCall c(kernels::kSsdChunkScan);
     bind(c, kernels::kSsdChunkScan, a, d, p, err);
-    f(c, [&](KernelCall& k) { return slotHeadGrid(k, S, d.H, nb * cdivU(d.P, k.metaValue("meta:BLOCK_P"))); });
+    f(c, [&](KernelCall& k) {
+      return detail::ssdSlotHeadGrid(k, kOp, S, d.H, nb * cdivU(d.P, k.metaValue("meta:BLOCK_P")));
+    });
   }
 }
 

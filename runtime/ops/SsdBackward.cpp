@@ -150,19 +150,22 @@ void forEachLaunch(const SsdBackwardArgs& b, const SsdDims& d, const BwdPlan& p,
   const bool tokens = d.L > 0 && d.nseq > 0;
   if (tokens) {
     launch(kernels::kSsdBwdDstates, [&](KernelCall& k) {
-      return Grid{u(S), u(d.H), cdivU(d.P, k.metaValue("meta:BLOCK_P")) * cdivU(d.N, k.metaValue("meta:BLOCK_N"))};
+      return detail::ssdSlotHeadGrid(k, kOp, S, d.H,
+                                     cdivU(d.P, k.metaValue("meta:BLOCK_P")) * cdivU(d.N, k.metaValue("meta:BLOCK_N")));
     });
     {
       KernelCall c(kernels::kSsdBwdStatePassing);
       bindPassing(c, b, d, p, err);
       f(c, [&](KernelCall&) { return Grid{cdivU(d.P * d.N, kernels::kSsdBwdPassBlock), u(d.H), u(d.nseq)}; });
     }
-    launch(kernels::kSsdBwdDx, [&](KernelCall&) {
-      return Grid{u(S), u(d.H), u(nb) * cdivU(d.P, kernels::ssdBwdBlockP(d.P))};
+    launch(kernels::kSsdBwdDx, [&](KernelCall& k) {
+      return detail::ssdSlotHeadGrid(k, kOp, S, d.H, nb * cdivU(d.P, kernels::ssdBwdBlockP(d.P)));
     });
-    launch(kernels::kSsdBwdDcb, [&](KernelCall&) { return Grid{u(S), u(d.G), u(nb * nb)}; });
+    launch(kernels::kSsdBwdDcb, [&](KernelCall& k) { return detail::ssdSlotHeadGrid(k, kOp, S, d.G, nb * nb); });
     for (const dsl::Signature* sig : {&kernels::kSsdBwdDb, &kernels::kSsdBwdDc})
-      launch(*sig, [&](KernelCall& k) { return Grid{u(S), u(d.G), u(nb) * cdivU(d.N, k.metaValue("meta:BLOCK_N"))}; });
+      launch(*sig, [&](KernelCall& k) {
+        return detail::ssdSlotHeadGrid(k, kOp, S, d.G, nb * cdivU(d.N, k.metaValue("meta:BLOCK_N")));
+      });
     launch(kernels::kSsdBwdDt, [&](KernelCall& k) { return Grid{u(S), cdivU(d.H, k.metaValue("meta:BLOCK_H")), 1}; });
   }
   launch(kernels::kSsdBwdSums, [&](KernelCall&) { return Grid{u(d.H), 1, 1}; });

@@ -2,10 +2,15 @@
 // (kernels_dsl/ssd/Ssd.h, SsdBackward.h): x, dt, A, B, C, D, z and dt_bias, the sizes H, P, N, hpg
 // and L, dt's options and the chunk. Internal to the runtime.
 #pragma once
+#include <array>
+#include <climits>
+#include <string>
+
 #include "kernels_dsl/Signature.h"
 #include "kernels_dsl/ssd/Ssd.h"
 #include "runtime/ops/KernelCall.h"
 #include "runtime/ops/SsdCheck.h"
+#include "ssmjit/error.h"
 #include "ssmjit/ops.h"
 
 namespace ssmjit::detail {
@@ -46,6 +51,19 @@ inline void bindSsdForwardOffsets(KernelCall& c, const dsl::Signature& S, const 
   c.size(S.size("o_cum"), ws.oCum);
   c.size(S.size("o_st"), ws.oSt);
   c.size(S.size("o_cb"), ws.oCb);
+}
+
+// The grid of a kernel over (slot, head or group, block) (kernels::ssdSlotHeadGrid) for its
+// meta:slot_inner; more programs than one grid axis takes is an error naming op `op`.
+inline std::array<unsigned, 3> ssdSlotHeadGrid(KernelCall& k, const char* op, int64_t slots, int64_t H,
+                                               int64_t blocks) {
+  const kernels::SsdGrid g = kernels::ssdSlotHeadGrid(k.metaValue("meta:slot_inner") != 0, slots, H, blocks);
+  if (g.x > INT32_MAX)
+    throw Error(Error::Kind::InvalidArgument, std::string(op) + ": " + std::to_string(slots) + " chunks x " +
+                                                  std::to_string(H) + " heads x " + std::to_string(blocks) +
+                                                  " blocks, expected at most 2^31 - 1 programs (grid limit); use "
+                                                  "fewer tokens a call");
+  return {unsigned(g.x), unsigned(g.y), unsigned(g.z)};
 }
 
 }  // namespace ssmjit::detail
