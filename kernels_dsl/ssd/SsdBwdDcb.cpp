@@ -34,6 +34,19 @@ Value addHead(KernelBuilder& k, const SsdBwdValues& a, const SsdPairBlock& b, in
   return total + k.select(keep, dots * k.exp(k.minimum(cumI - cumJ, zero)) * dtJ, zero);
 }
 
+// The vectors of the ring form's copies of x, dout and z: all 0 where a tensor is not 16-bit or
+// the bindings do not prove a copy aligned (the staged form).
+struct RingVectors {
+  int64_t x = 0, dout = 0, z = 0;
+};
+RingVectors ringVectors(const Specialization& spec) {
+  if (!(ssdIs16Bit(spec, "x") && ssdIs16Bit(spec, "dout") && ssdIs16Bit(spec, "z") && ssdTileCopy(spec))) return {};
+  RingVectors v{ssdTileVector(spec, "x", "s_x_p", {"s_x_b", "s_x_l", "s_x_h"}),
+                ssdTileVector(spec, "dout", "s_do_p", {"s_do_b", "s_do_l", "s_do_h"}),
+                ssdTileVector(spec, "z", "s_z_p", {"s_z_b", "s_z_l", "s_z_h"})};
+  return v.x && v.dout && v.z ? v : RingVectors{};
+}
+
 void buildDcb(KernelBuilder& k, const Specialization& spec) {
   const int64_t Q = spec.get("meta:chunk"), T = kSsdTokenBlock;
   const SsdBwdValues a = ssdBwdValues(k);
@@ -45,12 +58,9 @@ void buildDcb(KernelBuilder& k, const Specialization& spec) {
   Value cR = k.expandDims(k.range(kChannels), 1), cC = k.expandDims(k.range(kChannels), 0);        // [32, 1], [1, 32]
   Value mI = iR < ch.n, mJ = jC < ch.n;
   const int px = dotPieces(spec, "x"), pf = ssdBwdPieces(spec);
-  const bool halves = ssdIs16Bit(spec, "x") && ssdIs16Bit(spec, "dout") && ssdIs16Bit(spec, "z") && ssdTileCopy(spec);
-  const int64_t xVec = halves ? ssdTileVector(spec, "x", "s_x_p", {"s_x_b", "s_x_l", "s_x_h"}) : 0;
-  const int64_t oVec = halves ? ssdTileVector(spec, "dout", "s_do_p", {"s_do_b", "s_do_l", "s_do_h"}) : 0;
-  const int64_t zVec = halves ? ssdTileVector(spec, "z", "s_z_p", {"s_z_b", "s_z_l", "s_z_h"}) : 0;
+  const RingVectors v = ringVectors(spec);
   Value total;
-  if (xVec && oVec && zVec) {
+  if (v.x) {
     const int64_t stage = T * kPitch16;
     auto dt = [&](const char* t) { return static_cast<DType>(spec.get(std::string("dtype:") + t)); };
     Value xs = k.sharedBuffer(kStages * stage, dt("x")), os = k.sharedBuffer(kStages * stage, dt("dout"));
@@ -61,12 +71,12 @@ void buildDcb(KernelBuilder& k, const Specialization& spec) {
     auto copy = [&](Value t) {
       Value h = b.g * a.hpg + t / nC, c0 = (t % nC) * kChannels, at = (t % kStages) * stage;
       k.copyTileAsync(xs, at, kPitch16, a.x, ch.row * a.sXb + (ch.t0 + j0) * a.sXl + h * a.sXh + c0, a.sXl, T,
-                      kChannels, ch.n - j0, a.P - c0, xVec);
+                      kChannels, ch.n - j0, a.P - c0, v.x);
       k.copyTileAsync(os, at, kPitch16, a.dout, ch.row * a.sOb + (ch.t0 + i0) * a.sOl + h * a.sOh + c0, a.sOl, T,
-                      kChannels, ch.n - i0, a.P - c0, oVec);
+                      kChannels, ch.n - i0, a.P - c0, v.dout);
       k.ifThen(a.hasZ, [&] {
         k.copyTileAsync(zs, at, kPitch16, a.z, ch.row * a.sZb + (ch.t0 + i0) * a.sZl + h * a.sZh + c0, a.sZl, T,
-                        kChannels, ch.n - i0, a.P - c0, zVec);
+                        kChannels, ch.n - i0, a.P - c0, v.z);
       });
     };
     for (int64_t t = 0; t < kStages - 1; ++t) {
@@ -118,6 +128,9 @@ void buildDcb(KernelBuilder& k, const Specialization& spec) {
 void chooseDcbMeta(Specialization& s) {
   ssdDefaultMeta(s);
   ssdSlotHeadMeta(s);
+  // The ring form at three blocks an SM (168 registers, 8 bytes spilled at Mamba-2 heads, bf16):
+  // 2-3% off the backward (docs/performance.md). The staged form would spill hundreds of bytes.
+  if (!s.find("meta:min_blocks") && ringVectors(s).x) s.set("meta:min_blocks", 3);
 }
 
 }  // namespace
