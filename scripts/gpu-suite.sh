@@ -142,6 +142,7 @@ sanitized+=":${ssd}G2P32N64Q64:${ssd}L7F32Q64:${ssd}PackedF32Q64:SsdDeviceChecks
 # bf16 at N 128: chunk_state's 128-state blocks, on a packed row with slots and block states.
 sanitized+=":${ssd}PackedSlotsBlocksBf16"
 sanitized+=':Shapes/SsdBackwardGpu.MatchesReference/L7Bf16:Shapes/SsdBackwardGpu.MatchesReference/PackedSlots'
+sanitized+=':Shapes/SsdBackwardGpu.MatchesReference/PackedSlotsBf16'
 # RMSNorm: several rows a program with masked channels and both outputs in place; one row of five
 # chunks reduced across warps; groups with the gate first.
 norm='Matrix/RmsNormGpu.MatchesFloat64Reference/'
