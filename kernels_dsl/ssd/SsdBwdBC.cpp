@@ -197,10 +197,7 @@ Value buildInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdVal
       Value st = s % kStages;
       ssdStoreTerms(k, terms, tOff, term, pf, k.load(ring, st * stStage + stOff));
       Value in = k.load(ins, st * inStage + inOff);
-      Value op = dC ? k.ifElse(
-                          a.hasZ, [&] { return std::vector<Value>{in * silu(k.load(zs, st * inStage + inOff))}; },
-                          [&] { return std::vector<Value>{in}; })[0]
-                    : in;
+      Value op = dC ? ssdGateDy(k, a, in, [&] { return k.load(zs, st * inStage + inOff); }) : in;
       k.barrier();  // the terms are written
       Value r = ssdDotTerms(k, op * scale, terms, zeroI, term, k.constInt(p16), one, cc[0], pf, pf);
       k.barrier();  // stage s and the terms are read before the next step writes them

@@ -92,10 +92,7 @@ void buildDcb(KernelBuilder& k, const Specialization& spec) {
         k.waitGroup(kStages - 1);
         k.barrier();
         Value at = (t % kStages) * stage;
-        Value dout = k.load(os, at + tileOff);
-        Value dy = k.ifElse(
-            a.hasZ, [&] { return std::vector<Value>{dout * silu(k.load(zs, at + tileOff))}; },
-            [&] { return std::vector<Value>{dout}; })[0];
+        Value dy = ssdGateDy(k, a, k.load(os, at + tileOff), [&] { return k.load(zs, at + tileOff); });
         Value r = k.dot(dy, xs, at, oneI, k.constInt(kPitch16), acc[0], pf, 1);
         k.barrier();  // stage t % 3 is read before step t + 1 copies into it
         return std::vector<Value>{r};

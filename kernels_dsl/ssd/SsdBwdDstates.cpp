@@ -74,10 +74,7 @@ void buildDstates(KernelBuilder& k, const Specialization& spec) {
       k.waitGroup(kStages - 1);
       k.barrier();
       Value st = u % kStages;
-      Value dout = k.load(os, st * yStage + yOff);
-      Value dy = k.ifElse(
-          a.hasZ, [&] { return std::vector<Value>{dout * silu(k.load(zs, st * yStage + yOff))}; },
-          [&] { return std::vector<Value>{dout}; })[0];
+      Value dy = ssdGateDy(k, a, k.load(os, st * yStage + yOff), [&] { return k.load(zs, st * yStage + yOff); });
       Value r = k.dot(dy * w, cs, st * cStage, k.constInt(cPitch), one, c[0], pf, 1);
       k.barrier();  // stage u is read before step u + 1 copies into it
       return std::vector<Value>{r};

@@ -172,10 +172,7 @@ Value scoresInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdVa
     k.waitGroup(kStages - 1);
     k.barrier();
     Value st = u % kStages;
-    Value dout = k.load(r.os, st * dyStage + dyOff);
-    Value dy = k.ifElse(
-        a.hasZ, [&] { return std::vector<Value>{dout * silu(k.load(r.zs, st * dyStage + dyOff))}; },
-        [&] { return std::vector<Value>{dout}; })[0];
+    Value dy = ssdGateDy(k, a, k.load(r.os, st * dyStage + dyOff), [&] { return k.load(r.zs, st * dyStage + dyOff); });
     ssdStoreTerms(k, r.terms, dyOff, dyStage, pf, dy);
     Value keep = (iC >= d.jR) && (iC < d.ch.n);
     Value cb = k.load(r.ring, st * cbStage + sC * kCbPitch + jLocal);  // [T, 32]: CB[i, j]

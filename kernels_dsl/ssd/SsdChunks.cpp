@@ -92,16 +92,16 @@ SsdBwdValues ssdBwdValues(KernelBuilder& k) {
   return a;
 }
 
+Value ssdGateDy(KernelBuilder& k, const SsdBwdValues& a, Value dout, const std::function<Value()>& z) {
+  return k.ifElse(
+      a.hasZ, [&] { return std::vector<Value>{dout * silu(z())}; }, [&] { return std::vector<Value>{dout}; })[0];
+}
+
 Value ssdBwdDy(KernelBuilder& k, const SsdBwdValues& a, Value row, Value token, Value h, Value p, Value mask) {
   Value zero = k.constFloat(0);
   Value dout = k.load(a.dout, row * a.sOb + token * a.sOl + h * a.sOh + p * a.sOp, mask, zero);
-  return k.ifElse(
-      a.hasZ,
-      [&] {
-        Value z = k.load(a.z, row * a.sZb + token * a.sZl + h * a.sZh + p * a.sZp, mask, zero);
-        return std::vector<Value>{dout * silu(z)};
-      },
-      [&] { return std::vector<Value>{dout}; })[0];
+  return ssdGateDy(k, a, dout,
+                   [&] { return k.load(a.z, row * a.sZb + token * a.sZl + h * a.sZh + p * a.sZp, mask, zero); });
 }
 
 bool ssdMetaFlag(const Specialization& s, const std::string& name, int64_t dflt, const char* off, const char* on) {

@@ -2,6 +2,7 @@
 // dt' from raw dt, and the mma terms an operand's storage dtype takes. Builds DSL code only.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -82,8 +83,12 @@ struct SsdBwdValues : SsdInputValues {
 };
 SsdBwdValues ssdBwdValues(dsl::KernelBuilder& k);
 
-// dy, the gradient of y before the gate: dout (* silu(z)), at the given offsets of
-// (row, token, head, channel) (0 where `mask` is false).
+// dy, the gradient of y before the gate: dout * silu(z) where the call has z (`z` reads it, then
+// only), else dout.
+dsl::Value ssdGateDy(dsl::KernelBuilder& k, const SsdBwdValues& a, dsl::Value dout,
+                     const std::function<dsl::Value()>& z);
+// ssdGateDy of dout and z at the given offsets of (row, token, head, channel) (0 where `mask` is
+// false).
 dsl::Value ssdBwdDy(dsl::KernelBuilder& k, const SsdBwdValues& a, dsl::Value row, dsl::Value token, dsl::Value h,
                     dsl::Value p, dsl::Value mask);
 
