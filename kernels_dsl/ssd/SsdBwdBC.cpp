@@ -95,8 +95,9 @@ Value buildStaged(KernelBuilder& k, const Specialization& spec, const SsdBwdValu
 
 // The vectors of the ring form's copies (0: a copy the bindings do not prove aligned).
 struct BCVectors {
-  int64_t dcb, st, other, x, dout, z;
-  bool all() const { return dcb && st && other && x && dout && z; }
+  int64_t dcb, st, other, x;
+  SsdDyVectors dy;
+  bool all() const { return dcb && st && other && x && dy.dout && dy.z; }
 };
 
 // Both parts through rings.
@@ -107,7 +108,6 @@ Value buildInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdVal
   const SsdChunk& ch = b.ch;
   const int pf = ssdBwdPieces(spec);
   Value zero = k.constFloat(0), zeroI = k.constInt(0), one = k.constInt(1);
-  auto dt = [&](const char* t) { return static_cast<DType>(spec.get(std::string("dtype:") + t)); };
   // Pitches: 16-bit rows padded by 8 halves (an odd number of 16-byte units, for ldmatrix); f32
   // rows by 4 floats (16-byte rows for the copies).
   const int64_t p16 = BN + 8, pIn = kStep + 8;
@@ -116,10 +116,10 @@ Value buildInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdVal
   const int64_t stPitch = BN + 4, stStage = kStep * stPitch;
   const int64_t oStage = kStep * p16, inStage = T * pIn, term = kStep * p16;
   Value ring = k.sharedBuffer(kStages * std::max(dcbStage, stStage), DType::F32);
-  Value os = k.sharedBuffer(kStages * oStage, dt(dC ? "B" : "C"));
+  Value os = k.sharedBuffer(kStages * oStage, ssdDtype(spec, dC ? "B" : "C"));
   Value terms = k.sharedBuffer(pf * term, DType::BF16);
-  Value ins = k.sharedBuffer(kStages * inStage, dt(dC ? "dout" : "x"));
-  Value zs = dC ? k.sharedBuffer(kStages * inStage, dt("z")) : Value{};
+  Value ins = k.sharedBuffer(kStages * inStage, ssdDtype(spec, dC ? "dout" : "x"));
+  Value zs = dC ? k.sharedBuffer(kStages * inStage, ssdDtype(spec, "z")) : Value{};
   Value sC = k.expandDims(k.range(kStep), 0), sR = k.expandDims(k.range(kStep), 1);  // [1, 32], [32, 1]
   Value r0 = b.bm * T;
 
@@ -169,12 +169,7 @@ Value buildInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdVal
                     v.st);
     Value rows = ch.n - r0, cols = a.P - c0;
     if (dC) {
-      k.copyTileAsync(ins, st * inStage, pIn, a.dout, ch.row * a.sOb + (ch.t0 + r0) * a.sOl + h * a.sOh + c0, a.sOl, T,
-                      kStep, rows, cols, v.dout);
-      k.ifThen(a.hasZ, [&] {
-        k.copyTileAsync(zs, st * inStage, pIn, a.z, ch.row * a.sZb + (ch.t0 + r0) * a.sZl + h * a.sZh + c0, a.sZl, T,
-                        kStep, rows, cols, v.z);
-      });
+      ssdCopyDyTiles(k, a, ins, zs, st * inStage, pIn, ch.row, ch.t0 + r0, h, c0, T, kStep, rows, cols, v.dy);
     } else {
       k.copyTileAsync(ins, st * inStage, pIn, a.x, ch.row * a.sXb + (ch.t0 + r0) * a.sXl + h * a.sXh + c0, a.sXl, T,
                       kStep, rows, cols, v.x);
@@ -233,8 +228,7 @@ void buildBC(KernelBuilder& k, const Specialization& spec, bool dC) {
     v.st = ssdTileVector(spec, "ws", "", {dC ? "o_st" : "o_g", "N"});
     v.other = ssdTileVector(spec, o, "s_" + o + "_n", {"s_" + o + "_b", "s_" + o + "_l", "s_" + o + "_g"});
     v.x = dC ? 1 : ssdTileVector(spec, "x", "s_x_p", {"s_x_b", "s_x_l", "s_x_h"});
-    v.dout = dC ? ssdTileVector(spec, "dout", "s_do_p", {"s_do_b", "s_do_l", "s_do_h"}) : 1;
-    v.z = dC ? ssdTileVector(spec, "z", "s_z_p", {"s_z_b", "s_z_l", "s_z_h"}) : 1;
+    v.dy = dC ? ssdBwdDyVectors(spec) : SsdDyVectors{1, 1};
   }
   Value acc = v.all() ? buildInRings(k, spec, a, b, Q, BN, v) : buildStaged(k, spec, a, b, Q, BN);
   Value tok = b.ch.t0 + b.rR;

@@ -37,14 +37,13 @@ Value addHead(KernelBuilder& k, const SsdBwdValues& a, const SsdPairBlock& b, in
 // The vectors of the ring form's copies of x, dout and z: all 0 where a tensor is not 16-bit or
 // the bindings do not prove a copy aligned (the staged form).
 struct RingVectors {
-  int64_t x = 0, dout = 0, z = 0;
+  int64_t x = 0;
+  SsdDyVectors dy;
 };
 RingVectors ringVectors(const Specialization& spec) {
   if (!(ssdIs16Bit(spec, "x") && ssdIs16Bit(spec, "dout") && ssdIs16Bit(spec, "z") && ssdTileCopy(spec))) return {};
-  RingVectors v{ssdTileVector(spec, "x", "s_x_p", {"s_x_b", "s_x_l", "s_x_h"}),
-                ssdTileVector(spec, "dout", "s_do_p", {"s_do_b", "s_do_l", "s_do_h"}),
-                ssdTileVector(spec, "z", "s_z_p", {"s_z_b", "s_z_l", "s_z_h"})};
-  return v.x && v.dout && v.z ? v : RingVectors{};
+  RingVectors v{ssdTileVector(spec, "x", "s_x_p", {"s_x_b", "s_x_l", "s_x_h"}), ssdBwdDyVectors(spec)};
+  return v.x && v.dy.dout && v.dy.z ? v : RingVectors{};
 }
 
 void buildDcb(KernelBuilder& k, const Specialization& spec) {
@@ -62,9 +61,9 @@ void buildDcb(KernelBuilder& k, const Specialization& spec) {
   Value total;
   if (v.x) {
     const int64_t stage = T * kPitch16;
-    auto dt = [&](const char* t) { return static_cast<DType>(spec.get(std::string("dtype:") + t)); };
-    Value xs = k.sharedBuffer(kStages * stage, dt("x")), os = k.sharedBuffer(kStages * stage, dt("dout"));
-    Value zs = k.sharedBuffer(kStages * stage, dt("z"));
+    Value xs = k.sharedBuffer(kStages * stage, ssdDtype(spec, "x"));
+    Value os = k.sharedBuffer(kStages * stage, ssdDtype(spec, "dout")),
+          zs = k.sharedBuffer(kStages * stage, ssdDtype(spec, "z"));
     Value nC = cdiv(a.P, k.constInt(kChannels)), steps = a.hpg * nC;
     Value i0 = b.bi * T, j0 = b.bj * T;
     // Step t: head g hpg + t / nC, channels (t % nC) 32 .. ; its three tiles into stage t % 3.
@@ -72,12 +71,7 @@ void buildDcb(KernelBuilder& k, const Specialization& spec) {
       Value h = b.g * a.hpg + t / nC, c0 = (t % nC) * kChannels, at = (t % kStages) * stage;
       k.copyTileAsync(xs, at, kPitch16, a.x, ch.row * a.sXb + (ch.t0 + j0) * a.sXl + h * a.sXh + c0, a.sXl, T,
                       kChannels, ch.n - j0, a.P - c0, v.x);
-      k.copyTileAsync(os, at, kPitch16, a.dout, ch.row * a.sOb + (ch.t0 + i0) * a.sOl + h * a.sOh + c0, a.sOl, T,
-                      kChannels, ch.n - i0, a.P - c0, v.dout);
-      k.ifThen(a.hasZ, [&] {
-        k.copyTileAsync(zs, at, kPitch16, a.z, ch.row * a.sZb + (ch.t0 + i0) * a.sZl + h * a.sZh + c0, a.sZl, T,
-                        kChannels, ch.n - i0, a.P - c0, v.z);
-      });
+      ssdCopyDyTiles(k, a, os, zs, at, kPitch16, ch.row, ch.t0 + i0, h, c0, T, kChannels, ch.n - i0, a.P - c0, v.dy);
     };
     for (int64_t t = 0; t < kStages - 1; ++t) {
       k.ifThen(k.constInt(t) < steps, [&] { copy(k.constInt(t)); });

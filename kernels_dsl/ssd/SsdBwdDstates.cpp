@@ -38,27 +38,21 @@ void buildDstates(KernelBuilder& k, const Specialization& spec) {
   const int pc = dotPieces(spec, "C"), pf = ssdBwdPieces(spec);
   const bool rings = ssdIs16Bit(spec, "C") && ssdIs16Bit(spec, "dout") && ssdIs16Bit(spec, "z") && ssdTileCopy(spec);
   const int64_t cVec = rings ? ssdTileVector(spec, "C", "s_C_n", {"s_C_b", "s_C_l", "s_C_g"}) : 0;
-  const int64_t oVec = rings ? ssdTileVector(spec, "dout", "s_do_p", {"s_do_b", "s_do_l", "s_do_h"}) : 0;
-  const int64_t zVec = rings ? ssdTileVector(spec, "z", "s_z_p", {"s_z_b", "s_z_l", "s_z_h"}) : 0;
+  const SsdDyVectors dyVec = rings ? ssdBwdDyVectors(spec) : SsdDyVectors{};
   Value acc;
-  if (cVec && oVec && zVec) {
+  if (cVec && dyVec.dout && dyVec.z) {
     // C's [32 tokens, BN] and dout's and z's [32 tokens, BP] tiles through three-stage rings, C read
     // by ldmatrix, dy^T from the stages into registers.
-    auto dt = [&](const char* t) { return static_cast<DType>(spec.get(std::string("dtype:") + t)); };
     const int64_t cPitch = BN + 8, yPitch = BP + 8, cStage = kTokens * cPitch, yStage = kTokens * yPitch;
-    Value cs = k.sharedBuffer(kStages * cStage, dt("C")), os = k.sharedBuffer(kStages * yStage, dt("dout"));
-    Value zs = k.sharedBuffer(kStages * yStage, dt("z"));
+    Value cs = k.sharedBuffer(kStages * cStage, ssdDtype(spec, "C"));
+    Value os = k.sharedBuffer(kStages * yStage, ssdDtype(spec, "dout")),
+          zs = k.sharedBuffer(kStages * yStage, ssdDtype(spec, "z"));
     Value tiles = cdiv(ch.n, k.constInt(kTokens));
     auto copy = [&](Value u) {
       Value t0 = u * kTokens, st = u % kStages, rows = ch.n - t0;
       k.copyTileAsync(cs, st * cStage, cPitch, a.C, ch.row * a.sCb + (ch.t0 + t0) * a.sCl + g * a.sCg + n0, a.sCl,
                       kTokens, BN, rows, a.N - n0, cVec);
-      k.copyTileAsync(os, st * yStage, yPitch, a.dout, ch.row * a.sOb + (ch.t0 + t0) * a.sOl + h * a.sOh + p0, a.sOl,
-                      kTokens, BP, rows, a.P - p0, oVec);
-      k.ifThen(a.hasZ, [&] {
-        k.copyTileAsync(zs, st * yStage, yPitch, a.z, ch.row * a.sZb + (ch.t0 + t0) * a.sZl + h * a.sZh + p0, a.sZl,
-                        kTokens, BP, rows, a.P - p0, zVec);
-      });
+      ssdCopyDyTiles(k, a, os, zs, st * yStage, yPitch, ch.row, ch.t0 + t0, h, p0, kTokens, BP, rows, a.P - p0, dyVec);
     };
     for (int64_t u = 0; u < kStages - 1; ++u) {
       k.ifThen(k.constInt(u) < tiles, [&] { copy(k.constInt(u)); });

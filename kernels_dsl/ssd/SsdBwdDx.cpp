@@ -86,20 +86,21 @@ Value scoresStaged(KernelBuilder& k, const Specialization& spec, const SsdBwdVal
 // The shared buffers of the ring path (16-bit dout and z): an f32 ring that holds g's tiles, then
 // C.B's; bf16 terms of g's tile, then of dy's; dout's and z's rings.
 struct DxRings {
-  int64_t gVec, cbVec, oVec, zVec;
+  int64_t gVec, cbVec;
+  SsdDyVectors dy;
   Value ring, terms, os, zs;
 };
 constexpr int64_t kDyPad = 8, kCbPitch = kSsdTokenBlock + 4;
 
-DxRings dxRings(KernelBuilder& k, const Specialization& spec, int64_t BP, const int64_t vec[4]) {
-  auto dt = [&](const char* t) { return static_cast<DType>(spec.get(std::string("dtype:") + t)); };
+DxRings dxRings(KernelBuilder& k, const Specialization& spec, int64_t BP, int64_t gVec, int64_t cbVec,
+                const SsdDyVectors& dy) {
   const int pf = ssdBwdPieces(spec);
   const int64_t dyStage = kStep * (BP + kDyPad);
-  DxRings r{vec[0], vec[1], vec[2], vec[3], {}, {}, {}, {}};
+  DxRings r{gVec, cbVec, dy, {}, {}, {}, {}};
   r.ring = k.sharedBuffer(std::max(kStateStages * BP * kStatePitchF32, kStages * kStep * kCbPitch), DType::F32);
   r.terms = k.sharedBuffer(pf * std::max(BP * kStatePitch16, dyStage), DType::BF16);
-  r.os = k.sharedBuffer(kStages * dyStage, dt("dout"));
-  r.zs = k.sharedBuffer(kStages * dyStage, dt("z"));
+  r.os = k.sharedBuffer(kStages * dyStage, ssdDtype(spec, "dout"));
+  r.zs = k.sharedBuffer(kStages * dyStage, ssdDtype(spec, "z"));
   return r;
 }
 
@@ -149,12 +150,8 @@ Value scoresInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdVa
     Value i0 = iFirst + u * kStep, st = u % kStages;
     k.copyTileAsync(r.ring, st * cbStage, kCbPitch, a.ws, cbBase + i0 * Q + iFirst, k.constInt(Q), kStep, T,
                     d.ch.n - i0, k.constInt(T), r.cbVec);
-    k.copyTileAsync(r.os, st * dyStage, dyPitch, a.dout, d.ch.row * a.sOb + (d.ch.t0 + i0) * a.sOl + d.h * a.sOh + d.p0,
-                    a.sOl, kStep, BP, d.ch.n - i0, a.P - d.p0, r.oVec);
-    k.ifThen(a.hasZ, [&] {
-      k.copyTileAsync(r.zs, st * dyStage, dyPitch, a.z, d.ch.row * a.sZb + (d.ch.t0 + i0) * a.sZl + d.h * a.sZh + d.p0,
-                      a.sZl, kStep, BP, d.ch.n - i0, a.P - d.p0, r.zVec);
-    });
+    ssdCopyDyTiles(k, a, r.os, r.zs, st * dyStage, dyPitch, d.ch.row, d.ch.t0 + i0, d.h, d.p0, kStep, BP, d.ch.n - i0,
+                   a.P - d.p0, r.dy);
   };
   for (int64_t u = 0; u < kStages - 1; ++u) {  // the ring's g tiles are read (the state part's barriers)
     k.ifThen(k.constInt(u) < tiles, [&] { copyI(k.constInt(u)); });
@@ -209,17 +206,15 @@ void buildDx(KernelBuilder& k, const Specialization& spec) {
   const bool rings = ssdIs16Bit(spec, "dout") && ssdIs16Bit(spec, "z") && ssdTileCopy(spec);
   const int64_t gVec = rings ? ssdTileVector(spec, "ws", "", {"o_g", "N"}) : 0;
   const int64_t cbVec = rings ? ssdTileVector(spec, "ws", "", {"o_cb"}) : 0;
-  const int64_t oVec = rings ? ssdTileVector(spec, "dout", "s_do_p", {"s_do_b", "s_do_l", "s_do_h"}) : 0;
-  const int64_t zVec = rings ? ssdTileVector(spec, "z", "s_z_p", {"s_z_b", "s_z_l", "s_z_h"}) : 0;
+  const SsdDyVectors dyVec = rings ? ssdBwdDyVectors(spec) : SsdDyVectors{};
   Value xOff = d.ch.row * a.sXb + (d.ch.t0 + d.jR) * a.sXl + d.h * a.sXh + d.pC * a.sXp;
   Value xj, w, acc;
   auto stateShare = [&](Value accS) {    // w = dt' x . (the state part of acc)
     xj = k.load(a.x, xOff, mOut, zero);  // [T, BP]
     w = k.expandDims(k.reduce(xj * accS, 1, "sum"), 1) * dtJ;
   };
-  if (gVec && cbVec && oVec && zVec) {
-    const int64_t vec[4] = {gVec, cbVec, oVec, zVec};
-    const DxRings r = dxRings(k, spec, BP, vec);
+  if (gVec && cbVec && dyVec.dout && dyVec.z) {
+    const DxRings r = dxRings(k, spec, BP, gVec, cbVec, dyVec);
     Value accS = stateInRings(k, spec, a, d, r, BP) * k.exp(cumLast - d.cumJ);
     stateShare(accS);
     acc = scoresInRings(k, spec, a, d, r, BP, Q, accS);

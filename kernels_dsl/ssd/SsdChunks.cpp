@@ -122,9 +122,29 @@ int ssdBwdPieces(const Specialization& s) {
   return int(v);
 }
 
+DType ssdDtype(const Specialization& s, const char* tensor) {
+  return static_cast<DType>(s.get(std::string("dtype:") + tensor));
+}
+
 bool ssdIs16Bit(const Specialization& s, const char* tensor) {
-  const auto d = static_cast<DType>(s.get(std::string("dtype:") + tensor));
+  const DType d = ssdDtype(s, tensor);
   return d == DType::BF16 || d == DType::F16;
+}
+
+SsdDyVectors ssdBwdDyVectors(const Specialization& s) {
+  return {ssdTileVector(s, "dout", "s_do_p", {"s_do_b", "s_do_l", "s_do_h"}),
+          ssdTileVector(s, "z", "s_z_p", {"s_z_b", "s_z_l", "s_z_h"})};
+}
+
+void ssdCopyDyTiles(KernelBuilder& k, const SsdBwdValues& a, Value os, Value zs, Value at, int64_t pitch, Value row,
+                    Value tok0, Value h, Value c0, int64_t rows, int64_t cols, Value rowsValid, Value colsValid,
+                    const SsdDyVectors& v) {
+  k.copyTileAsync(os, at, pitch, a.dout, row * a.sOb + tok0 * a.sOl + h * a.sOh + c0, a.sOl, rows, cols, rowsValid,
+                  colsValid, v.dout);
+  k.ifThen(a.hasZ, [&] {
+    k.copyTileAsync(zs, at, pitch, a.z, row * a.sZb + tok0 * a.sZl + h * a.sZh + c0, a.sZl, rows, cols, rowsValid,
+                    colsValid, v.z);
+  });
 }
 
 void ssdStoreTerms(KernelBuilder& k, Value buf, Value off, int64_t termStride, int terms, Value v) {

@@ -104,8 +104,22 @@ bool ssdOneTerm(const Specialization& s);
 // one 16-bit term mamba_ssm's Triton backward casts them to. Throws on other values.
 int ssdBwdPieces(const Specialization& s);
 
-// Whether tensor argument `tensor` is bound as bf16 or fp16.
+// The dtype tensor argument `tensor` is bound as; whether it is bf16 or fp16.
+DType ssdDtype(const Specialization& s, const char* tensor);
 bool ssdIs16Bit(const Specialization& s, const char* tensor);
+
+// The vectors in which the backward's ring forms copy dout's and z's tiles (ssdTileVector's:
+// their rows along the channels; 0 where the bindings do not prove them aligned).
+struct SsdDyVectors {
+  int64_t dout = 0, z = 0;
+};
+SsdDyVectors ssdBwdDyVectors(const Specialization& s);
+// Starts copying dout's [rows, cols] tile at (row `row`, tokens tok0 .., head h, channels c0 ..)
+// into os[at ..] at row pitch `pitch`, and z's into zs[at ..] where the call has z; rowsValid x
+// colsValid of it, zeros past (copyTileAsync).
+void ssdCopyDyTiles(dsl::KernelBuilder& k, const SsdBwdValues& a, dsl::Value os, dsl::Value zs, dsl::Value at,
+                    int64_t pitch, dsl::Value row, dsl::Value tok0, dsl::Value h, dsl::Value c0, int64_t rows,
+                    int64_t cols, dsl::Value rowsValid, dsl::Value colsValid, const SsdDyVectors& v);
 
 // Splits the f32 tile v into `terms` bf16 terms at the 16-bit shared buffer's buf[off + q
 // termStride], each rounded from what the ones before it leave (the thread reads its own stores).
