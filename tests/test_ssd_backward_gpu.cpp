@@ -2,8 +2,9 @@
 // random inputs and dout, poisoned gradients and workspace; Mamba-2 heads scaled down in bf16,
 // groups with small heads and states in fp32 with D per channel, no z and the clamp, lengths 1, 7
 // and 257 around the chunk sizes; packed rows in fp32 and bf16 (lengths 1 and one ending on a
-// chunk boundary) with initial states and d(final states) through slots. A packed sequence's
-// gradients equal its own call bit for bit; two runs give the same bytes.
+// chunk boundary) with initial states and d(final states) through slots; with y kept by the forward
+// (the forward's y checked too), bf16 without z as the Mamba-2 layer calls it. A packed sequence's gradients equal its
+// own call bit for bit; two runs give the same bytes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -73,13 +74,15 @@ struct BwdProblem {
     a.dt_softplus = f.c.softplus, a.dt_min = f.c.dtMin, a.dt_max = f.c.dtMax, a.chunk_size = f.c.chunk;
     a.cu_seqlens = v[9], a.initial_states = v[10], a.initial_state_indices = v[11];
     if (c.dfinal) a.final_state_indices = v[13];
-    b.dout = v[17], b.dfinal_states = v[18], b.dx = v[19], b.ddt = v[20], b.dA = v[21], b.dB = v[22];
-    b.dC = v[23], b.dD = v[24], b.dz = v[25], b.ddt_bias = v[26], b.dinitial_states = v[27];
+    a.y = v[kY];
+    b.dout = v[18], b.dfinal_states = v[19], b.dx = v[20], b.ddt = v[21], b.dA = v[22], b.dB = v[23];
+    b.dC = v[24], b.dD = v[25], b.dz = v[26], b.ddt_bias = v[27], b.dinitial_states = v[28];
     return b;
   }
+  static constexpr int kOut = 8, kY = 17;
 };
 
-constexpr int kDx = 19, kDdt = 20, kDA = 21, kDB = 22, kDC = 23, kDD = 24, kDz = 25, kDdtBias = 26, kDinit = 27;
+constexpr int kDx = 20, kDdt = 21, kDA = 22, kDB = 23, kDC = 24, kDD = 25, kDz = 26, kDdtBias = 27, kDinit = 28;
 constexpr int kGrads[] = {kDx, kDdt, kDA, kDB, kDC, kDD, kDz, kDdtBias, kDinit};
 const char* gradName(int k) {
   switch (k) {
@@ -104,10 +107,21 @@ const char* gradName(int k) {
   }
 }
 
-// Runs the backward on device copies with a poisoned workspace; every tensor's device bytes after.
+// Runs the backward on device copies with a poisoned workspace (after the forward, out and y, where
+// the case keeps y); every tensor's device bytes after.
 std::vector<std::vector<uint8_t>> runOnDevice(BwdProblem& p) {
   const DeviceTensors d(p.all());
   SsdBackwardArgs a = p.args(d.views());
+  if (p.f.c.keepY) {
+    SsdArgs f = a.forward;
+    f.out = d.views()[BwdProblem::kOut];
+    f.final_state_indices = {};  // no final states written
+    const int64_t fws = ssd_workspace_size(f);
+    DeviceBuffer w(size_t(fws) * 4);
+    f.workspace = TensorView::contiguous(w.data(), DType::F32, {fws});
+    ssd(f);
+    checkDeviceErrors();
+  }
   const int64_t ws = ssd_backward_workspace_size(a);
   DeviceBuffer w(size_t(ws) * 4);
   w.fill(kPoison);  // its contents on entry must not matter
@@ -149,6 +163,17 @@ std::vector<BwdCase> cases() {
   c.f.G = 2, c.f.N = 64, c.f.chunk = 128, c.f.xType = c.f.dtType = c.f.bcType = c.f.zType = DType::BF16;
   c.f.initial = c.f.final = c.f.slotIndices = true, c.dfinal = c.dinit = true;
   v.push_back(c);
+  c = {};  // as the Mamba-2 layer calls it: no z (the gated norm takes it); then with the forward's y
+  c.label = "NoZBf16", c.grad = DType::BF16, c.f.batch = 2, c.f.L = 300, c.f.H = 8, c.f.P = 64, c.f.G = 1;
+  c.f.N = 128, c.f.chunk = 256, c.f.xType = c.f.dtType = c.f.bcType = c.f.outType = DType::BF16, c.f.hasZ = false;
+  c.f.initial = true, c.dinit = true;
+  v.push_back(c);
+  c.label = "NoZSavedYBf16", c.f.keepY = true;
+  v.push_back(c);
+  c = {};  // packed, y kept, fp32
+  c.label = "PackedSlotsSavedY", c.f.lens = {300, 1, 256, 7, 129}, c.f.H = 4, c.f.P = 32, c.f.G = 2, c.f.N = 64;
+  c.f.chunk = 128, c.f.initial = c.f.final = c.f.slotIndices = true, c.dfinal = c.dinit = true, c.f.keepY = true;
+  v.push_back(c);
   c = {};  // packed: lengths 1 and 256 (ends on a chunk boundary); states and d(final) by slot
   c.label = "PackedSlots", c.f.lens = {300, 1, 256, 7, 129}, c.f.H = 4, c.f.P = 32, c.f.G = 2, c.f.N = 64;
   c.f.chunk = 128, c.f.initial = c.f.final = c.f.slotIndices = true, c.dfinal = c.dinit = true;
@@ -182,6 +207,12 @@ TEST_P(SsdBackwardGpu, MatchesReference) {
         if (s >= 0) written[size_t(s)] = 1;
     }
     expectWithin(compareTensor(ref, got[size_t(k)], before[size_t(k)], written), bound(ref.meta.dtype, e), gradName(k));
+  }
+  if (p.f.c.keepY) {  // the forward's y, which the backward read
+    SsdProblem r = p.f;
+    reference::ssd(r.args());
+    expectWithin(compareTensor(r.y, got[BwdProblem::kY], before[BwdProblem::kY], allRows(r.y)),
+                 bound(DType::F32, fp32Recurrence(p.f.longest())), "y");
   }
 }
 

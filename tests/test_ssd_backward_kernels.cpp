@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "GpuTest.h"  // SSMJIT_REQUIRE_NVRTC
 #include "kernels_dsl/CompileKernel.h"
@@ -24,7 +25,7 @@ using ssmjit::testing::fakeView;
 namespace {
 
 struct Variant : ssmjit::testing::FakeSsdShape {
-  bool z = true, states = false, dPerChannel = false, clamp = false;
+  bool z = true, states = false, dPerChannel = false, clamp = false, keptY = false;
 };
 
 SsdBackwardArgs make(const Variant& v) {
@@ -34,6 +35,7 @@ SsdBackwardArgs make(const Variant& v) {
   const int64_t Bt = v.packed ? 1 : v.batch;
   a.D = v.dPerChannel ? fakeView(7, DType::F32, {v.H, v.P}) : fakeView(7, DType::F32, {v.H});
   if (v.z) a.z = fakeView(8, v.x, {Bt, v.L, v.H, v.P});
+  if (v.keptY) a.y = fakeView(25, DType::F32, {Bt, v.L, v.H, v.P});
   a.dt_bias = fakeView(9, DType::F32, {v.H});
   a.dt_softplus = true;
   if (v.clamp) a.dt_min = 0.001f, a.dt_max = 0.5f;
@@ -111,6 +113,21 @@ TEST(SsdBackwardKernels, PackedWithStatesCompile) {
   expectCompiles(v, "sm_90a");
 }
 
+// With the forward's y, the recomputation runs every forward kernel but chunk_scan, and dx reads y
+// from it instead of the workspace's plane.
+TEST(SsdBackwardKernels, KeptYSkipsTheScanAndDxReadsIt) {
+  SSMJIT_REQUIRE_NVRTC();
+  Variant v;
+  v.keptY = true;
+  const std::vector<Specialization> specs = detail::ssdBackwardSpecializations(make(v), "sm_90a");
+  for (const Specialization& spec : specs) EXPECT_NE(spec.kernel, "ssd_chunk_scan");
+  ssmjit::testing::expectEachCompiles(specs, kKernels - 1);
+  const std::string dx = backwardCuda(v)["ssd_bwd_dx"];
+  EXPECT_NE(dx.find("p_y + "), std::string::npos);
+  v.keptY = false;
+  EXPECT_NE(backwardCuda(v)["ssd_bwd_dx"].find("p_y + "), std::string::npos);  // the y plane, bound as y
+}
+
 TEST(SsdBackwardKernels, StagedTilesCopyWholeWhereTheBindingsProveThemAligned) {
   SSMJIT_REQUIRE_NVRTC();
   // Mamba-2 heads, bf16: the tiles of dstates, dcb, dx, db and dc through rings, read by ldmatrix
@@ -123,6 +140,15 @@ TEST(SsdBackwardKernels, StagedTilesCopyWholeWhereTheBindingsProveThemAligned) {
   for (const char* p : {"p_ws", "p_dout", "p_z"}) EXPECT_GT(wholeCopies(c["ssd_bwd_dx"], p), 0) << p;
   for (const char* p : {"p_ws", "p_C", "p_x"}) EXPECT_GT(wholeCopies(c["ssd_bwd_db"], p), 0) << p;
   for (const char* p : {"p_ws", "p_B", "p_dout", "p_z"}) EXPECT_GT(wholeCopies(c["ssd_bwd_dc"], p), 0) << p;
+  for (const char* kernel : ringed) EXPECT_NE(c[kernel].find("ssm_ldmatrix_x4"), std::string::npos) << kernel;
+
+  v = {};
+  v.z = false;  // as the Mamba-2 layer calls it: dy is dout, still through the rings
+  c = backwardCuda(v);
+  for (const char* kernel : {"ssd_bwd_dstates", "ssd_bwd_dcb", "ssd_bwd_dx", "ssd_bwd_dc"}) {
+    EXPECT_GT(wholeCopies(c[kernel], "p_dout"), 0) << kernel;
+    EXPECT_EQ(c[kernel].find("p_z"), std::string::npos) << kernel;
+  }
   for (const char* kernel : ringed) EXPECT_NE(c[kernel].find("ssm_ldmatrix_x4"), std::string::npos) << kernel;
 
   auto staged = [&](const Variant& w, const char* meta = nullptr) {

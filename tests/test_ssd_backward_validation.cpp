@@ -341,7 +341,8 @@ TEST(SsdBackwardReference, ContextParallelStateAdjointsEqualTheUnsplitRun) {
                             {"dC", &split.dC, &full.dC},
                             {"dz", &split.dz, &full.dz}})
     expectClose(name, valuesOf(*x), valuesOf(*y));
-  for (auto [name, parts, want] : {std::tuple{"dA", dA, &full.dA}, {"dD", dD, &full.dD}, {"ddt_bias", ddtBias, &full.ddtBias}}) {
+  for (auto [name, parts, want] :
+       {std::tuple{"dA", dA, &full.dA}, {"dD", dD, &full.dD}, {"ddt_bias", ddtBias, &full.ddtBias}}) {
     std::vector<double> sum(size_t(H), 0.0);
     for (int r = 0; r < 3; ++r)
       for (int64_t h = 0; h < H; ++h) sum[size_t(h)] += loadElement(parts[r].view(), h);
@@ -401,6 +402,13 @@ TEST(SsdBackwardCheck, BadCallsAreNamedAndWriteNothing) {
       {[](BP&, BA& b) { b.dC.data = b.dB.data; }, {"dC has data pointer", "the same as dB's"}},
       {[](BP&, BA& b) { b.dinitial_states.data = b.forward.initial_states.data; },
        {"dinitial_states has data pointer", "the same as initial_states's"}},
+      // The forward's y: fp32 of x's shape, aliasing neither dout nor a gradient.
+      {[](BP& p, BA& b) { b.forward.y = p.dz.view(), b.forward.y.dtype = DType::BF16; },
+       {"forward.y has dtype bfloat16", "expected float32"}},
+      {[](BP& p, BA& b) { b.forward.y = p.dz.view(), b.forward.y.shape[1] = 5; },
+       {"forward.y has shape (2, 5, 4, 3)", "dim 1 (seqlen) is 5, expected 6"}},
+      {[](BP&, BA& b) { b.forward.y = b.dout; }, {"forward.y has data pointer 0x", "the same as dout's"}},
+      {[](BP&, BA& b) { b.forward.y = b.dx; }, {"dx has data pointer 0x", "the same as forward.y's"}},
       // Slot values.
       {[](BP& p, BA&) { storeElement(p.f.initIdx.view(), 1, double(p.f.initSlot[0])); },
        {"initial_state_indices[1] = ", "the slot of initial_state_indices[0] too",

@@ -26,13 +26,14 @@ using ssmjit::testing::fakeView;
 namespace {
 
 struct Variant : ssmjit::testing::FakeSsdShape {
-  bool extras = true, states = false, blocks = false, out = true, dPerHead = true;
+  bool extras = true, states = false, blocks = false, out = true, dPerHead = true, y = false;
 };
 
 SsdArgs make(const Variant& v) {
   SsdArgs a = ssmjit::testing::fakeSsdInputs(v);
   const int64_t Bt = v.packed ? 1 : v.batch;
   if (v.out) a.out = fakeView(6, v.x, {Bt, v.L, v.H, v.P});
+  if (v.y) a.y = fakeView(17, DType::F32, {Bt, v.L, v.H, v.P});
   if (v.extras) {
     a.D = v.dPerHead ? fakeView(7, DType::F32, {v.H}) : fakeView(7, DType::F32, {v.H, v.P});
     a.z = fakeView(8, v.x, {Bt, v.L, v.H, v.P});
@@ -85,6 +86,19 @@ TEST(SsdKernels, ShapesAndChunksCompile) {
   v = {};
   v.P = 256, v.N = 256, v.H = 4, v.G = 4;
   expectCompiles(v, "sm_90a", 5);
+}
+
+// Kept y: chunk_scan stores y before the gate beside out; no other kernel touches it.
+TEST(SsdKernels, KeptYIsStoredByTheScanOnly) {
+  SSMJIT_REQUIRE_NVRTC();
+  Variant v;
+  v.y = true;
+  expectCompiles(v, "sm_90a", 5);
+  for (const Specialization& spec : detail::ssdSpecializations(make(v), "sm_90a")) {
+    const std::string cuda = ssmjit::testing::generatedCuda(spec);
+    const bool stores = cuda.find("p_y + ") != std::string::npos;
+    EXPECT_EQ(stores, spec.kernel == "ssd_chunk_scan") << spec.kernel;
+  }
 }
 
 TEST(SsdKernels, PackedStatesAndBlocksCompile) {

@@ -436,6 +436,37 @@ TEST(SsdCheck, OutputsAndAliasing) {
        {"out has data pointer 0x", "the same as x's", "expected a separate tensor"}},
       {&dense, [](P&, A& a) { a.out.data = a.z.data, a.out.dtype = a.z.dtype; }, {"the same as z's"}},
   });
+  SsdCase k = denseCase();
+  k.keepY = true;
+  const SsdProblem kept(k);
+  expectRefused({
+      {&kept, [](P&, A& a) { a.out = {}; }, {"y is given without out", "expected out with it"}},
+      {&kept, [](P&, A& a) { a.y.dtype = DType::BF16; }, {"y has dtype bfloat16", "expected float32"}},
+      {&kept, [](P&, A& a) { a.y.shape[2] = 3; }, {"y has shape (2, 6, 3, 3)", "dim 2 (nheads) is 3, expected 4"}},
+      {&kept, [](P&, A& a) { a.y.strides[3] = 2; }, {"y has stride 2 along its last axis"}},
+      {&kept, [](P&, A& a) { a.y.data = a.x.data; }, {"y has data pointer 0x", "the same as x's"}},
+      {&kept, [](P&, A& a) { a.y.data = a.out.data; }, {"y has data pointer 0x", "the same as out's"}},
+  });
+}
+
+// y, kept beside out, is the output before the gate: out = y silu(z), each rounded once.
+TEST(SsdReference, KeptYIsTheOutputBeforeTheGate) {
+  SsdCase c;
+  c.lens = {70, 1, 9}, c.keepY = true, c.seed = 12;
+  SsdProblem p(c);
+  reference::ssd(p.args());
+  const TensorView out = p.out.view(), y = p.y.view(), z = p.z.view();
+  int64_t n = 0;
+  forEachElement(y, [&](int64_t off, const std::vector<int64_t>&) {
+    const double zv = loadElement(z, off), gated = loadElement(y, off) * zv / (1.0 + std::exp(-zv));
+    EXPECT_NEAR(loadElement(out, off), gated, 1e-6 * (std::abs(gated) + 1e-3)) << "element " << off;
+    ++n;
+  });
+  EXPECT_EQ(n, 80 * c.H * c.P);
+  c.hasZ = false;
+  SsdProblem q(c);
+  reference::ssd(q.args());
+  EXPECT_EQ(q.out.bytes, q.y.bytes);  // both fp32, no gate: the same value rounded once
 }
 
 // The GPU op's own host-side checks, which throw before anything is launched (so they run here

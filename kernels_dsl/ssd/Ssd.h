@@ -30,8 +30,8 @@
 //     its initial state: writes the entering states, block (prefix-cache) states, the final state
 //     and the sequence's decay; reports bad cu_seqlens entries and slots.
 //   ssd_chunk_scan    (slots, H, (Q/64) * cdiv(P, BLOCK_P)), flattened (ssdSlotHeadGrid):
-//     out = exp(cum_i) C_i . S_in + sum_{j <= i} CB_ij exp(cum_i - cum_j) dt'_j x_j + D x_i,
-//     times silu(z).
+//     y = exp(cum_i) C_i . S_in + sum_{j <= i} CB_ij exp(cum_i - cum_j) dt'_j x_j + D x_i, to y
+//     where the call keeps it (has_y, for the backward), and out = y times silu(z).
 #pragma once
 #include <cstdint>
 
@@ -51,7 +51,7 @@ inline constexpr TensorArg x{"x", F, {"b", "l", "h", "p"}}, dt{"dt", F, {"b", "l
     cu{"cu", I, {""}, nullptr, M}, initIdx{"init_idx", I, {""}, nullptr, M}, finalIdx{"final_idx", I, {""}, nullptr, M},
     err{"err", I, {}, nullptr, M};
 
-// out[b, l, h, p], init/final/blk[slot, h, p, n], decay[s, h], blk_idx[i, k].
+// out and y (before the gate) [b, l, h, p], init/final/blk[slot, h, p, n], decay[s, h], blk_idx[i, k].
 inline constexpr TensorArg kTensors[] = {x,
                                          dt,
                                          A,
@@ -61,6 +61,7 @@ inline constexpr TensorArg kTensors[] = {x,
                                          z,
                                          dtb,
                                          {"out", F, {"b", "l", "h", "p"}, "o"},
+                                         {"y", F, {"b", "l", "h", "p"}},
                                          {"init", F, {"slot", "h", "p", "n"}},
                                          {"final", F, {"slot", "h", "p", "n"}},
                                          {"blk", F, {"slot", "h", "p", "n"}},
@@ -91,9 +92,9 @@ inline constexpr SizeArg kSizes[] = {{"H", Div},
                                      {"o_st", Div},
                                      {"o_cb", Div}};
 inline constexpr const char* kScalars[] = {"dt_min", "dt_max"};
-inline constexpr const char* kFlags[] = {"has_cu",    "has_D",         "has_z",    "has_dtb",
-                                         "softplus",  "has_clamp",     "has_init", "has_init_idx",
-                                         "has_final", "has_final_idx", "has_blk",  "has_decay"};
+inline constexpr const char* kFlags[] = {"has_cu",    "has_D",     "has_z",        "has_dtb",   "softplus",
+                                         "has_clamp", "has_init",  "has_init_idx", "has_final", "has_final_idx",
+                                         "has_blk",   "has_decay", "has_y"};
 }  // namespace ssd
 
 inline constexpr dsl::Signature kSsdChunkCumsum{"ssd_chunk_cumsum", ssd::kTensors, ssd::kSizes, ssd::kScalars,

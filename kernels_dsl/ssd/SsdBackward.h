@@ -1,8 +1,9 @@
 // The Mamba-2 SSD chunked scan's backward kernels and their contract with the op
 // (ssmjit::ssd_backward, runtime/ops/SsdBackward.cpp). The op first runs the forward (ssd) into
 // the front of its workspace (Ssd.h's layout: the chunk table, dt', dA_cumsum, the entering
-// states, CB) with out bound to the workspace's y plane and no z, so y (before the gate, D x
-// included) is kept; then these kernels, in launch order:
+// states, CB), and y (before the gate, D x included) into the workspace's y plane unless the
+// caller's forward kept it (forward.y: then chunk_scan does not run again); then these kernels,
+// in launch order:
 //   ssd_bwd_dstates       (slots, H, cdiv(P, BLOCK_P) cdiv(N, BLOCK_N)): per chunk, the gradient
 //     its own outputs give the entering state, sum_i exp(cum_i) dy_i C_i^T, to the g plane.
 //   ssd_bwd_state_passing (cdiv(P N, kSsdBwdPassBlock), H, nseq): per sequence, its chunks in
@@ -24,7 +25,8 @@
 //   ssd_bwd_sums          (H, 1, 1): dA, ddt_bias and dD as fixed-order sums of the partials.
 // Every sum runs in a fixed order (no atomics); a chunk's arithmetic reads its own sequence only.
 //
-// Workspace (float32), after the forward's region: y[b, l, h, p] at o_y; g[slot, h, P, N] at o_g;
+// Workspace (float32), after the forward's region: the y plane [b, l, h, p] (none where the
+// forward kept y; the kernels read y through their y argument either way); g[slot, h, P, N] at o_g;
 // three token planes [slot, h, cdiv(P, BLOCK_P), Q] (u, s, w) at o_tok; dD partials
 // [slot, Q/64, h, P] at o_dd; the pass plane [slot, h, cdiv(P N, kSsdBwdPassBlock)] at o_pn;
 // dA and ddt_bias partials [2, slot, h] at o_sl; dCB[slot, g, Q, Q] at o_dcb.
@@ -40,7 +42,7 @@ namespace ssmjit::kernels {
 namespace ssd_bwd {
 using namespace dsl::decl;
 
-// The token kernels' arguments: the forward's inputs, dout and the per-token and per-head
+// The token kernels' arguments: the forward's inputs, y, dout and the per-token and per-head
 // gradients (dD's p stride 0 for D (H,)).
 inline constexpr TensorArg kTensors[] = {ssd::x,
                                          ssd::dt,
@@ -50,6 +52,7 @@ inline constexpr TensorArg kTensors[] = {ssd::x,
                                          ssd::Dv,
                                          ssd::z,
                                          ssd::dtb,
+                                         {"y", F, {"b", "l", "h", "p"}},
                                          {"dout", F, {"b", "l", "h", "p"}, "do"},
                                          {"dx", F, {"b", "l", "h", "p"}},
                                          {"ddt", F, {"b", "l", "h"}},
@@ -61,10 +64,10 @@ inline constexpr TensorArg kTensors[] = {ssd::x,
                                          {"ddtb", F, {"h"}},
                                          ssd::ws,
                                          ssd::chunks};
-inline constexpr SizeArg kSizes[] = {
-    {"H", Div},       {"P", Bound},     {"N", Bound},    {"hpg", Bound},  {"L", Div},     {"slots", Count},
-    {"o_dt", Count},  {"o_cum", Count}, {"o_st", Div},   {"o_cb", Div},   {"o_y", Count}, {"o_g", Div},
-    {"o_tok", Count}, {"o_dd", Count},  {"o_pn", Count}, {"o_sl", Count}, {"o_dcb", Div}};
+inline constexpr SizeArg kSizes[] = {{"H", Div},      {"P", Bound},     {"N", Bound},    {"hpg", Bound},
+                                     {"L", Div},      {"slots", Count}, {"o_dt", Count}, {"o_cum", Count},
+                                     {"o_st", Div},   {"o_cb", Div},    {"o_g", Div},    {"o_tok", Count},
+                                     {"o_dd", Count}, {"o_pn", Count},  {"o_sl", Count}, {"o_dcb", Div}};
 inline constexpr const char* kScalars[] = {"dt_min", "dt_max"};
 inline constexpr const char* kFlags[] = {"has_D", "d_per_channel", "has_z", "has_dtb", "softplus", "has_clamp"};
 
@@ -109,17 +112,17 @@ inline constexpr int64_t kSsdBwdPassBlock = 1024;
 inline int64_t ssdBwdBlockP(int64_t P) { return P <= 32 ? 32 : 64; }
 
 // Where the backward's workspace keeps what (float32 elements; each region 16-aligned), after
-// the forward's `fwdTotal` elements (ssdWorkspaceLayout).
+// the forward's `fwdTotal` elements (ssdWorkspaceLayout); the y plane only without `savedY`.
 struct SsdBwdWorkspaceLayout {
   int64_t oY = 0, oG = 0, oTok = 0, oDd = 0, oPn = 0, oSl = 0, oDcb = 0, total = 0;
 };
 inline SsdBwdWorkspaceLayout ssdBwdWorkspaceLayout(int64_t fwdTotal, int64_t slots, int64_t rowsTokens, int64_t H,
-                                                   int64_t G, int64_t P, int64_t N, int64_t Q) {
+                                                   int64_t G, int64_t P, int64_t N, int64_t Q, bool savedY) {
   auto up = [](int64_t v) { return (v + 15) / 16 * 16; };
   auto cdiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
   SsdBwdWorkspaceLayout w;
   w.oY = up(fwdTotal);
-  w.oG = w.oY + up(rowsTokens * H * P);
+  w.oG = w.oY + (savedY ? 0 : up(rowsTokens * H * P));
   w.oTok = w.oG + up(slots * H * P * N);
   w.oDd = w.oTok + up(3 * slots * H * cdiv(P, ssdBwdBlockP(P)) * Q);
   w.oPn = w.oDd + up(slots * (Q / 64) * H * P);

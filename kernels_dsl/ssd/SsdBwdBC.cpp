@@ -119,7 +119,7 @@ Value buildInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdVal
   Value os = k.sharedBuffer(kStages * oStage, ssdDtype(spec, dC ? "B" : "C"));
   Value terms = k.sharedBuffer(pf * term, DType::BF16);
   Value ins = k.sharedBuffer(kStages * inStage, ssdDtype(spec, dC ? "dout" : "x"));
-  Value zs = dC ? k.sharedBuffer(kStages * inStage, ssdDtype(spec, "z")) : Value{};
+  Value zs = dC ? ssdBwdZRing(k, spec, kStages * inStage) : Value{};
   Value sC = k.expandDims(k.range(kStep), 0), sR = k.expandDims(k.range(kStep), 1);  // [1, 32], [32, 1]
   Value r0 = b.bm * T;
 
@@ -219,8 +219,8 @@ void buildBC(KernelBuilder& k, const Specialization& spec, bool dC) {
   b.dcbBase = a.oDcb + (b.slot * G + b.g) * Q * Q;
 
   const char* otherName = dC ? "B" : "C";
-  const bool rings = ssdIs16Bit(spec, otherName) && ssdIs16Bit(spec, dC ? "dout" : "x") &&
-                     (!dC || ssdIs16Bit(spec, "z")) && ssdTileCopy(spec);
+  const bool rings =
+      ssdIs16Bit(spec, otherName) && (dC ? ssdBwdDyRings(spec) : ssdIs16Bit(spec, "x") && ssdTileCopy(spec));
   BCVectors v{};
   if (rings) {
     const std::string o = otherName;

@@ -41,7 +41,7 @@ struct RingVectors {
   SsdDyVectors dy;
 };
 RingVectors ringVectors(const Specialization& spec) {
-  if (!(ssdIs16Bit(spec, "x") && ssdIs16Bit(spec, "dout") && ssdIs16Bit(spec, "z") && ssdTileCopy(spec))) return {};
+  if (!(ssdIs16Bit(spec, "x") && ssdBwdDyRings(spec))) return {};
   RingVectors v{ssdTileVector(spec, "x", "s_x_p", {"s_x_b", "s_x_l", "s_x_h"}), ssdBwdDyVectors(spec)};
   return v.x && v.dy.dout && v.dy.z ? v : RingVectors{};
 }
@@ -62,8 +62,7 @@ void buildDcb(KernelBuilder& k, const Specialization& spec) {
   if (v.x) {
     const int64_t stage = T * kPitch16;
     Value xs = k.sharedBuffer(kStages * stage, ssdDtype(spec, "x"));
-    Value os = k.sharedBuffer(kStages * stage, ssdDtype(spec, "dout")),
-          zs = k.sharedBuffer(kStages * stage, ssdDtype(spec, "z"));
+    Value os = k.sharedBuffer(kStages * stage, ssdDtype(spec, "dout")), zs = ssdBwdZRing(k, spec, kStages * stage);
     Value nC = cdiv(a.P, k.constInt(kChannels)), steps = a.hpg * nC;
     Value i0 = b.bi * T, j0 = b.bj * T;
     // Step t: head g hpg + t / nC, channels (t % nC) 32 .. ; its three tiles into stage t % 3.

@@ -36,7 +36,7 @@ void buildDstates(KernelBuilder& k, const Specialization& spec) {
   Value p = p0 + k.expandDims(k.range(BP), 1), n = n0 + k.expandDims(k.range(BN), 0);    // [BP, 1], [1, BN]
   Value wsRow = (slot * a.H + h) * Q;
   const int pc = dotPieces(spec, "C"), pf = ssdBwdPieces(spec);
-  const bool rings = ssdIs16Bit(spec, "C") && ssdIs16Bit(spec, "dout") && ssdIs16Bit(spec, "z") && ssdTileCopy(spec);
+  const bool rings = ssdIs16Bit(spec, "C") && ssdBwdDyRings(spec);
   const int64_t cVec = rings ? ssdTileVector(spec, "C", "s_C_n", {"s_C_b", "s_C_l", "s_C_g"}) : 0;
   const SsdDyVectors dyVec = rings ? ssdBwdDyVectors(spec) : SsdDyVectors{};
   Value acc;
@@ -45,8 +45,7 @@ void buildDstates(KernelBuilder& k, const Specialization& spec) {
     // by ldmatrix, dy^T from the stages into registers.
     const int64_t cPitch = BN + 8, yPitch = BP + 8, cStage = kTokens * cPitch, yStage = kTokens * yPitch;
     Value cs = k.sharedBuffer(kStages * cStage, ssdDtype(spec, "C"));
-    Value os = k.sharedBuffer(kStages * yStage, ssdDtype(spec, "dout")),
-          zs = k.sharedBuffer(kStages * yStage, ssdDtype(spec, "z"));
+    Value os = k.sharedBuffer(kStages * yStage, ssdDtype(spec, "dout")), zs = ssdBwdZRing(k, spec, kStages * yStage);
     Value tiles = cdiv(ch.n, k.constInt(kTokens));
     auto copy = [&](Value u) {
       Value t0 = u * kTokens, st = u % kStages, rows = ch.n - t0;

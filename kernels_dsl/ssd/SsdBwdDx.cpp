@@ -100,7 +100,7 @@ DxRings dxRings(KernelBuilder& k, const Specialization& spec, int64_t BP, int64_
   r.ring = k.sharedBuffer(std::max(kStateStages * BP * kStatePitchF32, kStages * kStep * kCbPitch), DType::F32);
   r.terms = k.sharedBuffer(pf * std::max(BP * kStatePitch16, dyStage), DType::BF16);
   r.os = k.sharedBuffer(kStages * dyStage, ssdDtype(spec, "dout"));
-  r.zs = k.sharedBuffer(kStages * dyStage, ssdDtype(spec, "z"));
+  r.zs = ssdBwdZRing(k, spec, kStages * dyStage);
   return r;
 }
 
@@ -203,7 +203,7 @@ void buildDx(KernelBuilder& k, const Specialization& spec) {
   Value dtJ = k.load(a.ws, a.oDt + d.wsRow + d.jR, d.mJ, zero);
   Value cumLast = k.load(a.ws, a.oCum + d.wsRow + d.ch.n - 1);
 
-  const bool rings = ssdIs16Bit(spec, "dout") && ssdIs16Bit(spec, "z") && ssdTileCopy(spec);
+  const bool rings = ssdBwdDyRings(spec);
   const int64_t gVec = rings ? ssdTileVector(spec, "ws", "", {"o_g", "N"}) : 0;
   const int64_t cbVec = rings ? ssdTileVector(spec, "ws", "", {"o_cb"}) : 0;
   const SsdDyVectors dyVec = rings ? ssdBwdDyVectors(spec) : SsdDyVectors{};
@@ -227,7 +227,7 @@ void buildDx(KernelBuilder& k, const Specialization& spec) {
   // Epilogue: dy_j, y_j, the gate; dx, dz and the partials.
   Value tok = d.ch.t0 + d.jR;
   Value dout = k.load(a.dout, d.ch.row * a.sOb + tok * a.sOl + d.h * a.sOh + d.pC * a.sOp, mOut, zero);
-  Value y = k.load(a.ws, a.oY + ((d.ch.row * a.L + tok) * a.H + d.h) * a.P + d.pC, mOut, zero);
+  Value y = k.load(a.y, d.ch.row * a.sYb + tok * a.sYl + d.h * a.sYh + d.pC * a.sYp, mOut, zero);
   Value D = k.ifElse(
       a.hasD, [&] { return std::vector<Value>{k.load(a.Dv, d.h * a.sDh + d.pC * a.sDp, d.mP, zero)}; },
       [&] {

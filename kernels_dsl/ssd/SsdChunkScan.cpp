@@ -1,11 +1,11 @@
 // ssd_chunk_scan (Ssd.h): a chunk's output rows i (a block of 64) for a head and a block of p,
 //   y_i = exp(cum_i) C_i . S_in + sum_{j <= i} CB_ij exp(cum_i - cum_j) dt'_j x_j + D x_i,
-//   out_i = y_i (* silu(z_i)),
+//   out_i = y_i (* silu(z_i)), and y_i itself where the call keeps it,
 // on the tensor cores: C [64, 32 states] from memory into registers times the entering state
 // [32 states, BLOCK_P] staged through shared memory; then, over the causal 32-token blocks, the
 // decayed, masked scores [64, 32] times x [32 tokens, BLOCK_P] staged (zeros past the chunk),
 // accumulated on the first product. Stored in out's dtype.
-// With 16-bit x, C and out, the staged operands are 16-bit and read by ldmatrix: x in its own
+// With 16-bit x, C and out (y not kept), the staged operands are 16-bit and read by ldmatrix: x in its own
 // dtype (exact), the state as bf16 hi + lo (16 bits, an error of 2^-17 relative), the scores as
 // two terms of x's dtype (2^-17 or less a product), all below out's rounding; the state's f32
 // tiles, then C.B's and x's, arrive through cp.async rings, a tile or two ahead of their use.
@@ -37,8 +37,10 @@ bool is16Bit(DType t) { return t == DType::BF16 || t == DType::F16; }
 void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   const int64_t Q = spec.get("meta:chunk"), T = kSsdTokenBlock, BP = spec.get("meta:BLOCK_P");
   const DType xT = static_cast<DType>(spec.get("dtype:x"));
+  // A kept y (has_y) is the backward's input: staged at f32 accuracy, as the backward's own
+  // recomputation would (16-bit staging's 2^-17 grows some tenfold in the sums of dA and ddt).
   const bool halves = is16Bit(xT) && is16Bit(static_cast<DType>(spec.get("dtype:C"))) &&
-                      is16Bit(static_cast<DType>(spec.get("dtype:out")));
+                      is16Bit(static_cast<DType>(spec.get("dtype:out"))) && spec.get("has_y") == 0;
   const bool oneTerm = ssdOneTerm(spec) && halves;
   // 16-bit x: x's, z's, C.B's and the state's tiles copied whole, in 16-byte vectors spread over the
   // block (copyTileAsync), where the bindings prove them aligned; meta:tile_copy 0 copies them
@@ -85,8 +87,9 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   auto copyX = [&](Value t) {
     if (xVec) {
       Value j0 = t * kStep;
-      k.copyTileAsync(xs, (t % kStages) * (kStep * LDs), LDs, a.x, ch.row * a.sXb + (ch.t0 + j0) * a.sXl + h * a.sXh + p0,
-                      a.sXl, kStep, BP, ch.n - j0, a.P - p0, xVec);
+      k.copyTileAsync(xs, (t % kStages) * (kStep * LDs), LDs, a.x,
+                      ch.row * a.sXb + (ch.t0 + j0) * a.sXl + h * a.sXh + p0, a.sXl, kStep, BP, ch.n - j0, a.P - p0,
+                      xVec);
       return;
     }
     Value jR = t * kStep + sR;
@@ -252,6 +255,7 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
         return std::vector<Value>{acc + k.load(a.Dv, h * a.sDh + pC * a.sDp, mP, zero) * k.load(a.x, xOff, mOut, zero)};
       },
       [&] { return std::vector<Value>{acc}; })[0];
+  k.ifThen(a.hasY, [&] { k.store(a.y, ch.row * a.sYb + (ch.t0 + iR) * a.sYl + h * a.sYh + pC * a.sYp, y, mOut); });
   y = k.ifElse(
       a.hasZ,
       [&] {

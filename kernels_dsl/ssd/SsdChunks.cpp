@@ -15,7 +15,7 @@ namespace {
 void inputValues(KernelBuilder& k, SsdInputValues& a) {
   auto v = [&](const char* n) { return k.arg(n); };
   a.x = v("x"), a.dt = v("dt"), a.A = v("A"), a.B = v("B"), a.C = v("C"), a.Dv = v("Dv"), a.z = v("z");
-  a.dtb = v("dtb"), a.ws = v("ws"), a.chunks = v("chunks");
+  a.dtb = v("dtb"), a.y = v("y"), a.ws = v("ws"), a.chunks = v("chunks");
   a.H = v("H"), a.P = v("P"), a.N = v("N"), a.hpg = v("hpg"), a.L = v("L");
   a.oDt = v("o_dt"), a.oCum = v("o_cum"), a.oSt = v("o_st"), a.oCb = v("o_cb");
   a.dtMin = v("dt_min"), a.dtMax = v("dt_max");
@@ -27,6 +27,7 @@ void inputValues(KernelBuilder& k, SsdInputValues& a) {
   a.sCb = v("s_C_b"), a.sCl = v("s_C_l"), a.sCg = v("s_C_g"), a.sCn = v("s_C_n");
   a.sDh = v("s_D_h"), a.sDp = v("s_D_p");
   a.sZb = v("s_z_b"), a.sZl = v("s_z_l"), a.sZh = v("s_z_h"), a.sZp = v("s_z_p"), a.sDbh = v("s_dtb_h");
+  a.sYb = v("s_y_b"), a.sYl = v("s_y_l"), a.sYh = v("s_y_h"), a.sYp = v("s_y_p");
 }
 }  // namespace
 
@@ -40,11 +41,12 @@ SsdValues ssdValues(KernelBuilder& k) {
   a.nBlk = v("nslots_blk"), a.blkTokens = v("blk_tokens"), a.kmax = v("kmax");
   a.hasCu = v("has_cu"), a.hasInit = v("has_init"), a.hasInitIdx = v("has_init_idx"), a.hasFinal = v("has_final");
   a.hasFinalIdx = v("has_final_idx"), a.hasBlk = v("has_blk"), a.hasDecay = v("has_decay");
+  a.hasY = v("has_y");
   a.sOb = v("s_o_b"), a.sOl = v("s_o_l"), a.sOh = v("s_o_h"), a.sOp = v("s_o_p");
   a.sIs = v("s_init_slot"), a.sIh = v("s_init_h"), a.sIp = v("s_init_p"), a.sIn = v("s_init_n");
   a.sFs = v("s_final_slot"), a.sFh = v("s_final_h"), a.sFp = v("s_final_p"), a.sFn = v("s_final_n");
   a.sKs = v("s_blk_slot"), a.sKh = v("s_blk_h"), a.sKp = v("s_blk_p"), a.sKn = v("s_blk_n");
-  a.sYs = v("s_decay_s"), a.sYh = v("s_decay_h"), a.sCu = v("s_cu"), a.sIidx = v("s_init_idx");
+  a.sDecS = v("s_decay_s"), a.sDecH = v("s_decay_h"), a.sCu = v("s_cu"), a.sIidx = v("s_init_idx");
   a.sFidx = v("s_final_idx"), a.sKi = v("s_blk_idx_i"), a.sKk = v("s_blk_idx_k");
   return a;
 }
@@ -80,7 +82,7 @@ SsdBwdValues ssdBwdValues(KernelBuilder& k) {
   inputValues(k, a);
   a.dout = v("dout"), a.dx = v("dx"), a.ddt = v("ddt"), a.dA = v("dA"), a.dB = v("dB"), a.dC = v("dC");
   a.dD = v("dD"), a.dz = v("dz"), a.ddtb = v("ddtb"), a.slots = v("slots");
-  a.oY = v("o_y"), a.oG = v("o_g"), a.oTok = v("o_tok"), a.oDd = v("o_dd"), a.oPn = v("o_pn"), a.oSl = v("o_sl");
+  a.oG = v("o_g"), a.oTok = v("o_tok"), a.oDd = v("o_dd"), a.oPn = v("o_pn"), a.oSl = v("o_sl");
   a.oDcb = v("o_dcb"), a.dPerChannel = v("d_per_channel");
   a.sOb = v("s_do_b"), a.sOl = v("s_do_l"), a.sOh = v("s_do_h"), a.sOp = v("s_do_p");
   a.sDxb = v("s_dx_b"), a.sDxl = v("s_dx_l"), a.sDxh = v("s_dx_h"), a.sDxp = v("s_dx_p");
@@ -131,9 +133,17 @@ bool ssdIs16Bit(const Specialization& s, const char* tensor) {
   return d == DType::BF16 || d == DType::F16;
 }
 
+bool ssdBwdDyRings(const Specialization& s) {
+  return ssdIs16Bit(s, "dout") && (s.get("has_z") == 0 || ssdIs16Bit(s, "z")) && ssdTileCopy(s);
+}
+
 SsdDyVectors ssdBwdDyVectors(const Specialization& s) {
   return {ssdTileVector(s, "dout", "s_do_p", {"s_do_b", "s_do_l", "s_do_h"}),
-          ssdTileVector(s, "z", "s_z_p", {"s_z_b", "s_z_l", "s_z_h"})};
+          s.get("has_z") == 0 ? 1 : ssdTileVector(s, "z", "s_z_p", {"s_z_b", "s_z_l", "s_z_h"})};
+}
+
+Value ssdBwdZRing(KernelBuilder& k, const Specialization& s, int64_t elements) {
+  return k.sharedBuffer(s.get("has_z") == 0 ? 1 : elements, ssdDtype(s, "z"));
 }
 
 void ssdCopyDyTiles(KernelBuilder& k, const SsdBwdValues& a, Value os, Value zs, Value at, int64_t pitch, Value row,

@@ -11,24 +11,25 @@
 
 namespace ssmjit::kernels {
 
-// The forward's inputs, sizes, dt options and workspace offsets, which the forward's kernels
-// (Ssd.h) and the backward's token kernels (SsdBackward.h) declare under the same names.
+// The forward's inputs, sizes, dt options and workspace offsets, and y (before the gate: the
+// forward's output where kept, the backward's input), which the forward's kernels (Ssd.h) and the
+// backward's token kernels (SsdBackward.h) declare under the same names.
 struct SsdInputValues {
-  dsl::Value x, dt, A, B, C, Dv, z, dtb, ws, chunks;
+  dsl::Value x, dt, A, B, C, Dv, z, dtb, y, ws, chunks;
   dsl::Value H, P, N, hpg, L, oDt, oCum, oSt, oCb;
   dsl::Value dtMin, dtMax;
   dsl::Value hasD, hasZ, hasDtb, softplusOn, hasClamp;
   // Strides: s<tensor><axis>.
   dsl::Value sXb, sXl, sXh, sXp, sDtb, sDtl, sDth, sAh, sBb, sBl, sBg, sBn, sCb, sCl, sCg, sCn, sDh, sDp, sZb, sZl, sZh,
-      sZp, sDbh;
+      sZp, sDbh, sYb, sYl, sYh, sYp;
 };
 
 // The arguments of the SSD kernels (Ssd.h), by the names the kernels use.
 struct SsdValues : SsdInputValues {
   dsl::Value out, init, fin, blk, decay, cu, initIdx, finalIdx, blkIdx, err;
   dsl::Value nseq, searchSteps, nInit, nFinal, nBlk, blkTokens, kmax;
-  dsl::Value hasCu, hasInit, hasInitIdx, hasFinal, hasFinalIdx, hasBlk, hasDecay;
-  dsl::Value sOb, sOl, sOh, sOp, sIs, sIh, sIp, sIn, sFs, sFh, sFp, sFn, sKs, sKh, sKp, sKn, sYs, sYh, sCu, sIidx,
+  dsl::Value hasCu, hasInit, hasInitIdx, hasFinal, hasFinalIdx, hasBlk, hasDecay, hasY;
+  dsl::Value sOb, sOl, sOh, sOp, sIs, sIh, sIp, sIn, sFs, sFh, sFp, sFn, sKs, sKh, sKp, sKn, sDecS, sDecH, sCu, sIidx,
       sFidx, sKi, sKk;
 };
 SsdValues ssdValues(dsl::KernelBuilder& k);
@@ -76,7 +77,7 @@ SsdPairBlock ssdPairBlock(dsl::KernelBuilder& k, const SsdInputValues& a, int64_
 // The arguments of the backward's token kernels (SsdBackward.h), by the names the kernels use.
 struct SsdBwdValues : SsdInputValues {
   dsl::Value dout, dx, ddt, dA, dB, dC, dD, dz, ddtb;
-  dsl::Value slots, oY, oG, oTok, oDd, oPn, oSl, oDcb;
+  dsl::Value slots, oG, oTok, oDd, oPn, oSl, oDcb;
   dsl::Value dPerChannel;
   dsl::Value sOb, sOl, sOh, sOp, sDxb, sDxl, sDxh, sDxp, sDdtb, sDdtl, sDdth, sDAh, sDBb, sDBl, sDBg, sDBn, sDCb, sDCl,
       sDCg, sDCn, sDDh, sDDp, sDzb, sDzl, sDzh, sDzp, sDdbh;
@@ -108,12 +109,18 @@ int ssdBwdPieces(const Specialization& s);
 DType ssdDtype(const Specialization& s, const char* tensor);
 bool ssdIs16Bit(const Specialization& s, const char* tensor);
 
+// Whether the backward's ring forms can stage dy's inputs: dout 16-bit, z 16-bit or absent, and
+// tiles copied whole (ssdTileCopy).
+bool ssdBwdDyRings(const Specialization& s);
 // The vectors in which the backward's ring forms copy dout's and z's tiles (ssdTileVector's:
-// their rows along the channels; 0 where the bindings do not prove them aligned).
+// their rows along the channels; 0 where the bindings do not prove them aligned; z's 1 without
+// z, which copies nothing).
 struct SsdDyVectors {
   int64_t dout = 0, z = 0;
 };
 SsdDyVectors ssdBwdDyVectors(const Specialization& s);
+// z's ring of `elements` in z's dtype; one element where the call has no z (never read).
+dsl::Value ssdBwdZRing(dsl::KernelBuilder& k, const Specialization& s, int64_t elements);
 // Starts copying dout's [rows, cols] tile at (row `row`, tokens tok0 .., head h, channels c0 ..)
 // into os[at ..] at row pitch `pitch`, and z's into zs[at ..] where the call has z; rowsValid x
 // colsValid of it, zeros past (copyTileAsync).

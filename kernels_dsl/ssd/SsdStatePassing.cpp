@@ -113,7 +113,7 @@ void buildStatePassing(KernelBuilder& k, const Specialization& spec) {
     Value slotOut = checkedSlot(k, a.hasFinalIdx, a.finalIdx, a.sFidx, a.nFinal, i, reporter, a.err, kErrSsdFinalSlot);
     k.store(a.fin, slotOut * a.sFs + h * a.sFh + p * a.sFp + n * a.sFn, r[0], m && (slotOut >= 0));
   });
-  k.ifThen(a.hasDecay && (pid == 0), [&] { k.store(a.decay, i * a.sYs + h * a.sYh, k.exp(r[1])); });
+  k.ifThen(a.hasDecay && (pid == 0), [&] { k.store(a.decay, i * a.sDecS + h * a.sDecH, k.exp(r[1])); });
 }
 
 void chooseStatePassingMeta(Specialization& s) {

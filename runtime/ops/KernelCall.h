@@ -31,7 +31,7 @@ inline constexpr Axes kSameAxes{0, 1, 2, 3, 4, 5};
 
 class KernelCall {
  public:
-  static constexpr int kMaxArgs = 96;
+  static constexpr int kMaxArgs = 128;
   explicit KernelCall(const dsl::Signature& sig);
 
   // A tensor: its pointer, its dtype (an absent tensor binds float32 or int32 by its class, and

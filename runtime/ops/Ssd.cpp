@@ -2,7 +2,7 @@
 // check the CPU reference shares (SsdCheck.h), then every SSD kernel (kernels_dsl/ssd/Ssd.h) is bound
 // through the one signature they share and launched in order on the caller's stream:
 // chunk_cumsum, bmm, chunk_state, state_passing, then chunk_scan (not without out: states only);
-// or one of the two phases of a context-parallel call (SsdSpec.h).
+// or one of the phases of SsdSpec.h (context parallelism, the backward's recomputation).
 #include <cuda.h>
 
 #include <algorithm>
@@ -50,7 +50,10 @@ SsdPlan plan(const SsdDims& d) {
   return p;
 }
 
-SsdDims check(const SsdArgs& a, DeviceKind device) { return detail::checkSsdArgs(a, device, kOp); }
+// A States phase writes no output (the backward reads what it leaves in the workspace).
+SsdDims check(const SsdArgs& a, DeviceKind device, detail::SsdPhase phase = detail::SsdPhase::Whole) {
+  return detail::checkSsdArgs(a, device, kOp, phase != detail::SsdPhase::States);
+}
 
 // The workspace holds the chunk table (int32 words) at its start: 16-byte alignment as any
 // float32 tensor of the kernels.
@@ -64,6 +67,7 @@ void bind(KernelCall& c, const dsl::Signature& S, const SsdArgs& a, const SsdDim
   detail::bindSsdInputs(c, S, a, d);
   const Axes rows = detail::ssdRowAxes(d);
   c.tensor(S.tensor("out"), a.out, rows);
+  c.tensor(S.tensor("y"), a.y, rows);
   c.tensor(S.tensor("init"), a.initial_states);
   c.tensor(S.tensor("final"), a.final_states);
   c.tensor(S.tensor("blk"), a.block_states);
@@ -90,9 +94,10 @@ void bind(KernelCall& c, const dsl::Signature& S, const SsdArgs& a, const SsdDim
   c.flag(S.flag("has_final_idx"), a.final_state_indices.defined());
   c.flag(S.flag("has_blk"), d.blockTokens > 0);
   c.flag(S.flag("has_decay"), a.sequence_decay.defined());
-  const bool wide =
-      !detail::fits32({&a.x, &a.dt, &a.z, &a.out, &a.B, &a.C, &a.initial_states, &a.final_states, &a.block_states}) ||
-      p.ws.total >= (int64_t{1} << 31);
+  c.flag(S.flag("has_y"), a.y.defined());
+  const bool wide = !detail::fits32({&a.x, &a.dt, &a.z, &a.out, &a.y, &a.B, &a.C, &a.initial_states, &a.final_states,
+                                     &a.block_states}) ||
+                    p.ws.total >= (int64_t{1} << 31);
   c.meta("meta:index_bits", wide ? 64 : 32);
 }
 
@@ -102,6 +107,7 @@ void forEachLaunch(const SsdArgs& a, const SsdDims& d, const SsdPlan& p, void* e
   const int64_t S = p.ws.slots, nb = d.chunk / kernels::kSsdTokenBlock;
   auto cdivU = [](int64_t x, int64_t y) { return static_cast<unsigned>((x + y - 1) / y); };
   const bool chunks = phase != detail::SsdPhase::Resume;  // the chunks' dt, cumsums and states
+  const bool scan = a.out.defined() && phase != detail::SsdPhase::States;
   if (chunks) {
     KernelCall c(kernels::kSsdChunkCumsum);
     bind(c, kernels::kSsdChunkCumsum, a, d, p, err);
@@ -109,7 +115,7 @@ void forEachLaunch(const SsdArgs& a, const SsdDims& d, const SsdPlan& p, void* e
       return std::array<unsigned, 3>{unsigned(S), cdivU(d.H, k.metaValue("meta:BLOCK_H")), 1};
     });
   }
-  if (a.out.defined()) {
+  if (a.out.defined() || phase == detail::SsdPhase::States) {  // C.B: the scan's and the backward's
     KernelCall c(kernels::kSsdBmm);
     bind(c, kernels::kSsdBmm, a, d, p, err);
     f(c, [&](KernelCall&) { return std::array<unsigned, 3>{unsigned(S), unsigned(d.G), unsigned(nb * nb)}; });
@@ -133,7 +139,7 @@ void forEachLaunch(const SsdArgs& a, const SsdDims& d, const SsdPlan& p, void* e
       return std::array<unsigned, 3>{cdivU(d.P * d.N, k.metaValue("meta:BLOCK")), unsigned(d.H), unsigned(d.nseq)};
     });
   }
-  if (a.out.defined()) {
+  if (scan) {
     KernelCall c(kernels::kSsdChunkScan);
     bind(c, kernels::kSsdChunkScan, a, d, p, err);
     f(c, [&](KernelCall& k) {
@@ -149,9 +155,9 @@ int64_t ssd_workspace_size(const SsdArgs& a) { return plan(check(a, a.x.device))
 void ssd(const SsdArgs& a, Stream stream) { detail::ssdPhase(a, detail::SsdPhase::Whole, stream); }
 
 void detail::ssdPhase(const SsdArgs& a, SsdPhase phase, Stream stream) {
-  const SsdDims d = check(a, DeviceKind::CUDA);
-  if (phase == SsdPhase::Summary && a.out.defined())
-    throw Error(Error::Kind::Internal, std::string(kOp) + ": a summary phase takes no out (states only)");
+  const SsdDims d = check(a, DeviceKind::CUDA, phase);
+  if ((phase == SsdPhase::Summary || phase == SsdPhase::States) && (a.out.defined() || a.y.defined()))
+    throw Error(Error::Kind::Internal, std::string(kOp) + ": a summary or states phase takes no out or y");
   const SsdPlan p = plan(d);
   checkWorkspace(a, p);
   if (d.nseq > 65535 || d.H > 65535)
@@ -168,7 +174,7 @@ void detail::ssdPhase(const SsdArgs& a, SsdPhase phase, Stream stream) {
 }
 
 std::vector<Specialization> detail::ssdSpecializations(const SsdArgs& a, const std::string& arch, SsdPhase phase) {
-  const SsdDims d = check(a, a.x.device);
+  const SsdDims d = check(a, a.x.device, phase);
   const SsdPlan p = plan(d);
   std::vector<Specialization> out;
   forEachLaunch(a, d, p, nullptr, phase, [&](KernelCall& c, auto) {

@@ -1,13 +1,15 @@
 // ssd_backward: the gradients of the SSD chunked scan (ssmjit/ops.h). Checked once (SsdCheck),
 // then on the caller's stream: the forward (ssd) into the front of the workspace, keeping y
-// before the gate in the workspace's y plane, and the backward kernels (kernels_dsl/
-// SsdBackward.h) in order: dstates, state passing in reverse, dx (dz, the per-token partials),
-// dCB, dB, dC, ddt (the cumsum backward), then the fixed-order sums dA, ddt_bias and dD.
+// before the gate in the workspace's y plane (or, where the forward kept y, every forward kernel
+// but chunk_scan), and the backward kernels (kernels_dsl/SsdBackward.h) in order: dstates, state
+// passing in reverse, dx (dz, the per-token partials), dCB, dB, dC, ddt (the cumsum backward),
+// then the fixed-order sums dA, ddt_bias and dD.
 #include <cuda.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -43,34 +45,48 @@ BwdPlan plan(const SsdBackwardArgs& b, const SsdDims& d) {
   BwdPlan p;
   const int64_t Q = d.chunk, slots = d.packed ? d.nseq + d.L / Q : d.batch * ((d.L + Q - 1) / Q);
   p.fwd = kernels::ssdWorkspaceLayout(slots, d.H, d.G, d.P, d.N, Q);
-  p.bwd = kernels::ssdBwdWorkspaceLayout(p.fwd.total, slots, d.batch * d.L, d.H, d.G, d.P, d.N, Q);
   const SsdArgs& f = b.forward;
-  p.wide = !detail::fits32({&f.x, &f.dt, &f.z, &f.B, &f.C, &f.initial_states, &b.dout, &b.dfinal_states, &b.dx, &b.ddt,
-                            &b.dz, &b.dB, &b.dC, &b.dinitial_states}) ||
+  p.bwd = kernels::ssdBwdWorkspaceLayout(p.fwd.total, slots, d.batch * d.L, d.H, d.G, d.P, d.N, Q, f.y.defined());
+  p.wide = !detail::fits32({&f.x, &f.dt, &f.z, &f.y, &f.B, &f.C, &f.initial_states, &b.dout, &b.dfinal_states, &b.dx,
+                            &b.ddt, &b.dz, &b.dB, &b.dC, &b.dinitial_states}) ||
            p.bwd.total >= (int64_t{1} << 31);
   return p;
 }
 
-// The forward call that recomputes what the backward reads: its workspace is the front of the
-// backward's, out is the y plane (fp32, before the gate: no z), no state or decay outputs.
-SsdArgs recompute(const SsdBackwardArgs& b, const SsdDims& d, const BwdPlan& p) {
-  SsdArgs f = b.forward;
-  // Without a workspace (specialisations only) the y plane lies at a placeholder address with the
-  // alignment a device allocation has: the same kernels.
+// The workspace's float32 plane at element `at` (or, without a workspace (specialisations only),
+// at a placeholder address with the alignment a device allocation has: the same kernels).
+TensorView wsPlane(const SsdBackwardArgs& b, int64_t at, std::initializer_list<int64_t> shape) {
   float* ws = b.workspace.defined() ? static_cast<float*>(b.workspace.data) : reinterpret_cast<float*>(uintptr_t{256});
-  auto plane = [&](int64_t at, std::initializer_list<int64_t> shape) {
-    TensorView v = TensorView::contiguous(ws + at, DType::F32, shape);
-    v.device = f.x.device, v.deviceId = f.x.deviceId;
-    return v;
-  };
+  TensorView v = TensorView::contiguous(ws + at, DType::F32, shape);
+  v.device = b.forward.x.device, v.deviceId = b.forward.x.deviceId;
+  return v;
+}
+
+// y before the gate as the token kernels read it: the forward's where it kept it, else the plane
+// the recomputation writes.
+TensorView yRead(const SsdBackwardArgs& b, const SsdDims& d, const BwdPlan& p) {
+  return b.forward.y.defined() ? b.forward.y : wsPlane(b, p.bwd.oY, {d.batch, d.L, d.H, d.P});
+}
+
+// The forward call that recomputes what the backward reads: its workspace is the front of the
+// backward's; out is the y plane (fp32, before the gate: no z), or, where the forward kept y, not
+// written (the States phase); no state or decay outputs.
+struct Recompute {
+  SsdArgs args;
+  detail::SsdPhase phase;
+};
+Recompute recompute(const SsdBackwardArgs& b, const SsdDims& d, const BwdPlan& p) {
+  SsdArgs f = b.forward;
+  const bool keptY = f.y.defined();
   f.compile_backward = false;  // this is the backward
   f.z = {};
-  f.out = plane(p.bwd.oY, {d.batch, d.L, d.H, d.P});
+  f.y = {};
+  f.out = keptY ? TensorView{} : yRead(b, d, p);
   f.final_states = {}, f.final_state_indices = {};
   f.block_state_tokens = 0, f.block_states = {}, f.block_state_indices = {};
   f.sequence_decay = {};
-  f.workspace = b.workspace.defined() ? plane(0, {p.fwd.total}) : TensorView{};
-  return f;
+  f.workspace = b.workspace.defined() ? wsPlane(b, 0, {p.fwd.total}) : TensorView{};
+  return {f, keptY ? detail::SsdPhase::States : detail::SsdPhase::Whole};
 }
 
 // Binds the token kernels' shared signature (SsdBackward.h) for kernel `S`.
@@ -78,6 +94,7 @@ void bind(KernelCall& c, const dsl::Signature& S, const SsdBackwardArgs& b, cons
   const SsdArgs& f = b.forward;
   detail::bindSsdInputs(c, S, f, d);
   const Axes rows = detail::ssdRowAxes(d);
+  c.tensor(S.tensor("y"), yRead(b, d, p), rows);
   c.tensor(S.tensor("dout"), b.dout, rows);
   c.tensor(S.tensor("dx"), b.dx, rows);
   c.tensor(S.tensor("ddt"), b.ddt, rows);
@@ -91,7 +108,6 @@ void bind(KernelCall& c, const dsl::Signature& S, const SsdBackwardArgs& b, cons
   c.pointer(S.tensor("chunks"), b.workspace.data, DType::I32);
   c.size(S.size("slots"), p.fwd.slots);
   detail::bindSsdForwardOffsets(c, S, p.fwd);
-  c.size(S.size("o_y"), p.bwd.oY);
   c.size(S.size("o_g"), p.bwd.oG);
   c.size(S.size("o_tok"), p.bwd.oTok);
   c.size(S.size("o_dd"), p.bwd.oDd);
@@ -191,7 +207,10 @@ void ssd_backward(const SsdBackwardArgs& b, Stream stream) {
   // Opened before the recomputation's ssd call, whose own CompileAhead defers to this one.
   const detail::CompileAhead ahead(
       [&](const std::string& arch) { return detail::ssdBackwardSpecializations(b, arch); });
-  if (d.L > 0 && d.nseq > 0) ssd(recompute(b, d, p), stream);
+  if (d.L > 0 && d.nseq > 0) {
+    const Recompute r = recompute(b, d, p);
+    detail::ssdPhase(r.args, r.phase, stream);
+  }
   const CUstream s = static_cast<CUstream>(stream);
   forEachLaunch(b, d, p, deviceStatusRecord(), [&](KernelCall& c, auto grid) {
     const Grid g = grid(c);
@@ -203,7 +222,8 @@ void ssd_backward(const SsdBackwardArgs& b, Stream stream) {
 std::vector<Specialization> detail::ssdBackwardSpecializations(const SsdBackwardArgs& b, const std::string& arch) {
   const SsdDims d = checkSsdBackwardArgs(b, b.forward.x.device, kOp);
   const BwdPlan p = plan(b, d);
-  std::vector<Specialization> out = ssdSpecializations(recompute(b, d, p), arch);
+  const Recompute r = recompute(b, d, p);
+  std::vector<Specialization> out = ssdSpecializations(r.args, arch, r.phase);
   forEachLaunch(b, d, p, nullptr, [&](KernelCall& c, auto) {
     Specialization sp = c.specialization(arch);
     if (std::find(out.begin(), out.end(), sp) == out.end()) out.push_back(std::move(sp));

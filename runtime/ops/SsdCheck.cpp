@@ -125,9 +125,25 @@ void checkBlockStates(const Checker& c, const SsdArgs& a, SsdDims& d) {
   d.blocksPerSeq = eIdx[1].size;
 }
 
-// Every argument but the outputs' presence rule; `outName` and `finalName` are what messages call
-// out and the final states (dout and dfinal_states in the backward).
-SsdDims checkForward(const SsdArgs& a, DeviceKind device, const char* op, const char* outName, const char* finalName) {
+// y (fp32, out's shape), beside out, read by programs that read no other token: it aliases
+// nothing of the call.
+void checkY(const Checker& c, const SsdArgs& a, const SsdDims& d, const char* yName, const char* outName) {
+  if (!a.y.defined()) return;
+  if (!a.out.defined())
+    c.fail(std::string(yName) + " is given without " + outName +
+           ", expected out with it (y is the output before the gate, kept for the backward)");
+  const Dim e[4] = {{d.batch, "batch"}, {d.L, "seqlen"}, {d.H, "nheads"}, {d.P, "headdim"}};
+  c.tensor(yName, a.y, e, 4, kF32Only, false);
+  unitLastStride(c, yName, a.y);
+  noAlias(c, yName, a.y, "x", a.x);
+  noAlias(c, yName, a.y, "z", a.z);
+  noAlias(c, yName, a.y, outName, a.out);
+}
+
+// Every argument but the outputs' presence rule; `outName`, `yName` and `finalName` are what
+// messages call out, y and the final states (dout, forward.y and dfinal_states in the backward).
+SsdDims checkForward(const SsdArgs& a, DeviceKind device, const char* op, const char* outName, const char* yName,
+                     const char* finalName) {
   Checker c(op, device);
   SsdDims d;
   const Dim eX[4] = {{-1, "batch"}, {-1, "seqlen"}, {-1, "nheads"}, {-1, "headdim"}};
@@ -141,6 +157,7 @@ SsdDims checkForward(const SsdArgs& a, DeviceKind device, const char* op, const 
     noAlias(c, outName, a.out, "x", a.x);
     noAlias(c, outName, a.out, "z", a.z);
   }
+  checkY(c, a, d, yName, outName);
   const Dim eState[3] = {{d.H, "nheads"}, {d.P, "headdim"}, {d.N, "dstate"}};
   d.initSlots = checkStateSlots(c, "initial_states", a.initial_states, "initial_state_indices", a.initial_state_indices,
                                 eState, 3, d.nseq);
@@ -154,9 +171,10 @@ SsdDims checkForward(const SsdArgs& a, DeviceKind device, const char* op, const 
 
 }  // namespace
 
-SsdDims checkSsdArgs(const SsdArgs& a, DeviceKind device, const char* op) {
-  const SsdDims d = checkForward(a, device, op, "out", "final_states");
-  if (!a.out.defined() && !a.final_states.defined() && !a.block_states.defined() && !a.sequence_decay.defined())
+SsdDims checkSsdArgs(const SsdArgs& a, DeviceKind device, const char* op, bool needOutputs) {
+  const SsdDims d = checkForward(a, device, op, "out", "y", "final_states");
+  if (needOutputs && !a.out.defined() && !a.final_states.defined() && !a.block_states.defined() &&
+      !a.sequence_decay.defined())
     Checker(op, device)
         .fail(
             "out is not given, expected out or at least one of final_states, block_states and sequence_decay "
@@ -166,13 +184,14 @@ SsdDims checkSsdArgs(const SsdArgs& a, DeviceKind device, const char* op) {
 
 SsdDims checkSsdBackwardArgs(const SsdBackwardArgs& b, DeviceKind device, const char* op) {
   // The forward's check on what the backward reads: dout as out, dfinal_states as the final
-  // states (forward.final_state_indices maps its slots); the forward's outputs are not read.
+  // states (forward.final_state_indices maps its slots), forward.y as y; the forward's other
+  // outputs are not read.
   SsdArgs f = forwardAsRead(b);
   f.block_state_tokens = 0, f.block_states = {}, f.block_state_indices = {};
   f.sequence_decay = {};
   Checker c(op, device);
   c.required("dout", b.dout);
-  const SsdDims d = checkForward(f, device, op, "dout", "dfinal_states");
+  const SsdDims d = checkForward(f, device, op, "dout", "forward.y", "dfinal_states");
   c.setDeviceId(f.x.deviceId, "x");
 
   const Dim eX[4] = {{d.batch, "batch"}, {d.L, "seqlen"}, {d.H, "nheads"}, {d.P, "headdim"}};
@@ -206,6 +225,12 @@ SsdDims checkSsdBackwardArgs(const SsdBackwardArgs& b, DeviceKind device, const 
 
   checkSeparateScanGradients(c, f, b, {{"dx", &b.dx}, {"ddt", &b.ddt}, {"ddt_bias", &b.ddt_bias}},
                              {{"x", &f.x}, {"dt", &f.dt}, {"dt_bias", &f.dt_bias}});
+  // forward.y is read while the gradients are written.
+  for (const NamedView& g :
+       {NamedView{"dx", &b.dx}, NamedView{"ddt", &b.ddt}, NamedView{"dA", &b.dA}, NamedView{"dB", &b.dB},
+        NamedView{"dC", &b.dC}, NamedView{"dD", &b.dD}, NamedView{"dz", &b.dz}, NamedView{"ddt_bias", &b.ddt_bias},
+        NamedView{"dinitial_states", &b.dinitial_states}})
+    noAlias(c, g.first, *g.second, "forward.y", f.y);
   return d;
 }
 

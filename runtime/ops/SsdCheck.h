@@ -29,19 +29,21 @@ struct SsdDims {
 // and N bounds, dtypes, devices, strides >= 0 with unit stride along the last axis of x, z, out,
 // B and C, no broadcast axis on per-token tensors and outputs, alignment to the element size,
 // chunk_size, packing, the state, block-state and decay options and their consistency, out not
-// x or z, and at least one output) and returns the sizes. `op` leads every message; every
+// x or z, y (fp32, only with out, aliasing no input or out), and at least one output unless
+// `needOutputs` is false) and returns the sizes. `op` leads every message; every
 // tensor must be on `device`. Throws ssmjit::Error(InvalidArgument) naming the argument, the
 // expected and the actual value. Reads no tensor data (cu_seqlens' and the slot indices'
 // values are checked by the kernel, or by the reference on the CPU).
-SsdDims checkSsdArgs(const SsdArgs& args, DeviceKind device, const char* op);
+SsdDims checkSsdArgs(const SsdArgs& args, DeviceKind device, const char* op, bool needOutputs = true);
 
 // ssd_backward's check but for `workspace`: the forward's inputs by the same rules (dout in
-// out's place, dfinal_states with forward.final_state_indices in the final states'; the
-// forward's outputs and block-state options are not read, so not checked), then every gradient:
+// out's place, dfinal_states with forward.final_state_indices in the final states', forward.y,
+// which is read where given, as y; the forward's other outputs and block-state options are not
+// read, so not checked), then every gradient:
 // dx, ddt, dA, dB, dC required; dD, dz, ddt_bias exactly when forward.D, z, dt_bias are given
 // (their shapes); dinitial_states only with forward.initial_states (its shape); dtypes as
 // ops.h says; unit last-axis stride on dout, dx, dz, dB, dC; no output sharing memory with an
-// input or another output.
+// input (forward.y included) or another output.
 SsdDims checkSsdBackwardArgs(const SsdBackwardArgs& args, DeviceKind device, const char* op);
 
 }  // namespace ssmjit::detail

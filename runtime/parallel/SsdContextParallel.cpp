@@ -83,7 +83,7 @@ SsdArgs fromIncoming(SsdArgs a, const SsdCpPart& p, const SsdCpCarry& carry, con
 // The summary: states only, from a zero start for the continuing sequence (the caller's initial
 // states for the others), into the summary row, with every sequence's decay.
 SsdArgs summaryArgs(SsdArgs a, const Geometry& g, const Bufs& b) {
-  a.out = a.z = a.D = TensorView{};
+  a.out = a.y = a.z = a.D = TensorView{};
   a.final_states = b.rowState(g);
   a.final_state_indices = b.lastIdx(g);
   a.sequence_decay = b.at(g.tail, DType::F32, {g.nseq, g.H});
@@ -113,7 +113,8 @@ void checkPart(const detail::Checker& c, const SsdArgs& a, const SsdCpPart& p, i
     c.fail("rank " + std::to_string(rank) + " of " + std::to_string(ranks) + " ranks is not a rank");
   if (a.x.shape[0] != 1)
     c.fail("x has batch " + std::to_string(a.x.shape[0]) + ", expected 1 (each rank's part of one packed row)");
-  if (p.from_previous && rank == 0) c.fail("part.from_previous is true on rank 0, expected false (no rank precedes it)");
+  if (p.from_previous && rank == 0)
+    c.fail("part.from_previous is true on rank 0, expected false (no rank precedes it)");
   if (p.to_next && rank == ranks - 1)
     c.fail("part.to_next is true on the last rank (" + std::to_string(rank) + "), expected false (no rank follows it)");
   if (a.block_state_tokens != 0 || a.block_states.defined() || a.block_state_indices.defined())
@@ -121,12 +122,12 @@ void checkPart(const detail::Checker& c, const SsdArgs& a, const SsdCpPart& p, i
            " (or block states are given), expected 0 and none: block states are not context parallel");
   if (a.sequence_decay.defined()) c.fail("sequence_decay is given, expected none (the op computes its own)");
   if (p.from_previous && (a.initial_states.defined() || a.initial_state_indices.defined()))
-    c.fail("initial_states is given with part.from_previous, expected none (the first sequence starts from the "
-           "incoming state, the others from zero)");
+    c.fail(
+        "initial_states is given with part.from_previous, expected none (the first sequence starts from the "
+        "incoming state, the others from zero)");
 }
 
-void checkContiguousF32(const detail::Checker& c, const char* name, const TensorView& t, const detail::Dim* e,
-                        int n) {
+void checkContiguousF32(const detail::Checker& c, const char* name, const TensorView& t, const detail::Dim* e, int n) {
   c.required(name, t);
   c.rank(name, t, e, n);
   c.tensor(name, t, e, n, detail::kF32Only, false);
@@ -165,7 +166,8 @@ int64_t ssdCpWorkspaceFloats(const SsdArgs& a, const SsdCpPart& p, int rank, int
   const Bufs b{static_cast<char*>(standIn()), a.x.deviceId};
   SsdCpCarry stand;
   stand.incoming = b.at(g.bytes, DType::F32, {g.H, g.P, g.N});
-  const int64_t ssd = std::max(ssd_workspace_size(summaryArgs(a, g, b)), ssd_workspace_size(fromIncoming(a, p, stand, g, b)));
+  const int64_t ssd =
+      std::max(ssd_workspace_size(summaryArgs(a, g, b)), ssd_workspace_size(fromIncoming(a, p, stand, g, b)));
   return g.bytes / 4 + ssd;
 }
 
@@ -175,8 +177,9 @@ int64_t ssdCpBackwardWorkspaceFloats(const SsdBackwardArgs& a, const SsdCpPart& 
   const Checker c(op, DeviceKind::CUDA);
   checkPart(c, a.forward, p, rank, ranks);
   if (p.to_next && a.dfinal_states.defined())
-    c.fail("dfinal_states is given with part.to_next, expected none (the crossing-out sequence's gradient comes "
-           "from the next rank, the others' is zero)");
+    c.fail(
+        "dfinal_states is given with part.to_next, expected none (the crossing-out sequence's gradient comes "
+        "from the next rank, the others' is zero)");
   const Geometry g = geometryOf(a.forward, ranks, true);
   const Bufs b{static_cast<char*>(standIn()), a.forward.x.deviceId};
   SsdCpCarry stand;
@@ -300,8 +303,8 @@ void ssd_cp_backward(const SsdBackwardArgs& args, const SsdCpPart& part, const S
     // G(r) = a(r+1) G(r+1) + dS_in_local(r+1) from G(c-1) = 0: the forward's exclusive scan over
     // the rows in reverse rank order.
     for (int q = 0; q < ranks; ++q)
-      copyFloats(b.base + g.tail + (ranks - 1 - q) * rowFloats * 4, b.base + g.gathered + q * rowFloats * 4,
-                 rowFloats, cs);
+      copyFloats(b.base + g.tail + (ranks - 1 - q) * rowFloats * 4, b.base + g.gathered + q * rowFloats * 4, rowFloats,
+                 cs);
     detail::cpStateScan(b.at(g.tail, DType::F32, {ranks, rowFloats}), ranks - 1 - rank, g.H, g.PN,
                         b.at(g.g, DType::F32, {g.H * g.PN}), stream);
     ssd_backward(secondPass(base, part, g, b), stream);

@@ -1,5 +1,5 @@
 // The Mamba-2 SSD chunked scan forward and backward. The backward's fields are the forward's
-// inputs plus the gradients and its workspace.
+// inputs and kept y plus the gradients and its workspace.
 #include <nanobind/nanobind.h>
 
 #include "runtime/python/OpBinding.h"
@@ -19,7 +19,7 @@ SsdArgs inputs(Fields& f) {
 
 SsdArgs forwardArgs(Fields& f) {
   SsdArgs a = inputs(f);
-  SSMJIT_READ_FIELDS(f, a.out, a.final_states, a.workspace);
+  SSMJIT_READ_FIELDS(f, a.out, a.y, a.final_states, a.workspace);
   f.finish();
   return a;
 }
@@ -27,6 +27,7 @@ SsdArgs forwardArgs(Fields& f) {
 SsdBackwardArgs backwardArgs(Fields& f) {
   SsdBackwardArgs a;
   a.forward = inputs(f);
+  SSMJIT_READ_FIELDS(f, a.forward.y);
   readScanGradients(f, a);
   SSMJIT_READ_FIELDS(f, a.dx, a.ddt, a.ddt_bias);
   f.finish();

@@ -17,7 +17,7 @@ void ssd(const SsdArgs& a) {
 
   // Everything in double first, written once at the end: the initial states are all read before
   // any state is written (in-place updates), and every output is rounded once.
-  std::vector<double> out(a.out.defined() ? at(d.batch * d.L * H * P) : 0);
+  std::vector<double> out(a.out.defined() ? at(d.batch * d.L * H * P) : 0), ys(a.y.defined() ? out.size() : 0);
   std::vector<double> fin(at(d.nseq * H * P * N)), blk(at(d.nseq * kmax * H * P * N)), decay(at(d.nseq * H));
   auto state = [&](int64_t i, int64_t h, int64_t p) { return at(((i * H + h) * P + p) * N); };
   auto block = [&](int64_t i, int64_t k, int64_t h, int64_t p) { return at((((i * kmax + k) * H + h) * P + p) * N); };
@@ -47,6 +47,7 @@ void ssd(const SsdArgs& a) {
             S[at(n)] = e * S[at(n)] + dt[at(t)] * x * el(a.B, {r, tok, g, n});
             y += el(a.C, {r, tok, g, n}) * S[at(n)];
           }
+          if (!ys.empty()) ys[at(((r * d.L + tok) * H + h) * P + p)] = y;
           if (a.z.defined()) {
             const double z = el(a.z, {r, tok, h, p});
             y *= z / (1.0 + std::exp(-z));
@@ -60,11 +61,15 @@ void ssd(const SsdArgs& a) {
     }
   }
 
-  if (!out.empty())
+  auto writeTokens = [&](const TensorView& t, const std::vector<double>& v) {
+    if (v.empty()) return;
     for (int64_t r = 0; r < d.batch; ++r)
       for (int64_t tok = 0; tok < d.L; ++tok)
         for (int64_t h = 0; h < H; ++h)
-          for (int64_t p = 0; p < P; ++p) put(a.out, {r, tok, h, p}, out[at(((r * d.L + tok) * H + h) * P + p)]);
+          for (int64_t p = 0; p < P; ++p) put(t, {r, tok, h, p}, v[at(((r * d.L + tok) * H + h) * P + p)]);
+  };
+  writeTokens(a.out, out);
+  writeTokens(a.y, ys);
   auto writeState = [&](const TensorView& t, int64_t slot, const double* s) {
     for (int64_t h = 0; h < H; ++h)
       for (int64_t p = 0; p < P; ++p)

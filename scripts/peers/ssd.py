@@ -10,6 +10,7 @@ CUDA-event timings over back-to-back calls, after the autotuner's warm-up.
 import argparse
 
 import torch
+import triton_only  # noqa: F401  (before mamba_ssm: its Triton ops without its CUDA extensions)
 from mamba_ssm.ops.triton.ssd_combined import mamba_chunk_scan_combined
 from timing import median_ms
 

@@ -137,7 +137,13 @@ def test_ssd():
         dt_limit=(0.001, 0.1), return_final_states=True))
     passes_checks(lambda: torch.ops.ssmjit.ssd_bwd(
         x, dt, A, B, C, 128, r(H, P), z, dt_bias, True, 0.0, 0.0, None, r(b, H, P, N),
-        r(b, L, H, P, dtype=BF16), r(b, H, P, N), True))
+        r(b, L, H, P, dtype=BF16), r(b, H, P, N), True, None))
+    passes_checks(lambda: torch.ops.ssmjit.ssd_bwd(
+        x, dt, A, B, C, 128, r(H, P), z, dt_bias, True, 0.0, 0.0, None, r(b, H, P, N),
+        r(b, L, H, P, dtype=BF16), r(b, H, P, N), True, r(b, L, H, P)))
+    refused(lambda: torch.ops.ssmjit.ssd_bwd(
+        x, dt, A, B, C, 128, r(H, P), z, dt_bias, True, 0.0, 0.0, None, r(b, H, P, N),
+        r(b, L, H, P, dtype=BF16), r(b, H, P, N), True, r(b, L, H, P, dtype=BF16)), "forward.y")
     refused(lambda: st.mamba_chunk_scan_combined(x, dt, r(H + 1), B, C, 64), "A")
 
 
@@ -155,7 +161,7 @@ def test_ssd_packed_and_slots():
                                        final_state_indices=torch.tensor([0, 2], dtype=I32)))
     passes_checks(lambda: torch.ops.ssmjit.ssd_bwd(
         *args, 64, None, None, None, False, 0.0, 0.0, cu(70, 20), r(2, H, P, N), r(1, T, H, P),
-        None, True))
+        None, True, None))
 
 
 def test_state_update():

@@ -446,8 +446,9 @@ def test_opcheck():
     torch.library.opcheck(ops.selective_scan_fwd,
                           (u, delta, A, B, C, D, z, bias, True, cu, 0, None, True, 0))
     x, dt, A, B, C, D, z, dt_bias = ssd_inputs(b=1, L=16, grad=True)
-    torch.library.opcheck(ops.ssd_fwd, (x, dt, A, B, C, 64, D, z, dt_bias, True, 0.0, 0.0, cu,
-                                        None, True))
+    for keep_y in (False, True):
+        torch.library.opcheck(ops.ssd_fwd, (x, dt, A, B, C, 64, D, z, dt_bias, True, 0.0, 0.0, cu,
+                                            None, True, keep_y))
     torch.library.opcheck(ops.causal_conv1d_update,
                           (randn(2, 1, 16), randn(2, 16, 3), randn(16, 4), None, True, None, True))
     torch.library.opcheck(ops.selective_state_update,

@@ -34,6 +34,7 @@ SsdProblem::SsdProblem(const SsdCase& cs) : c(cs) {
   if (c.hasZ) z = fresh(c.zType, {Bt, L, H, P}, -2, 2);
   if (c.hasDtBias) dtBias = c.softplus ? fresh(DType::F32, {H}, -0.5, 0.5) : fresh(DType::F32, {H}, 0.0, 0.1);
   if (c.hasOut) out = poisoned(c.outType, {Bt, L, H, P});
+  if (c.keepY) y = poisoned(DType::F32, {Bt, L, H, P});
   if (packed) {
     cu = poisoned(c.indexType, {nseq + 1});
     for (int64_t i = 0; i <= nseq; ++i)
@@ -83,7 +84,7 @@ SsdArgs SsdProblem::args(const Viewer& v) const {
   SsdArgs a;
   a.x = v(x), a.dt = v(dt), a.A = v(A), a.B = v(B), a.C = v(C), a.D = v(Dv), a.z = v(z), a.dt_bias = v(dtBias);
   a.dt_softplus = c.softplus, a.dt_min = c.dtMin, a.dt_max = c.dtMax, a.chunk_size = c.chunk;
-  a.out = v(out), a.cu_seqlens = v(cu);
+  a.out = v(out), a.y = v(y), a.cu_seqlens = v(cu);
   a.initial_states = v(init), a.initial_state_indices = v(initIdx);
   if (c.final) a.final_states = v(finalHolder()), a.final_state_indices = v(finIdx);
   a.block_state_tokens = c.blockTokens, a.block_states = v(blk), a.block_state_indices = v(blkIdx);

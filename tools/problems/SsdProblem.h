@@ -27,6 +27,7 @@ struct SsdCase {
   bool slotIndices = false;  // permuted slots with a -1 each (initial of sequence 1, final of the last)
   int64_t blockTokens = 0;   // K: block states through block_state_indices
   bool decay = false, hasOut = true;
+  bool keepY = false;  // y (fp32, before the gate) beside out
   int chunk = 64;
   uint64_t seed = 1;
 };
@@ -34,7 +35,7 @@ struct SsdCase {
 // Host tensors for one call: fresh random inputs, poisoned outputs.
 struct SsdProblem {
   SsdCase c;
-  HostTensor x, dt, A, B, C, Dv, z, dtBias, out, cu, init, initIdx, fin, finIdx, blk, blkIdx, decay;
+  HostTensor x, dt, A, B, C, Dv, z, dtBias, out, cu, init, initIdx, fin, finIdx, blk, blkIdx, decay, y;
   int64_t nseq = 0, S = 0, kmax = 0, blockSlots = 0;
   std::vector<int64_t> row, start, len, initSlot, finalSlot;  // per sequence (-1: none)
   std::vector<int64_t> blockSlot;                             // [i * kmax + k], -1: none
@@ -47,9 +48,10 @@ struct SsdProblem {
 
   SsdArgs args(const Viewer& view = hostView) const;  // no workspace
   // all() order: 0 x, 1 dt, 2 A, 3 B, 4 C, 5 Dv, 6 z, 7 dtBias, 8 out, 9 cu, 10 init, 11 initIdx,
-  // 12 fin, 13 finIdx, 14 blk, 15 blkIdx, 16 decay (undefined tensors still listed).
+  // 12 fin, 13 finIdx, 14 blk, 15 blkIdx, 16 decay, 17 y (undefined tensors still listed).
   std::vector<HostTensor*> all() {
-    return {&x, &dt, &A, &B, &C, &Dv, &z, &dtBias, &out, &cu, &init, &initIdx, &fin, &finIdx, &blk, &blkIdx, &decay};
+    return {&x,  &dt,   &A,       &B,   &C,      &Dv,  &z,      &dtBias, &out,
+            &cu, &init, &initIdx, &fin, &finIdx, &blk, &blkIdx, &decay,  &y};
   }
 };
 

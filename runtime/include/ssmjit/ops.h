@@ -362,6 +362,9 @@ struct SsdArgs {
   float dt_max = 0.0f;
   int chunk_size = 256;              // 64, 128 or 256
   TensorView out;                    // (Bt, L, H, P), not x or z; optional: states only
+  TensorView y;                      // optional (Bt, L, H, P) fp32, with out: y before the gate
+                                     // (D x included), kept for ssd_backward (forward.y), which
+                                     // then does not recompute it
   TensorView cu_seqlens;             // optional (nseq + 1,), int32/int64, on the device
   TensorView initial_states;         // optional (S, H, P, N)
   TensorView initial_state_indices;  // optional (nseq,), int32/int64
@@ -385,13 +388,14 @@ void ssd(const SsdArgs& args, Stream stream = nullptr);
 
 // The gradients of ssd for the same call: every input of `forward` as the forward read it
 // (forward.out, final_states, block_states, sequence_decay and workspace are not read;
-// forward.final_state_indices maps dfinal_states' slots). Packed rows keep every gradient inside
-// its sequence. Deterministic: no float atomics; sums over heads of a group (dB, dC), tokens and
-// sequences (dA, dD, ddt_bias) run in a fixed order. ddt is the gradient of the raw dt: zero
-// where dt' before the clamp lies strictly outside [dt_min, dt_max]. dout, dx, dz, dB and dC
-// have their last axis with stride 1, as the forward's tensors. dinitial_states is written only
-// at slots some sequence reads. Dtypes: dx, ddt, dB, dC, dz fp32, bf16 or fp16; dA, dD, ddt_bias fp32;
-// dinitial_states fp32/bf16/fp16. Every gradient is overwritten. Outputs alias nothing.
+// forward.final_state_indices maps dfinal_states' slots). forward.y, where given, is read as the
+// y that forward call wrote: the backward then runs every forward kernel but the output pass
+// again (a training step saves that pass at the cost of keeping y, 4 bytes an element). Packed rows keep every gradient
+// inside its sequence. Deterministic: no float atomics; sums over heads of a group (dB, dC), tokens and sequences (dA,
+// dD, ddt_bias) run in a fixed order. ddt is the gradient of the raw dt: zero where dt' before the clamp lies strictly
+// outside [dt_min, dt_max]. dout, dx, dz, dB and dC have their last axis with stride 1, as the forward's tensors.
+// dinitial_states is written only at slots some sequence reads. Dtypes: dx, ddt, dB, dC, dz fp32, bf16 or fp16; dA, dD,
+// ddt_bias fp32; dinitial_states fp32/bf16/fp16. Every gradient is overwritten. Outputs alias nothing.
 struct SsdBackwardArgs {
   SsdArgs forward;             // the forward call
   TensorView dout;             // (Bt, L, H, P): the gradient of out
@@ -618,11 +622,11 @@ void embedding(const EmbeddingArgs& args, Stream stream = nullptr);
 // int32/int64, -1 marks a pad row (skipped: token_ids[b] and step[b] left as they are). All on one
 // CUDA device. B == 0 does nothing.
 struct SampleArgs {
-  TensorView logits;             // (B, V)
-  TensorView token_ids;          // (B,) int32/int64, output
-  float temperature = 0.0f;      // <= 0: greedy, else >= 1e-30; not NaN
-  int top_k = 0;                 // <= 0: no top-k restriction
-  float top_p = 1.0f;            // 0 < top_p; >= 1: no top-p restriction
+  TensorView logits;         // (B, V)
+  TensorView token_ids;      // (B,) int32/int64, output
+  float temperature = 0.0f;  // <= 0: greedy, else >= 1e-30; not NaN
+  int top_k = 0;             // <= 0: no top-k restriction
+  float top_p = 1.0f;        // 0 < top_p; >= 1: no top-p restriction
   uint64_t seed = 0;
   TensorView step;               // required when temperature > 0: (1,) or (B,) int64 device counter
   TensorView row_state_indices;  // optional (B,) int32/int64: the RNG key per row; -1 = pad row

@@ -10,32 +10,36 @@ from ._call import (call, dt_clamp, empty, fail, given_contiguous, like, unit_la
 from ._scan_gradients import given_gradients, gradient_outputs
 
 
-def _forward_outputs(x, B, cu_seqlens, return_final_states):
+def _forward_outputs(x, B, cu_seqlens, return_final_states, keep_y):
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     nseq = x.shape[0] if cu_seqlens is None else cu_seqlens.shape[0] - 1
     final = (torch.empty((nseq, x.shape[2], x.shape[3], B.shape[3]), dtype=torch.float32,
                          device=x.device) if return_final_states else empty(x))
-    return out, final
+    # y before the gate (fp32), kept for the backward, which then does not recompute it.
+    y = (torch.empty(x.shape, dtype=torch.float32, device=x.device) if keep_y
+         else empty(x).float())
+    return out, final, y
 
 
 @torch.library.custom_op("ssmjit::ssd_fwd", mutates_args=())
 def ssd_fwd(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, chunk_size: int,
             D: Optional[Tensor], z: Optional[Tensor], dt_bias: Optional[Tensor], dt_softplus: bool,
             dt_min: float, dt_max: float, cu_seqlens: Optional[Tensor],
-            initial_states: Optional[Tensor], return_final_states: bool) -> Tuple[Tensor, Tensor]:
-    out, final = _forward_outputs(x, B, cu_seqlens, return_final_states)
+            initial_states: Optional[Tensor], return_final_states: bool,
+            keep_y: bool) -> Tuple[Tensor, Tensor, Tensor]:
+    out, final, y = _forward_outputs(x, B, cu_seqlens, return_final_states, keep_y)
     fields = dict(x=x, dt=dt, A=A, B=B, C=C, chunk_size=chunk_size, D=D, z=z, dt_bias=dt_bias,
                   dt_softplus=dt_softplus, dt_min=dt_min, dt_max=dt_max, cu_seqlens=cu_seqlens,
-                  initial_states=initial_states, out=out,
+                  initial_states=initial_states, out=out, y=y if keep_y else None,
                   final_states=final if return_final_states else None)
     call("ssd", x.device, **fields)
-    return out, final
+    return out, final, y
 
 
 @ssd_fwd.register_fake
 def _(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softplus, dt_min, dt_max, cu_seqlens,
-      initial_states, return_final_states):
-    return _forward_outputs(x, B, cu_seqlens, return_final_states)
+      initial_states, return_final_states, keep_y):
+    return _forward_outputs(x, B, cu_seqlens, return_final_states, keep_y)
 
 
 @torch.library.custom_op("ssmjit::ssd_bwd", mutates_args=())
@@ -43,14 +47,14 @@ def ssd_bwd(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, chunk_size: 
             D: Optional[Tensor], z: Optional[Tensor], dt_bias: Optional[Tensor], dt_softplus: bool,
             dt_min: float, dt_max: float, cu_seqlens: Optional[Tensor],
             initial_states: Optional[Tensor], dout: Tensor, dfinal_states: Optional[Tensor],
-            need_dinitial: bool
+            need_dinitial: bool, y: Optional[Tensor]
             ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     grads = gradient_outputs(x, dt, A, B, C, D, z, dt_bias, initial_states, need_dinitial)
     dx, ddt, dA, dB, dC, dD, dz, ddt_bias, dinitial = given_gradients(
         grads, D, z, dt_bias, need_dinitial)
     fields = dict(x=x, dt=dt, A=A, B=B, C=C, chunk_size=chunk_size, D=D, z=z, dt_bias=dt_bias,
                   dt_softplus=dt_softplus, dt_min=dt_min, dt_max=dt_max, cu_seqlens=cu_seqlens,
-                  initial_states=initial_states, dout=dout, dfinal_states=dfinal_states,
+                  initial_states=initial_states, y=y, dout=dout, dfinal_states=dfinal_states,
                   dx=dx, ddt=ddt, dA=dA, dB=dB, dC=dC, dD=dD, dz=dz, ddt_bias=ddt_bias,
                   dinitial_states=dinitial)
     call("ssd_backward", x.device, **fields)
@@ -59,27 +63,29 @@ def ssd_bwd(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, chunk_size: 
 
 @ssd_bwd.register_fake
 def _(x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softplus, dt_min, dt_max, cu_seqlens,
-      initial_states, dout, dfinal_states, need_dinitial):
+      initial_states, dout, dfinal_states, need_dinitial, y):
     return gradient_outputs(x, dt, A, B, C, D, z, dt_bias, initial_states, need_dinitial)
 
 
 def _setup_context(ctx, inputs, output):
     (x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softplus, dt_min, dt_max, cu_seqlens,
-     initial_states, _) = inputs
-    ctx.save_for_backward(x, dt, A, B, C, D, z, dt_bias, cu_seqlens, initial_states)
+     initial_states, _, keep_y) = inputs
+    y = output[2] if keep_y else None
+    ctx.save_for_backward(x, dt, A, B, C, D, z, dt_bias, cu_seqlens, initial_states, y)
     ctx.scalars = (chunk_size, dt_softplus, dt_min, dt_max)
 
 
-def _backward(ctx, dout, dfinal):
-    x, dt, A, B, C, D, z, dt_bias, cu_seqlens, initial_states = ctx.saved_tensors
+def _backward(ctx, dout, dfinal, _dy):
+    x, dt, A, B, C, D, z, dt_bias, cu_seqlens, initial_states, y = ctx.saved_tensors
     chunk_size, dt_softplus, dt_min, dt_max = ctx.scalars
     need_dinitial = initial_states is not None and ctx.needs_input_grad[13]
     grads = ssd_bwd(
         x, dt, A, B, C, chunk_size, D, z, dt_bias, dt_softplus, dt_min, dt_max, cu_seqlens,
-        initial_states, like(dout, x), given_contiguous(dfinal), need_dinitial)
+        initial_states, like(dout, x), given_contiguous(dfinal), need_dinitial, y)
     dx, ddt, dA, dB, dC, dD, dz, ddt_bias, dinitial = given_gradients(
         grads, D, z, dt_bias, need_dinitial)
-    return (dx, ddt, dA, dB, dC, None, dD, dz, ddt_bias, None, None, None, None, dinitial, None)
+    return (dx, ddt, dA, dB, dC, None, dD, dz, ddt_bias, None, None, None, None, dinitial, None,
+            None)
 
 
 ssd_fwd.register_autograd(_backward, setup_context=_setup_context)
@@ -87,6 +93,11 @@ ssd_fwd.register_autograd(_backward, setup_context=_setup_context)
 
 def _inputs(x, B, C, z):
     return unit_last_stride(x), unit_last_stride(B), unit_last_stride(C), unit_last_stride(z)
+
+
+def _training(*tensors):
+    """Whether autograd will run the backward: then the forward keeps y for it."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
 
 def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None,
@@ -114,9 +125,10 @@ def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bia
              "by ssmjit: use ssd_packed (one initial state per sequence)")
     dt_min, dt_max = dt_clamp(dt_limit)
     x, B, C, z = _inputs(x, B, C, z)
-    out, final = ssd_fwd(x, dt, A, B, C, int(chunk_size), D, z, dt_bias, bool(dt_softplus), dt_min,
-                         dt_max, cu_seqlens, initial_states,
-                         bool(return_final_states or return_varlen_states))
+    out, final, _ = ssd_fwd(x, dt, A, B, C, int(chunk_size), D, z, dt_bias, bool(dt_softplus),
+                            dt_min, dt_max, cu_seqlens, initial_states,
+                            bool(return_final_states or return_varlen_states),
+                            _training(x, dt, A, B, C, D, z, dt_bias, initial_states))
     if not (return_final_states or return_varlen_states):
         return out
     result = (out,)
@@ -135,8 +147,9 @@ def ssd_packed(x, dt, A, B, C, cu_seqlens, chunk_size=256, D=None, z=None, dt_bi
     final states (nseq, H, P, N). Differentiable, initial and final states included."""
     dt_min, dt_max = dt_clamp(dt_limit)
     x, B, C, z = _inputs(x, B, C, z)
-    out, final = ssd_fwd(x, dt, A, B, C, int(chunk_size), D, z, dt_bias, bool(dt_softplus), dt_min,
-                         dt_max, cu_seqlens, initial_states, bool(return_final_states))
+    out, final, _ = ssd_fwd(x, dt, A, B, C, int(chunk_size), D, z, dt_bias, bool(dt_softplus),
+                            dt_min, dt_max, cu_seqlens, initial_states, bool(return_final_states),
+                            _training(x, dt, A, B, C, D, z, dt_bias, initial_states))
     return (out, final) if return_final_states else out
 
 
