@@ -126,6 +126,9 @@ void addCallOptions(CLI::App* app, CallOptions& o) {
                       "prefill), in --state-dtype; the backward takes their gradients too")
           ->check(CLI::IsMember({"none", "final", "slots"}))
           ->capture_default_str();
+  o.savedYOpt = app->add_flag("--saved-y", o.savedY,
+                              "The SSD scan's forward keeps y before the gate (SsdArgs::y), as training does, and "
+                              "the backward reads it instead of rerunning chunk_scan (--op ssd, ssd-backward)");
   app->add_option("--arch", o.arch, "NVRTC target (sm_90a, sm_90, sm_80, compute_90, ...)")->capture_default_str();
 }
 
@@ -166,7 +169,7 @@ CheckedCall checkScanOptions(const CallOptions& o) {
   refuse({o.headsOpt, o.headDimOpt, o.stateDtypeOpt}, o.shape.op, kHeadOps);
   refuse({o.tokensOpt, o.noStateIdxOpt}, o.shape.op, "ssu, ssu-tokens and decode-step");
   refuse({o.widthOpt, o.cacheTokensOpt, o.partsOpt, o.noConvBiasOpt, o.ringDepthOpt}, o.shape.op, "decode-step");
-  refuse({o.chunkOpt, o.ssdStatesOpt}, o.shape.op, kSsdOps);
+  refuse({o.chunkOpt, o.ssdStatesOpt, o.savedYOpt}, o.shape.op, kSsdOps);
   refuseDenseBesidePacked(o);
   ScanCall c;
   c.backward = o.shape.op == "scan-backward";
@@ -186,7 +189,7 @@ CheckedCall checkDecodeStepOptions(const CallOptions& o) {
   refuse({o.formOpt, o.stateWriteOpt, o.outDtypeOpt}, o.shape.op, kSsuOps);
   refuse({o.channelsOpt, o.bcOpt, o.serialOpt}, o.shape.op, kScanOps);
   refuse({o.seqlenOpt, o.packedOpt}, o.shape.op, kRowOps);
-  refuse({o.chunkOpt, o.ssdStatesOpt}, o.shape.op, kSsdOps);
+  refuse({o.chunkOpt, o.ssdStatesOpt, o.savedYOpt}, o.shape.op, kSsdOps);
   refuse({o.trainOpt}, o.shape.op, "scan and ssd");
   DecodeStepCall c;
   c.H = o.shape.heads, c.P = o.shape.headDim, c.N = o.shape.dstate, c.G = o.shape.groups, c.W = o.width;
@@ -222,6 +225,7 @@ CheckedCall checkSsdOptions(const CallOptions& o) {
   c.backward = o.shape.op == "ssd-backward";
   if (c.backward) refuse({o.trainOpt}, o.shape.op, "scan and ssd");
   c.train = o.train;
+  c.savedY = o.savedY;
   c.arch = o.arch;
   return nonSsuCall(ssdCallLabel(c), ssdCallSpecializations(c));
 }
@@ -235,7 +239,7 @@ CheckedCall checkCallOptions(const CallOptions& o) {
   refuse({o.bcOpt, o.serialOpt}, o.shape.op, kScanOps);
   refuse({o.seqlenOpt, o.packedOpt}, o.shape.op, kRowOps);
   refuse({o.widthOpt, o.cacheTokensOpt, o.partsOpt, o.noConvBiasOpt, o.ringDepthOpt}, o.shape.op, "decode-step");
-  refuse({o.chunkOpt, o.ssdStatesOpt}, o.shape.op, kSsdOps);
+  refuse({o.chunkOpt, o.ssdStatesOpt, o.savedYOpt}, o.shape.op, kSsdOps);
   refuse({o.trainOpt}, o.shape.op, "scan and ssd");
   SsuCase s = o.shape.call();
   if (o.form == "mamba1") {

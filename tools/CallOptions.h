@@ -63,6 +63,7 @@ struct CallOptions {
   bool noConvBias = false;
   int64_t chunk = 256;             // the SSD scan's chunk size
   std::string ssdStates = "none";  // the SSD scan's states
+  bool savedY = false;             // the SSD scan's forward keeps y for its backward
   std::string arch = "sm_90a";
 
   // Set by addCallOptions: which options the command line gave (some only apply to one form/op).
@@ -74,7 +75,7 @@ struct CallOptions {
                     *trainOpt = nullptr;
   const CLI::Option *widthOpt = nullptr, *cacheTokensOpt = nullptr, *partsOpt = nullptr, *noConvBiasOpt = nullptr,
                     *ringDepthOpt = nullptr;
-  const CLI::Option *chunkOpt = nullptr, *ssdStatesOpt = nullptr;
+  const CLI::Option *chunkOpt = nullptr, *ssdStatesOpt = nullptr, *savedYOpt = nullptr;
 };
 void addCallOptions(CLI::App* app, CallOptions& o);
 

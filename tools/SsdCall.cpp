@@ -28,6 +28,7 @@ SsdArgs args(const SsdCall& c) {
   a.chunk_size = static_cast<int>(c.chunk);
   a.compile_backward = c.train;
   a.out = fakeDeviceView(9, c.x, {R, L, c.H, c.P});
+  if (c.savedY) a.y = fakeDeviceView(14, DType::F32, {R, L, c.H, c.P});
   if (packed(c)) a.cu_seqlens = fakeDeviceView(10, DType::I32, {nseq + 1});
   if (c.states != SsdStates::None) a.final_states = fakeDeviceView(11, c.state, {nseq, c.H, c.P, c.N});
   if (c.states == SsdStates::Slots) {
@@ -69,6 +70,7 @@ std::string ssdCallLabel(const SsdCall& c) {
   l += std::string(" ") + dtypeName(c.x);
   if (c.states != SsdStates::None) l += std::string(" states ") + ssdStatesName(c.states) + " " + dtypeName(c.state);
   if (c.train) l += " train";
+  if (c.savedY) l += " saved-y";
   return l + absentInputsLabel(c.hasD, c.hasZ, c.dtBias, c.softplus);
 }
 

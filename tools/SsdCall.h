@@ -1,7 +1,7 @@
-// One Mamba-2 SSD chunked-scan call (ssd, or its gradients: ssd-backward) as the tool describes it from options: dense rows
-// (batch x seqlen) or one packed row (sequence lengths), with views at fake device addresses, so
-// that `ssmjit inspect` and `prewarm` name its kernels without a GPU. The lengths are part of the
-// call: the row length and the strides it gives bind as divisibility classes.
+// One Mamba-2 SSD chunked-scan call (ssd, or its gradients: ssd-backward) as the tool describes it from options: dense
+// rows (batch x seqlen) or one packed row (sequence lengths), with views at fake device addresses, so that `ssmjit
+// inspect` and `prewarm` name its kernels without a GPU. The lengths are part of the call: the row length and the
+// strides it gives bind as divisibility classes.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -28,6 +28,7 @@ struct SsdCall {
   bool hasD = true, hasZ = true, dtBias = true, softplus = true;
   bool backward = false;  // ssd_backward of this forward: every gradient, the states' where it has them
   bool train = false;     // the forward's compile_backward
+  bool savedY = false;    // the forward keeps y (SsdArgs::y), which the backward reads
   std::string arch = "sm_90a";
 };
 

@@ -5,10 +5,11 @@
 // [32 states, BLOCK_P] staged through shared memory; then, over the causal 32-token blocks, the
 // decayed, masked scores [64, 32] times x [32 tokens, BLOCK_P] staged (zeros past the chunk),
 // accumulated on the first product. Stored in out's dtype.
-// With 16-bit x, C and out (y not kept), the staged operands are 16-bit and read by ldmatrix: x in its own
+// With 16-bit x, C and out, the staged operands are 16-bit and read by ldmatrix: x in its own
 // dtype (exact), the state as bf16 hi + lo (16 bits, an error of 2^-17 relative), the scores as
-// two terms of x's dtype (2^-17 or less a product), all below out's rounding; the state's f32
-// tiles, then C.B's and x's, arrive through cp.async rings, a tile or two ahead of their use.
+// two terms of x's dtype (2^-17 or less a product), all below out's rounding (three terms each,
+// f32 accuracy, where the call keeps y); the state's f32 tiles, then C.B's and x's, arrive
+// through cp.async rings, a tile or two ahead of their use.
 // Otherwise the staged operands are f32, split into three bf16 terms (f32 accuracy).
 // meta:one_term 1 (16-bit x, C and out; SsdChunks.h): the state in C's dtype and the scores in
 // x's, one term each, as mamba_ssm's Triton kernel casts them (no lo buffer, half the mma).
@@ -37,11 +38,13 @@ bool is16Bit(DType t) { return t == DType::BF16 || t == DType::F16; }
 void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   const int64_t Q = spec.get("meta:chunk"), T = kSsdTokenBlock, BP = spec.get("meta:BLOCK_P");
   const DType xT = static_cast<DType>(spec.get("dtype:x"));
-  // A kept y (has_y) is the backward's input: staged at f32 accuracy, as the backward's own
-  // recomputation would (16-bit staging's 2^-17 grows some tenfold in the sums of dA and ddt).
   const bool halves = is16Bit(xT) && is16Bit(static_cast<DType>(spec.get("dtype:C"))) &&
-                      is16Bit(static_cast<DType>(spec.get("dtype:out"))) && spec.get("has_y") == 0;
-  const bool oneTerm = ssdOneTerm(spec) && halves;
+                      is16Bit(static_cast<DType>(spec.get("dtype:out")));
+  // A kept y (has_y) is the backward's input: its staged operands take three terms (f32
+  // accuracy), since 16-bit staging's 2^-17 grows some tenfold in the sums of dA and ddt_bias.
+  const bool keptY = spec.get("has_y") != 0;
+  const bool oneTerm = ssdOneTerm(spec) && halves && !keptY;
+  const int terms = oneTerm ? 1 : keptY ? 3 : 2;  // the 16-bit path's: the state's, the scores
   // 16-bit x: x's, z's, C.B's and the state's tiles copied whole, in 16-byte vectors spread over the
   // block (copyTileAsync), where the bindings prove them aligned; meta:tile_copy 0 copies them
   // in the layout's runs of a pair instead (4- and 8-byte copies, which made the L1 the bound).
@@ -63,12 +66,12 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   Value zero = k.constFloat(0), zeroI = k.constInt(0), pitch = k.constInt(LDs), one = k.constInt(1);
   Value g = h / a.hpg;
   // f32: one buffer for both products. 16-bit: an f32 ring (the state's tiles, then C.B's), the
-  // state's hi and lo (one term: the state alone), and x's ring.
+  // state's terms (one term: the state alone, in C's dtype), and x's ring.
   Value smem = halves ? Value{} : k.sharedBuffer(kStep * LDs);
   Value ring =
       halves ? k.sharedBuffer(std::max<int64_t>(kStateStages * BP, kStages * T) * kStagePitchF32, DType::F32) : Value{};
-  Value sHi = halves ? k.sharedBuffer(BP * kStagePitch16, stT) : Value{};
-  Value sLo = halves && !oneTerm ? k.sharedBuffer(BP * kStagePitch16, DType::BF16) : Value{};
+  const int64_t termStride = BP * kStagePitch16;
+  Value sTerms = halves ? k.sharedBuffer(terms * termStride, stT) : Value{};
   Value xs = halves ? k.sharedBuffer(kStages * kStep * LDs, xT) : smem;
   Value iR = bm * T + k.expandDims(k.range(T), 1);                                   // [T, 1]: rows of the chunk
   Value sC = k.expandDims(k.range(kStep), 0), sR = k.expandDims(k.range(kStep), 1);  // [1, 32], [32, 1]
@@ -123,7 +126,7 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
         })[0];
   } else {
     // S_in[p, n0 .. n0 + 32) copied asynchronously as it lies ([p, n], f32) through a ring of
-    // two stages, the next tile in flight while one is split into bf16 hi and lo ([p, n]
+    // two stages, the next tile in flight while one is split into its bf16 terms ([p, n]
     // buffers, read by ldmatrix with the states along k). The copies are committed after x's
     // first tiles, so waiting for all but the newest group finds tile s in place.
     const int64_t nSteps = cdiv(spec.get("N"), kStep);
@@ -150,17 +153,11 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
           k.waitGroup(1);
           k.barrier();
           Value st = k.load(ring, (s % kStateStages) * (BP * kStagePitchF32) + fOff);
-          k.store(sHi, hOff, st);
-          k.barrier();
-          if (!oneTerm) {
-            k.store(sLo, hOff, st - k.load(sHi, hOff));
-            k.barrier();  // stage s is read, hi and lo are written
-          }
+          ssdStoreTerms(k, sTerms, hOff, termStride, terms, st);
+          k.barrier();  // stage s is read, the terms are written
           k.ifThen(s + kStateStages < nSteps, [&] { copyS(s + kStateStages); });
           k.commitGroup();
-          Value hi = k.dot(Ct, sHi, zeroI, one, pitch16, c[0], pc, 1);
-          if (oneTerm) return std::vector<Value>{hi};
-          return std::vector<Value>{k.dot(Ct, sLo, zeroI, one, pitch16, hi, pc, 1)};
+          return std::vector<Value>{ssdDotTerms(k, Ct, sTerms, zeroI, termStride, one, pitch16, c[0], terms, pc)};
         })[0];
   }
   acc = acc * k.exp(cumI);
@@ -237,7 +234,7 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
       k.waitGroup(kStages - 1);
       k.barrier();
       Value cb = k.load(ring, (t % kStages) * (T * kStagePitchF32) + rT * kStagePitchF32 + sC);
-      Value r = k.dot(scores(t * kStep, cb, d), xs, (t % kStages) * (kStep * LDs), pitch, one, c, oneTerm ? 1 : 2, 1);
+      Value r = k.dot(scores(t * kStep, cb, d), xs, (t % kStages) * (kStep * LDs), pitch, one, c, terms, 1);
       k.barrier();
       return r;
     };

@@ -82,6 +82,13 @@ expect_grep "the backward call is labelled" "^call  *ssd-backward H8 P64 N128 G1
 run ssd_bwd_last 0 "$TOOL" inspect "${bwd[@]}"
 kernel=$(sed -n 's/^kernel  *\([a-z_0-9]*\).*/\1/p' ssd_bwd_last.out)
 case "$kernel" in ssd_bwd_*) ;; *) fail "the backward's last launch is a gradient kernel, got '$kernel'" ;; esac
+run ssd_bwd_y 0 "$TOOL" inspect "${bwd[@]}" --saved-y --launch 5
+expect_grep "with a saved y the fifth launch is the first gradient kernel" "^kernel  *ssd_bwd_dstates" ssd_bwd_y.out
+expect_grep "the saved-y call is labelled" "^call  *ssd-backward H8 P64 N128 G1 chunk 256 b=16 L=512 bfloat16 saved-y$" ssd_bwd_y.out
+run ssd_y 0 "$TOOL" inspect "${ssd[@]}" --saved-y
+expect_grep "a saved y binds y" "^key .*;has_y=1" ssd_y.out
+run scan_y 2 "$TOOL" inspect "${scan[@]}" --saved-y
+expect_grep "--saved-y is refused for the scan" "--saved-y applies to --op ssd and ssd-backward, not scan" scan_y.err
 run ssd_bwd_slots 0 "$TOOL" inspect "${bwd[@]}" --states slots --launch 1
 expect_grep "the backward's slots bind initial states" "^key .*;has_init=1;has_init_idx=1;" ssd_bwd_slots.out
 run chunk_scan 2 "$TOOL" inspect "${scan[@]}" --chunk 128
