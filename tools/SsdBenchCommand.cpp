@@ -45,6 +45,7 @@ struct SsdBenchOptions {
   uint64_t seed = 1;
   bool backward = false;
   bool savedY = false;  // the forward keeps y (fp32) and the backward reads it
+  bool noZ = false;     // without the gate, as the Mamba-2 layer calls the scan
 };
 
 // "8x2048" -> {8, 2048}; throws UsageError naming --shapes otherwise.
@@ -93,7 +94,8 @@ double backwardMs(const SsdArgs& a, std::mt19937_64& rng, const SsdBenchOptions&
                dbias = like(a.dt_bias, 0, 0);
   SsdBackwardArgs b;
   b.forward = a, b.dout = dout.view, b.dx = dx.view, b.ddt = ddt.view, b.dA = dA.view, b.dB = dB.view;
-  b.dC = dC.view, b.dD = dD.view, b.dz = dz.view, b.ddt_bias = dbias.view;
+  b.dC = dC.view, b.dD = dD.view, b.ddt_bias = dbias.view;
+  if (a.z.defined()) b.dz = dz.view;
   const int64_t wsElems = ssd_backward_workspace_size(b);
   DeviceBuffer ws(static_cast<size_t>(wsElems) * 4);
   b.workspace = TensorView::contiguous(ws.data(), DType::F32, {wsElems});
@@ -153,6 +155,7 @@ void runSsdBench(const SsdBenchOptions& o) {
     SsdArgs a;
     a.x = x.view, a.dt = dt.view, a.A = A.view, a.B = B.view, a.C = C.view, a.D = Dv.view, a.z = z.view;
     a.dt_bias = bias.view, a.dt_softplus = true, a.chunk_size = static_cast<int>(Q), a.out = out.view;
+    if (o.noZ) a.z = {};
     std::unique_ptr<DeviceTensor> y;
     if (o.savedY) {
       y.reset(new DeviceTensor(DType::F32, {R, L, H, P}, 0, 0, rng));
@@ -171,7 +174,7 @@ void runSsdBench(const SsdBenchOptions& o) {
     const double ms = 1e-3 * callTimeUs([&](CUstream st) { ssd(a, st); }, s, o.iters, o.trials);
 
     const double perToken =
-        3.0 * double(H * P) * dtypeBytes(xt) + double(H) * dtypeBytes(dtt) + 2.0 * double(G * N) * dtypeBytes(bct);
+        (o.noZ ? 2.0 : 3.0) * double(H * P) * dtypeBytes(xt) + double(H) * dtypeBytes(dtt) + 2.0 * double(G * N) * dtypeBytes(bct);
     const double bytes = perToken * double(tokens);
     const double flops = double(tokens) * (2.0 * Q * N * G + double(H) * (4.0 * P * N + double(Q) * P));
     const double gbs = bytes / (ms * 1e-3) / 1e9;
@@ -198,9 +201,10 @@ void runSsdBench(const SsdBenchOptions& o) {
   std::printf(
       "\nMamba-2 SSD chunked scan forward: H %lld, P %lld, N %lld, G %lld, chunk %lld; %s x/z/out, %s dt, %s B/C; "
       "fp32 A, D (H), dt_bias; dt_softplus; median of %d trials of %d calls\n"
-      "GB/s: x, z, dt, B, C read and out written once (the floor; the workspace is not counted)%s\n\n",
+      "GB/s: x, z, dt, B, C read and out written once (the floor; the workspace is not counted)%s%s\n\n",
       (long long)H, (long long)P, (long long)N, (long long)G, (long long)Q, o.dtype.c_str(), o.dtDtype.c_str(),
       o.bcDtype.c_str(), o.trials, o.iters,
+      o.noZ ? "\n--no-z: no gate (no z read)" : "",
       o.savedY ? "\n--saved-y: the forward also writes y (fp32, not counted in GB/s); the backward reads it" : "");
   printTableAndCopy(table, copy);
 }
@@ -236,6 +240,7 @@ CommandRun defineSsdBenchCommand(CLI::App* app) {
   app->add_option("--max-len", o->maxLen, "Longest drawn sequence")->check(atLeast(1))->capture_default_str();
   addTrialOptions(app, o->iters, o->trials, o->seed, "Calls per trial");
   app->add_flag("--backward", o->backward, "Also time ssd_backward (every gradient) for each case");
+  app->add_flag("--no-z", o->noZ, "Without the gate z (the Mamba-2 layer's call: its gated norm takes z)");
   app->add_flag("--saved-y", o->savedY,
                 "The forward keeps y before the gate (fp32, SsdArgs::y), which the backward reads instead of "
                 "recomputing it");

@@ -86,7 +86,7 @@ void buildDcb(KernelBuilder& k, const Specialization& spec) {
         k.barrier();
         Value at = (t % kStages) * stage;
         Value dy = ssdGateDy(k, a, k.load(os, at + tileOff), [&] { return k.load(zs, at + tileOff); });
-        Value r = k.dot(dy, xs, at, oneI, k.constInt(kPitch16), acc[0], pf, 1);
+        Value r = k.dot(dy, xs, at, oneI, k.constInt(kPitch16), acc[0], ssdBwdDyPieces(spec), 1);
         k.barrier();  // stage t % 3 is read before step t + 1 copies into it
         return std::vector<Value>{r};
       })[0];

@@ -142,7 +142,7 @@ Value stateInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdVal
 Value scoresInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdValues& a, const DxBlock& d,
                     const DxRings& r, int64_t BP, int64_t Q, Value acc) {
   const int64_t T = kSsdTokenBlock, dyPitch = BP + kDyPad, cbStage = kStep * kCbPitch, dyStage = kStep * dyPitch;
-  const int pf = ssdBwdPieces(spec);
+  const int pf = ssdBwdPieces(spec), py = ssdBwdDyPieces(spec);
   Value zero = k.constFloat(0), zeroI = k.constInt(0), one = k.constInt(1);
   Value iFirst = d.bm * T, tiles = cdiv(d.ch.n - iFirst, k.constInt(kStep));
   Value cbBase = a.oCb + (d.slot * (a.H / a.hpg) + d.g) * Q * Q;
@@ -170,12 +170,14 @@ Value scoresInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdVa
     k.barrier();
     Value st = u % kStages;
     Value dy = ssdGateDy(k, a, k.load(r.os, st * dyStage + dyOff), [&] { return k.load(r.zs, st * dyStage + dyOff); });
-    ssdStoreTerms(k, r.terms, dyOff, dyStage, pf, dy);
+    ssdStoreTerms(k, r.terms, dyOff, dyStage, py, dy);
     Value keep = (iC >= d.jR) && (iC < d.ch.n);
     Value cb = k.load(r.ring, st * cbStage + sC * kCbPitch + jLocal);  // [T, 32]: CB[i, j]
     Value s = k.select(keep, cb * k.exp(k.minimum(cumI - d.cumJ, zero)), zero);
     k.barrier();  // the terms are written
-    Value res = ssdDotTerms(k, s, r.terms, zeroI, dyStage, k.constInt(dyPitch), one, c[0], pf, pf);
+    // dy in one exact term (bf16 dout, no z) meets every piece of the scores.
+    Value res = py == 1 ? k.dot(s, r.terms, zeroI, k.constInt(dyPitch), one, c[0], pf, 1)
+                        : ssdDotTerms(k, s, r.terms, zeroI, dyStage, k.constInt(dyPitch), one, c[0], py, pf);
     k.barrier();  // stage u and the terms are read before the next step writes them
     return std::vector<Value>{res};
   })[0];

@@ -124,6 +124,10 @@ int ssdBwdPieces(const Specialization& s) {
   return int(v);
 }
 
+int ssdBwdDyPieces(const Specialization& s) {
+  return s.get("has_z") == 0 && ssdDtype(s, "dout") == DType::BF16 ? 1 : ssdBwdPieces(s);
+}
+
 DType ssdDtype(const Specialization& s, const char* tensor) {
   return static_cast<DType>(s.get(std::string("dtype:") + tensor));
 }

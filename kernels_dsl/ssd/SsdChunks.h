@@ -105,6 +105,10 @@ bool ssdOneTerm(const Specialization& s);
 // one 16-bit term mamba_ssm's Triton backward casts them to. Throws on other values.
 int ssdBwdPieces(const Specialization& s);
 
+// The pieces dy takes as an mma operand: one where dy is dout itself in bf16 (no z: exact in one
+// term), else ssdBwdPieces'.
+int ssdBwdDyPieces(const Specialization& s);
+
 // The dtype tensor argument `tensor` is bound as; whether it is bf16 or fp16.
 DType ssdDtype(const Specialization& s, const char* tensor);
 bool ssdIs16Bit(const Specialization& s, const char* tensor);

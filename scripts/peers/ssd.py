@@ -3,7 +3,7 @@
 
 Usage: PYTHONPATH=<dir holding mamba_ssm's Python sources and einops> python3 scripts/peers/ssd.py
        [--shapes 8x2048,1x16384] [--heads 80] [--headdim 64] [--dstate 128] [--ngroups 1]
-       [--chunk 256] [--backward]
+       [--chunk 256] [--backward] [--no-z]
 Inputs as ssmjit's bench: bf16 x, dt, B, C, z; fp32 A, D, dt_bias; dt_softplus; the median of
 CUDA-event timings over back-to-back calls, after the autotuner's warm-up.
 """
@@ -24,6 +24,7 @@ def main():
     p.add_argument("--ngroups", type=int, default=1)
     p.add_argument("--chunk", type=int, default=256)
     p.add_argument("--backward", action="store_true")
+    p.add_argument("--no-z", action="store_true", help="without the gate z (the Mamba-2 layer's call)")
     a = p.parse_args()
     dev, bf = "cuda", torch.bfloat16
     H, P, N, G = a.heads, a.headdim, a.dstate, a.ngroups
@@ -32,7 +33,7 @@ def main():
         b, l = (int(v) for v in shape.split("x"))
         g = torch.Generator(device=dev).manual_seed(0)
         x = torch.randn(b, l, H, P, device=dev, dtype=bf, generator=g)
-        z = torch.randn(b, l, H, P, device=dev, dtype=bf, generator=g)
+        z = None if a.no_z else torch.randn(b, l, H, P, device=dev, dtype=bf, generator=g)
         dt = (torch.rand(b, l, H, device=dev, generator=g) - 4.0).to(bf)
         B = torch.randn(b, l, G, N, device=dev, dtype=bf, generator=g)
         C = torch.randn(b, l, G, N, device=dev, dtype=bf, generator=g)
@@ -43,7 +44,8 @@ def main():
         fwd = median_ms(lambda: mamba_chunk_scan_combined(x, dt, A, B, C, a.chunk, **args))
         line = f"{b}x{l}: fwd {fwd:.3f} ms"
         if a.backward:
-            leaves = [t.detach().requires_grad_() for t in (x, dt, A, B, C, D, z, dt_bias)]
+            leaves = [None if t is None else t.detach().requires_grad_()
+                      for t in (x, dt, A, B, C, D, z, dt_bias)]
             xs, dts, As, Bs, Cs, Ds, zs, dbs = leaves
             dout = torch.randn(b, l, H, P, device=dev, dtype=bf, generator=g)
 
