@@ -5,13 +5,20 @@
 // step (the gradient of chunk c's own state), and the pass plane takes this block's share of
 // exp(cum_last,c) S_in,c . g (the gradient of the chunk's total decay). The last g goes to
 // dinitial_states' slot. Reports bad d(final state) slots (the first block of head 0).
+// Bound by memory, as the forward's pass: meta:PREFETCH D (1..8, default 4) chunks are read ahead
+// of the one combined; the sums run in the same order for every D.
+#include <string>
+#include <vector>
+
 #include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/conv/ConvTiles.h"
 #include "kernels_dsl/scan/ScanSequences.h"
 #include "kernels_dsl/ssd/Ssd.h"
 #include "kernels_dsl/ssd/SsdBackward.h"
 #include "kernels_dsl/ssd/SsdChunks.h"
+#include "ssmjit/error.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -19,7 +26,7 @@ using namespace dsl;
 namespace {
 
 void buildBwdStatePassing(KernelBuilder& k, const Specialization& spec) {
-  const int64_t Q = spec.get("meta:chunk"), BLK = kSsdBwdPassBlock;
+  const int64_t Q = spec.get("meta:chunk"), BLK = kSsdBwdPassBlock, D = spec.get("meta:PREFETCH");
   auto v = [&](const char* n) { return k.arg(n); };
   Value H = v("H"), P = v("P"), N = v("N"), L = v("L"), nseq = v("nseq"), ws = v("ws"), err = v("err");
   Value oCum = v("o_cum"), oSt = v("o_st"), oG = v("o_g"), oPn = v("o_pn"), hasCu = v("has_cu");
@@ -44,15 +51,30 @@ void buildBwdStatePassing(KernelBuilder& k, const Specialization& spec) {
   Value g0 = k.load(v("dfinal"),
                     slotOut * v("s_dfinal_slot") + h * v("s_dfinal_h") + p * v("s_dfinal_p") + n * v("s_dfinal_n"),
                     m && (slotOut >= 0), zero);
-  Value g = k.forLoop(zeroI, nch, oneI, {g0}, [&](Value r, const std::vector<Value>& c) {
+  // Reverse step r takes chunk nch - 1 - r: its local gradient, entering state and decay, read D
+  // steps ahead (carried as {g, then D of (local, S_in, decay)}), so D + 1 chunks' reads are in
+  // flight while one combines. Step r stores the g that entered it over the local it read.
+  auto at = [&](Value r) { return ((first + (nch - 1 - r)) * H + h) * PN + e; };
+  auto decayOf = [&](Value r) { return k.exp(k.load(ws, oCum + ((first + (nch - 1 - r)) * H + h) * Q + (Q - 1))); };
+  std::vector<Value> carry{g0};
+  for (int64_t d = 0; d < D; ++d) {
+    Value rd = k.constInt(d), have = nch > rd;
+    carry.push_back(k.load(ws, oG + at(rd), m && have, zero));
+    carry.push_back(k.load(ws, oSt + at(rd), m && have, zero));
+    carry.push_back(k.ifElse(
+        have, [&] { return std::vector<Value>{decayOf(rd)}; }, [&] { return std::vector<Value>{zero}; })[0]);
+  }
+  Value g = k.forLoop(zeroI, nch, oneI, carry, [&](Value r, const std::vector<Value>& c) {
+    Value rD = r + D, ahead = rD < nch;
+    Value local = k.load(ws, oG + at(rD), m && ahead, zero), sIn = k.load(ws, oSt + at(rD), m && ahead, zero);
+    Value decay = decayOf(k.minimum(rD, nch - 1));
+    k.store(ws, oG + at(r), c[0], m);
     Value slot = first + (nch - 1 - r);
-    Value at = (slot * H + h) * PN + e;
-    Value local = k.load(ws, oG + at, m, zero);
-    k.store(ws, oG + at, c[0], m);
-    Value decay = k.exp(k.load(ws, oCum + (slot * H + h) * Q + (Q - 1)));
-    Value sIn = k.load(ws, oSt + at, m, zero);
-    k.store(ws, oPn + (slot * H + h) * nPn + pid, k.reduce(decay * sIn * c[0], 0, "sum"));
-    return std::vector<Value>{local + decay * c[0]};
+    k.store(ws, oPn + (slot * H + h) * nPn + pid, k.reduce(c[3] * c[2] * c[0], 0, "sum"));
+    std::vector<Value> next{c[1] + c[3] * c[0]};
+    next.insert(next.end(), c.begin() + 4, c.end());
+    next.insert(next.end(), {local, sIn, decay});
+    return next;
   })[0];
   k.ifThen(v("has_dinit"), [&] {
     Value slotIn = checkedSlot(k, v("has_init_idx"), v("init_idx"), v("s_init_idx"), v("nslots_init"), i, reporter, err,
@@ -62,7 +84,16 @@ void buildBwdStatePassing(KernelBuilder& k, const Specialization& spec) {
   });
 }
 
-void chooseBwdStatePassingMeta(Specialization& s) { ssdDefaultMeta(s); }
+constexpr int64_t kMaxPrefetch = 8;  // chunks' (local, S_in) pairs in registers a thread
+
+void chooseBwdStatePassingMeta(Specialization& s) {
+  ssdDefaultMeta(s);
+  setDefault(s, "meta:PREFETCH", 4);
+  if (const int64_t d = s.get("meta:PREFETCH"); d < 1 || d > kMaxPrefetch)
+    throw Error(Error::Kind::InvalidArgument, "ssd_bwd_state_passing: meta PREFETCH (SSMJIT_META) is " +
+                                                  std::to_string(d) + ", expected 1.." + std::to_string(kMaxPrefetch) +
+                                                  " chunks read ahead");
+}
 
 }  // namespace
 
