@@ -143,6 +143,9 @@ sanitized+=":${ssd}G2P32N64Q64:${ssd}L7F32Q64:${ssd}PackedF32Q64:SsdDeviceChecks
 sanitized+=":${ssd}PackedSlotsBlocksBf16"
 sanitized+=':Shapes/SsdBackwardGpu.MatchesReference/L7Bf16:Shapes/SsdBackwardGpu.MatchesReference/PackedSlots'
 sanitized+=':Shapes/SsdBackwardGpu.MatchesReference/PackedSlotsBf16'
+# The forward keeping y (its scan's three-term staging) and the backward reading it, without z
+# (the rings with dout alone, dy in one term) and packed with z.
+sanitized+=':Shapes/SsdBackwardGpu.MatchesReference/NoZSavedYBf16:Shapes/SsdBackwardGpu.MatchesReference/PackedSlotsSavedY'
 # RMSNorm: several rows a program with masked channels and both outputs in place; one row of five
 # chunks reduced across warps; groups with the gate first.
 norm='Matrix/RmsNormGpu.MatchesFloat64Reference/'
