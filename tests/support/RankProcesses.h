@@ -62,11 +62,15 @@ inline std::vector<RankExit> runRankProcesses(const std::string& worker, int n, 
                                     "SSMJIT_WORLD_SIZE=" + std::to_string(n),
                                     "SSMJIT_RENDEZVOUS=" + dir.path() + "/nccl-id"};
     if (!std::getenv("NCCL_NVLS_ENABLE")) env.push_back("NCCL_NVLS_ENABLE=0");
+    // The parent's environment but the rank variables and gtest's sharding (a sharded parent would
+    // otherwise shard the worker's one test away, and the worker would run none).
     for (char** e = environ; *e; ++e) {
       const std::string kv = *e;
-      if (kv.rfind("SSMJIT_RANK=", 0) && kv.rfind("SSMJIT_LOCAL_RANK=", 0) && kv.rfind("SSMJIT_WORLD_SIZE=", 0) &&
-          kv.rfind("SSMJIT_RENDEZVOUS=", 0))
-        env.push_back(kv);
+      bool keep = true;
+      for (const char* drop : {"SSMJIT_RANK=", "SSMJIT_LOCAL_RANK=", "SSMJIT_WORLD_SIZE=", "SSMJIT_RENDEZVOUS=",
+                               "GTEST_TOTAL_SHARDS=", "GTEST_SHARD_INDEX=", "GTEST_SHARD_STATUS_FILE="})
+        keep = keep && kv.rfind(drop, 0) != 0;
+      if (keep) env.push_back(kv);
     }
     std::vector<char*> envp, argv;
     for (std::string& e : env) envp.push_back(e.data());
