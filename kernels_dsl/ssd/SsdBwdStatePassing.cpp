@@ -7,18 +7,15 @@
 // dinitial_states' slot. Reports bad d(final state) slots (the first block of head 0).
 // Bound by memory, as the forward's pass: meta:PREFETCH D (1..8, default 4) chunks are read ahead
 // of the one combined; the sums run in the same order for every D.
-#include <string>
 #include <vector>
 
 #include "kernels_dsl/Dsl.h"
-#include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/conv/ConvTiles.h"
 #include "kernels_dsl/scan/ScanSequences.h"
 #include "kernels_dsl/ssd/Ssd.h"
 #include "kernels_dsl/ssd/SsdBackward.h"
 #include "kernels_dsl/ssd/SsdChunks.h"
-#include "ssmjit/error.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -54,8 +51,9 @@ void buildBwdStatePassing(KernelBuilder& k, const Specialization& spec) {
   // Reverse step r takes chunk nch - 1 - r: its local gradient, entering state and decay, read D
   // steps ahead (carried as {g, then D of (local, S_in, decay)}), so D + 1 chunks' reads are in
   // flight while one combines. Step r stores the g that entered it over the local it read.
-  auto at = [&](Value r) { return ((first + (nch - 1 - r)) * H + h) * PN + e; };
-  auto decayOf = [&](Value r) { return k.exp(k.load(ws, oCum + ((first + (nch - 1 - r)) * H + h) * Q + (Q - 1))); };
+  auto slotOf = [&](Value r) { return first + (nch - 1 - r); };
+  auto at = [&](Value r) { return (slotOf(r) * H + h) * PN + e; };
+  auto decayOf = [&](Value r) { return k.exp(k.load(ws, oCum + (slotOf(r) * H + h) * Q + (Q - 1))); };
   std::vector<Value> carry{g0};
   for (int64_t d = 0; d < D; ++d) {
     Value rd = k.constInt(d), have = nch > rd;
@@ -69,8 +67,7 @@ void buildBwdStatePassing(KernelBuilder& k, const Specialization& spec) {
     Value local = k.load(ws, oG + at(rD), m && ahead, zero), sIn = k.load(ws, oSt + at(rD), m && ahead, zero);
     Value decay = decayOf(k.minimum(rD, nch - 1));
     k.store(ws, oG + at(r), c[0], m);
-    Value slot = first + (nch - 1 - r);
-    k.store(ws, oPn + (slot * H + h) * nPn + pid, k.reduce(c[3] * c[2] * c[0], 0, "sum"));
+    k.store(ws, oPn + (slotOf(r) * H + h) * nPn + pid, k.reduce(c[3] * c[2] * c[0], 0, "sum"));
     std::vector<Value> next{c[1] + c[3] * c[0]};
     next.insert(next.end(), c.begin() + 4, c.end());
     next.insert(next.end(), {local, sIn, decay});
@@ -84,15 +81,9 @@ void buildBwdStatePassing(KernelBuilder& k, const Specialization& spec) {
   });
 }
 
-constexpr int64_t kMaxPrefetch = 8;  // chunks' (local, S_in) pairs in registers a thread
-
 void chooseBwdStatePassingMeta(Specialization& s) {
   ssdDefaultMeta(s);
-  setDefault(s, "meta:PREFETCH", 4);
-  if (const int64_t d = s.get("meta:PREFETCH"); d < 1 || d > kMaxPrefetch)
-    throw Error(Error::Kind::InvalidArgument, "ssd_bwd_state_passing: meta PREFETCH (SSMJIT_META) is " +
-                                                  std::to_string(d) + ", expected 1.." + std::to_string(kMaxPrefetch) +
-                                                  " chunks read ahead");
+  ssdPrefetchMeta(s, 1);
 }
 
 }  // namespace

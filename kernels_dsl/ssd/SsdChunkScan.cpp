@@ -33,13 +33,10 @@ constexpr int kStateStages = 2;  // the entering state's ring (16-bit x)
 // for the copies), and the state's bf16 hi and lo (an odd number of 16-byte units, for ldmatrix).
 constexpr int64_t kStagePitchF32 = kStep + 4, kStagePitch16 = kStep + 8;
 
-bool is16Bit(DType t) { return t == DType::BF16 || t == DType::F16; }
-
 void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   const int64_t Q = spec.get("meta:chunk"), T = kSsdTokenBlock, BP = spec.get("meta:BLOCK_P");
-  const DType xT = static_cast<DType>(spec.get("dtype:x"));
-  const bool halves = is16Bit(xT) && is16Bit(static_cast<DType>(spec.get("dtype:C"))) &&
-                      is16Bit(static_cast<DType>(spec.get("dtype:out")));
+  const DType xT = ssdDtype(spec, "x");
+  const bool halves = ssdIs16Bit(spec, "x") && ssdIs16Bit(spec, "C") && ssdIs16Bit(spec, "out");
   // A kept y (has_y) is the backward's input: its staged operands take three terms (f32
   // accuracy), since 16-bit staging's 2^-17 grows some tenfold in the sums of dA and ddt_bias.
   const bool keptY = spec.get("has_y") != 0;
@@ -53,7 +50,7 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   const int64_t zVec = tileCopy ? ssdTileVector(spec, "z", "s_z_p", {"s_z_b", "s_z_l", "s_z_h"}) : 0;
   const int64_t cbVec = tileCopy ? ssdTileVector(spec, "ws", "", {"o_cb"}) : 0;
   const int64_t stVec = tileCopy ? ssdTileVector(spec, "ws", "", {"o_st", "N"}) : 0;
-  const DType stT = oneTerm ? static_cast<DType>(spec.get("dtype:C")) : DType::BF16;  // the staged state's
+  const DType stT = oneTerm ? ssdDtype(spec, "C") : DType::BF16;  // the staged state's
   // Row pitches: f32 rows padded by 4; 16-bit rows by 8 halves (an odd number of 16-byte units).
   const int64_t LDs = halves ? BP + 8 : BP + 4;
   const SsdValues a = ssdValues(k);

@@ -200,6 +200,17 @@ int64_t ssdTileVector(const Specialization& s, const std::string& ptr, const std
   return vec;
 }
 
+int64_t ssdPrefetchMeta(Specialization& s, int64_t least) {
+  constexpr int64_t kMaxPrefetch = 8;
+  setDefault(s, "meta:PREFETCH", 4);
+  const int64_t d = s.get("meta:PREFETCH");
+  if (d < least || d > kMaxPrefetch)
+    throw Error(Error::Kind::InvalidArgument, s.kernel + ": meta PREFETCH (SSMJIT_META) is " + std::to_string(d) +
+                                                  ", expected " + std::to_string(least) + ".." +
+                                                  std::to_string(kMaxPrefetch) + " chunks read ahead");
+  return d;
+}
+
 void ssdDefaultMeta(Specialization& s) { setDefaults(s, {{"meta:num_warps", 4}, {"meta:index_bits", 32}}); }
 
 void ssdStateBlockMeta(Specialization& s) {

@@ -148,6 +148,12 @@ dsl::Value ssdFirstSlot(dsl::KernelBuilder& k, const SsdValues& a, dsl::Value i,
 // dt' of raw dt (+ dt_bias of the head), softplus and the clamp, as the flags say.
 dsl::Value ssdDtTransform(dsl::KernelBuilder& k, const SsdValues& a, dsl::Value dt, dsl::Value bias);
 
+// meta:PREFETCH of the state-passing kernels (absent: 4): the chunks read ahead of the one
+// combined, `least`..8 (8 chunks' state slices in registers at most). A serial walk over the
+// chunks that reads each as it combines it waits on every load (docs/performance.md). Throws
+// naming the kernel on other values.
+int64_t ssdPrefetchMeta(Specialization& s, int64_t least);
+
 // Every SSD kernel's defaults: 4 warps, 32-bit offsets.
 void ssdDefaultMeta(Specialization& s);
 // The defaults of a kernel over [BLOCK_P, BLOCK_N] blocks of a state (ssd_chunk_state,

@@ -12,8 +12,6 @@
 // meta:keep_states 1 (absent: 0): no entering state is stored, so the chunks' states from zero stay
 // in the workspace for a later pass from another initial state (context parallelism: the final
 // states and decays first, then the same call resumed; SsdSpec.h).
-#include <string>
-
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
@@ -21,14 +19,11 @@
 #include "kernels_dsl/scan/ScanSequences.h"
 #include "kernels_dsl/ssd/Ssd.h"
 #include "kernels_dsl/ssd/SsdChunks.h"
-#include "ssmjit/error.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
 
 namespace {
-
-constexpr int64_t kMaxPrefetch = 8;  // chunks' states in registers a thread: 8 x 8 floats at most
 
 void buildStatePassing(KernelBuilder& k, const Specialization& spec) {
   const int64_t Q = spec.get("meta:chunk"), BLK = spec.get("meta:BLOCK");
@@ -119,12 +114,8 @@ void buildStatePassing(KernelBuilder& k, const Specialization& spec) {
 void chooseStatePassingMeta(Specialization& s) {
   ssdDefaultMeta(s);
   setDefault(s, "meta:BLOCK", 1024);
-  setDefault(s, "meta:PREFETCH", 4);  // 1: the walk is latency-bound (8x2048 11% slower)
+  ssdPrefetchMeta(s, 0);
   ssdMetaFlag(s, "keep_states", 0, "store the entering states", "keep the chunks'");
-  if (const int64_t d = s.get("meta:PREFETCH"); d < 0 || d > kMaxPrefetch)
-    throw Error(Error::Kind::InvalidArgument, "ssd_state_passing: meta PREFETCH (SSMJIT_META) is " + std::to_string(d) +
-                                                  ", expected 0.." + std::to_string(kMaxPrefetch) +
-                                                  " chunks read ahead");
 }
 
 }  // namespace
