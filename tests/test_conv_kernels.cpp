@@ -11,8 +11,10 @@
 
 #include "GpuTest.h"  // SSMJIT_REQUIRE_NVRTC
 #include "kernels_dsl/CompileKernel.h"
+#include "kernels_dsl/Registry.h"
 #include "runtime/ops/CausalConv1dSpec.h"
 #include "ssmjit/ops.h"
+#include "tests/support/ExpectError.h"
 #include "tests/support/FakeTensors.h"
 #include "tests/support/Occurrences.h"
 
@@ -196,11 +198,11 @@ TEST(ConvKernels, CountsBindNoClass) {
       EXPECT_EQ(s.canonical().find(count), std::string::npos) << count << " in " << s.canonical();
 }
 
-// The channel-first backward reads x and dout as 16-byte vectors in every tile, the look-ahead tile
-// of a chunk included (its mask covers whole runs of a thread's tokens): a per-token mask there
-// makes every load of the loop scalar and the kernel issue-bound. Rows of 256 tokens: 16-byte
-// multiples.
-TEST(ConvKernels, ChannelFirstBackwardLoadsVectors) {
+// The channel-first backward copies x and dout into its rings as 16-byte vectors in every tile, the
+// look-ahead tile of a chunk included (its mask covers whole runs of a thread's tokens): a
+// per-token mask there makes every copy of the loop scalar and the kernel issue-bound. Rows of 256
+// tokens: 16-byte multiples.
+TEST(ConvKernels, ChannelFirstBackwardCopiesVectors) {
   SSMJIT_REQUIRE_NVRTC();
   for (DType dt : {DType::BF16, DType::F32})
     for (Packing p : {Packing::Dense, Packing::CuSeqlens}) {
@@ -209,6 +211,23 @@ TEST(ConvKernels, ChannelFirstBackwardLoadsVectors) {
       SCOPED_TRACE(specs.front().canonical());
       ASSERT_EQ(specs.front().kernel, "causal_conv1d_bwd");
       const std::string ptx = ssmjit::compileKernel(specs.front()).ptx;
-      EXPECT_GE(occurrences(ptx, "ld.global.nc.v4."), 4);  // x and dout: the chunk's first tile and the loop's next one
+      // x and dout: the ring's first tiles and the loop's next one
+      EXPECT_GE(occurrences(ptx, "cp.async.cg.shared.global [%r"), 4);
+      EXPECT_EQ(occurrences(ptx, "cp.async.ca"), 0);
     }
+}
+
+// The backward's ring depth out of range (SSMJIT_META) is named with what came.
+TEST(ConvKernels, BackwardStagesOutOfRangeAreNamed) {
+  for (int64_t stages : {1, 9}) {
+    ssmjit::Specialization spec =
+        ssmjit::detail::convBackwardSpecializations(
+            backwardArgs({ConvLayout::ChannelFirst, DType::BF16, 4, Packing::Dense}), "sm_90a")
+            .front();
+    spec.set("meta:stages", stages);
+    const std::string msg = ssmjit::testing::invalidArgMessage([&] { ssmjit::dsl::completeSpecialization(spec); });
+    EXPECT_NE(msg.find("causal_conv1d_bwd: meta stages (SSMJIT_META) is " + std::to_string(stages) + ", expected 2..8"),
+              std::string::npos)
+        << msg;
+  }
 }

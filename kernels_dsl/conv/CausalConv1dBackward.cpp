@@ -12,8 +12,9 @@
 // it only), so no gradient crosses a boundary. At the end each program reduces its sums along
 // time and writes them to its own row of the workspace.
 //
-// The kernel is bound by instruction issue more than by DRAM (ncu: ~70% issue-active), so a packed
-// row's cost over a dense one is the instructions of its boundary tiles. Running a packed row as
+// x and dout arrive through shared-memory rings a few tiles ahead (dense channel-first rows run at
+// 94% of copy bandwidth); a packed row's cost over a dense one is the instructions of its boundary
+// tiles. Running a packed row as
 // one dense row and mending each sequence's edges in the per-sequence kernel costs more (that
 // kernel re-reads a few tokens of every channel row per sequence, scattered sectors), and so does
 // finding a chunk's first sequence by 128-wide loads instead of the binary search.
@@ -23,6 +24,8 @@
 // sequences: the gradient of the initial states (the first W - 1 tokens' g, recomputed) and of the
 // final states (added to dx of the last W - 1 tokens, or to the initial state of a short one).
 #include <algorithm>
+#include <string>
+#include <utility>
 
 #include "compiler/IntMath.h"
 #include "kernels_dsl/Dsl.h"
@@ -30,6 +33,7 @@
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/conv/CausalConv1d.h"
 #include "kernels_dsl/conv/ConvTiles.h"
+#include "ssmjit/error.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -76,37 +80,50 @@ void buildBackward(KernelBuilder& k, const Specialization& spec) {
   // Tile i of the chunk (i < nTiles), then the first W - 1 tokens of the next chunk (i = nTiles:
   // their g completes the last tile's dx; their own sums belong to the next chunk). Channel-first,
   // that look-ahead is rounded up to whole runs of a thread's tokens, so its mask is constant
-  // along a run and every tile's loads stay 16-byte vectors (per-token masks made them scalar).
+  // along a run and every tile's copies stay 16-byte vectors (per-token masks made them scalar).
   const int64_t run = cl ? 1 : 16 / smallestElement(spec, {"x", "dout"});
   const int64_t ahead = std::min(BT, (W - 1 + run - 1) / run * run);
-  auto loadTile = [&](Value ptr, Value rowOff, Value sT, Value sD, Value i) {
+  auto tileAt = [&](Value i) {  // tile i's tokens, and where it reads
     Value tv = t0 + i * BT + rT;
-    Value need = (tv < L) && ((i < nTiles) || ((i == nTiles) && (rT < ahead)));
-    return k.load(ptr, rowOff + tE(tv) * sT + dOffs * sD, tE(need) && mD, zero);
+    return std::pair{tv, tE((tv < L) && ((i < nTiles) || ((i == nTiles) && (rT < ahead)))) && mD};
   };
   Value xRow = row * sXb, yRow = row * sYb, dxRow = row * sDb;
   Value tPrev = t0 - BT + rT;  // the previous tile: only its last W - 1 tokens are shifted in
   Value prev = k.load(x, xRow + tE(tPrev) * sXt + dOffs * sXd, tE((tPrev >= 0) && (rT >= BT - (W - 1))) && mD, zero);
 
+  // x's and dout's tiles reach shared memory through rings of S (meta:stages) stages, copied
+  // (cp.async) S - 1 tiles ahead of their use, each thread the elements it reads itself (so no
+  // barrier): the bytes in flight take no registers. Loaded into registers one tile ahead instead,
+  // they kept too few bytes in flight (DRAM 72% busy at 4 blocks an SM).
+  const int64_t S = spec.get("meta:stages");
+  const int64_t tileElems = BD * BT;
+  Value xs = k.sharedBuffer(S * tileElems, static_cast<DType>(spec.get("dtype:x")));
+  Value dys = k.sharedBuffer(S * tileElems, static_cast<DType>(spec.get("dtype:dout")));
+  Value sOff = tE(rT) * (cl ? BD : 1) + k.expandDims(k.range(BD), cl ? 0 : 1) * (cl ? 1 : BT);
+  auto copyTile = [&](Value i) {  // tile i into stage i % S
+    auto [tv, need] = tileAt(i);
+    Value st = (i % S) * tileElems + sOff;
+    k.copyAsync(xs, st, x, xRow + tE(tv) * sXt + dOffs * sXd, need);
+    k.copyAsync(dys, st, dy, yRow + tE(tv) * sYt + dOffs * sYd, need);
+  };
+  for (int64_t s = 0; s + 1 < S; ++s) {
+    k.ifThen(k.constInt(s) <= nTiles, [&] { copyTile(k.constInt(s)); });
+    k.commitGroup();
+  }
+
   Value zeroTile = k.splat(zero, tileShape);
-  // Carried: x of the previous and this tile, dout of this tile, g and the first sequence of the
-  // previous tile (and whether its dx needs masks), the running sequence, the W + 1 sums.
-  std::vector<Value> init0 = {prev,
-                              loadTile(x, xRow, sXt, sXd, zeroI),
-                              loadTile(dy, yRow, sYt, sYd, zeroI),
-                              zeroTile,
-                              seq0,
-                              k.constBool(true),
-                              seq0,
-                              b0[0],
-                              b0[1]};
+  // Carried: x of the previous tile, g and the first sequence of the previous tile (and whether
+  // its dx needs masks), the running sequence, the W + 1 sums.
+  std::vector<Value> init0 = {prev, zeroTile, seq0, k.constBool(true), seq0, b0[0], b0[1]};
+  const size_t kAcc = 7;
   for (int64_t j = 0; j <= W; ++j) init0.push_back(zeroTile);
-  const size_t kAcc = 9;
   std::vector<Value> fin =
       k.forLoop(zeroI, nTiles + 1, k.constInt(1), init0, [&](Value i, const std::vector<Value>& c) {
-        Value prevX = c[0], cur = c[1], dyT = c[2], gPrev = c[3], firstPrev = c[4], fastPrev = c[5], seq = c[6],
-              start = c[7], next = c[8];
-        Value xAhead = loadTile(x, xRow, sXt, sXd, i + 1), dyAhead = loadTile(dy, yRow, sYt, sYd, i + 1);
+        Value prevX = c[0], gPrev = c[1], firstPrev = c[2], fastPrev = c[3], seq = c[4], start = c[5], next = c[6];
+        k.ifThen(i + (S - 1) <= nTiles, [&] { copyTile(i + (S - 1)); });
+        k.commitGroup();
+        k.waitGroup(static_cast<int>(S - 1));  // this thread's copies of tile i have landed
+        Value cur = k.load(xs, (i % S) * tileElems + sOff), dyT = k.load(dys, (i % S) * tileElems + sOff);
         Value tt = t0 + i * BT, tv = tt + rT;
 
         // g of this tile from its taps, and the sums (not for the look-ahead tile i = nTiles).
@@ -198,7 +215,7 @@ void buildBackward(KernelBuilder& k, const Specialization& spec) {
           k.store(dx, dxRow + tE(tvP) * sDt + dOffs * sDd, dxv, tE(tvP < L) && mD);
         });
 
-        std::vector<Value> nx = {cur, xAhead, dyAhead, g, seq, fast, r[kSeq], r[kSeq + 1], r[kSeq + 2]};
+        std::vector<Value> nx = {cur, g, seq, fast, r[kSeq], r[kSeq + 1], r[kSeq + 2]};
         nx.insert(nx.end(), acc.begin(), acc.end());
         return nx;
       });
@@ -318,7 +335,7 @@ void buildStates(KernelBuilder& k, const Specialization& spec) {
 
 // Tiles: channel-first 8 channels x 128 tokens (16 lanes a channel, 16 bytes a lane); channel-last
 // the time tile in each thread (4 tokens) and two channels a thread, one channel from W 5 (8-token
-// tiles spill at two): the W + 1 per-element sums and the tiles in flight bound the registers.
+// tiles spill at two): the W + 1 per-element sums and the taps bound the registers.
 // 16-bit rows up to W 4 without initial states are held to 4 blocks an SM (128 registers, no
 // spills; 146-151 otherwise), which helps packed rows and leaves dense ones unchanged; with initial
 // states or wider windows they would spill.
@@ -328,6 +345,11 @@ void chooseBackwardMeta(Specialization& s) {
   if (elem <= 2 && s.get("meta:width") <= 4 && !s.get("has_init", 0) && !s.find("meta:min_blocks"))
     s.set("meta:min_blocks", 4);
   setDefault(s, "meta:index_bits", 32);
+  setDefault(s, "meta:stages", 3);
+  const int64_t stages = s.get("meta:stages");
+  if (stages < 2 || stages > 8)
+    throw Error(Error::Kind::InvalidArgument, s.kernel + ": meta stages (SSMJIT_META) is " + std::to_string(stages) +
+                                                  ", expected 2..8 (the rings' stages: tiles copied stages - 1 ahead)");
 }
 
 void chooseReduceMeta(Specialization& s) {

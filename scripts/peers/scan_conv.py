@@ -8,10 +8,14 @@ Usage: PYTHONPATH=<the peers' built extensions and Python sources: build_cuda_pe
 bf16 u, delta, z, B, C (B, C varying, one group); fp32 A, D, delta_bias; softplus. The conv: bf16
 x, fp32 weight and bias, silu, channel-first (B, D, L) and channel-last (a (B, L, D) tensor
 transposed). Backward = one backward through autograd from a saved forward (the forward is not
-timed in it). Median of CUDA-event timings over back-to-back calls.
+timed in it); "bare" = the extension's backward entry point alone (selective_scan_cuda.bwd,
+causal_conv1d_cuda.causal_conv1d_bwd) on saved inputs, as ssmjit's benches time theirs. Median of
+CUDA-event timings over back-to-back calls.
 """
 import argparse
 
+import causal_conv1d_cuda
+import selective_scan_cuda
 import torch
 from causal_conv1d import causal_conv1d_fn
 from mamba_ssm.ops.selective_scan_interface import selective_scan_fn
@@ -38,8 +42,13 @@ def scan_case(b, length, d, n):
     B, C = (torch.randn(b, 1, n, length, **bf, requires_grad=True) for _ in range(2))
     D = torch.randn(d, device="cuda", requires_grad=True)
     bias = (0.1 * torch.randn(d, device="cuda")).requires_grad_()
-    return fwd_bwd_ms(lambda *t: selective_scan_fn(*t, delta_softplus=True),
-                      (u, delta, A, B, C, D, z, bias))
+    fwd, bwd = fwd_bwd_ms(lambda *t: selective_scan_fn(*t, delta_softplus=True), (u, delta, A, B, C, D, z, bias))
+    with torch.no_grad():
+        out, x, *_ = selective_scan_cuda.fwd(u, delta, A, B, C, D, z, bias, True)
+        dout = torch.randn_like(out)
+        bare = median_ms(lambda: selective_scan_cuda.bwd(u, delta, A, B, C, D, z, bias, dout, x, out, None, True,
+                                                         False), trials=7)
+    return fwd, bwd, bare
 
 
 def conv_case(b, length, d, w, layout):
@@ -49,7 +58,18 @@ def conv_case(b, length, d, w, layout):
     x.requires_grad_()
     weight = torch.randn(d, w, device="cuda", requires_grad=True)
     bias = torch.randn(d, device="cuda", requires_grad=True)
-    return fwd_bwd_ms(lambda *t: causal_conv1d_fn(*t, activation="silu"), (x, weight, bias))
+    fwd, bwd = fwd_bwd_ms(lambda *t: causal_conv1d_fn(*t, activation="silu"), (x, weight, bias))
+    with torch.no_grad():
+        dout = torch.randn_like(x)
+        dx, dweight, dbias = torch.empty_like(x), torch.empty_like(weight), torch.empty_like(bias)
+
+        def bare_bwd():
+            dweight.zero_()
+            dbias.zero_()
+            causal_conv1d_cuda.causal_conv1d_bwd(x, weight, bias, dout, None, None, None, dx, dweight, dbias, None,
+                                                 True)
+        bare = median_ms(bare_bwd, trials=7)
+    return fwd, bwd, bare
 
 
 def main():
@@ -61,14 +81,14 @@ def main():
     p.add_argument("--shapes", default="8x2048,1x16384")
     a = p.parse_args()
     print(f"device: {torch.cuda.get_device_name()}")
-    print("| case (bf16) | forward ms | backward ms |\n|---|---|---|")
+    print("| case (bf16) | forward ms | backward ms | bare backward ms |\n|---|---|---|---|")
     for shape in a.shapes.split(","):
         b, length = map(int, shape.split("x"))
-        f, bw = scan_case(b, length, a.dim, a.dstate)
-        print(f"| mamba_ssm selective_scan_fn D {a.dim} N {a.dstate} {shape} | {f:.3f} | {bw:.3f} |")
+        f, bw, bare = scan_case(b, length, a.dim, a.dstate)
+        print(f"| mamba_ssm selective_scan_fn D {a.dim} N {a.dstate} {shape} | {f:.3f} | {bw:.3f} | {bare:.3f} |")
     for layout in ("cf", "cl"):
-        f, bw = conv_case(8, 2048, a.conv_dim, a.width, layout)
-        print(f"| causal_conv1d_fn {layout} D {a.conv_dim} W {a.width} 8x2048 | {f:.3f} | {bw:.3f} |")
+        f, bw, bare = conv_case(8, 2048, a.conv_dim, a.width, layout)
+        print(f"| causal_conv1d_fn {layout} D {a.conv_dim} W {a.width} 8x2048 | {f:.3f} | {bw:.3f} | {bare:.3f} |")
 
 
 if __name__ == "__main__":
