@@ -14,9 +14,9 @@ CUDA-event timings over back-to-back calls.
 """
 import argparse
 
+import torch  # first: the extensions below link against its libraries
 import causal_conv1d_cuda
 import selective_scan_cuda
-import torch
 from causal_conv1d import causal_conv1d_fn
 from mamba_ssm.ops.selective_scan_interface import selective_scan_fn
 from timing import median_ms
