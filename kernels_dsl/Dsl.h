@@ -30,6 +30,8 @@ constexpr int64_t kMaxSharedBufferFloats = 12288;
 // The most bytes a kernel's dynamic shared buffers may take together: 227 KiB, the most a block
 // may opt into on sm_90 (sm_80: 163 KiB; the launch checks the device's own figure).
 constexpr int64_t kMaxDynamicSharedBytes = 232448;
+// log2(e): exp(x) = exp2(x kLog2e), for KernelBuilder::exp2.
+constexpr double kLog2e = 1.4426950408889634;
 
 class Value {
  public:
@@ -163,7 +165,7 @@ class KernelBuilder {
   Value divApprox(Value a, Value b);
   Value log(Value a);
   Value log1p(Value a);
-  Value rsqrt(Value a);  // 1 / sqrt(a): the hardware's approximation (rsqrtf, 2 ulp), floats only
+  Value rsqrt(Value a);    // 1 / sqrt(a): the hardware's approximation (rsqrtf, 2 ulp), floats only
   Value toFloat(Value a);  // index -> f32
   Value toIndex(Value a);  // i32/i64/i1 -> index type
   Value literalLike(Value like, double v);

@@ -25,8 +25,6 @@ using namespace dsl;
 
 namespace {
 
-constexpr double kLog2e = 1.4426950408889634;
-
 // The serial class' groups of states (n % G), whose sums of C h meet in a fixed tree: up to 4, with
 // at least two states each (a group's sum is then an fma, never a bare product, however many
 // threads a channel: form-fma would fuse a product into the tree's add in one thread but not across

@@ -27,8 +27,6 @@ using namespace dsl;
 
 namespace {
 
-constexpr double kLog2e = 1.4426950408889634;
-
 // Where the per-token dB (or dC) sum of channel block `blk`'s local group lg, state n, sits in
 // ws (SelectiveScanBackward.h, launch 3): token tok of the sequence whose first tile has
 // checkpoint key key0, in the region of rows x ckpt_per_row tiles of BT tokens.

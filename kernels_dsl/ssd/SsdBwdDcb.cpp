@@ -31,7 +31,7 @@ Value addHead(KernelBuilder& k, const SsdBwdValues& a, const SsdPairBlock& b, in
   Value wsRow = (b.slot * a.H + h) * Q;
   Value cumI = k.load(a.ws, a.oCum + wsRow + iR, mI, zero);
   Value cumJ = k.load(a.ws, a.oCum + wsRow + jC, mJ, zero), dtJ = k.load(a.ws, a.oDt + wsRow + jC, mJ, zero);
-  return total + k.select(keep, dots * k.exp(k.minimum(cumI - cumJ, zero)) * dtJ, zero);
+  return total + k.select(keep, dots * ssdDecay(k, cumI, cumJ) * dtJ, zero);
 }
 
 // The vectors of the ring form's copies of x, dout and z: all 0 where a tensor is not 16-bit or

@@ -78,7 +78,7 @@ Value scoresStaged(KernelBuilder& k, const Specialization& spec, const SsdBwdVal
     Value keep = (iC >= d.jR) && (iC < d.ch.n);
     Value cumI = k.load(a.ws, a.oCum + d.wsRow + iC, iC < d.ch.n, zero);
     Value cb = k.load(a.ws, cbBase + iC * Q + d.jR, keep, zero);  // [T, 32]: CB[i, j], written blocks only
-    Value s = k.select(keep, cb * k.exp(k.minimum(cumI - d.cumJ, zero)), zero);
+    Value s = k.select(keep, cb * ssdDecay(k, cumI, d.cumJ), zero);
     return std::vector<Value>{k.dot(s, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], pf, pf)};
   })[0];
 }
@@ -173,7 +173,7 @@ Value scoresInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdVa
     ssdStoreTerms(k, r.terms, dyOff, dyStage, py, dy);
     Value keep = (iC >= d.jR) && (iC < d.ch.n);
     Value cb = k.load(r.ring, st * cbStage + sC * kCbPitch + jLocal);  // [T, 32]: CB[i, j]
-    Value s = k.select(keep, cb * k.exp(k.minimum(cumI - d.cumJ, zero)), zero);
+    Value s = k.select(keep, cb * ssdDecay(k, cumI, d.cumJ), zero);
     k.barrier();  // the terms are written
     // dy in one exact term (bf16 dout, no z) meets every piece of the scores.
     Value res = py == 1 ? k.dot(s, r.terms, zeroI, k.constInt(dyPitch), one, c[0], pf, 1)

@@ -187,10 +187,16 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
     Value jC = j0 + sC;
     return std::vector<Value>{k.load(a.ws, a.oDt + wsRow + jC), k.load(a.ws, a.oCum + wsRow + jC)};
   };
-  auto scores = [&](Value j0, Value cb, const std::vector<Value>& d) {  // [T, 32], decayed and masked
-    Value jC = j0 + sC;
-    Value keep = (jC <= iR) && (jC < ch.n);  // blocks above the diagonal are never written
-    return k.select(keep, cb * k.exp(k.minimum(cumI - d[1], zero)) * d[0], zero);
+  // [T, 32], decayed and masked. The mask only where a tile reaches the block's first row or the
+  // chunk's end (a uniform branch): the tiles below the diagonal skip its compares and selects.
+  auto scores = [&](Value j0, Value cb, const std::vector<Value>& d) {
+    Value w = cb * ssdDecay(k, cumI, d[1]) * d[0];
+    return k.ifElse((j0 + kStep <= bm * T) && (j0 + kStep <= ch.n), [&] { return std::vector<Value>{w}; },
+                    [&] {
+                      Value jC = j0 + sC;
+                      Value keep = (jC <= iR) && (jC < ch.n);  // blocks above the diagonal are never written
+                      return std::vector<Value>{k.select(keep, w, zero)};
+                    })[0];
   };
   if (!halves) {
     acc = k.forLoop(zeroI, jEnd, k.constInt(kStep), {acc}, [&](Value j0, const std::vector<Value>& c) {

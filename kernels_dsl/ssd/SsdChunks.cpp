@@ -180,6 +180,10 @@ Value ssdFirstSlot(KernelBuilder& k, const SsdValues& a, Value i, Value row, Val
   return row * cdiv(a.L, k.constInt(Q)) + start / Q + k.select(a.hasCu, i, k.constInt(0));
 }
 
+Value ssdDecay(KernelBuilder& k, Value cumI, Value cumJ) {
+  return k.exp2(k.minimum(cumI - cumJ, k.constFloat(0)) * kLog2e);
+}
+
 Value ssdDtTransform(KernelBuilder& k, const SsdValues& a, Value dt, Value bias) {
   Value v = dt + bias;
   v = k.select(a.softplusOn, softplus(v), v);

@@ -148,6 +148,11 @@ dsl::Value ssdFirstSlot(dsl::KernelBuilder& k, const SsdValues& a, dsl::Value i,
 // dt' of raw dt (+ dt_bias of the head), softplus and the clamp, as the flags say.
 dsl::Value ssdDtTransform(dsl::KernelBuilder& k, const SsdValues& a, dsl::Value dt, dsl::Value bias);
 
+// exp(min(cumI - cumJ, 0)), the decay from token j to row i of the within-chunk scores, by the
+// hardware's exp2 (2 ulp; 0 below 2^-126): expf's range reduction was most of a score's
+// instructions.
+dsl::Value ssdDecay(dsl::KernelBuilder& k, dsl::Value cumI, dsl::Value cumJ);
+
 // meta:PREFETCH of the state-passing kernels (absent: 4): the chunks read ahead of the one
 // combined, `least`..8 (8 chunks' state slices in registers at most). A serial walk over the
 // chunks that reads each as it combines it waits on every load (docs/performance.md). Throws
