@@ -230,9 +230,7 @@ __device__ __forceinline__ void ssm_mma_f16(float& c0, float& c1, float& c2, flo
 // Volatile with a memory clobber: they read or write shared memory the compiler does not see,
 // so they stay between the barriers and waits around them.
 __device__ __forceinline__ unsigned ssm_smem_addr(const void* p) {
-  unsigned a;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-  return a;
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 // Four 8x8 matrices of 16-bit elements, lane 8 j + i giving the 16-byte row i of matrix j; r[j]
 // is this lane's pair of matrix j (row lane / 4, columns 2 (lane % 4) + {0, 1}; transposed:
