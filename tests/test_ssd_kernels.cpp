@@ -57,12 +57,15 @@ SsdArgs make(const Variant& v) {
 }
 
 void expectCompiles(const Variant& v, const char* arch, size_t kernels) {
-  // The products' kernels keep their tiles in registers (ssd_bmm spills a word at N 256).
-  ssmjit::testing::expectEachCompiles(detail::ssdSpecializations(make(v), arch), kernels,
-                                      [](const Specialization& spec, const CompiledKernel& k) {
-                                        if (spec.kernel == "ssd_chunk_scan" || spec.kernel == "ssd_chunk_state")
-                                          EXPECT_EQ(k.resources.spillStoreBytes, 0) << k.compileLog;
-                                      });
+  // The products' kernels keep their tiles in registers (ssd_bmm spills a word at N 256). The
+  // 16-bit chunk_scan, held to 128 registers for 4 blocks an SM, may spill a word or two (8 bytes
+  // with a kept y): it runs faster so than at 3 blocks without spills.
+  ssmjit::testing::expectEachCompiles(
+      detail::ssdSpecializations(make(v), arch), kernels, [](const Specialization& spec, const CompiledKernel& k) {
+        if (spec.kernel == "ssd_chunk_state") EXPECT_EQ(k.resources.spillStoreBytes, 0) << k.compileLog;
+        if (spec.kernel == "ssd_chunk_scan")
+          EXPECT_LE(k.resources.spillStoreBytes, spec.get("meta:min_blocks", 0) == 4 ? 16 : 0) << k.compileLog;
+      });
 }
 
 }  // namespace

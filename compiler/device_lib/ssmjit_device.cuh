@@ -260,6 +260,16 @@ __device__ __forceinline__ void ssm_cp_async_n(void* dst, const void* src, int n
   else
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(d), "l"(src), "n"(Bytes), "r"(n) : "memory");
 }
+// All Bytes of src.
+template <int Bytes>
+__device__ __forceinline__ void ssm_cp_async_full(void* dst, const void* src) {
+  static_assert(Bytes == 4 || Bytes == 8 || Bytes == 16, "cp.async copies 4, 8 or 16 bytes");
+  const unsigned d = ssm_smem_addr(dst);
+  if constexpr (Bytes == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(d), "l"(src), "n"(Bytes) : "memory");
+}
 template <int Bytes>
 __device__ __forceinline__ void ssm_cp_async(void* dst, const void* src, bool pred) {
   ssm_cp_async_n<Bytes>(dst, src, pred ? Bytes : 0);

@@ -1,4 +1,6 @@
 // Asynchronous copies into shared memory: cp.async per vector, its commit groups and waits.
+#include <functional>
+
 #include "compiler/emit/EmitterCore.h"
 
 namespace ssmjit::emit {
@@ -46,19 +48,39 @@ void Emitter::emit(sj::CopyTileAsyncOp c) {
   if (bytes != 4 && bytes != 8 && bytes != 16)
     fail(c, "copyTileAsync copies vectors of 4, 8 or 16 bytes, got " + I(bytes));
   const int64_t perRow = c.getCols() / vec, vectors = c.getRows() * perRow, threads = 32 * warps_;
-  const std::string ix = cType(c.getBase().getType());
-  line("#pragma unroll");
-  line("for (int ssm_k = 0; ssm_k < " + I((vectors + threads - 1) / threads) + "; ++ssm_k) {");
+  const std::string ix = cType(c.getBase().getType()), rowsValid = name(c.getRowsValid()),
+                    colsValid = name(c.getColsValid());
+  // Each thread's vectors, `body` given the vector's row ssm_r and column ssm_c.
+  auto vectorsOf = [&](const std::function<void()>& body) {
+    line("#pragma unroll");
+    line("for (int ssm_k = 0; ssm_k < " + I((vectors + threads - 1) / threads) + "; ++ssm_k) {");
+    ++ind_;
+    line("const int ssm_v = threadIdx.x + ssm_k * " + I(threads) + ";");
+    if (vectors % threads) line("if (ssm_v < " + I(vectors) + ") {");
+    line("const int ssm_r = ssm_v / " + I(perRow) + ", ssm_c = ssm_v % " + I(perRow) + " * " + I(vec) + ";");
+    body();
+    if (vectors % threads) line("}");
+    --ind_;
+    line("}");
+  };
+  const std::string dst =
+      name(c.getSmem()) + " + " + name(c.getSmemBase()) + " + ssm_r * " + I(c.getPitch()) + " + ssm_c";
+  const std::string src =
+      name(c.getPtr()) + " + (" + name(c.getBase()) + " + (" + ix + ")ssm_r * " + name(c.getRowStride()) + " + ssm_c)";
+  // A whole tile (the common case; the values are the block's, so the branch is uniform) copies
+  // every vector whole: no per-vector bounds, source-size operand or pointer select.
+  line("if (" + rowsValid + " >= " + I(c.getRows()) + " && " + colsValid + " >= " + I(c.getCols()) + ") {");
   ++ind_;
-  line("const int ssm_v = threadIdx.x + ssm_k * " + I(threads) + ";");
-  if (vectors % threads) line("if (ssm_v < " + I(vectors) + ") {");
-  line("const int ssm_r = ssm_v / " + I(perRow) + ", ssm_c = ssm_v % " + I(perRow) + " * " + I(vec) + ";");
-  line("const int ssm_n = ssm_r < " + name(c.getRowsValid()) + " ? min(max((int)(" + name(c.getColsValid()) +
-       ") - ssm_c, 0), " + I(vec) + ") : 0;");
-  line("ssm_cp_async_n<" + I(bytes) + ">(" + name(c.getSmem()) + " + " + name(c.getSmemBase()) + " + ssm_r * " +
-       I(c.getPitch()) + " + ssm_c, ssm_n > 0 ? " + name(c.getPtr()) + " + (" + name(c.getBase()) + " + (" + ix +
-       ")ssm_r * " + name(c.getRowStride()) + " + ssm_c) : " + name(c.getPtr()) + ", ssm_n * " + I(elem) + ");");
-  if (vectors % threads) line("}");
+  vectorsOf([&] { line("ssm_cp_async_full<" + I(bytes) + ">(" + dst + ", " + src + ");"); });
+  --ind_;
+  line("} else {");
+  ++ind_;
+  vectorsOf([&] {
+    line("const int ssm_n = ssm_r < " + rowsValid + " ? min(max((int)(" + colsValid + ") - ssm_c, 0), " + I(vec) +
+         ") : 0;");
+    line("ssm_cp_async_n<" + I(bytes) + ">(" + dst + ", ssm_n > 0 ? " + src + " : " + name(c.getPtr()) + ", ssm_n * " +
+         I(elem) + ");");
+  });
   --ind_;
   line("}");
 }
