@@ -149,7 +149,8 @@ TEST(DslShared, StagedDotCopiesAsyncAndReadsFragmentsWithLdmatrix) {
 }
 
 // copyTileAsync spreads its vectors over the block whatever the layout: [32, 64] bf16 is 256
-// vectors of 16 bytes, two a thread of 4 warps; the source size clips a vector at C.
+// vectors of 16 bytes, two a thread of 4 warps; the source size clips a vector at C. A tile its
+// valid rows and columns cover copies every vector whole, without bounds or a source size.
 TEST(DslShared, WholeTileCopiesAre16ByteVectorsSpreadOverTheBlock) {
   Specialization spec;
   spec.kernel = "whole_tile_copy";
@@ -162,6 +163,8 @@ TEST(DslShared, WholeTileCopiesAre16ByteVectorsSpreadOverTheBlock) {
   EXPECT_NE(cuda.find("for (int ssm_k = 0; ssm_k < 2; ++ssm_k) {"), std::string::npos) << cuda;
   EXPECT_NE(cuda.find("const int ssm_r = ssm_v / 8, ssm_c = ssm_v % 8 * 8;"), std::string::npos) << cuda;
   EXPECT_NE(cuda.find("ssm_cp_async_n<16>("), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find(" >= 32 && "), std::string::npos) << "the whole-tile branch: " << cuda;
+  EXPECT_EQ(occurrences(cuda, "ssm_cp_async_full<16>("), 1) << cuda;
   EXPECT_EQ(cuda.find("if (ssm_v < "), std::string::npos) << "256 vectors: every thread has two";
   std::string four;
   compileKernel(wholeTileCopyDef(DType::BF16, 4), spec, capturingCuda(four));

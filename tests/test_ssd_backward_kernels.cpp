@@ -18,6 +18,7 @@
 #include "tests/support/CompileEach.h"
 #include "tests/support/FakeSsdCall.h"
 #include "tests/support/GeneratedCuda.h"
+#include "tests/support/Occurrences.h"
 
 using namespace ssmjit;
 using ssmjit::testing::fakeView;
@@ -185,4 +186,17 @@ TEST(SsdBackwardKernels, PiecesMetaSetsTheSplitOfF32Operands) {
           << e.what();
     }
   }
+}
+
+// dx's and dCB's scores take their decays through the hardware's exp2 (ssdDecay), as the
+// forward's do: dCB calls no expf; dx one, for the state's column factor outside its loops.
+TEST(SsdBackwardKernels, ScoreDecaysTakeTheHardwareExp2) {
+  Variant v;
+  v.keptY = true;
+  for (const Specialization& spec : detail::ssdBackwardSpecializations(make(v), "sm_90a"))
+    if (spec.kernel == "ssd_bwd_dx" || spec.kernel == "ssd_bwd_dcb") {
+      const std::string cuda = ssmjit::testing::generatedCuda(spec);
+      EXPECT_GE(ssmjit::testing::occurrences(cuda, "ssm_exp2("), 1) << spec.kernel;
+      EXPECT_EQ(ssmjit::testing::occurrences(cuda, "expf("), spec.kernel == "ssd_bwd_dx" ? 1 : 0) << spec.kernel;
+    }
 }

@@ -19,6 +19,7 @@
 #include "tests/support/ExpectError.h"
 #include "tests/support/FakeSsdCall.h"
 #include "tests/support/GeneratedCuda.h"
+#include "tests/support/Occurrences.h"
 
 using namespace ssmjit;
 using ssmjit::testing::fakeView;
@@ -255,4 +256,20 @@ TEST(SsdKernels, StagedTilesCopyWholeWhereTheBindingsProveThemAligned) {
   c = kernels(aligned, "meta:tile_copy");
   EXPECT_EQ(c["ssd_chunk_scan"].find("ssm_cp_async_n<"), std::string::npos);
   EXPECT_EQ(c["ssd_chunk_state"].find("ssm_cp_async_n<"), std::string::npos);
+}
+
+// The within-chunk scores weigh each element by its decay through the hardware's exp2 (ssdDecay),
+// not expf, whose range reduction was most of a score's instructions: chunk_scan calls expf once,
+// for the entering state's row factor, outside its loops.
+TEST(SsdKernels, ScoreDecaysTakeTheHardwareExp2) {
+  for (bool keptY : {false, true}) {
+    Variant v;
+    v.y = keptY;
+    for (const Specialization& spec : detail::ssdSpecializations(make(v), "sm_90a"))
+      if (spec.kernel == "ssd_chunk_scan") {
+        const std::string cuda = ssmjit::testing::generatedCuda(spec);
+        EXPECT_GE(ssmjit::testing::occurrences(cuda, "ssm_exp2("), 1) << cuda;
+        EXPECT_EQ(ssmjit::testing::occurrences(cuda, "expf("), 1) << cuda;
+      }
+  }
 }
