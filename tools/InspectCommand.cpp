@@ -208,7 +208,8 @@ int printSass(const CompiledKernel& k) {
   if (tool.empty()) {
     std::fprintf(stderr,
                  "ssmjit inspect: no SASS disassembler found (looked for %s); install the CUDA "
-                 "toolkit's cuobjdump or nvdisasm, or use --stage ptx\n",
+                 "toolkit's cuobjdump or nvdisasm (PyPI's nvidia-cuda-nvdisasm holds nvdisasm: put its "
+                 "nvidia/cu13/bin on PATH), or use --stage ptx\n",
                  tried.c_str());
     return kExitFailure;
   }
