@@ -60,7 +60,7 @@ SsdArgs make(const Variant& v) {
 void expectCompiles(const Variant& v, const char* arch, size_t kernels) {
   // The products' kernels keep their tiles in registers (ssd_bmm spills a word at N 256). The
   // 16-bit chunk_scan, held to 128 registers for 4 blocks an SM, may spill a word or two (8 bytes
-  // with a kept y): it runs faster so than at 3 blocks without spills.
+  // with a kept y): it runs faster so than at 3 blocks without spilling.
   ssmjit::testing::expectEachCompiles(
       detail::ssdSpecializations(make(v), arch), kernels, [](const Specialization& spec, const CompiledKernel& k) {
         if (spec.kernel == "ssd_chunk_state") EXPECT_EQ(k.resources.spillStoreBytes, 0) << k.compileLog;
@@ -259,7 +259,7 @@ TEST(SsdKernels, StagedTilesCopyWholeWhereTheBindingsProveThemAligned) {
 }
 
 // The within-chunk scores weigh each element by its decay through the hardware's exp2 (ssdDecay),
-// not expf, whose range reduction was most of a score's instructions: chunk_scan calls expf once,
+// not expf, whose range reduction would be most of a score's instructions: chunk_scan calls expf once,
 // for the entering state's row factor, outside its loops.
 TEST(SsdKernels, ScoreDecaysTakeTheHardwareExp2) {
   for (bool keptY : {false, true}) {

@@ -272,12 +272,12 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   k.store(a.out, ch.row * a.sOb + (ch.t0 + iR) * a.sOl + h * a.sOh + pC * a.sOp, y, mOut);
 }
 
-// 16-bit inputs: 4 blocks an SM (128 registers) where ptxas would take 143-147 and fit 3, though
-// it spills up to 44 bytes: at Mamba-2 2.7B heads the forward runs 4-7% faster.
+// 16-bit inputs: 4 blocks an SM (128 registers) where ptxas would take more and fit 3; though it
+// may spill a word, the forward runs faster so (docs/performance.md).
 void chooseChunkScanMeta(Specialization& s) {
   ssdDefaultMeta(s);
   ssdSlotHeadMeta(s);
-  if (!s.find("meta:BLOCK_P")) s.set("meta:BLOCK_P", std::clamp<int64_t>(nextPow2(s.get("P")), 32, 64));
+  setDefault(s, "meta:BLOCK_P", std::clamp<int64_t>(nextPow2(s.get("P")), 32, 64));
   if (stagesHalves(s)) setDefault(s, "meta:min_blocks", 4);
 }
 

@@ -149,7 +149,7 @@ dsl::Value ssdFirstSlot(dsl::KernelBuilder& k, const SsdValues& a, dsl::Value i,
 dsl::Value ssdDtTransform(dsl::KernelBuilder& k, const SsdValues& a, dsl::Value dt, dsl::Value bias);
 
 // exp(min(cumI - cumJ, 0)), the decay from token j to row i of the within-chunk scores, by the
-// hardware's exp2 (2 ulp; 0 below 2^-126): expf's range reduction was most of a score's
+// hardware's exp2 (2 ulp; 0 below 2^-126): expf's range reduction would be most of a score's
 // instructions.
 dsl::Value ssdDecay(dsl::KernelBuilder& k, dsl::Value cumI, dsl::Value cumJ);
 
