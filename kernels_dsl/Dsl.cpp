@@ -533,6 +533,24 @@ dsl::Value KernelBuilder::arriveLast(dsl::Value counter, dsl::Value offset, dsl:
     fail("arriveLast takes a scalar offset and count");
   return W(sj::ArriveLastOp::create(B, L, B.getI1Type(), unwrap(counter), unwrap(offset), unwrap(count)));
 }
+namespace {
+void requireScalarIndex(mlir::Value offset, const char* what) {
+  if (!offset.getType().isIntOrIndex() || isa<RankedTensorType>(offset.getType()))
+    fail(std::string(what) + " takes a scalar offset");
+}
+}  // namespace
+dsl::Value KernelBuilder::ticket(dsl::Value counter, dsl::Value offset) {
+  requireScalarIndex(unwrap(offset), "ticket");
+  return W(sj::TicketOp::create(B, L, unwrap(offset).getType(), unwrap(counter), unwrap(offset)));
+}
+void KernelBuilder::waitFlag(dsl::Value flag, dsl::Value offset) {
+  requireScalarIndex(unwrap(offset), "waitFlag");
+  sj::WaitFlagOp::create(B, L, unwrap(flag), unwrap(offset));
+}
+void KernelBuilder::setFlag(dsl::Value flag, dsl::Value offset) {
+  requireScalarIndex(unwrap(offset), "setFlag");
+  sj::SetFlagOp::create(B, L, unwrap(flag), unwrap(offset));
+}
 void KernelBuilder::barrier() { sj::BarrierOp::create(B, L); }
 dsl::Value KernelBuilder::sharedBuffer(int64_t elements) {
   if (elements < 1 || elements > kMaxSharedBufferFloats)

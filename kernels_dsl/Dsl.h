@@ -183,6 +183,16 @@ class KernelBuilder {
   // ptr[offset]; returns true (a uniform scalar) in the last to arrive, which may then write what
   // the others read, and leaves the counter 0 for the next launch. The counter must start at 0.
   Value arriveLast(Value counterPtr, Value offset, Value count);
+  // Chains of programs, each handing a result to the next through global memory. ticket: the
+  // program's place (a uniform scalar) in the order programs take one from the int32 counter
+  // ptr[offset], which must start at 0: a program that waits only on lower tickets waits on
+  // programs already running, so the chain cannot deadlock. setFlag: after every thread's
+  // accesses above, the int32 flag ptr[offset] = 1 (release); waitFlag: every thread waits until
+  // the flag is nonzero (acquire), and then sees what the setter wrote before it. Top level or
+  // uniform branches; the flags must start at 0.
+  Value ticket(Value counterPtr, Value offset);
+  void waitFlag(Value flagPtr, Value offset);
+  void setFlag(Value flagPtr, Value offset);
   // Every thread of the program gets here before any goes on: orders accesses of the same memory
   // through tiles that spread it differently over the threads. Top level or uniform branches.
   void barrier();

@@ -87,6 +87,13 @@ std::vector<std::pair<std::string, int64_t>> metaOverrides(const std::string& ke
 }
 }  // namespace
 
+std::optional<int64_t> metaOverride(const std::string& kernel, const std::string& meta) {
+  std::optional<int64_t> v;
+  for (const auto& [name, value] : metaOverrides(kernel))
+    if (name == meta) v = value;
+  return v;
+}
+
 void completeSpecialization(Specialization& spec) {
   for (const auto& [name, value] : metaOverrides(spec.kernel)) spec.set(name, value);
   findKernel(spec.kernel).chooseMeta(spec);

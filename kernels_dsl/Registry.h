@@ -1,6 +1,7 @@
 // The kernel definitions written in the DSL, by name. MLIR-free.
 #pragma once
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,5 +42,8 @@ std::vector<std::string> kernelNames();  // sorted
 // "meta:min_blocks" (blocks an SM the register allocation must fit; 0 or absent: the compiler's
 // choice), checked here and applied by compileKernel.
 void completeSpecialization(Specialization& spec);
+// SSMJIT_META's value of `meta` ("meta:NAME") for `kernel`, if it gives one (the last given): for
+// ops whose launches follow a kernel's meta.
+std::optional<int64_t> metaOverride(const std::string& kernel, const std::string& meta);
 
 }  // namespace ssmjit::dsl

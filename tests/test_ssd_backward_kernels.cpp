@@ -1,4 +1,4 @@
-// The SSD backward's kernels on the CPU: every kernel ssd_backward launches (the forward's five
+// The SSD backward's kernels on the CPU: every kernel ssd_backward launches (the forward's four
 // for the recomputation, then dstates, state passing, dx, dCB, dB, dC, ddt and the sums) goes
 // through the whole pipeline and NVRTC for a few shapes, dtypes and options (dense and packed
 // rows, states through slots with d(final) in and d(initial) out, D per head and per channel, z
@@ -59,8 +59,8 @@ SsdBackwardArgs make(const Variant& v) {
   return b;
 }
 
-// The forward's five kernels, then the backward's eight.
-constexpr size_t kKernels = 13;
+// The forward's four kernels (chunk_state passes the states), then the backward's eight.
+constexpr size_t kKernels = 12;
 
 void expectCompiles(const Variant& v, const char* arch) {
   ssmjit::testing::expectEachCompiles(detail::ssdBackwardSpecializations(make(v), arch), kKernels);

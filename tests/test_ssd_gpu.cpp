@@ -337,6 +337,28 @@ TEST(SsdGpuPacking, SummaryThenResumeEqualsOneCall) {
   }
 }
 
+// chunk_state passes the states along itself (a chain of programs, no state_passing launch)
+// unless the call asks for sequence decays: both forms leave the same bits (the same operations in
+// the same order). Dense rows with initial and final states, a packed row with slots and block
+// states, and two long chains (71 chunks a sequence) that span many waves of programs.
+TEST(SsdGpuPacking, ChunkStatePassingTheStatesEqualsStatePassing) {
+  SSMJIT_REQUIRE_GPU();
+  SsdCase longChain;
+  longChain.label = "LongChainQ64", longChain.batch = 2, longChain.L = 64 * 70 + 5, longChain.Q = 64;
+  longChain.H = 24, longChain.init = longChain.final = longChain.decay = true;
+  for (const SsdCase& c : {cases()[0], cases()[6], longChain}) {
+    ASSERT_TRUE(c.decay) << c.label << ": the decays select state_passing";
+    const SsdProblem p(c, 29);
+    SCOPED_TRACE(c.label);
+    SsdProblem chained = p;
+    chained.decay = HostTensor{};
+    const DeviceRun passed = runOnDevice(p), chain = runOnDevice(chained);
+    EXPECT_EQ(passed.out, chain.out);
+    EXPECT_EQ(passed.states, chain.states);
+    EXPECT_EQ(passed.blk, chain.blk);
+  }
+}
+
 // Two runs of the same call are equal bit for bit.
 TEST(SsdGpuPacking, RepeatedRunsAreBitwiseEqual) {
   SSMJIT_REQUIRE_GPU();

@@ -1,5 +1,5 @@
 // The SSD chunked scan's kernels on the CPU: every kernel the op launches (chunk_cumsum, bmm,
-// chunk_state, state_passing, chunk_scan) goes through the whole pipeline and NVRTC for a few
+// chunk_state, chunk_scan, and state_passing with decays) goes through the whole pipeline and NVRTC for a few
 // shapes, dtypes and options (dense and packed rows, states through slots, block states, the
 // decay, states-only calls), with the specialisations the op's own binding makes. Tensors are fake
 // device addresses: only their alignment classes are read.
@@ -27,7 +27,7 @@ using ssmjit::testing::fakeView;
 namespace {
 
 struct Variant : ssmjit::testing::FakeSsdShape {
-  bool extras = true, states = false, blocks = false, out = true, dPerHead = true, y = false;
+  bool extras = true, states = false, decay = false, blocks = false, out = true, dPerHead = true, y = false;
 };
 
 SsdArgs make(const Variant& v) {
@@ -47,8 +47,8 @@ SsdArgs make(const Variant& v) {
     a.final_states = a.initial_states;
     a.initial_state_indices = fakeView(12, DType::I32, {v.batch});
     a.final_state_indices = fakeView(13, DType::I64, {v.batch});
-    a.sequence_decay = fakeView(14, DType::F32, {v.batch, v.H});
   }
+  if (v.decay) a.sequence_decay = fakeView(14, DType::F32, {v.batch, v.H});
   if (v.blocks) {
     a.block_state_tokens = 2 * v.Q;
     a.block_states = fakeView(15, DType::BF16, {9, v.H, v.P, v.N});
@@ -76,7 +76,7 @@ TEST(SsdKernels, MambaHeadsCompile) {
   for (DType x : {DType::BF16, DType::F32}) {
     Variant v;
     v.x = x;
-    expectCompiles(v, "sm_90a", 5);
+    expectCompiles(v, "sm_90a", 4);
   }
 }
 
@@ -84,12 +84,12 @@ TEST(SsdKernels, ShapesAndChunksCompile) {
   SSMJIT_REQUIRE_NVRTC();
   Variant v;
   v.G = 2, v.P = 32, v.N = 64, v.Q = 64, v.dPerHead = false;
-  expectCompiles(v, "sm_90a", 5);
+  expectCompiles(v, "sm_90a", 4);
   v.Q = 128, v.extras = false, v.x = DType::F16;
-  expectCompiles(v, "sm_80", 5);
+  expectCompiles(v, "sm_80", 4);
   v = {};
   v.P = 256, v.N = 256, v.H = 4, v.G = 4;
-  expectCompiles(v, "sm_90a", 5);
+  expectCompiles(v, "sm_90a", 4);
 }
 
 // Kept y: chunk_scan stores y before the gate beside out; no other kernel touches it.
@@ -97,7 +97,7 @@ TEST(SsdKernels, KeptYIsStoredByTheScanOnly) {
   SSMJIT_REQUIRE_NVRTC();
   Variant v;
   v.y = true;
-  expectCompiles(v, "sm_90a", 5);
+  expectCompiles(v, "sm_90a", 4);
   for (const Specialization& spec : detail::ssdSpecializations(make(v), "sm_90a")) {
     const std::string cuda = ssmjit::testing::generatedCuda(spec);
     const bool stores = cuda.find("p_y + ") != std::string::npos;
@@ -109,9 +109,43 @@ TEST(SsdKernels, PackedStatesAndBlocksCompile) {
   SSMJIT_REQUIRE_NVRTC();
   Variant v;
   v.packed = true, v.batch = 5, v.states = true, v.blocks = true;
+  expectCompiles(v, "sm_90a", 4);
+  v.decay = true;  // state_passing sums the decays
   expectCompiles(v, "sm_90a", 5);
   v.out = false;  // the states only: no bmm, no chunk_scan
   expectCompiles(v, "sm_90a", 3);
+}
+
+// Without sequence decays chunk_state passes the states along a chain of programs (tickets,
+// flags) and no state_passing launches; with them, state_passing does, and chunk_state writes
+// each chunk's state from zero.
+TEST(SsdKernels, ChunkStatePassesTheStatesUnlessDecaysAreAsked) {
+  SSMJIT_REQUIRE_NVRTC();
+  for (bool decay : {false, true}) {
+    Variant v;
+    v.packed = true, v.batch = 3, v.states = true, v.blocks = true, v.decay = decay;
+    bool passing = false;
+    for (const Specialization& spec : detail::ssdSpecializations(make(v), "sm_90a")) {
+      passing = passing || spec.kernel == "ssd_state_passing";
+      if (spec.kernel != "ssd_chunk_state") continue;
+      const std::string cuda = ssmjit::testing::generatedCuda(spec);
+      for (const char* chain : {"ssm_ticket(", "ssm_wait_flag(", "ssm_set_flag("})
+        EXPECT_EQ(cuda.find(chain) != std::string::npos, !decay) << chain;
+    }
+    EXPECT_EQ(passing, decay);
+  }
+}
+
+// A state block smaller than the chain's flags are laid out for is refused by name.
+TEST(SsdKernels, ChainedChunkStateRefusesSmallStateBlocks) {
+  Specialization s = detail::ssdSpecializations(make(Variant{}), "sm_90a")[2];
+  ASSERT_EQ(s.kernel, "ssd_chunk_state");
+  s.set("meta:BLOCK_N", 8);
+  const std::string msg = ssmjit::testing::invalidArgMessage([&] { dsl::completeSpecialization(s); });
+  EXPECT_NE(msg.find("ssd_chunk_state: meta BLOCK_P 64, BLOCK_N 8, slot_inner 0 (SSMJIT_META), expected BLOCK_P >= "
+                     "32, BLOCK_N >= 16 and slot_inner 0"),
+            std::string::npos)
+      << msg;
 }
 
 TEST(SsdKernels, StatePassingBlockKeepsTheGpuBusy) {
@@ -134,7 +168,7 @@ TEST(SsdKernels, ReadAheadAndOneTermSchedulesCompile) {
   SSMJIT_REQUIRE_NVRTC();
   for (DType x : {DType::BF16, DType::F16}) {
     Variant v;
-    v.x = x;
+    v.x = x, v.decay = true;
     int compiled = 0;
     for (const Specialization& exact : detail::ssdSpecializations(make(v), "sm_90a")) {
       std::vector<Specialization> variants;

@@ -332,6 +332,40 @@ __device__ __forceinline__ bool ssm_arrive_last(T* counter, I count) {
   return last != 0;
 }
 
+// ---- chains of programs (sj.ticket, sj.wait_flag, sj.set_flag) ----------------------------
+// A program's ticket: its place in the order programs get here (one thread's atomic, shared).
+template <typename T>
+__device__ __forceinline__ int ssm_ticket(T* counter) {
+  __shared__ int ticket;
+  if (threadIdx.x == 0) ticket = atomicAdd(reinterpret_cast<int*>(counter), 1);
+  __syncthreads();
+  return ticket;
+}
+
+// One thread polls with gpu-scope acquire loads; the barrier hands what it acquired to the rest.
+template <typename T>
+__device__ __forceinline__ void ssm_wait_flag(const T* flag) {
+  if (threadIdx.x == 0) {
+    const int* f = reinterpret_cast<const int*>(flag);
+    int v = 0;
+    do {
+      asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(f) : "memory");
+    } while (v == 0);
+  }
+  __syncthreads();
+}
+
+// Every thread's writes above are ordered before one thread's gpu-scope release of the flag (the
+// barrier, then a cumulative release fence).
+template <typename T>
+__device__ __forceinline__ void ssm_set_flag(T* flag) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int* f = reinterpret_cast<int*>(flag);
+    asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(f), "r"(1) : "memory");
+  }
+}
+
 // ---- device-side error record: err[0..3] = code, a, b, c; the first error wins --------------
 __device__ __forceinline__ void ssm_report_error(long long* err, long long code, long long a, long long b,
                                                  long long c) {

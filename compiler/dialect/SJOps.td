@@ -160,6 +160,41 @@ def SJ_ArriveLastOp : SJ_Op<"arrive_last", [MemoryEffects<[MemRead, MemWrite]>]>
   let assemblyFormat = "$counter `[` $offset `]` `,` $count attr-dict `:` type($counter) `,` type($offset) `,` type($count)";
 }
 
+def SJ_TicketOp : SJ_Op<"ticket", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "this program's place among the programs that reach this op: counter[offset]++";
+  let description = [{
+    One thread adds one to the int32 counter and the program gets the old value (uniform).
+    Programs take tickets in the order they start running, so a program that waits on the work
+    of lower tickets waits only on programs already resident (no deadlock, whatever order the
+    hardware dispatches the grid in). The counter must start at 0 for each launch.
+  }];
+  let arguments = (ins SJ_Ptr:$counter, SJ_Index:$offset);
+  let results = (outs SJ_Index:$result);
+  let assemblyFormat = "$counter `[` $offset `]` attr-dict `:` type($counter) `,` type($offset) `->` type($result)";
+}
+
+def SJ_WaitFlagOp : SJ_Op<"wait_flag", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "the program waits until the int32 flag[offset] is nonzero (acquire)";
+  let description = [{
+    One thread polls the flag with gpu-scope acquire loads, then every thread of the program
+    passes a barrier: the writes the setter made before its set_flag are visible to all of them.
+    Top level or a uniform branch.
+  }];
+  let arguments = (ins SJ_Ptr:$flag, SJ_Index:$offset);
+  let assemblyFormat = "$flag `[` $offset `]` attr-dict `:` type($flag) `,` type($offset)";
+}
+
+def SJ_SetFlagOp : SJ_Op<"set_flag", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "after the program's accesses above, the int32 flag[offset] = 1 (release)";
+  let description = [{
+    Every thread of the program passes a barrier, then one thread sets the flag with a gpu-scope
+    release, so a program that sees the flag (wait_flag) sees every write the program made
+    before it. Top level or a uniform branch.
+  }];
+  let arguments = (ins SJ_Ptr:$flag, SJ_Index:$offset);
+  let assemblyFormat = "$flag `[` $offset `]` attr-dict `:` type($flag) `,` type($offset)";
+}
+
 def SJ_SharedBufferOp : SJ_Op<"shared_buffer", [MemoryEffects<[MemAlloc]>]> {
   let summary = "a program's own buffer in shared memory, 16-byte aligned";
   let description = [{

@@ -160,6 +160,16 @@ void Emitter::emit(sj::ArriveLastOp a) {
                                   name(a.getCount()) + ")");
 }
 
+void Emitter::emit(sj::TicketOp t) {
+  defineScalar(t.getResult(), "ssm_ticket(" + name(t.getCounter()) + " + " + name(t.getOffset()) + ")");
+}
+
+void Emitter::emit(sj::WaitFlagOp w) {
+  line("ssm_wait_flag(" + name(w.getFlag()) + " + " + name(w.getOffset()) + ");");
+}
+
+void Emitter::emit(sj::SetFlagOp f) { line("ssm_set_flag(" + name(f.getFlag()) + " + " + name(f.getOffset()) + ");"); }
+
 void Emitter::emit(sj::ReportErrorOp r) {
   line("ssm_report_error(" + name(r.getErr()) + ", " + name(r.getCode()) + ", " + name(r.getA()) + ", " +
        name(r.getB()) + ", " + name(r.getC()) + ");");

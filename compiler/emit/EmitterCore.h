@@ -142,6 +142,9 @@ class Emitter {
   void emit(sj::SharedBufferOp b);
   void carveDynamicShared();
   void emit(sj::ArriveLastOp a);
+  void emit(sj::TicketOp t);
+  void emit(sj::WaitFlagOp w);
+  void emit(sj::SetFlagOp f);
   void emit(sj::ReportErrorOp r);
   // EmitControl.cpp
   void assignYield(mlir::scf::YieldOp y, const std::vector<std::string>& targets, const std::vector<Value>& results);

@@ -16,16 +16,23 @@
 //     (tokens 0: an empty slot);
 //   dt'[slot, h, Q] and dA_cumsum[slot, h, Q] at o_dt, o_cum (0 and constant past the chunk's
 //     tokens);
-//   states[slot, h, P, N] at o_st: each chunk's state from zero (chunk_state), then, in place,
-//     the state entering the chunk (state_passing);
-//   CB[slot, g, Q, Q] at o_cb: C_i . B_j of the chunk's tokens, 64 x 64 blocks j <= i written.
+//   states[slot, h, P, N] at o_st: the state entering the chunk (chunk_state under pass_states;
+//     otherwise each chunk's state from zero, which state_passing replaces in place);
+//   CB[slot, g, Q, Q] at o_cb: C_i . B_j of the chunk's tokens, 64 x 64 blocks j <= i written;
+//   int32 words at o_flags: chunk_state's chain under pass_states (ssdFlagWords).
 //
 // Kernels, in launch order (grids in ssd's op, runtime/ops/Ssd.cpp):
 //   ssd_chunk_cumsum  (slots, cdiv(H, meta:BLOCK_H)): the chunk table (a packed slot finds its
-//     sequence by a binary search of `search_steps` steps over cu), dt' and its cumsum.
+//     sequence by a binary search of `search_steps` steps over cu), dt' and its cumsum; reports
+//     bad cu_seqlens entries (slot i checks sequence i).
 //   ssd_bmm           (slots, G, (Q/64)^2): CB, blocks above the diagonal skipped.
 //   ssd_chunk_state   (slots, H, cdiv(P, BLOCK_P) * cdiv(N, BLOCK_N)), flattened (ssdSlotHeadGrid):
-//     the chunk's state from zero, sum_t x_t (B_t dt'_t exp(cum_last - cum_t))^T.
+//     the chunk's state from zero, sum_t x_t (B_t dt'_t exp(cum_last - cum_t))^T. With the flag
+//     pass_states (the op's whole calls without sequence decays) it also passes the states: a
+//     program waits for the state entering its chunk (its sequence's previous chunk's program
+//     writes it, then sets a flag), adds its own, and hands the next chunk its entering state,
+//     or writes the sequence's block and final states, as state_passing would, bitwise; then
+//     state_passing does not run.
 //   ssd_state_passing (cdiv(P N, BLOCK), H, nseq): per sequence, serially over its chunks, from
 //     its initial state: writes the entering states, block (prefix-cache) states, the final state
 //     and the sequence's decay; reports bad cu_seqlens entries and slots.
@@ -90,11 +97,12 @@ inline constexpr SizeArg kSizes[] = {{"H", Div},
                                      {"o_dt", Div},
                                      {"o_cum", Div},
                                      {"o_st", Div},
-                                     {"o_cb", Div}};
+                                     {"o_cb", Div},
+                                     {"o_flags", Div}};
 inline constexpr const char* kScalars[] = {"dt_min", "dt_max"};
 inline constexpr const char* kFlags[] = {"has_cu",    "has_D",     "has_z",        "has_dtb",   "softplus",
                                          "has_clamp", "has_init",  "has_init_idx", "has_final", "has_final_idx",
-                                         "has_blk",   "has_decay", "has_y"};
+                                         "has_blk",   "has_decay", "has_y",        "pass_states"};
 }  // namespace ssd
 
 inline constexpr dsl::Signature kSsdChunkCumsum{"ssd_chunk_cumsum", ssd::kTensors, ssd::kSizes, ssd::kScalars,
@@ -127,9 +135,19 @@ inline SsdGrid ssdSlotHeadGrid(bool slotInner, int64_t slots, int64_t H, int64_t
   return slotInner ? SsdGrid{slots, H, blocks} : SsdGrid{slots * H * blocks, 1, 1};
 }
 
+// The fused chunk_state's chain (pass_states): int32 words at o_flags, the ticket counter at word
+// 0 and, from word kSsdFlagBase, one flag a (slot, head, state block): flag (s, h, b) at
+// kSsdFlagBase + (s H + h) flagBlocks + b is set once the state entering slot s + 1 is written.
+// flagBlocks counts the blocks of the smallest state block chunk_state takes (BLOCK_P >= 32,
+// BLOCK_N >= 16). The op zeroes the words before each chunk_state launch.
+inline constexpr int64_t kSsdMinStateBlockP = 32, kSsdMinStateBlockN = 16, kSsdFlagBase = 16;
+inline int64_t ssdFlagWords(int64_t slots, int64_t H, int64_t flagBlocks) {
+  return kSsdFlagBase + slots * H * flagBlocks;
+}
+
 // Where the workspace keeps what (float32 elements; each region 16-aligned).
 struct SsdWorkspaceLayout {
-  int64_t slots = 0, oDt = 0, oCum = 0, oSt = 0, oCb = 0, total = 0;
+  int64_t slots = 0, oDt = 0, oCum = 0, oSt = 0, oCb = 0, oFlags = 0, flagBlocks = 0, total = 0;
 };
 inline SsdWorkspaceLayout ssdWorkspaceLayout(int64_t slots, int64_t H, int64_t G, int64_t P, int64_t N, int64_t Q) {
   auto up = [](int64_t v) { return (v + 15) / 16 * 16; };
@@ -139,7 +157,9 @@ inline SsdWorkspaceLayout ssdWorkspaceLayout(int64_t slots, int64_t H, int64_t G
   w.oCum = w.oDt + up(slots * H * Q);
   w.oSt = w.oCum + up(slots * H * Q);
   w.oCb = w.oSt + up(slots * H * P * N);
-  w.total = w.oCb + slots * G * Q * Q;
+  w.oFlags = w.oCb + up(slots * G * Q * Q);
+  w.flagBlocks = ((P + kSsdMinStateBlockP - 1) / kSsdMinStateBlockP) * ((N + kSsdMinStateBlockN - 1) / kSsdMinStateBlockN);
+  w.total = w.oFlags + ssdFlagWords(slots, H, w.flagBlocks);
   return w;
 }
 

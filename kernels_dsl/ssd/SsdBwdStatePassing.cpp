@@ -31,7 +31,7 @@ void buildBwdStatePassing(KernelBuilder& k, const Specialization& spec) {
   Value zero = k.constFloat(0), zeroI = k.constInt(0), oneI = k.constInt(1);
   Value reporter = pid + h;  // 0 in exactly one program of the sequence
   const ScanSequence seq = scanSequence(k, hasCu, v("cu"), v("s_cu"), L, nseq, i);
-  k.returnIf(seq.bad);  // the forward's state passing reported it
+  k.returnIf(seq.bad);  // the forward's chunk_cumsum reported it
   Value len = seq.end - seq.start;
   Value first = seq.row * cdiv(L, k.constInt(Q)) + seq.start / Q + k.select(hasCu, i, zeroI);
   Value nch = cdiv(len, k.constInt(Q));

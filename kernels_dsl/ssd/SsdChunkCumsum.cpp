@@ -6,6 +6,7 @@
 #include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/conv/ConvTiles.h"
+#include "kernels_dsl/scan/ScanSequences.h"
 #include "kernels_dsl/ssd/Ssd.h"
 #include "kernels_dsl/ssd/SsdChunks.h"
 
@@ -49,6 +50,12 @@ void buildChunkCumsum(KernelBuilder& k, const Specialization& spec) {
   const SsdValues a = ssdValues(k);
   Value slot = k.programId(0), pidH = k.programId(1);
   const SsdChunk ch = findChunk(k, a, slot, Q);
+  // Slot i checks sequence i's cu_seqlens entries (a packed row has more slots than sequences),
+  // so that a call whose chunk_state passes the states itself reports them too.
+  k.ifThen(a.hasCu && (pidH == 0) && (slot < a.nseq), [&] {
+    const ScanSequence seq = scanSequence(k, a.hasCu, a.cu, a.sCu, a.L, a.nseq, slot);
+    k.ifThen(seq.bad, [&] { k.reportError(a.err, k.constInt(kErrSsdCuSeqlens), slot, seq.start, seq.end); });
+  });
   k.ifThen(pidH == 0, [&] {
     Value at = slot * 4;
     k.store(a.chunks, at, ch.seq);

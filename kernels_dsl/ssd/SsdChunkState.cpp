@@ -8,13 +8,19 @@
 // [32, BLOCK_N] is computed in f32 and staged, three terms. fp32 to the workspace.
 // meta:one_term 1 (16-bit x; SsdChunks.h): the weighted operand (x w, or B w) in one bf16 term,
 // as mamba_ssm's Triton kernel casts B w to x's dtype.
+// pass_states (Ssd.h): the state entering the chunk is passed along a chain of programs, so the
+// chunks' states from zero never reach memory and no state_passing pass reads them back.
 #include <algorithm>
+#include <string>
 
 #include "compiler/IntMath.h"
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
+#include "kernels_dsl/scan/ScanSequences.h"
 #include "kernels_dsl/ssd/Ssd.h"
 #include "kernels_dsl/ssd/SsdChunks.h"
+#include "kernels_dsl/ssd/SsdStateOutputs.h"
+#include "ssmjit/error.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -24,6 +30,48 @@ namespace {
 constexpr int64_t kTokens = 32;  // tokens a step of the product
 constexpr int kStages = 3;       // B's and x's rings (bf16 B)
 
+// pass_states: the state entering this chunk (the sequence's initial state, or the one the
+// program of its previous chunk wrote to this slot, once that program sets its flag), times the
+// chunk's decay, plus the chunk's own state `acc`: the state entering the next chunk, written to
+// its slot before this program sets its flag, or the sequence's final state. As state_passing
+// computes it (the same operations in the same order), with the same block and final states.
+void passState(KernelBuilder& k, const SsdValues& a, int64_t Q, const SsdChunk& ch, const SsdSlotHeadBlock& at,
+               const SsdStateElems& e, Value acc) {
+  const ScanSequence seq = scanSequence(k, a.hasCu, a.cu, a.sCu, a.L, a.nseq, ch.seq);
+  Value len = seq.end - seq.start, c = (ch.t0 - seq.start) / Q, i = ch.seq;
+  Value reporter = at.h + at.blk;  // 0 in exactly one program of the chunk
+  Value flagBlocks = cdiv(a.P, k.constInt(kSsdMinStateBlockP)) * cdiv(a.N, k.constInt(kSsdMinStateBlockN));
+  auto flagAt = [&](Value slot) { return a.oFlags + kSsdFlagBase + (slot * a.H + at.h) * flagBlocks + at.blk; };
+  auto stateAt = [&](Value slot) { return a.oSt + ((slot * a.H + at.h) * a.P + e.p) * a.N + e.n; };
+  Value in = k.ifElse(
+      c == 0,
+      [&] {
+        Value s0 = ssdInitialState(k, a, e, i, reporter);
+        ssdCheckBlockCount(k, a, i, len, reporter);
+        k.store(a.ws, stateAt(at.slot), s0, e.m);
+        return std::vector<Value>{s0};
+      },
+      [&] {
+        // The previous slot holds the previous chunk unless cu_seqlens is bad (reported by
+        // chunk_cumsum): then nothing is awaited, so a bad call cannot hang.
+        const SsdChunk prev = ssdChunkOfSlot(k, a, at.slot - 1);
+        k.ifThen((prev.seq == ch.seq) && (prev.n > 0) && (prev.t0 + Q == ch.t0),
+                 [&] { k.waitFlag(a.ws, flagAt(at.slot - 1)); });
+        return std::vector<Value>{k.load(a.ws, stateAt(at.slot), e.m, k.constFloat(0))};
+      })[0];
+  // The chunk's decay as state_passing reads it: the cumsum's last entry, which for a partial
+  // chunk sums the zeros past its tokens in another order than its last token's entry.
+  Value la = k.load(a.ws, a.oCum + (at.slot * a.H + at.h) * Q + (Q - 1));
+  Value next = k.exp(la) * in + acc;
+  Value last = ch.t0 + ch.n >= seq.end;
+  k.ifThen(!last, [&] {
+    k.store(a.ws, stateAt(at.slot + 1), next, e.m);
+    k.setFlag(a.ws, flagAt(at.slot));
+  });
+  ssdStoreBlockState(k, a, e, i, c, len, Q, reporter, next);
+  k.ifThen(last, [&] { ssdStoreFinalState(k, a, e, i, reporter, next); });
+}
+
 void buildChunkState(KernelBuilder& k, const Specialization& spec) {
   const int64_t Q = spec.get("meta:chunk"), BP = spec.get("meta:BLOCK_P"), BN = spec.get("meta:BLOCK_N");
   // bf16 B at BLOCK_P 64 (at 32 the ring's loop spills registers under ptxas).
@@ -31,8 +79,12 @@ void buildChunkState(KernelBuilder& k, const Specialization& spec) {
   // Row pitches: f32 rows padded by 4; bf16 rows by 8 halves (an odd number of 16-byte units).
   const int64_t LDs = rawB ? BN + 8 : BN + 4;
   const SsdValues a = ssdValues(k);
-  Value nBlocks = cdiv(a.N, k.constInt(BN));
-  const SsdSlotHeadBlock at = ssdSlotHeadBlock(k, spec, a.H, cdiv(a.P, k.constInt(BP)) * nBlocks);
+  Value nBlocks = cdiv(a.N, k.constInt(BN)), blocks = cdiv(a.P, k.constInt(BP)) * nBlocks;
+  // Passing the states itself, a program takes its (slot, head, block) by ticket: the program of
+  // a sequence's previous chunk then took a lower one and is running or done.
+  const bool chain = spec.get("pass_states") != 0;
+  const SsdSlotHeadBlock at = chain ? ssdSlotHeadBlockAt(k.ticket(a.ws, a.oFlags), a.H, blocks)
+                                    : ssdSlotHeadBlock(k, spec, a.H, blocks);
   Value slot = at.slot, h = at.h, blk = at.blk;
   Value p0 = (blk / nBlocks) * BP, n0 = (blk % nBlocks) * BN;
   const SsdChunk ch = ssdChunkOfSlot(k, a, slot);
@@ -117,7 +169,10 @@ void buildChunkState(KernelBuilder& k, const Specialization& spec) {
       return std::vector<Value>{r};
     })[0];
   }
-  k.store(a.ws, a.oSt + ((slot * a.H + h) * a.P + p) * a.N + n, acc, (p < a.P) && (n < a.N));
+  if (chain)
+    passState(k, a, Q, ch, at, {h, p, n, (p < a.P) && (n < a.N)}, acc);
+  else
+    k.store(a.ws, a.oSt + ((slot * a.H + h) * a.P + p) * a.N + n, acc, (p < a.P) && (n < a.N));
 }
 
 void chooseChunkStateMeta(Specialization& s) {
@@ -128,6 +183,17 @@ void chooseChunkStateMeta(Specialization& s) {
     s.set("meta:BLOCK_N", std::clamp<int64_t>(nextPow2(s.get("N")), 16, 128));
   ssdStateBlockMeta(s);
   ssdSlotHeadMeta(s);
+  if (s.get("pass_states", 0) == 0) return;
+  // The chain's flags are laid out for the smallest state blocks (Ssd.h) and its tickets follow
+  // the flat order.
+  if (s.get("meta:BLOCK_P") < kSsdMinStateBlockP || s.get("meta:BLOCK_N") < kSsdMinStateBlockN ||
+      s.get("meta:slot_inner") != 0)
+    throw Error(Error::Kind::InvalidArgument,
+                s.kernel + ": meta BLOCK_P " + std::to_string(s.get("meta:BLOCK_P")) + ", BLOCK_N " +
+                    std::to_string(s.get("meta:BLOCK_N")) + ", slot_inner " + std::to_string(s.get("meta:slot_inner")) +
+                    " (SSMJIT_META), expected BLOCK_P >= " + std::to_string(kSsdMinStateBlockP) + ", BLOCK_N >= " +
+                    std::to_string(kSsdMinStateBlockN) + " and slot_inner 0 where chunk_state passes the states "
+                    "(pass_states=0 turns that off)");
 }
 
 }  // namespace

@@ -38,10 +38,10 @@ SsdValues ssdValues(KernelBuilder& k) {
   a.out = v("out"), a.init = v("init"), a.fin = v("final"), a.blk = v("blk"), a.decay = v("decay");
   a.cu = v("cu"), a.initIdx = v("init_idx"), a.finalIdx = v("final_idx"), a.blkIdx = v("blk_idx"), a.err = v("err");
   a.nseq = v("nseq"), a.searchSteps = v("search_steps"), a.nInit = v("nslots_init"), a.nFinal = v("nslots_final");
-  a.nBlk = v("nslots_blk"), a.blkTokens = v("blk_tokens"), a.kmax = v("kmax");
+  a.nBlk = v("nslots_blk"), a.blkTokens = v("blk_tokens"), a.kmax = v("kmax"), a.oFlags = v("o_flags");
   a.hasCu = v("has_cu"), a.hasInit = v("has_init"), a.hasInitIdx = v("has_init_idx"), a.hasFinal = v("has_final");
   a.hasFinalIdx = v("has_final_idx"), a.hasBlk = v("has_blk"), a.hasDecay = v("has_decay");
-  a.hasY = v("has_y");
+  a.hasY = v("has_y"), a.passStates = v("pass_states");
   a.sOb = v("s_o_b"), a.sOl = v("s_o_l"), a.sOh = v("s_o_h"), a.sOp = v("s_o_p");
   a.sIs = v("s_init_slot"), a.sIh = v("s_init_h"), a.sIp = v("s_init_p"), a.sIn = v("s_init_n");
   a.sFs = v("s_final_slot"), a.sFh = v("s_final_h"), a.sFp = v("s_final_p"), a.sFn = v("s_final_n");
@@ -58,8 +58,12 @@ SsdChunk ssdChunkOfSlot(KernelBuilder& k, const SsdInputValues& a, Value slot) {
 
 SsdSlotHeadBlock ssdSlotHeadBlock(KernelBuilder& k, const Specialization& spec, Value H, Value blocks) {
   if (spec.get("meta:slot_inner") != 0) return {k.programId(0), k.programId(1), k.programId(2)};
-  Value pid = k.programId(0), sh = pid / blocks;
-  return {sh / H, sh % H, pid % blocks};
+  return ssdSlotHeadBlockAt(k.programId(0), H, blocks);
+}
+
+SsdSlotHeadBlock ssdSlotHeadBlockAt(Value linear, Value H, Value blocks) {
+  Value sh = linear / blocks;
+  return {sh / H, sh % H, linear % blocks};
 }
 
 void ssdSlotHeadMeta(Specialization& s) {

@@ -27,8 +27,8 @@ struct SsdInputValues {
 // The arguments of the SSD kernels (Ssd.h), by the names the kernels use.
 struct SsdValues : SsdInputValues {
   dsl::Value out, init, fin, blk, decay, cu, initIdx, finalIdx, blkIdx, err;
-  dsl::Value nseq, searchSteps, nInit, nFinal, nBlk, blkTokens, kmax;
-  dsl::Value hasCu, hasInit, hasInitIdx, hasFinal, hasFinalIdx, hasBlk, hasDecay, hasY;
+  dsl::Value nseq, searchSteps, nInit, nFinal, nBlk, blkTokens, kmax, oFlags;
+  dsl::Value hasCu, hasInit, hasInitIdx, hasFinal, hasFinalIdx, hasBlk, hasDecay, hasY, passStates;
   dsl::Value sOb, sOl, sOh, sOp, sIs, sIh, sIp, sIn, sFs, sFh, sFp, sFn, sKs, sKh, sKp, sKn, sDecS, sDecH, sCu, sIidx,
       sFidx, sKi, sKk;
 };
@@ -63,6 +63,8 @@ struct SsdSlotHeadBlock {
   dsl::Value slot, h, blk;
 };
 SsdSlotHeadBlock ssdSlotHeadBlock(dsl::KernelBuilder& k, const Specialization& spec, dsl::Value H, dsl::Value blocks);
+// The program of the flat order (meta:slot_inner 0) at place `linear`, blocks fastest.
+SsdSlotHeadBlock ssdSlotHeadBlockAt(dsl::Value linear, dsl::Value H, dsl::Value blocks);
 void ssdSlotHeadMeta(Specialization& s);
 
 // A program over (slots, G, (Q/64)^2) (ssd_bmm, ssd_bwd_dcb), given as `at` (its block the pair

@@ -19,6 +19,7 @@
 #include "kernels_dsl/scan/ScanSequences.h"
 #include "kernels_dsl/ssd/Ssd.h"
 #include "kernels_dsl/ssd/SsdChunks.h"
+#include "kernels_dsl/ssd/SsdStateOutputs.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -41,32 +42,15 @@ void buildStatePassing(KernelBuilder& k, const Specialization& spec) {
   Value first = ssdFirstSlot(k, a, i, seq.row, seq.start, Q), nch = cdiv(len, k.constInt(Q));
   Value e = pid * BLK + k.range(BLK), PN = a.P * a.N, m = e < PN;
   Value p = e / a.N, n = e % a.N;
-  Value slotIn = k.ifElse(
-      a.hasInit,
-      [&] {
-        return std::vector<Value>{
-            checkedSlot(k, a.hasInitIdx, a.initIdx, a.sIidx, a.nInit, i, reporter, a.err, kErrSsdInitSlot)};
-      },
-      [&] { return std::vector<Value>{k.constInt(-1)}; })[0];
-  Value s0 = k.load(a.init, slotIn * a.sIs + h * a.sIh + p * a.sIp + n * a.sIn, m && (slotIn >= 0), zero);
-  // Block states: sequence i's blocks k < min(len / K, kmax) (the count checked once).
-  Value K = k.select(a.hasBlk, a.blkTokens, oneI);
-  Value blocks = k.select(a.hasBlk, len / K, zeroI);
-  k.ifThen((blocks > a.kmax) && (reporter == 0),
-           [&] { k.reportError(a.err, k.constInt(kErrSsdBlockCount), i, blocks, a.kmax); });
+  const SsdStateElems el{h, p, n, m};
+  Value s0 = ssdInitialState(k, a, el, i, reporter);
+  ssdCheckBlockCount(k, a, i, len, reporter);
   auto stateAt = [&](Value c) { return a.oSt + ((first + c) * a.H + h) * PN + e; };
   auto decayAt = [&](Value c) { return a.oCum + ((first + c) * a.H + h) * Q + (Q - 1); };
   // s' = exp(cum_last of chunk c) s + S_c: the state after chunk c, with its block state.
   auto advance = [&](Value c, Value s, Value Sc, Value la) {
     Value next = k.exp(la) * s + Sc;
-    Value done = (c + 1) * Q;  // tokens of the sequence through this chunk (if it is whole)
-    Value blkK = done / K - 1;
-    k.ifThen(a.hasBlk && (done <= len) && (done % K == 0) && (blkK < a.kmax), [&] {
-      Value bs = k.load(a.blkIdx, i * a.sKi + blkK * a.sKk);
-      Value bad = (bs != -1) && ((bs < 0) || (bs >= a.nBlk));
-      k.ifThen(bad && (reporter == 0), [&] { k.reportError(a.err, k.constInt(kErrSsdBlockSlot), i, bs, a.nBlk); });
-      k.store(a.blk, bs * a.sKs + h * a.sKh + p * a.sKp + n * a.sKn, next, m && !bad && (bs >= 0));
-    });
+    ssdStoreBlockState(k, a, el, i, c, len, Q, reporter, next);
     return next;
   };
   std::vector<Value> r;
@@ -104,10 +88,7 @@ void buildStatePassing(KernelBuilder& k, const Specialization& spec) {
       return next;
     });
   }
-  k.ifThen(a.hasFinal, [&] {
-    Value slotOut = checkedSlot(k, a.hasFinalIdx, a.finalIdx, a.sFidx, a.nFinal, i, reporter, a.err, kErrSsdFinalSlot);
-    k.store(a.fin, slotOut * a.sFs + h * a.sFh + p * a.sFp + n * a.sFn, r[0], m && (slotOut >= 0));
-  });
+  ssdStoreFinalState(k, a, el, i, reporter, r[0]);
   k.ifThen(a.hasDecay && (pid == 0), [&] { k.store(a.decay, i * a.sDecS + h * a.sDecH, k.exp(r[1])); });
 }
 

@@ -1,8 +1,9 @@
 // ssd: the Mamba-2 SSD chunked scan forward (ssmjit/ops.h). The arguments are checked by the
 // check the CPU reference shares (SsdCheck.h), then every SSD kernel (kernels_dsl/ssd/Ssd.h) is bound
 // through the one signature they share and launched in order on the caller's stream:
-// chunk_cumsum, bmm, chunk_state, state_passing, then chunk_scan (not without out: states only);
-// or one of the phases of SsdSpec.h (context parallelism, the backward's recomputation).
+// chunk_cumsum, bmm, chunk_state (passing the states itself), then chunk_scan (not without out:
+// states only); state_passing after chunk_state where the call asks for sequence decays; or one
+// of the phases of SsdSpec.h (context parallelism, the backward's recomputation).
 #include <cuda.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/ssd/Ssd.h"
 #include "runtime/DeviceStatus.h"
+#include "runtime/Driver.h"
 #include "runtime/ops/ArgCheck.h"
 #include "runtime/ops/BackwardStandIn.h"
 #include "runtime/ops/CompileAhead.h"
@@ -35,13 +37,24 @@ using detail::SsdDims;
 constexpr const char* kOp = "ssd";
 std::string str(int64_t v) { return std::to_string(v); }
 
-// The call's chunk slots and workspace (Ssd.h).
+// The call's chunk slots and workspace (Ssd.h), and whether chunk_state passes the states
+// itself (pass_states: no state_passing launch). It does in a whole call and in the backward's
+// recomputation, unless the call asks for sequence decays (state_passing sums them) or
+// SSMJIT_META gives ssd_chunk_state pass_states=0; context parallelism's phases keep the chunks'
+// states for a second pass and run state_passing.
 struct SsdPlan {
   kernels::SsdWorkspaceLayout ws;
   int64_t searchSteps = 0;
+  bool passStates = false;
 };
-SsdPlan plan(const SsdDims& d) {
+bool passesStates(const SsdArgs& a, detail::SsdPhase phase) {
+  static const bool off = dsl::metaOverride(kernels::kSsdChunkState.kernel, "meta:pass_states").value_or(1) == 0;
+  return !off && (phase == detail::SsdPhase::Whole || phase == detail::SsdPhase::States) &&
+         !a.sequence_decay.defined();
+}
+SsdPlan plan(const SsdArgs& a, const SsdDims& d, detail::SsdPhase phase) {
   SsdPlan p;
+  p.passStates = passesStates(a, phase);
   const int64_t Q = d.chunk;
   const int64_t slots = d.packed ? d.nseq + d.L / Q : d.batch * ((d.L + Q - 1) / Q);
   p.ws = kernels::ssdWorkspaceLayout(slots, d.H, d.G, d.P, d.N, Q);
@@ -95,6 +108,8 @@ void bind(KernelCall& c, const dsl::Signature& S, const SsdArgs& a, const SsdDim
   c.flag(S.flag("has_blk"), d.blockTokens > 0);
   c.flag(S.flag("has_decay"), a.sequence_decay.defined());
   c.flag(S.flag("has_y"), a.y.defined());
+  c.flag(S.flag("pass_states"), p.passStates);
+  c.size(S.size("o_flags"), p.ws.oFlags);
   const bool wide = !detail::fits32({&a.x, &a.dt, &a.z, &a.out, &a.y, &a.B, &a.C, &a.initial_states, &a.final_states,
                                      &a.block_states}) ||
                     p.ws.total >= (int64_t{1} << 31);
@@ -102,8 +117,10 @@ void bind(KernelCall& c, const dsl::Signature& S, const SsdArgs& a, const SsdDim
 }
 
 // Every launch of the call's phase in order, bound, with its grid.
-template <class F>
-void forEachLaunch(const SsdArgs& a, const SsdDims& d, const SsdPlan& p, void* err, detail::SsdPhase phase, F&& f) {
+// `zeroFlags` runs before chunk_state where it passes the states (its chain's words start at 0).
+template <class F, class Z>
+void forEachLaunch(const SsdArgs& a, const SsdDims& d, const SsdPlan& p, void* err, detail::SsdPhase phase, F&& f,
+                   Z&& zeroFlags) {
   const int64_t S = p.ws.slots, nb = d.chunk / kernels::kSsdTokenBlock;
   auto cdivU = [](int64_t x, int64_t y) { return static_cast<unsigned>((x + y - 1) / y); };
   const bool chunks = phase != detail::SsdPhase::Resume;  // the chunks' dt, cumsums and states
@@ -121,6 +138,7 @@ void forEachLaunch(const SsdArgs& a, const SsdDims& d, const SsdPlan& p, void* e
     f(c, [&](KernelCall&) { return std::array<unsigned, 3>{unsigned(S), unsigned(d.G), unsigned(nb * nb)}; });
   }
   if (chunks) {
+    if (p.passStates) zeroFlags();
     KernelCall c(kernels::kSsdChunkState);
     bind(c, kernels::kSsdChunkState, a, d, p, err);
     f(c, [&](KernelCall& k) {
@@ -128,7 +146,7 @@ void forEachLaunch(const SsdArgs& a, const SsdDims& d, const SsdPlan& p, void* e
                                      cdivU(d.P, k.metaValue("meta:BLOCK_P")) * cdivU(d.N, k.metaValue("meta:BLOCK_N")));
     });
   }
-  {
+  if (!p.passStates) {
     KernelCall c(kernels::kSsdStatePassing);
     bind(c, kernels::kSsdStatePassing, a, d, p, err);
     const kernels::SsdPassBlock pb = kernels::ssdStatePassingBlock(d.P * d.N, d.H, d.nseq);
@@ -150,7 +168,9 @@ void forEachLaunch(const SsdArgs& a, const SsdDims& d, const SsdPlan& p, void* e
 
 }  // namespace
 
-int64_t ssd_workspace_size(const SsdArgs& a) { return plan(check(a, a.x.device)).ws.total; }
+int64_t ssd_workspace_size(const SsdArgs& a) {
+  return plan(a, check(a, a.x.device), detail::SsdPhase::Whole).ws.total;
+}
 
 void ssd(const SsdArgs& a, Stream stream) { detail::ssdPhase(a, detail::SsdPhase::Whole, stream); }
 
@@ -158,7 +178,7 @@ void detail::ssdPhase(const SsdArgs& a, SsdPhase phase, Stream stream) {
   const SsdDims d = check(a, DeviceKind::CUDA, phase);
   if ((phase == SsdPhase::Summary || phase == SsdPhase::States) && (a.out.defined() || a.y.defined()))
     throw Error(Error::Kind::Internal, std::string(kOp) + ": a summary or states phase takes no out or y");
-  const SsdPlan p = plan(d);
+  const SsdPlan p = plan(a, d, phase);
   checkWorkspace(a, p);
   if (d.nseq > 65535 || d.H > 65535)
     throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + str(d.nseq) + " sequences and " + str(d.H) +
@@ -166,21 +186,29 @@ void detail::ssdPhase(const SsdArgs& a, SsdPhase phase, Stream stream) {
   const CUstream s = static_cast<CUstream>(stream);
   const detail::CompileAhead ahead([&](const std::string& arch) { return detail::ssdSpecializations(a, arch, phase); },
                                    [&](const std::string& arch) { return detail::backwardAlongside(a, arch); });
-  forEachLaunch(a, d, p, deviceStatusRecord(), phase, [&](KernelCall& c, auto grid) {
-    const std::array<unsigned, 3> g = grid(c);
-    const unsigned dims[3] = {g[0], g[1], g[2]};
-    c.launch(dims, s);
-  });
+  const auto flags = reinterpret_cast<CUdeviceptr>(static_cast<float*>(a.workspace.data) + p.ws.oFlags);
+  const size_t flagWords = kernels::ssdFlagWords(p.ws.slots, d.H, p.ws.flagBlocks);
+  forEachLaunch(
+      a, d, p, deviceStatusRecord(), phase,
+      [&](KernelCall& c, auto grid) {
+        const std::array<unsigned, 3> g = grid(c);
+        const unsigned dims[3] = {g[0], g[1], g[2]};
+        c.launch(dims, s);
+      },
+      [&] { driver::check(driver::api().cuMemsetD32Async(flags, 0, flagWords, s), "ssd: cuMemsetD32Async"); });
 }
 
 std::vector<Specialization> detail::ssdSpecializations(const SsdArgs& a, const std::string& arch, SsdPhase phase) {
   const SsdDims d = check(a, a.x.device, phase);
-  const SsdPlan p = plan(d);
+  const SsdPlan p = plan(a, d, phase);
   std::vector<Specialization> out;
-  forEachLaunch(a, d, p, nullptr, phase, [&](KernelCall& c, auto) {
-    Specialization sp = c.specialization(arch);
-    if (std::find(out.begin(), out.end(), sp) == out.end()) out.push_back(std::move(sp));
-  });
+  forEachLaunch(
+      a, d, p, nullptr, phase,
+      [&](KernelCall& c, auto) {
+        Specialization sp = c.specialization(arch);
+        if (std::find(out.begin(), out.end(), sp) == out.end()) out.push_back(std::move(sp));
+      },
+      [] {});
   return out;
 }
 

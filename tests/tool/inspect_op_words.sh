@@ -3,7 +3,7 @@
 # of 8 x 513 tokens (a stride of divisibility class 8) takes them again; --launch picks one of the
 # backward's launches; a prewarm entry compiles every launch of its call. Decode step: the parts
 # and the cache depth reach the kernel, a ring depth takes the deferred-commit kernel; the op's own
-# check names a cache too shallow for the drafts. SSD: its five launches, the chunk size and the states reach the kernels; the op's own
+# check names a cache too shallow for the drafts. SSD: its four launches, the chunk size and the states reach the kernels; the op's own
 # check names a bad group count. Options of another op are refused by name.
 source "$(dirname "$0")/lib.sh"
 
@@ -59,14 +59,14 @@ expect_grep "a scan option is refused for the decode step" "--channels applies t
 ssd=(--op ssd --heads 8 --head-dim 64 --dstate 128 --input-dtype bf16 --seqlen 512 --stage resources)
 run ssd_last 0 "$TOOL" inspect "${ssd[@]}"
 expect_grep "ssd's last launch is chunk_scan" "^kernel  *ssd_chunk_scan" ssd_last.out
-expect_grep "ssd runs five launches" "^launch  *5 of 5 \(--launch\)" ssd_last.out
+expect_grep "ssd runs four launches" "^launch  *4 of 4 \(--launch\)" ssd_last.out
 expect_grep "the ssd call is labelled" "^call  *ssd H8 P64 N128 G1 chunk 256 b=16 L=512 bfloat16$" ssd_last.out
 run ssd_first 0 "$TOOL" inspect "${ssd[@]}" --launch 1 --chunk 128
 expect_grep "ssd's first launch is chunk_cumsum" "^kernel  *ssd_chunk_cumsum" ssd_first.out
 expect_grep "the chunk size is bound" "^key .*;meta:chunk=128(;|$)" ssd_first.out
 packed=(--op ssd --heads 8 --head-dim 64 --dstate 128 --packed-lengths 100,300 --states slots --state-dtype bf16)
-run ssd_packed 0 "$TOOL" inspect "${packed[@]}" --launch 4 --stage resources
-expect_grep "ssd's fourth launch passes the states" "^kernel  *ssd_state_passing" ssd_packed.out
+run ssd_packed 0 "$TOOL" inspect "${packed[@]}" --launch 3 --stage resources
+expect_grep "ssd's chunk_state passes the states" "^key .*;pass_states=1(;|$)" ssd_packed.out
 expect_grep "the packed ssd call is labelled" "^call  *ssd H8 P64 N128 G1 chunk 256 packed 2 seqs \(400 tokens\) float32 states slots bfloat16$" ssd_packed.out
 expect_grep "slots bind initial states and their indices" "^key .*;has_init=1;has_init_idx=1;" ssd_packed.out
 run ssd_groups 2 "$TOOL" inspect "${ssd[@]}" --groups 3
@@ -82,8 +82,8 @@ expect_grep "the backward call is labelled" "^call  *ssd-backward H8 P64 N128 G1
 run ssd_bwd_last 0 "$TOOL" inspect "${bwd[@]}"
 kernel=$(sed -n 's/^kernel  *\([a-z_0-9]*\).*/\1/p' ssd_bwd_last.out)
 case "$kernel" in ssd_bwd_*) ;; *) fail "the backward's last launch is a gradient kernel, got '$kernel'" ;; esac
-run ssd_bwd_y 0 "$TOOL" inspect "${bwd[@]}" --saved-y --launch 5
-expect_grep "with a saved y the fifth launch is the first gradient kernel" "^kernel  *ssd_bwd_dstates" ssd_bwd_y.out
+run ssd_bwd_y 0 "$TOOL" inspect "${bwd[@]}" --saved-y --launch 4
+expect_grep "with a saved y the fourth launch is the first gradient kernel" "^kernel  *ssd_bwd_dstates" ssd_bwd_y.out
 expect_grep "the saved-y call is labelled" "^call  *ssd-backward H8 P64 N128 G1 chunk 256 b=16 L=512 bfloat16 saved-y$" ssd_bwd_y.out
 run ssd_y 0 "$TOOL" inspect "${ssd[@]}" --saved-y
 expect_grep "a saved y binds y" "^key .*;has_y=1" ssd_y.out
