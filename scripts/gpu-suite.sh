@@ -139,6 +139,8 @@ sanitized+=':Shapes/ScanGpu.MatchesReference/*_D36_N100_*:Shapes/ScanBackwardGpu
 # and the DSL's 16-bit shared buffers, ldmatrix dots and asynchronous copies on their own.
 ssd='Shapes/SsdGpu.MatchesReference/'
 sanitized+=":${ssd}G2P32N64Q64:${ssd}L7F32Q64:${ssd}PackedF32Q64:SsdDeviceChecksGpu.*:DslSharedGpu.*"
+# chunk_state's chain of programs (flags in global memory) beside state_passing, and the DSL's own.
+sanitized+=':SsdGpuPacking.ChunkStatePassingTheStatesEqualsStatePassing:DslChainGpu.*'
 # bf16 at N 128: chunk_state's 128-state blocks, on a packed row with slots and block states.
 sanitized+=":${ssd}PackedSlotsBlocksBf16"
 sanitized+=':Shapes/SsdBackwardGpu.MatchesReference/L7Bf16:Shapes/SsdBackwardGpu.MatchesReference/PackedSlots'

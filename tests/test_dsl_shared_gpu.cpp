@@ -17,6 +17,7 @@
 #include "kernels_dsl/Dsl.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
+#include "tests/support/LaunchOwnKernel.h"
 #include "tests/support/StagedDotKernel.h"
 
 namespace ssmjit {
@@ -50,42 +51,7 @@ uint16_t toF16Exact(float v) {  // v an integer of magnitude below 2048: exact i
   return static_cast<uint16_t>((v < 0 ? 0x8000u : 0u) | (static_cast<uint32_t>(e - 1 + 15) << 10) | mant);
 }
 
-// Compiles `def` for this device, launches one program with the kernel's dynamic shared bytes
-// (raising the function's limit past 48 KiB, as the runtime does), arguments by name.
-CompiledKernel launchOnce(const dsl::KernelDef& def, Specialization spec,
-                          const std::map<std::string, CUdeviceptr>& ptrs, const std::map<std::string, int32_t>& ints) {
-  spec.kernel = def.name;
-  spec.arch = driver::currentArch();
-  const CompiledKernel ck = compileKernel(def, spec);
-  const driver::Api& api = driver::api();
-  CUmodule mod = nullptr;
-  CUfunction fn = nullptr;
-  driver::check(api.cuModuleLoadDataEx(&mod, ck.cubin.data(), 0, nullptr, nullptr), "cuModuleLoadDataEx");
-  driver::check(api.cuModuleGetFunction(&fn, mod, ck.entry.c_str()), "cuModuleGetFunction");
-  if (ck.dynamicSharedBytes > 48 * 1024)
-    driver::check(api.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, ck.dynamicSharedBytes),
-                  "cuFuncSetAttribute");
-  std::vector<CUdeviceptr> p(ck.params.size());
-  std::vector<int32_t> iv(ck.params.size());
-  std::vector<void*> args;
-  for (size_t i = 0; i < ck.params.size(); ++i) {
-    const KernelParam& q = ck.params[i];
-    if (q.kind == KernelParam::Kind::Ptr) {
-      p[i] = ptrs.at(q.name);
-      args.push_back(&p[i]);
-    } else {
-      EXPECT_EQ(q.kind, KernelParam::Kind::I32) << q.name;
-      iv[i] = ints.at(q.name);
-      args.push_back(&iv[i]);
-    }
-  }
-  driver::check(
-      api.cuLaunchKernel(fn, 1, 1, 1, ck.numThreads, 1, 1, ck.dynamicSharedBytes, nullptr, args.data(), nullptr),
-      "cuLaunchKernel");
-  driver::check(api.cuCtxSynchronize(), "cuCtxSynchronize");
-  api.cuModuleUnload(mod);
-  return ck;
-}
+using testing::launchOwnKernel;
 
 class DslSharedGpu : public testing::GpuTest {};
 
@@ -112,7 +78,7 @@ TEST_F(DslSharedGpu, Bf16BufferBeyond48KiBNarrowsAndWidens) {
   for (const char* p : {"a", "out"})
     spec.set(std::string("dtype:") + p, (int)DType::F32).set(std::string("align:") + p, 16);
   spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
-  const CompiledKernel ck = launchOnce(def, spec, {{"a", da.ptr()}, {"out", dout.ptr()}}, {});
+  const CompiledKernel ck = launchOwnKernel(def, spec, {{"a", da.ptr()}, {"out", dout.ptr()}}, {});
   EXPECT_EQ(ck.dynamicSharedBytes, 80000);
   const std::vector<float> out = dout.download<float>();
   int bad = 0;
@@ -144,7 +110,7 @@ TEST_F(DslSharedGpu, AsyncCopyOf16ByteVectorsZeroFillsMaskedRows) {
     spec.set("dtype:x", (int)dt).set("dtype:out", (int)DType::F32);
     for (const char* p : {"x", "out"}) spec.set(std::string("align:") + p, 16);
     spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
-    launchOnce(testing::asyncCopyTileDef(dt), spec, {{"x", dx.ptr()}, {"out", dout.ptr()}}, {{"R", R}});
+    launchOwnKernel(testing::asyncCopyTileDef(dt), spec, {{"x", dx.ptr()}, {"out", dout.ptr()}}, {{"R", R}});
     const std::vector<float> out = dout.download<float>();
     int bad = 0;
     for (int i = 0; i < 32 * 64; ++i) {
@@ -179,7 +145,7 @@ TEST_F(DslSharedGpu, WholeTileCopyZeroFillsPastItsValidRowsAndColumns) {
       spec.set("dtype:x", (int)dt).set("dtype:out", (int)DType::F32);
       for (const char* p : {"x", "out"}) spec.set(std::string("align:") + p, 16);
       spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
-      launchOnce(testing::wholeTileCopyDef(dt, rows), spec, {{"x", dx.ptr()}, {"out", dout.ptr()}},
+      launchOwnKernel(testing::wholeTileCopyDef(dt, rows), spec, {{"x", dx.ptr()}, {"out", dout.ptr()}},
                  {{"base", base}, {"S", S}, {"R", R}, {"C", C}});
       const std::vector<float> out = dout.download<float>();
       int bad = 0;
@@ -221,7 +187,7 @@ TEST_F(DslSharedGpu, DotWithAFromSharedMemoryMatchesTheIntegerProduct) {
         spec.set("dtype:a", (int)dt).set("dtype:b", (int)dt).set("dtype:out", (int)DType::F32);
         for (const char* p : {"a", "b", "out"}) spec.set(std::string("align:") + p, 16);
         spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
-        launchOnce(c.def(), spec, {{"a", da.ptr()}, {"b", db.ptr()}, {"out", dout.ptr()}}, {});
+        launchOwnKernel(c.def(), spec, {{"a", da.ptr()}, {"b", db.ptr()}, {"out", dout.ptr()}}, {});
         const std::vector<float> out = dout.download<float>();
         int bad = 0;
         for (int64_t m = 0; m < c.M; ++m)
@@ -264,7 +230,7 @@ void checkStagedDot(const StagedDot& c, int K, uint64_t seed) {
   for (const char* p : {"a", "b", "out"}) spec.set(std::string("align:") + p, 16);
   spec.set("div:K", 8).set("meta:num_warps", 4).set("meta:index_bits", 32);
   dsl::KernelDef def = c.def();
-  const CompiledKernel ck = launchOnce(def, spec, {{"a", da.ptr()}, {"b", db.ptr()}, {"out", dout.ptr()}}, {{"K", K}});
+  const CompiledKernel ck = launchOwnKernel(def, spec, {{"a", da.ptr()}, {"b", db.ptr()}, {"out", dout.ptr()}}, {{"K", K}});
   EXPECT_EQ(ck.dynamicSharedBytes, c.sharedBytes());
   const std::vector<float> out = dout.download<float>();
   int bad = 0;
