@@ -19,6 +19,7 @@
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
+#include "kernels_dsl/scan/ScanSequences.h"
 #include "kernels_dsl/ssd/Ssd.h"
 #include "kernels_dsl/ssd/SsdChunks.h"
 
@@ -113,54 +114,67 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
     Value nC = n0 + sC;
     return k.load(a.C, cBase + nC * a.sCn, mI && (nC < a.N), zero);
   };
-  Value acc;
-  if (!halves) {
-    // S_in[p, n] staged as [n, p], f32.
-    acc =
-        k.forLoop(zeroI, a.N, k.constInt(kStep), {k.splat(zero, {T, BP})}, [&](Value n0, const std::vector<Value>& c) {
-          Value nR = n0 + sR;                                                       // [32, 1]
-          Value st = k.load(a.ws, stBase + pC * a.N + nR, (nR < a.N) && mP, zero);  // [32, BP]
-          k.barrier();
-          k.store(smem, sOff, st);
-          k.barrier();
-          return std::vector<Value>{k.dot(cTile(n0), smem, zeroI, pitch, one, c[0], pc, 3)};
-        })[0];
-  } else {
-    // S_in[p, n0 .. n0 + 32) copied asynchronously as it lies ([p, n], f32) through a ring of
-    // two stages, the next tile in flight while one is split into its bf16 terms ([p, n]
-    // buffers, read by ldmatrix with the states along k). The copies are committed after x's
-    // first tiles, so waiting for all but the newest group finds tile s in place.
-    const int64_t nSteps = cdiv(spec.get("N"), kStep);
-    Value pR = k.expandDims(k.range(BP), 1), nCc = k.expandDims(k.range(kStep), 0);  // [BP, 1], [1, 32]
-    Value fOff = pR * kStagePitchF32 + nCc, hOff = pR * kStagePitch16 + nCc;         // [BP, 32]
-    auto copyS = [&](Value s) {
-      if (stVec) {
-        k.copyTileAsync(ring, (s % kStateStages) * (BP * kStagePitchF32), kStagePitchF32, a.ws,
-                        stBase + p0 * a.N + s * kStep, a.N, BP, kStep, a.P - p0, a.N - s * kStep, stVec);
-        return;
+  auto stateProduct = [&] {
+    Value acc;
+    if (!halves) {
+      // S_in[p, n] staged as [n, p], f32.
+      acc = k.forLoop(zeroI, a.N, k.constInt(kStep), {k.splat(zero, {T, BP})},
+                      [&](Value n0, const std::vector<Value>& c) {
+                        Value nR = n0 + sR;                                                       // [32, 1]
+                        Value st = k.load(a.ws, stBase + pC * a.N + nR, (nR < a.N) && mP, zero);  // [32, BP]
+                        k.barrier();
+                        k.store(smem, sOff, st);
+                        k.barrier();
+                        return std::vector<Value>{k.dot(cTile(n0), smem, zeroI, pitch, one, c[0], pc, 3)};
+                      })[0];
+    } else {
+      // S_in[p, n0 .. n0 + 32) copied asynchronously as it lies ([p, n], f32) through a ring of
+      // two stages, the next tile in flight while one is split into its bf16 terms ([p, n]
+      // buffers, read by ldmatrix with the states along k). The copies are committed after x's
+      // first tiles, so waiting for all but the newest group finds tile s in place.
+      const int64_t nSteps = cdiv(spec.get("N"), kStep);
+      Value pR = k.expandDims(k.range(BP), 1), nCc = k.expandDims(k.range(kStep), 0);  // [BP, 1], [1, 32]
+      Value fOff = pR * kStagePitchF32 + nCc, hOff = pR * kStagePitch16 + nCc;         // [BP, 32]
+      auto copyS = [&](Value s) {
+        if (stVec) {
+          k.copyTileAsync(ring, (s % kStateStages) * (BP * kStagePitchF32), kStagePitchF32, a.ws,
+                          stBase + p0 * a.N + s * kStep, a.N, BP, kStep, a.P - p0, a.N - s * kStep, stVec);
+          return;
+        }
+        Value n = s * kStep + nCc, pG = p0 + pR;
+        k.copyAsync(ring, (s % kStateStages) * (BP * kStagePitchF32) + fOff, a.ws, stBase + pG * a.N + n,
+                    (n < a.N) && (pG < a.P));
+      };
+      for (int64_t s = 0; s < kStateStages; ++s) {
+        if (s < nSteps) copyS(k.constInt(s));
+        k.commitGroup();
       }
-      Value n = s * kStep + nCc, pG = p0 + pR;
-      k.copyAsync(ring, (s % kStateStages) * (BP * kStagePitchF32) + fOff, a.ws, stBase + pG * a.N + n,
-                  (n < a.N) && (pG < a.P));
-    };
-    for (int64_t s = 0; s < kStateStages; ++s) {
-      if (s < nSteps) copyS(k.constInt(s));
-      k.commitGroup();
+      Value pitch16 = k.constInt(kStagePitch16);
+      acc = k.forLoop(
+          zeroI, k.constInt(nSteps), one, {k.splat(zero, {T, BP})}, [&](Value s, const std::vector<Value>& c) {
+            Value Ct = cTile(s * kStep);  // its loads overlap the wait
+            k.waitGroup(1);
+            k.barrier();
+            Value st = k.load(ring, (s % kStateStages) * (BP * kStagePitchF32) + fOff);
+            ssdStoreTerms(k, sTerms, hOff, termStride, terms, st);
+            k.barrier();  // stage s is read, the terms are written
+            k.ifThen(s + kStateStages < nSteps, [&] { copyS(s + kStateStages); });
+            k.commitGroup();
+            return std::vector<Value>{ssdDotTerms(k, Ct, sTerms, zeroI, termStride, one, pitch16, c[0], terms, pc)};
+          })[0];
     }
-    Value pitch16 = k.constInt(kStagePitch16);
-    acc =
-        k.forLoop(zeroI, k.constInt(nSteps), one, {k.splat(zero, {T, BP})}, [&](Value s, const std::vector<Value>& c) {
-          Value Ct = cTile(s * kStep);  // its loads overlap the wait
-          k.waitGroup(1);
-          k.barrier();
-          Value st = k.load(ring, (s % kStateStages) * (BP * kStagePitchF32) + fOff);
-          ssdStoreTerms(k, sTerms, hOff, termStride, terms, st);
-          k.barrier();  // stage s is read, the terms are written
-          k.ifThen(s + kStateStages < nSteps, [&] { copyS(s + kStateStages); });
-          k.commitGroup();
-          return std::vector<Value>{ssdDotTerms(k, Ct, sTerms, zeroI, termStride, one, pitch16, c[0], terms, pc)};
-        })[0];
-  }
+    return acc;
+  };
+  // A sequence's first chunk enters from zeros where the call has no initial states: its rows
+  // skip the product (a uniform branch; the state's copy groups it leaves out are older than
+  // every group the token steps wait for).
+  Value fromZero = !a.hasInit && (ch.t0 == scanSequence(k, a.hasCu, a.cu, a.sCu, a.L, a.nseq, ch.seq).start);
+  Value acc = k.ifElse(
+      fromZero,
+      [&] {
+        return std::vector<Value>{k.splat(zero, {T, BP})};
+      },
+      [&] { return std::vector<Value>{stateProduct()}; })[0];
   acc = acc * k.exp(cumI);
 
   // The chunk's own tokens j <= i: CB_ij exp(cum_i - cum_j) dt'_j times x_j.
