@@ -64,7 +64,6 @@ TEST(KernelRegistry, EveryFamilyRegistersItsKernelsInNameOrder) {
       "ssd_bwd_dstates",
       "ssd_bwd_dt",
       "ssd_bwd_dx",
-      "ssd_bwd_state_passing",
       "ssd_bwd_sums",
       "ssd_chunk_cumsum",
       "ssd_chunk_scan",

@@ -4,12 +4,13 @@
 // states, CB), and y (before the gate, D x included) into the workspace's y plane unless the
 // caller's forward kept it (forward.y: then chunk_scan does not run again); then these kernels,
 // in launch order:
-//   ssd_bwd_dstates       (slots, H, cdiv(P, BLOCK_P) cdiv(N, BLOCK_N)): per chunk, the gradient
-//     its own outputs give the entering state, sum_i exp(cum_i) dy_i C_i^T, to the g plane.
-//   ssd_bwd_state_passing (cdiv(P N, kSsdBwdPassBlock), H, nseq): per sequence, its chunks in
-//     reverse from d(final state): g_c = local_c + exp(cum_last,c) g_{c+1}; the g plane then holds
-//     g_{c+1} (the gradient of chunk c's own state), the pass plane exp(cum_last) S_in . g_{c+1}
-//     per block of p x n, dinitial_states g_0.
+//   ssd_bwd_dstates       (slots, H, cdiv(P, BLOCK_P) cdiv(N, BLOCK_N)), flattened, programs in
+//     reverse slot order by ticket: per chunk c, the gradient its own outputs give the entering
+//     state, local_c = sum_i exp(cum_i) dy_i C_i^T, and, passed along a chain of programs from the
+//     sequence's last chunk (d(final state) by slot, -1 or none: zeros), g_c = local_c +
+//     exp(cum_last,c) g_{c+1}: the g plane holds g_{c+1} (the gradient of chunk c's own state)
+//     at slot c, the pass plane exp(cum_last,c) S_in,c . g_{c+1} per program (pass_parts a slot
+//     and head), dinitial_states g_0. Reports bad d(final state) and d(initial state) slots.
 //   ssd_bwd_dx            (slots, H, (Q/64) cdiv(P, kSsdBwdBlockP(P))): per 64 tokens j and block
 //     of p: acc_j = exp(cum_last - cum_j) B_j . g + sum_{i >= j} CB_ij exp(cum_i - cum_j) dy_i;
 //     dx = dt'_j acc + D dy_j, dz; per token partials (per block of p) of u = dy . (y - D x),
@@ -28,7 +29,8 @@
 // Workspace (float32), after the forward's region: the y plane [b, l, h, p] (none where the
 // forward kept y; the kernels read y through their y argument either way); g[slot, h, P, N] at o_g;
 // three token planes [slot, h, cdiv(P, BLOCK_P), Q] (u, s, w) at o_tok; dD partials
-// [slot, Q/64, h, P] at o_dd; the pass plane [slot, h, cdiv(P N, kSsdBwdPassBlock)] at o_pn;
+// [slot, Q/64, h, P] at o_dd; the pass plane [slot, h, pass_parts] at o_pn (room for the
+// smallest state blocks);
 // dA and ddt_bias partials [2, slot, h] at o_sl; dCB[slot, g, Q, Q] at o_dcb.
 #pragma once
 #include <algorithm>
@@ -67,47 +69,63 @@ inline constexpr TensorArg kTensors[] = {ssd::x,
 inline constexpr SizeArg kSizes[] = {{"H", Div},      {"P", Bound},     {"N", Bound},    {"hpg", Bound},
                                      {"L", Div},      {"slots", Count}, {"o_dt", Count}, {"o_cum", Count},
                                      {"o_st", Div},   {"o_cb", Div},    {"o_g", Div},    {"o_tok", Count},
-                                     {"o_dd", Count}, {"o_pn", Count},  {"o_sl", Count}, {"o_dcb", Div}};
+                                     {"o_dd", Count}, {"o_pn", Count},  {"o_sl", Count}, {"o_dcb", Div},
+                                     {"pass_parts", Count}};
 inline constexpr const char* kScalars[] = {"dt_min", "dt_max"};
 inline constexpr const char* kFlags[] = {"has_D", "d_per_channel", "has_z", "has_dtb", "softplus", "has_clamp"};
 
-// The state-passing backward's arguments.
-inline constexpr TensorArg kPassTensors[] = {{"dfinal", F, {"slot", "h", "p", "n"}},
-                                             {"dinit", F, {"slot", "h", "p", "n"}},
-                                             ssd::ws,
-                                             ssd::cu,
-                                             ssd::initIdx,
-                                             ssd::finalIdx,
-                                             ssd::err};
-inline constexpr SizeArg kPassSizes[] = {{"H", Div},
-                                         {"P", Bound},
-                                         {"N", Bound},
-                                         {"L", Div},
-                                         {"nseq", Count},
-                                         {"nslots_init", Count},
-                                         {"nslots_final", Count},
-                                         {"o_cum", Count},
-                                         {"o_st", Count},
-                                         {"o_g", Count},
-                                         {"o_pn", Count}};
-inline constexpr const char* kPassFlags[] = {"has_cu", "has_init_idx", "has_dfinal", "has_final_idx", "has_dinit"};
+// ssd_bwd_dstates' arguments: the token kernels' and what passing the states' gradients reads
+// and writes (d(final state) by slot, d(initial state) to its slot, cu_seqlens for the chunks'
+// sequences, the chain's words at o_flags, the device status record).
+inline constexpr TensorArg kDstatesTensors[] = {ssd::x,
+                                                ssd::dt,
+                                                ssd::A,
+                                                ssd::B,
+                                                ssd::C,
+                                                ssd::Dv,
+                                                ssd::z,
+                                                ssd::dtb,
+                                                {"y", F, {"b", "l", "h", "p"}},
+                                                {"dout", F, {"b", "l", "h", "p"}, "do"},
+                                                {"dx", F, {"b", "l", "h", "p"}},
+                                                {"ddt", F, {"b", "l", "h"}},
+                                                {"dA", F, {"h"}},
+                                                {"dB", F, {"b", "l", "g", "n"}},
+                                                {"dC", F, {"b", "l", "g", "n"}},
+                                                {"dD", F, {"h", "p"}},
+                                                {"dz", F, {"b", "l", "h", "p"}},
+                                                {"ddtb", F, {"h"}},
+                                                ssd::ws,
+                                                ssd::chunks,
+                                                {"dfinal", F, {"slot", "h", "p", "n"}},
+                                                {"dinit", F, {"slot", "h", "p", "n"}},
+                                                ssd::cu,
+                                                ssd::initIdx,
+                                                ssd::finalIdx,
+                                                ssd::err};
+inline constexpr SizeArg kDstatesSizes[] = {
+    {"H", Div},      {"P", Bound},       {"N", Bound},          {"hpg", Bound},        {"L", Div},
+    {"slots", Count}, {"o_dt", Count},    {"o_cum", Count},      {"o_st", Div},         {"o_cb", Div},
+    {"o_g", Div},    {"o_tok", Count},   {"o_dd", Count},       {"o_pn", Count},       {"o_sl", Count},
+    {"o_dcb", Div},  {"pass_parts", Count}, {"nseq", Count}, {"nslots_init", Count}, {"nslots_final", Count},
+    {"o_flags", Div}};
+inline constexpr const char* kDstatesFlags[] = {"has_D",   "d_per_channel", "has_z",      "has_dtb",
+                                                "softplus", "has_clamp",     "has_cu",     "has_init_idx",
+                                                "has_dfinal", "has_final_idx", "has_dinit"};
 
-// The signature every kernel but the state passing shares, under the kernel's name.
+// The signature every kernel but dstates shares, under the kernel's name.
 constexpr dsl::Signature signature(const char* kernel) { return {kernel, kTensors, kSizes, kScalars, kFlags}; }
 }  // namespace ssd_bwd
 
-inline constexpr dsl::Signature kSsdBwdDstates = ssd_bwd::signature("ssd_bwd_dstates");
+inline constexpr dsl::Signature kSsdBwdDstates{"ssd_bwd_dstates", ssd_bwd::kDstatesTensors, ssd_bwd::kDstatesSizes,
+                                               ssd_bwd::kScalars, ssd_bwd::kDstatesFlags};
 inline constexpr dsl::Signature kSsdBwdDx = ssd_bwd::signature("ssd_bwd_dx");
 inline constexpr dsl::Signature kSsdBwdDcb = ssd_bwd::signature("ssd_bwd_dcb");
 inline constexpr dsl::Signature kSsdBwdDb = ssd_bwd::signature("ssd_bwd_db");
 inline constexpr dsl::Signature kSsdBwdDc = ssd_bwd::signature("ssd_bwd_dc");
 inline constexpr dsl::Signature kSsdBwdDt = ssd_bwd::signature("ssd_bwd_dt");
 inline constexpr dsl::Signature kSsdBwdSums = ssd_bwd::signature("ssd_bwd_sums");
-inline constexpr dsl::Signature kSsdBwdStatePassing{
-    "ssd_bwd_state_passing", ssd_bwd::kPassTensors, ssd_bwd::kPassSizes, {}, ssd_bwd::kPassFlags};
 
-// Elements of p x n a state-passing-backward program takes.
-inline constexpr int64_t kSsdBwdPassBlock = 1024;
 // The block of p ssd_bwd_dx takes (its token planes have cdiv(P, it) partials a token).
 inline int64_t ssdBwdBlockP(int64_t P) { return P <= 32 ? 32 : 64; }
 
@@ -126,7 +144,7 @@ inline SsdBwdWorkspaceLayout ssdBwdWorkspaceLayout(int64_t fwdTotal, int64_t slo
   w.oTok = w.oG + up(slots * H * P * N);
   w.oDd = w.oTok + up(3 * slots * H * cdiv(P, ssdBwdBlockP(P)) * Q);
   w.oPn = w.oDd + up(slots * (Q / 64) * H * P);
-  w.oSl = w.oPn + up(slots * H * cdiv(P * N, kSsdBwdPassBlock));
+  w.oSl = w.oPn + up(slots * H * cdiv(P, kSsdMinStateBlockP) * cdiv(N, kSsdMinStateBlockN));
   w.oDcb = w.oSl + up(2 * slots * H);
   w.total = w.oDcb + slots * G * Q * Q;
   return w;

@@ -2,16 +2,22 @@
 //   local[p, n] = sum_i exp(cum_i) dy_i[p] C_i[n],
 // per (slot, head, block of p x n), on the tensor cores as ssd_chunk_state: the scaled dy^T
 // [BLOCK_P, 32 tokens] in registers (fp32: meta:pieces terms), C [32 tokens, BLOCK_N] staged through
-// shared memory (zeros past the chunk's tokens). fp32 to the g plane.
+// shared memory (zeros past the chunk's tokens). In fp32, then passed back along the chain of the
+// sequence's chunks (passGradient), so the local gradients never reach memory.
 // With 16-bit C, dout and z whose rows the bindings prove aligned, their tiles arrive through
 // cp.async rings two steps ahead of their use, C read by ldmatrix.
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "compiler/IntMath.h"
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
+#include "kernels_dsl/conv/ConvTiles.h"
+#include "kernels_dsl/scan/ScanSequences.h"
 #include "kernels_dsl/ssd/SsdBackward.h"
 #include "kernels_dsl/ssd/SsdChunks.h"
+#include "ssmjit/error.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -21,11 +27,77 @@ namespace {
 constexpr int64_t kTokens = 32;  // tokens a step of the product
 constexpr int kStages = 3;       // the rings' (16-bit C, dout and z)
 
+// The states' gradients passed back along the chain (SsdBackward.h): chunk c's program takes
+// g_{c+1} (d(final state) in the sequence's last chunk, else what chunk c + 1's program wrote to
+// this slot of the g plane once it set its flag), writes its share of the pass plane, and hands
+// g_c = local + exp(cum_last) g_{c+1} to chunk c - 1's slot, or to d(initial state).
+void passGradient(KernelBuilder& k, const SsdBwdValues& a, int64_t Q, const SsdChunk& ch, const SsdSlotHeadBlock& at,
+                  Value blocks, Value p, Value n, Value m, Value local) {
+  auto v = [&](const char* name) { return k.arg(name); };
+  Value zero = k.constFloat(0), err = v("err");
+  const ScanSequence seq = scanSequence(k, v("has_cu"), v("cu"), v("s_cu"), a.L, v("nseq"), ch.seq);
+  Value i = ch.seq, c = (ch.t0 - seq.start) / Q, last = ch.t0 + ch.n >= seq.end;
+  Value reporter = at.h + at.blk;  // 0 in exactly one program of the chunk
+  Value flagBlocks = cdiv(a.P, k.constInt(kSsdMinStateBlockP)) * cdiv(a.N, k.constInt(kSsdMinStateBlockN));
+  auto flagAt = [&](Value slot) { return v("o_flags") + kSsdFlagBase + (slot * a.H + at.h) * flagBlocks + at.blk; };
+  auto gAt = [&](Value slot) { return a.oG + ((slot * a.H + at.h) * a.P + p) * a.N + n; };
+  Value gNext = k.ifElse(
+      last,
+      [&] {
+        Value slotOut = k.ifElse(
+            v("has_dfinal"),
+            [&] {
+              return std::vector<Value>{checkedSlot(k, v("has_final_idx"), v("final_idx"), v("s_final_idx"),
+                                                    v("nslots_final"), i, reporter, err, kErrSsdFinalSlot)};
+            },
+            [&] { return std::vector<Value>{k.constInt(-1)}; })[0];
+        Value g0 = k.load(v("dfinal"),
+                          slotOut * v("s_dfinal_slot") + at.h * v("s_dfinal_h") + p * v("s_dfinal_p") +
+                              n * v("s_dfinal_n"),
+                          m && (slotOut >= 0), zero);
+        k.store(a.ws, gAt(at.slot), g0, m);
+        return std::vector<Value>{g0};
+      },
+      [&] {
+        // The next slot holds the next chunk unless cu_seqlens is bad (reported by the forward's
+        // chunk_cumsum): then nothing is awaited, so a bad call cannot hang.
+        const SsdChunk next = ssdChunkOfSlot(k, a, at.slot + 1);
+        k.ifThen((next.seq == ch.seq) && (next.n > 0) && (next.t0 == ch.t0 + Q),
+                 [&] { k.waitFlag(a.ws, flagAt(at.slot + 1)); });
+        return std::vector<Value>{k.load(a.ws, gAt(at.slot), m, zero)};
+      })[0];
+  Value decay = k.exp(k.load(a.ws, a.oCum + (at.slot * a.H + at.h) * Q + (Q - 1)));
+  Value sIn = k.load(a.ws, a.oSt + ((at.slot * a.H + at.h) * a.P + p) * a.N + n, m, zero);
+  k.store(a.ws, a.oPn + (at.slot * a.H + at.h) * blocks + at.blk,
+          k.reduce(k.reduce(decay * sIn * gNext, 1, "sum"), 0, "sum"));
+  Value g = local + decay * gNext;
+  k.ifElse(
+      c > 0,
+      [&] {
+        k.store(a.ws, gAt(at.slot - 1), g, m);
+        k.setFlag(a.ws, flagAt(at.slot));
+        return std::vector<Value>{};
+      },
+      [&] {
+        k.ifThen(v("has_dinit"), [&] {
+          Value slotIn = checkedSlot(k, v("has_init_idx"), v("init_idx"), v("s_init_idx"), v("nslots_init"), i,
+                                     reporter, err, kErrSsdInitSlot);
+          k.store(v("dinit"),
+                  slotIn * v("s_dinit_slot") + at.h * v("s_dinit_h") + p * v("s_dinit_p") + n * v("s_dinit_n"), g,
+                  m && (slotIn >= 0));
+        });
+        return std::vector<Value>{};
+      });
+}
+
 void buildDstates(KernelBuilder& k, const Specialization& spec) {
   const int64_t Q = spec.get("meta:chunk"), BP = spec.get("meta:BLOCK_P"), BN = spec.get("meta:BLOCK_N");
   const SsdBwdValues a = ssdBwdValues(k);
-  Value nBlocks = cdiv(a.N, k.constInt(BN));
-  const SsdSlotHeadBlock at = ssdSlotHeadBlock(k, spec, a.H, cdiv(a.P, k.constInt(BP)) * nBlocks);
+  Value nBlocks = cdiv(a.N, k.constInt(BN)), blocks = cdiv(a.P, k.constInt(BP)) * nBlocks;
+  // Programs take their (slot, head, block) by ticket, last slot first: the program of a
+  // sequence's next chunk then took a lower ticket and is running or done.
+  SsdSlotHeadBlock at = ssdSlotHeadBlockAt(k.ticket(a.ws, k.arg("o_flags")), a.H, blocks);
+  at.slot = a.slots - 1 - at.slot;
   Value slot = at.slot, h = at.h, blk = at.blk;
   Value p0 = (blk / nBlocks) * BP, n0 = (blk % nBlocks) * BN;
   const SsdChunk ch = ssdChunkOfSlot(k, a, slot);
@@ -89,7 +161,7 @@ void buildDstates(KernelBuilder& k, const Specialization& spec) {
           return std::vector<Value>{k.dot(dy * w, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], pf, pc)};
         })[0];
   }
-  k.store(a.ws, a.oG + ((slot * a.H + h) * a.P + p) * a.N + n, acc, (p < a.P) && (n < a.N));
+  passGradient(k, a, Q, ch, at, blocks, p, n, (p < a.P) && (n < a.N), acc);
 }
 
 void chooseDstatesMeta(Specialization& s) {
@@ -100,6 +172,15 @@ void chooseDstatesMeta(Specialization& s) {
     s.set("meta:BLOCK_N", std::clamp<int64_t>(nextPow2(s.get("N")), 16, 128));
   ssdStateBlockMeta(s);
   ssdSlotHeadMeta(s);
+  // The chain's flags are laid out for the smallest state blocks (Ssd.h); its tickets follow the
+  // flat order.
+  if (s.get("meta:BLOCK_P") < kSsdMinStateBlockP || s.get("meta:BLOCK_N") < kSsdMinStateBlockN ||
+      s.get("meta:slot_inner") != 0)
+    throw Error(Error::Kind::InvalidArgument,
+                s.kernel + ": meta BLOCK_P " + std::to_string(s.get("meta:BLOCK_P")) + ", BLOCK_N " +
+                    std::to_string(s.get("meta:BLOCK_N")) + ", slot_inner " + std::to_string(s.get("meta:slot_inner")) +
+                    " (SSMJIT_META), expected BLOCK_P >= " + std::to_string(kSsdMinStateBlockP) + ", BLOCK_N >= " +
+                    std::to_string(kSsdMinStateBlockN) + " and slot_inner 0 (its chain of programs)");
 }
 
 }  // namespace

@@ -43,7 +43,7 @@ void buildDt(KernelBuilder& k, const Specialization& spec) {
     s = s + k.load(a.ws, at + plane, m, zero);
     w = w + k.load(a.ws, at + 2 * plane, m, zero);
   }
-  Value nPn = cdiv(a.P * a.N, k.constInt(kSsdBwdPassBlock));
+  Value nPn = a.passParts;
   Value pass = k.forLoop(zeroI, nPn, oneI, {k.splat(zero, {BH, 1})}, [&](Value q, const std::vector<Value>& c) {
     return std::vector<Value>{c[0] + k.load(a.ws, a.oPn + (slot * a.H + h) * nPn + q, mH, zero)};
   })[0];

@@ -87,7 +87,7 @@ SsdBwdValues ssdBwdValues(KernelBuilder& k) {
   a.dout = v("dout"), a.dx = v("dx"), a.ddt = v("ddt"), a.dA = v("dA"), a.dB = v("dB"), a.dC = v("dC");
   a.dD = v("dD"), a.dz = v("dz"), a.ddtb = v("ddtb"), a.slots = v("slots");
   a.oG = v("o_g"), a.oTok = v("o_tok"), a.oDd = v("o_dd"), a.oPn = v("o_pn"), a.oSl = v("o_sl");
-  a.oDcb = v("o_dcb"), a.dPerChannel = v("d_per_channel");
+  a.oDcb = v("o_dcb"), a.passParts = v("pass_parts"), a.dPerChannel = v("d_per_channel");
   a.sOb = v("s_do_b"), a.sOl = v("s_do_l"), a.sOh = v("s_do_h"), a.sOp = v("s_do_p");
   a.sDxb = v("s_dx_b"), a.sDxl = v("s_dx_l"), a.sDxh = v("s_dx_h"), a.sDxp = v("s_dx_p");
   a.sDdtb = v("s_ddt_b"), a.sDdtl = v("s_ddt_l"), a.sDdth = v("s_ddt_h"), a.sDAh = v("s_dA_h");

@@ -79,7 +79,7 @@ SsdPairBlock ssdPairBlock(dsl::KernelBuilder& k, const SsdInputValues& a, int64_
 // The arguments of the backward's token kernels (SsdBackward.h), by the names the kernels use.
 struct SsdBwdValues : SsdInputValues {
   dsl::Value dout, dx, ddt, dA, dB, dC, dD, dz, ddtb;
-  dsl::Value slots, oG, oTok, oDd, oPn, oSl, oDcb;
+  dsl::Value slots, oG, oTok, oDd, oPn, oSl, oDcb, passParts;
   dsl::Value dPerChannel;
   dsl::Value sOb, sOl, sOh, sOp, sDxb, sDxl, sDxh, sDxp, sDdtb, sDdtl, sDdth, sDAh, sDBb, sDBl, sDBg, sDBn, sDCb, sDCl,
       sDCg, sDCn, sDDh, sDDp, sDzb, sDzl, sDzh, sDzp, sDdbh;

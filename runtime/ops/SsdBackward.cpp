@@ -1,9 +1,9 @@
 // ssd_backward: the gradients of the SSD chunked scan (ssmjit/ops.h). Checked once (SsdCheck),
 // then on the caller's stream: the forward (ssd) into the front of the workspace, keeping y
 // before the gate in the workspace's y plane (or, where the forward kept y, every forward kernel
-// but chunk_scan), and the backward kernels (kernels_dsl/SsdBackward.h) in order: dstates, state
-// passing in reverse, dx (dz, the per-token partials), dCB, dB, dC, ddt (the cumsum backward),
-// then the fixed-order sums dA, ddt_bias and dD.
+// but chunk_scan), and the backward kernels (kernels_dsl/SsdBackward.h) in order: dstates (passing
+// the states' gradients back along the chunks), dx (dz, the per-token partials), dCB, dB, dC, ddt
+// (the cumsum backward), then the fixed-order sums dA, ddt_bias and dD.
 #include <cuda.h>
 
 #include <algorithm>
@@ -17,6 +17,7 @@
 #include "kernels_dsl/ssd/Ssd.h"
 #include "kernels_dsl/ssd/SsdBackward.h"
 #include "runtime/DeviceStatus.h"
+#include "runtime/Driver.h"
 #include "runtime/ops/ArgCheck.h"
 #include "runtime/ops/CompileAhead.h"
 #include "runtime/ops/KernelCall.h"
@@ -90,7 +91,10 @@ Recompute recompute(const SsdBackwardArgs& b, const SsdDims& d, const BwdPlan& p
 }
 
 // Binds the token kernels' shared signature (SsdBackward.h) for kernel `S`.
-void bind(KernelCall& c, const dsl::Signature& S, const SsdBackwardArgs& b, const SsdDims& d, const BwdPlan& p) {
+// pass_parts: the pass plane's partials a slot and head (dstates' programs a head; ssd_bwd_dt
+// reads them).
+void bind(KernelCall& c, const dsl::Signature& S, const SsdBackwardArgs& b, const SsdDims& d, const BwdPlan& p,
+          int64_t passParts) {
   const SsdArgs& f = b.forward;
   detail::bindSsdInputs(c, S, f, d);
   const Axes rows = detail::ssdRowAxes(d);
@@ -114,66 +118,59 @@ void bind(KernelCall& c, const dsl::Signature& S, const SsdBackwardArgs& b, cons
   c.size(S.size("o_pn"), p.bwd.oPn);
   c.size(S.size("o_sl"), p.bwd.oSl);
   c.size(S.size("o_dcb"), p.bwd.oDcb);
+  c.size(S.size("pass_parts"), passParts);
   c.flag(S.flag("d_per_channel"), d.dPerChannel);
   c.meta("meta:index_bits", p.wide ? 64 : 32);
 }
 
-void bindPassing(KernelCall& c, const SsdBackwardArgs& b, const SsdDims& d, const BwdPlan& p, void* err) {
-  constexpr const dsl::Signature& S = kernels::kSsdBwdStatePassing;
+// dstates' own arguments beside the token kernels': what passing the states' gradients reads and
+// writes, and its chain's words (the forward's, zeroed again before it).
+void bindChain(KernelCall& c, const SsdBackwardArgs& b, const SsdDims& d, const BwdPlan& p, void* err) {
+  constexpr const dsl::Signature& S = kernels::kSsdBwdDstates;
   const SsdArgs& f = b.forward;
   const TensorView finalIdx = b.dfinal_states.defined() ? f.final_state_indices : TensorView{};
   c.tensor(S.tensor("dfinal"), b.dfinal_states);
   c.tensor(S.tensor("dinit"), b.dinitial_states);
-  c.tensor(S.tensor("ws"), b.workspace);
   c.tensor(S.tensor("cu"), f.cu_seqlens);
   c.tensor(S.tensor("init_idx"), f.initial_state_indices);
   c.tensor(S.tensor("final_idx"), finalIdx);
   c.pointer(S.tensor("err"), err, DType::I64);
-  c.size(S.size("H"), d.H);
-  c.size(S.size("P"), d.P);
-  c.size(S.size("N"), d.N);
-  c.size(S.size("L"), d.L);
   c.size(S.size("nseq"), d.nseq);
   c.size(S.size("nslots_init"), d.initSlots);
   c.size(S.size("nslots_final"), b.dfinal_states.defined() ? b.dfinal_states.shape[0] : 0);
-  c.size(S.size("o_cum"), p.fwd.oCum);
-  c.size(S.size("o_st"), p.fwd.oSt);
-  c.size(S.size("o_g"), p.bwd.oG);
-  c.size(S.size("o_pn"), p.bwd.oPn);
+  c.size(S.size("o_flags"), p.fwd.oFlags);
   c.flag(S.flag("has_cu"), d.packed);
   c.flag(S.flag("has_init_idx"), f.initial_state_indices.defined());
   c.flag(S.flag("has_dfinal"), b.dfinal_states.defined());
   c.flag(S.flag("has_final_idx"), finalIdx.defined());
   c.flag(S.flag("has_dinit"), b.dinitial_states.defined());
-  c.meta("meta:chunk", d.chunk);
-  c.meta("meta:index_bits", p.wide ? 64 : 32);
 }
 
 using Grid = std::array<unsigned, 3>;
 
-// Every backward launch of the call in order (after the forward's), bound, with its grid. A call
-// without tokens launches the sums only (they write zeros).
-template <class F>
-void forEachLaunch(const SsdBackwardArgs& b, const SsdDims& d, const BwdPlan& p, void* err, F&& f) {
+// Every backward launch of the call in order (after the forward's), bound, with its grid;
+// `zeroFlags` runs before dstates (its chain's words start at 0). A call without tokens launches
+// the sums only (they write zeros).
+template <class F, class Z>
+void forEachLaunch(const SsdBackwardArgs& b, const SsdDims& d, const BwdPlan& p, void* err, F&& f, Z&& zeroFlags) {
   const int64_t S = p.fwd.slots, nb = d.chunk / kernels::kSsdTokenBlock;
   auto cdivU = [](int64_t x, int64_t y) { return static_cast<unsigned>((x + y - 1) / y); };
   auto u = [](int64_t v) { return static_cast<unsigned>(v); };
+  int64_t passParts = 0;  // dstates' programs a head, once its launch knows its blocks
   auto launch = [&](const dsl::Signature& sig, auto grid) {
     KernelCall c(sig);
-    bind(c, sig, b, d, p);
+    bind(c, sig, b, d, p, passParts);
+    if (&sig == &kernels::kSsdBwdDstates) bindChain(c, b, d, p, err);
     f(c, [&](KernelCall& k) { return grid(k); });
   };
   const bool tokens = d.L > 0 && d.nseq > 0;
   if (tokens) {
+    zeroFlags();
     launch(kernels::kSsdBwdDstates, [&](KernelCall& k) {
-      return detail::ssdSlotHeadGrid(k, kOp, S, d.H,
-                                     cdivU(d.P, k.metaValue("meta:BLOCK_P")) * cdivU(d.N, k.metaValue("meta:BLOCK_N")));
+      const unsigned blocks = cdivU(d.P, k.metaValue("meta:BLOCK_P")) * cdivU(d.N, k.metaValue("meta:BLOCK_N"));
+      passParts = blocks;
+      return detail::ssdSlotHeadGrid(k, kOp, S, d.H, blocks);
     });
-    {
-      KernelCall c(kernels::kSsdBwdStatePassing);
-      bindPassing(c, b, d, p, err);
-      f(c, [&](KernelCall&) { return Grid{cdivU(d.P * d.N, kernels::kSsdBwdPassBlock), u(d.H), u(d.nseq)}; });
-    }
     launch(kernels::kSsdBwdDx, [&](KernelCall& k) {
       return detail::ssdSlotHeadGrid(k, kOp, S, d.H, nb * cdivU(d.P, kernels::ssdBwdBlockP(d.P)));
     });
@@ -212,11 +209,18 @@ void ssd_backward(const SsdBackwardArgs& b, Stream stream) {
     detail::ssdPhase(r.args, r.phase, stream);
   }
   const CUstream s = static_cast<CUstream>(stream);
-  forEachLaunch(b, d, p, deviceStatusRecord(), [&](KernelCall& c, auto grid) {
-    const Grid g = grid(c);
-    const unsigned dims[3] = {g[0], g[1], g[2]};
-    c.launch(dims, s);
-  });
+  const auto flags = reinterpret_cast<CUdeviceptr>(static_cast<float*>(b.workspace.data) + p.fwd.oFlags);
+  const size_t flagWords = kernels::ssdFlagWords(p.fwd.slots, d.H, p.fwd.flagBlocks);
+  forEachLaunch(
+      b, d, p, deviceStatusRecord(),
+      [&](KernelCall& c, auto grid) {
+        const Grid g = grid(c);
+        const unsigned dims[3] = {g[0], g[1], g[2]};
+        c.launch(dims, s);
+      },
+      [&] {
+        driver::check(driver::api().cuMemsetD32Async(flags, 0, flagWords, s), "ssd_backward: cuMemsetD32Async");
+      });
 }
 
 std::vector<Specialization> detail::ssdBackwardSpecializations(const SsdBackwardArgs& b, const std::string& arch) {
@@ -224,10 +228,13 @@ std::vector<Specialization> detail::ssdBackwardSpecializations(const SsdBackward
   const BwdPlan p = plan(b, d);
   const Recompute r = recompute(b, d, p);
   std::vector<Specialization> out = ssdSpecializations(r.args, arch, r.phase);
-  forEachLaunch(b, d, p, nullptr, [&](KernelCall& c, auto) {
-    Specialization sp = c.specialization(arch);
-    if (std::find(out.begin(), out.end(), sp) == out.end()) out.push_back(std::move(sp));
-  });
+  forEachLaunch(
+      b, d, p, nullptr,
+      [&](KernelCall& c, auto) {
+        Specialization sp = c.specialization(arch);
+        if (std::find(out.begin(), out.end(), sp) == out.end()) out.push_back(std::move(sp));
+      },
+      [] {});
   return out;
 }
 
