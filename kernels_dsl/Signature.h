@@ -6,6 +6,7 @@
 // Lookups by name are constexpr: an op's handles are compile-time constants, and a name the
 // signature lacks fails to compile. Plain C++, no MLIR.
 #pragma once
+#include <array>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -49,6 +50,15 @@ using dsl::TensorArg;
 inline constexpr auto F = PtrClass::Float, I = PtrClass::Int;
 inline constexpr auto M = PtrRole::Metadata;
 inline constexpr auto Bound = SizeUse::Bound, Div = SizeUse::Div, Count = SizeUse::Count;
+
+// The entries of `a`, then those of `b`: one kernel's table extending another's.
+template <class T, std::size_t A, std::size_t B>
+constexpr std::array<T, A + B> concat(const T (&a)[A], const T (&b)[B]) {
+  std::array<T, A + B> out{};
+  for (std::size_t i = 0; i < A; ++i) out[i] = a[i];
+  for (std::size_t i = 0; i < B; ++i) out[A + i] = b[i];
+  return out;
+}
 }  // namespace decl
 
 // A view of a constant array with static storage.
@@ -59,6 +69,8 @@ struct List {
   constexpr List() = default;
   template <std::size_t N>
   constexpr List(const T (&a)[N]) : at(a), n(static_cast<int>(N)) {}
+  template <std::size_t N>
+  constexpr List(const std::array<T, N>& a) : at(a.data()), n(static_cast<int>(N)) {}
   constexpr const T& operator[](int i) const { return at[i]; }
 };
 

@@ -77,41 +77,18 @@ inline constexpr const char* kFlags[] = {"has_D", "d_per_channel", "has_z", "has
 // ssd_bwd_dstates' arguments: the token kernels' and what passing the states' gradients reads
 // and writes (d(final state) by slot, d(initial state) to its slot, cu_seqlens for the chunks'
 // sequences, the chain's words at o_flags, the device status record).
-inline constexpr TensorArg kDstatesTensors[] = {ssd::x,
-                                                ssd::dt,
-                                                ssd::A,
-                                                ssd::B,
-                                                ssd::C,
-                                                ssd::Dv,
-                                                ssd::z,
-                                                ssd::dtb,
-                                                {"y", F, {"b", "l", "h", "p"}},
-                                                {"dout", F, {"b", "l", "h", "p"}, "do"},
-                                                {"dx", F, {"b", "l", "h", "p"}},
-                                                {"ddt", F, {"b", "l", "h"}},
-                                                {"dA", F, {"h"}},
-                                                {"dB", F, {"b", "l", "g", "n"}},
-                                                {"dC", F, {"b", "l", "g", "n"}},
-                                                {"dD", F, {"h", "p"}},
-                                                {"dz", F, {"b", "l", "h", "p"}},
-                                                {"ddtb", F, {"h"}},
-                                                ssd::ws,
-                                                ssd::chunks,
-                                                {"dfinal", F, {"slot", "h", "p", "n"}},
-                                                {"dinit", F, {"slot", "h", "p", "n"}},
-                                                ssd::cu,
-                                                ssd::initIdx,
-                                                ssd::finalIdx,
-                                                ssd::err};
-inline constexpr SizeArg kDstatesSizes[] = {
-    {"H", Div},      {"P", Bound},       {"N", Bound},          {"hpg", Bound},        {"L", Div},
-    {"slots", Count}, {"o_dt", Count},    {"o_cum", Count},      {"o_st", Div},         {"o_cb", Div},
-    {"o_g", Div},    {"o_tok", Count},   {"o_dd", Count},       {"o_pn", Count},       {"o_sl", Count},
-    {"o_dcb", Div},  {"pass_parts", Count}, {"nseq", Count}, {"nslots_init", Count}, {"nslots_final", Count},
-    {"o_flags", Div}};
-inline constexpr const char* kDstatesFlags[] = {"has_D",   "d_per_channel", "has_z",      "has_dtb",
-                                                "softplus", "has_clamp",     "has_cu",     "has_init_idx",
-                                                "has_dfinal", "has_final_idx", "has_dinit"};
+inline constexpr TensorArg kChainTensors[] = {{"dfinal", F, {"slot", "h", "p", "n"}},
+                                              {"dinit", F, {"slot", "h", "p", "n"}},
+                                              ssd::cu,
+                                              ssd::initIdx,
+                                              ssd::finalIdx,
+                                              ssd::err};
+inline constexpr SizeArg kChainSizes[] = {
+    {"nseq", Count}, {"nslots_init", Count}, {"nslots_final", Count}, {"o_flags", Div}};
+inline constexpr const char* kChainFlags[] = {"has_cu", "has_init_idx", "has_dfinal", "has_final_idx", "has_dinit"};
+inline constexpr auto kDstatesTensors = concat(kTensors, kChainTensors);
+inline constexpr auto kDstatesSizes = concat(kSizes, kChainSizes);
+inline constexpr auto kDstatesFlags = concat(kFlags, kChainFlags);
 
 // The signature every kernel but dstates shares, under the kernel's name.
 constexpr dsl::Signature signature(const char* kernel) { return {kernel, kTensors, kSizes, kScalars, kFlags}; }

@@ -7,7 +7,6 @@
 // With 16-bit C, dout and z whose rows the bindings prove aligned, their tiles arrive through
 // cp.async rings two steps ahead of their use, C read by ldmatrix.
 #include <algorithm>
-#include <string>
 #include <vector>
 
 #include "compiler/IntMath.h"
@@ -17,7 +16,6 @@
 #include "kernels_dsl/scan/ScanSequences.h"
 #include "kernels_dsl/ssd/SsdBackward.h"
 #include "kernels_dsl/ssd/SsdChunks.h"
-#include "ssmjit/error.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -172,15 +170,7 @@ void chooseDstatesMeta(Specialization& s) {
     s.set("meta:BLOCK_N", std::clamp<int64_t>(nextPow2(s.get("N")), 16, 128));
   ssdStateBlockMeta(s);
   ssdSlotHeadMeta(s);
-  // The chain's flags are laid out for the smallest state blocks (Ssd.h); its tickets follow the
-  // flat order.
-  if (s.get("meta:BLOCK_P") < kSsdMinStateBlockP || s.get("meta:BLOCK_N") < kSsdMinStateBlockN ||
-      s.get("meta:slot_inner") != 0)
-    throw Error(Error::Kind::InvalidArgument,
-                s.kernel + ": meta BLOCK_P " + std::to_string(s.get("meta:BLOCK_P")) + ", BLOCK_N " +
-                    std::to_string(s.get("meta:BLOCK_N")) + ", slot_inner " + std::to_string(s.get("meta:slot_inner")) +
-                    " (SSMJIT_META), expected BLOCK_P >= " + std::to_string(kSsdMinStateBlockP) + ", BLOCK_N >= " +
-                    std::to_string(kSsdMinStateBlockN) + " and slot_inner 0 (its chain of programs)");
+  ssdCheckChainMeta(s);
 }
 
 }  // namespace

@@ -11,7 +11,6 @@
 // pass_states (Ssd.h): the state entering the chunk is passed along a chain of programs, so the
 // chunks' states from zero never reach memory and no state_passing pass reads them back.
 #include <algorithm>
-#include <string>
 
 #include "compiler/IntMath.h"
 #include "kernels_dsl/Dsl.h"
@@ -20,7 +19,6 @@
 #include "kernels_dsl/ssd/Ssd.h"
 #include "kernels_dsl/ssd/SsdChunks.h"
 #include "kernels_dsl/ssd/SsdStateOutputs.h"
-#include "ssmjit/error.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -183,17 +181,7 @@ void chooseChunkStateMeta(Specialization& s) {
     s.set("meta:BLOCK_N", std::clamp<int64_t>(nextPow2(s.get("N")), 16, 128));
   ssdStateBlockMeta(s);
   ssdSlotHeadMeta(s);
-  if (s.get("pass_states", 0) == 0) return;
-  // The chain's flags are laid out for the smallest state blocks (Ssd.h) and its tickets follow
-  // the flat order.
-  if (s.get("meta:BLOCK_P") < kSsdMinStateBlockP || s.get("meta:BLOCK_N") < kSsdMinStateBlockN ||
-      s.get("meta:slot_inner") != 0)
-    throw Error(Error::Kind::InvalidArgument,
-                s.kernel + ": meta BLOCK_P " + std::to_string(s.get("meta:BLOCK_P")) + ", BLOCK_N " +
-                    std::to_string(s.get("meta:BLOCK_N")) + ", slot_inner " + std::to_string(s.get("meta:slot_inner")) +
-                    " (SSMJIT_META), expected BLOCK_P >= " + std::to_string(kSsdMinStateBlockP) + ", BLOCK_N >= " +
-                    std::to_string(kSsdMinStateBlockN) + " and slot_inner 0 where chunk_state passes the states "
-                    "(pass_states=0 turns that off)");
+  if (s.get("pass_states", 0) != 0) ssdCheckChainMeta(s);
 }
 
 }  // namespace

@@ -219,6 +219,17 @@ int64_t ssdPrefetchMeta(Specialization& s, int64_t least) {
   return d;
 }
 
+void ssdCheckChainMeta(const Specialization& s) {
+  if (s.get("meta:BLOCK_P") >= kSsdMinStateBlockP && s.get("meta:BLOCK_N") >= kSsdMinStateBlockN &&
+      s.get("meta:slot_inner") == 0)
+    return;
+  throw Error(Error::Kind::InvalidArgument,
+              s.kernel + ": meta BLOCK_P " + std::to_string(s.get("meta:BLOCK_P")) + ", BLOCK_N " +
+                  std::to_string(s.get("meta:BLOCK_N")) + ", slot_inner " + std::to_string(s.get("meta:slot_inner")) +
+                  " (SSMJIT_META), expected BLOCK_P >= " + std::to_string(kSsdMinStateBlockP) + ", BLOCK_N >= " +
+                  std::to_string(kSsdMinStateBlockN) + " and slot_inner 0 where its programs pass the states");
+}
+
 void ssdDefaultMeta(Specialization& s) { setDefaults(s, {{"meta:num_warps", 4}, {"meta:index_bits", 32}}); }
 
 void ssdStateBlockMeta(Specialization& s) {

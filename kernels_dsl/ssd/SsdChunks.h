@@ -166,5 +166,9 @@ void ssdDefaultMeta(Specialization& s);
 // The defaults of a kernel over [BLOCK_P, BLOCK_N] blocks of a state (ssd_chunk_state,
 // ssd_bwd_dstates): fp32 accumulators, 32 a thread at 64 x 64 over 4 warps.
 void ssdStateBlockMeta(Specialization& s);
+// A kernel whose programs pass states along a chain (ssd_chunk_state under pass_states,
+// ssd_bwd_dstates): its state blocks at least the chain's flags are laid out for (Ssd.h) and the
+// flat grid its tickets follow; an InvalidArgument error naming the metas otherwise.
+void ssdCheckChainMeta(const Specialization& s);
 
 }  // namespace ssmjit::kernels
