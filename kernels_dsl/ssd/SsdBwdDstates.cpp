@@ -36,8 +36,7 @@ void passGradient(KernelBuilder& k, const SsdBwdValues& a, int64_t Q, const SsdC
   const ScanSequence seq = scanSequence(k, v("has_cu"), v("cu"), v("s_cu"), a.L, v("nseq"), ch.seq);
   Value i = ch.seq, c = (ch.t0 - seq.start) / Q, last = ch.t0 + ch.n >= seq.end;
   Value reporter = at.h + at.blk;  // 0 in exactly one program of the chunk
-  Value flagBlocks = cdiv(a.P, k.constInt(kSsdMinStateBlockP)) * cdiv(a.N, k.constInt(kSsdMinStateBlockN));
-  auto flagAt = [&](Value slot) { return v("o_flags") + kSsdFlagBase + (slot * a.H + at.h) * flagBlocks + at.blk; };
+  auto flagAt = [&](Value slot) { return ssdChainFlag(k, v("o_flags"), a.P, a.N, a.H, slot, at.h, at.blk); };
   auto gAt = [&](Value slot) { return a.oG + ((slot * a.H + at.h) * a.P + p) * a.N + n; };
   Value gNext = k.ifElse(
       last,

@@ -38,8 +38,7 @@ void passState(KernelBuilder& k, const SsdValues& a, int64_t Q, const SsdChunk& 
   const ScanSequence seq = scanSequence(k, a.hasCu, a.cu, a.sCu, a.L, a.nseq, ch.seq);
   Value len = seq.end - seq.start, c = (ch.t0 - seq.start) / Q, i = ch.seq;
   Value reporter = at.h + at.blk;  // 0 in exactly one program of the chunk
-  Value flagBlocks = cdiv(a.P, k.constInt(kSsdMinStateBlockP)) * cdiv(a.N, k.constInt(kSsdMinStateBlockN));
-  auto flagAt = [&](Value slot) { return a.oFlags + kSsdFlagBase + (slot * a.H + at.h) * flagBlocks + at.blk; };
+  auto flagAt = [&](Value slot) { return ssdChainFlag(k, a.oFlags, a.P, a.N, a.H, slot, at.h, at.blk); };
   auto stateAt = [&](Value slot) { return a.oSt + ((slot * a.H + at.h) * a.P + e.p) * a.N + e.n; };
   Value in = k.ifElse(
       c == 0,

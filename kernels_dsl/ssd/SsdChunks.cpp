@@ -230,6 +230,11 @@ void ssdCheckChainMeta(const Specialization& s) {
                   std::to_string(kSsdMinStateBlockN) + " and slot_inner 0 where its programs pass the states");
 }
 
+Value ssdChainFlag(KernelBuilder& k, Value oFlags, Value P, Value N, Value H, Value slot, Value h, Value blk) {
+  Value flagBlocks = cdiv(P, k.constInt(kSsdMinStateBlockP)) * cdiv(N, k.constInt(kSsdMinStateBlockN));
+  return oFlags + kSsdFlagBase + (slot * H + h) * flagBlocks + blk;
+}
+
 void ssdDefaultMeta(Specialization& s) { setDefaults(s, {{"meta:num_warps", 4}, {"meta:index_bits", 32}}); }
 
 void ssdStateBlockMeta(Specialization& s) {
