@@ -19,7 +19,7 @@
 //   states[slot, h, P, N] at o_st: the state entering the chunk (chunk_state under pass_states;
 //     otherwise each chunk's state from zero, which state_passing replaces in place);
 //   CB[slot, g, Q, Q] at o_cb: C_i . B_j of the chunk's tokens, 64 x 64 blocks j <= i written;
-//   int32 words at o_flags: chunk_state's chain under pass_states (ssdFlagWords).
+//   flagWords int32 words at o_flags: the chains' tickets and flags (ssdChainBlocks).
 //
 // Kernels, in launch order (grids in ssd's op, runtime/ops/Ssd.cpp):
 //   ssd_chunk_cumsum  (slots, cdiv(H, meta:BLOCK_H)): the chunk table (a packed slot finds its
@@ -135,19 +135,20 @@ inline SsdGrid ssdSlotHeadGrid(bool slotInner, int64_t slots, int64_t H, int64_t
   return slotInner ? SsdGrid{slots, H, blocks} : SsdGrid{slots * H * blocks, 1, 1};
 }
 
-// The fused chunk_state's chain (pass_states): int32 words at o_flags, the ticket counter at word
-// 0 and, from word kSsdFlagBase, one flag a (slot, head, state block): flag (s, h, b) at
-// kSsdFlagBase + (s H + h) flagBlocks + b is set once the state entering slot s + 1 is written.
-// flagBlocks counts the blocks of the smallest state block chunk_state takes (BLOCK_P >= 32,
-// BLOCK_N >= 16). The op zeroes the words before each chunk_state launch.
+// The chains of programs that pass states (chunk_state under pass_states, and the backward's
+// dstates): int32 words at o_flags, the ticket counter at word 0 and, from word kSsdFlagBase, one
+// flag a (slot, head, state block) at kSsdFlagBase + (s H + h) ssdChainBlocks(P, N) + b, set once
+// the program of slot s has handed its state on. The blocks are counted for the smallest state
+// block such a kernel takes (BLOCK_P >= 32, BLOCK_N >= 16). The ops zero the words before each
+// launch of a chained kernel.
 inline constexpr int64_t kSsdMinStateBlockP = 32, kSsdMinStateBlockN = 16, kSsdFlagBase = 16;
-inline int64_t ssdFlagWords(int64_t slots, int64_t H, int64_t flagBlocks) {
-  return kSsdFlagBase + slots * H * flagBlocks;
+inline int64_t ssdChainBlocks(int64_t P, int64_t N) {
+  return ((P + kSsdMinStateBlockP - 1) / kSsdMinStateBlockP) * ((N + kSsdMinStateBlockN - 1) / kSsdMinStateBlockN);
 }
 
 // Where the workspace keeps what (float32 elements; each region 16-aligned).
 struct SsdWorkspaceLayout {
-  int64_t slots = 0, oDt = 0, oCum = 0, oSt = 0, oCb = 0, oFlags = 0, flagBlocks = 0, total = 0;
+  int64_t slots = 0, oDt = 0, oCum = 0, oSt = 0, oCb = 0, oFlags = 0, flagWords = 0, total = 0;
 };
 inline SsdWorkspaceLayout ssdWorkspaceLayout(int64_t slots, int64_t H, int64_t G, int64_t P, int64_t N, int64_t Q) {
   auto up = [](int64_t v) { return (v + 15) / 16 * 16; };
@@ -158,8 +159,8 @@ inline SsdWorkspaceLayout ssdWorkspaceLayout(int64_t slots, int64_t H, int64_t G
   w.oSt = w.oCum + up(slots * H * Q);
   w.oCb = w.oSt + up(slots * H * P * N);
   w.oFlags = w.oCb + up(slots * G * Q * Q);
-  w.flagBlocks = ((P + kSsdMinStateBlockP - 1) / kSsdMinStateBlockP) * ((N + kSsdMinStateBlockN - 1) / kSsdMinStateBlockN);
-  w.total = w.oFlags + ssdFlagWords(slots, H, w.flagBlocks);
+  w.flagWords = kSsdFlagBase + slots * H * ssdChainBlocks(P, N);
+  w.total = w.oFlags + w.flagWords;
   return w;
 }
 

@@ -121,7 +121,7 @@ inline SsdBwdWorkspaceLayout ssdBwdWorkspaceLayout(int64_t fwdTotal, int64_t slo
   w.oTok = w.oG + up(slots * H * P * N);
   w.oDd = w.oTok + up(3 * slots * H * cdiv(P, ssdBwdBlockP(P)) * Q);
   w.oPn = w.oDd + up(slots * (Q / 64) * H * P);
-  w.oSl = w.oPn + up(slots * H * cdiv(P, kSsdMinStateBlockP) * cdiv(N, kSsdMinStateBlockN));
+  w.oSl = w.oPn + up(slots * H * ssdChainBlocks(P, N));
   w.oDcb = w.oSl + up(2 * slots * H);
   w.total = w.oDcb + slots * G * Q * Q;
   return w;

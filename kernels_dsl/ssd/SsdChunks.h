@@ -170,7 +170,7 @@ void ssdStateBlockMeta(Specialization& s);
 // ssd_bwd_dstates): its state blocks at least the chain's flags are laid out for (Ssd.h) and the
 // flat grid its tickets follow; an InvalidArgument error naming the metas otherwise.
 void ssdCheckChainMeta(const Specialization& s);
-// Where the chain's flag of program (slot, h, blk) sits in the workspace (Ssd.h: ssdFlagWords):
+// Where the chain's flag of program (slot, h, blk) sits in the workspace (Ssd.h: ssdChainBlocks):
 // its int32 word from o_flags, laid out for the smallest state blocks of P x N states.
 dsl::Value ssdChainFlag(dsl::KernelBuilder& k, dsl::Value oFlags, dsl::Value P, dsl::Value N, dsl::Value H,
                         dsl::Value slot, dsl::Value h, dsl::Value blk);

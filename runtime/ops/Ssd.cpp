@@ -15,7 +15,6 @@
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/ssd/Ssd.h"
 #include "runtime/DeviceStatus.h"
-#include "runtime/Driver.h"
 #include "runtime/ops/ArgCheck.h"
 #include "runtime/ops/BackwardStandIn.h"
 #include "runtime/ops/CompileAhead.h"
@@ -49,8 +48,7 @@ struct SsdPlan {
 };
 bool passesStates(const SsdArgs& a, detail::SsdPhase phase) {
   static const bool off = dsl::metaOverride(kernels::kSsdChunkState.kernel, "meta:pass_states").value_or(1) == 0;
-  return !off && (phase == detail::SsdPhase::Whole || phase == detail::SsdPhase::States) &&
-         !a.sequence_decay.defined();
+  return !off && (phase == detail::SsdPhase::Whole || phase == detail::SsdPhase::States) && !a.sequence_decay.defined();
 }
 SsdPlan plan(const SsdArgs& a, const SsdDims& d, detail::SsdPhase phase) {
   SsdPlan p;
@@ -168,9 +166,7 @@ void forEachLaunch(const SsdArgs& a, const SsdDims& d, const SsdPlan& p, void* e
 
 }  // namespace
 
-int64_t ssd_workspace_size(const SsdArgs& a) {
-  return plan(a, check(a, a.x.device), detail::SsdPhase::Whole).ws.total;
-}
+int64_t ssd_workspace_size(const SsdArgs& a) { return plan(a, check(a, a.x.device), detail::SsdPhase::Whole).ws.total; }
 
 void ssd(const SsdArgs& a, Stream stream) { detail::ssdPhase(a, detail::SsdPhase::Whole, stream); }
 
@@ -186,8 +182,6 @@ void detail::ssdPhase(const SsdArgs& a, SsdPhase phase, Stream stream) {
   const CUstream s = static_cast<CUstream>(stream);
   const detail::CompileAhead ahead([&](const std::string& arch) { return detail::ssdSpecializations(a, arch, phase); },
                                    [&](const std::string& arch) { return detail::backwardAlongside(a, arch); });
-  const auto flags = reinterpret_cast<CUdeviceptr>(static_cast<float*>(a.workspace.data) + p.ws.oFlags);
-  const size_t flagWords = kernels::ssdFlagWords(p.ws.slots, d.H, p.ws.flagBlocks);
   forEachLaunch(
       a, d, p, deviceStatusRecord(), phase,
       [&](KernelCall& c, auto grid) {
@@ -195,7 +189,7 @@ void detail::ssdPhase(const SsdArgs& a, SsdPhase phase, Stream stream) {
         const unsigned dims[3] = {g[0], g[1], g[2]};
         c.launch(dims, s);
       },
-      [&] { driver::check(driver::api().cuMemsetD32Async(flags, 0, flagWords, s), "ssd: cuMemsetD32Async"); });
+      [&] { detail::zeroSsdChainWords(a.workspace, p.ws, s, kOp); });
 }
 
 std::vector<Specialization> detail::ssdSpecializations(const SsdArgs& a, const std::string& arch, SsdPhase phase) {

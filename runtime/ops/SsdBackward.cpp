@@ -17,7 +17,6 @@
 #include "kernels_dsl/ssd/Ssd.h"
 #include "kernels_dsl/ssd/SsdBackward.h"
 #include "runtime/DeviceStatus.h"
-#include "runtime/Driver.h"
 #include "runtime/ops/ArgCheck.h"
 #include "runtime/ops/CompileAhead.h"
 #include "runtime/ops/KernelCall.h"
@@ -209,8 +208,6 @@ void ssd_backward(const SsdBackwardArgs& b, Stream stream) {
     detail::ssdPhase(r.args, r.phase, stream);
   }
   const CUstream s = static_cast<CUstream>(stream);
-  const auto flags = reinterpret_cast<CUdeviceptr>(static_cast<float*>(b.workspace.data) + p.fwd.oFlags);
-  const size_t flagWords = kernels::ssdFlagWords(p.fwd.slots, d.H, p.fwd.flagBlocks);
   forEachLaunch(
       b, d, p, deviceStatusRecord(),
       [&](KernelCall& c, auto grid) {
@@ -218,9 +215,7 @@ void ssd_backward(const SsdBackwardArgs& b, Stream stream) {
         const unsigned dims[3] = {g[0], g[1], g[2]};
         c.launch(dims, s);
       },
-      [&] {
-        driver::check(driver::api().cuMemsetD32Async(flags, 0, flagWords, s), "ssd_backward: cuMemsetD32Async");
-      });
+      [&] { detail::zeroSsdChainWords(b.workspace, p.fwd, s, kOp); });
 }
 
 std::vector<Specialization> detail::ssdBackwardSpecializations(const SsdBackwardArgs& b, const std::string& arch) {

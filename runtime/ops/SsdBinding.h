@@ -8,6 +8,7 @@
 
 #include "kernels_dsl/Signature.h"
 #include "kernels_dsl/ssd/Ssd.h"
+#include "runtime/Driver.h"
 #include "runtime/ops/KernelCall.h"
 #include "runtime/ops/SsdCheck.h"
 #include "ssmjit/error.h"
@@ -43,6 +44,15 @@ inline void bindSsdInputs(KernelCall& c, const dsl::Signature& S, const SsdArgs&
   c.flag(S.flag("softplus"), a.dt_softplus);
   c.flag(S.flag("has_clamp"), d.clamp);
   c.meta("meta:chunk", d.chunk);
+}
+
+// Zeroes the chains' words of the forward's workspace region (Ssd.h: ssdChainBlocks) on
+// `stream`, before a launch whose programs pass states (their tickets and flags start at 0).
+inline void zeroSsdChainWords(const TensorView& workspace, const kernels::SsdWorkspaceLayout& ws, CUstream stream,
+                              const char* op) {
+  const auto words = reinterpret_cast<CUdeviceptr>(static_cast<float*>(workspace.data) + ws.oFlags);
+  driver::check(driver::api().cuMemsetD32Async(words, 0, static_cast<size_t>(ws.flagWords), stream),
+                (std::string(op) + ": cuMemsetD32Async").c_str());
 }
 
 // The forward's workspace offsets: per-chunk dt, cumsums, states and C.B.
