@@ -535,8 +535,8 @@ dsl::Value KernelBuilder::arriveLast(dsl::Value counter, dsl::Value offset, dsl:
 }
 namespace {
 void requireScalarIndex(mlir::Value offset, const char* what) {
-  if (!offset.getType().isIntOrIndex() || isa<RankedTensorType>(offset.getType()))
-    fail(std::string(what) + " takes a scalar offset");
+  if (isa<RankedTensorType>(offset.getType())) fail(std::string(what) + " takes a scalar offset, got a tile");
+  if (!offset.getType().isIntOrIndex()) fail(std::string(what) + " takes a scalar offset, got a float");
 }
 }  // namespace
 dsl::Value KernelBuilder::ticket(dsl::Value counter, dsl::Value offset) {

@@ -44,7 +44,7 @@ TEST(DslChain, RefusesTileOffsets) {
       msg = e.what();
     }
     const char* name[] = {"ticket", "waitFlag", "setFlag"};
-    EXPECT_NE(msg.find(std::string(name[which]) + " takes a scalar offset"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(std::string(name[which]) + " takes a scalar offset, got a tile"), std::string::npos) << msg;
   }
 }
 
