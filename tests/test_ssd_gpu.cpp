@@ -211,6 +211,10 @@ std::vector<SsdCase> cases() {
   c = {};
   c.label = "F16Q128", c.batch = 2, c.L = 300, c.Q = 128, c.x = DType::F16, c.init = c.final = true;
   v.push_back(c);
+  // The layer's call (no z): chunk_scan's D x from x's ring, row blocks that end inside a tile.
+  c = {};
+  c.label = "PackedNoZBf16Q128", c.lens = {100, 5, 300, 33}, c.Q = 128, c.z = false, c.final = true;
+  v.push_back(c);
   c = {};
   c.label = "PackedF32Q64", c.lens = {64, 1000, 3}, c.Q = 64, c.x = DType::F32, c.P = 32, c.N = 64;
   c.init = c.final = c.slots = c.blocks = true, c.dPerChannel = true;

@@ -32,8 +32,9 @@ constexpr int64_t kStep = 32;    // states, then tokens, a step of the products
 constexpr int kStages = 3;       // x's ring (16-bit x)
 constexpr int kStateStages = 2;  // the entering state's ring (16-bit x)
 // Row pitches of the state's [p, 32 states] and C.B's [rows, 32 tokens] tiles: f32 (16-byte rows
-// for the copies), and the state's bf16 hi and lo (an odd number of 16-byte units, for ldmatrix).
-constexpr int64_t kStagePitchF32 = kStep + 4, kStagePitch16 = kStep + 8;
+// for the copies; 8 words past 32, so that the four rows of a half-warp's 8-byte reads fall in
+// distinct banks), and the state's bf16 hi and lo (an odd number of 16-byte units, for ldmatrix).
+constexpr int64_t kStagePitchF32 = kStep + 8, kStagePitch16 = kStep + 8;
 
 // 16-bit x, C and out: the staged operands are 16-bit and read by ldmatrix.
 bool stagesHalves(const Specialization& s) { return ssdIs16Bit(s, "x") && ssdIs16Bit(s, "C") && ssdIs16Bit(s, "out"); }
@@ -267,11 +268,20 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
 
   Value xOff = xOffsets(iR);
   Value mOut = mI && mP;
+  // x of the rows for D: 16-bit x's last two tiles are the block's own rows, still in the ring
+  // unless z was staged over one of them; else from memory (in the accumulator's layout, whose
+  // 4-byte accesses use half of each sector).
+  auto xOfRows = [&] {
+    auto fromMemory = [&] { return std::vector<Value>{k.load(a.x, xOff, mOut, zero)}; };
+    if (!halves) return fromMemory()[0];
+    Value tR = (bm * T + rT) / kStep;  // [T, 1]: the tile of each row
+    Value inRing = k.load(xs, (tR % kStages) * (kStep * LDs) + (rT % kStep) * LDs + k.expandDims(k.range(BP), 0));
+    if (!zStaged) return inRing;
+    return k.ifElse(a.hasZ, fromMemory, [&] { return std::vector<Value>{inRing}; })[0];
+  };
   Value y = k.ifElse(
       a.hasD,
-      [&] {
-        return std::vector<Value>{acc + k.load(a.Dv, h * a.sDh + pC * a.sDp, mP, zero) * k.load(a.x, xOff, mOut, zero)};
-      },
+      [&] { return std::vector<Value>{acc + k.load(a.Dv, h * a.sDh + pC * a.sDp, mP, zero) * xOfRows()}; },
       [&] { return std::vector<Value>{acc}; })[0];
   k.ifThen(a.hasY, [&] { k.store(a.y, ch.row * a.sYb + (ch.t0 + iR) * a.sYl + h * a.sYh + pC * a.sYp, y, mOut); });
   y = k.ifElse(
