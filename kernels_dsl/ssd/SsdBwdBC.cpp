@@ -109,11 +109,13 @@ Value buildInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdVal
   const int pf = ssdBwdPieces(spec);
   Value zero = k.constFloat(0), zeroI = k.constInt(0), one = k.constInt(1);
   // Pitches: 16-bit rows padded by 8 halves (an odd number of 16-byte units, for ldmatrix); f32
-  // rows by 4 floats (16-byte rows for the copies).
+  // rows read as they lie by 8 floats (16-byte rows for the copies, and the four rows of a
+  // half-warp's 8-byte reads in distinct banks), read transposed by 4 (4-byte reads whose rows
+  // then fall in distinct banks).
   const int64_t p16 = BN + 8, pIn = kStep + 8;
   // dCB's tile: [64 r, 32 t] as it lies (dC) or [32 t, 64 r] (dB, read transposed).
-  const int64_t dcbPitch = dC ? kStep + 4 : T + 4, dcbStage = dC ? T * dcbPitch : kStep * dcbPitch;
-  const int64_t stPitch = BN + 4, stStage = kStep * stPitch;
+  const int64_t dcbPitch = dC ? kStep + 8 : T + 4, dcbStage = dC ? T * dcbPitch : kStep * dcbPitch;
+  const int64_t stPitch = BN + 8, stStage = kStep * stPitch;
   const int64_t oStage = kStep * p16, inStage = T * pIn, term = kStep * p16;
   Value ring = k.sharedBuffer(kStages * std::max(dcbStage, stStage), DType::F32);
   Value os = k.sharedBuffer(kStages * oStage, ssdDtype(spec, dC ? "B" : "C"));

@@ -27,9 +27,10 @@ namespace {
 constexpr int64_t kStep = 32;    // states, then tokens, a step of the products
 constexpr int kStages = 3;       // the rings of the scores' steps
 constexpr int kStateStages = 2;  // g's ring
-// Row pitches: g's f32 tiles [p, 32 states] (16-byte rows for the copies) and their bf16 terms
+// Row pitches: g's f32 tiles [p, 32 states] (16-byte rows for the copies; 8 words past 32, so
+// that the four rows of a half-warp's 8-byte reads fall in distinct banks) and their bf16 terms
 // (an odd number of 16-byte units, for ldmatrix).
-constexpr int64_t kStatePitchF32 = kStep + 4, kStatePitch16 = kStep + 8;
+constexpr int64_t kStatePitchF32 = kStep + 8, kStatePitch16 = kStep + 8;
 
 // What every part of a program reads: its block, tokens j and channels p.
 struct DxBlock {
