@@ -1,6 +1,7 @@
 // The kernels a Mamba-2 model runs, listed without a GPU (what `ssmjit prewarm --model` compiles):
-// every family the forward pass launches appears, decode at each batch bucket, and a bad
-// checkpoint config is refused by name.
+// every family the forward pass launches appears, decode at each batch bucket, a tensor-parallel
+// rank's are those of a model of its shard's size, and a bad checkpoint config or a split that
+// does not divide the groups is refused by name.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -31,6 +32,33 @@ TEST(Mamba2Kernels, TheModelListsEveryKernelItRuns) {
     EXPECT_EQ(kernels.count(k), 1u) << k;
   for (size_t i = 0; i < specs.size(); ++i)
     for (size_t j = 0; j < i; ++j) EXPECT_FALSE(specs[i] == specs[j]) << "listed twice: " << specs[i].kernel;
+}
+
+// The kernels of `m` (random from seed 1) as one rank of `tp` lists them.
+std::vector<Specialization> specsOf(const testing::TinyMamba2& m, const Mamba2ModelOptions& o, int tp) {
+  testing::ScratchDir dir;
+  testing::writeTinyMamba2(dir.path(), m, testing::tinyMamba2Tensors(m, 1));
+  return detail::mamba2ModelSpecializations(dir.path(), o, "sm_90a", tp);
+}
+
+TEST(Mamba2Kernels, ATensorParallelRankListsItsShardsKernels) {
+  Mamba2ModelOptions o;
+  o.max_batch = 4;
+  o.max_prefill_tokens = 200;
+  testing::TinyMamba2 full;  // H 4, G 2
+  testing::TinyMamba2 half = full;
+  half.heads = full.heads / 2;
+  half.groups = full.groups / 2;
+  const std::vector<Specialization> rank = specsOf(full, o, 2), shard = specsOf(half, o, 1);
+  ASSERT_EQ(rank.size(), shard.size());
+  for (size_t i = 0; i < rank.size(); ++i) EXPECT_TRUE(rank[i] == shard[i]) << "kernel " << rank[i].kernel;
+  // The shard's kernels are not the whole model's: prewarming without --tp would miss them.
+  const std::vector<Specialization> whole = specsOf(full, o, 1);
+  size_t common = 0;
+  for (const Specialization& s : rank)
+    for (const Specialization& w : whole) common += s == w ? 1 : 0;
+  EXPECT_LT(common, rank.size());
+  EXPECT_MENTIONS(testing::invalidArgMessage([&] { specsOf(full, o, 3); }), "G 2", "t 3");
 }
 
 TEST(Mamba2Kernels, ABadConfigIsRefusedByName) {

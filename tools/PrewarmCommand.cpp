@@ -44,6 +44,7 @@ struct PrewarmOptions {
   std::vector<std::string> archs{"sm_90a"};
   std::string dtype = "bf16", stateDtype = "fp32";
   int64_t maxBatch = 64, maxPrefillTokens = 16384, maxDraftTokens = 0;
+  int tp = 1;
 };
 
 // One row of the closing table: a kernel of some manifest entry.
@@ -224,6 +225,7 @@ std::string resultCell(const Job& j, bool duplicate) {
 }
 
 int runPrewarm(const PrewarmOptions& o) {
+  if (o.tp > 1 && o.model.empty()) throw UsageError("--tp " + std::to_string(o.tp) + " needs --model DIR");
   if (o.printDefault) {
     std::fputs(kDefaultManifest, stdout);
     return kExitOk;
@@ -250,8 +252,8 @@ int runPrewarm(const PrewarmOptions& o) {
     mo.max_draft_tokens = o.maxDraftTokens;
     for (const std::string& arch : o.archs) {
       checkArch(arch, "--arch");
-      for (const Specialization& s : detail::mamba2ModelSpecializations(o.model, mo, arch))
-        jobs.push_back(specJob(s, "model " + o.model));
+      for (const Specialization& s : detail::mamba2ModelSpecializations(o.model, mo, arch, o.tp))
+        jobs.push_back(specJob(s, "model " + o.model + (o.tp > 1 ? " (tp " + std::to_string(o.tp) + ")" : "")));
     }
   }
 
@@ -346,6 +348,11 @@ CommandRun definePrewarmCommand(CLI::App* app) {
   app->add_option("--draft", o->maxDraftTokens,
                   "With --model: speculative decoding's verify of this many drafts (generate --draft)")
       ->check(CLI::Range(int64_t{0}, int64_t{kMaxTokens - 1}))
+      ->capture_default_str();
+  app->add_option("--tp", o->tp,
+                  "With --model: the kernels of one rank of the model split over N GPUs by tensor parallelism "
+                  "(generate --tp N; the same on every rank)")
+      ->check(atLeast(1))
       ->capture_default_str();
   return [o] { return runPrewarm(*o); };
 }

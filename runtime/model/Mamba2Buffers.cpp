@@ -96,7 +96,7 @@ Mamba2ModelConfig detail::mamba2ModelConfig(const model::Mamba2Config& c) {
 
 std::vector<detail::Upload> detail::placeWeights(const model::Mamba2Weights& h, DType act, Mamba2Model::Impl& m, DeviceArena& arena) {
   const Communicator* tp = m.opt.tensor_parallel;
-  m.shard = model::planMamba2Shard(m.cfg.dims, tp ? tp->rank() : 0, tp ? tp->size() : 1);
+  m.shard = model::planMamba2Shard(m.cfg.dims, tp ? tp->rank() : 0, tp ? tp->size() : m.listedRanks);
   const model::Mamba2LayerShard& s0 = m.shard;
   const bool sharded = s0.ranks > 1;
   const Mamba2Dims& d = s0.local;

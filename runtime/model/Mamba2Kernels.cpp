@@ -62,12 +62,13 @@ model::Mamba2Weights standInWeights(const model::Mamba2Config& c) {
 }  // namespace
 
 std::vector<Specialization> detail::mamba2ModelSpecializations(const std::string& dir, const Mamba2ModelOptions& o,
-                                                               const std::string& arch) {
+                                                               const std::string& arch, int tensorParallel) {
   checkModelOptions(o);
   const model::Mamba2Config c = model::loadMamba2Config(dir);
   Mamba2Model::Impl m;
   m.cfg = mamba2ModelConfig(c);
   m.opt = o;
+  m.listedRanks = tensorParallel;
   DeviceArena arena, work;
   placeWeights(standInWeights(c), o.dtype, m, arena);
   placeStates(m, arena);

@@ -27,7 +27,9 @@ std::vector<Specialization> mamba2LayerSpecializations(const Mamba2Dims& dims, c
 // max_prefill_tokens in max_batch sequences, decode steps (and with max_draft_tokens, verify
 // steps of max_draft_tokens + 1 tokens) at every power-of-two batch up to max_batch, greedy and
 // sampled tokens. Distinct specialisations, in first-use order.
+// tensorParallel > 1: one rank's kernels of the model split over that many GPUs (the same on
+// every rank); throws naming G, H and t when they do not split.
 std::vector<Specialization> mamba2ModelSpecializations(const std::string& dir, const Mamba2ModelOptions& options,
-                                                       const std::string& arch);
+                                                       const std::string& arch, int tensorParallel = 1);
 
 }  // namespace ssmjit::detail

@@ -32,6 +32,9 @@ struct Mamba2Model::Impl {
   // The layers' dims and shard: the full layer on one GPU, H/t heads and G/t groups under tensor
   // parallelism (opt.tensor_parallel).
   model::Mamba2LayerShard shard;
+  // The ranks a shard is planned for without a communicator (the kernels of a tensor-parallel
+  // rank, listed for prewarm); with opt.tensor_parallel, its size.
+  int listedRanks = 1;
   DeviceBuffer weightMem, stateMem, actMem, workMem;
   std::vector<Mamba2LayerWeights> layers;
   std::vector<TensorView> layerNorms;

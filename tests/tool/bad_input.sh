@@ -1,6 +1,6 @@
 # Bad input: a missing manifest, an unknown option in an entry, a corrupted blob (verify finds it,
-# --remove-bad deletes it), clearing a cache that does not exist, and bench-scan options out of
-# range (refused before any GPU is needed).
+# --remove-bad deletes it), clearing a cache that does not exist, bench-scan options out of range
+# and prewarm's --tp without --model (refused before any GPU is needed).
 source "$(dirname "$0")/lib.sh"
 
 rc=0
@@ -49,4 +49,6 @@ run scan_case 2 "$TOOL" bench-scan --cases packed,bogus
 expect_grep "an unknown bench-scan case is named" "--cases: bogus not in \{dense,long,packed\}" scan_case.err
 run scan_length 2 "$TOOL" bench-scan --packed-lengths 2048,0
 expect_grep "a packed length of 0 is named" "--packed-lengths: Value 0 not in range" scan_length.err
+run tp_alone 2 "$TOOL" prewarm --tp 2
+expect_grep "prewarm --tp without a model is refused" "--tp 2 needs --model DIR" tp_alone.err
 echo "PASS"
