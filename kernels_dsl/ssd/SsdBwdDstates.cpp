@@ -63,7 +63,7 @@ void passGradient(KernelBuilder& k, const SsdBwdValues& a, int64_t Q, const SsdC
                  [&] { k.waitFlag(a.ws, flagAt(at.slot + 1)); });
         return std::vector<Value>{k.load(a.ws, gAt(at.slot), m, zero)};
       })[0];
-  Value decay = k.exp(k.load(a.ws, a.oCum + (at.slot * a.H + at.h) * Q + (Q - 1)));
+  Value decay = k.exp(k.load(a.ws, ssdChunkLogDecayAt(a.oCum, at.slot, a.H, at.h, Q)));
   Value sIn = k.load(a.ws, a.oSt + ((at.slot * a.H + at.h) * a.P + p) * a.N + n, m, zero);
   k.store(a.ws, a.oPn + (at.slot * a.H + at.h) * blocks + at.blk,
           k.reduce(k.reduce(decay * sIn * gNext, 1, "sum"), 0, "sum"));

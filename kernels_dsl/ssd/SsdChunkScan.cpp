@@ -185,9 +185,11 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   // steps; no tile t + 1 or t + 2 is copied), so that its read overlaps the last product.
   const bool zStaged = halves && spec.get("dtype:z") == static_cast<int64_t>(xT);
   Value rT = k.expandDims(k.range(T), 1);  // [T, 1]
-  auto zOff = [&] {                        // [T, BP]: row r of the block at stage (tiles + r / 32) % 3
-    return ((tiles + rT / kStep) % kStages) * (kStep * LDs) + (rT % kStep) * LDs + k.expandDims(k.range(BP), 0);
+  // [T, BP]: row r of a block in x's ring, its tile (rowTile [T, 1]) at stage rowTile % 3.
+  auto ringRows = [&](Value rowTile) {
+    return (rowTile % kStages) * (kStep * LDs) + (rT % kStep) * LDs + k.expandDims(k.range(BP), 0);
   };
+  auto zOff = [&] { return ringRows(tiles + rT / kStep); };  // z's rows in the stages after the last tile
   auto zG = [&] { return ch.row * a.sZb + (ch.t0 + iR) * a.sZl + h * a.sZh + pC * a.sZp; };
   auto copyZ = [&] {
     if (!zVec) return k.copyAsync(xs, zOff(), a.z, zG(), mI && mP);
@@ -274,8 +276,7 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   auto xOfRows = [&] {
     auto fromMemory = [&] { return std::vector<Value>{k.load(a.x, xOff, mOut, zero)}; };
     if (!halves) return fromMemory()[0];
-    Value tR = (bm * T + rT) / kStep;  // [T, 1]: the tile of each row
-    Value inRing = k.load(xs, (tR % kStages) * (kStep * LDs) + (rT % kStep) * LDs + k.expandDims(k.range(BP), 0));
+    Value inRing = k.load(xs, ringRows((bm * T + rT) / kStep));
     if (!zStaged) return inRing;
     return k.ifElse(a.hasZ, fromMemory, [&] { return std::vector<Value>{inRing}; })[0];
   };

@@ -56,9 +56,7 @@ void passState(KernelBuilder& k, const SsdValues& a, int64_t Q, const SsdChunk& 
                  [&] { k.waitFlag(a.ws, flagAt(at.slot - 1)); });
         return std::vector<Value>{k.load(a.ws, stateAt(at.slot), e.m, k.constFloat(0))};
       })[0];
-  // The chunk's decay as state_passing reads it: the cumsum's last entry, which for a partial
-  // chunk sums the zeros past its tokens in another order than its last token's entry.
-  Value la = k.load(a.ws, a.oCum + (at.slot * a.H + at.h) * Q + (Q - 1));
+  Value la = k.load(a.ws, ssdChunkLogDecayAt(a.oCum, at.slot, a.H, at.h, Q));
   Value next = k.exp(la) * in + acc;
   Value last = ch.t0 + ch.n >= seq.end;
   k.ifThen(!last, [&] {

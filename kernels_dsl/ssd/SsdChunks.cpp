@@ -230,6 +230,10 @@ void ssdCheckChainMeta(const Specialization& s) {
                   std::to_string(kSsdMinStateBlockN) + " and slot_inner 0 where its programs pass the states");
 }
 
+Value ssdChunkLogDecayAt(Value oCum, Value slot, Value H, Value h, int64_t Q) {
+  return oCum + (slot * H + h) * Q + (Q - 1);
+}
+
 Value ssdChainFlag(KernelBuilder& k, Value oFlags, Value P, Value N, Value H, Value slot, Value h, Value blk) {
   Value flagBlocks = cdiv(P, k.constInt(kSsdMinStateBlockP)) * cdiv(N, k.constInt(kSsdMinStateBlockN));
   return oFlags + kSsdFlagBase + (slot * H + h) * flagBlocks + blk;

@@ -170,6 +170,10 @@ void ssdStateBlockMeta(Specialization& s);
 // ssd_bwd_dstates): its state blocks at least the chain's flags are laid out for (Ssd.h) and the
 // flat grid its tickets follow; an InvalidArgument error naming the metas otherwise.
 void ssdCheckChainMeta(const Specialization& s);
+// Where the log of chunk slot `slot`'s decay for head h sits in the workspace: the cumsum's last
+// entry, which for a partial chunk sums the zeros past its tokens in another order than its last
+// token's entry. state_passing and the chains read this one, so that their states agree bitwise.
+dsl::Value ssdChunkLogDecayAt(dsl::Value oCum, dsl::Value slot, dsl::Value H, dsl::Value h, int64_t Q);
 // Where the chain's flag of program (slot, h, blk) sits in the workspace (Ssd.h: ssdChainBlocks):
 // its int32 word from o_flags, laid out for the smallest state blocks of P x N states.
 dsl::Value ssdChainFlag(dsl::KernelBuilder& k, dsl::Value oFlags, dsl::Value P, dsl::Value N, dsl::Value H,

@@ -46,7 +46,7 @@ void buildStatePassing(KernelBuilder& k, const Specialization& spec) {
   Value s0 = ssdInitialState(k, a, el, i, reporter);
   ssdCheckBlockCount(k, a, i, len, reporter);
   auto stateAt = [&](Value c) { return a.oSt + ((first + c) * a.H + h) * PN + e; };
-  auto decayAt = [&](Value c) { return a.oCum + ((first + c) * a.H + h) * Q + (Q - 1); };
+  auto decayAt = [&](Value c) { return ssdChunkLogDecayAt(a.oCum, first + c, a.H, h, Q); };
   // s' = exp(cum_last of chunk c) s + S_c: the state after chunk c, with its block state.
   auto advance = [&](Value c, Value s, Value Sc, Value la) {
     Value next = k.exp(la) * s + Sc;
