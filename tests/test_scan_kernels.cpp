@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <regex>
 #include <string>
+#include <tuple>
 
 #include "GpuTest.h"  // SSMJIT_REQUIRE_NVRTC
 #include "kernels_dsl/CompileKernel.h"
@@ -303,13 +304,32 @@ TEST(ScanKernels, BackwardSpansRunTheAdjointPassFirst) {
   EXPECT_EQ(specs[1].get("meta:adjoint_pass"), 1);
   EXPECT_EQ(specs[2].get("meta:adjoint_pass"), 0);
   const std::string cuda = generatedCuda(specs[1]);
-  EXPECT_NE(cuda.find("__shfl_down_sync"), std::string::npos) << cuda;
-  EXPECT_EQ(cuda.find("__shfl_up_sync"), std::string::npos) << cuda;
   EXPECT_EQ(occurrences(cuda, "__syncthreads"), 2 * 2) << cuda;
   v.L = 256;
   specs = detail::scanBackwardSpecializations(makeBackward(v, false), "sm_90a");
   ASSERT_EQ(specs.size(), 4u);
   EXPECT_EQ(specs[1].get("meta:adjoint_pass"), 0);
+}
+
+// The passes that keep only a tile's end (TileEnds.h) scan dt once for every state and sum each
+// state along time: their scans' shuffles do not grow with N, and no (a, b) pairs are scanned in
+// the other direction. The adjoint pass: dt forward (shfl_up), no reverse scan (shfl_down); the
+// checkpoint pass: dt in reverse, no forward scan.
+TEST(ScanKernels, TileEndPassesScanDtOnce) {
+  auto cudaOf = [](int64_t N, size_t launch) {
+    Variant v;
+    v.L = 300, v.N = N;
+    return generatedCuda(detail::scanBackwardSpecializations(makeBackward(v, false), "sm_90a").at(launch));
+  };
+  for (auto [launch, scanned, absent] :
+       {std::tuple<size_t, const char*, const char*>{0, "__shfl_down_sync", "__shfl_up_sync"},
+        {1, "__shfl_up_sync", "__shfl_down_sync"}}) {
+    const std::string n16 = cudaOf(16, launch), n4 = cudaOf(4, launch);
+    EXPECT_GT(occurrences(n16, scanned), 0) << "launch " << launch;
+    EXPECT_EQ(occurrences(n16, scanned), occurrences(n4, scanned)) << "launch " << launch;
+    EXPECT_EQ(n16.find(absent), std::string::npos) << "launch " << launch;
+    EXPECT_GT(occurrences(n16, "__shfl_xor_sync"), occurrences(n4, "__shfl_xor_sync")) << "launch " << launch;
+  }
 }
 
 // The adjoint is a reverse scan: the lanes pass their runs down (shfl_down), none up.

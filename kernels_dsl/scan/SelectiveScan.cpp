@@ -19,6 +19,7 @@
 #include "kernels_dsl/scan/PackedRuns.h"
 #include "kernels_dsl/scan/ScanSequences.h"
 #include "kernels_dsl/scan/StagedBC.h"
+#include "kernels_dsl/scan/TileEnds.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -221,6 +222,16 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
         softplusOn, [&] { return std::vector<Value>{softplus(dt)}; }, [&] { return std::vector<Value>{dt}; })[0];
     if (!whole) dt = k.select(m2, dt, zero);  // past the span: a = 1, b = 0 leave the carry as it is
     Value du = dt * xu;
+    if (statesPass || checkpoints) {  // the tile's end state only (TileEnds.h)
+      TileEnds e = scanTileEnds(
+          k, dt, A2, cs,
+          [&](int64_t n) {
+            return du * (stageB ? staged.row(n, false) : bcTile(bVar, Bp, sBb, sBg, sBn, sBd, n, tOff, load));
+          },
+          false);
+      e.carries.push_back(statesPass ? cs[NS] + e.dtSum : cs[NS]);
+      return e.carries;
+    }
     // The earlier state chunks' sum of y (SelectiveScan.h, state chunks).
     Value y = k.ifElse(
         hasYacc, [&] { return std::vector<Value>{DvT * xu + load(yacc, row * sYab + dOffs * sYad + tOff)}; },
@@ -231,15 +242,9 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
       Value b = du * (stageB ? staged.row(n, false) : bcTile(bVar, Bp, sBb, sBg, sBn, sBd, n, tOff, load));
       std::vector<Value> s = k.associativeScan({a, b}, 1, linear, {k.splat(k.constFloat(1), {R}), cs[n]});
       next.push_back(s[3]);
-      if (!statesPass && !checkpoints)
-        y = y + (stageC ? staged.row(n, true) : bcTile(cVar, Cp, sCb, sCg, sCn, sCd, n, tOff, load)) * s[1];
-    }
-    if (statesPass) {
-      next.push_back(cs[NS] + k.reduce(dt, 1, "sum"));
-      return next;
+      y = y + (stageC ? staged.row(n, true) : bcTile(cVar, Cp, sCb, sCg, sCn, sCd, n, tOff, load)) * s[1];
     }
     next.push_back(cs[NS]);
-    if (checkpoints) return next;
     y = k.ifElse(
         hasZ,
         [&] {

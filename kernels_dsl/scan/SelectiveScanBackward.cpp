@@ -21,6 +21,7 @@
 #include "kernels_dsl/scan/ScanSequences.h"
 #include "kernels_dsl/scan/SelectiveScan.h"
 #include "kernels_dsl/scan/StagedBC.h"
+#include "kernels_dsl/scan/TileEnds.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -225,14 +226,13 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
         });
     Value dy = zg[0];
     if (adjointPass) {
-      std::vector<Value> next;
-      for (int64_t n = 0; n < N; ++n) {
-        Value a = k.exp2(dt * dE(A2[n]));
-        Value cdy = (stageC ? staged.row(n, true) : bcTile(cVar, Cp, sCb, sCg, sCn, sCd, n)) * dy;
-        next.push_back(k.associativeScan({a, a * cdy}, 1, linear, {k.splat(one, {BD}), cs[n]}, true)[3]);
-      }
-      next.push_back(cs[N] + k.reduce(dt, 1, "sum"));
-      return next;
+      // The adjoint at the tile's first token only (TileEnds.h).
+      TileEnds e = scanTileEnds(
+          k, dt, A2, cs,
+          [&](int64_t n) { return (stageC ? staged.row(n, true) : bcTile(cVar, Cp, sCb, sCg, sCn, sCd, n)) * dy; },
+          true);
+      e.carries.push_back(cs[N] + e.dtSum);
+      return e.carries;
     }
     Value key = ckptKey0 + c / BT;
     Value dtu = dt * xu;
