@@ -2,7 +2,7 @@
 """Makes a random Mamba-2 checkpoint with Hugging Face transformers and records what transformers
 computes with it, for ssmjit's model test (tests/test_mamba2_model_gpu.cpp) and benchmark.
 
-Usage: python3 scripts/peers/mamba2_hf.py --out DIR [--shape tiny|780m|2.7b] [--layers N]
+Usage: python3 scripts/peers/mamba2_hf.py --out DIR [--shape tiny|780m|2.7b] [--layers N] [--groups G]
        [--steps 32] [--bench [--reps 5] [--kernels torch,mamba_ssm]]
 Writes DIR/config.json and DIR/model.safetensors (save_pretrained) and DIR/expected.json: the
 prompts, each prompt's last-token logits from transformers' own forward in float32 and bfloat16,
@@ -34,8 +34,9 @@ SHAPES = {
 PROMPT_LENGTHS = [5, 17, 70, 300]
 
 
-def make_config(shape, layers):
+def make_config(shape, layers, groups_override=0):
     hidden, heads, head_dim, state, groups, vocab, default_layers, chunk = SHAPES[shape]
+    groups = groups_override or groups
     return Mamba2Config(
         vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers or default_layers, num_heads=heads,
         head_dim=head_dim, state_size=state, n_groups=groups, expand=heads * head_dim // hidden, conv_kernel=4,
@@ -127,13 +128,15 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--shape", default="tiny", choices=sorted(SHAPES))
     ap.add_argument("--layers", type=int, default=0, help="0: the shape's own depth")
+    ap.add_argument("--groups", type=int, default=0,
+                    help="n_groups (0: the shape's own); tensor parallelism over t ranks needs G %% t == 0")
     ap.add_argument("--steps", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--bench", action="store_true")
     ap.add_argument("--reps", type=int, default=5, help="timed prefills a shape with --bench")
     ap.add_argument("--kernels", default="torch", help="transformers' kernels for --bench: torch, mamba_ssm or both")
     a = ap.parse_args()
-    config = make_config(a.shape, a.layers)
+    config = make_config(a.shape, a.layers, a.groups)
     torch.manual_seed(a.seed)
     model = Mamba2ForCausalLM(config)
     randomize(model, a.seed)
