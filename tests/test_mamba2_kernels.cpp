@@ -61,6 +61,19 @@ TEST(Mamba2Kernels, ATensorParallelRankListsItsShardsKernels) {
   EXPECT_MENTIONS(testing::invalidArgMessage([&] { specsOf(full, o, 3); }), "G 2", "t 3");
 }
 
+// A prefill can hold any number of tokens and sequences, and the kernels specialise on their
+// divisibility: the list names the prefill's kernels for each class, so that no first prompt
+// compiles (a 7-token prefill's SSD has div:L 1 where the largest one's has 16).
+TEST(Mamba2Kernels, PrefillKernelsCoverEveryLengthClass) {
+  Mamba2ModelOptions o;
+  o.max_batch = 4;
+  o.max_prefill_tokens = 200;
+  std::set<int64_t> classes;
+  for (const Specialization& s : specsOf(testing::TinyMamba2{}, o, 1))
+    if (s.kernel == "ssd_chunk_scan") classes.insert(s.get("div:L"));
+  EXPECT_EQ(classes, (std::set<int64_t>{1, 2, 4, 8, 16}));
+}
+
 TEST(Mamba2Kernels, ABadConfigIsRefusedByName) {
   testing::ScratchDir dir;
   testing::writeFileBytes(dir.path() + "/config.json", "{\"model_type\": \"mamba2\", \"num_heads\": \"many\"}");

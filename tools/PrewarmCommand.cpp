@@ -333,8 +333,9 @@ CommandRun definePrewarmCommand(CLI::App* app) {
       ->capture_default_str();
   app->add_flag("--quiet,-q", o->quiet, "No progress bar on stderr");
   app->add_option("--model", o->model,
-                  "A Mamba-2 checkpoint directory: compile every kernel its model runs (prefill, decode at each "
-                  "power-of-two batch up to --max-batch, sampling); only its config.json is read")
+                  "A Mamba-2 checkpoint directory: compile every kernel its model runs (prefill of any length "
+                  "up to --max-prefill-tokens, decode at each power-of-two batch up to --max-batch, sampling); only "
+                  "its config.json is read")
       ->check(CLI::ExistingDirectory);
   app->add_option("--arch", o->archs, "With --model: NVRTC targets")->capture_default_str();
   addFloatDTypeOption(app, "--dtype", o->dtype, "With --model: activations and weights (fp32, bf16, fp16)");

@@ -59,6 +59,20 @@ model::Mamba2Weights standInWeights(const model::Mamba2Config& c) {
   return w;
 }
 
+// One count of each divisibility class up to `most` (the largest power of two up to 16 dividing
+// it, which the kernels specialise on): the prefill's tokens and sequences can be any count, so
+// each class is named once.
+std::vector<int64_t> oneOfEachClass(int64_t most) {
+  std::vector<int64_t> v;
+  const int64_t top = most / 16 * 16;
+  if (top == 0) {
+    for (int64_t n = 1; n <= most; ++n) v.push_back(n);
+    return v;
+  }
+  for (int64_t less : {0, 8, 4, 2, 1}) v.push_back(top - less);
+  return v;
+}
+
 }  // namespace
 
 std::vector<Specialization> detail::mamba2ModelSpecializations(const std::string& dir, const Mamba2ModelOptions& o,
@@ -81,18 +95,20 @@ std::vector<Specialization> detail::mamba2ModelSpecializations(const std::string
   SpecSink ops(arch);
   const int64_t V = m.cfg.vocab, S = o.max_batch;
   const TensorView logits = TensorView::contiguous(reinterpret_cast<void*>(uintptr_t{1} << 42), DType::F32, {S, V});
-  m.prefillOps(o.max_prefill_tokens, S, logits, ops);
+  for (int64_t T : oneOfEachClass(o.max_prefill_tokens))
+    for (int64_t nseq : oneOfEachClass(S))
+      if (nseq <= T) m.prefillOps(T, nseq, logits, ops);
   const TensorView step = TensorView::contiguous(reinterpret_cast<void*>(uintptr_t{3} << 42), DType::I64, {1});
   const int64_t L = m.cacheDepth();
-  const TensorView verifyLogits = TensorView::contiguous(reinterpret_cast<void*>(uintptr_t{5} << 42), DType::F32,
-                                                         {S * std::max<int64_t>(L, 1), V});
-  const TensorView rowSteps = TensorView::contiguous(reinterpret_cast<void*>(uintptr_t{7} << 42), DType::I64,
-                                                     {S * std::max<int64_t>(L, 1)});
+  const TensorView verifyLogits =
+      TensorView::contiguous(reinterpret_cast<void*>(uintptr_t{5} << 42), DType::F32, {S * std::max<int64_t>(L, 1), V});
+  const TensorView rowSteps =
+      TensorView::contiguous(reinterpret_cast<void*>(uintptr_t{7} << 42), DType::I64, {S * std::max<int64_t>(L, 1)});
   // generate()'s sampling: greedy, and drawn with each of its restrictions.
   auto sampling = [&](const TensorView& lg, int64_t n, const TensorView& counter, const TensorView& keys) {
-    for (auto [temperature, topK, topP] : {std::tuple{0.0f, 0, 1.0f}, std::tuple{1.0f, 0, 1.0f},
-                                           std::tuple{1.0f, 50, 1.0f}, std::tuple{1.0f, 0, 0.9f},
-                                           std::tuple{1.0f, 50, 0.9f}}) {
+    for (auto [temperature, topK, topP] :
+         {std::tuple{0.0f, 0, 1.0f}, std::tuple{1.0f, 0, 1.0f}, std::tuple{1.0f, 50, 1.0f}, std::tuple{1.0f, 0, 0.9f},
+          std::tuple{1.0f, 50, 0.9f}}) {
       SampleArgs a;
       a.logits = rows(lg, n);
       a.token_ids = rows(m.ids, n);

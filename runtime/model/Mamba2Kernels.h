@@ -23,8 +23,9 @@ std::vector<Specialization> mamba2LayerSpecializations(const Mamba2Dims& dims, c
                                                        const Mamba2LayerState& s, const Mamba2LayerArgs& args,
                                                        Mamba2LayerMode mode, const std::string& arch);
 
-// Every kernel a model of `dir`'s config.json runs with `options`: a prefill of up to
-// max_prefill_tokens in max_batch sequences, decode steps (and with max_draft_tokens, verify
+// Every kernel a model of `dir`'s config.json runs with `options`: prefills of any number of
+// tokens up to max_prefill_tokens in any number of sequences up to max_batch (one count of each
+// divisibility class the kernels specialise on), decode steps (and with max_draft_tokens, verify
 // steps of max_draft_tokens + 1 tokens) at every power-of-two batch up to max_batch, greedy and
 // sampled tokens. Distinct specialisations, in first-use order.
 // tensorParallel > 1: one rank's kernels of the model split over that many GPUs (the same on
