@@ -63,15 +63,19 @@ TEST(Mamba2Kernels, ATensorParallelRankListsItsShardsKernels) {
 
 // A prefill can hold any number of tokens and sequences, and the kernels specialise on their
 // divisibility: the list names the prefill's kernels for each class, so that no first prompt
-// compiles (a 7-token prefill's SSD has div:L 1 where the largest one's has 16).
+// compiles (a 7-token prefill's SSD has div:L 1 where the largest one's has 16). The prefill's
+// first tokens are sampled without slot keys, the decode steps' with them: both are listed.
 TEST(Mamba2Kernels, PrefillKernelsCoverEveryLengthClass) {
   Mamba2ModelOptions o;
   o.max_batch = 4;
   o.max_prefill_tokens = 200;
-  std::set<int64_t> classes;
-  for (const Specialization& s : specsOf(testing::TinyMamba2{}, o, 1))
+  std::set<int64_t> classes, argmaxKeyed;
+  for (const Specialization& s : specsOf(testing::TinyMamba2{}, o, 1)) {
     if (s.kernel == "ssd_chunk_scan") classes.insert(s.get("div:L"));
+    if (s.kernel == "sample_argmax") argmaxKeyed.insert(s.get("has_idx"));
+  }
   EXPECT_EQ(classes, (std::set<int64_t>{1, 2, 4, 8, 16}));
+  EXPECT_EQ(argmaxKeyed, (std::set<int64_t>{0, 1}));
 }
 
 TEST(Mamba2Kernels, ABadConfigIsRefusedByName) {

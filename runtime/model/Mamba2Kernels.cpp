@@ -104,21 +104,23 @@ std::vector<Specialization> detail::mamba2ModelSpecializations(const std::string
       TensorView::contiguous(reinterpret_cast<void*>(uintptr_t{5} << 42), DType::F32, {S * std::max<int64_t>(L, 1), V});
   const TensorView rowSteps =
       TensorView::contiguous(reinterpret_cast<void*>(uintptr_t{7} << 42), DType::I64, {S * std::max<int64_t>(L, 1)});
-  // generate()'s sampling: greedy, and drawn with each of its restrictions.
+  // generate()'s sampling: greedy, and drawn with each of its restrictions; with rows keyed by
+  // their slots (decode steps, which may have pad rows), and without (the prefill's first token).
   auto sampling = [&](const TensorView& lg, int64_t n, const TensorView& counter, const TensorView& keys) {
     for (auto [temperature, topK, topP] :
          {std::tuple{0.0f, 0, 1.0f}, std::tuple{1.0f, 0, 1.0f}, std::tuple{1.0f, 50, 1.0f}, std::tuple{1.0f, 0, 0.9f},
-          std::tuple{1.0f, 50, 0.9f}}) {
-      SampleArgs a;
-      a.logits = rows(lg, n);
-      a.token_ids = rows(m.ids, n);
-      a.temperature = temperature;
-      a.top_k = topK;
-      a.top_p = topP;
-      a.step = counter;
-      a.row_state_indices = rows(keys, n);
-      for (Specialization& sp : detail::sampleSpecializations(a, arch)) ops.add(std::move(sp));
-    }
+          std::tuple{1.0f, 50, 0.9f}})
+      for (bool keyed : {true, false}) {
+        SampleArgs a;
+        a.logits = rows(lg, n);
+        a.token_ids = rows(m.ids, n);
+        a.temperature = temperature;
+        a.top_k = topK;
+        a.top_p = topP;
+        a.step = counter;
+        if (keyed) a.row_state_indices = rows(keys, n);
+        for (Specialization& sp : detail::sampleSpecializations(a, arch)) ops.add(std::move(sp));
+      }
   };
   for (int64_t b = 1;; b = std::min(2 * b, S)) {
     m.decodeOps(rows(m.ids, b), rows(m.slots, b), rows(logits, b), ops);
