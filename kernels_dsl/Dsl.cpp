@@ -601,22 +601,34 @@ void KernelBuilder::copyAsync(dsl::Value smem, dsl::Value smemOffsets, dsl::Valu
   if (mask.valid()) m = unwrap(broadcastTo(mask, s));
   sj::CopyAsyncOp::create(B, L, sp, unwrap(smemOffsets), p, off, m);
 }
+// copyTileAsync's and storeTile's operands, checked alike (`what` names the call).
+static void checkTileCopy(const char* what, dsl::Value smem, int64_t pitch, dsl::Value ptr,
+                          std::initializer_list<dsl::Value> scalars, int64_t rows, int64_t cols, int64_t vec) {
+  const std::string w = what;
+  auto buf = unwrap(smem).getDefiningOp<sj::SharedBufferOp>();
+  if (!buf || !buf.getDynamic()) fail(w + ": smem must be a sharedBuffer(elements, dtype)");
+  if (!isa<sj::PtrType>(unwrap(ptr).getType())) fail(w + ": ptr must be a pointer argument");
+  for (const dsl::Value& v : scalars)
+    if (!v.shape().empty() || v.isFloat() || v.isBool()) fail(w + ": offsets, strides and limits are index scalars");
+  if (rows < 1 || cols < 1 || vec < 1 || cols % vec || pitch % vec || pitch < cols)
+    fail(w + ": a " + std::to_string(rows) + "x" + std::to_string(cols) + " tile at pitch " + std::to_string(pitch) +
+         " in vectors of " + std::to_string(vec) + " (vec must divide cols and pitch, pitch >= cols >= 1)");
+}
 void KernelBuilder::copyTileAsync(dsl::Value smem, dsl::Value smemBase, int64_t pitch, dsl::Value ptr, dsl::Value base,
                                   dsl::Value rowStride, int64_t rows, int64_t cols, dsl::Value rowsValid,
                                   dsl::Value colsValid, int64_t vec) {
-  mlir::Value sp = unwrap(smem), p = unwrap(ptr);
-  auto buf = sp.getDefiningOp<sj::SharedBufferOp>();
-  if (!buf || !buf.getDynamic()) fail("copyTileAsync: smem must be a sharedBuffer(elements, dtype)");
-  if (!isa<sj::PtrType>(p.getType())) fail("copyTileAsync: ptr must be a pointer argument");
-  for (const dsl::Value& v : {smemBase, base, rowStride, rowsValid, colsValid})
-    if (!v.shape().empty() || v.isFloat() || v.isBool()) fail("copyTileAsync: offsets, strides and limits are index scalars");
-  if (rows < 1 || cols < 1 || vec < 1 || cols % vec || pitch % vec || pitch < cols)
-    fail("copyTileAsync: a " + std::to_string(rows) + "x" + std::to_string(cols) + " tile at pitch " +
-         std::to_string(pitch) + " in vectors of " + std::to_string(vec) +
-         " (vec must divide cols and pitch, pitch >= cols >= 1)");
+  checkTileCopy("copyTileAsync", smem, pitch, ptr, {smemBase, base, rowStride, rowsValid, colsValid}, rows, cols, vec);
   auto ix = [&](dsl::Value v) { return unwrap(toIndex(v)); };
-  sj::CopyTileAsyncOp::create(B, L, sp, ix(smemBase), p, ix(base), ix(rowStride), ix(rowsValid), ix(colsValid), rows,
-                              cols, pitch, vec);
+  sj::CopyTileAsyncOp::create(B, L, unwrap(smem), ix(smemBase), unwrap(ptr), ix(base), ix(rowStride), ix(rowsValid),
+                              ix(colsValid), rows, cols, pitch, vec);
+}
+void KernelBuilder::storeTile(dsl::Value smem, dsl::Value smemBase, int64_t pitch, dsl::Value ptr, dsl::Value base,
+                              dsl::Value rowStride, int64_t rows, int64_t cols, dsl::Value rowsValid,
+                              dsl::Value colsValid, int64_t vec) {
+  checkTileCopy("storeTile", smem, pitch, ptr, {smemBase, base, rowStride, rowsValid, colsValid}, rows, cols, vec);
+  auto ix = [&](dsl::Value v) { return unwrap(toIndex(v)); };
+  sj::StoreTileOp::create(B, L, unwrap(smem), ix(smemBase), unwrap(ptr), ix(base), ix(rowStride), ix(rowsValid),
+                          ix(colsValid), rows, cols, pitch, vec);
 }
 void KernelBuilder::commitGroup() { sj::CommitGroupOp::create(B, L); }
 void KernelBuilder::waitGroup(int pending) {

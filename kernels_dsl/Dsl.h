@@ -223,6 +223,15 @@ class KernelBuilder {
   // copyAsync.
   void copyTileAsync(Value smem, Value smemBase, int64_t pitch, Value ptr, Value base, Value rowStride, int64_t rows,
                      int64_t cols, Value rowsValid, Value colsValid, int64_t vec);
+  // Stores a row-major [rows, cols] tile of smem to ptr, its columns contiguous there:
+  //   ptr[base + r rowStride + c] = smem[smemBase + r pitch + c]  for r < rowsValid, c < colsValid,
+  // nothing else written. The block's threads share it in vectors of `vec` elements (4, 8 or 16
+  // bytes), consecutive threads along a row, whatever the kernel's layout: whole sectors where a
+  // tile in the accumulators' layout stores pairs (write it to smem first, then barrier()). The
+  // caller guarantees base, rowStride and the pointer aligned to vec elements; the buffer holds
+  // ptr's dtype.
+  void storeTile(Value smem, Value smemBase, int64_t pitch, Value ptr, Value base, Value rowStride, int64_t rows,
+                 int64_t cols, Value rowsValid, Value colsValid, int64_t vec);
   void commitGroup();
   void waitGroup(int pending);  // 0..7
   void reportError(Value errPtr, Value code, Value a, Value b, Value c);

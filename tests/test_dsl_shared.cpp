@@ -99,6 +99,41 @@ TEST(DslShared, RefusesWhatItCannotHold) {
   EXPECT_NE(vec.find("copyTileAsync: a 64x30 tile at pitch 36 in vectors of 4 (vec must divide cols and pitch"),
             std::string::npos)
       << vec;
+  const std::string store = buildError([](KernelBuilder& k, Value a, Value) {
+    Value z = k.constInt(0);
+    k.storeTile(k.sharedBuffer(64 * 36, DType::F32), z, 36, a, z, z, 64, 30, z, z, 4);
+  });
+  EXPECT_NE(store.find("storeTile: a 64x30 tile at pitch 36 in vectors of 4 (vec must divide cols and pitch"),
+            std::string::npos)
+      << store;
+}
+
+// storeTile spreads its vectors over the block as copyTileAsync does: a whole tile stores 16-byte
+// vectors without bounds; otherwise each vector of a valid row stores its valid columns alone.
+TEST(DslShared, TileStoresAre16ByteVectorsSpreadOverTheBlock) {
+  Specialization spec;
+  spec.kernel = "tile_store";
+  spec.arch = "sm_90a";
+  spec.set("dtype:x", (int)DType::F32).set("dtype:out", (int)DType::BF16);
+  for (const char* p : {"x", "out"}) spec.set(std::string("align:") + p, 16);
+  spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
+  std::string cuda;
+  compileKernel(testing::tileStoreDef(DType::BF16), spec, capturingCuda(cuda));
+  EXPECT_NE(cuda.find("const int ssm_r = ssm_v / 8, ssm_c = ssm_v % 8 * 8;"), std::string::npos) << cuda;
+  EXPECT_EQ(occurrences(cuda, "*reinterpret_cast<ssm_raw<16>::type*>("), 1) << cuda;
+  EXPECT_NE(cuda.find(" >= 32 && "), std::string::npos) << "the whole-tile branch: " << cuda;
+  EXPECT_NE(cuda.find("for (int ssm_e = 0; ssm_e < 8; ++ssm_e)"), std::string::npos) << cuda;
+  const std::string dtypes = buildError([](KernelBuilder& k, Value a, Value) {
+    Value z = k.constInt(0);
+    k.storeTile(k.sharedBuffer(32 * 72, DType::BF16), z, 72, a, z, z, 32, 64, z, z, 8);
+  });
+  EXPECT_NE(dtypes.find("the buffer holds ssm_bf16, the destination float"), std::string::npos) << dtypes;
+  if (!nvrtcAvailable(nullptr)) return;
+  for (DType dt : {DType::BF16, DType::F32})
+    for (int64_t rows : {32, 4}) {
+      spec.set("dtype:out", (int)dt);
+      EXPECT_NO_THROW(compileKernel(testing::tileStoreDef(dt, rows), spec)) << dtypeName(dt) << ", rows " << rows;
+    }
 }
 
 TEST(DslShared, ADotWithBInA16BitBufferNeedsLdmatrixRows) {

@@ -146,7 +146,7 @@ TEST_F(DslSharedGpu, WholeTileCopyZeroFillsPastItsValidRowsAndColumns) {
       for (const char* p : {"x", "out"}) spec.set(std::string("align:") + p, 16);
       spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
       launchOwnKernel(testing::wholeTileCopyDef(dt, rows), spec, {{"x", dx.ptr()}, {"out", dout.ptr()}},
-                 {{"base", base}, {"S", S}, {"R", R}, {"C", C}});
+                      {{"base", base}, {"S", S}, {"R", R}, {"C", C}});
       const std::vector<float> out = dout.download<float>();
       int bad = 0;
       for (int r = 0; r < rows; ++r)
@@ -155,6 +155,54 @@ TEST_F(DslSharedGpu, WholeTileCopyZeroFillsPastItsValidRowsAndColumns) {
           if (bitsOf(out[r * 64 + c]) != bitsOf(want) && bad++ < 5)
             ADD_FAILURE() << "out[" << r << ", " << c << "] = " << out[r * 64 + c] << ", want " << want;
         }
+      EXPECT_EQ(bad, 0);
+    }
+}
+
+// storeTile: rows below R and columns below C (a partial vector at C) stored bit for bit at rows S
+// apart from base, nothing else written (the NaN around them stays), bf16 and f32; a tile of 4
+// rows has fewer vectors than the block has threads.
+TEST_F(DslSharedGpu, TileStoreWritesOnlyItsValidRowsAndColumns) {
+  const int base = 24, S = 80, C = 37;
+  for (int64_t rows : {32, 4})
+    for (DType dt : {DType::BF16, DType::F32}) {
+      SCOPED_TRACE(std::string(dtypeName(dt)) + ", rows " + std::to_string(rows));
+      const int R = rows == 32 ? 21 : 3;
+      std::mt19937 rng(6);
+      std::uniform_int_distribution<int> small(-50, 50);
+      std::vector<float> xv(rows * 64);
+      for (float& v : xv) v = static_cast<float>(small(rng));
+      const size_t n = base + rows * S;
+      DeviceBuffer dx = DeviceBuffer::fromHost(xv);
+      DeviceBuffer dout = dt == DType::F32 ? DeviceBuffer::fromHost(std::vector<float>(n, NAN))
+                                           : DeviceBuffer::fromHost(std::vector<uint16_t>(n, 0x7fc0));
+      Specialization spec;
+      spec.set("dtype:x", (int)DType::F32).set("dtype:out", (int)dt);
+      for (const char* p : {"x", "out"}) spec.set(std::string("align:") + p, 16);
+      spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
+      launchOwnKernel(testing::tileStoreDef(dt, rows), spec, {{"x", dx.ptr()}, {"out", dout.ptr()}},
+                      {{"base", base}, {"S", S}, {"R", R}, {"C", C}});
+      // Each element's bits: the stored value's, or the NaN that was there.
+      std::vector<uint32_t> got(n), want(n);
+      if (dt == DType::F32) {
+        const std::vector<float> o = dout.download<float>();
+        for (size_t i = 0; i < n; ++i) got[i] = bitsOf(o[i]);
+      } else {
+        const std::vector<uint16_t> o = dout.download<uint16_t>();
+        for (size_t i = 0; i < n; ++i) got[i] = o[i];
+      }
+      for (size_t i = 0; i < n; ++i) {
+        const int64_t r = (int64_t(i) - base) / S, c = (int64_t(i) - base) % S;
+        const bool stored = int64_t(i) >= base && r < R && c < C;
+        if (dt == DType::F32)
+          want[i] = bitsOf(stored ? xv[r * 64 + c] : NAN);
+        else
+          want[i] = stored ? toBf16(xv[r * 64 + c]) : 0x7fc0;
+      }
+      int bad = 0;
+      for (size_t i = 0; i < n; ++i)
+        if (got[i] != want[i] && bad++ < 5)
+          ADD_FAILURE() << "element " << i << ": bits " << std::hex << got[i] << ", want " << want[i] << std::dec;
       EXPECT_EQ(bad, 0);
     }
 }
@@ -230,7 +278,8 @@ void checkStagedDot(const StagedDot& c, int K, uint64_t seed) {
   for (const char* p : {"a", "b", "out"}) spec.set(std::string("align:") + p, 16);
   spec.set("div:K", 8).set("meta:num_warps", 4).set("meta:index_bits", 32);
   dsl::KernelDef def = c.def();
-  const CompiledKernel ck = launchOwnKernel(def, spec, {{"a", da.ptr()}, {"b", db.ptr()}, {"out", dout.ptr()}}, {{"K", K}});
+  const CompiledKernel ck =
+      launchOwnKernel(def, spec, {{"a", da.ptr()}, {"b", db.ptr()}, {"out", dout.ptr()}}, {{"K", K}});
   EXPECT_EQ(ck.dynamicSharedBytes, c.sharedBytes());
   const std::vector<float> out = dout.download<float>();
   int bad = 0;

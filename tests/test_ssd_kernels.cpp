@@ -292,6 +292,23 @@ TEST(SsdKernels, StagedTilesCopyWholeWhereTheBindingsProveThemAligned) {
   EXPECT_EQ(c["ssd_chunk_state"].find("ssm_cp_async_n<"), std::string::npos);
 }
 
+// chunk_scan's out leaves through x's ring in 16-byte vectors of whole rows (storeTile) where x's
+// ring holds out's dtype and the bindings prove out's rows aligned; else (rows of 33 halves) in
+// the accumulators' layout, pairs of half a sector.
+TEST(SsdKernels, ChunkScanStoresOutWholeWhereItsRowsAreAligned) {
+  auto chunkScan = [](const Variant& v) {
+    for (const Specialization& spec : detail::ssdSpecializations(make(v), "sm_90a"))
+      if (spec.kernel == "ssd_chunk_scan") return ssmjit::testing::generatedCuda(spec);
+    return std::string();
+  };
+  const std::string vectors = "*reinterpret_cast<ssm_raw<16>::type*>(p_out";
+  Variant aligned;
+  EXPECT_EQ(ssmjit::testing::occurrences(chunkScan(aligned), vectors), 1) << chunkScan(aligned);
+  Variant odd;
+  odd.H = 3, odd.P = 33, odd.G = 1;
+  EXPECT_EQ(ssmjit::testing::occurrences(chunkScan(odd), vectors), 0);
+}
+
 // The within-chunk scores weigh each element by its decay through the hardware's exp2 (ssdDecay),
 // not expf, whose range reduction would be most of a score's instructions: chunk_scan calls expf once,
 // for the entering state's row factor, outside its loops.

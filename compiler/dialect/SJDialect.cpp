@@ -182,16 +182,23 @@ LogicalResult CopyAsyncOp::verify() {
   return success();
 }
 
-LogicalResult CopyTileAsyncOp::verify() {
-  auto buf = getSmem().getDefiningOp<SharedBufferOp>();
-  if (!buf || !buf.getDynamic()) return emitOpError("copies into a dynamic shared buffer");
-  const int64_t rows = getRows(), cols = getCols(), pitch = getPitch(), vec = getVec();
-  if (rows < 1 || cols < 1) return emitOpError("needs a tile of at least one row and column, got ") << rows << "x" << cols;
+// A tile copy between a dynamic shared buffer and memory (copy_tile_async, store_tile).
+template <class TileOp>
+static LogicalResult verifyTileCopy(TileOp op, const char* buffer) {
+  auto buf = op.getSmem().template getDefiningOp<SharedBufferOp>();
+  if (!buf || !buf.getDynamic()) return op.emitOpError(buffer);
+  const int64_t rows = op.getRows(), cols = op.getCols(), pitch = op.getPitch(), vec = op.getVec();
+  if (rows < 1 || cols < 1)
+    return op.emitOpError("needs a tile of at least one row and column, got ") << rows << "x" << cols;
   if (vec < 1 || cols % vec || pitch % vec)
-    return emitOpError("vec ") << vec << " must divide cols " << cols << " and pitch " << pitch;
-  if (pitch < cols) return emitOpError("pitch ") << pitch << " is below cols " << cols;
+    return op.emitOpError("vec ") << vec << " must divide cols " << cols << " and pitch " << pitch;
+  if (pitch < cols) return op.emitOpError("pitch ") << pitch << " is below cols " << cols;
   return success();
 }
+
+LogicalResult CopyTileAsyncOp::verify() { return verifyTileCopy(*this, "copies into a dynamic shared buffer"); }
+
+LogicalResult StoreTileOp::verify() { return verifyTileCopy(*this, "stores from a dynamic shared buffer"); }
 
 LogicalResult WaitGroupOp::verify() {
   if (getPending() < 0 || getPending() > 7) return emitOpError("pending must be 0..7, got ") << getPending();

@@ -252,6 +252,27 @@ def SJ_CopyTileAsyncOp : SJ_Op<"copy_tile_async", [MemoryEffects<[MemRead, MemWr
   let hasVerifier = 1;
 }
 
+def SJ_StoreTileOp : SJ_Op<"store_tile", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "store a row-major [rows, cols] tile from a shared buffer to memory in vectors";
+  let description = [{
+    ptr[base + r * row_stride + c] = smem[smem_base + r * pitch + c] for r < rows_valid and
+    c < cols_valid, nothing elsewhere, for r < rows and c < cols: the destination's columns
+    contiguous. The block's threads share the tile in vectors of `vec` elements (consecutive
+    threads along a row), whatever the kernel's layout, so a warp's stores are whole 16-byte
+    vectors of whole sectors. The caller guarantees that base, row_stride and the pointer are
+    aligned to `vec` elements, and a barrier between the writes of the tile to smem and this op.
+  }];
+  let arguments = (ins SJ_Ptr:$smem, SJ_ScalarIndex:$smem_base, SJ_Ptr:$ptr, SJ_ScalarIndex:$base,
+                       SJ_ScalarIndex:$row_stride, SJ_ScalarIndex:$rows_valid, SJ_ScalarIndex:$cols_valid, I64Attr:$rows, I64Attr:$cols, I64Attr:$pitch,
+                       I64Attr:$vec);
+  let assemblyFormat = [{
+    $smem `[` $smem_base `]` `,` $ptr `[` $base `]` `row_stride` $row_stride `valid` $rows_valid `,` $cols_valid
+    attr-dict `:` type($smem) `,` type($smem_base) `,` type($ptr) `,` type($base) `,` type($row_stride) `,`
+    type($rows_valid) `,` type($cols_valid)
+  }];
+  let hasVerifier = 1;
+}
+
 def SJ_CommitGroupOp : SJ_Op<"commit_group", [MemoryEffects<[MemWrite]>]> {
   let summary = "close this thread's group of asynchronous copies (cp.async.commit_group)";
   let assemblyFormat = "attr-dict";

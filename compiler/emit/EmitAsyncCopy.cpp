@@ -1,4 +1,5 @@
-// Asynchronous copies into shared memory: cp.async per vector, its commit groups and waits.
+// Copies between memory and shared memory: asynchronous ones into it (cp.async per vector, its
+// commit groups and waits) and tile stores out of it.
 #include <functional>
 
 #include "compiler/emit/EmitterCore.h"
@@ -47,22 +48,9 @@ void Emitter::emit(sj::CopyTileAsyncOp c) {
   const int64_t elem = from.getIntOrFloatBitWidth() / 8, vec = c.getVec(), bytes = vec * elem;
   if (bytes != 4 && bytes != 8 && bytes != 16)
     fail(c, "copyTileAsync copies vectors of 4, 8 or 16 bytes, got " + I(bytes));
-  const int64_t perRow = c.getCols() / vec, vectors = c.getRows() * perRow, threads = 32 * warps_;
   const std::string ix = cType(c.getBase().getType()), rowsValid = name(c.getRowsValid()),
                     colsValid = name(c.getColsValid());
-  // Each thread's vectors, `body` given the vector's row ssm_r and column ssm_c.
-  auto vectorsOf = [&](const std::function<void()>& body) {
-    line("#pragma unroll");
-    line("for (int ssm_k = 0; ssm_k < " + I((vectors + threads - 1) / threads) + "; ++ssm_k) {");
-    ++ind_;
-    line("const int ssm_v = threadIdx.x + ssm_k * " + I(threads) + ";");
-    if (vectors % threads) line("if (ssm_v < " + I(vectors) + ") {");
-    line("const int ssm_r = ssm_v / " + I(perRow) + ", ssm_c = ssm_v % " + I(perRow) + " * " + I(vec) + ";");
-    body();
-    if (vectors % threads) line("}");
-    --ind_;
-    line("}");
-  };
+  auto vectorsOf = [&](const std::function<void()>& body) { forTileVectors(c.getRows(), c.getCols(), vec, body); };
   const std::string dst =
       name(c.getSmem()) + " + " + name(c.getSmemBase()) + " + ssm_r * " + I(c.getPitch()) + " + ssm_c";
   const std::string src =
@@ -80,6 +68,58 @@ void Emitter::emit(sj::CopyTileAsyncOp c) {
          ") : 0;");
     line("ssm_cp_async_n<" + I(bytes) + ">(" + dst + ", ssm_n > 0 ? " + src + " : " + name(c.getPtr()) + ", ssm_n * " +
          I(elem) + ");");
+  });
+  --ind_;
+  line("}");
+}
+
+// Thread t takes vectors t, t + threads, ... (consecutive threads along a row).
+void Emitter::forTileVectors(int64_t rows, int64_t cols, int64_t vec, const std::function<void()>& body) {
+  const int64_t perRow = cols / vec, vectors = rows * perRow, threads = 32 * warps_;
+  line("#pragma unroll");
+  line("for (int ssm_k = 0; ssm_k < " + I((vectors + threads - 1) / threads) + "; ++ssm_k) {");
+  ++ind_;
+  line("const int ssm_v = threadIdx.x + ssm_k * " + I(threads) + ";");
+  if (vectors % threads) line("if (ssm_v < " + I(vectors) + ") {");
+  line("const int ssm_r = ssm_v / " + I(perRow) + ", ssm_c = ssm_v % " + I(perRow) + " * " + I(vec) + ";");
+  body();
+  if (vectors % threads) line("}");
+  --ind_;
+  line("}");
+}
+
+// A whole tile stores every vector whole (the branch is uniform: its values are the block's);
+// otherwise a vector within the valid rows stores its valid columns element by element.
+void Emitter::emit(sj::StoreTileOp c) {
+  Type from = cast<sj::PtrType>(c.getSmem().getType()).getElementType();
+  Type to = cast<sj::PtrType>(c.getPtr().getType()).getElementType();
+  if (to != from)
+    fail(c, "storeTile copies bits: the buffer holds " + storageCType(from) + ", the destination " + storageCType(to));
+  const int64_t elem = from.getIntOrFloatBitWidth() / 8, vec = c.getVec(), bytes = vec * elem;
+  if (bytes != 4 && bytes != 8 && bytes != 16) fail(c, "storeTile stores vectors of 4, 8 or 16 bytes, got " + I(bytes));
+  const std::string ix = cType(c.getBase().getType()), rowsValid = name(c.getRowsValid()),
+                    colsValid = name(c.getColsValid()), raw = "ssm_raw<" + I(bytes) + ">::type";
+  const std::string src =
+      name(c.getSmem()) + " + " + name(c.getSmemBase()) + " + ssm_r * " + I(c.getPitch()) + " + ssm_c";
+  const std::string dst =
+      name(c.getPtr()) + " + (" + name(c.getBase()) + " + (" + ix + ")ssm_r * " + name(c.getRowStride()) + " + ssm_c)";
+  auto vectorsOf = [&](const std::function<void()>& body) { forTileVectors(c.getRows(), c.getCols(), vec, body); };
+  line("if (" + rowsValid + " >= " + I(c.getRows()) + " && " + colsValid + " >= " + I(c.getCols()) + ") {");
+  ++ind_;
+  vectorsOf([&] {
+    line("*reinterpret_cast<" + raw + "*>(" + dst + ") = *reinterpret_cast<const " + raw + "*>(" + src + ");");
+  });
+  --ind_;
+  line("} else {");
+  ++ind_;
+  vectorsOf([&] {
+    line("if (ssm_r < " + rowsValid + ") {");
+    ++ind_;
+    line("#pragma unroll");
+    line("for (int ssm_e = 0; ssm_e < " + I(vec) + "; ++ssm_e)");
+    line("  if (ssm_c + ssm_e < " + colsValid + ") (" + dst + ")[ssm_e] = (" + src + ")[ssm_e];");
+    --ind_;
+    line("}");
   });
   --ind_;
   line("}");

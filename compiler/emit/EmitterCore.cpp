@@ -335,8 +335,9 @@ void Emitter::emitOp(Operation* op) {
       // each use (E).
       .Case<func::ReturnOp, scf::YieldOp, sj::YieldOp, sj::RangeOp, sj::SplatOp, sj::BroadcastOp>([](Operation*) {})
       .Case<arith::ConstantOp, sj::ProgramIdOp, sj::ExpandDimsOp, sj::LoadOp, sj::StoreOp, sj::SharedBufferOp,
-            sj::ArriveLastOp, sj::TicketOp, sj::WaitFlagOp, sj::SetFlagOp, sj::ReportErrorOp, scf::IfOp, scf::ForOp, sj::ReturnIfOp, sj::BarrierOp, sj::ReduceOp,
-            sj::ShiftOp, sj::ScanOp, sj::DotOp, sj::DotSharedOp, sj::CopyAsyncOp, sj::CopyTileAsyncOp, sj::CommitGroupOp, sj::WaitGroupOp>(
+            sj::ArriveLastOp, sj::TicketOp, sj::WaitFlagOp, sj::SetFlagOp, sj::ReportErrorOp, scf::IfOp, scf::ForOp,
+            sj::ReturnIfOp, sj::BarrierOp, sj::ReduceOp, sj::ShiftOp, sj::ScanOp, sj::DotOp, sj::DotSharedOp,
+            sj::CopyAsyncOp, sj::CopyTileAsyncOp, sj::StoreTileOp, sj::CommitGroupOp, sj::WaitGroupOp>(
           [&](auto x) { emit(x); })
       .Default([&](Operation* o) { emitElementwise(o); });
 }

@@ -159,6 +159,10 @@ class Emitter {
   // EmitAsyncCopy.cpp
   void emit(sj::CopyAsyncOp c);
   void emit(sj::CopyTileAsyncOp c);
+  void emit(sj::StoreTileOp s);
+  // A tile's vectors over the block (copy_tile_async, store_tile): `body` once a vector, given
+  // its row ssm_r and column ssm_c.
+  void forTileVectors(int64_t rows, int64_t cols, int64_t vec, const std::function<void()>& body);
   void emit(sj::CommitGroupOp);
   void emit(sj::WaitGroupOp w);
   // EmitDot.cpp (b gathered) and EmitDotFragments.cpp (b by ldmatrix)

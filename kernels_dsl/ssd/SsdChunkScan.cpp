@@ -56,6 +56,9 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   const int64_t zVec = tileCopy ? ssdTileVector(spec, "z", "s_z_p", {"s_z_b", "s_z_l", "s_z_h"}) : 0;
   const int64_t cbVec = tileCopy ? ssdTileVector(spec, "ws", "", {"o_cb"}) : 0;
   const int64_t stVec = tileCopy ? ssdTileVector(spec, "ws", "", {"o_st", "N"}) : 0;
+  // out stored whole from x's ring where it holds out's dtype (storeTile).
+  const int64_t outVec =
+      tileCopy && ssdDtype(spec, "out") == xT ? ssdTileVector(spec, "out", "s_o_p", {"s_o_b", "s_o_l", "s_o_h"}) : 0;
   const DType stT = oneTerm ? ssdDtype(spec, "C") : DType::BF16;  // the staged state's
   // Row pitches: f32 rows padded by 4; 16-bit rows by 8 halves (an odd number of 16-byte units).
   const int64_t LDs = halves ? BP + 8 : BP + 4;
@@ -281,8 +284,7 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
     return k.ifElse(a.hasZ, fromMemory, [&] { return std::vector<Value>{inRing}; })[0];
   };
   Value y = k.ifElse(
-      a.hasD,
-      [&] { return std::vector<Value>{acc + k.load(a.Dv, h * a.sDh + pC * a.sDp, mP, zero) * xOfRows()}; },
+      a.hasD, [&] { return std::vector<Value>{acc + k.load(a.Dv, h * a.sDh + pC * a.sDp, mP, zero) * xOfRows()}; },
       [&] { return std::vector<Value>{acc}; })[0];
   k.ifThen(a.hasY, [&] { k.store(a.y, ch.row * a.sYb + (ch.t0 + iR) * a.sYl + h * a.sYh + pC * a.sYp, y, mOut); });
   y = k.ifElse(
@@ -294,7 +296,17 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
         return std::vector<Value>{y * silu(k.load(xs, zOff()))};
       },
       [&] { return std::vector<Value>{y}; })[0];
-  k.store(a.out, ch.row * a.sOb + (ch.t0 + iR) * a.sOl + h * a.sOh + pC * a.sOp, y, mOut);
+  if (!outVec) {
+    k.store(a.out, ch.row * a.sOb + (ch.t0 + iR) * a.sOl + h * a.sOh + pC * a.sOp, y, mOut);
+    return;
+  }
+  // Through x's ring, whose reads (D x, z) every warp has passed: the accumulators' layout writes
+  // 4-byte pairs, half a sector each, where storeTile writes 16-byte vectors of whole rows.
+  k.barrier();
+  k.store(xs, rT * LDs + k.expandDims(k.range(BP), 0), y);
+  k.barrier();
+  k.storeTile(xs, zeroI, LDs, a.out, ch.row * a.sOb + (ch.t0 + bm * T) * a.sOl + h * a.sOh + p0, a.sOl, T, BP,
+              ch.n - bm * T, a.P - p0, outVec);
 }
 
 // 16-bit inputs: 4 blocks an SM (128 registers) where ptxas would take more and fit 3; though it

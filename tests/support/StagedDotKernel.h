@@ -118,6 +118,25 @@ inline dsl::KernelDef wholeTileCopyDef(DType dtype, int64_t rows = 32) {
   return d;
 }
 
+// x [rows, 64] (f32, contiguous) written in the kernel's layout to a shared buffer of `dtype`
+// (rows 72 apart), then stored by storeTile to out (of `dtype`) at base + r S + c for r < R,
+// c < C.
+inline dsl::KernelDef tileStoreDef(DType dtype, int64_t rows = 32) {
+  dsl::KernelDef d;
+  d.name = "tile_store";
+  d.build = [dtype, rows](dsl::KernelBuilder& k, const Specialization&) {
+    using dsl::Value;
+    Value x = k.ptrArg("x", dsl::PtrClass::Float), out = k.ptrArg("out", dsl::PtrClass::Float);
+    Value base = k.intArg("base"), S = k.intArg("S"), R = k.intArg("R"), C = k.intArg("C");
+    Value buf = k.sharedBuffer(rows * 72, dtype);
+    Value r = k.expandDims(k.range(rows), 1), c = k.expandDims(k.range(64), 0);
+    k.store(buf, r * 72 + c, k.load(x, r * 64 + c));
+    k.barrier();
+    k.storeTile(buf, k.constInt(0), 72, out, base, S, rows, 64, R, C, 16 / dtypeBytes(dtype));
+  };
+  return d;
+}
+
 // out [M, N] = a . b with both operands in 16-bit shared buffers (dot with a from shared memory):
 // a [M][K] (or, aTransposed, [K][M] as x^T is) and b [K][N] copied from global memory with
 // their layouts, rows padded by 8, then multiplied by ldmatrix fragments.
