@@ -127,7 +127,7 @@ TEST(DslShared, TileStoresAre16ByteVectorsSpreadOverTheBlock) {
     Value z = k.constInt(0);
     k.storeTile(k.sharedBuffer(32 * 72, DType::BF16), z, 72, a, z, z, 32, 64, z, z, 8);
   });
-  EXPECT_NE(dtypes.find("the buffer holds ssm_bf16, the destination float"), std::string::npos) << dtypes;
+  EXPECT_NE(dtypes.find("the buffer holds ssm_bf16, the memory float"), std::string::npos) << dtypes;
   if (!nvrtcAvailable(nullptr)) return;
   for (DType dt : {DType::BF16, DType::F32})
     for (int64_t rows : {32, 4}) {

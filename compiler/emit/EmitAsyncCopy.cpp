@@ -37,92 +37,86 @@ void Emitter::emit(sj::CopyAsyncOp c) {
       vec);
 }
 
-// The block's threads in turn, a vector each (consecutive threads along a row): thread t takes
-// vectors t, t + threads, ...; a vector past the valid rows reads nothing, one across the valid
-// columns reads only those (the source size), and both write zeros for the rest.
-void Emitter::emit(sj::CopyTileAsyncOp c) {
-  Type to = cast<sj::PtrType>(c.getSmem().getType()).getElementType();
-  Type from = cast<sj::PtrType>(c.getPtr().getType()).getElementType();
-  if (to != from)
-    fail(c, "copyTileAsync copies bits: the buffer holds " + storageCType(to) + ", the source " + storageCType(from));
-  const int64_t elem = from.getIntOrFloatBitWidth() / 8, vec = c.getVec(), bytes = vec * elem;
-  if (bytes != 4 && bytes != 8 && bytes != 16)
-    fail(c, "copyTileAsync copies vectors of 4, 8 or 16 bytes, got " + I(bytes));
-  const std::string ix = cType(c.getBase().getType()), rowsValid = name(c.getRowsValid()),
-                    colsValid = name(c.getColsValid());
-  auto vectorsOf = [&](const std::function<void()>& body) { forTileVectors(c.getRows(), c.getCols(), vec, body); };
-  const std::string dst =
+template <class TileOp>
+void Emitter::emitTileCopy(TileOp c, const std::string& what, const TileVectorBody& whole, const TileVectorBody& part) {
+  Type buffer = cast<sj::PtrType>(c.getSmem().getType()).getElementType();
+  Type memory = cast<sj::PtrType>(c.getPtr().getType()).getElementType();
+  if (buffer != memory)
+    fail(c, what + " copies bits: the buffer holds " + storageCType(buffer) + ", the memory " + storageCType(memory));
+  const int64_t vec = c.getVec(), bytes = vec * (memory.getIntOrFloatBitWidth() / 8);
+  if (bytes != 4 && bytes != 8 && bytes != 16) fail(c, what + " moves vectors of 4, 8 or 16 bytes, got " + I(bytes));
+  const std::string smem =
       name(c.getSmem()) + " + " + name(c.getSmemBase()) + " + ssm_r * " + I(c.getPitch()) + " + ssm_c";
-  const std::string src =
-      name(c.getPtr()) + " + (" + name(c.getBase()) + " + (" + ix + ")ssm_r * " + name(c.getRowStride()) + " + ssm_c)";
-  // A whole tile (the common case; the values are the block's, so the branch is uniform) copies
-  // every vector whole: no per-vector bounds, source-size operand or pointer select.
-  line("if (" + rowsValid + " >= " + I(c.getRows()) + " && " + colsValid + " >= " + I(c.getCols()) + ") {");
-  ++ind_;
-  vectorsOf([&] { line("ssm_cp_async_full<" + I(bytes) + ">(" + dst + ", " + src + ");"); });
-  --ind_;
-  line("} else {");
-  ++ind_;
-  vectorsOf([&] {
-    line("const int ssm_n = ssm_r < " + rowsValid + " ? min(max((int)(" + colsValid + ") - ssm_c, 0), " + I(vec) +
-         ") : 0;");
-    line("ssm_cp_async_n<" + I(bytes) + ">(" + dst + ", ssm_n > 0 ? " + src + " : " + name(c.getPtr()) + ", ssm_n * " +
-         I(elem) + ");");
-  });
-  --ind_;
-  line("}");
-}
-
-// Thread t takes vectors t, t + threads, ... (consecutive threads along a row).
-void Emitter::forTileVectors(int64_t rows, int64_t cols, int64_t vec, const std::function<void()>& body) {
-  const int64_t perRow = cols / vec, vectors = rows * perRow, threads = 32 * warps_;
-  line("#pragma unroll");
-  line("for (int ssm_k = 0; ssm_k < " + I((vectors + threads - 1) / threads) + "; ++ssm_k) {");
-  ++ind_;
-  line("const int ssm_v = threadIdx.x + ssm_k * " + I(threads) + ";");
-  if (vectors % threads) line("if (ssm_v < " + I(vectors) + ") {");
-  line("const int ssm_r = ssm_v / " + I(perRow) + ", ssm_c = ssm_v % " + I(perRow) + " * " + I(vec) + ";");
-  body();
-  if (vectors % threads) line("}");
-  --ind_;
-  line("}");
-}
-
-// A whole tile stores every vector whole (the branch is uniform: its values are the block's);
-// otherwise a vector within the valid rows stores its valid columns element by element.
-void Emitter::emit(sj::StoreTileOp c) {
-  Type from = cast<sj::PtrType>(c.getSmem().getType()).getElementType();
-  Type to = cast<sj::PtrType>(c.getPtr().getType()).getElementType();
-  if (to != from)
-    fail(c, "storeTile copies bits: the buffer holds " + storageCType(from) + ", the destination " + storageCType(to));
-  const int64_t elem = from.getIntOrFloatBitWidth() / 8, vec = c.getVec(), bytes = vec * elem;
-  if (bytes != 4 && bytes != 8 && bytes != 16) fail(c, "storeTile stores vectors of 4, 8 or 16 bytes, got " + I(bytes));
-  const std::string ix = cType(c.getBase().getType()), rowsValid = name(c.getRowsValid()),
-                    colsValid = name(c.getColsValid()), raw = "ssm_raw<" + I(bytes) + ">::type";
-  const std::string src =
-      name(c.getSmem()) + " + " + name(c.getSmemBase()) + " + ssm_r * " + I(c.getPitch()) + " + ssm_c";
-  const std::string dst =
-      name(c.getPtr()) + " + (" + name(c.getBase()) + " + (" + ix + ")ssm_r * " + name(c.getRowStride()) + " + ssm_c)";
-  auto vectorsOf = [&](const std::function<void()>& body) { forTileVectors(c.getRows(), c.getCols(), vec, body); };
-  line("if (" + rowsValid + " >= " + I(c.getRows()) + " && " + colsValid + " >= " + I(c.getCols()) + ") {");
-  ++ind_;
-  vectorsOf([&] {
-    line("*reinterpret_cast<" + raw + "*>(" + dst + ") = *reinterpret_cast<const " + raw + "*>(" + src + ");");
-  });
-  --ind_;
-  line("} else {");
-  ++ind_;
-  vectorsOf([&] {
-    line("if (ssm_r < " + rowsValid + ") {");
-    ++ind_;
+  const std::string global = name(c.getPtr()) + " + (" + name(c.getBase()) + " + (" + cType(c.getBase().getType()) +
+                             ")ssm_r * " + name(c.getRowStride()) + " + ssm_c)";
+  // Thread t takes vectors t, t + threads, ... (consecutive threads along a row).
+  auto vectors = [&](const TileVectorBody& body) {
+    const int64_t perRow = c.getCols() / vec, count = c.getRows() * perRow, threads = 32 * warps_;
     line("#pragma unroll");
-    line("for (int ssm_e = 0; ssm_e < " + I(vec) + "; ++ssm_e)");
-    line("  if (ssm_c + ssm_e < " + colsValid + ") (" + dst + ")[ssm_e] = (" + src + ")[ssm_e];");
+    line("for (int ssm_k = 0; ssm_k < " + I((count + threads - 1) / threads) + "; ++ssm_k) {");
+    ++ind_;
+    line("const int ssm_v = threadIdx.x + ssm_k * " + I(threads) + ";");
+    if (count % threads) line("if (ssm_v < " + I(count) + ") {");
+    line("const int ssm_r = ssm_v / " + I(perRow) + ", ssm_c = ssm_v % " + I(perRow) + " * " + I(vec) + ";");
+    body(smem, global);
+    if (count % threads) line("}");
     --ind_;
     line("}");
-  });
+  };
+  // A whole tile (the common case; the values are the block's, so the branch is uniform) moves
+  // every vector whole, without per-vector bounds.
+  line("if (" + name(c.getRowsValid()) + " >= " + I(c.getRows()) + " && " + name(c.getColsValid()) +
+       " >= " + I(c.getCols()) + ") {");
+  ++ind_;
+  vectors(whole);
+  --ind_;
+  line("} else {");
+  ++ind_;
+  vectors(part);
   --ind_;
   line("}");
+}
+
+// Into shared memory: a vector past the valid rows reads nothing, one across the valid columns
+// reads only those (the source size), and both write zeros for the rest.
+void Emitter::emit(sj::CopyTileAsyncOp c) {
+  const int64_t elem = cast<sj::PtrType>(c.getPtr().getType()).getElementType().getIntOrFloatBitWidth() / 8,
+                vec = c.getVec(), bytes = vec * elem;
+  const std::string rowsValid = name(c.getRowsValid()), colsValid = name(c.getColsValid());
+  emitTileCopy(
+      c, "copyTileAsync",
+      [&](const std::string& smem, const std::string& global) {
+        line("ssm_cp_async_full<" + I(bytes) + ">(" + smem + ", " + global + ");");
+      },
+      [&](const std::string& smem, const std::string& global) {
+        line("const int ssm_n = ssm_r < " + rowsValid + " ? min(max((int)(" + colsValid + ") - ssm_c, 0), " + I(vec) +
+             ") : 0;");
+        line("ssm_cp_async_n<" + I(bytes) + ">(" + smem + ", ssm_n > 0 ? " + global + " : " + name(c.getPtr()) +
+             ", ssm_n * " + I(elem) + ");");
+      });
+}
+
+// Out of shared memory: a vector within the valid rows stores its valid columns element by
+// element; nothing else is written.
+void Emitter::emit(sj::StoreTileOp c) {
+  const int64_t bytes =
+      c.getVec() * (cast<sj::PtrType>(c.getPtr().getType()).getElementType().getIntOrFloatBitWidth() / 8);
+  const std::string raw = "ssm_raw<" + I(bytes) + ">::type", rowsValid = name(c.getRowsValid()),
+                    colsValid = name(c.getColsValid());
+  emitTileCopy(
+      c, "storeTile",
+      [&](const std::string& smem, const std::string& global) {
+        line("*reinterpret_cast<" + raw + "*>(" + global + ") = *reinterpret_cast<const " + raw + "*>(" + smem + ");");
+      },
+      [&](const std::string& smem, const std::string& global) {
+        line("if (ssm_r < " + rowsValid + ") {");
+        ++ind_;
+        line("#pragma unroll");
+        line("for (int ssm_e = 0; ssm_e < " + I(c.getVec()) + "; ++ssm_e)");
+        line("  if (ssm_c + ssm_e < " + colsValid + ") (" + global + ")[ssm_e] = (" + smem + ")[ssm_e];");
+        --ind_;
+        line("}");
+      });
 }
 
 void Emitter::emit(sj::CommitGroupOp) { line("ssm_cp_async_commit();"); }

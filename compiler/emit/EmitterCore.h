@@ -160,9 +160,13 @@ class Emitter {
   void emit(sj::CopyAsyncOp c);
   void emit(sj::CopyTileAsyncOp c);
   void emit(sj::StoreTileOp s);
-  // A tile's vectors over the block (copy_tile_async, store_tile): `body` once a vector, given
-  // its row ssm_r and column ssm_c.
-  void forTileVectors(int64_t rows, int64_t cols, int64_t vec, const std::function<void()>& body);
+  // A tile copy between shared memory and memory (copy_tile_async, store_tile): checks that both
+  // sides hold one dtype and that a vector is 4, 8 or 16 bytes, then emits `whole` for a tile
+  // within its valid rows and columns and `part` otherwise, each once a vector of the block's
+  // threads, given the vector's shared and global addresses (row ssm_r, column ssm_c).
+  using TileVectorBody = std::function<void(const std::string& smem, const std::string& global)>;
+  template <class TileOp>
+  void emitTileCopy(TileOp c, const std::string& what, const TileVectorBody& whole, const TileVectorBody& part);
   void emit(sj::CommitGroupOp);
   void emit(sj::WaitGroupOp w);
   // EmitDot.cpp (b gathered) and EmitDotFragments.cpp (b by ldmatrix)

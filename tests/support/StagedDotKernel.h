@@ -5,6 +5,7 @@
 // contiguous, .trans) in global and shared memory; else [N][K] (k contiguous). Rows of the
 // buffer are padded by 8 elements. Global b rows hold kLd elements; K <= kLd, K % 8 == 0.
 #pragma once
+#include <functional>
 #include <string>
 
 #include "kernels_dsl/Dsl.h"
@@ -97,44 +98,47 @@ inline dsl::KernelDef asyncCopyTileDef(DType dtype) {
   return d;
 }
 
-// copyTileAsync of a [rows, 64] tile of x (rows S apart from offset `base`; rows below R and
-// columns below C valid) into a buffer of pitch 64 + 8, then the whole buffer widened into out
-// [rows, 64]. Rows 4 leave some of the block's threads without a vector.
-inline dsl::KernelDef wholeTileCopyDef(DType dtype, int64_t rows = 32) {
+// The tile kernels' arguments: x and out, the sizes base, S, R, C, and a shared buffer of `rows`
+// rows of 64 + 8 elements of `dtype`, its [rows, 64] tile (r, c) at r 72 + c.
+struct TileKernel {
+  dsl::Value x, out, base, S, R, C, buf, r, c;  // r [rows, 1], c [1, 64]
+};
+inline dsl::KernelDef tileKernelDef(const char* name, DType dtype, int64_t rows,
+                                    std::function<void(dsl::KernelBuilder&, const TileKernel&)> body) {
   dsl::KernelDef d;
-  d.name = "whole_tile_copy";
-  d.build = [dtype, rows](dsl::KernelBuilder& k, const Specialization&) {
-    using dsl::Value;
-    Value x = k.ptrArg("x", dsl::PtrClass::Float), out = k.ptrArg("out", dsl::PtrClass::Float);
-    Value base = k.intArg("base"), S = k.intArg("S"), R = k.intArg("R"), C = k.intArg("C");
-    Value buf = k.sharedBuffer(rows * 72, dtype);
-    k.copyTileAsync(buf, k.constInt(0), 72, x, base, S, rows, 64, R, C, 16 / dtypeBytes(dtype));
-    k.commitGroup();
-    k.waitGroup(0);
-    k.barrier();
-    Value r = k.expandDims(k.range(rows), 1), c = k.expandDims(k.range(64), 0);
-    k.store(out, r * 64 + c, k.load(buf, r * 72 + c));
+  d.name = name;
+  d.build = [dtype, rows, body](dsl::KernelBuilder& k, const Specialization&) {
+    TileKernel t;
+    t.x = k.ptrArg("x", dsl::PtrClass::Float), t.out = k.ptrArg("out", dsl::PtrClass::Float);
+    t.base = k.intArg("base"), t.S = k.intArg("S"), t.R = k.intArg("R"), t.C = k.intArg("C");
+    t.buf = k.sharedBuffer(rows * 72, dtype);
+    t.r = k.expandDims(k.range(rows), 1), t.c = k.expandDims(k.range(64), 0);
+    body(k, t);
   };
   return d;
 }
 
-// x [rows, 64] (f32, contiguous) written in the kernel's layout to a shared buffer of `dtype`
-// (rows 72 apart), then stored by storeTile to out (of `dtype`) at base + r S + c for r < R,
-// c < C.
-inline dsl::KernelDef tileStoreDef(DType dtype, int64_t rows = 32) {
-  dsl::KernelDef d;
-  d.name = "tile_store";
-  d.build = [dtype, rows](dsl::KernelBuilder& k, const Specialization&) {
-    using dsl::Value;
-    Value x = k.ptrArg("x", dsl::PtrClass::Float), out = k.ptrArg("out", dsl::PtrClass::Float);
-    Value base = k.intArg("base"), S = k.intArg("S"), R = k.intArg("R"), C = k.intArg("C");
-    Value buf = k.sharedBuffer(rows * 72, dtype);
-    Value r = k.expandDims(k.range(rows), 1), c = k.expandDims(k.range(64), 0);
-    k.store(buf, r * 72 + c, k.load(x, r * 64 + c));
+// copyTileAsync of a [rows, 64] tile of x (rows S apart from offset `base`; rows below R and
+// columns below C valid) into the buffer, then the whole buffer widened into out [rows, 64].
+// Rows 4 leave some of the block's threads without a vector.
+inline dsl::KernelDef wholeTileCopyDef(DType dtype, int64_t rows = 32) {
+  return tileKernelDef("whole_tile_copy", dtype, rows, [dtype, rows](dsl::KernelBuilder& k, const TileKernel& t) {
+    k.copyTileAsync(t.buf, k.constInt(0), 72, t.x, t.base, t.S, rows, 64, t.R, t.C, 16 / dtypeBytes(dtype));
+    k.commitGroup();
+    k.waitGroup(0);
     k.barrier();
-    k.storeTile(buf, k.constInt(0), 72, out, base, S, rows, 64, R, C, 16 / dtypeBytes(dtype));
-  };
-  return d;
+    k.store(t.out, t.r * 64 + t.c, k.load(t.buf, t.r * 72 + t.c));
+  });
+}
+
+// x [rows, 64] (f32, contiguous) written in the kernel's layout to the buffer, then stored by
+// storeTile to out (of `dtype`) at base + r S + c for r < R, c < C.
+inline dsl::KernelDef tileStoreDef(DType dtype, int64_t rows = 32) {
+  return tileKernelDef("tile_store", dtype, rows, [dtype, rows](dsl::KernelBuilder& k, const TileKernel& t) {
+    k.store(t.buf, t.r * 72 + t.c, k.load(t.x, t.r * 64 + t.c));
+    k.barrier();
+    k.storeTile(t.buf, k.constInt(0), 72, t.out, t.base, t.S, rows, 64, t.R, t.C, 16 / dtypeBytes(dtype));
+  });
 }
 
 // out [M, N] = a . b with both operands in 16-bit shared buffers (dot with a from shared memory):
