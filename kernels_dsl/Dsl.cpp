@@ -392,6 +392,12 @@ dsl::Value KernelBuilder::dot(dsl::Value aBuf, dsl::Value aOffset, dsl::Value aS
                                    B.getI64IntegerAttr(K)));
 }
 
+std::vector<dsl::Value> KernelBuilder::cumulativeSum(dsl::Value t, int axis, bool reverse) {
+  auto plus = [](const std::vector<dsl::Value>& l, const std::vector<dsl::Value>& r) {
+    return std::vector<dsl::Value>{l[0] + r[0]};
+  };
+  return associativeScan({t}, axis, plus, {}, reverse);
+}
 std::vector<dsl::Value> KernelBuilder::associativeScan(const std::vector<dsl::Value>& tiles, int axis,
                                                        const ScanCombine& combine, const std::vector<dsl::Value>& inits,
                                                        bool reverse) {

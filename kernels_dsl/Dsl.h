@@ -118,6 +118,9 @@ class KernelBuilder {
   using ScanCombine = std::function<std::vector<Value>(const std::vector<Value>& lhs, const std::vector<Value>& rhs)>;
   std::vector<Value> associativeScan(const std::vector<Value>& tiles, int axis, const ScanCombine& combine,
                                      const std::vector<Value>& inits = {}, bool reverse = false);
+  // associativeScan with +: the inclusive sums of t along `axis` (reverse: from its last element
+  // down), then the whole axis' sum.
+  std::vector<Value> cumulativeSum(Value t, int axis, bool reverse = false);
   // The sliding window of a 2-D tile streamed along `axis` (extent S there): `cur` moved by s
   // places, the vacated places taken from the neighbour tile `fill` (same shape). s > 0:
   // result[i] = i >= s ? cur[i - s] : fill[S + i - s] (fill = the previous tile); s < 0:

@@ -5,9 +5,8 @@ using namespace dsl;
 
 TileEnds scanTileEnds(KernelBuilder& k, Value dt, const std::vector<Value>& A2, const std::vector<Value>& carries,
                       const std::function<Value(int64_t)>& term, bool reverse) {
-  auto plus = [](const std::vector<Value>& l, const std::vector<Value>& r) { return std::vector<Value>{l[0] + r[0]}; };
   // Forward: sum_{s>t} dt_s (the reverse inclusive sum less dt_t); reverse: sum_{s<=t} dt_s.
-  std::vector<Value> sums = k.associativeScan({dt}, 1, plus, {}, !reverse);
+  std::vector<Value> sums = k.cumulativeSum(dt, 1, !reverse);
   Value decayExp = reverse ? sums[0] : sums[0] - dt;
   TileEnds e;
   e.dtSum = sums[1];

@@ -49,10 +49,7 @@ void buildDt(KernelBuilder& k, const Specialization& spec) {
   })[0];
   Value dtp = k.load(a.ws, a.oDt + (slot * a.H + h) * Q + t, m, zero);
   Value dcum = u - dtp * s;
-  Value rev = k.associativeScan(
-      {dcum}, 1,
-      [&](const std::vector<Value>& l, const std::vector<Value>& r) { return std::vector<Value>{l[0] + r[0]}; }, {},
-      true)[0];
+  Value rev = k.cumulativeSum(dcum, 1, true)[0];
   Value last = pass + k.expandDims(k.reduce(w, 1, "sum"), 1);  // [BH, 1]
   Value da = k.select(m, rev + last, zero);
   Value A = k.load(a.A, h * a.sAh, mH, zero);

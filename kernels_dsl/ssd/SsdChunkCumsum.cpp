@@ -75,9 +75,7 @@ void buildChunkCumsum(KernelBuilder& k, const Specialization& spec) {
       })[0];
   Value dtp = k.select(m, ssdDtTransform(k, a, dt, bias), zero);
   Value dA = dtp * k.load(a.A, h * a.sAh, mH, zero);
-  Value cum = k.associativeScan({dA}, 1, [&](const std::vector<Value>& l, const std::vector<Value>& r) {
-    return std::vector<Value>{l[0] + r[0]};
-  })[0];
+  Value cum = k.cumulativeSum(dA, 1)[0];
   Value at = (slot * a.H + h) * Q + t;
   Value mStore = k.broadcastTo(mH, {BH, Q});
   k.store(a.ws, a.oDt + at, dtp, mStore);
