@@ -8,6 +8,7 @@
 #include "runtime/OpSpecializations.h"
 #include "runtime/model/Mamba2Kernels.h"
 #include "runtime/model/Mamba2ModelImpl.h"
+#include "runtime/ops/KernelCall.h"
 #include "runtime/ops/RmsNormSpec.h"
 #include "runtime/ops/SampleTokensSpec.h"
 
@@ -59,17 +60,16 @@ model::Mamba2Weights standInWeights(const model::Mamba2Config& c) {
   return w;
 }
 
-// One count of each divisibility class up to `most` (the largest power of two up to 16 dividing
-// it, which the kernels specialise on): the prefill's tokens and sequences can be any count, so
-// each class is named once.
+// One count of each divisibility class (detail::divClass) up to `most`: the prefill's tokens and
+// sequences can be any count, so each class is named once. Every class appears among any 16
+// consecutive counts.
 std::vector<int64_t> oneOfEachClass(int64_t most) {
-  std::vector<int64_t> v;
-  const int64_t top = most / 16 * 16;
-  if (top == 0) {
-    for (int64_t n = 1; n <= most; ++n) v.push_back(n);
-    return v;
-  }
-  for (int64_t less : {0, 8, 4, 2, 1}) v.push_back(top - less);
+  std::vector<int64_t> v, seen;
+  for (int64_t n = most; n >= 1 && n > most - 16; --n)
+    if (std::find(seen.begin(), seen.end(), detail::divClass(n)) == seen.end()) {
+      seen.push_back(detail::divClass(n));
+      v.push_back(n);
+    }
   return v;
 }
 
@@ -95,33 +95,35 @@ std::vector<Specialization> detail::mamba2ModelSpecializations(const std::string
   SpecSink ops(arch);
   const int64_t V = m.cfg.vocab, S = o.max_batch;
   const TensorView logits = TensorView::contiguous(reinterpret_cast<void*>(uintptr_t{1} << 42), DType::F32, {S, V});
-  for (int64_t T : oneOfEachClass(o.max_prefill_tokens))
-    for (int64_t nseq : oneOfEachClass(S))
-      if (nseq <= T) m.prefillOps(T, nseq, logits, ops);
   const TensorView step = TensorView::contiguous(reinterpret_cast<void*>(uintptr_t{3} << 42), DType::I64, {1});
   const int64_t L = m.cacheDepth();
   const TensorView verifyLogits =
       TensorView::contiguous(reinterpret_cast<void*>(uintptr_t{5} << 42), DType::F32, {S * std::max<int64_t>(L, 1), V});
   const TensorView rowSteps =
       TensorView::contiguous(reinterpret_cast<void*>(uintptr_t{7} << 42), DType::I64, {S * std::max<int64_t>(L, 1)});
-  // generate()'s sampling: greedy, and drawn with each of its restrictions; with rows keyed by
-  // their slots (decode steps, which may have pad rows), and without (the prefill's first token).
+  // generate()'s sampling: greedy, and drawn with each of its restrictions; rows keyed by `keys`
+  // (undefined: not keyed, as the prefill's first tokens are).
   auto sampling = [&](const TensorView& lg, int64_t n, const TensorView& counter, const TensorView& keys) {
     for (auto [temperature, topK, topP] :
          {std::tuple{0.0f, 0, 1.0f}, std::tuple{1.0f, 0, 1.0f}, std::tuple{1.0f, 50, 1.0f}, std::tuple{1.0f, 0, 0.9f},
-          std::tuple{1.0f, 50, 0.9f}})
-      for (bool keyed : {true, false}) {
-        SampleArgs a;
-        a.logits = rows(lg, n);
-        a.token_ids = rows(m.ids, n);
-        a.temperature = temperature;
-        a.top_k = topK;
-        a.top_p = topP;
-        a.step = counter;
-        if (keyed) a.row_state_indices = rows(keys, n);
-        for (Specialization& sp : detail::sampleSpecializations(a, arch)) ops.add(std::move(sp));
-      }
+          std::tuple{1.0f, 50, 0.9f}}) {
+      SampleArgs a;
+      a.logits = rows(lg, n);
+      a.token_ids = rows(m.ids, n);
+      a.temperature = temperature;
+      a.top_k = topK;
+      a.top_p = topP;
+      a.step = counter;
+      if (keys.defined()) a.row_state_indices = rows(keys, n);
+      for (Specialization& sp : detail::sampleSpecializations(a, arch)) ops.add(std::move(sp));
+    }
   };
+  for (int64_t T : oneOfEachClass(o.max_prefill_tokens))
+    for (int64_t nseq : oneOfEachClass(S))
+      if (nseq <= T) {
+        m.prefillOps(T, nseq, logits, ops);
+        sampling(logits, nseq, step, TensorView{});
+      }
   for (int64_t b = 1;; b = std::min(2 * b, S)) {
     m.decodeOps(rows(m.ids, b), rows(m.slots, b), rows(logits, b), ops);
     sampling(logits, b, step, m.slots);
