@@ -111,12 +111,7 @@ TEST(DslShared, RefusesWhatItCannotHold) {
 // storeTile spreads its vectors over the block as copyTileAsync does: a whole tile stores 16-byte
 // vectors without bounds; otherwise each vector of a valid row stores its valid columns alone.
 TEST(DslShared, TileStoresAre16ByteVectorsSpreadOverTheBlock) {
-  Specialization spec;
-  spec.kernel = "tile_store";
-  spec.arch = "sm_90a";
-  spec.set("dtype:x", (int)DType::F32).set("dtype:out", (int)DType::BF16);
-  for (const char* p : {"x", "out"}) spec.set(std::string("align:") + p, 16);
-  spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
+  Specialization spec = testing::tileKernelSpec("tile_store", DType::F32, DType::BF16);
   std::string cuda;
   compileKernel(testing::tileStoreDef(DType::BF16), spec, capturingCuda(cuda));
   EXPECT_NE(cuda.find("const int ssm_r = ssm_v / 8, ssm_c = ssm_v % 8 * 8;"), std::string::npos) << cuda;
@@ -187,12 +182,7 @@ TEST(DslShared, StagedDotCopiesAsyncAndReadsFragmentsWithLdmatrix) {
 // vectors of 16 bytes, two a thread of 4 warps; the source size clips a vector at C. A tile its
 // valid rows and columns cover copies every vector whole, without bounds or a source size.
 TEST(DslShared, WholeTileCopiesAre16ByteVectorsSpreadOverTheBlock) {
-  Specialization spec;
-  spec.kernel = "whole_tile_copy";
-  spec.arch = "sm_90a";
-  spec.set("dtype:x", (int)DType::BF16).set("dtype:out", (int)DType::F32);
-  for (const char* p : {"x", "out"}) spec.set(std::string("align:") + p, 16);
-  spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
+  Specialization spec = testing::tileKernelSpec("whole_tile_copy", DType::BF16, DType::F32);
   std::string cuda;
   compileKernel(wholeTileCopyDef(DType::BF16), spec, capturingCuda(cuda));
   EXPECT_NE(cuda.find("for (int ssm_k = 0; ssm_k < 2; ++ssm_k) {"), std::string::npos) << cuda;
@@ -213,12 +203,7 @@ TEST(DslShared, WholeTileCopiesAre16ByteVectorsSpreadOverTheBlock) {
 }
 
 TEST(DslShared, CopiesMove16BytesWhereTheLayoutRunsAre8Halves) {
-  Specialization spec;
-  spec.kernel = "async_copy_tile";
-  spec.arch = "sm_90a";
-  spec.set("dtype:x", (int)DType::BF16).set("dtype:out", (int)DType::F32);
-  for (const char* p : {"x", "out"}) spec.set(std::string("align:") + p, 16);
-  spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
+  Specialization spec = testing::tileKernelSpec("async_copy_tile", DType::BF16, DType::F32);
   std::string cuda;
   compileKernel(asyncCopyTileDef(DType::BF16), spec, capturingCuda(cuda));
   EXPECT_NE(cuda.find("ssm_cp_async<16>("), std::string::npos) << cuda;

@@ -141,10 +141,7 @@ TEST_F(DslSharedGpu, WholeTileCopyZeroFillsPastItsValidRowsAndColumns) {
       for (size_t i = 0; i < n; ++i) x16[i] = std::isnan(xv[i]) ? 0x7fc0 : toBf16(xv[i]);
       DeviceBuffer dx = dt == DType::F32 ? DeviceBuffer::fromHost(xv) : DeviceBuffer::fromHost(x16);
       DeviceBuffer dout = DeviceBuffer::fromHost(std::vector<float>(rows * 64, NAN));
-      Specialization spec;
-      spec.set("dtype:x", (int)dt).set("dtype:out", (int)DType::F32);
-      for (const char* p : {"x", "out"}) spec.set(std::string("align:") + p, 16);
-      spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
+      const Specialization spec = testing::tileKernelSpec("tile", dt, DType::F32);
       launchOwnKernel(testing::wholeTileCopyDef(dt, rows), spec, {{"x", dx.ptr()}, {"out", dout.ptr()}},
                       {{"base", base}, {"S", S}, {"R", R}, {"C", C}});
       const std::vector<float> out = dout.download<float>();
@@ -176,10 +173,7 @@ TEST_F(DslSharedGpu, TileStoreWritesOnlyItsValidRowsAndColumns) {
       DeviceBuffer dx = DeviceBuffer::fromHost(xv);
       DeviceBuffer dout = dt == DType::F32 ? DeviceBuffer::fromHost(std::vector<float>(n, NAN))
                                            : DeviceBuffer::fromHost(std::vector<uint16_t>(n, 0x7fc0));
-      Specialization spec;
-      spec.set("dtype:x", (int)DType::F32).set("dtype:out", (int)dt);
-      for (const char* p : {"x", "out"}) spec.set(std::string("align:") + p, 16);
-      spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
+      const Specialization spec = testing::tileKernelSpec("tile", DType::F32, dt);
       launchOwnKernel(testing::tileStoreDef(dt, rows), spec, {{"x", dx.ptr()}, {"out", dout.ptr()}},
                       {{"base", base}, {"S", S}, {"R", R}, {"C", C}});
       // Each element's bits: the stored value's, or the NaN that was there.

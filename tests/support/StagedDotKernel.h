@@ -118,6 +118,18 @@ inline dsl::KernelDef tileKernelDef(const char* name, DType dtype, int64_t rows,
   return d;
 }
 
+// The specialisation the tile kernels compile with: x and out of these dtypes, both 16-byte
+// aligned, 4 warps (launchOwnKernel replaces kernel and arch with its own).
+inline Specialization tileKernelSpec(const char* kernel, DType x, DType out) {
+  Specialization spec;
+  spec.kernel = kernel;
+  spec.arch = "sm_90a";
+  spec.set("dtype:x", (int)x).set("dtype:out", (int)out);
+  for (const char* p : {"x", "out"}) spec.set(std::string("align:") + p, 16);
+  spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
+  return spec;
+}
+
 // copyTileAsync of a [rows, 64] tile of x (rows S apart from offset `base`; rows below R and
 // columns below C valid) into the buffer, then the whole buffer widened into out [rows, 64].
 // Rows 4 leave some of the block's threads without a vector.
