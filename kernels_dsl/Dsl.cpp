@@ -563,7 +563,8 @@ dsl::Value KernelBuilder::sharedBuffer(int64_t elements) {
     fail("sharedBuffer: elements must be in 1.." + std::to_string(kMaxSharedBufferFloats) + " (48 KiB), got " +
          std::to_string(elements));
   Type t = sj::PtrType::get(impl_->ctx, B.getF32Type());
-  return W(sj::SharedBufferOp::create(B, L, t, B.getI64IntegerAttr(elements), UnitAttr()).getResult());
+  return W(sj::SharedBufferOp::create(B, L, t, B.getI64IntegerAttr(elements), UnitAttr(), mlir::Value(), nullptr)
+               .getResult());
 }
 dsl::Value KernelBuilder::sharedBuffer(int64_t elements, DType dtype) {
   Type e;
@@ -590,7 +591,26 @@ dsl::Value KernelBuilder::sharedBuffer(int64_t elements, DType dtype) {
          dtypeName(dtype) + " asked)");
   impl_->dynamicSharedBytes = total;
   Type t = sj::PtrType::get(impl_->ctx, e);
-  return W(sj::SharedBufferOp::create(B, L, t, B.getI64IntegerAttr(elements), B.getUnitAttr()).getResult());
+  return W(sj::SharedBufferOp::create(B, L, t, B.getI64IntegerAttr(elements), B.getUnitAttr(), mlir::Value(), nullptr)
+               .getResult());
+}
+dsl::Value KernelBuilder::sharedView(dsl::Value buffer, int64_t at, int64_t elements, DType dtype) {
+  auto base = unwrap(buffer).getDefiningOp<sj::SharedBufferOp>();
+  if (!base || !base.getDynamic() || base.getWithin())
+    fail("sharedView: the buffer must be a sharedBuffer(elements, dtype) of its own, not a view");
+  if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16)
+    fail(std::string("sharedView: dtype must be float32, float16 or bfloat16, got ") + dtypeName(dtype));
+  const int64_t baseBytes =
+      base.getSize() * (cast<sj::PtrType>(base.getType()).getElementType().getIntOrFloatBitWidth() / 8);
+  const int64_t offset = at * (baseBytes / base.getSize()), bytes = elements * dtypeBytes(dtype);
+  if (at < 0 || elements < 1 || offset % 16 || offset + bytes > baseBytes)
+    fail("sharedView: " + std::to_string(elements) + " " + dtypeName(dtype) + " from element " + std::to_string(at) +
+         " (byte " + std::to_string(offset) + ") of a " + std::to_string(baseBytes) +
+         "-byte buffer: expected a start at a multiple of 16 bytes and an end within it");
+  Type e = dtype == DType::F32 ? B.getF32Type() : dtype == DType::F16 ? Type(B.getF16Type()) : Type(B.getBF16Type());
+  return W(sj::SharedBufferOp::create(B, L, sj::PtrType::get(impl_->ctx, e), B.getI64IntegerAttr(elements),
+                                      B.getUnitAttr(), unwrap(buffer), B.getI64IntegerAttr(offset))
+               .getResult());
 }
 void KernelBuilder::copyAsync(dsl::Value smem, dsl::Value smemOffsets, dsl::Value ptr, dsl::Value offsets,
                               dsl::Value mask) {

@@ -209,6 +209,11 @@ class KernelBuilder {
   // buffers of a kernel take up to kMaxDynamicSharedBytes together (beyond 48 KiB the launch
   // raises the kernel's limit; a device with less refuses the launch, naming the kernel).
   Value sharedBuffer(int64_t elements, DType dtype);
+  // A view of `elements` of `dtype` over the bytes of `buffer` (a sharedBuffer(elements, dtype))
+  // from its element `at`: no memory of its own, so that a phase of the program that does not use
+  // the buffer's bytes there can stage another dtype in them (barrier() between the phases). The
+  // view starts at a multiple of 16 bytes and ends within the buffer.
+  Value sharedView(Value buffer, int64_t at, int64_t elements, DType dtype);
   // Starts copying ptr[offsets] into the dynamic shared buffer smem[smemOffsets] (the same
   // storage dtype once specialised, bits unchanged), zeros where `mask` is false: cp.async, 16 bytes a thread where the
   // offsets allow (4 or 8 otherwise; narrower vectors copy synchronously). The copies a thread

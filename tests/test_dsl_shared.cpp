@@ -68,6 +68,60 @@ TEST(DslShared, DynamicBuffersAreCarvedFromOneExternArrayAt128Bytes) {
   EXPECT_EQ(cuda.find("__shared__ __align__(16) float"), std::string::npos) << "no static buffer";
 }
 
+// A view takes no memory of its own: its pointer is its buffer's bytes from the view's offset, and
+// the kernel's dynamic total is the buffers' alone.
+TEST(DslShared, ViewsShareTheirBuffersBytes) {
+  dsl::KernelDef def;
+  def.name = "shared_view";
+  def.build = [](KernelBuilder& k, const Specialization&) {
+    Value a = k.ptrArg("a", dsl::PtrClass::Float), out = k.ptrArg("out", dsl::PtrClass::Float);
+    Value h = k.sharedBuffer(1001, DType::BF16), f = k.sharedBuffer(7680, DType::F32);
+    Value v = k.sharedView(f, 5120, 5120, DType::BF16);  // the last third of f, as bf16
+    Value off = k.expandDims(k.range(16), 1) * 64 + k.expandDims(k.range(64), 0);
+    k.store(h, off, k.load(a, off));
+    k.store(v, off, k.load(a, off));
+    k.barrier();
+    k.store(out, off, k.load(h, off) + k.load(v, off));
+  };
+  const std::string cuda = ownKernelCuda(def, {"a", "out"});
+  // f at 2048 (after h's 2002 bytes), 30720 bytes; the view at 2048 + 5120 * 4.
+  EXPECT_NE(cuda.find("unsigned char ssm_smem[];  // 32768 bytes"), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("reinterpret_cast<float*>(ssm_smem + 2048)"), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("reinterpret_cast<ssm_bf16*>(ssm_smem + 22528)"), std::string::npos) << cuda;
+}
+
+TEST(DslShared, AViewCompiles) {
+  if (!nvrtcAvailable(nullptr)) GTEST_SKIP() << "no NVRTC";
+  Specialization spec;
+  spec.kernel = "shared_view_copy";
+  spec.arch = "sm_90a";
+  spec.set("dtype:x", (int)DType::BF16).set("dtype:out", (int)DType::F32);
+  for (const char* p : {"x", "out"}) spec.set(std::string("align:") + p, 16);
+  spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
+  std::string cuda;
+  EXPECT_NO_THROW(compileKernel(testing::sharedViewDef(), spec, capturingCuda(cuda)));
+  EXPECT_NE(cuda.find("reinterpret_cast<ssm_bf16*>(ssm_smem + 9216)"), std::string::npos) << cuda;
+}
+
+TEST(DslShared, RefusesViewsOutsideTheirBuffer) {
+  auto viewError = [](int64_t at, int64_t elements, bool ofView) {
+    return buildError([=](KernelBuilder& k, Value, Value) {
+      Value f = k.sharedBuffer(1024, DType::F32);
+      if (ofView) f = k.sharedView(f, 0, 512, DType::F32);
+      k.sharedView(f, at, elements, DType::BF16);
+    });
+  };
+  EXPECT_EQ(viewError(512, 1024, false), "");
+  EXPECT_NE(viewError(2, 64, false)
+                .find("sharedView: 64 bfloat16 from element 2 (byte 8) of a 4096-byte buffer: "
+                      "expected a start at a multiple of 16 bytes and an end within it"),
+            std::string::npos)
+      << viewError(2, 64, false);
+  EXPECT_NE(viewError(512, 1025, false).find("of a 4096-byte buffer"), std::string::npos);
+  EXPECT_NE(viewError(0, 64, true).find("sharedView: the buffer must be a sharedBuffer(elements, dtype) of its own"),
+            std::string::npos);
+}
+
 TEST(DslShared, RefusesWhatItCannotHold) {
   EXPECT_NE(buildError([](KernelBuilder& k, Value, Value) {
               k.sharedBuffer(100, DType::I32);

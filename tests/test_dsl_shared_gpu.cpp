@@ -201,6 +201,28 @@ TEST_F(DslSharedGpu, TileStoreWritesOnlyItsValidRowsAndColumns) {
     }
 }
 
+// A bf16 view over an f32 buffer's last bytes: copied into by cp.async while the threads store
+// into the buffer's first part, each read back unclobbered (2 x, exactly).
+TEST_F(DslSharedGpu, ASharedViewHoldsItsOwnBytes) {
+  const int64_t rows = 32;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> small(-50, 50);
+  std::vector<float> xv(rows * 64);
+  std::vector<uint16_t> x16(rows * 64);
+  for (size_t i = 0; i < xv.size(); ++i) x16[i] = toBf16(xv[i] = static_cast<float>(small(rng)));
+  DeviceBuffer dx = DeviceBuffer::fromHost(x16), dout = DeviceBuffer::fromHost(std::vector<float>(rows * 64, NAN));
+  Specialization spec;
+  spec.set("dtype:x", (int)DType::BF16).set("dtype:out", (int)DType::F32);
+  for (const char* p : {"x", "out"}) spec.set(std::string("align:") + p, 16);
+  spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
+  launchOwnKernel(testing::sharedViewDef(rows), spec, {{"x", dx.ptr()}, {"out", dout.ptr()}}, {});
+  const std::vector<float> out = dout.download<float>();
+  int bad = 0;
+  for (size_t i = 0; i < out.size(); ++i)
+    if (bitsOf(out[i]) != bitsOf(2 * xv[i]) && bad++ < 5) ADD_FAILURE() << "out[" << i << "] = " << out[i];
+  EXPECT_EQ(bad, 0);
+}
+
 // Both operands from shared memory: a [M][K] or transposed [K][M] (.trans), b [K][N]; M 16 and
 // 32 give a thread one row (its last pair's second half zero), 64 a full pair.
 TEST_F(DslSharedGpu, DotWithAFromSharedMemoryMatchesTheIntegerProduct) {

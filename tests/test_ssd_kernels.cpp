@@ -276,6 +276,7 @@ TEST(SsdKernels, StagedTilesCopyWholeWhereTheBindingsProveThemAligned) {
   EXPECT_GT(wholeCopies(c["ssd_chunk_scan"], "p_x"), 0) << c["ssd_chunk_scan"];
   EXPECT_GT(wholeCopies(c["ssd_chunk_scan"], "p_z"), 0);
   EXPECT_GE(wholeCopies(c["ssd_chunk_scan"], "p_ws"), 2) << "C.B's and the state's tiles";
+  EXPECT_GT(wholeCopies(c["ssd_chunk_scan"], "p_C"), 0) << "C's tiles, staged with the state's";
   EXPECT_GT(wholeCopies(c["ssd_chunk_state"], "p_B"), 0);
   EXPECT_GT(wholeCopies(c["ssd_chunk_state"], "p_x"), 0);
 

@@ -169,6 +169,17 @@ LogicalResult SharedBufferOp::verify() {
   if (getSize() < 1) return emitOpError("expects at least one element, got ") << getSize();
   if (!getDynamic() && !e.isF32()) return emitOpError("a static buffer holds f32");
   if (!e.isF32() && !e.isF16() && !e.isBF16()) return emitOpError("holds f32, f16 or bf16");
+  if (!getWithin()) return getOffset() ? emitOpError("has an offset but no buffer it is within") : success();
+  auto base = getWithin().getDefiningOp<SharedBufferOp>();
+  if (!base || !base.getDynamic() || base.getWithin() || !getDynamic())
+    return emitOpError("is a view within a dynamic buffer of its own, and dynamic itself");
+  auto bytesOf = [](SharedBufferOp b) {
+    return b.getSize() * (cast<PtrType>(b.getType()).getElementType().getIntOrFloatBitWidth() / 8);
+  };
+  const int64_t offset = getOffset().value_or(0);
+  if (offset < 0 || offset % 16 || offset + bytesOf(*this) > bytesOf(base))
+    return emitOpError("at byte ") << offset << " with " << bytesOf(*this)
+                                   << " bytes: expected a multiple of 16 within " << bytesOf(base) << " bytes";
   return success();
 }
 

@@ -205,10 +205,13 @@ def SJ_SharedBufferOp : SJ_Op<"shared_buffer", [MemoryEffects<[MemAlloc]>]> {
     (48 KiB at most, the static limit). With `dynamic`: carved out of the kernel's one dynamic
     shared array (128-byte aligned), storage f32, f16 or bf16 (the pointer's element type;
     stores narrow, loads widen), the kernel's total recorded for the launch.
+    With `within`: no memory of its own but a view of another dynamic buffer's bytes from
+    `offset` (a multiple of 16), of its own storage type, for phases of a program that never use
+    both at once (the program's barriers order them).
   }];
-  let arguments = (ins I64Attr:$size, UnitAttr:$dynamic);
+  let arguments = (ins I64Attr:$size, UnitAttr:$dynamic, Optional<SJ_Ptr>:$within, OptionalAttr<I64Attr>:$offset);
   let results = (outs SJ_Ptr:$result);
-  let assemblyFormat = "$size attr-dict `:` type($result)";
+  let assemblyFormat = "$size (`within` $within^ `at` $offset)? attr-dict `:` type($result) (`,` type($within)^)?";
   let hasVerifier = 1;
 }
 

@@ -147,6 +147,10 @@ void Emitter::emit(sj::SharedBufferOp b) {
 void Emitter::carveDynamicShared() {
   f_.walk([&](sj::SharedBufferOp b) {
     if (!b.getDynamic()) return;
+    if (b.getWithin()) {  // a view: its buffer's bytes (carved before it: walked in order)
+      dynamicOffsets_[b] = dynamicOffsets_.at(b.getWithin().getDefiningOp<sj::SharedBufferOp>()) + *b.getOffset();
+      return;
+    }
     const int64_t bytes = b.getSize() * (cast<sj::PtrType>(b.getType()).getElementType().getIntOrFloatBitWidth() / 8);
     dynamicOffsets_[b] = (dynamicBytes_ + 127) / 128 * 128;
     dynamicBytes_ = dynamicOffsets_[b] + bytes;

@@ -56,10 +56,15 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   const int64_t zVec = tileCopy ? ssdTileVector(spec, "z", "s_z_p", {"s_z_b", "s_z_l", "s_z_h"}) : 0;
   const int64_t cbVec = tileCopy ? ssdTileVector(spec, "ws", "", {"o_cb"}) : 0;
   const int64_t stVec = tileCopy ? ssdTileVector(spec, "ws", "", {"o_st", "N"}) : 0;
+  // C staged with the state's tiles where it holds the state terms' dtype and its rows align.
+  const DType cT = ssdDtype(spec, "C");
   // out stored whole from x's ring where it holds out's dtype (storeTile).
   const int64_t outVec =
       tileCopy && ssdDtype(spec, "out") == xT ? ssdTileVector(spec, "out", "s_o_p", {"s_o_b", "s_o_l", "s_o_h"}) : 0;
   const DType stT = oneTerm ? ssdDtype(spec, "C") : DType::BF16;  // the staged state's
+  // Not with a kept y: its three terms' dots from shared memory spill 20 bytes.
+  const int64_t cVec =
+      stVec && cT == stT && !keptY ? ssdTileVector(spec, "C", "s_C_n", {"s_C_b", "s_C_l", "s_C_g"}) : 0;
   // Row pitches: f32 rows padded by 4; 16-bit rows by 8 halves (an odd number of 16-byte units).
   const int64_t LDs = halves ? BP + 8 : BP + 4;
   const SsdValues a = ssdValues(k);
@@ -139,6 +144,18 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
       const int64_t nSteps = cdiv(spec.get("N"), kStep);
       Value pR = k.expandDims(k.range(BP), 1), nCc = k.expandDims(k.range(kStep), 0);  // [BP, 1], [1, 32]
       Value fOff = pR * kStagePitchF32 + nCc, hOff = pR * kStagePitch16 + nCc;         // [BP, 32]
+      // C's [T, 32] tiles (16-bit, the state terms' dtype), read by ldmatrix where they were
+      // loaded in the mma operand's layout, 4 bytes a thread: two stages in the f32 ring's rows
+      // that the state's two leave (C.B's third stage, not yet in use), a tile ahead. Tile s + 1
+      // goes into the stage tile s - 1 left once every warp has passed step s's first barrier,
+      // in a group of its own after the state tile s + 1's, so that step s + 1's wait finds it.
+      const int64_t cStage = T * kStagePitch16;
+      Value cs = cVec ? k.sharedView(ring, kStateStages * BP * kStagePitchF32, kStateStages * cStage, cT) : Value{};
+      auto copyC = [&](Value s) {
+        k.copyTileAsync(cs, (s % kStateStages) * cStage, kStagePitch16, a.C,
+                        ch.row * a.sCb + (ch.t0 + bm * T) * a.sCl + g * a.sCg + s * kStep, a.sCl, T, kStep,
+                        ch.n - bm * T, a.N - s * kStep, cVec);
+      };
       auto copyS = [&](Value s) {
         if (stVec) {
           k.copyTileAsync(ring, (s % kStateStages) * (BP * kStagePitchF32), kStagePitchF32, a.ws,
@@ -151,21 +168,34 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
       };
       for (int64_t s = 0; s < kStateStages; ++s) {
         if (s < nSteps) copyS(k.constInt(s));
+        if (s == 0 && cVec) copyC(k.constInt(0));
         k.commitGroup();
       }
       Value pitch16 = k.constInt(kStagePitch16);
       acc = k.forLoop(
           zeroI, k.constInt(nSteps), one, {k.splat(zero, {T, BP})}, [&](Value s, const std::vector<Value>& c) {
-            Value Ct = cTile(s * kStep);  // its loads overlap the wait
+            Value Ct = cVec ? Value{} : cTile(s * kStep);  // its loads overlap the wait
             k.waitGroup(1);
             k.barrier();
+            if (cVec) {
+              k.ifThen(s + 1 < nSteps, [&] { copyC(s + 1); });
+              k.commitGroup();
+            }
             Value st = k.load(ring, (s % kStateStages) * (BP * kStagePitchF32) + fOff);
             ssdStoreTerms(k, sTerms, hOff, termStride, terms, st);
             k.barrier();  // stage s is read, the terms are written
             k.ifThen(s + kStateStages < nSteps, [&] { copyS(s + kStateStages); });
             k.commitGroup();
-            return std::vector<Value>{ssdDotTerms(k, Ct, sTerms, zeroI, termStride, one, pitch16, c[0], terms, pc)};
+            if (!cVec)
+              return std::vector<Value>{ssdDotTerms(k, Ct, sTerms, zeroI, termStride, one, pitch16, c[0], terms, pc)};
+            Value r = c[0];
+            for (int q = 0; q < terms; ++q)
+              r = k.dot(cs, (s % kStateStages) * cStage, pitch16, one, kStep, sTerms, k.constInt(q * termStride), one,
+                        pitch16, r);
+            return std::vector<Value>{r};
           })[0];
+      // C's stages become C.B's third, which the first causal step copies into.
+      if (cVec) k.barrier();
     }
     return acc;
   };

@@ -153,6 +153,30 @@ inline dsl::KernelDef tileStoreDef(DType dtype, int64_t rows = 32) {
   });
 }
 
+// x [rows, 64] (16-bit) copied by copyTileAsync into a bf16 view over the bytes after an f32
+// buffer's first rows x 72 floats, and stored widened by the threads into those first floats;
+// then out [rows, 64] = the first part's values plus the view's: 2 x where neither clobbers the
+// other.
+inline dsl::KernelDef sharedViewDef(int64_t rows = 32) {
+  dsl::KernelDef d;
+  d.name = "shared_view_copy";
+  d.build = [rows](dsl::KernelBuilder& k, const Specialization&) {
+    using dsl::Value;
+    Value x = k.ptrArg("x", dsl::PtrClass::Float), out = k.ptrArg("out", dsl::PtrClass::Float);
+    Value buf = k.sharedBuffer(rows * 72 + rows * 36, DType::F32);
+    Value view = k.sharedView(buf, rows * 72, rows * 72, DType::BF16);
+    Value r = k.expandDims(k.range(rows), 1), c = k.expandDims(k.range(64), 0);
+    k.copyTileAsync(view, k.constInt(0), 72, x, k.constInt(0), k.constInt(64), rows, 64, k.constInt(rows),
+                    k.constInt(64), 8);
+    k.commitGroup();
+    k.store(buf, r * 72 + c, k.load(x, r * 64 + c));
+    k.waitGroup(0);
+    k.barrier();
+    k.store(out, r * 64 + c, k.load(buf, r * 72 + c) + k.load(view, r * 72 + c));
+  };
+  return d;
+}
+
 // out [M, N] = a . b with both operands in 16-bit shared buffers (dot with a from shared memory):
 // a [M][K] (or, aTransposed, [K][M] as x^T is) and b [K][N] copied from global memory with
 // their layouts, rows padded by 8, then multiplied by ldmatrix fragments.
