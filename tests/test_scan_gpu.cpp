@@ -83,6 +83,9 @@ std::vector<ScanCase> cases() {
   for (int i = 0; i < 150; ++i) c.lens.push_back(1 + (i * 29) % 64);
   c.initialStates = c.finalStates = c.slotIndices = true;
   v.push_back(c);
+  c = allDtypes({}, DType::BF16);  // 1104 tokens (div 16): vector runs beside partial tiles
+  c.D = 64, c.N = 16, c.lens = {100, 37, 700, 3, 64, 200}, c.initialStates = c.finalStates = true;
+  v.push_back(c);
   c = {};  // strided packed row, final states only, bf16 out
   c.D = 70, c.N = 5, c.lens = {31, 2, 513, 90}, c.outType = DType::BF16, c.deltaType = DType::BF16;
   c.strided = true, c.finalStates = true, c.slotIndices = true;
@@ -160,6 +163,8 @@ TEST(ScanGpuPacking, PackedEqualsEachSequenceAlone) {
   for (DType x : {DType::F32, DType::BF16}) {
     ScanCase pc = allDtypes({}, x);
     pc.D = 40, pc.N = 16, pc.lens = {700, 5, 300, 1, 513, 256}, pc.initialStates = pc.finalStates = true;
+    expectPackedEqualsEachSequenceAlone(pc);
+    pc.lens = {700, 5, 300, 1, 513, 257};  // 1776 tokens (div 16): whole tiles' runs in vectors
     expectPackedEqualsEachSequenceAlone(pc);
   }
 }
