@@ -187,11 +187,12 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   // A packed row's whole tiles load through PackedRuns (aligned vectors moved along time). Tiles
   // stay where they are, relative to the sequence start: a packed sequence's results equal its
   // own, bitwise.
-  // A packed row's extra time over a dense one is mostly its sequences' last tiles (partial, loaded
-  // element by element) and tiles that straddle two 128-byte lines (~5% of the forward). Tiles
-  // placed on the row's lines instead would change the scan's association within a sequence, and
-  // with it a packed sequence's bits against its own call; the serial class (serial_seqlen,
-  // ssmjit/ops.h) keeps its tiles on the row's grid instead, for calls of many sequences.
+  // A packed row's extra time over a dense one is mostly its sequences' last tiles (partial: a
+  // tile's math runs for all of its tokens) and tiles that straddle two 128-byte lines (~5% of the
+  // forward; docs/performance.md). Tiles placed on the row's lines instead would change the scan's
+  // association within a sequence, and with it a packed sequence's bits against its own call; the
+  // serial class (serial_seqlen, ssmjit/ops.h) keeps its tiles on the row's grid instead, for
+  // calls of many sequences.
   const bool realignPacked = spec.get("has_cu", 0) != 0 && !serial;
   const int64_t run = BT / spec.get("meta:time_lanes");  // a thread's tokens
   // One tile [c, c + BT) of the span. A whole tile (the common case) has a mask constant along
