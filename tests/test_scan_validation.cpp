@@ -56,14 +56,6 @@ SelectiveScanArgs onCuda(SelectiveScanArgs a) {
   return a;
 }
 
-// A contiguous CPU tensor holding `v` in row-major order.
-HostTensor hostTensor(DType t, const std::vector<int64_t>& shape, const std::vector<double>& v) {
-  std::mt19937_64 rng(0);
-  HostTensor h = makeTensor(t, shape, Layout{}, rng);
-  size_t k = 0;
-  forEachElement(h.view(), [&](int64_t off, const std::vector<int64_t>&) { storeElement(h.view(), off, v.at(k++)); });
-  return h;
-}
 std::vector<int64_t> shapeOf(const HostTensor& t) { return {t.meta.shape, t.meta.shape + t.meta.ndim}; }
 
 // ---- the argument check -----------------------------------------------------------------------

@@ -52,10 +52,43 @@ inline TensorView slice(TensorView t, int ax, int64_t start, int64_t len) {
   return t;
 }
 
-// A contiguous tensor of random values (seed 0): an output whose every element must be written.
-inline HostTensor poisoned(DType t, const std::vector<int64_t>& shape) {
+// A tensor of random values (seed 0), contiguous unless `lay` says otherwise: an output whose
+// every element must be written.
+inline HostTensor poisoned(DType t, const std::vector<int64_t>& shape, const Layout& lay = {}) {
   std::mt19937_64 rng(0);
-  return makeTensor(t, shape, Layout{}, rng);
+  return makeTensor(t, shape, lay, rng);
+}
+
+// A tensor holding `v` in row-major element order (entries past v's end 0).
+inline HostTensor hostTensor(DType t, const std::vector<int64_t>& shape, const std::vector<double>& v,
+                             const Layout& lay = {}) {
+  HostTensor h = poisoned(t, shape, lay);
+  size_t k = 0;
+  forEachElement(h.view(), [&](int64_t off, const std::vector<int64_t>&) {
+    storeElement(h.view(), off, k < v.size() ? v[k] : 0.0);
+    ++k;
+  });
+  return h;
+}
+
+// A tensor of values drawn uniformly in [lo, hi).
+inline HostTensor randomTensor(DType t, const std::vector<int64_t>& shape, std::mt19937_64& rng, const Layout& lay = {},
+                               double lo = -1, double hi = 1) {
+  HostTensor h = makeTensor(t, shape, lay, rng);
+  fillUniform(h, rng, lo, hi);
+  return h;
+}
+
+// The tensor's view, or an undefined view where the tensor is.
+inline TensorView viewOrNone(const HostTensor& h) { return h.defined ? h.view() : TensorView{}; }
+
+// Every element, in row-major order, as double (none where the tensor is undefined).
+inline std::vector<double> valuesOf(const HostTensor& t) {
+  std::vector<double> v;
+  if (t.defined)
+    forEachElement(t.view(),
+                   [&](int64_t off, const std::vector<int64_t>&) { v.push_back(loadElement(t.view(), off)); });
+  return v;
 }
 
 // Elements that are NaN or infinite.

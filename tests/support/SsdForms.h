@@ -16,18 +16,11 @@
 #include <vector>
 
 #include "ssmjit/ops.h"
+#include "tests/support/HostTensors.h"
 #include "tools/problems/HostTensor.h"
 #include "tools/problems/SsdProblem.h"
 
 namespace ssmjit::testing {
-
-inline std::vector<double> valuesOf(const HostTensor& t) {
-  std::vector<double> v;
-  if (t.defined)
-    forEachElement(t.view(),
-                   [&](int64_t off, const std::vector<int64_t>&) { v.push_back(loadElement(t.view(), off)); });
-  return v;
-}
 
 // Every input as stored, row-major, in double; initial states by slot.
 struct SsdInputs {

@@ -81,6 +81,10 @@ struct ConvBackwardProblem {
   CausalConv1dBackwardArgs args(const Viewer& view = hostView) const;  // no workspace
   std::vector<char> slotsWritten() const;  // per slot of dinit: read (so written) by some sequence
   std::vector<HostTensor*> all();
+  // The gradients' bytes (dx, dweight, dbias, dinit): what a refused call must leave as it was.
+  std::vector<std::vector<uint8_t>> gradientBytes() const {
+    return {dx.bytes, dweight.bytes, dbias.bytes, dinit.bytes};
+  }
 };
 
 struct ConvUpdateCase {
