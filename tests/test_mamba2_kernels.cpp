@@ -26,9 +26,9 @@ TEST(Mamba2Kernels, TheModelListsEveryKernelItRuns) {
     kernels.insert(s.kernel);
     EXPECT_EQ(s.arch, "sm_90a");
   }
-  for (const char* k : {"embedding", "rms_norm", "causal_conv1d_fwd", "ssd_chunk_cumsum", "ssd_bmm", "ssd_chunk_state",
-                        "ssd_chunk_scan", "causal_conv1d_update", "selective_state_update",
-                        "sample_argmax", "sample_draw"})
+  for (const char* k :
+       {"embedding", "rms_norm", "causal_conv1d_fwd", "ssd_chunk_cumsum", "ssd_bmm", "ssd_chunk_state",
+        "ssd_chunk_scan", "causal_conv1d_update", "selective_state_update", "sample_argmax", "sample_draw"})
     EXPECT_EQ(kernels.count(k), 1u) << k;
   for (size_t i = 0; i < specs.size(); ++i)
     for (size_t j = 0; j < i; ++j) EXPECT_FALSE(specs[i] == specs[j]) << "listed twice: " << specs[i].kernel;

@@ -1,10 +1,11 @@
 // ssd_chunk_scan (Ssd.h): a chunk's output rows i (a block of 64) for a head and a block of p,
 //   y_i = exp(cum_i) C_i . S_in + sum_{j <= i} CB_ij exp(cum_i - cum_j) dt'_j x_j + D x_i,
 //   out_i = y_i (* silu(z_i)), and y_i itself where the call keeps it,
-// on the tensor cores: C [64, 32 states] from memory into registers times the entering state
-// [32 states, BLOCK_P] staged through shared memory; then, over the causal 32-token blocks, the
-// decayed, masked scores [64, 32] times x [32 tokens, BLOCK_P] staged (zeros past the chunk),
-// accumulated on the first product. Stored in out's dtype.
+// on the tensor cores: C [64, 32 states] (staged with the state's tiles where it is 16-bit, else
+// from memory into registers) times the entering state [32 states, BLOCK_P] staged through shared
+// memory; then, over the causal 32-token blocks, the decayed, masked scores [64, 32] times x
+// [32 tokens, BLOCK_P] staged (zeros past the chunk), accumulated on the first product. Stored in
+// out's dtype.
 // With 16-bit x, C and out, the staged operands are 16-bit and read by ldmatrix: x in its own
 // dtype (exact), the state as bf16 hi + lo (16 bits, an error of 2^-17 relative), the scores as
 // two terms of x's dtype (2^-17 or less a product), all below out's rounding (three terms each,
@@ -144,9 +145,9 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
       const int64_t nSteps = cdiv(spec.get("N"), kStep);
       Value pR = k.expandDims(k.range(BP), 1), nCc = k.expandDims(k.range(kStep), 0);  // [BP, 1], [1, 32]
       Value fOff = pR * kStagePitchF32 + nCc, hOff = pR * kStagePitch16 + nCc;         // [BP, 32]
-      // C's [T, 32] tiles (16-bit, the state terms' dtype), read by ldmatrix where they were
-      // loaded in the mma operand's layout, 4 bytes a thread: two stages in the f32 ring's rows
-      // that the state's two leave (C.B's third stage, not yet in use), a tile ahead. Tile s + 1
+      // C's [T, 32] tiles (16-bit, the state terms' dtype) copied whole and read by ldmatrix
+      // (loaded in the mma operand's layout they take 4-byte loads): two stages in the f32 ring's
+      // rows that the state's two leave (C.B's third stage, not yet in use), a tile ahead. Tile s + 1
       // goes into the stage tile s - 1 left once every warp has passed step s's first barrier,
       // in a group of its own after the state tile s + 1's, so that step s + 1's wait finds it.
       const int64_t cStage = T * kStagePitch16;
