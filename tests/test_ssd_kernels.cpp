@@ -251,9 +251,9 @@ TEST(SsdKernels, ReadAheadAndOneTermOutOfRangeAreNamed) {
 }
 
 // The staged 16-bit tiles go whole (copyTileAsync, 16-byte vectors over the block) where the
-// bindings prove them aligned: x, z, C.B and the state in chunk_scan, B and x in chunk_state. Rows
-// of 3 x 33 halves are not: x and z fall back to the layout's runs, the workspace's tiles stay
-// whole. meta:tile_copy 0 keeps every copy in the layout's runs.
+// bindings prove them aligned: x, z, C.B, the state, dt' and the cumsums in chunk_scan, B and x in
+// chunk_state. Rows of 3 x 33 halves are not: x and z fall back to the layout's runs, the
+// workspace's tiles stay whole. meta:tile_copy 0 keeps every copy in the layout's runs.
 TEST(SsdKernels, StagedTilesCopyWholeWhereTheBindingsProveThemAligned) {
   auto wholeCopies = [](const std::string& cuda, const char* ptr) {
     int n = 0;
@@ -275,7 +275,7 @@ TEST(SsdKernels, StagedTilesCopyWholeWhereTheBindingsProveThemAligned) {
   auto c = kernels(aligned, nullptr);
   EXPECT_GT(wholeCopies(c["ssd_chunk_scan"], "p_x"), 0) << c["ssd_chunk_scan"];
   EXPECT_GT(wholeCopies(c["ssd_chunk_scan"], "p_z"), 0);
-  EXPECT_GE(wholeCopies(c["ssd_chunk_scan"], "p_ws"), 2) << "C.B's and the state's tiles";
+  EXPECT_GE(wholeCopies(c["ssd_chunk_scan"], "p_ws"), 4) << "C.B's, the state's, dt''s and the cumsums' tiles";
   EXPECT_GT(wholeCopies(c["ssd_chunk_scan"], "p_C"), 0) << "C's tiles, staged with the state's";
   EXPECT_GT(wholeCopies(c["ssd_chunk_state"], "p_B"), 0);
   EXPECT_GT(wholeCopies(c["ssd_chunk_state"], "p_x"), 0);
