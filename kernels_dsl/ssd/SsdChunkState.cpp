@@ -78,8 +78,8 @@ void buildChunkState(KernelBuilder& k, const Specialization& spec) {
   // Passing the states itself, a program takes its (slot, head, block) by ticket: the program of
   // a sequence's previous chunk then took a lower one and is running or done.
   const bool chain = spec.get("pass_states") != 0;
-  const SsdSlotHeadBlock at = chain ? ssdSlotHeadBlockAt(k.ticket(a.ws, a.oFlags), a.H, blocks)
-                                    : ssdSlotHeadBlock(k, spec, a.H, blocks);
+  const SsdSlotHeadBlock at =
+      chain ? ssdSlotHeadBlockAt(k.ticket(a.ws, a.oFlags), a.H, blocks) : ssdSlotHeadBlock(k, spec, a.H, blocks);
   Value slot = at.slot, h = at.h, blk = at.blk;
   Value p0 = (blk / nBlocks) * BP, n0 = (blk % nBlocks) * BN;
   const SsdChunk ch = ssdChunkOfSlot(k, a, slot);
@@ -131,13 +131,32 @@ void buildChunkState(KernelBuilder& k, const Specialization& spec) {
     const bool tileCopy = ssdTileCopy(spec);
     const int64_t bVec = tileCopy ? ssdTileVector(spec, "B", "s_B_n", {"s_B_b", "s_B_l", "s_B_g"}) : 0;
     const int64_t xVec = tileCopy ? ssdTileVector(spec, "x", "s_x_p", {"s_x_b", "s_x_l", "s_x_h"}) : 0;
+    // dt' and the cumsums of tile s's tokens go through a ring of their own with its B and x (read
+    // from memory where the step needs them, their loads' latency stalls the step at the weight).
+    const int64_t dVec = tileCopy ? ssdTileVector(spec, "ws", "", {"o_dt", "o_cum"}) : 0;
+    Value dRing = dVec ? k.sharedBuffer(kStages * 2 * kTokens, DType::F32) : Value{};
+    auto copyDecay = [&](Value s) {
+      if (!dVec) return;
+      for (auto [o, at] : {std::pair{a.oDt, 0}, {a.oCum, 1}})
+        k.copyTileAsync(dRing, (s % kStages) * (2 * kTokens) + at * kTokens, kTokens, a.ws, o + wsRow + s * kTokens,
+                        k.constInt(Q), 1, kTokens, one, k.constInt(kTokens), dVec);
+    };
+    // The tile's weights from the ring (0 past the chunk, as weight()).
+    auto ringWeight = [&](Value s) {
+      Value t = s * kTokens + tC, mt = t < ch.n, at = (s % kStages) * (2 * kTokens) + tC;
+      Value w = k.load(dRing, at) * k.exp(cumLast - k.load(dRing, at + kTokens));
+      return k.select(mt, w, zero);
+    };
     auto copyB = [&](Value s) {
+      copyDecay(s);
       Value j0 = s * kTokens;
       if (bVec && xVec) {
-        k.copyTileAsync(smem, (s % kStages) * (kTokens * LDs), LDs, a.B, ch.row * a.sBb + (ch.t0 + j0) * a.sBl + g * a.sBg + n0,
-                        a.sBl, kTokens, BN, ch.n - j0, a.N - n0, bVec);
-        k.copyTileAsync(xs, (s % kStages) * (kTokens * LDx), LDx, a.x, ch.row * a.sXb + (ch.t0 + j0) * a.sXl + h * a.sXh + p0,
-                        a.sXl, kTokens, BP, ch.n - j0, a.P - p0, xVec);
+        k.copyTileAsync(smem, (s % kStages) * (kTokens * LDs), LDs, a.B,
+                        ch.row * a.sBb + (ch.t0 + j0) * a.sBl + g * a.sBg + n0, a.sBl, kTokens, BN, ch.n - j0, a.N - n0,
+                        bVec);
+        k.copyTileAsync(xs, (s % kStages) * (kTokens * LDx), LDx, a.x,
+                        ch.row * a.sXb + (ch.t0 + j0) * a.sXl + h * a.sXh + p0, a.sXl, kTokens, BP, ch.n - j0, a.P - p0,
+                        xVec);
         return;
       }
       Value t = j0 + tR;
@@ -155,9 +174,10 @@ void buildChunkState(KernelBuilder& k, const Specialization& spec) {
       Value next = s + (kStages - 1);
       k.ifThen(next < tiles, [&] { copyB(next); });
       k.commitGroup();
-      Value w = weight(s * kTokens + tC);  // its loads overlap the wait
+      Value w = dVec ? Value{} : weight(s * kTokens + tC);  // its loads overlap the wait
       k.waitGroup(kStages - 1);
       k.barrier();
+      if (dVec) w = ringWeight(s);
       Value xw = k.load(xs, (s % kStages) * (kTokens * LDx) + xTOff) * w;
       Value r = k.dot(xw, smem, (s % kStages) * (kTokens * LDs), k.constInt(LDs), one, c[0], wPieces, 1);
       k.barrier();
