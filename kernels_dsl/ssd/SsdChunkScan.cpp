@@ -23,6 +23,7 @@
 #include "kernels_dsl/scan/ScanSequences.h"
 #include "kernels_dsl/ssd/Ssd.h"
 #include "kernels_dsl/ssd/SsdChunks.h"
+#include "kernels_dsl/ssd/SsdDecayRing.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -264,18 +265,9 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
     // C.B's [T, 32] tiles join x's through the f32 ring, which the state's product has left
     // (every warp passed the barrier after its last read): tiles 0 and 1 now, tile t + 2 with
     // x's. Waiting for all but the newest two groups finds tile t's x and C.B in place.
-    // dt' and the cumsums of tile t's tokens go through a ring of their own with C.B's tile (read
-    // from memory where the step needs them, their loads' latency stalls the step at the decay).
-    const int64_t dVec = tileCopy ? ssdTileVector(spec, "ws", "", {"o_dt", "o_cum"}) : 0;
-    Value dRing = dVec ? k.sharedBuffer(kStages * 2 * kStep, DType::F32) : Value{};
-    auto copyDecay = [&](Value t) {
-      if (!dVec) return;
-      for (auto [o, at] : {std::pair{a.oDt, 0}, {a.oCum, 1}})
-        k.copyTileAsync(dRing, (t % kStages) * (2 * kStep) + at * kStep, kStep, a.ws, o + wsRow + t * kStep,
-                        k.constInt(Q), 1, kStep, one, k.constInt(kStep), dVec);
-    };
+    const SsdDecayRing decays(k, spec, a, wsRow, kStages, kStep);  // dt' and the cumsums, with C.B's tiles
     auto copyCB = [&](Value t) {
-      copyDecay(t);
+      decays.copy(t);
       if (cbVec)
         return k.copyTileAsync(ring, (t % kStages) * (T * kStagePitchF32), kStagePitchF32, a.ws,
                                a.oCb + ((slot * (a.H / a.hpg) + g) * Q + bm * T) * Q + t * kStep, k.constInt(Q), T,
@@ -299,13 +291,10 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
         k.ifThen(a.hasZ, [&] { copyZ(); });
       }
       k.commitGroup();
-      std::vector<Value> d = dVec ? std::vector<Value>{} : decay(t * kStep);  // its loads overlap the wait
+      std::vector<Value> d = decays.staged() ? std::vector<Value>{} : decay(t * kStep);  // its loads overlap the wait
       k.waitGroup(kStages - 1);
       k.barrier();
-      if (dVec) {
-        Value at = (t % kStages) * (2 * kStep) + sC;
-        d = {k.load(dRing, at), k.load(dRing, at + kStep)};
-      }
+      if (decays.staged()) d = {decays.dt(t), decays.cum(t)};
       Value cb = k.load(ring, (t % kStages) * (T * kStagePitchF32) + rT * kStagePitchF32 + sC);
       Value r = k.dot(scores(t * kStep, cb, d), xs, (t % kStages) * (kStep * LDs), pitch, one, c, terms, 1);
       k.barrier();

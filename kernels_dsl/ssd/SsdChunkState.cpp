@@ -18,6 +18,7 @@
 #include "kernels_dsl/scan/ScanSequences.h"
 #include "kernels_dsl/ssd/Ssd.h"
 #include "kernels_dsl/ssd/SsdChunks.h"
+#include "kernels_dsl/ssd/SsdDecayRing.h"
 #include "kernels_dsl/ssd/SsdStateOutputs.h"
 
 namespace ssmjit::kernels {
@@ -131,24 +132,14 @@ void buildChunkState(KernelBuilder& k, const Specialization& spec) {
     const bool tileCopy = ssdTileCopy(spec);
     const int64_t bVec = tileCopy ? ssdTileVector(spec, "B", "s_B_n", {"s_B_b", "s_B_l", "s_B_g"}) : 0;
     const int64_t xVec = tileCopy ? ssdTileVector(spec, "x", "s_x_p", {"s_x_b", "s_x_l", "s_x_h"}) : 0;
-    // dt' and the cumsums of tile s's tokens go through a ring of their own with its B and x (read
-    // from memory where the step needs them, their loads' latency stalls the step at the weight).
-    const int64_t dVec = tileCopy ? ssdTileVector(spec, "ws", "", {"o_dt", "o_cum"}) : 0;
-    Value dRing = dVec ? k.sharedBuffer(kStages * 2 * kTokens, DType::F32) : Value{};
-    auto copyDecay = [&](Value s) {
-      if (!dVec) return;
-      for (auto [o, at] : {std::pair{a.oDt, 0}, {a.oCum, 1}})
-        k.copyTileAsync(dRing, (s % kStages) * (2 * kTokens) + at * kTokens, kTokens, a.ws, o + wsRow + s * kTokens,
-                        k.constInt(Q), 1, kTokens, one, k.constInt(kTokens), dVec);
-    };
+    const SsdDecayRing decays(k, spec, a, wsRow, kStages, kTokens);  // dt' and the cumsums, with B's and x's tiles
     // The tile's weights from the ring (0 past the chunk, as weight()).
     auto ringWeight = [&](Value s) {
-      Value t = s * kTokens + tC, mt = t < ch.n, at = (s % kStages) * (2 * kTokens) + tC;
-      Value w = k.load(dRing, at) * k.exp(cumLast - k.load(dRing, at + kTokens));
-      return k.select(mt, w, zero);
+      Value t = s * kTokens + tC, mt = t < ch.n;
+      return k.select(mt, decays.dt(s) * k.exp(cumLast - decays.cum(s)), zero);
     };
     auto copyB = [&](Value s) {
-      copyDecay(s);
+      decays.copy(s);
       Value j0 = s * kTokens;
       if (bVec && xVec) {
         k.copyTileAsync(smem, (s % kStages) * (kTokens * LDs), LDs, a.B,
@@ -174,10 +165,10 @@ void buildChunkState(KernelBuilder& k, const Specialization& spec) {
       Value next = s + (kStages - 1);
       k.ifThen(next < tiles, [&] { copyB(next); });
       k.commitGroup();
-      Value w = dVec ? Value{} : weight(s * kTokens + tC);  // its loads overlap the wait
+      Value w = decays.staged() ? Value{} : weight(s * kTokens + tC);  // its loads overlap the wait
       k.waitGroup(kStages - 1);
       k.barrier();
-      if (dVec) w = ringWeight(s);
+      if (decays.staged()) w = ringWeight(s);
       Value xw = k.load(xs, (s % kStages) * (kTokens * LDx) + xTOff) * w;
       Value r = k.dot(xw, smem, (s % kStages) * (kTokens * LDs), k.constInt(LDs), one, c[0], wPieces, 1);
       k.barrier();
