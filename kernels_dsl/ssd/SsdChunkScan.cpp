@@ -9,8 +9,9 @@
 // With 16-bit x, C and out, the staged operands are 16-bit and read by ldmatrix: x in its own
 // dtype (exact), the state as bf16 hi + lo (16 bits, an error of 2^-17 relative), the scores as
 // two terms of x's dtype (2^-17 or less a product), all below out's rounding (three terms each,
-// f32 accuracy, where the call keeps y); the state's f32 tiles, then C.B's and x's, arrive
-// through cp.async rings, a tile or two ahead of their use.
+// f32 accuracy, where the call keeps y); the state's f32 tiles, then C.B's and x's (and each
+// step's dt' and cumsums: SsdDecayRing.h), arrive through cp.async rings, a tile or two ahead of
+// their use.
 // Otherwise the staged operands are f32, split into three bf16 terms (f32 accuracy).
 // meta:one_term 1 (16-bit x, C and out; SsdChunks.h): the state in C's dtype and the scores in
 // x's, one term each, as mamba_ssm's Triton kernel casts them (no lo buffer, half the mma).

@@ -3,7 +3,8 @@
 // per (slot, head, block of p x n), on the tensor cores, 32 tokens a step, zeros past the chunk's
 // tokens. bf16 B (BLOCK_P 64) is copied raw through a cp.async ring and read by ldmatrix, the
 // token weights going onto a: x^T [BLOCK_P, 32], copied through a ring of its own and read
-// transposed from it, scaled per token in f32, three bf16 terms (every product exact).
+// transposed from it, scaled per token in f32 (the weights' dt' and cumsums staged too:
+// SsdDecayRing.h), three bf16 terms (every product exact).
 // Otherwise x^T comes from memory into registers (its dtype's exact terms) and the weighted B
 // [32, BLOCK_N] is computed in f32 and staged, three terms. fp32 to the workspace.
 // meta:one_term 1 (16-bit x; SsdChunks.h): the weighted operand (x w, or B w) in one bf16 term,
