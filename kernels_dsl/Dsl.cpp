@@ -566,22 +566,22 @@ dsl::Value KernelBuilder::sharedBuffer(int64_t elements) {
   return W(sj::SharedBufferOp::create(B, L, t, B.getI64IntegerAttr(elements), UnitAttr(), mlir::Value(), nullptr)
                .getResult());
 }
-dsl::Value KernelBuilder::sharedBuffer(int64_t elements, DType dtype) {
-  Type e;
-  int64_t bytes = 0;
+// The storage type of a dynamic shared buffer or view of `dtype` (`what` names the call).
+static Type sharedStorage(OpBuilder& b, DType dtype, const char* what) {
   switch (dtype) {
     case DType::F32:
-      e = B.getF32Type(), bytes = 4;
-      break;
+      return b.getF32Type();
     case DType::F16:
-      e = B.getF16Type(), bytes = 2;
-      break;
+      return b.getF16Type();
     case DType::BF16:
-      e = B.getBF16Type(), bytes = 2;
-      break;
+      return b.getBF16Type();
     default:
-      fail(std::string("sharedBuffer: dtype must be float32, float16 or bfloat16, got ") + dtypeName(dtype));
+      fail(std::string(what) + ": dtype must be float32, float16 or bfloat16, got " + dtypeName(dtype));
   }
+}
+dsl::Value KernelBuilder::sharedBuffer(int64_t elements, DType dtype) {
+  Type e = sharedStorage(B, dtype, "sharedBuffer");
+  const int64_t bytes = dtypeBytes(dtype);
   if (elements < 1) fail("sharedBuffer: elements must be at least 1, got " + std::to_string(elements));
   // Buffers start at multiples of 128 bytes (the emitter carves them in the same order).
   const int64_t total = (impl_->dynamicSharedBytes + 127) / 128 * 128 + elements * bytes;
@@ -598,16 +598,13 @@ dsl::Value KernelBuilder::sharedView(dsl::Value buffer, int64_t at, int64_t elem
   auto base = unwrap(buffer).getDefiningOp<sj::SharedBufferOp>();
   if (!base || !base.getDynamic() || base.getWithin())
     fail("sharedView: the buffer must be a sharedBuffer(elements, dtype) of its own, not a view");
-  if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16)
-    fail(std::string("sharedView: dtype must be float32, float16 or bfloat16, got ") + dtypeName(dtype));
-  const int64_t baseBytes =
-      base.getSize() * (cast<sj::PtrType>(base.getType()).getElementType().getIntOrFloatBitWidth() / 8);
+  Type e = sharedStorage(B, dtype, "sharedView");
+  const int64_t baseBytes = base.getBytes();
   const int64_t offset = at * (baseBytes / base.getSize()), bytes = elements * dtypeBytes(dtype);
   if (at < 0 || elements < 1 || offset % 16 || offset + bytes > baseBytes)
     fail("sharedView: " + std::to_string(elements) + " " + dtypeName(dtype) + " from element " + std::to_string(at) +
          " (byte " + std::to_string(offset) + ") of a " + std::to_string(baseBytes) +
          "-byte buffer: expected a start at a multiple of 16 bytes and an end within it");
-  Type e = dtype == DType::F32 ? B.getF32Type() : dtype == DType::F16 ? Type(B.getF16Type()) : Type(B.getBF16Type());
   return W(sj::SharedBufferOp::create(B, L, sj::PtrType::get(impl_->ctx, e), B.getI64IntegerAttr(elements),
                                       B.getUnitAttr(), unwrap(buffer), B.getI64IntegerAttr(offset))
                .getResult());

@@ -146,20 +146,17 @@ TEST(DslShared, RefusesWhatItCannotHold) {
     k.copyAsync(k.sharedBuffer(64, DType::BF16), off, a, off);
   });
   EXPECT_NE(dtypes.find("the buffer holds ssm_bf16, the source float"), std::string::npos) << dtypes;
-  const std::string vec = buildError([](KernelBuilder& k, Value a, Value) {
-    Value z = k.constInt(0);
-    k.copyTileAsync(k.sharedBuffer(64 * 36, DType::F32), z, 36, a, z, z, 64, 30, z, z, 4);
-  });
-  EXPECT_NE(vec.find("copyTileAsync: a 64x30 tile at pitch 36 in vectors of 4 (vec must divide cols and pitch"),
-            std::string::npos)
-      << vec;
-  const std::string store = buildError([](KernelBuilder& k, Value a, Value) {
-    Value z = k.constInt(0);
-    k.storeTile(k.sharedBuffer(64 * 36, DType::F32), z, 36, a, z, z, 64, 30, z, z, 4);
-  });
-  EXPECT_NE(store.find("storeTile: a 64x30 tile at pitch 36 in vectors of 4 (vec must divide cols and pitch"),
-            std::string::npos)
-      << store;
+  for (auto [name, tileCopy] :
+       {std::pair{"copyTileAsync", &KernelBuilder::copyTileAsync}, std::pair{"storeTile", &KernelBuilder::storeTile}}) {
+    const std::string vec = buildError([tileCopy = tileCopy](KernelBuilder& k, Value a, Value) {
+      Value z = k.constInt(0);
+      (k.*tileCopy)(k.sharedBuffer(64 * 36, DType::F32), z, 36, a, z, z, 64, 30, z, z, 4);
+    });
+    EXPECT_NE(
+        vec.find(std::string(name) + ": a 64x30 tile at pitch 36 in vectors of 4 (vec must divide cols and pitch"),
+        std::string::npos)
+        << vec;
+  }
 }
 
 // storeTile spreads its vectors over the block as copyTileAsync does: a whole tile stores 16-byte

@@ -173,14 +173,15 @@ LogicalResult SharedBufferOp::verify() {
   auto base = getWithin().getDefiningOp<SharedBufferOp>();
   if (!base || !base.getDynamic() || base.getWithin() || !getDynamic())
     return emitOpError("is a view within a dynamic buffer of its own, and dynamic itself");
-  auto bytesOf = [](SharedBufferOp b) {
-    return b.getSize() * (cast<PtrType>(b.getType()).getElementType().getIntOrFloatBitWidth() / 8);
-  };
   const int64_t offset = getOffset().value_or(0);
-  if (offset < 0 || offset % 16 || offset + bytesOf(*this) > bytesOf(base))
-    return emitOpError("at byte ") << offset << " with " << bytesOf(*this)
-                                   << " bytes: expected a multiple of 16 within " << bytesOf(base) << " bytes";
+  if (offset < 0 || offset % 16 || offset + getBytes() > base.getBytes())
+    return emitOpError("at byte ") << offset << " with " << getBytes() << " bytes: expected a multiple of 16 within "
+                                   << base.getBytes() << " bytes";
   return success();
+}
+
+int64_t SharedBufferOp::getBytes() {
+  return getSize() * (cast<PtrType>(getType()).getElementType().getIntOrFloatBitWidth() / 8);
 }
 
 LogicalResult CopyAsyncOp::verify() {

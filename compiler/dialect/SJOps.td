@@ -213,6 +213,10 @@ def SJ_SharedBufferOp : SJ_Op<"shared_buffer", [MemoryEffects<[MemAlloc]>]> {
   let results = (outs SJ_Ptr:$result);
   let assemblyFormat = "$size (`within` $within^ `at` $offset)? attr-dict `:` type($result) (`,` type($within)^)?";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The bytes its elements take in its storage type.
+    int64_t getBytes();
+  }];
 }
 
 def SJ_CopyAsyncOp : SJ_Op<"copy_async", [MemoryEffects<[MemRead, MemWrite]>]> {

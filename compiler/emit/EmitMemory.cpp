@@ -151,9 +151,8 @@ void Emitter::carveDynamicShared() {
       dynamicOffsets_[b] = dynamicOffsets_.at(b.getWithin().getDefiningOp<sj::SharedBufferOp>()) + *b.getOffset();
       return;
     }
-    const int64_t bytes = b.getSize() * (cast<sj::PtrType>(b.getType()).getElementType().getIntOrFloatBitWidth() / 8);
     dynamicOffsets_[b] = (dynamicBytes_ + 127) / 128 * 128;
-    dynamicBytes_ = dynamicOffsets_[b] + bytes;
+    dynamicBytes_ = dynamicOffsets_[b] + b.getBytes();
   });
   if (dynamicBytes_ > 0)
     line("extern __shared__ __align__(128) unsigned char ssm_smem[];  // " + I(dynamicBytes_) + " bytes");
