@@ -66,11 +66,10 @@ inline constexpr TensorArg kTensors[] = {ssd::x,
                                          {"ddtb", F, {"h"}},
                                          ssd::ws,
                                          ssd::chunks};
-inline constexpr SizeArg kSizes[] = {{"H", Div},      {"P", Bound},     {"N", Bound},    {"hpg", Bound},
-                                     {"L", Div},      {"slots", Count}, {"o_dt", Count}, {"o_cum", Count},
-                                     {"o_st", Div},   {"o_cb", Div},    {"o_g", Div},    {"o_tok", Count},
-                                     {"o_dd", Count}, {"o_pn", Count},  {"o_sl", Count}, {"o_dcb", Div},
-                                     {"pass_parts", Count}};
+inline constexpr SizeArg kSizes[] = {
+    {"H", Div},      {"P", Bound},    {"N", Bound},    {"hpg", Bound}, {"L", Div},           {"slots", Count},
+    {"o_dt", Div},   {"o_cum", Div},  {"o_st", Div},   {"o_cb", Div},  {"o_g", Div},         {"o_tok", Count},
+    {"o_dd", Count}, {"o_pn", Count}, {"o_sl", Count}, {"o_dcb", Div}, {"pass_parts", Count}};
 inline constexpr const char* kScalars[] = {"dt_min", "dt_max"};
 inline constexpr const char* kFlags[] = {"has_D", "d_per_channel", "has_z", "has_dtb", "softplus", "has_clamp"};
 

@@ -16,6 +16,7 @@
 #include "kernels_dsl/scan/ScanSequences.h"
 #include "kernels_dsl/ssd/SsdBackward.h"
 #include "kernels_dsl/ssd/SsdChunks.h"
+#include "kernels_dsl/ssd/SsdDecayRing.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -48,10 +49,10 @@ void passGradient(KernelBuilder& k, const SsdBwdValues& a, int64_t Q, const SsdC
                                                     v("nslots_final"), i, reporter, err, kErrSsdFinalSlot)};
             },
             [&] { return std::vector<Value>{k.constInt(-1)}; })[0];
-        Value g0 = k.load(v("dfinal"),
-                          slotOut * v("s_dfinal_slot") + at.h * v("s_dfinal_h") + p * v("s_dfinal_p") +
-                              n * v("s_dfinal_n"),
-                          m && (slotOut >= 0), zero);
+        Value g0 =
+            k.load(v("dfinal"),
+                   slotOut * v("s_dfinal_slot") + at.h * v("s_dfinal_h") + p * v("s_dfinal_p") + n * v("s_dfinal_n"),
+                   m && (slotOut >= 0), zero);
         k.store(a.ws, gAt(at.slot), g0, m);
         return std::vector<Value>{g0};
       },
@@ -116,7 +117,9 @@ void buildDstates(KernelBuilder& k, const Specialization& spec) {
     Value cs = k.sharedBuffer(kStages * cStage, ssdDtype(spec, "C"));
     Value os = k.sharedBuffer(kStages * yStage, ssdDtype(spec, "dout")), zs = ssdBwdZRing(k, spec, kStages * yStage);
     Value tiles = cdiv(ch.n, k.constInt(kTokens));
+    const SsdDecayRing decays(k, spec, a, wsRow, kStages, kTokens);  // the cumsums, with C's and dy's tiles
     auto copy = [&](Value u) {
+      decays.copy(u);
       Value t0 = u * kTokens, st = u % kStages, rows = ch.n - t0;
       k.copyTileAsync(cs, st * cStage, cPitch, a.C, ch.row * a.sCb + (ch.t0 + t0) * a.sCl + g * a.sCg + n0, a.sCl,
                       kTokens, BN, rows, a.N - n0, cVec);
@@ -132,9 +135,11 @@ void buildDstates(KernelBuilder& k, const Specialization& spec) {
       k.ifThen(next < tiles, [&] { copy(next); });
       k.commitGroup();
       Value tx = u * kTokens + tC;
-      Value w = k.exp(k.load(a.ws, a.oCum + wsRow + tx, tx < ch.n, zero));  // overlaps the wait
+      Value w =
+          decays.staged() ? Value{} : k.exp(k.load(a.ws, a.oCum + wsRow + tx, tx < ch.n, zero));  // overlaps the wait
       k.waitGroup(kStages - 1);
       k.barrier();
+      if (decays.staged()) w = k.exp(k.select(tx < ch.n, decays.cum(u), zero));
       Value st = u % kStages;
       Value dy = ssdGateDy(k, a, k.load(os, st * yStage + yOff), [&] { return k.load(zs, st * yStage + yOff); });
       Value r = k.dot(dy * w, cs, st * cStage, k.constInt(cPitch), one, c[0], pf, 1);

@@ -18,6 +18,7 @@
 #include "kernels_dsl/ssd/Ssd.h"
 #include "kernels_dsl/ssd/SsdBackward.h"
 #include "kernels_dsl/ssd/SsdChunks.h"
+#include "kernels_dsl/ssd/SsdDecayRing.h"
 
 namespace ssmjit::kernels {
 using namespace dsl;
@@ -147,8 +148,10 @@ Value scoresInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdVa
   Value zero = k.constFloat(0), zeroI = k.constInt(0), one = k.constInt(1);
   Value iFirst = d.bm * T, tiles = cdiv(d.ch.n - iFirst, k.constInt(kStep));
   Value cbBase = a.oCb + (d.slot * (a.H / a.hpg) + d.g) * Q * Q;
+  const SsdDecayRing decays(k, spec, a, d.wsRow, kStages, kStep);  // the cumsums of tokens i, with C.B's tiles
   auto copyI = [&](Value u) {
     Value i0 = iFirst + u * kStep, st = u % kStages;
+    decays.copy(u, i0);
     k.copyTileAsync(r.ring, st * cbStage, kCbPitch, a.ws, cbBase + i0 * Q + iFirst, k.constInt(Q), kStep, T,
                     d.ch.n - i0, k.constInt(T), r.cbVec);
     ssdCopyDyTiles(k, a, r.os, r.zs, st * dyStage, dyPitch, d.ch.row, d.ch.t0 + i0, d.h, d.p0, kStep, BP, d.ch.n - i0,
@@ -165,10 +168,12 @@ Value scoresInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdVa
     Value next = u + (kStages - 1);
     k.ifThen(next < tiles, [&] { copyI(next); });
     k.commitGroup();
-    Value iC = iFirst + u * kStep + sC;                                   // [1, 32]
-    Value cumI = k.load(a.ws, a.oCum + d.wsRow + iC, iC < d.ch.n, zero);  // overlaps the wait
+    Value iC = iFirst + u * kStep + sC;  // [1, 32]
+    Value cumI =
+        decays.staged() ? Value{} : k.load(a.ws, a.oCum + d.wsRow + iC, iC < d.ch.n, zero);  // overlaps the wait
     k.waitGroup(kStages - 1);
     k.barrier();
+    if (decays.staged()) cumI = decays.cum(u);  // past the chunk: the last cumsum (masked below by keep)
     Value st = u % kStages;
     Value dy = ssdGateDy(k, a, k.load(r.os, st * dyStage + dyOff), [&] { return k.load(r.zs, st * dyStage + dyOff); });
     ssdStoreTerms(k, r.terms, dyOff, dyStage, py, dy);
