@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <sstream>
 #include <string>
 
 #include "GpuTest.h"  // SSMJIT_REQUIRE_NVRTC
@@ -308,6 +309,27 @@ TEST(SsdKernels, ChunkScanStoresOutWholeWhereItsRowsAreAligned) {
   Variant odd;
   odd.H = 3, odd.P = 33, odd.G = 1;
   EXPECT_EQ(ssmjit::testing::occurrences(chunkScan(odd), vectors), 0);
+}
+
+// A head's D (shape (H,)) joins the scores' diagonal, so chunk_scan reads x only through its ring
+// (with z, x's own rows are no longer there); a per-channel D (H, P) keeps D x_i after the
+// product, reading those rows from memory.
+TEST(SsdKernels, ChunkScanTakesAHeadsDOnTheScoresDiagonal) {
+  auto xReads = [](bool dPerHead) {  // lines reading x other than the ring's copies
+    Variant v;
+    v.dPerHead = dPerHead;
+    int reads = -1;
+    for (const Specialization& spec : detail::ssdSpecializations(make(v), "sm_90a"))
+      if (spec.kernel == "ssd_chunk_scan") {
+        std::istringstream cuda(ssmjit::testing::generatedCuda(spec));
+        reads = 0;
+        for (std::string line; std::getline(cuda, line);)
+          reads += line.find("p_x + ") != std::string::npos && line.find("cp_async") == std::string::npos;
+      }
+    return reads;
+  };
+  EXPECT_EQ(xReads(true), 0);
+  EXPECT_GT(xReads(false), 0);
 }
 
 // The within-chunk scores weigh each element by its decay through the hardware's exp2 (ssdDecay),

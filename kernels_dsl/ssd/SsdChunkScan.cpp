@@ -242,13 +242,19 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   };
   // [T, 32], decayed and masked. The mask only where a tile reaches the block's first row or the
   // chunk's end (a uniform branch): the tiles below the diagonal skip its compares and selects.
+  // A head's D (D of shape (H,)) joins the scores' diagonal, D x_i as the product's term j = i:
+  // no pass over x's rows after the loop (with z they are no longer in x's ring).
+  const bool dOnDiagonal = spec.get("has_D") != 0 && spec.find("s_D_p") && spec.get("s_D_p") == 0;
+  Value dHead = dOnDiagonal ? k.load(a.Dv, h * a.sDh) : Value{};
   auto scores = [&](Value j0, Value cb, const std::vector<Value>& d) {
     Value w = cb * ssdDecay(k, cumI, d[1]) * d[0];
     return k.ifElse((j0 + kStep <= bm * T) && (j0 + kStep <= ch.n), [&] { return std::vector<Value>{w}; },
                     [&] {
                       Value jC = j0 + sC;
                       Value keep = (jC <= iR) && (jC < ch.n);  // blocks above the diagonal are never written
-                      return std::vector<Value>{k.select(keep, w, zero)};
+                      Value s = k.select(keep, w, zero);
+                      if (dOnDiagonal) s = k.select(jC == iR, s + dHead, s);
+                      return std::vector<Value>{s};
                     })[0];
   };
   if (!halves) {
@@ -319,9 +325,13 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
     if (!zStaged) return inRing;
     return k.ifElse(a.hasZ, fromMemory, [&] { return std::vector<Value>{inRing}; })[0];
   };
-  Value y = k.ifElse(
-      a.hasD, [&] { return std::vector<Value>{acc + k.load(a.Dv, h * a.sDh + pC * a.sDp, mP, zero) * xOfRows()}; },
-      [&] { return std::vector<Value>{acc}; })[0];
+  Value y =
+      dOnDiagonal
+          ? acc
+          : k.ifElse(
+                a.hasD,
+                [&] { return std::vector<Value>{acc + k.load(a.Dv, h * a.sDh + pC * a.sDp, mP, zero) * xOfRows()}; },
+                [&] { return std::vector<Value>{acc}; })[0];
   k.ifThen(a.hasY, [&] { k.store(a.y, ch.row * a.sYb + (ch.t0 + iR) * a.sYl + h * a.sYh + pC * a.sYp, y, mOut); });
   y = k.ifElse(
       a.hasZ,
