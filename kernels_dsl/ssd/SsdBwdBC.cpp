@@ -4,7 +4,8 @@
 //   dC_r = sum_{j <= r} dCB_rj B_j + sum_h exp(cum_r) dy_r . S_in,h,
 // with g_h the gradient of head h's chunk state (the g plane) and S_in,h the state entering the
 // chunk; the heads of the group in order. dCB (fp32) and the scaled x or dy take meta:pieces
-// terms (SsdChunks.h).
+// terms (SsdChunks.h); on the ring path, an x or dy exact in fewer terms (bf16 x; bf16 dout
+// without z) meets the states as it is, and the scale multiplies each head's sum.
 // With 16-bit B, C, x, dout and z whose rows the bindings prove aligned, every tile arrives
 // through cp.async rings two steps ahead of its use (dCB's and the states' f32 tiles, the other
 // operand's, x's or dout's and z's 16-bit ones), the states' tiles split into bf16 terms, and the
@@ -183,9 +184,14 @@ Value buildInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdVal
   }
   Value stOff = sR * stPitch + k.expandDims(k.range(BN), 0), tOff = sR * p16 + k.expandDims(k.range(BN), 0);
   Value inOff = rT * pIn + sC;  // [T, 32]
-  return k.forLoop(zeroI, a.hpg, one, {acc}, [&](Value hh, const std::vector<Value>& ah) {
-    Value scale = stateScale(k, a, b, Q, b.g * a.hpg + hh);
-    return k.forLoop(zeroI, nCh, one, {ah[0]}, [&](Value c, const std::vector<Value>& cc) {
+  // x (dB) or dy (dC) is exact in fewer terms than its product with the rows' scale (bf16 x, or
+  // bf16 dout without z: one): each head's product then takes the operand as it is, and the scale
+  // multiplies the head's sum, half the products of pf terms against pf.
+  const int pOp = dC ? ssdBwdDyPieces(spec) : dotPieces(spec, "x");
+  const bool scaleAfter = pOp < pf;
+  // Head hh's channel steps added to `init`, the operand scaled by `scale` unless it is undefined.
+  auto headSteps = [&](Value hh, Value init, Value scale) {
+    return k.forLoop(zeroI, nCh, one, {init}, [&](Value c, const std::vector<Value>& cc) {
       Value s = hh * nCh + c, next = s + (kStages - 1);
       k.ifThen(next < steps, [&] { copyS(next); });
       k.commitGroup();
@@ -196,10 +202,16 @@ Value buildInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdVal
       Value in = k.load(ins, st * inStage + inOff);
       Value op = dC ? ssdGateDy(k, a, in, [&] { return k.load(zs, st * inStage + inOff); }) : in;
       k.barrier();  // the terms are written
-      Value r = ssdDotTerms(k, op * scale, terms, zeroI, term, k.constInt(p16), one, cc[0], pf, pf);
+      Value r = scale.valid() ? ssdDotTerms(k, op * scale, terms, zeroI, term, k.constInt(p16), one, cc[0], pf, pf)
+                              : ssdDotTerms(k, op, terms, zeroI, term, k.constInt(p16), one, cc[0], pf, pOp);
       k.barrier();  // stage s and the terms are read before the next step writes them
       return std::vector<Value>{r};
-    });
+    })[0];
+  };
+  return k.forLoop(zeroI, a.hpg, one, {acc}, [&](Value hh, const std::vector<Value>& ah) {
+    Value scale = stateScale(k, a, b, Q, b.g * a.hpg + hh);
+    if (!scaleAfter) return std::vector<Value>{headSteps(hh, ah[0], scale)};
+    return std::vector<Value>{ah[0] + scale * headSteps(hh, k.splat(zero, {T, BN}), Value{})};
   })[0];
 }
 
