@@ -201,3 +201,19 @@ TEST(SsdBackwardKernels, ScoreDecaysTakeTheHardwareExp2) {
       EXPECT_EQ(ssmjit::testing::occurrences(cuda, "expf("), spec.kernel == "ssd_bwd_dx" ? 1 : 0) << spec.kernel;
     }
 }
+
+// dB's states part scales each head's sum by its rows' dt' exp(cum_last - cum_r) instead of x, so
+// bf16 x meets g's three terms as it is (three products a step, not six); dC's exp(cum_r) the same
+// where dy is exact in one term (bf16 dout, no z). With z, dC's dy takes three terms either way.
+TEST(SsdBackwardKernels, DbAndDcScaleEachHeadsSumWhereTheOperandIsExact) {
+  SSMJIT_REQUIRE_NVRTC();
+  Variant v;
+  v.keptY = true;
+  auto withZ = backwardCuda(v);
+  v.z = false;
+  auto noZ = backwardCuda(v);
+  auto mmas = [](const std::string& cuda) { return ssmjit::testing::occurrences(cuda, "ssm_mma_"); };
+  EXPECT_EQ(mmas(withZ["ssd_bwd_db"]), mmas(noZ["ssd_bwd_db"]));
+  EXPECT_EQ(mmas(noZ["ssd_bwd_dc"]), mmas(noZ["ssd_bwd_db"]));
+  EXPECT_LT(mmas(withZ["ssd_bwd_db"]), mmas(withZ["ssd_bwd_dc"]));
+}
