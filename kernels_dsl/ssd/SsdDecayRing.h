@@ -1,9 +1,9 @@
 // A step's dt' and cumsums staged through shared memory: the SSD kernels that walk a chunk's
 // tokens in steps of a few tiles' rings (chunk_scan, chunk_state, and the backward's dstates and
-// dx) read each step's dt' and
-// dA_cumsum (the decays' and weights' inputs, Ssd.h's workspace rows) from a ring of their own,
-// copied by cp.async with the step's other tiles, instead of loading them from memory where the
-// step needs them (the loads' latency stalled the step at their first use). Builds DSL code only.
+// dx) read each step's dt' and dA_cumsum (the decays' and weights' inputs, Ssd.h's workspace
+// rows) from a ring of their own, copied by cp.async with the step's other tiles, instead of
+// loading them from memory where the step needs them (the loads' latency stalled the step at
+// their first use). Builds DSL code only.
 #pragma once
 #include <cstdint>
 
