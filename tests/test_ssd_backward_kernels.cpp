@@ -217,3 +217,19 @@ TEST(SsdBackwardKernels, DbAndDcScaleEachHeadsSumWhereTheOperandIsExact) {
   EXPECT_EQ(mmas(noZ["ssd_bwd_dc"]), mmas(noZ["ssd_bwd_db"]));
   EXPECT_LT(mmas(withZ["ssd_bwd_db"]), mmas(withZ["ssd_bwd_dc"]));
 }
+
+// Without d(final states) a sequence's last chunk leaves a zero g, and without initial states its
+// first chunk enters from zeros: dx's and dB's state parts, and dC's, then look up the next or the
+// previous slot's chunk to skip. With both given nothing is skipped and no neighbour is read.
+TEST(SsdBackwardKernels, StatePartsSkipWhereTheStatesAreZero) {
+  SSMJIT_REQUIRE_NVRTC();
+  Variant v;
+  v.packed = true, v.batch = 3;
+  auto none = backwardCuda(v);
+  v.states = true;
+  auto given = backwardCuda(v);
+  auto tableReads = [](const std::string& cuda) { return ssmjit::testing::occurrences(cuda, "ssm_load(p_chunks"); };
+  for (const char* kernel : {"ssd_bwd_dx", "ssd_bwd_db", "ssd_bwd_dc"})
+    EXPECT_GT(tableReads(none[kernel]), tableReads(given[kernel])) << kernel;
+  EXPECT_EQ(tableReads(none["ssd_bwd_dcb"]), tableReads(given["ssd_bwd_dcb"]));
+}

@@ -347,3 +347,20 @@ TEST(SsdKernels, ScoreDecaysTakeTheHardwareExp2) {
       }
   }
 }
+
+// Without final or block states a sequence's last chunk (past its first) leaves nothing anyone
+// reads, so chained chunk_state programs there return before their product: they look up their
+// sequence's bounds (cu_seqlens) for it. With final states they run whole.
+TEST(SsdKernels, ChunkStateSkipsALastChunkNoOneReads) {
+  SSMJIT_REQUIRE_NVRTC();
+  auto cuReads = [](bool states) {
+    Variant v;
+    v.packed = true, v.batch = 3, v.states = states;
+    for (const Specialization& spec : detail::ssdSpecializations(make(v), "sm_90a"))
+      if (spec.kernel == "ssd_chunk_state")
+        return ssmjit::testing::occurrences(ssmjit::testing::generatedCuda(spec), "ssm_load(p_cu");
+    return int64_t{-1};
+  };
+  EXPECT_GT(cuReads(false), cuReads(true));
+  EXPECT_GE(cuReads(true), 0);
+}

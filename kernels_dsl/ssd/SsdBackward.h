@@ -71,7 +71,11 @@ inline constexpr SizeArg kSizes[] = {
     {"o_dt", Div},   {"o_cum", Div},  {"o_st", Div},   {"o_cb", Div},  {"o_g", Div},         {"o_tok", Count},
     {"o_dd", Count}, {"o_pn", Count}, {"o_sl", Count}, {"o_dcb", Div}, {"pass_parts", Count}};
 inline constexpr const char* kScalars[] = {"dt_min", "dt_max"};
-inline constexpr const char* kFlags[] = {"has_D", "d_per_channel", "has_z", "has_dtb", "softplus", "has_clamp"};
+// has_init: the call's forward took initial states; has_dfinal: the final states' gradients are
+// given. Without them a sequence's first chunk enters from zeros (dC skips its states part) and
+// its last chunk's g is zero (dx and dB skip theirs).
+inline constexpr const char* kFlags[] = {"has_D",    "d_per_channel", "has_z",    "has_dtb",
+                                         "softplus", "has_clamp",     "has_init", "has_dfinal"};
 
 // ssd_bwd_dstates' arguments: the token kernels' and what passing the states' gradients reads
 // and writes (d(final state) by slot, d(initial state) to its slot, cu_seqlens for the chunks'
@@ -84,7 +88,7 @@ inline constexpr TensorArg kChainTensors[] = {{"dfinal", F, {"slot", "h", "p", "
                                               ssd::err};
 inline constexpr SizeArg kChainSizes[] = {
     {"nseq", Count}, {"nslots_init", Count}, {"nslots_final", Count}, {"o_flags", Div}};
-inline constexpr const char* kChainFlags[] = {"has_cu", "has_init_idx", "has_dfinal", "has_final_idx", "has_dinit"};
+inline constexpr const char* kChainFlags[] = {"has_cu", "has_init_idx", "has_final_idx", "has_dinit"};
 inline constexpr auto kDstatesTensors = concat(kTensors, kChainTensors);
 inline constexpr auto kDstatesSizes = concat(kSizes, kChainSizes);
 inline constexpr auto kDstatesFlags = concat(kFlags, kChainFlags);

@@ -3,8 +3,9 @@
 //   dB_r = sum_{i >= r} dCB_ir C_i + sum_h dt'_r exp(cum_last - cum_r) x_r . g_h,
 //   dC_r = sum_{j <= r} dCB_rj B_j + sum_h exp(cum_r) dy_r . S_in,h,
 // with g_h the gradient of head h's chunk state (the g plane) and S_in,h the state entering the
-// chunk; the heads of the group in order. dCB (fp32) and the scaled x or dy take meta:pieces
-// terms (SsdChunks.h); on the ring path, an x or dy exact in fewer terms (bf16 x; bf16 dout
+// chunk; the heads of the group in order. The states' part is skipped where they are zero: g in
+// a sequence's last chunk without d(final states), S_in in its first without initial states. dCB (fp32) and the scaled
+// x or dy take meta:pieces terms (SsdChunks.h); on the ring path, an x or dy exact in fewer terms (bf16 x; bf16 dout
 // without z) meets the states as it is, and the scale multiplies each head's sum.
 // With 16-bit B, C, x, dout and z whose rows the bindings prove aligned, every tile arrives
 // through cp.async rings two steps ahead of its use (dCB's and the states' f32 tiles, the other
@@ -46,7 +47,7 @@ Value stateScale(KernelBuilder& k, const SsdBwdValues& a, const BCBlock& b, int6
 
 // Both parts with each product's b staged as f32.
 Value buildStaged(KernelBuilder& k, const Specialization& spec, const SsdBwdValues& a, const BCBlock& b, int64_t Q,
-                  int64_t BN) {
+                  int64_t BN, Value statesZero) {
   const int64_t T = kSsdTokenBlock, LDs = BN + 4;
   const bool dC = b.dC;
   Value zero = k.constFloat(0), zeroI = k.constInt(0), oneI = k.constInt(1);
@@ -75,23 +76,27 @@ Value buildStaged(KernelBuilder& k, const Specialization& spec, const SsdBwdValu
       })[0];
 
   // The states' part, per head of the group: (scaled x or dy) [T, 32 channels] times g or S_in
-  // [32 channels, BN].
-  return k.forLoop(zeroI, a.hpg, oneI, {acc}, [&](Value hh, const std::vector<Value>& ah) {
-    Value h = b.g * a.hpg + hh;
-    Value scale = stateScale(k, a, b, Q, h);
-    Value stBase = (dC ? a.oSt : a.oG) + (b.slot * a.H + h) * a.P * a.N;
-    return k.forLoop(zeroI, a.P, k.constInt(kStep), {ah[0]}, [&](Value c0, const std::vector<Value>& c) {
-      Value pR = c0 + sR;
-      Value st = k.load(a.ws, stBase + pR * a.N + b.nC, (pR < a.P) && b.mN, zero);  // [32, BN]
-      k.barrier();
-      k.store(smem, sR * LDs + bnC, st);
-      k.barrier();
-      Value pC = c0 + sC, m = b.mR && (pC < a.P);
-      Value op = dC ? ssdBwdDy(k, a, ch.row, ch.t0 + b.rR, h, pC, m)
-                    : k.load(a.x, ch.row * a.sXb + (ch.t0 + b.rR) * a.sXl + h * a.sXh + pC * a.sXp, m, zero);
-      return std::vector<Value>{k.dot(op * scale, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], pf, pf)};
-    });
-  })[0];
+  // [32 channels, BN]; none where they are zero.
+  return k.ifElse(
+      statesZero, [&] { return std::vector<Value>{acc}; },
+      [&] {
+        return std::vector<Value>{k.forLoop(zeroI, a.hpg, oneI, {acc}, [&](Value hh, const std::vector<Value>& ah) {
+          Value h = b.g * a.hpg + hh;
+          Value scale = stateScale(k, a, b, Q, h);
+          Value stBase = (dC ? a.oSt : a.oG) + (b.slot * a.H + h) * a.P * a.N;
+          return k.forLoop(zeroI, a.P, k.constInt(kStep), {ah[0]}, [&](Value c0, const std::vector<Value>& c) {
+            Value pR = c0 + sR;
+            Value st = k.load(a.ws, stBase + pR * a.N + b.nC, (pR < a.P) && b.mN, zero);  // [32, BN]
+            k.barrier();
+            k.store(smem, sR * LDs + bnC, st);
+            k.barrier();
+            Value pC = c0 + sC, m = b.mR && (pC < a.P);
+            Value op = dC ? ssdBwdDy(k, a, ch.row, ch.t0 + b.rR, h, pC, m)
+                          : k.load(a.x, ch.row * a.sXb + (ch.t0 + b.rR) * a.sXl + h * a.sXh + pC * a.sXp, m, zero);
+            return std::vector<Value>{k.dot(op * scale, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], pf, pf)};
+          });
+        })[0]};
+      })[0];
 }
 
 // The vectors of the ring form's copies (0: a copy the bindings do not prove aligned).
@@ -103,7 +108,7 @@ struct BCVectors {
 
 // Both parts through rings.
 Value buildInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdValues& a, const BCBlock& b, int64_t Q,
-                   int64_t BN, const BCVectors& v) {
+                   int64_t BN, const BCVectors& v, Value statesZero) {
   const int64_t T = kSsdTokenBlock;
   const bool dC = b.dC;
   const SsdChunk& ch = b.ch;
@@ -163,56 +168,61 @@ Value buildInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdVal
   })[0];
 
   // The states' part: step s is head g hpg + s / nC's channels (s % nC) 32 .. : g or S_in [32
-  // channels, BN] (f32, split into terms) and x or dout and z [64 r, 32 channels].
-  Value nCh = cdiv(a.P, k.constInt(kStep)), steps = a.hpg * nCh;
-  auto copyS = [&](Value s) {
-    Value h = b.g * a.hpg + s / nCh, c0 = (s % nCh) * kStep, st = s % kStages;
-    Value stBase = (dC ? a.oSt : a.oG) + (b.slot * a.H + h) * a.P * a.N;
-    k.copyTileAsync(ring, st * stStage, stPitch, a.ws, stBase + c0 * a.N + b.n0, a.N, kStep, BN, a.P - c0, a.N - b.n0,
-                    v.st);
-    Value rows = ch.n - r0, cols = a.P - c0;
-    if (dC) {
-      ssdCopyDyTiles(k, a, ins, zs, st * inStage, pIn, ch.row, ch.t0 + r0, h, c0, T, kStep, rows, cols, v.dy);
-    } else {
-      k.copyTileAsync(ins, st * inStage, pIn, a.x, ch.row * a.sXb + (ch.t0 + r0) * a.sXl + h * a.sXh + c0, a.sXl, T,
-                      kStep, rows, cols, v.x);
-    }
-  };
-  for (int64_t s = 0; s < kStages - 1; ++s) {  // dCB's tiles are read (the last step's barrier)
-    k.ifThen(k.constInt(s) < steps, [&] { copyS(k.constInt(s)); });
-    k.commitGroup();
-  }
-  Value stOff = sR * stPitch + k.expandDims(k.range(BN), 0), tOff = sR * p16 + k.expandDims(k.range(BN), 0);
-  Value inOff = rT * pIn + sC;  // [T, 32]
-  // x (dB) or dy (dC) is exact in fewer terms than its product with the rows' scale (bf16 x, or
-  // bf16 dout without z: one): each head's product then takes the operand as it is, and the scale
-  // multiplies the head's sum, half the products of pf terms against pf.
-  const int pOp = dC ? ssdBwdDyPieces(spec) : dotPieces(spec, "x");
-  const bool scaleAfter = pOp < pf;
-  // Head hh's channel steps added to `init`, the operand scaled by `scale` unless it is undefined.
-  auto headSteps = [&](Value hh, Value init, Value scale) {
-    return k.forLoop(zeroI, nCh, one, {init}, [&](Value c, const std::vector<Value>& cc) {
-      Value s = hh * nCh + c, next = s + (kStages - 1);
-      k.ifThen(next < steps, [&] { copyS(next); });
+  // channels, BN] (f32, split into terms) and x or dout and z [64 r, 32 channels]; none where
+  // they are zero (a uniform branch).
+  auto statesPart = [&] {
+    Value nCh = cdiv(a.P, k.constInt(kStep)), steps = a.hpg * nCh;
+    auto copyS = [&](Value s) {
+      Value h = b.g * a.hpg + s / nCh, c0 = (s % nCh) * kStep, st = s % kStages;
+      Value stBase = (dC ? a.oSt : a.oG) + (b.slot * a.H + h) * a.P * a.N;
+      k.copyTileAsync(ring, st * stStage, stPitch, a.ws, stBase + c0 * a.N + b.n0, a.N, kStep, BN, a.P - c0, a.N - b.n0,
+                      v.st);
+      Value rows = ch.n - r0, cols = a.P - c0;
+      if (dC) {
+        ssdCopyDyTiles(k, a, ins, zs, st * inStage, pIn, ch.row, ch.t0 + r0, h, c0, T, kStep, rows, cols, v.dy);
+      } else {
+        k.copyTileAsync(ins, st * inStage, pIn, a.x, ch.row * a.sXb + (ch.t0 + r0) * a.sXl + h * a.sXh + c0, a.sXl, T,
+                        kStep, rows, cols, v.x);
+      }
+    };
+    for (int64_t s = 0; s < kStages - 1; ++s) {  // dCB's tiles are read (the last step's barrier)
+      k.ifThen(k.constInt(s) < steps, [&] { copyS(k.constInt(s)); });
       k.commitGroup();
-      k.waitGroup(kStages - 1);
-      k.barrier();  // tile s is in; the last step's products have read the terms
-      Value st = s % kStages;
-      ssdStoreTerms(k, terms, tOff, term, pf, k.load(ring, st * stStage + stOff));
-      Value in = k.load(ins, st * inStage + inOff);
-      Value op = dC ? ssdGateDy(k, a, in, [&] { return k.load(zs, st * inStage + inOff); }) : in;
-      k.barrier();  // the terms are written
-      Value r = scale.valid() ? ssdDotTerms(k, op * scale, terms, zeroI, term, k.constInt(p16), one, cc[0], pf, pf)
-                              : ssdDotTerms(k, op, terms, zeroI, term, k.constInt(p16), one, cc[0], pf, pOp);
-      k.barrier();  // stage s and the terms are read before the next step writes them
-      return std::vector<Value>{r};
+    }
+    Value stOff = sR * stPitch + k.expandDims(k.range(BN), 0), tOff = sR * p16 + k.expandDims(k.range(BN), 0);
+    Value inOff = rT * pIn + sC;  // [T, 32]
+    // x (dB) or dy (dC) is exact in fewer terms than its product with the rows' scale (bf16 x, or
+    // bf16 dout without z: one): each head's product then takes the operand as it is, and the scale
+    // multiplies the head's sum, half the products of pf terms against pf.
+    const int pOp = dC ? ssdBwdDyPieces(spec) : dotPieces(spec, "x");
+    const bool scaleAfter = pOp < pf;
+    // Head hh's channel steps added to `init`, the operand scaled by `scale` unless it is undefined.
+    auto headSteps = [&](Value hh, Value init, Value scale) {
+      return k.forLoop(zeroI, nCh, one, {init}, [&](Value c, const std::vector<Value>& cc) {
+        Value s = hh * nCh + c, next = s + (kStages - 1);
+        k.ifThen(next < steps, [&] { copyS(next); });
+        k.commitGroup();
+        k.waitGroup(kStages - 1);
+        k.barrier();  // tile s is in; the last step's products have read the terms
+        Value st = s % kStages;
+        ssdStoreTerms(k, terms, tOff, term, pf, k.load(ring, st * stStage + stOff));
+        Value in = k.load(ins, st * inStage + inOff);
+        Value op = dC ? ssdGateDy(k, a, in, [&] { return k.load(zs, st * inStage + inOff); }) : in;
+        k.barrier();  // the terms are written
+        Value r = scale.valid() ? ssdDotTerms(k, op * scale, terms, zeroI, term, k.constInt(p16), one, cc[0], pf, pf)
+                                : ssdDotTerms(k, op, terms, zeroI, term, k.constInt(p16), one, cc[0], pf, pOp);
+        k.barrier();  // stage s and the terms are read before the next step writes them
+        return std::vector<Value>{r};
+      })[0];
+    };
+    return k.forLoop(zeroI, a.hpg, one, {acc}, [&](Value hh, const std::vector<Value>& ah) {
+      Value scale = stateScale(k, a, b, Q, b.g * a.hpg + hh);
+      if (!scaleAfter) return std::vector<Value>{headSteps(hh, ah[0], scale)};
+      return std::vector<Value>{ah[0] + scale * headSteps(hh, k.splat(zero, {T, BN}), Value{})};
     })[0];
   };
-  return k.forLoop(zeroI, a.hpg, one, {acc}, [&](Value hh, const std::vector<Value>& ah) {
-    Value scale = stateScale(k, a, b, Q, b.g * a.hpg + hh);
-    if (!scaleAfter) return std::vector<Value>{headSteps(hh, ah[0], scale)};
-    return std::vector<Value>{ah[0] + scale * headSteps(hh, k.splat(zero, {T, BN}), Value{})};
-  })[0];
+  return k.ifElse(
+      statesZero, [&] { return std::vector<Value>{acc}; }, [&] { return std::vector<Value>{statesPart()}; })[0];
 }
 
 void buildBC(KernelBuilder& k, const Specialization& spec, bool dC) {
@@ -244,7 +254,12 @@ void buildBC(KernelBuilder& k, const Specialization& spec, bool dC) {
     v.x = dC ? 1 : ssdTileVector(spec, "x", "s_x_p", {"s_x_b", "s_x_l", "s_x_h"});
     v.dy = dC ? ssdBwdDyVectors(spec) : SsdDyVectors{1, 1};
   }
-  Value acc = v.all() ? buildInRings(k, spec, a, b, Q, BN, v) : buildStaged(k, spec, a, b, Q, BN);
+  // S_in is zero in a sequence's first chunk without initial states (dC), g in its last without
+  // d(final states) (dB).
+  Value statesZero =
+      dC ? !a.hasInit && ssdFirstChunk(k, a, b.slot, b.ch, Q) : !a.hasDfinal && ssdLastChunk(k, a, b.slot, b.ch, Q);
+  Value acc =
+      v.all() ? buildInRings(k, spec, a, b, Q, BN, v, statesZero) : buildStaged(k, spec, a, b, Q, BN, statesZero);
   Value tok = b.ch.t0 + b.rR;
   if (dC)
     k.store(a.dC, b.ch.row * a.sDCb + tok * a.sDCl + b.g * a.sDCg + b.nC * a.sDCn, acc, b.mR && b.mN);

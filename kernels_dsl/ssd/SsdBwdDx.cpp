@@ -1,7 +1,8 @@
 // ssd_bwd_dx (SsdBackward.h): for 64 tokens j of a chunk, a head and a block of p,
 //   acc_j = exp(cum_last - cum_j) B_j . g[p, :]  +  sum_{i >= j} CB_ij exp(cum_i - cum_j) dy_i,
 //   dx_j = dt'_j acc_j + D dy_j,   dz_j = dout_j y_j dsilu(z_j),
-// with g the gradient of the chunk's own state (the g plane), on the tensor cores: B [64, 32
+// with g the gradient of the chunk's own state (the g plane; zero in a sequence's last chunk
+// without d(final states), whose programs skip the state part), on the tensor cores: B [64, 32
 // states] from memory into registers times g [32 states, BLOCK_P]; then over the tokens i >= j in
 // steps of 32 the decayed scores CB^T [64, 32] times dy [32, BLOCK_P]. The f32 operands take
 // meta:pieces terms (SsdChunks.h). Per token it leaves this block's share of u = dy . (y - D x),
@@ -11,6 +12,7 @@
 // dout's and z's, arrive through cp.async rings ahead of their use; g and the gated dy are split
 // into bf16 terms in shared memory and read by ldmatrix. Otherwise g and dy are staged as f32.
 #include <algorithm>
+#include <functional>
 
 #include "compiler/IntMath.h"
 #include "kernels_dsl/Dsl.h"
@@ -221,13 +223,24 @@ void buildDx(KernelBuilder& k, const Specialization& spec) {
     xj = k.load(a.x, xOff, mOut, zero);  // [T, BP]
     w = k.expandDims(k.reduce(xj * accS, 1, "sum"), 1) * dtJ;
   };
+  // A sequence's last chunk leaves its final state, whose gradient is zero without d(final
+  // states): its programs skip the state part (a uniform branch; the same zeros).
+  Value gZero = !a.hasDfinal && ssdLastChunk(k, a, d.slot, d.ch, Q);
+  auto statePart = [&](const std::function<Value()>& product) {
+    return k.ifElse(
+        gZero,
+        [&] {
+          return std::vector<Value>{k.splat(zero, {T, BP})};
+        },
+        [&] { return std::vector<Value>{product() * k.exp(cumLast - d.cumJ)}; })[0];
+  };
   if (gVec && cbVec && dyVec.dout && dyVec.z) {
     const DxRings r = dxRings(k, spec, BP, gVec, cbVec, dyVec);
-    Value accS = stateInRings(k, spec, a, d, r, BP) * k.exp(cumLast - d.cumJ);
+    Value accS = statePart([&] { return stateInRings(k, spec, a, d, r, BP); });
     stateShare(accS);
     acc = scoresInRings(k, spec, a, d, r, BP, Q, accS);
   } else {
-    Value accS = stateStaged(k, spec, a, d, BP) * k.exp(cumLast - d.cumJ);
+    Value accS = statePart([&] { return stateStaged(k, spec, a, d, BP); });
     stateShare(accS);
     acc = scoresStaged(k, spec, a, d, BP, Q, accS);
   }

@@ -10,7 +10,8 @@
 // meta:one_term 1 (16-bit x; SsdChunks.h): the weighted operand (x w, or B w) in one bf16 term,
 // as mamba_ssm's Triton kernel casts B w to x's dtype.
 // pass_states (Ssd.h): the state entering the chunk is passed along a chain of programs, so the
-// chunks' states from zero never reach memory and no state_passing pass reads them back.
+// chunks' states from zero never reach memory and no state_passing pass reads them back. A
+// sequence's last chunk past its first then runs only for final or block states.
 #include <algorithm>
 
 #include "compiler/IntMath.h"
@@ -86,6 +87,13 @@ void buildChunkState(KernelBuilder& k, const Specialization& spec) {
   Value p0 = (blk / nBlocks) * BP, n0 = (blk % nBlocks) * BN;
   const SsdChunk ch = ssdChunkOfSlot(k, a, slot);
   k.returnIf(ch.n == 0);
+  if (chain) {
+    // A sequence's last chunk, past its first, leaves only its final state: without final or
+    // block states nothing reads what its program would compute (its entering state is the
+    // previous program's to write).
+    const ScanSequence seq = scanSequence(k, a.hasCu, a.cu, a.sCu, a.L, a.nseq, ch.seq);
+    k.returnIf(!a.hasFinal && !a.hasBlk && (ch.t0 + ch.n >= seq.end) && (ch.t0 > seq.start));
+  }
   Value zero = k.constFloat(0), zeroI = k.constInt(0);
   Value g = h / a.hpg;
   const DType xDt = static_cast<DType>(spec.get("dtype:x"));

@@ -88,6 +88,7 @@ SsdBwdValues ssdBwdValues(KernelBuilder& k) {
   a.dD = v("dD"), a.dz = v("dz"), a.ddtb = v("ddtb"), a.slots = v("slots");
   a.oG = v("o_g"), a.oTok = v("o_tok"), a.oDd = v("o_dd"), a.oPn = v("o_pn"), a.oSl = v("o_sl");
   a.oDcb = v("o_dcb"), a.passParts = v("pass_parts"), a.dPerChannel = v("d_per_channel");
+  a.hasInit = v("has_init"), a.hasDfinal = v("has_dfinal");
   a.sOb = v("s_do_b"), a.sOl = v("s_do_l"), a.sOh = v("s_do_h"), a.sOp = v("s_do_p");
   a.sDxb = v("s_dx_b"), a.sDxl = v("s_dx_l"), a.sDxh = v("s_dx_h"), a.sDxp = v("s_dx_p");
   a.sDdtb = v("s_ddt_b"), a.sDdtl = v("s_ddt_l"), a.sDdth = v("s_ddt_h"), a.sDAh = v("s_dA_h");
@@ -96,6 +97,16 @@ SsdBwdValues ssdBwdValues(KernelBuilder& k) {
   a.sDDh = v("s_dD_h"), a.sDDp = v("s_dD_p");
   a.sDzb = v("s_dz_b"), a.sDzl = v("s_dz_l"), a.sDzh = v("s_dz_h"), a.sDzp = v("s_dz_p"), a.sDdbh = v("s_ddtb_h");
   return a;
+}
+
+Value ssdFirstChunk(KernelBuilder& k, const SsdBwdValues& a, Value slot, const SsdChunk& ch, int64_t Q) {
+  const SsdChunk prev = ssdChunkOfSlot(k, a, k.maximum(slot - 1, k.constInt(0)));
+  return !((slot > 0) && (prev.seq == ch.seq) && (prev.n > 0) && (prev.t0 + Q == ch.t0));
+}
+
+Value ssdLastChunk(KernelBuilder& k, const SsdBwdValues& a, Value slot, const SsdChunk& ch, int64_t Q) {
+  const SsdChunk next = ssdChunkOfSlot(k, a, k.minimum(slot + 1, a.slots - 1));
+  return !((slot + 1 < a.slots) && (next.seq == ch.seq) && (next.n > 0) && (ch.t0 + Q == next.t0));
 }
 
 Value ssdGateDy(KernelBuilder& k, const SsdBwdValues& a, Value dout, const std::function<Value()>& z) {

@@ -80,11 +80,16 @@ SsdPairBlock ssdPairBlock(dsl::KernelBuilder& k, const SsdInputValues& a, int64_
 struct SsdBwdValues : SsdInputValues {
   dsl::Value dout, dx, ddt, dA, dB, dC, dD, dz, ddtb;
   dsl::Value slots, oG, oTok, oDd, oPn, oSl, oDcb, passParts;
-  dsl::Value dPerChannel;
+  dsl::Value dPerChannel, hasInit, hasDfinal;
   dsl::Value sOb, sOl, sOh, sOp, sDxb, sDxl, sDxh, sDxp, sDdtb, sDdtl, sDdth, sDAh, sDBb, sDBl, sDBg, sDBn, sDCb, sDCl,
       sDCg, sDCn, sDDh, sDDp, sDzb, sDzl, sDzh, sDzp, sDdbh;
 };
 SsdBwdValues ssdBwdValues(dsl::KernelBuilder& k);
+
+// Whether the chunk `ch` at `slot` is its sequence's first (the slot before holds no earlier chunk
+// of it) or its last (the slot after holds no later one); Q = meta:chunk.
+dsl::Value ssdFirstChunk(dsl::KernelBuilder& k, const SsdBwdValues& a, dsl::Value slot, const SsdChunk& ch, int64_t Q);
+dsl::Value ssdLastChunk(dsl::KernelBuilder& k, const SsdBwdValues& a, dsl::Value slot, const SsdChunk& ch, int64_t Q);
 
 // dy, the gradient of y before the gate: dout * silu(z) where the call has z (`z` reads it, then
 // only), else dout.

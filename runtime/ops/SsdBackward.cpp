@@ -119,6 +119,8 @@ void bind(KernelCall& c, const dsl::Signature& S, const SsdBackwardArgs& b, cons
   c.size(S.size("o_dcb"), p.bwd.oDcb);
   c.size(S.size("pass_parts"), passParts);
   c.flag(S.flag("d_per_channel"), d.dPerChannel);
+  c.flag(S.flag("has_init"), f.initial_states.defined());
+  c.flag(S.flag("has_dfinal"), b.dfinal_states.defined());
   c.meta("meta:index_bits", p.wide ? 64 : 32);
 }
 
@@ -140,7 +142,6 @@ void bindChain(KernelCall& c, const SsdBackwardArgs& b, const SsdDims& d, const 
   c.size(S.size("o_flags"), p.fwd.oFlags);
   c.flag(S.flag("has_cu"), d.packed);
   c.flag(S.flag("has_init_idx"), f.initial_state_indices.defined());
-  c.flag(S.flag("has_dfinal"), b.dfinal_states.defined());
   c.flag(S.flag("has_final_idx"), finalIdx.defined());
   c.flag(S.flag("has_dinit"), b.dinitial_states.defined());
 }
