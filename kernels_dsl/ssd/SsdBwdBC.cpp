@@ -106,32 +106,42 @@ struct BCVectors {
   bool all() const { return dcb && st && other && x && dy.dout && dy.z; }
 };
 
-// Both parts through rings.
-Value buildInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdValues& a, const BCBlock& b, int64_t Q,
-                   int64_t BN, const BCVectors& v, Value statesZero) {
+// The ring form's shared buffers and their pitches. 16-bit rows are padded by 8 halves (an odd
+// number of 16-byte units, for ldmatrix); f32 rows read as they lie by 8 floats (16-byte rows for
+// the copies, and the four rows of a half-warp's 8-byte reads in distinct banks), read transposed
+// by 4 (4-byte reads whose rows then fall in distinct banks).
+struct BCRings {
+  int64_t p16, pIn, dcbPitch, dcbStage, stPitch, stStage, oStage, inStage, term;
+  Value ring;   // f32: dCB's tiles, then the states' (S_in or g)
+  Value os;     // the other operand of CB (B for dC, C for dB)
+  Value terms;  // the states' tile as bf16 terms
+  Value ins;    // x (dB) or dout (dC), [64 r, 32 channels]
+  Value zs;     // z (dC)
+  BCRings(KernelBuilder& k, const Specialization& spec, bool dC, int64_t BN, int pf) {
+    const int64_t T = kSsdTokenBlock;
+    p16 = BN + 8, pIn = kStep + 8;
+    // dCB's tile: [64 r, 32 t] as it lies (dC) or [32 t, 64 r] (dB, read transposed).
+    dcbPitch = dC ? kStep + 8 : T + 4, dcbStage = dC ? T * dcbPitch : kStep * dcbPitch;
+    stPitch = BN + 8, stStage = kStep * stPitch;
+    oStage = kStep * p16, inStage = T * pIn, term = kStep * p16;
+    ring = k.sharedBuffer(kStages * std::max(dcbStage, stStage), DType::F32);
+    os = k.sharedBuffer(kStages * oStage, ssdDtype(spec, dC ? "B" : "C"));
+    terms = k.sharedBuffer(pf * term, DType::BF16);
+    ins = k.sharedBuffer(kStages * inStage, ssdDtype(spec, dC ? "dout" : "x"));
+    zs = dC ? ssdBwdZRing(k, spec, kStages * inStage) : Value{};
+  }
+};
+
+// dCB against the other operand of CB: C_i for i >= r (dB), B_j for j <= r (dC), the tiles
+// through the rings.
+Value dcbPartInRings(KernelBuilder& k, const SsdBwdValues& a, const BCBlock& b, int64_t Q, int64_t BN,
+                     const BCVectors& v, const BCRings& r, int pf) {
   const int64_t T = kSsdTokenBlock;
   const bool dC = b.dC;
   const SsdChunk& ch = b.ch;
-  const int pf = ssdBwdPieces(spec);
   Value zero = k.constFloat(0), zeroI = k.constInt(0), one = k.constInt(1);
-  // Pitches: 16-bit rows padded by 8 halves (an odd number of 16-byte units, for ldmatrix); f32
-  // rows read as they lie by 8 floats (16-byte rows for the copies, and the four rows of a
-  // half-warp's 8-byte reads in distinct banks), read transposed by 4 (4-byte reads whose rows
-  // then fall in distinct banks).
-  const int64_t p16 = BN + 8, pIn = kStep + 8;
-  // dCB's tile: [64 r, 32 t] as it lies (dC) or [32 t, 64 r] (dB, read transposed).
-  const int64_t dcbPitch = dC ? kStep + 8 : T + 4, dcbStage = dC ? T * dcbPitch : kStep * dcbPitch;
-  const int64_t stPitch = BN + 8, stStage = kStep * stPitch;
-  const int64_t oStage = kStep * p16, inStage = T * pIn, term = kStep * p16;
-  Value ring = k.sharedBuffer(kStages * std::max(dcbStage, stStage), DType::F32);
-  Value os = k.sharedBuffer(kStages * oStage, ssdDtype(spec, dC ? "B" : "C"));
-  Value terms = k.sharedBuffer(pf * term, DType::BF16);
-  Value ins = k.sharedBuffer(kStages * inStage, ssdDtype(spec, dC ? "dout" : "x"));
-  Value zs = dC ? ssdBwdZRing(k, spec, kStages * inStage) : Value{};
-  Value sC = k.expandDims(k.range(kStep), 0), sR = k.expandDims(k.range(kStep), 1);  // [1, 32], [32, 1]
+  Value sC = k.expandDims(k.range(kStep), 0);  // [1, 32]
   Value r0 = b.bm * T;
-
-  // dCB against the other operand of CB: C_i for i >= r (dB), B_j for j <= r (dC).
   Value other = dC ? a.B : a.C;
   Value sOl = dC ? a.sBl : a.sCl;
   Value oBase = ch.row * (dC ? a.sBb : a.sCb) + b.g * (dC ? a.sBg : a.sCg) + b.n0;
@@ -139,21 +149,21 @@ Value buildInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdVal
   Value tiles = cdiv(hi - lo, k.constInt(kStep));
   auto copyD = [&](Value u) {
     Value t0 = lo + u * kStep, st = u % kStages;
-    k.copyTileAsync(os, st * oStage, p16, other, oBase + (ch.t0 + t0) * sOl, sOl, kStep, BN, ch.n - t0, a.N - b.n0,
-                    v.other);
+    k.copyTileAsync(r.os, st * r.oStage, r.p16, other, oBase + (ch.t0 + t0) * sOl, sOl, kStep, BN, ch.n - t0,
+                    a.N - b.n0, v.other);
     if (dC)
-      k.copyTileAsync(ring, st * dcbStage, dcbPitch, a.ws, b.dcbBase + r0 * Q + t0, k.constInt(Q), T, kStep, ch.n - r0,
-                      ch.n - t0, v.dcb);
+      k.copyTileAsync(r.ring, st * r.dcbStage, r.dcbPitch, a.ws, b.dcbBase + r0 * Q + t0, k.constInt(Q), T, kStep,
+                      ch.n - r0, ch.n - t0, v.dcb);
     else
-      k.copyTileAsync(ring, st * dcbStage, dcbPitch, a.ws, b.dcbBase + t0 * Q + r0, k.constInt(Q), kStep, T, ch.n - t0,
-                      ch.n - r0, v.dcb);
+      k.copyTileAsync(r.ring, st * r.dcbStage, r.dcbPitch, a.ws, b.dcbBase + t0 * Q + r0, k.constInt(Q), kStep, T,
+                      ch.n - t0, ch.n - r0, v.dcb);
   };
   for (int64_t u = 0; u < kStages - 1; ++u) {
     k.ifThen(k.constInt(u) < tiles, [&] { copyD(k.constInt(u)); });
     k.commitGroup();
   }
   Value rT = k.expandDims(k.range(T), 1);  // [T, 1]: r - r0
-  Value acc = k.forLoop(zeroI, tiles, one, {k.splat(zero, {T, BN})}, [&](Value u, const std::vector<Value>& c) {
+  return k.forLoop(zeroI, tiles, one, {k.splat(zero, {T, BN})}, [&](Value u, const std::vector<Value>& c) {
     Value next = u + (kStages - 1);
     k.ifThen(next < tiles, [&] { copyD(next); });
     k.commitGroup();
@@ -161,68 +171,86 @@ Value buildInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdVal
     k.barrier();
     Value st = u % kStages, tC = lo + u * kStep + sC;  // [1, 32]
     Value keep = (dC ? (tC <= b.rR) : (tC >= b.rR)) && (tC < ch.n) && b.mR;
-    Value d = k.load(ring, st * dcbStage + (dC ? rT * dcbPitch + sC : sC * dcbPitch + rT));  // [T, 32]
-    Value r = k.dot(k.select(keep, d, zero), os, st * oStage, k.constInt(p16), one, c[0], pf, 1);
+    Value d = k.load(r.ring, st * r.dcbStage + (dC ? rT * r.dcbPitch + sC : sC * r.dcbPitch + rT));  // [T, 32]
+    Value res = k.dot(k.select(keep, d, zero), r.os, st * r.oStage, k.constInt(r.p16), one, c[0], pf, 1);
     k.barrier();  // stage u is read before step u + 1 copies into it
-    return std::vector<Value>{r};
+    return std::vector<Value>{res};
   })[0];
+}
 
-  // The states' part: step s is head g hpg + s / nC's channels (s % nC) 32 .. : g or S_in [32
-  // channels, BN] (f32, split into terms) and x or dout and z [64 r, 32 channels]; none where
-  // they are zero (a uniform branch).
-  auto statesPart = [&] {
-    Value nCh = cdiv(a.P, k.constInt(kStep)), steps = a.hpg * nCh;
-    auto copyS = [&](Value s) {
-      Value h = b.g * a.hpg + s / nCh, c0 = (s % nCh) * kStep, st = s % kStages;
-      Value stBase = (dC ? a.oSt : a.oG) + (b.slot * a.H + h) * a.P * a.N;
-      k.copyTileAsync(ring, st * stStage, stPitch, a.ws, stBase + c0 * a.N + b.n0, a.N, kStep, BN, a.P - c0, a.N - b.n0,
-                      v.st);
-      Value rows = ch.n - r0, cols = a.P - c0;
-      if (dC) {
-        ssdCopyDyTiles(k, a, ins, zs, st * inStage, pIn, ch.row, ch.t0 + r0, h, c0, T, kStep, rows, cols, v.dy);
-      } else {
-        k.copyTileAsync(ins, st * inStage, pIn, a.x, ch.row * a.sXb + (ch.t0 + r0) * a.sXl + h * a.sXh + c0, a.sXl, T,
-                        kStep, rows, cols, v.x);
-      }
-    };
-    for (int64_t s = 0; s < kStages - 1; ++s) {  // dCB's tiles are read (the last step's barrier)
-      k.ifThen(k.constInt(s) < steps, [&] { copyS(k.constInt(s)); });
-      k.commitGroup();
+// The states' part added to `acc`: step s is head g hpg + s / nC's channels (s % nC) 32 .. : g or
+// S_in [32 channels, BN] (f32, split into terms) and x or dout and z [64 r, 32 channels], through
+// the rings (dCB's tiles are read: its last step's barrier).
+Value statesPartInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdValues& a, const BCBlock& b,
+                        int64_t Q, int64_t BN, const BCVectors& v, const BCRings& r, int pf, Value acc) {
+  const int64_t T = kSsdTokenBlock;
+  const bool dC = b.dC;
+  const SsdChunk& ch = b.ch;
+  Value zero = k.constFloat(0), zeroI = k.constInt(0), one = k.constInt(1);
+  Value sC = k.expandDims(k.range(kStep), 0), sR = k.expandDims(k.range(kStep), 1);  // [1, 32], [32, 1]
+  Value rT = k.expandDims(k.range(T), 1);                                            // [T, 1]: r - r0
+  Value r0 = b.bm * T;
+  Value nCh = cdiv(a.P, k.constInt(kStep)), steps = a.hpg * nCh;
+  auto copyS = [&](Value s) {
+    Value h = b.g * a.hpg + s / nCh, c0 = (s % nCh) * kStep, st = s % kStages;
+    Value stBase = (dC ? a.oSt : a.oG) + (b.slot * a.H + h) * a.P * a.N;
+    k.copyTileAsync(r.ring, st * r.stStage, r.stPitch, a.ws, stBase + c0 * a.N + b.n0, a.N, kStep, BN, a.P - c0,
+                    a.N - b.n0, v.st);
+    Value rows = ch.n - r0, cols = a.P - c0;
+    if (dC) {
+      ssdCopyDyTiles(k, a, r.ins, r.zs, st * r.inStage, r.pIn, ch.row, ch.t0 + r0, h, c0, T, kStep, rows, cols, v.dy);
+    } else {
+      k.copyTileAsync(r.ins, st * r.inStage, r.pIn, a.x, ch.row * a.sXb + (ch.t0 + r0) * a.sXl + h * a.sXh + c0, a.sXl,
+                      T, kStep, rows, cols, v.x);
     }
-    Value stOff = sR * stPitch + k.expandDims(k.range(BN), 0), tOff = sR * p16 + k.expandDims(k.range(BN), 0);
-    Value inOff = rT * pIn + sC;  // [T, 32]
-    // x (dB) or dy (dC) is exact in fewer terms than its product with the rows' scale (bf16 x, or
-    // bf16 dout without z: one): each head's product then takes the operand as it is, and the scale
-    // multiplies the head's sum, half the products of pf terms against pf.
-    const int pOp = dC ? ssdBwdDyPieces(spec) : dotPieces(spec, "x");
-    const bool scaleAfter = pOp < pf;
-    // Head hh's channel steps added to `init`, the operand scaled by `scale` unless it is undefined.
-    auto headSteps = [&](Value hh, Value init, Value scale) {
-      return k.forLoop(zeroI, nCh, one, {init}, [&](Value c, const std::vector<Value>& cc) {
-        Value s = hh * nCh + c, next = s + (kStages - 1);
-        k.ifThen(next < steps, [&] { copyS(next); });
-        k.commitGroup();
-        k.waitGroup(kStages - 1);
-        k.barrier();  // tile s is in; the last step's products have read the terms
-        Value st = s % kStages;
-        ssdStoreTerms(k, terms, tOff, term, pf, k.load(ring, st * stStage + stOff));
-        Value in = k.load(ins, st * inStage + inOff);
-        Value op = dC ? ssdGateDy(k, a, in, [&] { return k.load(zs, st * inStage + inOff); }) : in;
-        k.barrier();  // the terms are written
-        Value r = scale.valid() ? ssdDotTerms(k, op * scale, terms, zeroI, term, k.constInt(p16), one, cc[0], pf, pf)
-                                : ssdDotTerms(k, op, terms, zeroI, term, k.constInt(p16), one, cc[0], pf, pOp);
-        k.barrier();  // stage s and the terms are read before the next step writes them
-        return std::vector<Value>{r};
-      })[0];
-    };
-    return k.forLoop(zeroI, a.hpg, one, {acc}, [&](Value hh, const std::vector<Value>& ah) {
-      Value scale = stateScale(k, a, b, Q, b.g * a.hpg + hh);
-      if (!scaleAfter) return std::vector<Value>{headSteps(hh, ah[0], scale)};
-      return std::vector<Value>{ah[0] + scale * headSteps(hh, k.splat(zero, {T, BN}), Value{})};
+  };
+  for (int64_t s = 0; s < kStages - 1; ++s) {
+    k.ifThen(k.constInt(s) < steps, [&] { copyS(k.constInt(s)); });
+    k.commitGroup();
+  }
+  Value stOff = sR * r.stPitch + k.expandDims(k.range(BN), 0), tOff = sR * r.p16 + k.expandDims(k.range(BN), 0);
+  Value inOff = rT * r.pIn + sC;  // [T, 32]
+  // x (dB) or dy (dC) is exact in fewer terms than its product with the rows' scale (bf16 x, or
+  // bf16 dout without z: one): each head's product then takes the operand as it is, and the scale
+  // multiplies the head's sum, half the products of pf terms against pf.
+  const int pOp = dC ? ssdBwdDyPieces(spec) : dotPieces(spec, "x");
+  const bool scaleAfter = pOp < pf;
+  // Head hh's channel steps added to `init`, the operand scaled by `scale` unless it is undefined.
+  auto headSteps = [&](Value hh, Value init, Value scale) {
+    return k.forLoop(zeroI, nCh, one, {init}, [&](Value c, const std::vector<Value>& cc) {
+      Value s = hh * nCh + c, next = s + (kStages - 1);
+      k.ifThen(next < steps, [&] { copyS(next); });
+      k.commitGroup();
+      k.waitGroup(kStages - 1);
+      k.barrier();  // tile s is in; the last step's products have read the terms
+      Value st = s % kStages;
+      ssdStoreTerms(k, r.terms, tOff, r.term, pf, k.load(r.ring, st * r.stStage + stOff));
+      Value in = k.load(r.ins, st * r.inStage + inOff);
+      Value op = dC ? ssdGateDy(k, a, in, [&] { return k.load(r.zs, st * r.inStage + inOff); }) : in;
+      k.barrier();  // the terms are written
+      Value res = scale.valid()
+                      ? ssdDotTerms(k, op * scale, r.terms, zeroI, r.term, k.constInt(r.p16), one, cc[0], pf, pf)
+                      : ssdDotTerms(k, op, r.terms, zeroI, r.term, k.constInt(r.p16), one, cc[0], pf, pOp);
+      k.barrier();  // stage s and the terms are read before the next step writes them
+      return std::vector<Value>{res};
     })[0];
   };
+  return k.forLoop(zeroI, a.hpg, one, {acc}, [&](Value hh, const std::vector<Value>& ah) {
+    Value scale = stateScale(k, a, b, Q, b.g * a.hpg + hh);
+    if (!scaleAfter) return std::vector<Value>{headSteps(hh, ah[0], scale)};
+    return std::vector<Value>{ah[0] + scale * headSteps(hh, k.splat(zero, {T, BN}), Value{})};
+  })[0];
+}
+
+// Both parts through rings; the states' part not where the states are zero (a uniform branch).
+Value buildInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdValues& a, const BCBlock& b, int64_t Q,
+                   int64_t BN, const BCVectors& v, Value statesZero) {
+  const int pf = ssdBwdPieces(spec);
+  const BCRings r(k, spec, b.dC, BN, pf);
+  Value acc = dcbPartInRings(k, a, b, Q, BN, v, r, pf);
   return k.ifElse(
-      statesZero, [&] { return std::vector<Value>{acc}; }, [&] { return std::vector<Value>{statesPart()}; })[0];
+      statesZero, [&] { return std::vector<Value>{acc}; },
+      [&] { return std::vector<Value>{statesPartInRings(k, spec, a, b, Q, BN, v, r, pf, acc)}; })[0];
 }
 
 void buildBC(KernelBuilder& k, const Specialization& spec, bool dC) {
