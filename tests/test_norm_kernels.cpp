@@ -2,7 +2,8 @@
 // residual and residual_out, with and without the gate on either side of the norm, groups of
 // every heuristic shape: several rows a program, one tile, several chunks) goes through the whole
 // pipeline and NVRTC for sm_90a and sm_80 without spilling (a word at most), and reads and writes its rows as
-// 16-byte vectors. Tensors are fake device addresses: only their alignment classes are read.
+// 16-byte vectors, every load before the reduction. Tensors are fake device addresses: only their
+// alignment classes are read.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -107,4 +108,21 @@ TEST(NormKernels, RowCountBindsNoClass) {
   const auto a = ssmjit::detail::rmsNormSpecialization(rmsArgs(DType::BF16, 2560, true, true, 7), "sm_90a");
   const auto b = ssmjit::detail::rmsNormSpecialization(rmsArgs(DType::BF16, 2560, true, true, 16384), "sm_90a");
   EXPECT_EQ(a.canonical(), b.canonical());
+}
+
+// A decode step's norms (one row a program, the reduction across warps through a barrier) read every
+// input, the weight included, before the barrier: a load after it would add a memory round trip.
+TEST(NormKernels, EveryLoadPrecedesTheReduction) {
+  SSMJIT_REQUIRE_NVRTC();
+  const ssmjit::Specialization specs[] = {
+      ssmjit::detail::gatedRmsNormSpecialization(gatedArgs(DType::BF16, 5120, 1, true, false, 1), "sm_90a"),
+      ssmjit::detail::rmsNormSpecialization(rmsArgs(DType::BF16, 2560, true, true, 1), "sm_90a")};
+  for (const ssmjit::Specialization& spec : specs) {
+    SCOPED_TRACE(spec.canonical());
+    const std::string ptx = ssmjit::compileKernel(spec).ptx;
+    const size_t barrier = ptx.find("bar.sync"), lastLoad = ptx.rfind("ld.global");
+    ASSERT_NE(barrier, std::string::npos) << ptx;
+    ASSERT_NE(lastLoad, std::string::npos) << ptx;
+    EXPECT_LT(lastLoad, barrier) << ptx;
+  }
 }

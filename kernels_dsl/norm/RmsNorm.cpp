@@ -66,6 +66,11 @@ void build(KernelBuilder& k, const Specialization& spec) {
       hasRes, [&] { return loadAll(res, "s_res_t", "s_res_d"); }, zeros);
   const Tiles gate = k.ifElse(
       hasZ, [&] { return loadAll(z, "s_z_t", "s_z_d"); }, zeros);
+  // The weight too, before the sum: loaded after the reduction's barrier it would add a memory
+  // round trip to every program (a decode step's one-row norms are bound by that latency).
+  Tiles weight;
+  for (int64_t c = 0; c < chunks; ++c)
+    weight.push_back(k.expandDims(loadMasked(w, cols[c] * k.arg("s_w_d"), colMasks[c]), 0));
   for (int64_t c = 0; c < chunks; ++c) r[c] = r[c] + resid[c];
   // Chunk c of an output, or of the input it replaces (in place: through the input's pointer).
   auto storeTo = [&](Value ptr, const char* rowStride, const char* colStride, Value input, const char* inRowStride,
@@ -91,7 +96,7 @@ void build(KernelBuilder& k, const Specialization& spec) {
   for (int64_t c = 1; c < chunks; ++c) squares = squares + g[c] * g[c];
   Value rstd = k.expandDims(k.rsqrt(k.reduce(squares, 1, "sum") / k.toFloat(GS) + eps), 1);
   for (int64_t c = 0; c < chunks; ++c) {
-    Value y = g[c] * rstd * k.expandDims(loadMasked(w, cols[c] * k.arg("s_w_d"), colMasks[c]), 0);
+    Value y = g[c] * rstd * weight[c];
     y = k.ifElse(
         hasZ && beforeGate, [&] { return Tiles{y * silu(gate[c])}; }, [&] { return Tiles{y}; })[0];
     storeTo(out, "s_out_t", "s_out_d", x, "s_x_t", "s_x_d", outIsX, c, y);
