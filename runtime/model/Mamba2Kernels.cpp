@@ -121,7 +121,7 @@ std::vector<Specialization> detail::mamba2ModelSpecializations(const std::string
   for (int64_t T : oneOfEachClass(o.max_prefill_tokens))
     for (int64_t nseq : oneOfEachClass(S))
       if (nseq <= T) {
-        m.prefillOps(T, nseq, logits, ops);
+        m.prefillOps(T, nseq, rows(logits, nseq), ops);
         sampling(logits, nseq, step, TensorView{});
       }
   for (int64_t b = 1;; b = std::min(2 * b, S)) {
