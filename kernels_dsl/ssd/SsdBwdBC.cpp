@@ -4,9 +4,10 @@
 //   dC_r = sum_{j <= r} dCB_rj B_j + sum_h exp(cum_r) dy_r . S_in,h,
 // with g_h the gradient of head h's chunk state (the g plane) and S_in,h the state entering the
 // chunk; the heads of the group in order. The states' part is skipped where they are zero: g in
-// a sequence's last chunk without d(final states), S_in in its first without initial states. dCB (fp32) and the scaled
-// x or dy take meta:pieces terms (SsdChunks.h); on the ring path, an x or dy exact in fewer terms (bf16 x; bf16 dout
-// without z) meets the states as it is, and the scale multiplies each head's sum.
+// a sequence's last chunk without d(final states), S_in in its first without initial states.
+// dCB (fp32) and the scaled x or dy take meta:pieces terms (SsdChunks.h); on the ring path, an x
+// or dy exact in fewer terms (bf16 x; bf16 dout without z) meets the states as it is, and the
+// scale multiplies each head's sum.
 // With 16-bit B, C, x, dout and z whose rows the bindings prove aligned, every tile arrives
 // through cp.async rings two steps ahead of its use (dCB's and the states' f32 tiles, the other
 // operand's, x's or dout's and z's 16-bit ones), the states' tiles split into bf16 terms, and the
@@ -76,27 +77,28 @@ Value buildStaged(KernelBuilder& k, const Specialization& spec, const SsdBwdValu
       })[0];
 
   // The states' part, per head of the group: (scaled x or dy) [T, 32 channels] times g or S_in
-  // [32 channels, BN]; none where they are zero.
+  // [32 channels, BN].
+  auto statesPart = [&] {
+    return k.forLoop(zeroI, a.hpg, oneI, {acc}, [&](Value hh, const std::vector<Value>& ah) {
+      Value h = b.g * a.hpg + hh;
+      Value scale = stateScale(k, a, b, Q, h);
+      Value stBase = (dC ? a.oSt : a.oG) + (b.slot * a.H + h) * a.P * a.N;
+      return k.forLoop(zeroI, a.P, k.constInt(kStep), {ah[0]}, [&](Value c0, const std::vector<Value>& c) {
+        Value pR = c0 + sR;
+        Value st = k.load(a.ws, stBase + pR * a.N + b.nC, (pR < a.P) && b.mN, zero);  // [32, BN]
+        k.barrier();
+        k.store(smem, sR * LDs + bnC, st);
+        k.barrier();
+        Value pC = c0 + sC, m = b.mR && (pC < a.P);
+        Value op = dC ? ssdBwdDy(k, a, ch.row, ch.t0 + b.rR, h, pC, m)
+                      : k.load(a.x, ch.row * a.sXb + (ch.t0 + b.rR) * a.sXl + h * a.sXh + pC * a.sXp, m, zero);
+        return std::vector<Value>{k.dot(op * scale, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], pf, pf)};
+      });
+    })[0];
+  };
+  // None where the states are zero (a uniform branch).
   return k.ifElse(
-      statesZero, [&] { return std::vector<Value>{acc}; },
-      [&] {
-        return std::vector<Value>{k.forLoop(zeroI, a.hpg, oneI, {acc}, [&](Value hh, const std::vector<Value>& ah) {
-          Value h = b.g * a.hpg + hh;
-          Value scale = stateScale(k, a, b, Q, h);
-          Value stBase = (dC ? a.oSt : a.oG) + (b.slot * a.H + h) * a.P * a.N;
-          return k.forLoop(zeroI, a.P, k.constInt(kStep), {ah[0]}, [&](Value c0, const std::vector<Value>& c) {
-            Value pR = c0 + sR;
-            Value st = k.load(a.ws, stBase + pR * a.N + b.nC, (pR < a.P) && b.mN, zero);  // [32, BN]
-            k.barrier();
-            k.store(smem, sR * LDs + bnC, st);
-            k.barrier();
-            Value pC = c0 + sC, m = b.mR && (pC < a.P);
-            Value op = dC ? ssdBwdDy(k, a, ch.row, ch.t0 + b.rR, h, pC, m)
-                          : k.load(a.x, ch.row * a.sXb + (ch.t0 + b.rR) * a.sXl + h * a.sXh + pC * a.sXp, m, zero);
-            return std::vector<Value>{k.dot(op * scale, smem, zeroI, k.constInt(LDs), k.constInt(1), c[0], pf, pf)};
-          });
-        })[0]};
-      })[0];
+      statesZero, [&] { return std::vector<Value>{acc}; }, [&] { return std::vector<Value>{statesPart()}; })[0];
 }
 
 // The vectors of the ring form's copies (0: a copy the bindings do not prove aligned).
