@@ -30,6 +30,7 @@
 #include "ssmjit/ops.h"
 #include "tools/DeviceFill.h"
 #include "tools/GpuTiming.h"
+#include "tools/SsdCall.h"
 #include "tools/ToolSupport.h"
 
 namespace ssmjit::tool {
@@ -44,8 +45,9 @@ struct SsdBenchOptions {
   int iters = 10, trials = 5;
   uint64_t seed = 1;
   bool backward = false;
-  bool savedY = false;  // the forward keeps y (fp32) and the backward reads it
-  bool noZ = false;     // without the gate, as the Mamba-2 layer calls the scan
+  bool savedY = false;          // the forward keeps y (fp32) and the backward reads it
+  bool noZ = false;             // without the gate, as the Mamba-2 layer calls the scan
+  std::string states = "none";  // none, final or slots (SsdCall.h), fp32 states
 };
 
 // "8x2048" -> {8, 2048}; throws UsageError naming --shapes otherwise.
@@ -87,7 +89,7 @@ std::vector<int64_t> parseLengths(const std::string& s) {
 }
 
 // ms per ssd_backward call for the forward call `a` (every gradient; dout random).
-double backwardMs(const SsdArgs& a, std::mt19937_64& rng, const SsdBenchOptions& o) {
+double backwardMs(const SsdArgs& a, SsdStates states, std::mt19937_64& rng, const SsdBenchOptions& o) {
   auto like = [&](const TensorView& v, double lo, double hi) { return DeviceTensor(v, lo, hi, rng); };
   DeviceTensor dout = like(a.x, -1, 1), dx = like(a.x, 0, 0), dz = like(a.z, 0, 0), ddt = like(a.dt, 0, 0);
   DeviceTensor dB = like(a.B, 0, 0), dC = like(a.C, 0, 0), dA = like(a.A, 0, 0), dD = like(a.D, 0, 0),
@@ -96,6 +98,15 @@ double backwardMs(const SsdArgs& a, std::mt19937_64& rng, const SsdBenchOptions&
   b.forward = a, b.dout = dout.view, b.dx = dx.view, b.ddt = ddt.view, b.dA = dA.view, b.dB = dB.view;
   b.dC = dC.view, b.dD = dD.view, b.ddt_bias = dbias.view;
   if (a.z.defined()) b.dz = dz.view;
+  std::unique_ptr<DeviceTensor> dfinal, dinitial;
+  if (states != SsdStates::None) {
+    dfinal = std::make_unique<DeviceTensor>(a.final_states, -1, 1, rng);
+    b.dfinal_states = dfinal->view;
+  }
+  if (states == SsdStates::Slots) {
+    dinitial = std::make_unique<DeviceTensor>(a.initial_states, 0, 0, rng);
+    b.dinitial_states = dinitial->view;
+  }
   const int64_t wsElems = ssd_backward_workspace_size(b);
   DeviceBuffer ws(static_cast<size_t>(wsElems) * 4);
   b.workspace = TensorView::contiguous(ws.data(), DType::F32, {wsElems});
@@ -105,6 +116,7 @@ double backwardMs(const SsdArgs& a, std::mt19937_64& rng, const SsdBenchOptions&
 void runSsdBench(const SsdBenchOptions& o) {
   const DType xt = parseFloatDType(o.dtype, "--dtype"), dtt = parseFloatDType(o.dtDtype, "--dt-dtype"),
               bct = parseFloatDType(o.bcDtype, "--bc-dtype");
+  const SsdStates states = parseSsdStates(o.states, "--states");
   const int64_t H = o.heads, P = o.headdim, N = o.dstate, G = o.ngroups, Q = o.chunk;
   struct Row {
     std::string what;
@@ -168,13 +180,29 @@ void runSsdBench(const SsdBenchOptions& o) {
       cu = std::make_unique<DeviceBuffer>(DeviceBuffer::fromHost(v));
       a.cu_seqlens = TensorView::contiguous(cu->data(), DType::I32, {static_cast<int64_t>(v.size())});
     }
+    // One slot a sequence: sequence i's states in slot i (read from it too with slots).
+    const int64_t nseq = c.lens.empty() ? R : static_cast<int64_t>(c.lens.size());
+    std::unique_ptr<DeviceTensor> stateSlots;
+    std::unique_ptr<DeviceBuffer> slotIndices;
+    if (states != SsdStates::None) {
+      stateSlots =
+          std::make_unique<DeviceTensor>(DType::F32, std::initializer_list<int64_t>{nseq, H, P, N}, -1, 1, rng);
+      a.final_states = stateSlots->view;
+    }
+    if (states == SsdStates::Slots) {
+      std::vector<int32_t> ids(static_cast<size_t>(nseq));
+      std::iota(ids.begin(), ids.end(), 0);
+      slotIndices = std::make_unique<DeviceBuffer>(DeviceBuffer::fromHost(ids));
+      a.initial_states = stateSlots->view;
+      a.initial_state_indices = a.final_state_indices = TensorView::contiguous(slotIndices->data(), DType::I32, {nseq});
+    }
     const int64_t wsElems = ssd_workspace_size(a);
     DeviceBuffer ws(static_cast<size_t>(wsElems) * 4);
     a.workspace = TensorView::contiguous(ws.data(), DType::F32, {wsElems});
     const double ms = 1e-3 * callTimeUs([&](CUstream st) { ssd(a, st); }, s, o.iters, o.trials);
 
-    const double perToken =
-        (o.noZ ? 2.0 : 3.0) * double(H * P) * dtypeBytes(xt) + double(H) * dtypeBytes(dtt) + 2.0 * double(G * N) * dtypeBytes(bct);
+    const double perToken = (o.noZ ? 2.0 : 3.0) * double(H * P) * dtypeBytes(xt) + double(H) * dtypeBytes(dtt) +
+                            2.0 * double(G * N) * dtypeBytes(bct);
     const double bytes = perToken * double(tokens);
     const double flops = double(tokens) * (2.0 * Q * N * G + double(H) * (4.0 * P * N + double(Q) * P));
     const double gbs = bytes / (ms * 1e-3) / 1e9;
@@ -192,7 +220,7 @@ void runSsdBench(const SsdBenchOptions& o) {
                                  strf("%.1f", flops / (ms * 1e-3) / 1e12),
                                  vsDense};
     if (o.backward) {
-      const double bwd = backwardMs(a, rng, o);
+      const double bwd = backwardMs(a, states, rng, o);
       row.insert(row.end(), {strf("%.3f", bwd), strf("%.3f", ms + bwd)});
     }
     table.add(row);
@@ -201,11 +229,12 @@ void runSsdBench(const SsdBenchOptions& o) {
   std::printf(
       "\nMamba-2 SSD chunked scan forward: H %lld, P %lld, N %lld, G %lld, chunk %lld; %s x/z/out, %s dt, %s B/C; "
       "fp32 A, D (H), dt_bias; dt_softplus; median of %d trials of %d calls\n"
-      "GB/s: x, z, dt, B, C read and out written once (the floor; the workspace is not counted)%s%s\n\n",
+      "GB/s: x, z, dt, B, C read and out written once (the floor; the workspace and states are not counted)%s%s"
+      "\nstates: %s\n\n",
       (long long)H, (long long)P, (long long)N, (long long)G, (long long)Q, o.dtype.c_str(), o.dtDtype.c_str(),
-      o.bcDtype.c_str(), o.trials, o.iters,
-      o.noZ ? "\n--no-z: no gate (no z read)" : "",
-      o.savedY ? "\n--saved-y: the forward also writes y (fp32, not counted in GB/s); the backward reads it" : "");
+      o.bcDtype.c_str(), o.trials, o.iters, o.noZ ? "\n--no-z: no gate (no z read)" : "",
+      o.savedY ? "\n--saved-y: the forward also writes y (fp32, not counted in GB/s); the backward reads it" : "",
+      o.states.c_str());
   printTableAndCopy(table, copy);
 }
 
@@ -244,6 +273,11 @@ CommandRun defineSsdBenchCommand(CLI::App* app) {
   app->add_flag("--saved-y", o->savedY,
                 "The forward keeps y before the gate (fp32, SsdArgs::y), which the backward reads instead of "
                 "recomputing it");
+  app->add_option("--states", o->states,
+                  "fp32 states a sequence: none; final (written, as a prefill for decode does); slots (initial "
+                  "states read from and final states written to the same slot)")
+      ->check(CLI::IsMember(std::vector<std::string>{"none", "final", "slots"}))
+      ->capture_default_str();
   return benchRun(o, runSsdBench);
 }
 
