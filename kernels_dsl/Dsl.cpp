@@ -557,14 +557,15 @@ void KernelBuilder::setFlag(dsl::Value flag, dsl::Value offset) {
   requireScalarIndex(unwrap(offset), "setFlag");
   sj::SetFlagOp::create(B, L, unwrap(flag), unwrap(offset));
 }
-void KernelBuilder::barrier() { sj::BarrierOp::create(B, L); }
+void KernelBuilder::barrier(bool asyncProxy) { sj::BarrierOp::create(B, L, asyncProxy ? B.getUnitAttr() : UnitAttr()); }
 dsl::Value KernelBuilder::sharedBuffer(int64_t elements) {
   if (elements < 1 || elements > kMaxSharedBufferFloats)
     fail("sharedBuffer: elements must be in 1.." + std::to_string(kMaxSharedBufferFloats) + " (48 KiB), got " +
          std::to_string(elements));
   Type t = sj::PtrType::get(impl_->ctx, B.getF32Type());
-  return W(sj::SharedBufferOp::create(B, L, t, B.getI64IntegerAttr(elements), UnitAttr(), mlir::Value(), nullptr)
-               .getResult());
+  return W(
+      sj::SharedBufferOp::create(B, L, t, B.getI64IntegerAttr(elements), UnitAttr(), mlir::Value(), nullptr, nullptr)
+          .getResult());
 }
 // The storage type of a dynamic shared buffer or view of `dtype` (`what` names the call).
 static Type sharedStorage(OpBuilder& b, DType dtype, const char* what) {
@@ -579,25 +580,32 @@ static Type sharedStorage(OpBuilder& b, DType dtype, const char* what) {
       fail(std::string(what) + ": dtype must be float32, float16 or bfloat16, got " + dtypeName(dtype));
   }
 }
-dsl::Value KernelBuilder::sharedBuffer(int64_t elements, DType dtype) {
+dsl::Value KernelBuilder::sharedBuffer(int64_t elements, DType dtype) { return sharedBuffer(elements, dtype, 0); }
+dsl::Value KernelBuilder::sharedBuffer(int64_t elements, DType dtype, int64_t swizzle) {
   Type e = sharedStorage(B, dtype, "sharedBuffer");
   const int64_t bytes = dtypeBytes(dtype);
   if (elements < 1) fail("sharedBuffer: elements must be at least 1, got " + std::to_string(elements));
-  // Buffers start at multiples of 128 bytes (the emitter carves them in the same order).
-  const int64_t total = (impl_->dynamicSharedBytes + 127) / 128 * 128 + elements * bytes;
+  if (swizzle != 0 && ((swizzle != 32 && swizzle != 64 && swizzle != 128) || bytes != 2))
+    fail("sharedBuffer: swizzle must be 32, 64 or 128 bytes on a 16-bit buffer, got " + std::to_string(swizzle) +
+         " on " + dtypeName(dtype));
+  // Buffers start at multiples of 128 bytes, swizzled ones of 1024 (the emitter carves them in
+  // the same order).
+  const int64_t align = swizzle ? 1024 : 128;
+  const int64_t total = (impl_->dynamicSharedBytes + align - 1) / align * align + elements * bytes;
   if (elements > kMaxDynamicSharedBytes || total > kMaxDynamicSharedBytes)
     fail("sharedBuffer: the kernel's dynamic shared buffers would take " + std::to_string(total) +
          " bytes, more than " + std::to_string(kMaxDynamicSharedBytes) + " (" + std::to_string(elements) + " " +
          dtypeName(dtype) + " asked)");
   impl_->dynamicSharedBytes = total;
   Type t = sj::PtrType::get(impl_->ctx, e);
-  return W(sj::SharedBufferOp::create(B, L, t, B.getI64IntegerAttr(elements), B.getUnitAttr(), mlir::Value(), nullptr)
+  return W(sj::SharedBufferOp::create(B, L, t, B.getI64IntegerAttr(elements), B.getUnitAttr(), mlir::Value(), nullptr,
+                                      swizzle ? B.getI64IntegerAttr(swizzle) : nullptr)
                .getResult());
 }
 dsl::Value KernelBuilder::sharedView(dsl::Value buffer, int64_t at, int64_t elements, DType dtype) {
   auto base = unwrap(buffer).getDefiningOp<sj::SharedBufferOp>();
-  if (!base || !base.getDynamic() || base.getWithin())
-    fail("sharedView: the buffer must be a sharedBuffer(elements, dtype) of its own, not a view");
+  if (!base || !base.getDynamic() || base.getWithin() || base.getSwizzle())
+    fail("sharedView: the buffer must be an unswizzled sharedBuffer(elements, dtype) of its own, not a view");
   Type e = sharedStorage(B, dtype, "sharedView");
   const int64_t baseBytes = base.getBytes();
   const int64_t offset = at * (baseBytes / base.getSize()), bytes = elements * dtypeBytes(dtype);
@@ -606,7 +614,7 @@ dsl::Value KernelBuilder::sharedView(dsl::Value buffer, int64_t at, int64_t elem
          " (byte " + std::to_string(offset) + ") of a " + std::to_string(baseBytes) +
          "-byte buffer: expected a start at a multiple of 16 bytes and an end within it");
   return W(sj::SharedBufferOp::create(B, L, sj::PtrType::get(impl_->ctx, e), B.getI64IntegerAttr(elements),
-                                      B.getUnitAttr(), unwrap(buffer), B.getI64IntegerAttr(offset))
+                                      B.getUnitAttr(), unwrap(buffer), B.getI64IntegerAttr(offset), nullptr)
                .getResult());
 }
 void KernelBuilder::copyAsync(dsl::Value smem, dsl::Value smemOffsets, dsl::Value ptr, dsl::Value offsets,

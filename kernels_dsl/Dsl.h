@@ -198,7 +198,9 @@ class KernelBuilder {
   void setFlag(Value flagPtr, Value offset);
   // Every thread of the program gets here before any goes on: orders accesses of the same memory
   // through tiles that spread it differently over the threads. Top level or uniform branches.
-  void barrier();
+  // asyncProxy: the shared memory written above is read below by a wgmma (a dot whose b is a
+  // swizzled buffer), so each thread first fences its writes to the async proxy.
+  void barrier(bool asyncProxy = false);
   // A buffer of `elements` f32 in the program's shared memory (16-byte aligned), used like a
   // pointer argument: store a tile, barrier(), load it in another shape or spread. Staging a tile
   // every thread needs (a row broadcast over channels) converts and fetches each element once for
@@ -209,6 +211,12 @@ class KernelBuilder {
   // buffers of a kernel take up to kMaxDynamicSharedBytes together (beyond 48 KiB the launch
   // raises the kernel's limit; a device with less refuses the launch, naming the kernel).
   Value sharedBuffer(int64_t elements, DType dtype);
+  // The same, 16-bit, in the XOR pattern of Hopper's tensor-core layouts of `swizzle` (32, 64 or
+  // 128) bytes a row, 1024-byte aligned: loads and stores take logical offsets, and a dot whose b
+  // lies here k-contiguous in rows of `swizzle` bytes (strideK 1, strideN swizzle / 2) runs on
+  // wgmma (sm_90a), reading b by a matrix descriptor where ldmatrix reads it once a warp. No copies
+  // into it, no views of it. Its writes reach a dot after barrier(true).
+  Value sharedBuffer(int64_t elements, DType dtype, int64_t swizzle);
   // A view of `elements` of `dtype` over the bytes of `buffer` (a sharedBuffer(elements, dtype))
   // from its element `at`: no memory of its own, so that a phase of the program that does not use
   // the buffer's bytes there can stage another dtype in them (barrier() between the phases). The

@@ -279,6 +279,37 @@ template <int N>
 __device__ __forceinline__ void ssm_cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
+
+// ---- Hopper warpgroup mma (wgmma, sm_90a) ---------------------------------------------------
+// A swizzled shared buffer's element offset (16-bit elements): the 16-byte chunk index XORed
+// with the 128-byte line index's low bits, as the tensor cores' 32/64/128-byte patterns place
+// them (Mask = swizzle / 16 - 1; the buffer 1024-byte aligned).
+template <int Mask, typename I>
+__device__ __forceinline__ I ssm_swizzle(I off) {
+  return off ^ (((off >> 6) & Mask) << 3);
+}
+// The matrix descriptor of a k-contiguous operand at p: rows of Swizzle bytes in that pattern,
+// 8-row groups 8 Swizzle bytes apart (the stride byte offset); the leading byte offset is
+// unused in these layouts. Adding j to it moves the start 16 j bytes along k.
+template <int Swizzle>
+__device__ __forceinline__ unsigned long long ssm_wgmma_desc(const void* p) {
+  constexpr unsigned long long mode = Swizzle == 128 ? 1 : Swizzle == 64 ? 2 : 3;
+  const unsigned long long a = ssm_smem_addr(p);
+  return ((a & 0x3ffff) >> 4) | (1ull << 16) | ((unsigned long long)(8 * Swizzle >> 4) << 32) | (mode << 62);
+}
+// The async group's edges: the fence before wgmmas that read registers written since the last
+// one, the commit, the wait. A register operand of a wgmma is neither read nor written by other
+// instructions until the wait; ssm_wgmma_hold makes an accumulator register a value the
+// compiler may not move across the points it stands at.
+__device__ __forceinline__ void ssm_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void ssm_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void ssm_wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+__device__ __forceinline__ void ssm_wgmma_hold(float& r) { asm volatile("" : "+f"(r)::"memory"); }
+// Shared-memory writes above reach the async proxy (a wgmma's operand reads) after a barrier.
+__device__ __forceinline__ void ssm_fence_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
 // A copy narrower than cp.async takes: V elements now, zeros when !pred.
 template <int V, typename T>
 __device__ __forceinline__ void ssm_copy_sync(T* dst, const T* src, bool pred) {

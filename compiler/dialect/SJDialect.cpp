@@ -169,10 +169,14 @@ LogicalResult SharedBufferOp::verify() {
   if (getSize() < 1) return emitOpError("expects at least one element, got ") << getSize();
   if (!getDynamic() && !e.isF32()) return emitOpError("a static buffer holds f32");
   if (!e.isF32() && !e.isF16() && !e.isBF16()) return emitOpError("holds f32, f16 or bf16");
+  if (auto sw = getSwizzle()) {
+    if (*sw != 32 && *sw != 64 && *sw != 128) return emitOpError("swizzle must be 32, 64 or 128 bytes, got ") << *sw;
+    if (!getDynamic() || getWithin() || e.isF32()) return emitOpError("a swizzled buffer is 16-bit, dynamic, its own");
+  }
   if (!getWithin()) return getOffset() ? emitOpError("has an offset but no buffer it is within") : success();
   auto base = getWithin().getDefiningOp<SharedBufferOp>();
-  if (!base || !base.getDynamic() || base.getWithin() || !getDynamic())
-    return emitOpError("is a view within a dynamic buffer of its own, and dynamic itself");
+  if (!base || !base.getDynamic() || base.getWithin() || base.getSwizzle() || !getDynamic())
+    return emitOpError("is a view within an unswizzled dynamic buffer of its own, and dynamic itself");
   const int64_t offset = getOffset().value_or(0);
   if (offset < 0 || offset % 16 || offset + getBytes() > base.getBytes())
     return emitOpError("at byte ") << offset << " with " << getBytes() << " bytes: expected a multiple of 16 within "
@@ -186,7 +190,8 @@ int64_t SharedBufferOp::getBytes() {
 
 LogicalResult CopyAsyncOp::verify() {
   auto buf = getSmem().getDefiningOp<SharedBufferOp>();
-  if (!buf || !buf.getDynamic()) return emitOpError("copies into a dynamic shared buffer");
+  if (!buf || !buf.getDynamic() || buf.getSwizzle())
+    return emitOpError("copies into an unswizzled dynamic shared buffer");
   if (shapeOf(getSmemOffsets().getType()) != shapeOf(getOffsets().getType()))
     return emitOpError("expects the shared and global offsets to have one shape");
   if (getMask() && shapeOf(getMask().getType()) != shapeOf(getOffsets().getType()))
@@ -198,7 +203,7 @@ LogicalResult CopyAsyncOp::verify() {
 template <class TileOp>
 static LogicalResult verifyTileCopy(TileOp op, const char* buffer) {
   auto buf = op.getSmem().template getDefiningOp<SharedBufferOp>();
-  if (!buf || !buf.getDynamic()) return op.emitOpError(buffer);
+  if (!buf || !buf.getDynamic() || buf.getSwizzle()) return op.emitOpError(buffer);
   const int64_t rows = op.getRows(), cols = op.getCols(), pitch = op.getPitch(), vec = op.getVec();
   if (rows < 1 || cols < 1)
     return op.emitOpError("needs a tile of at least one row and column, got ") << rows << "x" << cols;
@@ -208,9 +213,11 @@ static LogicalResult verifyTileCopy(TileOp op, const char* buffer) {
   return success();
 }
 
-LogicalResult CopyTileAsyncOp::verify() { return verifyTileCopy(*this, "copies into a dynamic shared buffer"); }
+LogicalResult CopyTileAsyncOp::verify() {
+  return verifyTileCopy(*this, "copies into an unswizzled dynamic shared buffer");
+}
 
-LogicalResult StoreTileOp::verify() { return verifyTileCopy(*this, "stores from a dynamic shared buffer"); }
+LogicalResult StoreTileOp::verify() { return verifyTileCopy(*this, "stores from an unswizzled dynamic shared buffer"); }
 
 LogicalResult WaitGroupOp::verify() {
   if (getPending() < 0 || getPending() > 7) return emitOpError("pending must be 0..7, got ") << getPending();
@@ -232,8 +239,27 @@ static LogicalResult verifyFragmentOperand(Operation* op, const char* what, Valu
   return success();
 }
 
+// b in a swizzled buffer, read by wgmma: k-contiguous rows of `swizzle` bytes, K within a row,
+// and the operand starting where the pattern does (a multiple of 8 rows).
+static LogicalResult verifyWgmmaB(Operation* op, SharedBufferOp buf, Value offset, Value strideK, Value strideN,
+                                  int64_t K, int64_t N) {
+  const int64_t row = *buf.getSwizzle() / 2;  // elements
+  if (constantInt(strideK) != std::optional<int64_t>(1) || constantInt(strideN) != std::optional<int64_t>(row))
+    return op->emitOpError("b from a ") << *buf.getSwizzle() << "-byte swizzled buffer needs stride_k 1 and stride_n "
+                                        << row;
+  if (K % 16 || K > row || N % 8 || N > 256)
+    return op->emitOpError("b from a swizzled buffer needs K a multiple of 16 up to ")
+           << row << " and N a multiple of 8 up to 256, got " << K << " and " << N;
+  auto off = constantInt(offset);
+  if (!off || *off % (8 * row))
+    return op->emitOpError("b's offset in a swizzled buffer must be a constant multiple of ") << 8 * row;
+  return success();
+}
+
 static LogicalResult verifyFragmentB(DotOp d, int64_t K, int64_t N) {
   if (d.getBPieces() != 1) return d.emitOpError("b from a 16-bit shared buffer is one term, got ") << d.getBPieces();
+  if (SharedBufferOp b = fragmentBuffer(d); b.getSwizzle())
+    return verifyWgmmaB(d, b, d.getOffset(), d.getStrideK(), d.getStrideN(), K, N);
   if (K % 16 || N % 16)
     return d.emitOpError("b from a 16-bit shared buffer needs K and N multiples of 16, got ") << K << " and " << N;
   return verifyFragmentOperand(d, "b", d.getOffset(), d.getStrideK(), d.getStrideN());
@@ -249,7 +275,9 @@ LogicalResult DotSharedOp::verify() {
   const int64_t K = getK();
   if (c[0] % 8 || K % 16 || c[1] % 16)
     return emitOpError("needs M a multiple of 8, K and N of 16, got ") << c[0] << ", " << K << " and " << c[1];
+  if (a.getSwizzle()) return emitOpError("reads a from an unswizzled buffer (ldmatrix)");
   if (failed(verifyFragmentOperand(*this, "a", getAOffset(), getAStrideM(), getAStrideK()))) return failure();
+  if (b.getSwizzle()) return verifyWgmmaB(*this, b, getOffset(), getStrideK(), getStrideN(), K, c[1]);
   return verifyFragmentOperand(*this, "b", getOffset(), getStrideK(), getStrideN());
 }
 

@@ -208,8 +208,14 @@ def SJ_SharedBufferOp : SJ_Op<"shared_buffer", [MemoryEffects<[MemAlloc]>]> {
     With `within`: no memory of its own but a view of another dynamic buffer's bytes from
     `offset` (a multiple of 16), of its own storage type, for phases of a program that never use
     both at once (the program's barriers order them).
+    With `swizzle` (32, 64 or 128): a 16-bit dynamic buffer in the XOR pattern of Hopper's
+    tensor-core layouts, for a wgmma's b: the 16-byte chunk at byte address a lies at chunk
+    (a >> 4) ^ ((a >> 7) & (swizzle / 16 - 1)), the buffer starting at a multiple of 1024 bytes.
+    Loads and stores address it by the logical offsets (the emitter swizzles), in vectors that
+    stay within a chunk.
   }];
-  let arguments = (ins I64Attr:$size, UnitAttr:$dynamic, Optional<SJ_Ptr>:$within, OptionalAttr<I64Attr>:$offset);
+  let arguments = (ins I64Attr:$size, UnitAttr:$dynamic, Optional<SJ_Ptr>:$within, OptionalAttr<I64Attr>:$offset,
+                       OptionalAttr<I64Attr>:$swizzle);
   let results = (outs SJ_Ptr:$result);
   let assemblyFormat = "$size (`within` $within^ `at` $offset)? attr-dict `:` type($result) (`,` type($within)^)?";
   let hasVerifier = 1;
@@ -296,8 +302,11 @@ def SJ_BarrierOp : SJ_Op<"barrier", [MemoryEffects<[MemRead, MemWrite]>]> {
   let summary = "every thread of the program reaches this point before any goes on";
   let description = [{
     Orders one thread's accesses above before another thread's below (tiles of different
-    shapes or layouts spread the same elements over different threads).
+    shapes or layouts spread the same elements over different threads). With `async_proxy`,
+    each thread first fences its shared-memory writes to the async proxy, so that a wgmma below
+    reads them (fence.proxy.async).
   }];
+  let arguments = (ins UnitAttr:$async_proxy);
   let assemblyFormat = "attr-dict";
 }
 

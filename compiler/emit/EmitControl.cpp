@@ -155,6 +155,9 @@ void Emitter::emit(scf::ForOp fo) {
 
 void Emitter::emit(sj::ReturnIfOp r) { line("if (" + name(r.getCond()) + ") return;"); }
 
-void Emitter::emit(sj::BarrierOp) { line("__syncthreads();"); }
+void Emitter::emit(sj::BarrierOp b) {
+  if (b.getAsyncProxy()) line("ssm_fence_async_shared();");
+  line("__syncthreads();");
+}
 
 }  // namespace ssmjit::emit

@@ -26,6 +26,7 @@ void Emitter::emitFragmentDot(Operation* op, Value acc, Value result, int64_t K,
   const int64_t pitch = *sj::constantInt(kUnit ? strideN : strideK);
   const std::string nm = declare(result, Kind::Blocked);
   forRegs(nr * nn, [&] { line(nm + "[r] = " + E(acc, Kind::Blocked, "r") + ";"); });
+  if (buf.getSwizzle()) return emitWgmmaDot(op, nm, K, aPieces, buf, offset, aFragments);
   line("{");
   ++ind_;
   // This lane's row of the four matrices at k-step 0 and n-tiles 0 and 1.
@@ -56,6 +57,58 @@ void Emitter::emitFragmentDot(Operation* op, Value acc, Value result, int64_t K,
     closeBlocks();
   }
   closeBlocks(3);
+}
+
+// One wgmma.m64nNk16 a k-step, a term and a pair: the warpgroup's warps w hold the mma's rows
+// 16 w .. 16 w + 15 as mma.sync's m16 tile (each thread's pair i its rows g and g + 8), and its
+// accumulators per n-tile j the registers 4 j .. 4 j + 3 of mma.sync's order, so the parent
+// layout's fragments and accumulators are wgmma's as they are, pair i of every warp the
+// warpgroup's instruction i. b (N rows of K, k contiguous) is read from shared memory once for
+// the warpgroup where ldmatrix reads it once a warp. The group is waited for before the dot's
+// result is used: its registers are held around it (ssm_wgmma_hold).
+void Emitter::emitWgmmaDot(Operation* op, const std::string& nm, int64_t K, int aPieces, sj::SharedBufferOp buf,
+                           Value offset, const std::function<void()>& aFragments) {
+  const int64_t M = shapeOf(op->getResult(0))[0], N = shapeOf(op->getResult(0))[1];
+  const int64_t nr = n(0, M), nn = n(1, N);
+  if (P_.wpc[0] % 4 || nr % 2)
+    fail(op, "a wgmma dot needs the warps in groups of 4 along M and each thread's rows in pairs (" + P_.str() +
+                 ", M " + I(M) + ")");
+  const std::string type = cast<sj::PtrType>(buf.getType()).getElementType().isF16() ? "f16" : "bf16";
+  const int64_t sw = *buf.getSwizzle();
+  line("{");
+  ++ind_;
+  line("const unsigned long long ssm_bdesc = ssm_wgmma_desc<" + I(sw) + ">(" + name(buf.getResult()) + " + " +
+       name(offset) + ");");
+  forRegs(nr * nn, [&] { line("ssm_wgmma_hold(" + nm + "[r]);"); });
+  line("#pragma unroll");
+  line("for (int ks = 0; ks < " + I(K / 16) + "; ++ks) {");
+  ++ind_;
+  aFragments();
+  line("ssm_wgmma_fence();");
+  const int64_t nd = N / 2;  // accumulators a thread, a pair
+  std::string regs;
+  for (int64_t j = 0; j < nd; ++j) regs += (j ? ", %" : "%") + I(j);
+  const std::string asmText = "\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + I(nd + 5) +
+                              ", 0;\\nwgmma.mma_async.sync.aligned.m64n" + I(N) + "k16.f32." + type + "." + type +
+                              " {" + regs + "}, {%" + I(nd) + ", %" + I(nd + 1) + ", %" + I(nd + 2) + ", %" +
+                              I(nd + 3) + "}, %" + I(nd + 4) + ", p, 1, 1, 0;\\n}\"";
+  for (int64_t i = 0; i < nr / 2; ++i)
+    for (int x = aPieces - 1; x >= 0; --x) {  // a's terms, smallest first
+      std::string outs;
+      for (int64_t j = 0; j < N / 8; ++j)
+        for (int e = 0; e < 4; ++e) {
+          const int64_t reg = (2 * i + e / 2) * nn + 2 * j + e % 2;
+          outs += std::string(outs.empty() ? "" : ", ") + "\"+f\"(" + nm + "[" + I(reg) + "])";
+        }
+      std::string ins;
+      for (int e = 0; e < 4; ++e) ins += "\"r\"(ssm_a[" + I(i) + "][" + I(e) + "][" + I(x) + "]), ";
+      line("asm volatile(" + asmText + " : " + outs + " : " + ins + "\"l\"(ssm_bdesc + 2 * ks), \"r\"(1));");
+    }
+  closeBlocks();
+  line("ssm_wgmma_commit();");
+  line("ssm_wgmma_wait_all();");
+  forRegs(nr * nn, [&] { line("ssm_wgmma_hold(" + nm + "[r]);"); });
+  closeBlocks();
 }
 
 // a by ldmatrix as well: for pair i, matrices (mma rows 0-7, k 0-7), (rows 8-15, k 0-7),

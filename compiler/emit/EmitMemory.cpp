@@ -45,7 +45,7 @@ void Emitter::emit(sj::LoadOp l) {
   std::string other = l.getOther() ? "" : (isFloat ? "0.0f" : "0");
   if (rawLoadStorage(res)) return emitRawLoad(l);
   if (shapeOf(res).empty()) {
-    std::string load = "ssm_load(" + name(l.getPtr()) + " + " + name(l.getOffsets()) + ")";
+    std::string load = "ssm_load(" + address(l.getPtr(), name(l.getOffsets())) + ")";
     if (!isFloat) load = "(" + cType(res.getType()) + ")" + load;
     if (l.getMask()) load = name(l.getMask()) + " ? " + load + " : " + (l.getOther() ? name(l.getOther()) : other);
     return defineScalar(res, load);
@@ -57,7 +57,7 @@ void Emitter::emit(sj::LoadOp l) {
   forRegs(
       regs(k, shapeOf(res)),
       [&] {
-        std::string addr = name(l.getPtr()) + " + " + E(l.getOffsets(), k, "r");
+        std::string addr = address(l.getPtr(), E(l.getOffsets(), k, "r"));
         std::string ld = "ssm_ld<" + I(vec) + ">(&" + nm + "[r], " + addr + ");";
         if (l.getMask()) {
           line("if (" + E(l.getMask(), k, "r") + ") " + ld);
@@ -80,7 +80,7 @@ void Emitter::emitRawLoad(sj::LoadOp l) {
   const std::string& T = raw.storage;
   raw_[res.getAsOpaquePointer()] = raw;
   if (shapeOf(res).empty()) {
-    const std::string at = ptr + "[" + name(l.getOffsets()) + "]";
+    const std::string at = ptr + "[" + offsetIn(l.getPtr(), name(l.getOffsets())) + "]";
     line("const " + T + " " + nm + " = " + (l.getMask() ? name(l.getMask()) + " ? " + at + " : " + T + "{0}" : at) +
          ";");
     names_[res.getAsOpaquePointer()] = "ssm_to_float(" + nm + ")";
@@ -95,7 +95,7 @@ void Emitter::emitRawLoad(sj::LoadOp l) {
   forRegs(
       n,
       [&] {
-        std::string ld = fn + I(vec) + ">(&" + nm + "[r], " + ptr + " + " + E(l.getOffsets(), k, "r") + ");";
+        std::string ld = fn + I(vec) + ">(&" + nm + "[r], " + address(l.getPtr(), E(l.getOffsets(), k, "r")) + ");";
         line(l.getMask() ? "if (" + E(l.getMask(), k, "r") + ") " + ld : ld);
       },
       vec);
@@ -104,7 +104,7 @@ void Emitter::emitRawLoad(sj::LoadOp l) {
 void Emitter::emit(sj::StoreOp s) {
   Value v = s.getValue();
   if (shapeOf(v).empty()) {
-    std::string st = "ssm_store(" + name(s.getPtr()) + " + " + name(s.getOffsets()) + ", " + name(v) + ");";
+    std::string st = "ssm_store(" + address(s.getPtr(), name(s.getOffsets())) + ", " + name(v) + ");";
     // A scalar store is uniform: one thread writes it.
     std::string cond = "threadIdx.x == 0";
     if (s.getMask()) cond += " && " + name(s.getMask());
@@ -122,7 +122,7 @@ void Emitter::emit(sj::StoreOp s) {
         line("#pragma unroll");
         line("for (int ssm_k = 0; ssm_k < " + I(vec) + "; ++ssm_k) ssm_v[ssm_k] = (float)" + E(v, k, "r + ssm_k") +
              ";");
-        std::string st = "ssm_st<" + I(vec) + ">(" + name(s.getPtr()) + " + " + E(s.getOffsets(), k, "r") + ", ssm_v);";
+        std::string st = "ssm_st<" + I(vec) + ">(" + address(s.getPtr(), E(s.getOffsets(), k, "r")) + ", ssm_v);";
         if (s.getMask())
           line("if (" + E(s.getMask(), k, "r") + ") " + st);
         else
@@ -142,20 +142,32 @@ void Emitter::emit(sj::SharedBufferOp b) {
   line(T + "* const " + nm + " = reinterpret_cast<" + T + "*>(ssm_smem + " + I(dynamicOffsets_.at(b)) + ");");
 }
 
+std::string Emitter::offsetIn(Value ptr, const std::string& offset) {
+  auto b = ptr.getDefiningOp<sj::SharedBufferOp>();
+  if (!b || !b.getSwizzle()) return offset;
+  return "ssm_swizzle<" + I(*b.getSwizzle() / 16 - 1) + ">(" + offset + ")";
+}
+
+std::string Emitter::address(Value ptr, const std::string& offset) { return name(ptr) + " + " + offsetIn(ptr, offset); }
+
 // One extern array for all dynamic buffers, each at the next multiple of 128 bytes: the start
-// of a 128-byte line, so that a buffer's bank pattern is the one its offsets say.
+// of a 128-byte line, so that a buffer's bank pattern is the one its offsets say. A swizzled
+// buffer starts at a multiple of 1024 bytes, where its pattern begins.
 void Emitter::carveDynamicShared() {
+  int64_t align = 128;
   f_.walk([&](sj::SharedBufferOp b) {
     if (!b.getDynamic()) return;
     if (b.getWithin()) {  // a view: its buffer's bytes (carved before it: walked in order)
       dynamicOffsets_[b] = dynamicOffsets_.at(b.getWithin().getDefiningOp<sj::SharedBufferOp>()) + *b.getOffset();
       return;
     }
-    dynamicOffsets_[b] = (dynamicBytes_ + 127) / 128 * 128;
+    const int64_t a = b.getSwizzle() ? 1024 : 128;
+    align = std::max(align, a);
+    dynamicOffsets_[b] = (dynamicBytes_ + a - 1) / a * a;
     dynamicBytes_ = dynamicOffsets_[b] + b.getBytes();
   });
   if (dynamicBytes_ > 0)
-    line("extern __shared__ __align__(128) unsigned char ssm_smem[];  // " + I(dynamicBytes_) + " bytes");
+    line("extern __shared__ __align__(" + I(align) + ") unsigned char ssm_smem[];  // " + I(dynamicBytes_) + " bytes");
 }
 
 void Emitter::emit(sj::ArriveLastOp a) {

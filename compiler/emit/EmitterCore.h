@@ -140,6 +140,9 @@ class Emitter {
   void emitRawLoad(sj::LoadOp l);
   void emit(sj::StoreOp s);
   void emit(sj::SharedBufferOp b);
+  // An element offset into ptr as C (a swizzled buffer's swizzled), and ptr + that offset.
+  std::string offsetIn(Value ptr, const std::string& offset);
+  std::string address(Value ptr, const std::string& offset);
   void carveDynamicShared();
   void emit(sj::ArriveLastOp a);
   void emit(sj::TicketOp t);
@@ -178,6 +181,9 @@ class Emitter {
   void emitMma(const std::string& mmaType, const std::string& nm, int64_t i, int64_t nr, int64_t nn,
                const std::string& col, int x, const std::string& b0, const std::string& b1);
   void emit(sj::DotSharedOp d);
+  // emitFragmentDot's form for b in a swizzled buffer: wgmma, b by a matrix descriptor.
+  void emitWgmmaDot(Operation* op, const std::string& nm, int64_t K, int aPieces, sj::SharedBufferOp buf, Value offset,
+                    const std::function<void()>& aFragments);
   // The ldmatrix dot: acc + a . b with b in `b` at offset with strides (k, n); `aFragments`
   // emits k-step ks's ssm_a[pair][register][piece] (aPieces terms of the mma's type).
   void emitFragmentDot(Operation* op, Value acc, Value result, int64_t K, int aPieces, sj::SharedBufferOp b,

@@ -1,0 +1,78 @@
+// The wgmma dot's test kernel: out [M, N] = a . b with b in a swizzled shared buffer, so that the
+// dot runs on wgmma. b [N][K] (k contiguous, f32 in memory) is stored by the threads into the
+// buffer one k-tile of BK = swizzle / 2 after another (tile t's element (n, k) at t N BK + n BK +
+// k), narrowing to the buffer's dtype; a [M][K] is either copied into a 16-bit buffer of rows
+// padded by 8 (a dot with both operands in shared memory, a by ldmatrix) or loaded from memory
+// as f32 registers split into `aPieces` terms. One dot a k-tile.
+#pragma once
+#include <string>
+
+#include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/Registry.h"
+
+namespace ssmjit::testing {
+
+struct WgmmaDot {
+  int64_t M = 64, N = 64, K = 128, swizzle = 64;
+  bool aShared = true;
+  int aPieces = 1;
+  DType dtype = DType::BF16;
+
+  int64_t bk() const { return swizzle / 2; }
+  std::string name() const {
+    return "wgmma_dot_M" + std::to_string(M) + "_N" + std::to_string(N) + "_sw" + std::to_string(swizzle) +
+           (aShared ? "_ashared" : "_aregs" + std::to_string(aPieces)) + (dtype == DType::F16 ? "_f16" : "_bf16");
+  }
+  // a's dtype (16-bit where it is staged, else f32), b's f32, out's f32.
+  Specialization spec(const std::string& arch = "sm_90a") const {
+    Specialization s;
+    s.kernel = "wgmma_dot";
+    s.arch = arch;
+    s.set("dtype:a", (int)(aShared ? dtype : DType::F32)).set("dtype:b", (int)DType::F32);
+    s.set("dtype:out", (int)DType::F32);
+    for (const char* p : {"a", "b", "out"}) s.set(std::string("align:") + p, 16);
+    s.set("meta:num_warps", 4).set("meta:index_bits", 32);
+    return s;
+  }
+
+  dsl::KernelDef def() const {
+    dsl::KernelDef d;
+    d.name = "wgmma_dot";
+    const WgmmaDot c = *this;
+    d.build = [c](dsl::KernelBuilder& k, const Specialization&) { c.build(k); };
+    return d;
+  }
+
+  void build(dsl::KernelBuilder& k) const {
+    using dsl::Value;
+    Value a = k.ptrArg("a", dsl::PtrClass::Float), b = k.ptrArg("b", dsl::PtrClass::Float),
+          out = k.ptrArg("out", dsl::PtrClass::Float);
+    const int64_t BK = bk();
+    Value bs = k.sharedBuffer(N * K, dtype, swizzle);
+    Value nR = k.expandDims(k.range(N), 1), kC = k.expandDims(k.range(K), 0);
+    k.store(bs, (kC / BK) * (N * BK) + nR * BK + kC % BK, k.load(b, nR * K + kC));
+    Value mR = k.expandDims(k.range(M), 1), one = k.constInt(1);
+    Value as;
+    if (aShared) {
+      Value mK = k.expandDims(k.range(K), 0);
+      as = k.sharedBuffer(M * (K + 8), dtype);
+      k.copyAsync(as, mR * (K + 8) + mK, a, mR * K + mK);
+      k.commitGroup();
+      k.waitGroup(0);
+    }
+    k.barrier(true);
+    Value acc = k.splat(k.constFloat(0), {M, N});
+    for (int64_t t = 0; t < K / BK; ++t) {
+      Value bOff = k.constInt(t * N * BK), pitch = k.constInt(BK);
+      if (aShared) {
+        acc = k.dot(as, k.constInt(t * BK), k.constInt(K + 8), one, BK, bs, bOff, one, pitch, acc);
+      } else {
+        Value A = k.load(a, mR * K + t * BK + k.expandDims(k.range(BK), 0));
+        acc = k.dot(A, bs, bOff, one, pitch, acc, aPieces, 1);
+      }
+    }
+    k.store(out, mR * N + k.expandDims(k.range(N), 0), acc);
+  }
+};
+
+}  // namespace ssmjit::testing

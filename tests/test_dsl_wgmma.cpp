@@ -1,0 +1,125 @@
+// The wgmma dot on CPU: a swizzled shared buffer's accesses and placement, the dot's generated
+// wgmma (b by descriptor, a's fragments as mma.sync's), what it refuses, and NVRTC compiling it
+// for sm_90a without spills or serialised wgmmas. (test_dsl_wgmma_gpu.cpp runs it.)
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "GpuTest.h"  // SSMJIT_REQUIRE_NVRTC
+#include "kernels_dsl/CompileKernel.h"
+#include "ssmjit/error.h"
+#include "tests/support/OwnKernel.h"
+#include "tests/support/WgmmaDotKernel.h"
+
+namespace ssmjit::testing {
+namespace {
+
+std::string cudaOf(const WgmmaDot& c) {
+  std::string cuda;
+  compileKernel(c.def(), c.spec(), capturingCuda(cuda));
+  return cuda;
+}
+
+// Builds `body` as a kernel with f32 pointers a and out; returns the error text, or "" if it built.
+std::string buildError(const std::function<void(KernelBuilder&, Value a, Value out)>& body) {
+  dsl::KernelDef def;
+  def.name = "wgmma_bad";
+  def.build = [&](KernelBuilder& k, const Specialization&) {
+    body(k, k.ptrArg("a", dsl::PtrClass::Float), k.ptrArg("out", dsl::PtrClass::Float));
+  };
+  try {
+    ownKernelCuda(def, {"a", "out"});
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(DslWgmma, ADotWithBInASwizzledBufferIsOneWgmmaAKStepAndPair) {
+  for (int64_t sw : {32, 64, 128})
+    for (int64_t M : {64, 128}) {
+      WgmmaDot c;
+      c.swizzle = sw, c.M = M;
+      SCOPED_TRACE(c.name());
+      const std::string cuda = cudaOf(c);
+      // One instruction in the k-step loop a pair of rows; K / BK dots.
+      EXPECT_EQ(occurrences(cuda, "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"), (M / 64) * (128 / c.bk()))
+          << cuda;
+      EXPECT_EQ(occurrences(cuda, "ssm_wgmma_desc<" + std::to_string(sw) + ">"), 128 / c.bk());
+      EXPECT_EQ(occurrences(cuda, "ssm_wgmma_wait_all();"), 128 / c.bk());
+      EXPECT_EQ(occurrences(cuda, "ssm_ldmatrix_x4<true>(ssm_b"), 0) << "b is not read by ldmatrix";
+      // The threads' stores address the buffer through its pattern; the barrier fences them.
+      EXPECT_NE(cuda.find("ssm_swizzle<" + std::to_string(sw / 16 - 1) + ">("), std::string::npos);
+      EXPECT_NE(cuda.find("ssm_fence_async_shared();\n  __syncthreads();"), std::string::npos) << cuda;
+      EXPECT_NE(cuda.find("extern __shared__ __align__(1024) unsigned char ssm_smem[]"), std::string::npos);
+    }
+}
+
+TEST(DslWgmma, ASwizzledBufferStartsAt1024Bytes) {
+  dsl::KernelDef def;
+  def.name = "swizzled_carve";
+  def.build = [](KernelBuilder& k, const Specialization&) {
+    Value a = k.ptrArg("a", dsl::PtrClass::Float), out = k.ptrArg("out", dsl::PtrClass::Float);
+    Value plain = k.sharedBuffer(100, DType::BF16), sw = k.sharedBuffer(2048, DType::BF16, 128);
+    Value r = k.expandDims(k.range(32), 1), c = k.expandDims(k.range(64), 0);
+    k.store(plain, c, k.load(a, c));
+    k.store(sw, r * 64 + c, k.load(a, r * 64 + c));
+    k.barrier();
+    k.store(out, r * 64 + c, k.load(sw, r * 64 + c) + k.load(plain, c));
+  };
+  const std::string cuda = ownKernelCuda(def, {"a", "out"});
+  EXPECT_NE(cuda.find("reinterpret_cast<ssm_bf16*>(ssm_smem + 0)"), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("reinterpret_cast<ssm_bf16*>(ssm_smem + 1024)"), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("// 5120 bytes"), std::string::npos) << cuda;
+}
+
+TEST(DslWgmma, RefusesWhatWgmmaCannotRead) {
+  const std::string badSwizzle =
+      buildError([](KernelBuilder& k, Value, Value) { k.sharedBuffer(64, DType::BF16, 16); });
+  EXPECT_NE(badSwizzle.find("swizzle must be 32, 64 or 128 bytes on a 16-bit buffer, got 16"), std::string::npos)
+      << badSwizzle;
+  const std::string f32 = buildError([](KernelBuilder& k, Value, Value) { k.sharedBuffer(64, DType::F32, 64); });
+  EXPECT_NE(f32.find("on float32"), std::string::npos) << f32;
+  const std::string copy = buildError([](KernelBuilder& k, Value a, Value) {
+    Value sw = k.sharedBuffer(2048, DType::BF16, 64);
+    Value c = k.expandDims(k.range(64), 0);
+    k.copyAsync(sw, c, a, c);
+  });
+  EXPECT_NE(copy.find("copies into an unswizzled dynamic shared buffer"), std::string::npos) << copy;
+  const std::string view = buildError(
+      [](KernelBuilder& k, Value, Value) { k.sharedView(k.sharedBuffer(2048, DType::BF16, 64), 0, 64, DType::BF16); });
+  EXPECT_NE(view.find("an unswizzled sharedBuffer"), std::string::npos) << view;
+  auto dotError = [](int64_t strideN, int64_t offset, int64_t K) {
+    return buildError([=](KernelBuilder& k, Value a, Value) {
+      Value sw = k.sharedBuffer(64 * 64, DType::BF16, 64);
+      Value A = k.load(a, k.expandDims(k.range(64), 1) * K + k.expandDims(k.range(K), 0));
+      k.dot(A, sw, k.constInt(offset), k.constInt(1), k.constInt(strideN), k.splat(k.constFloat(0), {64, 64}), 1, 1);
+    });
+  };
+  const std::string pitch = dotError(40, 0, 32);
+  EXPECT_NE(pitch.find("needs stride_k 1 and stride_n 32"), std::string::npos) << pitch;
+  const std::string off = dotError(32, 64, 32);
+  EXPECT_NE(off.find("must be a constant multiple of 256"), std::string::npos) << off;
+  const std::string wide = dotError(32, 0, 64);
+  EXPECT_NE(wide.find("K a multiple of 16 up to 32"), std::string::npos) << wide;
+}
+
+TEST(DslWgmma, NvrtcCompilesWgmmaWithoutSpillsOrSerialisation) {
+  SSMJIT_REQUIRE_NVRTC();
+  for (bool aShared : {true, false})
+    for (int64_t sw : {32, 64, 128}) {
+      WgmmaDot c;
+      c.swizzle = sw, c.aShared = aShared, c.aPieces = aShared ? 1 : 2, c.N = 128;
+      SCOPED_TRACE(c.name());
+      const CompiledKernel ck = compileKernel(c.def(), c.spec());
+      EXPECT_FALSE(ck.cubin.empty()) << ck.compileLog;
+      EXPECT_EQ(ck.resources.spillStoreBytes, 0) << ck.compileLog;
+      EXPECT_NE(ck.ptx.find("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"), std::string::npos);
+      EXPECT_NE(ck.ptx.find("fence.proxy.async.shared::cta"), std::string::npos);
+      EXPECT_EQ(ck.compileLog.find("Performance Loss"), std::string::npos)
+          << "ptxas serialised the wgmmas: " << ck.compileLog;
+    }
+}
+
+}  // namespace
+}  // namespace ssmjit::testing

@@ -1,0 +1,98 @@
+// The wgmma dot on the GPU (WgmmaDotKernel.h): b stored by the threads into a swizzled buffer and
+// read by wgmma through its matrix descriptor, a from a 16-bit buffer by ldmatrix or from
+// registers in terms, checked bitwise. Inputs are small integers, so every product and sum is
+// exact in f32 and the result must equal the integer product exactly; a wrong swizzle, descriptor
+// or fragment order moves values between rows or columns and shows. Needs sm_90a (Hopper).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "GpuTest.h"
+#include "runtime/DeviceBuffer.h"
+#include "runtime/Driver.h"
+#include "tests/support/LaunchOwnKernel.h"
+#include "tests/support/WgmmaDotKernel.h"
+
+namespace ssmjit {
+namespace {
+
+using testing::WgmmaDot;
+
+class DslWgmmaGpu : public testing::GpuTest {
+ protected:
+  void SetUp() override {
+    testing::GpuTest::SetUp();
+    if (IsSkipped()) return;
+    const std::string arch = driver::currentArch();
+    if (arch != "sm_90a") GTEST_SKIP() << "wgmma needs an sm_90a device, this one is " << arch;
+  }
+};
+
+uint32_t bitsOf(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  return u;
+}
+// x exact in 16 bits (|x| small integer): its bf16 or f16 bits.
+uint16_t half(float x, DType dt) {
+  if (dt == DType::BF16) return static_cast<uint16_t>(bitsOf(x) >> 16);
+  if (x == 0) return 0;
+  int e;
+  const float m = std::frexp(std::fabs(x), &e);
+  const uint32_t mant = static_cast<uint32_t>(std::ldexp(m, 11)) & 0x3ffu;
+  return static_cast<uint16_t>((x < 0 ? 0x8000u : 0u) | (static_cast<uint32_t>(e - 1 + 15) << 10) | mant);
+}
+
+void checkWgmmaDot(const WgmmaDot& c, uint32_t seed) {
+  SCOPED_TRACE(c.name());
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> small(-4, 4);
+  std::vector<float> av(c.M * c.K), bv(c.N * c.K);  // a[m][k], b[n][k]
+  for (float& v : av) v = static_cast<float>(small(rng));
+  for (float& v : bv) v = static_cast<float>(small(rng));
+  std::vector<uint16_t> a16(av.size());
+  for (size_t i = 0; i < av.size(); ++i) a16[i] = half(av[i], c.dtype);
+  DeviceBuffer da = c.aShared ? DeviceBuffer::fromHost(a16) : DeviceBuffer::fromHost(av);
+  DeviceBuffer db = DeviceBuffer::fromHost(bv), dout = DeviceBuffer::fromHost(std::vector<float>(c.M * c.N, NAN));
+  testing::launchOwnKernel(c.def(), c.spec(), {{"a", da.ptr()}, {"b", db.ptr()}, {"out", dout.ptr()}}, {});
+  const std::vector<float> out = dout.download<float>();
+  int bad = 0;
+  for (int64_t m = 0; m < c.M; ++m)
+    for (int64_t n = 0; n < c.N; ++n) {
+      double want = 0;
+      for (int64_t k = 0; k < c.K; ++k) want += double(av[m * c.K + k]) * bv[n * c.K + k];
+      if (bitsOf(out[m * c.N + n]) != bitsOf(static_cast<float>(want)) && bad++ < 5)
+        ADD_FAILURE() << "out[" << m << "][" << n << "] = " << out[m * c.N + n] << ", want " << want;
+    }
+  EXPECT_EQ(bad, 0);
+}
+
+TEST_F(DslWgmmaGpu, EverySwizzleMatchesTheIntegerProduct) {
+  uint32_t seed = 7;
+  for (int64_t sw : {32, 64, 128})
+    for (int64_t M : {64, 128})
+      for (bool aShared : {true, false}) {
+        WgmmaDot c;
+        c.swizzle = sw, c.M = M, c.aShared = aShared;
+        checkWgmmaDot(c, seed++);
+      }
+}
+
+TEST_F(DslWgmmaGpu, WideNAndF16AndATermsMatchTheIntegerProduct) {
+  WgmmaDot wide;
+  wide.N = 128;
+  checkWgmmaDot(wide, 21);
+  WgmmaDot f16;
+  f16.dtype = DType::F16;
+  checkWgmmaDot(f16, 22);
+  WgmmaDot terms;  // a from registers in two terms: the second is zero for integers, still issued
+  terms.aShared = false, terms.aPieces = 2, terms.swizzle = 128, terms.N = 128;
+  checkWgmmaDot(terms, 23);
+}
+
+}  // namespace
+}  // namespace ssmjit
