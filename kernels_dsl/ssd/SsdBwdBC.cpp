@@ -230,9 +230,8 @@ Value statesPartInRings(KernelBuilder& k, const Specialization& spec, const SsdB
       Value in = k.load(r.ins, st * r.inStage + inOff);
       Value op = dC ? ssdGateDy(k, a, in, [&] { return k.load(r.zs, st * r.inStage + inOff); }) : in;
       k.barrier();  // the terms are written
-      Value res = scale.valid()
-                      ? ssdDotTerms(k, op * scale, r.terms, zeroI, r.term, k.constInt(r.p16), one, cc[0], pf, pf)
-                      : ssdDotTerms(k, op, r.terms, zeroI, r.term, k.constInt(r.p16), one, cc[0], pf, pOp);
+      Value res = scale.valid() ? ssdDotTerms(k, op * scale, r.terms, r.term, k.constInt(r.p16), one, cc[0], pf, pf)
+                                : ssdDotTerms(k, op, r.terms, r.term, k.constInt(r.p16), one, cc[0], pf, pOp);
       k.barrier();  // stage s and the terms are read before the next step writes them
       return std::vector<Value>{res};
     })[0];

@@ -136,8 +136,7 @@ Value stateInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdVal
     k.barrier();  // stage s is read, the terms are written
     k.ifThen(s + kStateStages < k.constInt(nSteps), [&] { copyG(s + kStateStages); });
     k.commitGroup();
-    return std::vector<Value>{
-        ssdDotTerms(k, Bt, r.terms, zeroI, gTerm, one, k.constInt(kStatePitch16), c[0], pf, pb16)};
+    return std::vector<Value>{ssdDotTerms(k, Bt, r.terms, gTerm, one, k.constInt(kStatePitch16), c[0], pf, pb16)};
   })[0];
 }
 
@@ -185,7 +184,7 @@ Value scoresInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdVa
     k.barrier();  // the terms are written
     // dy in one exact term (bf16 dout, no z) meets every piece of the scores.
     Value res = py == 1 ? k.dot(s, r.terms, zeroI, k.constInt(dyPitch), one, c[0], pf, 1)
-                        : ssdDotTerms(k, s, r.terms, zeroI, dyStage, k.constInt(dyPitch), one, c[0], py, pf);
+                        : ssdDotTerms(k, s, r.terms, dyStage, k.constInt(dyPitch), one, c[0], py, pf);
     k.barrier();  // stage u and the terms are read before the next step writes them
     return std::vector<Value>{res};
   })[0];

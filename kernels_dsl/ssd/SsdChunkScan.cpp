@@ -11,7 +11,8 @@
 // two terms of x's dtype (2^-17 or less a product), all below out's rounding (three terms each,
 // f32 accuracy, where the call keeps y); the state's f32 tiles, then C.B's and x's (and each
 // step's dt' and cumsums: SsdDecayRing.h), arrive through cp.async rings, a tile or two ahead of
-// their use.
+// their use. On sm_90a (meta:wgmma, SsdChunks.h) the state's terms lie in a swizzled buffer and
+// the state product runs on wgmma, which reads them once for the warpgroup.
 // Otherwise the staged operands are f32, split into three bf16 terms (f32 accuracy).
 // meta:one_term 1 (16-bit x, C and out; SsdChunks.h): the state in C's dtype and the scores in
 // x's, one term each, as mamba_ssm's Triton kernel casts them (no lo buffer, half the mma).
@@ -84,8 +85,13 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   Value smem = halves ? Value{} : k.sharedBuffer(kStep * LDs);
   Value ring =
       halves ? k.sharedBuffer(std::max<int64_t>(kStateStages * BP, kStages * T) * kStagePitchF32, DType::F32) : Value{};
-  const int64_t termStride = BP * kStagePitch16;
-  Value sTerms = halves ? k.sharedBuffer(terms * termStride, stT) : Value{};
+  // The state's terms, the state product's b: rows of 32 states, 64 bytes in wgmma's swizzled
+  // layout (ssdWgmma), else padded for ldmatrix.
+  const bool wgmma = halves && ssdWgmma(spec);
+  const int64_t termPitch = wgmma ? kStep : kStagePitch16, termStride = BP * termPitch;
+  Value sTerms = !halves ? Value{}
+                 : wgmma ? k.sharedBuffer(terms * termStride, stT, 2 * kStep)
+                         : k.sharedBuffer(terms * termStride, stT);
   Value xs = halves ? k.sharedBuffer(kStages * kStep * LDs, xT) : smem;
   Value iR = bm * T + k.expandDims(k.range(T), 1);                                   // [T, 1]: rows of the chunk
   Value sC = k.expandDims(k.range(kStep), 0), sR = k.expandDims(k.range(kStep), 1);  // [1, 32], [32, 1]
@@ -146,7 +152,7 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
       // first tiles, so waiting for all but the newest group finds tile s in place.
       const int64_t nSteps = cdiv(spec.get("N"), kStep);
       Value pR = k.expandDims(k.range(BP), 1), nCc = k.expandDims(k.range(kStep), 0);  // [BP, 1], [1, 32]
-      Value fOff = pR * kStagePitchF32 + nCc, hOff = pR * kStagePitch16 + nCc;         // [BP, 32]
+      Value fOff = pR * kStagePitchF32 + nCc, hOff = pR * termPitch + nCc;             // [BP, 32]
       // C's [T, 32] tiles (16-bit, the state terms' dtype) copied whole and read by ldmatrix
       // (loaded in the mma operand's layout they take 4-byte loads): two stages in the f32 ring's
       // rows that the state's two leave (C.B's third stage, not yet in use), a tile ahead. Tile s + 1
@@ -174,7 +180,7 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
         if (s == 0 && cVec) copyC(k.constInt(0));
         k.commitGroup();
       }
-      Value pitch16 = k.constInt(kStagePitch16);
+      Value pitch16 = k.constInt(kStagePitch16), tPitch = k.constInt(termPitch);
       acc = k.forLoop(
           zeroI, k.constInt(nSteps), one, {k.splat(zero, {T, BP})}, [&](Value s, const std::vector<Value>& c) {
             Value Ct = cVec ? Value{} : cTile(s * kStep);  // its loads overlap the wait
@@ -186,15 +192,14 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
             }
             Value st = k.load(ring, (s % kStateStages) * (BP * kStagePitchF32) + fOff);
             ssdStoreTerms(k, sTerms, hOff, termStride, terms, st);
-            k.barrier();  // stage s is read, the terms are written
+            k.barrier(wgmma);  // stage s is read, the terms are written
             k.ifThen(s + kStateStages < nSteps, [&] { copyS(s + kStateStages); });
             k.commitGroup();
-            if (!cVec)
-              return std::vector<Value>{ssdDotTerms(k, Ct, sTerms, zeroI, termStride, one, pitch16, c[0], terms, pc)};
+            if (!cVec) return std::vector<Value>{ssdDotTerms(k, Ct, sTerms, termStride, one, tPitch, c[0], terms, pc)};
             Value r = c[0];
             for (int q = 0; q < terms; ++q)
               r = k.dot(cs, (s % kStateStages) * cStage, pitch16, one, kStep, sTerms, k.constInt(q * termStride), one,
-                        pitch16, r);
+                        tPitch, r);
             return std::vector<Value>{r};
           })[0];
       // C's stages become C.B's third, which the first causal step copies into.

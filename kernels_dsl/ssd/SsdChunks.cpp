@@ -131,6 +131,15 @@ bool ssdMetaFlag(const Specialization& s, const std::string& name, int64_t dflt,
 
 bool ssdOneTerm(const Specialization& s) { return ssdMetaFlag(s, "one_term", 0, "exact terms", "one 16-bit term"); }
 
+bool ssdWgmma(const Specialization& s) {
+  const bool hopper = s.arch == "sm_90a";
+  const bool on = ssdMetaFlag(s, "wgmma", hopper ? 1 : 0, "ldmatrix", "wgmma");
+  if (on && !hopper)
+    throw Error(Error::Kind::InvalidArgument,
+                s.kernel + ": meta wgmma (SSMJIT_META) is 1, but wgmma needs sm_90a, the call's arch is " + s.arch);
+  return on;
+}
+
 int ssdBwdPieces(const Specialization& s) {
   const int64_t v = s.get("meta:pieces", 3);
   if (v < 1 || v > 3)
@@ -184,10 +193,11 @@ void ssdStoreTerms(KernelBuilder& k, Value buf, Value off, int64_t termStride, i
   }
 }
 
-Value ssdDotTerms(KernelBuilder& k, Value a, Value buf, Value offset, int64_t termStride, Value strideK, Value strideN,
-                  Value acc, int terms, int aPieces) {
+Value ssdDotTerms(KernelBuilder& k, Value a, Value buf, int64_t termStride, Value strideK, Value strideN, Value acc,
+                  int terms, int aPieces) {
   for (int q = 0; q < terms; ++q)
-    acc = k.dot(a, buf, offset + q * termStride, strideK, strideN, acc, std::max(1, std::min(aPieces, terms - q)), 1);
+    acc =
+        k.dot(a, buf, k.constInt(q * termStride), strideK, strideN, acc, std::max(1, std::min(aPieces, terms - q)), 1);
   return acc;
 }
 

@@ -106,6 +106,12 @@ dsl::Value ssdBwdDy(dsl::KernelBuilder& k, const SsdBwdValues& a, dsl::Value row
 // and conversions, a relative error of 2^-9 (bf16) an operand. Throws on other values.
 bool ssdOneTerm(const Specialization& s);
 
+// meta:wgmma (absent: 1 on sm_90a, else 0). 1: the 16-bit operands a kernel stages itself as a
+// dot's b (the terms of ssd_chunk_scan's entering state) go into a swizzled buffer that wgmma
+// reads once a warpgroup; 0: a padded buffer read by ldmatrix once a warp. Throws on other
+// values and on 1 for an arch without wgmma.
+bool ssdWgmma(const Specialization& s);
+
 // meta:pieces (absent: 3): the bf16 terms the backward's f32 operands (the gated dy, the decayed
 // scores, dCB, the staged states and gradients) take in the mma. 3 is exact to f32's 24 bits;
 // 2 keeps 16 bits (a relative error near 2^-16 a product) in fewer products; 1 is the
@@ -142,11 +148,10 @@ void ssdCopyDyTiles(dsl::KernelBuilder& k, const SsdBwdValues& a, dsl::Value os,
 // Splits the f32 tile v into `terms` bf16 terms at the 16-bit shared buffer's buf[off + q
 // termStride], each rounded from what the ones before it leave (the thread reads its own stores).
 void ssdStoreTerms(dsl::KernelBuilder& k, dsl::Value buf, dsl::Value off, int64_t termStride, int terms, dsl::Value v);
-// acc + a . (the sum of ssdStoreTerms' terms at buf[offset + q termStride], b[k][n] as dot reads
-// it): term q (weight 2^-8q) against a's first terms - q of aPieces terms, as dot's splits weigh
-// them.
-dsl::Value ssdDotTerms(dsl::KernelBuilder& k, dsl::Value a, dsl::Value buf, dsl::Value offset, int64_t termStride,
-                       dsl::Value strideK, dsl::Value strideN, dsl::Value acc, int terms, int aPieces);
+// acc + a . (the sum of ssdStoreTerms' terms at buf[q termStride], b[k][n] as dot reads it): term q (weight 2^-8q)
+// against a's first terms - q of aPieces terms, as dot's splits weigh them.
+dsl::Value ssdDotTerms(dsl::KernelBuilder& k, dsl::Value a, dsl::Value buf, int64_t termStride, dsl::Value strideK,
+                       dsl::Value strideN, dsl::Value acc, int terms, int aPieces);
 
 // The first slot of sequence i (Ssd.h): row * cdiv(L, Q) + start / Q (+ i packed).
 dsl::Value ssdFirstSlot(dsl::KernelBuilder& k, const SsdValues& a, dsl::Value i, dsl::Value row, dsl::Value start,
