@@ -57,7 +57,11 @@ void checkWgmmaDot(const WgmmaDot& c, uint32_t seed) {
   std::vector<uint16_t> a16(av.size());
   for (size_t i = 0; i < av.size(); ++i) a16[i] = half(av[i], c.dtype);
   DeviceBuffer da = c.aShared ? DeviceBuffer::fromHost(a16) : DeviceBuffer::fromHost(av);
-  DeviceBuffer db = DeviceBuffer::fromHost(bv), dout = DeviceBuffer::fromHost(std::vector<float>(c.M * c.N, NAN));
+  std::vector<uint16_t> bT16(bv.size());  // b[k][n], 16-bit, where it is copied
+  for (int64_t n = 0; n < c.N; ++n)
+    for (int64_t k = 0; k < c.K; ++k) bT16[k * c.N + n] = half(bv[n * c.K + k], c.dtype);
+  DeviceBuffer db = c.nContiguous ? DeviceBuffer::fromHost(bT16) : DeviceBuffer::fromHost(bv),
+               dout = DeviceBuffer::fromHost(std::vector<float>(c.M * c.N, NAN));
   testing::launchOwnKernel(c.def(), c.spec(), {{"a", da.ptr()}, {"b", db.ptr()}, {"out", dout.ptr()}}, {});
   const std::vector<float> out = dout.download<float>();
   int bad = 0;
@@ -80,6 +84,19 @@ TEST_F(DslWgmmaGpu, EverySwizzleMatchesTheIntegerProduct) {
         c.swizzle = sw, c.M = M, c.aShared = aShared;
         checkWgmmaDot(c, seed++);
       }
+}
+
+TEST_F(DslWgmmaGpu, NContiguousBCopiedAsItLiesMatchesTheIntegerProduct) {
+  uint32_t seed = 31;
+  for (int64_t sw : {32, 64, 128})
+    for (bool aShared : {true, false}) {
+      WgmmaDot c;
+      c.nContiguous = true, c.swizzle = sw, c.N = sw / 2, c.aShared = aShared;
+      checkWgmmaDot(c, seed++);
+    }
+  WgmmaDot f16;
+  f16.nContiguous = true, f16.swizzle = 128, f16.dtype = DType::F16, f16.M = 128;
+  checkWgmmaDot(f16, 40);
 }
 
 TEST_F(DslWgmmaGpu, WideNAndF16AndATermsMatchTheIntegerProduct) {

@@ -288,9 +288,9 @@ template <int Mask, typename I>
 __device__ __forceinline__ I ssm_swizzle(I off) {
   return off ^ (((off >> 6) & Mask) << 3);
 }
-// The matrix descriptor of a k-contiguous operand at p: rows of Swizzle bytes in that pattern,
-// 8-row groups 8 Swizzle bytes apart (the stride byte offset); the leading byte offset is
-// unused in these layouts. Adding j to it moves the start 16 j bytes along k.
+// The matrix descriptor of an operand at p in rows of Swizzle bytes in that pattern (k- or
+// n-contiguous, one pattern wide), 8-row groups 8 Swizzle bytes apart (the stride byte offset);
+// the leading byte offset is unused in these layouts. Adding j to it moves the start 16 j bytes.
 template <int Swizzle>
 __device__ __forceinline__ unsigned long long ssm_wgmma_desc(const void* p) {
   constexpr unsigned long long mode = Swizzle == 128 ? 1 : Swizzle == 64 ? 2 : 3;

@@ -190,8 +190,7 @@ int64_t SharedBufferOp::getBytes() {
 
 LogicalResult CopyAsyncOp::verify() {
   auto buf = getSmem().getDefiningOp<SharedBufferOp>();
-  if (!buf || !buf.getDynamic() || buf.getSwizzle())
-    return emitOpError("copies into an unswizzled dynamic shared buffer");
+  if (!buf || !buf.getDynamic()) return emitOpError("copies into a dynamic shared buffer");
   if (shapeOf(getSmemOffsets().getType()) != shapeOf(getOffsets().getType()))
     return emitOpError("expects the shared and global offsets to have one shape");
   if (getMask() && shapeOf(getMask().getType()) != shapeOf(getOffsets().getType()))
@@ -203,7 +202,7 @@ LogicalResult CopyAsyncOp::verify() {
 template <class TileOp>
 static LogicalResult verifyTileCopy(TileOp op, const char* buffer) {
   auto buf = op.getSmem().template getDefiningOp<SharedBufferOp>();
-  if (!buf || !buf.getDynamic() || buf.getSwizzle()) return op.emitOpError(buffer);
+  if (!buf || !buf.getDynamic()) return op.emitOpError(buffer);
   const int64_t rows = op.getRows(), cols = op.getCols(), pitch = op.getPitch(), vec = op.getVec();
   if (rows < 1 || cols < 1)
     return op.emitOpError("needs a tile of at least one row and column, got ") << rows << "x" << cols;
@@ -213,11 +212,9 @@ static LogicalResult verifyTileCopy(TileOp op, const char* buffer) {
   return success();
 }
 
-LogicalResult CopyTileAsyncOp::verify() {
-  return verifyTileCopy(*this, "copies into an unswizzled dynamic shared buffer");
-}
+LogicalResult CopyTileAsyncOp::verify() { return verifyTileCopy(*this, "copies into a dynamic shared buffer"); }
 
-LogicalResult StoreTileOp::verify() { return verifyTileCopy(*this, "stores from an unswizzled dynamic shared buffer"); }
+LogicalResult StoreTileOp::verify() { return verifyTileCopy(*this, "stores from a dynamic shared buffer"); }
 
 LogicalResult WaitGroupOp::verify() {
   if (getPending() < 0 || getPending() > 7) return emitOpError("pending must be 0..7, got ") << getPending();
@@ -239,20 +236,23 @@ static LogicalResult verifyFragmentOperand(Operation* op, const char* what, Valu
   return success();
 }
 
-// b in a swizzled buffer, read by wgmma: k-contiguous rows of `swizzle` bytes, K within a row,
-// and the operand starting where the pattern does (a multiple of 8 rows).
+// b in a swizzled buffer, read by wgmma: rows of `swizzle` bytes, either k-contiguous (K within
+// a row) or n-contiguous (N filling a row), and the operand starting where the pattern does (a
+// multiple of 8 rows; the caller's guarantee where the offset is not a constant).
 static LogicalResult verifyWgmmaB(Operation* op, SharedBufferOp buf, Value offset, Value strideK, Value strideN,
                                   int64_t K, int64_t N) {
   const int64_t row = *buf.getSwizzle() / 2;  // elements
-  if (constantInt(strideK) != std::optional<int64_t>(1) || constantInt(strideN) != std::optional<int64_t>(row))
-    return op->emitOpError("b from a ") << *buf.getSwizzle() << "-byte swizzled buffer needs stride_k 1 and stride_n "
-                                        << row;
-  if (K % 16 || K > row || N % 8 || N > 256)
-    return op->emitOpError("b from a swizzled buffer needs K a multiple of 16 up to ")
-           << row << " and N a multiple of 8 up to 256, got " << K << " and " << N;
-  auto off = constantInt(offset);
-  if (!off || *off % (8 * row))
-    return op->emitOpError("b's offset in a swizzled buffer must be a constant multiple of ") << 8 * row;
+  auto sk = constantInt(strideK), sn = constantInt(strideN);
+  const bool kMajor = sk == std::optional<int64_t>(1) && sn == std::optional<int64_t>(row);
+  const bool nMajor = sn == std::optional<int64_t>(1) && sk == std::optional<int64_t>(row);
+  if (!kMajor && !nMajor)
+    return op->emitOpError("b from a ") << *buf.getSwizzle() << "-byte swizzled buffer needs strides (k, n) (1, " << row
+                                        << ") or (" << row << ", 1)";
+  if (K % 16 || N % 8 || N > 256 || (kMajor && K > row) || (nMajor && N != row))
+    return op->emitOpError("b from a swizzled buffer needs K a multiple of 16 and N of 8 up to 256, K up to ")
+           << row << " (k-contiguous) or N " << row << " (n-contiguous), got " << K << " and " << N;
+  if (auto off = constantInt(offset); off && *off % (8 * row))
+    return op->emitOpError("b's offset in a swizzled buffer must be a multiple of ") << 8 * row << ", got " << *off;
   return success();
 }
 

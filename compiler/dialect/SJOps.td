@@ -331,6 +331,10 @@ def SJ_DotOp : SJ_Op<"dot", [MemoryEffects<[MemRead]>]> {
     terms of that type): one stride is the constant 1 (.trans when it is stride_n), the other a
     constant multiple of 8, K and N multiples of 16, and the offset a multiple of 8 (checked
     when constant), so every 8-element row ldmatrix reads is 16-byte aligned.
+    b in a swizzled buffer (sj.shared_buffer's `swizzle`) is read by wgmma instead (sm_90a),
+    through a matrix descriptor, once for each warpgroup of 4 warps along M: rows of the
+    swizzle's bytes, k- or n-contiguous (strides (1, row) with K up to a row, or (row, 1) with N
+    a row), the offset a multiple of 8 rows.
   }];
   let arguments = (ins TensorOf<[F32]>:$a, SJ_Ptr:$ptr, AnyTypeOf<[I32, I64]>:$offset,
                        AnyTypeOf<[I32, I64]>:$stride_k, AnyTypeOf<[I32, I64]>:$stride_n,
@@ -352,7 +356,8 @@ def SJ_DotSharedOp : SJ_Op<"dot_shared", [MemoryEffects<[MemRead]>]> {
     ldmatrix, their words the fragments as stored, the mma in their type (bf16 or f16). One of
     a's strides is the constant 1 (.trans when it is a_stride_m: a transposed operand such as
     x^T), the other a constant multiple of 8; M a multiple of 8, `k` and N of 16. The kernel's
-    parent layout is the mma accumulator's, with column runs of a pair.
+    parent layout is the mma accumulator's, with column runs of a pair. b in a swizzled buffer as
+    sj.dot's (wgmma); a never.
   }];
   let arguments = (ins SJ_Ptr:$a_ptr, AnyTypeOf<[I32, I64]>:$a_offset, AnyTypeOf<[I32, I64]>:$a_stride_m,
                        AnyTypeOf<[I32, I64]>:$a_stride_k, SJ_Ptr:$ptr, AnyTypeOf<[I32, I64]>:$offset,

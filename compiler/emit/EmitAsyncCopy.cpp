@@ -24,7 +24,7 @@ void Emitter::emit(sj::CopyAsyncOp c) {
   forOwnedRegs(
       k, shape,
       [&] {
-        const std::string dst = name(c.getSmem()) + " + " + E(c.getSmemOffsets(), k, "r");
+        const std::string dst = address(c.getSmem(), E(c.getSmemOffsets(), k, "r"));
         std::string src = name(c.getPtr()) + " + " + E(c.getOffsets(), k, "r");
         const std::string pred = c.getMask() ? E(c.getMask(), k, "r") : "true";
         if (bytes < 4) {
@@ -45,8 +45,7 @@ void Emitter::emitTileCopy(TileOp c, const std::string& what, const TileVectorBo
     fail(c, what + " copies bits: the buffer holds " + storageCType(buffer) + ", the memory " + storageCType(memory));
   const int64_t vec = c.getVec(), bytes = vec * (memory.getIntOrFloatBitWidth() / 8);
   if (bytes != 4 && bytes != 8 && bytes != 16) fail(c, what + " moves vectors of 4, 8 or 16 bytes, got " + I(bytes));
-  const std::string smem =
-      name(c.getSmem()) + " + " + name(c.getSmemBase()) + " + ssm_r * " + I(c.getPitch()) + " + ssm_c";
+  const std::string smem = address(c.getSmem(), name(c.getSmemBase()) + " + ssm_r * " + I(c.getPitch()) + " + ssm_c");
   const std::string global = name(c.getPtr()) + " + (" + name(c.getBase()) + " + (" + cType(c.getBase().getType()) +
                              ")ssm_r * " + name(c.getRowStride()) + " + ssm_c)";
   // Thread t takes vectors t, t + threads, ... (consecutive threads along a row).

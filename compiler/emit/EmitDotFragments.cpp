@@ -63,9 +63,10 @@ void Emitter::emitFragmentDot(Operation* op, Value acc, Value result, int64_t K,
 // 16 w .. 16 w + 15 as mma.sync's m16 tile (each thread's pair i its rows g and g + 8), and its
 // accumulators per n-tile j the registers 4 j .. 4 j + 3 of mma.sync's order, so the parent
 // layout's fragments and accumulators are wgmma's as they are, pair i of every warp the
-// warpgroup's instruction i. b (N rows of K, k contiguous) is read from shared memory once for
-// the warpgroup where ldmatrix reads it once a warp. The group is waited for before the dot's
-// result is used: its registers are held around it (ssm_wgmma_hold).
+// warpgroup's instruction i. b is read from shared memory once for the warpgroup where ldmatrix
+// reads it once a warp: k-contiguous (N rows of K) or n-contiguous (K rows of N, transposed on
+// the way), rows of the swizzle's bytes, a k-step 16 elements along a row or 16 rows on. The group is waited for before
+// the dot's result is used: its registers are held around it (ssm_wgmma_hold).
 void Emitter::emitWgmmaDot(Operation* op, const std::string& nm, int64_t K, int aPieces, sj::SharedBufferOp buf,
                            Value offset, const std::function<void()>& aFragments) {
   const int64_t M = shapeOf(op->getResult(0))[0], N = shapeOf(op->getResult(0))[1];
@@ -75,6 +76,10 @@ void Emitter::emitWgmmaDot(Operation* op, const std::string& nm, int64_t K, int 
                  ", M " + I(M) + ")");
   const std::string type = cast<sj::PtrType>(buf.getType()).getElementType().isF16() ? "f16" : "bf16";
   const int64_t sw = *buf.getSwizzle();
+  auto d = dyn_cast<sj::DotOp>(op);
+  const Value strideK = d ? d.getStrideK() : cast<sj::DotSharedOp>(op).getStrideK();
+  const bool kMajor = sj::constantInt(strideK) == std::optional<int64_t>(1);
+  const std::string kStep = kMajor ? "2 * ks" : I(sw) + " * ks";  // in the descriptor's 16-byte units
   line("{");
   ++ind_;
   line("const unsigned long long ssm_bdesc = ssm_wgmma_desc<" + I(sw) + ">(" + name(buf.getResult()) + " + " +
@@ -91,7 +96,7 @@ void Emitter::emitWgmmaDot(Operation* op, const std::string& nm, int64_t K, int 
   const std::string asmText = "\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + I(nd + 5) +
                               ", 0;\\nwgmma.mma_async.sync.aligned.m64n" + I(N) + "k16.f32." + type + "." + type +
                               " {" + regs + "}, {%" + I(nd) + ", %" + I(nd + 1) + ", %" + I(nd + 2) + ", %" +
-                              I(nd + 3) + "}, %" + I(nd + 4) + ", p, 1, 1, 0;\\n}\"";
+                              I(nd + 3) + "}, %" + I(nd + 4) + ", p, 1, 1, " + (kMajor ? "0" : "1") + ";\\n}\"";
   for (int64_t i = 0; i < nr / 2; ++i)
     for (int x = aPieces - 1; x >= 0; --x) {  // a's terms, smallest first
       std::string outs;
@@ -102,7 +107,7 @@ void Emitter::emitWgmmaDot(Operation* op, const std::string& nm, int64_t K, int 
         }
       std::string ins;
       for (int e = 0; e < 4; ++e) ins += "\"r\"(ssm_a[" + I(i) + "][" + I(e) + "][" + I(x) + "]), ";
-      line("asm volatile(" + asmText + " : " + outs + " : " + ins + "\"l\"(ssm_bdesc + 2 * ks), \"r\"(1));");
+      line("asm volatile(" + asmText + " : " + outs + " : " + ins + "\"l\"(ssm_bdesc + " + kStep + "), \"r\"(1));");
     }
   closeBlocks();
   line("ssm_wgmma_commit();");

@@ -11,8 +11,8 @@
 // two terms of x's dtype (2^-17 or less a product), all below out's rounding (three terms each,
 // f32 accuracy, where the call keeps y); the state's f32 tiles, then C.B's and x's (and each
 // step's dt' and cumsums: SsdDecayRing.h), arrive through cp.async rings, a tile or two ahead of
-// their use. On sm_90a (meta:wgmma, SsdChunks.h) the state's terms lie in a swizzled buffer and
-// the state product runs on wgmma, which reads them once for the warpgroup.
+// their use. On sm_90a (meta:wgmma, SsdChunks.h) the state's terms and x's tiles lie in swizzled
+// buffers and both products run on wgmma, which reads them once for the warpgroup.
 // Otherwise the staged operands are f32, split into three bf16 terms (f32 accuracy).
 // meta:one_term 1 (16-bit x, C and out; SsdChunks.h): the state in C's dtype and the scores in
 // x's, one term each, as mamba_ssm's Triton kernel casts them (no lo buffer, half the mma).
@@ -69,8 +69,12 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   // Not with a kept y: its three terms' dots from shared memory spill 20 bytes.
   const int64_t cVec =
       stVec && cT == stT && !keptY ? ssdTileVector(spec, "C", "s_C_n", {"s_C_b", "s_C_l", "s_C_g"}) : 0;
-  // Row pitches: f32 rows padded by 4; 16-bit rows by 8 halves (an odd number of 16-byte units).
-  const int64_t LDs = halves ? BP + 8 : BP + 4;
+  // On sm_90a (ssdWgmma) the products' staged b operands lie in swizzled buffers that wgmma reads
+  // once a warpgroup: the state's terms and x's tiles (rows of BP, one pattern wide).
+  const bool wgmma = halves && ssdWgmma(spec) && 2 * BP <= 128;
+  // Row pitches: f32 rows padded by 4; 16-bit rows by 8 halves (an odd number of 16-byte units),
+  // unpadded where swizzled.
+  const int64_t LDs = halves ? (wgmma ? BP : BP + 8) : BP + 4;
   const SsdValues a = ssdValues(k);
   Value nPb = cdiv(a.P, k.constInt(BP));
   const SsdSlotHeadBlock at = ssdSlotHeadBlock(k, spec, a.H, nPb * (Q / T));
@@ -85,14 +89,15 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   Value smem = halves ? Value{} : k.sharedBuffer(kStep * LDs);
   Value ring =
       halves ? k.sharedBuffer(std::max<int64_t>(kStateStages * BP, kStages * T) * kStagePitchF32, DType::F32) : Value{};
-  // The state's terms, the state product's b: rows of 32 states, 64 bytes in wgmma's swizzled
-  // layout (ssdWgmma), else padded for ldmatrix.
-  const bool wgmma = halves && ssdWgmma(spec);
+  // The state's terms, the state product's b: rows of 32 states, 64 bytes swizzled for wgmma,
+  // else padded for ldmatrix.
   const int64_t termPitch = wgmma ? kStep : kStagePitch16, termStride = BP * termPitch;
   Value sTerms = !halves ? Value{}
                  : wgmma ? k.sharedBuffer(terms * termStride, stT, 2 * kStep)
                          : k.sharedBuffer(terms * termStride, stT);
-  Value xs = halves ? k.sharedBuffer(kStages * kStep * LDs, xT) : smem;
+  Value xs = !halves ? smem
+             : wgmma ? k.sharedBuffer(kStages * kStep * LDs, xT, 2 * BP)
+                     : k.sharedBuffer(kStages * kStep * LDs, xT);
   Value iR = bm * T + k.expandDims(k.range(T), 1);                                   // [T, 1]: rows of the chunk
   Value sC = k.expandDims(k.range(kStep), 0), sR = k.expandDims(k.range(kStep), 1);  // [1, 32], [32, 1]
   Value pC = p0 + k.expandDims(k.range(BP), 0), mP = pC < a.P;                       // [1, BP]
@@ -305,7 +310,7 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
       k.commitGroup();
       std::vector<Value> d = decays.staged() ? std::vector<Value>{} : decay(t * kStep);  // its loads overlap the wait
       k.waitGroup(kStages - 1);
-      k.barrier();
+      k.barrier(wgmma);
       if (decays.staged()) d = {decays.dt(t), decays.cum(t)};
       Value cb = k.load(ring, (t % kStages) * (T * kStagePitchF32) + rT * kStagePitchF32 + sC);
       Value r = k.dot(scores(t * kStep, cb, d), xs, (t % kStages) * (kStep * LDs), pitch, one, c, terms, 1);

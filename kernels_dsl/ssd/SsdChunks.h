@@ -106,9 +106,9 @@ dsl::Value ssdBwdDy(dsl::KernelBuilder& k, const SsdBwdValues& a, dsl::Value row
 // and conversions, a relative error of 2^-9 (bf16) an operand. Throws on other values.
 bool ssdOneTerm(const Specialization& s);
 
-// meta:wgmma (absent: 1 on sm_90a, else 0). 1: the 16-bit operands a kernel stages itself as a
-// dot's b (the terms of ssd_chunk_scan's entering state) go into a swizzled buffer that wgmma
-// reads once a warpgroup; 0: a padded buffer read by ldmatrix once a warp. Throws on other
+// meta:wgmma (absent: 1 on sm_90a, else 0). 1: the 16-bit operands a kernel stages as a dot's b
+// (ssd_chunk_scan's entering state's terms and x's tiles) go into swizzled buffers that wgmma
+// reads once a warpgroup; 0: padded buffers read by ldmatrix once a warp. Throws on other
 // values and on 1 for an arch without wgmma.
 bool ssdWgmma(const Specialization& s);
 

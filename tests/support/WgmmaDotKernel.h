@@ -1,9 +1,10 @@
 // The wgmma dot's test kernel: out [M, N] = a . b with b in a swizzled shared buffer, so that the
-// dot runs on wgmma. b [N][K] (k contiguous, f32 in memory) is stored by the threads into the
+// dot runs on wgmma. k-contiguous: b [N][K] (f32 in memory) is stored by the threads into the
 // buffer one k-tile of BK = swizzle / 2 after another (tile t's element (n, k) at t N BK + n BK +
-// k), narrowing to the buffer's dtype; a [M][K] is either copied into a 16-bit buffer of rows
-// padded by 8 (a dot with both operands in shared memory, a by ldmatrix) or loaded from memory
-// as f32 registers split into `aPieces` terms. One dot a k-tile.
+// k), narrowing to the buffer's dtype. n-contiguous: b [K][N] (16-bit in memory, N = swizzle / 2)
+// is copied by copyTileAsync as it lies, and each dot takes 32 rows of it. a [M][K] is either copied into a 16-bit
+// buffer of rows padded by 8 (a dot with both operands in shared memory, a by ldmatrix) or loaded from memory as f32
+// registers split into `aPieces` terms. One dot a k-tile.
 #pragma once
 #include <string>
 
@@ -15,20 +16,23 @@ namespace ssmjit::testing {
 struct WgmmaDot {
   int64_t M = 64, N = 64, K = 128, swizzle = 64;
   bool aShared = true;
+  bool nContiguous = false;
   int aPieces = 1;
   DType dtype = DType::BF16;
 
-  int64_t bk() const { return swizzle / 2; }
+  int64_t bk() const { return nContiguous ? 32 : swizzle / 2; }
   std::string name() const {
     return "wgmma_dot_M" + std::to_string(M) + "_N" + std::to_string(N) + "_sw" + std::to_string(swizzle) +
-           (aShared ? "_ashared" : "_aregs" + std::to_string(aPieces)) + (dtype == DType::F16 ? "_f16" : "_bf16");
+           (aShared ? "_ashared" : "_aregs" + std::to_string(aPieces)) + (nContiguous ? "_bn" : "_bk") +
+           (dtype == DType::F16 ? "_f16" : "_bf16");
   }
-  // a's dtype (16-bit where it is staged, else f32), b's f32, out's f32.
+  // a's dtype (16-bit where it is staged, else f32), b's (16-bit where it is copied, else f32),
+  // out's f32.
   Specialization spec(const std::string& arch = "sm_90a") const {
     Specialization s;
     s.kernel = "wgmma_dot";
     s.arch = arch;
-    s.set("dtype:a", (int)(aShared ? dtype : DType::F32)).set("dtype:b", (int)DType::F32);
+    s.set("dtype:a", (int)(aShared ? dtype : DType::F32)).set("dtype:b", (int)(nContiguous ? dtype : DType::F32));
     s.set("dtype:out", (int)DType::F32);
     for (const char* p : {"a", "b", "out"}) s.set(std::string("align:") + p, 16);
     s.set("meta:num_warps", 4).set("meta:index_bits", 32);
@@ -49,8 +53,14 @@ struct WgmmaDot {
           out = k.ptrArg("out", dsl::PtrClass::Float);
     const int64_t BK = bk();
     Value bs = k.sharedBuffer(N * K, dtype, swizzle);
-    Value nR = k.expandDims(k.range(N), 1), kC = k.expandDims(k.range(K), 0);
-    k.store(bs, (kC / BK) * (N * BK) + nR * BK + kC % BK, k.load(b, nR * K + kC));
+    if (nContiguous) {
+      Value n = k.constInt(N), kk = k.constInt(K);
+      k.copyTileAsync(bs, k.constInt(0), N, b, k.constInt(0), n, K, N, kk, n, 8);
+      k.commitGroup();
+    } else {
+      Value nR = k.expandDims(k.range(N), 1), kC = k.expandDims(k.range(K), 0);
+      k.store(bs, (kC / BK) * (N * BK) + nR * BK + kC % BK, k.load(b, nR * K + kC));
+    }
     Value mR = k.expandDims(k.range(M), 1), one = k.constInt(1);
     Value as;
     if (aShared) {
@@ -58,17 +68,18 @@ struct WgmmaDot {
       as = k.sharedBuffer(M * (K + 8), dtype);
       k.copyAsync(as, mR * (K + 8) + mK, a, mR * K + mK);
       k.commitGroup();
-      k.waitGroup(0);
     }
+    if (aShared || nContiguous) k.waitGroup(0);
     k.barrier(true);
     Value acc = k.splat(k.constFloat(0), {M, N});
     for (int64_t t = 0; t < K / BK; ++t) {
-      Value bOff = k.constInt(t * N * BK), pitch = k.constInt(BK);
+      // k-contiguous: strides (1, BK); n-contiguous: (N, 1).
+      Value bOff = k.constInt(t * N * BK), sk = k.constInt(nContiguous ? N : 1), sn = k.constInt(nContiguous ? 1 : BK);
       if (aShared) {
-        acc = k.dot(as, k.constInt(t * BK), k.constInt(K + 8), one, BK, bs, bOff, one, pitch, acc);
+        acc = k.dot(as, k.constInt(t * BK), k.constInt(K + 8), one, BK, bs, bOff, sk, sn, acc);
       } else {
         Value A = k.load(a, mR * K + t * BK + k.expandDims(k.range(BK), 0));
-        acc = k.dot(A, bs, bOff, one, pitch, acc, aPieces, 1);
+        acc = k.dot(A, bs, bOff, sk, sn, acc, aPieces, 1);
       }
     }
     k.store(out, mR * N + k.expandDims(k.range(N), 0), acc);
