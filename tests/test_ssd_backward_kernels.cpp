@@ -79,6 +79,11 @@ std::map<std::string, std::string> backwardCuda(const Variant& v, const char* me
 }
 
 // Whole-tile (16-byte) asynchronous copies from pointer argument `ptr` in generated CUDA.
+// The tensor-core products a kernel's code issues: mma.sync calls and wgmma instructions.
+int products(const std::string& cuda) {
+  return int(ssmjit::testing::occurrences(cuda, "ssm_mma_") + ssmjit::testing::occurrences(cuda, "wgmma.mma_async"));
+}
+
 int wholeCopies(const std::string& cuda, const std::string& ptr) {
   int n = 0;
   for (size_t at = cuda.find("ssm_cp_async_n<16>("); at != std::string::npos;
@@ -132,8 +137,9 @@ TEST(SsdBackwardKernels, KeptYSkipsTheScanAndDxReadsIt) {
 
 TEST(SsdBackwardKernels, StagedTilesCopyWholeWhereTheBindingsProveThemAligned) {
   SSMJIT_REQUIRE_NVRTC();
-  // Mamba-2 heads, bf16: the tiles of dstates, dcb, dx, db and dc through rings, read by ldmatrix
-  // (the f32 ones dot takes as b as bf16 terms).
+  // Mamba-2 heads, bf16: the tiles of dstates, dcb, dx, db and dc through rings, the dots' b read
+  // by ldmatrix, or on sm_90a by wgmma where a block's b rows fit a swizzle (the f32 ones dot
+  // takes as b as bf16 terms): dstates' C rows of 128 states do not.
   const char* const ringed[] = {"ssd_bwd_dstates", "ssd_bwd_dcb", "ssd_bwd_dx", "ssd_bwd_db", "ssd_bwd_dc"};
   Variant v;
   auto c = backwardCuda(v);
@@ -142,7 +148,13 @@ TEST(SsdBackwardKernels, StagedTilesCopyWholeWhereTheBindingsProveThemAligned) {
   for (const char* p : {"p_ws", "p_dout", "p_z"}) EXPECT_GT(wholeCopies(c["ssd_bwd_dx"], p), 0) << p;
   for (const char* p : {"p_ws", "p_C", "p_x"}) EXPECT_GT(wholeCopies(c["ssd_bwd_db"], p), 0) << p;
   for (const char* p : {"p_ws", "p_B", "p_dout", "p_z"}) EXPECT_GT(wholeCopies(c["ssd_bwd_dc"], p), 0) << p;
-  for (const char* kernel : ringed) EXPECT_NE(c[kernel].find("ssm_ldmatrix_x4"), std::string::npos) << kernel;
+  auto readers = [&] {
+    EXPECT_NE(c["ssd_bwd_dstates"].find("ssm_ldmatrix_x4<true>(ssm_b"), std::string::npos);
+    for (const char* kernel : ringed)
+      if (std::string(kernel) != "ssd_bwd_dstates")
+        EXPECT_NE(c[kernel].find("wgmma.mma_async"), std::string::npos) << kernel;
+  };
+  readers();
 
   v = {};
   v.z = false;  // as the Mamba-2 layer calls it: dy is dout, still through the rings
@@ -151,7 +163,7 @@ TEST(SsdBackwardKernels, StagedTilesCopyWholeWhereTheBindingsProveThemAligned) {
     EXPECT_GT(wholeCopies(c[kernel], "p_dout"), 0) << kernel;
     EXPECT_EQ(c[kernel].find("p_z"), std::string::npos) << kernel;
   }
-  for (const char* kernel : ringed) EXPECT_NE(c[kernel].find("ssm_ldmatrix_x4"), std::string::npos) << kernel;
+  readers();
 
   auto staged = [&](const Variant& w, const char* meta = nullptr) {
     c = backwardCuda(w, meta, 0);
@@ -167,11 +179,7 @@ TEST(SsdBackwardKernels, StagedTilesCopyWholeWhereTheBindingsProveThemAligned) {
 
 TEST(SsdBackwardKernels, PiecesMetaSetsTheSplitOfF32Operands) {
   SSMJIT_REQUIRE_NVRTC();
-  auto mmas = [](const std::string& cuda) {
-    int n = 0;
-    for (size_t at = cuda.find("ssm_mma_"); at != std::string::npos; at = cuda.find("ssm_mma_", at + 1)) ++n;
-    return n;
-  };
+  auto mmas = [](const std::string& cuda) { return products(cuda); };
   Variant v;  // bf16: dcb's dy takes `pieces` terms, x one
   const int three = mmas(backwardCuda(v, "meta:pieces", 3)["ssd_bwd_dcb"]);
   EXPECT_EQ(mmas(backwardCuda(v, "meta:pieces", 2)["ssd_bwd_dcb"]) * 3, three * 2);
@@ -212,7 +220,8 @@ TEST(SsdBackwardKernels, DbAndDcScaleEachHeadsSumWhereTheOperandIsExact) {
   auto withZ = backwardCuda(v);
   v.z = false;
   auto noZ = backwardCuda(v);
-  auto mmas = [](const std::string& cuda) { return ssmjit::testing::occurrences(cuda, "ssm_mma_"); };
+  auto mmas = [](const std::string& cuda) { return products(cuda); };
+  EXPECT_GT(mmas(withZ["ssd_bwd_db"]), 0);
   EXPECT_EQ(mmas(withZ["ssd_bwd_db"]), mmas(noZ["ssd_bwd_db"]));
   EXPECT_EQ(mmas(noZ["ssd_bwd_dc"]), mmas(noZ["ssd_bwd_db"]));
   EXPECT_LT(mmas(withZ["ssd_bwd_db"]), mmas(withZ["ssd_bwd_dc"]));

@@ -109,10 +109,12 @@ struct BCVectors {
 };
 
 // The ring form's shared buffers and their pitches. 16-bit rows are padded by 8 halves (an odd
-// number of 16-byte units, for ldmatrix); f32 rows read as they lie by 8 floats (16-byte rows for
-// the copies, and the four rows of a half-warp's 8-byte reads in distinct banks), read transposed
-// by 4 (4-byte reads whose rows then fall in distinct banks).
+// number of 16-byte units, for ldmatrix), except the dots' b tiles (the other operand's, the
+// states' terms) where they are swizzled for wgmma (ssdWgmmaRows); f32 rows read as they lie by 8 floats (16-byte rows
+// for the copies, and the four rows of a half-warp's 8-byte reads in distinct banks), read transposed by 4 (4-byte
+// reads whose rows then fall in distinct banks).
 struct BCRings {
+  bool wgmma;
   int64_t p16, pIn, dcbPitch, dcbStage, stPitch, stStage, oStage, inStage, term;
   Value ring;   // f32: dCB's tiles, then the states' (S_in or g)
   Value os;     // the other operand of CB (B for dC, C for dB)
@@ -121,14 +123,16 @@ struct BCRings {
   Value zs;     // z (dC)
   BCRings(KernelBuilder& k, const Specialization& spec, bool dC, int64_t BN, int pf) {
     const int64_t T = kSsdTokenBlock;
-    p16 = BN + 8, pIn = kStep + 8;
+    wgmma = ssdWgmmaRows(spec, 2 * BN);
+    p16 = wgmma ? BN : BN + 8, pIn = kStep + 8;
     // dCB's tile: [64 r, 32 t] as it lies (dC) or [32 t, 64 r] (dB, read transposed).
     dcbPitch = dC ? kStep + 8 : T + 4, dcbStage = dC ? T * dcbPitch : kStep * dcbPitch;
     stPitch = BN + 8, stStage = kStep * stPitch;
     oStage = kStep * p16, inStage = T * pIn, term = kStep * p16;
     ring = k.sharedBuffer(kStages * std::max(dcbStage, stStage), DType::F32);
-    os = k.sharedBuffer(kStages * oStage, ssdDtype(spec, dC ? "B" : "C"));
-    terms = k.sharedBuffer(pf * term, DType::BF16);
+    const DType oT = ssdDtype(spec, dC ? "B" : "C");
+    os = wgmma ? k.sharedBuffer(kStages * oStage, oT, 2 * BN) : k.sharedBuffer(kStages * oStage, oT);
+    terms = wgmma ? k.sharedBuffer(pf * term, DType::BF16, 2 * BN) : k.sharedBuffer(pf * term, DType::BF16);
     ins = k.sharedBuffer(kStages * inStage, ssdDtype(spec, dC ? "dout" : "x"));
     zs = dC ? ssdBwdZRing(k, spec, kStages * inStage) : Value{};
   }
@@ -170,7 +174,7 @@ Value dcbPartInRings(KernelBuilder& k, const SsdBwdValues& a, const BCBlock& b, 
     k.ifThen(next < tiles, [&] { copyD(next); });
     k.commitGroup();
     k.waitGroup(kStages - 1);
-    k.barrier();
+    k.barrier(r.wgmma);
     Value st = u % kStages, tC = lo + u * kStep + sC;  // [1, 32]
     Value keep = (dC ? (tC <= b.rR) : (tC >= b.rR)) && (tC < ch.n) && b.mR;
     Value d = k.load(r.ring, st * r.dcbStage + (dC ? rT * r.dcbPitch + sC : sC * r.dcbPitch + rT));  // [T, 32]
@@ -229,7 +233,7 @@ Value statesPartInRings(KernelBuilder& k, const Specialization& spec, const SsdB
       ssdStoreTerms(k, r.terms, tOff, r.term, pf, k.load(r.ring, st * r.stStage + stOff));
       Value in = k.load(r.ins, st * r.inStage + inOff);
       Value op = dC ? ssdGateDy(k, a, in, [&] { return k.load(r.zs, st * r.inStage + inOff); }) : in;
-      k.barrier();  // the terms are written
+      k.barrier(r.wgmma);  // the terms are written
       Value res = scale.valid() ? ssdDotTerms(k, op * scale, r.terms, r.term, k.constInt(r.p16), one, cc[0], pf, pf)
                                 : ssdDotTerms(k, op, r.terms, r.term, k.constInt(r.p16), one, cc[0], pf, pOp);
       k.barrier();  // stage s and the terms are read before the next step writes them

@@ -61,15 +61,19 @@ void buildDcb(KernelBuilder& k, const Specialization& spec) {
   Value total;
   if (v.x) {
     const int64_t stage = T * kPitch16;
-    Value xs = k.sharedBuffer(kStages * stage, ssdDtype(spec, "x"));
+    // x's tiles, the dot's b: swizzled in rows of 32 channels for wgmma (ssdWgmmaRows), else padded.
+    const bool wgmma = ssdWgmmaRows(spec, 2 * kChannels);
+    const int64_t xPitch = wgmma ? kChannels : kPitch16, xStage = T * xPitch;
+    Value xs = wgmma ? k.sharedBuffer(kStages * xStage, ssdDtype(spec, "x"), 2 * kChannels)
+                     : k.sharedBuffer(kStages * xStage, ssdDtype(spec, "x"));
     Value os = k.sharedBuffer(kStages * stage, ssdDtype(spec, "dout")), zs = ssdBwdZRing(k, spec, kStages * stage);
     Value nC = cdiv(a.P, k.constInt(kChannels)), steps = a.hpg * nC;
     Value i0 = b.bi * T, j0 = b.bj * T;
     // Step t: head g hpg + t / nC, channels (t % nC) 32 .. ; its three tiles into stage t % 3.
     auto copy = [&](Value t) {
       Value h = b.g * a.hpg + t / nC, c0 = (t % nC) * kChannels, at = (t % kStages) * stage;
-      k.copyTileAsync(xs, at, kPitch16, a.x, ch.row * a.sXb + (ch.t0 + j0) * a.sXl + h * a.sXh + c0, a.sXl, T,
-                      kChannels, ch.n - j0, a.P - c0, v.x);
+      k.copyTileAsync(xs, (t % kStages) * xStage, xPitch, a.x, ch.row * a.sXb + (ch.t0 + j0) * a.sXl + h * a.sXh + c0,
+                      a.sXl, T, kChannels, ch.n - j0, a.P - c0, v.x);
       ssdCopyDyTiles(k, a, os, zs, at, kPitch16, ch.row, ch.t0 + i0, h, c0, T, kChannels, ch.n - i0, a.P - c0, v.dy);
     };
     for (int64_t t = 0; t < kStages - 1; ++t) {
@@ -83,10 +87,10 @@ void buildDcb(KernelBuilder& k, const Specialization& spec) {
         k.ifThen(next < steps, [&] { copy(next); });
         k.commitGroup();
         k.waitGroup(kStages - 1);
-        k.barrier();
+        k.barrier(wgmma);
         Value at = (t % kStages) * stage;
         Value dy = ssdGateDy(k, a, k.load(os, at + tileOff), [&] { return k.load(zs, at + tileOff); });
-        Value r = k.dot(dy, xs, at, oneI, k.constInt(kPitch16), acc[0], ssdBwdDyPieces(spec), 1);
+        Value r = k.dot(dy, xs, (t % kStages) * xStage, oneI, k.constInt(xPitch), acc[0], ssdBwdDyPieces(spec), 1);
         k.barrier();  // stage t % 3 is read before step t + 1 copies into it
         return std::vector<Value>{r};
       })[0];

@@ -93,6 +93,10 @@ struct DxRings {
   int64_t gVec, cbVec;
   SsdDyVectors dy;
   Value ring, terms, os, zs;
+  // Where the products' b go to wgmma (ssdWgmmaRows): the dy terms in a buffer swizzled in rows
+  // of BP, the state terms in one of their own in rows of 32 states; else both in `terms`.
+  bool wgmma = false;
+  Value stTerms;
 };
 constexpr int64_t kDyPad = 8, kCbPitch = kSsdTokenBlock + 4;
 
@@ -102,7 +106,13 @@ DxRings dxRings(KernelBuilder& k, const Specialization& spec, int64_t BP, int64_
   const int64_t dyStage = kStep * (BP + kDyPad);
   DxRings r{gVec, cbVec, dy, {}, {}, {}, {}};
   r.ring = k.sharedBuffer(std::max(kStateStages * BP * kStatePitchF32, kStages * kStep * kCbPitch), DType::F32);
-  r.terms = k.sharedBuffer(pf * std::max(BP * kStatePitch16, dyStage), DType::BF16);
+  r.wgmma = ssdWgmmaRows(spec, 2 * BP);
+  if (r.wgmma) {
+    r.terms = k.sharedBuffer(pf * kStep * BP, DType::BF16, 2 * BP);
+    r.stTerms = k.sharedBuffer(pf * BP * kStep, DType::BF16, 2 * kStep);
+  } else {
+    r.terms = r.stTerms = k.sharedBuffer(pf * std::max(BP * kStatePitch16, dyStage), DType::BF16);
+  }
   r.os = k.sharedBuffer(kStages * dyStage, ssdDtype(spec, "dout"));
   r.zs = ssdBwdZRing(k, spec, kStages * dyStage);
   return r;
@@ -111,7 +121,8 @@ DxRings dxRings(KernelBuilder& k, const Specialization& spec, int64_t BP, int64_
 // B_j . g with g[p, n0 .. n0 + 32) copied as it lies, two tiles in flight, split into terms.
 Value stateInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdValues& a, const DxBlock& d,
                    const DxRings& r, int64_t BP) {
-  const int64_t T = kSsdTokenBlock, gStage = BP * kStatePitchF32, gTerm = BP * kStatePitch16;
+  const int64_t tPitch = r.wgmma ? kStep : kStatePitch16;
+  const int64_t T = kSsdTokenBlock, gStage = BP * kStatePitchF32, gTerm = BP * tPitch;
   const int pf = ssdBwdPieces(spec), pb16 = dotPieces(spec, "B");
   Value zero = k.constFloat(0), zeroI = k.constInt(0), one = k.constInt(1);
   const int64_t nSteps = cdiv(spec.get("N"), kStep);
@@ -132,11 +143,11 @@ Value stateInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdVal
     k.waitGroup(1);
     k.barrier();  // tile s is in; the last step's products have read the terms
     Value gt = k.load(r.ring, (s % kStateStages) * gStage + pR * kStatePitchF32 + nCc);
-    ssdStoreTerms(k, r.terms, pR * kStatePitch16 + nCc, gTerm, pf, gt);
-    k.barrier();  // stage s is read, the terms are written
+    ssdStoreTerms(k, r.stTerms, pR * tPitch + nCc, gTerm, pf, gt);
+    k.barrier(r.wgmma);  // stage s is read, the terms are written
     k.ifThen(s + kStateStages < k.constInt(nSteps), [&] { copyG(s + kStateStages); });
     k.commitGroup();
-    return std::vector<Value>{ssdDotTerms(k, Bt, r.terms, gTerm, one, k.constInt(kStatePitch16), c[0], pf, pb16)};
+    return std::vector<Value>{ssdDotTerms(k, Bt, r.stTerms, gTerm, one, k.constInt(tPitch), c[0], pf, pb16)};
   })[0];
 }
 
@@ -164,7 +175,9 @@ Value scoresInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdVa
   }
   Value sR = k.expandDims(k.range(kStep), 1), sC = k.expandDims(k.range(kStep), 0);  // [32, 1], [1, 32]
   Value dyOff = sR * dyPitch + k.expandDims(k.range(BP), 0);                         // [32, BP] in a stage
-  Value jLocal = d.jR - iFirst;                                                      // [T, 1]
+  const int64_t tPitch = r.wgmma ? BP : dyPitch, tStage = kStep * tPitch;            // the dy terms'
+  Value tOff = sR * tPitch + k.expandDims(k.range(BP), 0);
+  Value jLocal = d.jR - iFirst;  // [T, 1]
   return k.forLoop(zeroI, tiles, one, {acc}, [&](Value u, const std::vector<Value>& c) {
     Value next = u + (kStages - 1);
     k.ifThen(next < tiles, [&] { copyI(next); });
@@ -177,14 +190,14 @@ Value scoresInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdVa
     if (decays.staged()) cumI = decays.cum(u);  // past the chunk: the last cumsum (masked below by keep)
     Value st = u % kStages;
     Value dy = ssdGateDy(k, a, k.load(r.os, st * dyStage + dyOff), [&] { return k.load(r.zs, st * dyStage + dyOff); });
-    ssdStoreTerms(k, r.terms, dyOff, dyStage, py, dy);
+    ssdStoreTerms(k, r.terms, tOff, tStage, py, dy);
     Value keep = (iC >= d.jR) && (iC < d.ch.n);
     Value cb = k.load(r.ring, st * cbStage + sC * kCbPitch + jLocal);  // [T, 32]: CB[i, j]
     Value s = k.select(keep, cb * ssdDecay(k, cumI, d.cumJ), zero);
-    k.barrier();  // the terms are written
+    k.barrier(r.wgmma);  // the terms are written
     // dy in one exact term (bf16 dout, no z) meets every piece of the scores.
-    Value res = py == 1 ? k.dot(s, r.terms, zeroI, k.constInt(dyPitch), one, c[0], pf, 1)
-                        : ssdDotTerms(k, s, r.terms, dyStage, k.constInt(dyPitch), one, c[0], py, pf);
+    Value res = py == 1 ? k.dot(s, r.terms, zeroI, k.constInt(tPitch), one, c[0], pf, 1)
+                        : ssdDotTerms(k, s, r.terms, tStage, k.constInt(tPitch), one, c[0], py, pf);
     k.barrier();  // stage u and the terms are read before the next step writes them
     return std::vector<Value>{res};
   })[0];

@@ -71,7 +71,7 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
       stVec && cT == stT && !keptY ? ssdTileVector(spec, "C", "s_C_n", {"s_C_b", "s_C_l", "s_C_g"}) : 0;
   // On sm_90a (ssdWgmma) the products' staged b operands lie in swizzled buffers that wgmma reads
   // once a warpgroup: the state's terms and x's tiles (rows of BP, one pattern wide).
-  const bool wgmma = halves && ssdWgmma(spec) && 2 * BP <= 128;
+  const bool wgmma = halves && ssdWgmmaRows(spec, 2 * BP);
   // Row pitches: f32 rows padded by 4; 16-bit rows by 8 halves (an odd number of 16-byte units),
   // unpadded where swizzled.
   const int64_t LDs = halves ? (wgmma ? BP : BP + 8) : BP + 4;

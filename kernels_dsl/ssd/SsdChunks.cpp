@@ -140,6 +140,10 @@ bool ssdWgmma(const Specialization& s) {
   return on;
 }
 
+bool ssdWgmmaRows(const Specialization& s, int64_t rowBytes) {
+  return ssdWgmma(s) && s.get("meta:num_warps") == 4 && (rowBytes == 32 || rowBytes == 64 || rowBytes == 128);
+}
+
 int ssdBwdPieces(const Specialization& s) {
   const int64_t v = s.get("meta:pieces", 3);
   if (v < 1 || v > 3)

@@ -111,6 +111,9 @@ bool ssdOneTerm(const Specialization& s);
 // reads once a warpgroup; 0: padded buffers read by ldmatrix once a warp. Throws on other
 // values and on 1 for an arch without wgmma.
 bool ssdWgmma(const Specialization& s);
+// Whether a kernel's staged b of rows of `rowBytes` goes to wgmma: ssdWgmma, 4 warps (one
+// warpgroup over a block's 64 rows) and rows of 32, 64 or 128 bytes (a swizzle's).
+bool ssdWgmmaRows(const Specialization& s, int64_t rowBytes);
 
 // meta:pieces (absent: 3): the bf16 terms the backward's f32 operands (the gated dy, the decayed
 // scores, dCB, the staged states and gradients) take in the mma. 3 is exact to f32's 24 bits;
