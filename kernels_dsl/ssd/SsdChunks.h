@@ -107,8 +107,9 @@ dsl::Value ssdBwdDy(dsl::KernelBuilder& k, const SsdBwdValues& a, dsl::Value row
 bool ssdOneTerm(const Specialization& s);
 
 // meta:wgmma (absent: 1 on sm_90a, else 0). 1: the 16-bit operands a kernel stages as a dot's b
-// (ssd_chunk_scan's entering state's terms and x's tiles) go into swizzled buffers that wgmma
-// reads once a warpgroup; 0: padded buffers read by ldmatrix once a warp. Throws on other
+// (chunk_scan's state terms and x's tiles, chunk_state's B tiles, the backward's dx, dCB, dB and
+// dC tiles and terms) go into swizzled buffers that wgmma reads once a warpgroup, where their rows
+// fit a swizzle (ssdWgmmaRows); 0: padded buffers read by ldmatrix once a warp. Throws on other
 // values and on 1 for an arch without wgmma.
 bool ssdWgmma(const Specialization& s);
 // Whether a kernel's staged b of rows of `rowBytes` goes to wgmma: ssdWgmma, 4 warps (one
