@@ -31,21 +31,6 @@ std::string stagedCuda(const StagedDot& c) {
   return cuda;
 }
 
-// Builds `body` as a kernel with f32 pointers a and out; returns the error text, or "" if it built.
-std::string buildError(const std::function<void(KernelBuilder&, Value a, Value out)>& body) {
-  dsl::KernelDef def;
-  def.name = "shared_bad";
-  def.build = [&](KernelBuilder& k, const Specialization&) {
-    body(k, k.ptrArg("a", dsl::PtrClass::Float), k.ptrArg("out", dsl::PtrClass::Float));
-  };
-  try {
-    ownKernelCuda(def, {"a", "out"});
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(DslShared, DynamicBuffersAreCarvedFromOneExternArrayAt128Bytes) {
   dsl::KernelDef def;
   def.name = "shared_carve";

@@ -17,6 +17,7 @@
 #include "kernels_dsl/Dsl.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
+#include "tests/support/IntegerProduct.h"
 #include "tests/support/LaunchOwnKernel.h"
 #include "tests/support/StagedDotKernel.h"
 
@@ -252,16 +253,9 @@ TEST_F(DslSharedGpu, DotWithAFromSharedMemoryMatchesTheIntegerProduct) {
         for (const char* p : {"a", "b", "out"}) spec.set(std::string("align:") + p, 16);
         spec.set("meta:num_warps", 4).set("meta:index_bits", 32);
         launchOwnKernel(c.def(), spec, {{"a", da.ptr()}, {"b", db.ptr()}, {"out", dout.ptr()}}, {});
-        const std::vector<float> out = dout.download<float>();
-        int bad = 0;
-        for (int64_t m = 0; m < c.M; ++m)
-          for (int64_t n = 0; n < c.N; ++n) {
-            double want = 0;
-            for (int64_t k = 0; k < c.K; ++k) want += double(av[m * c.K + k]) * bv[k * c.N + n];
-            if (bitsOf(out[m * c.N + n]) != bitsOf(static_cast<float>(want)) && bad++ < 5)
-              ADD_FAILURE() << "out[" << m << "][" << n << "] = " << out[m * c.N + n] << ", want " << want;
-          }
-        EXPECT_EQ(bad, 0);
+        testing::expectIntegerProduct(
+            dout.download<float>(), c.M, c.N, c.K, [&](int64_t m, int64_t k) { return av[m * c.K + k]; },
+            [&](int64_t k, int64_t n) { return bv[k * c.N + n]; });
       }
 }
 

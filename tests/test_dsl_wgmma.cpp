@@ -20,21 +20,6 @@ std::string cudaOf(const WgmmaDot& c) {
   return cuda;
 }
 
-// Builds `body` as a kernel with f32 pointers a and out; returns the error text, or "" if it built.
-std::string buildError(const std::function<void(KernelBuilder&, Value a, Value out)>& body) {
-  dsl::KernelDef def;
-  def.name = "wgmma_bad";
-  def.build = [&](KernelBuilder& k, const Specialization&) {
-    body(k, k.ptrArg("a", dsl::PtrClass::Float), k.ptrArg("out", dsl::PtrClass::Float));
-  };
-  try {
-    ownKernelCuda(def, {"a", "out"});
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(DslWgmma, ADotWithBInASwizzledBufferIsOneWgmmaAKStepAndPair) {
   for (int64_t sw : {32, 64, 128})
     for (int64_t M : {64, 128}) {

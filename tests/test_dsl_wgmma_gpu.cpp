@@ -14,6 +14,7 @@
 #include "GpuTest.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
+#include "tests/support/IntegerProduct.h"
 #include "tests/support/LaunchOwnKernel.h"
 #include "tests/support/WgmmaDotKernel.h"
 
@@ -63,16 +64,9 @@ void checkWgmmaDot(const WgmmaDot& c, uint32_t seed) {
   DeviceBuffer db = c.nContiguous ? DeviceBuffer::fromHost(bT16) : DeviceBuffer::fromHost(bv),
                dout = DeviceBuffer::fromHost(std::vector<float>(c.M * c.N, NAN));
   testing::launchOwnKernel(c.def(), c.spec(), {{"a", da.ptr()}, {"b", db.ptr()}, {"out", dout.ptr()}}, {});
-  const std::vector<float> out = dout.download<float>();
-  int bad = 0;
-  for (int64_t m = 0; m < c.M; ++m)
-    for (int64_t n = 0; n < c.N; ++n) {
-      double want = 0;
-      for (int64_t k = 0; k < c.K; ++k) want += double(av[m * c.K + k]) * bv[n * c.K + k];
-      if (bitsOf(out[m * c.N + n]) != bitsOf(static_cast<float>(want)) && bad++ < 5)
-        ADD_FAILURE() << "out[" << m << "][" << n << "] = " << out[m * c.N + n] << ", want " << want;
-    }
-  EXPECT_EQ(bad, 0);
+  testing::expectIntegerProduct(
+      dout.download<float>(), c.M, c.N, c.K, [&](int64_t m, int64_t k) { return av[m * c.K + k]; },
+      [&](int64_t k, int64_t n) { return bv[n * c.K + k]; });
 }
 
 TEST_F(DslWgmmaGpu, EverySwizzleMatchesTheIntegerProduct) {

@@ -10,6 +10,7 @@
 
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
+#include "tests/support/OwnKernel.h"
 
 namespace ssmjit::testing {
 
@@ -28,13 +29,7 @@ struct StagedDot {
            std::to_string(stages);
   }
 
-  dsl::KernelDef def() const {
-    dsl::KernelDef d;
-    d.name = "staged_dot";
-    const StagedDot c = *this;
-    d.build = [c](dsl::KernelBuilder& k, const Specialization&) { c.build(k); };
-    return d;
-  }
+  dsl::KernelDef def() const { return kernelDefOf("staged_dot", *this); }
 
   void build(dsl::KernelBuilder& k) const {
     using dsl::Value;

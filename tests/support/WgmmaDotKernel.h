@@ -10,6 +10,7 @@
 
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/Registry.h"
+#include "tests/support/OwnKernel.h"
 
 namespace ssmjit::testing {
 
@@ -39,13 +40,7 @@ struct WgmmaDot {
     return s;
   }
 
-  dsl::KernelDef def() const {
-    dsl::KernelDef d;
-    d.name = "wgmma_dot";
-    const WgmmaDot c = *this;
-    d.build = [c](dsl::KernelBuilder& k, const Specialization&) { c.build(k); };
-    return d;
-  }
+  dsl::KernelDef def() const { return kernelDefOf("wgmma_dot", *this); }
 
   void build(dsl::KernelBuilder& k) const {
     using dsl::Value;
