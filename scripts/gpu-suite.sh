@@ -94,6 +94,17 @@ SSMJIT_META='selective_scan_fwd:serial_len=600' "$PREFIX/bin/ssmjit_gpu_tests" \
 echo "serial class: $(grep -hE '^\[  PASSED  \] [0-9]+ tests?' "$OUT/gpu_tests_serial.log" | awk '{print $4}') passed," \
   "$(grep -hE '^\[  FAILED  \] [^0-9 ]' "$OUT/gpu_tests_serial.log" | awk '{print $4}' | sort -u | wc -l) failed"
 check_skips "$OUT/gpu_tests_serial.log"
+# On sm_90a the SSD kernels multiply on wgmma where their staged operands fit a swizzle; here the
+# SSD tests run again with every one of them on mma.sync and ldmatrix, the form other GPUs take.
+ldm='ssd_chunk_scan:wgmma=0;ssd_chunk_state:wgmma=0;ssd_bwd_dx:wgmma=0;ssd_bwd_dcb:wgmma=0;ssd_bwd_db:wgmma=0'
+ldm+=';ssd_bwd_dc:wgmma=0'
+echo "== SSD tests, wgmma off (SSMJIT_META ...:wgmma=0)"
+SSMJIT_META="$ldm" "$PREFIX/bin/ssmjit_gpu_tests" \
+  --gtest_filter='Shapes/SsdGpu.*:Shapes/SsdBackwardGpu.*:SsdGpuPacking.*:SsdBackwardGpuPacking.*' \
+  > "$OUT/gpu_tests_ldmatrix.log" 2>&1 || status=1
+echo "wgmma off: $(grep -hE '^\[  PASSED  \] [0-9]+ tests?' "$OUT/gpu_tests_ldmatrix.log" | awk '{print $4}') passed," \
+  "$(grep -hE '^\[  FAILED  \] [^0-9 ]' "$OUT/gpu_tests_ldmatrix.log" | awk '{print $4}' | sort -u | wc -l) failed"
+check_skips "$OUT/gpu_tests_ldmatrix.log"
 fi
 if [ -z "${SKIP_CPU_TESTS:-}" ]; then
   echo "== CPU tests (on the GPU machine)"
