@@ -65,8 +65,9 @@ void Emitter::emitFragmentDot(Operation* op, Value acc, Value result, int64_t K,
 // layout's fragments and accumulators are wgmma's as they are, pair i of every warp the
 // warpgroup's instruction i. b is read from shared memory once for the warpgroup where ldmatrix
 // reads it once a warp: k-contiguous (N rows of K) or n-contiguous (K rows of N, transposed on
-// the way), rows of the swizzle's bytes, a k-step 16 elements along a row or 16 rows on. The group is waited for before
-// the dot's result is used: its registers are held around it (ssm_wgmma_hold).
+// the way), rows of the swizzle's bytes, a k-step 16 elements along a row or 16 rows on. The
+// group is waited for before the dot's result is used: its registers are held around it
+// (ssm_wgmma_hold).
 void Emitter::emitWgmmaDot(Operation* op, const std::string& nm, int64_t K, int aPieces, sj::SharedBufferOp buf,
                            Value offset, const std::function<void()>& aFragments) {
   const int64_t M = shapeOf(op->getResult(0))[0], N = shapeOf(op->getResult(0))[1];
@@ -74,11 +75,12 @@ void Emitter::emitWgmmaDot(Operation* op, const std::string& nm, int64_t K, int 
   if (P_.wpc[0] % 4 || nr % 2)
     fail(op, "a wgmma dot needs the warps in groups of 4 along M and each thread's rows in pairs (" + P_.str() +
                  ", M " + I(M) + ")");
-  const std::string type = cast<sj::PtrType>(buf.getType()).getElementType().isF16() ? "f16" : "bf16";
   const int64_t sw = *buf.getSwizzle();
   auto d = dyn_cast<sj::DotOp>(op);
   const Value strideK = d ? d.getStrideK() : cast<sj::DotSharedOp>(op).getStrideK();
   const bool kMajor = sj::constantInt(strideK) == std::optional<int64_t>(1);
+  const std::string type = cast<sj::PtrType>(buf.getType()).getElementType().isF16() ? "f16" : "bf16";
+  const std::string instruction = wgmmaAsm(N, type, kMajor);
   const std::string kStep = kMajor ? "2 * ks" : I(sw) + " * ks";  // in the descriptor's 16-byte units
   line("{");
   ++ind_;
@@ -90,30 +92,33 @@ void Emitter::emitWgmmaDot(Operation* op, const std::string& nm, int64_t K, int 
   ++ind_;
   aFragments();
   line("ssm_wgmma_fence();");
-  const int64_t nd = N / 2;  // accumulators a thread, a pair
-  std::string regs;
-  for (int64_t j = 0; j < nd; ++j) regs += (j ? ", %" : "%") + I(j);
-  const std::string asmText = "\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + I(nd + 5) +
-                              ", 0;\\nwgmma.mma_async.sync.aligned.m64n" + I(N) + "k16.f32." + type + "." + type +
-                              " {" + regs + "}, {%" + I(nd) + ", %" + I(nd + 1) + ", %" + I(nd + 2) + ", %" +
-                              I(nd + 3) + "}, %" + I(nd + 4) + ", p, 1, 1, " + (kMajor ? "0" : "1") + ";\\n}\"";
   for (int64_t i = 0; i < nr / 2; ++i)
     for (int x = aPieces - 1; x >= 0; --x) {  // a's terms, smallest first
-      std::string outs;
+      std::string outs;                       // the pair's accumulators in wgmma's order
       for (int64_t j = 0; j < N / 8; ++j)
-        for (int e = 0; e < 4; ++e) {
-          const int64_t reg = (2 * i + e / 2) * nn + 2 * j + e % 2;
-          outs += std::string(outs.empty() ? "" : ", ") + "\"+f\"(" + nm + "[" + I(reg) + "])";
-        }
+        for (int e = 0; e < 4; ++e)
+          outs += std::string(outs.empty() ? "" : ", ") + "\"+f\"(" + nm + "[" +
+                  I((2 * i + e / 2) * nn + 2 * j + e % 2) + "])";
       std::string ins;
       for (int e = 0; e < 4; ++e) ins += "\"r\"(ssm_a[" + I(i) + "][" + I(e) + "][" + I(x) + "]), ";
-      line("asm volatile(" + asmText + " : " + outs + " : " + ins + "\"l\"(ssm_bdesc + " + kStep + "), \"r\"(1));");
+      line("asm volatile(" + instruction + " : " + outs + " : " + ins + "\"l\"(ssm_bdesc + " + kStep + "), \"r\"(1));");
     }
   closeBlocks();
   line("ssm_wgmma_commit();");
   line("ssm_wgmma_wait_all();");
   forRegs(nr * nn, [&] { line("ssm_wgmma_hold(" + nm + "[r]);"); });
   closeBlocks();
+}
+
+// The asm text (a C string literal) of one wgmma.m64nNk16 with f32 accumulators %0 .. %(N/2 - 1),
+// a's four registers, b's descriptor and a register whose non-zero value keeps the accumulators.
+std::string Emitter::wgmmaAsm(int64_t N, const std::string& type, bool kMajor) {
+  const int64_t nd = N / 2;
+  std::string d;
+  for (int64_t j = 0; j < nd; ++j) d += (j ? ", %" : "%") + I(j);
+  return "\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + I(nd + 5) + ", 0;\\nwgmma.mma_async.sync.aligned.m64n" + I(N) +
+         "k16.f32." + type + "." + type + " {" + d + "}, {%" + I(nd) + ", %" + I(nd + 1) + ", %" + I(nd + 2) + ", %" +
+         I(nd + 3) + "}, %" + I(nd + 4) + ", p, 1, 1, " + (kMajor ? "0" : "1") + ";\\n}\"";
 }
 
 // a by ldmatrix as well: for pair i, matrices (mma rows 0-7, k 0-7), (rows 8-15, k 0-7),

@@ -184,6 +184,7 @@ class Emitter {
   // emitFragmentDot's form for b in a swizzled buffer: wgmma, b by a matrix descriptor.
   void emitWgmmaDot(Operation* op, const std::string& nm, int64_t K, int aPieces, sj::SharedBufferOp buf, Value offset,
                     const std::function<void()>& aFragments);
+  static std::string wgmmaAsm(int64_t N, const std::string& type, bool kMajor);
   // The ldmatrix dot: acc + a . b with b in `b` at offset with strides (k, n); `aFragments`
   // emits k-step ks's ssm_a[pair][register][piece] (aPieces terms of the mma's type).
   void emitFragmentDot(Operation* op, Value acc, Value result, int64_t K, int aPieces, sj::SharedBufferOp b,
