@@ -51,6 +51,23 @@ TEST(DslWgmma, AnNContiguousBIsTransposedOnTheWayAndCopiedThroughThePattern) {
   EXPECT_NE(cuda.find("+ ssm_swizzle<7>("), std::string::npos) << cuda;
 }
 
+TEST(DslWgmma, OnlyOneWarpgroupWithRowPairsTakesWgmma) {
+  auto refusal = [](const WgmmaDot& c) {
+    try {
+      cudaOf(c);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  WgmmaDot two;  // 8 warps: two warpgroups
+  two.M = 128, two.warps = 8;
+  WgmmaDot small;  // 32 rows over 4 warps: 8 a warp, no pair of m16 rows
+  small.M = 32;
+  for (const WgmmaDot& c : {two, small})
+    EXPECT_NE(refusal(c).find("a wgmma dot needs 4 warps along M (one warpgroup)"), std::string::npos) << c.name();
+}
+
 TEST(DslWgmma, ASwizzledBufferStartsAt1024Bytes) {
   dsl::KernelDef def;
   def.name = "swizzled_carve";

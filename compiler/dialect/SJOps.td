@@ -332,7 +332,7 @@ def SJ_DotOp : SJ_Op<"dot", [MemoryEffects<[MemRead]>]> {
     constant multiple of 8, K and N multiples of 16, and the offset a multiple of 8 (checked
     when constant), so every 8-element row ldmatrix reads is 16-byte aligned.
     b in a swizzled buffer (sj.shared_buffer's `swizzle`) is read by wgmma instead (sm_90a),
-    through a matrix descriptor, once for each warpgroup of 4 warps along M: rows of the
+    through a matrix descriptor, once for the block's one warpgroup (4 warps along M): rows of the
     swizzle's bytes, k- or n-contiguous (strides (1, row) with K up to a row, or (row, 1) with N
     a row), the offset a multiple of 8 rows.
   }];

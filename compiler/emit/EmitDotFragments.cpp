@@ -72,9 +72,10 @@ void Emitter::emitWgmmaDot(Operation* op, const std::string& nm, int64_t K, int 
                            Value offset, const std::function<void()>& aFragments) {
   const int64_t M = shapeOf(op->getResult(0))[0], N = shapeOf(op->getResult(0))[1];
   const int64_t nr = n(0, M), nn = n(1, N);
-  if (P_.wpc[0] % 4 || nr % 2)
-    fail(op, "a wgmma dot needs the warps in groups of 4 along M and each thread's rows in pairs (" + P_.str() +
-                 ", M " + I(M) + ")");
+  // One warpgroup a block: the form the GPU tests run (several would each take their own rows).
+  if (P_.wpc[0] != 4 || nr % 2)
+    fail(op, "a wgmma dot needs 4 warps along M (one warpgroup) and each thread's rows in pairs (" + P_.str() + ", M " +
+                 I(M) + ")");
   const int64_t sw = *buf.getSwizzle();
   auto d = dyn_cast<sj::DotOp>(op);
   const Value strideK = d ? d.getStrideK() : cast<sj::DotSharedOp>(op).getStrideK();

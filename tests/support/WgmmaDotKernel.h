@@ -19,13 +19,14 @@ struct WgmmaDot {
   bool aShared = true;
   bool nContiguous = false;
   int aPieces = 1;
+  int warps = 4;
   DType dtype = DType::BF16;
 
   int64_t bk() const { return nContiguous ? 32 : swizzle / 2; }
   std::string name() const {
     return "wgmma_dot_M" + std::to_string(M) + "_N" + std::to_string(N) + "_sw" + std::to_string(swizzle) +
            (aShared ? "_ashared" : "_aregs" + std::to_string(aPieces)) + (nContiguous ? "_bn" : "_bk") +
-           (dtype == DType::F16 ? "_f16" : "_bf16");
+           (dtype == DType::F16 ? "_f16" : "_bf16") + "_w" + std::to_string(warps);
   }
   // a's dtype (16-bit where it is staged, else f32), b's (16-bit where it is copied, else f32),
   // out's f32.
@@ -36,7 +37,7 @@ struct WgmmaDot {
     s.set("dtype:a", (int)(aShared ? dtype : DType::F32)).set("dtype:b", (int)(nContiguous ? dtype : DType::F32));
     s.set("dtype:out", (int)DType::F32);
     for (const char* p : {"a", "b", "out"}) s.set(std::string("align:") + p, 16);
-    s.set("meta:num_warps", 4).set("meta:index_bits", 32);
+    s.set("meta:num_warps", warps).set("meta:index_bits", 32);
     return s;
   }
 
