@@ -2,6 +2,7 @@
 #include "kernels_dsl/Dsl.h"
 
 #include "compiler/Specialization.h"
+#include "compiler/Swizzle.h"
 #include "compiler/dialect/SJDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -585,12 +586,11 @@ dsl::Value KernelBuilder::sharedBuffer(int64_t elements, DType dtype, int64_t sw
   Type e = sharedStorage(B, dtype, "sharedBuffer");
   const int64_t bytes = dtypeBytes(dtype);
   if (elements < 1) fail("sharedBuffer: elements must be at least 1, got " + std::to_string(elements));
-  if (swizzle != 0 && ((swizzle != 32 && swizzle != 64 && swizzle != 128) || bytes != 2))
+  if (swizzle != 0 && (!isSwizzleBytes(swizzle) || bytes != 2))
     fail("sharedBuffer: swizzle must be 32, 64 or 128 bytes on a 16-bit buffer, got " + std::to_string(swizzle) +
          " on " + dtypeName(dtype));
-  // Buffers start at multiples of 128 bytes, swizzled ones of 1024 (the emitter carves them in
-  // the same order).
-  const int64_t align = swizzle ? 1024 : 128;
+  // The emitter carves the buffers in the same order.
+  const int64_t align = dynamicBufferAlignment(swizzle != 0);
   const int64_t total = (impl_->dynamicSharedBytes + align - 1) / align * align + elements * bytes;
   if (elements > kMaxDynamicSharedBytes || total > kMaxDynamicSharedBytes)
     fail("sharedBuffer: the kernel's dynamic shared buffers would take " + std::to_string(total) +

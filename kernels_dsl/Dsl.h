@@ -211,12 +211,13 @@ class KernelBuilder {
   // buffers of a kernel take up to kMaxDynamicSharedBytes together (beyond 48 KiB the launch
   // raises the kernel's limit; a device with less refuses the launch, naming the kernel).
   Value sharedBuffer(int64_t elements, DType dtype);
-  // The same, 16-bit, in the XOR pattern of Hopper's tensor-core layouts of `swizzle` (32, 64 or
-  // 128) bytes a row, 1024-byte aligned: loads, stores and copies take logical offsets. A dot
-  // whose b lies here in rows of `swizzle` bytes runs on wgmma (sm_90a; a kernel of 4 warps, each
-  // thread's rows in pairs), reading b by a matrix descriptor where ldmatrix reads it once a warp: k-contiguous (strideK 1, strideN swizzle / 2,
-  // K up to a row) or n-contiguous (strideN 1, strideK swizzle / 2, N a whole row), its offset a
-  // multiple of 8 rows (checked where constant). No views of it. Its writes reach a dot after barrier(true).
+  // The same with `swizzle` 0, or 16-bit in the XOR pattern of Hopper's tensor-core layouts of
+  // `swizzle` (32, 64 or 128: compiler/Swizzle.h) bytes a row, 1024-byte aligned: loads, stores and
+  // copies take logical offsets. A dot whose b lies there in rows of `swizzle` bytes runs on wgmma
+  // (sm_90a; a kernel of 4 warps, each thread's rows in pairs), reading b by a matrix descriptor
+  // where ldmatrix reads it once a warp: k-contiguous (strideK 1, strideN swizzle / 2, K up to a
+  // row) or n-contiguous (strideN 1, strideK swizzle / 2, N a whole row), its offset a multiple of
+  // 8 rows (checked where constant). No views of it. Its writes reach a dot after barrier(true).
   Value sharedBuffer(int64_t elements, DType dtype, int64_t swizzle);
   // A view of `elements` of `dtype` over the bytes of `buffer` (a sharedBuffer(elements, dtype))
   // from its element `at`: no memory of its own, so that a phase of the program that does not use

@@ -1,5 +1,7 @@
 #include "compiler/dialect/SJDialect.h"
 
+#include "compiler/Swizzle.h"
+
 #include "llvm/ADT/TypeSwitch.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -170,7 +172,7 @@ LogicalResult SharedBufferOp::verify() {
   if (!getDynamic() && !e.isF32()) return emitOpError("a static buffer holds f32");
   if (!e.isF32() && !e.isF16() && !e.isBF16()) return emitOpError("holds f32, f16 or bf16");
   if (auto sw = getSwizzle()) {
-    if (*sw != 32 && *sw != 64 && *sw != 128) return emitOpError("swizzle must be 32, 64 or 128 bytes, got ") << *sw;
+    if (!isSwizzleBytes(*sw)) return emitOpError("swizzle must be 32, 64 or 128 bytes, got ") << *sw;
     if (!getDynamic() || getWithin() || e.isF32()) return emitOpError("a swizzled buffer is 16-bit, dynamic, its own");
   }
   if (!getWithin()) return getOffset() ? emitOpError("has an offset but no buffer it is within") : success();

@@ -1,5 +1,6 @@
 // Memory: loads (16-bit float loads kept as their storage bits, see Raw), stores (one owner
 // thread per element, in vectors of sj.vec), shared buffers, the arrival counter and error reports.
+#include "compiler/Swizzle.h"
 #include "compiler/emit/EmitterCore.h"
 
 namespace ssmjit::emit {
@@ -150,18 +151,16 @@ std::string Emitter::offsetIn(Value ptr, const std::string& offset) {
 
 std::string Emitter::address(Value ptr, const std::string& offset) { return name(ptr) + " + " + offsetIn(ptr, offset); }
 
-// One extern array for all dynamic buffers, each at the next multiple of 128 bytes: the start
-// of a 128-byte line, so that a buffer's bank pattern is the one its offsets say. A swizzled
-// buffer starts at a multiple of 1024 bytes, where its pattern begins.
+// One extern array for all dynamic buffers, each at its next multiple of dynamicBufferAlignment.
 void Emitter::carveDynamicShared() {
-  int64_t align = 128;
+  int64_t align = dynamicBufferAlignment(false);
   f_.walk([&](sj::SharedBufferOp b) {
     if (!b.getDynamic()) return;
     if (b.getWithin()) {  // a view: its buffer's bytes (carved before it: walked in order)
       dynamicOffsets_[b] = dynamicOffsets_.at(b.getWithin().getDefiningOp<sj::SharedBufferOp>()) + *b.getOffset();
       return;
     }
-    const int64_t a = b.getSwizzle() ? 1024 : 128;
+    const int64_t a = dynamicBufferAlignment(b.getSwizzle().has_value());
     align = std::max(align, a);
     dynamicOffsets_[b] = (dynamicBytes_ + a - 1) / a * a;
     dynamicBytes_ = dynamicOffsets_[b] + b.getBytes();

@@ -124,15 +124,16 @@ struct BCRings {
   BCRings(KernelBuilder& k, const Specialization& spec, bool dC, int64_t BN, int pf) {
     const int64_t T = kSsdTokenBlock;
     wgmma = ssdWgmmaRows(spec, 2 * BN);
-    p16 = wgmma ? BN : BN + 8, pIn = kStep + 8;
+    const SsdStagedRows rows = ssdStagedRows(wgmma, BN);
+    p16 = rows.pitch, pIn = kStep + 8;
     // dCB's tile: [64 r, 32 t] as it lies (dC) or [32 t, 64 r] (dB, read transposed).
     dcbPitch = dC ? kStep + 8 : T + 4, dcbStage = dC ? T * dcbPitch : kStep * dcbPitch;
     stPitch = BN + 8, stStage = kStep * stPitch;
     oStage = kStep * p16, inStage = T * pIn, term = kStep * p16;
     ring = k.sharedBuffer(kStages * std::max(dcbStage, stStage), DType::F32);
     const DType oT = ssdDtype(spec, dC ? "B" : "C");
-    os = wgmma ? k.sharedBuffer(kStages * oStage, oT, 2 * BN) : k.sharedBuffer(kStages * oStage, oT);
-    terms = wgmma ? k.sharedBuffer(pf * term, DType::BF16, 2 * BN) : k.sharedBuffer(pf * term, DType::BF16);
+    os = k.sharedBuffer(kStages * oStage, oT, rows.swizzle);
+    terms = k.sharedBuffer(pf * term, DType::BF16, rows.swizzle);
     ins = k.sharedBuffer(kStages * inStage, ssdDtype(spec, dC ? "dout" : "x"));
     zs = dC ? ssdBwdZRing(k, spec, kStages * inStage) : Value{};
   }

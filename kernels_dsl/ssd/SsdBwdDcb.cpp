@@ -63,9 +63,9 @@ void buildDcb(KernelBuilder& k, const Specialization& spec) {
     const int64_t stage = T * kPitch16;
     // x's tiles, the dot's b: swizzled in rows of 32 channels for wgmma (ssdWgmmaRows), else padded.
     const bool wgmma = ssdWgmmaRows(spec, 2 * kChannels);
-    const int64_t xPitch = wgmma ? kChannels : kPitch16, xStage = T * xPitch;
-    Value xs = wgmma ? k.sharedBuffer(kStages * xStage, ssdDtype(spec, "x"), 2 * kChannels)
-                     : k.sharedBuffer(kStages * xStage, ssdDtype(spec, "x"));
+    const SsdStagedRows xRows = ssdStagedRows(wgmma, kChannels);
+    const int64_t xPitch = xRows.pitch, xStage = T * xPitch;
+    Value xs = k.sharedBuffer(kStages * xStage, ssdDtype(spec, "x"), xRows.swizzle);
     Value os = k.sharedBuffer(kStages * stage, ssdDtype(spec, "dout")), zs = ssdBwdZRing(k, spec, kStages * stage);
     Value nC = cdiv(a.P, k.constInt(kChannels)), steps = a.hpg * nC;
     Value i0 = b.bi * T, j0 = b.bj * T;

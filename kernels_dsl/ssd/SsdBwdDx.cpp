@@ -108,8 +108,8 @@ DxRings dxRings(KernelBuilder& k, const Specialization& spec, int64_t BP, int64_
   r.ring = k.sharedBuffer(std::max(kStateStages * BP * kStatePitchF32, kStages * kStep * kCbPitch), DType::F32);
   r.wgmma = ssdWgmmaRows(spec, 2 * BP);
   if (r.wgmma) {
-    r.terms = k.sharedBuffer(pf * kStep * BP, DType::BF16, 2 * BP);
-    r.stTerms = k.sharedBuffer(pf * BP * kStep, DType::BF16, 2 * kStep);
+    r.terms = k.sharedBuffer(pf * kStep * BP, DType::BF16, ssdStagedRows(true, BP).swizzle);
+    r.stTerms = k.sharedBuffer(pf * BP * kStep, DType::BF16, ssdStagedRows(true, kStep).swizzle);
   } else {
     r.terms = r.stTerms = k.sharedBuffer(pf * std::max(BP * kStatePitch16, dyStage), DType::BF16);
   }
@@ -121,7 +121,7 @@ DxRings dxRings(KernelBuilder& k, const Specialization& spec, int64_t BP, int64_
 // B_j . g with g[p, n0 .. n0 + 32) copied as it lies, two tiles in flight, split into terms.
 Value stateInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdValues& a, const DxBlock& d,
                    const DxRings& r, int64_t BP) {
-  const int64_t tPitch = r.wgmma ? kStep : kStatePitch16;
+  const int64_t tPitch = ssdStagedRows(r.wgmma, kStep).pitch;
   const int64_t T = kSsdTokenBlock, gStage = BP * kStatePitchF32, gTerm = BP * tPitch;
   const int pf = ssdBwdPieces(spec), pb16 = dotPieces(spec, "B");
   Value zero = k.constFloat(0), zeroI = k.constInt(0), one = k.constInt(1);
@@ -175,7 +175,7 @@ Value scoresInRings(KernelBuilder& k, const Specialization& spec, const SsdBwdVa
   }
   Value sR = k.expandDims(k.range(kStep), 1), sC = k.expandDims(k.range(kStep), 0);  // [32, 1], [1, 32]
   Value dyOff = sR * dyPitch + k.expandDims(k.range(BP), 0);                         // [32, BP] in a stage
-  const int64_t tPitch = r.wgmma ? BP : dyPitch, tStage = kStep * tPitch;            // the dy terms'
+  const int64_t tPitch = ssdStagedRows(r.wgmma, BP).pitch, tStage = kStep * tPitch;  // the dy terms'
   Value tOff = sR * tPitch + k.expandDims(k.range(BP), 0);
   Value jLocal = d.jR - iFirst;  // [T, 1]
   return k.forLoop(zeroI, tiles, one, {acc}, [&](Value u, const std::vector<Value>& c) {

@@ -72,9 +72,9 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   // On sm_90a (ssdWgmma) the products' staged b operands lie in swizzled buffers that wgmma reads
   // once a warpgroup: the state's terms and x's tiles (rows of BP, one pattern wide).
   const bool wgmma = halves && ssdWgmmaRows(spec, 2 * BP);
-  // Row pitches: f32 rows padded by 4; 16-bit rows by 8 halves (an odd number of 16-byte units),
-  // unpadded where swizzled.
-  const int64_t LDs = halves ? (wgmma ? BP : BP + 8) : BP + 4;
+  // Row pitches: f32 rows padded by 4; 16-bit rows staged for the dots (ssdStagedRows).
+  const SsdStagedRows xRows = ssdStagedRows(wgmma, BP), termRows = ssdStagedRows(wgmma, kStep);
+  const int64_t LDs = halves ? xRows.pitch : BP + 4;
   const SsdValues a = ssdValues(k);
   Value nPb = cdiv(a.P, k.constInt(BP));
   const SsdSlotHeadBlock at = ssdSlotHeadBlock(k, spec, a.H, nPb * (Q / T));
@@ -89,15 +89,10 @@ void buildChunkScan(KernelBuilder& k, const Specialization& spec) {
   Value smem = halves ? Value{} : k.sharedBuffer(kStep * LDs);
   Value ring =
       halves ? k.sharedBuffer(std::max<int64_t>(kStateStages * BP, kStages * T) * kStagePitchF32, DType::F32) : Value{};
-  // The state's terms, the state product's b: rows of 32 states, 64 bytes swizzled for wgmma,
-  // else padded for ldmatrix.
-  const int64_t termPitch = wgmma ? kStep : kStagePitch16, termStride = BP * termPitch;
-  Value sTerms = !halves ? Value{}
-                 : wgmma ? k.sharedBuffer(terms * termStride, stT, 2 * kStep)
-                         : k.sharedBuffer(terms * termStride, stT);
-  Value xs = !halves ? smem
-             : wgmma ? k.sharedBuffer(kStages * kStep * LDs, xT, 2 * BP)
-                     : k.sharedBuffer(kStages * kStep * LDs, xT);
+  // The state's terms, the state product's b: rows of 32 states.
+  const int64_t termPitch = termRows.pitch, termStride = BP * termPitch;
+  Value sTerms = halves ? k.sharedBuffer(terms * termStride, stT, termRows.swizzle) : Value{};
+  Value xs = halves ? k.sharedBuffer(kStages * kStep * LDs, xT, xRows.swizzle) : smem;
   Value iR = bm * T + k.expandDims(k.range(T), 1);                                   // [T, 1]: rows of the chunk
   Value sC = k.expandDims(k.range(kStep), 0), sR = k.expandDims(k.range(kStep), 1);  // [1, 32], [32, 1]
   Value pC = p0 + k.expandDims(k.range(BP), 0), mP = pC < a.P;                       // [1, BP]

@@ -74,11 +74,11 @@ void buildChunkState(KernelBuilder& k, const Specialization& spec) {
   const int64_t Q = spec.get("meta:chunk"), BP = spec.get("meta:BLOCK_P"), BN = spec.get("meta:BLOCK_N");
   // bf16 B at BLOCK_P 64 (at 32 the ring's loop spills registers under ptxas).
   const bool rawB = static_cast<DType>(spec.get("dtype:B")) == DType::BF16 && BP == 64;
-  // B's ring, the dot's b: swizzled for wgmma where its rows fit a swizzle (BLOCK_N up to 64,
-  // ssdWgmmaRows). Row pitches: f32 rows padded by 4; bf16 rows by 8 halves (an odd number of
-  // 16-byte units), unpadded where swizzled.
+  // B's ring, the dot's b: on wgmma where its rows fit a swizzle (BLOCK_N up to 64, ssdWgmmaRows).
+  // Row pitches: f32 rows padded by 4; bf16 rows staged for the dot (ssdStagedRows).
   const bool wgmma = rawB && ssdWgmmaRows(spec, 2 * BN);
-  const int64_t LDs = rawB ? (wgmma ? BN : BN + 8) : BN + 4;
+  const SsdStagedRows bRows = ssdStagedRows(wgmma, BN);
+  const int64_t LDs = rawB ? bRows.pitch : BN + 4;
   const SsdValues a = ssdValues(k);
   Value nBlocks = cdiv(a.N, k.constInt(BN)), blocks = cdiv(a.P, k.constInt(BP)) * nBlocks;
   // Passing the states itself, a program takes its (slot, head, block) by ticket: the program of
@@ -103,9 +103,8 @@ void buildChunkState(KernelBuilder& k, const Specialization& spec) {
   const int64_t LDx = BP + (xDt == DType::F32 ? 4 : 8);  // x's ring rows: 16-byte units, odd for 16 bits
   // The weighted operand's terms (x w on the ring's path, B w otherwise).
   const int wPieces = ssdOneTerm(spec) && xDt != DType::F32 ? 1 : 3;
-  Value smem = !rawB   ? k.sharedBuffer(kTokens * LDs)
-               : wgmma ? k.sharedBuffer(kStages * kTokens * LDs, DType::BF16, 2 * BN)
-                       : k.sharedBuffer(kStages * kTokens * LDs, DType::BF16);
+  Value smem =
+      rawB ? k.sharedBuffer(kStages * kTokens * LDs, DType::BF16, bRows.swizzle) : k.sharedBuffer(kTokens * LDs);
   Value xs = rawB ? k.sharedBuffer(kStages * kTokens * LDx, xDt) : Value{};
   Value tR = k.expandDims(k.range(kTokens), 1), tC = k.expandDims(k.range(kTokens), 0);  // [32, 1], [1, 32]
   Value p = p0 + k.expandDims(k.range(BP), 1), n = n0 + k.expandDims(k.range(BN), 0);    // [BP, 1], [1, BN]

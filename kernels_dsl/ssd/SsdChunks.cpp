@@ -4,6 +4,7 @@
 #include <string>
 
 #include "compiler/IntMath.h"
+#include "compiler/Swizzle.h"
 #include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/ssd/Ssd.h"
 #include "ssmjit/error.h"
@@ -141,7 +142,11 @@ bool ssdWgmma(const Specialization& s) {
 }
 
 bool ssdWgmmaRows(const Specialization& s, int64_t rowBytes) {
-  return ssdWgmma(s) && s.get("meta:num_warps") == 4 && (rowBytes == 32 || rowBytes == 64 || rowBytes == 128);
+  return ssdWgmma(s) && s.get("meta:num_warps") == 4 && isSwizzleBytes(rowBytes);
+}
+
+SsdStagedRows ssdStagedRows(bool wgmma, int64_t cols) {
+  return wgmma ? SsdStagedRows{cols, 2 * cols} : SsdStagedRows{cols + 8, 0};
 }
 
 int ssdBwdPieces(const Specialization& s) {

@@ -115,6 +115,14 @@ bool ssdWgmma(const Specialization& s);
 // Whether a kernel's staged b of rows of `rowBytes` goes to wgmma: ssdWgmma, 4 warps (one
 // warpgroup over a block's 64 rows) and rows of 32, 64 or 128 bytes (a swizzle's).
 bool ssdWgmmaRows(const Specialization& s, int64_t rowBytes);
+// A 16-bit staged dot operand b of `cols` elements a row: its row pitch and its buffer's swizzle
+// (sharedBuffer's; 0 none). For wgmma, rows of exactly `cols` in the swizzle of their 2 cols bytes;
+// else rows padded by 8 halves (an odd number of 16-byte units for even cols / 8, so that
+// ldmatrix reads 8 rows from distinct banks), unswizzled.
+struct SsdStagedRows {
+  int64_t pitch, swizzle;
+};
+SsdStagedRows ssdStagedRows(bool wgmma, int64_t cols);
 
 // meta:pieces (absent: 3): the bf16 terms the backward's f32 operands (the gated dy, the decayed
 // scores, dCB, the staged states and gradients) take in the mma. 3 is exact to f32's 24 bits;
