@@ -109,10 +109,10 @@ struct BCVectors {
 };
 
 // The ring form's shared buffers and their pitches. 16-bit rows are padded by 8 halves (an odd
-// number of 16-byte units, for ldmatrix), except the dots' b tiles (the other operand's, the
-// states' terms) where they are swizzled for wgmma (ssdWgmmaRows); f32 rows read as they lie by 8 floats (16-byte rows
-// for the copies, and the four rows of a half-warp's 8-byte reads in distinct banks), read transposed by 4 (4-byte
-// reads whose rows then fall in distinct banks).
+// number of 16-byte units, for ldmatrix), the dots' b tiles (the other operand's, the states'
+// terms) as ssdStagedRows stages them; f32 rows read as they lie by 8 floats (16-byte rows for the
+// copies, and the four rows of a half-warp's 8-byte reads in distinct banks), read transposed by 4
+// (4-byte reads whose rows then fall in distinct banks).
 struct BCRings {
   bool wgmma;
   int64_t p16, pIn, dcbPitch, dcbStage, stPitch, stStage, oStage, inStage, term;
