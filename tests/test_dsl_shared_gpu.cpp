@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <map>
 #include <random>
 #include <string>
@@ -17,6 +16,7 @@
 #include "kernels_dsl/Dsl.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
+#include "tests/support/FloatBits.h"
 #include "tests/support/IntegerProduct.h"
 #include "tests/support/LaunchOwnKernel.h"
 #include "tests/support/StagedDotKernel.h"
@@ -29,28 +29,10 @@ using dsl::Value;
 using testing::SharedDot;
 using testing::StagedDot;
 
-uint32_t bitsOf(float v) {
-  uint32_t u;
-  std::memcpy(&u, &v, 4);
-  return u;
-}
-float fromBits(uint32_t u) {
-  float v;
-  std::memcpy(&v, &u, 4);
-  return v;
-}
-// Round to nearest even, as the device's cvt.rn does (finite inputs).
-uint16_t toBf16(float v) {
-  const uint32_t u = bitsOf(v);
-  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-uint16_t toF16Exact(float v) {  // v an integer of magnitude below 2048: exact in f16
-  if (v == 0) return std::signbit(v) ? 0x8000 : 0;
-  int e;
-  const float m = std::frexp(std::fabs(v), &e);  // |v| = m 2^e, m in [0.5, 1)
-  const uint32_t mant = static_cast<uint32_t>(std::ldexp(m, 11)) & 0x3ffu;
-  return static_cast<uint16_t>((v < 0 ? 0x8000u : 0u) | (static_cast<uint32_t>(e - 1 + 15) << 10) | mant);
-}
+using testing::bitsOf;
+using testing::fromBits;
+using testing::toBf16;
+using testing::toF16Exact;
 
 using testing::launchOwnKernel;
 
@@ -241,7 +223,7 @@ TEST_F(DslSharedGpu, DotWithAFromSharedMemoryMatchesTheIntegerProduct) {
         std::vector<float> av(c.M * c.K), bv(c.K * c.N);  // a[m][k], b[k][n]
         for (float& v : av) v = static_cast<float>(small(rng));
         for (float& v : bv) v = static_cast<float>(small(rng));
-        auto half = [&](float v) { return dt == DType::F16 ? toF16Exact(v) : toBf16(v); };
+        auto half = [&](float v) { return testing::smallIntegerBits(v, dt); };
         std::vector<uint16_t> a(c.M * c.K), b(c.K * c.N);
         for (int64_t m = 0; m < c.M; ++m)
           for (int64_t k = 0; k < c.K; ++k) a[aT ? k * c.M + m : m * c.K + k] = half(av[m * c.K + k]);

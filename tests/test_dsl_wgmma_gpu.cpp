@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -14,6 +13,7 @@
 #include "GpuTest.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
+#include "tests/support/FloatBits.h"
 #include "tests/support/IntegerProduct.h"
 #include "tests/support/LaunchOwnKernel.h"
 #include "tests/support/WgmmaDotKernel.h"
@@ -33,21 +33,6 @@ class DslWgmmaGpu : public testing::GpuTest {
   }
 };
 
-uint32_t bitsOf(float v) {
-  uint32_t u;
-  std::memcpy(&u, &v, 4);
-  return u;
-}
-// x exact in 16 bits (|x| small integer): its bf16 or f16 bits.
-uint16_t half(float x, DType dt) {
-  if (dt == DType::BF16) return static_cast<uint16_t>(bitsOf(x) >> 16);
-  if (x == 0) return 0;
-  int e;
-  const float m = std::frexp(std::fabs(x), &e);
-  const uint32_t mant = static_cast<uint32_t>(std::ldexp(m, 11)) & 0x3ffu;
-  return static_cast<uint16_t>((x < 0 ? 0x8000u : 0u) | (static_cast<uint32_t>(e - 1 + 15) << 10) | mant);
-}
-
 void checkWgmmaDot(const WgmmaDot& c, uint32_t seed) {
   SCOPED_TRACE(c.name());
   std::mt19937 rng(seed);
@@ -56,11 +41,11 @@ void checkWgmmaDot(const WgmmaDot& c, uint32_t seed) {
   for (float& v : av) v = static_cast<float>(small(rng));
   for (float& v : bv) v = static_cast<float>(small(rng));
   std::vector<uint16_t> a16(av.size());
-  for (size_t i = 0; i < av.size(); ++i) a16[i] = half(av[i], c.dtype);
+  for (size_t i = 0; i < av.size(); ++i) a16[i] = testing::smallIntegerBits(av[i], c.dtype);
   DeviceBuffer da = c.aShared ? DeviceBuffer::fromHost(a16) : DeviceBuffer::fromHost(av);
   std::vector<uint16_t> bT16(bv.size());  // b[k][n], 16-bit, where it is copied
   for (int64_t n = 0; n < c.N; ++n)
-    for (int64_t k = 0; k < c.K; ++k) bT16[k * c.N + n] = half(bv[n * c.K + k], c.dtype);
+    for (int64_t k = 0; k < c.K; ++k) bT16[k * c.N + n] = testing::smallIntegerBits(bv[n * c.K + k], c.dtype);
   DeviceBuffer db = c.nContiguous ? DeviceBuffer::fromHost(bT16) : DeviceBuffer::fromHost(bv),
                dout = DeviceBuffer::fromHost(std::vector<float>(c.M * c.N, NAN));
   testing::launchOwnKernel(c.def(), c.spec(), {{"a", da.ptr()}, {"b", db.ptr()}, {"out", dout.ptr()}}, {});
