@@ -124,7 +124,7 @@ void addCallOptions(CLI::App* app, CallOptions& o) {
                       "The SSD scan's states (--op ssd, ssd-backward): none, final (sequence i's final state to slot "
                       "i) or slots (initial and final states in one tensor through slot indices, as a serving "
                       "prefill), in --state-dtype; the backward takes their gradients too")
-          ->check(CLI::IsMember({"none", "final", "slots"}))
+          ->check(CLI::IsMember(ssdStatesNames()))
           ->capture_default_str();
   o.savedYOpt = app->add_flag("--saved-y", o.savedY,
                               "The SSD scan's forward keeps y before the gate (SsdArgs::y), as training does, and "

@@ -276,7 +276,7 @@ CommandRun defineSsdBenchCommand(CLI::App* app) {
   app->add_option("--states", o->states,
                   "fp32 states a sequence: none; final (written, as a prefill for decode does); slots (initial "
                   "states read from and final states written to the same slot)")
-      ->check(CLI::IsMember(std::vector<std::string>{"none", "final", "slots"}))
+      ->check(CLI::IsMember(ssdStatesNames()))
       ->capture_default_str();
   return benchRun(o, runSsdBench);
 }

@@ -53,7 +53,12 @@ SsdBackwardArgs backwardArgs(const SsdCall& c) {
 
 }  // namespace
 
-const char* ssdStatesName(SsdStates s) { return enumName<SsdStates::Slots>(s, {"none", "final", "slots"}); }
+const std::vector<std::string>& ssdStatesNames() {
+  static const std::vector<std::string> names = {"none", "final", "slots"};
+  return names;
+}
+
+const char* ssdStatesName(SsdStates s) { return ssdStatesNames().at(static_cast<size_t>(s)).c_str(); }
 
 SsdStates parseSsdStates(const std::string& name, const char* option) {
   for (SsdStates s : {SsdStates::None, SsdStates::Final, SsdStates::Slots})

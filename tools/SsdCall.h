@@ -32,7 +32,9 @@ struct SsdCall {
   std::string arch = "sm_90a";
 };
 
-// "none", "final", "slots"; parseSsdStates throws UsageError naming `option` otherwise.
+// "none", "final", "slots" (in SsdStates' order); parseSsdStates throws UsageError naming
+// `option` otherwise.
+const std::vector<std::string>& ssdStatesNames();
 const char* ssdStatesName(SsdStates s);
 SsdStates parseSsdStates(const std::string& name, const char* option);
 

@@ -55,8 +55,7 @@ void passState(KernelBuilder& k, const SsdValues& a, int64_t Q, const SsdChunk& 
         // The previous slot holds the previous chunk unless cu_seqlens is bad (reported by
         // chunk_cumsum): then nothing is awaited, so a bad call cannot hang.
         const SsdChunk prev = ssdChunkOfSlot(k, a, at.slot - 1);
-        k.ifThen((prev.seq == ch.seq) && (prev.n > 0) && (prev.t0 + Q == ch.t0),
-                 [&] { k.waitFlag(a.ws, flagAt(at.slot - 1)); });
+        k.ifThen(ssdChunkFollows(prev, ch, Q), [&] { k.waitFlag(a.ws, flagAt(at.slot - 1)); });
         return std::vector<Value>{k.load(a.ws, stateAt(at.slot), e.m, k.constFloat(0))};
       })[0];
   Value la = k.load(a.ws, ssdChunkLogDecayAt(a.oCum, at.slot, a.H, at.h, Q));

@@ -100,14 +100,18 @@ SsdBwdValues ssdBwdValues(KernelBuilder& k) {
   return a;
 }
 
+Value ssdChunkFollows(const SsdChunk& prev, const SsdChunk& next, int64_t Q) {
+  return (prev.seq == next.seq) && (prev.n > 0) && (next.n > 0) && (prev.t0 + Q == next.t0);
+}
+
 Value ssdFirstChunk(KernelBuilder& k, const SsdBwdValues& a, Value slot, const SsdChunk& ch, int64_t Q) {
   const SsdChunk prev = ssdChunkOfSlot(k, a, k.maximum(slot - 1, k.constInt(0)));
-  return !((slot > 0) && (prev.seq == ch.seq) && (prev.n > 0) && (prev.t0 + Q == ch.t0));
+  return !((slot > 0) && ssdChunkFollows(prev, ch, Q));
 }
 
 Value ssdLastChunk(KernelBuilder& k, const SsdBwdValues& a, Value slot, const SsdChunk& ch, int64_t Q) {
   const SsdChunk next = ssdChunkOfSlot(k, a, k.minimum(slot + 1, a.slots - 1));
-  return !((slot + 1 < a.slots) && (next.seq == ch.seq) && (next.n > 0) && (ch.t0 + Q == next.t0));
+  return !((slot + 1 < a.slots) && ssdChunkFollows(ch, next, Q));
 }
 
 Value ssdGateDy(KernelBuilder& k, const SsdBwdValues& a, Value dout, const std::function<Value()>& z) {

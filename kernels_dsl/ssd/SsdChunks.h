@@ -86,8 +86,11 @@ struct SsdBwdValues : SsdInputValues {
 };
 SsdBwdValues ssdBwdValues(dsl::KernelBuilder& k);
 
+// Whether chunk `next` continues chunk `prev`: both hold tokens, of the same sequence, `next`
+// Q = meta:chunk tokens later.
+dsl::Value ssdChunkFollows(const SsdChunk& prev, const SsdChunk& next, int64_t Q);
 // Whether the chunk `ch` at `slot` is its sequence's first (the slot before holds no earlier chunk
-// of it) or its last (the slot after holds no later one); Q = meta:chunk.
+// of it) or its last (the slot after holds no later one).
 dsl::Value ssdFirstChunk(dsl::KernelBuilder& k, const SsdBwdValues& a, dsl::Value slot, const SsdChunk& ch, int64_t Q);
 dsl::Value ssdLastChunk(dsl::KernelBuilder& k, const SsdBwdValues& a, dsl::Value slot, const SsdChunk& ch, int64_t Q);
 
