@@ -13,5 +13,10 @@ constexpr bool isSwizzleBytes(int64_t bytes) { return bytes == 32 || bytes == 64
 // 128-byte line, so that its bank pattern is the one its offsets say; a swizzled one at a multiple
 // of 1024 bytes, where its pattern begins.
 constexpr int64_t dynamicBufferAlignment(bool swizzled) { return swizzled ? 1024 : 128; }
+// The byte offset of the next dynamic buffer after `used` bytes of those before it.
+constexpr int64_t dynamicBufferStart(int64_t used, bool swizzled) {
+  const int64_t a = dynamicBufferAlignment(swizzled);
+  return (used + a - 1) / a * a;
+}
 
 }  // namespace ssmjit

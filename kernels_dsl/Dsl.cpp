@@ -590,8 +590,7 @@ dsl::Value KernelBuilder::sharedBuffer(int64_t elements, DType dtype, int64_t sw
     fail("sharedBuffer: swizzle must be 32, 64 or 128 bytes on a 16-bit buffer, got " + std::to_string(swizzle) +
          " on " + dtypeName(dtype));
   // The emitter carves the buffers in the same order.
-  const int64_t align = dynamicBufferAlignment(swizzle != 0);
-  const int64_t total = (impl_->dynamicSharedBytes + align - 1) / align * align + elements * bytes;
+  const int64_t total = dynamicBufferStart(impl_->dynamicSharedBytes, swizzle != 0) + elements * bytes;
   if (elements > kMaxDynamicSharedBytes || total > kMaxDynamicSharedBytes)
     fail("sharedBuffer: the kernel's dynamic shared buffers would take " + std::to_string(total) +
          " bytes, more than " + std::to_string(kMaxDynamicSharedBytes) + " (" + std::to_string(elements) + " " +

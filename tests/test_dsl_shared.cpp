@@ -103,7 +103,8 @@ TEST(DslShared, RefusesViewsOutsideTheirBuffer) {
             std::string::npos)
       << viewError(2, 64, false);
   EXPECT_NE(viewError(512, 1025, false).find("of a 4096-byte buffer"), std::string::npos);
-  EXPECT_NE(viewError(0, 64, true).find("sharedView: the buffer must be an unswizzled sharedBuffer(elements, dtype) of its own"),
+  EXPECT_NE(viewError(0, 64, true)
+                .find("sharedView: the buffer must be an unswizzled sharedBuffer(elements, dtype) of its own"),
             std::string::npos);
 }
 

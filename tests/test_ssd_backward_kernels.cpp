@@ -78,12 +78,12 @@ std::map<std::string, std::string> backwardCuda(const Variant& v, const char* me
   return cuda;
 }
 
-// Whole-tile (16-byte) asynchronous copies from pointer argument `ptr` in generated CUDA.
 // The tensor-core products a kernel's code issues: mma.sync calls and wgmma instructions.
 int products(const std::string& cuda) {
   return int(ssmjit::testing::occurrences(cuda, "ssm_mma_") + ssmjit::testing::occurrences(cuda, "wgmma.mma_async"));
 }
 
+// Whole-tile (16-byte) asynchronous copies from pointer argument `ptr` in generated CUDA.
 int wholeCopies(const std::string& cuda, const std::string& ptr) {
   int n = 0;
   for (size_t at = cuda.find("ssm_cp_async_n<16>("); at != std::string::npos;
@@ -179,11 +179,10 @@ TEST(SsdBackwardKernels, StagedTilesCopyWholeWhereTheBindingsProveThemAligned) {
 
 TEST(SsdBackwardKernels, PiecesMetaSetsTheSplitOfF32Operands) {
   SSMJIT_REQUIRE_NVRTC();
-  auto mmas = [](const std::string& cuda) { return products(cuda); };
   Variant v;  // bf16: dcb's dy takes `pieces` terms, x one
-  const int three = mmas(backwardCuda(v, "meta:pieces", 3)["ssd_bwd_dcb"]);
-  EXPECT_EQ(mmas(backwardCuda(v, "meta:pieces", 2)["ssd_bwd_dcb"]) * 3, three * 2);
-  EXPECT_EQ(mmas(backwardCuda(v, "meta:pieces", 1)["ssd_bwd_dcb"]) * 3, three);
+  const int three = products(backwardCuda(v, "meta:pieces", 3)["ssd_bwd_dcb"]);
+  EXPECT_EQ(products(backwardCuda(v, "meta:pieces", 2)["ssd_bwd_dcb"]) * 3, three * 2);
+  EXPECT_EQ(products(backwardCuda(v, "meta:pieces", 1)["ssd_bwd_dcb"]) * 3, three);
   for (int64_t bad : {0, 4}) {
     try {
       backwardCuda(v, "meta:pieces", bad);
@@ -220,11 +219,10 @@ TEST(SsdBackwardKernels, DbAndDcScaleEachHeadsSumWhereTheOperandIsExact) {
   auto withZ = backwardCuda(v);
   v.z = false;
   auto noZ = backwardCuda(v);
-  auto mmas = [](const std::string& cuda) { return products(cuda); };
-  EXPECT_GT(mmas(withZ["ssd_bwd_db"]), 0);
-  EXPECT_EQ(mmas(withZ["ssd_bwd_db"]), mmas(noZ["ssd_bwd_db"]));
-  EXPECT_EQ(mmas(noZ["ssd_bwd_dc"]), mmas(noZ["ssd_bwd_db"]));
-  EXPECT_LT(mmas(withZ["ssd_bwd_db"]), mmas(withZ["ssd_bwd_dc"]));
+  EXPECT_GT(products(withZ["ssd_bwd_db"]), 0);
+  EXPECT_EQ(products(withZ["ssd_bwd_db"]), products(noZ["ssd_bwd_db"]));
+  EXPECT_EQ(products(noZ["ssd_bwd_dc"]), products(noZ["ssd_bwd_db"]));
+  EXPECT_LT(products(withZ["ssd_bwd_db"]), products(withZ["ssd_bwd_dc"]));
 }
 
 // Without d(final states) a sequence's last chunk leaves a zero g, and without initial states its

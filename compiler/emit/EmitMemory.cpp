@@ -160,9 +160,9 @@ void Emitter::carveDynamicShared() {
       dynamicOffsets_[b] = dynamicOffsets_.at(b.getWithin().getDefiningOp<sj::SharedBufferOp>()) + *b.getOffset();
       return;
     }
-    const int64_t a = dynamicBufferAlignment(b.getSwizzle().has_value());
-    align = std::max(align, a);
-    dynamicOffsets_[b] = (dynamicBytes_ + a - 1) / a * a;
+    const bool swizzled = b.getSwizzle().has_value();
+    align = std::max(align, dynamicBufferAlignment(swizzled));
+    dynamicOffsets_[b] = dynamicBufferStart(dynamicBytes_, swizzled);
     dynamicBytes_ = dynamicOffsets_[b] + b.getBytes();
   });
   if (dynamicBytes_ > 0)

@@ -163,8 +163,8 @@ void ssdCopyDyTiles(dsl::KernelBuilder& k, const SsdBwdValues& a, dsl::Value os,
 // Splits the f32 tile v into `terms` bf16 terms at the 16-bit shared buffer's buf[off + q
 // termStride], each rounded from what the ones before it leave (the thread reads its own stores).
 void ssdStoreTerms(dsl::KernelBuilder& k, dsl::Value buf, dsl::Value off, int64_t termStride, int terms, dsl::Value v);
-// acc + a . (the sum of ssdStoreTerms' terms at buf[q termStride], b[k][n] as dot reads it): term q (weight 2^-8q)
-// against a's first terms - q of aPieces terms, as dot's splits weigh them.
+// acc + a . (the sum of ssdStoreTerms' terms at buf[q termStride], b[k][n] as dot reads it):
+// term q (weight 2^-8q) against a's first terms - q of aPieces terms, as dot's splits weigh them.
 dsl::Value ssdDotTerms(dsl::KernelBuilder& k, dsl::Value a, dsl::Value buf, int64_t termStride, dsl::Value strideK,
                        dsl::Value strideN, dsl::Value acc, int terms, int aPieces);
 

@@ -2,9 +2,9 @@
 // dot runs on wgmma. k-contiguous: b [N][K] (f32 in memory) is stored by the threads into the
 // buffer one k-tile of BK = swizzle / 2 after another (tile t's element (n, k) at t N BK + n BK +
 // k), narrowing to the buffer's dtype. n-contiguous: b [K][N] (16-bit in memory, N = swizzle / 2)
-// is copied by copyTileAsync as it lies, and each dot takes 32 rows of it. a [M][K] is either copied into a 16-bit
-// buffer of rows padded by 8 (a dot with both operands in shared memory, a by ldmatrix) or loaded from memory as f32
-// registers split into `aPieces` terms. One dot a k-tile.
+// is copied by copyTileAsync as it lies, and each dot takes 32 rows of it. a [M][K] is either
+// copied into a 16-bit buffer of rows padded by 8 (a dot with both operands in shared memory, a
+// by ldmatrix) or loaded from memory as f32 registers split into `aPieces` terms. One dot a k-tile.
 #pragma once
 #include <string>
 
