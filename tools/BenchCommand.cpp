@@ -158,42 +158,6 @@ struct CaseResult {
   double ofInPlacePass() const { return (static_cast<double>(traffic.total()) / us) / (passBytes / passUs); }
 };
 
-// A bare in-place pass over 16-byte vectors: what the state update's own traffic (read the state,
-// write it back) takes without its math, at the same size.
-class InPlacePass {
- public:
-  explicit InPlacePass(const std::string& arch) {
-    const NvrtcResult r = nvrtcCompile(
-        "extern \"C\" __global__ void ssmjit_in_place(uint4* p, unsigned long long n, unsigned int mask) {\n"
-        "  const unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;\n"
-        "  if (i < n) { uint4 v = p[i]; v.x ^= mask; p[i] = v; }\n"
-        "}\n",
-        "in_place.cu", arch, {});
-    const driver::Api& a = driver::api();
-    driver::check(a.cuModuleLoadDataEx(&module_, r.cubin.data(), 0, nullptr, nullptr),
-                  "cuModuleLoadDataEx(in-place pass)");
-    driver::check(a.cuModuleGetFunction(&fn_, module_, "ssmjit_in_place"), "cuModuleGetFunction(ssmjit_in_place)");
-  }
-  ~InPlacePass() { driver::api().cuModuleUnload(module_); }
-  InPlacePass(const InPlacePass&) = delete;
-  InPlacePass& operator=(const InPlacePass&) = delete;
-
-  // Reads and writes back `vectors` 16-byte vectors at `p` (mask 0: the same bytes).
-  void launch(CUdeviceptr p, size_t vectors, CUstream s) const {
-    unsigned long long n = vectors;
-    unsigned int mask = 0;
-    void* params[] = {&p, &n, &mask};
-    const unsigned blocks = static_cast<unsigned>((vectors + kThreads - 1) / kThreads);
-    driver::check(driver::api().cuLaunchKernel(fn_, blocks, 1, 1, kThreads, 1, 1, 0, s, params, nullptr),
-                  "cuLaunchKernel(in-place pass)");
-  }
-
- private:
-  static constexpr unsigned kThreads = 256;
-  CUmodule module_ = nullptr;
-  CUfunction fn_ = nullptr;
-};
-
 class Bench {
  public:
   explicit Bench(const BenchOptions& o) : o_(o), rng_(o.seed) {}

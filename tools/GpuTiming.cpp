@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "compiler/Nvrtc.h"
 #include "runtime/DeviceBuffer.h"
 #include "ssmjit/ops.h"
 #include "tools/ToolSupport.h"
@@ -99,6 +100,34 @@ void printTableAndCopy(const Table& table, double copyGBs) {
 
 void printCopyFooter(double copyGBs) {
   std::printf("\ncopy bandwidth measured in this run: %.2f TB/s\n", copyGBs / 1e3);
+}
+
+namespace {
+constexpr unsigned kInPlaceThreads = 256;
+}  // namespace
+
+InPlacePass::InPlacePass(const std::string& arch) {
+  const NvrtcResult r = nvrtcCompile(
+      "extern \"C\" __global__ void ssmjit_in_place(uint4* p, unsigned long long n, unsigned int mask) {\n"
+      "  const unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;\n"
+      "  if (i < n) { uint4 v = p[i]; v.x ^= mask; p[i] = v; }\n"
+      "}\n",
+      "in_place.cu", arch, {});
+  const driver::Api& a = driver::api();
+  driver::check(a.cuModuleLoadDataEx(&module_, r.cubin.data(), 0, nullptr, nullptr),
+                "cuModuleLoadDataEx(in-place pass)");
+  driver::check(a.cuModuleGetFunction(&fn_, module_, "ssmjit_in_place"), "cuModuleGetFunction(ssmjit_in_place)");
+}
+
+InPlacePass::~InPlacePass() { driver::api().cuModuleUnload(module_); }
+
+void InPlacePass::launch(CUdeviceptr p, size_t vectors, CUstream s) const {
+  unsigned long long n = vectors;
+  unsigned int mask = 0;  // a run-time 0: the compiler cannot drop a store of what it loaded
+  void* params[] = {&p, &n, &mask};
+  const auto blocks = static_cast<unsigned>((vectors + kInPlaceThreads - 1) / kInPlaceThreads);
+  driver::check(driver::api().cuLaunchKernel(fn_, blocks, 1, 1, kInPlaceThreads, 1, 1, 0, s, params, nullptr),
+                "cuLaunchKernel(in-place pass)");
 }
 
 }  // namespace ssmjit::tool

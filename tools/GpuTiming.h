@@ -1,10 +1,11 @@
-// GPU timing shared by the benchmarks: CUDA events, device attributes, and the device-to-device
-// copy bandwidth every "% of copy" figure divides by.
+// GPU timing shared by the benchmarks: CUDA events, device attributes, the device-to-device copy
+// bandwidth every "% of copy" figure divides by, and an in-place pass (the floor at a call's size).
 #pragma once
 #include <cuda.h>
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "runtime/Driver.h"
@@ -59,6 +60,23 @@ double measureCopyGBs(CUstream s);
 double reportCopyGBs(CUstream s);
 void printCopyFooter(double copyGBs);
 void printTableAndCopy(const Table& table, double copyGBs);
+
+// A bare in-place pass over 16-byte vectors: what a call that reads a buffer and writes it back
+// (the state update's state) takes without its math, at the call's size.
+class InPlacePass {
+ public:
+  explicit InPlacePass(const std::string& arch);  // compiles it for `arch` and loads it
+  ~InPlacePass();
+  InPlacePass(const InPlacePass&) = delete;
+  InPlacePass& operator=(const InPlacePass&) = delete;
+
+  // Reads and writes back `vectors` 16-byte vectors at `p` (the same bytes).
+  void launch(CUdeviceptr p, size_t vectors, CUstream s) const;
+
+ private:
+  CUmodule module_ = nullptr;
+  CUfunction fn_ = nullptr;
+};
 
 // A benchmark command's run: run(*o), then exit 0 (failures throw).
 template <class Options>
