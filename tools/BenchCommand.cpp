@@ -507,8 +507,8 @@ CommandRun defineBenchCommand(CLI::App* app) {
       ->check(CLI::IsMember(floatDTypeNames()))
       ->capture_default_str();
   addFloatDTypeOption(app, "--input-dtype", o->inputDtype, "Dtype of x, dt, B, C, z and out (fp32, bf16, fp16)");
-  app->add_option("--state-write", o->stateWrite, "final (in place) or none (verify only)")
-      ->check(CLI::IsMember({"final", "none", "per-token"}))
+  app->add_option("--state-write", o->stateWrite, "final (in place), none (verify only) or per-token")
+      ->check(CLI::IsMember(stateWriteNames()))
       ->capture_default_str();
   app->add_flag("--no-state-indices", o->noStateIdx, "Call without state_batch_indices (sequence b uses slot b)");
   addTrialOptions(app, o->iters, o->trials, o->seed,

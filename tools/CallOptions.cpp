@@ -74,7 +74,7 @@ void addCallOptions(CLI::App* app, CallOptions& o) {
   o.outDtypeOpt = app->add_option("--out-dtype", o.outDtype, "Dtype of out (default: as --input-dtype)")
                       ->check(CLI::IsMember(floatDTypeNames()));
   o.stateWriteOpt = app->add_option("--state-write", o.stateWrite, "final (in place), none (verify only) or per-token")
-                        ->check(CLI::IsMember({"final", "none", "per-token"}))
+                        ->check(CLI::IsMember(stateWriteNames()))
                         ->capture_default_str();
   app->add_flag("--no-D", o.noD, "Without the skip connection D");
   app->add_flag("--no-z", o.noZ, "Without the gate z");

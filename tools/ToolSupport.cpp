@@ -91,14 +91,18 @@ DType parseFloatDType(const std::string& name, const char* option) {
 
 const char* shortDTypeName(DType t) { return enumName<DType::I64>(t, {"fp32", "fp16", "bf16", "i32", "i64"}); }
 
+const std::vector<std::string>& stateWriteNames() {
+  static const std::vector<std::string> names = {"final", "none", "per-token"};
+  return names;
+}
+
 StateWrite parseStateWrite(const std::string& name, const char* option) {
-  if (name == "final") return StateWrite::Final;
-  if (name == "none") return StateWrite::None;
-  if (name == "per-token") return StateWrite::PerToken;
+  for (StateWrite w : {StateWrite::Final, StateWrite::None, StateWrite::PerToken})
+    if (name == stateWriteName(w)) return w;
   throw UsageError(std::string(option) + " is '" + name + "', expected final, none or per-token");
 }
 
-const char* stateWriteName(StateWrite w) { return enumName<StateWrite::PerToken>(w, {"final", "none", "per-token"}); }
+const char* stateWriteName(StateWrite w) { return stateWriteNames().at(static_cast<size_t>(w)).c_str(); }
 
 void checkArch(const std::string& arch, const char* option) {
   static const std::regex re("(sm|compute)_[0-9]{2,3}[af]?");

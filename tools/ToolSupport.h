@@ -105,7 +105,9 @@ CLI::Option* addFloatDTypeOption(CLI::App* app, const std::string& name, std::st
 DType parseFloatDType(const std::string& name, const char* option);
 const char* shortDTypeName(DType t);  // "fp32", "bf16", "fp16", "i32", "i64"
 
-// "final", "none", "per-token".
+// "final", "none", "per-token" (in StateWrite's order); parseStateWrite throws UsageError naming
+// `option` otherwise.
+const std::vector<std::string>& stateWriteNames();
 StateWrite parseStateWrite(const std::string& name, const char* option);
 const char* stateWriteName(StateWrite w);
 
