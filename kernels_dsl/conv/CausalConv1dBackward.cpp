@@ -124,7 +124,7 @@ void buildBackward(KernelBuilder& k, const Specialization& spec) {
         k.commitGroup();
         k.waitGroup(static_cast<int>(S - 1));  // this thread's copies of tile i have landed
         Value cur = k.load(xs, (i % S) * tileElems + sOff), dyT = k.load(dys, (i % S) * tileElems + sOff);
-        Value tt = t0 + i * BT, tv = tt + rT;
+        Value tt = t0 + i * BT;
 
         // g of this tile from its taps, and the sums (not for the look-ahead tile i = nTiles).
         std::vector<Value> acc(c.begin() + kAcc, c.end());
@@ -158,7 +158,7 @@ void buildBackward(KernelBuilder& k, const Specialization& spec) {
               return out;
             },
             [&] {
-              TileTokens tk = tileTokens(k, pk, tt, tv, seq, start, next);
+              TileTokens tk = tileTokens(k, pk, tt, tt + rT, seq, start, next);
               std::vector<Value> out = gradients(convTaps(k, cur, prevX, ta, W, &tk, st, dOffs, mD));
               out.insert(out.end(), {tk.seq, tk.start, tk.next});
               return out;
