@@ -257,10 +257,11 @@ std::vector<std::string> nvrtcOptions(const std::string& arch) {
   // --fmad=false: the only fused multiply-adds are the IR's math.fma (form-fma), so rounding does
   // not depend on how NVVM or ptxas see the control flow.
   // --minimal: no texture, device-runtime or CUDA API types, none of which the kernels use; it
-  // saves ~12 ms of every compile's front end. Most of a compile is NVVM, and it grows faster than
-  // the code (unrolling is not most of it). --Ofast-compile cuts NVVM's time but leaves the
-  // kernels' register arrays on the stack (3.4-4 KB a thread, kernels tens to hundreds of times
-  // slower), and --split-compile changes nothing for one kernel, so neither is used.
+  // saves ~12 ms of every compile's front end. Most of a compile is NVVM (short per-register loops
+  // come unrolled from the emitter, Emitter::forConst, since NVVM took long over them).
+  // --Ofast-compile cuts NVVM's time but leaves the kernels' register arrays on the stack (3.4-4 KB
+  // a thread, kernels tens to hundreds of times slower), and --split-compile changes nothing for
+  // one kernel, so neither is used.
   std::vector<std::string> opts = {"--gpu-architecture=" + arch, "-std=c++17", "-default-device", "--fmad=false",
                                    "--minimal"};
   // ptxas' verbose report is how we learn spills (the other figures come from the CUBIN). NVRTC

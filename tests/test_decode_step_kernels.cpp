@@ -83,12 +83,12 @@ Call make(const Variant& v) {
 }
 
 // maxStore / maxLoad: spill bytes allowed.
-void expectCompiles(const Variant& v, const char* arch, int64_t maxStore = 32, int64_t maxLoad = 48) {
+void expectCompiles(const Variant& v, const char* arch, int64_t maxStore = 40, int64_t maxLoad = 48) {
   const Call c = make(v);
   ssmjit::testing::expectEachCompiles({detail::decodeStepSpecialization(c.s, c.w, c.a, arch)}, 1, [&](auto&, auto& k) {
     // The state tile and the conv windows live in registers across the tokens; ptxas puts a few
-    // words of some variants on the stack (up to 20 bytes stored, 40 loaded since --fmad=false),
-    // more means the tiles no longer fit.
+    // words of some variants on the stack (up to 36 bytes stored, the bf16 large-batch fused step,
+    // 40 loaded), more means the tiles no longer fit.
     EXPECT_LE(k.resources.spillStoreBytes, maxStore) << k.compileLog;
     EXPECT_LE(k.resources.spillLoadBytes, maxLoad) << k.compileLog;
   });

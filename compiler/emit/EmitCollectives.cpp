@@ -48,28 +48,24 @@ void Emitter::emit(sj::ReduceOp r) {
   const std::string decl = ty + " " + nm + (scalar ? "" : "[" + I(nKept) + "]") + ";";
   // Within the warp: the thread's registers along pd, then the lanes along pd (lane = l0 * tpw1 + l1).
   auto warpSums = [&](const std::string& out) {
-    line("#pragma unroll");
-    line("for (int j = 0; j < " + I(nKept) + "; ++j) {");
-    ++ind_;
-    // Elements through E: a loaded 16-bit tile is still its storage bits here.
-    auto el = [&](Value v, const std::string& i) { return E(v, srcK, srcIdx("j", i)); };
-    if (Value wt = r.getWeight()) {  // sum of src * weight: one fma an element
-      // One chain: several independent chains need more registers, which cost the state
-      // update and the decode verify programs an SM on the H100.
-      line(ty + " acc = " + el(r.getSrc(), "0") + " * " + el(wt, "0") + ";");
-      line("#pragma unroll");
-      line("for (int i = 1; i < " + I(nRed) + "; ++i) acc = __fmaf_rn(" + el(r.getSrc(), "i") + ", " + el(wt, "i") +
-           ", acc);");
-    } else {
-      line(ty + " acc = " + el(r.getSrc(), "0") + ";");
-      line("#pragma unroll");
-      line("for (int i = 1; i < " + I(nRed) + "; ++i) acc = " + combine("acc", el(r.getSrc(), "i")) + ";");
-    }
-    int64_t laneStride = pd == 1 ? 1 : P_.tpw[1];
-    for (int64_t o = 1; o < P_.tpw[pd]; o *= 2)
-      line("acc = " + combine("acc", "__shfl_xor_sync(0xffffffffu, acc, " + I(o * laneStride) + ")") + ";");
-    line(out + " = acc;");
-    closeBlocks();
+    forConst("j", 0, nKept, 1, [&] {
+      // Elements through E: a loaded 16-bit tile is still its storage bits here.
+      auto el = [&](Value v, const std::string& i) { return E(v, srcK, srcIdx("j", i)); };
+      if (Value wt = r.getWeight()) {  // sum of src * weight: one fma an element
+        // One chain: several independent chains need more registers, which cost the state
+        // update and the decode verify programs an SM on the H100.
+        line(ty + " acc = " + el(r.getSrc(), "0") + " * " + el(wt, "0") + ";");
+        forConst("i", 1, nRed, 1,
+                 [&] { line("acc = __fmaf_rn(" + el(r.getSrc(), "i") + ", " + el(wt, "i") + ", acc);"); });
+      } else {
+        line(ty + " acc = " + el(r.getSrc(), "0") + ";");
+        forConst("i", 1, nRed, 1, [&] { line("acc = " + combine("acc", el(r.getSrc(), "i")) + ";"); });
+      }
+      int64_t laneStride = pd == 1 ? 1 : P_.tpw[1];
+      for (int64_t o = 1; o < P_.tpw[pd]; o *= 2)
+        line("acc = " + combine("acc", "__shfl_xor_sync(0xffffffffu, acc, " + I(o * laneStride) + ")") + ";");
+      line(out + " = acc;");
+    });
   };
   if (P_.wpc[pd] == 1) {
     names_[r.getResult().getAsOpaquePointer()] = nm;
@@ -93,10 +89,10 @@ void Emitter::emit(sj::ReduceOp r) {
   ++ind_;
   line(ty + " ssm_w[" + I(nKept) + "];");
   warpSums("ssm_w[j]");
-  line("#pragma unroll");
-  line("for (int j = 0; j < " + I(nKept) + "; ++j)");
-  line("  if (" + lanePos + " == 0" + own + ") " + sm + "[" + warpPos + " * " + I(keptExtent) + " + " + keptCoord +
-       "] = ssm_w[j];");
+  forConst("j", 0, nKept, 1, [&] {
+    line("if (" + lanePos + " == 0" + own + ") " + sm + "[" + warpPos + " * " + I(keptExtent) + " + " + keptCoord +
+         "] = ssm_w[j];");
+  });
   closeBlocks();
   const std::string out = scalar ? nm : nm + "[j]";
   const std::string fold = combine("acc", sm + "[w * " + I(keptExtent) + " + " + keptCoord + "]");
@@ -104,14 +100,11 @@ void Emitter::emit(sj::ReduceOp r) {
   pending_.back().push_back({r.getOperation(), false, [=, this] {
                                names_[key] = nm;
                                line(decl);
-                               line("#pragma unroll");
-                               line("for (int j = 0; j < " + I(nKept) + "; ++j) {");
-                               ++ind_;
-                               line(ty + " acc = " + sm + "[" + keptCoord + "];");
-                               line("#pragma unroll");
-                               line("for (int w = 1; w < " + I(W) + "; ++w) acc = " + fold + ";");
-                               line(out + " = acc;");
-                               closeBlocks();
+                               forConst("j", 0, nKept, 1, [&] {
+                                 line(ty + " acc = " + sm + "[" + keptCoord + "];");
+                                 forConst("w", 1, W, 1, [&] { line("acc = " + fold + ";"); });
+                                 line(out + " = acc;");
+                               });
                              }});
 }
 
@@ -250,90 +243,83 @@ void Emitter::emit(sj::ScanOp sc) {
     sm = "ssm_scan" + I(counter_++);
     for (size_t i = 0; i < k; ++i) line("__shared__ " + ty[i] + " " + sm + "_" + I(i) + "[" + I(W * keptExtent) + "];");
   }
-  line("#pragma unroll");
-  line("for (int j = 0; j < " + I(nKept) + "; ++j) {");
-  ++ind_;
-  for (size_t i = 0; i < k; ++i)
-    line(res[i] + "[" + idx("j", "0") + "] = " + E(sc.getSrcs()[i], srcK, idx("j", "0")) + ";");
-  if (!sc.getInits().empty()) {  // the inits go before the first run of the axis
-    std::vector<std::string> in;
-    for (Value v : sc.getInits()) in.push_back(E(v, totK, "j"));
-    std::string first;
-    if (T > 1) first = lanePos + " == 0";
-    if (W > 1) first += (first.empty() ? "" : " && ") + warpPos + " == 0";
-    line((first.empty() ? "" : "if (" + first + ") ") + call(in, at(res, idx("j", "0")), at(res, idx("j", "0"))));
-  }
-  line("#pragma unroll");
-  line("for (int i = 1; i < " + I(nRed) + "; ++i) {");
-  ++ind_;
-  {
-    std::vector<std::string> x;
-    for (size_t i = 0; i < k; ++i) x.push_back(E(sc.getSrcs()[i], srcK, idx("j", "i")));
-    line(call(at(res, idx("j", "i - 1")), x, at(res, idx("j", "i"))));
-  }
-  closeBlocks();
-  // Lanes: t = inclusive total of the runs up to this lane.
-  for (size_t i = 0; i < k; ++i) line(ty[i] + " t" + I(i) + " = " + res[i] + "[" + idx("j", I(nRed - 1)) + "];");
-  for (int64_t o = 1; o < T; o *= 2) {
-    line("{");
-    ++ind_;
+  forConst("j", 0, nKept, 1, [&] {
     for (size_t i = 0; i < k; ++i)
-      line("const " + ty[i] + " u" + I(i) + " = " + shflBefore + "(0xffffffffu, t" + I(i) + ", " + I(o * laneStride) +
-           ");");
-    line("if (" + lanePos + " >= " + I(o) + ") " + call(list("u", ""), list("t", ""), list("t", "")));
-    closeBlocks();
-  }
-  // e = the combination of everything before this thread's run (has_e: there is some).
-  for (size_t i = 0; i < k; ++i)
-    line(ty[i] + " e" + I(i) +
-         (T > 1 ? " = " + shflBefore + "(0xffffffffu, t" + I(i) + ", " + I(laneStride) + ")" : " = t" + I(i)) + ";");
-  line(std::string("bool has_e = ") + (T > 1 ? lanePos + " > 0" : "false") + ";");
-  // The lane last in scan order, which holds the total.
-  const std::string lastLane = "ssm_lane + (" + I(rev ? 0 : T - 1) + " - " + lanePhys + ") * " + I(laneStride);
-  if (W > 1) {
-    const int64_t keptExtent = twoD ? ss[1 - axis] : 1;
-    const std::string kc = twoD ? coord(1 - pd, keptExtent, "j") : "0";
-    // One writer per word: the owner of the kept position (replicas of a 1-D tile stay out).
-    std::string own = "";
-    const std::string other = pd == 0 ? "ssm_t1" : "ssm_t0";
-    if (!twoD)
-      own = " && " + other + " == 0";
-    else if (keptExtent < P_.threads(1 - pd))
-      own = " && " + other + " < " + I(keptExtent);
-    line("if (" + lanePos + " == " + I(T - 1) + own + ") {");
+      line(res[i] + "[" + idx("j", "0") + "] = " + E(sc.getSrcs()[i], srcK, idx("j", "0")) + ";");
+    if (!sc.getInits().empty()) {  // the inits go before the first run of the axis
+      std::vector<std::string> in;
+      for (Value v : sc.getInits()) in.push_back(E(v, totK, "j"));
+      std::string first;
+      if (T > 1) first = lanePos + " == 0";
+      if (W > 1) first += (first.empty() ? "" : " && ") + warpPos + " == 0";
+      line((first.empty() ? "" : "if (" + first + ") ") + call(in, at(res, idx("j", "0")), at(res, idx("j", "0"))));
+    }
+    forConst("i", 1, nRed, 1, [&] {
+      std::vector<std::string> x;
+      for (size_t i = 0; i < k; ++i) x.push_back(E(sc.getSrcs()[i], srcK, idx("j", "i")));
+      line(call(at(res, idx("j", "i - 1")), x, at(res, idx("j", "i"))));
+    });
+    // Lanes: t = inclusive total of the runs up to this lane.
+    for (size_t i = 0; i < k; ++i) line(ty[i] + " t" + I(i) + " = " + res[i] + "[" + idx("j", I(nRed - 1)) + "];");
+    for (int64_t o = 1; o < T; o *= 2) {
+      line("{");
+      ++ind_;
+      for (size_t i = 0; i < k; ++i)
+        line("const " + ty[i] + " u" + I(i) + " = " + shflBefore + "(0xffffffffu, t" + I(i) + ", " + I(o * laneStride) +
+             ");");
+      line("if (" + lanePos + " >= " + I(o) + ") " + call(list("u", ""), list("t", ""), list("t", "")));
+      closeBlocks();
+    }
+    // e = the combination of everything before this thread's run (has_e: there is some).
     for (size_t i = 0; i < k; ++i)
-      line("  " + sm + "_" + I(i) + "[" + warpPos + " * " + I(keptExtent) + " + " + kc + "] = t" + I(i) + ";");
-    line("}");
-    line("__syncthreads();");
-    for (size_t i = 0; i < k; ++i) line(ty[i] + " p" + I(i) + " = " + sm + "_" + I(i) + "[" + kc + "];");
-    line("for (int w = 1; w <= " + I(W - 1) + "; ++w) {");
+      line(ty[i] + " e" + I(i) +
+           (T > 1 ? " = " + shflBefore + "(0xffffffffu, t" + I(i) + ", " + I(laneStride) + ")" : " = t" + I(i)) + ";");
+    line(std::string("bool has_e = ") + (T > 1 ? lanePos + " > 0" : "false") + ";");
+    // The lane last in scan order, which holds the total.
+    const std::string lastLane = "ssm_lane + (" + I(rev ? 0 : T - 1) + " - " + lanePhys + ") * " + I(laneStride);
+    if (W > 1) {
+      const int64_t keptExtent = twoD ? ss[1 - axis] : 1;
+      const std::string kc = twoD ? coord(1 - pd, keptExtent, "j") : "0";
+      // One writer per word: the owner of the kept position (replicas of a 1-D tile stay out).
+      std::string own = "";
+      const std::string other = pd == 0 ? "ssm_t1" : "ssm_t0";
+      if (!twoD)
+        own = " && " + other + " == 0";
+      else if (keptExtent < P_.threads(1 - pd))
+        own = " && " + other + " < " + I(keptExtent);
+      line("if (" + lanePos + " == " + I(T - 1) + own + ") {");
+      for (size_t i = 0; i < k; ++i)
+        line("  " + sm + "_" + I(i) + "[" + warpPos + " * " + I(keptExtent) + " + " + kc + "] = t" + I(i) + ";");
+      line("}");
+      line("__syncthreads();");
+      for (size_t i = 0; i < k; ++i) line(ty[i] + " p" + I(i) + " = " + sm + "_" + I(i) + "[" + kc + "];");
+      line("for (int w = 1; w <= " + I(W - 1) + "; ++w) {");
+      ++ind_;
+      // Before this warp: p = warps [0, w) once w reaches this warp; total: all W.
+      line("if (w == " + warpPos + ") {");
+      ++ind_;
+      line("if (has_e) " + call(list("p", ""), list("e", ""), list("e", "")));
+      line("else {");
+      for (size_t i = 0; i < k; ++i) line("  e" + I(i) + " = p" + I(i) + ";");
+      line("}");
+      line("has_e = true;");
+      closeBlocks();
+      std::vector<std::string> q;
+      for (size_t i = 0; i < k; ++i) q.push_back(sm + "_" + I(i) + "[w * " + I(keptExtent) + " + " + kc + "]");
+      line(call(list("p", ""), q, list("p", "")));
+      closeBlocks();
+      for (size_t i = 0; i < k; ++i) line(tot[i] + (totK == Kind::Scalar ? "" : "[j]") + " = p" + I(i) + ";");
+      line("__syncthreads();");  // the shared words are reused by the next kept position
+    } else {
+      for (size_t i = 0; i < k; ++i)
+        line(tot[i] + (totK == Kind::Scalar ? "" : "[j]") + " = " +
+             (T > 1 ? "__shfl_sync(0xffffffffu, t" + I(i) + ", " + lastLane + ")" : "t" + I(i)) + ";");
+    }
+    line("if (has_e) {");
     ++ind_;
-    // Before this warp: p = warps [0, w) once w reaches this warp; total: all W.
-    line("if (w == " + warpPos + ") {");
-    ++ind_;
-    line("if (has_e) " + call(list("p", ""), list("e", ""), list("e", "")));
-    line("else {");
-    for (size_t i = 0; i < k; ++i) line("  e" + I(i) + " = p" + I(i) + ";");
-    line("}");
-    line("has_e = true;");
+    forConst("i", 0, nRed, 1, [&] { line(call(list("e", ""), at(res, idx("j", "i")), at(res, idx("j", "i")))); });
     closeBlocks();
-    std::vector<std::string> q;
-    for (size_t i = 0; i < k; ++i) q.push_back(sm + "_" + I(i) + "[w * " + I(keptExtent) + " + " + kc + "]");
-    line(call(list("p", ""), q, list("p", "")));
-    closeBlocks();
-    for (size_t i = 0; i < k; ++i) line(tot[i] + (totK == Kind::Scalar ? "" : "[j]") + " = p" + I(i) + ";");
-    line("__syncthreads();");  // the shared words are reused by the next kept position
-  } else {
-    for (size_t i = 0; i < k; ++i)
-      line(tot[i] + (totK == Kind::Scalar ? "" : "[j]") + " = " +
-           (T > 1 ? "__shfl_sync(0xffffffffu, t" + I(i) + ", " + lastLane + ")" : "t" + I(i)) + ";");
-  }
-  line("if (has_e) {");
-  ++ind_;
-  line("#pragma unroll");
-  line("for (int i = 0; i < " + I(nRed) + "; ++i) " +
-       call(list("e", ""), at(res, idx("j", "i")), at(res, idx("j", "i"))));
-  closeBlocks(2);
+  });
 }
 
 }  // namespace ssmjit::emit

@@ -63,9 +63,9 @@ void Emitter::emit(sj::LoadOp l) {
         if (l.getMask()) {
           line("if (" + E(l.getMask(), k, "r") + ") " + ld);
           line("else {");
-          line("  #pragma unroll");
-          line("  for (int ssm_k = 0; ssm_k < " + I(vec) + "; ++ssm_k) " + nm + "[r + ssm_k] = " + fill + ";");
-          line("}");
+          ++ind_;
+          forConst("ssm_k", 0, vec, 1, [&] { line(nm + "[r + ssm_k] = " + fill + ";"); });
+          closeBlocks();
         } else {
           line(ld);
         }
@@ -120,9 +120,7 @@ void Emitter::emit(sj::StoreOp s) {
       k, shape,
       [&] {
         line("float ssm_v[" + I(vec) + "];");
-        line("#pragma unroll");
-        line("for (int ssm_k = 0; ssm_k < " + I(vec) + "; ++ssm_k) ssm_v[ssm_k] = (float)" + E(v, k, "r + ssm_k") +
-             ";");
+        forConst("ssm_k", 0, vec, 1, [&] { line("ssm_v[ssm_k] = (float)" + E(v, k, "r + ssm_k") + ";"); });
         std::string st = "ssm_st<" + I(vec) + ">(" + address(s.getPtr(), E(s.getOffsets(), k, "r")) + ", ssm_v);";
         if (s.getMask())
           line("if (" + E(s.getMask(), k, "r") + ") " + st);

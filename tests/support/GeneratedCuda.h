@@ -26,6 +26,19 @@ inline std::string generatedCuda(const Specialization& spec) {
   return cuda;
 }
 
+// A registry kernel's specialisation as MLIR after the last pass, for counting operations: the
+// CUDA C++ repeats an operation's code for each register of short tiles.
+inline std::string generatedIr(const Specialization& spec) {
+  std::string ir;
+  PipelineOptions o;
+  o.runNvrtc = false;
+  o.onStage = [&ir](const std::string& stage, const std::string& text) {
+    if (stage != "cuda") ir = text;  // the stages come in order: the last pass's is kept
+  };
+  compileKernel(spec, o);
+  return ir;
+}
+
 // `def` specialised for sm_90a, 4 warps and 32-bit indices, its pointer arguments `f32Ptrs` f32
 // and `bf16Ptrs` bf16, all 16-byte aligned.
 inline std::string ownKernelCuda(const dsl::KernelDef& def, std::initializer_list<const char*> f32Ptrs,
