@@ -9,15 +9,16 @@
 
 namespace ssmjit::testing {
 
-// The options that stop the pipeline before NVRTC and keep its "cuda" stage in `cuda`.
-inline PipelineOptions capturingCuda(std::string& cuda) {
+// The options that stop the pipeline before NVRTC and keep its stage `stage` in `text`.
+inline PipelineOptions capturingStage(const std::string& stage, std::string& text) {
   PipelineOptions o;
   o.runNvrtc = false;
-  o.onStage = [&cuda](const std::string& stage, const std::string& text) {
-    if (stage == "cuda") cuda = text;
+  o.onStage = [stage, &text](const std::string& name, const std::string& t) {
+    if (name == stage) text = t;
   };
   return o;
 }
+inline PipelineOptions capturingCuda(std::string& cuda) { return capturingStage("cuda", cuda); }
 
 // A registry kernel's specialisation.
 inline std::string generatedCuda(const Specialization& spec) {
@@ -30,12 +31,7 @@ inline std::string generatedCuda(const Specialization& spec) {
 // CUDA C++ repeats an operation's code for each register of short tiles.
 inline std::string generatedIr(const Specialization& spec) {
   std::string ir;
-  PipelineOptions o;
-  o.runNvrtc = false;
-  o.onStage = [&ir](const std::string& stage, const std::string& text) {
-    if (stage != "cuda") ir = text;  // the stages come in order: the last pass's is kept
-  };
-  compileKernel(spec, o);
+  compileKernel(spec, capturingStage(pipelinePassNames().back(), ir));
   return ir;
 }
 
