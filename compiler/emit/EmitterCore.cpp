@@ -138,8 +138,8 @@ void Emitter::forConst(const std::string& var, int64_t begin, int64_t end, int64
                        const std::function<void()>& body) {
   // Up to kEmitUnrollMax iterations are unrolled here, a block with a constant `var` each, rather
   // than left to `#pragma unroll`: NVVM's time on kernels of many short loops is mostly the loops
-  // (the scan backward's main kernel compiles in about 40% less time), while longer bodies repeated in
-  // the source cost its front end more than unrolling saves (the SSD's kernels).
+  // (the scan backward's main kernel compiles in about 40% less time), while longer bodies
+  // repeated in the source cost its front end more than unrolling saves (the SSD's kernels).
   constexpr int64_t kEmitUnrollMax = 4;
   if ((end - begin + step - 1) / step > kEmitUnrollMax) {
     line("#pragma unroll");

@@ -107,7 +107,7 @@ class Emitter {
   }
   // Emits body for `var` = begin, begin + step, ... below end (constants): a loop, or unrolled.
   void forConst(const std::string& var, int64_t begin, int64_t end, int64_t step, const std::function<void()>& body);
-  // Emits body once for every `step`-th register r of R (a loop over `r`).
+  // Emits body once for every `step`-th register r of R (forConst over `r`).
   void forRegs(int64_t R, const std::function<void()>& body, int64_t step = 1);
   // forRegs over the registers of a `shape` tile of layout `k`, each element once: a thread whose
   // elements a replica of the layout with a smaller thread id holds too skips them (stores,
