@@ -102,14 +102,24 @@ def run(b, L, H, seed):
         print("  dA   " + " ".join(f"{g:+.4g}/{r:+.4g}" for g, r in zip(ours[2].grad.tolist(), ref[2].grad.tolist())))
 
 
+def cases(text):
+    """--cases: comma-separated BATCHxLENGTHxHEADS, each a positive integer."""
+    out = []
+    for case in text.split(","):
+        parts = case.split("x")
+        if len(parts) != 3 or not all(v.isdigit() and int(v) > 0 for v in parts):
+            raise argparse.ArgumentTypeError(f"expected BATCHxLENGTHxHEADS (positive integers, e.g. 2x1000x8), got '{case}'")
+        out.append(tuple(int(v) for v in parts))
+    return out
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--cases", default="2x1000x8,1x2048x80")
+    p.add_argument("--cases", type=cases, default="2x1000x8,1x2048x80")
     p.add_argument("--seed", type=int, default=44)
     a = p.parse_args()
     check_reference()
-    for case in a.cases.split(","):
-        b, L, H = (int(v) for v in case.split("x"))
+    for b, L, H in a.cases:
         run(b, L, H, a.seed)
         torch.cuda.empty_cache()
 
