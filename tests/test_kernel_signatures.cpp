@@ -50,6 +50,8 @@ TEST(KernelRegistry, EveryFamilyRegistersItsKernelsInNameOrder) {
       "mamba2_decode_step",
       "mamba2_decode_step_deferred",
       "rms_norm",
+      "rms_norm_bwd",
+      "rms_norm_bwd_reduce",
       "sample_advance_step",
       "sample_argmax",
       "sample_draw",

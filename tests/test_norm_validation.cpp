@@ -342,3 +342,53 @@ TEST(NormReference, GatedRmsNormMatchesTheFormulas) {
         checkReference(c);
       }
 }
+
+namespace {
+
+// The backward of validGated(): bf16 gradients of the rows, an fp32 dweight, a workspace.
+ssmjit::GatedRmsNormBackwardArgs validBackward() {
+  ssmjit::GatedRmsNormBackwardArgs a;
+  a.forward = validGated();
+  a.forward.out = TensorView{};
+  a.dout = fakeView(4, DType::BF16, {T, D});
+  a.dx = fakeView(5, DType::BF16, {T, D});
+  a.dz = fakeView(6, DType::BF16, {T, D});
+  a.dweight = fakeView(7, DType::F32, {D});
+  a.workspace = fakeView(8, DType::F32, {1 << 20});
+  return a;
+}
+
+void expectBackwardRefused(const ssmjit::GatedRmsNormBackwardArgs& a, std::initializer_list<const char*> parts) {
+  const std::string msg = invalidArgMessage([&] { ssmjit::gated_rms_norm_backward(a); });
+  SCOPED_TRACE(msg);
+  EXPECT_EQ(msg.rfind("gated_rms_norm_backward: ", 0), 0u);
+  for (const char* p : parts) EXPECT_NE(msg.find(p), std::string::npos) << p;
+}
+
+}  // namespace
+
+TEST(NormValidation, BackwardArgumentsAreChecked) {
+  EXPECT_NO_THROW(ssmjit::detail::checkGatedRmsNormBackwardArgs(validBackward(), DeviceKind::CUDA, "b"));
+  EXPECT_EQ(ssmjit::gated_rms_norm_backward_workspace_size(validBackward()), T * D);  // one program a row
+  auto a = validBackward();
+  a.dz = TensorView{};
+  expectBackwardRefused(a, {"dz is absent", "exactly when forward.z is given"});
+  a = validBackward();
+  a.forward.z = TensorView{};
+  expectBackwardRefused(a, {"dz is given"});
+  a = validBackward();
+  a.dx = TensorView{};
+  expectBackwardRefused(a, {"dx", "is required"});
+  a = validBackward();
+  a.dout = fakeView(4, DType::BF16, {T, D + 1});
+  expectBackwardRefused(a, {"dout has shape (10, 65)", "(10, 64)"});
+  a = validBackward();
+  a.dweight = fakeView(7, DType::F16, {D});
+  expectBackwardRefused(a, {"dweight", "float16"});
+  a = validBackward();
+  a.dx = a.dout;
+  expectBackwardRefused(a, {"dx", "shares memory with dout"});
+  a = validBackward();
+  a.workspace = fakeView(8, DType::F32, {T * D - 1});
+  expectBackwardRefused(a, {"workspace", "gated_rms_norm_backward_workspace_size"});
+}

@@ -150,4 +150,30 @@ NormDims checkGatedRmsNormArgs(const GatedRmsNormArgs& a, DeviceKind device, con
   return d;
 }
 
+NormDims checkGatedRmsNormBackwardArgs(const GatedRmsNormBackwardArgs& a, DeviceKind device, const char* op) {
+  Checker c(op, device);
+  const GatedRmsNormArgs& f = a.forward;
+  c.required("forward.x", f.x);
+  NormDims d = checkX(c, f.x);
+  const unsigned types = kF32Only | dtypeBit(f.x.dtype);
+  checkRows(c, d, "forward.z", f.z, types);
+  checkWeight(c, d, f.weight, types);
+  checkEps(c, f.eps);
+  checkGroup(c, d, f.group_size);
+  c.required("dout", a.dout);
+  checkRows(c, d, "dout", a.dout, types);
+  c.required("dx", a.dx);
+  checkRows(c, d, "dx", a.dx, types);
+  if (f.z.defined() != a.dz.defined())
+    c.fail(std::string("dz is ") + (a.dz.defined() ? "given" : "absent") +
+           ", expected it exactly when forward.z is given");
+  checkRows(c, d, "dz", a.dz, types);
+  c.required("dweight", a.dweight);
+  const Dim e[1] = {{d.D, "dim"}};
+  c.tensor("dweight", a.dweight, e, 1, kF32Only | dtypeBit(f.weight.dtype), false);
+  checkOutputs(c, {{"dx", &a.dx, nullptr}, {"dz", &a.dz, nullptr}, {"dweight", &a.dweight, nullptr}},
+               {{"forward.x", &f.x}, {"forward.z", &f.z}, {"forward.weight", &f.weight}, {"dout", &a.dout}});
+  return d;
+}
+
 }  // namespace ssmjit::detail

@@ -1,4 +1,4 @@
-// The argument checks of rms_norm and gated_rms_norm, shared by the GPU ops and the float64 CPU
+// The argument checks of rms_norm, gated_rms_norm and its backward, shared by the GPU ops and the float64 CPU
 // references so that both accept exactly the same calls. Internal to the runtime.
 #pragma once
 #include <cstdint>
@@ -20,5 +20,8 @@ struct NormDims {
 // Throws ssmjit::Error(InvalidArgument) naming the argument, the expected and the actual value.
 NormDims checkRmsNormArgs(const RmsNormArgs& args, DeviceKind device, const char* op);
 NormDims checkGatedRmsNormArgs(const GatedRmsNormArgs& args, DeviceKind device, const char* op);
+// The forward's arguments but its out (not read), then dout, dx, dz and dweight; the workspace is
+// the op's to check.
+NormDims checkGatedRmsNormBackwardArgs(const GatedRmsNormBackwardArgs& args, DeviceKind device, const char* op);
 
 }  // namespace ssmjit::detail

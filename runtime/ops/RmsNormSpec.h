@@ -3,6 +3,7 @@
 // to the runtime; libssmjit.so exports them for the tests.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "compiler/Specialization.h"
 #include "ssmjit/ops.h"
@@ -13,5 +14,8 @@ namespace ssmjit::detail {
 // in: only their alignment classes bind). Completed (meta values chosen).
 Specialization rmsNormSpecialization(const RmsNormArgs& args, const std::string& arch);
 Specialization gatedRmsNormSpecialization(const GatedRmsNormArgs& args, const std::string& arch);
+// gated_rms_norm_backward's two kernels (the workspace may be absent).
+std::vector<Specialization> gatedRmsNormBackwardSpecializations(const GatedRmsNormBackwardArgs& args,
+                                                                const std::string& arch);
 
 }  // namespace ssmjit::detail

@@ -70,4 +70,47 @@ void gated_rms_norm(const GatedRmsNormArgs& a) {
   }
 }
 
+void gated_rms_norm_backward(const GatedRmsNormBackwardArgs& a) {
+  const detail::NormDims d =
+      detail::checkGatedRmsNormBackwardArgs(a, DeviceKind::CPU, "reference::gated_rms_norm_backward");
+  const GatedRmsNormArgs& f = a.forward;
+  const bool gated = f.z.defined(), normFirst = f.norm_before_gate;
+  const size_t GS = static_cast<size_t>(d.groupSize);
+  std::vector<double> dweight(static_cast<size_t>(d.D), 0.0);
+  for (int64_t t = 0; t < d.T; ++t) {
+    const std::vector<double> x = row(f.x, t, d.D), dy = row(a.dout, t, d.D);
+    const std::vector<double> z = gated ? row(f.z, t, d.D) : std::vector<double>(x.size(), 0.0);
+    std::vector<double> dx(x.size()), dz(x.size());
+    for (size_t first = 0; first < x.size(); first += GS) {
+      std::vector<double> s(GS, 1.0), ds(GS, 0.0), h(GS), n(GS), gn(GS), dn(GS);
+      double squares = 0, dots = 0;
+      for (size_t i = 0; i < GS; ++i) {
+        const double v = z[first + i], sig = 1.0 / (1.0 + std::exp(-v));
+        if (gated) s[i] = v * sig, ds[i] = sig * (1.0 + v * (1.0 - sig));
+        h[i] = normFirst ? x[first + i] : x[first + i] * s[i];
+        squares += h[i] * h[i];
+      }
+      const double rstd = 1.0 / std::sqrt(squares / static_cast<double>(GS) + f.eps);
+      for (size_t i = 0; i < GS; ++i) {
+        const double w = loadElement(f.weight, static_cast<int64_t>(first + i) * f.weight.strides[0]);
+        n[i] = h[i] * rstd;
+        gn[i] = normFirst ? dy[first + i] * s[i] : dy[first + i];
+        dn[i] = gn[i] * w;
+        dots += dn[i] * n[i];
+        dweight[first + i] += gn[i] * n[i];
+        if (normFirst) dz[first + i] = dy[first + i] * n[i] * w * ds[i];
+      }
+      const double meanDot = dots / static_cast<double>(GS);
+      for (size_t i = 0; i < GS; ++i) {
+        const double dh = rstd * (dn[i] - n[i] * meanDot);
+        dx[first + i] = normFirst ? dh : dh * s[i];
+        if (!normFirst) dz[first + i] = dh * x[first + i] * ds[i];
+      }
+    }
+    storeRow(a.dx, t, dx);
+    if (gated) storeRow(a.dz, t, dz);
+  }
+  for (int64_t i = 0; i < d.D; ++i) storeElement(a.dweight, i * a.dweight.strides[0], dweight[static_cast<size_t>(i)]);
+}
+
 }  // namespace ssmjit::reference

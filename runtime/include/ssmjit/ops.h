@@ -551,6 +551,25 @@ struct GatedRmsNormArgs {
 };
 void gated_rms_norm(const GatedRmsNormArgs& args, Stream stream = nullptr);
 
+// The gradients of gated_rms_norm (of a plain grouped RMSNorm without z) for the same call, in
+// fp32 with rstd recomputed: with s = silu(z), h = x (norm first) or x * s (gate first), n = h *
+// rsqrt(mean_group(h^2) + eps) and gn = dout (* s, norm first), dweight = sum over tokens of gn * n,
+// and dx, dz the exact transposes. dout, dx and dz are (T, D) in x's dtype or fp32 with a unit
+// stride along D (dz exactly when forward.z is given); dweight (D,) fp32 or the weight's dtype,
+// summed in a fixed order (deterministic). Outputs are written, not accumulated, and alias no
+// input or each other. Workspace: float32, contiguous, on the device, at least
+// gated_rms_norm_backward_workspace_size(args) elements. Capturable after its first call.
+struct GatedRmsNormBackwardArgs {
+  GatedRmsNormArgs forward;  // the forward call; forward.out is not read
+  TensorView dout;           // (T, D)
+  TensorView dx;             // (T, D)
+  TensorView dz;             // (T, D), exactly when forward.z is given
+  TensorView dweight;        // (D,)
+  TensorView workspace;      // float32, contiguous
+};
+int64_t gated_rms_norm_backward_workspace_size(const GatedRmsNormBackwardArgs& args);
+void gated_rms_norm_backward(const GatedRmsNormBackwardArgs& args, Stream stream = nullptr);
+
 // ---- Linear layers and the token embedding (in_proj, out_proj, lm_head) --------------------------
 
 // y = x W^T (+ bias), through cuBLASLt (the CUDA toolkit's libcublasLt, loaded at the first call:

@@ -189,6 +189,9 @@ void ssd_backward(const SsdBackwardArgs& args);
 // in-place calls the ops allow give the ops' results here too.
 void rms_norm(const RmsNormArgs& args);
 void gated_rms_norm(const GatedRmsNormArgs& args);
+// The gradients of gated_rms_norm: the checks of ssmjit::gated_rms_norm_backward but for the
+// workspace (ignored); dx, dz and dweight in double from the inputs as stored, each rounded once.
+void gated_rms_norm_backward(const GatedRmsNormBackwardArgs& args);
 
 // Token sampling: the arguments, checks and result of ssmjit::sample_tokens (ops.h) on CPU
 // tensors, in double. Writes token_ids and advances step as the op does (each drawn row's entry
