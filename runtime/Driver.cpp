@@ -56,6 +56,7 @@ bool load(Api* api, std::string* why) {
   SSMJIT_SYM(cuMemcpyHtoDAsync);
   SSMJIT_SYM(cuMemcpyDtoHAsync);
   SSMJIT_SYM(cuMemsetD8Async);
+  SSMJIT_SYM(cuMemsetD16Async);
   SSMJIT_SYM(cuMemsetD32Async);
   SSMJIT_SYM(cuStreamCreateWithPriority);
   SSMJIT_SYM(cuStreamDestroy);

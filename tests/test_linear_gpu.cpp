@@ -184,8 +184,7 @@ void runLinear(const LinearCase& c, uint64_t seed) {
   SCOPED_TRACE(c.name());
   const LinearInputs in(c, seed);
   const HostMatrix yInit(c.out, c.M, c.N, c.N + c.padY);
-  DeviceCopy x = toDevice(in.x), w = toDevice(in.w), bias = toDevice(in.bias.bytes, in.bias.row()),
-             y = toDevice(yInit);
+  DeviceCopy x = toDevice(in.x), w = toDevice(in.w), bias = toDevice(in.bias.bytes, in.bias.row()), y = toDevice(yInit);
   DeviceBuffer ws;
   LinearArgs a;
   a.x = x.view;
@@ -246,9 +245,9 @@ TEST(LinearGpu, PaddedRowsLeaveTheGapsAlone) {
     for (const LinearCase& shape : {kModelShapes[0], kModelShapes[1], kModelShapes[3]}) {
       LinearCase c = shape;
       c.in = c.out = t;
-      c.padX = 8;    // x a column slice of a wider tensor
+      c.padX = 8;  // x a column slice of a wider tensor
       c.padW = 16;
-      c.padY = 24;   // y a column slice of in_proj's output, say
+      c.padY = 24;  // y a column slice of in_proj's output, say
       c.bias = true;
       runLinear(c, seed++);
       c.padX = 3;  // rows 2- or 4-byte aligned: cuBLASLt is told the pointers' alignment
@@ -280,6 +279,121 @@ TEST(LinearGpu, EmptyBatchDoesNothing) {
   a.weight = w.view;
   a.y = TensorView::contiguous(scratch.data(), DType::BF16, {0, 77});
   EXPECT_NO_THROW(linear(a));
+}
+
+// linear_backward against its float64 reference with the bound above, K being the sum's length
+// (N for dx, M for dweight and dbias) and S the sum of the magnitudes (the reference of the same
+// call on |x|, |w|, |dy|). Every gradient given, fp32 or the inputs' dtype, dx's rows padded.
+namespace {
+
+struct BackwardCase {
+  DType in = DType::BF16, grad = DType::F32;
+  int64_t M = 1, N = 1, K = 1;
+};
+
+// Checks `got` (downloaded bytes, layout `ref`'s) against ref within the bound of a sum of `terms`.
+void expectSums(const HostMatrix& ref, const HostMatrix& mag, const std::vector<uint8_t>& got, int64_t terms,
+                const char* what) {
+  TensorView g = ref.view;
+  g.data = const_cast<uint8_t*>(got.data());
+  const double uG = unitRoundoff(ref.view.dtype), u32 = 0x1p-24, sqrtK = std::sqrt(double(terms));
+  int64_t bad = 0;
+  double worst = 0;
+  forEachElement(ref.view, [&](int64_t off, const std::vector<int64_t>&) {
+    const double want = loadElement(ref.view, off), s = loadElement(mag.view, off), have = loadElement(g, off);
+    const double ratio = std::fabs(have - want) / (2 * uG * std::fabs(want) + (2 * sqrtK + 2) * u32 * s);
+    if (!(ratio <= 1)) ++bad;
+    worst = std::max(worst, ratio);
+  });
+  std::fprintf(stderr, "[ measured ] %s %s: worst error / bound %.3f\n",
+               ::testing::UnitTest::GetInstance()->current_test_info()->name(), what, worst);
+  EXPECT_EQ(bad, 0) << what;
+}
+
+void runBackward(const BackwardCase& c, uint64_t seed) {
+  SCOPED_TRACE(std::string(dtypeName(c.in)) + "->" + dtypeName(c.grad) + " M " + std::to_string(c.M) + " N " +
+               std::to_string(c.N) + " K " + std::to_string(c.K));
+  std::mt19937_64 rng(seed);
+  HostMatrix x(c.in, c.M, c.K, c.K), w(c.in, c.N, c.K, c.K), dy(c.in, c.M, c.N, c.N);
+  x.fill(rng, -1, 1);
+  w.fill(rng, -1, 1);
+  dy.fill(rng, -1, 1);
+  // Outputs: dx with 8 elements of gap a row, dweight dense, dbias a (1, N) row.
+  HostMatrix dx(c.grad, c.M, c.K, c.K + 8), dw(c.grad, c.N, c.K, c.K), db(c.grad, 1, c.N, c.N);
+  HostMatrix rdx(c.grad, c.M, c.K, c.K + 8), rdw(c.grad, c.N, c.K, c.K), rdb(c.grad, 1, c.N, c.N);
+  HostMatrix mdx(DType::F32, c.M, c.K, c.K + 8), mdw(DType::F32, c.N, c.K, c.K), mdb(DType::F32, 1, c.N, c.N);
+  auto refCall = [&](const HostMatrix& xx, const HostMatrix& ww, const HostMatrix& yy, HostMatrix& gx, HostMatrix& gw,
+                     HostMatrix& gb) {
+    LinearBackwardArgs r;
+    r.x = xx.view;
+    r.weight = ww.view;
+    r.dy = yy.view;
+    r.dx = gx.view;
+    r.dweight = gw.view;
+    r.dbias = gb.row();
+    reference::linear_backward(r);
+  };
+  refCall(x, w, dy, rdx, rdw, rdb);
+  refCall(x.magnitudes(), w.magnitudes(), dy.magnitudes(), mdx, mdw, mdb);
+  DeviceCopy gx = toDevice(x), gw = toDevice(w), gdy = toDevice(dy), gdx = toDevice(dx), gdw = toDevice(dw),
+             gdb = toDevice(db.bytes, db.row());
+  LinearBackwardArgs a;
+  a.x = gx.view;
+  a.weight = gw.view;
+  a.dy = gdy.view;
+  a.dx = gdx.view;
+  a.dweight = gdw.view;
+  a.dbias = gdb.view;
+  const int64_t n = linear_backward_workspace_size(a);
+  DeviceBuffer ws(static_cast<size_t>(n) * 4);
+  ws.fill(kPoison);
+  a.workspace = TensorView::contiguous(ws.data(), DType::F32, {n});
+  linear_backward(a);
+  checkDeviceErrors();
+  expectSums(rdx, mdx, gdx.buf.download<uint8_t>(), c.N, "dx");
+  expectSums(rdw, mdw, gdw.buf.download<uint8_t>(), c.M, "dweight");
+  expectSums(rdb, mdb, gdb.buf.download<uint8_t>(), c.M, "dbias");
+  // dx's gaps: never written.
+  const std::vector<uint8_t> bytes = gdx.buf.download<uint8_t>();
+  const size_t eb = static_cast<size_t>(dtypeBytes(c.grad));
+  int64_t touched = 0;
+  for (int64_t m = 0; m < c.M; ++m)
+    for (int64_t j = c.K; j < c.K + 8; ++j)
+      for (size_t k = 0; k < eb; ++k) touched += bytes[static_cast<size_t>(m * (c.K + 8) + j) * eb + k] != kPoison;
+  EXPECT_EQ(touched, 0) << "bytes in the gaps between dx's rows were written";
+}
+
+}  // namespace
+
+TEST(LinearGpu, BackwardMatchesFloat64Reference) {
+  SSMJIT_REQUIRE_GPU();
+  uint64_t seed = 400;
+  for (DType t : {DType::BF16, DType::F16, DType::F32})
+    for (DType g : {t, DType::F32})
+      for (const BackwardCase& shape :
+           {BackwardCase{t, g, 13, 77, 200}, BackwardCase{t, g, 1000, 96, 160}, BackwardCase{t, g, 1, 40, 24}}) {
+        if (g != t && shape.M == 1) continue;
+        runBackward(shape, seed++);
+      }
+}
+
+TEST(LinearGpu, BackwardOfAnEmptyBatchWritesZeros) {
+  SSMJIT_REQUIRE_GPU();
+  DeviceBuffer scratch(256);
+  HostMatrix w(DType::BF16, 4, 8, 8), poisoned(DType::F32, 4, 8, 8);
+  std::mt19937_64 rng(7);
+  w.fill(rng, -1, 1);
+  DeviceCopy gw = toDevice(w), gdw = toDevice(poisoned);
+  LinearBackwardArgs a;
+  a.x = TensorView::contiguous(scratch.data(), DType::BF16, {0, 8});
+  a.weight = gw.view;
+  a.dy = TensorView::contiguous(scratch.data(), DType::BF16, {0, 4});
+  a.dweight = gdw.view;
+  const int64_t n = linear_backward_workspace_size(a);
+  DeviceBuffer ws(static_cast<size_t>(n) * 4);
+  a.workspace = TensorView::contiguous(ws.data(), DType::F32, {n});
+  linear_backward(a);
+  for (float v : gdw.buf.download<float>()) EXPECT_EQ(v, 0.0f);
 }
 
 // A decode step's shape: the embedding, then out_proj-sized GEMM with bias, captured once (after a

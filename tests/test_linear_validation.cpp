@@ -278,3 +278,48 @@ TEST(EmbeddingValidation, TheReferenceCopiesRowsAndRejectsABadId) {
                   "reference::embedding: ids[1] = 3, expected a row of table in [0, 3)");
   EXPECT_EQ(outF, std::vector<float>(6, -1.0f));  // nothing written
 }
+
+namespace {
+
+// The backward of validLinear(): dy (13, 77), every gradient, a workspace.
+ssmjit::LinearBackwardArgs validBackward() {
+  ssmjit::LinearBackwardArgs a;
+  a.x = fakeView(0, DType::BF16, {13, 200});
+  a.weight = fakeView(1, DType::BF16, {77, 200});
+  a.dy = fakeView(2, DType::BF16, {13, 77});
+  a.dx = fakeView(3, DType::F32, {13, 200});
+  a.dweight = fakeView(4, DType::F32, {77, 200});
+  a.dbias = fakeView(5, DType::BF16, {77});
+  a.workspace = fakeView(6, DType::F32, {int64_t{1} << 24});
+  return a;
+}
+
+std::string backwardError(const ssmjit::LinearBackwardArgs& a) {
+  return invalidArgMessage([&] { ssmjit::linear_backward(a); });
+}
+
+}  // namespace
+
+TEST(LinearValidation, BackwardArgumentsAreNamed) {
+  EXPECT_NO_THROW(ssmjit::detail::checkLinearBackwardArgs(validBackward(), DeviceKind::CUDA, "linear_backward"));
+  // The GEMMs' 32 MiB, then 13 bf16 ones (7 floats).
+  EXPECT_EQ(ssmjit::linear_backward_workspace_size(validBackward()), (int64_t{32} << 18) + 7);
+  auto a = validBackward();
+  a.dy = fakeView(2, DType::BF16, {13, 78});
+  EXPECT_NE(backwardError(a).find("dy has shape (13, 78)"), std::string::npos) << backwardError(a);
+  a = validBackward();
+  a.dy = fakeView(2, DType::F32, {13, 77});
+  EXPECT_NE(backwardError(a).find("dy has dtype float32"), std::string::npos) << backwardError(a);
+  a = validBackward();
+  a.dx = a.dweight = a.dbias = TensorView{};
+  EXPECT_NE(backwardError(a).find("expected at least one gradient"), std::string::npos) << backwardError(a);
+  a = validBackward();
+  a.dweight = fakeView(4, DType::F16, {77, 200});
+  EXPECT_NE(backwardError(a).find("dweight"), std::string::npos) << backwardError(a);
+  a = validBackward();
+  a.dx = fakeView(0, DType::F32, {13, 200});  // x's memory
+  EXPECT_NE(backwardError(a).find("overlaps x"), std::string::npos) << backwardError(a);
+  a = validBackward();
+  a.workspace = fakeView(6, DType::F32, {1024});
+  EXPECT_NE(backwardError(a).find("linear_backward_workspace_size"), std::string::npos) << backwardError(a);
+}

@@ -1,4 +1,4 @@
-// The argument checks of linear, shared by the GPU op and the float64 CPU reference so that both
+// The argument checks of linear and linear_backward, shared by the GPU op and the float64 CPU reference so that both
 // accept exactly the same calls. Internal to the runtime.
 #pragma once
 #include <cstdint>
@@ -21,5 +21,12 @@ LinearDims checkLinearArgs(const LinearArgs& args, DeviceKind device, const char
 // The workspace, when given: float32, contiguous, on x's device, 256-byte aligned (cuBLASLt's
 // requirement for its workspace).
 void checkLinearWorkspace(const LinearArgs& args, const char* op);
+
+// linear_backward's arguments but the workspace: x and weight as linear's, dy, and each gradient
+// given.
+LinearDims checkLinearBackwardArgs(const LinearBackwardArgs& args, DeviceKind device, const char* op);
+
+// A workspace given to cuBLASLt: its start 256-byte aligned.
+void checkGemmWorkspaceAlignment(const TensorView& workspace, const char* op);
 
 }  // namespace ssmjit::detail

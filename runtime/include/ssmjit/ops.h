@@ -601,6 +601,26 @@ struct LinearArgs {
 int64_t linear_workspace_size(const LinearArgs& args);
 void linear(const LinearArgs& args, Stream stream = nullptr);
 
+// The gradients of linear for the same x and weight: dx = dy W, dweight = dy^T x, dbias = the sum
+// of dy's rows, each optional, each written (not accumulated), fp32 accumulation over N (dx) or M
+// (dweight, dbias), through cuBLASLt like linear. dy (M, N) in x's dtype, unit inner stride. dx
+// (M, K) in x's dtype or fp32; dweight (N, K) in weight's dtype or fp32; both with unit inner
+// strides and row strides as linear's. dbias (N,) fp32 or dy's dtype, contiguous. Outputs alias no
+// input and no other output. M = 0 writes zeros to dweight and dbias. Workspace: float32,
+// contiguous, 256-byte aligned, at least linear_backward_workspace_size(args) elements (the GEMMs'
+// share, and with dbias a column of M ones, refilled by every call). Capturable after the first
+// call of a shape, as linear.
+struct LinearBackwardArgs {
+  TensorView x, weight;  // as given to linear
+  TensorView dy;         // (M, N): the gradient of y
+  TensorView dx;         // optional (M, K)
+  TensorView dweight;    // optional (N, K)
+  TensorView dbias;      // optional (N,)
+  TensorView workspace;  // float32
+};
+int64_t linear_backward_workspace_size(const LinearBackwardArgs& args);
+void linear_backward(const LinearBackwardArgs& args, Stream stream = nullptr);
+
 // out[t, :] = table[ids[t], :]. ids (T,) int32/int64 on the device; table (V, D) fp32, bf16 or
 // fp16; out (T, D) in table's dtype (an exact copy) or fp32. Any strides >= 0, no broadcast axis
 // (stride 0 on an axis of size > 1). An id outside [0, V) writes zeros to its row of out and is

@@ -108,6 +108,9 @@ void mamba2_decode_step(const Mamba2DecodeState& state, const Mamba2MixerWeights
 // workspace (ignored). y[m, n] = sum_k x[m, k] weight[n, k] (+ bias[n]), summed in double from the
 // stored values and rounded once to y's dtype.
 void linear(const LinearArgs& args);
+// Its gradients: the checks of ssmjit::linear_backward but for the workspace (ignored); dx, dweight
+// and dbias as sums in double of the inputs as stored, each rounded once.
+void linear_backward(const LinearBackwardArgs& args);
 
 // Token embedding: the arguments and checks of ssmjit::embedding (ops.h) on CPU tensors. out[t, :]
 // = table[ids[t], :], converted to out's dtype. An id outside [0, V) throws
