@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -31,10 +32,10 @@
 #include "ssmjit/mamba2_parallel.h"
 #include "ssmjit/parallel.h"
 #include "ssmjit/ssd_parallel.h"
+#include "support/LayerSizes.h"
 #include "support/RandomMamba2Layer.h"
 #include "support/RankProcesses.h"
 #include "support/ScratchDir.h"
-#include "support/LayerSizes.h"
 #include "support/TinyMamba2Cases.h"
 
 namespace ssmjit {
@@ -100,15 +101,13 @@ struct LayerOutputs {
   std::vector<float> ssm;  // the SSM states after every call
 };
 
-TensorView rowsView(const DeviceBuffer& b, int64_t rows, int64_t cols) {
-  return onDevice(b, DType::F32, {rows, cols});
-}
+TensorView rowsView(const DeviceBuffer& b, int64_t rows, int64_t cols) { return onDevice(b, DType::F32, {rows, cols}); }
 
 // Runs the layer on this rank's rows: the whole layer (comm == nullptr), tensor parallel, or
 // tensor and sequence parallel (each rank its block of rows). With `graph`, the prefill's output
 // is that of a CUDA graph of the call, replayed over a poisoned out after the eager call.
-LayerOutputs runLayer(DeviceMamba2Layer& L, const Mamba2Dims& full, const LayerInputs& in, Communicator* comm,
-                      bool sp, bool graph = false) {
+LayerOutputs runLayer(DeviceMamba2Layer& L, const Mamba2Dims& full, const LayerInputs& in, Communicator* comm, bool sp,
+                      bool graph = false) {
   const int64_t H = full.hidden, parts = sp ? comm->size() : 1, part = sp ? comm->rank() : 0;
   OwnedStream stream;
   auto wait = [&] {
@@ -130,7 +129,8 @@ LayerOutputs runLayer(DeviceMamba2Layer& L, const Mamba2Dims& full, const LayerI
     if (prefill) a.cu_seqlens = onDevice(cu, DType::I32, {nslots + 1});
     a.state_indices = onDevice(slots, DType::I32, {nslots});
     const int64_t need = comm ? mamba2_tp_layer_workspace_size(full, L.w, L.s, a, prefill, *comm, sp)
-                              : mamba2_layer_workspace_size(L.dims, L.w, L.s, a, prefill ? Mamba2LayerMode::Prefill : Mamba2LayerMode::Decode);
+                              : mamba2_layer_workspace_size(
+                                    L.dims, L.w, L.s, a, prefill ? Mamba2LayerMode::Prefill : Mamba2LayerMode::Decode);
     DeviceBuffer ws(static_cast<size_t>(need * 4));
     a.workspace = onDevice(ws, DType::F32, {need});
     if (!comm && prefill) mamba2_layer_prefill(L.dims, L.w, L.s, a, stream.get());
@@ -272,9 +272,8 @@ TEST(ParallelWorker, DISABLED_TensorParallelModel) {
     const std::vector<int32_t> ids = {5, 9}, slots = {0, 1};
     const DeviceBuffer idb = DeviceBuffer::fromHost(ids), slb = DeviceBuffer::fromHost(slots);
     for (int step = 0; step < 3; ++step) {
-      model.decode(onDevice(idb, DType::I32, {2}),
-                   onDevice(slb, DType::I32, {2}),
-                   onDevice(logits, DType::F32, {2, V}), s.get());
+      model.decode(onDevice(idb, DType::I32, {2}), onDevice(slb, DType::I32, {2}), onDevice(logits, DType::F32, {2, V}),
+                   s.get());
       if (isTp) comm->synchronize(s.get(), "a decode step");
       s.synchronize();
       const std::vector<float> d = logits.download<float>();
@@ -297,6 +296,141 @@ TEST(ParallelWorker, DISABLED_TensorParallelModel) {
 }
 
 TEST(ParallelMamba2, TensorParallelModel) { testing::expectRanksPass("TensorParallelModel", 300); }
+
+// The layer's gradients of one prefill of in.prefill (final states kept, none read) with dout:
+// dhidden (this rank's rows under SP) and the weights' (the shard's under TP), in kGradNames' order.
+std::vector<float> downloadF32(const TensorView& t);
+
+constexpr const char* kGradNames[] = {"in_proj", "in_proj_bias", "conv_weight", "conv_bias", "A",
+                                      "D",       "dt_bias",      "norm_weight", "out_proj",  "out_proj_bias"};
+struct LayerGradients {
+  std::vector<float> dhidden;
+  std::vector<std::vector<float>> weights;  // empty where the weight is absent
+};
+
+std::vector<TensorView*> weightList(Mamba2LayerWeights& w) {
+  return {&w.in_proj, &w.in_proj_bias, &w.conv_weight, &w.conv_bias, &w.A,
+          &w.D,       &w.dt_bias,      &w.norm_weight, &w.out_proj,  &w.out_proj_bias};
+}
+
+LayerGradients runBackward(DeviceMamba2Layer& L, const Mamba2Dims& full, const LayerInputs& in,
+                           const std::vector<float>& dout, Communicator* comm, bool sp) {
+  const int64_t H = full.hidden, parts = sp ? comm->size() : 1, part = sp ? comm->rank() : 0, rows = in.T / parts;
+  OwnedStream stream;
+  std::vector<DeviceBuffer> bufs;
+  auto rowsOf = [&](const std::vector<float>& host) {
+    bufs.emplace_back(static_cast<size_t>(rows * H * 4));
+    if (host.empty())
+      bufs.back().fill(0xFF);
+    else
+      bufs.back().upload(host.data() + part * rows * H, static_cast<size_t>(rows * H));
+    return onDevice(bufs.back(), DType::F32, {rows, H});
+  };
+  const DeviceBuffer cu = DeviceBuffer::fromHost(in.cu), slots = DeviceBuffer::fromHost(in.slots);
+  Mamba2LayerArgs a;
+  a.hidden = rowsOf(in.prefill);
+  a.out = rowsOf({});
+  a.cu_seqlens = onDevice(cu, DType::I32, {4});
+  a.state_indices = onDevice(slots, DType::I32, {3});
+  const int64_t fws = comm ? mamba2_tp_layer_workspace_size(full, L.w, L.s, a, true, *comm, sp)
+                           : mamba2_layer_workspace_size(L.dims, L.w, L.s, a, Mamba2LayerMode::Prefill);
+  DeviceBuffer fwsBuf(static_cast<size_t>(fws * 4));
+  a.workspace = onDevice(fwsBuf, DType::F32, {fws});
+  Mamba2LayerBackwardArgs b;
+  b.forward = a;
+  b.dout = rowsOf(dout);
+  b.grads.dhidden = rowsOf({});
+  std::vector<TensorView*> ws = weightList(L.w), gs = weightList(b.grads.weights);
+  for (size_t k = 0; k < ws.size(); ++k)
+    if (ws[k]->defined()) {
+      bufs.emplace_back(static_cast<size_t>(ws[k]->numel() * 4));
+      bufs.back().fill(0xFF);
+      *gs[k] = *ws[k];
+      gs[k]->data = bufs.back().data();
+    }
+  const int64_t bws = comm ? mamba2_tp_layer_backward_workspace_size(full, L.w, L.s, b, *comm, sp)
+                           : mamba2_layer_backward_workspace_size(L.dims, L.w, L.s, b);
+  DeviceBuffer bwsBuf(static_cast<size_t>(bws * 4));
+  b.workspace = onDevice(bwsBuf, DType::F32, {bws});
+  if (comm) {
+    mamba2_tp_layer_prefill(full, L.w, L.s, a, *comm, sp, stream.get());
+    mamba2_tp_layer_backward(full, L.w, L.s, b, *comm, sp, stream.get());
+    comm->synchronize(stream.get(), "the layer's backward");
+  } else {
+    mamba2_layer_prefill(L.dims, L.w, L.s, a, stream.get());
+    mamba2_layer_backward(L.dims, L.w, L.s, b, stream.get());
+    stream.synchronize();
+  }
+  checkDeviceErrors(stream.get());
+  LayerGradients g;
+  g.dhidden = downloadF32(b.grads.dhidden);
+  for (TensorView* t : gs) g.weights.push_back(t->defined() ? downloadF32(*t) : std::vector<float>{});
+  return g;
+}
+
+// The shard's part of each whole-layer gradient, sliced as Mamba2Sharding slices the weights.
+std::vector<std::vector<float>> shardOf(const LayerGradients& whole, const Mamba2Dims& d,
+                                        const model::Mamba2LayerShard& s) {
+  const std::vector<std::vector<int64_t>> shapes = {{d.inProjRows(), d.hidden},
+                                                    {d.inProjRows()},
+                                                    {d.convDim(), d.conv_width},
+                                                    {d.convDim()},
+                                                    {d.heads},
+                                                    {d.heads},
+                                                    {d.heads},
+                                                    {d.dInner()},
+                                                    {d.hidden, d.dInner()},
+                                                    {d.hidden}};
+  const model::TensorSlice* slices[] = {&s.inProj, &s.inProj, &s.conv,     &s.conv,    &s.heads,
+                                        &s.heads,  &s.heads,  &s.channels, &s.outProj, nullptr};
+  std::vector<std::vector<float>> out;
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    testing::HostTensorF32 t{shapes[k], whole.weights[k]};
+    if (!slices[k]) {  // out_proj's bias: rank 0's alone
+      out.push_back(s.outProjBias ? t.v : std::vector<float>{});
+      continue;
+    }
+    std::vector<char> bytes;
+    model::sliceTensor(t.view(), *slices[k], DType::F32, bytes);
+    std::vector<float> v(bytes.size() / 4);
+    std::memcpy(v.data(), bytes.data(), bytes.size());
+    out.push_back(v);
+  }
+  return out;
+}
+
+TEST(ParallelWorker, DISABLED_TensorParallelLayerBackward) {
+  testing::WorkerRank wr;
+  if (!testing::workerRank(&wr)) GTEST_SKIP() << "runs inside ParallelMamba2.TensorParallelLayerBackward";
+  const Mamba2Dims full = layerDims();
+  HostMamba2Layer host = testing::randomMamba2Layer(full, 4605);
+  const LayerInputs in = layerInputs(full.hidden);
+  std::mt19937_64 rng(4606);
+  const std::vector<float> dout = testing::randomTensor(rng, {in.T, full.hidden}, -1, 1).v;
+  auto comm = join(wr, {{"test", "layer backward"}});
+  DeviceMamba2Layer whole(host, nullptr, 4);
+  const LayerGradients ref = runBackward(whole, full, in, dout, nullptr, false);
+  const model::Mamba2LayerShard plan = model::planMamba2Shard(full, wr.rank, wr.size);
+  const std::vector<std::vector<float>> refShard = shardOf(ref, full, plan);
+  for (const bool sp : {false, true}) {
+    const char* mode = sp ? "SP" : "TP";
+    DeviceMamba2Layer part(host, &plan, 4);
+    const LayerGradients got = runBackward(part, full, in, dout, comm.get(), sp);
+    const int64_t rows = sp ? in.T / wr.size : in.T;
+    const double dh = worstError(got.dhidden, ref.dhidden, full.hidden, range(sp ? wr.rank * rows : 0, rows));
+    std::fprintf(stderr, "[ measured ] %s backward dhidden: worst %.2e (bound %.0e)\n", mode, dh, kLayerBound);
+    EXPECT_LE(dh, kLayerBound) << mode << " dhidden";
+    for (size_t k = 0; k < refShard.size(); ++k) {
+      ASSERT_EQ(got.weights[k].size(), refShard[k].size()) << mode << " " << kGradNames[k];
+      if (refShard[k].empty()) continue;
+      const double e = worstError(got.weights[k], refShard[k], 1, range(0, int64_t(refShard[k].size())));
+      std::fprintf(stderr, "[ measured ] %s backward d%s: worst %.2e\n", mode, kGradNames[k], e);
+      EXPECT_LE(e, kLayerBound) << mode << " d" << kGradNames[k];
+    }
+  }
+}
+
+TEST(ParallelMamba2, TensorParallelLayerBackward) { testing::expectRanksPass("TensorParallelLayerBackward", 300); }
 
 std::vector<float> downloadF32(const TensorView& t) {
   std::vector<float> v(static_cast<size_t>(t.numel()));
@@ -373,8 +507,8 @@ TEST(ParallelWorker, DISABLED_ContextParallelPrefill) {
     const std::vector<float> want = slotOf(ssmRef, S, slots[i]), wantConv = slotOf(convRef, S, slots[i]);
     const double e = worstError(slotOf(ssmGot, S, slots[i]), want, 1, range(0, int64_t(want.size())));
     const double ec = worstError(slotOf(convGot, S, slots[i]), wantConv, 1, range(0, int64_t(wantConv.size())));
-    std::fprintf(stderr, "[ measured ] CP rank %d sequence %zu final ssm state %.2e, conv state %.2e\n", wr.rank, i,
-                 e, ec);
+    std::fprintf(stderr, "[ measured ] CP rank %d sequence %zu final ssm state %.2e, conv state %.2e\n", wr.rank, i, e,
+                 ec);
     EXPECT_LE(e, kLayerBound) << "sequence " << i;
     EXPECT_LE(ec, kLayerBound) << "sequence " << i;  // in_proj's rows (its GEMM may pick another algorithm)
   }
@@ -482,9 +616,9 @@ SsdStep ssdStep(const SsdRow& r, int64_t p0, int64_t L, const std::vector<int32_
     stream.synchronize();
   }
   checkDeviceErrors(stream.get());
-  return {out.download<float>(), dx.download<float>(), ddt.download<float>(), dA.download<float>(),
-          dB.download<float>(),  dC.download<float>(), dD.download<float>(),  dz.download<float>(),
-          ddtBias.download<float>()};
+  return {out.download<float>(), dx.download<float>(), ddt.download<float>(),
+          dA.download<float>(),  dB.download<float>(), dC.download<float>(),
+          dD.download<float>(),  dz.download<float>(), ddtBias.download<float>()};
 }
 
 TEST(ParallelWorker, DISABLED_ContextParallelSsdTraining) {
@@ -515,10 +649,14 @@ TEST(ParallelWorker, DISABLED_ContextParallelSsdTraining) {
     const std::vector<float>&g, &want;
     int64_t cols;
     bool perToken;
-  } checks[] = {{"out", got.out, ref.out, HP, true},         {"dx", got.dx, ref.dx, HP, true},
-                {"ddt", got.ddt, ref.ddt, r.H, true},        {"dB", got.dB, ref.dB, GN, true},
-                {"dC", got.dC, ref.dC, GN, true},            {"dz", got.dz, ref.dz, HP, true},
-                {"dA", got.dA, ref.dA, r.H, false},          {"dD", got.dD, ref.dD, r.H, false},
+  } checks[] = {{"out", got.out, ref.out, HP, true},
+                {"dx", got.dx, ref.dx, HP, true},
+                {"ddt", got.ddt, ref.ddt, r.H, true},
+                {"dB", got.dB, ref.dB, GN, true},
+                {"dC", got.dC, ref.dC, GN, true},
+                {"dz", got.dz, ref.dz, HP, true},
+                {"dA", got.dA, ref.dA, r.H, false},
+                {"dD", got.dD, ref.dD, r.H, false},
                 {"ddt_bias", got.ddtBias, ref.ddtBias, r.H, false}};
   for (const auto& c : checks) {
     const double err = worstError(c.g, c.want, c.cols, c.perToken ? range(p0, Tr) : range(0, 1));

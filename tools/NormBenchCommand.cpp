@@ -1,5 +1,5 @@
-// `ssmjit bench-norm`: rms_norm (plain, and with the pre-norm residual add in fp32 in place) and
-// gated_rms_norm (groups, the gate before or after the norm) on the GPU. Reports µs per call (CUDA
+// `ssmjit bench-norm`: rms_norm (plain, and with the pre-norm residual add in fp32 in place),
+// gated_rms_norm (groups, the gate before or after the norm) and its backward on the GPU. Reports µs per call (CUDA
 // events around back-to-back calls, median of trials), achieved TB/s (bytes that must move: every
 // row tensor read or written once; the weight is negligible) and % of the device-to-device copy
 // bandwidth measured in the same run. Ends with a Markdown table.
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
 #include "ssmjit/ops.h"
 #include "tools/GpuTiming.h"
@@ -50,6 +51,27 @@ void runNormBench(const NormBenchOptions& o) {
     rows.push_back({strf("%s, D %lld", what.c_str(), (long long)c.D), us, static_cast<double>(c.T * c.D) * rowBytes});
     std::printf("%-60s %9.1f us\n", rows.back().what.c_str(), us);
   };
+  // gated_rms_norm_backward of case c (dout in x's dtype, dx and dz too, dweight fp32).
+  auto timeBackward = [&](const std::string& what, const testing::NormCase& c, double rowBytes) {
+    testing::NormProblem p(c);
+    testing::DeviceTensors d(p.all());
+    const size_t rowsBytes = static_cast<size_t>(c.T * c.D * dtypeBytes(dt));
+    DeviceBuffer dout(rowsBytes), dx(rowsBytes), dz(rowsBytes), dw(static_cast<size_t>(c.D * 4));
+    dout.fill(0);
+    GatedRmsNormBackwardArgs a;
+    a.forward = p.gatedArgs(d.viewer());
+    a.forward.out = TensorView{};
+    a.dout = TensorView::contiguous(dout.data(), dt, {c.T, c.D});
+    a.dx = TensorView::contiguous(dx.data(), dt, {c.T, c.D});
+    a.dz = TensorView::contiguous(dz.data(), dt, {c.T, c.D});
+    a.dweight = TensorView::contiguous(dw.data(), DType::F32, {c.D});
+    const int64_t n = gated_rms_norm_backward_workspace_size(a);
+    DeviceBuffer ws(static_cast<size_t>(n * 4));
+    a.workspace = TensorView::contiguous(ws.data(), DType::F32, {n});
+    const double us = callTimeUs([&](CUstream st) { gated_rms_norm_backward(a, st); }, s, o.iters, o.trials);
+    rows.push_back({strf("%s, D %lld", what.c_str(), (long long)c.D), us, static_cast<double>(c.T * c.D) * rowBytes});
+    std::printf("%-60s %9.1f us\n", rows.back().what.c_str(), us);
+  };
   const double eb = dtypeBytes(dt);
   for (int64_t D : o.dims) {
     testing::NormCase c;
@@ -73,6 +95,10 @@ void runNormBench(const NormBenchOptions& o) {
       time(strf("gated_rms_norm, %lld groups, %s", (long long)o.groups,
                 gate == testing::NormGate::GateFirst ? "gate first" : "norm first"),
            g, 3 * eb);
+      // x, z and dout read, dx and dz written.
+      timeBackward(strf("gated_rms_norm_backward, %lld groups, %s", (long long)o.groups,
+                        gate == testing::NormGate::GateFirst ? "gate first" : "norm first"),
+                   g, 5 * eb);
     }
   }
   std::printf("\n| %s, %lld tokens | µs | TB/s | %% of copy |\n|---|---|---|---|\n", o.dtype.c_str(),

@@ -1,11 +1,13 @@
 // `ssmjit bench-parallel`: one Mamba-2 layer's prefill over several GPUs, one process each (under
 // `ssmjit launch`), against the same call on one GPU: tensor parallel (--tp, with
-// --sequence-parallel), or context parallel (--cp: one long sequence split over the ranks). Prints
+// --sequence-parallel), or context parallel (--cp: one long sequence split over the ranks); with
+// --backward (one GPU or TP) also the prefill followed by the layer's backward. Prints
 // the time per call, tokens/s and the bytes each rank's collectives move per call; rank 0 speaks.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -23,7 +25,7 @@ namespace {
 
 struct ParallelBenchOptions {
   int tp = 1, cp = 1;
-  bool sequenceParallel = false;
+  bool sequenceParallel = false, backward = false;
   int64_t tokens = 16384, seqlen = 2048;
   int64_t hidden = 2560, heads = 80, headDim = 64, state = 128, groups = 8;
   std::string dtype = "bf16";
@@ -56,6 +58,39 @@ struct BenchLayer {
   }
 };
 
+// The gradients of a layer's backward, fp32 (as a mixed-precision trainer keeps them), and dout.
+struct BenchGradients {
+  std::vector<DeviceTensor> t;
+  Mamba2LayerBackwardArgs args;
+  BenchGradients(const Mamba2LayerWeights& w, const Mamba2LayerArgs& forward, std::mt19937_64& rng) {
+    t.reserve(16);
+    auto like = [&](const TensorView& v, DType dt, double lo, double hi) {
+      if (!v.defined()) return TensorView{};
+      t.emplace_back(v, lo, hi, rng);
+      if (dt != v.dtype) t.back() = DeviceTensor(dt, {v.numel()}, 0, 0, rng);
+      TensorView g = v;
+      g.data = t.back().view.data;
+      g.dtype = dt;
+      return g;
+    };
+    args.forward = forward;
+    args.dout = like(forward.out, forward.out.dtype, -1, 1);
+    args.grads.dhidden = like(forward.hidden, forward.hidden.dtype, 0, 0);
+    Mamba2LayerWeights& g = args.grads.weights;
+    for (auto [grad, weight] : {std::pair{&g.in_proj, &w.in_proj},
+                                {&g.in_proj_bias, &w.in_proj_bias},
+                                {&g.conv_weight, &w.conv_weight},
+                                {&g.conv_bias, &w.conv_bias},
+                                {&g.A, &w.A},
+                                {&g.D, &w.D},
+                                {&g.dt_bias, &w.dt_bias},
+                                {&g.norm_weight, &w.norm_weight},
+                                {&g.out_proj, &w.out_proj},
+                                {&g.out_proj_bias, &w.out_proj_bias}})
+      *grad = like(*weight, DType::F32, 0, 0);
+  }
+};
+
 // ms per call (callTimeUs), every wait the communicator's bounded one when there is one.
 double msPerCall(const std::function<void(CUstream)>& call, Communicator* comm, CUstream s, int iters, int trials) {
   std::function<void(CUstream)> wait;
@@ -66,7 +101,8 @@ double msPerCall(const std::function<void(CUstream)>& call, Communicator* comm, 
 int run(const ParallelBenchOptions& o) {
   if (o.tp > 1 && o.cp > 1) throw UsageError("--tp and --cp together: choose one");
   const int degree = std::max(o.tp, o.cp);
-  if (o.tokens % degree != 0) throw UsageError("--tokens must be a multiple of the ranks (" + std::to_string(degree) + ")");
+  if (o.tokens % degree != 0)
+    throw UsageError("--tokens must be a multiple of the ranks (" + std::to_string(degree) + ")");
   Mamba2Dims d;
   d.hidden = o.hidden;
   d.heads = o.heads;
@@ -76,10 +112,12 @@ int run(const ParallelBenchOptions& o) {
   const DType act = parseFloatDType(o.dtype, "--dtype");
   const char* mode = o.cp > 1 ? "--cp" : "--tp";
   const auto comm = joinRanks(mode, degree, o.ranks,
-                              {{"tokens", std::to_string(o.tokens)}, {"seqlen", std::to_string(o.seqlen)},
+                              {{"tokens", std::to_string(o.tokens)},
+                               {"seqlen", std::to_string(o.seqlen)},
                                {"dims", strf("%lld/%lld/%lld/%lld/%lld", (long long)d.hidden, (long long)d.heads,
                                              (long long)d.head_dim, (long long)d.state, (long long)d.groups)},
-                               {"dtype", o.dtype}, {"sequence-parallel", o.sequenceParallel ? "1" : "0"}});
+                               {"dtype", o.dtype},
+                               {"sequence-parallel", o.sequenceParallel ? "1" : "0"}});
   driver::ensureContext();
   const int rank = comm ? comm->rank() : 0;
   const Mamba2Dims local = o.tp > 1 ? mamba2_tp_shard_dims(d, o.tp) : d;
@@ -101,7 +139,8 @@ int run(const ParallelBenchOptions& o) {
   std::function<void(CUstream)> call;
   DeviceBuffer ws;
   const int64_t bytes = dtypeBytes(act);
-  int64_t moved = 0;  // bytes each rank's collectives send per call (ring algorithms)
+  int64_t moved = 0;            // bytes each rank's collectives send per call (ring algorithms)
+  Mamba2LayerArgs prefillArgs;  // without --cp
   if (o.cp > 1) {
     Mamba2CpPrefillArgs a;
     a.hidden = hidden.view;
@@ -123,6 +162,7 @@ int run(const ParallelBenchOptions& o) {
                               : mamba2_layer_workspace_size(d, L.w, L.s, a, Mamba2LayerMode::Prefill);
     ws = DeviceBuffer(static_cast<size_t>(need * 4));
     a.workspace = TensorView::contiguous(ws.data(), DType::F32, {need});
+    prefillArgs = a;
     if (comm)
       call = [&, a](CUstream s) { mamba2_tp_layer_prefill(d, L.w, L.s, a, *comm, o.sequenceParallel, s); };
     else
@@ -130,12 +170,33 @@ int run(const ParallelBenchOptions& o) {
     // All-reduce: 2 (t-1)/t of the rows; all-gather plus reduce-scatter: the same in two halves.
     if (comm) moved = 2 * (o.tp - 1) * o.tokens * d.hidden * bytes / o.tp;
   }
+  // With --backward: the prefill then its backward, one training step of the layer.
+  std::unique_ptr<BenchGradients> grads;
+  DeviceBuffer bws;
+  std::function<void(CUstream)> step;
+  if (o.backward) {
+    if (o.cp > 1) throw UsageError("--backward with --cp: the layer's backward is not context parallel");
+    grads = std::make_unique<BenchGradients>(L.w, prefillArgs, rng);
+    Mamba2LayerBackwardArgs& b = grads->args;
+    const int64_t need = comm ? mamba2_tp_layer_backward_workspace_size(d, L.w, L.s, b, *comm, o.sequenceParallel)
+                              : mamba2_layer_backward_workspace_size(d, L.w, L.s, b);
+    bws = DeviceBuffer(static_cast<size_t>(need * 4));
+    b.workspace = TensorView::contiguous(bws.data(), DType::F32, {need});
+    step = [&, b](CUstream s) {
+      call(s);
+      if (comm)
+        mamba2_tp_layer_backward(d, L.w, L.s, b, *comm, o.sequenceParallel, s);
+      else
+        mamba2_layer_backward(d, L.w, L.s, b, s);
+    };
+  }
   const double ms = msPerCall(call, comm.get(), stream.get(), o.iters, o.trials);
+  const double stepMs = o.backward ? msPerCall(step, comm.get(), stream.get(), o.iters, o.trials) : 0;
   // TP's collectives alone on the layer's rows: their share of the call.
   double collectiveMs = 0;
   if (o.tp > 1 && !o.sequenceParallel) {
-    collectiveMs = msPerCall([&](CUstream st) { comm->allReduceSum(out.view, st); }, comm.get(), stream.get(),
-                             o.iters, o.trials);
+    collectiveMs =
+        msPerCall([&](CUstream st) { comm->allReduceSum(out.view, st); }, comm.get(), stream.get(), o.iters, o.trials);
   } else if (o.tp > 1) {
     const DeviceTensor gathered(act, {o.tokens, d.hidden}, 0, 0, rng);
     auto collectives = [&](CUstream st) {
@@ -145,10 +206,11 @@ int run(const ParallelBenchOptions& o) {
     collectiveMs = msPerCall(collectives, comm.get(), stream.get(), o.iters, o.trials);
   }
   if (rank == 0) {
-    std::printf("Mamba-2 layer prefill: hidden %lld, %lld heads x %lld, state %lld, groups %lld, %s; %lld tokens in "
-                "%lld sequence(s)\n",
-                (long long)d.hidden, (long long)d.heads, (long long)d.head_dim, (long long)d.state, (long long)d.groups,
-                o.dtype.c_str(), (long long)o.tokens, (long long)nseq);
+    std::printf(
+        "Mamba-2 layer prefill: hidden %lld, %lld heads x %lld, state %lld, groups %lld, %s; %lld tokens in "
+        "%lld sequence(s)\n",
+        (long long)d.hidden, (long long)d.heads, (long long)d.head_dim, (long long)d.state, (long long)d.groups,
+        o.dtype.c_str(), (long long)o.tokens, (long long)nseq);
     const std::string tpHow = o.sequenceParallel ? std::string(" (sequence parallel)")
                                                  : strf(" (out_proj in %d piece(s), SSMJIT_TP_OVERLAP_PIECES)",
                                                         detail::tpOverlapPieces(o.tokens));
@@ -157,8 +219,12 @@ int run(const ParallelBenchOptions& o) {
                                        : std::string("one GPU");
     std::printf("%s: %.3f ms per call, %.0f tokens/s; collectives send %.2f MB per rank per call\n", how.c_str(), ms,
                 o.tokens / (ms / 1e3), moved / 1e6);
+    if (o.backward)
+      std::printf("%s, prefill + backward: %.3f ms per call (backward %.3f ms), %.0f tokens/s\n", how.c_str(), stepMs,
+                  stepMs - ms, o.tokens / (stepMs / 1e3));
     if (collectiveMs > 0)
-      std::printf("the call's collectives alone: %.3f ms (%.0f%% of the call)\n", collectiveMs, 100 * collectiveMs / ms);
+      std::printf("the call's collectives alone: %.3f ms (%.0f%% of the call)\n", collectiveMs,
+                  100 * collectiveMs / ms);
   }
   return kExitOk;
 }
@@ -171,6 +237,8 @@ CommandRun defineParallelBenchCommand(CLI::App* app) {
   app->add_option("--cp", o->cp, "Context parallel over this many GPUs: one sequence of --tokens split over them")
       ->check(atLeast(1));
   app->add_flag("--sequence-parallel", o->sequenceParallel, "With --tp: the residual stream split by tokens");
+  app->add_flag("--backward", o->backward,
+                "Also time the prefill followed by the layer's backward (fp32 weight gradients); not with --cp");
   app->add_option("--tokens", o->tokens, "Tokens per call")->check(atLeast(1))->capture_default_str();
   app->add_option("--seqlen", o->seqlen, "Without --cp: the packed row's sequence length")
       ->check(atLeast(1))

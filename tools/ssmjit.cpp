@@ -101,9 +101,11 @@ std::vector<Subcommand> subcommands() {
        "copy bandwidth measured in the same run, TFLOP/s of the chunk products, a packed row against the dense "
        "cases of as many tokens. Ends with a Markdown table.",
        defineSsdBenchCommand},
-      {"bench-norm", "time rms_norm (plain, fp32 residual in place) and gated_rms_norm (groups, either gate order)",
+      {"bench-norm",
+       "time rms_norm (plain, fp32 residual in place), gated_rms_norm (groups, either gate order) and its backward",
        "Benchmark rms_norm (plain, and with mamba_ssm's pre-norm residual add: an fp32 residual updated in place) "
-       "and gated_rms_norm (Mamba-2's grouped gated norm, the gate before and after the norm) on the GPU: µs per "
+       "and gated_rms_norm (Mamba-2's grouped gated norm, the gate before and after the norm) and "
+       "gated_rms_norm_backward on the GPU: µs per "
        "call, achieved TB/s of the row tensors read and written and % of the copy bandwidth measured in the same "
        "run. Ends with a Markdown table.",
        defineNormBenchCommand},
@@ -128,7 +130,9 @@ std::vector<Subcommand> subcommands() {
        "--seqlen sequences) or context parallel (--cp N: one sequence of --tokens, each GPU a contiguous part, "
        "states passed between them). One process per GPU: run it under `ssmjit launch -n N --`. Rank 0 prints ms "
        "per call, tokens/s and the bytes each rank's collectives send per call; under --tp, also the time of those "
-       "collectives alone on the same rows and their share of the call.",
+       "collectives alone on the same rows and their share of the call. With --backward (one GPU or --tp), also "
+       "the prefill followed by the layer's backward (mamba2_layer_backward, fp32 weight gradients): ms per "
+       "training step of the layer and the backward's share.",
        defineParallelBenchCommand},
       {"bench-model", "time a Mamba-2 checkpoint's packed prefill and its decode steps (graphs and eager)",
        "Benchmark a Mamba-2 checkpoint directory on the GPU (random prompts): packed prefill of B prompts of L "

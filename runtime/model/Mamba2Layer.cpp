@@ -10,6 +10,7 @@
 #include "runtime/OpSpecializations.h"
 #include "runtime/model/Mamba2Kernels.h"
 #include "runtime/model/Mamba2LayerHooks.h"
+#include "runtime/model/Mamba2PrefillCalls.h"
 #include "runtime/ops/ArgCheck.h"
 #include "runtime/ops/Mamba2DecodeStepCheck.h"
 #include "runtime/ops/RmsNormSpec.h"
@@ -111,7 +112,6 @@ int64_t checkLayer(const char* op, const Mamba2Dims& d, const Mamba2LayerWeights
   c.tensor("weights.norm_weight", w.norm_weight, nw, 1, act | detail::kF32Only, false);
   return T;
 }
-
 
 // The GEMM calls go through these two, the one place that knows linear's argument names.
 LinearArgs linearCall(const TensorView& x, const TensorView& weight, const TensorView& bias, const TensorView& y) {
@@ -335,9 +335,12 @@ int64_t verifyLayout(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mam
 
 const char* opName(Mamba2LayerMode mode) {
   switch (mode) {
-    case Mamba2LayerMode::Prefill: return kPrefill;
-    case Mamba2LayerMode::Decode: return kDecode;
-    case Mamba2LayerMode::Verify: return kVerify;
+    case Mamba2LayerMode::Prefill:
+      return kPrefill;
+    case Mamba2LayerMode::Decode:
+      return kDecode;
+    case Mamba2LayerMode::Verify:
+      return kVerify;
   }
   throw Error(Error::Kind::InvalidArgument, "mamba2_layer_workspace_size: mode is " +
                                                 std::to_string(static_cast<int>(mode)) +
@@ -353,7 +356,7 @@ int64_t checkCall(Mamba2LayerMode mode, const Mamba2Dims& d, const Mamba2LayerWe
   Checker c(op, DeviceKind::CUDA);
   if (L < 1 || L > kMaxTokens || T % L != 0)
     c.fail("tokens_per_sequence is " + std::to_string(L) + ", expected 1 <= L <= kMaxTokens (" +
-              std::to_string(kMaxTokens) + ") dividing the " + std::to_string(T) + " rows of hidden");
+           std::to_string(kMaxTokens) + ") dividing the " + std::to_string(T) + " rows of hidden");
   const Dim nb[] = {{T / L, "sequences"}};
   c.required("num_accepted", a.num_accepted);
   c.tensor("num_accepted", a.num_accepted, nb, 1, detail::kIndexTypes, false);
@@ -363,9 +366,12 @@ int64_t checkCall(Mamba2LayerMode mode, const Mamba2Dims& d, const Mamba2LayerWe
 int64_t layoutFor(Mamba2LayerMode mode, const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
                   const Mamba2LayerArgs& a, int64_t T, Plan& p) {
   switch (mode) {
-    case Mamba2LayerMode::Prefill: return prefillLayout(d, w, s, a, T, p);
-    case Mamba2LayerMode::Decode: return decodeLayout(d, w, s, a, T, p);
-    case Mamba2LayerMode::Verify: return verifyLayout(d, w, s, a, T, p);
+    case Mamba2LayerMode::Prefill:
+      return prefillLayout(d, w, s, a, T, p);
+    case Mamba2LayerMode::Decode:
+      return decodeLayout(d, w, s, a, T, p);
+    case Mamba2LayerMode::Verify:
+      return verifyLayout(d, w, s, a, T, p);
   }
   return 0;
 }
@@ -377,6 +383,26 @@ int64_t mamba2_layer_workspace_size(const Mamba2Dims& d, const Mamba2LayerWeight
   const int64_t T = checkCall(mode, d, w, a);
   Plan p;
   return layoutFor(mode, d, w, s, a, T, p);
+}
+
+detail::Mamba2PrefillCalls detail::mamba2PrefillCalls(const char* op, const Mamba2Dims& d, const Mamba2LayerWeights& w,
+                                                      const Mamba2LayerState& s, const Mamba2LayerArgs& a) {
+  const int64_t T = checkLayer(op, d, w, a);
+  Plan p;
+  Mamba2PrefillCalls out;
+  out.tokens = T;
+  out.workspaceFloats = prefillLayout(d, w, s, a, T, p);
+  const PrefillCalls c = prefillCalls(d, w, s, a, p, T);
+  out.inProj = c.inProj;
+  out.outProj = c.outProj;
+  out.conv = c.conv;
+  out.ssd = c.scan;
+  out.norm = c.norm;
+  out.zxbcdt = p.zxbcdt;
+  out.xbc = p.xbc;
+  out.y = p.y;
+  out.yn = p.yn;
+  return out;
 }
 
 void mamba2_layer_prefill(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,

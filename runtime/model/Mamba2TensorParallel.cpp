@@ -78,21 +78,55 @@ void run(const char* op, const Mamba2Dims& full, const Mamba2LayerWeights& w, co
   comm.reduceScatterSum(p.inner.out, a.out, stream);
 }
 
+// The backward under sequence parallelism: this rank's rows of dout all-gathered and the local
+// backward's dhidden (T, hidden) at the workspace's front, the local backward's workspace after
+// them; `forward` as the prefill's spPlan carved it from the forward's workspace.
+struct SpBackwardPlan {
+  Mamba2LayerBackwardArgs inner;
+  int64_t rowsBytes = 0;
+};
+
+SpBackwardPlan spBackwardPlan(const char* op, const Mamba2Dims& full, const Mamba2LayerBackwardArgs& a, int ranks) {
+  const SpPlan f = spPlan(op, full, a.forward, ranks);
+  SpBackwardPlan p;
+  p.inner = a;
+  p.inner.forward = f.inner;
+  p.rowsBytes = f.rowsBytes;
+  const int64_t T = f.inner.hidden.shape[0];
+  char* base = static_cast<char*>(a.workspace.data);
+  auto rowsAt = [&](int64_t byteOffset) {
+    void* at = base ? base + byteOffset : reinterpret_cast<void*>((uintptr_t{5} << 45) + byteOffset);
+    return TensorView::contiguous(at, a.forward.hidden.dtype, {T, full.hidden}, DeviceKind::CUDA,
+                                  a.forward.hidden.deviceId);
+  };
+  p.inner.dout = rowsAt(0);
+  p.inner.grads.dhidden = rowsAt(p.rowsBytes);
+  p.inner.workspace = {};
+  if (base) {
+    const int64_t floats = a.workspace.numel() - 2 * p.rowsBytes / 4;
+    if (floats < 0) fail(op, "workspace is too small, expected mamba2_tp_layer_backward_workspace_size() floats");
+    p.inner.workspace =
+        TensorView::contiguous(base + 2 * p.rowsBytes, DType::F32, {floats}, DeviceKind::CUDA, a.workspace.deviceId);
+  }
+  return p;
+}
+
 }  // namespace
 
 Mamba2Dims mamba2_tp_shard_dims(const Mamba2Dims& full, int ranks) {
   return model::planMamba2Shard(full, 0, ranks).local;
 }
 
-int64_t mamba2_tp_layer_workspace_size(const Mamba2Dims& full, const Mamba2LayerWeights& w,
-                                       const Mamba2LayerState& s, const Mamba2LayerArgs& a, bool prefill,
-                                       const Communicator& comm, bool sp) {
+int64_t mamba2_tp_layer_workspace_size(const Mamba2Dims& full, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
+                                       const Mamba2LayerArgs& a, bool prefill, const Communicator& comm, bool sp) {
   const Mamba2Dims local = mamba2_tp_shard_dims(full, comm.size());
-  if (!sp) return mamba2_layer_workspace_size(local, w, s, a, prefill ? Mamba2LayerMode::Prefill : Mamba2LayerMode::Decode);
+  if (!sp)
+    return mamba2_layer_workspace_size(local, w, s, a, prefill ? Mamba2LayerMode::Prefill : Mamba2LayerMode::Decode);
   Mamba2LayerArgs sized = a;
   sized.workspace = {};
   const SpPlan p = spPlan("mamba2_tp_layer_workspace_size", full, sized, comm.size());
-  return 2 * p.rowsBytes / 4 + mamba2_layer_workspace_size(local, w, s, p.inner, prefill ? Mamba2LayerMode::Prefill : Mamba2LayerMode::Decode);
+  return 2 * p.rowsBytes / 4 + mamba2_layer_workspace_size(
+                                   local, w, s, p.inner, prefill ? Mamba2LayerMode::Prefill : Mamba2LayerMode::Decode);
 }
 
 void mamba2_tp_layer_prefill(const Mamba2Dims& full, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
@@ -103,6 +137,35 @@ void mamba2_tp_layer_prefill(const Mamba2Dims& full, const Mamba2LayerWeights& w
 void mamba2_tp_layer_decode(const Mamba2Dims& full, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
                             const Mamba2LayerArgs& a, Communicator& comm, bool sp, Stream stream) {
   run("mamba2_tp_layer_decode", full, w, s, a, comm, sp, false, stream);
+}
+
+}  // namespace ssmjit
+
+namespace ssmjit {
+
+int64_t mamba2_tp_layer_backward_workspace_size(const Mamba2Dims& full, const Mamba2LayerWeights& w,
+                                                const Mamba2LayerState& s, const Mamba2LayerBackwardArgs& a,
+                                                const Communicator& comm, bool sp) {
+  const Mamba2Dims local = mamba2_tp_shard_dims(full, comm.size());
+  if (!sp) return mamba2_layer_backward_workspace_size(local, w, s, a);
+  Mamba2LayerBackwardArgs sized = a;
+  sized.workspace = {};
+  const SpBackwardPlan p = spBackwardPlan("mamba2_tp_layer_backward_workspace_size", full, sized, comm.size());
+  return 2 * p.rowsBytes / 4 + mamba2_layer_backward_workspace_size(local, w, s, p.inner);
+}
+
+void mamba2_tp_layer_backward(const Mamba2Dims& full, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
+                              const Mamba2LayerBackwardArgs& a, Communicator& comm, bool sp, Stream stream) {
+  const Mamba2Dims local = mamba2_tp_shard_dims(full, comm.size());
+  if (!sp) {
+    mamba2_layer_backward(local, w, s, a, stream);
+    comm.allReduceSum(a.grads.dhidden, stream);
+    return;
+  }
+  const SpBackwardPlan p = spBackwardPlan("mamba2_tp_layer_backward", full, a, comm.size());
+  comm.allGather(a.dout, p.inner.dout, stream);
+  mamba2_layer_backward(local, w, s, p.inner, stream);
+  comm.reduceScatterSum(p.inner.grads.dhidden, a.grads.dhidden, stream);
 }
 
 }  // namespace ssmjit

@@ -106,4 +106,36 @@ void mamba2_layer_verify(const Mamba2Dims& dims, const Mamba2LayerWeights& w, co
 void mamba2_layer_commit(const Mamba2Dims& dims, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
                          const TensorView& state_indices, const TensorView& num_accepted, Stream stream = nullptr);
 
+// ---- Training: the layer's backward ---------------------------------------------------------
+//
+// The gradients of one mamba2_layer_prefill call. The prefill's workspace holds what the backward
+// reads (in_proj's output, the conv's output, the SSD's y and the normed y): pass the prefill's
+// args unchanged as `forward`, its workspace as the prefill left it. The backward reads the initial
+// states from `s` at forward.initial_state_indices, so those slots must still hold what the prefill
+// read (its final states written to other slots, or -1). The SSD's chunk states are recomputed.
+// Gradients are written, not accumulated: dhidden (T, hidden) in hidden's dtype; each weight's
+// gradient given exactly when the weight is, in its shape: in_proj and out_proj (and their biases)
+// in their dtype or fp32, conv_weight and conv_bias fp32 or the conv weight's dtype, norm_weight fp32
+// or its dtype, A, D and dt_bias fp32 (A's gradient is dL/dA: a checkpoint's A_log takes dA * A).
+// Optional: the initial states' gradients (written at the slots the sequences read; distinct slots)
+// and the final states' gradients (read at forward.state_indices' slots). Between the ops the
+// gradients are kept in fp32 (but for in_proj's output's, which cuBLASLt reads in the activations'
+// dtype). Deterministic: every sum runs in a fixed order.
+struct Mamba2LayerGradients {
+  TensorView dhidden;               // (T, hidden)
+  Mamba2LayerWeights weights;       // dL/d each weight
+  Mamba2LayerState initial_states;  // optional: conv_state, ssm_state gradients
+};
+struct Mamba2LayerBackwardArgs {
+  Mamba2LayerArgs forward;         // the prefill call (its workspace holding the intermediates)
+  TensorView dout;                 // (T, hidden), hidden's dtype: dL/d out
+  Mamba2LayerState dfinal_states;  // optional: conv_state, ssm_state gradients of the final states
+  Mamba2LayerGradients grads;
+  TensorView workspace;  // float32, contiguous, mamba2_layer_backward_workspace_size()
+};
+int64_t mamba2_layer_backward_workspace_size(const Mamba2Dims& dims, const Mamba2LayerWeights& w,
+                                             const Mamba2LayerState& s, const Mamba2LayerBackwardArgs& args);
+void mamba2_layer_backward(const Mamba2Dims& dims, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
+                           const Mamba2LayerBackwardArgs& args, Stream stream = nullptr);
+
 }  // namespace ssmjit

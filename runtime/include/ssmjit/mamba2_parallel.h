@@ -52,6 +52,19 @@ void mamba2_tp_layer_decode(const Mamba2Dims& full, const Mamba2LayerWeights& sh
                             const Mamba2LayerArgs& args, Communicator& comm, bool sequence_parallel,
                             Stream stream = nullptr);
 
+// The tensor-parallel layer's backward (mamba2_layer_backward on the shard, mamba2.h): `a.forward`
+// is the mamba2_tp_layer_prefill call (the same sequence_parallel), its workspace as that call left
+// it; the gradients are the shard's (out_proj_bias's on rank 0 only, as the weight). dout is the
+// whole of out's gradient (T, hidden) on every rank, or under sequence parallelism this rank's rows
+// (T/t, hidden), all-gathered first. The ranks' partial input gradients are summed by an
+// all-reduce into grads.dhidden (T, hidden), or reduce-scattered into this rank's rows of it.
+int64_t mamba2_tp_layer_backward_workspace_size(const Mamba2Dims& full, const Mamba2LayerWeights& shard,
+                                                const Mamba2LayerState& s, const Mamba2LayerBackwardArgs& args,
+                                                const Communicator& comm, bool sequence_parallel);
+void mamba2_tp_layer_backward(const Mamba2Dims& full, const Mamba2LayerWeights& shard, const Mamba2LayerState& s,
+                              const Mamba2LayerBackwardArgs& args, Communicator& comm, bool sequence_parallel,
+                              Stream stream = nullptr);
+
 struct Mamba2CpPrefillArgs {
   TensorView hidden;                // (T/c, hidden): this rank's tokens
   TensorView out;                   // (T/c, hidden)
