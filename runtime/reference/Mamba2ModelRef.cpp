@@ -8,19 +8,23 @@
 #include <string>
 
 #include "runtime/reference/ElementAccess.h"
+#include "runtime/reference/Mamba2RefParts.h"
 #include "runtime/reference/RefHelpers.h"
 #include "ssmjit/error.h"
 
 namespace ssmjit::reference {
 
-namespace {
-
 using model::Mamba2Config;
 using model::Mamba2LayerWeights;
 
-double silu(double v) { return v / (1.0 + std::exp(-v)); }
+namespace mamba2_parts {
 
-// y = W x (+ b) for W (rows, cols).
+HeadDt headDt(const Mamba2Config& c, const Mamba2LayerWeights& w, int64_t h, double dt) {
+  const double raw = dt + el(w.dt_bias, {h});
+  const double sp = raw > 20.0 ? raw : std::log1p(std::exp(raw));
+  return {raw, sp, std::min(std::max(sp, c.dt_min), c.dt_max), sp < c.dt_min || sp > c.dt_max};
+}
+
 void linear(const TensorView& W, const TensorView& b, const double* x, double* y) {
   for (int64_t r = 0; r < W.shape[0]; ++r) {
     double acc = b.defined() ? el(b, {r}) : 0.0;
@@ -29,7 +33,6 @@ void linear(const TensorView& W, const TensorView& b, const double* x, double* y
   }
 }
 
-// out = v / sqrt(mean(v^2) + eps) * w[w0 + i] over n values.
 void rmsNorm(const double* v, int64_t n, const TensorView& w, int64_t w0, double eps, double* out) {
   double ss = 0;
   for (int64_t i = 0; i < n; ++i) ss += v[i] * v[i];
@@ -46,80 +49,83 @@ void checkSeqlens(const char* op, const std::vector<int64_t>& cu, int64_t T) {
                       std::to_string(i - 1) + "] = " + std::to_string(cu[i - 1]));
 }
 
-// A state vector of `n` values: zeros when empty, else exactly n.
-void prepareState(const char* what, std::vector<double>& s, size_t n, size_t seq) {
+void prepareState(const char* op, const char* arg, const char* what, std::vector<double>& s, size_t n, size_t seq) {
   if (s.empty()) s.assign(n, 0.0);
   if (s.size() != n)
-    invalid("reference::mamba2_layer", std::string("states[") + std::to_string(seq) + "]." + what + " has " +
-                                           std::to_string(s.size()) + " values, expected " + std::to_string(n));
+    invalid(op, std::string(arg) + "[" + std::to_string(seq) + "]." + what + " has " + std::to_string(s.size()) +
+                    " values, expected " + std::to_string(n));
 }
 
-// One layer's arithmetic for one token at a time.
-class LayerStep {
- public:
-  LayerStep(const Mamba2Config& c, const Mamba2LayerWeights& w)
-      : c_(c), w_(w), H_(c.num_heads), P_(c.head_dim), N_(c.state_size), G_(c.n_groups), K_(c.conv_kernel - 1),
-        E_(c.d_inner()), Dc_(c.conv_dim()), proj_(at(c.in_proj_rows())), post_(at(Dc_)), y_(at(E_)), normed_(at(E_)) {}
+namespace {
 
-  // u (hidden) -> out (hidden), updating state s.
-  void token(const double* u, Mamba2SequenceState& s, double* out) {
-    linear(w_.in_proj_weight, w_.in_proj_bias, u, proj_.data());
-    const double* z = proj_.data();
-    const double* xbc = z + E_;
-    const double* dt = xbc + Dc_;
-    for (int64_t ch = 0; ch < Dc_; ++ch) {
-      double* win = &s.conv[at(ch * K_)];
-      double acc = w_.conv1d_bias.defined() ? el(w_.conv1d_bias, {ch}) : 0.0;
-      for (int64_t k = 0; k < K_; ++k) acc += el(w_.conv1d_weight, {ch, 0, k}) * win[k];
-      acc += el(w_.conv1d_weight, {ch, 0, K_}) * xbc[ch];
-      post_[at(ch)] = silu(acc);
-      if (K_ > 0) {  // the window slides: the oldest column out, this token in
-        std::rotate(win, win + 1, win + K_);
-        win[K_ - 1] = xbc[ch];
-      }
+// The depthwise causal conv and its SiLU over the window (the state's W-1 columns, then xbc);
+// the window then slides: the oldest column out, this token in.
+void convToken(const Mamba2Config& c, const Mamba2LayerWeights& w, const double* xbc, double* state, double* acc,
+               double* post) {
+  const int64_t K = c.conv_kernel - 1;
+  for (int64_t ch = 0; ch < c.conv_dim(); ++ch) {
+    double* win = &state[at(ch * K)];
+    double a = w.conv1d_bias.defined() ? el(w.conv1d_bias, {ch}) : 0.0;
+    for (int64_t k = 0; k < K; ++k) a += el(w.conv1d_weight, {ch, 0, k}) * win[k];
+    a += el(w.conv1d_weight, {ch, 0, K}) * xbc[ch];
+    acc[ch] = a;
+    post[ch] = silu(a);
+    if (K > 0) {
+      std::rotate(win, win + 1, win + K);
+      win[K - 1] = xbc[ch];
     }
-    const double* x = post_.data();
-    const double* B = x + E_;
-    const double* C = B + G_ * N_;
-    for (int64_t h = 0; h < H_; ++h) {
-      const int64_t g = h / (H_ / G_);
-      double v = dt[h] + el(w_.dt_bias, {h});
-      v = v > 20.0 ? v : std::log1p(std::exp(v));
-      const double dtv = std::min(std::max(v, c_.dt_min), c_.dt_max);
-      const double decay = std::exp(-std::exp(el(w_.A_log, {h})) * dtv);
-      for (int64_t p = 0; p < P_; ++p) {
-        const double xv = x[h * P_ + p];
-        double* S = &s.ssm[at((h * P_ + p) * N_)];
-        double y = el(w_.D, {c_.d_has_hdim ? h * P_ + p : h}) * xv;
-        for (int64_t n = 0; n < N_; ++n) {
-          S[n] = decay * S[n] + dtv * xv * B[g * N_ + n];
-          y += C[g * N_ + n] * S[n];
-        }
-        y_[at(h * P_ + p)] = y;
+  }
+}
+
+// The SSM's step on the state S (H, P, N) from post = [x | B | C] and the in_proj dt: writes y.
+void ssmToken(const Mamba2Config& c, const Mamba2LayerWeights& w, const double* post, const double* dt, double* S,
+              double* y) {
+  const int64_t H = c.num_heads, P = c.head_dim, N = c.state_size, G = c.n_groups;
+  const double* x = post;
+  const double* B = x + c.d_inner();
+  const double* C = B + G * N;
+  for (int64_t h = 0; h < H; ++h) {
+    const int64_t g = h / (H / G);
+    const double dtv = headDt(c, w, h, dt[h]).value;
+    const double decay = std::exp(-std::exp(el(w.A_log, {h})) * dtv);
+    for (int64_t p = 0; p < P; ++p) {
+      const double xv = x[h * P + p];
+      double* Sp = &S[at((h * P + p) * N)];
+      double yv = el(w.D, {c.d_has_hdim ? h * P + p : h}) * xv;
+      for (int64_t n = 0; n < N; ++n) {
+        Sp[n] = decay * Sp[n] + dtv * xv * B[g * N + n];
+        yv += C[g * N + n] * Sp[n];
       }
+      y[h * P + p] = yv;
     }
-    gatedNorm(z);
-    linear(w_.out_proj_weight, w_.out_proj_bias, normed_.data(), out);
   }
+}
 
- private:
-  void gatedNorm(const double* z) {
-    const int64_t gs = E_ / G_;
-    if (!c_.norm_before_gate)
-      for (int64_t i = 0; i < E_; ++i) y_[at(i)] *= silu(z[i]);
-    for (int64_t g = 0; g < G_; ++g)
-      rmsNorm(&y_[at(g * gs)], gs, w_.gated_norm, g * gs, c_.norm_eps, &normed_[at(g * gs)]);
-    if (c_.norm_before_gate)
-      for (int64_t i = 0; i < E_; ++i) normed_[at(i)] *= silu(z[i]);
-  }
-
-  const Mamba2Config& c_;
-  const Mamba2LayerWeights& w_;
-  const int64_t H_, P_, N_, G_, K_, E_, Dc_;
-  std::vector<double> proj_, post_, y_, normed_;
-};
+// The gated RMSNorm (see Mamba2ModelRef.h), normed from y and the gate z.
+void gatedNorm(const Mamba2Config& c, const TensorView& weight, const double* y, const double* z, double* normed) {
+  const int64_t E = c.d_inner(), gs = E / c.n_groups;
+  for (int64_t i = 0; i < E; ++i) normed[i] = c.norm_before_gate ? y[i] : y[i] * silu(z[i]);
+  for (int64_t g = 0; g < c.n_groups; ++g) rmsNorm(&normed[g * gs], gs, weight, g * gs, c.norm_eps, &normed[g * gs]);
+  if (c.norm_before_gate)
+    for (int64_t i = 0; i < E; ++i) normed[i] *= silu(z[i]);
+}
 
 }  // namespace
+
+void layerToken(const Mamba2Config& c, const Mamba2LayerWeights& w, const double* u, Mamba2SequenceState& s,
+                const TokenValues& v, double* out) {
+  linear(w.in_proj_weight, w.in_proj_bias, u, v.proj);
+  const double* z = v.proj;
+  const double* xbc = z + c.d_inner();
+  convToken(c, w, xbc, s.conv.data(), v.acc, v.post);
+  ssmToken(c, w, v.post, xbc + c.conv_dim(), s.ssm.data(), v.y);
+  gatedNorm(c, w.gated_norm, v.y, z, v.normed);
+  linear(w.out_proj_weight, w.out_proj_bias, v.normed, out);
+}
+
+}  // namespace mamba2_parts
+
+using namespace mamba2_parts;
 
 std::vector<double> mamba2_layer(const Mamba2Config& cfg, const Mamba2LayerWeights& w,
                                  const std::vector<double>& hidden, const std::vector<int64_t>& cu_seqlens,
@@ -135,14 +141,16 @@ std::vector<double> mamba2_layer(const Mamba2Config& cfg, const Mamba2LayerWeigh
     invalid(kOp, "states has " + std::to_string(states.size()) + " entries, expected one per sequence (" +
                      std::to_string(nseq) + ")");
   for (size_t i = 0; i < nseq; ++i) {
-    prepareState("conv", states[i].conv, at(cfg.conv_dim() * (cfg.conv_kernel - 1)), i);
-    prepareState("ssm", states[i].ssm, at(cfg.num_heads * cfg.head_dim * cfg.state_size), i);
+    prepareState(kOp, "states", "conv", states[i].conv, at(cfg.conv_dim() * (cfg.conv_kernel - 1)), i);
+    prepareState(kOp, "states", "ssm", states[i].ssm, at(cfg.num_heads * cfg.head_dim * cfg.state_size), i);
   }
   std::vector<double> out(hidden.size());
-  LayerStep step(cfg, w);
+  std::vector<double> proj(at(cfg.in_proj_rows())), acc(at(cfg.conv_dim())), post(acc.size()), y(at(cfg.d_inner())),
+      normed(y.size());
+  const TokenValues v{proj.data(), acc.data(), post.data(), y.data(), normed.data()};
   for (size_t i = 0; i < nseq; ++i)
     for (int64_t t = cu_seqlens[i]; t < cu_seqlens[i + 1]; ++t)
-      step.token(&hidden[at(t * D)], states[i], &out[at(t * D)]);
+      layerToken(cfg, w, &hidden[at(t * D)], states[i], v, &out[at(t * D)]);
   return out;
 }
 
@@ -160,7 +168,8 @@ std::vector<double> mamba2_model(const Mamba2Config& cfg, const model::Mamba2Wei
   for (int64_t t = 0; t < T; ++t) {
     const int64_t tok = tokens[at(t)];
     if (tok < 0 || tok >= V)
-      invalid(kOp, "tokens[" + std::to_string(t) + "] = " + std::to_string(tok) + ", expected [0, " + std::to_string(V) + ")");
+      invalid(kOp, "tokens[" + std::to_string(t) + "] = " + std::to_string(tok) + ", expected [0, " +
+                       std::to_string(V) + ")");
     for (int64_t d = 0; d < D; ++d) h[at(t * D + d)] = el(w.embedding, {tok, d});
   }
   for (int64_t l = 0; l < cfg.num_layers; ++l) {

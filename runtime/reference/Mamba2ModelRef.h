@@ -42,6 +42,30 @@ std::vector<double> mamba2_layer(const model::Mamba2Config& cfg, const model::Ma
                                  const std::vector<double>& hidden, const std::vector<int64_t>& cu_seqlens,
                                  std::vector<Mamba2SequenceState>& states);
 
+// The gradients of mamba2_layer for the same call (hidden, cu_seqlens, initial_states as the
+// states it starts from, left unchanged here) of the loss
+//   sum(dout * out) + sum over sequences of dfinal.conv . (final conv state) + dfinal.ssm . (final ssm state),
+// every intermediate and sum in double. Each member is d(loss)/d(that input), flattened row-major:
+// hidden (T, hidden_size); a weight's gradient has the weight's shape (the weight's stored value
+// is the point of differentiation), empty when the weight is absent; A_log's is of the
+// checkpoint's parameter (A = -exp(A_log)); dt_bias's goes through the softplus and is zero
+// where the dt clamp binds (softplus strictly outside [dt_min, dt_max]); initial_states[i] is
+// d(initial conv state) (Dc, W-1) and d(initial ssm state) (H, P, N) of sequence i, always full.
+// dfinal_states: empty (zero), or one per sequence whose empty members are zero. Throws
+// ssmjit::Error (InvalidArgument) for what mamba2_layer refuses, a dout not shaped as hidden or a
+// dfinal_states of the wrong count or sizes.
+struct Mamba2LayerGradientsRef {
+  std::vector<double> hidden;
+  std::vector<double> in_proj_weight, in_proj_bias, conv1d_weight, conv1d_bias, dt_bias, A_log, D, gated_norm,
+      out_proj_weight, out_proj_bias;
+  std::vector<Mamba2SequenceState> initial_states;
+};
+Mamba2LayerGradientsRef mamba2_layer_backward(const model::Mamba2Config& cfg, const model::Mamba2LayerWeights& w,
+                                              const std::vector<double>& hidden, const std::vector<int64_t>& cu_seqlens,
+                                              const std::vector<Mamba2SequenceState>& initial_states,
+                                              const std::vector<double>& dout,
+                                              const std::vector<Mamba2SequenceState>& dfinal_states);
+
 // The model over one packed row of token ids: logits (T, vocab_rows). states[l] holds layer l's
 // states, one per sequence, as mamba2_layer takes them (all fresh when `states` is empty: it is
 // sized num_layers x nseq). A token outside [0, vocab_rows) throws. Decode: one token per
