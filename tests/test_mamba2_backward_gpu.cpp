@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -34,6 +35,7 @@ struct BackwardCase {
   float dtMin = 0, dtMax = 0;
   std::string name;
 };
+std::ostream& operator<<(std::ostream& os, const BackwardCase& c) { return os << c.name; }
 
 // The layer's config and CPU weights as the reference reads them (A_log = log(-A), the conv weight
 // as (convDim, 1, W)).
@@ -53,8 +55,9 @@ struct ReferenceLayer {
     cfg.use_bias = cfg.use_conv_bias = true;
     cfg.norm_before_gate = d.norm_before_gate;
     cfg.norm_eps = d.norm_eps;
-    cfg.dt_min = d.dt_min;
-    cfg.dt_max = d.dt_max;
+    // The layer's dt_max <= dt_min means no clamp; the config's is then [0, inf).
+    cfg.dt_min = d.dt_max > d.dt_min ? d.dt_min : 0.0;
+    cfg.dt_max = d.dt_max > d.dt_min ? d.dt_max : INFINITY;
     aLog = h.A;
     for (float& v : aLog.v) v = std::log(-v);
     conv = h.conv;

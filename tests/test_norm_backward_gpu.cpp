@@ -51,9 +51,10 @@ struct NormBackwardProblem {
     a.dweight = view(dweight);
     return a;
   }
-  std::vector<const HostTensor*> all() const { return {&f.x, &f.z, &f.weight, &dout, &dx, &dz, &dweight}; }
+  // The forward's out too: gatedArgs() views it (the backward does not read it).
+  std::vector<const HostTensor*> all() const { return {&f.x, &f.z, &f.weight, &f.out, &dout, &dx, &dz, &dweight}; }
 };
-enum : size_t { kDx = 4, kDz = 5, kDweight = 6 };
+enum : size_t { kDx = 5, kDz = 6, kDweight = 7 };
 
 void runAndCompare(const NormBackwardCase& c) {
   NormBackwardProblem ref(c), gpu(c);
