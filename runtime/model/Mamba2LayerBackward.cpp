@@ -125,6 +125,7 @@ int64_t scratchFloats(const BackwardCalls& c) {
 // gradient exactly for each weight given.
 void checkBackward(const Mamba2LayerBackwardArgs& a, int64_t T, const Mamba2Dims& d, const Mamba2LayerWeights& w) {
   detail::Checker c(kOp, DeviceKind::CUDA);
+  c.setDeviceId(a.forward.hidden.deviceId, "forward.hidden");
   const detail::Dim th[] = {{T, "tokens"}, {d.hidden, "hidden"}};
   const unsigned act = detail::dtypeBit(a.forward.hidden.dtype);
   c.required("dout", a.dout);

@@ -2,6 +2,7 @@
 // of NCCL's asynchronous error and a deadline, and an abort ends it.
 #include <chrono>
 #include <cstdlib>
+#include <exception>
 #include <string>
 #include <thread>
 #include <vector>
@@ -117,11 +118,14 @@ bool ncclAvailable(std::string* why) { return nccl::available(why); }
 
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
+// Destroyed while an exception unwinds (this rank gave up mid-run), the communicator is aborted:
+// a destroy would finalize with peers that may be waiting in a collective this rank never joins,
+// and hang both.
 Communicator::~Communicator() {
   if (!impl_->comm) return;
   ncclResult_t state = ncclSuccess;
   nccl::api().commGetAsyncError(impl_->comm, &state);
-  if (state == ncclSuccess)
+  if (state == ncclSuccess && std::uncaught_exceptions() == 0)
     nccl::api().commDestroy(impl_->comm);
   else
     nccl::api().commAbort(impl_->comm);
