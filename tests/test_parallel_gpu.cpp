@@ -9,6 +9,8 @@
 //   - the tensor-parallel model's logits (prefill with out_proj in pieces, decode) and generate()'s
 //     tokens against one GPU;
 //   - the context-parallel layer prefill (a sequence crossing every rank boundary) against one GPU;
+//   - the tensor- and sequence-parallel layer's backward and the context-parallel one against the
+//     whole layer's backward on one GPU: dhidden and every weight's gradient;
 //   - the SSD's context-parallel forward and backward (ssd_cp, ssd_cp_backward) on that row against
 //     ssd and ssd_backward of the whole row on one GPU: out and every gradient;
 //   - faults: ranks with different configurations stop with an error naming the difference, and a
@@ -515,6 +517,76 @@ TEST(ParallelWorker, DISABLED_ContextParallelPrefill) {
 }
 
 TEST(ParallelMamba2, ContextParallelPrefill) { testing::expectRanksPass("ContextParallelPrefill", 300); }
+
+// The context-parallel layer's backward on the prefill's row (a sequence crossing every rank
+// boundary) against the whole layer's backward on one GPU: this rank's rows of dhidden, and every
+// weight's gradient once the ranks' part sums are all-reduced.
+TEST(ParallelWorker, DISABLED_ContextParallelLayerBackward) {
+  testing::WorkerRank wr;
+  if (!testing::workerRank(&wr)) GTEST_SKIP() << "runs inside ParallelMamba2.ContextParallelLayerBackward";
+  const Mamba2Dims full = layerDims();
+  HostMamba2Layer host = testing::randomMamba2Layer(full, 4607);
+  auto comm = join(wr, {{"test", "cp backward"}});
+  const int64_t Tr = 96, T = Tr * wr.size, S = 4, Hd = full.hidden;
+  LayerInputs in;
+  in.T = T;
+  in.cu = {0, 40, static_cast<int32_t>(T - 20), static_cast<int32_t>(T)};
+  std::mt19937_64 rng(4608);
+  in.prefill = testing::randomTensor(rng, {T, Hd}, -1, 1).v;
+  const std::vector<float> dout = testing::randomTensor(rng, {T, Hd}, -1, 1).v;
+  DeviceMamba2Layer whole(host, nullptr, S);
+  const LayerGradients ref = runBackward(whole, full, in, dout, nullptr, false);
+
+  OwnedStream stream;
+  DeviceMamba2Layer part(host, nullptr, S);
+  std::vector<DeviceBuffer> bufs;
+  auto rows = [&](const std::vector<float>& host) {
+    bufs.emplace_back(static_cast<size_t>(Tr * Hd * 4));
+    if (host.empty())
+      bufs.back().fill(0xFF);
+    else
+      bufs.back().upload(host.data() + wr.rank * Tr * Hd, static_cast<size_t>(Tr * Hd));
+    return rowsView(bufs.back(), Tr, Hd);
+  };
+  Mamba2CpBackwardArgs b;
+  Mamba2CpPrefillArgs& a = b.forward;
+  a.hidden = rows(in.prefill);
+  a.out = rows({});
+  a.cu_seqlens = std::vector<int64_t>(in.cu.begin(), in.cu.end());
+  a.slots = in.slots;
+  const int64_t fws = mamba2_cp_layer_prefill_workspace_size(full, part.w, part.s, a, *comm);
+  DeviceBuffer fwsBuf(static_cast<size_t>(fws * 4));
+  a.workspace = onDevice(fwsBuf, DType::F32, {fws});
+  b.dout = rows(dout);
+  b.grads.dhidden = rows({});
+  std::vector<TensorView*> ws = weightList(part.w), gs = weightList(b.grads.weights);
+  for (size_t k = 0; k < ws.size(); ++k) {
+    bufs.emplace_back(static_cast<size_t>(ws[k]->numel() * 4));
+    bufs.back().fill(0xFF);
+    *gs[k] = *ws[k];
+    gs[k]->data = bufs.back().data();
+  }
+  const int64_t bws = mamba2_cp_layer_backward_workspace_size(full, part.w, part.s, b, *comm);
+  DeviceBuffer bwsBuf(static_cast<size_t>(bws * 4));
+  bwsBuf.fill(0xFF);  // its contents on entry must not matter
+  b.workspace = onDevice(bwsBuf, DType::F32, {bws});
+  mamba2_cp_layer_prefill(full, part.w, part.s, a, *comm, stream.get());
+  mamba2_cp_layer_backward(full, part.w, part.s, b, *comm, stream.get());
+  for (TensorView* g : gs) comm->allReduceSum(*g, stream.get());  // the parts' sums
+  comm->synchronize(stream.get(), "the context-parallel backward");
+  checkDeviceErrors(stream.get());
+  const double dh = worstError(downloadF32(b.grads.dhidden), ref.dhidden, Hd, range(wr.rank * Tr, Tr));
+  std::fprintf(stderr, "[ measured ] CP rank %d backward dhidden: worst %.2e (bound %.0e)\n", wr.rank, dh, kLayerBound);
+  EXPECT_LE(dh, kLayerBound) << "dhidden";
+  for (size_t k = 0; k < gs.size(); ++k) {
+    const std::vector<float> got = downloadF32(*gs[k]);
+    const double e = worstError(got, ref.weights[k], 1, range(0, int64_t(got.size())));
+    std::fprintf(stderr, "[ measured ] CP rank %d backward d%s: worst %.2e\n", wr.rank, kGradNames[k], e);
+    EXPECT_LE(e, kLayerBound) << "d" << kGradNames[k];
+  }
+}
+
+TEST(ParallelMamba2, ContextParallelLayerBackward) { testing::expectRanksPass("ContextParallelLayerBackward", 300); }
 
 // The SSD's context-parallel training step (ssd_parallel.h): the row of the prefill test above,
 // as SSD inputs (fp32, z, D, dt_bias with softplus), forward by ssd_cp and backward by

@@ -1,9 +1,11 @@
-// The context-parallel Mamba-2 layer prefill (mamba2_parallel.h): the layer's own prefill with
+// The context-parallel Mamba-2 layer (mamba2_parallel.h). The prefill is the layer's own with
 // two hooks, a conv halo from the previous rank and the SSD's context-parallel forward
-// (ssd_parallel.h). Its extra buffers sit at the workspace's front, the layer's workspace after
-// them.
+// (ssd_parallel.h); the backward is the layer's own with the transposed hooks, the SSD's
+// context-parallel backward and the halo's gradient sent back. Each keeps its extra buffers at its
+// workspace's front, the layer's workspace after them.
 #include <cuda.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -21,8 +23,10 @@ constexpr const char* kOp = "mamba2_cp_layer_prefill";
 constexpr int64_t kAlign = 256;
 int64_t alignUp(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
-[[noreturn]] void fail(const std::string& msg) {
-  throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + msg);
+constexpr const char* kBackwardOp = "mamba2_cp_layer_backward";
+
+[[noreturn]] void fail(const std::string& msg, const char* op = kOp) {
+  throw Error(Error::Kind::InvalidArgument, std::string(op) + ": " + msg);
 }
 
 // Byte offsets of the extra buffers in the workspace: the part's index arrays, the conv's halo,
@@ -64,6 +68,112 @@ Mamba2LayerArgs layerArgs(const Mamba2CpPrefillArgs& a, const detail::CpPart& p,
 }
 
 void* standIn() { return reinterpret_cast<void*>(uintptr_t{1} << 45); }
+
+// The halo's gradient in the backward's workspace: what this rank sends back (the gradient of
+// the conv's initial state of its first sequence) and what it receives (that of its last W - 1
+// rows), each (1, convDim, W - 1) fp32, after the last segment's slot array; the layer's backward
+// workspace after them.
+struct BackwardExtras {
+  int64_t send = 0, recv = 0, layer = 0;
+};
+
+BackwardExtras backwardExtrasOf(const Mamba2Dims& d, const detail::CpPart& p) {
+  const int64_t halo = alignUp(d.convDim() * (d.conv_width - 1) * 4);
+  BackwardExtras x;
+  x.send = alignUp(p.nloc * 4);
+  x.recv = x.send + halo;
+  x.layer = x.recv + halo;
+  return x;
+}
+
+// The part's layer backward: the prefill's call as mamba2_cp_layer_prefill made it (its index
+// arrays still in the forward's workspace), this rank's dout and gradients.
+struct CpBackward {
+  detail::CpPart p;
+  Extras fx;
+  BackwardExtras bx;
+  Bufs fb, bb;
+  Mamba2LayerBackwardArgs layer;
+};
+
+CpBackward cpBackward(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
+                      const Mamba2CpBackwardArgs& a, const Communicator& comm) {
+  CpBackward c;
+  const Mamba2CpPrefillArgs& f = a.forward;
+  c.p = detail::cpPartOf(d, f, comm.rank(), comm.size());
+  c.fx = extrasOf(d, f.hidden.dtype, c.p, comm.size());
+  c.bx = backwardExtrasOf(d, c.p);
+  const bool sized = f.workspace.defined() && a.workspace.defined();
+  c.fb = {static_cast<char*>(sized ? f.workspace.data : standIn()), f.hidden.deviceId};
+  c.bb = {static_cast<char*>(sized ? a.workspace.data : reinterpret_cast<void*>(uintptr_t{3} << 45)),
+          f.hidden.deviceId};
+  const int64_t forwardFloats = mamba2_cp_layer_prefill_workspace_size(d, w, s, f, comm);
+  c.layer.forward = layerArgs(f, c.p, c.fx, c.fb, forwardFloats);
+  c.layer.dout = a.dout;
+  c.layer.grads = a.grads;
+  if (a.grads.initial_states.conv_state.defined() || a.grads.initial_states.ssm_state.defined())
+    fail("grads.initial_states is given, expected none (every sequence starts from zero)", kBackwardOp);
+  if (sized) {
+    if (a.workspace.dtype != DType::F32 || a.workspace.numel() * 4 < c.bx.layer)
+      fail("workspace is too small or not float32, expected mamba2_cp_layer_backward_workspace_size() floats",
+           kBackwardOp);
+    c.layer.workspace = c.bb.at(c.bx.layer, DType::F32, {a.workspace.numel() - c.bx.layer / 4});
+  }
+  return c;
+}
+
+// The conv's and the SSD's backward over the parts.
+detail::Mamba2BackwardHooks cpBackwardHooks(const Mamba2Dims& d, const CpBackward& c, Communicator& comm,
+                                            Stream stream) {
+  detail::Mamba2BackwardHooks h;
+  const SsdCpPart part{c.p.firstContinues, c.p.lastContinues};
+  h.ssdWorkspaceFloats = [&comm, part](const SsdBackwardArgs& q) {
+    return ssd_cp_backward_workspace_size(q, part, comm);
+  };
+  h.ssd = [&comm, part, &c, &d, stream](SsdBackwardArgs& q) {
+    SsdCpCarry carry;
+    carry.incoming = c.fb.at(c.fx.incoming, DType::F32, {d.heads, d.head_dim, d.state});
+    carry.decay = c.fb.at(c.fx.decay, DType::F32, {d.heads});
+    ssd_cp_backward(q, part, carry, comm, stream);
+  };
+  h.conv = [&comm, &c, &d, stream](CausalConv1dBackwardArgs& v) {
+    const int rank = comm.rank(), ranks = comm.size();
+    const int64_t Wm = d.conv_width - 1, R = d.inProjRows(), nloc = c.p.nloc;
+    const DType act = c.layer.forward.hidden.dtype;
+    const auto cs = static_cast<CUstream>(stream);
+    const TensorView send = c.bb.at(c.bx.send, DType::F32, {1, d.convDim(), Wm}),
+                     recv = c.bb.at(c.bx.recv, DType::F32, {1, d.convDim(), Wm});
+    if (rank > 0) {  // the forward's halo as the first sequence's initial state (slot 0, or -1)
+      TensorView halo = c.fb.at(c.fx.halo + d.dInner() * dtypeBytes(act), act, {1, d.convDim(), Wm});
+      halo.strides[0] = Wm * R;
+      halo.strides[1] = 1;
+      halo.strides[2] = R;
+      v.initial_states = halo;
+      v.initial_state_indices = c.fb.at((2 * nloc + 1) * 4, DType::I32, {nloc});
+      v.dinitial_states = send;
+      // Written only where the first sequence reads its slot: zeros otherwise.
+      driver::check(driver::api().cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(send.data), 0,
+                                                  static_cast<size_t>(send.numel() * 4), cs),
+                    "mamba2_cp_layer_backward: zeroing the halo's gradient");
+    }
+    causal_conv1d_backward(v, stream);
+    comm.sendRecv(rank > 0 ? send : TensorView{}, rank > 0 ? rank - 1 : -1, rank + 1 < ranks ? recv : TensorView{},
+                  rank + 1 < ranks ? rank + 1 : -1, stream);
+    if (!c.p.lastContinues) return;
+    // The next rank read this part's last W - 1 rows: their gradient joins as the last segment's
+    // final-state gradient, and the conv's backward runs again.
+    std::vector<int32_t> last(static_cast<size_t>(nloc), -1);
+    last.back() = 0;
+    const TensorView lastIdx = c.bb.at(0, DType::I32, {nloc});
+    driver::check(
+        driver::api().cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(lastIdx.data), last.data(), last.size() * 4, cs),
+        "mamba2_cp_layer_backward: uploading the last segment's slot");
+    v.dfinal_states = recv;
+    v.final_state_indices = lastIdx;
+    causal_conv1d_backward(v, stream);
+  };
+  return h;
+}
 
 }  // namespace
 
@@ -119,6 +229,30 @@ void mamba2_cp_layer_prefill(const Mamba2Dims& d, const Mamba2LayerWeights& w, c
     detail::ssdCpForward(q, SsdCpPart{p.firstContinues, p.lastContinues}, carry, comm, b.base + x.ssd, stream);
   };
   detail::mamba2LayerPrefill(d, w, s, layer, stream, hooks);
+}
+
+}  // namespace ssmjit
+
+namespace ssmjit {
+
+int64_t mamba2_cp_layer_backward_workspace_size(const Mamba2Dims& d, const Mamba2LayerWeights& w,
+                                                const Mamba2LayerState& s, const Mamba2CpBackwardArgs& a,
+                                                const Communicator& comm) {
+  Mamba2CpBackwardArgs sized = a;
+  sized.workspace = {};
+  const CpBackward c = cpBackward(d, w, s, sized, comm);
+  // The hooks only size the SSD's part here; they run nothing.
+  const detail::Mamba2BackwardHooks h = cpBackwardHooks(d, c, const_cast<Communicator&>(comm), nullptr);
+  return c.bx.layer / 4 + detail::mamba2LayerBackwardWorkspaceSize(d, w, s, c.layer, h);
+}
+
+void mamba2_cp_layer_backward(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
+                              const Mamba2CpBackwardArgs& a, Communicator& comm, Stream stream) {
+  if (!a.workspace.defined() || !a.forward.workspace.defined())
+    fail("workspace or forward.workspace is missing, expected both (the prefill's holding its intermediates)",
+         kBackwardOp);
+  const CpBackward c = cpBackward(d, w, s, a, comm);
+  detail::mamba2LayerBackward(d, w, s, c.layer, stream, cpBackwardHooks(d, c, comm, stream));
 }
 
 }  // namespace ssmjit

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "runtime/model/Mamba2LayerHooks.h"
 #include "runtime/model/Mamba2PrefillCalls.h"
 #include "runtime/ops/ArgCheck.h"
 #include "ssmjit/mamba2.h"
@@ -115,10 +116,10 @@ BackwardCalls backwardCalls(const Mamba2Dims& d, const Mamba2LayerWeights& w, co
 }
 
 // The ops' workspaces, one region they share (they run one after another): its size in floats.
-int64_t scratchFloats(const BackwardCalls& c) {
-  return std::max({linear_backward_workspace_size(c.outProj), gated_rms_norm_backward_workspace_size(c.norm),
-                   ssd_backward_workspace_size(c.ssd), causal_conv1d_backward_workspace_size(c.conv),
-                   linear_backward_workspace_size(c.inProj)});
+int64_t scratchFloats(const BackwardCalls& c, const detail::Mamba2BackwardHooks& hooks) {
+  const int64_t ssd = hooks.ssdWorkspaceFloats ? hooks.ssdWorkspaceFloats(c.ssd) : ssd_backward_workspace_size(c.ssd);
+  return std::max({linear_backward_workspace_size(c.outProj), gated_rms_norm_backward_workspace_size(c.norm), ssd,
+                   causal_conv1d_backward_workspace_size(c.conv), linear_backward_workspace_size(c.inProj)});
 }
 
 // The backward's own arguments (the forward's are the prefill's check): dout, dhidden, and a
@@ -151,11 +152,12 @@ void checkBackward(const Mamba2LayerBackwardArgs& a, int64_t T, const Mamba2Dims
 }
 
 int64_t layout(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
-               const Mamba2LayerBackwardArgs& a, Mamba2PrefillCalls& f, BackwardCalls& c) {
+               const Mamba2LayerBackwardArgs& a, const detail::Mamba2BackwardHooks& hooks, Mamba2PrefillCalls& f,
+               BackwardCalls& c) {
   f = detail::mamba2PrefillCalls(kOp, d, w, s, a.forward);
   checkBackward(a, f.tokens, d, w);
   c = backwardCalls(d, w, a, f);
-  c.bytes = c.scratchOffset + scratchFloats(c) * 4;
+  c.bytes = c.scratchOffset + scratchFloats(c, hooks) * 4;
   return (c.bytes + 3) / 4;
 }
 
@@ -166,18 +168,19 @@ TensorView scratch(const Mamba2LayerBackwardArgs& a, const BackwardCalls& c) {
 
 }  // namespace
 
-int64_t mamba2_layer_backward_workspace_size(const Mamba2Dims& d, const Mamba2LayerWeights& w,
-                                             const Mamba2LayerState& s, const Mamba2LayerBackwardArgs& a) {
+int64_t detail::mamba2LayerBackwardWorkspaceSize(const Mamba2Dims& d, const Mamba2LayerWeights& w,
+                                                 const Mamba2LayerState& s, const Mamba2LayerBackwardArgs& a,
+                                                 const Mamba2BackwardHooks& hooks) {
   Mamba2PrefillCalls f;
   BackwardCalls c;
-  return layout(d, w, s, a, f, c);
+  return layout(d, w, s, a, hooks, f, c);
 }
 
-void mamba2_layer_backward(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
-                           const Mamba2LayerBackwardArgs& a, Stream stream) {
+void detail::mamba2LayerBackward(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
+                                 const Mamba2LayerBackwardArgs& a, Stream stream, const Mamba2BackwardHooks& hooks) {
   Mamba2PrefillCalls f;
   BackwardCalls c;
-  const int64_t need = layout(d, w, s, a, f, c);
+  const int64_t need = layout(d, w, s, a, hooks, f, c);
   detail::checkWorkspace(kOp, a.forward.workspace, a.forward.hidden, "forward.hidden", f.workspaceFloats,
                          "mamba2_layer_workspace_size (the prefill's, holding its intermediates)");
   detail::checkWorkspace(kOp, a.workspace, a.forward.hidden, "forward.hidden", need,
@@ -187,9 +190,25 @@ void mamba2_layer_backward(const Mamba2Dims& d, const Mamba2LayerWeights& w, con
   c.outProj.workspace = c.norm.workspace = c.ssd.workspace = c.conv.workspace = c.inProj.workspace = ws;
   linear_backward(c.outProj, stream);
   gated_rms_norm_backward(c.norm, stream);
-  ssd_backward(c.ssd, stream);
-  causal_conv1d_backward(c.conv, stream);
+  if (hooks.ssd)
+    hooks.ssd(c.ssd);
+  else
+    ssd_backward(c.ssd, stream);
+  if (hooks.conv)
+    hooks.conv(c.conv);
+  else
+    causal_conv1d_backward(c.conv, stream);
   linear_backward(c.inProj, stream);
+}
+
+int64_t mamba2_layer_backward_workspace_size(const Mamba2Dims& d, const Mamba2LayerWeights& w,
+                                             const Mamba2LayerState& s, const Mamba2LayerBackwardArgs& a) {
+  return detail::mamba2LayerBackwardWorkspaceSize(d, w, s, a, {});
+}
+
+void mamba2_layer_backward(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
+                           const Mamba2LayerBackwardArgs& a, Stream stream) {
+  detail::mamba2LayerBackward(d, w, s, a, stream, {});
 }
 
 }  // namespace ssmjit

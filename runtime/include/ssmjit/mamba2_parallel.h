@@ -30,7 +30,7 @@
 // its final states go to slot slots[i] of `s` on the rank where it ends (-1: not kept). In fp32
 // the result equals one GPU's up to the order of the sums (the incoming state is combined across
 // ranks rather than across chunks). The SSD's part is ssd_cp (ssd_parallel.h), which has a
-// context-parallel backward (ssd_cp_backward); the layer's backward is not context parallel.
+// context-parallel backward (ssd_cp_backward), which the layer's (mamba2_cp_layer_backward) runs.
 #pragma once
 #include <vector>
 
@@ -77,5 +77,25 @@ int64_t mamba2_cp_layer_prefill_workspace_size(const Mamba2Dims& dims, const Mam
                                                const Communicator& comm);
 void mamba2_cp_layer_prefill(const Mamba2Dims& dims, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
                              const Mamba2CpPrefillArgs& args, Communicator& comm, Stream stream = nullptr);
+
+// The context-parallel layer's backward (mamba2_layer_backward's, mamba2.h, over the parts):
+// `forward` is the mamba2_cp_layer_prefill call, its workspace as that call left it; dout and
+// grads.dhidden this rank's rows (T/c, hidden). The SSD's state gradients pass backward over the
+// ranks (ssd_cp_backward), and the gradient of the conv's halo goes back to the previous rank,
+// where it joins the gradient of its last W - 1 rows of in_proj's output. The weights' gradients
+// are this part's sums: the caller sums them over the ranks (an all-reduce, as for any weight
+// replicated over context-parallel ranks). No state gradients (every sequence starts from zero,
+// and final states get none); grads.initial_states must be empty.
+struct Mamba2CpBackwardArgs {
+  Mamba2CpPrefillArgs forward;
+  TensorView dout;             // (T/c, hidden)
+  Mamba2LayerGradients grads;  // dhidden (T/c, hidden); the weights' as mamba2_layer_backward
+  TensorView workspace;        // float32, mamba2_cp_layer_backward_workspace_size() elements
+};
+int64_t mamba2_cp_layer_backward_workspace_size(const Mamba2Dims& dims, const Mamba2LayerWeights& w,
+                                                const Mamba2LayerState& s, const Mamba2CpBackwardArgs& args,
+                                                const Communicator& comm);
+void mamba2_cp_layer_backward(const Mamba2Dims& dims, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
+                              const Mamba2CpBackwardArgs& args, Communicator& comm, Stream stream = nullptr);
 
 }  // namespace ssmjit
