@@ -4,6 +4,7 @@
 // enough, each refusal naming what it refuses.
 #include <gtest/gtest.h>
 
+#include "runtime/model/Mamba2WeightFields.h"
 #include "ssmjit/mamba2.h"
 #include "tests/support/ExpectError.h"
 #include "tests/support/FakeTensors.h"
@@ -42,19 +43,11 @@ struct BackwardCall {
     a.workspace = t(f, {int64_t{1} << 26});
     b.dout = t(f, {40, d.hidden});
     b.grads.dhidden = t(f, {40, d.hidden});
-    Mamba2LayerWeights& g = b.grads.weights;
-    for (auto [grad, weight] : {std::pair{&g.in_proj, &w.in_proj},
-                                {&g.in_proj_bias, &w.in_proj_bias},
-                                {&g.conv_weight, &w.conv_weight},
-                                {&g.conv_bias, &w.conv_bias},
-                                {&g.A, &w.A},
-                                {&g.D, &w.D},
-                                {&g.dt_bias, &w.dt_bias},
-                                {&g.norm_weight, &w.norm_weight},
-                                {&g.out_proj, &w.out_proj},
-                                {&g.out_proj_bias, &w.out_proj_bias}}) {
-      *grad = *weight;
-      grad->data = t(f, {1}).data;
+    const auto weights = detail::mamba2WeightFields(w);
+    const auto grads = detail::mamba2WeightFields(b.grads.weights);
+    for (size_t i = 0; i < weights.size(); ++i) {
+      *grads[i].second = *weights[i].second;
+      grads[i].second->data = t(f, {1}).data;
     }
     b.workspace = t(f, {int64_t{1} << 26});
   }

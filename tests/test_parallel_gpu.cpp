@@ -29,6 +29,7 @@
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
 #include "runtime/model/Mamba2Sharding.h"
+#include "runtime/model/Mamba2WeightFields.h"
 #include "ssmjit/error.h"
 #include "ssmjit/mamba2_model.h"
 #include "ssmjit/mamba2_parallel.h"
@@ -300,19 +301,24 @@ TEST(ParallelWorker, DISABLED_TensorParallelModel) {
 TEST(ParallelMamba2, TensorParallelModel) { testing::expectRanksPass("TensorParallelModel", 300); }
 
 // The layer's gradients of one prefill of in.prefill (final states kept, none read) with dout:
-// dhidden (this rank's rows under SP) and the weights' (the shard's under TP), in kGradNames' order.
+// dhidden (this rank's rows under SP) and the weights' (the shard's under TP), in Mamba2LayerWeights' order.
 std::vector<float> downloadF32(const TensorView& t);
 
-constexpr const char* kGradNames[] = {"in_proj", "in_proj_bias", "conv_weight", "conv_bias", "A",
-                                      "D",       "dt_bias",      "norm_weight", "out_proj",  "out_proj_bias"};
 struct LayerGradients {
   std::vector<float> dhidden;
   std::vector<std::vector<float>> weights;  // empty where the weight is absent
 };
 
+// The weights' names, in that order.
+const char* weightName(size_t k) {
+  Mamba2LayerWeights w;
+  return detail::mamba2WeightFields(w)[k].first;
+}
+
 std::vector<TensorView*> weightList(Mamba2LayerWeights& w) {
-  return {&w.in_proj, &w.in_proj_bias, &w.conv_weight, &w.conv_bias, &w.A,
-          &w.D,       &w.dt_bias,      &w.norm_weight, &w.out_proj,  &w.out_proj_bias};
+  std::vector<TensorView*> out;
+  for (const auto& f : detail::mamba2WeightFields(w)) out.push_back(f.second);
+  return out;
 }
 
 LayerGradients runBackward(DeviceMamba2Layer& L, const Mamba2Dims& full, const LayerInputs& in,
@@ -423,11 +429,11 @@ TEST(ParallelWorker, DISABLED_TensorParallelLayerBackward) {
     std::fprintf(stderr, "[ measured ] %s backward dhidden: worst %.2e (bound %.0e)\n", mode, dh, kLayerBound);
     EXPECT_LE(dh, kLayerBound) << mode << " dhidden";
     for (size_t k = 0; k < refShard.size(); ++k) {
-      ASSERT_EQ(got.weights[k].size(), refShard[k].size()) << mode << " " << kGradNames[k];
+      ASSERT_EQ(got.weights[k].size(), refShard[k].size()) << mode << " " << weightName(k);
       if (refShard[k].empty()) continue;
       const double e = worstError(got.weights[k], refShard[k], 1, range(0, int64_t(refShard[k].size())));
-      std::fprintf(stderr, "[ measured ] %s backward d%s: worst %.2e\n", mode, kGradNames[k], e);
-      EXPECT_LE(e, kLayerBound) << mode << " d" << kGradNames[k];
+      std::fprintf(stderr, "[ measured ] %s backward d%s: worst %.2e\n", mode, weightName(k), e);
+      EXPECT_LE(e, kLayerBound) << mode << " d" << weightName(k);
     }
   }
 }
@@ -581,8 +587,8 @@ TEST(ParallelWorker, DISABLED_ContextParallelLayerBackward) {
   for (size_t k = 0; k < gs.size(); ++k) {
     const std::vector<float> got = downloadF32(*gs[k]);
     const double e = worstError(got, ref.weights[k], 1, range(0, int64_t(got.size())));
-    std::fprintf(stderr, "[ measured ] CP rank %d backward d%s: worst %.2e\n", wr.rank, kGradNames[k], e);
-    EXPECT_LE(e, kLayerBound) << "d" << kGradNames[k];
+    std::fprintf(stderr, "[ measured ] CP rank %d backward d%s: worst %.2e\n", wr.rank, weightName(k), e);
+    EXPECT_LE(e, kLayerBound) << "d" << weightName(k);
   }
 }
 

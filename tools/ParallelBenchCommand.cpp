@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/CudaGraph.h"
+#include "runtime/model/Mamba2WeightFields.h"
 #include "runtime/model/OverlappedAllReduce.h"
 #include "ssmjit/mamba2_parallel.h"
 #include "tools/DeviceFill.h"
@@ -76,18 +77,9 @@ struct BenchGradients {
     args.forward = forward;
     args.dout = like(forward.out, forward.out.dtype, -1, 1);
     args.grads.dhidden = like(forward.hidden, forward.hidden.dtype, 0, 0);
-    Mamba2LayerWeights& g = args.grads.weights;
-    for (auto [grad, weight] : {std::pair{&g.in_proj, &w.in_proj},
-                                {&g.in_proj_bias, &w.in_proj_bias},
-                                {&g.conv_weight, &w.conv_weight},
-                                {&g.conv_bias, &w.conv_bias},
-                                {&g.A, &w.A},
-                                {&g.D, &w.D},
-                                {&g.dt_bias, &w.dt_bias},
-                                {&g.norm_weight, &w.norm_weight},
-                                {&g.out_proj, &w.out_proj},
-                                {&g.out_proj_bias, &w.out_proj_bias}})
-      *grad = like(*weight, DType::F32, 0, 0);
+    const auto weights = detail::mamba2WeightFields(w);
+    const auto grads = detail::mamba2WeightFields(args.grads.weights);
+    for (size_t k = 0; k < weights.size(); ++k) *grads[k].second = like(*weights[k].second, DType::F32, 0, 0);
   }
 };
 

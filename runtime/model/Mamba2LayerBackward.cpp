@@ -15,6 +15,7 @@
 
 #include "runtime/model/Mamba2LayerHooks.h"
 #include "runtime/model/Mamba2PrefillCalls.h"
+#include "runtime/model/Mamba2WeightFields.h"
 #include "runtime/ops/ArgCheck.h"
 #include "ssmjit/mamba2.h"
 
@@ -133,22 +134,13 @@ void checkBackward(const Mamba2LayerBackwardArgs& a, int64_t T, const Mamba2Dims
   c.tensor("dout", a.dout, th, 2, act, false);
   c.required("grads.dhidden", a.grads.dhidden);
   c.tensor("grads.dhidden", a.grads.dhidden, th, 2, act, false);
-  const Mamba2LayerWeights& g = a.grads.weights;
-  const std::pair<const char*, std::pair<const TensorView*, const TensorView*>> pairs[] = {
-      {"in_proj", {&w.in_proj, &g.in_proj}},
-      {"in_proj_bias", {&w.in_proj_bias, &g.in_proj_bias}},
-      {"conv_weight", {&w.conv_weight, &g.conv_weight}},
-      {"conv_bias", {&w.conv_bias, &g.conv_bias}},
-      {"A", {&w.A, &g.A}},
-      {"D", {&w.D, &g.D}},
-      {"dt_bias", {&w.dt_bias, &g.dt_bias}},
-      {"norm_weight", {&w.norm_weight, &g.norm_weight}},
-      {"out_proj", {&w.out_proj, &g.out_proj}},
-      {"out_proj_bias", {&w.out_proj_bias, &g.out_proj_bias}}};
-  for (const auto& [name, p] : pairs)
-    if (p.first->defined() != p.second->defined())
-      c.fail(std::string("grads.weights.") + name + " is " + (p.second->defined() ? "given" : "absent") +
-             ", expected it exactly when weights." + name + " is given");
+  const auto weights = detail::mamba2WeightFields(w);
+  const auto grads = detail::mamba2WeightFields(a.grads.weights);
+  for (size_t k = 0; k < weights.size(); ++k)
+    if (weights[k].second->defined() != grads[k].second->defined())
+      c.fail(std::string("grads.weights.") + weights[k].first + " is " +
+             (grads[k].second->defined() ? "given" : "absent") + ", expected it exactly when weights." +
+             weights[k].first + " is given");
 }
 
 int64_t layout(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,

@@ -17,6 +17,33 @@ int64_t alignUp(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
   throw Error(Error::Kind::InvalidArgument, std::string(op) + ": " + msg);
 }
 
+// Two (T, hidden) row buffers at a workspace's front and the float32 rest after them (`sizeFn`
+// names the workspace's size in errors). Without a workspace the rows sit at `standIn`, sized and
+// checked but never dereferenced, and there is no rest.
+struct RowBuffers {
+  TensorView first, second, rest;
+  int64_t rowsBytes = 0;  // each buffer, aligned
+};
+
+RowBuffers rowBuffers(const char* op, const TensorView& ws, const TensorView& like, int64_t T, int64_t hidden,
+                      uintptr_t standIn, const char* sizeFn) {
+  RowBuffers r;
+  r.rowsBytes = alignUp(T * hidden * dtypeBytes(like.dtype));
+  char* base = static_cast<char*>(ws.data);
+  auto rowsAt = [&](int64_t byteOffset) {
+    void* at = base ? base + byteOffset : reinterpret_cast<void*>(standIn + byteOffset);
+    return TensorView::contiguous(at, like.dtype, {T, hidden}, DeviceKind::CUDA, like.deviceId);
+  };
+  r.first = rowsAt(0);
+  r.second = rowsAt(r.rowsBytes);
+  if (base) {
+    const int64_t floats = ws.numel() - 2 * r.rowsBytes / 4;
+    if (floats < 0) fail(op, std::string("workspace is too small, expected ") + sizeFn + "() floats");
+    r.rest = TensorView::contiguous(base + 2 * r.rowsBytes, DType::F32, {floats}, DeviceKind::CUDA, ws.deviceId);
+  }
+  return r;
+}
+
 // Under sequence parallelism: the gathered rows (T, hidden) and the local layer's partial output
 // (T, hidden) at the workspace's front, the local layer's own workspace after them.
 struct SpPlan {
@@ -33,24 +60,13 @@ SpPlan spPlan(const char* op, const Mamba2Dims& full, const Mamba2LayerArgs& a, 
   if (a.out.shape[0] != a.hidden.shape[0] || a.out.dtype != a.hidden.dtype)
     fail(op, "out is " + a.out.shapeString() + ", expected hidden's shape " + a.hidden.shapeString() + " and dtype");
   SpPlan p;
-  const int64_t T = a.hidden.shape[0] * ranks;
-  p.rowsBytes = alignUp(T * full.hidden * dtypeBytes(a.hidden.dtype));
+  const RowBuffers r = rowBuffers(op, a.workspace, a.hidden, a.hidden.shape[0] * ranks, full.hidden, uintptr_t{1} << 46,
+                                  "mamba2_tp_layer_workspace_size");
+  p.rowsBytes = r.rowsBytes;
   p.inner = a;
-  char* base = static_cast<char*>(a.workspace.data);
-  auto rowsAt = [&](int64_t byteOffset) {
-    // Without a workspace: a stand-in address, sized and checked but never dereferenced.
-    void* at = base ? base + byteOffset : reinterpret_cast<void*>((uintptr_t{1} << 46) + byteOffset);
-    return TensorView::contiguous(at, a.hidden.dtype, {T, full.hidden}, DeviceKind::CUDA, a.hidden.deviceId);
-  };
-  p.inner.hidden = rowsAt(0);
-  p.inner.out = rowsAt(p.rowsBytes);
-  p.inner.workspace = {};
-  if (base) {
-    const int64_t floats = a.workspace.numel() - 2 * p.rowsBytes / 4;
-    if (floats < 0) fail(op, "workspace is too small, expected mamba2_tp_layer_workspace_size() floats");
-    p.inner.workspace =
-        TensorView::contiguous(base + 2 * p.rowsBytes, DType::F32, {floats}, DeviceKind::CUDA, a.workspace.deviceId);
-  }
+  p.inner.hidden = r.first;
+  p.inner.out = r.second;
+  p.inner.workspace = r.rest;
   return p;
 }
 
@@ -91,23 +107,12 @@ SpBackwardPlan spBackwardPlan(const char* op, const Mamba2Dims& full, const Mamb
   SpBackwardPlan p;
   p.inner = a;
   p.inner.forward = f.inner;
-  p.rowsBytes = f.rowsBytes;
-  const int64_t T = f.inner.hidden.shape[0];
-  char* base = static_cast<char*>(a.workspace.data);
-  auto rowsAt = [&](int64_t byteOffset) {
-    void* at = base ? base + byteOffset : reinterpret_cast<void*>((uintptr_t{5} << 45) + byteOffset);
-    return TensorView::contiguous(at, a.forward.hidden.dtype, {T, full.hidden}, DeviceKind::CUDA,
-                                  a.forward.hidden.deviceId);
-  };
-  p.inner.dout = rowsAt(0);
-  p.inner.grads.dhidden = rowsAt(p.rowsBytes);
-  p.inner.workspace = {};
-  if (base) {
-    const int64_t floats = a.workspace.numel() - 2 * p.rowsBytes / 4;
-    if (floats < 0) fail(op, "workspace is too small, expected mamba2_tp_layer_backward_workspace_size() floats");
-    p.inner.workspace =
-        TensorView::contiguous(base + 2 * p.rowsBytes, DType::F32, {floats}, DeviceKind::CUDA, a.workspace.deviceId);
-  }
+  const RowBuffers r = rowBuffers(op, a.workspace, a.forward.hidden, f.inner.hidden.shape[0], full.hidden,
+                                  uintptr_t{5} << 45, "mamba2_tp_layer_backward_workspace_size");
+  p.rowsBytes = r.rowsBytes;
+  p.inner.dout = r.first;
+  p.inner.grads.dhidden = r.second;
+  p.inner.workspace = r.rest;
   return p;
 }
 

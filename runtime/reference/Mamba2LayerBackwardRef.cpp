@@ -214,20 +214,10 @@ Mamba2LayerGradientsRef mamba2_layer_backward(const Mamba2Config& cfg, const Mam
                                               const std::vector<double>& dout,
                                               const std::vector<Mamba2SequenceState>& dfinal_states) {
   const int64_t D = cfg.hidden_size;
-  if (hidden.size() % at(D) != 0)
-    invalid(kOp, "hidden has " + std::to_string(hidden.size()) + " values, expected tokens x " + std::to_string(D));
-  const int64_t T = int64_t(hidden.size()) / D;
-  checkSeqlens(kOp, cu_seqlens, T);
-  const size_t nseq = cu_seqlens.size() - 1;
-  if (initial_states.size() != nseq)
-    invalid(kOp, "initial_states has " + std::to_string(initial_states.size()) +
-                     " entries, expected one per sequence (" + std::to_string(nseq) + ")");
   std::vector<Mamba2SequenceState> init = initial_states;
+  const int64_t T = checkRow(kOp, cfg, hidden, cu_seqlens, init, "initial_states");
+  const size_t nseq = cu_seqlens.size() - 1;
   const size_t nconv = at(cfg.conv_dim() * (cfg.conv_kernel - 1)), nssm = at(cfg.d_inner() * cfg.state_size);
-  for (size_t i = 0; i < nseq; ++i) {
-    prepareState(kOp, "initial_states", "conv", init[i].conv, nconv, i);
-    prepareState(kOp, "initial_states", "ssm", init[i].ssm, nssm, i);
-  }
   checkGradientArgs(cfg, hidden, nseq, dout, dfinal_states);
 
   const Tape tp = recordForward(cfg, w, hidden, cu_seqlens, init);

@@ -49,6 +49,24 @@ void checkSeqlens(const char* op, const std::vector<int64_t>& cu, int64_t T) {
                       std::to_string(i - 1) + "] = " + std::to_string(cu[i - 1]));
 }
 
+int64_t checkRow(const char* op, const Mamba2Config& c, const std::vector<double>& hidden,
+                 const std::vector<int64_t>& cu, std::vector<Mamba2SequenceState>& states, const char* statesArg) {
+  const int64_t D = c.hidden_size;
+  if (hidden.size() % at(D) != 0)
+    invalid(op, "hidden has " + std::to_string(hidden.size()) + " values, expected tokens x " + std::to_string(D));
+  const int64_t T = int64_t(hidden.size()) / D;
+  checkSeqlens(op, cu, T);
+  const size_t nseq = cu.size() - 1;
+  if (states.size() != nseq)
+    invalid(op, std::string(statesArg) + " has " + std::to_string(states.size()) +
+                    " entries, expected one per sequence (" + std::to_string(nseq) + ")");
+  for (size_t i = 0; i < nseq; ++i) {
+    prepareState(op, statesArg, "conv", states[i].conv, at(c.conv_dim() * (c.conv_kernel - 1)), i);
+    prepareState(op, statesArg, "ssm", states[i].ssm, at(c.num_heads * c.head_dim * c.state_size), i);
+  }
+  return T;
+}
+
 void prepareState(const char* op, const char* arg, const char* what, std::vector<double>& s, size_t n, size_t seq) {
   if (s.empty()) s.assign(n, 0.0);
   if (s.size() != n)
@@ -131,19 +149,9 @@ std::vector<double> mamba2_layer(const Mamba2Config& cfg, const Mamba2LayerWeigh
                                  const std::vector<double>& hidden, const std::vector<int64_t>& cu_seqlens,
                                  std::vector<Mamba2SequenceState>& states) {
   constexpr const char* kOp = "reference::mamba2_layer";
+  checkRow(kOp, cfg, hidden, cu_seqlens, states, "states");
   const int64_t D = cfg.hidden_size;
-  if (hidden.size() % at(D) != 0)
-    invalid(kOp, "hidden has " + std::to_string(hidden.size()) + " values, expected tokens x " + std::to_string(D));
-  const int64_t T = int64_t(hidden.size()) / D;
-  checkSeqlens(kOp, cu_seqlens, T);
   const size_t nseq = cu_seqlens.size() - 1;
-  if (states.size() != nseq)
-    invalid(kOp, "states has " + std::to_string(states.size()) + " entries, expected one per sequence (" +
-                     std::to_string(nseq) + ")");
-  for (size_t i = 0; i < nseq; ++i) {
-    prepareState(kOp, "states", "conv", states[i].conv, at(cfg.conv_dim() * (cfg.conv_kernel - 1)), i);
-    prepareState(kOp, "states", "ssm", states[i].ssm, at(cfg.num_heads * cfg.head_dim * cfg.state_size), i);
-  }
   std::vector<double> out(hidden.size());
   std::vector<double> proj(at(cfg.in_proj_rows())), acc(at(cfg.conv_dim())), post(acc.size()), y(at(cfg.d_inner())),
       normed(y.size());

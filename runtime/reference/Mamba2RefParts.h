@@ -39,6 +39,11 @@ void rmsNorm(const double* v, int64_t n, const TensorView& w, int64_t w0, double
 // Refuses (InvalidArgument, prefixed `op`) a cu_seqlens that does not split T tokens.
 void checkSeqlens(const char* op, const std::vector<int64_t>& cu, int64_t T);
 
+// A layer call's packed row: hidden a whole number of tokens, cu_seqlens splitting them, one state
+// per sequence (`statesArg` in errors), each empty one made zeros. Returns the token count.
+int64_t checkRow(const char* op, const model::Mamba2Config& c, const std::vector<double>& hidden,
+                 const std::vector<int64_t>& cu, std::vector<Mamba2SequenceState>& states, const char* statesArg);
+
 // A state vector of `n` values: zeros when empty, else exactly n (refused as <arg>[seq].<what>).
 void prepareState(const char* op, const char* arg, const char* what, std::vector<double>& s, size_t n, size_t seq);
 
