@@ -335,12 +335,9 @@ int64_t verifyLayout(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mam
 
 const char* opName(Mamba2LayerMode mode) {
   switch (mode) {
-    case Mamba2LayerMode::Prefill:
-      return kPrefill;
-    case Mamba2LayerMode::Decode:
-      return kDecode;
-    case Mamba2LayerMode::Verify:
-      return kVerify;
+    case Mamba2LayerMode::Prefill: return kPrefill;
+    case Mamba2LayerMode::Decode: return kDecode;
+    case Mamba2LayerMode::Verify: return kVerify;
   }
   throw Error(Error::Kind::InvalidArgument, "mamba2_layer_workspace_size: mode is " +
                                                 std::to_string(static_cast<int>(mode)) +
@@ -366,12 +363,9 @@ int64_t checkCall(Mamba2LayerMode mode, const Mamba2Dims& d, const Mamba2LayerWe
 int64_t layoutFor(Mamba2LayerMode mode, const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
                   const Mamba2LayerArgs& a, int64_t T, Plan& p) {
   switch (mode) {
-    case Mamba2LayerMode::Prefill:
-      return prefillLayout(d, w, s, a, T, p);
-    case Mamba2LayerMode::Decode:
-      return decodeLayout(d, w, s, a, T, p);
-    case Mamba2LayerMode::Verify:
-      return verifyLayout(d, w, s, a, T, p);
+    case Mamba2LayerMode::Prefill: return prefillLayout(d, w, s, a, T, p);
+    case Mamba2LayerMode::Decode: return decodeLayout(d, w, s, a, T, p);
+    case Mamba2LayerMode::Verify: return verifyLayout(d, w, s, a, T, p);
   }
   return 0;
 }

@@ -14,8 +14,8 @@ void embedding(const EmbeddingArgs& a) {
   for (int64_t t = 0; t < d.T; ++t) {
     const int64_t id = loadIndex(a.ids, t * a.ids.strides[0]);
     if (id < 0 || id >= d.V)
-      throw Error(Error::Kind::InvalidArgument, "reference::embedding: ids[" + std::to_string(t) +
-                                                    "] = " + std::to_string(id) + ", expected a row of table in [0, " +
+      throw Error(Error::Kind::InvalidArgument, "reference::embedding: ids[" + std::to_string(t) + "] = " +
+                                                    std::to_string(id) + ", expected a row of table in [0, " +
                                                     std::to_string(d.V) + ")");
     rows[static_cast<size_t>(t)] = id;
   }

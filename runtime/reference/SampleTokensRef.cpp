@@ -45,7 +45,7 @@ void storeStep(const TensorView& step, int64_t off, int64_t v) {
 
 double sample_uniform(uint64_t seed, int64_t key, int64_t step) {
   const int64_t w = kernels::philoxWord<int64_t>(static_cast<int64_t>(seed & 0xFFFFFFFFu),
-                                                 static_cast<int64_t>(seed >> 32), key, step);
+                                                  static_cast<int64_t>(seed >> 32), key, step);
   return static_cast<double>(w / 256) * 0x1p-24;
 }
 
