@@ -6,6 +6,7 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,36 @@ Mamba2LayerArgs layerArgs(const Mamba2CpPrefillArgs& a, const detail::CpPart& p,
 
 void* standIn() { return reinterpret_cast<void*>(uintptr_t{1} << 45); }
 
+// A workspace holding at least `bytes` (its extras): float32, else refused naming what came.
+void checkHolds(const char* op, const char* name, const TensorView& ws, int64_t bytes, const char* sizeFn) {
+  if (ws.defined() && ws.dtype == DType::F32 && ws.numel() * 4 >= bytes) return;
+  if (!ws.defined()) fail(std::string(name) + " is missing, expected float32 of " + sizeFn + "() elements", op);
+  fail(std::string(name) + " is " + dtypeName(ws.dtype) + " " + ws.shapeString() + ", expected float32 of at least " +
+           std::to_string(bytes / 4) + " elements (" + sizeFn + "())",
+       op);
+}
+
+// The previous rank's last W - 1 rows of in_proj's output, as the forward received them, viewed as
+// the conv's initial state (1, convDim, W - 1) of the part's first sequence; and that sequence's
+// slot array (0 when it continues from the previous rank, else -1; -1 for the others).
+TensorView haloState(const Mamba2Dims& d, const Extras& x, const Bufs& b, DType act) {
+  const int64_t Wm = d.conv_width - 1, R = d.inProjRows();
+  TensorView halo = b.at(x.halo + d.dInner() * dtypeBytes(act), act, {1, d.convDim(), Wm});
+  halo.strides[0] = Wm * R;
+  halo.strides[1] = 1;
+  halo.strides[2] = R;
+  return halo;
+}
+TensorView firstSlots(const detail::CpPart& p, const Bufs& b) {
+  return b.at((2 * p.nloc + 1) * 4, DType::I32, {p.nloc});
+}
+
+// The SSD's share of the backward's scratch: its context-parallel backward's.
+std::function<int64_t(const SsdBackwardArgs&)> ssdCpWorkspaceFloats(const detail::CpPart& p, const Communicator& comm) {
+  const SsdCpPart part{p.firstContinues, p.lastContinues};
+  return [&comm, part](const SsdBackwardArgs& q) { return ssd_cp_backward_workspace_size(q, part, comm); };
+}
+
 // The halo's gradient in the backward's workspace: what this rank sends back (the gradient of
 // the conv's initial state of its first sequence) and what it receives (that of its last W - 1
 // rows), each (1, convDim, W - 1) fp32, after the last segment's slot array; the layer's backward
@@ -103,22 +134,21 @@ CpBackward cpBackward(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Ma
   c.p = detail::cpPartOf(d, f, comm.rank(), comm.size());
   c.fx = extrasOf(d, f.hidden.dtype, c.p, comm.size());
   c.bx = backwardExtrasOf(d, c.p);
+  // Sizing (no workspaces): stand-in addresses, only checked, never dereferenced.
   const bool sized = f.workspace.defined() && a.workspace.defined();
+  if (sized) {
+    checkHolds(kBackwardOp, "forward.workspace", f.workspace, c.fx.layer, "mamba2_cp_layer_prefill_workspace_size");
+    checkHolds(kBackwardOp, "workspace", a.workspace, c.bx.layer, "mamba2_cp_layer_backward_workspace_size");
+  }
   c.fb = {static_cast<char*>(sized ? f.workspace.data : standIn()), f.hidden.deviceId};
   c.bb = {static_cast<char*>(sized ? a.workspace.data : reinterpret_cast<void*>(uintptr_t{3} << 45)),
           f.hidden.deviceId};
-  const int64_t forwardFloats = mamba2_cp_layer_prefill_workspace_size(d, w, s, f, comm);
-  c.layer.forward = layerArgs(f, c.p, c.fx, c.fb, forwardFloats);
+  c.layer.forward = layerArgs(f, c.p, c.fx, c.fb, sized ? f.workspace.numel() : 0);
   c.layer.dout = a.dout;
   c.layer.grads = a.grads;
   if (a.grads.initial_states.conv_state.defined() || a.grads.initial_states.ssm_state.defined())
     fail("grads.initial_states is given, expected none (every sequence starts from zero)", kBackwardOp);
-  if (sized) {
-    if (a.workspace.dtype != DType::F32 || a.workspace.numel() * 4 < c.bx.layer)
-      fail("workspace is too small or not float32, expected mamba2_cp_layer_backward_workspace_size() floats",
-           kBackwardOp);
-    c.layer.workspace = c.bb.at(c.bx.layer, DType::F32, {a.workspace.numel() - c.bx.layer / 4});
-  }
+  if (sized) c.layer.workspace = c.bb.at(c.bx.layer, DType::F32, {a.workspace.numel() - c.bx.layer / 4});
   return c;
 }
 
@@ -127,9 +157,7 @@ detail::Mamba2BackwardHooks cpBackwardHooks(const Mamba2Dims& d, const CpBackwar
                                             Stream stream) {
   detail::Mamba2BackwardHooks h;
   const SsdCpPart part{c.p.firstContinues, c.p.lastContinues};
-  h.ssdWorkspaceFloats = [&comm, part](const SsdBackwardArgs& q) {
-    return ssd_cp_backward_workspace_size(q, part, comm);
-  };
+  h.ssdWorkspaceFloats = ssdCpWorkspaceFloats(c.p, comm);
   h.ssd = [&comm, part, &c, &d, stream](SsdBackwardArgs& q) {
     SsdCpCarry carry;
     carry.incoming = c.fb.at(c.fx.incoming, DType::F32, {d.heads, d.head_dim, d.state});
@@ -138,18 +166,13 @@ detail::Mamba2BackwardHooks cpBackwardHooks(const Mamba2Dims& d, const CpBackwar
   };
   h.conv = [&comm, &c, &d, stream](CausalConv1dBackwardArgs& v) {
     const int rank = comm.rank(), ranks = comm.size();
-    const int64_t Wm = d.conv_width - 1, R = d.inProjRows(), nloc = c.p.nloc;
-    const DType act = c.layer.forward.hidden.dtype;
+    const int64_t Wm = d.conv_width - 1, nloc = c.p.nloc;
     const auto cs = static_cast<CUstream>(stream);
     const TensorView send = c.bb.at(c.bx.send, DType::F32, {1, d.convDim(), Wm}),
                      recv = c.bb.at(c.bx.recv, DType::F32, {1, d.convDim(), Wm});
     if (rank > 0) {  // the forward's halo as the first sequence's initial state (slot 0, or -1)
-      TensorView halo = c.fb.at(c.fx.halo + d.dInner() * dtypeBytes(act), act, {1, d.convDim(), Wm});
-      halo.strides[0] = Wm * R;
-      halo.strides[1] = 1;
-      halo.strides[2] = R;
-      v.initial_states = halo;
-      v.initial_state_indices = c.fb.at((2 * nloc + 1) * 4, DType::I32, {nloc});
+      v.initial_states = haloState(d, c.fx, c.fb, c.layer.forward.hidden.dtype);
+      v.initial_state_indices = firstSlots(c.p, c.fb);
       v.dinitial_states = send;
       // Written only where the first sequence reads its slot: zeros otherwise.
       driver::check(driver::api().cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(send.data), 0,
@@ -191,15 +214,13 @@ void mamba2_cp_layer_prefill(const Mamba2Dims& d, const Mamba2LayerWeights& w, c
   const int rank = comm.rank(), ranks = comm.size();
   const detail::CpPart p = detail::cpPartOf(d, a, rank, ranks);
   const Extras x = extrasOf(d, a.hidden.dtype, p, ranks);
-  if (!a.workspace.defined() || a.workspace.dtype != DType::F32 || a.workspace.numel() * 4 < x.layer)
-    fail("workspace is too small or not float32, expected mamba2_cp_layer_prefill_workspace_size() floats");
+  checkHolds(kOp, "workspace", a.workspace, x.layer, "mamba2_cp_layer_prefill_workspace_size");
   const Bufs b{static_cast<char*>(a.workspace.data), a.workspace.deviceId};
   const Mamba2LayerArgs layer = layerArgs(a, p, x, b, a.workspace.numel());
   const auto cs = static_cast<CUstream>(stream);
   const driver::Api& api = driver::api();
   driver::check(api.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(b.base), p.ints.data(), p.ints.size() * 4, cs),
                 "mamba2_cp_layer_prefill: uploading the part's indices");
-  const TensorView firstIdx = b.at((2 * p.nloc + 1) * 4, DType::I32, {p.nloc});
   const DType act = a.hidden.dtype;
   const int64_t R = d.inProjRows(), Wm = d.conv_width - 1;
 
@@ -215,12 +236,8 @@ void mamba2_cp_layer_prefill(const Mamba2Dims& d, const Mamba2LayerWeights& w, c
     comm.sendRecv(toNext ? send : TensorView{}, toNext ? rank + 1 : -1, fromPrev ? recv : TensorView{},
                   fromPrev ? rank - 1 : -1, stream);
     if (!fromPrev) return;
-    TensorView halo = b.at(x.halo + d.dInner() * bytes, act, {1, d.convDim(), Wm});
-    halo.strides[0] = Wm * R;
-    halo.strides[1] = 1;
-    halo.strides[2] = R;
-    conv.initial_states = halo;
-    conv.initial_state_indices = firstIdx;
+    conv.initial_states = haloState(d, x, b, act);
+    conv.initial_state_indices = firstSlots(p, b);
   };
   hooks.ssd = [&](SsdArgs& q) {
     SsdCpCarry carry;
@@ -231,26 +248,21 @@ void mamba2_cp_layer_prefill(const Mamba2Dims& d, const Mamba2LayerWeights& w, c
   detail::mamba2LayerPrefill(d, w, s, layer, stream, hooks);
 }
 
-}  // namespace ssmjit
-
-namespace ssmjit {
-
 int64_t mamba2_cp_layer_backward_workspace_size(const Mamba2Dims& d, const Mamba2LayerWeights& w,
                                                 const Mamba2LayerState& s, const Mamba2CpBackwardArgs& a,
                                                 const Communicator& comm) {
   Mamba2CpBackwardArgs sized = a;
   sized.workspace = {};
   const CpBackward c = cpBackward(d, w, s, sized, comm);
-  // The hooks only size the SSD's part here; they run nothing.
-  const detail::Mamba2BackwardHooks h = cpBackwardHooks(d, c, const_cast<Communicator&>(comm), nullptr);
+  detail::Mamba2BackwardHooks h;
+  h.ssdWorkspaceFloats = ssdCpWorkspaceFloats(c.p, comm);
   return c.bx.layer / 4 + detail::mamba2LayerBackwardWorkspaceSize(d, w, s, c.layer, h);
 }
 
 void mamba2_cp_layer_backward(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Mamba2LayerState& s,
                               const Mamba2CpBackwardArgs& a, Communicator& comm, Stream stream) {
-  if (!a.workspace.defined() || !a.forward.workspace.defined())
-    fail("workspace or forward.workspace is missing, expected both (the prefill's holding its intermediates)",
-         kBackwardOp);
+  checkHolds(kBackwardOp, "forward.workspace", a.forward.workspace, 0, "mamba2_cp_layer_prefill_workspace_size");
+  checkHolds(kBackwardOp, "workspace", a.workspace, 0, "mamba2_cp_layer_backward_workspace_size");
   const CpBackward c = cpBackward(d, w, s, a, comm);
   detail::mamba2LayerBackward(d, w, s, c.layer, stream, cpBackwardHooks(d, c, comm, stream));
 }
