@@ -38,7 +38,9 @@ RowBuffers rowBuffers(const char* op, const TensorView& ws, const TensorView& li
   r.second = rowsAt(r.rowsBytes);
   if (base) {
     const int64_t floats = ws.numel() - 2 * r.rowsBytes / 4;
-    if (floats < 0) fail(op, std::string("workspace is too small, expected ") + sizeFn + "() floats");
+    if (floats < 0)
+      fail(op, "workspace has " + std::to_string(ws.numel()) + " float32 elements, expected at least " +
+                   std::to_string(2 * r.rowsBytes / 4) + " for the two row buffers and the rest (" + sizeFn + "())");
     r.rest = TensorView::contiguous(base + 2 * r.rowsBytes, DType::F32, {floats}, DeviceKind::CUDA, ws.deviceId);
   }
   return r;
