@@ -32,8 +32,8 @@ GroupColumns groupColumns(KernelBuilder& k, Value first, int64_t groupSize, int6
   return g;
 }
 
-// A program walks its row tiles with dweight's partial sums carried in the loop; each tile is read whole (two reductions along its rows) before its dx and dz are
-// written.
+// A program walks its row tiles with dweight's partial sums carried in the loop; each tile is read
+// whole (two reductions along its rows) before its dx and dz are written.
 void build(KernelBuilder& k, const Specialization& spec) {
   const int64_t BT = spec.get("meta:BLOCK_T"), BG = spec.get("meta:BLOCK_G"), chunks = spec.get("meta:chunks");
   k.setInnerLanes(static_cast<int>(spec.get("meta:inner_lanes")));

@@ -8,8 +8,8 @@
 //              conv states' gradients
 //   in_proj    linear_backward: dhidden, dW_in, db_in
 // Workspace, each part 256-byte aligned: in_proj's output's gradient (T, inProjRows) in the
-// activations' dtype | dy (T, d_inner) fp32 | d(normed y) (T, d_inner), later the conv output's
-// gradient (T, convDim), fp32 | the ops' own workspaces, one after another in one region.
+// activations' dtype | dy (T, d_inner) fp32 | the conv output's gradient (T, convDim), fp32, which
+// holds d(normed y) (T, d_inner) first | the ops' own workspaces, one after another in one region.
 #include <algorithm>
 #include <cstdint>
 
@@ -61,11 +61,11 @@ BackwardCalls backwardCalls(const Mamba2Dims& d, const Mamba2LayerWeights& w, co
     at += alignUp(T * cols * dtypeBytes(t));
     return v;
   };
-  const TensorView dzxbcdt = take(d.inProjRows(), act), dy = take(d.dInner(), DType::F32);
-  // d(normed y) is dead once the norm's backward has run: the conv output's gradient takes its place.
-  const TensorView dyn =
-      TensorView::contiguous(static_cast<char*>(base) + at, DType::F32, {T, d.dInner()}, DeviceKind::CUDA, dev);
-  const TensorView dxbc = take(std::max(d.dInner(), d.convDim()), DType::F32);
+  const TensorView dzxbcdt = take(d.inProjRows(), act), dy = take(d.dInner(), DType::F32),
+                   dxbc = take(d.convDim(), DType::F32);
+  // d(normed y) is dead once the norm's backward has run: the conv output's gradient (the wider of
+  // the two) takes its place.
+  const TensorView dyn = TensorView::contiguous(dxbc.data, DType::F32, {T, d.dInner()}, DeviceKind::CUDA, dev);
   BackwardCalls c;
   c.scratchOffset = at;
   const Mamba2LayerWeights& g = a.grads.weights;

@@ -30,6 +30,9 @@ int64_t rowPrograms(const detail::NormDims& d) {
   return std::min<int64_t>(d.T, std::max<int64_t>(1, 512 / d.groups()));
 }
 
+// The workspace: one row of dweight's partial sums a program.
+int64_t workspaceFloats(const detail::NormDims& d) { return rowPrograms(d) * d.D; }
+
 // The partial sums' rows in the workspace; without one (a specialisation's fake call), at a
 // 256-byte-aligned stand-in address, which only binds its alignment class.
 TensorView partials(const GatedRmsNormBackwardArgs& a, const detail::NormDims& d, int64_t programs) {
@@ -74,13 +77,12 @@ detail::NormDims check(const GatedRmsNormBackwardArgs& a, DeviceKind device) {
 }  // namespace
 
 int64_t gated_rms_norm_backward_workspace_size(const GatedRmsNormBackwardArgs& a) {
-  const detail::NormDims d = check(a, DeviceKind::CUDA);
-  return rowPrograms(d) * d.D;
+  return workspaceFloats(check(a, DeviceKind::CUDA));
 }
 
 void gated_rms_norm_backward(const GatedRmsNormBackwardArgs& a, Stream stream) {
   const detail::NormDims d = check(a, DeviceKind::CUDA);
-  detail::checkWorkspace(kOp, a.workspace, a.forward.x, "forward.x", rowPrograms(d) * d.D,
+  detail::checkWorkspace(kOp, a.workspace, a.forward.x, "forward.x", workspaceFloats(d),
                          "gated_rms_norm_backward_workspace_size");
   if (d.T == 0 || d.D == 0) return;
   KernelCall main(kRmsNormBwd);
