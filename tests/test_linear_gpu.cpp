@@ -322,28 +322,23 @@ void runBackward(const BackwardCase& c, uint64_t seed) {
   HostMatrix dx(c.grad, c.M, c.K, c.K + 8), dw(c.grad, c.N, c.K, c.K), db(c.grad, 1, c.N, c.N);
   HostMatrix rdx(c.grad, c.M, c.K, c.K + 8), rdw(c.grad, c.N, c.K, c.K), rdb(c.grad, 1, c.N, c.N);
   HostMatrix mdx(DType::F32, c.M, c.K, c.K + 8), mdw(DType::F32, c.N, c.K, c.K), mdb(DType::F32, 1, c.N, c.N);
-  auto refCall = [&](const HostMatrix& xx, const HostMatrix& ww, const HostMatrix& yy, HostMatrix& gx, HostMatrix& gw,
-                     HostMatrix& gb) {
-    LinearBackwardArgs r;
-    r.x = xx.view;
-    r.weight = ww.view;
-    r.dy = yy.view;
-    r.dx = gx.view;
-    r.dweight = gw.view;
-    r.dbias = gb.row();
-    reference::linear_backward(r);
+  auto args = [](const TensorView& x, const TensorView& w, const TensorView& dy, const TensorView& dx,
+                 const TensorView& dw, const TensorView& db) {
+    LinearBackwardArgs a;
+    a.x = x;
+    a.weight = w;
+    a.dy = dy;
+    a.dx = dx;
+    a.dweight = dw;
+    a.dbias = db;
+    return a;
   };
-  refCall(x, w, dy, rdx, rdw, rdb);
-  refCall(x.magnitudes(), w.magnitudes(), dy.magnitudes(), mdx, mdw, mdb);
+  reference::linear_backward(args(x.view, w.view, dy.view, rdx.view, rdw.view, rdb.row()));
+  const HostMatrix xm = x.magnitudes(), wm = w.magnitudes(), dym = dy.magnitudes();
+  reference::linear_backward(args(xm.view, wm.view, dym.view, mdx.view, mdw.view, mdb.row()));
   DeviceCopy gx = toDevice(x), gw = toDevice(w), gdy = toDevice(dy), gdx = toDevice(dx), gdw = toDevice(dw),
              gdb = toDevice(db.bytes, db.row());
-  LinearBackwardArgs a;
-  a.x = gx.view;
-  a.weight = gw.view;
-  a.dy = gdy.view;
-  a.dx = gdx.view;
-  a.dweight = gdw.view;
-  a.dbias = gdb.view;
+  LinearBackwardArgs a = args(gx.view, gw.view, gdy.view, gdx.view, gdw.view, gdb.view);
   const int64_t n = linear_backward_workspace_size(a);
   DeviceBuffer ws(static_cast<size_t>(n) * 4);
   ws.fill(kPoison);

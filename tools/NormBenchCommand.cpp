@@ -40,6 +40,11 @@ void runNormBench(const NormBenchOptions& o) {
   CUstream s = nullptr;
   const double copy = reportCopyGBs(s);
   std::vector<Row> rows;
+  // A timed case: its row of the table, printed as it comes.
+  auto record = [&](const std::string& what, const testing::NormCase& c, double us, double rowBytes) {
+    rows.push_back({strf("%s, D %lld", what.c_str(), (long long)c.D), us, static_cast<double>(c.T * c.D) * rowBytes});
+    std::printf("%-60s %9.1f us\n", rows.back().what.c_str(), us);
+  };
   // One call of case c, whose row tensors move `rowBytes` bytes an element together.
   auto time = [&](const std::string& what, const testing::NormCase& c, double rowBytes) {
     testing::NormProblem p(c);
@@ -48,8 +53,7 @@ void runNormBench(const NormBenchOptions& o) {
         c.gated
             ? callTimeUs([&, a = p.gatedArgs(d.viewer())](CUstream st) { gated_rms_norm(a, st); }, s, o.iters, o.trials)
             : callTimeUs([&, a = p.rmsArgs(d.viewer())](CUstream st) { rms_norm(a, st); }, s, o.iters, o.trials);
-    rows.push_back({strf("%s, D %lld", what.c_str(), (long long)c.D), us, static_cast<double>(c.T * c.D) * rowBytes});
-    std::printf("%-60s %9.1f us\n", rows.back().what.c_str(), us);
+    record(what, c, us, rowBytes);
   };
   // gated_rms_norm_backward of case c (dout in x's dtype, dx and dz too, dweight fp32).
   auto timeBackward = [&](const std::string& what, const testing::NormCase& c, double rowBytes) {
@@ -69,8 +73,7 @@ void runNormBench(const NormBenchOptions& o) {
     DeviceBuffer ws(static_cast<size_t>(n * 4));
     a.workspace = TensorView::contiguous(ws.data(), DType::F32, {n});
     const double us = callTimeUs([&](CUstream st) { gated_rms_norm_backward(a, st); }, s, o.iters, o.trials);
-    rows.push_back({strf("%s, D %lld", what.c_str(), (long long)c.D), us, static_cast<double>(c.T * c.D) * rowBytes});
-    std::printf("%-60s %9.1f us\n", rows.back().what.c_str(), us);
+    record(what, c, us, rowBytes);
   };
   const double eb = dtypeBytes(dt);
   for (int64_t D : o.dims) {

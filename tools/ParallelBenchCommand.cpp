@@ -67,8 +67,10 @@ struct BenchGradients {
     t.reserve(16);
     auto like = [&](const TensorView& v, DType dt, double lo, double hi) {
       if (!v.defined()) return TensorView{};
-      t.emplace_back(v, lo, hi, rng);
-      if (dt != v.dtype) t.back() = DeviceTensor(dt, {v.numel()}, 0, 0, rng);
+      if (dt == v.dtype)
+        t.emplace_back(v, lo, hi, rng);
+      else
+        t.emplace_back(dt, std::initializer_list<int64_t>{v.numel()}, lo, hi, rng);
       TensorView g = v;
       g.data = t.back().view.data;
       g.dtype = dt;
