@@ -55,6 +55,7 @@ TEST(KernelRegistry, EveryFamilyRegistersItsKernelsInNameOrder) {
       "sample_advance_step",
       "sample_argmax",
       "sample_draw",
+      "scan_cp_decay",
       "selective_scan_bwd",
       "selective_scan_bwd_sum",
       "selective_scan_fwd",
@@ -82,6 +83,7 @@ TEST(KernelRegistry, DefinitionHashesFollowTheFamilyFolders) {
   EXPECT_EQ(hash("selective_scan_fwd"), hash("selective_scan_bwd"));
   EXPECT_EQ(hash("sample_argmax"), hash("sample_advance_step"));
   EXPECT_EQ(hash("mamba2_decode_step"), hash("mamba2_decode_step_deferred"));
+  EXPECT_EQ(hash("cp_state_scan"), hash("scan_cp_decay"));
   const std::vector<std::string> families = {
       hash("causal_conv1d_update"),   hash("mamba2_decode_step"), hash("rms_norm"),    hash("selective_scan_bwd_sum"),
       hash("selective_state_update"), hash("ssd_chunk_scan"),     hash("sample_draw"), hash("embedding"),

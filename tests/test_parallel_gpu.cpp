@@ -37,6 +37,7 @@
 #include "ssmjit/ssd_parallel.h"
 #include "support/LayerSizes.h"
 #include "support/RandomMamba2Layer.h"
+#include "support/RankChecks.h"
 #include "support/RankProcesses.h"
 #include "support/ScratchDir.h"
 #include "support/TinyMamba2Cases.h"
@@ -46,39 +47,16 @@ namespace {
 
 using testing::DeviceMamba2Layer;
 using testing::HostMamba2Layer;
+using testing::join;
+using testing::onDevice;
+using testing::range;
+using testing::worstError;
 
 // G 4 and H 8 split over 1, 2 or 4 ranks; T 140 and B 4 split into as many row blocks.
 Mamba2Dims layerDims() {
   Mamba2Dims d = testing::mamba2Dims(64, 8, 16, 16, 4);
   d.chunk_size = 64;
   return d;
-}
-
-// A view of `b` on the current device (the id the ops compare between tensors).
-TensorView onDevice(const DeviceBuffer& b, DType t, std::initializer_list<int64_t> shape) {
-  return TensorView::contiguous(b.data(), t, shape, DeviceKind::CUDA, driver::currentDeviceId());
-}
-
-// Worst |got - ref| / (|ref| + rms(ref)) over the rows of `ref` that `rows` selects (row i of got
-// is row rows[i] of ref), `cols` columns each.
-double worstError(const std::vector<float>& got, const std::vector<float>& ref, int64_t cols,
-                  const std::vector<int64_t>& rows) {
-  double sq = 0;
-  for (float v : ref) sq += double(v) * v;
-  const double rms = std::sqrt(sq / double(ref.size()));
-  double worst = 0;
-  for (size_t i = 0; i < rows.size(); ++i)
-    for (int64_t c = 0; c < cols; ++c) {
-      const double r = ref[rows[i] * cols + c], g = got[i * cols + c];
-      worst = std::max(worst, std::isfinite(g) ? std::abs(g - r) / (std::abs(r) + rms) : INFINITY);
-    }
-  return worst;
-}
-
-std::vector<int64_t> range(int64_t start, int64_t n) {
-  std::vector<int64_t> r(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) r[i] = start + i;
-  return r;
 }
 
 // The inputs of a layer run: a packed prefill of three sequences, then two decode steps of four
@@ -174,18 +152,7 @@ std::vector<float> headsOf(const std::vector<float>& whole, const Mamba2Dims& d,
   return out;
 }
 
-std::unique_ptr<Communicator> join(const testing::WorkerRank& w, std::vector<std::pair<std::string, std::string>> cfg,
-                                   double timeout = 120) {
-  CommunicatorOptions o;
-  o.rank = w.rank;
-  o.size = w.size;
-  o.rendezvous = w.rendezvous;
-  o.timeout_s = timeout;
-  o.config = std::move(cfg);
-  return Communicator::create(o);
-}
-
-constexpr double kLayerBound = 1e-4;  // fp32: the same sums in another order
+constexpr double kLayerBound = testing::kRankBound;
 
 TEST(ParallelWorker, DISABLED_TensorAndSequenceParallelLayer) {
   testing::WorkerRank wr;
@@ -632,7 +599,7 @@ struct SsdStep {
 // Forward and backward over rows [p0, p0 + L) of the row, its sequences `cu` (from p0): the plain
 // ops without `comm`, else the context-parallel ones with the sums over tokens all-reduced.
 SsdStep ssdStep(const SsdRow& r, int64_t p0, int64_t L, const std::vector<int32_t>& cu, Communicator* comm,
-                const SsdCpPart& part) {
+                const ContextPart& part) {
   OwnedStream stream;
   const int64_t H = r.H, P = r.P, G = r.G, N = r.N, HP = H * P, GN = G * N;
   auto rows = [&](const std::vector<float>& v, int64_t cols) {
@@ -711,7 +678,7 @@ TEST(ParallelWorker, DISABLED_ContextParallelSsdTraining) {
 
   // This rank's pieces of the sequences and how they continue across its edges.
   std::vector<int32_t> cuLocal{0};
-  SsdCpPart part;
+  ContextPart part;
   for (size_t i = 0; i + 1 < cu.size(); ++i) {
     const int64_t s = std::max(cu[i], p0), e = std::min(cu[i + 1], p1);
     if (s >= e) continue;

@@ -55,7 +55,7 @@ TensorView workspace(int64_t floats) { return fakeView(30, DType::F32, {floats})
 
 TEST(SsdCpValidation, WorkspaceHoldsTheExtrasAndTheSsdsOwn) {
   const SsdArgs a = forward();
-  for (SsdCpPart p : {SsdCpPart{false, false}, SsdCpPart{true, true}}) {
+  for (ContextPart p : {ContextPart{false, false}, ContextPart{true, true}}) {
     const int64_t extras = detail::ssdCpForwardExtrasBytes(3, kH, kP * kN, 4) / 4;
     EXPECT_GE(ssdCpWorkspaceFloats(a, p, 1, 4), extras + ssd_workspace_size(a));
     EXPECT_GE(extras, 4 * (kH + kH * kP * kN)) << "the gathered rows of 4 ranks";
@@ -63,7 +63,7 @@ TEST(SsdCpValidation, WorkspaceHoldsTheExtrasAndTheSsdsOwn) {
   const SsdBackwardArgs b = backward();
   const int64_t extras = detail::ssdCpBackwardExtrasBytes(3, kH, kP * kN, 2) / 4;
   EXPECT_GE(extras, 2 * 2 * (kH + kH * kP * kN) + kH * kP * kN) << "gathered and reversed rows, G";
-  EXPECT_GE(ssdCpBackwardWorkspaceFloats(b, SsdCpPart{true, false}, 1, 2), extras + ssd_backward_workspace_size(b));
+  EXPECT_GE(ssdCpBackwardWorkspaceFloats(b, ContextPart{true, false}, 1, 2), extras + ssd_backward_workspace_size(b));
 }
 
 TEST(SsdCpValidation, OneRankIsThePlainOpsCall) {
@@ -111,7 +111,7 @@ TEST(SsdCpValidation, ForwardArgumentsOutsideContextParallelismAreNamed) {
 
 TEST(SsdCpValidation, CarryAndWorkspaceAreNamed) {
   SsdArgs a = forward();
-  const SsdCpPart p{true, true};
+  const ContextPart p{true, true};
   const int64_t need = ssdCpWorkspaceFloats(a, p, 1, 3);
   a.workspace = workspace(need);
   EXPECT_NO_THROW(checkSsdCp(a, p, carry(), 1, 3));
@@ -139,7 +139,7 @@ TEST(SsdCpValidation, BackwardArgumentsOutsideContextParallelismAreNamed) {
   EXPECT_MENTIONS(invalidArgMessage([&] { ssdCpBackwardWorkspaceFloats(b, {false, true}, 0, 2); }),
                   "dfinal_states is given with part.to_next, expected none");
   b = backward();
-  const SsdCpPart p{true, false};
+  const ContextPart p{true, false};
   b.workspace = workspace(ssdCpBackwardWorkspaceFloats(b, p, 1, 2) - 1);
   EXPECT_MENTIONS(invalidArgMessage([&] { checkSsdCpBackward(b, p, carry(), 1, 2); }),
                   "ssd_cp_backward_workspace_size");

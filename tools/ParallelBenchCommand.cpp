@@ -1,8 +1,9 @@
 // `ssmjit bench-parallel`: one Mamba-2 layer's prefill over several GPUs, one process each (under
 // `ssmjit launch`), against the same call on one GPU: tensor parallel (--tp, with
 // --sequence-parallel), or context parallel (--cp: one long sequence split over the ranks); with
-// --backward (one GPU or TP) also the prefill followed by the layer's backward. Prints
-// the time per call, tokens/s and the bytes each rank's collectives move per call; rank 0 speaks.
+// --backward (one GPU or TP) also the prefill followed by the layer's backward. With --mamba1-scan,
+// the Mamba-1 selective scan of one sequence instead (one GPU, or --cp). Prints the time per call,
+// tokens/s and the bytes each rank's collectives move per call; rank 0 speaks.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "runtime/model/Mamba2WeightFields.h"
 #include "runtime/model/OverlappedAllReduce.h"
 #include "ssmjit/mamba2_parallel.h"
+#include "ssmjit/scan_parallel.h"
 #include "tools/DeviceFill.h"
 #include "tools/GpuTiming.h"
 #include "tools/ParallelRanks.h"
@@ -26,7 +28,8 @@ namespace {
 
 struct ParallelBenchOptions {
   int tp = 1, cp = 1;
-  bool sequenceParallel = false, backward = false;
+  bool sequenceParallel = false, backward = false, mamba1Scan = false;
+  int64_t channels = 5120, scanState = 16;  // --mamba1-scan's D and N
   int64_t tokens = 16384, seqlen = 2048;
   int64_t hidden = 2560, heads = 80, headDim = 64, state = 128, groups = 8;
   std::string dtype = "bf16";
@@ -92,6 +95,86 @@ double msPerCall(const std::function<void(CUstream)>& call, Communicator* comm, 
   return callTimeUs(call, s, iters, trials, wait) / 1e3;
 }
 
+// --mamba1-scan: one sequence of o.tokens through the Mamba-1 scan (u, delta, z, out and
+// time-varying B/C in --dtype; A in [-8, -1] and softplus(delta + bias) in about [0.002, 0.1], as
+// Mamba-1's initialisation has them), split over the ranks by selective_scan_cp when comm is
+// given; with --backward, forward then backward with the sums over tokens all-reduced.
+int runMamba1Scan(const ParallelBenchOptions& o, Communicator* comm) {
+  const DType act = parseFloatDType(o.dtype, "--dtype");
+  const int ranks = comm ? comm->size() : 1, rank = comm ? comm->rank() : 0;
+  const int64_t L = o.tokens / ranks, D = o.channels, N = o.scanState;
+  std::mt19937_64 rng(99 + rank);
+  std::vector<DeviceTensor> t;
+  t.reserve(24);
+  auto add = [&](DType dt, std::initializer_list<int64_t> shape, double lo, double hi) {
+    t.emplace_back(dt, shape, lo, hi, rng);
+    return t.back().view;
+  };
+  SelectiveScanArgs a;
+  a.u = add(act, {1, D, L}, -1, 1);
+  a.delta = add(act, {1, D, L}, -1, 1);
+  a.A = add(DType::F32, {D, N}, -8, -1);
+  a.B = add(act, {1, 1, N, L}, -1, 1);
+  a.C = add(act, {1, 1, N, L}, -1, 1);
+  a.D = add(DType::F32, {D}, 0.5, 1.5);
+  a.z = add(act, {1, D, L}, -1, 1);
+  a.delta_bias = add(DType::F32, {D}, -6, -2.5);
+  a.delta_softplus = true;
+  a.out = add(act, {1, D, L}, 0, 0);
+  const ContextPart part{rank > 0, rank < ranks - 1};
+  const ScanCpCarry carry{add(DType::F32, {D, N}, 0, 0), add(DType::F32, {D, N}, 0, 0)};
+  const int64_t need = comm ? selective_scan_cp_workspace_size(a, part, *comm) : selective_scan_workspace_size(a);
+  DeviceBuffer ws(static_cast<size_t>(std::max<int64_t>(need, 1) * 4));
+  a.workspace = TensorView::contiguous(ws.data(), DType::F32, {std::max<int64_t>(need, 1)});
+  // Under CP a call ends with a barrier (an all-reduce of one float): a rank continuing from the
+  // previous one scans after it, so without one, back-to-back calls would overlap and time the
+  // ranks' throughput rather than one prefill's latency.
+  const TensorView barrier = add(DType::F32, {1}, 0, 0);
+  auto call = [&, a](CUstream s) {
+    if (!comm) return selective_scan(a, s);
+    selective_scan_cp(a, part, carry, *comm, s);
+    comm->allReduceSum(barrier, s);
+  };
+  SelectiveScanBackwardArgs b;
+  DeviceBuffer bws;
+  if (o.backward) {
+    b.forward = a;
+    b.dout = add(act, {1, D, L}, -1, 1);
+    b.du = add(act, {1, D, L}, 0, 0);
+    b.ddelta = add(act, {1, D, L}, 0, 0);
+    b.dz = add(act, {1, D, L}, 0, 0);
+    b.dB = add(act, {1, 1, N, L}, 0, 0);
+    b.dC = add(act, {1, 1, N, L}, 0, 0);
+    b.dA = add(DType::F32, {D, N}, 0, 0);
+    b.dD = add(DType::F32, {D}, 0, 0);
+    b.ddelta_bias = add(DType::F32, {D}, 0, 0);
+    const int64_t needB =
+        comm ? selective_scan_cp_backward_workspace_size(b, part, *comm) : selective_scan_backward_workspace_size(b);
+    bws = DeviceBuffer(static_cast<size_t>(needB * 4));
+    b.workspace = TensorView::contiguous(bws.data(), DType::F32, {needB});
+  }
+  auto step = [&, b](CUstream s) {
+    call(s);
+    if (!comm) return selective_scan_backward(b, s);
+    selective_scan_cp_backward(b, part, carry, *comm, s);
+    for (const TensorView& sum : {b.dA, b.dD, b.ddelta_bias}) comm->allReduceSum(sum, s);
+  };
+  OwnedStream stream;
+  const double ms = msPerCall(call, comm, stream.get(), o.iters, o.trials);
+  const double stepMs = o.backward ? msPerCall(step, comm, stream.get(), o.iters, o.trials) : 0;
+  if (rank == 0) {
+    const std::string how = comm ? strf("context parallel over %d GPUs", ranks) : std::string("one GPU");
+    std::printf("Mamba-1 selective scan: D %lld, N %lld, %s, one sequence of %lld tokens\n", (long long)D, (long long)N,
+                o.dtype.c_str(), (long long)o.tokens);
+    std::printf("%s: %.3f ms per call, %.0f tokens/s; collectives send %.2f MB per rank per call\n", how.c_str(), ms,
+                o.tokens / (ms / 1e3), comm ? (ranks - 1) * 2 * D * N * 4 / 1e6 : 0.0);
+    if (o.backward)
+      std::printf("%s, forward + backward: %.3f ms per call (backward %.3f ms), %.0f tokens/s\n", how.c_str(), stepMs,
+                  stepMs - ms, o.tokens / (stepMs / 1e3));
+  }
+  return kExitOk;
+}
+
 int run(const ParallelBenchOptions& o) {
   if (o.tp > 1 && o.cp > 1) throw UsageError("--tp and --cp together: choose one");
   const int degree = std::max(o.tp, o.cp);
@@ -105,14 +188,20 @@ int run(const ParallelBenchOptions& o) {
   d.groups = o.groups;
   const DType act = parseFloatDType(o.dtype, "--dtype");
   const char* mode = o.cp > 1 ? "--cp" : "--tp";
-  const auto comm = joinRanks(mode, degree, o.ranks,
-                              {{"tokens", std::to_string(o.tokens)},
-                               {"seqlen", std::to_string(o.seqlen)},
-                               {"dims", strf("%lld/%lld/%lld/%lld/%lld", (long long)d.hidden, (long long)d.heads,
-                                             (long long)d.head_dim, (long long)d.state, (long long)d.groups)},
-                               {"dtype", o.dtype},
-                               {"sequence-parallel", o.sequenceParallel ? "1" : "0"}});
+  const auto comm = joinRanks(
+      mode, degree, o.ranks,
+      {{"tokens", std::to_string(o.tokens)},
+       {"seqlen", std::to_string(o.seqlen)},
+       {"dims", strf("%lld/%lld/%lld/%lld/%lld", (long long)d.hidden, (long long)d.heads, (long long)d.head_dim,
+                     (long long)d.state, (long long)d.groups)},
+       {"dtype", o.dtype},
+       {"sequence-parallel", o.sequenceParallel ? "1" : "0"},
+       {"mamba1-scan", o.mamba1Scan ? strf("%lld/%lld", (long long)o.channels, (long long)o.scanState) : "0"}});
   driver::ensureContext();
+  if (o.mamba1Scan) {
+    if (o.tp > 1) throw UsageError("--mamba1-scan with --tp: the scan alone has no tensor parallel form here");
+    return runMamba1Scan(o, comm.get());
+  }
   const int rank = comm ? comm->rank() : 0;
   const Mamba2Dims local = o.tp > 1 ? mamba2_tp_shard_dims(d, o.tp) : d;
   // TP: packed sequences of --seqlen; CP: one sequence of every token.
@@ -233,6 +322,10 @@ CommandRun defineParallelBenchCommand(CLI::App* app) {
   app->add_flag("--sequence-parallel", o->sequenceParallel, "With --tp: the residual stream split by tokens");
   app->add_flag("--backward", o->backward,
                 "Also time the prefill followed by the layer's backward (fp32 weight gradients); not with --cp");
+  app->add_flag("--mamba1-scan", o->mamba1Scan,
+                "Time the Mamba-1 selective scan of one sequence of --tokens instead (one GPU or --cp)");
+  app->add_option("--channels", o->channels, "With --mamba1-scan: D")->check(atLeast(1))->capture_default_str();
+  app->add_option("--scan-dstate", o->scanState, "With --mamba1-scan: N")->check(atLeast(1))->capture_default_str();
   app->add_option("--tokens", o->tokens, "Tokens per call")->check(atLeast(1))->capture_default_str();
   app->add_option("--seqlen", o->seqlen, "Without --cp: the packed row's sequence length")
       ->check(atLeast(1))

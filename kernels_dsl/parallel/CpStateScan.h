@@ -1,9 +1,10 @@
 // The context-parallel state scan's contract with its caller (runtime/parallel/CpStateScan.h):
-//   cp_state_scan   each rank q < ranks left a summary row summaries[q, :] = [a (H) | b (H, P*N)]
+//   cp_state_scan   each rank q < ranks left a summary row summaries[q, :] = [a | b (H, PN)]
 //                   (a: the decay over its part, b: its end state from a zero start, fp32); the
 //                   state entering the next rank is out[h, e] = s_ranks with s_0 = 0 and
-//                   s_{q+1} = a[q, h] s_q + b[q, h, e], in fp32 in rank order.
-//                   Grid (cdiv(PN, BLOCK), H).
+//                   s_{q+1} = a[q, h, e] s_q + b[q, h, e], in fp32 in rank order. a is (H) (a
+//                   head's decay, the SSD's) or, with meta:decay_per_element, (H, PN) (the
+//                   Mamba-1 scan's, one a state). Grid (cdiv(PN, BLOCK), H).
 // Strides are in elements.
 #pragma once
 

@@ -96,7 +96,7 @@ TensorView firstSlots(const detail::CpPart& p, const Bufs& b) {
 
 // The SSD's share of the backward's scratch: its context-parallel backward's.
 std::function<int64_t(const SsdBackwardArgs&)> ssdCpWorkspaceFloats(const detail::CpPart& p, const Communicator& comm) {
-  const SsdCpPart part{p.firstContinues, p.lastContinues};
+  const ContextPart part{p.firstContinues, p.lastContinues};
   return [&comm, part](const SsdBackwardArgs& q) { return ssd_cp_backward_workspace_size(q, part, comm); };
 }
 
@@ -156,7 +156,7 @@ CpBackward cpBackward(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Ma
 detail::Mamba2BackwardHooks cpBackwardHooks(const Mamba2Dims& d, const CpBackward& c, Communicator& comm,
                                             Stream stream) {
   detail::Mamba2BackwardHooks h;
-  const SsdCpPart part{c.p.firstContinues, c.p.lastContinues};
+  const ContextPart part{c.p.firstContinues, c.p.lastContinues};
   h.ssdWorkspaceFloats = ssdCpWorkspaceFloats(c.p, comm);
   h.ssd = [&comm, part, &c, &d, stream](SsdBackwardArgs& q) {
     SsdCpCarry carry;
@@ -243,7 +243,7 @@ void mamba2_cp_layer_prefill(const Mamba2Dims& d, const Mamba2LayerWeights& w, c
     SsdCpCarry carry;
     carry.incoming = b.at(x.incoming, DType::F32, {d.heads, d.head_dim, d.state});
     carry.decay = b.at(x.decay, DType::F32, {d.heads});
-    detail::ssdCpForward(q, SsdCpPart{p.firstContinues, p.lastContinues}, carry, comm, b.base + x.ssd, stream);
+    detail::ssdCpForward(q, ContextPart{p.firstContinues, p.lastContinues}, carry, comm, b.base + x.ssd, stream);
   };
   detail::mamba2LayerPrefill(d, w, s, layer, stream, hooks);
 }

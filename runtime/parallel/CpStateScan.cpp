@@ -11,8 +11,9 @@ namespace ssmjit::detail {
 
 namespace {
 
-void bind(KernelCall& c, const TensorView& summaries, int64_t ranks, int64_t H, int64_t PN, const TensorView& out) {
-  if (summaries.ndim != 2 || summaries.shape[1] != H + H * PN || summaries.dtype != DType::F32 ||
+void bind(KernelCall& c, const TensorView& summaries, int64_t ranks, int64_t H, int64_t PN, CpDecay decay,
+          const TensorView& out) {
+  if (summaries.ndim != 2 || summaries.shape[1] != cpRowFloats(H, PN, decay) || summaries.dtype != DType::F32 ||
       ranks > summaries.shape[0] || out.numel() != H * PN || out.dtype != DType::F32)
     throw Error(Error::Kind::Internal, "cpStateScan: summaries " + summaries.shapeString() + ", out " +
                                            out.shapeString() + " do not fit H " + std::to_string(H) + ", PN " +
@@ -27,23 +28,26 @@ void bind(KernelCall& c, const TensorView& summaries, int64_t ranks, int64_t H, 
   c.size(S.size("H"), H);
   c.size(S.size("PN"), PN);
   c.size(S.size("ranks"), ranks);
+  c.meta("meta:decay_per_element", decay == CpDecay::PerState ? 1 : 0);
 }
 
 }  // namespace
 
-void cpStateScan(const TensorView& summaries, int64_t ranks, int64_t H, int64_t PN, const TensorView& out,
-                 Stream stream) {
+int64_t cpRowFloats(int64_t H, int64_t PN, CpDecay decay) { return (decay == CpDecay::PerState ? H * PN : H) + H * PN; }
+
+void cpStateScan(const TensorView& summaries, int64_t ranks, int64_t H, int64_t PN, CpDecay decay,
+                 const TensorView& out, Stream stream) {
   KernelCall c(kernels::kCpStateScan);
-  bind(c, summaries, ranks, H, PN, out);
+  bind(c, summaries, ranks, H, PN, decay, out);
   const int64_t block = c.metaValue("meta:BLOCK");
   const unsigned grid[3] = {static_cast<unsigned>((PN + block - 1) / block), static_cast<unsigned>(H), 1};
   c.launch(grid, static_cast<CUstream>(stream));
 }
 
 Specialization cpStateScanSpecialization(const TensorView& summaries, int64_t ranks, int64_t H, int64_t PN,
-                                         const TensorView& out, const std::string& arch) {
+                                         CpDecay decay, const TensorView& out, const std::string& arch) {
   KernelCall c(kernels::kCpStateScan);
-  bind(c, summaries, ranks, H, PN, out);
+  bind(c, summaries, ranks, H, PN, decay, out);
   return c.specialization(arch);
 }
 

@@ -11,12 +11,18 @@
 
 namespace ssmjit::detail {
 
-// summaries: (ranks_total, H + H * PN) fp32 rows [a | b]; out (H * PN) fp32 = the state after the
-// first `ranks` rows: s = a_q s + b_q from s = 0 (zeros for ranks == 0).
-void cpStateScan(const TensorView& summaries, int64_t ranks, int64_t H, int64_t PN, const TensorView& out,
-                 Stream stream);
+// How a summary row holds its decay: one a head, [a (H) | b (H, PN)] (the SSD's), or one a state,
+// [a (H, PN) | b (H, PN)] (the Mamba-1 scan's).
+enum class CpDecay { PerHead, PerState };
+// The floats of a summary row.
+int64_t cpRowFloats(int64_t H, int64_t PN, CpDecay decay);
+
+// summaries: (ranks_total, cpRowFloats) fp32 rows [a | b]; out (H * PN) fp32 = the state after
+// the first `ranks` rows: s = a_q s + b_q from s = 0 (zeros for ranks == 0).
+void cpStateScan(const TensorView& summaries, int64_t ranks, int64_t H, int64_t PN, CpDecay decay,
+                 const TensorView& out, Stream stream);
 // The kernel such a call runs on `arch` (no GPU needed).
 Specialization cpStateScanSpecialization(const TensorView& summaries, int64_t ranks, int64_t H, int64_t PN,
-                                         const TensorView& out, const std::string& arch);
+                                         CpDecay decay, const TensorView& out, const std::string& arch);
 
 }  // namespace ssmjit::detail

@@ -5,24 +5,20 @@
 // forward's sequence decays or the backward's reversed rows and G.
 #include "runtime/parallel/SsdContextParallel.h"
 
-#include <cuda.h>
-
 #include <algorithm>
 #include <string>
-#include <vector>
 
-#include "runtime/Driver.h"
 #include "runtime/ops/ArgCheck.h"
 #include "runtime/ops/SsdCheck.h"
 #include "runtime/ops/SsdSpec.h"
-#include "runtime/parallel/CpStateScan.h"
+#include "runtime/parallel/CpExchange.h"
 #include "ssmjit/error.h"
 
 namespace ssmjit {
 namespace {
 
-constexpr int64_t kAlign = 256;
-int64_t alignUp(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+using detail::cpAlignUp;
+constexpr detail::CpDecay kDecay = detail::CpDecay::PerHead;
 
 struct Geometry {
   int64_t nseq = 1, H = 0, P = 0, N = 0, PN = 0;
@@ -34,15 +30,15 @@ struct Geometry {
 Geometry geometryOf(int64_t nseq, int64_t H, int64_t PN, int ranks, bool backward) {
   Geometry g;
   g.nseq = nseq, g.H = H, g.PN = PN, g.ranks = ranks;
-  const int64_t rowBytes = (H + H * PN) * 4;
-  g.row = alignUp(2 * nseq * 4);
-  g.gathered = g.row + alignUp(rowBytes);
-  g.tail = g.gathered + alignUp(ranks * rowBytes);
+  const int64_t rowBytes = detail::cpRowFloats(H, PN, kDecay) * 4;
+  g.row = detail::cpSlotBytes(nseq);
+  g.gathered = g.row + cpAlignUp(rowBytes);
+  g.tail = g.gathered + cpAlignUp(ranks * rowBytes);
   if (backward) {
-    g.g = g.tail + alignUp(ranks * rowBytes);
-    g.bytes = g.g + alignUp(H * PN * 4);
+    g.g = g.tail + cpAlignUp(ranks * rowBytes);
+    g.bytes = g.g + cpAlignUp(H * PN * 4);
   } else {
-    g.bytes = g.tail + alignUp(nseq * H * 4);
+    g.bytes = g.tail + cpAlignUp(nseq * H * 4);
   }
   return g;
 }
@@ -68,11 +64,11 @@ struct Bufs {
 
 void* standIn() { return reinterpret_cast<void*>(uintptr_t{1} << 45); }
 
-bool whole(const Geometry& g, const SsdCpPart& p) { return g.nseq == 1 && p.from_previous && p.to_next; }
+bool whole(const Geometry& g, const ContextPart& p) { return g.nseq == 1 && p.from_previous && p.to_next; }
 
 // The forward's first sequence from the incoming state (contiguous (H, P, N), as checkCarry asks)
 // when it continues from the previous rank: one state slot.
-SsdArgs fromIncoming(SsdArgs a, const SsdCpPart& p, const SsdCpCarry& carry, const Geometry& g, const Bufs& b) {
+SsdArgs fromIncoming(SsdArgs a, const ContextPart& p, const SsdCpCarry& carry, const Geometry& g, const Bufs& b) {
   if (!p.from_previous) return a;
   a.initial_states = TensorView::contiguous(carry.incoming.data, DType::F32, {1, g.H, g.P, g.N}, DeviceKind::CUDA,
                                             carry.incoming.deviceId);
@@ -93,12 +89,12 @@ SsdArgs summaryArgs(SsdArgs a, const Geometry& g, const Bufs& b) {
 
 // The first pass of the backward (the gradient of the incoming state, into the summary row's
 // state) and the second (G as the crossing-out sequence's final-state gradient).
-SsdBackwardArgs firstPass(SsdBackwardArgs a, const SsdCpPart& p, const Geometry& g, const Bufs& b) {
+SsdBackwardArgs firstPass(SsdBackwardArgs a, const ContextPart& p, const Geometry& g, const Bufs& b) {
   if (p.to_next) a.dfinal_states = TensorView{};
   a.dinitial_states = b.rowState(g);
   return a;
 }
-SsdBackwardArgs secondPass(SsdBackwardArgs a, const SsdCpPart& p, const Geometry& g, const Bufs& b) {
+SsdBackwardArgs secondPass(SsdBackwardArgs a, const ContextPart& p, const Geometry& g, const Bufs& b) {
   a.forward.final_state_indices = b.lastIdx(g);
   a.dfinal_states = b.at(g.g, DType::F32, {1, g.H, g.P, g.N});
   if (p.from_previous) a.dinitial_states = TensorView{};
@@ -108,41 +104,22 @@ SsdBackwardArgs secondPass(SsdBackwardArgs a, const SsdCpPart& p, const Geometry
 // ---- checks -------------------------------------------------------------------------------------
 
 // What ssd_cp and ssd_cp_backward both ask of the forward's arguments and the part.
-void checkPart(const detail::Checker& c, const SsdArgs& a, const SsdCpPart& p, int rank, int ranks) {
-  if (ranks < 1 || rank < 0 || rank >= ranks)
-    c.fail("rank " + std::to_string(rank) + " of " + std::to_string(ranks) + " ranks is not a rank");
-  if (a.x.shape[0] != 1)
-    c.fail("x has batch " + std::to_string(a.x.shape[0]) + ", expected 1 (each rank's part of one packed row)");
-  if (p.from_previous && rank == 0)
-    c.fail("part.from_previous is true on rank 0, expected false (no rank precedes it)");
-  if (p.to_next && rank == ranks - 1)
-    c.fail("part.to_next is true on the last rank (" + std::to_string(rank) + "), expected false (no rank follows it)");
+void checkPart(const detail::Checker& c, const SsdArgs& a, const ContextPart& p, int rank, int ranks) {
+  detail::checkContextPart(c, "x", a.x.shape[0], p, a.initial_states.defined() || a.initial_state_indices.defined(),
+                           rank, ranks);
   if (a.block_state_tokens != 0 || a.block_states.defined() || a.block_state_indices.defined())
     c.fail("block_state_tokens is " + std::to_string(a.block_state_tokens) +
            " (or block states are given), expected 0 and none: block states are not context parallel");
   if (a.sequence_decay.defined()) c.fail("sequence_decay is given, expected none (the op computes its own)");
-  if (p.from_previous && (a.initial_states.defined() || a.initial_state_indices.defined()))
-    c.fail(
-        "initial_states is given with part.from_previous, expected none (the first sequence starts from the "
-        "incoming state, the others from zero)");
-}
-
-void checkContiguousF32(const detail::Checker& c, const char* name, const TensorView& t, const detail::Dim* e, int n) {
-  c.required(name, t);
-  c.rank(name, t, e, n);
-  c.tensor(name, t, e, n, detail::kF32Only, false);
-  for (int64_t i = n - 1, s = 1; i >= 0; s *= t.shape[i], --i)
-    if (t.strides[i] != s && t.shape[i] > 1)
-      c.fail(std::string(name) + " has strides " + detail::listString(t.strides, n) + ", expected contiguous");
 }
 
 void checkCarry(detail::Checker& c, const SsdCpCarry& carry, const SsdArgs& a) {
   c.setDeviceId(a.x.deviceId, "x");
   const int64_t H = a.x.shape[2], P = a.x.shape[3], N = a.B.shape[3];
   const detail::Dim eIn[3] = {{H, "nheads"}, {P, "headdim"}, {N, "dstate"}};
-  checkContiguousF32(c, "carry.incoming", carry.incoming, eIn, 3);
+  detail::checkContiguousF32(c, "carry.incoming", carry.incoming, eIn, 3);
   const detail::Dim eA[1] = {{H, "nheads"}};
-  checkContiguousF32(c, "carry.decay", carry.decay, eA, 1);
+  detail::checkContiguousF32(c, "carry.decay", carry.decay, eA, 1);
 }
 
 }  // namespace
@@ -156,7 +133,7 @@ int64_t ssdCpBackwardExtrasBytes(int64_t nseq, int64_t H, int64_t PN, int ranks)
   return geometryOf(nseq, H, PN, ranks, true).bytes;
 }
 
-int64_t ssdCpWorkspaceFloats(const SsdArgs& a, const SsdCpPart& p, int rank, int ranks) {
+int64_t ssdCpWorkspaceFloats(const SsdArgs& a, const ContextPart& p, int rank, int ranks) {
   constexpr const char* op = "ssd_cp";
   checkSsdArgs(a, DeviceKind::CUDA, op);
   const Checker c(op, DeviceKind::CUDA);
@@ -171,7 +148,7 @@ int64_t ssdCpWorkspaceFloats(const SsdArgs& a, const SsdCpPart& p, int rank, int
   return g.bytes / 4 + ssd;
 }
 
-int64_t ssdCpBackwardWorkspaceFloats(const SsdBackwardArgs& a, const SsdCpPart& p, int rank, int ranks) {
+int64_t ssdCpBackwardWorkspaceFloats(const SsdBackwardArgs& a, const ContextPart& p, int rank, int ranks) {
   constexpr const char* op = "ssd_cp_backward";
   checkSsdBackwardArgs(a, DeviceKind::CUDA, op);
   const Checker c(op, DeviceKind::CUDA);
@@ -192,14 +169,14 @@ int64_t ssdCpBackwardWorkspaceFloats(const SsdBackwardArgs& a, const SsdCpPart& 
   return g.bytes / 4 + ssd;
 }
 
-void checkSsdCp(const SsdArgs& a, const SsdCpPart& p, const SsdCpCarry& carry, int rank, int ranks) {
+void checkSsdCp(const SsdArgs& a, const ContextPart& p, const SsdCpCarry& carry, int rank, int ranks) {
   const int64_t need = ssdCpWorkspaceFloats(a, p, rank, ranks);
   Checker c("ssd_cp", DeviceKind::CUDA);
   checkCarry(c, carry, a);
   checkWorkspace("ssd_cp", a.workspace, a.x, "x", need, "ssd_cp_workspace_size");
 }
 
-void checkSsdCpBackward(const SsdBackwardArgs& a, const SsdCpPart& p, const SsdCpCarry& carry, int rank, int ranks) {
+void checkSsdCpBackward(const SsdBackwardArgs& a, const ContextPart& p, const SsdCpCarry& carry, int rank, int ranks) {
   const int64_t need = ssdCpBackwardWorkspaceFloats(a, p, rank, ranks);
   Checker c("ssd_cp_backward", DeviceKind::CUDA);
   checkCarry(c, carry, a.forward);
@@ -210,103 +187,63 @@ void checkSsdCpBackward(const SsdBackwardArgs& a, const SsdCpPart& p, const SsdC
 
 // ---- the passes ---------------------------------------------------------------------------------
 
-namespace {
-
-const driver::Api& api() { return driver::api(); }
-CUdeviceptr ptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
-
-void uploadIndices(const Geometry& g, const SsdCpPart& p, const Bufs& b, CUstream cs) {
-  std::vector<int32_t> ints(2 * g.nseq, -1);
-  if (p.from_previous) ints[0] = 0;
-  if (p.to_next) ints[2 * g.nseq - 1] = 0;
-  driver::check(api().cuMemcpyHtoDAsync(ptr(b.base), ints.data(), ints.size() * 4, cs),
-                "ssd_cp: uploading the part's slot indices");
-}
-
-// The SSD's own workspace: what follows the extras.
-TensorView afterExtras(const TensorView& w, int64_t extrasBytes) {
-  return TensorView::contiguous(static_cast<char*>(w.data) + extrasBytes, DType::F32, {w.numel() - extrasBytes / 4},
-                                DeviceKind::CUDA, w.deviceId);
-}
-
-void zero(const TensorView& t, CUstream cs) {
-  driver::check(api().cuMemsetD32Async(ptr(t.data), 0, t.numel(), cs), "ssd_cp: cuMemsetD32Async");
-}
-void copyFloats(void* dst, const void* src, int64_t n, CUstream cs) {
-  driver::check(api().cuMemcpyDtoDAsync(ptr(dst), ptr(src), n * 4, cs), "ssd_cp: cuMemcpyDtoDAsync");
-}
-
-}  // namespace
-
-void detail::ssdCpForward(const SsdArgs& q, const SsdCpPart& p, const SsdCpCarry& carry, Communicator& comm,
+void detail::ssdCpForward(const SsdArgs& q, const ContextPart& p, const SsdCpCarry& carry, Communicator& comm,
                           char* extras, Stream stream) {
   const Geometry g = geometryOf(q, comm.size(), false);
   const Bufs b{extras, q.x.deviceId};
-  const auto cs = static_cast<CUstream>(stream);
-  uploadIndices(g, p, b, cs);
+  detail::uploadPartSlots(b.base, g.nseq, p, stream, "ssd_cp");
   // The summary: the crossing-out sequence's end state from zero (zeros when none crosses out) and
   // the part's decay a (0 unless the part is one sequence continuing both ways). The chunks'
   // states stay in the SSD's workspace for the resumed call.
   const SsdArgs summary = summaryArgs(q, g, b);
   if (ssd_workspace_size(summary) > q.workspace.numel())
     throw Error(Error::Kind::Internal, "ssd_cp: the states-only SSD needs more workspace than the SSD's");
-  if (!p.to_next) zero(b.rowState(g), cs);
+  if (!p.to_next) detail::zeroFloats(b.rowState(g).data, g.H * g.PN, stream);
   detail::ssdPhase(summary, detail::SsdPhase::Summary, stream);
   if (whole(g, p))
-    copyFloats(b.base + g.row, b.base + g.tail, g.H, cs);
+    detail::copyFloats(b.base + g.row, b.base + g.tail, g.H, stream);
   else
-    zero(b.at(g.row, DType::F32, {g.H}), cs);
-  copyFloats(carry.decay.data, b.base + g.row, g.H, cs);
-  const TensorView gathered = b.at(g.gathered, DType::F32, {g.ranks, g.H + g.H * g.PN});
-  comm.allGather(b.row(g), gathered, stream);
-  detail::cpStateScan(gathered, comm.rank(), g.H, g.PN, carry.incoming, stream);
+    detail::zeroFloats(b.base + g.row, g.H, stream);
+  detail::copyFloats(carry.decay.data, b.base + g.row, g.H, stream);
+  detail::passStatesOn(comm, b.row(g), b.base + g.gathered, g.H, g.PN, kDecay, carry.incoming, stream);
   detail::ssdPhase(fromIncoming(q, p, carry, g, b), detail::SsdPhase::Resume, stream);
 }
 
-int64_t ssd_cp_workspace_size(const SsdArgs& args, const SsdCpPart& part, const Communicator& comm) {
+int64_t ssd_cp_workspace_size(const SsdArgs& args, const ContextPart& part, const Communicator& comm) {
   return detail::ssdCpWorkspaceFloats(args, part, comm.rank(), comm.size());
 }
 
-void ssd_cp(const SsdArgs& args, const SsdCpPart& part, const SsdCpCarry& carry, Communicator& comm, Stream stream) {
+void ssd_cp(const SsdArgs& args, const ContextPart& part, const SsdCpCarry& carry, Communicator& comm, Stream stream) {
   detail::checkSsdCp(args, part, carry, comm.rank(), comm.size());
   SsdArgs q = args;
-  q.workspace = afterExtras(args.workspace, geometryOf(args, comm.size(), false).bytes);
+  q.workspace = detail::afterExtras(args.workspace, geometryOf(args, comm.size(), false).bytes);
   detail::ssdCpForward(q, part, carry, comm, static_cast<char*>(args.workspace.data), stream);
 }
 
-int64_t ssd_cp_backward_workspace_size(const SsdBackwardArgs& args, const SsdCpPart& part, const Communicator& comm) {
+int64_t ssd_cp_backward_workspace_size(const SsdBackwardArgs& args, const ContextPart& part, const Communicator& comm) {
   return detail::ssdCpBackwardWorkspaceFloats(args, part, comm.rank(), comm.size());
 }
 
-void ssd_cp_backward(const SsdBackwardArgs& args, const SsdCpPart& part, const SsdCpCarry& carry, Communicator& comm,
+void ssd_cp_backward(const SsdBackwardArgs& args, const ContextPart& part, const SsdCpCarry& carry, Communicator& comm,
                      Stream stream) {
   detail::checkSsdCpBackward(args, part, carry, comm.rank(), comm.size());
-  const int rank = comm.rank(), ranks = comm.size();
-  const Geometry g = geometryOf(args.forward, ranks, true);
+  const Geometry g = geometryOf(args.forward, comm.size(), true);
   const Bufs b{static_cast<char*>(args.workspace.data), args.forward.x.deviceId};
-  const auto cs = static_cast<CUstream>(stream);
   SsdBackwardArgs base = args;
-  base.workspace = afterExtras(args.workspace, g.bytes);
+  base.workspace = detail::afterExtras(args.workspace, g.bytes);
   base.forward = fromIncoming(args.forward, part, carry, g, b);
-  uploadIndices(g, part, b, cs);
+  detail::uploadPartSlots(b.base, g.nseq, part, stream, "ssd_cp_backward");
   // Pass 1: dS_in_local, the incoming state's gradient with no gradient of the crossing-out
   // sequence's end state (final already when nothing crosses out). Its other gradients go to the
   // real outputs: pass 2 overwrites every one of them.
   if (part.from_previous)
     ssd_backward(firstPass(base, part, g, b), stream);
   else
-    zero(b.rowState(g), cs);
-  copyFloats(b.base + g.row, carry.decay.data, g.H, cs);
-  const int64_t rowFloats = g.H + g.H * g.PN;
-  comm.allGather(b.row(g), b.at(g.gathered, DType::F32, {ranks, rowFloats}), stream);
+    detail::zeroFloats(b.rowState(g).data, g.H * g.PN, stream);
+  detail::copyFloats(b.base + g.row, carry.decay.data, g.H, stream);
+  const TensorView G = part.to_next ? b.at(g.g, DType::F32, {g.H * g.PN}) : TensorView{};
+  detail::passAdjointsBack(comm, b.row(g), b.base + g.gathered, b.base + g.tail, g.H, g.PN, kDecay, G, stream);
   if (part.to_next) {
-    // G(r) = a(r+1) G(r+1) + dS_in_local(r+1) from G(c-1) = 0: the forward's exclusive scan over
-    // the rows in reverse rank order.
-    for (int q = 0; q < ranks; ++q)
-      copyFloats(b.base + g.tail + (ranks - 1 - q) * rowFloats * 4, b.base + g.gathered + q * rowFloats * 4, rowFloats,
-                 cs);
-    detail::cpStateScan(b.at(g.tail, DType::F32, {ranks, rowFloats}), ranks - 1 - rank, g.H, g.PN,
-                        b.at(g.g, DType::F32, {g.H * g.PN}), stream);
     ssd_backward(secondPass(base, part, g, b), stream);
   } else if (!part.from_previous) {
     ssd_backward(base, stream);

@@ -16,15 +16,15 @@ int64_t ssdCpBackwardExtrasBytes(int64_t nseq, int64_t H, int64_t PN, int ranks)
 // The checks and sizes of ssd_cp and ssd_cp_backward on rank `rank` of `ranks`, without a device
 // or a communicator: the workspace in float32 elements, extras included (every argument checked
 // but the carry and the workspace), and the whole check of a call.
-int64_t ssdCpWorkspaceFloats(const SsdArgs& args, const SsdCpPart& part, int rank, int ranks);
-int64_t ssdCpBackwardWorkspaceFloats(const SsdBackwardArgs& args, const SsdCpPart& part, int rank, int ranks);
-void checkSsdCp(const SsdArgs& args, const SsdCpPart& part, const SsdCpCarry& carry, int rank, int ranks);
-void checkSsdCpBackward(const SsdBackwardArgs& args, const SsdCpPart& part, const SsdCpCarry& carry, int rank,
+int64_t ssdCpWorkspaceFloats(const SsdArgs& args, const ContextPart& part, int rank, int ranks);
+int64_t ssdCpBackwardWorkspaceFloats(const SsdBackwardArgs& args, const ContextPart& part, int rank, int ranks);
+void checkSsdCp(const SsdArgs& args, const ContextPart& part, const SsdCpCarry& carry, int rank, int ranks);
+void checkSsdCpBackward(const SsdBackwardArgs& args, const ContextPart& part, const SsdCpCarry& carry, int rank,
                         int ranks);
 
 // The forward, args.workspace being the SSD's alone and `extras` ssdCpForwardExtrasBytes on the
 // device (256-byte aligned). Unchecked: the callers check.
-void ssdCpForward(const SsdArgs& args, const SsdCpPart& part, const SsdCpCarry& carry, Communicator& comm,
+void ssdCpForward(const SsdArgs& args, const ContextPart& part, const SsdCpCarry& carry, Communicator& comm,
                   char* extras, Stream stream);
 
 }  // namespace ssmjit::detail

@@ -71,4 +71,13 @@ class Communicator {
   std::unique_ptr<Impl> impl_;
 };
 
+// Context parallelism (ssd_parallel.h, scan_parallel.h): one packed row cut into comm.size()
+// contiguous parts, rank r holding the r-th. How this rank's part joins its neighbours': rank r's
+// to_next must equal rank r + 1's from_previous; rank 0 has no from_previous, the last rank no
+// to_next.
+struct ContextPart {
+  bool from_previous = false;  // the part's first sequence continues from rank - 1
+  bool to_next = false;        // the part's last sequence continues into rank + 1
+};
+
 }  // namespace ssmjit

@@ -6,7 +6,7 @@
 //
 // One packed row (batch 1) is cut into c = comm.size() contiguous parts, rank r holding the r-th;
 // `args` are that part's: its tokens and its own cu_seqlens (its pieces of the row's sequences,
-// each from the part's start). A sequence may cross rank boundaries: SsdCpPart says whether the
+// each from the part's start). A sequence may cross rank boundaries: ContextPart says whether the
 // part's first sequence continues from rank r - 1 and its last continues into rank r + 1 (rank r's
 // to_next must equal rank r + 1's from_previous; rank 0 has no from_previous, rank c - 1 no
 // to_next). Every rank calls each function (they are collectives), in the same order, with the
@@ -52,26 +52,20 @@
 
 namespace ssmjit {
 
-// How this rank's part joins its neighbours'.
-struct SsdCpPart {
-  bool from_previous = false;  // the first sequence continues from rank - 1
-  bool to_next = false;        // the last sequence continues into rank + 1
-};
-
 // What the forward keeps for the backward, fp32, contiguous, on x's device.
 struct SsdCpCarry {
   TensorView incoming;  // (H, P, N): the state entering the part's first sequence (0 without from_previous)
   TensorView decay;     // (H,): a, the part's decay passed on (0 unless one sequence continuing both ways)
 };
 
-int64_t ssd_cp_workspace_size(const SsdArgs& args, const SsdCpPart& part, const Communicator& comm);
+int64_t ssd_cp_workspace_size(const SsdArgs& args, const ContextPart& part, const Communicator& comm);
 // args.out is required. Writes out, the caller's final states and `carry`.
-void ssd_cp(const SsdArgs& args, const SsdCpPart& part, const SsdCpCarry& carry, Communicator& comm,
+void ssd_cp(const SsdArgs& args, const ContextPart& part, const SsdCpCarry& carry, Communicator& comm,
             Stream stream = nullptr);
 
-int64_t ssd_cp_backward_workspace_size(const SsdBackwardArgs& args, const SsdCpPart& part, const Communicator& comm);
+int64_t ssd_cp_backward_workspace_size(const SsdBackwardArgs& args, const ContextPart& part, const Communicator& comm);
 // args.forward as given to ssd_cp; carry as ssd_cp wrote it.
-void ssd_cp_backward(const SsdBackwardArgs& args, const SsdCpPart& part, const SsdCpCarry& carry, Communicator& comm,
+void ssd_cp_backward(const SsdBackwardArgs& args, const ContextPart& part, const SsdCpCarry& carry, Communicator& comm,
                      Stream stream = nullptr);
 
 }  // namespace ssmjit

@@ -1,0 +1,93 @@
+// What the context-parallel ops share (CpExchange.h).
+#include "runtime/parallel/CpExchange.h"
+
+#include <cuda.h>
+
+#include <string>
+#include <vector>
+
+#include "runtime/Driver.h"
+
+namespace ssmjit::detail {
+
+namespace {
+const driver::Api& api() { return driver::api(); }
+CUdeviceptr ptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+CUstream cu(Stream s) { return static_cast<CUstream>(s); }
+}  // namespace
+
+void checkContextPart(const Checker& c, const char* tensor, int64_t batch, const ContextPart& p,
+                      bool initialStatesGiven, int rank, int ranks) {
+  if (ranks < 1 || rank < 0 || rank >= ranks)
+    c.fail("rank " + std::to_string(rank) + " of " + std::to_string(ranks) + " ranks is not a rank");
+  if (batch != 1)
+    c.fail(std::string(tensor) + " has batch " + std::to_string(batch) +
+           ", expected 1 (each rank's part of one packed row)");
+  if (p.from_previous && rank == 0)
+    c.fail("part.from_previous is true on rank 0, expected false (no rank precedes it)");
+  if (p.to_next && rank == ranks - 1)
+    c.fail("part.to_next is true on the last rank (" + std::to_string(rank) + "), expected false (no rank follows it)");
+  if (p.from_previous && initialStatesGiven)
+    c.fail(
+        "initial_states is given with part.from_previous, expected none (the first sequence starts from the "
+        "incoming state, the others from zero)");
+}
+
+void checkContiguousF32(const Checker& c, const char* name, const TensorView& t, const Dim* e, int n) {
+  c.required(name, t);
+  c.rank(name, t, e, n);
+  c.tensor(name, t, e, n, kF32Only, false);
+  for (int64_t i = n - 1, s = 1; i >= 0; s *= t.shape[i], --i)
+    if (t.strides[i] != s && t.shape[i] > 1)
+      c.fail(std::string(name) + " has strides " + listString(t.strides, n) + ", expected contiguous");
+}
+
+int64_t cpSlotBytes(int64_t nseq) { return cpAlignUp(2 * nseq * 4); }
+
+void uploadPartSlots(void* at, int64_t nseq, const ContextPart& p, Stream stream, const char* op) {
+  std::vector<int32_t> ints(2 * nseq, -1);
+  if (p.from_previous) ints[0] = 0;
+  if (p.to_next) ints[2 * nseq - 1] = 0;
+  const CUresult r = api().cuMemcpyHtoDAsync(ptr(at), ints.data(), ints.size() * 4, cu(stream));
+  if (r != CUDA_SUCCESS) driver::check(r, (std::string(op) + ": uploading the part's slot indices").c_str());
+}
+
+TensorView afterExtras(const TensorView& w, int64_t extrasBytes) {
+  return TensorView::contiguous(static_cast<char*>(w.data) + extrasBytes, DType::F32, {w.numel() - extrasBytes / 4},
+                                DeviceKind::CUDA, w.deviceId);
+}
+
+void zeroFloats(void* at, int64_t n, Stream stream) {
+  driver::check(api().cuMemsetD32Async(ptr(at), 0, n, cu(stream)), "context parallelism: cuMemsetD32Async");
+}
+void copyFloats(void* dst, const void* src, int64_t n, Stream stream) {
+  driver::check(api().cuMemcpyDtoDAsync(ptr(dst), ptr(src), n * 4, cu(stream)),
+                "context parallelism: cuMemcpyDtoDAsync");
+}
+
+namespace {
+TensorView rowsAt(void* at, int ranks, int64_t rowFloats, int device) {
+  return TensorView::contiguous(at, DType::F32, {ranks, rowFloats}, DeviceKind::CUDA, device);
+}
+}  // namespace
+
+void passStatesOn(Communicator& comm, const TensorView& row, void* gathered, int64_t H, int64_t PN, CpDecay decay,
+                  const TensorView& incoming, Stream stream) {
+  const TensorView rows = rowsAt(gathered, comm.size(), cpRowFloats(H, PN, decay), row.deviceId);
+  comm.allGather(row, rows, stream);
+  cpStateScan(rows, comm.rank(), H, PN, decay, incoming, stream);
+}
+
+void passAdjointsBack(Communicator& comm, const TensorView& row, void* gathered, void* reversed, int64_t H, int64_t PN,
+                      CpDecay decay, const TensorView& G, Stream stream) {
+  const int ranks = comm.size();
+  const int64_t rowFloats = cpRowFloats(H, PN, decay);
+  comm.allGather(row, rowsAt(gathered, ranks, rowFloats, row.deviceId), stream);
+  if (!G.defined()) return;
+  for (int q = 0; q < ranks; ++q)
+    copyFloats(static_cast<float*>(reversed) + (ranks - 1 - q) * rowFloats,
+               static_cast<const float*>(gathered) + q * rowFloats, rowFloats, stream);
+  cpStateScan(rowsAt(reversed, ranks, rowFloats, row.deviceId), ranks - 1 - comm.rank(), H, PN, decay, G, stream);
+}
+
+}  // namespace ssmjit::detail
