@@ -1,7 +1,7 @@
 // `ssmjit bench-parallel`: one Mamba-2 layer's prefill over several GPUs, one process each (under
 // `ssmjit launch`), against the same call on one GPU: tensor parallel (--tp, with
 // --sequence-parallel), or context parallel (--cp: one long sequence split over the ranks); with
-// --backward (one GPU or TP) also the prefill followed by the layer's backward. With --mamba1-scan,
+// --backward also the prefill followed by the layer's backward. With --mamba1-scan,
 // the Mamba-1 selective scan of one sequence instead (one GPU, or --cp). Prints the time per call,
 // tokens/s and the bytes each rank's collectives move per call; rank 0 speaks.
 #include <CLI/CLI.hpp>
@@ -65,8 +65,9 @@ struct BenchLayer {
 // The gradients of a layer's backward, fp32 (as a mixed-precision trainer keeps them), and dout.
 struct BenchGradients {
   std::vector<DeviceTensor> t;
-  Mamba2LayerBackwardArgs args;
-  BenchGradients(const Mamba2LayerWeights& w, const Mamba2LayerArgs& forward, std::mt19937_64& rng) {
+  TensorView dout;
+  Mamba2LayerGradients grads;
+  BenchGradients(const Mamba2LayerWeights& w, const TensorView& hidden, const TensorView& out, std::mt19937_64& rng) {
     t.reserve(16);
     auto like = [&](const TensorView& v, DType dt, double lo, double hi) {
       if (!v.defined()) return TensorView{};
@@ -79,12 +80,11 @@ struct BenchGradients {
       g.dtype = dt;
       return g;
     };
-    args.forward = forward;
-    args.dout = like(forward.out, forward.out.dtype, -1, 1);
-    args.grads.dhidden = like(forward.hidden, forward.hidden.dtype, 0, 0);
+    dout = like(out, out.dtype, -1, 1);
+    grads.dhidden = like(hidden, hidden.dtype, 0, 0);
     const auto weights = detail::mamba2WeightFields(w);
-    const auto grads = detail::mamba2WeightFields(args.grads.weights);
-    for (size_t k = 0; k < weights.size(); ++k) *grads[k].second = like(*weights[k].second, DType::F32, 0, 0);
+    const auto g = detail::mamba2WeightFields(grads.weights);
+    for (size_t k = 0; k < weights.size(); ++k) *g[k].second = like(*weights[k].second, DType::F32, 0, 0);
   }
 };
 
@@ -224,8 +224,9 @@ int run(const ParallelBenchOptions& o) {
   const int64_t bytes = dtypeBytes(act);
   int64_t moved = 0;            // bytes each rank's collectives send per call (ring algorithms)
   Mamba2LayerArgs prefillArgs;  // without --cp
+  Mamba2CpPrefillArgs cpArgs;   // with --cp
   if (o.cp > 1) {
-    Mamba2CpPrefillArgs a;
+    Mamba2CpPrefillArgs& a = cpArgs;
     a.hidden = hidden.view;
     a.out = out.view;
     a.cu_seqlens = cu;
@@ -258,20 +259,40 @@ int run(const ParallelBenchOptions& o) {
   DeviceBuffer bws;
   std::function<void(CUstream)> step;
   if (o.backward) {
-    if (o.cp > 1) throw UsageError("--backward with --cp: the layer's backward is not context parallel");
-    grads = std::make_unique<BenchGradients>(L.w, prefillArgs, rng);
-    Mamba2LayerBackwardArgs& b = grads->args;
-    const int64_t need = comm ? mamba2_tp_layer_backward_workspace_size(d, L.w, L.s, b, *comm, o.sequenceParallel)
-                              : mamba2_layer_backward_workspace_size(d, L.w, L.s, b);
-    bws = DeviceBuffer(static_cast<size_t>(need * 4));
-    b.workspace = TensorView::contiguous(bws.data(), DType::F32, {need});
-    step = [&, b](CUstream s) {
-      call(s);
-      if (comm)
-        mamba2_tp_layer_backward(d, L.w, L.s, b, *comm, o.sequenceParallel, s);
-      else
-        mamba2_layer_backward(d, L.w, L.s, b, s);
-    };
+    grads = std::make_unique<BenchGradients>(L.w, hidden.view, out.view, rng);
+    if (o.cp > 1) {
+      Mamba2CpBackwardArgs b;
+      b.forward = cpArgs;
+      b.dout = grads->dout;
+      b.grads = grads->grads;
+      const int64_t need = mamba2_cp_layer_backward_workspace_size(d, L.w, L.s, b, *comm);
+      bws = DeviceBuffer(static_cast<size_t>(need * 4));
+      b.workspace = TensorView::contiguous(bws.data(), DType::F32, {need});
+      // The weights are replicated over the ranks: their gradients are all-reduced, as a trainer
+      // does over data-parallel ranks.
+      step = [&, b](CUstream s) {
+        call(s);
+        mamba2_cp_layer_backward(d, L.w, L.s, b, *comm, s);
+        for (const auto& field : detail::mamba2WeightFields(b.grads.weights))
+          if (field.second->defined()) comm->allReduceSum(*field.second, s);
+      };
+    } else {
+      Mamba2LayerBackwardArgs b;
+      b.forward = prefillArgs;
+      b.dout = grads->dout;
+      b.grads = grads->grads;
+      const int64_t need = comm ? mamba2_tp_layer_backward_workspace_size(d, L.w, L.s, b, *comm, o.sequenceParallel)
+                                : mamba2_layer_backward_workspace_size(d, L.w, L.s, b);
+      bws = DeviceBuffer(static_cast<size_t>(need * 4));
+      b.workspace = TensorView::contiguous(bws.data(), DType::F32, {need});
+      step = [&, b](CUstream s) {
+        call(s);
+        if (comm)
+          mamba2_tp_layer_backward(d, L.w, L.s, b, *comm, o.sequenceParallel, s);
+        else
+          mamba2_layer_backward(d, L.w, L.s, b, s);
+      };
+    }
   }
   const double ms = msPerCall(call, comm.get(), stream.get(), o.iters, o.trials);
   const double stepMs = o.backward ? msPerCall(step, comm.get(), stream.get(), o.iters, o.trials) : 0;
@@ -321,7 +342,8 @@ CommandRun defineParallelBenchCommand(CLI::App* app) {
       ->check(atLeast(1));
   app->add_flag("--sequence-parallel", o->sequenceParallel, "With --tp: the residual stream split by tokens");
   app->add_flag("--backward", o->backward,
-                "Also time the prefill followed by the layer's backward (fp32 weight gradients); not with --cp");
+                "Also time the prefill followed by the layer's backward (fp32 weight gradients, all-reduced "
+                "under --cp)");
   app->add_flag("--mamba1-scan", o->mamba1Scan,
                 "Time the Mamba-1 selective scan of one sequence of --tokens instead (one GPU or --cp)");
   app->add_option("--channels", o->channels, "With --mamba1-scan: D")->check(atLeast(1))->capture_default_str();

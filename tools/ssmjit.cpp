@@ -130,9 +130,11 @@ std::vector<Subcommand> subcommands() {
        "--seqlen sequences) or context parallel (--cp N: one sequence of --tokens, each GPU a contiguous part, "
        "states passed between them). One process per GPU: run it under `ssmjit launch -n N --`. Rank 0 prints ms "
        "per call, tokens/s and the bytes each rank's collectives send per call; under --tp, also the time of those "
-       "collectives alone on the same rows and their share of the call. With --backward (one GPU or --tp), also "
-       "the prefill followed by the layer's backward (mamba2_layer_backward, fp32 weight gradients): ms per "
-       "training step of the layer and the backward's share.",
+       "collectives alone on the same rows and their share of the call. With --backward, also the prefill "
+       "followed by the layer's backward (fp32 weight gradients, all-reduced over --cp ranks): ms per training "
+       "step of the layer and the backward's share. With --mamba1-scan, the Mamba-1 selective scan of one "
+       "sequence of --tokens (D --channels, N --scan-dstate) instead, on one GPU or by --cp (forward; with "
+       "--backward, forward and backward).",
        defineParallelBenchCommand},
       {"bench-model", "time a Mamba-2 checkpoint's packed prefill and its decode steps (graphs and eager)",
        "Benchmark a Mamba-2 checkpoint directory on the GPU (random prompts): packed prefill of B prompts of L "
