@@ -15,6 +15,7 @@
 
 #include "GpuTest.h"
 #include "runtime/DeviceBuffer.h"
+#include "runtime/ops/SsdBackwardSpec.h"
 #include "ssmjit/ops.h"
 #include "ssmjit/reference.h"
 #include "tests/support/SsdForms.h"
@@ -108,8 +109,9 @@ const char* gradName(int k) {
 }
 
 // Runs the backward on device copies with a poisoned workspace (after the forward, out and y, where
-// the case keeps y); every tensor's device bytes after.
-std::vector<std::vector<uint8_t>> runOnDevice(BwdProblem& p) {
+// the case keeps y); every tensor's device bytes after. `initialStateGradientOnly`: context
+// parallelism's summary (ssdBackwardInitialStateGradient) instead of the op.
+std::vector<std::vector<uint8_t>> runOnDevice(BwdProblem& p, bool initialStateGradientOnly = false) {
   const DeviceTensors d(p.all());
   SsdBackwardArgs a = p.args(d.views());
   if (p.f.c.keepY) {
@@ -126,7 +128,10 @@ std::vector<std::vector<uint8_t>> runOnDevice(BwdProblem& p) {
   DeviceBuffer w(size_t(ws) * 4);
   w.fill(kPoison);  // its contents on entry must not matter
   a.workspace = TensorView::contiguous(w.data(), DType::F32, {ws});
-  ssd_backward(a);
+  if (initialStateGradientOnly)
+    detail::ssdBackwardInitialStateGradient(a, nullptr);
+  else
+    ssd_backward(a);
   checkDeviceErrors();
   std::vector<std::vector<uint8_t>> out;
   for (size_t k = 0; k < d.bufs.size(); ++k) out.push_back(d.download(k));
@@ -288,6 +293,29 @@ TEST(SsdBackwardGpuPacking, RepeatedRunsAreBitwiseEqual) {
     const std::vector<std::vector<uint8_t>> a = runOnDevice(p), b = runOnDevice(p);
     for (int k : kGrads) EXPECT_EQ(a[size_t(k)], b[size_t(k)]) << gradName(k);
   }
+}
+
+// Context parallelism's summary of a part's backward writes the op's dinitial_states, bit for
+// bit, and no other gradient (they keep their poison).
+TEST(SsdBackwardGpuPacking, InitialStateGradientAloneEqualsTheOps) {
+  SSMJIT_REQUIRE_GPU();
+  int ran = 0;
+  for (const BwdCase& c : cases())
+    if (c.dinit) {
+      SCOPED_TRACE(c.label);
+      BwdProblem p(c);
+      const std::vector<std::vector<uint8_t>> poison = [&] {
+        std::vector<std::vector<uint8_t>> v;
+        for (HostTensor* t : p.all()) v.push_back(t->defined ? t->bytes : std::vector<uint8_t>{});
+        return v;
+      }();
+      const std::vector<std::vector<uint8_t>> whole = runOnDevice(p), alone = runOnDevice(p, true);
+      EXPECT_EQ(alone[size_t(kDinit)], whole[size_t(kDinit)]);
+      for (int k : kGrads)
+        if (k != kDinit) EXPECT_EQ(alone[size_t(k)], poison[size_t(k)]) << gradName(k) << " was written";
+      ++ran;
+    }
+  EXPECT_GT(ran, 0) << "no case asks for dinitial_states";
 }
 
 }  // namespace

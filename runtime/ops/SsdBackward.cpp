@@ -150,9 +150,10 @@ using Grid = std::array<unsigned, 3>;
 
 // Every backward launch of the call in order (after the forward's), bound, with its grid;
 // `zeroFlags` runs before dstates (its chain's words start at 0). A call without tokens launches
-// the sums only (they write zeros).
+// the sums only (they write zeros). `statesOnly`: dstates alone (the initial states' gradient).
 template <class F, class Z>
-void forEachLaunch(const SsdBackwardArgs& b, const SsdDims& d, const BwdPlan& p, void* err, F&& f, Z&& zeroFlags) {
+void forEachLaunch(const SsdBackwardArgs& b, const SsdDims& d, const BwdPlan& p, void* err, F&& f, Z&& zeroFlags,
+                   bool statesOnly = false) {
   const int64_t S = p.fwd.slots, nb = d.chunk / kernels::kSsdTokenBlock;
   auto cdivU = [](int64_t x, int64_t y) { return static_cast<unsigned>((x + y - 1) / y); };
   auto u = [](int64_t v) { return static_cast<unsigned>(v); };
@@ -171,6 +172,7 @@ void forEachLaunch(const SsdBackwardArgs& b, const SsdDims& d, const BwdPlan& p,
       passParts = blocks;
       return detail::ssdSlotHeadGrid(k, kOp, S, d.H, blocks);
     });
+    if (statesOnly) return;
     launch(kernels::kSsdBwdDx, [&](KernelCall& k) {
       return detail::ssdSlotHeadGrid(k, kOp, S, d.H, nb * cdivU(d.P, kernels::ssdBwdBlockP(d.P)));
     });
@@ -181,7 +183,33 @@ void forEachLaunch(const SsdBackwardArgs& b, const SsdDims& d, const BwdPlan& p,
       });
     launch(kernels::kSsdBwdDt, [&](KernelCall& k) { return Grid{u(S), cdivU(d.H, k.metaValue("meta:BLOCK_H")), 1}; });
   }
-  launch(kernels::kSsdBwdSums, [&](KernelCall&) { return Grid{u(d.H), 1, 1}; });
+  if (!statesOnly) launch(kernels::kSsdBwdSums, [&](KernelCall&) { return Grid{u(d.H), 1, 1}; });
+}
+
+// The launches on the caller's stream, the chain's words zeroed before dstates.
+void launchAll(const SsdBackwardArgs& b, const SsdDims& d, const BwdPlan& p, Stream stream, bool statesOnly) {
+  const CUstream s = static_cast<CUstream>(stream);
+  forEachLaunch(
+      b, d, p, deviceStatusRecord(),
+      [&](KernelCall& c, auto grid) {
+        const Grid g = grid(c);
+        const unsigned dims[3] = {g[0], g[1], g[2]};
+        c.launch(dims, s);
+      },
+      [&] { detail::zeroSsdChainWords(b.workspace, p.fwd, s, kOp); }, statesOnly);
+}
+
+// The op's checks of a launching call: arguments, workspace and grid limits.
+BwdPlan checkedPlan(const SsdBackwardArgs& b, SsdDims* d) {
+  *d = detail::checkSsdBackwardArgs(b, DeviceKind::CUDA, kOp);
+  const BwdPlan p = plan(b, *d);
+  detail::checkWorkspace(kOp, b.workspace, b.forward.x, "x", p.bwd.total, "ssd_backward_workspace_size",
+                         "the forward's recomputation and the gradients' partial sums");
+  if (d->nseq > 65535 || d->H > 65535)
+    throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + std::to_string(d->nseq) + " sequences and " +
+                                                  std::to_string(d->H) +
+                                                  " heads, expected at most 65535 of each (grid limits)");
+  return p;
 }
 
 }  // namespace
@@ -192,15 +220,9 @@ int64_t ssd_backward_workspace_size(const SsdBackwardArgs& b) {
 }
 
 void ssd_backward(const SsdBackwardArgs& b, Stream stream) {
-  const SsdDims d = detail::checkSsdBackwardArgs(b, DeviceKind::CUDA, kOp);
-  const BwdPlan p = plan(b, d);
-  detail::checkWorkspace(kOp, b.workspace, b.forward.x, "x", p.bwd.total, "ssd_backward_workspace_size",
-                         "the forward's recomputation and the gradients' partial sums");
+  SsdDims d;
+  const BwdPlan p = checkedPlan(b, &d);
   if (d.H == 0) return;
-  if (d.nseq > 65535 || d.H > 65535)
-    throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": " + std::to_string(d.nseq) + " sequences and " +
-                                                  std::to_string(d.H) +
-                                                  " heads, expected at most 65535 of each (grid limits)");
   // Opened before the recomputation's ssd call, whose own CompileAhead defers to this one.
   const detail::CompileAhead ahead(
       [&](const std::string& arch) { return detail::ssdBackwardSpecializations(b, arch); });
@@ -208,15 +230,19 @@ void ssd_backward(const SsdBackwardArgs& b, Stream stream) {
     const Recompute r = recompute(b, d, p);
     detail::ssdPhase(r.args, r.phase, stream);
   }
-  const CUstream s = static_cast<CUstream>(stream);
-  forEachLaunch(
-      b, d, p, deviceStatusRecord(),
-      [&](KernelCall& c, auto grid) {
-        const Grid g = grid(c);
-        const unsigned dims[3] = {g[0], g[1], g[2]};
-        c.launch(dims, s);
-      },
-      [&] { detail::zeroSsdChainWords(b.workspace, p.fwd, s, kOp); });
+  launchAll(b, d, p, stream, false);
+}
+
+void detail::ssdBackwardInitialStateGradient(const SsdBackwardArgs& b, Stream stream) {
+  SsdDims d;
+  const BwdPlan p = checkedPlan(b, &d);
+  if (!b.dinitial_states.defined())
+    throw Error(Error::Kind::Internal, "ssdBackwardInitialStateGradient: no dinitial_states to write");
+  if (d.H == 0 || d.L == 0 || d.nseq == 0) return;
+  Recompute r = recompute(b, d, p);
+  r.args.out = {};  // the chunks' states only: dstates reads no y
+  detail::ssdPhase(r.args, detail::SsdPhase::States, stream);
+  launchAll(b, d, p, stream, true);
 }
 
 std::vector<Specialization> detail::ssdBackwardSpecializations(const SsdBackwardArgs& b, const std::string& arch) {

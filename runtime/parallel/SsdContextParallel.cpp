@@ -9,6 +9,7 @@
 #include <string>
 
 #include "runtime/ops/ArgCheck.h"
+#include "runtime/ops/SsdBackwardSpec.h"
 #include "runtime/ops/SsdCheck.h"
 #include "runtime/ops/SsdSpec.h"
 #include "runtime/parallel/CpExchange.h"
@@ -87,8 +88,8 @@ SsdArgs summaryArgs(SsdArgs a, const Geometry& g, const Bufs& b) {
   return a;
 }
 
-// The first pass of the backward (the gradient of the incoming state, into the summary row's
-// state) and the second (G as the crossing-out sequence's final-state gradient).
+// The backward's summary (the incoming state's gradient alone, into the summary row's state) and
+// its call with G as the crossing-out sequence's final-state gradient.
 SsdBackwardArgs firstPass(SsdBackwardArgs a, const ContextPart& p, const Geometry& g, const Bufs& b) {
   if (p.to_next) a.dfinal_states = TensorView{};
   a.dinitial_states = b.rowState(g);
@@ -233,21 +234,16 @@ void ssd_cp_backward(const SsdBackwardArgs& args, const ContextPart& part, const
   base.workspace = detail::afterExtras(args.workspace, g.bytes);
   base.forward = fromIncoming(args.forward, part, carry, g, b);
   detail::uploadPartSlots(b.base, g.nseq, part, stream, "ssd_cp_backward");
-  // Pass 1: dS_in_local, the incoming state's gradient with no gradient of the crossing-out
-  // sequence's end state (final already when nothing crosses out). Its other gradients go to the
-  // real outputs: pass 2 overwrites every one of them.
+  // The summary: dS_in_local, the incoming state's gradient with no gradient of the crossing-out
+  // sequence's end state (final already when nothing crosses out), alone.
   if (part.from_previous)
-    ssd_backward(firstPass(base, part, g, b), stream);
+    detail::ssdBackwardInitialStateGradient(firstPass(base, part, g, b), stream);
   else
     detail::zeroFloats(b.rowState(g).data, g.H * g.PN, stream);
   detail::copyFloats(b.base + g.row, carry.decay.data, g.H, stream);
   const TensorView G = part.to_next ? b.at(g.g, DType::F32, {g.H * g.PN}) : TensorView{};
   detail::passAdjointsBack(comm, b.row(g), b.base + g.gathered, b.base + g.tail, g.H, g.PN, kDecay, G, stream);
-  if (part.to_next) {
-    ssd_backward(secondPass(base, part, g, b), stream);
-  } else if (!part.from_previous) {
-    ssd_backward(base, stream);
-  }
+  ssd_backward(part.to_next ? secondPass(base, part, g, b) : base, stream);
 }
 
 }  // namespace ssmjit

@@ -22,12 +22,12 @@
 // Backward (ssd_cp_backward): state adjoints pass the other way. G(r) = dL/d(end state of rank
 // r's last sequence) = dL/d S_in(r+1) = a(r+1) G(r+1) + dS_in_local(r+1), with dS_in_local the
 // gradient of rank r+1's incoming state when its own crossing-out sequence gets no final-state
-// gradient: a reverse exclusive scan over ranks of the forward's form. Pass 1: ssd_backward of the
-// part from the incoming state, dfinal = 0, keeping dinitial of the first sequence; the ranks
-// all-gather (a, dS_in_local) and scan them in reverse rank order for G(r); pass 2: ssd_backward
-// with dfinal = G(r) for the crossing-out sequence. A part that is first or last (not both
-// from_previous and to_next) needs one pass; a middle part costs two backward passes of the part
-// (a summary/resume split of the backward, as the forward's, would remove one).
+// gradient: a reverse exclusive scan over ranks of the forward's form. A summary first, on parts
+// continuing from the previous rank: dS_in_local alone (the forward's chunk states recomputed and
+// the states' gradients passed back along the chunks with dfinal = 0, no token gradients); the
+// ranks all-gather (a, dS_in_local) and scan them in reverse rank order for G(r); then the part's
+// ssd_backward from the incoming state, with dfinal = G(r) for the crossing-out sequence. So the
+// ranks wait on each other only for the summaries, and no part runs the token kernels twice.
 //
 // Gradients: dx, ddt, dB, dC, dz and dinitial_states are this part's, exactly. dA, dD and
 // ddt_bias are sums over tokens: each rank gets its part's sum, and the caller sums them over the
