@@ -13,6 +13,7 @@
 #include "runtime/Driver.h"
 #include "runtime/model/Mamba2CpPart.h"
 #include "runtime/model/Mamba2LayerHooks.h"
+#include "runtime/parallel/CpExchange.h"
 #include "runtime/parallel/SsdContextParallel.h"
 #include "ssmjit/error.h"
 #include "ssmjit/mamba2_parallel.h"
@@ -21,8 +22,7 @@ namespace ssmjit {
 namespace {
 
 constexpr const char* kOp = "mamba2_cp_layer_prefill";
-constexpr int64_t kAlign = 256;
-int64_t alignUp(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+using detail::cpAlignUp;
 
 constexpr const char* kBackwardOp = "mamba2_cp_layer_backward";
 
@@ -40,21 +40,15 @@ struct Extras {
 Extras extrasOf(const Mamba2Dims& d, DType act, const detail::CpPart& p, int ranks) {
   const int64_t H = d.heads, PN = d.head_dim * d.state;
   Extras x;
-  x.halo = alignUp(static_cast<int64_t>(p.ints.size()) * 4);
-  x.incoming = x.halo + alignUp((d.conv_width - 1) * d.inProjRows() * dtypeBytes(act));
-  x.decay = x.incoming + alignUp(H * PN * 4);
-  x.ssd = x.decay + alignUp(H * 4);
+  x.halo = cpAlignUp(static_cast<int64_t>(p.ints.size()) * 4);
+  x.incoming = x.halo + cpAlignUp((d.conv_width - 1) * d.inProjRows() * dtypeBytes(act));
+  x.decay = x.incoming + cpAlignUp(H * PN * 4);
+  x.ssd = x.decay + cpAlignUp(H * 4);
   x.layer = x.ssd + detail::ssdCpForwardExtrasBytes(p.nloc, H, PN, ranks);
   return x;
 }
 
-struct Bufs {
-  char* base;
-  int device;
-  TensorView at(int64_t byteOffset, DType t, std::initializer_list<int64_t> shape) const {
-    return TensorView::contiguous(base + byteOffset, t, shape, DeviceKind::CUDA, device);
-  }
-};
+using Bufs = detail::CpBuffers;
 
 // The layer's own call on this rank's tokens; its workspace after the extras (none when sizing).
 Mamba2LayerArgs layerArgs(const Mamba2CpPrefillArgs& a, const detail::CpPart& p, const Extras& x, const Bufs& b,
@@ -109,9 +103,9 @@ struct BackwardExtras {
 };
 
 BackwardExtras backwardExtrasOf(const Mamba2Dims& d, const detail::CpPart& p) {
-  const int64_t halo = alignUp(d.convDim() * (d.conv_width - 1) * 4);
+  const int64_t halo = cpAlignUp(d.convDim() * (d.conv_width - 1) * 4);
   BackwardExtras x;
-  x.send = alignUp(p.nloc * 4);
+  x.send = cpAlignUp(p.nloc * 4);
   x.recv = x.send + halo;
   x.layer = x.recv + halo;
   return x;

@@ -65,29 +65,31 @@ void copyFloats(void* dst, const void* src, int64_t n, Stream stream) {
                 "context parallelism: cuMemcpyDtoDAsync");
 }
 
-namespace {
-TensorView rowsAt(void* at, int ranks, int64_t rowFloats, int device) {
-  return TensorView::contiguous(at, DType::F32, {ranks, rowFloats}, DeviceKind::CUDA, device);
-}
-}  // namespace
-
-void passStatesOn(Communicator& comm, const TensorView& row, void* gathered, int64_t H, int64_t PN, CpDecay decay,
-                  const TensorView& incoming, Stream stream) {
-  const TensorView rows = rowsAt(gathered, comm.size(), cpRowFloats(H, PN, decay), row.deviceId);
-  comm.allGather(row, rows, stream);
-  cpStateScan(rows, comm.rank(), H, PN, decay, incoming, stream);
+void passStatesOn(Communicator& comm, const CpBuffers& b, const CpRows& r, void* carryDecay, const TensorView& incoming,
+                  Stream stream) {
+  const int64_t rowFloats = cpRowFloats(r.H, r.PN, r.decay);
+  copyFloats(carryDecay, b.base + r.row, r.decayFloats(), stream);
+  const TensorView rows = b.at(r.gathered, DType::F32, {comm.size(), rowFloats});
+  comm.allGather(b.at(r.row, DType::F32, {rowFloats}), rows, stream);
+  cpStateScan(rows, comm.rank(), r.H, r.PN, r.decay, incoming, stream);
 }
 
-void passAdjointsBack(Communicator& comm, const TensorView& row, void* gathered, void* reversed, int64_t H, int64_t PN,
-                      CpDecay decay, const TensorView& G, Stream stream) {
+void passAdjointsBack(Communicator& comm, const ContextPart& p, const CpBuffers& b, const CpRows& r,
+                      const void* carryDecay, const std::function<void()>& summary, Stream stream) {
   const int ranks = comm.size();
-  const int64_t rowFloats = cpRowFloats(H, PN, decay);
-  comm.allGather(row, rowsAt(gathered, ranks, rowFloats, row.deviceId), stream);
-  if (!G.defined()) return;
+  const int64_t rowFloats = cpRowFloats(r.H, r.PN, r.decay), state = r.row + r.decayFloats() * 4;
+  if (p.from_previous)
+    summary();
+  else
+    zeroFloats(b.base + state, r.H * r.PN, stream);
+  copyFloats(b.base + r.row, carryDecay, r.decayFloats(), stream);
+  comm.allGather(b.at(r.row, DType::F32, {rowFloats}), b.at(r.gathered, DType::F32, {ranks, rowFloats}), stream);
+  if (!p.to_next) return;
   for (int q = 0; q < ranks; ++q)
-    copyFloats(static_cast<float*>(reversed) + (ranks - 1 - q) * rowFloats,
-               static_cast<const float*>(gathered) + q * rowFloats, rowFloats, stream);
-  cpStateScan(rowsAt(reversed, ranks, rowFloats, row.deviceId), ranks - 1 - comm.rank(), H, PN, decay, G, stream);
+    copyFloats(b.base + r.reversed + (ranks - 1 - q) * rowFloats * 4, b.base + r.gathered + q * rowFloats * 4,
+               rowFloats, stream);
+  cpStateScan(b.at(r.reversed, DType::F32, {ranks, rowFloats}), ranks - 1 - comm.rank(), r.H, r.PN, r.decay,
+              b.at(r.g, DType::F32, {r.H * r.PN}), stream);
 }
 
 }  // namespace ssmjit::detail

@@ -3,6 +3,8 @@
 // states passed on in rank order; backward, state adjoints passed back. Internal to the runtime.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <initializer_list>
 
 #include "runtime/ops/ArgCheck.h"
 #include "runtime/parallel/CpStateScan.h"
@@ -33,16 +35,35 @@ TensorView afterExtras(const TensorView& workspace, int64_t extrasBytes);
 void zeroFloats(void* at, int64_t n, Stream stream);
 void copyFloats(void* dst, const void* src, int64_t n, Stream stream);
 
-// Forward: every rank's summary `row` (cpRowFloats(H, PN, decay): its decay, then its end state)
-// all-gathered into `gathered` (ranks rows), and `incoming` (H * PN) = the state after the rows of
-// the ranks before this one.
-void passStatesOn(Communicator& comm, const TensorView& row, void* gathered, int64_t H, int64_t PN, CpDecay decay,
-                  const TensorView& incoming, Stream stream);
-// Backward: every rank's `row` (its decay, then the gradient of its incoming state without one of
-// its crossing-out sequence's end state) all-gathered into `gathered`; then, when `G` is given,
-// G(r) = a(r+1) G(r+1) + dS_in(r+1) from G(c-1) = 0, the forward's scan over the rows in reverse
-// rank order (copied to `reversed`, ranks rows).
-void passAdjointsBack(Communicator& comm, const TensorView& row, void* gathered, void* reversed, int64_t H, int64_t PN,
-                      CpDecay decay, const TensorView& G, Stream stream);
+// Views of the extras' bytes, on `device`.
+struct CpBuffers {
+  char* base;
+  int device;
+  TensorView at(int64_t byteOffset, DType t, std::initializer_list<int64_t> shape) const {
+    return TensorView::contiguous(base + byteOffset, t, shape, DeviceKind::CUDA, device);
+  }
+};
+
+// A part's summary rows in the extras (byte offsets): its own row (cpRowFloats: its decay, then
+// its state), the ranks' rows gathered, and for the backward those rows in reverse rank order and
+// G (H * PN).
+struct CpRows {
+  int64_t row = 0, gathered = 0, reversed = 0, g = 0;
+  int64_t H = 0, PN = 0;
+  CpDecay decay = CpDecay::PerHead;
+  int64_t decayFloats() const { return decay == CpDecay::PerState ? H * PN : H; }
+};
+
+// Forward: the row's decay copied to `carryDecay` (decayFloats), every rank's row all-gathered,
+// and `incoming` (H * PN) = the state after the rows of the ranks before this one.
+void passStatesOn(Communicator& comm, const CpBuffers& b, const CpRows& r, void* carryDecay, const TensorView& incoming,
+                  Stream stream);
+// Backward: the row = [carryDecay | dS_in], dS_in (the gradient of the part's incoming state
+// without one of its crossing-out sequence's end state) written by `summary` on a part
+// continuing from the previous rank, else 0; every rank's row all-gathered; then, on a part
+// continuing into the next, G(r) = a(r+1) G(r+1) + dS_in(r+1) from G(c-1) = 0 at r.g: the
+// forward's scan over the rows in reverse rank order.
+void passAdjointsBack(Communicator& comm, const ContextPart& p, const CpBuffers& b, const CpRows& r,
+                      const void* carryDecay, const std::function<void()>& summary, Stream stream);
 
 }  // namespace ssmjit::detail

@@ -47,15 +47,18 @@ Geometry geometryOf(const SelectiveScanArgs& a, int ranks, bool backward) {
   return g;
 }
 
-struct Bufs {
-  char* base;
-  int device;
-  TensorView at(int64_t byteOffset, DType t, std::initializer_list<int64_t> shape) const {
-    return TensorView::contiguous(base + byteOffset, t, shape, DeviceKind::CUDA, device);
-  }
+// The summary rows' places in the extras: the scan's state is one "head" of D N with a decay a
+// state.
+detail::CpRows rowsOf(const Geometry& g) {
+  detail::CpRows r;
+  r.row = g.row, r.gathered = g.gathered, r.reversed = g.reversed, r.g = g.g;
+  r.H = 1, r.PN = g.DN, r.decay = kDecay;
+  return r;
+}
+
+struct Bufs : detail::CpBuffers {
   TensorView initIdx(const Geometry& g) const { return at(0, DType::I32, {g.nseq}); }
   TensorView lastIdx(const Geometry& g) const { return at(g.nseq * 4, DType::I32, {g.nseq}); }
-  TensorView row(const Geometry& g) const { return at(g.row, DType::F32, {2 * g.DN}); }
   TensorView rowDecay(const Geometry& g) const { return at(g.row, DType::F32, {g.D, g.N}); }
   TensorView rowState(const Geometry& g) const { return at(g.row + g.DN * 4, DType::F32, {1, g.D, g.N}); }
   TensorView G(const Geometry& g) const { return at(g.g, DType::F32, {1, g.D, g.N}); }
@@ -132,7 +135,7 @@ int64_t scanCpWorkspaceFloats(const SelectiveScanArgs& a, const ContextPart& p, 
   checkContextPart(c, "u", a.u.shape[0], p, a.initial_states.defined() || a.initial_state_indices.defined(), rank,
                    ranks);
   const Geometry g = geometryOf(a, ranks, false);
-  const Bufs b{static_cast<char*>(standIn()), a.u.deviceId};
+  const Bufs b{{static_cast<char*>(standIn()), a.u.deviceId}};
   const SelectiveScanArgs real = fromIncoming(a, p, standInCarry(g, b), g, b);
   const int64_t scan =
       std::max(selective_scan_workspace_size(summaryArgs(a, g, b)), selective_scan_workspace_size(real));
@@ -151,7 +154,7 @@ int64_t scanCpBackwardWorkspaceFloats(const SelectiveScanBackwardArgs& a, const 
         "dfinal_states is given with part.to_next, expected none (the crossing-out sequence's gradient comes "
         "from the next rank, the others' is zero)");
   const Geometry g = geometryOf(f, ranks, true);
-  const Bufs b{static_cast<char*>(standIn()), f.u.deviceId};
+  const Bufs b{{static_cast<char*>(standIn()), f.u.deviceId}};
   SelectiveScanBackwardArgs base = a;
   base.forward = fromIncoming(f, p, standInCarry(g, b), g, b);
   int64_t scan = selective_scan_backward_workspace_size(base);
@@ -189,7 +192,7 @@ void selective_scan_cp(const SelectiveScanArgs& args, const ContextPart& p, cons
                        Communicator& comm, Stream stream) {
   detail::checkScanCp(args, p, carry, comm.rank(), comm.size());
   const Geometry g = geometryOf(args, comm.size(), false);
-  const Bufs b{static_cast<char*>(args.workspace.data), args.u.deviceId};
+  const Bufs b{{static_cast<char*>(args.workspace.data), args.u.deviceId}};
   SelectiveScanArgs q = args;
   q.workspace = detail::afterExtras(args.workspace, g.bytes);
   detail::uploadPartSlots(b.base, g.nseq, p, stream, "selective_scan_cp");
@@ -205,8 +208,7 @@ void selective_scan_cp(const SelectiveScanArgs& args, const ContextPart& p, cons
   } else {
     detail::zeroFloats(b.base + g.row, 2 * g.DN, stream);
   }
-  detail::copyFloats(carry.decay.data, b.base + g.row, g.DN, stream);
-  detail::passStatesOn(comm, b.row(g), b.base + g.gathered, 1, g.DN, kDecay, carry.incoming, stream);
+  detail::passStatesOn(comm, b, rowsOf(g), carry.decay.data, carry.incoming, stream);
   if (p.from_previous || !p.to_next || q.final_states.defined())
     selective_scan(fromIncoming(q, p, carry, g, b), stream);
 }
@@ -220,21 +222,17 @@ void selective_scan_cp_backward(const SelectiveScanBackwardArgs& args, const Con
                                 Communicator& comm, Stream stream) {
   detail::checkScanCpBackward(args, p, carry, comm.rank(), comm.size());
   const Geometry g = geometryOf(args.forward, comm.size(), true);
-  const Bufs b{static_cast<char*>(args.workspace.data), args.forward.u.deviceId};
+  const Bufs b{{static_cast<char*>(args.workspace.data), args.forward.u.deviceId}};
   SelectiveScanBackwardArgs base = args;
   base.workspace = detail::afterExtras(args.workspace, g.bytes);
   base.forward = fromIncoming(args.forward, p, carry, g, b);
   detail::uploadPartSlots(b.base, g.nseq, p, stream, "selective_scan_cp_backward");
-  // Pass 1: dS_in_local, the incoming state's gradient with no gradient of the crossing-out
-  // sequence's end state (final already when nothing crosses out). Its other gradients go to the
-  // real outputs: pass 2 overwrites every one of them.
-  if (p.from_previous)
-    selective_scan_backward(firstPass(base, p, g, b), stream);
-  else
-    detail::zeroFloats(b.rowState(g).data, g.DN, stream);
-  detail::copyFloats(b.base + g.row, carry.decay.data, g.DN, stream);
-  const TensorView G = p.to_next ? b.G(g) : TensorView{};
-  detail::passAdjointsBack(comm, b.row(g), b.base + g.gathered, b.base + g.reversed, 1, g.DN, kDecay, G, stream);
+  // Pass 1: the incoming state's gradient (with no gradient of the crossing-out sequence's end
+  // state; final already when nothing crosses out). Its other gradients go to the real outputs:
+  // pass 2, where there is one, overwrites every one of them.
+  detail::passAdjointsBack(
+      comm, p, b, rowsOf(g), carry.decay.data, [&] { selective_scan_backward(firstPass(base, p, g, b), stream); },
+      stream);
   if (p.to_next)
     selective_scan_backward(secondPass(base, p, g, b), stream);
   else if (!p.from_previous)

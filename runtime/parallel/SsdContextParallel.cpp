@@ -51,15 +51,17 @@ Geometry geometryOf(const SsdArgs& a, int ranks, bool backward) {
   return g;
 }
 
-struct Bufs {
-  char* base;
-  int device;
-  TensorView at(int64_t byteOffset, DType t, std::initializer_list<int64_t> shape) const {
-    return TensorView::contiguous(base + byteOffset, t, shape, DeviceKind::CUDA, device);
-  }
+// The summary rows' places in the extras.
+detail::CpRows rowsOf(const Geometry& g) {
+  detail::CpRows r;
+  r.row = g.row, r.gathered = g.gathered, r.reversed = g.tail, r.g = g.g;
+  r.H = g.H, r.PN = g.PN, r.decay = kDecay;
+  return r;
+}
+
+struct Bufs : detail::CpBuffers {
   TensorView initIdx(const Geometry& g) const { return at(0, DType::I32, {g.nseq}); }
   TensorView lastIdx(const Geometry& g) const { return at(g.nseq * 4, DType::I32, {g.nseq}); }
-  TensorView row(const Geometry& g) const { return at(g.row, DType::F32, {g.H + g.H * g.PN}); }
   TensorView rowState(const Geometry& g) const { return at(g.row + g.H * 4, DType::F32, {1, g.H, g.P, g.N}); }
 };
 
@@ -141,7 +143,7 @@ int64_t ssdCpWorkspaceFloats(const SsdArgs& a, const ContextPart& p, int rank, i
   checkPart(c, a, p, rank, ranks);
   if (!a.out.defined()) c.fail("out is not given, expected (1, L, H, P) (the forward of a training step)");
   const Geometry g = geometryOf(a, ranks, false);
-  const Bufs b{static_cast<char*>(standIn()), a.x.deviceId};
+  const Bufs b{{static_cast<char*>(standIn()), a.x.deviceId}};
   SsdCpCarry stand;
   stand.incoming = b.at(g.bytes, DType::F32, {g.H, g.P, g.N});
   const int64_t ssd =
@@ -159,7 +161,7 @@ int64_t ssdCpBackwardWorkspaceFloats(const SsdBackwardArgs& a, const ContextPart
         "dfinal_states is given with part.to_next, expected none (the crossing-out sequence's gradient comes "
         "from the next rank, the others' is zero)");
   const Geometry g = geometryOf(a.forward, ranks, true);
-  const Bufs b{static_cast<char*>(standIn()), a.forward.x.deviceId};
+  const Bufs b{{static_cast<char*>(standIn()), a.forward.x.deviceId}};
   SsdCpCarry stand;
   stand.incoming = b.at(g.bytes, DType::F32, {g.H, g.P, g.N});
   SsdBackwardArgs base = a;
@@ -191,7 +193,7 @@ void checkSsdCpBackward(const SsdBackwardArgs& a, const ContextPart& p, const Ss
 void detail::ssdCpForward(const SsdArgs& q, const ContextPart& p, const SsdCpCarry& carry, Communicator& comm,
                           char* extras, Stream stream) {
   const Geometry g = geometryOf(q, comm.size(), false);
-  const Bufs b{extras, q.x.deviceId};
+  const Bufs b{{extras, q.x.deviceId}};
   detail::uploadPartSlots(b.base, g.nseq, p, stream, "ssd_cp");
   // The summary: the crossing-out sequence's end state from zero (zeros when none crosses out) and
   // the part's decay a (0 unless the part is one sequence continuing both ways). The chunks'
@@ -205,8 +207,7 @@ void detail::ssdCpForward(const SsdArgs& q, const ContextPart& p, const SsdCpCar
     detail::copyFloats(b.base + g.row, b.base + g.tail, g.H, stream);
   else
     detail::zeroFloats(b.base + g.row, g.H, stream);
-  detail::copyFloats(carry.decay.data, b.base + g.row, g.H, stream);
-  detail::passStatesOn(comm, b.row(g), b.base + g.gathered, g.H, g.PN, kDecay, carry.incoming, stream);
+  detail::passStatesOn(comm, b, rowsOf(g), carry.decay.data, carry.incoming, stream);
   detail::ssdPhase(fromIncoming(q, p, carry, g, b), detail::SsdPhase::Resume, stream);
 }
 
@@ -229,20 +230,16 @@ void ssd_cp_backward(const SsdBackwardArgs& args, const ContextPart& part, const
                      Stream stream) {
   detail::checkSsdCpBackward(args, part, carry, comm.rank(), comm.size());
   const Geometry g = geometryOf(args.forward, comm.size(), true);
-  const Bufs b{static_cast<char*>(args.workspace.data), args.forward.x.deviceId};
+  const Bufs b{{static_cast<char*>(args.workspace.data), args.forward.x.deviceId}};
   SsdBackwardArgs base = args;
   base.workspace = detail::afterExtras(args.workspace, g.bytes);
   base.forward = fromIncoming(args.forward, part, carry, g, b);
   detail::uploadPartSlots(b.base, g.nseq, part, stream, "ssd_cp_backward");
-  // The summary: dS_in_local, the incoming state's gradient with no gradient of the crossing-out
-  // sequence's end state (final already when nothing crosses out), alone.
-  if (part.from_previous)
-    detail::ssdBackwardInitialStateGradient(firstPass(base, part, g, b), stream);
-  else
-    detail::zeroFloats(b.rowState(g).data, g.H * g.PN, stream);
-  detail::copyFloats(b.base + g.row, carry.decay.data, g.H, stream);
-  const TensorView G = part.to_next ? b.at(g.g, DType::F32, {g.H * g.PN}) : TensorView{};
-  detail::passAdjointsBack(comm, b.row(g), b.base + g.gathered, b.base + g.tail, g.H, g.PN, kDecay, G, stream);
+  // The summary: the incoming state's gradient alone (with no gradient of the crossing-out
+  // sequence's end state; final already when nothing crosses out).
+  detail::passAdjointsBack(
+      comm, part, b, rowsOf(g), carry.decay.data,
+      [&] { detail::ssdBackwardInitialStateGradient(firstPass(base, part, g, b), stream); }, stream);
   ssd_backward(part.to_next ? secondPass(base, part, g, b) : base, stream);
 }
 
