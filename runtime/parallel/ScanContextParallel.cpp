@@ -20,14 +20,13 @@ constexpr detail::CpDecay kDecay = detail::CpDecay::PerState;
 
 struct Geometry {
   int64_t nseq = 1, D = 0, N = 0, DN = 0;
-  int ranks = 1;
   // Byte offsets in the extras.
   int64_t row = 0, gathered = 0, reversed = 0, g = 0, bytes = 0;
 };
 
 Geometry geometryOf(int64_t nseq, int64_t DN, int ranks, bool backward) {
   Geometry g;
-  g.nseq = nseq, g.DN = DN, g.ranks = ranks;
+  g.nseq = nseq, g.DN = DN;
   const int64_t rowBytes = detail::cpRowFloats(1, DN, kDecay) * 4;
   g.row = detail::cpSlotBytes(nseq);
   g.gathered = g.row + cpAlignUp(rowBytes);

@@ -23,14 +23,13 @@ constexpr detail::CpDecay kDecay = detail::CpDecay::PerHead;
 
 struct Geometry {
   int64_t nseq = 1, H = 0, P = 0, N = 0, PN = 0;
-  int ranks = 1;
   // Byte offsets in the extras; `tail` is the forward's decays or the backward's reversed rows.
   int64_t row = 0, gathered = 0, tail = 0, g = 0, bytes = 0;
 };
 
 Geometry geometryOf(int64_t nseq, int64_t H, int64_t PN, int ranks, bool backward) {
   Geometry g;
-  g.nseq = nseq, g.H = H, g.PN = PN, g.ranks = ranks;
+  g.nseq = nseq, g.H = H, g.PN = PN;
   const int64_t rowBytes = detail::cpRowFloats(H, PN, kDecay) * 4;
   g.row = detail::cpSlotBytes(nseq);
   g.gathered = g.row + cpAlignUp(rowBytes);
