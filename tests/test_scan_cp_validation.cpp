@@ -89,6 +89,8 @@ TEST(ScanCpValidation, PartsAndArgumentsOutsideContextParallelismAreNamed) {
                     scanCpBackwardWorkspaceFloats(backward(), {false, true}, 2, 3);
                   }),
                   "selective_scan_cp_backward: part.to_next is true on the last rank (2)");
+  EXPECT_MENTIONS(invalidArgMessage([&] { scanCpWorkspaceFloats(a, {}, 2, 2); }),
+                  "selective_scan_cp: rank is 2 with 2 ranks, expected 0 <= rank < 2");
   a.u = fake(1, DType::F32, {2, kD, kL});
   a.delta = fake(2, DType::F32, {2, kD, kL});
   a.B = fake(4, DType::F32, {2, 1, kN, kL});

@@ -179,7 +179,8 @@ int run(const ParallelBenchOptions& o) {
   if (o.tp > 1 && o.cp > 1) throw UsageError("--tp and --cp together: choose one");
   const int degree = std::max(o.tp, o.cp);
   if (o.tokens % degree != 0)
-    throw UsageError("--tokens must be a multiple of the ranks (" + std::to_string(degree) + ")");
+    throw UsageError("--tokens is " + std::to_string(o.tokens) + ", expected a multiple of the ranks (" +
+                     std::to_string(degree) + ")");
   Mamba2Dims d;
   d.hidden = o.hidden;
   d.heads = o.heads;

@@ -62,8 +62,6 @@ Mamba2LayerArgs layerArgs(const Mamba2CpPrefillArgs& a, const detail::CpPart& p,
   return l;
 }
 
-void* standIn() { return reinterpret_cast<void*>(uintptr_t{1} << 45); }
-
 // A workspace holding at least `bytes` (its extras): float32, else refused naming what came.
 void checkHolds(const char* op, const char* name, const TensorView& ws, int64_t bytes, const char* sizeFn) {
   if (ws.defined() && ws.dtype == DType::F32 && ws.numel() * 4 >= bytes) return;
@@ -134,7 +132,7 @@ CpBackward cpBackward(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Ma
     checkHolds(kBackwardOp, "forward.workspace", f.workspace, c.fx.layer, "mamba2_cp_layer_prefill_workspace_size");
     checkHolds(kBackwardOp, "workspace", a.workspace, c.bx.layer, "mamba2_cp_layer_backward_workspace_size");
   }
-  c.fb = {static_cast<char*>(sized ? f.workspace.data : standIn()), f.hidden.deviceId};
+  c.fb = {static_cast<char*>(sized ? f.workspace.data : detail::cpStandInBase()), f.hidden.deviceId};
   c.bb = {static_cast<char*>(sized ? a.workspace.data : reinterpret_cast<void*>(uintptr_t{3} << 45)),
           f.hidden.deviceId};
   c.layer.forward = layerArgs(f, c.p, c.fx, c.fb, sized ? f.workspace.numel() : 0);
@@ -199,7 +197,7 @@ int64_t mamba2_cp_layer_prefill_workspace_size(const Mamba2Dims& d, const Mamba2
                                                const Communicator& comm) {
   const detail::CpPart p = detail::cpPartOf(d, a, comm.rank(), comm.size());
   const Extras x = extrasOf(d, a.hidden.dtype, p, comm.size());
-  const Bufs b{static_cast<char*>(standIn()), a.hidden.deviceId};
+  const Bufs b{detail::cpStandInBase(), a.hidden.deviceId};
   return x.layer / 4 + mamba2_layer_workspace_size(d, w, s, layerArgs(a, p, x, b, 0), Mamba2LayerMode::Prefill);
 }
 

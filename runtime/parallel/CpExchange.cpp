@@ -19,7 +19,8 @@ CUstream cu(Stream s) { return static_cast<CUstream>(s); }
 void checkContextPart(const Checker& c, const char* tensor, int64_t batch, const ContextPart& p,
                       bool initialStatesGiven, int rank, int ranks) {
   if (ranks < 1 || rank < 0 || rank >= ranks)
-    c.fail("rank " + std::to_string(rank) + " of " + std::to_string(ranks) + " ranks is not a rank");
+    c.fail("rank is " + std::to_string(rank) + " with " + std::to_string(ranks) + " ranks, expected 0 <= rank < " +
+           std::to_string(ranks) + " and at least one rank");
   if (batch != 1)
     c.fail(std::string(tensor) + " has batch " + std::to_string(batch) +
            ", expected 1 (each rank's part of one packed row)");

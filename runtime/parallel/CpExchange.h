@@ -15,6 +15,8 @@ namespace ssmjit::detail {
 // The extras' buffers start at multiples of this many bytes.
 constexpr int64_t kCpAlign = 256;
 inline int64_t cpAlignUp(int64_t bytes) { return (bytes + kCpAlign - 1) / kCpAlign * kCpAlign; }
+// The extras' base when a call is only sized: aligned as an allocation, never dereferenced.
+inline char* cpStandInBase() { return reinterpret_cast<char*>(uintptr_t{1} << 45); }
 
 // What every context-parallel op asks of a part: a rank of `ranks`; batch 1 (`batch`, tensor
 // `tensor`'s); from_previous not on rank 0, to_next not on the last rank; no initial states with
@@ -51,7 +53,7 @@ struct CpRows {
   int64_t row = 0, gathered = 0, reversed = 0, g = 0;
   int64_t H = 0, PN = 0;
   CpDecay decay = CpDecay::PerHead;
-  int64_t decayFloats() const { return decay == CpDecay::PerState ? H * PN : H; }
+  int64_t decayFloats() const { return cpDecayFloats(H, PN, decay); }
 };
 
 // Forward: the row's decay copied to `carryDecay` (decayFloats), every rank's row all-gathered,

@@ -33,7 +33,8 @@ void bind(KernelCall& c, const TensorView& summaries, int64_t ranks, int64_t H, 
 
 }  // namespace
 
-int64_t cpRowFloats(int64_t H, int64_t PN, CpDecay decay) { return (decay == CpDecay::PerState ? H * PN : H) + H * PN; }
+int64_t cpDecayFloats(int64_t H, int64_t PN, CpDecay decay) { return decay == CpDecay::PerState ? H * PN : H; }
+int64_t cpRowFloats(int64_t H, int64_t PN, CpDecay decay) { return cpDecayFloats(H, PN, decay) + H * PN; }
 
 void cpStateScan(const TensorView& summaries, int64_t ranks, int64_t H, int64_t PN, CpDecay decay,
                  const TensorView& out, Stream stream) {

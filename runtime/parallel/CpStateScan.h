@@ -14,7 +14,8 @@ namespace ssmjit::detail {
 // How a summary row holds its decay: one a head, [a (H) | b (H, PN)] (the SSD's), or one a state,
 // [a (H, PN) | b (H, PN)] (the Mamba-1 scan's).
 enum class CpDecay { PerHead, PerState };
-// The floats of a summary row.
+// The floats of a summary row's decay, and of the whole row.
+int64_t cpDecayFloats(int64_t H, int64_t PN, CpDecay decay);
 int64_t cpRowFloats(int64_t H, int64_t PN, CpDecay decay);
 
 // summaries: (ranks_total, cpRowFloats) fp32 rows [a | b]; out (H * PN) fp32 = the state after

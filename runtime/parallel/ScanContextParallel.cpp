@@ -63,8 +63,6 @@ struct Bufs : detail::CpBuffers {
   TensorView G(const Geometry& g) const { return at(g.g, DType::F32, {1, g.D, g.N}); }
 };
 
-void* standIn() { return reinterpret_cast<void*>(uintptr_t{1} << 45); }
-
 bool whole(const Geometry& g, const ContextPart& p) { return g.nseq == 1 && p.from_previous && p.to_next; }
 
 TensorView states(const TensorView& t, const Geometry& g) {
@@ -134,7 +132,7 @@ int64_t scanCpWorkspaceFloats(const SelectiveScanArgs& a, const ContextPart& p, 
   checkContextPart(c, "u", a.u.shape[0], p, a.initial_states.defined() || a.initial_state_indices.defined(), rank,
                    ranks);
   const Geometry g = geometryOf(a, ranks, false);
-  const Bufs b{{static_cast<char*>(standIn()), a.u.deviceId}};
+  const Bufs b{{detail::cpStandInBase(), a.u.deviceId}};
   const SelectiveScanArgs real = fromIncoming(a, p, standInCarry(g, b), g, b);
   const int64_t scan =
       std::max(selective_scan_workspace_size(summaryArgs(a, g, b)), selective_scan_workspace_size(real));
@@ -153,7 +151,7 @@ int64_t scanCpBackwardWorkspaceFloats(const SelectiveScanBackwardArgs& a, const 
         "dfinal_states is given with part.to_next, expected none (the crossing-out sequence's gradient comes "
         "from the next rank, the others' is zero)");
   const Geometry g = geometryOf(f, ranks, true);
-  const Bufs b{{static_cast<char*>(standIn()), f.u.deviceId}};
+  const Bufs b{{detail::cpStandInBase(), f.u.deviceId}};
   SelectiveScanBackwardArgs base = a;
   base.forward = fromIncoming(f, p, standInCarry(g, b), g, b);
   int64_t scan = selective_scan_backward_workspace_size(base);

@@ -64,8 +64,6 @@ struct Bufs : detail::CpBuffers {
   TensorView rowState(const Geometry& g) const { return at(g.row + g.H * 4, DType::F32, {1, g.H, g.P, g.N}); }
 };
 
-void* standIn() { return reinterpret_cast<void*>(uintptr_t{1} << 45); }
-
 bool whole(const Geometry& g, const ContextPart& p) { return g.nseq == 1 && p.from_previous && p.to_next; }
 
 // The forward's first sequence from the incoming state (contiguous (H, P, N), as checkCarry asks)
@@ -142,7 +140,7 @@ int64_t ssdCpWorkspaceFloats(const SsdArgs& a, const ContextPart& p, int rank, i
   checkPart(c, a, p, rank, ranks);
   if (!a.out.defined()) c.fail("out is not given, expected (1, L, H, P) (the forward of a training step)");
   const Geometry g = geometryOf(a, ranks, false);
-  const Bufs b{{static_cast<char*>(standIn()), a.x.deviceId}};
+  const Bufs b{{detail::cpStandInBase(), a.x.deviceId}};
   SsdCpCarry stand;
   stand.incoming = b.at(g.bytes, DType::F32, {g.H, g.P, g.N});
   const int64_t ssd =
@@ -160,7 +158,7 @@ int64_t ssdCpBackwardWorkspaceFloats(const SsdBackwardArgs& a, const ContextPart
         "dfinal_states is given with part.to_next, expected none (the crossing-out sequence's gradient comes "
         "from the next rank, the others' is zero)");
   const Geometry g = geometryOf(a.forward, ranks, true);
-  const Bufs b{{static_cast<char*>(standIn()), a.forward.x.deviceId}};
+  const Bufs b{{detail::cpStandInBase(), a.forward.x.deviceId}};
   SsdCpCarry stand;
   stand.incoming = b.at(g.bytes, DType::F32, {g.H, g.P, g.N});
   SsdBackwardArgs base = a;
