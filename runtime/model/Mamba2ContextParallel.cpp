@@ -133,8 +133,7 @@ CpBackward cpBackward(const Mamba2Dims& d, const Mamba2LayerWeights& w, const Ma
     checkHolds(kBackwardOp, "workspace", a.workspace, c.bx.layer, "mamba2_cp_layer_backward_workspace_size");
   }
   c.fb = {static_cast<char*>(sized ? f.workspace.data : detail::cpStandInBase()), f.hidden.deviceId};
-  c.bb = {static_cast<char*>(sized ? a.workspace.data : reinterpret_cast<void*>(uintptr_t{3} << 45)),
-          f.hidden.deviceId};
+  c.bb = {static_cast<char*>(sized ? a.workspace.data : detail::cpStandInBase(1)), f.hidden.deviceId};
   c.layer.forward = layerArgs(f, c.p, c.fx, c.fb, sized ? f.workspace.numel() : 0);
   c.layer.dout = a.dout;
   c.layer.grads = a.grads;

@@ -16,7 +16,8 @@ namespace ssmjit::detail {
 constexpr int64_t kCpAlign = 256;
 inline int64_t cpAlignUp(int64_t bytes) { return (bytes + kCpAlign - 1) / kCpAlign * kCpAlign; }
 // The extras' base when a call is only sized: aligned as an allocation, never dereferenced.
-inline char* cpStandInBase() { return reinterpret_cast<char*>(uintptr_t{1} << 45); }
+// `which` tells apart the stand-ins of one call's several workspaces, so that they never overlap.
+inline char* cpStandInBase(int which = 0) { return reinterpret_cast<char*>(uintptr_t(1 + 2 * which) << 45); }
 
 // What every context-parallel op asks of a part: a rank of `ranks`; batch 1 (`batch`, tensor
 // `tensor`'s); from_previous not on rank 0, to_next not on the last rank; no initial states with
