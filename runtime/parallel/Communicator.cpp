@@ -1,5 +1,6 @@
 // The communicator (ssmjit/parallel.h): NCCL in non-blocking mode, so that every wait is a poll
-// of NCCL's asynchronous error and a deadline, and an abort ends it.
+// of NCCL's asynchronous error and a deadline, and an abort ends it; or, for ranks that are
+// threads of one process on one device, the in-process group (LocalGroup.h).
 #include <chrono>
 #include <cstdlib>
 #include <exception>
@@ -11,6 +12,7 @@
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
 #include "runtime/parallel/ConfigCheck.h"
+#include "runtime/parallel/LocalGroup.h"
 #include "runtime/parallel/Nccl.h"
 #include "runtime/parallel/Rendezvous.h"
 #include "ssmjit/error.h"
@@ -59,6 +61,7 @@ bool isContiguous(const TensorView& t) {
 
 struct Communicator::Impl {
   ncclComm_t comm = nullptr;
+  std::shared_ptr<parallel::LocalGroup> local;  // instead of comm: a rank of an in-process group
   int rank = 0, size = 1;
   double timeout_s = 120;
   std::string broken;  // why it was aborted; empty while usable
@@ -69,6 +72,7 @@ struct Communicator::Impl {
   }
   void abortWith(const std::string& why) {
     if (comm) nccl::api().commAbort(comm);
+    if (local) local->abort("rank " + std::to_string(rank) + ": " + why);
     comm = nullptr;
     if (broken.empty()) broken = why;
   }
@@ -190,6 +194,7 @@ std::unique_ptr<Communicator> Communicator::create(const CommunicatorOptions& o)
 void Communicator::allReduceSum(const TensorView& t, Stream stream) {
   impl_->usable("allReduceSum");
   impl_->checkTensor("allReduceSum", "data", t);
+  if (impl_->local) return impl_->local->allReduceSum(impl_->rank, t, static_cast<CUstream>(stream));
   impl_->settle(nccl::api().allReduce(t.data, t.data, static_cast<size_t>(t.numel()), ncclType(t.dtype, "data"),
                                       ncclSum, impl_->comm, static_cast<cudaStream_t>(stream)),
                 "ncclAllReduce");
@@ -197,6 +202,7 @@ void Communicator::allReduceSum(const TensorView& t, Stream stream) {
 
 void Communicator::allGather(const TensorView& in, const TensorView& out, Stream stream) {
   impl_->checkInOut("allGather", in, out, true);
+  if (impl_->local) return impl_->local->allGather(impl_->rank, in, out, static_cast<CUstream>(stream));
   impl_->settle(nccl::api().allGather(in.data, out.data, static_cast<size_t>(in.numel()), ncclType(in.dtype, "in"),
                                       impl_->comm, static_cast<cudaStream_t>(stream)),
                 "ncclAllGather");
@@ -204,6 +210,7 @@ void Communicator::allGather(const TensorView& in, const TensorView& out, Stream
 
 void Communicator::reduceScatterSum(const TensorView& in, const TensorView& out, Stream stream) {
   impl_->checkInOut("reduceScatterSum", in, out, false);
+  if (impl_->local) return impl_->local->reduceScatterSum(impl_->rank, in, out, static_cast<CUstream>(stream));
   impl_->settle(nccl::api().reduceScatter(in.data, out.data, static_cast<size_t>(out.numel()),
                                           ncclType(out.dtype, "out"), ncclSum, impl_->comm,
                                           static_cast<cudaStream_t>(stream)),
@@ -219,6 +226,9 @@ void Communicator::sendRecv(const TensorView& send, int to, const TensorView& re
                                                     " is not another rank of [0, " + std::to_string(impl_->size) + ")");
   if (doSend) impl_->checkTensor("sendRecv", "send", send);
   if (doRecv) impl_->checkTensor("sendRecv", "recv", recv);
+  if (impl_->local)
+    return impl_->local->sendRecv(impl_->rank, doSend ? send : TensorView{}, to, doRecv ? recv : TensorView{}, from,
+                                  static_cast<CUstream>(stream));
   const nccl::Api& a = nccl::api();
   const auto s = static_cast<cudaStream_t>(stream);
   impl_->settle(a.groupStart(), "ncclGroupStart");
@@ -247,7 +257,7 @@ void Communicator::synchronize(Stream stream, const char* what) {
       }
     }
     ncclResult_t state = ncclSuccess;
-    nccl::api().commGetAsyncError(impl_->comm, &state);
+    if (impl_->comm) nccl::api().commGetAsyncError(impl_->comm, &state);
     std::string why;
     if (state != ncclSuccess && state != ncclInProgress)
       why = std::string("NCCL reported ") + nccl::describe(state, impl_->comm) + " while waiting for " + what +
@@ -269,5 +279,22 @@ void Communicator::synchronize(Stream stream, const char* what) {
 }
 
 void Communicator::abort(const std::string& why) { impl_->abortWith(why); }
+
+std::vector<std::unique_ptr<Communicator>> parallel::localGroup(int size, double timeout_s) {
+  if (size < 1 || !(timeout_s > 0))
+    throw Error(Error::Kind::InvalidArgument, "localGroup: size " + std::to_string(size) + " and timeout_s " +
+                                                  std::to_string(timeout_s) + ", expected size >= 1 and timeout_s > 0");
+  auto group = std::make_shared<LocalGroup>(size, timeout_s);
+  std::vector<std::unique_ptr<Communicator>> ranks;
+  for (int r = 0; r < size; ++r) {
+    auto impl = std::make_unique<Communicator::Impl>();
+    impl->rank = r;
+    impl->size = size;
+    impl->timeout_s = timeout_s;
+    impl->local = group;
+    ranks.push_back(std::unique_ptr<Communicator>(new Communicator(std::move(impl))));
+  }
+  return ranks;
+}
 
 }  // namespace ssmjit

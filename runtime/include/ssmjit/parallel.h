@@ -33,6 +33,13 @@ struct CommunicatorOptions {
   std::vector<std::pair<std::string, std::string>> config;
 };
 
+class Communicator;
+namespace parallel {
+// The runtime's in-process group (ranks as threads of one process on one device, for checking
+// parallel code where there is one GPU) makes communicators too. Internal.
+std::vector<std::unique_ptr<Communicator>> localGroup(int size, double timeout_s);
+}  // namespace parallel
+
 // True if NCCL loads; else false and the reason in *why.
 bool ncclAvailable(std::string* why = nullptr);
 
@@ -67,6 +74,7 @@ class Communicator {
   struct Impl;
 
  private:
+  friend std::vector<std::unique_ptr<Communicator>> parallel::localGroup(int size, double timeout_s);
   explicit Communicator(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
