@@ -15,6 +15,8 @@
 //     ssd and ssd_backward of the whole row on one GPU: out and every gradient;
 //   - faults: ranks with different configurations stop with an error naming the difference, and a
 //     rank that exits early ends the others with an error within a bound, never a hang.
+// The context-parallel checks also run with their ranks as threads on one GPU (RankThreads.h), at 2
+// and 4 ranks, where NCCL's runs lack the GPUs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "GpuTest.h"
 #include "runtime/CudaGraph.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
@@ -39,6 +42,7 @@
 #include "support/RandomMamba2Layer.h"
 #include "support/RankChecks.h"
 #include "support/RankProcesses.h"
+#include "support/RankThreads.h"
 #include "support/ScratchDir.h"
 #include "support/TinyMamba2Cases.h"
 
@@ -421,14 +425,13 @@ std::vector<float> slotOf(const std::vector<float>& states, int64_t slots, int64
 
 // One packed row of T = 96 c tokens over c ranks: a sequence ending on rank 0, one crossing every
 // rank boundary (with c >= 3 it spans whole ranks: their decays pass its state on), one short one
-// at the end. Chunks of 64 do not line up with the parts, so the sums run in another order.
-TEST(ParallelWorker, DISABLED_ContextParallelPrefill) {
-  testing::WorkerRank wr;
-  if (!testing::workerRank(&wr)) GTEST_SKIP() << "runs inside ParallelMamba2.ContextParallelPrefill";
+// at the end. Chunks of 64 do not line up with the parts, so the sums run in another order. Rank
+// `rank` of comm's ranks (processes on GPUs, or threads on one).
+void cpPrefillRank(int rank, Communicator& ranks) {
+  Communicator* comm = &ranks;
   const Mamba2Dims full = layerDims();
   HostMamba2Layer host = testing::randomMamba2Layer(full, 4603);
-  auto comm = join(wr, {{"test", "cp"}});
-  const int64_t Tr = 96, T = Tr * wr.size, S = 4, Hd = full.hidden;
+  const int64_t Tr = 96, T = Tr * comm->size(), S = 4, Hd = full.hidden;
   const std::vector<int64_t> cu = {0, 40, T - 20, T};
   const std::vector<int32_t> slots = {0, 1, 2};
   std::mt19937_64 rng(99);
@@ -458,7 +461,7 @@ TEST(ParallelWorker, DISABLED_ContextParallelPrefill) {
 
   DeviceMamba2Layer part(host, nullptr, S);
   DeviceBuffer h(static_cast<size_t>(Tr * Hd * 4)), out(static_cast<size_t>(Tr * Hd * 4));
-  h.upload(hidden.data() + wr.rank * Tr * Hd, static_cast<size_t>(Tr * Hd));
+  h.upload(hidden.data() + rank * Tr * Hd, static_cast<size_t>(Tr * Hd));
   out.fill(0xFF);
   Mamba2CpPrefillArgs a;
   a.hidden = rowsView(h, Tr, Hd);
@@ -471,36 +474,47 @@ TEST(ParallelWorker, DISABLED_ContextParallelPrefill) {
   mamba2_cp_layer_prefill(full, part.w, part.s, a, *comm, stream.get());
   comm->synchronize(stream.get(), "the context-parallel prefill");
   checkDeviceErrors(stream.get());
-  const double err = worstError(out.download<float>(), ref, Hd, range(wr.rank * Tr, Tr));
-  std::fprintf(stderr, "[ measured ] CP rank %d out: worst %.2e (bound %.0e)\n", wr.rank, err, kLayerBound);
+  const double err = worstError(out.download<float>(), ref, Hd, range(rank * Tr, Tr));
+  std::fprintf(stderr, "[ measured ] CP rank %d out: worst %.2e (bound %.0e)\n", rank, err, kLayerBound);
   EXPECT_LE(err, kLayerBound);
   // The final states of the sequences that end on this rank.
   const std::vector<float> ssmRef = downloadF32(whole.s.ssm_state), ssmGot = downloadF32(part.s.ssm_state);
   const std::vector<float> convRef = downloadF32(whole.s.conv_state), convGot = downloadF32(part.s.conv_state);
   for (size_t i = 0; i < slots.size(); ++i) {
-    if (cu[i + 1] <= wr.rank * Tr || cu[i + 1] > (wr.rank + 1) * Tr) continue;
+    if (cu[i + 1] <= rank * Tr || cu[i + 1] > (rank + 1) * Tr) continue;
     const std::vector<float> want = slotOf(ssmRef, S, slots[i]), wantConv = slotOf(convRef, S, slots[i]);
     const double e = worstError(slotOf(ssmGot, S, slots[i]), want, 1, range(0, int64_t(want.size())));
     const double ec = worstError(slotOf(convGot, S, slots[i]), wantConv, 1, range(0, int64_t(wantConv.size())));
-    std::fprintf(stderr, "[ measured ] CP rank %d sequence %zu final ssm state %.2e, conv state %.2e\n", wr.rank, i, e,
+    std::fprintf(stderr, "[ measured ] CP rank %d sequence %zu final ssm state %.2e, conv state %.2e\n", rank, i, e,
                  ec);
     EXPECT_LE(e, kLayerBound) << "sequence " << i;
     EXPECT_LE(ec, kLayerBound) << "sequence " << i;  // in_proj's rows (its GEMM may pick another algorithm)
   }
 }
 
+TEST(ParallelWorker, DISABLED_ContextParallelPrefill) {
+  testing::WorkerRank wr;
+  if (!testing::workerRank(&wr)) GTEST_SKIP() << "runs inside ParallelMamba2.ContextParallelPrefill";
+  cpPrefillRank(wr.rank, *join(wr, {{"test", "cp"}}));
+}
+
 TEST(ParallelMamba2, ContextParallelPrefill) { testing::expectRanksPass("ContextParallelPrefill", 300); }
+
+// The same ranks as threads of this process on one GPU (RankThreads.h), 2 and 4 of them.
+TEST(ParallelMamba2, ContextParallelPrefillAsThreads) {
+  SSMJIT_REQUIRE_GPU();
+  for (int n : {2, 4}) testing::runRankThreads(n, cpPrefillRank, 300);
+}
 
 // The context-parallel layer's backward on the prefill's row (a sequence crossing every rank
 // boundary) against the whole layer's backward on one GPU: this rank's rows of dhidden, and every
-// weight's gradient once the ranks' part sums are all-reduced.
-TEST(ParallelWorker, DISABLED_ContextParallelLayerBackward) {
-  testing::WorkerRank wr;
-  if (!testing::workerRank(&wr)) GTEST_SKIP() << "runs inside ParallelMamba2.ContextParallelLayerBackward";
+// weight's gradient once the ranks' part sums are all-reduced. Rank `rank` of comm's ranks
+// (processes on GPUs, or threads on one).
+void cpLayerBackwardRank(int rank, Communicator& ranks) {
+  Communicator* comm = &ranks;
   const Mamba2Dims full = layerDims();
   HostMamba2Layer host = testing::randomMamba2Layer(full, 4607);
-  auto comm = join(wr, {{"test", "cp backward"}});
-  const int64_t Tr = 96, T = Tr * wr.size, S = 4, Hd = full.hidden;
+  const int64_t Tr = 96, T = Tr * comm->size(), S = 4, Hd = full.hidden;
   LayerInputs in;
   in.T = T;
   in.cu = {0, 40, static_cast<int32_t>(T - 20), static_cast<int32_t>(T)};
@@ -518,7 +532,7 @@ TEST(ParallelWorker, DISABLED_ContextParallelLayerBackward) {
     if (host.empty())
       bufs.back().fill(0xFF);
     else
-      bufs.back().upload(host.data() + wr.rank * Tr * Hd, static_cast<size_t>(Tr * Hd));
+      bufs.back().upload(host.data() + rank * Tr * Hd, static_cast<size_t>(Tr * Hd));
     return rowsView(bufs.back(), Tr, Hd);
   };
   Mamba2CpBackwardArgs b;
@@ -548,18 +562,30 @@ TEST(ParallelWorker, DISABLED_ContextParallelLayerBackward) {
   for (TensorView* g : gs) comm->allReduceSum(*g, stream.get());  // the parts' sums
   comm->synchronize(stream.get(), "the context-parallel backward");
   checkDeviceErrors(stream.get());
-  const double dh = worstError(downloadF32(b.grads.dhidden), ref.dhidden, Hd, range(wr.rank * Tr, Tr));
-  std::fprintf(stderr, "[ measured ] CP rank %d backward dhidden: worst %.2e (bound %.0e)\n", wr.rank, dh, kLayerBound);
+  const double dh = worstError(downloadF32(b.grads.dhidden), ref.dhidden, Hd, range(rank * Tr, Tr));
+  std::fprintf(stderr, "[ measured ] CP rank %d backward dhidden: worst %.2e (bound %.0e)\n", rank, dh, kLayerBound);
   EXPECT_LE(dh, kLayerBound) << "dhidden";
   for (size_t k = 0; k < gs.size(); ++k) {
     const std::vector<float> got = downloadF32(*gs[k]);
     const double e = worstError(got, ref.weights[k], 1, range(0, int64_t(got.size())));
-    std::fprintf(stderr, "[ measured ] CP rank %d backward d%s: worst %.2e\n", wr.rank, weightName(k), e);
+    std::fprintf(stderr, "[ measured ] CP rank %d backward d%s: worst %.2e\n", rank, weightName(k), e);
     EXPECT_LE(e, kLayerBound) << "d" << weightName(k);
   }
 }
 
+TEST(ParallelWorker, DISABLED_ContextParallelLayerBackward) {
+  testing::WorkerRank wr;
+  if (!testing::workerRank(&wr)) GTEST_SKIP() << "runs inside ParallelMamba2.ContextParallelLayerBackward";
+  cpLayerBackwardRank(wr.rank, *join(wr, {{"test", "cp backward"}}));
+}
+
 TEST(ParallelMamba2, ContextParallelLayerBackward) { testing::expectRanksPass("ContextParallelLayerBackward", 300); }
+
+// The same ranks as threads of this process on one GPU (RankThreads.h), 2 and 4 of them.
+TEST(ParallelMamba2, ContextParallelLayerBackwardAsThreads) {
+  SSMJIT_REQUIRE_GPU();
+  for (int n : {2, 4}) testing::runRankThreads(n, cpLayerBackwardRank, 300);
+}
 
 // The SSD's context-parallel training step (ssd_parallel.h): the row of the prefill test above,
 // as SSD inputs (fp32, z, D, dt_bias with softplus), forward by ssd_cp and backward by
@@ -666,12 +692,12 @@ SsdStep ssdStep(const SsdRow& r, int64_t p0, int64_t L, const std::vector<int32_
           dD.download<float>(),  dz.download<float>(), ddtBias.download<float>()};
 }
 
-TEST(ParallelWorker, DISABLED_ContextParallelSsdTraining) {
-  testing::WorkerRank wr;
-  if (!testing::workerRank(&wr)) GTEST_SKIP() << "runs inside ParallelMamba2.ContextParallelSsdTraining";
+// The SSD's context parallelism over comm's ranks (processes on GPUs, or threads on one), rank
+// `rank`'s part of a row whose middle sequence crosses every boundary, against one GPU.
+void cpSsdTrainingRank(int rank, Communicator& ranks) {
+  Communicator* comm = &ranks;
   // Ranks compile different backward kernels (pass 1 or 2) while the others wait in a collective.
-  auto comm = join(wr, {{"test", "cp-ssd"}}, 300);
-  const int64_t Tr = 96, T = Tr * wr.size, p0 = wr.rank * Tr, p1 = p0 + Tr;
+  const int64_t Tr = 96, T = Tr * comm->size(), p0 = rank * Tr, p1 = p0 + Tr;
   const std::vector<int64_t> cu = {0, 40, T - 20, T};
   const SsdRow r = randomSsdRow(T);
   const SsdStep ref = ssdStep(r, 0, T, std::vector<int32_t>(cu.begin(), cu.end()), nullptr, {});
@@ -686,7 +712,7 @@ TEST(ParallelWorker, DISABLED_ContextParallelSsdTraining) {
     part.to_next = cu[i + 1] > p1;
     cuLocal.push_back(static_cast<int32_t>(e - p0));
   }
-  const SsdStep got = ssdStep(r, p0, Tr, cuLocal, comm.get(), part);
+  const SsdStep got = ssdStep(r, p0, Tr, cuLocal, comm, part);
 
   const int64_t HP = r.H * r.P, GN = r.G * r.N;
   const struct {
@@ -706,12 +732,24 @@ TEST(ParallelWorker, DISABLED_ContextParallelSsdTraining) {
   for (const auto& c : checks) {
     const double err = worstError(c.g, c.want, c.cols, c.perToken ? range(p0, Tr) : range(0, 1));
     std::fprintf(stderr, "[ measured ] CP SSD rank %d (from_previous %d, to_next %d) %s: worst %.2e (bound %.0e)\n",
-                 wr.rank, int(part.from_previous), int(part.to_next), c.name, err, kLayerBound);
+                 rank, int(part.from_previous), int(part.to_next), c.name, err, kLayerBound);
     EXPECT_LE(err, kLayerBound) << c.name;
   }
 }
 
+TEST(ParallelWorker, DISABLED_ContextParallelSsdTraining) {
+  testing::WorkerRank wr;
+  if (!testing::workerRank(&wr)) GTEST_SKIP() << "runs inside ParallelMamba2.ContextParallelSsdTraining";
+  cpSsdTrainingRank(wr.rank, *join(wr, {{"test", "cp-ssd"}}, 300));
+}
+
 TEST(ParallelMamba2, ContextParallelSsdTraining) { testing::expectRanksPass("ContextParallelSsdTraining", 540); }
+
+// The same ranks as threads of this process on one GPU (RankThreads.h), 2 and 4 of them.
+TEST(ParallelMamba2, ContextParallelSsdTrainingAsThreads) {
+  SSMJIT_REQUIRE_GPU();
+  for (int n : {2, 4}) testing::runRankThreads(n, cpSsdTrainingRank, 540);
+}
 
 TEST(ParallelWorker, DISABLED_MismatchedConfigsNameTheDifference) {
   testing::WorkerRank wr;
