@@ -22,6 +22,7 @@
 #include "ssmjit/mamba2.h"
 #include "support/LayerSizes.h"
 #include "support/RandomMamba2Layer.h"
+#include "support/ReferenceMamba2Layer.h"
 
 namespace ssmjit {
 namespace {
@@ -29,6 +30,7 @@ namespace {
 using testing::DeviceMamba2Layer;
 using testing::HostMamba2Layer;
 using testing::HostTensorF32;
+using testing::ReferenceLayer;
 
 struct BackwardCase {
   int64_t groups = 2;
@@ -36,44 +38,6 @@ struct BackwardCase {
   std::string name;
 };
 std::ostream& operator<<(std::ostream& os, const BackwardCase& c) { return os << c.name; }
-
-// The layer's config and CPU weights as the reference reads them (A_log = log(-A), the conv weight
-// as (convDim, 1, W)).
-struct ReferenceLayer {
-  model::Mamba2Config cfg;
-  model::Mamba2LayerWeights w;
-  HostTensorF32 aLog, conv;
-  explicit ReferenceLayer(HostMamba2Layer& h) {
-    const Mamba2Dims& d = h.d;
-    cfg.hidden_size = d.hidden;
-    cfg.num_heads = d.heads;
-    cfg.head_dim = d.head_dim;
-    cfg.state_size = d.state;
-    cfg.n_groups = d.groups;
-    cfg.conv_kernel = d.conv_width;
-    cfg.chunk_size = d.chunk_size;
-    cfg.use_bias = cfg.use_conv_bias = true;
-    cfg.norm_before_gate = d.norm_before_gate;
-    cfg.norm_eps = d.norm_eps;
-    // The layer's dt_max <= dt_min means no clamp; the config's is then [0, inf).
-    cfg.dt_min = d.dt_max > d.dt_min ? d.dt_min : 0.0;
-    cfg.dt_max = d.dt_max > d.dt_min ? d.dt_max : INFINITY;
-    aLog = h.A;
-    for (float& v : aLog.v) v = std::log(-v);
-    conv = h.conv;
-    conv.shape = {d.convDim(), 1, d.conv_width};
-    w.in_proj_weight = h.inProj.view();
-    w.in_proj_bias = h.inProjBias.view();
-    w.conv1d_weight = conv.view();
-    w.conv1d_bias = h.convBias.view();
-    w.dt_bias = h.dtBias.view();
-    w.A_log = aLog.view();
-    w.D = h.D.view();
-    w.gated_norm = h.norm.view();
-    w.out_proj_weight = h.outProj.view();
-    w.out_proj_bias = h.outProjBias.view();
-  }
-};
 
 TensorView onDevice(const DeviceBuffer& b, DType t, std::initializer_list<int64_t> shape) {
   return TensorView::contiguous(b.data(), t, shape, DeviceKind::CUDA, driver::currentDeviceId());

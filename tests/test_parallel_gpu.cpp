@@ -31,6 +31,7 @@
 #include "runtime/CudaGraph.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
+#include "runtime/reference/Mamba2ModelRef.h"
 #include "runtime/model/Mamba2Sharding.h"
 #include "runtime/model/Mamba2WeightFields.h"
 #include "ssmjit/error.h"
@@ -43,6 +44,7 @@
 #include "support/RankChecks.h"
 #include "support/RankProcesses.h"
 #include "support/RankThreads.h"
+#include "support/ReferenceMamba2Layer.h"
 #include "support/ScratchDir.h"
 #include "support/TinyMamba2Cases.h"
 
@@ -565,11 +567,36 @@ void cpLayerBackwardRank(int rank, Communicator& ranks) {
   const double dh = worstError(downloadF32(b.grads.dhidden), ref.dhidden, Hd, range(rank * Tr, Tr));
   std::fprintf(stderr, "[ measured ] CP rank %d backward dhidden: worst %.2e (bound %.0e)\n", rank, dh, kLayerBound);
   EXPECT_LE(dh, kLayerBound) << "dhidden";
+  // dA and ddt_bias sum terms that cancel over every token, so their fp32 rounding shows (with 4
+  // ranks, one GPU's own result is 1.2-1.5e-4 from the float64 adjoint): they are held to being no
+  // further from the float64 adjoint than one GPU's result (twice its distance, or kLayerBound).
+  testing::ReferenceLayer R(host);
+  const int64_t Dc = full.convDim(), W1 = full.conv_width - 1, ssm = full.heads * full.head_dim * full.state;
+  const std::vector<reference::Mamba2SequenceState> zeros(
+      in.cu.size() - 1, {std::vector<double>(Dc * W1, 0.0), std::vector<double>(ssm, 0.0)});
+  const reference::Mamba2LayerGradientsRef exact = reference::mamba2_layer_backward(
+      R.cfg, R.w, std::vector<double>(in.prefill.begin(), in.prefill.end()),
+      std::vector<int64_t>(in.cu.begin(), in.cu.end()), zeros, std::vector<double>(dout.begin(), dout.end()), zeros);
+  // Worst error against the float64 gradient (dA compared as dA_log = dA * A).
+  auto fromExact = [&](const std::vector<float>& g, const std::vector<double>& x, bool isA) {
+    std::vector<float> scaled(g.size()), xs(x.size());
+    for (size_t i = 0; i < g.size(); ++i) scaled[i] = isA ? g[i] * host.A.v[i] : g[i], xs[i] = float(x[i]);
+    return worstError(scaled, xs, 1, range(0, int64_t(xs.size())));
+  };
   for (size_t k = 0; k < gs.size(); ++k) {
     const std::vector<float> got = downloadF32(*gs[k]);
+    const std::string name = weightName(k);
+    if (name == "A" || name == "dt_bias") {
+      const std::vector<double>& x = name == "A" ? exact.A_log : exact.dt_bias;
+      const double cp = fromExact(got, x, name == "A"), one = fromExact(ref.weights[k], x, name == "A");
+      std::fprintf(stderr, "[ measured ] CP rank %d backward d%s from float64: worst %.2e (one GPU's %.2e)\n", rank,
+                   name.c_str(), cp, one);
+      EXPECT_LE(cp, std::max(2 * one, kLayerBound)) << "d" << name;
+      continue;
+    }
     const double e = worstError(got, ref.weights[k], 1, range(0, int64_t(got.size())));
-    std::fprintf(stderr, "[ measured ] CP rank %d backward d%s: worst %.2e\n", rank, weightName(k), e);
-    EXPECT_LE(e, kLayerBound) << "d" << weightName(k);
+    std::fprintf(stderr, "[ measured ] CP rank %d backward d%s: worst %.2e\n", rank, name.c_str(), e);
+    EXPECT_LE(e, kLayerBound) << "d" << name;
   }
 }
 
