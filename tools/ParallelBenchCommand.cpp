@@ -2,8 +2,9 @@
 // `ssmjit launch`), against the same call on one GPU: tensor parallel (--tp, with
 // --sequence-parallel), or context parallel (--cp: one long sequence split over the ranks); with
 // --backward also the prefill followed by the layer's backward. With --mamba1-scan,
-// the Mamba-1 selective scan of one sequence instead (one GPU, or --cp). Prints the time per call,
-// tokens/s and the bytes each rank's collectives move per call; rank 0 speaks.
+// the Mamba-1 selective scan of one sequence instead (one GPU, or --cp; on one GPU also what a
+// context-parallel part adds to it). Prints the time per call, tokens/s and the bytes each rank's
+// collectives move per call; rank 0 speaks.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -16,6 +17,8 @@
 #include "runtime/CudaGraph.h"
 #include "runtime/model/Mamba2WeightFields.h"
 #include "runtime/model/OverlappedAllReduce.h"
+#include "runtime/parallel/ScanCpCorrect.h"
+#include "runtime/parallel/ScanCpStateGrad.h"
 #include "ssmjit/mamba2_parallel.h"
 #include "ssmjit/scan_parallel.h"
 #include "tools/DeviceFill.h"
@@ -123,7 +126,8 @@ int runMamba1Scan(const ParallelBenchOptions& o, Communicator* comm) {
   a.out = add(act, {1, D, L}, 0, 0);
   const ContextPart part{rank > 0, rank < ranks - 1};
   const ScanCpCarry carry{add(DType::F32, {D, N}, 0, 0), add(DType::F32, {D, N}, 0, 0)};
-  const int64_t need = comm ? selective_scan_cp_workspace_size(a, part, *comm) : selective_scan_workspace_size(a);
+  const int64_t need = comm ? selective_scan_cp_workspace_size(a, part, *comm)
+                            : std::max(selective_scan_workspace_size(a), detail::scanCpCorrectWorkspaceFloats(a));
   DeviceBuffer ws(static_cast<size_t>(std::max<int64_t>(need, 1) * 4));
   a.workspace = TensorView::contiguous(ws.data(), DType::F32, {std::max<int64_t>(need, 1)});
   // Under CP a call ends with a barrier (an all-reduce of one float): a rank continuing from the
@@ -149,7 +153,8 @@ int runMamba1Scan(const ParallelBenchOptions& o, Communicator* comm) {
     b.dD = add(DType::F32, {D}, 0, 0);
     b.ddelta_bias = add(DType::F32, {D}, 0, 0);
     const int64_t needB =
-        comm ? selective_scan_cp_backward_workspace_size(b, part, *comm) : selective_scan_backward_workspace_size(b);
+        comm ? selective_scan_cp_backward_workspace_size(b, part, *comm)
+             : std::max(selective_scan_backward_workspace_size(b), detail::scanCpStateGradWorkspaceFloats(b));
     bws = DeviceBuffer(static_cast<size_t>(needB * 4));
     b.workspace = TensorView::contiguous(bws.data(), DType::F32, {needB});
   }
@@ -162,6 +167,17 @@ int runMamba1Scan(const ParallelBenchOptions& o, Communicator* comm) {
   OwnedStream stream;
   const double ms = msPerCall(call, comm, stream.get(), o.iters, o.trials);
   const double stepMs = o.backward ? msPerCall(step, comm, stream.get(), o.iters, o.trials) : 0;
+  // On one GPU, what a part continuing from the previous rank adds, at this part's length: the
+  // forward's correction by the incoming state and the backward's incoming-state gradient.
+  double correctMs = 0, stateGradMs = 0;
+  if (!comm) {
+    correctMs = msPerCall([&, a](CUstream s) { detail::scanCpCorrect(a, carry.incoming, s); }, comm, stream.get(),
+                          o.iters, o.trials);
+    if (o.backward)
+      stateGradMs = msPerCall([&, b, grad = add(DType::F32, {D, N}, 0, 0)](
+                                  CUstream s) { detail::scanCpStateGrad(b, grad, b.workspace, s); },
+                              comm, stream.get(), o.iters, o.trials);
+  }
   if (rank == 0) {
     const std::string how = comm ? strf("context parallel over %d GPUs", ranks) : std::string("one GPU");
     std::printf("Mamba-1 selective scan: D %lld, N %lld, %s, one sequence of %lld tokens\n", (long long)D, (long long)N,
@@ -171,6 +187,11 @@ int runMamba1Scan(const ParallelBenchOptions& o, Communicator* comm) {
     if (o.backward)
       std::printf("%s, forward + backward: %.3f ms per call (backward %.3f ms), %.0f tokens/s\n", how.c_str(), stepMs,
                   stepMs - ms, o.tokens / (stepMs / 1e3));
+    if (!comm)
+      std::printf(
+          "as a context-parallel part continuing from the previous rank, it adds: the correction by the incoming "
+          "state %.3f ms%s\n",
+          correctMs, o.backward ? strf(", the incoming state's gradient %.3f ms", stateGradMs).c_str() : "");
   }
   return kExitOk;
 }
@@ -346,7 +367,8 @@ CommandRun defineParallelBenchCommand(CLI::App* app) {
                 "Also time the prefill followed by the layer's backward (fp32 weight gradients, all-reduced "
                 "under --cp)");
   app->add_flag("--mamba1-scan", o->mamba1Scan,
-                "Time the Mamba-1 selective scan of one sequence of --tokens instead (one GPU or --cp)");
+                "Time the Mamba-1 selective scan of one sequence of --tokens instead (one GPU or --cp; on one GPU "
+                "also its context-parallel correction and, with --backward, incoming-state gradient)");
   app->add_option("--channels", o->channels, "With --mamba1-scan: D")->check(atLeast(1))->capture_default_str();
   app->add_option("--scan-dstate", o->scanState, "With --mamba1-scan: N")->check(atLeast(1))->capture_default_str();
   app->add_option("--tokens", o->tokens, "Tokens per call")->check(atLeast(1))->capture_default_str();

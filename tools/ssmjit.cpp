@@ -134,7 +134,8 @@ std::vector<Subcommand> subcommands() {
        "followed by the layer's backward (fp32 weight gradients, all-reduced over --cp ranks): ms per training "
        "step of the layer and the backward's share. With --mamba1-scan, the Mamba-1 selective scan of one "
        "sequence of --tokens (D --channels, N --scan-dstate) instead, on one GPU or by --cp (forward; with "
-       "--backward, forward and backward).",
+       "--backward, forward and backward); on one GPU also what a context-parallel part of that length adds (the "
+       "correction by the incoming state; with --backward, that state's gradient).",
        defineParallelBenchCommand},
       {"bench-model", "time a Mamba-2 checkpoint's packed prefill and its decode steps (graphs and eager)",
        "Benchmark a Mamba-2 checkpoint directory on the GPU (random prompts): packed prefill of B prompts of L "

@@ -9,7 +9,9 @@
 #include "runtime/ops/ArgCheck.h"
 #include "runtime/ops/SelectiveScanCheck.h"
 #include "runtime/parallel/CpExchange.h"
+#include "runtime/parallel/ScanCpCorrect.h"
 #include "runtime/parallel/ScanCpDecay.h"
+#include "runtime/parallel/ScanCpStateGrad.h"
 #include "ssmjit/error.h"
 
 namespace ssmjit {
@@ -60,6 +62,7 @@ struct Bufs : detail::CpBuffers {
   TensorView lastIdx(const Geometry& g) const { return at(g.nseq * 4, DType::I32, {g.nseq}); }
   TensorView rowDecay(const Geometry& g) const { return at(g.row, DType::F32, {g.D, g.N}); }
   TensorView rowState(const Geometry& g) const { return at(g.row + g.DN * 4, DType::F32, {1, g.D, g.N}); }
+  TensorView rowStateGrad(const Geometry& g) const { return at(g.row + g.DN * 4, DType::F32, {g.D, g.N}); }
   TensorView G(const Geometry& g) const { return at(g.g, DType::F32, {1, g.D, g.N}); }
 };
 
@@ -87,12 +90,10 @@ SelectiveScanArgs summaryArgs(SelectiveScanArgs a, const Geometry& g, const Bufs
   return a;
 }
 
-// The backward's first pass (the gradient of the incoming state, into the summary row's state)
-// and its second (G as the crossing-out sequence's final-state gradient).
-SelectiveScanBackwardArgs firstPass(SelectiveScanBackwardArgs a, const ContextPart& p, const Geometry& g,
-                                    const Bufs& b) {
+// The backward's summary (the incoming state's gradient with no gradient of the crossing-out
+// sequence's end state) and its pass with G as that gradient.
+SelectiveScanBackwardArgs summaryPass(SelectiveScanBackwardArgs a, const ContextPart& p) {
   if (p.to_next) a.dfinal_states = TensorView{};
-  a.dinitial_states = b.rowState(g);
   return a;
 }
 SelectiveScanBackwardArgs secondPass(SelectiveScanBackwardArgs a, const ContextPart& p, const Geometry& g,
@@ -134,8 +135,8 @@ int64_t scanCpWorkspaceFloats(const SelectiveScanArgs& a, const ContextPart& p, 
   const Geometry g = geometryOf(a, ranks, false);
   const Bufs b{{detail::cpStandInBase(), a.u.deviceId}};
   const SelectiveScanArgs real = fromIncoming(a, p, standInCarry(g, b), g, b);
-  const int64_t scan =
-      std::max(selective_scan_workspace_size(summaryArgs(a, g, b)), selective_scan_workspace_size(real));
+  const int64_t scan = std::max({selective_scan_workspace_size(summaryArgs(a, g, b)),
+                                 selective_scan_workspace_size(real), detail::scanCpCorrectWorkspaceFloats(a)});
   return g.bytes / 4 + scan;
 }
 
@@ -154,9 +155,8 @@ int64_t scanCpBackwardWorkspaceFloats(const SelectiveScanBackwardArgs& a, const 
   const Bufs b{{detail::cpStandInBase(), f.u.deviceId}};
   SelectiveScanBackwardArgs base = a;
   base.forward = fromIncoming(f, p, standInCarry(g, b), g, b);
-  int64_t scan = selective_scan_backward_workspace_size(base);
-  if (p.from_previous) scan = std::max(scan, selective_scan_backward_workspace_size(firstPass(base, p, g, b)));
-  if (p.to_next) scan = std::max(scan, selective_scan_backward_workspace_size(secondPass(base, p, g, b)));
+  const int64_t scan = std::max(selective_scan_backward_workspace_size(p.to_next ? secondPass(base, p, g, b) : base),
+                                p.from_previous ? detail::scanCpStateGradWorkspaceFloats(base) : 0);
   return g.bytes / 4 + scan;
 }
 
@@ -193,20 +193,23 @@ void selective_scan_cp(const SelectiveScanArgs& args, const ContextPart& p, cons
   SelectiveScanArgs q = args;
   q.workspace = detail::afterExtras(args.workspace, g.bytes);
   detail::uploadPartSlots(b.base, g.nseq, p, stream, "selective_scan_cp");
-  // The summary: the crossing-out sequence's end state (from zero when the part continues from
-  // the previous rank) and the part's decay a (0 unless one sequence continuing both ways). On a
-  // part that starts its first sequence it is the real call but for the caller's final states.
-  if (p.to_next) {
-    selective_scan(summaryArgs(q, g, b), stream);
-    if (whole(g, p))
-      detail::scanCpDecay(q, b.rowDecay(g), stream);
-    else
-      detail::zeroFloats(b.base + g.row, g.DN, stream);
-  } else {
-    detail::zeroFloats(b.base + g.row, 2 * g.DN, stream);
-  }
+  // A part continuing from the previous rank scans from a zero state beside the others and adds
+  // the incoming state's share after the exchange (to its first sequence's final state too),
+  // unless it continues into the next rank and the caller asks for final states (its first scan
+  // writes the summary instead of them): then it scans again from the incoming state.
+  const bool correct = p.from_previous && !(p.to_next && q.final_states.defined());
+  // The first scan, before the exchange: the crossing-out sequence's end state (from zero when
+  // the part continues from the previous rank) into the summary row, and the part's decay a (0
+  // unless one sequence continuing both ways).
+  if (p.to_next || correct) selective_scan(p.to_next ? summaryArgs(q, g, b) : q, stream);
+  if (whole(g, p))
+    detail::scanCpDecay(q, b.rowDecay(g), stream);
+  else
+    detail::zeroFloats(b.base + g.row, p.to_next ? g.DN : 2 * g.DN, stream);
   detail::passStatesOn(comm, b, rowsOf(g), carry.decay.data, carry.incoming, stream);
-  if (p.from_previous || !p.to_next || q.final_states.defined())
+  if (correct)
+    detail::scanCpCorrect(q, carry.incoming, stream);
+  else if (p.from_previous || !p.to_next || q.final_states.defined())
     selective_scan(fromIncoming(q, p, carry, g, b), stream);
 }
 
@@ -224,16 +227,12 @@ void selective_scan_cp_backward(const SelectiveScanBackwardArgs& args, const Con
   base.workspace = detail::afterExtras(args.workspace, g.bytes);
   base.forward = fromIncoming(args.forward, p, carry, g, b);
   detail::uploadPartSlots(b.base, g.nseq, p, stream, "selective_scan_cp_backward");
-  // Pass 1: the incoming state's gradient (with no gradient of the crossing-out sequence's end
-  // state; final already when nothing crosses out). Its other gradients go to the real outputs:
-  // pass 2, where there is one, overwrites every one of them.
+  // The summary: the incoming state's gradient alone, beside the other ranks'; then every part's
+  // backward at once.
   detail::passAdjointsBack(
-      comm, p, b, rowsOf(g), carry.decay.data, [&] { selective_scan_backward(firstPass(base, p, g, b), stream); },
-      stream);
-  if (p.to_next)
-    selective_scan_backward(secondPass(base, p, g, b), stream);
-  else if (!p.from_previous)
-    selective_scan_backward(base, stream);
+      comm, p, b, rowsOf(g), carry.decay.data,
+      [&] { detail::scanCpStateGrad(summaryPass(base, p), b.rowStateGrad(g), base.workspace, stream); }, stream);
+  selective_scan_backward(p.to_next ? secondPass(base, p, g, b) : base, stream);
 }
 
 }  // namespace ssmjit

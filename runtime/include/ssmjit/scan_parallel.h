@@ -8,27 +8,31 @@
 // (they are collectives), in the same order, with the same D and N. c == 1 is allowed and equals
 // the plain op.
 //
-// Forward (selective_scan_cp): a part whose last sequence continues into the next rank scans
-// itself once from a zero start (the caller's initial states for a first sequence that starts on
-// the part) for that sequence's end state b, and, when the part is one sequence continuing both
-// ways, the part's decay a[d, n] = exp(A[d, n] sum of dt'[d]) (else a = 0). The ranks all-gather
-// (a, b) and each computes its incoming state S_in(r) = a(r-1) S_in(r-1) + b(r-1) in fp32 on the
-// device; a part whose first sequence continues from the previous rank then scans itself from
-// S_in. The scan has no cheaper states-only form, so a part continuing both ways scans twice,
-// and a part continuing from the previous rank scans after the ranks before it have finished
-// their first scan: a call takes about two scans of a part (and the backward two backward passes
-// of a part). The split bounds each rank's memory and work to its part; it is no faster than one
-// GPU at c = 2 (docs/performance.md). The state entering the part and a go to `carry` for the
+// Forward (selective_scan_cp): every part scans itself from a zero start for its first sequence
+// when that continues from the previous rank (the caller's initial states otherwise), all at
+// once; a part whose last sequence continues into the next rank keeps that sequence's end state
+// b, and, when the part is one sequence continuing both ways, the part's decay a[d, n] =
+// exp(A[d, n] sum of dt'[d]) (else a = 0). The ranks all-gather (a, b) and each computes its
+// incoming state S_in(r) = a(r-1) S_in(r-1) + b(r-1) in fp32 on the device. The scan is linear in
+// its state, so a part continuing from the previous rank then adds S_in's share to its first
+// sequence's outputs, sum_n C exp(A cumsum dt') S_in (times silu(z)), in one pass that reads
+// delta, C, z and out (out is rounded to its dtype twice, as is that final state), up to where that share has decayed to
+// 0 in fp32 (with softplus and every A <= 0), and exp(A sum dt') S_in to that sequence's final
+// state where the caller asks for it. A part continuing both ways whose caller asks for final
+// states scans again from S_in instead. The state entering the part and a go to `carry` for the
 // backward.
 //
 // Backward (selective_scan_cp_backward): state adjoints pass the other way. G(r) = dL/d(end state
 // of rank r's last sequence) = a(r+1) G(r+1) + dS_in_local(r+1), with dS_in_local the gradient of
-// rank r+1's incoming state when its own crossing-out sequence gets no final-state gradient. Pass
-// 1 (parts continuing from the previous rank): selective_scan_backward of the part from the
-// incoming state with no final-state gradient for the crossing-out sequence, keeping the first
-// sequence's dinitial; the ranks all-gather (a, dS_in_local) and scan them in reverse rank order
-// for G(r); pass 2 (parts continuing into the next rank): selective_scan_backward with G(r) as
-// the crossing-out sequence's final-state gradient.
+// rank r+1's incoming state when its own crossing-out sequence gets no final-state gradient. The
+// state reaches the first sequence's outputs and end state through exp(A cumsum dt') alone, so a
+// part continuing from the previous rank computes dS_in_local in one pass of its own, the
+// transpose of the forward's correction: sum over the first sequence's tokens of
+// silu(z) dout C exp(A cumsum dt'), plus that sequence's final-state gradient times its decay
+// (stopping, as the correction does, where those weights have decayed to 0). The ranks
+// all-gather (a, dS_in_local) and scan them in reverse rank order for G(r); then every part runs
+// selective_scan_backward at once, from its incoming state, with G(r) as the crossing-out
+// sequence's final-state gradient.
 //
 // Gradients: du, ddelta, time-varying dB and dC, dz and dinitial_states are this part's, exactly.
 // dA, dD, ddelta_bias and constant dB/dC are sums over tokens: each rank gets its part's sum, and
