@@ -16,9 +16,9 @@
 // incoming state S_in(r) = a(r-1) S_in(r-1) + b(r-1) in fp32 on the device. The scan is linear in
 // its state, so a part continuing from the previous rank then adds S_in's share to its first
 // sequence's outputs, sum_n C exp(A cumsum dt') S_in (times silu(z)), in one pass that reads
-// delta, C, z and out (out is rounded to its dtype twice, as is that final state), up to where that share has decayed to
-// 0 in fp32 (with softplus and every A <= 0), and exp(A sum dt') S_in to that sequence's final
-// state where the caller asks for it. A part continuing both ways whose caller asks for final
+// delta, C, z and out (out is rounded to its dtype twice, as is that final state), up to where
+// that share has decayed to 0 in fp32 (with softplus and every A <= 0), and exp(A sum dt') S_in
+// to that sequence's final state where the caller asks for it. A part continuing both ways whose caller asks for final
 // states scans again from S_in instead. The state entering the part and a go to `carry` for the
 // backward.
 //
