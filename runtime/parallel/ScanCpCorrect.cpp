@@ -6,6 +6,7 @@
 
 #include "kernels_dsl/parallel/ScanCpCorrect.h"
 #include "runtime/ops/KernelCall.h"
+#include "runtime/parallel/IncomingShareArgs.h"
 #include "runtime/parallel/ScanCpDtSums.h"
 #include "ssmjit/error.h"
 
@@ -21,30 +22,12 @@ TensorView sumsOf(const SelectiveScanArgs& a) {
 
 void bind(KernelCall& c, const SelectiveScanArgs& a, const TensorView& incoming) {
   constexpr const dsl::Signature& S = kernels::kScanCpCorrect;
-  const int64_t D = a.A.shape[0];
-  // C as (g, n, t, d): time-varying (Bt, G, N, L) or constant (D, N).
-  const bool varying = a.C.ndim == 4;
-  c.tensor(S.tensor("delta"), a.delta, Axes{1, 2});
-  c.tensor(S.tensor("dbias"), a.delta_bias);
-  c.tensor(S.tensor("A"), a.A);
-  c.tensor(S.tensor("C"), a.C, varying ? Axes{1, 2, 3, kNoAxis} : Axes{kNoAxis, 1, kNoAxis, 0});
-  c.tensor(S.tensor("z"), a.z, Axes{1, 2});
+  bindIncomingShare(c, S, a, sumsOf(a));
   c.tensor(S.tensor("out"), a.out, Axes{1, 2});
   c.tensor(S.tensor("incoming"), incoming);
-  c.tensor(S.tensor("cu"), a.cu_seqlens);
   c.tensor(S.tensor("final"), a.final_states);
   c.tensor(S.tensor("fidx"), a.final_state_indices);
-  c.size(S.size("D"), D);
-  c.size(S.size("L"), a.delta.shape[2]);
-  c.size(S.size("N"), a.A.shape[1]);
-  c.size(S.size("group"), varying ? D / a.C.shape[1] : D);
   c.size(S.size("S"), a.final_states.defined() ? a.final_states.shape[0] : 0);
-  c.tensor(S.tensor("sums"), sumsOf(a));
-  c.size(S.size("chunk"), scanCpChunk(a.delta.shape[2]));
-  c.flag(S.flag("has_dbias"), a.delta_bias.defined());
-  c.flag(S.flag("softplus"), a.delta_softplus);
-  c.flag(S.flag("has_z"), a.z.defined());
-  c.flag(S.flag("has_cu"), a.cu_seqlens.defined());
   c.flag(S.flag("has_final"), a.final_states.defined());
   c.flag(S.flag("has_fidx"), a.final_state_indices.defined());
   c.meta("meta:index_bits", fits32({&a.delta, &a.C, &a.z, &a.out, &a.A, &a.final_states}) ? 32 : 64);

@@ -8,6 +8,7 @@
 
 #include "kernels_dsl/parallel/ScanCpStateGrad.h"
 #include "runtime/ops/KernelCall.h"
+#include "runtime/parallel/IncomingShareArgs.h"
 #include "runtime/parallel/ScanCpDtSums.h"
 #include "ssmjit/error.h"
 
@@ -29,27 +30,10 @@ Places placesOf(const SelectiveScanBackwardArgs& b, const TensorView& ws) {
 void bindParts(KernelCall& c, const SelectiveScanBackwardArgs& b, const Places& at) {
   constexpr const dsl::Signature& S = kernels::kScanCpStateGrad;
   const SelectiveScanArgs& a = b.forward;
-  const int64_t D = a.A.shape[0], N = a.A.shape[1], L = a.delta.shape[2];
-  // C as (g, n, t, d): time-varying (Bt, G, N, L) or constant (D, N).
-  const bool varying = a.C.ndim == 4;
-  c.tensor(S.tensor("delta"), a.delta, Axes{1, 2});
-  c.tensor(S.tensor("dbias"), a.delta_bias);
-  c.tensor(S.tensor("A"), a.A);
-  c.tensor(S.tensor("C"), a.C, varying ? Axes{1, 2, 3, kNoAxis} : Axes{kNoAxis, 1, kNoAxis, 0});
-  c.tensor(S.tensor("z"), a.z, Axes{1, 2});
+  const int64_t N = a.A.shape[1];
+  bindIncomingShare(c, S, a, at.sums);
   c.tensor(S.tensor("dout"), b.dout, Axes{1, 2});
-  c.tensor(S.tensor("cu"), a.cu_seqlens);
-  c.tensor(S.tensor("sums"), at.sums);
   c.tensor(S.tensor("part"), at.part);
-  c.size(S.size("D"), D);
-  c.size(S.size("L"), L);
-  c.size(S.size("N"), N);
-  c.size(S.size("group"), varying ? D / a.C.shape[1] : D);
-  c.size(S.size("chunk"), scanCpChunk(L));
-  c.flag(S.flag("has_dbias"), a.delta_bias.defined());
-  c.flag(S.flag("softplus"), a.delta_softplus);
-  c.flag(S.flag("has_z"), a.z.defined());
-  c.flag(S.flag("has_cu"), a.cu_seqlens.defined());
   // Up to 16 states a program, as many as N needs.
   int64_t bn = 1;
   while (bn < std::min<int64_t>(N, 16)) bn *= 2;
