@@ -15,8 +15,8 @@
 //     ssd and ssd_backward of the whole row on one GPU: out and every gradient;
 //   - faults: ranks with different configurations stop with an error naming the difference, and a
 //     rank that exits early ends the others with an error within a bound, never a hang.
-// The context-parallel checks also run with their ranks as threads on one GPU (RankThreads.h), at 2
-// and 4 ranks, where NCCL's runs lack the GPUs.
+// The context-parallel checks and the tensor-parallel backward also run with their ranks as threads
+// on one GPU (RankThreads.h), at 2 and 4 ranks, where NCCL's runs lack the GPUs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -380,25 +380,25 @@ std::vector<std::vector<float>> shardOf(const LayerGradients& whole, const Mamba
   return out;
 }
 
-TEST(ParallelWorker, DISABLED_TensorParallelLayerBackward) {
-  testing::WorkerRank wr;
-  if (!testing::workerRank(&wr)) GTEST_SKIP() << "runs inside ParallelMamba2.TensorParallelLayerBackward";
+// The tensor- and sequence-parallel layer's backward, rank `rank` of comm's ranks (processes on
+// GPUs, or threads on one), against the whole layer's on one GPU.
+void tpLayerBackwardRank(int rank, Communicator& ranks) {
+  Communicator* comm = &ranks;
   const Mamba2Dims full = layerDims();
   HostMamba2Layer host = testing::randomMamba2Layer(full, 4605);
   const LayerInputs in = layerInputs(full.hidden);
   std::mt19937_64 rng(4606);
   const std::vector<float> dout = testing::randomTensor(rng, {in.T, full.hidden}, -1, 1).v;
-  auto comm = join(wr, {{"test", "layer backward"}});
   DeviceMamba2Layer whole(host, nullptr, 4);
   const LayerGradients ref = runBackward(whole, full, in, dout, nullptr, false);
-  const model::Mamba2LayerShard plan = model::planMamba2Shard(full, wr.rank, wr.size);
+  const model::Mamba2LayerShard plan = model::planMamba2Shard(full, rank, comm->size());
   const std::vector<std::vector<float>> refShard = shardOf(ref, full, plan);
   for (const bool sp : {false, true}) {
     const char* mode = sp ? "SP" : "TP";
     DeviceMamba2Layer part(host, &plan, 4);
-    const LayerGradients got = runBackward(part, full, in, dout, comm.get(), sp);
-    const int64_t rows = sp ? in.T / wr.size : in.T;
-    const double dh = worstError(got.dhidden, ref.dhidden, full.hidden, range(sp ? wr.rank * rows : 0, rows));
+    const LayerGradients got = runBackward(part, full, in, dout, comm, sp);
+    const int64_t rows = sp ? in.T / comm->size() : in.T;
+    const double dh = worstError(got.dhidden, ref.dhidden, full.hidden, range(sp ? rank * rows : 0, rows));
     std::fprintf(stderr, "[ measured ] %s backward dhidden: worst %.2e (bound %.0e)\n", mode, dh, kLayerBound);
     EXPECT_LE(dh, kLayerBound) << mode << " dhidden";
     for (size_t k = 0; k < refShard.size(); ++k) {
@@ -411,7 +411,19 @@ TEST(ParallelWorker, DISABLED_TensorParallelLayerBackward) {
   }
 }
 
+TEST(ParallelWorker, DISABLED_TensorParallelLayerBackward) {
+  testing::WorkerRank wr;
+  if (!testing::workerRank(&wr)) GTEST_SKIP() << "runs inside ParallelMamba2.TensorParallelLayerBackward";
+  tpLayerBackwardRank(wr.rank, *join(wr, {{"test", "layer backward"}}));
+}
+
 TEST(ParallelMamba2, TensorParallelLayerBackward) { testing::expectRanksPass("TensorParallelLayerBackward", 300); }
+
+// The same ranks as threads of this process on one GPU (RankThreads.h), 2 and 4 of them.
+TEST(ParallelMamba2, TensorParallelLayerBackwardAsThreads) {
+  SSMJIT_REQUIRE_GPU();
+  for (int n : {2, 4}) testing::runRankThreads(n, tpLayerBackwardRank, 300);
+}
 
 std::vector<float> downloadF32(const TensorView& t) {
   std::vector<float> v(static_cast<size_t>(t.numel()));
