@@ -90,9 +90,9 @@ std::vector<ScanCase> cases() {
   c.D = 70, c.N = 5, c.lens = {31, 2, 513, 90}, c.outType = DType::BF16, c.deltaType = DType::BF16;
   c.strided = true, c.finalStates = true, c.slotIndices = true;
   v.push_back(c);
-  // State chunks (ScanStateChunks.h): N 256 as eight chunks of 32 over two spans, states in place
-  // through slots, bf16; N 100 as chunks of 28, 28, 28, 16 on a strided packed row with
-  // constant B, fp16 final states only.
+  // State chunks (ScanStateChunks.h): N 256 as sixteen chunks of 16 over two spans, states in
+  // place through slots, bf16; N 100 as six chunks of 16 and one of 4 on a strided packed row
+  // with constant B, fp16 final states only.
   c = allDtypes({}, DType::BF16);
   c.batch = 2, c.D = 24, c.N = 256, c.L = 700, c.initialStates = c.finalStates = c.slotIndices = true;
   v.push_back(c);
@@ -186,7 +186,7 @@ TEST(ScanGpuPacking, LengthClassesEqualEachAlone) {
   expectPackedEqualsEachSequenceAlone(pc);
 }
 
-// Over 32 states, in chunks of states: the sums over states cross the chunks through the
+// Over 16 states, in chunks of states: the sums over states cross the chunks through the
 // workspace in a fixed order, the same for a sequence packed or alone.
 TEST(ScanGpuPacking, StateChunksEqualEachAlone) {
   SSMJIT_REQUIRE_GPU();

@@ -107,17 +107,17 @@ TEST(ScanKernels, PackedStatesAndSpansCompile) {
 
 TEST(ScanKernels, StateSizesCompile) {
   SSMJIT_REQUIRE_NVRTC();
-  for (int64_t N : {1, 13, 32}) {
+  for (int64_t N : {1, 13, 16}) {
     Variant v;
     v.N = N, v.L = 100;
     expectCompiles(v, "sm_90a", 1);
   }
 }
 
-// Over 32 states the forward runs once per chunk of states (ScanStateChunks.h): N 256 is eight
-// chunks of 32, whose first writes y to the workspace's plane, the middle ones add to it and the
+// Over 16 states the forward runs once per chunk of states (ScanStateChunks.h): N 256 is sixteen
+// chunks of 16, whose first writes y to the workspace's plane, the middle ones add to it and the
 // last adds D and z into out (three specialisations of the main pass, and one states pass for
-// all: 300 tokens are two spans at D 256); N 100 four chunks of 28, 28, 28 and 16.
+// all: 300 tokens are two spans at D 256); N 100 six chunks of 16 and one of 4.
 TEST(ScanKernels, LargeStateSizesCompileInChunks) {
   SSMJIT_REQUIRE_NVRTC();
   Variant v;
@@ -126,7 +126,7 @@ TEST(ScanKernels, LargeStateSizesCompileInChunks) {
   ASSERT_EQ(specs.size(), 4u);
   EXPECT_EQ(specs[0].get("meta:states_pass"), 1);
   specs.erase(specs.begin());
-  EXPECT_EQ(specs[0].get("meta:dstate"), 32);
+  EXPECT_EQ(specs[0].get("meta:dstate"), 16);
   EXPECT_EQ(specs[0].get("has_yacc"), 0);
   EXPECT_EQ(specs[0].get("has_D"), 0);
   EXPECT_EQ(specs[0].get("has_z"), 0);
@@ -141,8 +141,8 @@ TEST(ScanKernels, LargeStateSizesCompileInChunks) {
   v.N = 100;
   specs = detail::scanSpecializations(make(v), "sm_90a");
   ASSERT_EQ(specs.size(), 3u);
-  EXPECT_EQ(specs[0].get("meta:dstate"), 28);
-  EXPECT_EQ(specs[2].get("meta:dstate"), 16);
+  EXPECT_EQ(specs[0].get("meta:dstate"), 16);
+  EXPECT_EQ(specs[2].get("meta:dstate"), 4);
   expectCompiles(v, "sm_90a", 3);
 }
 
@@ -193,7 +193,7 @@ TEST(ScanKernels, VaryingBCStagedOncePerBlockWhenItsChannelsShareAGroup) {
     }
   }
   // 64 states over 128-token tiles: B's rows fit the 48 KiB of static shared memory, C's no longer
-  // (the kernel's limit; the op gives a program at most 32 states).
+  // (the kernel's limit; the op gives a program at most 16 states).
   Variant v;
   v.L = 100;
   Specialization spec = detail::scanSpecializations(make(v), "sm_90a").back();
@@ -403,9 +403,9 @@ TEST(ScanKernels, UnrollBudgetAndInnerLanesOutOfRangeAreNamed) {
   }
 }
 
-// The parallel class' tiles follow the grid at N <= 16: many programs (8x4096 at D 5120: 2560)
-// keep 4 warps capped for 4 blocks an SM, or 5 in a packed row; few (one 16384-token sequence:
-// 320) take 2 warps a program, capped for 5 blocks. N 32 is left to the kernel's choice.
+// The parallel class' tiles follow the grid: many programs (8x4096 at D 5120: 2560) keep 4 warps
+// capped for 4 blocks an SM, or 5 in a packed row; few (one 16384-token sequence: 320) take 2 warps
+// a program, capped for 5 blocks. N 32 runs as two chunks of 16 states, each with those tiles.
 TEST(ScanKernels, ForwardTilesFollowTheGrid) {
   using Tiles = std::pair<int64_t, int64_t>;  // min_blocks, num_warps
   auto tiles = [](const Variant& v) {
@@ -422,7 +422,7 @@ TEST(ScanKernels, ForwardTilesFollowTheGrid) {
   v.packed = false, v.batch = 1;
   EXPECT_EQ(tiles(v), Tiles(5, 2));
   v.batch = 8, v.L = 2048, v.N = 32;
-  EXPECT_EQ(tiles(v), Tiles(0, 4));
+  EXPECT_EQ(tiles(v), Tiles(4, 4));
 }
 
 // A packed row's launches take its sequences longest first (SelectiveScan.h), forward and backward,
@@ -451,7 +451,8 @@ TEST(ScanKernels, PackedLaunchesTakeTheLongestSequencesFirst) {
 // alone when max_seqlen rules the other out. The
 // serial launch scans with one lane of 8-token tiles, 2 warps capped for 5 blocks an SM, a
 // channel's states over 4 threads for up to 3 sequences, 2 for up to 7, else 1; a packed row's
-// launches take the longest sequences first. Over 16 states every sequence is parallel.
+// launches take the longest sequences first. Over 16 states each chunk of states runs the same
+// classes.
 TEST(ScanKernels, LengthClassesFollowTheCall) {
   struct Launch {
     int64_t cls, lanes, minBlocks, warps, longestFirst, parts;
@@ -491,7 +492,7 @@ TEST(ScanKernels, LengthClassesFollowTheCall) {
   a.max_seqlen = 2048;
   EXPECT_EQ(launches(a), (std::vector<Launch>{{1, 1, 5, 2, 1, 1}}));
   v.packed = false, v.batch = 8, v.L = 2048, v.N = 32;
-  EXPECT_EQ(launches(make(v)), (std::vector<Launch>{{0, 8, 0, 4, 0, 0}}));
+  EXPECT_EQ(launches(make(v)), (std::vector<Launch>{{1, 1, 5, 2, 0, 1}, {1, 1, 5, 2, 0, 1}}));
 }
 
 // The serial launch of a packed row puts its tiles on the row's grid: u, delta and z load as

@@ -421,8 +421,8 @@ TEST(ScanCheck, StateChunksNeedAWorkspace) {
   EXPECT_EQ(selective_scan_workspace_size(a), 2 * 16 * 100);
   const std::string m = invalidArgMessage([&] { selective_scan(a); });
   EXPECT_NE(m.find("workspace is not given, expected a float32 buffer of at least 3200"), std::string::npos) << m;
-  EXPECT_NE(m.find("more than 32 states run in chunks"), std::string::npos) << m;
-  c.N = 32;
+  EXPECT_NE(m.find("more than 16 states run in chunks"), std::string::npos) << m;
+  c.N = 16;
   EXPECT_EQ(selective_scan_workspace_size(onCuda(ScanProblem(c).args())), 0);
 }
 

@@ -482,8 +482,7 @@ void chooseScanMeta(Specialization& s) {
 
 }  // namespace
 
-ScanTiles scanTiles(int64_t programs, int64_t N, bool packed) {
-  if (N > 16) return {};
+ScanTiles scanTiles(int64_t programs, bool packed) {
   if (programs < 1024) return {5, 2};
   return {packed ? 5 : 4, 0};
 }

@@ -96,14 +96,13 @@ inline constexpr dsl::Signature kScan{"selective_scan_fwd", scan::kFwdTensors,  
 // meta values). Blocks an SM the register allocation must fit and warps a program (0: the
 // chooser's) of the parallel class' passes, from the grid's programs: with many programs more
 // resident warps hide the loads' latency better than spill-free code does; with few (one long
-// sequence), the SMs have room anyway and spills only cost. Larger N is unmeasured and left to the
-// compiler. Few programs (one long sequence: 320 of 4 warps at D 5120) would leave 2 or 3 blocks
+// sequence), the SMs have room anyway and spills only cost. Few programs (one long sequence: 320 of 4 warps at D 5120) would leave 2 or 3 blocks
 // on an SM, unevenly, so they run as programs of 2 warps held to 5 blocks an SM. Many programs
 // keep 4 warps; dense rows take 4 blocks an SM, packed rows 5.
 struct ScanTiles {
   int64_t minBlocks = 0, numWarps = 0;
 };
-ScanTiles scanTiles(int64_t programs, int64_t N, bool packed);
+ScanTiles scanTiles(int64_t programs, bool packed);
 // The serial class' threads a channel (meta:state_parts), from the call's sequences x channels: one
 // thread a channel leaves few sequences short of threads, while splitting the states costs the
 // exchange of dt, dt u and the groups' sums through shared memory, which pays only while the

@@ -12,8 +12,11 @@
 namespace ssmjit::detail {
 
 // The most states one program of the scan kernels holds: they keep a channel's states (and the
-// backward its per-state sums) in registers, unrolled over the states.
-inline constexpr int64_t kScanStateChunk = 32;
+// backward its per-state sums) in registers, unrolled over the states. The forward takes 16 too:
+// against chunks of 32, the second pass over the inputs costs dense rows of 17-32 states a few
+// percent, while one long sequence runs faster (the tiles of 16 states) and the kernels compile in
+// under half the time (docs/performance.md, first calls).
+inline constexpr int64_t kScanStateChunk = 16;  // the serial form's limit too (SelectiveScan.h)
 inline constexpr int64_t kScanBwdStateChunk = 16;
 
 // N states as `count` chunks of `size` (the last of N - (count - 1) * size) within `bound`: as

@@ -1,6 +1,6 @@
 // selective_scan: the arguments are checked once, here at the edge (SelectiveScanCheck), then
 // bound to the generic kernel (kernels_dsl/scan/SelectiveScan.h), specialised and launched on the
-// caller's stream: per chunk of states (ScanStateChunks.h; one for N <= 32) one launch, or two
+// caller's stream: per chunk of states (ScanStateChunks.h; one for N <= 16) one launch, or two
 // when a sequence can be longer than one span (the states pass, then the main pass).
 #include <cuda.h>
 
@@ -58,8 +58,8 @@ ScanPlan plan(const SelectiveScanArgs& a, const ScanDims& d) {
   p.chunks = detail::scanStateChunks(d.N, detail::kScanStateChunk);
   const int64_t nc = p.chunks.size;  // each chunk reuses the states pass' region in turn
   // Length classes (SelectiveScan.h): a dense call runs in its length's; a packed row in both,
-  // unless max_seqlen rules the parallel class out. The serial form holds up to 16 states.
-  p.serialLen = nc <= 16 ? s.get("meta:serial_len") : 0;
+  // unless max_seqlen rules the parallel class out.
+  p.serialLen = s.get("meta:serial_len");
   p.serial = p.serialLen > 0 && (d.packed || d.L <= p.serialLen);
   p.parallel = !p.serial || (d.packed && d.maxLen > p.serialLen);
   p.stateParts = kernels::scanStateParts(d.nseq * d.D);
@@ -69,7 +69,7 @@ ScanPlan plan(const SelectiveScanArgs& a, const ScanDims& d) {
   p.multi = p.parallel && p.spans > 1;
   p.keysPerRow = d.L / p.span + 1;
   p.rows = d.packed ? 1 : d.batch;
-  const kernels::ScanTiles tiles = kernels::scanTiles((d.D + bd - 1) / bd * p.spans * d.nseq, nc, d.packed);
+  const kernels::ScanTiles tiles = kernels::scanTiles((d.D + bd - 1) / bd * p.spans * d.nseq, d.packed);
   p.minBlocks = tiles.minBlocks;
   p.numWarps = tiles.numWarps;
   if (p.multi)

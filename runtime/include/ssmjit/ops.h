@@ -208,14 +208,14 @@ void causal_conv1d_update(const CausalConv1dUpdateArgs& args, Stream stream = nu
 // scans every span from its true start. The span length depends only on D, N and the dtypes,
 // never on the batch or the packing, so results do not depend on how sequences are batched.
 // Workspace: float32, contiguous, at least selective_scan_workspace_size(args) elements (0 when
-// no sequence can span more than one span and N <= 32; contents on entry do not matter).
+// no sequence can span more than one span and N <= 16; contents on entry do not matter).
 //
 // Dtypes: u, delta, z, out fp32, bf16 or fp16 (each may differ); B, C fp32, bf16 or fp16 when
 // time-varying, fp32 when constant; A, D, delta_bias fp32; index tensors int32 or int64. Math is
 // fp32; h stays in fp32 registers across the whole sequence. Strides >= 0 (u, delta, z, out, B,
 // C time-varying: the token axis must have stride 1); 64-bit offsets where sizes need them.
-// A program keeps up to 32 states of a channel in registers: beyond 32 the call runs once per chunk
-// of states (N 256: eight chunks of 32), the chunks summing y in an fp32 plane of the workspace
+// A program keeps up to 16 states of a channel in registers: beyond 16 the call runs once per chunk
+// of states (N 256: sixteen chunks of 16), the chunks summing y in an fp32 plane of the workspace
 // (Bt x D x L more elements).
 constexpr int kMaxScanState = 256;
 struct SelectiveScanArgs {
@@ -240,8 +240,8 @@ struct SelectiveScanArgs {
   // The serial form's tiles sit on a packed row's grid wherever its sequences start, so a packed
   // row of many sequences runs at dense speed; calls of few sequences run slower than in parallel
   // (docs/performance.md). Which form scans a sequence follows from its length and this bound only,
-  // so a packed sequence equals its own call bit for bit when both pass the same bound. Applies to
-  // up to 16 states (a chunk).
+  // so a packed sequence equals its own call bit for bit when both pass the same bound. With more
+  // than 16 states it applies to each chunk of states.
   int64_t serial_seqlen = 0;
   // The caller will train: the first call of these arguments also compiles the kernels of their
   // backward (every gradient of a given input, dout like out, no state gradients), in parallel
