@@ -3,6 +3,7 @@
 #include "kernels_dsl/parallel/ScanCpDtSums.h"
 
 #include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/parallel/IncomingShare.h"
 
@@ -26,10 +27,7 @@ void build(KernelBuilder& k, const Specialization& spec) {
 }
 
 void chooseMeta(Specialization& s) {
-  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);
-  if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", 16);
-  if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", 128);
-  if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
+  setDefaults(s, {{"meta:num_warps", 4}, {"meta:BLOCK_D", 16}, {"meta:BLOCK_T", 128}, {"meta:index_bits", 32}});
 }
 
 }  // namespace

@@ -96,9 +96,10 @@ inline constexpr dsl::Signature kScan{"selective_scan_fwd", scan::kFwdTensors,  
 // meta values). Blocks an SM the register allocation must fit and warps a program (0: the
 // chooser's) of the parallel class' passes, from the grid's programs: with many programs more
 // resident warps hide the loads' latency better than spill-free code does; with few (one long
-// sequence), the SMs have room anyway and spills only cost. Few programs (one long sequence: 320 of 4 warps at D 5120) would leave 2 or 3 blocks
-// on an SM, unevenly, so they run as programs of 2 warps held to 5 blocks an SM. Many programs
-// keep 4 warps; dense rows take 4 blocks an SM, packed rows 5.
+// sequence), the SMs have room anyway and spills only cost. Few programs (one long sequence: 320
+// of 4 warps at D 5120) would leave 2 or 3 blocks on an SM, unevenly, so they run as programs of 2
+// warps held to 5 blocks an SM. Many programs keep 4 warps; dense rows take 4 blocks an SM, packed
+// rows 5.
 struct ScanTiles {
   int64_t minBlocks = 0, numWarps = 0;
 };

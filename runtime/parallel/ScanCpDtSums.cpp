@@ -6,24 +6,14 @@
 
 #include "kernels_dsl/parallel/ScanCpDtSums.h"
 #include "runtime/ops/KernelCall.h"
+#include "runtime/parallel/IncomingShareArgs.h"
 
 namespace ssmjit::detail {
 
 namespace {
 
 void bind(KernelCall& c, const SelectiveScanArgs& a, const TensorView& sums) {
-  constexpr const dsl::Signature& S = kernels::kScanCpDtSums;
-  const int64_t L = a.delta.shape[2];
-  c.tensor(S.tensor("delta"), a.delta, Axes{1, 2});
-  c.tensor(S.tensor("dbias"), a.delta_bias);
-  c.tensor(S.tensor("cu"), a.cu_seqlens);
-  c.tensor(S.tensor("sums"), sums);
-  c.size(S.size("D"), a.A.shape[0]);
-  c.size(S.size("L"), L);
-  c.size(S.size("chunk"), scanCpChunk(L));
-  c.flag(S.flag("has_dbias"), a.delta_bias.defined());
-  c.flag(S.flag("softplus"), a.delta_softplus);
-  c.flag(S.flag("has_cu"), a.cu_seqlens.defined());
+  bindDtWalk(c, kernels::kScanCpDtSums, a, sums);
   c.meta("meta:index_bits", fits32({&a.delta}) ? 32 : 64);
 }
 
