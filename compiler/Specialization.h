@@ -14,7 +14,8 @@ namespace ssmjit {
 //   "<arg>"        a kernel argument (size, stride or flag) bound to a constant;
 //   "dtype:<ptr>"  storage dtype (DType) of a pointer argument;
 //   "align:<ptr>"  alignment class in bytes (16, 8, 4, 2, 1) of a *data* pointer, never metadata;
-//   "div:<arg>"    divisibility class (16, 8, 4, 2, 1) of an integer argument left dynamic;
+//   "div:<arg>"    divisibility class (16, 8, 4, 2, 1; up to 64 for a length cut into tiles) of an
+//                  integer argument left dynamic;
 //   "meta:<name>"  a build-time constant of the kernel definition (block sizes, index bits, warps).
 struct Specialization {
   std::string kernel;                                   // name in the kernel registry

@@ -19,9 +19,11 @@ enum class PtrClass { Float, Int };
 // status records) never are.
 enum class PtrRole { Data, Metadata };
 // How a call binds a size: on its value (it shapes the code), on its divisibility class (masks
-// against it keep their vector width), or not at all (a count or bound the kernel only compares
-// against or loops to: calls that differ in it share one kernel).
-enum class SizeUse { Bound, Div, Count };
+// against it keep their vector width), on its class up to 64 (a length cut into tiles: where the
+// class proves every tile whole, the kernel leaves out the partial tile's code), or not at all (a
+// count or bound the kernel only compares against or loops to: calls that differ in it share one
+// kernel).
+enum class SizeUse { Bound, Div, TileDiv, Count };
 
 inline constexpr int kMaxAxes = 6;
 
@@ -49,7 +51,7 @@ using dsl::SizeArg;
 using dsl::TensorArg;
 inline constexpr auto F = PtrClass::Float, I = PtrClass::Int;
 inline constexpr auto M = PtrRole::Metadata;
-inline constexpr auto Bound = SizeUse::Bound, Div = SizeUse::Div, Count = SizeUse::Count;
+inline constexpr auto Bound = SizeUse::Bound, Div = SizeUse::Div, TileDiv = SizeUse::TileDiv, Count = SizeUse::Count;
 
 // The entries of `a`, then those of `b`: one kernel's table extending another's.
 template <class T, std::size_t A, std::size_t B>

@@ -85,6 +85,15 @@ std::vector<ScanBackwardCase> cases() {
   c = allDtypes({}, DType::BF16);
   c.fwd.batch = 2, c.fwd.D = 16, c.fwd.N = 200, c.fwd.L = 300;
   v.push_back(c);
+  // Dense rows of whole tiles (L a multiple of 64, scanTilesWhole): two spans of 256 with state
+  // gradients, bf16 with groups; and N 40 in chunks.
+  c = allDtypes({}, DType::BF16);
+  c.fwd.batch = 2, c.fwd.D = 64, c.fwd.N = 16, c.fwd.L = 512, c.fwd.G = 2, c.fwd.slotIndices = true;
+  c.fwd.inPlace = false, c.dfinalStates = c.dinitialStates = true;
+  v.push_back(c);
+  c = {};
+  c.fwd.batch = 3, c.fwd.D = 40, c.fwd.N = 40, c.fwd.L = 192;
+  v.push_back(c);
   return v;
 }
 

@@ -109,6 +109,14 @@ std::vector<ScanCase> cases() {
   c = {};
   c.batch = 2, c.D = 4096, c.N = 16, c.L = 333, c.serialSeqlen = 2048, c.initialStates = c.finalStates = true;
   v.push_back(c);
+  // Dense rows of whole tiles (L a multiple of 64, scanTilesWhole): one tile body, no masks along
+  // time; four spans with states in place through slots, and bf16 with groups.
+  c = {};
+  c.batch = 2, c.D = 32, c.N = 16, c.L = 1024, c.initialStates = c.finalStates = c.slotIndices = true;
+  v.push_back(c);
+  c = allDtypes({}, DType::BF16);
+  c.batch = 3, c.D = 64, c.N = 16, c.L = 512, c.G = 2;
+  v.push_back(c);
   return v;
 }
 

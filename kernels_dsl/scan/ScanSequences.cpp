@@ -49,6 +49,10 @@ Value programSequence(KernelBuilder& k, const Specialization& spec, Value cu, Va
       [&] { return std::vector<Value>{z}; })[0];
 }
 
+bool scanTilesWhole(const Specialization& spec, int64_t BT) {
+  return spec.get("has_cu", 1) == 0 && spec.provesMultiple("L", BT) && spec.get("meta:span") % BT == 0;
+}
+
 int64_t scanSpanForWidth(int64_t D) {
   int64_t span = 256;
   while (span < 2048 && span * 5 <= D) span *= 2;

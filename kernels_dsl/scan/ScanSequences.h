@@ -33,6 +33,13 @@ dsl::Value programSequence(dsl::KernelBuilder& k, const Specialization& spec, ds
 dsl::Value firstScanKey(dsl::KernelBuilder& k, const ScanSequence& s, dsl::Value perRow, int64_t unit, dsl::Value hasCu,
                         dsl::Value i);
 
+// Whether every tile of BT tokens that a program of the scan kernels walks is whole: a dense call
+// (no cu_seqlens) whose row length the bindings prove a multiple of BT (L is bound by its class
+// up to 64, SizeUse::TileDiv), cut into spans of a multiple of BT. Such a kernel writes its tile
+// body once, without the partial tile's masks: half the code for NVVM to optimise, and fewer
+// registers live.
+bool scanTilesWhole(const Specialization& spec, int64_t BT);
+
 // The tokens a program of the scan kernels walks serially at D channels (their default
 // meta:span): about D / 2.5, a power of two in 256..2048, so that one long sequence's programs
 // still fill the GPU a few times over.

@@ -401,7 +401,9 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
       return next;
     });
   } else {
+    const bool tilesWhole = scanTilesWhole(spec, BT);
     carry = k.forLoop(zeroI, spanLen, k.constInt(BT), carry, [&](Value c, const std::vector<Value>& cs) {
+      if (tilesWhole) return tile(true, c, cs);
       // A packed row's whole tile also reads the run after it: it must lie in the row.
       Value whole = realignPacked ? (c + BT <= spanLen) && (t0 + c + BT + run <= L) : c + BT <= spanLen;
       return k.ifElse(

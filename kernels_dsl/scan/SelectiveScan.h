@@ -76,7 +76,7 @@ inline constexpr TensorArg kFwdTensors[] = {u,
 inline constexpr const char* kFwdStrideOrder[] = {"u",  "delta", "z",    "out",   "yacc", "A",        "B",        "C",
                                                   "Dv", "dbias", "init", "final", "cu",   "init_idx", "final_idx"};
 inline constexpr SizeArg kFwdSizes[] = {{"D", Bound},
-                                        {"L", Div},
+                                        {"L", TileDiv},
                                         {"nseq", Count},
                                         {"nslots_init", Count},
                                         {"nslots_final", Count},

@@ -329,9 +329,11 @@ void buildScanBwd(KernelBuilder& k, const Specialization& spec) {
         })[0];
     return next;
   };
+  const bool tilesWhole = scanTilesWhole(spec, BT);
   carry = k.forLoop(zeroI, nTiles, k.constInt(1), carry, [&](Value q, const std::vector<Value>& cs) {
     Value c = t0 + (nTiles - 1 - q) * BT;
     if (realignPacked) return tile(false, c, cs);  // one body (see above)
+    if (tilesWhole) return tile(true, c, cs);
     return k.ifElse(
         c + BT <= len, [&] { return tile(true, c, cs); }, [&] { return tile(false, c, cs); });
   });

@@ -72,7 +72,7 @@ inline constexpr const char* kBwdStrideOrder[] = {"u",      "delta", "z",  "dout
                                                   "dfinal", "dinit", "cu", "init_idx", "final_idx"};
 // max_len: L when unbounded.
 inline constexpr SizeArg kBwdSizes[] = {{"D", Bound},
-                                        {"L", Div},
+                                        {"L", TileDiv},
                                         {"nseq", Count},
                                         {"nslots_init", Count},
                                         {"nslots_final", Count},

@@ -19,8 +19,8 @@ int64_t alignClass(const void* p) {
   return 1;
 }
 
-int64_t divClass(int64_t v) {
-  for (int64_t c : {16, 8, 4, 2})
+int64_t divClass(int64_t v, int64_t most) {
+  for (int64_t c = most; c > 1; c /= 2)
     if (v % c == 0) return c;
   return 1;
 }
@@ -67,6 +67,9 @@ void KernelCall::size(int arg, int64_t value) {
     case dsl::SizeUse::Div:
       bind(arg, kDiv, divClass(value));
       break;  // masks keep their vector width
+    case dsl::SizeUse::TileDiv:
+      bind(arg, kDiv, divClass(value, 64));
+      break;
     case dsl::SizeUse::Count:
       bind(arg, kFree, 0);
       break;
