@@ -3,6 +3,7 @@
 #include "kernels_dsl/parallel/CpStateScan.h"
 
 #include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
 
 namespace ssmjit::kernels {
@@ -30,10 +31,7 @@ void build(KernelBuilder& k, const Specialization& spec) {
 }
 
 void chooseMeta(Specialization& s) {
-  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);
-  if (!s.find("meta:BLOCK")) s.set("meta:BLOCK", 1024);
-  if (!s.find("meta:decay_per_element")) s.set("meta:decay_per_element", 0);
-  if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
+  setDefaults(s, {{"meta:num_warps", 4}, {"meta:BLOCK", 1024}, {"meta:decay_per_element", 0}, {"meta:index_bits", 32}});
 }
 
 }  // namespace

@@ -18,6 +18,13 @@ IncomingShare incomingShare(KernelBuilder& k, int64_t BD) {
   return s;
 }
 
+Value firstFinalSlot(KernelBuilder& k) {
+  return k.ifElse(
+      k.arg("has_fidx"),
+      [&] { return std::vector<Value>{k.toIndex(k.load(k.arg("fidx"), k.constInt(0) * k.arg("s_fidx")))}; },
+      [&] { return std::vector<Value>{k.constInt(0)}; })[0];
+}
+
 void setDecay(KernelBuilder& k, IncomingShare& s, Value slowestA, Value finite) {
   Value negInf = k.constFloat(-INFINITY);
   s.slowest = slowestA;

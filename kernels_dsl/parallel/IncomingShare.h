@@ -30,6 +30,9 @@ struct IncomingShare {
 
 // The program's channels (block programId(0) of BD) and its sequence's length.
 IncomingShare incomingShare(dsl::KernelBuilder& k, int64_t BD);
+// The first sequence's final-state slot: fidx[0] with has_fidx, else 0 (the caller takes a slot
+// outside [0, S) as none).
+dsl::Value firstFinalSlot(dsl::KernelBuilder& k);
 // Sets `slowest` and `decays` from the largest A2 of each channel over the program's states and
 // whether the multiplied operand is finite (a scalar).
 void setDecay(dsl::KernelBuilder& k, IncomingShare& s, dsl::Value slowestA, dsl::Value finite);

@@ -74,9 +74,7 @@ void build(KernelBuilder& k, const Specialization& spec) {
   })[0];
   // The end state (slot fidx[0], or 0; -1 or out of range: none), by the last chunk's program.
   // Past the shares' underflow `cum` stopped growing, but exp2(A2 cum) is 0 either way.
-  Value slot = k.ifElse(
-      I("has_fidx"), [&] { return std::vector<Value>{k.toIndex(k.load(I("fidx"), k.constInt(0) * I("s_fidx")))}; },
-      [&] { return std::vector<Value>{k.constInt(0)}; })[0];
+  Value slot = firstFinalSlot(k);
   k.ifThen(I("has_final") && (slot >= 0) && (slot < I("S")) && (lo < sh.len) && (hi == sh.len), [&] {
     Value final = I("final"), sFs = I("s_final_s"), sFd = I("s_final_d"), sFn = I("s_final_n");
     k.forLoop(k.constInt(0), N, k.constInt(1), {}, [&](Value n, const std::vector<Value>&) {
@@ -89,7 +87,10 @@ void build(KernelBuilder& k, const Specialization& spec) {
 }
 
 void chooseMeta(Specialization& s) {
-  setDefaults(s, {{"meta:num_warps", 4}, {"meta:BLOCK_D", 16}, {"meta:BLOCK_N", 2}, {"meta:BLOCK_T", 64},
+  setDefaults(s, {{"meta:num_warps", 4},
+                  {"meta:BLOCK_D", 16},
+                  {"meta:BLOCK_N", 2},
+                  {"meta:BLOCK_T", 64},
                   {"meta:index_bits", 32}});
 }
 

@@ -3,6 +3,7 @@
 #include "kernels_dsl/parallel/ScanCpDecay.h"
 
 #include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
 
 namespace ssmjit::kernels {
@@ -38,10 +39,7 @@ void build(KernelBuilder& k, const Specialization& spec) {
 }
 
 void chooseMeta(Specialization& s) {
-  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);
-  if (!s.find("meta:BLOCK_T")) s.set("meta:BLOCK_T", 512);
-  if (!s.find("meta:BLOCK_N")) s.set("meta:BLOCK_N", 64);
-  if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
+  setDefaults(s, {{"meta:num_warps", 4}, {"meta:BLOCK_T", 512}, {"meta:BLOCK_N", 64}, {"meta:index_bits", 32}});
 }
 
 }  // namespace

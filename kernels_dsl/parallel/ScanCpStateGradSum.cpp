@@ -2,7 +2,9 @@
 // (ScanCpStateGrad.h): a [BLOCK_D, BLOCK_N] tile of (channel, state) sums its chunks in order and
 // adds the final state's gradient times the sequence's decay.
 #include "kernels_dsl/Dsl.h"
+#include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
+#include "kernels_dsl/parallel/IncomingShare.h"
 #include "kernels_dsl/parallel/ScanCpStateGrad.h"
 
 namespace ssmjit::kernels {
@@ -13,7 +15,7 @@ namespace {
 void build(KernelBuilder& k, const Specialization& spec) {
   const int64_t BD = spec.get("meta:BLOCK_D"), BN = spec.get("meta:BLOCK_N");
   auto I = [&](const char* n) { return k.arg(n); };
-  Value A = I("A"), sums = I("sums"), part = I("part"), dfinal = I("dfinal"), fidx = I("fidx"), out = I("out");
+  Value A = I("A"), sums = I("sums"), part = I("part"), dfinal = I("dfinal"), out = I("out");
   Value D = I("D"), N = I("N"), K = I("K"), S = I("S");
   Value zero = k.constFloat(0);
   Value d = k.expandDims(k.programId(0) * BD + k.range(BD), 1), n = k.expandDims(k.programId(1) * BN + k.range(BN), 0);
@@ -26,9 +28,7 @@ void build(KernelBuilder& k, const Specialization& spec) {
                       a[1] + k.load(sums, i * I("s_sums_k") + d * I("s_sums_d"), d < D, zero)};
                 });
   // The final state's gradient (slot fidx[0], or 0; -1 or out of range: none).
-  Value slot = k.ifElse(
-      I("has_fidx"), [&] { return std::vector<Value>{k.toIndex(k.load(fidx, k.constInt(0) * I("s_fidx")))}; },
-      [&] { return std::vector<Value>{k.constInt(0)}; })[0];
+  Value slot = firstFinalSlot(k);
   Value withFinal = I("has_dfinal") && (slot >= 0) && (slot < S);
   Value fin = k.load(dfinal, slot * I("s_dfinal_s") + d * I("s_dfinal_d") + n * I("s_dfinal_n"), m && withFinal, zero);
   Value a2 = k.load(A, d * I("s_A_d") + n * I("s_A_n"), m, zero) * kLog2e;
@@ -36,10 +36,7 @@ void build(KernelBuilder& k, const Specialization& spec) {
 }
 
 void chooseMeta(Specialization& s) {
-  if (!s.find("meta:num_warps")) s.set("meta:num_warps", 4);
-  if (!s.find("meta:BLOCK_D")) s.set("meta:BLOCK_D", 32);
-  if (!s.find("meta:BLOCK_N")) s.set("meta:BLOCK_N", 16);
-  if (!s.find("meta:index_bits")) s.set("meta:index_bits", 32);
+  setDefaults(s, {{"meta:num_warps", 4}, {"meta:BLOCK_D", 32}, {"meta:BLOCK_N", 16}, {"meta:index_bits", 32}});
 }
 
 }  // namespace

@@ -2,8 +2,6 @@
 // dt' (ScanCpDtSums.h), then the correction's kernel, bound and launched.
 #include "runtime/parallel/ScanCpCorrect.h"
 
-#include <cuda.h>
-
 #include "kernels_dsl/parallel/ScanCpCorrect.h"
 #include "runtime/ops/KernelCall.h"
 #include "runtime/parallel/IncomingShareArgs.h"
@@ -43,10 +41,7 @@ void scanCpCorrect(const SelectiveScanArgs& a, const TensorView& incoming, Strea
   scanCpDtSums(a, sumsOf(a), stream);
   KernelCall c(kernels::kScanCpCorrect);
   bind(c, a, incoming);
-  const int64_t block = c.metaValue("meta:BLOCK_D");
-  const unsigned grid[3] = {static_cast<unsigned>((a.A.shape[0] + block - 1) / block),
-                            static_cast<unsigned>(scanCpChunks(a.delta.shape[2])), 1};
-  c.launch(grid, static_cast<CUstream>(stream));
+  launchOverChunks(c, a, stream);
 }
 
 Specialization scanCpCorrectSpecialization(const SelectiveScanArgs& a, const TensorView& incoming,

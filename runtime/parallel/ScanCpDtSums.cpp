@@ -27,13 +27,17 @@ int64_t scanCpChunk(int64_t L) {
 
 int64_t scanCpChunks(int64_t L) { return (L + scanCpChunk(L) - 1) / scanCpChunk(L); }
 
-void scanCpDtSums(const SelectiveScanArgs& a, const TensorView& sums, Stream stream) {
-  KernelCall c(kernels::kScanCpDtSums);
-  bind(c, a, sums);
+void launchOverChunks(KernelCall& c, const SelectiveScanArgs& a, Stream stream) {
   const int64_t block = c.metaValue("meta:BLOCK_D");
   const unsigned grid[3] = {static_cast<unsigned>((a.A.shape[0] + block - 1) / block),
                             static_cast<unsigned>(scanCpChunks(a.delta.shape[2])), 1};
   c.launch(grid, static_cast<CUstream>(stream));
+}
+
+void scanCpDtSums(const SelectiveScanArgs& a, const TensorView& sums, Stream stream) {
+  KernelCall c(kernels::kScanCpDtSums);
+  bind(c, a, sums);
+  launchOverChunks(c, a, stream);
 }
 
 Specialization scanCpDtSumsSpecialization(const SelectiveScanArgs& a, const TensorView& sums, const std::string& arch) {

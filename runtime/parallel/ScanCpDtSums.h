@@ -10,11 +10,16 @@
 
 namespace ssmjit::detail {
 
+class KernelCall;
+
 // Tokens a chunk, for a row of L tokens: at least 1024, and at most 64 chunks a row, so that a
 // program's sum over the chunks before it stays short.
 int64_t scanCpChunk(int64_t L);
 // Chunks a row of L tokens: cdiv(L, scanCpChunk(L)).
 int64_t scanCpChunks(int64_t L);
+// Launches the bound call `c` over (cdiv(D, its meta:BLOCK_D), scanCpChunks(L)) of args' call: a
+// program a block of channels and a chunk, the grid of scan_cp_dt_sums and scan_cp_correct.
+void launchOverChunks(KernelCall& c, const SelectiveScanArgs& args, Stream stream);
 // sums ((chunks, D) fp32, contiguous) = the sums of dt' over each chunk of the first sequence of
 // row 0 of args' call (0 past its end). args as checked by selective_scan.
 void scanCpDtSums(const SelectiveScanArgs& args, const TensorView& sums, Stream stream);
