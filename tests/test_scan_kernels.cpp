@@ -582,8 +582,8 @@ TEST(ScanKernels, PackedTilesMoveTokensInRegistersAndTheBackwardRunsOneBody) {
 // A dense row whose length its class proves a multiple of the tile (L bound by its class up to
 // 64) has no partial tile: the forward's passes and the backward's write one tile body, so their
 // final IR has at least a tile's N decays (exp2) fewer than for a row of 4080 tokens, whose last
-// tile may be partial (the states and adjoint passes' tiles take 2 N). Half the code for NVVM:
-// the first call of a dense 8 x 2048 backward compiles in about a third of the time.
+// tile may be partial (the states and adjoint passes' tiles take 2 N). Half the code for NVVM
+// to optimise (first-call times: docs/performance.md, Compile time).
 TEST(ScanKernels, DenseRowsOfWholeTilesRunOneTileBody) {
   Variant v;
   const auto decays = [](const Specialization& s) {

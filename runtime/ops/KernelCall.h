@@ -84,7 +84,7 @@ int64_t alignClass(const void* p);
 // Divisibility class of a dynamic size or stride: the largest power of two up to `most` (16, or 64
 // for SizeUse::TileDiv) dividing it, else 1. Finer than 16-or-1 because a bf16 row stride
 // divisible by 8 still takes 16-byte vectors (scalar accesses make a packed row of 8 x 2049 tokens
-// 1.5x slower).
+// much slower: docs/performance.md).
 int64_t divClass(int64_t v, int64_t most = 16);
 
 // 32-bit offsets do for a launch when every given tensor's reach and every stride fits.
