@@ -54,5 +54,23 @@ TEST(DslShift, PeriodsThatAreNotARunOrTheAxisAreRefused) {
   }
 }
 
+// A shifted tile sets the kernel's layout even where a larger tile lies beside it (a packed scan
+// ranks its sequences in a [64, lanes] tile beside its time tiles): the emitter shifts only along
+// an axis the layout holds whole in one warp.
+TEST(DslShift, TheShiftedTileSetsTheLayoutBesideALargerOne) {
+  dsl::KernelDef def;
+  def.name = "shifted_beside_larger";
+  def.build = [&](KernelBuilder& k, const Specialization&) {
+    k.setShiftLanes(8);
+    Value x = k.ptrArg("x", dsl::PtrClass::Float), y = k.ptrArg("y", dsl::PtrClass::Float);
+    Value wide = k.expandDims(k.range(64), 1) * 8 + k.expandDims(k.range(8), 0);  // [64, 8]: 512 places
+    k.store(y, wide + 4096, k.load(x, wide + 4096));
+    Value off = k.expandDims(k.range(16), 1) * 256 + k.expandDims(k.range(16), 0);  // [16, 16]: runs of 2
+    k.store(y, off, k.shift(k.load(x, off), k.load(x, off + 2), 1, -1, 2));
+  };
+  const std::string cuda = ownKernelCuda(def, {"x", "y"});
+  EXPECT_EQ(occurrences(cuda, "__shfl"), 0) << "runs of 2 move in their threads\n" << cuda;
+}
+
 }  // namespace
 }  // namespace ssmjit::testing

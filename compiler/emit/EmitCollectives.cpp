@@ -121,7 +121,8 @@ void Emitter::emit(sj::ShiftOp sh) {
   const int64_t s = static_cast<int32_t>(sh.getAmount());  // an I32Attr reads back unsigned
   const int64_t T = P_.tpw[a], run = P_.spt[a];
   if (P_.wpc[a] != 1 || T * run != shape[a])
-    fail(sh, "shift along an axis the layout does not keep in one warp (" + P_.str() + ")");
+    fail(sh, "shift of a [" + I(shape[0]) + ", " + I(shape[1]) + "] tile along axis " + I(a) +
+                 ", which the layout does not keep in one warp (" + P_.str() + ")");
   const int64_t period = sh.getPeriod() ? static_cast<int32_t>(*sh.getPeriod()) : shape[a];
   if (period != shape[a] && period != run)
     fail(sh, "shift with segments of " + I(period) + " places, neither the axis (" + I(shape[a]) +

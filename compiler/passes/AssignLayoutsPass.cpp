@@ -42,12 +42,19 @@ struct AssignLayoutsPass : impl::AssignLayoutsPassBase<AssignLayoutsPass> {
     int64_t S0 = 1, S1 = 1;
     bool any2d = false;
     int minBytes = 4, maxGlobalBytes = 1;
+    auto widen = [&](Value v) {
+      if (auto t = dyn_cast<RankedTensorType>(v.getType()))
+        if (t.getRank() == 2 && t.getNumElements() > S0 * S1) S0 = t.getDimSize(0), S1 = t.getDimSize(1), any2d = true;
+    };
+    // The emitter shifts and scans a 2-D tile only where the layout holds its whole extent along
+    // the axis in one warp: such tiles set the parent's shape, whatever larger tiles the kernel
+    // also has (a packed scan's ranking of its sequences, say).
+    f.walk([&](sj::ShiftOp s) { widen(s.getResult()); });
+    f.walk([&](sj::ScanOp s) { widen(s.getSrcs()[0]); });
+    const bool shaped = any2d;
     f.walk([&](Operation* op) {
-      for (Value r : op->getResults())
-        if (auto t = dyn_cast<RankedTensorType>(r.getType()))
-          if (t.getRank() == 2 && t.getNumElements() > S0 * S1) {
-            S0 = t.getDimSize(0), S1 = t.getDimSize(1), any2d = true;
-          }
+      if (!shaped)
+        for (Value r : op->getResults()) widen(r);
       auto access = [&](Value ptr) {
         minBytes = std::min(minBytes, storageBytes(ptr));
         if (!ptr.getDefiningOp<sj::SharedBufferOp>()) maxGlobalBytes = std::max(maxGlobalBytes, storageBytes(ptr));

@@ -83,3 +83,20 @@ func.func @both_dims(%x: !sj.ptr<f32>) -> (tensor<16x1xf32>, tensor<1x16xf32>) a
   %b = sj.expand_dims %xr {axis = 0 : i32} : tensor<16xf32> -> tensor<1x16xf32>
   return %a, %b : tensor<16x1xf32>, tensor<1x16xf32>
 }
+
+// -----
+
+// A shifted tile sets the parent, not a larger tile beside it (a packed scan's [64, 8] ranking of
+// its sequences beside [16, 16] time tiles): the emitter shifts only along an axis the layout
+// holds whole in one warp, here 8 lanes (sj.shift_lanes) of runs of 2 along dim 1.
+// CHECK: #blocked = #sj.blocked<spt = [1, 2], tpw = [4, 8], wpc = [4, 1]>
+// CHECK-LABEL: func.func @shift_beside_larger
+// CHECK: sj.shift {{.*}}sj.layouts = [#blocked]
+func.func @shift_beside_larger(%x: !sj.ptr<f32>) -> (tensor<64x8xf32>, tensor<16x16xf32>) attributes {sj.kernel, sj.num_warps = 4 : i32, sj.shift_lanes = 8 : i32} {
+  %w = arith.constant dense<0> : tensor<64x8xi32>
+  %wide = sj.load %x[%w] : !sj.ptr<f32>, tensor<64x8xi32> -> tensor<64x8xf32>
+  %o = arith.constant dense<0> : tensor<16x16xi32>
+  %t = sj.load %x[%o] : !sj.ptr<f32>, tensor<16x16xi32> -> tensor<16x16xf32>
+  %s = sj.shift %t, %t {axis = 1 : i32, amount = -1 : i32, period = 2 : i32} : tensor<16x16xf32>
+  return %wide, %s : tensor<64x8xf32>, tensor<16x16xf32>
+}
