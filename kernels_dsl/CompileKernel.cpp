@@ -20,6 +20,7 @@ CompiledKernel compileKernel(const dsl::KernelDef& def, const Specialization& sp
   if (def.signature) kb.declare(*def.signature);
   def.build(kb, spec);
   if (const int64_t mb = spec.get("meta:min_blocks", 0); mb > 0) kb.setMinBlocksPerSM(static_cast<int>(mb));
+  if (const int64_t ul = spec.get("meta:unroll_lines", 0); ul > 0) kb.setUnrollLines(static_cast<int>(ul));
   auto module = mlir::cast<mlir::ModuleOp>(static_cast<mlir::Operation*>(kb.finish()));
   mlir::OwningOpRef<mlir::ModuleOp> owner(module);
   return runPipeline(module, spec, options);

@@ -472,6 +472,10 @@ void KernelBuilder::setMinBlocksPerSM(int blocks) {
   if (blocks < 1 || blocks > 32) fail("blocks per SM must be in 1..32, got " + std::to_string(blocks));
   impl_->func->setAttr("sj.min_blocks", B.getI32IntegerAttr(blocks));
 }
+void KernelBuilder::setUnrollLines(int lines) {
+  if (lines < 0) fail("unroll lines must be >= 0, got " + std::to_string(lines));
+  impl_->func->setAttr("sj.unroll_lines", B.getI32IntegerAttr(lines));
+}
 void KernelBuilder::setShiftLanes(int lanes) {
   if (!isPow2(lanes) || lanes > 32) fail("shift lanes must be a power of two <= 32, got " + std::to_string(lanes));
   impl_->func->setAttr("sj.shift_lanes", B.getI32IntegerAttr(lanes));

@@ -142,6 +142,11 @@ class KernelBuilder {
   // Blocks of this kernel that should fit on one SM at once (__launch_bounds__' second figure):
   // caps the registers a thread may take, trading spills for occupancy.
   void setMinBlocksPerSM(int blocks);
+  // Loops over a thread's registers of more than four iterations that the CUDA source repeats
+  // (a block with a constant index each) rather than leaving to `#pragma unroll`: those whose
+  // repeated text stays within `lines` lines. More unrolled source gives the compiler's scheduler
+  // more to work with where registers are to spare, and costs NVRTC time.
+  void setUnrollLines(int lines);
 
   // Elementwise.
   Value add(Value a, Value b);

@@ -104,6 +104,9 @@ void completeSpecialization(Specialization& spec) {
   if (const int64_t u = spec.get("meta:unroll_ops", 0); u < 0)
     throw Error(Error::Kind::InvalidArgument, spec.kernel + ": meta unroll_ops (SSMJIT_META) is " + std::to_string(u) +
                                                   ", expected >= 0 operations (trip count x body)");
+  if (const int64_t u = spec.get("meta:unroll_lines", 0); u < 0 || u > (int64_t{1} << 20))
+    throw Error(Error::Kind::InvalidArgument, spec.kernel + ": meta unroll_lines (SSMJIT_META) is " +
+                                                  std::to_string(u) + ", expected 0..1048576 lines of repeated source");
   if (const auto* il = spec.find("meta:inner_lanes"); il && (!isPow2(*il) || *il > 32))
     throw Error(Error::Kind::InvalidArgument, spec.kernel + ": meta inner_lanes (SSMJIT_META) is " +
                                                   std::to_string(*il) + ", expected a power of two in 1..32 lanes");

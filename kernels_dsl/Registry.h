@@ -40,7 +40,8 @@ const KernelDef& findKernel(const std::string& name);
 std::vector<std::string> kernelNames();  // sorted
 // findKernel(spec.kernel).chooseMeta(spec), after SSMJIT_META's values. Every kernel also takes
 // "meta:min_blocks" (blocks an SM the register allocation must fit; 0 or absent: the compiler's
-// choice), checked here and applied by compileKernel.
+// choice) and "meta:unroll_lines" (KernelBuilder::setUnrollLines; 0 or absent: none), checked
+// here and applied by compileKernel.
 void completeSpecialization(Specialization& spec);
 // SSMJIT_META's value of `meta` ("meta:NAME") for `kernel`, if it gives one (the last given): for
 // ops whose launches follow a kernel's meta.

@@ -117,6 +117,14 @@ std::vector<ScanCase> cases() {
   c = allDtypes({}, DType::BF16);
   c.batch = 3, c.D = 64, c.N = 16, c.L = 512, c.G = 2;
   v.push_back(c);
+  // Dense rows of 1024 programs: held to 4 blocks an SM, the tile's register loops unrolled in the
+  // source (unroll_lines); whole tiles in bf16 with states through slots, a partial one in fp32.
+  c = allDtypes({}, DType::BF16);
+  c.batch = 64, c.D = 256, c.N = 16, c.L = 128, c.initialStates = c.finalStates = c.slotIndices = true;
+  v.push_back(c);
+  c = {};
+  c.batch = 64, c.D = 256, c.N = 16, c.L = 200;
+  v.push_back(c);
   return v;
 }
 

@@ -395,6 +395,10 @@ TEST(ScanKernels, UnrollBudgetAndInnerLanesOutOfRangeAreNamed) {
   std::string msg = message("unroll_ops", -1);
   EXPECT_NE(msg.find("selective_scan_bwd: meta unroll_ops (SSMJIT_META) is -1, expected >= 0"), std::string::npos)
       << msg;
+  msg = message("unroll_lines", -1);
+  EXPECT_NE(msg.find("selective_scan_bwd: meta unroll_lines (SSMJIT_META) is -1, expected 0..1048576"),
+            std::string::npos)
+      << msg;
   for (int64_t lanes : {0, 3, 64}) {
     msg = message("inner_lanes", lanes);
     EXPECT_NE(msg.find("selective_scan_bwd: meta inner_lanes (SSMJIT_META) is " + std::to_string(lanes) +
@@ -407,23 +411,25 @@ TEST(ScanKernels, UnrollBudgetAndInnerLanesOutOfRangeAreNamed) {
 // The parallel class' tiles follow the grid: many programs (8x4096 at D 5120: 2560) keep 4 warps
 // capped for 4 blocks an SM, or 5 in a packed row; few (one 16384-token sequence: 320) take 2 warps
 // a program, capped for 5 blocks. N 32 runs as two chunks of 16 states, each with those tiles.
+// Only at 4 blocks an SM do the tile's register loops unroll up to 64 lines of source.
 TEST(ScanKernels, ForwardTilesFollowTheGrid) {
-  using Tiles = std::pair<int64_t, int64_t>;  // min_blocks, num_warps
+  using Tiles = std::tuple<int64_t, int64_t, int64_t>;  // min_blocks, num_warps, unroll_lines
   auto tiles = [](const Variant& v) {
     for (const Specialization& s : detail::scanSpecializations(make(v), "sm_90a"))
-      if (s.get("meta:time_lanes") > 1) return Tiles{s.get("meta:min_blocks"), s.get("meta:num_warps")};
+      if (s.get("meta:time_lanes") > 1)
+        return Tiles{s.get("meta:min_blocks"), s.get("meta:num_warps"), s.get("meta:unroll_lines")};
     ADD_FAILURE() << "no parallel launch";
     return Tiles{};
   };
   Variant v;
   v.D = 5120, v.batch = 8, v.L = 4096;
-  EXPECT_EQ(tiles(v), Tiles(4, 4));
+  EXPECT_EQ(tiles(v), Tiles(4, 4, 64));
   v.packed = true, v.L = 16384;
-  EXPECT_EQ(tiles(v), Tiles(5, 4));
+  EXPECT_EQ(tiles(v), Tiles(5, 4, 0));
   v.packed = false, v.batch = 1;
-  EXPECT_EQ(tiles(v), Tiles(5, 2));
+  EXPECT_EQ(tiles(v), Tiles(5, 2, 0));
   v.batch = 8, v.L = 2048, v.N = 32;
-  EXPECT_EQ(tiles(v), Tiles(4, 4));
+  EXPECT_EQ(tiles(v), Tiles(4, 4, 64));
 }
 
 // A packed row's launches take its sequences longest first (SelectiveScan.h), forward and backward,

@@ -1,6 +1,7 @@
 // The emitter's core: the kernel's signature and prologue, value names, layout arithmetic
 // (which registers of which threads hold which coordinates), element access through the
 // read-through ops, blocks with their deferred reductions, and the dispatch to one emit per op.
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -59,6 +60,7 @@ bool isRemat(Value v) {
 
 Emitter::Emitter(func::FuncOp f) : f_(f), P_(layout::parentOf(f)) {
   warps_ = f->getAttrOfType<IntegerAttr>("sj.num_warps").getInt();
+  if (auto u = f->getAttrOfType<IntegerAttr>("sj.unroll_lines")) unrollLines_ = u.getInt();
 }
 
 EmittedKernel Emitter::run() {
@@ -140,21 +142,32 @@ void Emitter::forConst(const std::string& var, int64_t begin, int64_t end, int64
   // than left to `#pragma unroll`: NVVM's time on kernels of many short loops is mostly the loops
   // (the scan backward's main kernel compiles in about 40% less time), while longer bodies
   // repeated in the source cost its front end more than unrolling saves (the SSD's kernels).
+  // A kernel's unroll_lines (setUnrollLines) also unrolls longer loops whose repeated text stays
+  // within that many lines.
   constexpr int64_t kEmitUnrollMax = 4;
-  if ((end - begin + step - 1) / step > kEmitUnrollMax) {
+  const int64_t n = std::max<int64_t>(0, (end - begin + step - 1) / step);
+  std::ostringstream text;
+  std::swap(os_, text);
+  ++ind_;
+  body();
+  --ind_;
+  std::swap(os_, text);
+  const std::string once = text.str();
+  const int64_t lines = std::count(once.begin(), once.end(), '\n');
+  if (n > kEmitUnrollMax && n * lines > unrollLines_) {
     line("#pragma unroll");
     line("for (int " + var + " = " + I(begin) + "; " + var + " < " + I(end) + "; " + var + " += " + I(step) + ") {");
-    ++ind_;
-    body();
-    closeBlocks();
+    os_ << once;
+    line("}");
     return;
   }
   for (int64_t v = begin; v < end; v += step) {
     line("{");
     ++ind_;
     line("const int " + var + " = " + I(v) + ";");
-    body();
-    closeBlocks();
+    --ind_;
+    os_ << once;
+    line("}");
   }
 }
 

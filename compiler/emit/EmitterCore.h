@@ -40,6 +40,7 @@ class Emitter {
   mlir::func::FuncOp f_;
   layout::Parent P_;
   int64_t warps_ = 4;
+  int64_t unrollLines_ = 0;  // sj.unroll_lines: see forConst
   std::ostringstream os_;
   int ind_ = 0;
   int counter_ = 0;

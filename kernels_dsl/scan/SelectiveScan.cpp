@@ -478,6 +478,11 @@ void chooseScanMeta(Specialization& s) {
   setDefault(s, "meta:longest_first", s.get("has_cu", 0) && !s.get("multi_span", 0));
   setDefault(s, "meta:states_pass", 0);
   setDefault(s, "meta:min_blocks", 0);  // the op sets it from the grid
+  // Held to 4 blocks an SM (dense rows: 128 registers a thread), the tile's register loops unroll
+  // in the source up to 64 lines each, which the scheduler uses (docs/performance.md); at 5 (96
+  // registers) the same code spills more and runs slower.
+  const int64_t mb = s.get("meta:min_blocks");
+  setDefault(s, "meta:unroll_lines", mb >= 1 && mb <= 4 ? 64 : 0);
   setDefault(s, "meta:checkpoints", 0);
   setDefault(s, "meta:index_bits", 32);
 }
