@@ -8,11 +8,9 @@
 
 namespace ssmjit {
 
-CompiledKernel compileKernel(const Specialization& spec, const PipelineOptions& options) {
-  return compileKernel(dsl::findKernel(spec.kernel), spec, options);
-}
+namespace {
 
-CompiledKernel compileKernel(const dsl::KernelDef& def, const Specialization& spec, const PipelineOptions& options) {
+CompiledKernel buildAndCompile(const dsl::KernelDef& def, const Specialization& spec, const PipelineOptions& options) {
   // One context per compile: compiles run in parallel threads and share nothing.
   mlir::MLIRContext ctx(mlir::MLIRContext::Threading::DISABLED);
   sj::registerDialects(ctx);
@@ -24,6 +22,26 @@ CompiledKernel compileKernel(const dsl::KernelDef& def, const Specialization& sp
   auto module = mlir::cast<mlir::ModuleOp>(static_cast<mlir::Operation*>(kb.finish()));
   mlir::OwningOpRef<mlir::ModuleOp> owner(module);
   return runPipeline(module, spec, options);
+}
+
+}  // namespace
+
+CompiledKernel compileKernel(const Specialization& spec, const PipelineOptions& options) {
+  return compileKernel(dsl::findKernel(spec.kernel), spec, options);
+}
+
+CompiledKernel compileKernel(const dsl::KernelDef& def, const Specialization& spec, const PipelineOptions& options) {
+  try {
+    return buildAndCompile(def, spec, options);
+  } catch (const Error& e) {
+    // The kernels build with the meta values their choosers give; one that fails under
+    // SSMJIT_META's names them, as the user's input.
+    const std::string given = dsl::metaOverridesText(spec.kernel);
+    const bool buildError = e.kind() == Error::Kind::Internal || e.kind() == Error::Kind::Compile;
+    if (given.empty() || !buildError) throw;
+    throw Error(Error::Kind::InvalidArgument,
+                spec.kernel + ": SSMJIT_META " + given + " gives a kernel that does not build (" + e.what() + ")");
+  }
 }
 
 }  // namespace ssmjit

@@ -94,6 +94,13 @@ std::optional<int64_t> metaOverride(const std::string& kernel, const std::string
   return v;
 }
 
+std::string metaOverridesText(const std::string& kernel) {
+  std::string out;
+  for (const auto& [name, value] : metaOverrides(kernel))
+    out += (out.empty() ? "" : ",") + name.substr(name.find(':') + 1) + "=" + std::to_string(value);
+  return out;
+}
+
 void completeSpecialization(Specialization& spec) {
   for (const auto& [name, value] : metaOverrides(spec.kernel)) spec.set(name, value);
   findKernel(spec.kernel).chooseMeta(spec);

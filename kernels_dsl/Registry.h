@@ -46,5 +46,7 @@ void completeSpecialization(Specialization& spec);
 // SSMJIT_META's value of `meta` ("meta:NAME") for `kernel`, if it gives one (the last given): for
 // ops whose launches follow a kernel's meta.
 std::optional<int64_t> metaOverride(const std::string& kernel, const std::string& meta);
+// SSMJIT_META's values for `kernel` as given ("BLOCK_T=24,num_warps=2"), or "" when it gives none.
+std::string metaOverridesText(const std::string& kernel);
 
 }  // namespace ssmjit::dsl

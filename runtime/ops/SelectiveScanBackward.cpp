@@ -210,6 +210,18 @@ void checkLayout(KernelCall& c, const BwdPlan& p) {
                   std::to_string(p.span) + " (set them for every specialisation of the kernel alike)");
 }
 
+// The checkpoint pass writes the state entering every BLOCK_T tile of each sequence, walked whole
+// (one span a sequence), where the backward reads them: SSMJIT_META's selective_scan_fwd values,
+// meant for the forward, must leave it those.
+void checkCheckpointLayout(int64_t blockT, int64_t span, const BwdPlan& p, const ScanDims& d) {
+  if (blockT == p.blockT && span >= d.maxLen) return;
+  throw Error(Error::Kind::InvalidArgument,
+              std::string(kOp) + ": SSMJIT_META gives the checkpoint pass (" + kernels::kScan.kernel + ") BLOCK_T " +
+                  std::to_string(blockT) + " and span " + std::to_string(span) + ", expected the backward's BLOCK_T " +
+                  std::to_string(p.blockT) + " and a span of at least the longest a sequence can be (" +
+                  std::to_string(d.maxLen) + " tokens): it walks each sequence whole");
+}
+
 // The forward call of the checkpoint pass: the backward's workspace holds the checkpoints. The
 // pass keeps states only, so D and z, which only y reads, are left out: every chunk of states
 // (the last takes D) and calls with and without them share its kernel.
@@ -276,6 +288,7 @@ void selective_scan_backward(const SelectiveScanBackwardArgs& b, Stream stream) 
     };
     switch (launch) {
       case Launch::Checkpoints: {  // (channel blocks, 1, sequences)
+        checkCheckpointLayout(c.metaValue("meta:BLOCK_T"), c.metaValue("meta:span"), p, d);
         const int64_t bd = c.metaValue("meta:BLOCK_D");
         set((d.D + bd - 1) / bd, 1, d.nseq);
         break;
@@ -304,8 +317,9 @@ std::vector<Specialization> detail::scanBackwardSpecializations(const SelectiveS
   const ScanDims d = checkSelectiveScanBackwardArgs(b, b.forward.u.device, kOp);
   const BwdPlan p = plan(b, d);
   std::vector<Specialization> out;
-  forEachLaunch(b, d, p, nullptr, [&](KernelCall& c, Launch, int64_t) {
+  forEachLaunch(b, d, p, nullptr, [&](KernelCall& c, Launch launch, int64_t) {
     Specialization sp = c.specialization(arch);
+    if (launch == Launch::Checkpoints) checkCheckpointLayout(sp.get("meta:BLOCK_T"), sp.get("meta:span"), p, d);
     if (std::find(out.begin(), out.end(), sp) == out.end()) out.push_back(std::move(sp));
   });
   return out;

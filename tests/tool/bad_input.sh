@@ -1,6 +1,7 @@
 # Bad input: a missing manifest, an unknown option in an entry, a corrupted blob (verify finds it,
-# --remove-bad deletes it), clearing a cache that does not exist, bench-scan options out of range
-# and prewarm's --tp without --model (refused before any GPU is needed).
+# --remove-bad deletes it), clearing a cache that does not exist, bench-scan options out of range,
+# prewarm's --tp without --model (refused before any GPU is needed) and SSMJIT_META values a scan
+# kernel cannot take.
 source "$(dirname "$0")/lib.sh"
 
 rc=0
@@ -49,6 +50,15 @@ run scan_case 2 "$TOOL" bench-scan --cases packed,bogus
 expect_grep "an unknown bench-scan case is named" "--cases: bogus not in \{dense,long,packed\}" scan_case.err
 run scan_length 2 "$TOOL" bench-scan --packed-lengths 2048,0
 expect_grep "a packed length of 0 is named" "--packed-lengths: Value 0 not in range" scan_length.err
+# SSMJIT_META values that give a kernel that does not build, or a checkpoint pass whose layout
+# the backward does not read, are named as the user's input.
+scan=(inspect --channels 512 --dstate 16 --input-dtype bf16 --packed-lengths 300,200,100 --stage resources)
+SSMJIT_META=selective_scan_fwd:time_lanes=3 run meta_build 1 "$TOOL" "${scan[@]}" --op scan
+expect_grep "a meta value the kernel cannot take is named" \
+  "invalid argument: selective_scan_fwd: SSMJIT_META time_lanes=3 gives a kernel that does not build" meta_build.err
+SSMJIT_META=selective_scan_fwd:span=256 run meta_ckpt 2 "$TOOL" "${scan[@]}" --op scan-backward --launch 1
+expect_grep "a forward span the checkpoint pass cannot take is named" \
+  "checkpoint pass \\(selective_scan_fwd\\) BLOCK_T 32 and span 256, expected the backward's BLOCK_T 32" meta_ckpt.err
 run tp_alone 2 "$TOOL" prewarm --tp 2
 expect_grep "prewarm --tp without a model is refused" "--tp 2 needs --model DIR" tp_alone.err
 echo "PASS"
