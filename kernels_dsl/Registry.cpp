@@ -102,7 +102,17 @@ std::string metaOverridesText(const std::string& kernel) {
 }
 
 void completeSpecialization(Specialization& spec) {
-  for (const auto& [name, value] : metaOverrides(spec.kernel)) spec.set(name, value);
+  for (const auto& [name, value] : metaOverrides(spec.kernel)) {
+    // Meta values the op binds itself are its call's structure (a pass, a tile its workspace
+    // holds, a width): a different one would not fail, it would compute something else. Blocks
+    // an SM and warps a program only schedule.
+    const int64_t* bound = spec.find(name);
+    if (bound && *bound != value && name != "meta:min_blocks" && name != "meta:num_warps")
+      throw Error(Error::Kind::InvalidArgument, spec.kernel + ": SSMJIT_META " + name.substr(5) + "=" +
+                                                    std::to_string(value) + " changes a value this call binds itself (" +
+                                                    std::to_string(*bound) + ")");
+    spec.set(name, value);
+  }
   findKernel(spec.kernel).chooseMeta(spec);
   if (const int64_t mb = spec.get("meta:min_blocks", 0); mb < 0 || mb > 32)
     throw Error(Error::Kind::InvalidArgument, spec.kernel + ": meta min_blocks (SSMJIT_META) is " + std::to_string(mb) +

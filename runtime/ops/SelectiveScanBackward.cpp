@@ -210,15 +210,14 @@ void checkLayout(KernelCall& c, const BwdPlan& p) {
                   std::to_string(p.span) + " (set them for every specialisation of the kernel alike)");
 }
 
-// The checkpoint pass writes the state entering every BLOCK_T tile of each sequence, walked whole
-// (one span a sequence), where the backward reads them: SSMJIT_META's selective_scan_fwd values,
-// meant for the forward, must leave it those.
-void checkCheckpointLayout(int64_t blockT, int64_t span, const BwdPlan& p, const ScanDims& d) {
-  if (blockT == p.blockT && span >= d.maxLen) return;
+// The checkpoint pass walks each sequence whole (one span a sequence): an SSMJIT_META span of
+// selective_scan_fwd, meant for the forward, must leave it that. (Its BLOCK_T is the op's to bind:
+// completeSpecialization refuses another.)
+void checkCheckpointSpan(int64_t span, const ScanDims& d) {
+  if (span >= d.maxLen) return;
   throw Error(Error::Kind::InvalidArgument,
-              std::string(kOp) + ": SSMJIT_META gives the checkpoint pass (" + kernels::kScan.kernel + ") BLOCK_T " +
-                  std::to_string(blockT) + " and span " + std::to_string(span) + ", expected the backward's BLOCK_T " +
-                  std::to_string(p.blockT) + " and a span of at least the longest a sequence can be (" +
+              std::string(kOp) + ": SSMJIT_META gives the checkpoint pass (" + kernels::kScan.kernel + ") span " +
+                  std::to_string(span) + ", expected at least the longest a sequence can be (" +
                   std::to_string(d.maxLen) + " tokens): it walks each sequence whole");
 }
 
@@ -288,7 +287,7 @@ void selective_scan_backward(const SelectiveScanBackwardArgs& b, Stream stream) 
     };
     switch (launch) {
       case Launch::Checkpoints: {  // (channel blocks, 1, sequences)
-        checkCheckpointLayout(c.metaValue("meta:BLOCK_T"), c.metaValue("meta:span"), p, d);
+        checkCheckpointSpan(c.metaValue("meta:span"), d);
         const int64_t bd = c.metaValue("meta:BLOCK_D");
         set((d.D + bd - 1) / bd, 1, d.nseq);
         break;
@@ -319,7 +318,7 @@ std::vector<Specialization> detail::scanBackwardSpecializations(const SelectiveS
   std::vector<Specialization> out;
   forEachLaunch(b, d, p, nullptr, [&](KernelCall& c, Launch launch, int64_t) {
     Specialization sp = c.specialization(arch);
-    if (launch == Launch::Checkpoints) checkCheckpointLayout(sp.get("meta:BLOCK_T"), sp.get("meta:span"), p, d);
+    if (launch == Launch::Checkpoints) checkCheckpointSpan(sp.get("meta:span"), d);
     if (std::find(out.begin(), out.end(), sp) == out.end()) out.push_back(std::move(sp));
   });
   return out;
