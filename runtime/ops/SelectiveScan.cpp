@@ -52,14 +52,14 @@ ScanPlan plan(const SelectiveScanArgs& a, const ScanDims& d) {
   Specialization s;
   s.kernel = kernels::kScan.kernel;
   s.set("D", d.D);
-  s.set("meta:serial_len", a.serial_seqlen);  // SSMJIT_META may override it (the GPU suite does)
   dsl::completeSpecialization(s);
   ScanPlan p;
   p.chunks = detail::scanStateChunks(d.N, detail::kScanStateChunk);
   const int64_t nc = p.chunks.size;  // each chunk reuses the states pass' region in turn
   // Length classes (SelectiveScan.h): a dense call runs in its length's; a packed row in both,
   // unless max_seqlen rules the parallel class out.
-  p.serialLen = s.get("meta:serial_len");
+  // SSMJIT_META's serial_len, where it gives one, overrides the call's (the GPU suite forces it).
+  p.serialLen = dsl::metaOverride(kernels::kScan.kernel, "meta:serial_len").value_or(a.serial_seqlen);
   p.serial = p.serialLen > 0 && (d.packed || d.L <= p.serialLen);
   p.parallel = !p.serial || (d.packed && d.maxLen > p.serialLen);
   p.stateParts = kernels::scanStateParts(d.nseq * d.D);
