@@ -25,7 +25,8 @@ const std::vector<Knob>& knobs() {
       {"SSMJIT_META", false,
        "KERNEL:NAME=V,...[;KERNEL:...]: set meta values (BLOCK_D, BLOCK_T, num_warps, ...) of a kernel instead "
        "of its heuristic, for tuning (e.g. causal_conv1d_fwd:BLOCK_D=256,num_warps=2). They are part of the "
-       "specialisation, so of its cache key."},
+       "specialisation, so of its cache key. A value the op binds itself for a call (all but min_blocks and "
+       "num_warps) is refused when it differs."},
       {"XDG_CACHE_HOME", false, "Base of the default disk cache directory ($XDG_CACHE_HOME/ssmjit)."},
       {"HOME", false, "Base of the default disk cache directory without XDG_CACHE_HOME (~/.cache/ssmjit)."},
       {"CUDA_HOME", false, "Where NVRTC is looked for after the loader path (its version and build are in the key)."},
