@@ -615,3 +615,20 @@ TEST(ScanKernels, DenseRowsOfWholeTilesRunOneTileBody) {
   v.packed = true;  // a packed row's sequences end anywhere: its class does not count
   for (const Specialization& s : launches(4096)) EXPECT_FALSE(kernels::scanTilesWhole(s, 8)) << s.canonical();
 }
+
+// Dense rows of 1024 programs (64 x 256 channels) run 4 blocks an SM, where the forward's register
+// loops are repeated in the source up to 64 lines each (unroll_lines): fewer `#pragma unroll`
+// loops than the same kernel without, and it compiles within the spill bound.
+TEST(ScanKernels, DenseRowsOfManyProgramsUnrollTheirRegisterLoops) {
+  SSMJIT_REQUIRE_NVRTC();
+  Variant v;
+  v.batch = 64, v.L = 128;
+  expectCompiles(v, "sm_90a", 1);
+  for (const Specialization& s : detail::scanSpecializations(make(v), "sm_90a")) {
+    ASSERT_EQ(s.get("meta:min_blocks"), 4) << s.canonical();
+    ASSERT_EQ(s.get("meta:unroll_lines"), 64) << s.canonical();
+    Specialization loops = s;
+    loops.set("meta:unroll_lines", 0);
+    EXPECT_LT(occurrences(generatedCuda(s), "#pragma unroll"), occurrences(generatedCuda(loops), "#pragma unroll"));
+  }
+}
