@@ -58,6 +58,11 @@ std::vector<std::string> kernelNames() {
 }
 
 namespace {
+// An SSMJIT_META entry ("meta:NAME", V) as it is given: "NAME=V".
+std::string givenAs(const std::string& name, int64_t value) {
+  return name.substr(name.find(':') + 1) + "=" + std::to_string(value);
+}
+
 // SSMJIT_META's values for `kernel` (see compiler/Knobs.cpp), parsed once per process.
 std::vector<std::pair<std::string, int64_t>> metaOverrides(const std::string& kernel) {
   static const std::string knob = knobValue("SSMJIT_META");
@@ -96,8 +101,7 @@ std::optional<int64_t> metaOverride(const std::string& kernel, const std::string
 
 std::string metaOverridesText(const std::string& kernel) {
   std::string out;
-  for (const auto& [name, value] : metaOverrides(kernel))
-    out += (out.empty() ? "" : ",") + name.substr(name.find(':') + 1) + "=" + std::to_string(value);
+  for (const auto& [name, value] : metaOverrides(kernel)) out += (out.empty() ? "" : ",") + givenAs(name, value);
   return out;
 }
 
@@ -108,8 +112,8 @@ void completeSpecialization(Specialization& spec) {
     // an SM and warps a program only schedule.
     const int64_t* bound = spec.find(name);
     if (bound && *bound != value && name != "meta:min_blocks" && name != "meta:num_warps")
-      throw Error(Error::Kind::InvalidArgument, spec.kernel + ": SSMJIT_META " + name.substr(5) + "=" +
-                                                    std::to_string(value) + " changes a value this call binds itself (" +
+      throw Error(Error::Kind::InvalidArgument, spec.kernel + ": SSMJIT_META " + givenAs(name, value) +
+                                                    " changes a value this call binds itself (" +
                                                     std::to_string(*bound) + ")");
     spec.set(name, value);
   }

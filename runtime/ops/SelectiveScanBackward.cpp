@@ -215,10 +215,10 @@ void checkLayout(KernelCall& c, const BwdPlan& p) {
 // completeSpecialization refuses another.)
 void checkCheckpointSpan(int64_t span, const ScanDims& d) {
   if (span >= d.maxLen) return;
-  throw Error(Error::Kind::InvalidArgument,
-              std::string(kOp) + ": SSMJIT_META gives the checkpoint pass (" + kernels::kScan.kernel + ") span " +
-                  std::to_string(span) + ", expected at least the longest a sequence can be (" +
-                  std::to_string(d.maxLen) + " tokens): it walks each sequence whole");
+  throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": SSMJIT_META gives the checkpoint pass (" +
+                                                kernels::kScan.kernel + ") span " + std::to_string(span) +
+                                                ", expected at least the longest a sequence can be (" +
+                                                std::to_string(d.maxLen) + " tokens): it walks each sequence whole");
 }
 
 // The forward call of the checkpoint pass: the backward's workspace holds the checkpoints. The
