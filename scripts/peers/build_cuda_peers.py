@@ -28,7 +28,8 @@ NVCC_FLAGS = [
 
 
 def package_dir(src, name):
-    found = sorted(glob.glob(os.path.join(src, name + "-*")))
+    # Folders only: the sdists' archives may lie beside them.
+    found = sorted(p for p in glob.glob(os.path.join(src, name + "-*")) if os.path.isdir(p))
     if not found:
         sys.exit(f"build_cuda_peers: no {name}-* folder in {src} (unpack its sdist there)")
     return found[-1]
