@@ -432,6 +432,25 @@ TEST(ScanKernels, ForwardTilesFollowTheGrid) {
   EXPECT_EQ(tiles(v), Tiles(4, 4, 64));
 }
 
+// The backward's checkpoint pass (the forward kernel keeping states) is capped for 5 blocks an SM,
+// without unrolled register loops, whatever the grid: dense rows, one long sequence, a packed row.
+TEST(ScanKernels, CheckpointPassHoldsFiveBlocksAnSM) {
+  Variant v;
+  v.D = 5120;
+  for (const auto& [batch, L, packed] : {std::tuple{8, 2048, false}, {1, 16384, false}, {19, 16384, true}}) {
+    v.batch = batch, v.L = L, v.packed = packed;
+    int checkpointPasses = 0;
+    for (const Specialization& s : detail::scanBackwardSpecializations(makeBackward(v, true), "sm_90a")) {
+      if (s.kernel != kernels::kScan.kernel) continue;
+      ++checkpointPasses;
+      EXPECT_EQ(s.get("meta:checkpoints"), 1) << s.canonical();
+      EXPECT_EQ(s.get("meta:min_blocks"), 5) << s.canonical();
+      EXPECT_EQ(s.get("meta:unroll_lines"), 0) << s.canonical();
+    }
+    EXPECT_EQ(checkpointPasses, 1) << batch << "x" << L << (packed ? " packed" : "");
+  }
+}
+
 // A packed row's launches take its sequences longest first (SelectiveScan.h), forward and backward,
 // its checkpoint pass included, where a program scans whole sequences (the forward's spans bound a
 // program's length otherwise), so the longest sequences do not finish last; dense rows keep their

@@ -156,6 +156,10 @@ void bind(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, const Sc
   } else if (!ckpt) {
     c.meta("meta:min_blocks", p.minBlocks);
     if (p.numWarps > 0) c.meta("meta:num_warps", p.numWarps);
+  } else {
+    // Held to 5 blocks an SM, the checkpoint pass of one long sequence or of a packed row runs
+    // faster than at the compiler's choice, and dense rows' as fast (docs/performance.md).
+    c.meta("meta:min_blocks", 5);
   }
   if (!ckpt) {
     c.meta("meta:length_class", static_cast<int64_t>(cls));
