@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz) with clang and ASan/UBSan and runs each for a while;
 # fails on any crash, leak, sanitizer report or broken round trip, printing the input that did it.
-#   scripts/fuzz.sh [SECONDS_PER_TARGET=20] [BUILD_DIR=build/fuzz] [TARGET...]   targets: blob manifest
+#   scripts/fuzz.sh [SECONDS_PER_TARGET=20] [BUILD_DIR=build/fuzz] [TARGET...]
+# targets: blob manifest safetensors
 # Everything (binaries, seeds, the growing corpus, logs, crash inputs) lives in BUILD_DIR/TARGET/, so
 # targets can run in parallel; the corpus persists between runs. FUZZ_CXX overrides clang++.
 set -euo pipefail
@@ -10,7 +11,7 @@ secs="${1:-20}"
 build="${2:-$root/build/fuzz}"
 shift $(($# < 2 ? $# : 2))
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(blob manifest)
+[ ${#targets[@]} -gt 0 ] || targets=(blob manifest safetensors)
 
 die() { echo "fuzz.sh: $*" >&2; exit 1; }
 [[ "$secs" =~ ^[0-9]+$ && "$secs" -gt 0 ]] || die "SECONDS_PER_TARGET must be a positive integer, got '$secs'"
@@ -23,12 +24,13 @@ flags=(-std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recov
 declare -A sources=(
   [blob]="cache/Blob.cpp compiler/Hash.cpp"
   [manifest]="cache/Manifest.cpp compiler/Specialization.cpp compiler/Hash.cpp"
+  [safetensors]="runtime/model/Safetensors.cpp runtime/Tensor.cpp"
 )
 for t in "${targets[@]}"; do
   [ -n "${sources[$t]+x}" ] || die "unknown target '$t' (known: ${!sources[*]})"
 done
 headers=(cache/Blob.h cache/Manifest.h compiler/CompiledKernel.h compiler/Specialization.h compiler/Hash.h
-         runtime/include/ssmjit/error.h)
+         runtime/include/ssmjit/error.h runtime/model/Safetensors.h runtime/include/ssmjit/tensor.h)
 mkdir -p "$build"
 build="$(cd "$build" && pwd)"
 
@@ -76,6 +78,9 @@ for t in "${targets[@]}"; do
     "$dir/make_seeds" manifest "$dir/seeds" "$dir/manifest.dict"
     cp "$root/tools/default_manifest.json" "$dir/seeds/"
     args+=(-dict="$dir/manifest.dict")
+  elif [ "$t" = safetensors ]; then
+    "$dir/make_seeds" safetensors "$dir/seeds" "$dir/safetensors.dict"
+    args+=(-dict="$dir/safetensors.dict")
   else
     "$dir/make_seeds" blob "$dir/seeds"
   fi
