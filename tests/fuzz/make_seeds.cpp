@@ -1,7 +1,7 @@
 // Writes the starting corpus of a fuzz target at run time, so that no binary file is checked in:
 //   make_seeds blob DIR            valid blobs (encodeBlob) of a few shapes
 //   make_seeds manifest DIR DICT   manifests of each form, and a libFuzzer dictionary of their tokens
-//   make_seeds safetensors DIR DICT  safetensors files of a few dtypes, and a dictionary of their keys
+//   make_seeds safetensors DIR DICT  safetensors files of a few dtypes, and a dictionary of keys
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
