@@ -31,13 +31,27 @@ TEST(DslWgmma, ADotWithBInASwizzledBufferIsOneWgmmaAKStepAndPair) {
       EXPECT_EQ(occurrences(cuda, "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"), (M / 64) * (128 / c.bk()))
           << cuda;
       EXPECT_EQ(occurrences(cuda, "ssm_wgmma_desc<" + std::to_string(sw) + ">"), 128 / c.bk());
-      EXPECT_EQ(occurrences(cuda, "ssm_wgmma_wait_all();"), 128 / c.bk());
+      // The dots accumulate into one another with nothing between that writes memory: one
+      // commit group, one wait.
+      EXPECT_EQ(occurrences(cuda, "ssm_wgmma_commit();"), 1) << cuda;
+      EXPECT_EQ(occurrences(cuda, "ssm_wgmma_wait_all();"), 1);
       EXPECT_EQ(occurrences(cuda, "ssm_ldmatrix_x4<true>(ssm_b"), 0) << "b is not read by ldmatrix";
       // The threads' stores address the buffer through its pattern; the barrier fences them.
       EXPECT_NE(cuda.find("ssm_swizzle<" + std::to_string(sw / 16 - 1) + ">("), std::string::npos);
       EXPECT_NE(cuda.find("ssm_fence_async_shared();\n  __syncthreads();"), std::string::npos) << cuda;
       EXPECT_NE(cuda.find("extern __shared__ __align__(1024) unsigned char ssm_smem[]"), std::string::npos);
     }
+}
+
+TEST(DslWgmma, AStoreBetweenTwoDotsEndsTheFirstDotsGroup) {
+  for (bool aShared : {true, false}) {
+    WgmmaDot c;
+    c.aShared = aShared, c.storeBetween = true;
+    SCOPED_TRACE(c.name());
+    const std::string cuda = cudaOf(c);
+    EXPECT_EQ(occurrences(cuda, "ssm_wgmma_commit();"), 128 / c.bk()) << cuda;
+    EXPECT_EQ(occurrences(cuda, "ssm_wgmma_wait_all();"), 128 / c.bk());
+  }
 }
 
 TEST(DslWgmma, AnNContiguousBIsTransposedOnTheWayAndCopiedThroughThePattern) {

@@ -78,6 +78,14 @@ TEST_F(DslWgmmaGpu, NContiguousBCopiedAsItLiesMatchesTheIntegerProduct) {
   checkWgmmaDot(f16, 40);
 }
 
+TEST_F(DslWgmmaGpu, DotsWaitedForOneByOneMatchTheIntegerProduct) {
+  for (bool aShared : {true, false}) {
+    WgmmaDot c;  // a store between the dots: each its own commit group and wait
+    c.aShared = aShared, c.storeBetween = true;
+    checkWgmmaDot(c, aShared ? 51 : 52);
+  }
+}
+
 TEST_F(DslWgmmaGpu, WideNAndF16AndATermsMatchTheIntegerProduct) {
   WgmmaDot wide;
   wide.N = 128;

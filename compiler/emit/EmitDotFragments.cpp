@@ -24,6 +24,13 @@ void Emitter::emitFragmentDot(Operation* op, Value acc, Value result, int64_t K,
   const std::string type = f16 ? "f16" : "bf16";
   const bool kUnit = sj::constantInt(strideK) == std::optional<int64_t>(1);
   const int64_t pitch = *sj::constantInt(kUnit ? strideN : strideK);
+  if (buf.getSwizzle() && openWgmma_ == acc.getAsOpaquePointer()) {
+    // The chain's registers, still in flight: no copy may touch them before the wait.
+    const std::string nm = name(acc);
+    names_[result.getAsOpaquePointer()] = nm;
+    kinds_[result.getAsOpaquePointer()] = Kind::Blocked;
+    return emitWgmmaDot(op, nm, K, aPieces, buf, offset, aFragments);
+  }
   const std::string nm = declare(result, Kind::Blocked);
   forRegs(nr * nn, [&] { line(nm + "[r] = " + E(acc, Kind::Blocked, "r") + ";"); });
   if (buf.getSwizzle()) return emitWgmmaDot(op, nm, K, aPieces, buf, offset, aFragments);
@@ -67,7 +74,8 @@ void Emitter::emitFragmentDot(Operation* op, Value acc, Value result, int64_t K,
 // reads it once a warp: k-contiguous (N rows of K) or n-contiguous (K rows of N, transposed on
 // the way), rows of the swizzle's bytes, a k-step 16 elements along a row or 16 rows on. The
 // group is waited for before the dot's result is used: its registers are held around it
-// (ssm_wgmma_hold).
+// (ssm_wgmma_hold). Where the result only feeds the next wgmma dot (chainsWgmma: the terms of a
+// split operand), that dot's instructions join the group and its wait serves both.
 void Emitter::emitWgmmaDot(Operation* op, const std::string& nm, int64_t K, int aPieces, sj::SharedBufferOp buf,
                            Value offset, const std::function<void()>& aFragments) {
   const int64_t M = shapeOf(op->getResult(0))[0], N = shapeOf(op->getResult(0))[1];
@@ -105,10 +113,39 @@ void Emitter::emitWgmmaDot(Operation* op, const std::string& nm, int64_t K, int 
       line("asm volatile(" + instruction + " : " + outs + " : " + ins + "\"l\"(ssm_bdesc + " + kStep + "), \"r\"(1));");
     }
   closeBlocks();
+  if (chainsWgmma(op)) {
+    openWgmma_ = op->getResult(0).getAsOpaquePointer();
+    return closeBlocks();
+  }
+  openWgmma_ = nullptr;
   line("ssm_wgmma_commit();");
   line("ssm_wgmma_wait_all();");
   forRegs(nr * nn, [&] { line("ssm_wgmma_hold(" + nm + "[r]);"); });
   closeBlocks();
+}
+
+bool Emitter::chainsWgmma(Operation* op) {
+  Value r = op->getResult(0);
+  if (!r.hasOneUse()) return false;
+  Operation* user = *r.getUsers().begin();
+  Value acc;
+  sj::SharedBufferOp b;
+  if (auto d = dyn_cast<sj::DotOp>(user)) {
+    acc = d.getAcc();
+    b = sj::fragmentBuffer(d);
+  } else if (auto d = dyn_cast<sj::DotSharedOp>(user)) {
+    acc = d.getAcc();
+    b = sj::fragmentBuffer(d.getPtr());
+  }
+  if (acc != r || !b || !b.getSwizzle() || user->getBlock() != op->getBlock()) return false;
+  // The group reads its b from shared memory until the wait: nothing between may write memory.
+  for (Operation* o = op->getNextNode(); o != user; o = o->getNextNode()) {
+    if (o->getNumRegions()) return false;
+    if (mlir::isMemoryEffectFree(o)) continue;
+    auto e = dyn_cast<MemoryEffectOpInterface>(o);
+    if (!e || !e.onlyHasEffect<MemoryEffects::Read>()) return false;
+  }
+  return true;
 }
 
 // The asm text (a C string literal) of one wgmma.m64nNk16 with f32 accumulators %0 .. %(N/2 - 1),

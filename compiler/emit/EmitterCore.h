@@ -46,6 +46,9 @@ class Emitter {
   int counter_ = 0;
   std::map<void*, std::string> names_;
   std::map<void*, Kind> kinds_;  // layout of array-valued tiles
+  // The result of the last wgmma dot while its group is still in flight (chainsWgmma): the next
+  // dot accumulates into the same registers, then one wait serves the chain.
+  void* openWgmma_ = nullptr;
   // Dynamic shared buffers: each one's byte offset in the kernel's one extern array, in op order
   // at multiples of 128 bytes (as the DSL counts them), and the array's extent.
   std::map<Operation*, int64_t> dynamicOffsets_;
@@ -188,6 +191,9 @@ class Emitter {
   void emitWgmmaDot(Operation* op, const std::string& nm, int64_t K, int aPieces, sj::SharedBufferOp buf, Value offset,
                     const std::function<void()>& aFragments);
   static std::string wgmmaAsm(int64_t N, const std::string& type, bool kMajor);
+  // Whether wgmma dot `op`'s result is the accumulator of the next wgmma dot of its block, its
+  // only use, with nothing between that writes memory: that dot then joins its commit group.
+  static bool chainsWgmma(Operation* op);
   // The ldmatrix dot: acc + a . b with b in `b` at offset with strides (k, n); `aFragments`
   // emits k-step ks's ssm_a[pair][register][piece] (aPieces terms of the mma's type).
   void emitFragmentDot(Operation* op, Value acc, Value result, int64_t K, int aPieces, sj::SharedBufferOp b,

@@ -4,7 +4,9 @@
 // k), narrowing to the buffer's dtype. n-contiguous: b [K][N] (16-bit in memory, N = swizzle / 2)
 // is copied by copyTileAsync as it lies, and each dot takes 32 rows of it. a [M][K] is either
 // copied into a 16-bit buffer of rows padded by 8 (a dot with both operands in shared memory, a
-// by ldmatrix) or loaded from memory as f32 registers split into `aPieces` terms. One dot a k-tile.
+// by ldmatrix) or loaded from memory as f32 registers split into `aPieces` terms. One dot a k-tile;
+// with storeBetween, each dot but the first follows a store of zeros to out (a memory write, so
+// that each dot's group is waited for on its own).
 #pragma once
 #include <string>
 
@@ -18,6 +20,7 @@ struct WgmmaDot {
   int64_t M = 64, N = 64, K = 128, swizzle = 64;
   bool aShared = true;
   bool nContiguous = false;
+  bool storeBetween = false;
   int aPieces = 1;
   int warps = 4;
   DType dtype = DType::BF16;
@@ -26,7 +29,7 @@ struct WgmmaDot {
   std::string name() const {
     return "wgmma_dot_M" + std::to_string(M) + "_N" + std::to_string(N) + "_sw" + std::to_string(swizzle) +
            (aShared ? "_ashared" : "_aregs" + std::to_string(aPieces)) + (nContiguous ? "_bn" : "_bk") +
-           (dtype == DType::F16 ? "_f16" : "_bf16") + "_w" + std::to_string(warps);
+           (dtype == DType::F16 ? "_f16" : "_bf16") + "_w" + std::to_string(warps) + (storeBetween ? "_stores" : "");
   }
   // a's dtype (16-bit where it is staged, else f32), b's (16-bit where it is copied, else f32),
   // out's f32.
@@ -69,6 +72,7 @@ struct WgmmaDot {
     k.barrier(true);
     Value acc = k.splat(k.constFloat(0), {M, N});
     for (int64_t t = 0; t < K / BK; ++t) {
+      if (storeBetween && t > 0) k.store(out, mR * N + k.expandDims(k.range(N), 0), k.splat(k.constFloat(0), {M, N}));
       // k-contiguous: strides (1, BK); n-contiguous: (N, 1).
       Value bOff = k.constInt(t * N * BK), sk = k.constInt(nContiguous ? N : 1), sn = k.constInt(nContiguous ? 1 : BK);
       if (aShared) {
