@@ -14,6 +14,7 @@
 #include "GpuTest.h"  // SSMJIT_REQUIRE_NVRTC
 #include "kernels_dsl/CompileKernel.h"
 #include "kernels_dsl/Registry.h"
+#include "kernels_dsl/scan/ScanCheckpointFold.h"
 #include "kernels_dsl/scan/ScanSequences.h"
 #include "kernels_dsl/scan/SelectiveScanBackward.h"
 #include "runtime/ops/Gradients.h"
@@ -234,17 +235,17 @@ void expectBackwardCompiles(const Variant& v, bool stateGrads, size_t launches) 
 
 }  // namespace
 
-// Checkpoints, the adjoint pass (300 tokens are two spans at these widths), backward, per-span
-// sums, and the channel sums of time-varying B/C.
+// Checkpoints and their fold, the adjoint pass (300 tokens are two spans at these widths),
+// backward, per-span sums, and the channel sums of time-varying B/C.
 TEST(ScanKernels, BackwardVariantsCompile) {
   SSMJIT_REQUIRE_NVRTC();
   Variant v;
   v.L = 300;
-  expectBackwardCompiles(v, false, 5);
+  expectBackwardCompiles(v, false, 6);
   v.packed = true, v.states = true, v.batch = 5, v.G = 4, v.x = DType::F32, v.bVarying = false;
-  expectBackwardCompiles(v, true, 5);
+  expectBackwardCompiles(v, true, 6);
   v.cVarying = false, v.extras = false, v.N = 5, v.D = 100;
-  expectBackwardCompiles(v, true, 4);
+  expectBackwardCompiles(v, true, 5);
 }
 
 // Over 16 states the backward runs once per chunk of states: N 40 is chunks of 16, 16 and 8. The
@@ -300,16 +301,39 @@ TEST(ScanKernels, BackwardSpansRunTheAdjointPassFirst) {
   Variant v;
   v.L = 300;
   std::vector<Specialization> specs = detail::scanBackwardSpecializations(makeBackward(v, false), "sm_90a");
-  ASSERT_EQ(specs.size(), 5u);
-  ASSERT_EQ(specs[1].get("meta:span"), 256);
-  EXPECT_EQ(specs[1].get("meta:adjoint_pass"), 1);
-  EXPECT_EQ(specs[2].get("meta:adjoint_pass"), 0);
-  const std::string cuda = generatedCuda(specs[1]);
+  ASSERT_EQ(specs.size(), 6u);
+  ASSERT_EQ(specs[2].get("meta:span"), 256);
+  EXPECT_EQ(specs[2].get("meta:adjoint_pass"), 1);
+  EXPECT_EQ(specs[3].get("meta:adjoint_pass"), 0);
+  const std::string cuda = generatedCuda(specs[2]);
   EXPECT_EQ(occurrences(cuda, "__syncthreads"), 2 * 2) << cuda;
   v.L = 256;
   specs = detail::scanBackwardSpecializations(makeBackward(v, false), "sm_90a");
   ASSERT_EQ(specs.size(), 4u);
   EXPECT_EQ(specs[1].get("meta:adjoint_pass"), 0);
+}
+
+// A sequence longer than the backward's span: the checkpoint pass runs in those spans (so that one
+// long sequence runs as many programs as dense rows), each span but the first from zeros, keeping
+// each tile's summed dt and each span's end; the fold then adds the entering states. One span a
+// sequence: the pass walks it whole, and no fold runs.
+TEST(ScanKernels, CheckpointPassRunsInTheBackwardsSpans) {
+  Variant v;
+  v.L = 300;
+  std::vector<Specialization> specs = detail::scanBackwardSpecializations(makeBackward(v, false), "sm_90a");
+  ASSERT_EQ(specs[0].kernel, kernels::kScan.kernel);
+  EXPECT_EQ(specs[0].get("meta:span"), 256);
+  ASSERT_EQ(specs[1].kernel, kernels::kScanCkptFold.kernel);
+  EXPECT_EQ(specs[1].get("meta:span"), 256);
+  EXPECT_EQ(specs[1].get("meta:BLOCK_T"), specs[0].get("meta:BLOCK_T"));
+  // The tiles' summed dt and, past the tile loop, the span's end: N states and its summed dt.
+  const std::string cuda = generatedCuda(specs[0]);
+  EXPECT_GE(occurrences(cuda, "p_ws + "), 1 + v.N + 1) << cuda;
+  EXPECT_NE(generatedCuda(specs[1]).find("ssm_exp2"), std::string::npos);
+  v.L = 256;
+  specs = detail::scanBackwardSpecializations(makeBackward(v, false), "sm_90a");
+  EXPECT_EQ(specs[0].get("meta:span"), int64_t{1} << 24);
+  for (const Specialization& s : specs) EXPECT_NE(s.kernel, kernels::kScanCkptFold.kernel);
 }
 
 // The passes that keep only a tile's end (TileEnds.h) scan dt once for every state and sum each
@@ -324,7 +348,7 @@ TEST(ScanKernels, TileEndPassesScanDtOnce) {
   };
   for (auto [launch, scanned, absent] :
        {std::tuple<size_t, const char*, const char*>{0, "__shfl_down_sync", "__shfl_up_sync"},
-        {1, "__shfl_up_sync", "__shfl_down_sync"}}) {
+        {2, "__shfl_up_sync", "__shfl_down_sync"}}) {
     const std::string n16 = cudaOf(16, launch), n4 = cudaOf(4, launch);
     EXPECT_GT(occurrences(n16, scanned), 0) << "launch " << launch;
     EXPECT_EQ(occurrences(n16, scanned), occurrences(n4, scanned)) << "launch " << launch;
@@ -462,7 +486,7 @@ TEST(ScanKernels, PackedLaunchesTakeTheLongestSequencesFirst) {
     v.packed = packed;
     std::vector<Specialization> specs = detail::scanSpecializations(make(v), "sm_90a");
     for (const Specialization& s : detail::scanBackwardSpecializations(makeBackward(v, true), "sm_90a"))
-      if (s.kernel != kernels::kScanBwdSum.kernel) specs.push_back(s);
+      if (s.kernel != kernels::kScanBwdSum.kernel && s.kernel != kernels::kScanCkptFold.kernel) specs.push_back(s);
     ASSERT_GE(specs.size(), 3u);
     for (const Specialization& s : specs) EXPECT_EQ(s.get("meta:longest_first"), packed) << s.canonical();
   }
@@ -619,7 +643,8 @@ TEST(ScanKernels, DenseRowsOfWholeTilesRunOneTileBody) {
     v.L = L;
     std::vector<Specialization> specs = detail::scanSpecializations(make(v), "sm_90a");
     for (const Specialization& s : detail::scanBackwardSpecializations(makeBackward(v, false), "sm_90a"))
-      if (s.kernel != kernels::kScanBwdSum.kernel) specs.push_back(s);  // its sums walk no tiles
+      if (s.kernel != kernels::kScanBwdSum.kernel && s.kernel != kernels::kScanCkptFold.kernel)
+        specs.push_back(s);  // its sums and the checkpoints' fold walk no tiles
     return specs;
   };
   const std::vector<Specialization> whole = launches(4096), partial = launches(4080);

@@ -16,6 +16,7 @@
 #include "kernels_dsl/MetaDefaults.h"
 #include "kernels_dsl/Registry.h"
 #include "kernels_dsl/conv/ConvTiles.h"
+#include "kernels_dsl/scan/CheckpointSpans.h"
 #include "kernels_dsl/scan/PackedRuns.h"
 #include "kernels_dsl/scan/ScanSequences.h"
 #include "kernels_dsl/scan/StagedBC.h"
@@ -42,7 +43,10 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
                 SPAN = spec.get("meta:span");
   const bool statesPass = spec.get("meta:states_pass") != 0;
   // For the backward: no out; the carried state at each tile's start goes to ws (see the header).
+  // Cut into spans (a sequence longer than the backward's span), each span's from a zero start but
+  // the first's, which the fold of the spans completes (CheckpointSpans.h).
   const bool checkpoints = spec.get("meta:checkpoints") != 0;
+  const bool ckptSpans = checkpoints && SPAN < (int64_t{1} << 24);
   k.setShiftLanes(static_cast<int>(spec.get("meta:time_lanes")));
   Value u = k.arg("u"), delta = k.arg("delta"), A = k.arg("A"), Bp = k.arg("B"), Cp = k.arg("C"), Dv = k.arg("Dv"),
         z = k.arg("z"), dbias = k.arg("dbias"), out = k.arg("out"), init = k.arg("init"), fin = k.arg("final"),
@@ -50,7 +54,8 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   Value cu = k.arg("cu"), initIdx = k.arg("init_idx"), finIdx = k.arg("final_idx"), err = k.arg("err");
   auto I = [&](const char* n) { return k.arg(n); };
   Value D = I("D"), L = I("L"), nseq = I("nseq"), nInit = I("nslots_init"), nFinal = I("nslots_final"),
-        maxLen = I("max_len"), kpr = I("keys_per_row"), group = I("group"), cpr = I("ckpt_per_row");
+        maxLen = I("max_len"), kpr = I("keys_per_row"), group = I("group"), cpr = I("ckpt_per_row"),
+        auxBase = I("aux_base");
   Value sUb = I("s_u_b"), sUd = I("s_u_d"), sDlb = I("s_dl_b"), sDld = I("s_dl_d"), sZb = I("s_z_b"), sZd = I("s_z_d"),
         sOb = I("s_o_b"), sOd = I("s_o_d"), sYab = I("s_ya_b"), sYad = I("s_ya_d"), sAd = I("s_A_d"), sAn = I("s_A_n"),
         sBb = I("s_B_b"), sBg = I("s_B_g"), sBn = I("s_B_n"), sBd = I("s_B_d"), sCb = I("s_C_b"), sCg = I("s_C_g"),
@@ -136,7 +141,7 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
         [&] { return loadStates(init, slotIn * sIs, sId, sIn, mD && (slotIn >= 0)); });
   };
   std::vector<Value> h = k.ifElse(j == 0, initialState, [&] {
-    if (statesPass) return zeros;
+    if (statesPass || checkpoints) return zeros;
     // The fold of the predecessors' end states, in order: h = exp(A sum_dt) h + h_end.
     return k.forLoop(k.constInt(1), j + 1, k.constInt(1), zeros, [&](Value jj, const std::vector<Value>& c) {
       Value key = row * kpr + (start + jj * SPAN) / SPAN;
@@ -199,8 +204,13 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   // time, or none: straight-line loads the compiler can vectorise and schedule ahead of the math.
   // Checkpoint keys of the sequence: its tile q at ckptKey0 + q (see the header).
   Value ckptKey0 = firstScanKey(k, seq, cpr, BT, hasCu, i);
+  const CheckpointSpans spans{auxBase, k.select(hasCu, k.constInt(1), nseq) * kpr, D, N};
   auto tile = [&](bool whole, Value c, const std::vector<Value>& cs) {
-    if (checkpoints) storeStates(ws, (ckptKey0 + c / BT) * DN, k.constInt(1), D, cs, mD);
+    if (checkpoints) {
+      Value key = ckptKey0 + (t0rel + c) / BT;
+      storeStates(ws, key * DN, k.constInt(1), D, cs, mD);
+      if (ckptSpans) k.store(ws, spans.tileDtAt(key, offsD), cs[NS], mD);
+    }
     Value tl = c + rT;  // token of the span
     Value m2 = tE(tl < spanLen) && mD2;
     Value mask = whole ? (channelsWhole ? Value{} : k.broadcastTo(mD2, {R, BT})) : m2;
@@ -230,7 +240,7 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
             return du * (stageB ? staged.row(n, false) : bcTile(bVar, Bp, sBb, sBg, sBn, sBd, n, tOff, load));
           },
           false);
-      e.carries.push_back(statesPass ? cs[NS] + e.dtSum : cs[NS]);
+      e.carries.push_back(statesPass || ckptSpans ? cs[NS] + e.dtSum : cs[NS]);
       return e.carries;
     }
     // The earlier state chunks' sum of y (SelectiveScan.h, state chunks).
@@ -411,6 +421,14 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     });
   }
   std::vector<Value> hEnd(carry.begin(), carry.begin() + NS);
+  if (ckptSpans) {  // a span with a successor: its end state and summed dt, for the fold
+    k.ifThen(!isLast, [&] {
+      Value key = firstScanKey(k, seq, kpr, SPAN, hasCu, i) + j;
+      for (int64_t n = 0; n < NS; ++n) k.store(ws, spans.endAt(key, n, offsD), hEnd[n], mD);
+      k.store(ws, spans.endAt(key, N, offsD), carry[NS], mD);
+    });
+    return;
+  }
   if (statesPass) {
     Value key = row * kpr + (t0 + SPAN) / SPAN;
     storeStates(ws, key * DN, k.constInt(N), k.constInt(1), hEnd, mD);

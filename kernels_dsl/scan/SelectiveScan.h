@@ -17,10 +17,14 @@
 //   the kernel once per chunk of states, on the chunk's A, B, C and states; every chunk but the
 //   last writes its sum of y over its states (fp32, no D or z) to out, a plane of the workspace,
 //   and every chunk but the first adds the plane read from yacc (flag has_yacc) to its own.
-// meta:checkpoints (the backward's first launch; one span a sequence): no out and no final
-//   state; the state carried into each tile q (tokens [q*BLOCK_T, (q+1)*BLOCK_T) of sequence i)
-//   goes to ws[key, n, d], key = row * ckpt_per_row + start_i / BLOCK_T + (packed ? i : 0) + q
-//   (disjoint across sequences: ckpt_per_row = cdiv(L, BLOCK_T) dense, T / BLOCK_T + nseq packed).
+// meta:checkpoints (the backward's first launch): no out and no final state; the state carried
+//   into each tile q (tokens [q*BLOCK_T, (q+1)*BLOCK_T) of sequence i) goes to ws[key, n, d],
+//   key = row * ckpt_per_row + start_i / BLOCK_T + (packed ? i : 0) + q (disjoint across
+//   sequences: ckpt_per_row = cdiv(L, BLOCK_T) dense, T / BLOCK_T + nseq packed). With meta:span
+//   below a whole sequence (the backward's span; keys_per_row its span keys a row, aux_base its
+//   region: CheckpointSpans.h), span j > 0 starts from zeros and also writes each tile's summed dt
+//   since the span's start and, but for the last span, its end state and summed dt: the fold
+//   (ScanCheckpointFold.h) then adds the entering state's share to every checkpoint of the span.
 // meta:longest_first (packed rows of up to max(64, BLOCK_D) sequences): program z scans the rank-z
 //   sequence by length, longest first, so that the launch does not end on a long sequence started
 //   late (ScanSequences.h). Set where programs take whole sequences (no spans); the
@@ -75,15 +79,9 @@ inline constexpr TensorArg kFwdTensors[] = {u,
                                             err};
 inline constexpr const char* kFwdStrideOrder[] = {"u",  "delta", "z",    "out",   "yacc", "A",        "B",        "C",
                                                   "Dv", "dbias", "init", "final", "cu",   "init_idx", "final_idx"};
-inline constexpr SizeArg kFwdSizes[] = {{"D", Bound},
-                                        {"L", TileDiv},
-                                        {"nseq", Count},
-                                        {"nslots_init", Count},
-                                        {"nslots_final", Count},
-                                        {"max_len", Count},
-                                        {"keys_per_row", Div},
-                                        {"group", Bound},
-                                        {"ckpt_per_row", Div}};
+inline constexpr SizeArg kFwdSizes[] = {
+    {"D", Bound},       {"L", TileDiv},        {"nseq", Count},  {"nslots_init", Count}, {"nslots_final", Count},
+    {"max_len", Count}, {"keys_per_row", Div}, {"group", Bound}, {"ckpt_per_row", Div},  {"aux_base", Div}};
 inline constexpr const char* kFwdFlags[] = {"b_varying", "c_varying",     "has_D",       "has_z",    "has_dbias",
                                             "softplus",  "has_cu",        "has_max_len", "has_init", "has_init_idx",
                                             "has_final", "has_final_idx", "multi_span",  "has_yacc"};

@@ -2,9 +2,12 @@
 // (ssmjit::selective_scan_backward). A sequence is cut into spans of meta:span tokens (from its
 // start), so that one long sequence fills the GPU; span keys: span j of sequence i (its row's
 // tokens [start, end)) is key row * span_keys_per_row + start / span + (packed ? i : 0) + j.
-// Four or five launches:
+// Four to six launches:
 //   1. selective_scan_fwd with meta:checkpoints (SelectiveScan.h): each sequence's state carried
-//      into each BLOCK_T tile, at ws[key, n, d] (ckpt keys).
+//      into each BLOCK_T tile, at ws[key, n, d] (ckpt keys); where a sequence can have two spans,
+//      in the backward's spans (grid (cdiv(D, BLOCK_D), spans, nseq)), each from a zero start but
+//      the first, so that one long sequence runs as many programs as dense rows, then
+//   1b. selective_scan_ckpt_fold (ScanCheckpointFold.h): the entering states' share added.
 //   2. selective_scan_bwd with meta:adjoint_pass, only when a sequence can have two spans: grid
 //      (cdiv(D, meta:BLOCK_D), nseq, spans); every span but the first runs the adjoint's reverse
 //      scan alone from a zero carry at its end and stores the adjoint at its first token S[n] and

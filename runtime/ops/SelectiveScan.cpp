@@ -122,11 +122,11 @@ enum class Pass { States, Main, Checkpoints };
 // class 1 (its sequences are at most serial_len long); the parallel form's class 2 beside it, else 0.
 enum class Class { All = 0, Serial = 1, Parallel = 2 };
 
-// `ckptBlockT`, `ckptPerRow`: the checkpoint pass' tile and keys (SelectiveScan.h).
+// `ckpt`: the checkpoint pass' layout (SelectiveScan.h).
 // `a`, `d`: one chunk's call (chunkCall); `yacc`: the plane it adds (when `hasYacc`).
 void bind(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, const ScanPlan& p, Pass pass, Class cls,
-          void* err, const TensorView& yacc = {}, bool hasYacc = false, int64_t ckptBlockT = 0,
-          int64_t ckptPerRow = 0) {
+          void* err, const TensorView& yacc = {}, bool hasYacc = false,
+          const detail::ScanCheckpointLayout& ckptAt = {}) {
   const bool statesPass = pass == Pass::States, ckpt = pass == Pass::Checkpoints;
   const bool serial = cls == Class::Serial;
   constexpr const dsl::Signature& S = kScan;
@@ -142,8 +142,9 @@ void bind(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, const Sc
   c.tensor(S.tensor("ws"), p.multi || ckpt ? a.workspace : TensorView{});
   c.tensor(S.tensor("yacc"), yacc, hasYacc ? rows : detail::Axes{kNoAxis, kNoAxis});
   c.size(S.size("max_len"), d.maxLen);
-  c.size(S.size("keys_per_row"), p.keysPerRow);
-  c.size(S.size("ckpt_per_row"), ckptPerRow);
+  c.size(S.size("keys_per_row"), ckpt ? ckptAt.spanKeysPerRow : p.keysPerRow);
+  c.size(S.size("ckpt_per_row"), ckptAt.perRow);
+  c.size(S.size("aux_base"), ckptAt.auxBase);
   c.flag(S.flag("has_max_len"), d.packed && a.max_seqlen > 0);
   c.flag(S.flag("has_init"), a.initial_states.defined());
   c.flag(S.flag("has_final"), a.final_states.defined() && !ckpt);
@@ -166,7 +167,8 @@ void bind(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, const Sc
     c.meta("meta:serial_len", p.serialLen);
   } else {
     c.meta("meta:checkpoints", 1);
-    c.meta("meta:BLOCK_T", ckptBlockT);
+    c.meta("meta:BLOCK_T", ckptAt.blockT);
+    c.meta("meta:span", ckptAt.span);
   }
   const bool wide =
       !detail::fits32({&a.u, &a.delta, &a.z, &a.out, &a.B, &a.C, &a.initial_states, &a.final_states, &yacc}) ||
@@ -240,10 +242,10 @@ std::vector<Specialization> detail::scanSpecializations(const SelectiveScanArgs&
   return out;
 }
 
-void detail::bindScanCheckpoints(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d, int64_t blockT,
-                                 int64_t ckptPerRow, void* err) {
-  const ScanPlan p;  // no spans: the checkpoint pass walks each sequence whole
-  bind(c, a, d, p, Pass::Checkpoints, Class::All, err, {}, false, blockT, ckptPerRow);
+void detail::bindScanCheckpoints(KernelCall& c, const SelectiveScanArgs& a, const ScanDims& d,
+                                 const ScanCheckpointLayout& l, void* err) {
+  const ScanPlan p;  // the forward's own spans and regions: none (the layout's are the backward's)
+  bind(c, a, d, p, Pass::Checkpoints, Class::All, err, {}, false, l);
 }
 
 detail::Axes detail::scanBCAxes(bool varying, bool batched) {

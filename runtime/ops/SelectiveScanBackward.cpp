@@ -1,8 +1,8 @@
 // selective_scan_backward: checked once at the edge (SelectiveScanCheck), then launches on the
-// caller's stream (kernels_dsl/scan/SelectiveScanBackward.h): the forward's checkpoint pass, the
-// adjoint pass (when a sequence can span more than one span), the backward, and its fixed-order
-// sums (per-span sums, and the per-block sums of time-varying dB/dC when there are any); all of it
-// once per chunk of states (ScanStateChunks.h; one for N <= 16).
+// caller's stream (kernels_dsl/scan/SelectiveScanBackward.h): the forward's checkpoint pass, its
+// fold and the adjoint pass (when a sequence can span more than one span), the backward, and its
+// fixed-order sums (per-span sums, and the per-block sums of time-varying dB/dC when there are
+// any); all of it once per chunk of states (ScanStateChunks.h; one for N <= 16).
 #include <cuda.h>
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels_dsl/Registry.h"
+#include "kernels_dsl/scan/ScanCheckpointFold.h"
 #include "kernels_dsl/scan/SelectiveScan.h"
 #include "kernels_dsl/scan/SelectiveScanBackward.h"
 #include "runtime/DeviceStatus.h"
@@ -40,7 +41,7 @@ struct BwdPlan {
   int64_t blockT = 0, blockD = 0, groupsPerBlock = 0, dblocks = 0, rows = 0, ckptPerRow = 0;
   int64_t span = 0, spanKeysPerRow = 0, maxSpans = 0;  // spans: the most any sequence has
   detail::ScanStateChunks chunks;
-  int64_t adjBase = 0, partBase = 0, bcBase = 0, bcSize = 0, planesBase = 0, total = 0;
+  int64_t adjBase = 0, foldBase = 0, partBase = 0, bcBase = 0, bcSize = 0, planesBase = 0, total = 0;
   bool wide = false;  // 64-bit offsets
 };
 BwdPlan plan(const SelectiveScanBackwardArgs& b, const ScanDims& d) {
@@ -72,7 +73,9 @@ BwdPlan plan(const SelectiveScanBackwardArgs& b, const ScanDims& d) {
   auto up16 = [](int64_t v) { return (v + 15) / 16 * 16; };
   const int64_t spanKeys = p.rows * p.spanKeysPerRow;
   p.adjBase = up16(p.rows * p.ckptPerRow * N * d.D);
-  p.partBase = p.adjBase + (p.maxSpans > 1 ? up16(spanKeys * (N + 1) * d.D) : 0);
+  const int64_t spanRegion = p.maxSpans > 1 ? up16(spanKeys * (N + 1) * d.D) : 0;
+  p.foldBase = p.adjBase + spanRegion;  // the checkpoint pass' spans (CheckpointSpans.h)
+  p.partBase = p.foldBase + (p.maxSpans > 1 ? spanRegion + up16(p.rows * p.ckptPerRow * d.D) : 0);
   p.bcBase = p.partBase + up16(spanKeys * kernels::scanBwdSums(N) * d.D);
   p.bcSize = up16(p.dblocks * p.groupsPerBlock * N * p.rows * p.ckptPerRow * p.blockT);  // per checkpoint key
   p.planesBase = p.bcBase + p.bcSize * ((d.bVarying ? 1 : 0) + (d.cVarying ? 1 : 0));
@@ -210,17 +213,6 @@ void checkLayout(KernelCall& c, const BwdPlan& p) {
                   std::to_string(p.span) + " (set them for every specialisation of the kernel alike)");
 }
 
-// The checkpoint pass walks each sequence whole (one span a sequence): an SSMJIT_META span of
-// selective_scan_fwd, meant for the forward, must leave it that. (Its BLOCK_T is the op's to bind:
-// completeSpecialization refuses another.)
-void checkCheckpointSpan(int64_t span, const ScanDims& d) {
-  if (span >= d.maxLen) return;
-  throw Error(Error::Kind::InvalidArgument, std::string(kOp) + ": SSMJIT_META gives the checkpoint pass (" +
-                                                kernels::kScan.kernel + ") span " + std::to_string(span) +
-                                                ", expected at least the longest a sequence can be (" +
-                                                std::to_string(d.maxLen) + " tokens): it walks each sequence whole");
-}
-
 // The forward call of the checkpoint pass: the backward's workspace holds the checkpoints. The
 // pass keeps states only, so D and z, which only y reads, are left out: every chunk of states
 // (the last takes D) and calls with and without them share its kernel.
@@ -235,20 +227,53 @@ SelectiveScanArgs checkpointCall(const SelectiveScanBackwardArgs& b) {
   return f;
 }
 
+// The checkpoint pass' layout: in spans of the backward's where a sequence can have two.
+detail::ScanCheckpointLayout checkpointLayout(const BwdPlan& p) {
+  detail::ScanCheckpointLayout l;
+  l.blockT = p.blockT, l.perRow = p.ckptPerRow;
+  if (p.maxSpans > 1) l.span = p.span, l.spanKeysPerRow = p.spanKeysPerRow, l.auxBase = p.foldBase;
+  return l;
+}
+
+// The fold of the checkpoint pass' spans (ScanCheckpointFold.h) for one chunk's call.
+void bindFold(KernelCall& c, const SelectiveScanBackwardArgs& b, const ScanDims& d, const BwdPlan& p) {
+  constexpr const dsl::Signature& S = kernels::kScanCkptFold;
+  c.tensor(S.tensor("A"), b.forward.A);
+  c.tensor(S.tensor("ws"), b.workspace);
+  c.tensor(S.tensor("cu"), b.forward.cu_seqlens);
+  c.size(S.size("D"), d.D);
+  c.size(S.size("L"), d.L);
+  c.size(S.size("nseq"), d.nseq);
+  c.size(S.size("ckpt_per_row"), p.ckptPerRow);
+  c.size(S.size("span_keys_per_row"), p.spanKeysPerRow);
+  c.size(S.size("aux_base"), p.foldBase);
+  c.flag(S.flag("has_cu"), d.packed);
+  c.meta("meta:dstate", d.N);
+  c.meta("meta:span", p.span);
+  c.meta("meta:BLOCK_T", p.blockT);
+  c.meta("meta:index_bits", p.wide ? 64 : 32);
+}
+
 // A launch of the call: which kernel and pass (for its grid).
-enum class Launch { Checkpoints, Backward, Sums, BCSums };
+enum class Launch { Checkpoints, Fold, Backward, Sums, BCSums };
 
 // Every launch of the call in order, each bound in the KernelCall handed to `f(c, launch, N)` (N:
-// its chunk's states): per chunk of states the checkpoint pass, the adjoint pass (when a sequence
-// can have two spans), the backward, its sums, and those of time-varying dB/dC when there are any.
+// its chunk's states): per chunk of states the checkpoint pass, its fold and the adjoint pass
+// (when a sequence can have two spans), the backward, its sums, and those of time-varying dB/dC
+// when there are any.
 template <class F>
 void forEachLaunch(const SelectiveScanBackwardArgs& b, const ScanDims& d, const BwdPlan& p, void* err, F&& f) {
   for (int64_t k = 0; k < p.chunks.count; ++k) {
     const ChunkCall cc = chunkCall(b, d, p, k);
     {
       KernelCall c(kernels::kScan);
-      detail::bindScanCheckpoints(c, checkpointCall(cc.args), cc.dims, p.blockT, p.ckptPerRow, err);
+      detail::bindScanCheckpoints(c, checkpointCall(cc.args), cc.dims, checkpointLayout(p), err);
       f(c, Launch::Checkpoints, cc.dims.N);
+    }
+    if (p.maxSpans > 1) {
+      KernelCall c(kernels::kScanCkptFold);
+      bindFold(c, cc.args, cc.dims, p);
+      f(c, Launch::Fold, cc.dims.N);
     }
     for (const bool adjointPass : {true, false}) {
       if (adjointPass && p.maxSpans < 2) continue;
@@ -286,10 +311,14 @@ void selective_scan_backward(const SelectiveScanBackwardArgs& b, Stream stream) 
       grid[0] = static_cast<unsigned>(x), grid[1] = static_cast<unsigned>(y), grid[2] = static_cast<unsigned>(z);
     };
     switch (launch) {
-      case Launch::Checkpoints: {  // (channel blocks, 1, sequences)
-        checkCheckpointSpan(c.metaValue("meta:span"), d);
+      case Launch::Checkpoints: {  // (channel blocks, spans, sequences)
         const int64_t bd = c.metaValue("meta:BLOCK_D");
-        set((d.D + bd - 1) / bd, 1, d.nseq);
+        set((d.D + bd - 1) / bd, p.maxSpans > 1 ? p.maxSpans : 1, d.nseq);
+        break;
+      }
+      case Launch::Fold: {  // (channel blocks, tile groups of every span but the first, sequences)
+        const int64_t bd = c.metaValue("meta:BLOCK_D");
+        set((d.D + bd - 1) / bd, (p.maxSpans - 1) * kernels::scanCkptFoldGroups(p.span, p.blockT), d.nseq);
         break;
       }
       case Launch::Backward:  // (channel blocks, sequences, spans)
@@ -316,9 +345,8 @@ std::vector<Specialization> detail::scanBackwardSpecializations(const SelectiveS
   const ScanDims d = checkSelectiveScanBackwardArgs(b, b.forward.u.device, kOp);
   const BwdPlan p = plan(b, d);
   std::vector<Specialization> out;
-  forEachLaunch(b, d, p, nullptr, [&](KernelCall& c, Launch launch, int64_t) {
+  forEachLaunch(b, d, p, nullptr, [&](KernelCall& c, Launch, int64_t) {
     Specialization sp = c.specialization(arch);
-    if (launch == Launch::Checkpoints) checkCheckpointSpan(sp.get("meta:span"), d);
     if (std::find(out.begin(), out.end(), sp) == out.end()) out.push_back(std::move(sp));
   });
   return out;

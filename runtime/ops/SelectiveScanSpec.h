@@ -19,12 +19,19 @@ namespace ssmjit::detail {
 // Checked as the op checks (every tensor on u's device; the workspace is not needed). Completed.
 std::vector<Specialization> scanSpecializations(const SelectiveScanArgs& args, const std::string& arch);
 
-// The backward's first launch: the forward scan of `args` (checked; one pass a sequence) writing
-// each sequence's state every `blockT` tokens to args.workspace (SelectiveScan.h, checkpoints),
-// bound in `c`, a call of the forward's kernel (kernels::kScan). Its grid:
-// (cdiv(D, meta:BLOCK_D), 1, nseq).
-void bindScanCheckpoints(KernelCall& c, const SelectiveScanArgs& args, const ScanDims& d, int64_t blockT,
-                         int64_t ckptPerRow, void* err);
+// Where the backward's checkpoint pass writes in its workspace (SelectiveScan.h, checkpoints): each
+// sequence's state every `blockT` tokens, `perRow` keys a row; cut into spans of `span` tokens
+// (whole sequences: 2^24), with `spanKeysPerRow` keys a row and its fold's region at `auxBase`
+// (CheckpointSpans.h).
+struct ScanCheckpointLayout {
+  int64_t blockT = 0, perRow = 0, span = int64_t{1} << 24, spanKeysPerRow = 0, auxBase = 0;
+};
+
+// The backward's first launch: the forward scan of `args` (checked) writing its checkpoints to
+// args.workspace as `l` lays them out, bound in `c`, a call of the forward's kernel
+// (kernels::kScan). Its grid: (cdiv(D, meta:BLOCK_D), cdiv(longest, l.span), nseq).
+void bindScanCheckpoints(KernelCall& c, const SelectiveScanArgs& args, const ScanDims& d, const ScanCheckpointLayout& l,
+                         void* err);
 
 // The axes of B or C (or their gradients) for a scan kernel's [b, g, n, d] strides: time-varying
 // (Bt, G, N, L) or constant (D, N).
