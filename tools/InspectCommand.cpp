@@ -358,7 +358,8 @@ CommandRun defineInspectCommand(CLI::App* app) {
   app->add_option("--launch", o->launch,
                   "Which of the call's launches, counted from 1 (default: the last; a scan whose sequences span "
                   "several spans runs a states pass before its main pass, a packed scan from D 4096 its parallel "
-                  "class before its serial one, the backward a checkpoint pass first and its sums last; ssd runs "
+                  "class before its serial one, the backward a checkpoint pass (and its fold, for sequences over a "
+                  "span) first and its sums last; ssd runs "
                   "chunk_cumsum, bmm, chunk_state (passing the states), chunk_scan; ssd-backward that forward (without "
                   "chunk_scan under --saved-y), "
                   "then its gradient kernels)")
