@@ -62,6 +62,7 @@ TEST(KernelRegistry, EveryFamilyRegistersItsKernelsInNameOrder) {
       "scan_cp_state_grad_sum",
       "selective_scan_bwd",
       "selective_scan_bwd_sum",
+      "selective_scan_ckpt_fold",
       "selective_scan_fwd",
       "selective_state_update",
       "ssd_bmm",
