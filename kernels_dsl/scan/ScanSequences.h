@@ -45,4 +45,7 @@ bool scanTilesWhole(const Specialization& spec, int64_t BT);
 // still fill the GPU a few times over.
 int64_t scanSpanForWidth(int64_t D);
 
+// A span no sequence reaches (meta:span): each program walks its sequence whole.
+inline constexpr int64_t kScanWholeSequences = int64_t{1} << 24;
+
 }  // namespace ssmjit::kernels

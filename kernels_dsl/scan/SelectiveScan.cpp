@@ -46,7 +46,7 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   // Cut into spans (a sequence longer than the backward's span), each span's from a zero start but
   // the first's, which the fold of the spans completes (CheckpointSpans.h).
   const bool checkpoints = spec.get("meta:checkpoints") != 0;
-  const bool ckptSpans = checkpoints && SPAN < (int64_t{1} << 24);
+  const bool ckptSpans = checkpoints && SPAN < kScanWholeSequences;
   k.setShiftLanes(static_cast<int>(spec.get("meta:time_lanes")));
   Value u = k.arg("u"), delta = k.arg("delta"), A = k.arg("A"), Bp = k.arg("B"), Cp = k.arg("C"), Dv = k.arg("Dv"),
         z = k.arg("z"), dbias = k.arg("dbias"), out = k.arg("out"), init = k.arg("init"), fin = k.arg("final"),
@@ -463,7 +463,7 @@ void chooseScanMeta(Specialization& s) {
     setDefault(s, "meta:min_blocks", 5);
   }
   // Whole sequences a program: the serial class (at most serial_len tokens) and the checkpoint pass.
-  if (!s.find("meta:span") && (serial || s.get("meta:checkpoints", 0))) s.set("meta:span", int64_t{1} << 24);
+  if (!s.find("meta:span") && (serial || s.get("meta:checkpoints", 0))) s.set("meta:span", kScanWholeSequences);
   setDefault(s, "meta:state_parts", 1);
   setDefault(s, "meta:time_lanes", 8);
   const int64_t lanes = s.get("meta:time_lanes");
@@ -488,7 +488,7 @@ void chooseScanMeta(Specialization& s) {
     int64_t span = scanSpanForWidth(D);
     // A sequence whose channels alone give ~1000 warps fills the GPU: no spans, no states pass.
     const int64_t bd = s.get("meta:BLOCK_D");
-    if ((D + bd - 1) / bd * s.get("meta:num_warps") >= 1024) span = int64_t{1} << 24;
+    if ((D + bd - 1) / bd * s.get("meta:num_warps") >= 1024) span = kScanWholeSequences;
     s.set("meta:span", std::max(span, s.get("meta:BLOCK_T")));
   }
   // The longest first where programs take whole sequences (spans already bound a program's

@@ -10,6 +10,7 @@
 
 #include "compiler/Specialization.h"
 #include "kernels_dsl/Signature.h"
+#include "kernels_dsl/scan/ScanSequences.h"
 #include "runtime/ops/KernelCall.h"
 #include "runtime/ops/SelectiveScanCheck.h"
 #include "ssmjit/ops.h"
@@ -21,10 +22,10 @@ std::vector<Specialization> scanSpecializations(const SelectiveScanArgs& args, c
 
 // Where the backward's checkpoint pass writes in its workspace (SelectiveScan.h, checkpoints): each
 // sequence's state every `blockT` tokens, `perRow` keys a row; cut into spans of `span` tokens
-// (whole sequences: 2^24), with `spanKeysPerRow` keys a row and its fold's region at `auxBase`
+// (whole sequences: kernels::kScanWholeSequences), with `spanKeysPerRow` keys a row and its fold's region at `auxBase`
 // (CheckpointSpans.h).
 struct ScanCheckpointLayout {
-  int64_t blockT = 0, perRow = 0, span = int64_t{1} << 24, spanKeysPerRow = 0, auxBase = 0;
+  int64_t blockT = 0, perRow = 0, span = kernels::kScanWholeSequences, spanKeysPerRow = 0, auxBase = 0;
 };
 
 // The backward's first launch: the forward scan of `args` (checked) writing its checkpoints to
