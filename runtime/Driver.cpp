@@ -74,6 +74,7 @@ bool load(Api* api, std::string* why) {
   SSMJIT_SYM(cuEventDestroy);
   SSMJIT_SYM(cuEventRecord);
   SSMJIT_SYM(cuEventSynchronize);
+  SSMJIT_SYM(cuEventQuery);
 #undef SSMJIT_SYM
   // CUDA 13 headers name cuEventElapsedTime_v2 (drivers >= 12.8); older drivers export only the
   // unversioned symbol, whose signature is the same.

@@ -56,6 +56,7 @@ struct Api {
   CUresult (*cuEventRecord)(CUevent, CUstream);
   CUresult (*cuEventSynchronize)(CUevent);
   CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
+  CUresult (*cuEventQuery)(CUevent);
 };
 
 // True if libcuda loads, cuInit succeeds and at least one device is present; else false and a

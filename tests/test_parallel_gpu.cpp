@@ -14,7 +14,8 @@
 //   - the SSD's context-parallel forward and backward (ssd_cp, ssd_cp_backward) on that row against
 //     ssd and ssd_backward of the whole row on one GPU: out and every gradient;
 //   - faults: ranks with different configurations stop with an error naming the difference, and a
-//     rank that exits early ends the others with an error within a bound, never a hang.
+//     rank that exits early, or is killed mid-run while the others run ahead of the GPU, ends the
+//     others with an error within a bound, never a hang.
 // The context-parallel checks and the tensor-parallel backward also run with their ranks as threads
 // on one GPU (RankThreads.h), at 2 and 4 ranks, where NCCL's runs lack the GPUs.
 #include <gtest/gtest.h>
@@ -850,6 +851,51 @@ TEST(ParallelMamba2, ARankThatExitsEndsTheOthers) {
     EXPECT_EQ(ranks[r].status, 0) << "rank " << r;
     const char* expect = r == n - 1 ? "exits early" : "[  PASSED  ] 1 test";
     EXPECT_NE(ranks[r].output.find(expect), std::string::npos) << "rank " << r;
+  }
+}
+
+// The last rank is killed mid-run, after all-reduces that finished. The others then enqueue far
+// more all-reduces than the driver's launch queue holds, with no wait of their own: they still end
+// with an error within the bound, since the communicator keeps them a few collectives ahead of the
+// GPU, waiting where its deadline is checked, rather than blocked inside a launch.
+TEST(ParallelWorker, DISABLED_ARankKilledMidRunEndsTheOthers) {
+  testing::WorkerRank wr;
+  if (!testing::workerRank(&wr)) GTEST_SKIP() << "runs inside ParallelMamba2.ARankKilledMidRunEndsTheOthers";
+  auto comm = join(wr, {{"test", "kill"}}, 15);
+  DeviceBuffer buf(size_t{1} << 22);
+  buf.fill(0);
+  OwnedStream s;
+  const TensorView t = onDevice(buf, DType::F32, {int64_t{1} << 20});
+  for (int i = 0; i < 20; ++i) comm->allReduceSum(t, s.get());
+  comm->synchronize(s.get(), "the first all-reduces");
+  if (wr.rank == wr.size - 1) {
+    std::fprintf(stderr, "rank %d is killed\n", wr.rank);
+    std::fflush(stderr);
+    raise(SIGKILL);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    for (int i = 0; i < 100000; ++i) comm->allReduceSum(t, s.get());
+    comm->synchronize(s.get(), "the all-reduces");
+    ADD_FAILURE() << "the all-reduces finished without the last rank";
+  } catch (const Error& e) {
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "[ measured ] rank %d stopped after %.1f s: %s\n", wr.rank, secs, e.what());
+    EXPECT_LE(secs, 30.0);
+    EXPECT_NE(std::string(e.what()).find("a peer rank may have exited"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ParallelMamba2, ARankKilledMidRunEndsTheOthers) {
+  const int n = testing::testGpus();
+  const std::string why = testing::multiGpuSkipReason(n);
+  if (!why.empty()) GTEST_SKIP() << why;
+  const std::vector<testing::RankExit> ranks = testing::runRankProcesses("ARankKilledMidRunEndsTheOthers", n, 90);
+  for (int r = 0; r < n; ++r) {
+    std::fprintf(stderr, "---- rank %d of %d (exit %d) ----\n%s", r, n, ranks[r].status, ranks[r].output.c_str());
+    const bool killed = r == n - 1;
+    EXPECT_EQ(ranks[r].status, killed ? 128 + SIGKILL : 0) << "rank " << r;
+    EXPECT_NE(ranks[r].output.find(killed ? "is killed" : "[  PASSED  ] 1 test"), std::string::npos) << "rank " << r;
   }
 }
 

@@ -53,7 +53,12 @@ std::unique_ptr<Communicator> joinRanks(const char* degreeOption, int ranks, con
                      std::to_string(world) + ": launch as many processes as the degree");
   int count = 0;
   driver::check(driver::api().cuDeviceGetCount(&count), "cuDeviceGetCount");
-  driver::useDevice(envInt("SSMJIT_LOCAL_RANK", c.rank) % count);
+  const int local = envInt("SSMJIT_LOCAL_RANK", c.rank);
+  if (local < 0 || local >= count)
+    throw UsageError("SSMJIT_LOCAL_RANK is " + std::to_string(local) + ", expected a GPU of this host's " +
+                     std::to_string(count) + " (one rank a GPU: run at most " + std::to_string(count) +
+                     " ranks here)");
+  driver::useDevice(local);
   config.emplace_back(degreeOption, std::to_string(ranks));
   c.config = std::move(config);
   return Communicator::create(c);

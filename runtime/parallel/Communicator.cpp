@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "runtime/CudaGraph.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
+#include "runtime/parallel/CollectivesInFlight.h"
 #include "runtime/parallel/ConfigCheck.h"
 #include "runtime/parallel/LocalGroup.h"
 #include "runtime/parallel/Nccl.h"
@@ -65,6 +67,7 @@ struct Communicator::Impl {
   int rank = 0, size = 1;
   double timeout_s = 120;
   std::string broken;  // why it was aborted; empty while usable
+  parallel::CollectivesInFlight inFlight;
 
   [[noreturn]] void fail(const std::string& why, Error::Kind kind = Error::Kind::Cuda) {
     abortWith(why);
@@ -93,6 +96,50 @@ struct Communicator::Impl {
       r = q != ncclSuccess ? q : state;
     }
     if (r != ncclSuccess) fail(what + " failed: " + nccl::describe(r, comm));
+  }
+  // Polls `query` (a stream's or an event's) until the work it asks about is done, NCCL reports
+  // an error or the deadline passes; on the last two aborts (NCCL's kernels stop, and the work
+  // drains, boundedly, before buffers go away) and throws naming `what`.
+  void waitFor(const std::function<CUresult()>& query, const std::string& what) {
+    const Clock::time_point deadline = deadlineAfter(timeout_s);
+    for (int spins = 0;; ++spins) {
+      const CUresult q = query();
+      if (q == CUDA_SUCCESS) return;
+      if (q != CUDA_ERROR_NOT_READY) {
+        try {
+          driver::check(q, "waiting");
+        } catch (const Error& e) {
+          fail("waiting for " + what + ": " + e.what());
+        }
+      }
+      ncclResult_t state = ncclSuccess;
+      if (comm) nccl::api().commGetAsyncError(comm, &state);
+      std::string why;
+      if (state != ncclSuccess && state != ncclInProgress)
+        why = "NCCL reported " + nccl::describe(state, comm) + " while waiting for " + what +
+              " (a peer rank may have exited)";
+      else if (Clock::now() >= deadline)
+        why = "timed out after " + std::to_string(timeout_s) + " s waiting for " + what +
+              " (a peer rank may have exited or stalled)";
+      if (!why.empty()) {
+        abortWith(why);
+        const Clock::time_point drain = deadlineAfter(10);
+        while (query() == CUDA_ERROR_NOT_READY && Clock::now() < drain)
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        throw Error(Error::Kind::Cuda, "rank " + std::to_string(rank) + " of " + std::to_string(size) + ": " + why);
+      }
+      pollPause(spins);
+    }
+  }
+  // Before enqueuing `what`: waits while CollectivesInFlight::kLimit earlier collectives are
+  // unfinished, so that the host never blocks where no deadline is checked.
+  void makeRoom(const char* what) {
+    while (CUevent e = inFlight.oldestWhileFull()) {
+      waitFor([e] { return driver::api().cuEventQuery(e); },
+              "a collective enqueued " + std::to_string(parallel::CollectivesInFlight::kLimit) + " before this " +
+                  what + " (at most that many run ahead of the GPU)");
+      inFlight.finished();
+    }
   }
   void checkTensor(const char* op, const char* arg, const TensorView& t) const {
     if (!t.defined() || t.device != DeviceKind::CUDA || !isContiguous(t))
@@ -195,26 +242,32 @@ void Communicator::allReduceSum(const TensorView& t, Stream stream) {
   impl_->usable("allReduceSum");
   impl_->checkTensor("allReduceSum", "data", t);
   if (impl_->local) return impl_->local->allReduceSum(impl_->rank, t, static_cast<CUstream>(stream));
+  impl_->makeRoom("ncclAllReduce");
   impl_->settle(nccl::api().allReduce(t.data, t.data, static_cast<size_t>(t.numel()), ncclType(t.dtype, "data"),
                                       ncclSum, impl_->comm, static_cast<cudaStream_t>(stream)),
                 "ncclAllReduce");
+  impl_->inFlight.enqueued(static_cast<CUstream>(stream));
 }
 
 void Communicator::allGather(const TensorView& in, const TensorView& out, Stream stream) {
   impl_->checkInOut("allGather", in, out, true);
   if (impl_->local) return impl_->local->allGather(impl_->rank, in, out, static_cast<CUstream>(stream));
+  impl_->makeRoom("ncclAllGather");
   impl_->settle(nccl::api().allGather(in.data, out.data, static_cast<size_t>(in.numel()), ncclType(in.dtype, "in"),
                                       impl_->comm, static_cast<cudaStream_t>(stream)),
                 "ncclAllGather");
+  impl_->inFlight.enqueued(static_cast<CUstream>(stream));
 }
 
 void Communicator::reduceScatterSum(const TensorView& in, const TensorView& out, Stream stream) {
   impl_->checkInOut("reduceScatterSum", in, out, false);
   if (impl_->local) return impl_->local->reduceScatterSum(impl_->rank, in, out, static_cast<CUstream>(stream));
+  impl_->makeRoom("ncclReduceScatter");
   impl_->settle(nccl::api().reduceScatter(in.data, out.data, static_cast<size_t>(out.numel()),
                                           ncclType(out.dtype, "out"), ncclSum, impl_->comm,
                                           static_cast<cudaStream_t>(stream)),
                 "ncclReduceScatter");
+  impl_->inFlight.enqueued(static_cast<CUstream>(stream));
 }
 
 void Communicator::sendRecv(const TensorView& send, int to, const TensorView& recv, int from, Stream stream) {
@@ -231,6 +284,7 @@ void Communicator::sendRecv(const TensorView& send, int to, const TensorView& re
                                   static_cast<CUstream>(stream));
   const nccl::Api& a = nccl::api();
   const auto s = static_cast<cudaStream_t>(stream);
+  impl_->makeRoom("ncclSend/ncclRecv");
   impl_->settle(a.groupStart(), "ncclGroupStart");
   if (doSend)
     impl_->settle(a.send(send.data, static_cast<size_t>(send.numel()), ncclType(send.dtype, "send"), to, impl_->comm, s),
@@ -239,43 +293,13 @@ void Communicator::sendRecv(const TensorView& send, int to, const TensorView& re
     impl_->settle(a.recv(recv.data, static_cast<size_t>(recv.numel()), ncclType(recv.dtype, "recv"), from, impl_->comm, s),
                   "ncclRecv");
   impl_->settle(a.groupEnd(), "ncclGroupEnd");
+  impl_->inFlight.enqueued(static_cast<CUstream>(stream));
 }
 
 void Communicator::synchronize(Stream stream, const char* what) {
   impl_->usable("synchronize");
-  const driver::Api& d = driver::api();
   const auto s = static_cast<CUstream>(stream);
-  const Clock::time_point deadline = deadlineAfter(impl_->timeout_s);
-  for (int spins = 0;; ++spins) {
-    const CUresult q = d.cuStreamQuery(s);
-    if (q == CUDA_SUCCESS) return;
-    if (q != CUDA_ERROR_NOT_READY) {
-      try {
-        driver::check(q, "cuStreamQuery");
-      } catch (const Error& e) {
-        impl_->fail(std::string("waiting for ") + what + ": " + e.what());
-      }
-    }
-    ncclResult_t state = ncclSuccess;
-    if (impl_->comm) nccl::api().commGetAsyncError(impl_->comm, &state);
-    std::string why;
-    if (state != ncclSuccess && state != ncclInProgress)
-      why = std::string("NCCL reported ") + nccl::describe(state, impl_->comm) + " while waiting for " + what +
-            " (a peer rank may have exited)";
-    else if (Clock::now() >= deadline)
-      why = std::string("timed out after ") + std::to_string(impl_->timeout_s) + " s waiting for " + what +
-            " (a peer rank may have exited or stalled)";
-    if (!why.empty()) {
-      impl_->abortWith(why);
-      // The abort stops NCCL's kernels: let the stream drain (bounded) before buffers go away.
-      const Clock::time_point drain = deadlineAfter(10);
-      while (d.cuStreamQuery(s) == CUDA_ERROR_NOT_READY && Clock::now() < drain)
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      throw Error(Error::Kind::Cuda, "rank " + std::to_string(impl_->rank) + " of " + std::to_string(impl_->size) +
-                                         ": " + why);
-    }
-    pollPause(spins);
-  }
+  impl_->waitFor([s] { return driver::api().cuStreamQuery(s); }, what);
 }
 
 void Communicator::abort(const std::string& why) { impl_->abortWith(why); }

@@ -9,8 +9,10 @@
 // Nothing blocks without a bound: the rendezvous, NCCL's setup and synchronize() poll NCCL's
 // asynchronous error and a deadline (timeout_s); on an error or at the deadline the communicator
 // is aborted (so NCCL's kernels stop and the stream drains) and ssmjit::Error is thrown naming the
-// cause. A peer that exits early thus ends every other rank with an error, not a hang. After an
-// abort every further call throws. NCCL's multicast (NVLS) is switched off (NCCL_NVLS_ENABLE=0,
+// cause. A collective waits likewise, before it is enqueued, while 8 earlier ones are unfinished:
+// the host never runs so far ahead of a collective that cannot finish that the driver's launch
+// queue fills and a launch blocks with no bound. A peer that exits early or is killed thus ends
+// every other rank with an error, not a hang. After an abort every further call throws. NCCL's multicast (NVLS) is switched off (NCCL_NVLS_ENABLE=0,
 // unless the environment sets it).
 #pragma once
 #include <memory>
