@@ -12,6 +12,12 @@ CollectivesInFlight::~CollectivesInFlight() {
   for (CUevent e : spare_) a.cuEventDestroy(e);
 }
 
+bool CollectivesInFlight::capturing(CUstream stream) {
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  driver::check(driver::api().cuStreamIsCapturing(stream, &capture), "cuStreamIsCapturing");
+  return capture != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 CUevent CollectivesInFlight::oldestWhileFull() {
   const driver::Api& a = driver::api();
   while (!pending_.empty() && a.cuEventQuery(pending_.front()) == CUDA_SUCCESS) finished();
@@ -25,9 +31,6 @@ void CollectivesInFlight::finished() {
 
 void CollectivesInFlight::enqueued(CUstream stream) {
   const driver::Api& a = driver::api();
-  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-  driver::check(a.cuStreamIsCapturing(stream, &capture), "cuStreamIsCapturing");
-  if (capture != CU_STREAM_CAPTURE_STATUS_NONE) return;
   CUevent e = nullptr;
   if (spare_.empty()) {
     driver::check(a.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate");

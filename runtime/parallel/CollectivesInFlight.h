@@ -22,13 +22,15 @@ class CollectivesInFlight {
   CollectivesInFlight(const CollectivesInFlight&) = delete;
   CollectivesInFlight& operator=(const CollectivesInFlight&) = delete;
 
+  // Whether `stream` is capturing a graph: then neither call below applies (an event query may
+  // end a capture, and a graph's replays are waited for by whoever launches them).
+  static bool capturing(CUstream stream);
   // Forgets the finished ones; then the oldest unfinished one's event while kLimit are
   // unfinished (the caller waits for it, then calls finished()), else null.
   CUevent oldestWhileFull();
   // The oldest has finished.
   void finished();
-  // Marks the end of a collective just enqueued on `stream`. Nothing while the stream captures a
-  // graph: a graph's replays are waited for by whoever launches them.
+  // Marks the end of a collective just enqueued on `stream` (not capturing).
   void enqueued(CUstream stream);
 
  private:

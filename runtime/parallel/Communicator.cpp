@@ -41,11 +41,16 @@ void pollPause(int spins) {
 
 ncclDataType_t ncclType(DType t, const char* arg) {
   switch (t) {
-    case DType::F32: return ncclFloat32;
-    case DType::BF16: return ncclBfloat16;
-    case DType::F16: return ncclFloat16;
-    case DType::I32: return ncclInt32;
-    case DType::I64: return ncclInt64;
+    case DType::F32:
+      return ncclFloat32;
+    case DType::BF16:
+      return ncclBfloat16;
+    case DType::F16:
+      return ncclFloat16;
+    case DType::I32:
+      return ncclInt32;
+    case DType::I64:
+      return ncclInt64;
   }
   throw Error(Error::Kind::InvalidArgument, std::string(arg) + " has an unsupported dtype");
 }
@@ -131,8 +136,15 @@ struct Communicator::Impl {
       pollPause(spins);
     }
   }
-  // Before enqueuing `what`: waits while CollectivesInFlight::kLimit earlier collectives are
-  // unfinished, so that the host never blocks where no deadline is checked.
+  // Enqueues a collective on `stream` (`enqueue` returns NCCL's result): first waits while
+  // CollectivesInFlight::kLimit earlier ones are unfinished, so that the host never blocks where
+  // no deadline is checked; then marks the new one's end.
+  void enqueueWatched(CUstream stream, const char* what, const std::function<void()>& enqueue) {
+    const bool capturing = parallel::CollectivesInFlight::capturing(stream);
+    if (!capturing) makeRoom(what);
+    enqueue();
+    if (!capturing) inFlight.enqueued(stream);
+  }
   void makeRoom(const char* what) {
     while (CUevent e = inFlight.oldestWhileFull()) {
       waitFor([e] { return driver::api().cuEventQuery(e); },
@@ -160,8 +172,8 @@ struct Communicator::Impl {
     if (whole.numel() != part.numel() * size || in.dtype != out.dtype)
       throw Error(Error::Kind::InvalidArgument, std::string(op) + ": " + wholeName + " has " +
                                                     std::to_string(whole.numel()) + " elements, expected size x " +
-                                                    partName + "'s (" + std::to_string(part.numel() * size) +
-                                                    ") of " + partName + "'s dtype");
+                                                    partName + "'s (" + std::to_string(part.numel() * size) + ") of " +
+                                                    partName + "'s dtype");
   }
 };
 
@@ -214,8 +226,8 @@ std::unique_ptr<Communicator> Communicator::create(const CommunicatorOptions& o)
   cfg.blocking = 0;
   const ncclResult_t r = a.commInitRankConfig(&impl->comm, o.size, id, o.rank, &cfg);
   if (r != ncclSuccess && r != ncclInProgress)
-    throw Error(Error::Kind::Cuda, "rank " + std::to_string(o.rank) + ": ncclCommInitRankConfig failed: " +
-                                       nccl::describe(r));
+    throw Error(Error::Kind::Cuda,
+                "rank " + std::to_string(o.rank) + ": ncclCommInitRankConfig failed: " + nccl::describe(r));
   std::unique_ptr<Communicator> c(new Communicator(std::move(impl)));
   c->impl_->settle(r, "NCCL setup (ncclCommInitRankConfig)");
   if (o.rank == 0) parallel::removeRendezvous(o.rendezvous);
@@ -242,32 +254,32 @@ void Communicator::allReduceSum(const TensorView& t, Stream stream) {
   impl_->usable("allReduceSum");
   impl_->checkTensor("allReduceSum", "data", t);
   if (impl_->local) return impl_->local->allReduceSum(impl_->rank, t, static_cast<CUstream>(stream));
-  impl_->makeRoom("ncclAllReduce");
-  impl_->settle(nccl::api().allReduce(t.data, t.data, static_cast<size_t>(t.numel()), ncclType(t.dtype, "data"),
-                                      ncclSum, impl_->comm, static_cast<cudaStream_t>(stream)),
-                "ncclAllReduce");
-  impl_->inFlight.enqueued(static_cast<CUstream>(stream));
+  impl_->enqueueWatched(static_cast<CUstream>(stream), "ncclAllReduce", [&] {
+    impl_->settle(nccl::api().allReduce(t.data, t.data, static_cast<size_t>(t.numel()), ncclType(t.dtype, "data"),
+                                        ncclSum, impl_->comm, static_cast<cudaStream_t>(stream)),
+                  "ncclAllReduce");
+  });
 }
 
 void Communicator::allGather(const TensorView& in, const TensorView& out, Stream stream) {
   impl_->checkInOut("allGather", in, out, true);
   if (impl_->local) return impl_->local->allGather(impl_->rank, in, out, static_cast<CUstream>(stream));
-  impl_->makeRoom("ncclAllGather");
-  impl_->settle(nccl::api().allGather(in.data, out.data, static_cast<size_t>(in.numel()), ncclType(in.dtype, "in"),
-                                      impl_->comm, static_cast<cudaStream_t>(stream)),
-                "ncclAllGather");
-  impl_->inFlight.enqueued(static_cast<CUstream>(stream));
+  impl_->enqueueWatched(static_cast<CUstream>(stream), "ncclAllGather", [&] {
+    impl_->settle(nccl::api().allGather(in.data, out.data, static_cast<size_t>(in.numel()), ncclType(in.dtype, "in"),
+                                        impl_->comm, static_cast<cudaStream_t>(stream)),
+                  "ncclAllGather");
+  });
 }
 
 void Communicator::reduceScatterSum(const TensorView& in, const TensorView& out, Stream stream) {
   impl_->checkInOut("reduceScatterSum", in, out, false);
   if (impl_->local) return impl_->local->reduceScatterSum(impl_->rank, in, out, static_cast<CUstream>(stream));
-  impl_->makeRoom("ncclReduceScatter");
-  impl_->settle(nccl::api().reduceScatter(in.data, out.data, static_cast<size_t>(out.numel()),
-                                          ncclType(out.dtype, "out"), ncclSum, impl_->comm,
-                                          static_cast<cudaStream_t>(stream)),
-                "ncclReduceScatter");
-  impl_->inFlight.enqueued(static_cast<CUstream>(stream));
+  impl_->enqueueWatched(static_cast<CUstream>(stream), "ncclReduceScatter", [&] {
+    impl_->settle(
+        nccl::api().reduceScatter(in.data, out.data, static_cast<size_t>(out.numel()), ncclType(out.dtype, "out"),
+                                  ncclSum, impl_->comm, static_cast<cudaStream_t>(stream)),
+        "ncclReduceScatter");
+  });
 }
 
 void Communicator::sendRecv(const TensorView& send, int to, const TensorView& recv, int from, Stream stream) {
@@ -284,16 +296,18 @@ void Communicator::sendRecv(const TensorView& send, int to, const TensorView& re
                                   static_cast<CUstream>(stream));
   const nccl::Api& a = nccl::api();
   const auto s = static_cast<cudaStream_t>(stream);
-  impl_->makeRoom("ncclSend/ncclRecv");
-  impl_->settle(a.groupStart(), "ncclGroupStart");
-  if (doSend)
-    impl_->settle(a.send(send.data, static_cast<size_t>(send.numel()), ncclType(send.dtype, "send"), to, impl_->comm, s),
-                  "ncclSend");
-  if (doRecv)
-    impl_->settle(a.recv(recv.data, static_cast<size_t>(recv.numel()), ncclType(recv.dtype, "recv"), from, impl_->comm, s),
-                  "ncclRecv");
-  impl_->settle(a.groupEnd(), "ncclGroupEnd");
-  impl_->inFlight.enqueued(static_cast<CUstream>(stream));
+  impl_->enqueueWatched(static_cast<CUstream>(stream), "ncclSend/ncclRecv", [&] {
+    impl_->settle(a.groupStart(), "ncclGroupStart");
+    if (doSend)
+      impl_->settle(
+          a.send(send.data, static_cast<size_t>(send.numel()), ncclType(send.dtype, "send"), to, impl_->comm, s),
+          "ncclSend");
+    if (doRecv)
+      impl_->settle(
+          a.recv(recv.data, static_cast<size_t>(recv.numel()), ncclType(recv.dtype, "recv"), from, impl_->comm, s),
+          "ncclRecv");
+    impl_->settle(a.groupEnd(), "ncclGroupEnd");
+  });
 }
 
 void Communicator::synchronize(Stream stream, const char* what) {
