@@ -41,16 +41,11 @@ void pollPause(int spins) {
 
 ncclDataType_t ncclType(DType t, const char* arg) {
   switch (t) {
-    case DType::F32:
-      return ncclFloat32;
-    case DType::BF16:
-      return ncclBfloat16;
-    case DType::F16:
-      return ncclFloat16;
-    case DType::I32:
-      return ncclInt32;
-    case DType::I64:
-      return ncclInt64;
+    case DType::F32: return ncclFloat32;
+    case DType::BF16: return ncclBfloat16;
+    case DType::F16: return ncclFloat16;
+    case DType::I32: return ncclInt32;
+    case DType::I64: return ncclInt64;
   }
   throw Error(Error::Kind::InvalidArgument, std::string(arg) + " has an unsupported dtype");
 }
@@ -102,17 +97,17 @@ struct Communicator::Impl {
     }
     if (r != ncclSuccess) fail(what + " failed: " + nccl::describe(r, comm));
   }
-  // Polls `query` (a stream's or an event's) until the work it asks about is done, NCCL reports
-  // an error or the deadline passes; on the last two aborts (NCCL's kernels stop, and the work
-  // drains, boundedly, before buffers go away) and throws naming `what`.
-  void waitFor(const std::function<CUresult()>& query, const std::string& what) {
+  // Polls `query` (cuStreamQuery or cuEventQuery, named by `queryName`) until the work it asks
+  // about is done, NCCL reports an error or the deadline passes; on the last two aborts (NCCL's
+  // kernels stop, and the work drains, boundedly, before buffers go away) and throws naming `what`.
+  void waitFor(const std::function<CUresult()>& query, const char* queryName, const std::string& what) {
     const Clock::time_point deadline = deadlineAfter(timeout_s);
     for (int spins = 0;; ++spins) {
       const CUresult q = query();
       if (q == CUDA_SUCCESS) return;
       if (q != CUDA_ERROR_NOT_READY) {
         try {
-          driver::check(q, "waiting");
+          driver::check(q, queryName);
         } catch (const Error& e) {
           fail("waiting for " + what + ": " + e.what());
         }
@@ -136,7 +131,7 @@ struct Communicator::Impl {
       pollPause(spins);
     }
   }
-  // Enqueues a collective on `stream` (`enqueue` returns NCCL's result): first waits while
+  // Enqueues a collective on `stream` through `enqueue`: first waits while
   // CollectivesInFlight::kLimit earlier ones are unfinished, so that the host never blocks where
   // no deadline is checked; then marks the new one's end.
   void enqueueWatched(CUstream stream, const char* what, const std::function<void()>& enqueue) {
@@ -147,7 +142,7 @@ struct Communicator::Impl {
   }
   void makeRoom(const char* what) {
     while (CUevent e = inFlight.oldestWhileFull()) {
-      waitFor([e] { return driver::api().cuEventQuery(e); },
+      waitFor([e] { return driver::api().cuEventQuery(e); }, "cuEventQuery",
               "a collective enqueued " + std::to_string(parallel::CollectivesInFlight::kLimit) + " before this " +
                   what + " (at most that many run ahead of the GPU)");
       inFlight.finished();
@@ -172,8 +167,8 @@ struct Communicator::Impl {
     if (whole.numel() != part.numel() * size || in.dtype != out.dtype)
       throw Error(Error::Kind::InvalidArgument, std::string(op) + ": " + wholeName + " has " +
                                                     std::to_string(whole.numel()) + " elements, expected size x " +
-                                                    partName + "'s (" + std::to_string(part.numel() * size) + ") of " +
-                                                    partName + "'s dtype");
+                                                    partName + "'s (" + std::to_string(part.numel() * size) +
+                                                    ") of " + partName + "'s dtype");
   }
 };
 
@@ -226,8 +221,8 @@ std::unique_ptr<Communicator> Communicator::create(const CommunicatorOptions& o)
   cfg.blocking = 0;
   const ncclResult_t r = a.commInitRankConfig(&impl->comm, o.size, id, o.rank, &cfg);
   if (r != ncclSuccess && r != ncclInProgress)
-    throw Error(Error::Kind::Cuda,
-                "rank " + std::to_string(o.rank) + ": ncclCommInitRankConfig failed: " + nccl::describe(r));
+    throw Error(Error::Kind::Cuda, "rank " + std::to_string(o.rank) + ": ncclCommInitRankConfig failed: " +
+                                       nccl::describe(r));
   std::unique_ptr<Communicator> c(new Communicator(std::move(impl)));
   c->impl_->settle(r, "NCCL setup (ncclCommInitRankConfig)");
   if (o.rank == 0) parallel::removeRendezvous(o.rendezvous);
@@ -313,7 +308,7 @@ void Communicator::sendRecv(const TensorView& send, int to, const TensorView& re
 void Communicator::synchronize(Stream stream, const char* what) {
   impl_->usable("synchronize");
   const auto s = static_cast<CUstream>(stream);
-  impl_->waitFor([s] { return driver::api().cuStreamQuery(s); }, what);
+  impl_->waitFor([s] { return driver::api().cuStreamQuery(s); }, "cuStreamQuery", what);
 }
 
 void Communicator::abort(const std::string& why) { impl_->abortWith(why); }
