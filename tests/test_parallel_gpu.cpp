@@ -841,17 +841,23 @@ TEST(ParallelWorker, DISABLED_ARankThatExitsEndsTheOthers) {
   }
 }
 
-TEST(ParallelMamba2, ARankThatExitsEndsTheOthers) {
+// Runs `worker`, whose last rank is lost (it exits with `lostStatus` after printing `lostSays`):
+// every other rank passes (its worker test checks the error it got and how soon).
+void expectTheOthersEnd(const char* worker, int lostStatus, const char* lostSays) {
   const int n = testing::testGpus();
   const std::string why = testing::multiGpuSkipReason(n);
   if (!why.empty()) GTEST_SKIP() << why;
-  const std::vector<testing::RankExit> ranks = testing::runRankProcesses("ARankThatExitsEndsTheOthers", n, 90);
+  const std::vector<testing::RankExit> ranks = testing::runRankProcesses(worker, n, 90);
   for (int r = 0; r < n; ++r) {
     std::fprintf(stderr, "---- rank %d of %d (exit %d) ----\n%s", r, n, ranks[r].status, ranks[r].output.c_str());
-    EXPECT_EQ(ranks[r].status, 0) << "rank " << r;
-    const char* expect = r == n - 1 ? "exits early" : "[  PASSED  ] 1 test";
-    EXPECT_NE(ranks[r].output.find(expect), std::string::npos) << "rank " << r;
+    const bool lost = r == n - 1;
+    EXPECT_EQ(ranks[r].status, lost ? lostStatus : 0) << "rank " << r;
+    EXPECT_NE(ranks[r].output.find(lost ? lostSays : "[  PASSED  ] 1 test"), std::string::npos) << "rank " << r;
   }
+}
+
+TEST(ParallelMamba2, ARankThatExitsEndsTheOthers) {
+  expectTheOthersEnd("ARankThatExitsEndsTheOthers", 0, "exits early");
 }
 
 // The last rank is killed mid-run, after all-reduces that finished. The others then enqueue far
@@ -887,16 +893,7 @@ TEST(ParallelWorker, DISABLED_ARankKilledMidRunEndsTheOthers) {
 }
 
 TEST(ParallelMamba2, ARankKilledMidRunEndsTheOthers) {
-  const int n = testing::testGpus();
-  const std::string why = testing::multiGpuSkipReason(n);
-  if (!why.empty()) GTEST_SKIP() << why;
-  const std::vector<testing::RankExit> ranks = testing::runRankProcesses("ARankKilledMidRunEndsTheOthers", n, 90);
-  for (int r = 0; r < n; ++r) {
-    std::fprintf(stderr, "---- rank %d of %d (exit %d) ----\n%s", r, n, ranks[r].status, ranks[r].output.c_str());
-    const bool killed = r == n - 1;
-    EXPECT_EQ(ranks[r].status, killed ? 128 + SIGKILL : 0) << "rank " << r;
-    EXPECT_NE(ranks[r].output.find(killed ? "is killed" : "[  PASSED  ] 1 test"), std::string::npos) << "rank " << r;
-  }
+  expectTheOthersEnd("ARankKilledMidRunEndsTheOthers", 128 + SIGKILL, "is killed");
 }
 
 }  // namespace
