@@ -12,7 +12,9 @@
 // cause. A collective waits likewise, before it is enqueued, while 8 earlier ones are unfinished:
 // the host never runs so far ahead of a collective that cannot finish that the driver's launch
 // queue fills and a launch blocks with no bound. A peer that exits early or is killed thus ends
-// every other rank with an error, not a hang. After an abort every further call throws. NCCL's multicast (NVLS) is switched off (NCCL_NVLS_ENABLE=0,
+// every other rank with an error, not a hang, except where the stalled collectives were captured
+// in a CUDA graph: there ncclCommAbort has been seen not to return. After an abort every further
+// call throws. NCCL's multicast (NVLS) is switched off (NCCL_NVLS_ENABLE=0,
 // unless the environment sets it).
 #pragma once
 #include <memory>
