@@ -22,8 +22,8 @@ std::vector<Specialization> scanSpecializations(const SelectiveScanArgs& args, c
 
 // Where the backward's checkpoint pass writes in its workspace (SelectiveScan.h, checkpoints): each
 // sequence's state every `blockT` tokens, `perRow` keys a row; cut into spans of `span` tokens
-// (whole sequences: kernels::kScanWholeSequences), with `spanKeysPerRow` keys a row and its fold's region at `auxBase`
-// (CheckpointSpans.h).
+// (whole sequences: kernels::kScanWholeSequences), with `spanKeysPerRow` keys a row and its
+// fold's region at `auxBase` (CheckpointSpans.h).
 struct ScanCheckpointLayout {
   int64_t blockT = 0, perRow = 0, span = kernels::kScanWholeSequences, spanKeysPerRow = 0, auxBase = 0;
 };

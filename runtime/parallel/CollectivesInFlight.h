@@ -13,8 +13,8 @@ namespace ssmjit::parallel {
 
 class CollectivesInFlight {
  public:
-  // Enough to keep the GPU fed (a TP layer enqueues 4 all-reduces, a CP call 1 to 3) and few
-  // enough that the kernels between them stay far below the launch queue's depth.
+  // A layer call enqueues a few collectives, so 8 keep whole calls queued ahead of the GPU, and
+  // the kernels between them stay far below the driver's launch queue depth.
   static constexpr size_t kLimit = 8;
 
   CollectivesInFlight() = default;
