@@ -4,6 +4,8 @@
 // the command line and maps outcomes to exit codes: 0 ok, 1 failure or mismatch, 2 usage error.
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -17,9 +19,20 @@
 #include "compiler/Pipeline.h"
 #include "ssmjit/enum_name.h"
 #include "ssmjit/error.h"
+#include "ssmjit/parallel.h"
 #include "tools/ToolSupport.h"
 
 namespace {
+
+// A failed command's status. With an abandoned NCCL communicator (ssmjit/parallel.h) the process
+// ends here with _exit, since NCCL's threads still run and can crash a normal exit's teardown.
+int exitAfterFailure() {
+  if (ssmjit::ncclAbandoned()) {
+    std::fflush(nullptr);
+    _exit(ssmjit::tool::kExitFailure);
+  }
+  return ssmjit::tool::kExitFailure;
+}
 
 std::string versionText() {
   std::string nvrtc;
@@ -236,10 +249,10 @@ int main(int argc, char** argv) {
   } catch (const ssmjit::Error& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "ssmjit %s: %s: %s\n", name, errorKindName(e.kind()), e.what());
-    return kExitFailure;
+    return exitAfterFailure();
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "ssmjit %s: error: %s\n", name, e.what());
-    return kExitFailure;
+    return exitAfterFailure();
   }
 }

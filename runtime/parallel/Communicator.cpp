@@ -67,17 +67,25 @@ struct Communicator::Impl {
   int rank = 0, size = 1;
   double timeout_s = 120;
   std::string broken;  // why it was aborted; empty while usable
+  // How long an abort may take: NCCL's can block for good where a CUDA graph holds collectives
+  // that wait on a dead peer, and a rank that gives up must still end.
+  static constexpr double kAbortWait_s = 10;
   parallel::CollectivesInFlight inFlight;
 
   [[noreturn]] void fail(const std::string& why, Error::Kind kind = Error::Kind::Cuda) {
     abortWith(why);
-    throw Error(kind, "rank " + std::to_string(rank) + " of " + std::to_string(size) + ": " + why);
+    throw Error(kind, "rank " + std::to_string(rank) + " of " + std::to_string(size) + ": " + broken);
   }
-  void abortWith(const std::string& why) {
-    if (comm) nccl::api().commAbort(comm);
+  // Aborts and records why; false if NCCL's abort did not return in time (its work may still run).
+  bool abortWith(const std::string& why) {
+    std::string abandoned;
+    if (comm && !nccl::abortWithin(comm, kAbortWait_s))
+      abandoned = " (NCCL's abort did not return within " + std::to_string(static_cast<int>(kAbortWait_s)) +
+                  " s; the communicator is abandoned)";
     if (local) local->abort("rank " + std::to_string(rank) + ": " + why);
     comm = nullptr;
-    if (broken.empty()) broken = why;
+    if (broken.empty()) broken = why + abandoned;
+    return abandoned.empty();
   }
   void usable(const char* what) const {
     if (!broken.empty())
@@ -122,11 +130,10 @@ struct Communicator::Impl {
         why = "timed out after " + std::to_string(timeout_s) + " s waiting for " + what +
               " (a peer rank may have exited or stalled)";
       if (!why.empty()) {
-        abortWith(why);
-        const Clock::time_point drain = deadlineAfter(10);
+        const Clock::time_point drain = deadlineAfter(abortWith(why) ? 10 : 0);
         while (query() == CUDA_ERROR_NOT_READY && Clock::now() < drain)
           std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        throw Error(Error::Kind::Cuda, "rank " + std::to_string(rank) + " of " + std::to_string(size) + ": " + why);
+        throw Error(Error::Kind::Cuda, "rank " + std::to_string(rank) + " of " + std::to_string(size) + ": " + broken);
       }
       pollPause(spins);
     }
@@ -174,6 +181,8 @@ struct Communicator::Impl {
 
 bool ncclAvailable(std::string* why) { return nccl::available(why); }
 
+bool ncclAbandoned() { return nccl::anyAbandoned(); }
+
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 // Destroyed while an exception unwinds (this rank gave up mid-run), the communicator is aborted:
@@ -186,7 +195,7 @@ Communicator::~Communicator() {
   if (state == ncclSuccess && std::uncaught_exceptions() == 0)
     nccl::api().commDestroy(impl_->comm);
   else
-    nccl::api().commAbort(impl_->comm);
+    nccl::abortWithin(impl_->comm, Impl::kAbortWait_s);
 }
 
 int Communicator::rank() const { return impl_->rank; }

@@ -1,6 +1,13 @@
 // NCCL through dlopen; see Nccl.h.
 #include "runtime/parallel/Nccl.h"
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+
 #include "compiler/DynamicLibrary.h"
 #include "compiler/ToolkitLibrary.h"
 #include "runtime/LoadedApi.h"
@@ -49,6 +56,32 @@ std::string describe(ncclResult_t r, ncclComm_t comm) {
   const char* last = a.getLastError(comm);
   if (last && *last) text += ": " + std::string(last);
   return text;
+}
+
+namespace {
+std::atomic<bool> abandoned{false};
+}  // namespace
+
+bool anyAbandoned() { return abandoned.load(); }
+
+bool abortWithin(ncclComm_t comm, double seconds) {
+  struct Done {
+    std::mutex m;
+    std::condition_variable cv;
+    bool returned = false;
+  };
+  auto done = std::make_shared<Done>();  // shared: an abandoned thread outlives this call
+  std::thread([comm, done, abort = api().commAbort] {
+    abort(comm);
+    std::lock_guard<std::mutex> lock(done->m);
+    done->returned = true;
+    done->cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(done->m);
+  const bool returned = done->cv.wait_for(lock, std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)),
+                                          [&] { return done->returned; });
+  if (!returned) abandoned = true;
+  return returned;
 }
 
 }  // namespace ssmjit::nccl

@@ -36,6 +36,12 @@ bool available(std::string* why = nullptr);
 const Api& api();
 // "ncclUnhandledCudaError (message)" for a result, with NCCL's last error text where it has one.
 std::string describe(ncclResult_t r, ncclComm_t comm = nullptr);
+// ncclCommAbort(comm) on a thread of its own, waited for at most `seconds`: true if it returned.
+// NCCL's abort can block for good (on collectives a CUDA graph holds when a peer has died); then
+// the thread is left to it, the communicator abandoned, and the caller goes on.
+bool abortWithin(ncclComm_t comm, double seconds);
+// True once abortWithin has returned false in this process.
+bool anyAbandoned();
 
 namespace detail {
 // One load attempt from `names` (as toolkitLibraryCandidates takes them), uncached: the process-wide

@@ -12,10 +12,13 @@
 // cause. A collective waits likewise, before it is enqueued, while 8 earlier ones are unfinished:
 // the host never runs so far ahead of a collective that cannot finish that the driver's launch
 // queue fills and a launch blocks with no bound. A peer that exits early or is killed thus ends
-// every other rank with an error, not a hang, except where the stalled collectives were captured
-// in a CUDA graph: there ncclCommAbort has been seen not to return. After an abort every further
-// call throws. NCCL's multicast (NVLS) is switched off (NCCL_NVLS_ENABLE=0,
-// unless the environment sets it).
+// every other rank with an error, not a hang. An abort is itself waited for at most 10 s: where
+// the stalled collectives were captured in a CUDA graph NCCL's abort has been seen never to
+// return, and the communicator is then abandoned (ncclAbandoned() below). Graph replays holding
+// collectives are bounded where each is waited for by synchronize() before the next (a decode
+// loop); 50 replays queued before one wait did not end within 90 s after a peer was killed.
+// After an abort every further call throws. NCCL's multicast (NVLS) is switched off
+// (NCCL_NVLS_ENABLE=0, unless the environment sets it).
 #pragma once
 #include <memory>
 #include <string>
@@ -46,6 +49,12 @@ std::vector<std::unique_ptr<Communicator>> localGroup(int size, double timeout_s
 
 // True if NCCL loads; else false and the reason in *why.
 bool ncclAvailable(std::string* why = nullptr);
+
+// True once a communicator of this process was abandoned: NCCL's abort did not return within
+// 10 s (seen where a CUDA graph holds the collectives a dead peer stalls), so the error was thrown
+// while NCCL's threads and kernels still run. Such a process cannot count on a normal exit (NCCL's
+// threads have crashed in its teardown): flush what it prints and end it with _exit or quick_exit.
+bool ncclAbandoned();
 
 class Communicator {
  public:
