@@ -339,13 +339,16 @@ void buildStates(KernelBuilder& k, const Specialization& spec) {
 // 16-bit rows up to W 4 without initial states are held to 4 blocks an SM (128 registers, no
 // spills; 146-151 otherwise), which helps packed rows and leaves dense ones unchanged; with initial
 // states or wider windows they would spill.
+// A packed 16-bit channel-first row takes 16 channels x 64 tokens through rings of 4: its tiles
+// near a sequence start (the masked taps) then cover half the tokens each.
 void chooseBackwardMeta(Specialization& s) {
   const int64_t elem = smallestElement(s, {"x", "dout", "dx"});
-  chooseConvTiles(s, elem, 16, s.get("meta:width") <= 4 ? 2 * elem : elem, true);
+  const bool packedCf = elem <= 2 && !s.get("meta:channel_last") && s.get("has_cu", 0);
+  chooseConvTiles(s, elem, packedCf ? 8 : 16, s.get("meta:width") <= 4 ? 2 * elem : elem, true);
   if (elem <= 2 && s.get("meta:width") <= 4 && !s.get("has_init", 0) && !s.find("meta:min_blocks"))
     s.set("meta:min_blocks", 4);
   setDefault(s, "meta:index_bits", 32);
-  setDefault(s, "meta:stages", 3);
+  setDefault(s, "meta:stages", packedCf ? 4 : 3);
   const int64_t stages = s.get("meta:stages");
   if (stages < 2 || stages > 8)
     throw Error(Error::Kind::InvalidArgument, s.kernel + ": meta stages (SSMJIT_META) is " + std::to_string(stages) +

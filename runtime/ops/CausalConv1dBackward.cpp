@@ -104,9 +104,9 @@ void bindStates(KernelCall& c, const CausalConv1dBackwardArgs& a, const ConvBack
 }
 
 // The dx kernel's tile sizes, as its meta chooser sets them, for the chunk plan.
-// Its meta chooser reads only the streamed dtypes, the width and the layout (and SSMJIT_META, fixed
-// for the process), so the tile sizes are remembered per thread by those: building and completing
-// a Specialization on every call cost ~7 us of host time.
+// Its meta chooser reads only the streamed dtypes, the width, the layout and whether the row is
+// packed (and SSMJIT_META, fixed for the process), so the tile sizes are remembered per thread by
+// those: building and completing a Specialization on every call cost ~7 us of host time.
 ChunkPlan planFor(const CausalConv1dBackwardArgs& a, const ConvBackwardDims& d) {
   struct Tiles {
     int64_t key = -1, bd = 0, bt = 0;
@@ -117,8 +117,8 @@ ChunkPlan planFor(const CausalConv1dBackwardArgs& a, const ConvBackwardDims& d) 
                          static_cast<int64_t>(a.dx.dtype)) *
                             16 +
                         d.W) *
-                       2) +
-                      (d.channelLast ? 1 : 0);
+                       4) +
+                      (d.channelLast ? 1 : 0) + (d.packedCu ? 2 : 0);
   for (const Tiles& t : memo)
     if (t.key == key) return planChunks(d, t.bd, t.bt);
   KernelCall c(kConvBwd);
