@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -863,6 +864,29 @@ TEST(ParallelMamba2, ARankThatExitsEndsTheOthers) {
   expectTheOthersEnd("ARankThatExitsEndsTheOthers", 0, "exits early");
 }
 
+// The last rank ends itself with SIGKILL; the others go on.
+void killIfLast(const testing::WorkerRank& wr) {
+  if (wr.rank != wr.size - 1) return;
+  std::fprintf(stderr, "rank %d is killed\n", wr.rank);
+  std::fflush(stderr);
+  raise(SIGKILL);
+}
+
+// `work`, collectives with a lost peer, ends with the communicator's lost-peer error within
+// `bound_s` seconds.
+void expectLostPeerWithin(int rank, double bound_s, const char* what, const std::function<void()>& work) {
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    work();
+    ADD_FAILURE() << what << " finished without the last rank";
+  } catch (const Error& e) {
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "[ measured ] rank %d stopped after %.1f s: %s\n", rank, secs, e.what());
+    EXPECT_LE(secs, bound_s);
+    EXPECT_NE(std::string(e.what()).find("a peer rank may have exited"), std::string::npos) << e.what();
+  }
+}
+
 // The last rank is killed mid-run, after all-reduces that finished. The others then enqueue far
 // more all-reduces than the driver's launch queue holds, with no wait of their own: they still end
 // with an error within the bound, since the communicator keeps them a few collectives ahead of the
@@ -877,22 +901,11 @@ TEST(ParallelWorker, DISABLED_ARankKilledMidRunEndsTheOthers) {
   const TensorView t = onDevice(buf, DType::F32, {int64_t{1} << 20});
   for (int i = 0; i < 20; ++i) comm->allReduceSum(t, s.get());
   comm->synchronize(s.get(), "the first all-reduces");
-  if (wr.rank == wr.size - 1) {
-    std::fprintf(stderr, "rank %d is killed\n", wr.rank);
-    std::fflush(stderr);
-    raise(SIGKILL);
-  }
-  const auto t0 = std::chrono::steady_clock::now();
-  try {
+  killIfLast(wr);
+  expectLostPeerWithin(wr.rank, 30, "the all-reduces", [&] {
     for (int i = 0; i < 100000; ++i) comm->allReduceSum(t, s.get());
     comm->synchronize(s.get(), "the all-reduces");
-    ADD_FAILURE() << "the all-reduces finished without the last rank";
-  } catch (const Error& e) {
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::fprintf(stderr, "[ measured ] rank %d stopped after %.1f s: %s\n", wr.rank, secs, e.what());
-    EXPECT_LE(secs, 30.0);
-    EXPECT_NE(std::string(e.what()).find("a peer rank may have exited"), std::string::npos) << e.what();
-  }
+  });
 }
 
 TEST(ParallelMamba2, ARankKilledMidRunEndsTheOthers) {
@@ -916,24 +929,13 @@ TEST(ParallelWorker, DISABLED_ARankKilledWhileAGraphRunsEndsTheOthers) {
   });
   for (int i = 0; i < 5; ++i) g.launch(s.get());
   comm->synchronize(s.get(), "the first replays");
-  if (wr.rank == wr.size - 1) {
-    std::fprintf(stderr, "rank %d is killed\n", wr.rank);
-    std::fflush(stderr);
-    raise(SIGKILL);
-  }
-  const auto t0 = std::chrono::steady_clock::now();
-  try {
+  killIfLast(wr);
+  expectLostPeerWithin(wr.rank, 45, "the replays", [&] {
     for (int i = 0; i < 1000; ++i) {  // a decode loop: each step's replay, then its wait
       g.launch(s.get());
       comm->synchronize(s.get(), "a replay");
     }
-    ADD_FAILURE() << "the replays finished without the last rank";
-  } catch (const Error& e) {
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::fprintf(stderr, "[ measured ] rank %d stopped after %.1f s: %s\n", wr.rank, secs, e.what());
-    EXPECT_LE(secs, 45.0);
-    EXPECT_NE(std::string(e.what()).find("a peer rank may have exited"), std::string::npos) << e.what();
-  }
+  });
   std::fprintf(stderr, "[ ended ] rank %d%s\n", wr.rank, ncclAbandoned() ? ", its communicator abandoned" : "");
   if (ncclAbandoned()) {  // NCCL's threads still run: end as ssmjit/parallel.h says
     std::fflush(nullptr);
