@@ -130,7 +130,10 @@ struct Communicator::Impl {
         why = "timed out after " + std::to_string(timeout_s) + " s waiting for " + what +
               " (a peer rank may have exited or stalled)";
       if (!why.empty()) {
-        const Clock::time_point drain = deadlineAfter(abortWith(why) ? 10 : 0);
+        // A returned abort stops NCCL's kernels, so the work drains (bounded) before buffers go
+        // away; after an abandoned one they may never stop, and waiting would only delay the error.
+        const bool aborted = abortWith(why);
+        const Clock::time_point drain = deadlineAfter(aborted ? 10 : 0);
         while (query() == CUDA_ERROR_NOT_READY && Clock::now() < drain)
           std::this_thread::sleep_for(std::chrono::milliseconds(1));
         throw Error(Error::Kind::Cuda, "rank " + std::to_string(rank) + " of " + std::to_string(size) + ": " + broken);

@@ -15,10 +15,10 @@
 // every other rank with an error, not a hang. An abort is itself waited for at most 10 s: where
 // the stalled collectives were captured in a CUDA graph NCCL's abort has been seen never to
 // return, and the communicator is then abandoned (ncclAbandoned() below). Graph replays holding
-// collectives are bounded where each is waited for by synchronize() before the next (a decode
-// loop); 50 replays queued before one wait did not end within 90 s after a peer was killed.
-// After an abort every further call throws. NCCL's multicast (NVLS) is switched off
-// (NCCL_NVLS_ENABLE=0, unless the environment sets it).
+// collectives are bounded only where each is waited for by synchronize() before the next (a
+// decode loop): replays queued without a wait bypass the communicator, so none of its bounds
+// applies to them. After an abort every further call throws. NCCL's multicast (NVLS) is switched
+// off (NCCL_NVLS_ENABLE=0, unless the environment sets it).
 #pragma once
 #include <memory>
 #include <string>
