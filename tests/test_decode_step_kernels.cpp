@@ -187,7 +187,7 @@ TEST(DecodeStepKernels, DeferredCommitCompiles) {
           expectCompiles(v, "sm_90a");
         }
   Variant wide;  // R + Lc + L = 24 tokens: one staged chunk past 48 KiB (dynamic shared memory),
-  wide.R = 8;    // 56 bytes spilled on sm_90a
+  wide.R = 8;    // 36 bytes spilled on sm_90a
   const Call cw = make(wide);
   const Specialization ws = detail::decodeStepSpecialization(cw.s, cw.w, cw.a, "sm_90a");
   EXPECT_EQ(ws.get("meta:BLOCK_T"), 32);
@@ -204,6 +204,23 @@ TEST(DecodeStepKernels, DeferredCommitCompiles) {
   Variant sm80;
   sm80.R = 4, sm80.L = 4, sm80.state = sm80.x = DType::BF16;
   expectCompiles(sm80, "sm_80");
+}
+
+// One staged chunk takes the rows its tokens can fill, not its tiles' power of two: at R 8, L 8,
+// Lc 8 (24 tokens in tiles of 32) a block takes less shared memory than at R 16 (32 tokens), which
+// lets more programs share an SM.
+TEST(DecodeStepKernels, DeferredStagesOnlyTheRowsItsTokensFill) {
+  SSMJIT_REQUIRE_NVRTC();
+  auto sharedBytes = [](int64_t R) {
+    Variant v;
+    v.R = R;
+    const Call c = make(v);
+    const Specialization spec = detail::decodeStepSpecialization(c.s, c.w, c.a, "sm_90a");
+    EXPECT_EQ(spec.get("meta:BLOCK_T"), 32) << "R " << R;
+    const CompiledKernel k = compileKernel(spec);
+    return k.resources.sharedBytes + k.dynamicSharedBytes;
+  };
+  EXPECT_LT(sharedBytes(8), sharedBytes(16));
 }
 
 TEST(DecodeStepKernels, CompilesForSm80) {

@@ -145,19 +145,34 @@ void build(KernelBuilder& k, const Specialization& spec, bool deferred) {
   // once; then the convs from shared memory, written over the first BT raw rows: post-conv B, C
   // and x of token r at row r. Beside them: dt' x, silu(z), exp(A dt') and dt' per token. B and
   // C rows hold place n at n + 4 (n / 32), as the state update kernel's do.
-  const int64_t R = BT + W - 1, RT = nextPow2(R), BNp = BN + BN / 32 * 4;
+  // The tiles span BT tokens (a power of two); the rows take TS: where one chunk holds every token,
+  // only the maxTokens its tokens can fill (24 rows of BT 32 at R 8, L 8), so that the rows of a
+  // deep ring fit more programs an SM.
+  const int64_t maxTokens = (spec.get("replay") ? spec.get("Lc") : 0) + spec.get("R", 0) + spec.get("L");
+  const bool oneChunk = BT >= maxTokens;
+  const int64_t TS = oneChunk ? maxTokens : BT;
+  const int64_t R = TS + W - 1, RT = nextPow2(R), BNp = BN + BN / 32 * 4;
   const bool withZ = spec.get("has_z") != 0;
   auto padN = [&](Value n) { return n + (n / 32) * 4; };
   // The conv weights (W rows) and bias (a row) of B, C and x sit beside their raw rows, staged with
   // them: their loads are in flight with the raw rows', instead of a memory latency after the
   // barrier.
-  const int64_t oC = R * BNp, oX = 2 * R * BNp, oDtx = oX + R * BP, oZ = oDtx + BT * BP,
-                oDec = oZ + (withZ ? BT * BP : 0), oDt = oDec + kMaxHeadsPerProgram * BT,
-                oWB = oDt + kMaxHeadsPerProgram * BT, oWC = oWB + (W + 1) * BNp, oWX = oWC + (W + 1) * BNp;
+  const int64_t oC = R * BNp, oX = 2 * R * BNp, oDtx = oX + R * BP, oZ = oDtx + TS * BP,
+                oDec = oZ + (withZ ? TS * BP : 0), oDt = oDec + kMaxHeadsPerProgram * TS,
+                oWB = oDt + kMaxHeadsPerProgram * TS, oWC = oWB + (W + 1) * BNp, oWX = oWC + (W + 1) * BNp;
   // Past 48 KiB (a deep ring staged in one chunk) the rows go to dynamic shared memory.
   const int64_t smemFloats = oWX + (W + 1) * BP;
   Value smem = smemFloats > kMaxSharedBufferFloats ? k.sharedBuffer(smemFloats, DType::F32) : k.sharedBuffer(smemFloats);
   Value tr = k.range(BT), tC = k.expandDims(tr, 1);  // [BT], [BT, 1]
+  // Tile rows past TS are not stored (tStaged) and read the last staged row (tRow): no token uses
+  // what they compute, and no read leaves the rows.
+  Value tStaged = TS < BT ? tC < TS : Value{}, tRow = TS < BT ? k.minimum(tC, k.constInt(TS - 1)) : tC;
+  auto storeRows = [&](Value off, Value v) {
+    if (tStaged.valid())
+      k.store(smem, off, v, tStaged);
+    else
+      k.store(smem, off, v);
+  };
   Value rC = k.expandDims(k.range(RT), 1);           // [RT, 1]
   Value nR = k.expandDims(offsN, 0), mN2 = k.expandDims(maskN, 0);
   // The [rows, P] tiles spread P along the lanes (written so that CSE does not fold them into
@@ -186,7 +201,7 @@ void build(KernelBuilder& k, const Specialization& spec, bool deferred) {
   // causal_conv1d_update sums.
   auto convRows = [&](int64_t o, int64_t oW, int64_t rs, Value at) {
     auto wk = [&](int64_t q) { return k.load(smem, oW + q * rs + at); };
-    auto raw = [&](int64_t q) { return k.load(smem, o + (tC + q) * rs + at); };
+    auto raw = [&](int64_t q) { return k.load(smem, o + (tRow + q) * rs + at); };
     Value bias = wk(W);
     Value acc = bias + wk(W - 1) * raw(W - 1);
     for (int64_t q = 0; q + 1 < W; ++q) acc = acc + wk(q) * raw(q);
@@ -224,13 +239,13 @@ void build(KernelBuilder& k, const Specialization& spec, bool deferred) {
         })[0];
     Value d = dtTransform(dRaw + bias);
     Value hl = k.expandDims(k.range(HB), 0);
-    k.store(smem, oDec + hl * BT + tC, k.exp(k.load(A, hs * sAh, okH, zero) * d));
-    k.store(smem, oDt + hl * BT + tC, d);
+    storeRows(oDec + hl * TS + tC, k.exp(k.load(A, hs * sAh, okH, zero) * d));
+    storeRows(oDt + hl * TS + tC, d);
     k.barrier();
     Value bPost = convRows(0, oWB, BNp, padN(nR)), cPost = convRows(oC, oWC, BNp, padN(nR));
-    k.barrier();  // every raw row is read before the first BT are overwritten
-    k.store(smem, tC * BNp + padN(nR), bPost);
-    k.store(smem, oC + tC * BNp + padN(nR), cPost);
+    k.barrier();  // every raw row is read before the first TS are overwritten
+    storeRows(tC * BNp + padN(nR), bPost);
+    storeRows(oC + tC * BNp + padN(nR), cPost);
   };
   // The x (and silu(z)) of tokens v0.. of head h (the i-th of the program), and dt' x. With
   // commitFromRaw (one chunk holds every token), the head's x conv window after the replay and
@@ -244,8 +259,8 @@ void build(KernelBuilder& k, const Specialization& spec, bool deferred) {
     Value vC = v0 + tC, okC = vC < nTok;
     if (withZ) {
       Value mZ = okC && (vC >= nRep) && mP2;
-      k.store(smem, oZ + tC * BP + pR,
-              silu(k.load(z, b * sZb + (vC - nRep) * sZt + h * sZh + (pidP * BP + pR) * sZp, mZ, zero)));
+      storeRows(oZ + tC * BP + pR,
+                silu(k.load(z, b * sZb + (vC - nRep) * sZt + h * sZh + (pidP * BP + pR) * sZp, mZ, zero)));
     }
     k.barrier();
     if (commitFromRaw) {
@@ -267,10 +282,10 @@ void build(KernelBuilder& k, const Specialization& spec, bool deferred) {
       });
     }
     Value xPost = convRows(oX, oWX, BP, pR);
-    Value dtx = k.load(smem, oDt + i * BT + tC) * xPost;
+    Value dtx = k.load(smem, oDt + i * TS + tRow) * xPost;
     k.barrier();
-    k.store(smem, oX + tC * BP + pR, xPost);
-    k.store(smem, oDtx + tC * BP + pR, dtx);
+    storeRows(oX + tC * BP + pR, xPost);
+    storeRows(oDtx + tC * BP + pR, dtx);
     k.barrier();
   };
   // The tokens of the staged chunk from v0 for head h: the replayed ones update the state (the
@@ -282,7 +297,7 @@ void build(KernelBuilder& k, const Specialization& spec, bool deferred) {
     return k.forLoop(v0, k.minimum(v0 + BT, nTok), k.constInt(1), {sIn}, [&](Value v, const std::vector<Value>& sv) {
       Value r = v - v0, row = r * BP + offsP - pidP * BP;
       Value Bv = k.load(smem, r * BNp + padN(offsN)), dtx = k.load(smem, oDtx + row);
-      Value decay = k.splat(k.load(smem, oDec + i * BT + r), {BP, BN});
+      Value decay = k.splat(k.load(smem, oDec + i * TS + r), {BP, BN});
       Value s = sv[0] * decay + k.expandDims(Bv, 0) * k.expandDims(dtx, 1);
       k.ifThen(deferred ? (v == nRep - 1) && commitNow : v == c - 1,
                [&] { k.store(ssmState, ssmOffsets(h), s, mask2); });
@@ -382,9 +397,8 @@ void build(KernelBuilder& k, const Specialization& spec, bool deferred) {
   };
 
   // The program's heads h0 + i, one after the other.
-  const int64_t maxTokens = (spec.get("replay") ? spec.get("Lc") : 0) + spec.get("R", 0) + spec.get("L");
   Value h0 = hb * hpp, nHeads = k.minimum(hpp, H - h0);
-  if (BT >= maxTokens) {
+  if (oneChunk) {
     // One chunk holds every token: the group's B and C (and dt) are staged once, after which the
     // program arrives, so that the last one's commits overlap the others' tokens. The state is
     // loaded after its head's staging, so that its registers are free there.
