@@ -142,10 +142,10 @@ void build(KernelBuilder& k, const Specialization& spec, bool deferred) {
   // runs the B/C conv it needs itself (a few KB of L2 reads, once for its hpp heads) instead of
   // waiting for another program's. First the conv inputs of the chunk's tokens and their W - 1
   // predecessors ("raw" rows: B and C of the group, x of the head's rows), all loads in flight at
-  // once; then the convs from shared memory, written over the first BT raw rows: post-conv B, C
+  // once; then the convs from shared memory, written over the first TS raw rows: post-conv B, C
   // and x of token r at row r. Beside them: dt' x, silu(z), exp(A dt') and dt' per token. B and
   // C rows hold place n at n + 4 (n / 32), as the state update kernel's do.
-  // The tiles span BT tokens (a power of two); the rows take TS: where one chunk holds every token,
+  // The tiles span BT tokens (a power of two); the rows, TS: where one chunk holds every token,
   // only the maxTokens its tokens can fill (24 rows of BT 32 at R 8, L 8), so that the rows of a
   // deep ring fit more programs an SM.
   const int64_t maxTokens = (spec.get("replay") ? spec.get("Lc") : 0) + spec.get("R", 0) + spec.get("L");
