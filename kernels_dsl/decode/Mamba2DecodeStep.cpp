@@ -164,15 +164,9 @@ void build(KernelBuilder& k, const Specialization& spec, bool deferred) {
   const int64_t smemFloats = oWX + (W + 1) * BP;
   Value smem = smemFloats > kMaxSharedBufferFloats ? k.sharedBuffer(smemFloats, DType::F32) : k.sharedBuffer(smemFloats);
   Value tr = k.range(BT), tC = k.expandDims(tr, 1);  // [BT], [BT, 1]
-  // Tile rows past TS are not stored (tStaged) and read the last staged row (tRow): no token uses
-  // what they compute, and no read leaves the rows.
+  // Tile rows past TS are not stored (tStaged, none when TS = BT) and read the last staged row
+  // (tRow): no token uses what they compute, and no read leaves the rows.
   Value tStaged = TS < BT ? tC < TS : Value{}, tRow = TS < BT ? k.minimum(tC, k.constInt(TS - 1)) : tC;
-  auto storeRows = [&](Value off, Value v) {
-    if (tStaged.valid())
-      k.store(smem, off, v, tStaged);
-    else
-      k.store(smem, off, v);
-  };
   Value rC = k.expandDims(k.range(RT), 1);           // [RT, 1]
   Value nR = k.expandDims(offsN, 0), mN2 = k.expandDims(maskN, 0);
   // The [rows, P] tiles spread P along the lanes (written so that CSE does not fold them into
@@ -239,13 +233,13 @@ void build(KernelBuilder& k, const Specialization& spec, bool deferred) {
         })[0];
     Value d = dtTransform(dRaw + bias);
     Value hl = k.expandDims(k.range(HB), 0);
-    storeRows(oDec + hl * TS + tC, k.exp(k.load(A, hs * sAh, okH, zero) * d));
-    storeRows(oDt + hl * TS + tC, d);
+    k.store(smem, oDec + hl * TS + tC, k.exp(k.load(A, hs * sAh, okH, zero) * d), tStaged);
+    k.store(smem, oDt + hl * TS + tC, d, tStaged);
     k.barrier();
     Value bPost = convRows(0, oWB, BNp, padN(nR)), cPost = convRows(oC, oWC, BNp, padN(nR));
     k.barrier();  // every raw row is read before the first TS are overwritten
-    storeRows(tC * BNp + padN(nR), bPost);
-    storeRows(oC + tC * BNp + padN(nR), cPost);
+    k.store(smem, tC * BNp + padN(nR), bPost, tStaged);
+    k.store(smem, oC + tC * BNp + padN(nR), cPost, tStaged);
   };
   // The x (and silu(z)) of tokens v0.. of head h (the i-th of the program), and dt' x. With
   // commitFromRaw (one chunk holds every token), the head's x conv window after the replay and
@@ -259,8 +253,8 @@ void build(KernelBuilder& k, const Specialization& spec, bool deferred) {
     Value vC = v0 + tC, okC = vC < nTok;
     if (withZ) {
       Value mZ = okC && (vC >= nRep) && mP2;
-      storeRows(oZ + tC * BP + pR,
-                silu(k.load(z, b * sZb + (vC - nRep) * sZt + h * sZh + (pidP * BP + pR) * sZp, mZ, zero)));
+      k.store(smem, oZ + tC * BP + pR,
+                silu(k.load(z, b * sZb + (vC - nRep) * sZt + h * sZh + (pidP * BP + pR) * sZp, mZ, zero)), tStaged);
     }
     k.barrier();
     if (commitFromRaw) {
@@ -284,8 +278,8 @@ void build(KernelBuilder& k, const Specialization& spec, bool deferred) {
     Value xPost = convRows(oX, oWX, BP, pR);
     Value dtx = k.load(smem, oDt + i * TS + tRow) * xPost;
     k.barrier();
-    storeRows(oX + tC * BP + pR, xPost);
-    storeRows(oDtx + tC * BP + pR, dtx);
+    k.store(smem, oX + tC * BP + pR, xPost, tStaged);
+    k.store(smem, oDtx + tC * BP + pR, dtx, tStaged);
     k.barrier();
   };
   // The tokens of the staged chunk from v0 for head h: the replayed ones update the state (the

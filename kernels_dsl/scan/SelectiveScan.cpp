@@ -266,10 +266,7 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
         },
         [&] { return std::vector<Value>{y}; })[0];
     Value oOff = row * sOb + dOffs * sOd + tOff;
-    if (mask.valid())
-      k.store(out, oOff, y, mask);
-    else
-      k.store(out, oOff, y);
+    k.store(out, oOff, y, mask);
     return next;
   };
   // The serial class' tile: tokens [c, c + BT) of the span, from token tStart = t0 + c of the row,
@@ -378,10 +375,7 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
         hasZ, [&] { return std::vector<Value>{y * silu(loadOwn(z, row * sZb + dOffs * sZd))}; },
         [&] { return std::vector<Value>{y}; })[0];
     Value oOff = row * sOb + dOffs * sOd + tStart + own;
-    if (ownMask.valid())
-      k.store(out, oOff, y, ownMask);
-    else
-      k.store(out, oOff, y);
+    k.store(out, oOff, y, ownMask);
     return next;
   };
   std::vector<Value> carry = h;

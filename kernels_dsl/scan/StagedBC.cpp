@@ -48,10 +48,7 @@ void StagedBC::queue(PackedRuns& runs) const {
 
 void StagedBC::store(Value v, bool c) {
   Value sOff = (rS_ + (c ? rowC_ : 0)) * rowStride_ + padT_;
-  if (rowMask_.valid())
-    k_.store(smem_, sOff, v, rowMask_);
-  else
-    k_.store(smem_, sOff, v);
+  k_.store(smem_, sOff, v, rowMask_);
 }
 
 std::vector<Value> StagedBC::load(Value tokMask, Value tOff) const {
