@@ -27,6 +27,14 @@ namespace {
 using testing::join;
 using testing::onDevice;
 
+// What a fault test all-reduces: 1 Mi floats on the device, zeroed, and a stream.
+struct AllReduceRig {
+  DeviceBuffer buf{size_t{1} << 22};
+  OwnedStream s;
+  TensorView t = onDevice(buf, DType::F32, {int64_t{1} << 20});
+  AllReduceRig() { buf.fill(0); }
+};
+
 TEST(ParallelWorker, DISABLED_MismatchedConfigsNameTheDifference) {
   testing::WorkerRank wr;
   if (!testing::workerRank(&wr)) GTEST_SKIP() << "runs inside ParallelMamba2.MismatchedConfigsNameTheDifference";
@@ -55,13 +63,11 @@ TEST(ParallelWorker, DISABLED_ARankThatExitsEndsTheOthers) {
     std::fflush(stderr);
     _exit(0);
   }
-  DeviceBuffer buf(size_t{1} << 22);
-  buf.fill(0);
-  OwnedStream s;
+  AllReduceRig rig;
   const auto t0 = std::chrono::steady_clock::now();
   try {
-    comm->allReduceSum(onDevice(buf, DType::F32, {int64_t{1} << 20}), s.get());
-    comm->synchronize(s.get(), "the all-reduce");
+    comm->allReduceSum(rig.t, rig.s.get());
+    comm->synchronize(rig.s.get(), "the all-reduce");
     ADD_FAILURE() << "the all-reduce finished without the last rank";
   } catch (const Error& e) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -70,7 +76,7 @@ TEST(ParallelWorker, DISABLED_ARankThatExitsEndsTheOthers) {
     EXPECT_NE(std::string(e.what()).find("rank " + std::to_string(wr.rank) + " of "), std::string::npos) << e.what();
   }
   try {
-    comm->allReduceSum(onDevice(buf, DType::F32, {16}), s.get());
+    comm->allReduceSum(onDevice(rig.buf, DType::F32, {16}), rig.s.get());
     ADD_FAILURE() << "an aborted communicator took more work";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("the communicator was aborted"), std::string::npos) << e.what();
@@ -129,16 +135,13 @@ TEST(ParallelWorker, DISABLED_ARankKilledMidRunEndsTheOthers) {
   testing::WorkerRank wr;
   if (!testing::workerRank(&wr)) GTEST_SKIP() << "runs inside ParallelMamba2.ARankKilledMidRunEndsTheOthers";
   auto comm = join(wr, {{"test", "kill"}}, 15);
-  DeviceBuffer buf(size_t{1} << 22);
-  buf.fill(0);
-  OwnedStream s;
-  const TensorView t = onDevice(buf, DType::F32, {int64_t{1} << 20});
-  for (int i = 0; i < 20; ++i) comm->allReduceSum(t, s.get());
-  comm->synchronize(s.get(), "the first all-reduces");
+  AllReduceRig rig;
+  for (int i = 0; i < 20; ++i) comm->allReduceSum(rig.t, rig.s.get());
+  comm->synchronize(rig.s.get(), "the first all-reduces");
   killIfLast(wr);
   expectLostPeerWithin(wr.rank, 30, "the all-reduces", [&] {
-    for (int i = 0; i < 100000; ++i) comm->allReduceSum(t, s.get());
-    comm->synchronize(s.get(), "the all-reduces");
+    for (int i = 0; i < 100000; ++i) comm->allReduceSum(rig.t, rig.s.get());
+    comm->synchronize(rig.s.get(), "the all-reduces");
   });
 }
 
@@ -154,20 +157,17 @@ TEST(ParallelWorker, DISABLED_ARankKilledWhileAGraphRunsEndsTheOthers) {
   testing::WorkerRank wr;
   if (!testing::workerRank(&wr)) GTEST_SKIP() << "runs inside ParallelMamba2.ARankKilledWhileAGraphRunsEndsTheOthers";
   auto comm = join(wr, {{"test", "graph-kill"}}, 15);
-  DeviceBuffer buf(size_t{1} << 22);
-  buf.fill(0);
-  OwnedStream s;
-  const TensorView t = onDevice(buf, DType::F32, {int64_t{1} << 20});
-  const CudaGraph g = CudaGraph::capture(s.get(), [&](CUstream st) {
-    for (int i = 0; i < 4; ++i) comm->allReduceSum(t, st);
+  AllReduceRig rig;
+  const CudaGraph g = CudaGraph::capture(rig.s.get(), [&](CUstream st) {
+    for (int i = 0; i < 4; ++i) comm->allReduceSum(rig.t, st);
   });
-  for (int i = 0; i < 5; ++i) g.launch(s.get());
-  comm->synchronize(s.get(), "the first replays");
+  for (int i = 0; i < 5; ++i) g.launch(rig.s.get());
+  comm->synchronize(rig.s.get(), "the first replays");
   killIfLast(wr);
   expectLostPeerWithin(wr.rank, 45, "the replays", [&] {
     for (int i = 0; i < 1000; ++i) {  // a decode loop: each step's replay, then its wait
-      g.launch(s.get());
-      comm->synchronize(s.get(), "a replay");
+      g.launch(rig.s.get());
+      comm->synchronize(rig.s.get(), "a replay");
     }
   });
   std::fprintf(stderr, "[ ended ] rank %d%s\n", wr.rank, ncclAbandoned() ? ", its communicator abandoned" : "");
