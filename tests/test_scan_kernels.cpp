@@ -577,20 +577,26 @@ TEST(ScanKernels, SequenceAndSlotCountsBindNoClass) {
 
 // A packed row of 8 x 2049 bf16 tokens: its channel stride (16392) is not a multiple of 16 tokens
 // but is of 8, which is 16 bytes, so the whole tiles still load 16-byte vectors (scalar accesses
-// make that row 1.5x slower than 8 x 2048). An odd row length leaves no aligned vector.
-TEST(ScanKernels, PackedRowStrideDivisibleByEightTokensLoadsVectors) {
+// make that row 1.5x slower than 8 x 2048). An odd row length starts each channel's row on its own
+// alignment, packed or dense: the runs align on each row's address (PackedRuns, perRow) and still
+// load vectors, moved into place by selects, not by a branch of the program's shift.
+TEST(ScanKernels, RowsLoadVectorsWhateverTheirLength) {
   Variant v;
-  v.packed = true, v.batch = 8;
-  const auto loads = [&](int64_t L) {
-    v.L = L;
+  v.batch = 8;
+  const auto loads = [&](bool packed, int64_t L) {
+    v.packed = packed, v.L = L;
     const std::string cuda = generatedCuda(detail::scanSpecializations(make(v), "sm_90a").back());
     int n = 0;
     for (const char* p : {"p_u", "p_delta", "p_z"})
       n += std::regex_search(cuda, std::regex(std::string("ssm_ld_words<8>\\(&v\\d+\\[r\\], ") + p + " "));
-    return n;
+    return std::pair<int, int>(n, static_cast<int>(occurrences(cuda, "const int q = j - (")));
   };
-  EXPECT_EQ(loads(8 * 2049), 3);
-  EXPECT_EQ(loads(8 * 2049 + 1), 0);
+  // Five tiles move (u, delta, z and the staged B and C): by the program's shift, a branch of 7
+  // shifts each; by each row's, 3 + 2 (the run and the one after it, by 4, 2 and 1 places).
+  EXPECT_EQ(loads(true, 8 * 2049), std::pair(3, 5 * 7));
+  EXPECT_EQ(loads(true, 8 * 2049 + 1), std::pair(3, 5 * 5));
+  EXPECT_EQ(loads(false, 2047).first, 3);
+  EXPECT_EQ(loads(false, 2048), std::pair(3, 0));
 }
 
 // A packed row's tiles start anywhere: each thread loads its aligned run and the next one as

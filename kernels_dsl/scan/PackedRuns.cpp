@@ -5,15 +5,24 @@
 namespace ssmjit::kernels {
 using namespace dsl;
 
-PackedRuns::PackedRuns(KernelBuilder& k, Value ts, int64_t BT, int64_t run, Value rowEnd)
-    : k_(k), BT_(BT), run_(run), rowEnd_(rowEnd) {
+PackedRuns::PackedRuns(KernelBuilder& k, Value ts, int64_t BT, int64_t run, Value rowEnd, bool perRow)
+    : k_(k), BT_(BT), run_(run), perRow_(perRow), ts_(ts), rowEnd_(rowEnd) {
   a0_ = (ts / run) * run;
   sh_ = ts - a0_;
 }
 
 void PackedRuns::load(Value p, Value base, Value mask) {
-  Value t = a0_ + k_.expandDims(k_.range(BT_), 0);  // [1, BT]: constant along a run when rowEnd's
-                                                    // divisor is, so the loads stay vectors
+  Value t = k_.expandDims(k_.range(BT_), 0);  // [1, BT]
+  if (perRow_) {
+    Value at = base + ts_, aligned = (at / run_) * run_;  // [R, 1]
+    Value off = aligned + t;
+    auto ld = [&](Value o) { return mask.valid() ? k_.load(p, o, mask, k_.constFloat(0)) : k_.load(p, o); };
+    cur_.push_back(ld(off));
+    next_.push_back(ld(off + run_));
+    rowSh_.push_back(at - aligned);
+    return;
+  }
+  t = a0_ + t;  // constant along a run when rowEnd's divisor is, so the loads stay vectors
   Value off = base + t;
   auto masked = [&](Value o, Value tok) {
     Value m = mask;
@@ -28,6 +37,22 @@ void PackedRuns::load(Value p, Value base, Value mask) {
 }
 
 std::vector<Value> PackedRuns::realign() const {
+  if (perRow_) {  // shifts by run/2, .., 2, 1 where the row's sh has that bit
+    std::vector<Value> r;
+    for (size_t x = 0; x < cur_.size(); ++x) {
+      Value cur = cur_[x], next = next_[x];
+      for (int64_t b = run_ / 2; b >= 1; b /= 2) {
+        Value on = k_.broadcastTo((rowSh_[x] / b) % 2 == 1, cur.shape());
+        const int s = static_cast<int>(-b), p = static_cast<int>(run_);
+        Value moved = k_.shift(cur, next, 1, s, p);
+        // next's places moved in from past it are never read: the shifts add up to sh < run.
+        if (b > 1) next = k_.select(on, k_.shift(next, next, 1, s, p), next);
+        cur = k_.select(on, moved, cur);
+      }
+      r.push_back(cur);
+    }
+    return r;
+  }
   std::function<std::vector<Value>(int64_t)> from = [&](int64_t s) {
     auto moved = [&, s] {
       std::vector<Value> r;

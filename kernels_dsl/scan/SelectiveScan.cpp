@@ -198,8 +198,21 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   // association within a sequence, and with it a packed sequence's bits against its own call; the
   // serial class (serial_seqlen, ssmjit/ops.h) keeps its tiles on the row's grid instead, for
   // calls of many sequences.
-  const bool realignPacked = spec.get("has_cu", 0) != 0 && !serial;
+  // Rows whose strides are not all multiples of a run (an odd row length: channel d's row starts
+  // at d L) align each row's runs on its own address (PackedRuns, perRow), dense rows too: loaded
+  // element by element, an odd row length cost the forward a third.
+  const bool packed = spec.get("has_cu", 0) != 0;
   const int64_t run = BT / spec.get("meta:time_lanes");  // a thread's tokens
+  bool rowsAligned = true;
+  for (const char* s : {"s_u_d", "s_dl_d", "s_z_d"}) rowsAligned = rowsAligned && spec.provesMultiple(s, run);
+  if (stageB) rowsAligned = rowsAligned && spec.provesMultiple("s_B_n", run);
+  if (stageC) rowsAligned = rowsAligned && spec.provesMultiple("s_C_n", run);
+  if (!packed) {
+    for (const char* s : {"s_u_b", "s_dl_b", "s_z_b"}) rowsAligned = rowsAligned && spec.provesMultiple(s, run);
+    if (stageB) rowsAligned = rowsAligned && spec.provesMultiple("s_B_b", run);
+    if (stageC) rowsAligned = rowsAligned && spec.provesMultiple("s_C_b", run);
+  }
+  const bool realignRuns = !serial && (packed || !rowsAligned), perRow = realignRuns && !rowsAligned;
   // One tile [c, c + BT) of the span. A whole tile (the common case) has a mask constant along
   // time, or none: straight-line loads the compiler can vectorise and schedule ahead of the math.
   // Checkpoint keys of the sequence: its tile q at ckptKey0 + q (see the header).
@@ -216,10 +229,10 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
     Value mask = whole ? (channelsWhole ? Value{} : k.broadcastTo(mD2, {R, BT})) : m2;
     Value tOff = tE(t0 + tl);
     auto load = [&](Value p, Value off) { return mask.valid() ? k.load(p, off, mask, zero) : k.load(p, off); };
-    const bool realigned = realignPacked && whole;
+    const bool realigned = realignRuns && whole;
     std::vector<Value> got;
     if (realigned) {
-      PackedRuns al(k, t0 + c, BT, run);
+      PackedRuns al(k, t0 + c, BT, run, {}, perRow);
       al.load(u, row * sUb + dOffs * sUd, mask);
       al.load(delta, row * sDlb + dOffs * sDld, mask);
       staged.queue(al);
@@ -260,7 +273,7 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
         hasZ,
         [&] {
           if (!realigned) return std::vector<Value>{y * silu(load(z, row * sZb + dOffs * sZd + tOff))};
-          PackedRuns az(k, t0 + c, BT, run);
+          PackedRuns az(k, t0 + c, BT, run, {}, perRow);
           az.load(z, row * sZb + dOffs * sZd, mask);
           return std::vector<Value>{y * silu(az.realign()[0])};
         },
@@ -405,11 +418,14 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
       return next;
     });
   } else {
-    const bool tilesWhole = scanTilesWhole(spec, BT);
+    const bool tilesWhole = scanTilesWhole(spec, BT) && !realignRuns;
     carry = k.forLoop(zeroI, spanLen, k.constInt(BT), carry, [&](Value c, const std::vector<Value>& cs) {
       if (tilesWhole) return tile(true, c, cs);
-      // A packed row's whole tile also reads the run after it: it must lie in the row.
-      Value whole = realignPacked ? (c + BT <= spanLen) && (t0 + c + BT + run <= L) : c + BT <= spanLen;
+      // A realigned whole tile also reads the run after it (perRow: and the one before): they
+      // must lie in the row.
+      Value whole = c + BT <= spanLen;
+      if (realignRuns) whole = whole && (t0 + c + BT + run <= L);
+      if (perRow) whole = whole && (t0 + c >= run);
       return k.ifElse(
           whole, [&] { return tile(true, c, cs); }, [&] { return tile(false, c, cs); });
     });
