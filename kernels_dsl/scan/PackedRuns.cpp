@@ -13,17 +13,13 @@ PackedRuns::PackedRuns(KernelBuilder& k, Value ts, int64_t BT, int64_t run, Valu
 
 void PackedRuns::load(Value p, Value base, Value mask) {
   Value t = k_.expandDims(k_.range(BT_), 0);  // [1, BT]
+  Value at, aligned;                          // perRow: [R, 1], the row's token ts and its run's start
   if (perRow_) {
-    Value at = base + ts_, aligned = (at / run_) * run_;  // [R, 1]
-    Value off = aligned + t;
-    auto ld = [&](Value o) { return mask.valid() ? k_.load(p, o, mask, k_.constFloat(0)) : k_.load(p, o); };
-    cur_.push_back(ld(off));
-    next_.push_back(ld(off + run_));
-    rowSh_.push_back(at - aligned);
-    return;
+    at = base + ts_, aligned = (at / run_) * run_;
+  } else {
+    t = a0_ + t;  // constant along a run when rowEnd's divisor is, so the loads stay vectors
   }
-  t = a0_ + t;  // constant along a run when rowEnd's divisor is, so the loads stay vectors
-  Value off = base + t;
+  Value off = perRow_ ? aligned + t : base + t;
   auto masked = [&](Value o, Value tok) {
     Value m = mask;
     if (rowEnd_.valid()) {
@@ -34,6 +30,7 @@ void PackedRuns::load(Value p, Value base, Value mask) {
   };
   cur_.push_back(masked(off, t));
   next_.push_back(masked(off + run_, t + run_));
+  if (perRow_) rowSh_.push_back(at - aligned);
 }
 
 std::vector<Value> PackedRuns::realign() const {

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <string>
 
 #include "kernels_dsl/Dsl.h"
 #include "kernels_dsl/MetaDefaults.h"
@@ -199,19 +200,20 @@ void buildScan(KernelBuilder& k, const Specialization& spec) {
   // serial class (serial_seqlen, ssmjit/ops.h) keeps its tiles on the row's grid instead, for
   // calls of many sequences.
   // Rows whose strides are not all multiples of a run (an odd row length: channel d's row starts
-  // at d L) align each row's runs on its own address (PackedRuns, perRow), dense rows too: loaded
-  // element by element, an odd row length cost the forward a third.
+  // at d L) align each row's runs on its own address (PackedRuns, perRow), dense rows too, rather
+  // than load element by element (docs/performance.md, odd row lengths).
   const bool packed = spec.get("has_cu", 0) != 0;
   const int64_t run = BT / spec.get("meta:time_lanes");  // a thread's tokens
-  bool rowsAligned = true;
-  for (const char* s : {"s_u_d", "s_dl_d", "s_z_d"}) rowsAligned = rowsAligned && spec.provesMultiple(s, run);
-  if (stageB) rowsAligned = rowsAligned && spec.provesMultiple("s_B_n", run);
-  if (stageC) rowsAligned = rowsAligned && spec.provesMultiple("s_C_n", run);
-  if (!packed) {
-    for (const char* s : {"s_u_b", "s_dl_b", "s_z_b"}) rowsAligned = rowsAligned && spec.provesMultiple(s, run);
-    if (stageB) rowsAligned = rowsAligned && spec.provesMultiple("s_B_b", run);
-    if (stageC) rowsAligned = rowsAligned && spec.provesMultiple("s_C_b", run);
+  std::vector<std::string> rowStrides{"s_u_d", "s_dl_d", "s_z_d"};
+  if (stageB) rowStrides.push_back("s_B_n");
+  if (stageC) rowStrides.push_back("s_C_n");
+  if (!packed) {  // and the batch's
+    rowStrides.insert(rowStrides.end(), {"s_u_b", "s_dl_b", "s_z_b"});
+    if (stageB) rowStrides.push_back("s_B_b");
+    if (stageC) rowStrides.push_back("s_C_b");
   }
+  const bool rowsAligned = std::all_of(rowStrides.begin(), rowStrides.end(),
+                                       [&](const std::string& s) { return spec.provesMultiple(s, run); });
   const bool realignRuns = !serial && (packed || !rowsAligned), perRow = realignRuns && !rowsAligned;
   // One tile [c, c + BT) of the span. A whole tile (the common case) has a mask constant along
   // time, or none: straight-line loads the compiler can vectorise and schedule ahead of the math.
