@@ -577,7 +577,7 @@ TEST(ScanKernels, SequenceAndSlotCountsBindNoClass) {
 
 // A packed row of 8 x 2049 bf16 tokens: its channel stride (16392) is not a multiple of 16 tokens
 // but is of 8, which is 16 bytes, so the whole tiles still load 16-byte vectors (scalar accesses
-// make that row 1.5x slower than 8 x 2048). An odd row length starts each channel's row on its own
+// make such rows far slower: docs/performance.md). An odd row length starts each channel's row on its own
 // alignment, packed or dense: the runs align on each row's address (PackedRuns, perRow) and still
 // load vectors, moved into place by selects, not by a branch of the program's shift.
 TEST(ScanKernels, RowsLoadVectorsWhateverTheirLength) {
